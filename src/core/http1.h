@@ -1,0 +1,100 @@
+/* http1: parses one HTTP/1.x request head (request line and header fields, RFC 9112).
+ * Must not: perform I/O, allocate, keep state between calls, or read past buf[len - 1].
+ * Ownership: every pointer in struct http_request points into the caller's buffer and is valid
+ * only while that buffer is unchanged; the struct itself is the caller's. */
+#ifndef CORE_HTTP1_H
+#define CORE_HTTP1_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HTTP1_MAX_HEADERS 64     /* more header fields: 431 */
+#define HTTP1_MAX_TARGET 8192    /* a longer request-target: 414 */
+#define HTTP1_MAX_HEAD 16384     /* a head not complete within this many bytes: 431 (414 if
+                                    the request line itself is not complete) */
+
+#define HTTP1_ERROR (-1)   /* req->status holds the response status to send, then close */
+#define HTTP1_PARTIAL (-2) /* the head is not complete yet: call again with more bytes */
+
+enum http_method {
+    HTTP_GET,
+    HTTP_HEAD,
+    HTTP_OPTIONS,
+    HTTP_POST,
+    HTTP_PUT,
+    HTTP_DELETE,
+    HTTP_PATCH,
+    HTTP_CONNECT,
+    HTTP_TRACE,
+    HTTP_OTHER, /* any other valid token */
+};
+
+/* A byte string inside the parsed buffer; {NULL, 0} when absent. */
+struct http_str {
+    const char *p;
+    size_t len;
+};
+
+struct http_header {
+    struct http_str name;  /* as sent (case preserved) */
+    struct http_str value; /* leading and trailing whitespace removed */
+};
+
+struct http_request {
+    enum http_method method;
+    struct http_str method_name;
+    struct http_str target; /* the raw request-target */
+    int minor;              /* 0 for HTTP/1.0, 1 for HTTP/1.1 (and for HTTP/1.2..1.9) */
+    int status;             /* set with HTTP1_ERROR: 400, 414, 431, 501 or 505 */
+
+    size_t num_headers;
+    struct http_header headers[HTTP1_MAX_HEADERS];
+
+    /* Fields http1_parse interprets. */
+    struct http_str host;
+    bool has_host;
+    uint64_t content_length;
+    bool has_content_length;
+    bool has_transfer_encoding;
+    bool keep_alive;      /* from the version and every Connection field's tokens */
+    bool expect_continue; /* Expect: 100-continue */
+    bool expect_other;    /* any other Expect value: answer 417 */
+
+    /* Fields the core reads later; the last occurrence wins, {NULL, 0} when absent. Fields that
+     * are comma-separated lists (If-None-Match, If-Match, Accept, Accept-Encoding) keep the first
+     * occurrence only; sending them twice is rare enough not to merge. */
+    struct http_str if_none_match;
+    struct http_str if_match;
+    struct http_str if_modified_since;
+    struct http_str if_unmodified_since;
+    struct http_str range;
+    struct http_str if_range;
+    struct http_str accept;
+    struct http_str accept_encoding;
+    struct http_str user_agent;
+    struct http_str referer;
+};
+
+/*
+ * Parses the request head at the start of buf[0..len).
+ *
+ * Returns the number of bytes the head occupies (through the blank line that ends it; leading
+ * empty lines before the request line are skipped and counted), HTTP1_PARTIAL when buf holds a
+ * valid but incomplete head, or HTTP1_ERROR with req->status set to:
+ *   400  malformed request line or field; whitespace between field name and colon; obs-fold; a
+ *        bare CR; control characters in a field value; missing Host in HTTP/1.1, or more than
+ *        one Host; invalid Content-Length; two Content-Length fields that differ; Content-Length
+ *        together with Transfer-Encoding;
+ *   414  request-target longer than HTTP1_MAX_TARGET;
+ *   431  more than HTTP1_MAX_HEADERS fields, or no complete head within HTTP1_MAX_HEAD bytes;
+ *   501  a Transfer-Encoding other than "chunked" (the only coding this server understands);
+ *   505  an HTTP major version other than 1.
+ * Lines may end in CRLF or a bare LF. The body, if any, is not part of the head.
+ */
+int http1_parse(const char *buf, size_t len, struct http_request *req);
+
+/* Case-insensitive comparison of a parsed string with a NUL-terminated lower-case literal. */
+bool http_str_ieq(struct http_str s, const char *lower);
+
+#endif
