@@ -1,0 +1,617 @@
+"""Shared fixtures and helpers for the ringhttpd integration suite.
+
+Every test here starts the real binary named by $RINGHTTPD (default: build/ringhttpd in the
+repository) on a kernel-chosen port of 127.0.0.1 and talks to it with real clients. Every test
+that uses a server runs once per engine. This file is an API other test files rely on
+(test_fallback.py, test_browser.py): extend it, do not change what is documented here.
+
+Fixtures
+--------
+engine
+    "uring" or "epoll" (test ids ``[uring]`` / ``[epoll]``). The uring case is skipped, not
+    failed, when this kernel refuses io_uring_setup (seccomp, sysctl, old kernel).
+make_server(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True)
+    Factory. Starts ``[*wrapper, $RINGHTTPD, '-p', '0', '-b', '127.0.0.1', '-t', '2',
+    '--engine', ENGINE, *args, docroot]`` (docroot omitted when None; ENGINE is the ``engine``
+    fixture's value unless ``engine=`` is given, e.g. "auto"). Options in ``args`` come after the
+    defaults, so ``args=['-b', '::1']`` overrides the bind address. ``env`` is merged over
+    os.environ. Waits (10 s at most) for the ``listening on`` line and returns a ``Server``; fails
+    the test if the process exits or stays silent. At teardown every server it started that is
+    still running gets SIGTERM and must exit 0; every server's stderr must be free of sanitizer
+    reports ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:").
+    Because it depends on ``engine``, any test using make_server runs for both engines.
+docroot
+    pathlib.Path of a fresh document root (see DOCROOT_FILES below and the fixture's docstring).
+    Its parent holds ``outside.txt`` (content OUTSIDE_CONTENT), reachable from inside only
+    through the symlinks ``link-out.txt`` and ``outdir/``: a server that serves either leaks.
+server
+    make_server(docroot) for the current engine.
+
+class Server
+    .proc (subprocess.Popen), .host ("127.0.0.1" or "::1", no brackets), .port (int),
+    .base_url ("http://127.0.0.1:PORT", no trailing slash), .engine_name and .threads (from the
+    listening line), .url(path) -> base_url + path, .stop(sig=SIGTERM, timeout=10) -> returncode
+    (SIGKILL and returncode -9 if it does not exit in time), .stderr_text() -> all stderr so far.
+
+Helpers
+-------
+request(method="GET", path="/", headers=(), version="1.1", body=b"", host="localhost",
+        close=False) -> bytes
+    Builds one request. ``headers`` is a sequence of (name, value) pairs or of raw
+    "Name: value" strings; ``close=True`` adds ``Connection: close``; ``host=None`` omits Host.
+raw(server, data, timeout=2.0) -> bytes
+    Sends raw bytes on a new socket and returns everything received until the server closes
+    (or a reset arrives) or ``timeout`` seconds pass. No framing checks: for garbage and probes.
+Conn(server, timeout=5.0)
+    A socket to the server plus StrictReader: .send(bytes), .read(method="GET") -> Response,
+    .read_many(methods) -> [Response], .read_or_close(method) -> Response or None,
+    .expect_close(timeout=5.0) (the server closes with no further byte), .close(). Usable as a
+    context manager. All responses are parsed by h11 (our_role=CLIENT): any framing error
+    (bad status line, bad or conflicting Content-Length, body on HEAD/204/304 seen as junk
+    before the next response or before close, truncated body) fails the test.
+    ``method`` must be the method of the request being answered: it tells h11 whether a body
+    follows (HEAD) .
+StrictReader(sock, timeout=5.0)
+    The same reader over a socket you made yourself.
+fetch(server, path="/", method="GET", headers=(), version="1.1", body=b"", host="localhost",
+      timeout=5.0) -> Response
+    One request with ``Connection: close`` on a new connection; reads the response strictly
+    and checks the server then closes with no stray bytes.
+Response
+    .status, .reason (str), .http_version (str), .headers [(lower-case name, value str)],
+    .body (bytes), .informational [Response-like 1xx], .keep_alive (h11's view: False when the
+    server said close), .header(name) -> first value or None, .header_all(name) -> [values],
+    .tokens(name) -> set of lower-case comma-separated tokens over all occurrences.
+
+Module data: DOCROOT_FILES (relative path -> bytes of regular files in the docroot),
+HELLO (the 1 KiB text), BIG (the 1 MiB binary), HELLO_MTIME / HELLO_LAST_MODIFIED,
+OUTSIDE_CONTENT, SANITIZER_MARKERS, uring_available().
+"""
+
+import contextlib
+import ctypes
+import email.utils
+import os
+import pathlib
+import random
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import h11
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+RINGHTTPD = os.environ.get("RINGHTTPD") or str(REPO / "build" / "ringhttpd")
+
+START_TIMEOUT = 10.0
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+LISTEN_RE = re.compile(
+    r"ringhttpd: listening on http://(\[[0-9A-Fa-f:.]+\]|[^\s:/]+):(\d+)/ "
+    r"\(engine (\w+), (\d+) threads?\)"
+)
+
+# ---------------------------------------------------------------------------------------------
+# The standard document root.
+
+HELLO = b"".join(b"line %03d: the quick brown fox jumps over the lazy dog..........\n" % i
+                 for i in range(16))
+assert len(HELLO) == 1024
+BIG = random.Random(20240601).randbytes(1 << 20)
+INDEX_HTML = b"<!doctype html>\n<title>ringhttpd test</title>\n<p>root index</p>\n"
+SUB_INDEX_HTML = b"<!doctype html>\n<title>sub</title>\n<p>sub index</p>\n"
+OUTSIDE_CONTENT = b"OUTSIDE-THE-DOCROOT-7f3a9c: this must never be served\n"
+SECRET_CONTENT = b"SECRET-DOTFILE-5b21: hidden files are never served\n"
+HELLO_MTIME = 1614834367  # Thu, 04 Mar 2021 05:06:07 GMT
+HELLO_LAST_MODIFIED = "Thu, 04 Mar 2021 05:06:07 GMT"
+UNICODE_NAME = "sp ace \u00fcn\u00efc\u00f8de.txt"
+
+DOCROOT_FILES = {
+    "index.html": INDEX_HTML,
+    "hello.txt": HELLO,
+    "empty.txt": b"",
+    "big.bin": BIG,
+    "style.css": b"body { color: #123456; }\n",
+    "app.js": b"console.log('app');\n",
+    "mod.mjs": b"export const x = 1;\n",
+    "data.json": b'{"ok": true}\n',
+    "feed.xml": b"<?xml version=\"1.0\"?><feed/>\n",
+    "page.htm": b"<p>htm</p>\n",
+    "image.png": b"\x89PNG\r\n\x1a\n" + bytes(range(64)),
+    "photo.jpg": b"\xff\xd8\xff\xe0" + bytes(range(64)),
+    "anim.gif": b"GIF89a" + bytes(16),
+    "icon.svg": b"<svg xmlns=\"http://www.w3.org/2000/svg\"/>\n",
+    "pic.webp": b"RIFF\x00\x00\x00\x00WEBPVP8 " + bytes(16),
+    "pic.avif": b"\x00\x00\x00\x1cftypavif" + bytes(16),
+    "font.woff2": b"wOF2" + bytes(32),
+    "font.woff": b"wOFF" + bytes(32),
+    "code.wasm": b"\x00asm\x01\x00\x00\x00",
+    "doc.pdf": b"%PDF-1.4\n%%EOF\n",
+    "archive.zip": b"PK\x05\x06" + bytes(18),
+    "clip.mp4": b"\x00\x00\x00\x18ftypmp42" + bytes(16),
+    "noext": b"no extension\n",
+    "file.unknownext": b"unknown extension\n",
+    UNICODE_NAME: b"spaces and unicode in the name\n",
+    "sub/index.html": SUB_INDEX_HTML,
+    "sub/inner.txt": b"inner file\n",
+    "noindex/a.txt": b"file a\n",
+    "noindex/b.txt": b"file b in noindex\n",
+    "noindex/cdir/c.txt": b"file c\n",
+    ".secret": SECRET_CONTENT,
+    "sub/.hidden": SECRET_CONTENT,
+    ".well-known/test.txt": b"well-known content\n",
+}
+
+
+def _make_docroot(base: pathlib.Path) -> pathlib.Path:
+    root = base / "root"
+    root.mkdir()
+    for rel, content in DOCROOT_FILES.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(content)
+    os.utime(root / "hello.txt", (HELLO_MTIME, HELLO_MTIME))
+    (base / "outside.txt").write_bytes(OUTSIDE_CONTENT)
+    (root / "link-out.txt").symlink_to("../outside.txt")
+    (root / "link-out-abs.txt").symlink_to(base / "outside.txt")
+    (root / "outdir").symlink_to("..", target_is_directory=True)
+    return root
+
+
+@pytest.fixture
+def docroot(tmp_path):
+    """A fresh document root (tmp_path/"root") holding DOCROOT_FILES:
+
+    index.html, hello.txt (HELLO, 1 KiB, mtime HELLO_MTIME), empty.txt, big.bin (BIG, 1 MiB),
+    one file per common extension, noext, file.unknownext, a file named UNICODE_NAME (spaces and
+    non-ASCII), sub/ with index.html, inner.txt and .hidden, noindex/ (a.txt, b.txt, cdir/c.txt,
+    no index), .secret, .well-known/test.txt. Outside it: tmp_path/"outside.txt"
+    (OUTSIDE_CONTENT); inside it, symlinks out: link-out.txt (relative), link-out-abs.txt
+    (absolute) and outdir/ (-> the parent directory). Tests may add files before or after
+    starting a server.
+    """
+    return _make_docroot(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# io_uring probe, so the uring half is skipped (not failed) where the kernel refuses it.
+
+_URING = None
+
+
+def uring_available() -> bool:
+    """True when io_uring_setup works in this process (as it would for the server)."""
+    global _URING
+    if _URING is None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            params = ctypes.create_string_buffer(120)
+            fd = libc.syscall(425, 4, params)  # __NR_io_uring_setup on x86_64 and arm64
+            if fd >= 0:
+                os.close(fd)
+            _URING = fd >= 0
+        except OSError:
+            _URING = False
+    return _URING
+
+
+@pytest.fixture(params=["uring", "epoll"], ids=["uring", "epoll"])
+def engine(request):
+    if request.param == "uring" and not uring_available():
+        pytest.skip("io_uring is not available on this kernel / in this sandbox")
+    return request.param
+
+
+# ---------------------------------------------------------------------------------------------
+# The server process.
+
+
+def _require_binary():
+    if not os.access(RINGHTTPD, os.X_OK):
+        pytest.skip(f"server binary {RINGHTTPD} not built (set $RINGHTTPD or run make)")
+
+
+class Server:
+    def __init__(self, argv, env=None, cwd=None):
+        self.argv = list(argv)
+        self.host = None
+        self.port = None
+        self.base_url = None
+        self.engine_name = None
+        self.threads = None
+        self._lines = []
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        full_env = dict(os.environ)
+        if env:
+            full_env.update(env)
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=full_env, cwd=cwd)
+        self._stdout = []
+        self._threads = [
+            threading.Thread(target=self._read_stderr, daemon=True),
+            threading.Thread(target=self._read_stdout, daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _read_stderr(self):
+        for raw_line in self.proc.stderr:
+            line = raw_line.decode("utf-8", "replace")
+            with self._lock:
+                self._lines.append(line)
+            if self.port is None:
+                m = LISTEN_RE.search(line)
+                if m:
+                    host = m.group(1)
+                    self.host = host.strip("[]")
+                    self.port = int(m.group(2))
+                    self.engine_name = m.group(3)
+                    self.threads = int(m.group(4))
+                    self.base_url = f"http://{host}:{self.port}"
+                    self._ready.set()
+        self._ready.set()  # EOF: wake the waiter, which sees port None
+
+    def _read_stdout(self):
+        for raw_line in self.proc.stdout:
+            self._stdout.append(raw_line)
+
+    def wait_ready(self, timeout=START_TIMEOUT):
+        if not self._ready.wait(timeout):
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(f"server printed no listening line within {timeout}s: {self.argv}\n"
+                        f"stderr:\n{self.stderr_text()}")
+        if self.port is None:
+            rc = self.proc.wait(timeout=5)
+            pytest.fail(f"server exited ({rc}) before listening: {self.argv}\n"
+                        f"stderr:\n{self.stderr_text()}")
+
+    def url(self, path="/"):
+        return self.base_url + path
+
+    @property
+    def addr(self):
+        return (self.host, self.port)
+
+    def stderr_text(self):
+        with self._lock:
+            return "".join(self._lines)
+
+    def stdout_bytes(self):
+        return b"".join(self._stdout)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        """Sends sig to the server's PID and waits; SIGKILL after timeout. Returns returncode."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                with self._lock:
+                    self._lines.append(f"[test harness: no exit {timeout}s after {sig!r}; killed]\n")
+        for t in self._threads:
+            t.join(timeout=5)
+        return self.proc.returncode
+
+    def sanitizer_reports(self):
+        return [line for line in self.stderr_text().splitlines()
+                if any(m in line for m in SANITIZER_MARKERS)]
+
+
+@pytest.fixture
+def make_server(engine, request):
+    default_engine = engine
+    started = []
+
+    def factory(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True):
+        _require_binary()
+        eng = engine if engine is not None else default_engine
+        argv = [*wrapper, RINGHTTPD, "-p", "0", "-b", "127.0.0.1", "-t", "2",
+                "--engine", eng, *args]
+        if docroot is not None:
+            argv.append(str(docroot))
+        srv = Server(argv, env=env, cwd=cwd)
+        started.append(srv)
+        if ready:
+            srv.wait_ready()
+        return srv
+
+    yield factory
+
+    problems = []
+    for srv in started:
+        was_running = srv.proc.poll() is None
+        rc = srv.stop(signal.SIGTERM, timeout=10)
+        if was_running and rc != 0:
+            problems.append(f"server {srv.argv} exited {rc} on SIGTERM (expected 0)\n"
+                            f"stderr:\n{srv.stderr_text()[-4000:]}")
+        reports = srv.sanitizer_reports()
+        if reports:
+            problems.append(f"sanitizer report from {srv.argv}:\n{srv.stderr_text()[-8000:]}")
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def server(make_server, docroot):
+    return make_server(docroot)
+
+
+# ---------------------------------------------------------------------------------------------
+# Clients.
+
+
+def request(method="GET", path="/", headers=(), version="1.1", body=b"", host="localhost",
+            close=False):
+    """Builds one request as bytes (see the module docstring)."""
+    lines = [f"{method} {path} HTTP/{version}".encode("latin-1")]
+    if host is not None:
+        lines.append(b"Host: " + host.encode("latin-1"))
+    for h in headers:
+        if isinstance(h, (tuple, list)):
+            name, value = h
+            h = f"{name}: {value}"
+        lines.append(h.encode("utf-8") if isinstance(h, str) else h)
+    if close:
+        lines.append(b"Connection: close")
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+def connect(server, timeout=5.0):
+    sock = socket.create_connection((server.host, server.port), timeout=timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def raw(server, data, timeout=2.0):
+    """Sends data, returns all bytes received until close, reset or timeout seconds."""
+    deadline = time.monotonic() + timeout
+    chunks = []
+    with contextlib.closing(connect(server, timeout=timeout)) as sock:
+        try:
+            sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            sock.settimeout(left)
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class Response:
+    def __init__(self, ev, body, informational, keep_alive):
+        self.status = ev.status_code
+        self.reason = ev.reason.decode("latin-1")
+        self.http_version = ev.http_version.decode("latin-1")
+        self.headers = [(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in ev.headers]
+        self.body = body
+        self.informational = informational
+        self.keep_alive = keep_alive
+
+    def header(self, name):
+        name = name.lower()
+        for n, v in self.headers:
+            if n == name:
+                return v
+        return None
+
+    def header_all(self, name):
+        name = name.lower()
+        return [v for n, v in self.headers if n == name]
+
+    def tokens(self, name):
+        out = set()
+        for v in self.header_all(name):
+            out.update(t.strip().lower() for t in v.split(",") if t.strip())
+        return out
+
+    def __repr__(self):
+        return (f"<Response {self.status} {self.reason!r} headers={self.headers!r} "
+                f"body[{len(self.body)}]={self.body[:120]!r}>")
+
+
+class StrictReader:
+    """Reads responses from a socket with h11 as the framing judge (see module docstring)."""
+
+    def __init__(self, sock, timeout=5.0):
+        self.sock = sock
+        self.timeout = timeout
+        self.h11 = h11.Connection(our_role=h11.CLIENT, max_incomplete_event_size=64 * 1024)
+        self.eof = False
+        self.reset = False
+        self.received = 0
+
+    def _recv(self, deadline, what):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            pytest.fail(f"timed out ({self.timeout}s) waiting for {what}")
+        self.sock.settimeout(left)
+        try:
+            data = self.sock.recv(256 * 1024)
+        except socket.timeout:
+            pytest.fail(f"timed out ({self.timeout}s) waiting for {what}")
+        except ConnectionResetError:
+            self.reset = True
+            data = b""
+        if not data:
+            self.eof = True
+        self.received += len(data)
+        return data
+
+    def _start(self, method):
+        c = self.h11
+        if c.our_state is h11.DONE and c.their_state is h11.DONE:
+            c.start_next_cycle()
+        elif c.our_state is not h11.IDLE:
+            pytest.fail(f"another response was expected but the previous one ended the "
+                        f"connection (h11 states {c.our_state}/{c.their_state})")
+        # h11 only has to know the method (HEAD: no body) and that a request is outstanding.
+        c.send(h11.Request(method=method, target="/", headers=[("Host", "x")]))
+        c.send(h11.EndOfMessage())
+
+    def read(self, method="GET", timeout=None, allow_close=False):
+        """Reads one complete response to a `method` request; returns a Response.
+
+        With allow_close=True, returns None when the server closes before sending any byte
+        of a response (a close mid-response still fails)."""
+        self.timeout = timeout or self.timeout
+        deadline = time.monotonic() + self.timeout
+        self._start(method)
+        c = self.h11
+        head = None
+        body = []
+        informational = []
+        got_any = False
+        try:
+            while True:
+                ev = c.next_event()
+                if ev is h11.NEED_DATA:
+                    if self.eof:
+                        c.receive_data(b"")
+                        continue
+                    data = self._recv(deadline, f"a response to {method}")
+                    got_any = got_any or bool(data)
+                    if not data and not got_any and allow_close and head is None \
+                            and not c.trailing_data[0]:
+                        return None
+                    c.receive_data(data)
+                    continue
+                if isinstance(ev, h11.InformationalResponse):
+                    informational.append(ev)
+                elif isinstance(ev, h11.Response):
+                    head = ev
+                elif isinstance(ev, h11.Data):
+                    body.append(bytes(ev.data))
+                elif isinstance(ev, h11.EndOfMessage):
+                    break
+                elif isinstance(ev, h11.ConnectionClosed):
+                    if allow_close and head is None and not got_any:
+                        return None
+                    pytest.fail(f"server closed the connection before a complete response "
+                                f"to {method} (head={head!r})")
+                else:
+                    pytest.fail(f"unexpected h11 event {ev!r}")
+        except h11.RemoteProtocolError as e:
+            if allow_close and head is None and not got_any and self.eof:
+                return None
+            pytest.fail(f"HTTP framing error in response to {method}: {e} "
+                        f"(head so far: {head!r}, body bytes: {sum(map(len, body))}, "
+                        f"eof={self.eof}, reset={self.reset})")
+        return Response(head, b"".join(body), informational, c.their_state is h11.DONE)
+
+    def read_many(self, methods):
+        return [self.read(m) for m in methods]
+
+    def expect_close(self, timeout=5.0):
+        """Asserts the server closes the connection (FIN or RST) with no further bytes."""
+        extra, _closed = self.h11.trailing_data
+        extra = bytes(extra)
+        deadline = time.monotonic() + timeout
+        while not self.eof:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                pytest.fail(f"server did not close the connection within {timeout}s")
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                self.reset = True
+                break
+            if not data:
+                self.eof = True
+                break
+            extra += data
+        assert extra == b"", f"stray bytes after the last response: {extra[:200]!r}"
+
+    def is_open(self, wait=0.2):
+        """True when nothing (no byte, no close) arrives within `wait` seconds."""
+        extra, _ = self.h11.trailing_data
+        if extra or self.eof:
+            return False
+        self.sock.settimeout(wait)
+        try:
+            data = self.sock.recv(1, socket.MSG_PEEK)
+        except socket.timeout:
+            return True
+        except ConnectionResetError:
+            return False
+        return False if not data else True
+
+
+class Conn(StrictReader):
+    """A new connection to `server` with a strict reader attached."""
+
+    def __init__(self, server, timeout=5.0):
+        super().__init__(connect(server, timeout), timeout)
+
+    def send(self, data, ignore_errors=False):
+        try:
+            self.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            if not ignore_errors:
+                raise
+
+    def request(self, method="GET", path="/", **kw):
+        """Sends request(method, path, **kw) and reads its response."""
+        self.send(request(method, path, **kw))
+        return self.read(method)
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def fetch(server, path="/", method="GET", headers=(), version="1.1", body=b"",
+          host="localhost", timeout=5.0):
+    """One request with Connection: close; strict read; asserts a clean close after it."""
+    with Conn(server, timeout) as c:
+        c.send(request(method, path, headers=headers, version=version, body=body, host=host,
+                       close=True))
+        resp = c.read(method)
+        c.expect_close(timeout)
+        return resp
+
+
+# ---------------------------------------------------------------------------------------------
+# Small shared assertions.
+
+IMF_FIXDATE = re.compile(
+    r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} "
+    r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$")
+ETAG_RE = re.compile(r'^(W/)?"[\x21\x23-\x7e\x80-\xff]*"$')
+
+
+def http_date(ts):
+    return email.utils.formatdate(ts, usegmt=True)
+
+
+def parse_http_date(value):
+    return email.utils.parsedate_to_datetime(value).timestamp()

@@ -1,0 +1,266 @@
+"""GET and HEAD of files, directory indexes and redirects, the standard headers, MIME types and
+the plain error statuses (issue 2, "HTTP behaviour")."""
+
+import hashlib
+import os
+import time
+import urllib.parse
+
+import pytest
+
+from conftest import (BIG, ETAG_RE, HELLO, HELLO_LAST_MODIFIED, IMF_FIXDATE, INDEX_HTML,
+                      SUB_INDEX_HTML, UNICODE_NAME, Conn, fetch, parse_http_date, request)
+
+
+def test_get_file(server):
+    r = fetch(server, "/hello.txt")
+    assert r.status == 200
+    assert r.body == HELLO
+    assert r.header("content-length") == "1024"
+
+
+def test_get_root_serves_index(server):
+    r = fetch(server, "/")
+    assert r.status == 200
+    assert r.body == INDEX_HTML
+    assert r.header("content-type").lower().startswith("text/html")
+
+
+def test_get_subdir_serves_its_index(server):
+    r = fetch(server, "/sub/")
+    assert r.status == 200
+    assert r.body == SUB_INDEX_HTML
+
+
+@pytest.mark.parametrize("target,location_path,query", [
+    ("/sub", "/sub/", ""),
+    ("/sub?a=1&b=two%20words", "/sub/", "a=1&b=two%20words"),
+    ("/noindex", "/noindex/", ""),
+    ("/noindex/cdir?x", "/noindex/cdir/", "x"),
+])
+def test_directory_without_slash_redirects_keeping_query(server, target, location_path, query):
+    r = fetch(server, target)
+    assert r.status == 301
+    loc = r.header("location")
+    assert loc, r
+    parts = urllib.parse.urlsplit(loc)
+    assert parts.path == location_path
+    assert parts.query == query
+    if parts.netloc:
+        assert parts.scheme == "http"
+
+
+def test_redirect_follows_to_index(server):
+    r = fetch(server, "/sub")
+    loc = urllib.parse.urlsplit(r.header("location"))
+    r2 = fetch(server, loc.path)
+    assert r2.status == 200 and r2.body == SUB_INDEX_HTML
+
+
+def test_head_has_same_headers_and_no_body(server):
+    get = fetch(server, "/hello.txt")
+    # fetch() with HEAD tells h11 no body follows, then asserts the server closes with no stray
+    # byte: a body sent after a HEAD response fails here.
+    head = fetch(server, "/hello.txt", method="HEAD")
+    assert head.status == 200
+    assert head.body == b""
+
+    def comparable(resp):
+        return sorted((n, v) for n, v in resp.headers if n != "date")
+
+    assert comparable(head) == comparable(get)
+    assert head.header("content-length") == "1024"
+
+
+def test_head_of_index_and_big_file(server):
+    for path, size in (("/", len(INDEX_HTML)), ("/big.bin", len(BIG))):
+        r = fetch(server, path, method="HEAD")
+        assert r.status == 200
+        assert r.header("content-length") == str(size)
+
+
+def test_head_then_get_on_one_connection(server):
+    """A HEAD answered with a body would be read as the start of the next response."""
+    with Conn(server) as c:
+        c.send(request("HEAD", "/big.bin"))
+        h = c.read("HEAD")
+        assert h.status == 200 and h.body == b""
+        c.send(request("GET", "/hello.txt"))
+        g = c.read("GET")
+        assert g.status == 200 and g.body == HELLO
+
+
+def test_standard_headers(server):
+    r = fetch(server, "/hello.txt")
+    date = r.header("date")
+    assert date and IMF_FIXDATE.match(date), date
+    assert abs(parse_http_date(date) - time.time()) < 300
+    assert r.header("server")
+    ctype = r.header("content-type").lower().replace(" ", "")
+    assert ctype.startswith("text/plain")
+    assert "charset=utf-8" in ctype
+    assert r.header("last-modified") == HELLO_LAST_MODIFIED
+    etag = r.header("etag")
+    assert etag and ETAG_RE.match(etag) and not etag.startswith("W/"), etag
+    for name in ("date", "server", "content-type", "content-length", "last-modified", "etag"):
+        assert len(r.header_all(name)) == 1, f"{name} sent {len(r.header_all(name))} times"
+
+
+def test_last_modified_matches_file_mtime(server, docroot):
+    os.utime(docroot / "noext", (1700000000, 1700000000))
+    r = fetch(server, "/noext")
+    assert r.header("last-modified") == "Tue, 14 Nov 2023 22:13:20 GMT"
+
+
+TEXT_TYPES = {
+    "index.html": ("text/html",),
+    "page.htm": ("text/html",),
+    "hello.txt": ("text/plain",),
+    "style.css": ("text/css",),
+    "app.js": ("text/javascript", "application/javascript"),
+    "mod.mjs": ("text/javascript", "application/javascript"),
+    "feed.xml": ("text/xml", "application/xml"),
+}
+BINARY_TYPES = {
+    "data.json": ("application/json",),
+    "image.png": ("image/png",),
+    "photo.jpg": ("image/jpeg",),
+    "anim.gif": ("image/gif",),
+    "icon.svg": ("image/svg+xml",),
+    "pic.webp": ("image/webp",),
+    "pic.avif": ("image/avif",),
+    "font.woff2": ("font/woff2",),
+    "font.woff": ("font/woff", "application/font-woff"),
+    "code.wasm": ("application/wasm",),
+    "doc.pdf": ("application/pdf",),
+    "archive.zip": ("application/zip",),
+    "clip.mp4": ("video/mp4",),
+    "noext": ("application/octet-stream",),
+    "file.unknownext": ("application/octet-stream",),
+}
+
+
+def media_type(resp):
+    return resp.header("content-type").split(";")[0].strip().lower()
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_TYPES))
+def test_mime_text_types_have_utf8_charset(server, name):
+    r = fetch(server, "/" + name)
+    assert r.status == 200
+    assert media_type(r) in TEXT_TYPES[name], r.header("content-type")
+    assert "charset=utf-8" in r.header("content-type").lower().replace(" ", "")
+
+
+def test_mime_table_samples(server):
+    wrong = {}
+    for name, accepted in BINARY_TYPES.items():
+        r = fetch(server, "/" + name)
+        assert r.status == 200, name
+        if media_type(r) not in accepted:
+            wrong[name] = r.header("content-type")
+    assert not wrong, f"unexpected Content-Type for: {wrong}"
+
+
+def test_unicode_and_space_in_name(server):
+    path = "/" + urllib.parse.quote(UNICODE_NAME)
+    r = fetch(server, path)
+    assert r.status == 200
+    assert r.body == b"spaces and unicode in the name\n"
+
+
+def test_percent_encoded_plain_characters_are_decoded(server):
+    r = fetch(server, "/%68ello%2Etxt")
+    assert r.status == 200 and r.body == HELLO
+
+
+def test_query_string_is_not_part_of_the_path(server):
+    r = fetch(server, "/hello.txt?v=123&x=%2F..%2F")
+    assert r.status == 200 and r.body == HELLO
+
+
+def test_dot_segments_and_double_slashes_inside_root(server):
+    for target in ("//hello.txt", "/./hello.txt", "/sub/../hello.txt", "/sub//./../hello.txt"):
+        r = fetch(server, target)
+        assert r.status == 200, target
+        assert r.body == HELLO, target
+
+
+def test_absolute_form_target(server):
+    r = fetch(server, "http://localhost/hello.txt")
+    assert r.status == 200 and r.body == HELLO
+
+
+def test_http10_without_host(server):
+    r = fetch(server, "/hello.txt", version="1.0", host=None)
+    assert r.status == 200 and r.body == HELLO
+
+
+def test_404(server):
+    r = fetch(server, "/does-not-exist.html")
+    assert r.status == 404
+    assert r.header("content-type").lower().startswith("text/html")
+    assert len(r.body) > 0
+
+
+def test_404_for_file_with_trailing_slash_and_missing_dirs(server):
+    assert fetch(server, "/hello.txt/").status == 404
+    assert fetch(server, "/no/such/dir/file.txt").status == 404
+
+
+def test_head_404_has_no_body(server):
+    r = fetch(server, "/missing", method="HEAD")
+    assert r.status == 404 and r.body == b""
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
+def test_405_with_allow(server, method):
+    r = fetch(server, "/hello.txt", method=method, headers=[("Content-Length", "0")])
+    assert r.status == 405
+    allow = r.tokens("allow")
+    assert {"get", "head"} <= allow, r.header("allow")
+    assert method.lower() not in allow
+
+
+def test_post_with_body_gets_405_and_no_side_effect(server, docroot):
+    r = fetch(server, "/new.txt", method="POST",
+              headers=[("Content-Length", "5")], body=b"hello")
+    assert r.status == 405
+    assert not (docroot / "new.txt").exists()
+
+
+def test_empty_file(server):
+    r = fetch(server, "/empty.txt")
+    assert r.status == 200
+    assert r.header("content-length") == "0"
+    assert r.body == b""
+
+
+def test_1mib_file_byte_exact(server):
+    r = fetch(server, "/big.bin")
+    assert r.status == 200
+    assert r.header("content-length") == str(len(BIG))
+    assert len(r.body) == len(BIG)
+    assert r.body == BIG
+
+
+def test_1mib_file_twice_on_one_connection(server):
+    with Conn(server) as c:
+        for _ in range(2):
+            c.send(request("GET", "/big.bin"))
+            r = c.read()
+            assert r.status == 200 and r.body == BIG
+
+
+@pytest.mark.slow
+def test_64mib_file_byte_exact(make_server, docroot):
+    data = os.urandom(64 << 20)
+    (docroot / "huge.bin").write_bytes(data)
+    want = hashlib.sha256(data).hexdigest()
+    del data
+    server = make_server(docroot)
+    r = fetch(server, "/huge.bin", timeout=60)
+    assert r.status == 200
+    assert r.header("content-length") == str(64 << 20)
+    assert len(r.body) == 64 << 20
+    assert hashlib.sha256(r.body).hexdigest() == want
