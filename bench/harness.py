@@ -1,0 +1,832 @@
+"""bench/harness.py — the measuring half of bench/run (which installs the tools, then runs this).
+
+It builds ringhttpd and the ceiling server, writes the docroot, starts every server once on its
+own loopback port, runs wrk against each server/scenario pair round by round (interleaved, so a
+slow minute of the machine hits every server alike), and writes bench/results/latest.{md,json,png}.
+It never touches a process it did not start: servers are stopped by the PIDs it got, on any exit.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import resource
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(BENCH)
+WORK = os.path.join(BENCH, "work")
+RESULTS = os.path.join(BENCH, "results")
+DOCROOT = os.path.join(WORK, "www")
+RINGHTTPD = os.path.join(ROOT, "build", "ringhttpd")
+CEILING = os.path.join(WORK, "bin", "ceiling")
+REPORT_LUA = os.path.join(BENCH, "conf", "report.lua")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+SERVER_CPU, WRK_CPU = "0", "1"
+HOST = "127.0.0.1"
+
+FILES = {"1k.bin": 1024, "16k.bin": 16 * 1024, "1m.bin": 1 << 20, "100m.bin": 100 << 20}
+
+
+# ---------------------------------------------------------------------------------------------
+# servers
+
+
+class Server:
+    """One server instance: how to start it, where it listens, whether it is pinned to CPU 0."""
+
+    def __init__(self, name, group, port, pinned=True):
+        self.name, self.group, self.port, self.pinned = name, group, port, pinned
+        self.proc = None
+        self.log_path = os.path.join(WORK, name, "server.log")
+        self.state = "not started"  # "running", "missing", "failed: <why>"
+        self.seen_pids = set()
+
+    def command(self):
+        raise NotImplementedError
+
+    def prepare(self):
+        """Writes configs and directories; returns an error string or None."""
+        os.makedirs(os.path.join(WORK, self.name, "tmp"), exist_ok=True)
+        return None
+
+    def full_command(self):
+        cmd = self.command()
+        return (["taskset", "-c", SERVER_CPU] + cmd) if self.pinned else cmd
+
+
+def fill_template(src, dst, **values):
+    with open(os.path.join(BENCH, "conf", src)) as f:
+        text = f.read()
+    for key, value in values.items():
+        text = text.replace("@%s@" % key, str(value))
+    with open(dst, "w") as f:
+        f.write(text)
+
+
+class Ringhttpd(Server):
+    def __init__(self, name, port, engine, threads, pinned=True):
+        super().__init__(name, "ringhttpd", port, pinned)
+        self.engine, self.threads = engine, threads
+
+    def prepare(self):
+        super().prepare()
+        if not os.access(RINGHTTPD, os.X_OK):
+            self.state = "missing"
+            return "missing (%s not built)" % os.path.relpath(RINGHTTPD, ROOT)
+        return None
+
+    def command(self):
+        return [RINGHTTPD, "-p", str(self.port), "-b", HOST, "-t", str(self.threads),
+                "--engine", self.engine, DOCROOT]
+
+
+class Nginx(Server):
+    def __init__(self, port):
+        super().__init__("nginx", "nginx", port)
+        self.dir = os.path.join(WORK, "nginx")
+
+    def prepare(self):
+        super().prepare()
+        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            os.makedirs(os.path.join(self.dir, "tmp", sub), exist_ok=True)
+        fill_template("nginx.conf", os.path.join(self.dir, "nginx.conf"),
+                      WORK=self.dir, PORT=self.port, DOCROOT=DOCROOT)
+        return None
+
+    def command(self):
+        return ["nginx", "-e", os.path.join(self.dir, "error.log"), "-p", self.dir + "/",
+                "-c", os.path.join(self.dir, "nginx.conf")]
+
+
+class Lighttpd(Server):
+    def __init__(self, port):
+        super().__init__("lighttpd", "lighttpd", port)
+        self.dir = os.path.join(WORK, "lighttpd")
+
+    def prepare(self):
+        super().prepare()
+        fill_template("lighttpd.conf", os.path.join(self.dir, "lighttpd.conf"),
+                      WORK=self.dir, PORT=self.port, DOCROOT=DOCROOT)
+        return None
+
+    def command(self):
+        return ["lighttpd", "-D", "-f", os.path.join(self.dir, "lighttpd.conf")]
+
+
+class H2o(Server):
+    def __init__(self, port):
+        super().__init__("h2o", "h2o", port)
+        self.dir = os.path.join(WORK, "h2o")
+
+    def prepare(self):
+        super().prepare()
+        fill_template("h2o.conf", os.path.join(self.dir, "h2o.conf"),
+                      WORK=self.dir, PORT=self.port, DOCROOT=DOCROOT)
+        return None
+
+    def command(self):
+        return ["h2o", "-c", os.path.join(self.dir, "h2o.conf")]
+
+
+class Ceiling(Server):
+    def __init__(self, name, port, close_mode):
+        super().__init__(name, "ceiling", port)
+        self.close_mode = close_mode
+
+    def prepare(self):
+        super().prepare()
+        if not os.access(CEILING, os.X_OK):
+            self.state = "missing"
+            return "missing (ceiling did not build)"
+        return None
+
+    def command(self):
+        return [CEILING, "-p", str(self.port), "-b", HOST] + (["--close"] if self.close_mode else [])
+
+
+def all_servers():
+    return [
+        Ringhttpd("ringhttpd-uring", 18081, "uring", 1),
+        Ringhttpd("ringhttpd-epoll", 18082, "epoll", 1),
+        Nginx(18083),
+        Lighttpd(18084),
+        H2o(18085),
+        Ceiling("ceiling", 18086, close_mode=False),
+        Ceiling("ceiling-close", 18087, close_mode=True),
+        Ringhttpd("ringhttpd-uring-t1", 18088, "uring", 1, pinned=False),
+        Ringhttpd("ringhttpd-uring-t2", 18089, "uring", 2, pinned=False),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# scenarios
+
+FILE_SERVERS = ["ringhttpd-uring", "ringhttpd-epoll", "nginx", "lighttpd", "h2o"]
+
+
+class Scenario:
+    def __init__(self, name, what, path, conns, servers, kind="rate", headers=(),
+                 status_ok=False, pinned=True, wrk_threads=1, timeout="5s", quick=True):
+        self.name, self.what, self.path, self.conns = name, what, path, conns
+        self.servers, self.kind, self.headers = servers, kind, list(headers)
+        self.status_ok, self.pinned, self.wrk_threads = status_ok, pinned, wrk_threads
+        self.timeout, self.quick = timeout, quick
+
+    @property
+    def metric(self):
+        """The column ratios are computed on (and the chart plots)."""
+        return {"rate": "cpu_rps", "throughput": "mbps", "scaling": "rps"}[self.kind]
+
+    def wrk_command(self, port, duration):
+        cmd = ["wrk", "-t%d" % self.wrk_threads, "-c%d" % self.conns, "-d%ds" % duration,
+               "--latency", "--timeout", self.timeout, "-s", REPORT_LUA]
+        for h in self.headers:
+            cmd += ["-H", h]
+        cmd.append("http://%s:%d%s" % (HOST, port, self.path))
+        return (["taskset", "-c", WRK_CPU] + cmd) if self.pinned else cmd
+
+
+SCENARIOS = [
+    Scenario("ka-1k-c50", "keep-alive GET of a 1 KiB file, 50 connections", "/1k.bin", 50,
+             FILE_SERVERS + ["ceiling"]),
+    Scenario("ka-1k-c1000", "keep-alive GET of a 1 KiB file, 1000 connections", "/1k.bin", 1000,
+             FILE_SERVERS + ["ceiling"]),
+    Scenario("close-1k", "GET of a 1 KiB file with `Connection: close` (one request per "
+             "connection), 50 connections", "/1k.bin", 50, FILE_SERVERS + ["ceiling-close"],
+             headers=["Connection: close"]),
+    Scenario("ka-404", "keep-alive GET of a missing file (404), 50 connections", "/missing.bin",
+             50, FILE_SERVERS, status_ok=True),
+    Scenario("ka-16k", "keep-alive GET of a 16 KiB file, 50 connections", "/16k.bin", 50,
+             FILE_SERVERS, quick=False),
+    Scenario("ka-1m", "keep-alive GET of a 1 MiB file, 16 connections (throughput)", "/1m.bin",
+             16, FILE_SERVERS, kind="throughput"),
+    Scenario("ka-100m", "keep-alive GET of a 100 MiB file, 4 connections (throughput)",
+             "/100m.bin", 4, FILE_SERVERS, kind="throughput", timeout="30s", quick=False),
+    Scenario("scale-1k", "ringhttpd --threads 1 vs 2, keep-alive 1 KiB, 200 connections, "
+             "server and wrk (2 threads) unpinned: wrk competes for the same 2 cores",
+             "/1k.bin", 200, ["ringhttpd-uring-t1", "ringhttpd-uring-t2"], kind="scaling",
+             pinned=False, wrk_threads=2),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+
+def proc_table():
+    """pid -> (ppid, utime + stime ticks, starttime) for every process visible now."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        rest = stat[stat.rfind(")") + 2:].split()
+        # fields from 3 on: state ppid ... utime(14) stime(15) ... starttime(22)
+        table[int(entry)] = (int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[19]))
+    return table
+
+
+def tree_pids(pid, table):
+    pids, frontier = {pid}, [pid]
+    children = {}
+    for p, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(p)
+    while frontier:
+        for child in children.get(frontier.pop(), []):
+            if child not in pids:
+                pids.add(child)
+                frontier.append(child)
+    return pids
+
+
+def tree_cpu_ticks(server):
+    """utime+stime of the server process and all its descendants (all threads included)."""
+    table = proc_table()
+    pids = tree_pids(server.proc.pid, table)
+    server.seen_pids |= {(p, table[p][2]) for p in pids if p in table}
+    return sum(table[p][1] for p in pids if p in table)
+
+
+def port_open(port):
+    try:
+        with socket.create_connection((HOST, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def log_tail(path, lines=5):
+    try:
+        with open(path, errors="replace") as f:
+            return " | ".join(f.read().strip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def start_server(server):
+    if server.state == "missing":
+        return False
+    if port_open(server.port):
+        server.state = "failed: port %d already in use" % server.port
+        return False
+    os.makedirs(os.path.dirname(server.log_path), exist_ok=True)
+    log = open(server.log_path, "ab")
+    # A session of its own, so a Ctrl-C on the terminal reaches only us; we stop it by PID.
+    server.proc = subprocess.Popen(server.full_command(), stdout=log, stderr=log,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    log.close()
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        if server.proc.poll() is not None:
+            server.state = "failed: exited with %d at start (%s)" % (
+                server.proc.returncode, log_tail(server.log_path))
+            return False
+        if port_open(server.port):
+            server.state = "running"
+            tree_cpu_ticks(server)  # records the worker pids for stop_server
+            return True
+        time.sleep(0.05)
+    server.state = "failed: not listening on %d after 5 s" % server.port
+    stop_server(server)
+    return False
+
+
+def pid_alive(pid, starttime):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return False
+    rest = stat[stat.rfind(")") + 2:].split()
+    return int(rest[19]) == starttime and rest[0] != "Z"
+
+
+def stop_server(server):
+    """SIGTERM, then SIGKILL, to the server and to the worker processes we saw it fork."""
+    proc = server.proc
+    if proc is None:
+        return
+    if proc.poll() is None:
+        try:
+            tree_cpu_ticks(server)
+        except Exception:
+            pass
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    # Workers orphaned by a master that died first: only the exact processes we saw.
+    for pid, starttime in server.seen_pids:
+        if pid != proc.pid and pid_alive(pid, starttime):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    server.proc = None
+
+
+# ---------------------------------------------------------------------------------------------
+# measuring
+
+
+def run_wrk(server, scenario, duration):
+    """One measured run; returns a result dict (with "failed" set when there is no number)."""
+    res = {"server": server.name, "scenario": scenario.name}
+    if server.proc is None or server.proc.poll() is not None:
+        if server.state == "missing":
+            res["failed"] = "missing"
+            return res
+        if server.proc is not None:
+            server.state = "failed: exited with %d (%s)" % (server.proc.returncode,
+                                                           log_tail(server.log_path))
+        if not start_server(server):  # one restart per run, so one crash does not end the run
+            res["failed"] = server.state
+            return res
+    cmd = scenario.wrk_command(server.port, duration)
+    res["command"] = cmd
+    cpu0 = tree_cpu_ticks(server)
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
+    except subprocess.TimeoutExpired:
+        res["failed"] = "wrk did not finish"
+        return res
+    cpu1 = tree_cpu_ticks(server)
+    if server.proc.poll() is not None:
+        res["failed"] = "server exited with %d during the run (%s)" % (
+            server.proc.returncode, log_tail(server.log_path))
+        server.state = res["failed"]
+        return res
+    m = re.search(r"^BENCH-JSON (\{.*\})$", out.stdout, re.M)
+    if not m:
+        res["failed"] = "wrk: %s" % (out.stderr.strip() or out.stdout.strip())[-300:]
+        return res
+    w = json.loads(m.group(1))
+    secs = w["duration_us"] / 1e6
+    cpu_s = (cpu1 - cpu0) / CLK_TCK
+    res.update({
+        "requests": w["requests"], "rps": w["requests"] / secs,
+        "mbps": w["bytes"] / secs / 1e6, "cpu_s": cpu_s,
+        "cpu_rps": w["requests"] / cpu_s if cpu_s > 0 else None,
+        "p50_us": w["p50_us"], "p99_us": w["p99_us"],
+        "socket_errors": {k: w[k] for k in ("connect", "read", "write", "timeout") if w[k]},
+        "non2xx": w["status"],
+    })
+    bad = sum(res["socket_errors"].values()) + (0 if scenario.status_ok else w["status"])
+    res["unexpected_errors"] = bad
+    if w["requests"] == 0:
+        res["failed"] = "no request completed"
+    return res
+
+
+def fmt_num(v, digits=0):
+    if v is None:
+        return "—"
+    return "{:,.{d}f}".format(v, d=digits)
+
+
+def fmt_lat(us):
+    if us is None:
+        return "—"
+    return "%d µs" % us if us < 1000 else "%.2f ms" % (us / 1000)
+
+
+def progress_line(rnd, rounds, res):
+    head = "[round %d/%d] %-11s %-19s" % (rnd, rounds, res["scenario"], res["server"])
+    if "failed" in res:
+        return head + " FAILED: " + res["failed"]
+    errs = []
+    if res["socket_errors"]:
+        errs.append(" ".join("%s=%d" % kv for kv in res["socket_errors"].items()))
+    if res["non2xx"]:
+        errs.append("non-2xx=%d" % res["non2xx"])
+    return head + " %9s req/s %9s req/CPU-s %8s MB/s  p50 %-9s p99 %-9s %s" % (
+        fmt_num(res["rps"]), fmt_num(res["cpu_rps"]), fmt_num(res["mbps"], 1),
+        fmt_lat(res["p50_us"]), fmt_lat(res["p99_us"]), " ".join(errs) or "ok")
+
+
+# ---------------------------------------------------------------------------------------------
+# setup
+
+
+def raise_nofile():
+    want = 1 << 20
+    for limit in (want, resource.getrlimit(resource.RLIMIT_NOFILE)[1]):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+            return limit
+        except (ValueError, OSError):
+            continue
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def write_docroot():
+    os.makedirs(DOCROOT, exist_ok=True)
+    for name, size in FILES.items():
+        path = os.path.join(DOCROOT, name)
+        if os.path.exists(path) and os.path.getsize(path) == size:
+            continue
+        block = bytes((i * 131 + 7) % 251 for i in range(65536))
+        with open(path + ".tmp", "wb") as f:
+            left = size
+            while left:
+                f.write(block[:min(left, len(block))])
+                left -= min(left, len(block))
+        os.replace(path + ".tmp", path)
+    with open(os.path.join(DOCROOT, "index.html"), "w") as f:
+        f.write("<!doctype html><title>bench</title><p>ringhttpd bench docroot</p>\n")
+    for name in FILES:  # into the page cache before anything is measured
+        with open(os.path.join(DOCROOT, name), "rb") as f:
+            while f.read(1 << 20):
+                pass
+
+
+def build(log):
+    """Builds ringhttpd (may fail: its runs are then reported missing) and the ceiling server."""
+    ok = {}
+    with open(log, "w") as f:
+        r = subprocess.run(["make", "-C", ROOT, "build/ringhttpd"], stdout=f, stderr=f)
+    ok["ringhttpd"] = r.returncode == 0 and os.access(RINGHTTPD, os.X_OK)
+    if r.returncode != 0 and os.path.exists(RINGHTTPD):
+        ok["ringhttpd"] = False
+        os.rename(RINGHTTPD, RINGHTTPD + ".stale")  # never measure an old binary by accident
+    os.makedirs(os.path.dirname(CEILING), exist_ok=True)
+    cc = os.environ.get("CC", "cc")
+    ceiling_cmd = [cc, "-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Wshadow",
+                   "-Werror", os.path.join(BENCH, "ceiling.c"), "-o", CEILING, "-luring"]
+    with open(log, "a") as f:
+        f.write("\n$ %s\n" % " ".join(ceiling_cmd))
+        f.flush()
+        r = subprocess.run(ceiling_cmd, stdout=f, stderr=f)
+    ok["ceiling"] = r.returncode == 0
+    return ok
+
+
+def first_line(cmd):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+        return ((out.stdout or "") + (out.stderr or "")).strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return "?"
+
+
+def machine_info():
+    info = {}
+    with open("/proc/cpuinfo") as f:
+        models = re.findall(r"^model name\s*:\s*(.*)$", f.read(), re.M)
+    info["cpu"] = "%s × %d" % (models[0] if models else "?", os.cpu_count())
+    with open("/proc/meminfo") as f:
+        kb = int(re.search(r"MemTotal:\s+(\d+)", f.read()).group(1))
+    info["memory"] = "%.1f GiB" % (kb / 1048576)
+    info["kernel"] = os.uname().release
+    try:
+        with open("/etc/os-release") as f:
+            info["os"] = re.search(r'PRETTY_NAME="(.*)"', f.read()).group(1)
+    except (OSError, AttributeError):
+        info["os"] = "?"
+    info["nginx"] = first_line(["nginx", "-v"])
+    info["lighttpd"] = first_line(["lighttpd", "-v"])
+    info["h2o"] = first_line(["h2o", "--version"])
+    info["wrk"] = first_line(["wrk", "-v"])
+    info["liburing"] = first_line(["dpkg-query", "-W", "-f", "${Version}", "liburing-dev"])
+    info["cc"] = first_line([os.environ.get("CC", "cc"), "--version"])
+    commit = first_line(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "src"],
+                           capture_output=True, text=True).stdout.strip()
+    info["ringhttpd"] = "commit %s%s" % (commit, " + uncommitted changes in src/" if dirty else "")
+    return info
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summarize(results, scenarios, servers_by_name):
+    """scenario -> server -> medians, plus per-round ratios to nginx and to the ceiling."""
+    summary = {}
+    for sc in scenarios:
+        rows = {}
+        ceiling_name = "ceiling-close" if "ceiling-close" in sc.servers else "ceiling"
+        for name in sc.servers:
+            if name not in servers_by_name:
+                continue
+            runs = [r for r in results if r["scenario"] == sc.name and r["server"] == name]
+            good = [r for r in runs if "failed" not in r]
+            row = {"runs": len(runs), "good": len(good),
+                   "failures": sorted({r["failed"] for r in runs if "failed" in r})}
+            for key in ("rps", "cpu_rps", "mbps", "p50_us", "p99_us"):
+                row[key] = median([r[key] for r in good])
+            errs = {}
+            for r in good:
+                for k, v in r["socket_errors"].items():
+                    errs[k] = errs.get(k, 0) + v
+                if r["non2xx"]:
+                    errs["non-2xx"] = errs.get("non-2xx", 0) + r["non2xx"]
+            row["errors"] = errs
+            row["unexpected"] = sum(r["unexpected_errors"] for r in good)
+            for ref, col in (("nginx", "x_nginx"), (ceiling_name, "x_ceiling")):
+                ratios = []
+                for r in good:
+                    other = [o for o in results if o["scenario"] == sc.name and
+                             o["server"] == ref and o["round"] == r["round"] and
+                             "failed" not in o]
+                    if other and other[0][sc.metric] and r[sc.metric] is not None:
+                        ratios.append(r[sc.metric] / other[0][sc.metric])
+                row[col] = median(ratios) if ref in sc.servers else None
+            rows[name] = row
+        summary[sc.name] = rows
+    return summary
+
+
+METRIC_TITLE = {"cpu_rps": "requests per server CPU-second", "mbps": "MB/s",
+                "rps": "requests per second"}
+
+
+def write_markdown(path, args, info, scenarios, servers, summary, started, elapsed):
+    by_name = {s.name: s for s in servers}
+    out = []
+    out.append("# ringhttpd benchmark: latest results\n")
+    out.append("Run `%s` on %s; %s, %d round%s of %d s per server and scenario, %.0f s in all.\n"
+               % (" ".join(["bench/run"] + args.argv), started, "quick" if args.quick else "full",
+                  args.rounds, "" if args.rounds == 1 else "s", args.duration, elapsed))
+    out.append("Values are medians over rounds. *req/CPU-s* is requests divided by the server's "
+               "CPU time (utime+stime of the whole process tree, from /proc/PID/stat, 10 ms "
+               "ticks) over the run; the ratio columns compare the metric named in each "
+               "scenario's heading with nginx's and with the ceiling's *from the same round*. "
+               "MB/s counts response bytes (headers included) as wrk reads them, 1 MB = 10^6 "
+               "bytes. Errors are totals over rounds. See bench/README.md for the method.\n")
+    out.append("## Machine\n")
+    for key in ("cpu", "memory", "os", "kernel", "nginx", "lighttpd", "h2o", "wrk", "liburing",
+                "cc", "ringhttpd"):
+        out.append("- **%s**: %s" % (key, info.get(key, "?")))
+    out.append("- pinning: servers on CPU %s, wrk (1 thread) on CPU %s, except the scaling "
+               "scenario, where neither is pinned" % (SERVER_CPU, WRK_CPU))
+    out.append("- open files limit: %d\n" % args.nofile)
+    for sc in scenarios:
+        rows = summary.get(sc.name, {})
+        out.append("## %s\n" % sc.name)
+        out.append("%s. Ratios on %s.\n" % (sc.what[0].upper() + sc.what[1:],
+                                            METRIC_TITLE[sc.metric]))
+        out.append("| server | req/s | req/CPU-s | MB/s | p50 | p99 | errors | × nginx | "
+                   "× ceiling |")
+        out.append("|---|---:|---:|---:|---:|---:|---|---:|---:|")
+        for name, row in rows.items():
+            if row["good"] == 0:
+                why = row["failures"][0] if row["failures"] else "not run"
+                out.append("| %s | %s | | | | | | | |" % (name, why.replace("|", "/")))
+                continue
+            errs = ", ".join("%s %d" % kv for kv in row["errors"].items()) or "0"
+            if row["good"] < row["runs"]:
+                errs += " (%d of %d runs failed)" % (row["runs"] - row["good"], row["runs"])
+            ratio = lambda v: "—" if v is None else "%.2f" % v
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                name, fmt_num(row["rps"]), fmt_num(row["cpu_rps"]), fmt_num(row["mbps"], 1),
+                fmt_lat(row["p50_us"]), fmt_lat(row["p99_us"]), errs, ratio(row["x_nginx"]),
+                ratio(row["x_ceiling"])))
+        out.append("")
+    out.append("## Commands\n")
+    out.append("Servers (started once, each on its own loopback port; configs in bench/conf/, "
+               "filled in under bench/work/):\n")
+    out.append("```")
+    for s in servers:
+        if s.state == "missing":
+            out.append("# %s: missing" % s.name)
+        else:
+            out.append(shlex.join(s.full_command()))
+    out.append("```\n")
+    out.append("Load (one line per scenario, shown against nginx's port where nginx takes part; "
+               "the other servers get the same line with their own port: %s):\n" % ", ".join(
+                   "%s %d" % (s.name, s.port) for s in servers))
+    out.append("```")
+    for sc in scenarios:
+        target = "nginx" if "nginx" in sc.servers else sc.servers[0]
+        port = by_name[target].port if target in by_name else 0
+        out.append(shlex.join(sc.wrk_command(port, args.duration)))
+    out.append("```\n")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+def write_chart(path, scenarios, servers, summary):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib missing"
+    panels = [(k, [sc for sc in scenarios if sc.kind == k]) for k in ("rate", "throughput",
+                                                                    "scaling")]
+    panels = [(k, scs) for k, scs in panels if scs]
+    if not panels:
+        return "nothing to chart"
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 4.2 * len(panels)), squeeze=False)
+    colors = {}
+    palette = plt.get_cmap("tab10").colors
+    for i, s in enumerate(servers):
+        colors[s.name] = palette[i % len(palette)]
+    for ax, (kind, scs) in zip(axes[:, 0], panels):
+        metric = scs[0].metric
+        names = [s.name for s in servers if any(s.name in sc.servers for sc in scs)]
+        width = 0.8 / max(1, len(names))
+        for j, name in enumerate(names):
+            xs, ys = [], []
+            for i, sc in enumerate(scs):
+                row = summary.get(sc.name, {}).get(name)
+                if row and row[metric] is not None:
+                    xs.append(i + (j - (len(names) - 1) / 2) * width)
+                    ys.append(row[metric])
+            if ys:
+                ax.bar(xs, ys, width, label=name, color=colors[name])
+        ax.set_xticks(range(len(scs)))
+        ax.set_xticklabels([sc.name for sc in scs])
+        ax.set_ylabel(METRIC_TITLE[metric])
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8, ncol=4)
+    axes[0, 0].set_title("ringhttpd vs peers (medians; servers on CPU 0, wrk on CPU 1)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# main
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="bench/run", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true",
+                   help="one round of 3 s runs over fewer scenarios (for development)")
+    p.add_argument("--rounds", type=int, help="rounds (default 3, quick 1)")
+    p.add_argument("--duration", type=int, help="seconds per run (default 10, quick 3)")
+    p.add_argument("--only", help="comma-separated servers or groups "
+                   "(ringhttpd, nginx, lighttpd, h2o, ceiling, or a full name below)")
+    p.add_argument("--scenario", help="comma-separated scenario names (see --list)")
+    p.add_argument("--list", action="store_true", help="list servers and scenarios, then exit")
+    args = p.parse_args(argv)
+    args.argv = argv
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
+    if args.duration is None:
+        args.duration = 3 if args.quick else 10
+    if args.rounds < 1 or args.duration < 1:
+        p.error("--rounds and --duration must be positive")
+    return args
+
+
+def select(args):
+    servers = all_servers()
+    scenarios = [sc for sc in SCENARIOS if sc.quick or not args.quick]
+    if args.scenario:
+        wanted = args.scenario.split(",")
+        unknown = [w for w in wanted if w not in {sc.name for sc in SCENARIOS}]
+        if unknown:
+            sys.exit("bench: unknown scenario %s (have: %s)" % (
+                ", ".join(unknown), ", ".join(sc.name for sc in SCENARIOS)))
+        scenarios = [sc for sc in SCENARIOS if sc.name in wanted]
+    if args.only:
+        wanted = set(args.only.split(","))
+        known = {s.name for s in servers} | {s.group for s in servers}
+        if wanted - known:
+            sys.exit("bench: unknown server %s (have: %s)" % (
+                ", ".join(sorted(wanted - known)), ", ".join(sorted(known))))
+        servers = [s for s in servers if s.name in wanted or s.group in wanted]
+    used = {name for sc in scenarios for name in sc.servers}
+    servers = [s for s in servers if s.name in used]
+    scenarios = [sc for sc in scenarios if any(s.name in sc.servers for s in servers)]
+    return servers, scenarios
+
+
+class Stop(Exception):
+    pass
+
+
+def on_signal(signum, frame):
+    raise Stop("signal %d" % signum)
+
+
+def main(argv):
+    args = parse_args(argv)
+    servers, scenarios = select(args)
+    if args.list:
+        for s in all_servers():
+            print("server   %-19s group %-9s port %d%s" % (s.name, s.group, s.port,
+                                                        "" if s.pinned else " (unpinned)"))
+        for sc in SCENARIOS:
+            print("scenario %-12s %s%s" % (sc.name, sc.what, "" if sc.quick else " [full only]"))
+        return 0
+    if not scenarios or not servers:
+        sys.exit("bench: nothing selected to run")
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    started = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    t0 = time.time()
+    os.makedirs(WORK, exist_ok=True)
+    os.makedirs(RESULTS, exist_ok=True)
+    args.nofile = raise_nofile()
+    print("bench: %s run, %d round(s) × %d s, scenarios: %s" % (
+        "quick" if args.quick else "full", args.rounds, args.duration,
+        ", ".join(sc.name for sc in scenarios)), flush=True)
+
+    build_log = os.path.join(WORK, "build.log")
+    print("bench: building ringhttpd and the ceiling server (log: %s)" %
+          os.path.relpath(build_log, ROOT), flush=True)
+    built = build(build_log)
+    if not built["ringhttpd"] and any(s.group == "ringhttpd" for s in servers):
+        print("bench: ringhttpd did not build; its runs are reported missing", flush=True)
+    if not built["ceiling"]:
+        print("bench: the ceiling server did not build: %s" % log_tail(build_log), flush=True)
+    print("bench: writing the docroot in %s" % os.path.relpath(DOCROOT, ROOT), flush=True)
+    write_docroot()
+
+    results = []
+    exit_code = 0
+    try:
+        for s in servers:
+            why = s.prepare()
+            if why:
+                print("bench: %-19s %s" % (s.name, why), flush=True)
+                continue
+            if start_server(s):
+                print("bench: %-19s started, pid %d, port %d%s" % (
+                    s.name, s.proc.pid, s.port, "" if s.pinned else " (unpinned)"), flush=True)
+                # one short warm-up so first-round numbers don't pay for cold caches
+                warm = [sc for sc in scenarios if s.name in sc.servers][0]
+                subprocess.run(warm.wrk_command(s.port, 1), capture_output=True,
+                               timeout=60)
+            else:
+                print("bench: %-19s %s" % (s.name, s.state), flush=True)
+        by_name = {s.name: s for s in servers}
+        for rnd in range(1, args.rounds + 1):
+            for sc in scenarios:
+                names = [n for n in sc.servers if n in by_name]
+                k = (rnd - 1) % len(names)  # rotate who goes first, round by round
+                for name in names[k:] + names[:k]:
+                    res = run_wrk(by_name[name], sc, args.duration)
+                    res["round"] = rnd
+                    results.append(res)
+                    print(progress_line(rnd, args.rounds, res), flush=True)
+    except Stop as e:
+        print("\nbench: stopped by %s; stopping servers" % e, flush=True)
+        exit_code = 130
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not skip the cleanup
+        for s in servers:
+            stop_server(s)
+
+    summary = summarize(results, scenarios, {s.name: s for s in servers})
+    info = machine_info()
+    md = os.path.join(RESULTS, "latest.md")
+    write_markdown(md, args, info, scenarios, servers, summary, started, time.time() - t0)
+    with open(os.path.join(RESULTS, "latest.json"), "w") as f:
+        json.dump({"started": started, "argv": args.argv, "machine": info, "runs": results,
+                   "summary": summary}, f, indent=1)
+    chart_err = write_chart(os.path.join(RESULTS, "latest.png"), scenarios, servers, summary)
+    print("bench: wrote %s%s" % (os.path.relpath(md, ROOT), "" if chart_err else
+                                 " and bench/results/latest.png"), flush=True)
+    if chart_err:
+        print("bench: no chart: %s" % chart_err, flush=True)
+
+    bad = [(sc, name, row) for sc, rows in summary.items() for name, row in rows.items()
+           if row["unexpected"]]
+    crashed = [(r["scenario"], r["server"], r["failed"]) for r in results
+               if "failed" in r and r["failed"] != "missing"]
+    for sc, name, row in bad:
+        print("bench: ERROR %s returned unexpected errors in %s: %s" % (
+            name, sc, ", ".join("%s %d" % kv for kv in row["errors"].items())), flush=True)
+    for sc, name, why in crashed:
+        print("bench: ERROR %s failed in %s: %s" % (name, sc, why), flush=True)
+    missing = sorted({r["server"] for r in results if r.get("failed") == "missing"})
+    if missing:
+        print("bench: not measured (missing): %s" % ", ".join(missing), flush=True)
+    if exit_code == 0 and (bad or crashed):
+        exit_code = 1
+    return exit_code
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except Stop as e:
+        print("\nbench: stopped by %s" % e, file=sys.stderr)
+        sys.exit(130)
