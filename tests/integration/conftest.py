@@ -441,6 +441,7 @@ class StrictReader:
         self.eof = False
         self.reset = False
         self.received = 0
+        self._reopen = False
 
     def _recv(self, deadline, what):
         left = deadline - time.monotonic()
@@ -463,6 +464,14 @@ class StrictReader:
         c = self.h11
         if c.our_state is h11.DONE and c.their_state is h11.DONE:
             c.start_next_cycle()
+        elif self._reopen:
+            # h11 treats every HTTP/1.0 response as closing; one that said "Connection:
+            # keep-alive" is persistent, so continue on a fresh parser with the buffered bytes.
+            extra, _ = c.trailing_data
+            c = self.h11 = h11.Connection(our_role=h11.CLIENT,
+                                          max_incomplete_event_size=64 * 1024)
+            if extra:
+                c.receive_data(bytes(extra))
         elif c.our_state is not h11.IDLE:
             pytest.fail(f"another response was expected but the previous one ended the "
                         f"connection (h11 states {c.our_state}/{c.their_state})")
@@ -518,7 +527,13 @@ class StrictReader:
             pytest.fail(f"HTTP framing error in response to {method}: {e} "
                         f"(head so far: {head!r}, body bytes: {sum(map(len, body))}, "
                         f"eof={self.eof}, reset={self.reset})")
-        return Response(head, b"".join(body), informational, c.their_state is h11.DONE)
+        keep_alive = c.their_state is h11.DONE
+        self._reopen = False
+        if head.http_version == b"1.0" and not keep_alive:
+            tokens = {t.strip().lower() for n, v in head.headers if n.lower() == b"connection"
+                      for t in v.decode("latin-1").split(",")}
+            keep_alive = self._reopen = "keep-alive" in tokens and "close" not in tokens
+        return Response(head, b"".join(body), informational, keep_alive)
 
     def read_many(self, methods):
         return [self.read(m) for m in methods]

@@ -1,0 +1,204 @@
+"""Connection lifetime: keep-alive reuse, HTTP/1.0 rules, Connection: close, the idle and the
+request-header (slowloris) timeouts (issue 2)."""
+
+import socket
+import time
+
+import pytest
+
+from conftest import BIG, HELLO, INDEX_HTML, Conn, connect, request
+
+# Bound for "the server closes within a timeout of 1 s": generous, never a timing assertion.
+CLOSE_WAIT = 8.0
+
+
+def test_connection_reused_for_several_requests(server):
+    with Conn(server) as c:
+        local = c.sock.getsockname()
+        for i in range(8):
+            path, want = [("/hello.txt", HELLO), ("/", INDEX_HTML), ("/big.bin", BIG)][i % 3]
+            c.send(request("GET", path))
+            r = c.read()
+            assert r.status == 200 and r.body == want, (i, path)
+            assert r.keep_alive, f"response {i} closed the connection: {r}"
+            assert "close" not in r.tokens("connection")
+        assert c.sock.getsockname() == local
+        assert c.is_open()
+
+
+def test_keepalive_survives_errors_that_are_not_parse_errors(server):
+    with Conn(server) as c:
+        for path, status in (("/missing", 404), ("/hello.txt", 200), ("/.secret", 404),
+                             ("/sub", 301), ("/hello.txt", 200)):
+            c.send(request("GET", path))
+            r = c.read()
+            assert r.status == status, path
+        assert r.body == HELLO
+
+
+def test_http10_closes_by_default(server):
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt", version="1.0", host=None))
+        r = c.read()
+        assert r.status == 200 and r.body == HELLO
+        assert "keep-alive" not in r.tokens("connection")
+        c.expect_close()
+
+
+def test_http10_keepalive_when_asked(server):
+    with Conn(server) as c:
+        for _ in range(3):
+            c.send(request("GET", "/hello.txt", version="1.0", host=None,
+                           headers=["Connection: keep-alive"]))
+            r = c.read()
+            assert r.status == 200 and r.body == HELLO
+            assert "close" not in r.tokens("connection")
+        # ... and the connection is really still usable.
+        c.send(request("GET", "/", version="1.0", host=None))
+        r = c.read()
+        assert r.status == 200 and r.body == INDEX_HTML
+        c.expect_close()
+
+
+def test_http10_keepalive_response_says_keepalive(server):
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt", version="1.0", host=None,
+                       headers=["Connection: Keep-Alive"]))
+        r = c.read()
+        assert "keep-alive" in r.tokens("connection"), r.headers
+
+
+def test_connection_close_honoured(server):
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt", close=True))
+        r = c.read()
+        assert r.status == 200 and r.body == HELLO
+        assert "close" in r.tokens("connection")
+        c.expect_close()
+
+
+def test_connection_close_among_other_tokens(server):
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt", headers=["Connection: TE, Close"]))
+        r = c.read()
+        assert r.status == 200
+        c.expect_close()
+
+
+def test_connection_close_on_large_response(server):
+    with Conn(server) as c:
+        c.send(request("GET", "/big.bin", close=True))
+        r = c.read()
+        assert r.body == BIG
+        c.expect_close()
+
+
+def test_keepalive_idle_timeout_closes(make_server, docroot):
+    server = make_server(docroot, args=["--keepalive-timeout", "1"])
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt"))
+        assert c.read().status == 200
+        c.expect_close(timeout=CLOSE_WAIT)
+    # The server is still fine afterwards.
+    with Conn(server) as c:
+        assert c.request("GET", "/hello.txt").body == HELLO
+
+
+def test_keepalive_timeout_rearms_after_each_request(make_server, docroot):
+    """Requests closer together than the timeout keep the connection; no request is lost."""
+    server = make_server(docroot, args=["--keepalive-timeout", "2"])
+    with Conn(server) as c:
+        for _ in range(4):
+            c.send(request("GET", "/hello.txt"))
+            assert c.read().body == HELLO
+            time.sleep(0.3)
+        c.expect_close(timeout=CLOSE_WAIT)
+
+
+def test_idle_connection_without_any_request_is_closed(make_server, docroot):
+    server = make_server(docroot, args=["--keepalive-timeout", "1", "--header-timeout", "1"])
+    with Conn(server) as c:
+        c.expect_close(timeout=CLOSE_WAIT)
+
+
+def _wait_closed(sock, timeout):
+    """Reads until the server closes; returns everything it sent (maybe a 408)."""
+    deadline = time.monotonic() + timeout
+    got = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            pytest.fail(f"server kept a slow connection open for more than {timeout}s")
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(4096)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            return got
+        if not chunk:
+            return got
+        got += chunk
+
+
+def _assert_408_or_nothing(data):
+    if data:
+        assert data.startswith(b"HTTP/1.1 408") or data.startswith(b"HTTP/1.0 408"), data[:100]
+
+
+def test_slowloris_incomplete_header_is_closed(make_server, docroot):
+    server = make_server(docroot, args=["--header-timeout", "1"])
+    sock = connect(server)
+    try:
+        sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        _assert_408_or_nothing(_wait_closed(sock, CLOSE_WAIT))
+    finally:
+        sock.close()
+    with Conn(server) as c:
+        assert c.request("GET", "/hello.txt").body == HELLO
+
+
+def test_slowloris_dribbling_bytes_does_not_extend_the_deadline(make_server, docroot):
+    """One byte every 200 ms: the header timeout covers the whole head, not each read."""
+    server = make_server(docroot, args=["--header-timeout", "1", "--keepalive-timeout", "30"])
+    sock = connect(server)
+    payload = b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: " + b"a" * 200
+    deadline = time.monotonic() + CLOSE_WAIT
+    closed = False
+    try:
+        for b in payload:
+            if time.monotonic() > deadline:
+                break
+            try:
+                sock.sendall(bytes([b]))
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            sock.settimeout(0.2)
+            try:
+                data = sock.recv(4096)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                closed = True
+                break
+            if not data:
+                closed = True
+                break
+            _assert_408_or_nothing(data)
+            _wait_closed(sock, CLOSE_WAIT)
+            closed = True
+            break
+        assert closed, "a connection dribbling one header byte per 200 ms was never closed"
+    finally:
+        sock.close()
+
+
+def test_header_timeout_after_a_keepalive_request(make_server, docroot):
+    """After a served request, a partial second request is closed by the header timeout."""
+    server = make_server(docroot, args=["--header-timeout", "1", "--keepalive-timeout", "30"])
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt"))
+        assert c.read().body == HELLO
+        c.send(b"GET /hello.txt HTTP/1.1\r\nHo")
+        _assert_408_or_nothing(_wait_closed(c.sock, CLOSE_WAIT))

@@ -1,0 +1,238 @@
+"""Path safety (no way out of DOCROOT, hidden files hidden) and request smuggling defences
+(issue 2, "Path safety" and "Request smuggling")."""
+
+import time
+
+import pytest
+
+from conftest import HELLO, INDEX_HTML, OUTSIDE_CONTENT, SECRET_CONTENT, Conn, fetch, raw, \
+    request
+
+OUTSIDE_MARK = OUTSIDE_CONTENT.split(b":")[0]
+SECRET_MARK = SECRET_CONTENT.split(b":")[0]
+
+TRAVERSALS = [
+    "/../outside.txt",
+    "/../../outside.txt",
+    "/sub/../../outside.txt",
+    "/sub/../../../outside.txt",
+    "/./../outside.txt",
+    "//../outside.txt",
+    "/%2e%2e/outside.txt",
+    "/%2E%2E/outside.txt",
+    "/.%2e/outside.txt",
+    "/%2e./outside.txt",
+    "/..%2foutside.txt",
+    "/..%2Foutside.txt",
+    "/%2e%2e%2foutside.txt",
+    "/sub/%2e%2e/%2e%2e/outside.txt",
+    "/sub%2f..%2f..%2foutside.txt",
+    "/..%5coutside.txt",
+    "/..\\outside.txt",
+    "/%252e%252e/outside.txt",
+    "/%c0%ae%c0%ae/outside.txt",
+    "/....//outside.txt",
+    "/..;/outside.txt",
+    "/sub/..%2f..%2foutside.txt",
+    "http://localhost/../outside.txt",
+    "http://localhost/%2e%2e/outside.txt",
+    "/outdir/outside.txt",
+    "/outdir/root/hello.txt/../../outside.txt",
+    "/link-out.txt",
+    "/link-out-abs.txt",
+    "/../../../../../../../../etc/passwd",
+    "/%2e%2e/%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+]
+
+
+@pytest.mark.parametrize("target", TRAVERSALS)
+def test_no_escape_from_docroot(server, target):
+    data = raw(server, request("GET", target, close=True), timeout=3)
+    assert data, f"no response at all to {target}"
+    assert OUTSIDE_MARK not in data, f"{target} served a file outside the docroot"
+    assert b"root:x:0:0" not in data, f"{target} served /etc/passwd"
+    status = int(data.split(b" ", 2)[1])
+    assert status in (400, 403, 404), f"{target}: {status}"
+
+
+def test_traversal_never_leaks_on_one_connection(server):
+    """All traversals on kept-alive connections, every response parsed strictly."""
+    c = Conn(server)
+    try:
+        for target in TRAVERSALS:
+            c.send(request("GET", target))
+            r = c.read()
+            assert r.status in (400, 403, 404), f"{target}: {r.status}"
+            assert OUTSIDE_MARK not in r.body, target
+            if r.status == 400:  # a parse error closes the connection: go on with a new one
+                c.expect_close()
+                c.close()
+                c = Conn(server)
+    finally:
+        c.close()
+
+
+def test_symlink_out_of_docroot_is_refused(server):
+    for target in ("/link-out.txt", "/link-out-abs.txt", "/outdir/outside.txt",
+                   "/outdir/root/hello.txt"):
+        r = fetch(server, target)
+        assert r.status in (403, 404), f"{target}: {r.status}"
+        assert OUTSIDE_MARK not in r.body
+    # HEAD must not reveal the outside file's size either.
+    r = fetch(server, "/link-out.txt", method="HEAD")
+    assert r.status in (403, 404)
+    assert r.header("content-length") != str(len(OUTSIDE_CONTENT))
+
+
+def test_symlink_inside_docroot_still_works(make_server, docroot):
+    (docroot / "alias.txt").symlink_to("hello.txt")
+    (docroot / "subalias").symlink_to("sub", target_is_directory=True)
+    server = make_server(docroot)
+    assert fetch(server, "/alias.txt").body == HELLO
+    assert fetch(server, "/subalias/inner.txt").body == b"inner file\n"
+
+
+@pytest.mark.parametrize("target", [
+    "/.secret", "/%2esecret", "/%2Esecret", "/sub/.hidden", "/sub/%2ehidden",
+    "/sub/../.secret", "/./.secret", "/.well-known/../.secret", "/.well-known/../sub/.hidden",
+    "/.secret?x=1", "/sub/.hidden/", "/.git/config", "/.well-known/.secret",
+])
+def test_hidden_files_are_404(server, target):
+    r = fetch(server, target)
+    assert r.status == 404, f"{target}: {r.status}"
+    assert SECRET_MARK not in r.body
+
+
+def test_hidden_directory_contents_are_404(make_server, docroot):
+    (docroot / ".git").mkdir()
+    (docroot / ".git" / "config").write_bytes(SECRET_CONTENT)
+    (docroot / "sub" / ".private").mkdir()
+    (docroot / "sub" / ".private" / "key.txt").write_bytes(SECRET_CONTENT)
+    server = make_server(docroot)
+    for target in ("/.git/config", "/.git/", "/.git", "/sub/.private/key.txt",
+                   "/sub/%2eprivate/key.txt"):
+        r = fetch(server, target)
+        assert r.status == 404, target
+        assert SECRET_MARK not in r.body
+
+
+def test_well_known_is_served(server):
+    r = fetch(server, "/.well-known/test.txt")
+    assert r.status == 200 and r.body == b"well-known content\n"
+    r = fetch(server, "/%2ewell-known/test.txt")
+    assert r.status == 200 and r.body == b"well-known content\n"
+
+
+def test_well_known_only_at_the_top(make_server, docroot):
+    (docroot / "sub" / ".well-known").mkdir()
+    (docroot / "sub" / ".well-known" / "x.txt").write_bytes(SECRET_CONTENT)
+    server = make_server(docroot)
+    r = fetch(server, "/sub/.well-known/x.txt")
+    assert r.status == 404 and SECRET_MARK not in r.body
+
+
+# ---------------------------------------------------------------------------------------------
+# Request smuggling.
+
+def expect_400_close(server, data):
+    with Conn(server) as c:
+        c.send(data, ignore_errors=True)
+        r = c.read()
+        assert r.status == 400, r
+        c.expect_close()
+
+
+SMUGGLED = request("GET", "/.secret")  # would be a 404 if it were ever parsed as a request
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_content_length_with_transfer_encoding_is_400_and_close(server, method):
+    body = b"0\r\n\r\n" + SMUGGLED
+    expect_400_close(server, request(method, "/hello.txt", headers=[
+        f"Content-Length: {len(body)}", "Transfer-Encoding: chunked"], body=body))
+    expect_400_close(server, request(method, "/hello.txt", headers=[
+        "Transfer-Encoding: chunked", f"Content-Length: {len(body)}"], body=body))
+
+
+@pytest.mark.parametrize("headers", [
+    ["Content-Length: 5", "Content-Length: 6"],
+    ["Content-Length: 6", "Content-Length: 5"],
+    ["Content-Length: 5, 6"],
+])
+def test_differing_content_lengths_are_400(server, headers):
+    expect_400_close(server, request("GET", "/hello.txt", headers=headers, body=b"hello!"))
+
+
+def test_get_body_is_discarded_not_parsed(server):
+    body = SMUGGLED
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt", headers=[f"Content-Length: {len(body)}"], body=body)
+               + request("GET", "/", close=True))
+        a = c.read()
+        b = c.read()
+        assert a.status == 200 and a.body == HELLO
+        assert b.status == 200 and b.body == INDEX_HTML, "the body was parsed as a request"
+        c.expect_close()
+
+
+def test_head_body_is_discarded_not_parsed(server):
+    body = SMUGGLED
+    with Conn(server) as c:
+        c.send(request("HEAD", "/hello.txt", headers=[f"Content-Length: {len(body)}"],
+                       body=body) + request("GET", "/", close=True))
+        a = c.read("HEAD")
+        b = c.read()
+        assert a.status == 200
+        assert b.status == 200 and b.body == INDEX_HTML
+        c.expect_close()
+
+
+def test_get_body_arriving_in_pieces_is_discarded(server):
+    body = SMUGGLED + b"x" * 3000
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt", headers=[f"Content-Length: {len(body)}"]))
+        a = c.read()
+        assert a.status == 200 and a.body == HELLO
+        for i in range(0, len(body), 700):
+            c.send(body[i:i + 700])
+            time.sleep(0.01)
+        c.send(request("GET", "/sub/inner.txt"))
+        b = c.read()
+        assert b.status == 200 and b.body == b"inner file\n"
+
+
+def test_identical_duplicate_content_length_is_accepted(server):
+    body = SMUGGLED
+    n = len(body)
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt", headers=[f"Content-Length: {n}",
+                                                      f"Content-Length: {n}"], body=body)
+               + request("GET", "/", close=True))
+        a = c.read()
+        if a.status == 400:  # rejecting it is also safe, if the connection is then closed
+            c.expect_close()
+            return
+        assert a.status == 200 and a.body == HELLO
+        b = c.read()
+        assert b.status == 200 and b.body == INDEX_HTML
+        c.expect_close()
+
+
+def test_error_response_body_is_not_parsed_either(server):
+    """A 404 for a GET with a body must still consume that body."""
+    body = SMUGGLED
+    with Conn(server) as c:
+        c.send(request("GET", "/missing", headers=[f"Content-Length: {len(body)}"], body=body)
+               + request("GET", "/hello.txt", close=True))
+        a = c.read()
+        assert a.status == 404
+        b = c.read()
+        assert b.status == 200 and b.body == HELLO
+        c.expect_close()
+
+
+def test_redirect_location_has_no_header_injection(server):
+    r = fetch(server, "/sub?a=%0d%0aX-Injected:%201")
+    assert r.status == 301
+    assert r.header("x-injected") is None
+    assert "\r" not in r.header("location") and "\n" not in r.header("location")
