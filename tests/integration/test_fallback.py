@@ -5,14 +5,12 @@ missing on old kernels (ENOSYS). build/tools/noiouring (tests/tools/noiouring.c)
 filter and execs ringhttpd; with --engine auto the server must say it fell back, name the errno,
 run the epoll engine and serve correctly; with --engine uring it must exit 1 with a clear error.
 
-The launcher is found beside the server under test: RINGHTTPD=/x/build/ringhttpd means
-/x/build/tools/noiouring (the ASan build has its own, build/asan/tools/noiouring).
+The launcher is found beside the server under test ($RINGHTTPD, default build/ringhttpd):
+/x/build/ringhttpd means /x/build/tools/noiouring (the ASan build has its own,
+build/asan/tools/noiouring); the tests skip when it is missing.
 """
 import concurrent.futures
-import hashlib
-import http.client
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -20,90 +18,60 @@ from pathlib import Path
 
 import pytest
 
+from conftest import (BIG, DOCROOT_FILES, HELLO, INDEX_HTML, RINGHTTPD, Conn, fetch, request,
+                      uring_available)
+
 ERRNOS = {
     # errno name -> the words strerror() uses for it, which a clear message may use instead
     "EPERM": "Operation not permitted",
     "ENOSYS": "Function not implemented",
 }
 NR_IO_URING = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
-MIB = 1 << 20
 TIMEOUT = 10
 
 
-def _server_binary():
-    path = os.environ.get("RINGHTTPD")
-    if not path:
-        pytest.skip("RINGHTTPD is not set (run through `make integration`)")
-    return Path(path)
+@pytest.fixture
+def engine():
+    """Overrides conftest's [uring, epoll] parametrisation: every server here is --engine auto
+    (make_server's default), and the choice is the filter's, so running twice would test nothing
+    more."""
+    return "auto"
 
 
 @pytest.fixture
 def launcher():
-    tool = _server_binary().parent / "tools" / "noiouring"
+    tool = Path(RINGHTTPD).parent / "tools" / "noiouring"
     if not os.access(tool, os.X_OK):
         pytest.skip(f"{tool} is missing (built by `make` from tests/tools/noiouring.c)")
     return tool
 
 
-@pytest.fixture
-def site(tmp_path):
-    """A docroot of our own, so the byte-exact checks know exactly what is on disk."""
-    root = tmp_path / "site"
-    root.mkdir()
-    (root / "index.html").write_bytes(b"<!doctype html><title>fallback</title><p>hello\n")
-    (root / "hello.txt").write_bytes(b"hello from epoll\n")
-    (root / "sub").mkdir()
-    (root / "sub" / "style.css").write_bytes(b"body { color: #123456; }\n")
-    (root / "big.bin").write_bytes(random.Random(3).randbytes(MIB))
-    return root
-
-
-def _get(conn, path):
-    conn.request("GET", path)
-    resp = conn.getresponse()
-    return resp, resp.read()
-
-
-def _assert_serves(server, site):
+def _assert_serves(server):
     """Several requests on one kept-alive connection, a 1 MiB file byte-exact, then in parallel."""
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=TIMEOUT)
-    try:
-        local_ports = set()
-        for path, name in [
-            ("/hello.txt", "hello.txt"),
-            ("/sub/style.css", "sub/style.css"),
-            ("/", "index.html"),
-            ("/big.bin", "big.bin"),
-            ("/hello.txt", "hello.txt"),
-        ]:
-            resp, body = _get(conn, path)
-            want = (site / name).read_bytes()
-            assert resp.status == 200, (path, resp.status, body[:200])
-            assert int(resp.getheader("Content-Length")) == len(want), path
-            assert hashlib.sha256(body).hexdigest() == hashlib.sha256(want).hexdigest(), path
-            assert not resp.will_close, f"{path}: server closed a keep-alive connection"
-            local_ports.add(conn.sock.getsockname()[1])
-        # http.client silently reconnects after a close; one local port means one connection.
-        assert len(local_ports) == 1, "requests did not share one kept-alive connection"
+    with Conn(server, timeout=TIMEOUT) as c:
+        local = c.sock.getsockname()
+        for path, want in [("/hello.txt", HELLO), ("/style.css", DOCROOT_FILES["style.css"]),
+                           ("/", INDEX_HTML), ("/big.bin", BIG), ("/hello.txt", HELLO)]:
+            c.send(request("GET", path))
+            r = c.read()
+            assert r.status == 200, (path, r)
+            assert r.body == want, f"{path}: body differs ({len(r.body)} bytes, want {len(want)})"
+            assert r.keep_alive, f"{path}: the server closed a keep-alive connection: {r}"
+        c.send(request("HEAD", "/big.bin"))
+        r = c.read("HEAD")
+        assert r.status == 200 and r.header("content-length") == str(len(BIG)) and not r.body
+        c.send(request("GET", "/no-such-file"))
+        assert c.read().status == 404
+        assert c.sock.getsockname() == local
+        assert c.is_open()
 
-        resp, body = _get(conn, "/no-such-file")
-        assert resp.status == 404
-    finally:
-        conn.close()
-
-    want = hashlib.sha256((site / "big.bin").read_bytes()).hexdigest()
-
-    def fetch(_):
-        c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=TIMEOUT)
-        try:
-            resp, body = _get(c, "/big.bin")
-            return resp.status, hashlib.sha256(body).hexdigest()
-        finally:
-            c.close()
+    def big(_):
+        r = fetch(server, "/big.bin", timeout=TIMEOUT)
+        return r.status, r.body == BIG
 
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        for status, digest in pool.map(fetch, range(8)):
-            assert (status, digest) == (200, want)
+        for status, same in pool.map(big, range(8)):
+            assert (status, same) == (200, True)
 
 
 def _listening_line(text):
@@ -144,42 +112,39 @@ def test_launcher_usage_errors(launcher):
 
 
 @pytest.mark.parametrize("errno_name", sorted(ERRNOS))
-def test_auto_falls_back_to_epoll(make_server, launcher, site, errno_name):
-    server = make_server(docroot=str(site), engine="auto",
-                         wrapper=[str(launcher), "--errno", errno_name, "--"])
+def test_auto_falls_back_to_epoll(make_server, launcher, docroot, errno_name):
+    server = make_server(docroot, wrapper=[str(launcher), "--errno", errno_name, "--"])
     text = server.stderr_text()
     fell = [l for l in text.splitlines() if "falling back to epoll" in l]
     assert fell, f"no 'falling back to epoll' line in stderr:\n{text}"
     assert errno_name in fell[0], f"fallback line does not name {errno_name}: {fell[0]!r}"
     assert text.index(fell[0]) < text.index(_listening_line(text)), \
         "the fallback line must come before the listening line"
-    assert "(engine epoll," in _listening_line(text)
+    assert server.engine_name == "epoll", _listening_line(text)
 
-    _assert_serves(server, site)
+    _assert_serves(server)
 
     server.proc.send_signal(signal.SIGTERM)
     assert server.proc.wait(timeout=TIMEOUT) == 0, server.stderr_text()
 
 
-def test_auto_without_filter_uses_io_uring(make_server, site):
+def test_auto_without_filter_uses_io_uring(make_server, docroot):
     """The control: the fallback above is the filter's doing, not this machine's."""
-    server = make_server(docroot=str(site), engine="auto")
-    line = _listening_line(server.stderr_text())
-    if "(engine uring," not in line:
-        pytest.skip(f"io_uring is unusable on this machine without any filter: {line}")
+    if not uring_available():
+        pytest.skip("io_uring is unusable here even without the filter")
+    server = make_server(docroot)
+    assert server.engine_name == "uring", _listening_line(server.stderr_text())
     assert "falling back" not in server.stderr_text()
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=TIMEOUT)
-    try:
-        assert _get(conn, "/hello.txt")[1] == (site / "hello.txt").read_bytes()
-    finally:
-        conn.close()
+    assert fetch(server, "/hello.txt").body == HELLO
 
 
 @pytest.mark.parametrize("errno_name", sorted(ERRNOS))
-def test_forced_uring_under_filter_exits_1(launcher, site, errno_name):
+def test_forced_uring_under_filter_exits_1(launcher, docroot, errno_name):
     """--engine uring where io_uring is forbidden: a clear error and exit 1, not a crash or a hang."""
-    cmd = [str(launcher), "--errno", errno_name, "--", str(_server_binary()),
-           "-p", "0", "-b", "127.0.0.1", "-t", "2", "--engine", "uring", str(site)]
+    if not os.access(RINGHTTPD, os.X_OK):
+        pytest.skip(f"server binary {RINGHTTPD} not built")
+    cmd = [str(launcher), "--errno", errno_name, "--", RINGHTTPD,
+           "-p", "0", "-b", "127.0.0.1", "-t", "2", "--engine", "uring", str(docroot)]
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
     except subprocess.TimeoutExpired as e:
