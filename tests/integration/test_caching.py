@@ -1,0 +1,217 @@
+"""Validators and conditional requests, --cache-control and --header (issue 4, RFC 9110 §8.8,
+§13)."""
+
+import os
+
+import pytest
+
+from conftest import ETAG_RE, HELLO, HELLO_LAST_MODIFIED, HELLO_MTIME, Conn, fetch, http_date, \
+    request
+
+
+def etag_of(server, path="/hello.txt"):
+    r = fetch(server, path)
+    assert r.status == 200
+    etag = r.header("etag")
+    assert etag and ETAG_RE.match(etag) and not etag.startswith("W/"), etag
+    return etag
+
+
+def assert_304(r):
+    assert r.status == 304, r
+    assert r.body == b""
+    assert r.header("etag"), "304 must carry ETag"
+    assert r.header("last-modified") == HELLO_LAST_MODIFIED
+
+
+def get(server, path="/hello.txt", method="GET", **headers):
+    return fetch(server, path, method=method,
+                 headers=[(k.replace("_", "-"), v) for k, v in headers.items()])
+
+
+def test_etag_stable_across_requests_and_restarts(make_server, docroot):
+    s1 = make_server(docroot)
+    e1 = etag_of(s1)
+    assert etag_of(s1) == e1
+    s1.stop()
+    s2 = make_server(docroot)
+    assert etag_of(s2) == e1
+
+
+def test_etags_differ_between_files(server):
+    assert etag_of(server, "/hello.txt") != etag_of(server, "/noext")
+
+
+def test_etag_changes_when_file_changes(server, docroot):
+    e1 = etag_of(server)
+    path = docroot / "hello.txt"
+    # Same size, new content and mtime: the server must not hand out the old ETag or body.
+    new = HELLO.replace(b"quick", b"QUICK")
+    path.write_bytes(new)
+    os.utime(path, (HELLO_MTIME + 3600, HELLO_MTIME + 3600))
+    r = fetch(server, "/hello.txt")
+    assert r.header("etag") != e1
+    assert r.body == new
+    assert r.header("last-modified") == http_date(HELLO_MTIME + 3600)
+    # Different size.
+    path.write_bytes(b"short now\n")
+    os.utime(path, (HELLO_MTIME + 7200, HELLO_MTIME + 7200))
+    r2 = fetch(server, "/hello.txt")
+    assert r2.body == b"short now\n"
+    assert r2.header("etag") not in (e1, r.header("etag"))
+
+
+def test_old_etag_no_longer_gives_304_after_change(server, docroot):
+    e1 = etag_of(server)
+    path = docroot / "hello.txt"
+    path.write_bytes(HELLO + b"more\n")
+    os.utime(path, (HELLO_MTIME + 60, HELLO_MTIME + 60))
+    r = get(server, If_None_Match=e1)
+    assert r.status == 200 and r.body == HELLO + b"more\n"
+
+
+def test_if_none_match_exact(server):
+    e = etag_of(server)
+    r = get(server, If_None_Match=e)
+    assert_304(r)
+
+
+def test_304_has_no_body_on_keepalive_connection(server):
+    """A body after a 304 would be read as the next response's status line."""
+    e = etag_of(server)
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt", headers=[("If-None-Match", e)]) +
+               request("GET", "/hello.txt"))
+        a, b = c.read_many(["GET", "GET"])
+        assert_304(a)
+        assert b.status == 200 and b.body == HELLO
+
+
+@pytest.mark.parametrize("fmt", ['"nope", {e}', '{e}, "nope"', '"a","b" , {e}', "W/{e}",
+                                 '"x", W/{e}', "*", " {e} "])
+def test_if_none_match_lists_weak_and_star(server, fmt):
+    e = etag_of(server)
+    r = get(server, If_None_Match=fmt.format(e=e))
+    assert_304(r)
+
+
+@pytest.mark.parametrize("value", ['"nope"', '"nope", W/"nope2"', '"', "garbage"])
+def test_if_none_match_not_matching(server, value):
+    r = get(server, If_None_Match=value)
+    assert r.status == 200 and r.body == HELLO
+
+
+def test_if_none_match_head_is_304(server):
+    e = etag_of(server)
+    r = get(server, method="HEAD", If_None_Match=e)
+    assert_304(r)
+
+
+def test_if_none_match_on_404_stays_404(server):
+    r = get(server, "/missing", If_None_Match="*")
+    assert r.status == 404
+
+
+def test_if_modified_since(server):
+    assert_304(get(server, If_Modified_Since=HELLO_LAST_MODIFIED))
+    assert_304(get(server, If_Modified_Since=http_date(HELLO_MTIME + 86400)))
+    r = get(server, If_Modified_Since=http_date(HELLO_MTIME - 1))
+    assert r.status == 200 and r.body == HELLO
+
+
+@pytest.mark.parametrize("date", ["Thursday, 04-Mar-21 05:06:07 GMT", "Thu Mar  4 05:06:07 2021"])
+def test_if_modified_since_obsolete_date_formats(server, date):
+    # RFC 9110 5.6.7: recipients must accept the RFC 850 and asctime forms too.
+    assert_304(get(server, If_Modified_Since=date))
+
+
+@pytest.mark.parametrize("date", ["garbage", "Thu, 04 Mar 2021 25:06:07 GMT", "",
+                                  "Thu, 04 Mar 2021 05:06:07", "1614834367"])
+def test_if_modified_since_invalid_date_ignored(server, date):
+    r = get(server, If_Modified_Since=date)
+    assert r.status == 200 and r.body == HELLO
+
+
+def test_if_modified_since_ignored_when_if_none_match_present(server):
+    r = get(server, If_None_Match='"other"', If_Modified_Since=HELLO_LAST_MODIFIED)
+    assert r.status == 200 and r.body == HELLO
+    e = etag_of(server)
+    r = get(server, If_None_Match=e, If_Modified_Since=http_date(HELLO_MTIME - 3600))
+    assert_304(r)
+
+
+def test_if_modified_since_ignored_for_other_methods(server):
+    r = fetch(server, "/hello.txt", method="POST",
+              headers=[("If-Modified-Since", HELLO_LAST_MODIFIED), ("Content-Length", "0")])
+    assert r.status == 405
+
+
+def test_if_match(server):
+    e = etag_of(server)
+    assert get(server, If_Match=e).body == HELLO
+    assert get(server, If_Match=f'"x", {e}').status == 200
+    assert get(server, If_Match="*").status == 200
+    r = get(server, If_Match='"nope"')
+    assert r.status == 412
+    # If-Match uses the strong comparison: a weak tag never matches.
+    assert get(server, If_Match=f"W/{e}").status == 412
+
+
+def test_if_match_412_has_valid_framing_and_keeps_nothing(server):
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt", headers=[("If-Match", '"nope"')]) +
+               request("GET", "/hello.txt"))
+        a, b = c.read_many(["GET", "GET"])
+        assert a.status == 412
+        assert b.status == 200 and b.body == HELLO
+
+
+def test_if_unmodified_since(server):
+    r = get(server, If_Unmodified_Since=http_date(HELLO_MTIME - 1))
+    assert r.status == 412
+    assert get(server, If_Unmodified_Since=HELLO_LAST_MODIFIED).status == 200
+    assert get(server, If_Unmodified_Since=http_date(HELLO_MTIME + 10)).status == 200
+    # Invalid date: ignored.
+    assert get(server, If_Unmodified_Since="garbage").status == 200
+
+
+def test_if_unmodified_since_ignored_when_if_match_present(server):
+    e = etag_of(server)
+    r = get(server, If_Match=e, If_Unmodified_Since=http_date(HELLO_MTIME - 3600))
+    assert r.status == 200
+
+
+def test_if_match_evaluated_before_if_none_match(server):
+    e = etag_of(server)
+    assert get(server, If_Match='"nope"', If_None_Match=e).status == 412
+
+
+CC = "public, max-age=3600"
+
+
+def test_cache_control_and_extra_headers(make_server, docroot):
+    server = make_server(docroot, args=["--cache-control", CC,
+                                        "--header", "X-Frame-Options: DENY",
+                                        "--header", "X-Test-Header: two words"])
+    r = fetch(server, "/hello.txt")
+    assert r.status == 200
+    assert r.header("cache-control") == CC
+    assert r.header("x-frame-options") == "DENY"
+    assert r.header("x-test-header") == "two words"
+    assert len(r.header_all("cache-control")) == 1
+    # HEAD and index responses too.
+    h = fetch(server, "/", method="HEAD")
+    assert h.header("cache-control") == CC and h.header("x-frame-options") == "DENY"
+    # 304 carries Cache-Control (RFC 9110 15.4.5).
+    e = r.header("etag")
+    n = fetch(server, "/hello.txt", headers=[("If-None-Match", e)])
+    assert n.status == 304
+    assert n.header("cache-control") == CC
+    # An error must not be cached for an hour.
+    m = fetch(server, "/missing")
+    assert m.status == 404
+    assert m.header("cache-control") != CC
+
+
+def test_no_cache_control_by_default(server):
+    assert fetch(server, "/hello.txt").header("cache-control") is None
