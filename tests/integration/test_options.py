@@ -1,0 +1,214 @@
+"""OPTIONS, Expect: 100-continue, --mime-types, --error-page and --fallback (issue 4)."""
+
+import subprocess
+
+import pytest
+
+from conftest import HELLO, INDEX_HTML, RINGHTTPD, SECRET_CONTENT, Conn, _require_binary, \
+    fetch, request
+
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
+def assert_204_allow(r):
+    assert r.status == 204, r
+    assert r.body == b""
+    allow = r.tokens("allow")
+    assert {"get", "head", "options"} <= allow, r.header("allow")
+    assert not {"post", "put", "delete"} & allow
+    # RFC 9110 8.6: no Content-Length in a 204.
+    assert r.header("content-length") is None, "a 204 must not carry Content-Length"
+
+
+def test_options_on_file(server):
+    assert_204_allow(fetch(server, "/hello.txt", method="OPTIONS"))
+
+
+def test_options_asterisk(server):
+    assert_204_allow(fetch(server, "*", method="OPTIONS"))
+
+
+def test_options_then_get_on_one_connection(server):
+    with Conn(server) as c:
+        c.send(request("OPTIONS", "*") + request("OPTIONS", "/") + request("GET", "/hello.txt"))
+        a, b, g = c.read_many(["OPTIONS", "OPTIONS", "GET"])
+        assert a.status == 204 and b.status == 204
+        assert g.status == 200 and g.body == HELLO
+
+
+def test_asterisk_for_other_methods_is_an_error(server):
+    r = fetch(server, "*", method="GET")
+    assert r.status in (400, 404, 405)
+
+
+def test_405_allow_lists_options(server):
+    r = fetch(server, "/hello.txt", method="DELETE")
+    assert r.status == 405
+    assert {"get", "head", "options"} <= r.tokens("allow")
+
+
+def test_expect_100_continue(server):
+    body = b"x" * 100
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt", headers=["Expect: 100-continue",
+                                                     f"Content-Length: {len(body)}"]))
+        # The server either sends "100 Continue" first or goes straight to the final response;
+        # either way our body must then be consumed, not parsed as a request.
+        c.sock.settimeout(5)
+        first = c.sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 "), first[:60]
+        c.h11.receive_data(first)
+        c.send(body)
+        r = c.read()
+        for info in r.informational:
+            assert info.status_code == 100
+        assert r.status == 200 and r.body == HELLO
+        c.send(request("GET", "/", close=True))
+        r2 = c.read()
+        assert r2.status == 200 and r2.body == INDEX_HTML
+        c.expect_close()
+
+
+def test_expect_100_continue_sends_interim_before_body(server):
+    """A client that waits for 100 before sending its body must not deadlock."""
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt", headers=["Expect: 100-continue",
+                                                     "Content-Length: 5"]))
+        c.sock.settimeout(5)
+        first = c.sock.recv(65536)
+        assert first, "server closed instead of answering"
+        c.h11.receive_data(first)
+        if first.startswith(b"HTTP/1.1 100"):
+            c.send(b"hello")
+        r = c.read()
+        assert r.status == 200 and r.body == HELLO
+
+
+def test_expect_100_continue_with_rejection(server):
+    with Conn(server) as c:
+        c.send(request("POST", "/hello.txt", headers=["Expect: 100-continue",
+                                                      "Content-Length: 1000000"], close=True))
+        r = c.read("POST")
+        assert r.status == 405
+
+
+def test_expect_100_continue_ignored_for_http10(server):
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt", version="1.0",
+                       headers=["Expect: 100-continue"]))
+        r = c.read()
+        assert r.informational == [], "no 1xx may be sent to an HTTP/1.0 client"
+        assert r.status == 200 and r.body == HELLO
+
+
+def test_mime_types_file_extends_table(make_server, docroot, tmp_path):
+    types = tmp_path / "mime.types"
+    types.write_text("# comment line\n"
+                     "text/x-custom\t\tcust custom2\n"
+                     "application/x-foo foo\n"
+                     "\n"
+                     "image/x-bar   bar\n")
+    for name in ("f.cust", "f.custom2", "f.foo", "f.bar"):
+        (docroot / name).write_bytes(b"data\n")
+    server = make_server(docroot, args=["--mime-types", str(types)])
+
+    def ctype(path):
+        r = fetch(server, path)
+        assert r.status == 200
+        return r.header("content-type").lower().replace(" ", "")
+
+    assert ctype("/f.cust").startswith("text/x-custom")
+    assert "charset=utf-8" in ctype("/f.cust")
+    assert ctype("/f.custom2").startswith("text/x-custom")
+    assert ctype("/f.foo") == "application/x-foo"
+    assert ctype("/f.bar") == "image/x-bar"
+    # The built-in table still works.
+    assert ctype("/index.html").startswith("text/html")
+    assert ctype("/image.png") == "image/png"
+
+
+def test_mime_types_missing_file_is_an_error(engine, docroot, tmp_path):
+    _require_binary()
+    p = subprocess.run([RINGHTTPD, "-p", "0", "-b", "127.0.0.1", "--engine", engine,
+                        "--mime-types", str(tmp_path / "nope.types"), str(docroot)],
+                       capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+    assert p.returncode in (1, 2), p
+    assert len([ln for ln in p.stderr.splitlines() if ln.strip()]) == 1
+
+
+ERROR_PAGE = b"<!doctype html><title>custom 404</title><p>custom not found page\n"
+
+
+def test_error_page(make_server, docroot):
+    (docroot / "errors").mkdir()
+    (docroot / "errors" / "404.html").write_bytes(ERROR_PAGE)
+    server = make_server(docroot, args=["--error-page", "404=/errors/404.html"])
+    r = fetch(server, "/missing/thing.txt")
+    assert r.status == 404
+    assert r.body == ERROR_PAGE
+    assert r.header("content-type").lower().startswith("text/html")
+    h = fetch(server, "/missing", method="HEAD")
+    assert h.status == 404 and h.body == b""
+    assert h.header("content-length") == str(len(ERROR_PAGE))
+    # Hidden files answer 404 with the custom page too, never with their content.
+    s = fetch(server, "/.secret")
+    assert s.status == 404 and SECRET_CONTENT not in s.body
+    # Other statuses keep the built-in page.
+    m = fetch(server, "/hello.txt", method="DELETE")
+    assert m.status == 405 and m.body != ERROR_PAGE
+    # The page itself is still a normal file.
+    assert fetch(server, "/errors/404.html").status == 200
+
+
+def test_error_page_on_keepalive_connection(make_server, docroot):
+    (docroot / "404.html").write_bytes(ERROR_PAGE)
+    server = make_server(docroot, args=["--error-page", "404=/404.html"])
+    with Conn(server) as c:
+        c.send(request("GET", "/a") + request("GET", "/hello.txt") + request("GET", "/b"))
+        a, b, d = c.read_many(["GET"] * 3)
+        assert (a.status, a.body) == (404, ERROR_PAGE)
+        assert (b.status, b.body) == (200, HELLO)
+        assert (d.status, d.body) == (404, ERROR_PAGE)
+
+
+SPA = b"<!doctype html><title>spa</title><div id=app></div>\n"
+
+
+@pytest.fixture
+def spa_server(make_server, docroot):
+    (docroot / "app.html").write_bytes(SPA)
+    return make_server(docroot, args=["--fallback", "/app.html"])
+
+
+def test_fallback_serves_spa_for_html_requests(spa_server):
+    for path in ("/dashboard", "/users/42/profile", "/deep/link?tab=2"):
+        r = fetch(spa_server, path, headers=[("Accept", BROWSER_ACCEPT)])
+        assert r.status == 200, path
+        assert r.body == SPA
+        assert r.header("content-type").lower().startswith("text/html")
+
+
+def test_fallback_not_for_non_html_requests(spa_server):
+    r = fetch(spa_server, "/missing.js", headers=[("Accept", "application/javascript")])
+    assert r.status == 404
+    r = fetch(spa_server, "/api/thing", headers=[("Accept", "application/json")])
+    assert r.status == 404
+    assert r.body != SPA
+
+
+def test_fallback_does_not_shadow_existing_files(spa_server):
+    r = fetch(spa_server, "/hello.txt", headers=[("Accept", BROWSER_ACCEPT)])
+    assert r.status == 200 and r.body == HELLO
+    assert fetch(spa_server, "/", headers=[("Accept", BROWSER_ACCEPT)]).body == INDEX_HTML
+
+
+def test_fallback_head(spa_server):
+    r = fetch(spa_server, "/route", method="HEAD", headers=[("Accept", BROWSER_ACCEPT)])
+    assert r.status == 200 and r.body == b""
+    assert r.header("content-length") == str(len(SPA))
+
+
+def test_fallback_never_reveals_hidden_files(spa_server):
+    r = fetch(spa_server, "/.secret", headers=[("Accept", BROWSER_ACCEPT)])
+    assert SECRET_CONTENT not in r.body
+    assert r.status in (200, 404)
