@@ -31,6 +31,7 @@ REPORT_LUA = os.path.join(BENCH, "conf", "report.lua")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SERVER_CPU, WRK_CPU = "0", "1"
 HOST = "127.0.0.1"
+BUSY_WARN = 0.10  # cores used by other processes during a run before it is flagged
 
 FILES = {"1k.bin": 1024, "16k.bin": 16 * 1024, "1m.bin": 1 << 20, "100m.bin": 100 << 20}
 
@@ -259,6 +260,13 @@ def tree_cpu_ticks(server):
     return sum(table[p][1] for p in pids if p in table)
 
 
+def machine_busy_ticks():
+    """user+nice+system ticks of all CPUs (interrupt time excluded: no task is charged it)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[1]) + int(fields[2]) + int(fields[3])
+
+
 def port_open(port):
     try:
         with socket.create_connection((HOST, port), timeout=0.2):
@@ -358,6 +366,7 @@ def run_wrk(server, scenario, duration):
             return res
     cmd = scenario.wrk_command(server.port, duration)
     res["command"] = cmd
+    busy0, kids0 = machine_busy_ticks(), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu0 = tree_cpu_ticks(server)
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
@@ -365,6 +374,7 @@ def run_wrk(server, scenario, duration):
         res["failed"] = "wrk did not finish"
         return res
     cpu1 = tree_cpu_ticks(server)
+    busy1, kids1 = machine_busy_ticks(), resource.getrusage(resource.RUSAGE_CHILDREN)
     if server.proc.poll() is not None:
         res["failed"] = "server exited with %d during the run (%s)" % (
             server.proc.returncode, log_tail(server.log_path))
@@ -377,6 +387,10 @@ def run_wrk(server, scenario, duration):
     w = json.loads(m.group(1))
     secs = w["duration_us"] / 1e6
     cpu_s = (cpu1 - cpu0) / CLK_TCK
+    wrk_s = (kids1.ru_utime + kids1.ru_stime) - (kids0.ru_utime + kids0.ru_stime)
+    # What the rest of the machine did meanwhile (other sessions' builds, fuzzers...): a run
+    # that shares its cores with them is slower, and this says so.
+    res["others"] = max(0.0, (busy1 - busy0) / CLK_TCK - cpu_s - wrk_s) / secs
     res.update({
         "requests": w["requests"], "rps": w["requests"] / secs,
         "mbps": w["bytes"] / secs / 1e6, "cpu_s": cpu_s,
@@ -406,6 +420,8 @@ def fmt_lat(us):
 
 def progress_line(rnd, rounds, res):
     head = "[round %d/%d] %-11s %-19s" % (rnd, rounds, res["scenario"], res["server"])
+    if res.get("failed") == "missing":
+        return head + " missing (not built)"
     if "failed" in res:
         return head + " FAILED: " + res["failed"]
     errs = []
@@ -413,6 +429,8 @@ def progress_line(rnd, rounds, res):
         errs.append(" ".join("%s=%d" % kv for kv in res["socket_errors"].items()))
     if res["non2xx"]:
         errs.append("non-2xx=%d" % res["non2xx"])
+    if res["others"] >= BUSY_WARN:
+        errs.append("(machine busy: other processes used %.2f cores)" % res["others"])
     return head + " %9s req/s %9s req/CPU-s %8s MB/s  p50 %-9s p99 %-9s %s" % (
         fmt_num(res["rps"]), fmt_num(res["cpu_rps"]), fmt_num(res["mbps"], 1),
         fmt_lat(res["p50_us"]), fmt_lat(res["p99_us"]), " ".join(errs) or "ok")
@@ -541,6 +559,7 @@ def summarize(results, scenarios, servers_by_name):
                 if r["non2xx"]:
                     errs["non-2xx"] = errs.get("non-2xx", 0) + r["non2xx"]
             row["errors"] = errs
+            row["others_max"] = max((r["others"] for r in good), default=None)
             row["unexpected"] = sum(r["unexpected_errors"] for r in good)
             for ref, col in (("nginx", "x_nginx"), (ceiling_name, "x_ceiling")):
                 ratios = []
@@ -601,6 +620,11 @@ def write_markdown(path, args, info, scenarios, servers, summary, started, elaps
                 name, fmt_num(row["rps"]), fmt_num(row["cpu_rps"]), fmt_num(row["mbps"], 1),
                 fmt_lat(row["p50_us"]), fmt_lat(row["p99_us"]), errs, ratio(row["x_nginx"]),
                 ratio(row["x_ceiling"])))
+        busiest = max((row["others_max"] or 0 for row in rows.values() if row["good"]),
+                      default=0)
+        if busiest >= BUSY_WARN:
+            out.append("\n**Warning**: other processes on this machine used up to %.2f cores "
+                       "during these runs; the figures are less reliable." % busiest)
         out.append("")
     out.append("## Commands\n")
     out.append("Servers (started once, each on its own loopback port; configs in bench/conf/, "
@@ -630,26 +654,35 @@ def write_chart(path, scenarios, servers, summary):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         return "matplotlib missing"
     panels = [(k, [sc for sc in scenarios if sc.kind == k]) for k in ("rate", "throughput",
                                                                     "scaling")]
+    has_data = lambda sc: any(r[sc.metric] is not None for r in summary.get(sc.name, {}).values())
+    panels = [(k, [sc for sc in scs if has_data(sc)]) for k, scs in panels]
     panels = [(k, scs) for k, scs in panels if scs]
     if not panels:
         return "nothing to chart"
     fig, axes = plt.subplots(len(panels), 1, figsize=(12, 4.2 * len(panels)), squeeze=False)
-    colors = {}
+    # One bar series per server, except that the ceiling's two modes share one series: each
+    # scenario has at most one of them.
+    series = lambda name: "ceiling" if name == "ceiling-close" else name
+    order = []
+    for s in servers:
+        if series(s.name) not in order:
+            order.append(series(s.name))
     palette = plt.get_cmap("tab10").colors
-    for i, s in enumerate(servers):
-        colors[s.name] = palette[i % len(palette)]
+    colors = {name: palette[i % len(palette)] for i, name in enumerate(order)}
     for ax, (kind, scs) in zip(axes[:, 0], panels):
         metric = scs[0].metric
-        names = [s.name for s in servers if any(s.name in sc.servers for sc in scs)]
+        names = [n for n in order if any(series(m) == n for sc in scs for m in sc.servers)]
         width = 0.8 / max(1, len(names))
         for j, name in enumerate(names):
             xs, ys = [], []
             for i, sc in enumerate(scs):
-                row = summary.get(sc.name, {}).get(name)
+                rows = summary.get(sc.name, {})
+                row = next((r for m, r in rows.items() if series(m) == name), None)
                 if row and row[metric] is not None:
                     xs.append(i + (j - (len(names) - 1) / 2) * width)
                     ys.append(row[metric])
@@ -657,10 +690,13 @@ def write_chart(path, scenarios, servers, summary):
                 ax.bar(xs, ys, width, label=name, color=colors[name])
         ax.set_xticks(range(len(scs)))
         ax.set_xticklabels([sc.name for sc in scs])
+        ax.set_xlim(-0.6, len(scs) - 0.4)
         ax.set_ylabel(METRIC_TITLE[metric])
+        ax.yaxis.set_major_formatter(
+            matplotlib.ticker.FuncFormatter(lambda v, _pos: "{:,.0f}".format(v)))
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8, ncol=4)
-    axes[0, 0].set_title("ringhttpd vs peers (medians; servers on CPU 0, wrk on CPU 1)")
+        ax.legend(fontsize=8, ncol=len(names))
+    axes[0, 0].set_title("ringhttpd beside its peers and the ceiling (medians over rounds)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
