@@ -1,0 +1,234 @@
+#include "core/accept.h"
+
+#include <string.h>
+
+static bool is_ows(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static bool is_tchar(unsigned char c)
+{
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+        return true;
+    return c && strchr("!#$%&'*+-.^_`|~", c);
+}
+
+static char lower(char c)
+{
+    return c >= 'A' && c <= 'Z' ? (char)(c + ('a' - 'A')) : c;
+}
+
+static bool span_ieq(const char *p, size_t n, const char *lit, size_t lit_len)
+{
+    if (n != lit_len)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (lower(p[i]) != lower(lit[i]))
+            return false;
+    }
+    return true;
+}
+
+static bool str_ieq(struct http_str s, const char *lit)
+{
+    return span_ieq(s.p, s.len, lit, strlen(lit));
+}
+
+/* One list element: a coding or media range, its weight, and whether it had other parameters. */
+struct element {
+    struct http_str value;
+    int q; /* thousandths */
+    bool other_params;
+};
+
+/* Finds the end of the element starting at p: the next comma outside a quoted string. */
+static const char *element_end(const char *p, const char *end)
+{
+    bool quoted = false;
+    for (; p < end; p++) {
+        if (quoted && *p == '\\' && p + 1 < end)
+            p++;
+        else if (*p == '"')
+            quoted = !quoted;
+        else if (!quoted && *p == ',')
+            break;
+    }
+    return p;
+}
+
+/* qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ) */
+static bool qvalue(const char *p, size_t n, int *q)
+{
+    if (n == 0 || (p[0] != '0' && p[0] != '1') || (n > 1 && p[1] != '.') || n > 5)
+        return false;
+    int v = (p[0] - '0') * 1000, scale = 100;
+    for (size_t i = 2; i < n; i++, scale /= 10) {
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+        v += (p[i] - '0') * scale;
+    }
+    if (v > 1000)
+        return false;
+    *q = v;
+    return true;
+}
+
+static const char *token_end(const char *p, const char *end, bool slash)
+{
+    while (p < end && (is_tchar((unsigned char)*p) || (slash && *p == '/')))
+        p++;
+    return p;
+}
+
+/* Parses p[0..end): value *( OWS ";" OWS [ name "=" ( token / quoted-string ) ] ) with OWS
+ * around the whole. False for a syntax error or an invalid q; an empty element gives an empty
+ * value. slash admits '/' in the value (media ranges). */
+static bool parse_element(const char *p, const char *end, bool slash, struct element *el)
+{
+    el->q = 1000;
+    el->other_params = false;
+    while (p < end && is_ows(*p))
+        p++;
+    const char *v = p;
+    p = token_end(p, end, slash);
+    el->value = (struct http_str){v, (size_t)(p - v)};
+    for (;;) {
+        while (p < end && is_ows(*p))
+            p++;
+        if (p == end)
+            return true;
+        if (el->value.len == 0 || *p != ';')
+            return false;
+        p++;
+        while (p < end && is_ows(*p))
+            p++;
+        if (p == end)
+            return true;
+        if (*p == ';')
+            continue;
+        const char *name = p;
+        p = token_end(p, end, false);
+        size_t name_len = (size_t)(p - name);
+        if (name_len == 0 || p == end || *p != '=')
+            return false;
+        const char *val = ++p;
+        if (p < end && *p == '"') {
+            for (p++; p < end && *p != '"'; p++) {
+                if (*p == '\\' && p + 1 < end)
+                    p++;
+            }
+            if (p == end)
+                return false;
+            p++;
+        } else {
+            p = token_end(p, end, false);
+            if (p == val)
+                return false;
+        }
+        if (span_ieq(name, name_len, "q", 1)) {
+            if (!qvalue(val, (size_t)(p - val), &el->q))
+                return false;
+        } else {
+            el->other_params = true;
+        }
+    }
+}
+
+size_t accept_encodings(struct http_str accept_encoding, enum accept_coding out[ACCEPT_CODINGS])
+{
+    static const char *const names[ACCEPT_CODINGS] = {"br", "zstd", "gzip"};
+    int q[ACCEPT_CODINGS] = {-1, -1, -1}, star = -1;
+    const char *p = accept_encoding.p, *end = p + accept_encoding.len;
+
+    if (!p)
+        return 0;
+    while (p < end) {
+        const char *stop = element_end(p, end);
+        struct element el;
+        if (parse_element(p, stop, false, &el) && el.value.len && !el.other_params) {
+            int c = -1;
+            for (int i = 0; i < ACCEPT_CODINGS; i++) {
+                if (str_ieq(el.value, names[i]))
+                    c = i;
+            }
+            if (str_ieq(el.value, "x-gzip"))
+                c = ACCEPT_GZIP;
+            if (c >= 0 && q[c] < 0)
+                q[c] = el.q;
+            else if (str_ieq(el.value, "*") && star < 0)
+                star = el.q;
+        }
+        p = stop < end ? stop + 1 : end;
+    }
+
+    size_t n = 0;
+    for (int i = 0; i < ACCEPT_CODINGS; i++) {
+        if (q[i] < 0)
+            q[i] = star > 0 ? star : 0;
+        if (q[i] == 0)
+            continue;
+        /* Insertion by descending q; equal q keeps the br, zstd, gzip order of the loop. */
+        size_t j = n++;
+        for (; j > 0 && q[out[j - 1]] < q[i]; j--)
+            out[j] = out[j - 1];
+        out[j] = (enum accept_coding)i;
+    }
+    return n;
+}
+
+const char *accept_coding_name(enum accept_coding coding)
+{
+    static const char *const names[ACCEPT_CODINGS] = {"br", "zstd", "gzip"};
+    return (unsigned)coding < ACCEPT_CODINGS ? names[coding] : "identity";
+}
+
+int accept_quality(struct http_str accept, const char *type)
+{
+    if (!accept.p)
+        return 1000;
+    const char *slash = strchr(type, '/');
+    if (!slash)
+        return 0;
+    size_t top = (size_t)(slash - type), sub = strlen(slash + 1);
+    const char *p = accept.p, *end = p + accept.len;
+    int best_rank = 0, q = 0;
+
+    while (p < end) {
+        const char *stop = element_end(p, end);
+        struct element el;
+        bool ok = parse_element(p, stop, true, &el);
+        p = stop < end ? stop + 1 : end;
+        if (!ok || !el.value.len || el.other_params)
+            continue;
+        const char *vs = memchr(el.value.p, '/', el.value.len);
+        if (!vs)
+            continue;
+        size_t vtop = (size_t)(vs - el.value.p), vsub = el.value.len - vtop - 1;
+        if (vtop == 0 || vsub == 0 || memchr(vs + 1, '/', vsub))
+            continue;
+        bool top_star = vtop == 1 && el.value.p[0] == '*';
+        bool sub_star = vsub == 1 && vs[1] == '*';
+        int rank;
+        if (top_star && sub_star)
+            rank = 1;
+        else if (top_star || !span_ieq(el.value.p, vtop, type, top))
+            continue;
+        else if (sub_star)
+            rank = 2;
+        else if (span_ieq(vs + 1, vsub, slash + 1, sub))
+            rank = 3;
+        else
+            continue;
+        if (rank > best_rank) {
+            best_rank = rank;
+            q = el.q;
+        }
+    }
+    return q;
+}
+
+bool accept_prefers(struct http_str accept, const char *type, const char *over)
+{
+    return accept_quality(accept, type) > accept_quality(accept, over);
+}
