@@ -43,10 +43,10 @@ const char *accept_coding_name(enum accept_coding coding);
 /*
  * Returns the quality, in thousandths (0..1000), that Accept gives the media type `type`
  * ("type/subtype", no parameters, e.g. "text/html"). The most specific matching range decides:
- * "text/html" over "text/*" over "STAR/STAR" (written so because of C comments: the two-star
- * wildcard); among equally specific ones, the first. Ranges carrying parameters other than q
+ * the exact type, then its type wildcard ("text/" followed by '*'), then the full wildcard
+ * ('*', '/', '*'); among equally specific ones, the first. Ranges carrying parameters other than q
  * ("text/html;level=1") are more specific than a type without parameters and so never match it.
- * Invalid elements (as for Accept-Encoding, or a range like "STAR/html") are ignored.
+ * Invalid elements (as for Accept-Encoding, or a '*' type with a subtype that is not '*') are ignored.
  * {NULL, 0} (no Accept field) means every type is acceptable: 1000. A present field that
  * matches nothing gives 0.
  */

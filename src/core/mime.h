@@ -40,7 +40,7 @@ const char *mime_lookup(const struct mime_table *extra, const char *path, size_t
  * Parses text[0..len) in /etc/mime.types format: one "type/subtype ext1 ext2 ..." per line,
  * fields separated by spaces or tabs, '#' starting a comment that runs to the end of the line,
  * blank lines and lines with a type but no extension allowed, LF or CRLF line ends. Types and
- * extensions are stored in lower case; text/* types and the textual application types
+ * extensions are stored in lower case; the types under text/ and the textual application types
  * (javascript, json, xml, yaml, toml, sql and any +json or +xml) get "; charset=utf-8". When an
  * extension appears more than once, the last line wins.
  *
