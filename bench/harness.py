@@ -25,7 +25,9 @@ ROOT = os.path.dirname(BENCH)
 WORK = os.path.join(BENCH, "work")
 RESULTS = os.path.join(BENCH, "results")
 DOCROOT = os.path.join(WORK, "www")
-RINGHTTPD = os.path.join(ROOT, "build", "ringhttpd")
+# BENCH_RINGHTTPD=/path/to/binary measures that binary instead of building one (e.g. an older commit's
+# build, for a before/after comparison).
+RINGHTTPD = os.environ.get("BENCH_RINGHTTPD") or os.path.join(ROOT, "build", "ringhttpd")
 CEILING = os.path.join(WORK, "bin", "ceiling")
 REPORT_LUA = os.path.join(BENCH, "conf", "report.lua")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -47,7 +49,8 @@ class Server:
         self.name, self.group, self.port, self.pinned = name, group, port, pinned
         self.proc = None
         self.log_path = os.path.join(WORK, name, "server.log")
-        self.state = "not started"  # "running", "missing", "failed: <why>"
+        self.state = "not started"  # "running", "missing", or why it failed
+        self.log_start = 0
         self.seen_pids = set()
 
     def command(self):
@@ -64,6 +67,10 @@ class Server:
 
 
 def fill_template(src, dst, **values):
+    """Fills @KEY@ placeholders; @NOFILE@ and @MAXCONN@ follow the open files limit we got."""
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    values.setdefault("NOFILE", nofile)
+    values.setdefault("MAXCONN", min(16384, nofile // 2))
     with open(os.path.join(BENCH, "conf", src)) as f:
         text = f.read()
     for key, value in values.items():
@@ -77,11 +84,13 @@ class Ringhttpd(Server):
         super().__init__(name, "ringhttpd", port, pinned)
         self.engine, self.threads = engine, threads
 
+    built = False  # set by build(): a binary left from an earlier build is never measured
+
     def prepare(self):
         super().prepare()
-        if not os.access(RINGHTTPD, os.X_OK):
+        if not Ringhttpd.built:
             self.state = "missing"
-            return "missing (%s not built)" % os.path.relpath(RINGHTTPD, ROOT)
+            return "missing (did not build: see bench/work/build.log)"
         return None
 
     def command(self):
@@ -196,22 +205,22 @@ class Scenario:
 
 
 SCENARIOS = [
-    Scenario("ka-1k-c50", "keep-alive GET of a 1 KiB file, 50 connections", "/1k.bin", 50,
+    Scenario("ka-1k-c50", "Keep-alive GET of a 1 KiB file, 50 connections", "/1k.bin", 50,
              FILE_SERVERS + ["ceiling"]),
-    Scenario("ka-1k-c1000", "keep-alive GET of a 1 KiB file, 1000 connections", "/1k.bin", 1000,
+    Scenario("ka-1k-c1000", "Keep-alive GET of a 1 KiB file, 1000 connections", "/1k.bin", 1000,
              FILE_SERVERS + ["ceiling"]),
     Scenario("close-1k", "GET of a 1 KiB file with `Connection: close` (one request per "
              "connection), 50 connections", "/1k.bin", 50, FILE_SERVERS + ["ceiling-close"],
              headers=["Connection: close"]),
-    Scenario("ka-404", "keep-alive GET of a missing file (404), 50 connections", "/missing.bin",
+    Scenario("ka-404", "Keep-alive GET of a missing file (404), 50 connections", "/missing.bin",
              50, FILE_SERVERS, status_ok=True),
-    Scenario("ka-16k", "keep-alive GET of a 16 KiB file, 50 connections", "/16k.bin", 50,
+    Scenario("ka-16k", "Keep-alive GET of a 16 KiB file, 50 connections", "/16k.bin", 50,
              FILE_SERVERS, quick=False),
-    Scenario("ka-1m", "keep-alive GET of a 1 MiB file, 16 connections (throughput)", "/1m.bin",
+    Scenario("ka-1m", "Keep-alive GET of a 1 MiB file, 16 connections (throughput)", "/1m.bin",
              16, FILE_SERVERS, kind="throughput"),
-    Scenario("ka-100m", "keep-alive GET of a 100 MiB file, 4 connections (throughput)",
+    Scenario("ka-100m", "Keep-alive GET of a 100 MiB file, 4 connections (throughput)",
              "/100m.bin", 4, FILE_SERVERS, kind="throughput", timeout="30s", quick=False),
-    Scenario("scale-1k", "ringhttpd --threads 1 vs 2, keep-alive 1 KiB, 200 connections, "
+    Scenario("scale-1k", "`ringhttpd --threads` 1 vs 2, keep-alive 1 KiB, 200 connections, "
              "server and wrk (2 threads) unpinned: wrk competes for the same 2 cores",
              "/1k.bin", 200, ["ringhttpd-uring-t1", "ringhttpd-uring-t2"], kind="scaling",
              pinned=False, wrk_threads=2),
@@ -267,6 +276,18 @@ def machine_busy_ticks():
     return int(fields[1]) + int(fields[2]) + int(fields[3])
 
 
+def wait_for_idle(limit_s):
+    """Waits (at most limit_s) until the rest of the machine uses < BUSY_WARN cores; between
+    runs our servers are idle, so whatever is busy then is someone else. Returns seconds waited."""
+    t0 = time.time()
+    while True:
+        b0 = machine_busy_ticks()
+        time.sleep(0.5)
+        load = (machine_busy_ticks() - b0) / CLK_TCK / 0.5
+        if load < BUSY_WARN or time.time() - t0 >= limit_s:
+            return time.time() - t0
+
+
 def port_open(port):
     try:
         with socket.create_connection((HOST, port), timeout=0.2):
@@ -275,9 +296,10 @@ def port_open(port):
         return False
 
 
-def log_tail(path, lines=5):
+def log_tail(path, lines=5, start=0):
     try:
         with open(path, errors="replace") as f:
+            f.seek(start)
             return " | ".join(f.read().strip().splitlines()[-lines:])
     except OSError:
         return ""
@@ -287,10 +309,11 @@ def start_server(server):
     if server.state == "missing":
         return False
     if port_open(server.port):
-        server.state = "failed: port %d already in use" % server.port
+        server.state = "port %d already in use" % server.port
         return False
     os.makedirs(os.path.dirname(server.log_path), exist_ok=True)
     log = open(server.log_path, "ab")
+    server.log_start = log.tell()  # what this start writes is what a failure quotes
     # A session of its own, so a Ctrl-C on the terminal reaches only us; we stop it by PID.
     server.proc = subprocess.Popen(server.full_command(), stdout=log, stderr=log,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
@@ -298,15 +321,15 @@ def start_server(server):
     deadline = time.time() + 5
     while time.time() < deadline:
         if server.proc.poll() is not None:
-            server.state = "failed: exited with %d at start (%s)" % (
-                server.proc.returncode, log_tail(server.log_path))
+            server.state = "exited with %d at start (%s)" % (
+                server.proc.returncode, log_tail(server.log_path, start=server.log_start))
             return False
         if port_open(server.port):
             server.state = "running"
             tree_cpu_ticks(server)  # records the worker pids for stop_server
             return True
         time.sleep(0.05)
-    server.state = "failed: not listening on %d after 5 s" % server.port
+    server.state = "not listening on %d after 5 s" % server.port
     stop_server(server)
     return False
 
@@ -359,8 +382,8 @@ def run_wrk(server, scenario, duration):
             res["failed"] = "missing"
             return res
         if server.proc is not None:
-            server.state = "failed: exited with %d (%s)" % (server.proc.returncode,
-                                                           log_tail(server.log_path))
+            server.state = "exited with %d (%s)" % (
+                server.proc.returncode, log_tail(server.log_path, start=server.log_start))
         if not start_server(server):  # one restart per run, so one crash does not end the run
             res["failed"] = server.state
             return res
@@ -377,7 +400,7 @@ def run_wrk(server, scenario, duration):
     busy1, kids1 = machine_busy_ticks(), resource.getrusage(resource.RUSAGE_CHILDREN)
     if server.proc.poll() is not None:
         res["failed"] = "server exited with %d during the run (%s)" % (
-            server.proc.returncode, log_tail(server.log_path))
+            server.proc.returncode, log_tail(server.log_path, start=server.log_start))
         server.state = res["failed"]
         return res
     m = re.search(r"^BENCH-JSON (\{.*\})$", out.stdout, re.M)
@@ -472,15 +495,21 @@ def write_docroot():
                 pass
 
 
-def build(log):
+def build(log, want_ringhttpd):
     """Builds ringhttpd (may fail: its runs are then reported missing) and the ceiling server."""
     ok = {}
     with open(log, "w") as f:
-        r = subprocess.run(["make", "-C", ROOT, "build/ringhttpd"], stdout=f, stderr=f)
-    ok["ringhttpd"] = r.returncode == 0 and os.access(RINGHTTPD, os.X_OK)
-    if r.returncode != 0 and os.path.exists(RINGHTTPD):
-        ok["ringhttpd"] = False
-        os.rename(RINGHTTPD, RINGHTTPD + ".stale")  # never measure an old binary by accident
+        if not want_ringhttpd:
+            ok["ringhttpd"] = False
+        elif os.environ.get("BENCH_RINGHTTPD"):
+            f.write("BENCH_RINGHTTPD=%s: not building ringhttpd\n" % RINGHTTPD)
+            ok["ringhttpd"] = os.access(RINGHTTPD, os.X_OK)
+        else:
+            f.write("$ make -C %s build/ringhttpd\n" % ROOT)
+            f.flush()
+            r = subprocess.run(["make", "-C", ROOT, "build/ringhttpd"], stdout=f, stderr=f)
+            ok["ringhttpd"] = r.returncode == 0 and os.access(RINGHTTPD, os.X_OK)
+    Ringhttpd.built = ok["ringhttpd"]
     os.makedirs(os.path.dirname(CEILING), exist_ok=True)
     cc = os.environ.get("CC", "cc")
     ceiling_cmd = [cc, "-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Wshadow",
@@ -525,6 +554,8 @@ def machine_info():
     dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "src"],
                            capture_output=True, text=True).stdout.strip()
     info["ringhttpd"] = "commit %s%s" % (commit, " + uncommitted changes in src/" if dirty else "")
+    if os.environ.get("BENCH_RINGHTTPD"):
+        info["ringhttpd"] = "%s (BENCH_RINGHTTPD; tree at %s)" % (RINGHTTPD, info["ringhttpd"])
     return info
 
 
@@ -602,8 +633,7 @@ def write_markdown(path, args, info, scenarios, servers, summary, started, elaps
     for sc in scenarios:
         rows = summary.get(sc.name, {})
         out.append("## %s\n" % sc.name)
-        out.append("%s. Ratios on %s.\n" % (sc.what[0].upper() + sc.what[1:],
-                                            METRIC_TITLE[sc.metric]))
+        out.append("%s. Ratios on %s.\n" % (sc.what, METRIC_TITLE[sc.metric]))
         out.append("| server | req/s | req/CPU-s | MB/s | p50 | p99 | errors | × nginx | "
                    "× ceiling |")
         out.append("|---|---:|---:|---:|---:|---:|---|---:|---:|")
@@ -716,6 +746,9 @@ def parse_args(argv):
     p.add_argument("--only", help="comma-separated servers or groups "
                    "(ringhttpd, nginx, lighttpd, h2o, ceiling, or a full name below)")
     p.add_argument("--scenario", help="comma-separated scenario names (see --list)")
+    p.add_argument("--wait-idle", type=float, default=0, metavar="S",
+                   help="before each run, wait up to S seconds for other processes to stop "
+                   "using the CPUs (for shared machines; default 0: don't wait)")
     p.add_argument("--list", action="store_true", help="list servers and scenarios, then exit")
     args = p.parse_args(argv)
     args.argv = argv
@@ -786,7 +819,7 @@ def main(argv):
     build_log = os.path.join(WORK, "build.log")
     print("bench: building ringhttpd and the ceiling server (log: %s)" %
           os.path.relpath(build_log, ROOT), flush=True)
-    built = build(build_log)
+    built = build(build_log, any(s.group == "ringhttpd" for s in servers))
     if not built["ringhttpd"] and any(s.group == "ringhttpd" for s in servers):
         print("bench: ringhttpd did not build; its runs are reported missing", flush=True)
     if not built["ceiling"]:
@@ -810,13 +843,18 @@ def main(argv):
                 subprocess.run(warm.wrk_command(s.port, 1), capture_output=True,
                                timeout=60)
             else:
-                print("bench: %-19s %s" % (s.name, s.state), flush=True)
+                print("bench: %-19s did not start: %s" % (s.name, s.state), flush=True)
         by_name = {s.name: s for s in servers}
         for rnd in range(1, args.rounds + 1):
             for sc in scenarios:
                 names = [n for n in sc.servers if n in by_name]
                 k = (rnd - 1) % len(names)  # rotate who goes first, round by round
                 for name in names[k:] + names[:k]:
+                    if args.wait_idle:
+                        waited = wait_for_idle(args.wait_idle)
+                        if waited >= 1:
+                            print("bench: waited %.0f s for the machine to go idle" % waited,
+                                  flush=True)
                     res = run_wrk(by_name[name], sc, args.duration)
                     res["round"] = rnd
                     results.append(res)
@@ -830,6 +868,9 @@ def main(argv):
         for s in servers:
             stop_server(s)
 
+    if exit_code == 130:
+        print("bench: interrupted; bench/results/ left as it was", flush=True)
+        return exit_code
     summary = summarize(results, scenarios, {s.name: s for s in servers})
     info = machine_info()
     md = os.path.join(RESULTS, "latest.md")
