@@ -75,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (inm.len && !memmem(inm.p, inm.len, tag + 1, tag_len - 2) && !memchr(inm.p, '*', inm.len)) {
         self = req;
         self.if_match = self.if_unmodified_since = (struct http_str){NULL, 0};
+        self.if_modified_since = (struct http_str){NULL, 0}; /* a blank INM lets IMS decide */
         assert(cond_evaluate(&self, etag, mtime) == COND_PROCEED);
     }
 
