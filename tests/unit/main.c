@@ -1,5 +1,4 @@
 /* The unit test runner: runs every registered test, prints "N passed, N failed". */
-#define _GNU_SOURCE
 #include "unit.h"
 
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* unit: a minimal test harness for the C unit tests (one binary, every tests/unit/*.c).
+/* unit: a minimal test harness for the C unit tests (one binary built from every tests/unit/ file).
  * Must not: be linked into the server; it exists only for tests/.
  * Ownership: tests register themselves at load time; unit_guard() copies live until exit. */
 #ifndef UNIT_H

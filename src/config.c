@@ -1,0 +1,397 @@
+/* Option parsing. Every rejected value gets one line naming the option, and exit status 2. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/http1.h"
+#include "core/path.h"
+
+static const char usage_text[] =
+    "Usage: ringhttpd [options] [DOCROOT]\n"
+    "Serve the files below DOCROOT (default: the current directory) over HTTP/1.1.\n"
+    "\n"
+    "  -p, --port PORT            TCP port to listen on (default 8080; 0 picks a free one)\n"
+    "  -b, --bind ADDR            address to listen on (default 0.0.0.0; IPv6 literals too)\n"
+    "  -t, --threads N            worker threads, one ring or epoll set each (default: CPUs)\n"
+    "      --engine NAME          auto, uring or epoll (default auto: io_uring when the\n"
+    "                             kernel allows it, epoll otherwise)\n"
+    "      --keepalive-timeout S  close idle keep-alive connections after S seconds (15)\n"
+    "      --header-timeout S     close connections whose request head takes longer (10)\n"
+    "      --drain-timeout S      on SIGTERM, wait at most S seconds for responses (10)\n"
+    "      --max-conns N          connections per worker (16384)\n"
+    "      --autoindex            list directories that have no index.html\n"
+    "      --cache-control VALUE  Cache-Control header for successful responses\n"
+    "      --header 'NAME: VALUE' extra header for successful responses (repeatable)\n"
+    "      --mime-types FILE      extra types in /etc/mime.types format\n"
+    "      --error-page CODE=PATH serve PATH (below DOCROOT) as the body of CODE errors\n"
+    "      --fallback PATH        serve PATH with 200 when a file is missing and the client\n"
+    "                             accepts text/html (single-page applications)\n"
+    "      --cache-size BYTES     file contents each worker keeps in memory (64M; K/M/G)\n"
+    "      --cache-max-file BYTES largest file kept in memory (256K; K/M/G)\n"
+    "  -v, --verbose              print the engine's features at start\n"
+    "  -h, --help                 print this help and exit\n"
+    "      --version              print the version and exit\n";
+
+enum {
+    OPT_ENGINE = 256,
+    OPT_KEEPALIVE,
+    OPT_HEADER_TIMEOUT,
+    OPT_DRAIN,
+    OPT_MAX_CONNS,
+    OPT_AUTOINDEX,
+    OPT_CACHE_CONTROL,
+    OPT_HEADER,
+    OPT_MIME_TYPES,
+    OPT_ERROR_PAGE,
+    OPT_FALLBACK,
+    OPT_CACHE_SIZE,
+    OPT_CACHE_MAX_FILE,
+    OPT_VERSION,
+};
+
+static const struct option long_options[] = {
+    {"port", required_argument, NULL, 'p'},
+    {"bind", required_argument, NULL, 'b'},
+    {"threads", required_argument, NULL, 't'},
+    {"engine", required_argument, NULL, OPT_ENGINE},
+    {"keepalive-timeout", required_argument, NULL, OPT_KEEPALIVE},
+    {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
+    {"drain-timeout", required_argument, NULL, OPT_DRAIN},
+    {"max-conns", required_argument, NULL, OPT_MAX_CONNS},
+    {"autoindex", no_argument, NULL, OPT_AUTOINDEX},
+    {"cache-control", required_argument, NULL, OPT_CACHE_CONTROL},
+    {"header", required_argument, NULL, OPT_HEADER},
+    {"mime-types", required_argument, NULL, OPT_MIME_TYPES},
+    {"error-page", required_argument, NULL, OPT_ERROR_PAGE},
+    {"fallback", required_argument, NULL, OPT_FALLBACK},
+    {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
+    {"cache-max-file", required_argument, NULL, OPT_CACHE_MAX_FILE},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fputs("ringhttpd: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs(" (see --help)\n", stderr);
+    return 2;
+}
+
+/* Parses a decimal in [min, max]; 0 or -EINVAL. */
+static int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+{
+    char *end;
+    if (*s < '0' || *s > '9')
+        return -EINVAL;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+/* A byte count with an optional K, M or G suffix (powers of 1024). */
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    if (*s < '0' || *s > '9')
+        return -EINVAL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    }
+    if (errno || *end || v > (SIZE_MAX >> shift))
+        return -EINVAL;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+static int append_header(struct config *cfg, const char *name, size_t name_len, const char *value)
+{
+    size_t value_len = strlen(value);
+    size_t add = name_len + 2 + value_len + 2;
+    char *p = realloc(cfg->extra_headers, cfg->extra_headers_len + add + 1);
+    if (!p)
+        return -ENOMEM;
+    cfg->extra_headers = p;
+    p += cfg->extra_headers_len;
+    memcpy(p, name, name_len);
+    memcpy(p + name_len, ": ", 2);
+    memcpy(p + name_len + 2, value, value_len);
+    memcpy(p + name_len + 2 + value_len, "\r\n", 3);
+    cfg->extra_headers_len += add;
+    return 0;
+}
+
+static bool is_tchar(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static bool valid_field_value(const char *v)
+{
+    for (; *v; v++)
+        if ((unsigned char)*v < 0x20 && *v != '\t')
+            return false;
+    return true;
+}
+
+static int add_header_option(struct config *cfg, const char *arg)
+{
+    const char *colon = strchr(arg, ':');
+    if (!colon || colon == arg)
+        return usage_error("--header wants 'Name: value', got '%s'", arg);
+    for (const char *p = arg; p < colon; p++)
+        if (!is_tchar((unsigned char)*p))
+            return usage_error("--header: invalid field name in '%s'", arg);
+    const char *value = colon + 1;
+    while (*value == ' ' || *value == '\t')
+        value++;
+    if (!valid_field_value(value))
+        return usage_error("--header: control character in '%s'", arg);
+    if (append_header(cfg, arg, (size_t)(colon - arg), value) != 0)
+        return usage_error("--header: out of memory for '%s'", arg);
+    return 0;
+}
+
+/* Error pages and the fallback name a URL path; it is normalised here, once, the same way a
+ * request's path is, so the file they name is looked up exactly like a request for it. */
+static const char *url_path_option(const char *opt, const char *value, int *rc)
+{
+    char buf[PATH_MAX];
+    struct path_result res;
+    struct http_str target = {value, strlen(value)};
+    if (value[0] != '/' || path_normalize(target, buf, sizeof(buf) - 1, &res) != 0 ||
+        res.len == 0 || res.query.p) {
+        fprintf(stderr, "ringhttpd: %s wants a file path below the root like /404.html, got "
+                        "'%s' (see --help)\n", opt, value);
+        *rc = 2;
+        return NULL;
+    }
+    buf[res.len] = '\0';
+    char *copy = strdup(buf);
+    if (!copy)
+        *rc = 2;
+    return copy;
+}
+
+static int add_error_page(struct config *cfg, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    unsigned long code;
+    char num[8];
+    if (!eq || (size_t)(eq - arg) >= sizeof(num))
+        return usage_error("--error-page wants CODE=PATH, got '%s'", arg);
+    memcpy(num, arg, (size_t)(eq - arg));
+    num[eq - arg] = '\0';
+    if (parse_uint(num, 400, 599, &code) != 0)
+        return usage_error("--error-page: CODE must be 400..599 in '%s'", arg);
+    if (cfg->num_error_pages == CONFIG_MAX_ERROR_PAGES)
+        return usage_error("--error-page: at most 16, '%s' is one too many", arg);
+    int rc = 0;
+    const char *path = url_path_option("--error-page", eq + 1, &rc);
+    if (!path)
+        return rc;
+    cfg->error_pages[cfg->num_error_pages].status = (int)code;
+    cfg->error_pages[cfg->num_error_pages].path = path;
+    cfg->num_error_pages++;
+    return 0;
+}
+
+static int load_mime_types(struct config *cfg, const char *file)
+{
+    int rc = 1;
+    FILE *f = fopen(file, "re");
+    if (!f) {
+        fprintf(stderr, "ringhttpd: --mime-types: cannot open '%s': %s\n", file, strerror(errno));
+        return 1;
+    }
+    char *text = NULL;
+    size_t cap = 0, len = 0, n;
+    do {
+        if (cap - len < 65536) {
+            char *p = realloc(text, cap += 65536);
+            if (!p)
+                goto out;
+            text = p;
+        }
+        n = fread(text + len, 1, cap - len, f);
+        len += n;
+    } while (n > 0);
+    if (ferror(f)) {
+        fprintf(stderr, "ringhttpd: --mime-types: cannot read '%s'\n", file);
+        goto out;
+    }
+    size_t bad_line = 0;
+    if (mime_table_parse(text, len, &cfg->mime_extra, &bad_line) != 0) {
+        fprintf(stderr, "ringhttpd: --mime-types: '%s' line %zu is not 'type ext...'\n", file,
+                bad_line);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(text);
+    fclose(f);
+    return rc;
+}
+
+static int open_docroot(struct config *cfg)
+{
+    cfg->docroot_fd = open(cfg->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (cfg->docroot_fd < 0) {
+        fprintf(stderr, "ringhttpd: cannot use document root '%s': %s\n", cfg->docroot,
+                strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+int config_parse(struct config *cfg, int argc, char **argv)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    *cfg = (struct config){
+        .docroot = ".",
+        .docroot_fd = -1,
+        .bind = "0.0.0.0",
+        .port = 8080,
+        .threads = cpus > 0 ? (int)cpus : 1,
+        .engine = ENGINE_AUTO,
+        .keepalive_timeout = 15,
+        .header_timeout = 10,
+        .drain_timeout = 10,
+        .max_conns = 16384,
+        .cache_size = 64u << 20,
+        .cache_max_file = 256u << 10,
+    };
+    const char *mime_file = NULL;
+    unsigned long v;
+    int opt, rc;
+
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":p:b:t:vh", long_options, NULL)) != -1) {
+        switch (opt) {
+        case 'p':
+            if (parse_uint(optarg, 0, 65535, &v) != 0)
+                return usage_error("--port wants 0..65535, got '%s'", optarg);
+            cfg->port = (uint16_t)v;
+            break;
+        case 'b':
+            cfg->bind = optarg;
+            break;
+        case 't':
+            if (parse_uint(optarg, 1, 1024, &v) != 0)
+                return usage_error("--threads wants 1..1024, got '%s'", optarg);
+            cfg->threads = (int)v;
+            break;
+        case OPT_ENGINE:
+            if (strcmp(optarg, "auto") == 0)
+                cfg->engine = ENGINE_AUTO;
+            else if (strcmp(optarg, "uring") == 0 || strcmp(optarg, "io_uring") == 0)
+                cfg->engine = ENGINE_URING;
+            else if (strcmp(optarg, "epoll") == 0)
+                cfg->engine = ENGINE_EPOLL;
+            else
+                return usage_error("--engine wants auto, uring or epoll, got '%s'", optarg);
+            break;
+        case OPT_KEEPALIVE:
+        case OPT_HEADER_TIMEOUT:
+        case OPT_DRAIN:
+            if (parse_uint(optarg, 1, 86400, &v) != 0)
+                return usage_error("timeouts want 1..86400 seconds, got '%s'", optarg);
+            if (opt == OPT_KEEPALIVE)
+                cfg->keepalive_timeout = (unsigned)v;
+            else if (opt == OPT_HEADER_TIMEOUT)
+                cfg->header_timeout = (unsigned)v;
+            else
+                cfg->drain_timeout = (unsigned)v;
+            break;
+        case OPT_MAX_CONNS:
+            if (parse_uint(optarg, 1, 1u << 20, &v) != 0)
+                return usage_error("--max-conns wants 1..1048576, got '%s'", optarg);
+            cfg->max_conns = (unsigned)v;
+            break;
+        case OPT_AUTOINDEX:
+            cfg->autoindex = true;
+            break;
+        case OPT_CACHE_CONTROL:
+            if (!*optarg || !valid_field_value(optarg))
+                return usage_error("--cache-control: invalid value '%s'", optarg);
+            if (append_header(cfg, "Cache-Control", 13, optarg) != 0)
+                return 2;
+            break;
+        case OPT_HEADER:
+            if ((rc = add_header_option(cfg, optarg)) != 0)
+                return rc;
+            break;
+        case OPT_MIME_TYPES:
+            mime_file = optarg;
+            break;
+        case OPT_ERROR_PAGE:
+            if ((rc = add_error_page(cfg, optarg)) != 0)
+                return rc;
+            break;
+        case OPT_FALLBACK:
+            rc = 0;
+            if (!(cfg->fallback = url_path_option("--fallback", optarg, &rc)))
+                return rc;
+            break;
+        case OPT_CACHE_SIZE:
+            if (parse_size(optarg, &cfg->cache_size) != 0)
+                return usage_error("--cache-size wants a byte count like 64M, got '%s'", optarg);
+            break;
+        case OPT_CACHE_MAX_FILE:
+            if (parse_size(optarg, &cfg->cache_max_file) != 0)
+                return usage_error("--cache-max-file wants a byte count like 256K, got '%s'",
+                                   optarg);
+            break;
+        case 'v':
+            cfg->verbose = true;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return -1;
+        case OPT_VERSION:
+            printf("ringhttpd %s\n", RINGHTTPD_VERSION);
+            return -1;
+        case ':':
+            return usage_error("option '%s' needs a value", argv[optind - 1]);
+        default:
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        cfg->docroot = argv[optind++];
+    if (optind < argc)
+        return usage_error("one DOCROOT only; unexpected '%s'", argv[optind]);
+    if (mime_file && (rc = load_mime_types(cfg, mime_file)) != 0)
+        return rc;
+    return open_docroot(cfg);
+}
+
+void config_free(struct config *cfg)
+{
+    if (cfg->docroot_fd >= 0)
+        close(cfg->docroot_fd);
+    free(cfg->extra_headers);
+    mime_table_free(&cfg->mime_extra);
+    for (int i = 0; i < cfg->num_error_pages; i++)
+        free((char *)cfg->error_pages[i].path);
+    free((char *)cfg->fallback);
+}

@@ -1,0 +1,305 @@
+/* Connection lifecycle; see conn.h.
+ *
+ * One response is in flight per connection at a time: pipelined requests wait, unparsed, in
+ * the input buffer and are answered in order as each send completes. Bytes arriving while
+ * nothing is buffered are parsed straight from the engine's buffer; only a partial request (or
+ * one that must wait behind a response) is copied out, so the engine's buffer returns at once. */
+#include "conn.h"
+
+#include <assert.h>
+#include <string.h>
+
+#include "config.h"
+#include "engine/engine.h"
+#include "rt/worker.h"
+#include "serve.h"
+
+/* The input buffer holds a full request head plus what pipelining clients send behind it. When
+ * more than INPUT_PAUSE bytes wait, receiving pauses until responses drain them. */
+#define INPUT_CAP (HTTP1_MAX_HEAD + 16384)
+#define INPUT_PAUSE (HTTP1_MAX_HEAD)
+/* GET/HEAD/error bodies are read and dropped up to this size; past it the connection closes. */
+#define DISCARD_MAX (1u << 20)
+/* A response that makes no progress for this long is abandoned (a client that stopped reading). */
+#define SEND_TIMEOUT 60
+
+static void process(struct worker *w, struct conn *c);
+
+struct conn *conn_lookup(struct worker *w, uint32_t slot, uint32_t gen)
+{
+    if (slot >= w->cfg->max_conns)
+        return NULL;
+    struct conn *c = &w->conns[slot];
+    return c->gen == gen && c->state != CONN_FREE ? c : NULL;
+}
+
+struct conn *conn_accepted(struct worker *w, int fd)
+{
+    if (w->num_free == 0 || w->draining)
+        return NULL;
+    struct conn *c = &w->conns[w->free_slots[--w->num_free]];
+    uint32_t gen = c->gen + 1;
+    uint32_t slot = c->slot;
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    c->slot = slot;
+    c->gen = gen;
+    c->state = CONN_READING;
+    c->keep_alive = true;
+    c->recv_on = true;
+    w->active++;
+    timer_set(&w->wheel, &c->timer, w->now + w->cfg->header_timeout);
+    return c;
+}
+
+void conn_close(struct worker *w, struct conn *c)
+{
+    if (c->state == CONN_CLOSING || c->state == CONN_FREE)
+        return;
+    c->state = CONN_CLOSING;
+    timer_cancel(&c->timer);
+    w->eng->close(w, c);
+}
+
+static void release_response(struct worker *w, struct conn *c)
+{
+    if (!c->resp)
+        return;
+    response_release(w, c->resp);
+    bufpool_put(&w->outbufs, c->resp);
+    c->resp = NULL;
+}
+
+static void release_input(struct worker *w, struct conn *c)
+{
+    if (c->in) {
+        bufpool_put(&w->inbufs, c->in);
+        c->in = NULL;
+    }
+    c->in_len = 0;
+}
+
+void conn_closed(struct worker *w, struct conn *c)
+{
+    assert(c->state == CONN_CLOSING);
+    release_response(w, c);
+    release_input(w, c);
+    c->state = CONN_FREE;
+    c->gen++; /* anything still naming the old generation is stale */
+    w->free_slots[w->num_free++] = c->slot;
+    w->active--;
+}
+
+static void set_recv(struct worker *w, struct conn *c, bool on)
+{
+    if (c->recv_on != on && !c->eof) {
+        c->recv_on = on;
+        w->eng->recv(w, c, on);
+    }
+}
+
+/* Hands a finished response to the engine. */
+static void start_send(struct worker *w, struct conn *c, struct response *r)
+{
+    c->resp = r;
+    c->state = CONN_SENDING;
+    c->in_request = false;
+    if (r->plan.close)
+        c->keep_alive = false;
+    timer_set(&w->wheel, &c->timer, w->now + SEND_TIMEOUT);
+    w->eng->send(w, c);
+}
+
+static struct response *new_response(struct worker *w)
+{
+    struct response *r = bufpool_get(&w->outbufs);
+    if (r) {
+        r->hold[0] = r->hold[1] = NULL;
+        r->heap = NULL;
+    }
+    return r;
+}
+
+/* Answers a request that cannot be parsed and closes afterwards. */
+static void fail(struct worker *w, struct conn *c, int status, bool head)
+{
+    struct response *r = new_response(w);
+    c->keep_alive = false;
+    if (!r) {
+        conn_close(w, c);
+        return;
+    }
+    serve_error(w, status, head, r);
+    start_send(w, c, r);
+}
+
+/* Parses and answers requests from data; returns how many bytes were used. Stops after
+ * starting a send: the rest waits for conn_sent. */
+static size_t consume(struct worker *w, struct conn *c, const char *data, size_t len)
+{
+    size_t used = 0;
+    while (c->state == CONN_READING && used < len) {
+        if (c->discard) {
+            size_t n = len - used < c->discard ? len - used : (size_t)c->discard;
+            c->discard -= n;
+            used += n;
+            continue;
+        }
+        if (!c->in_request) {
+            c->in_request = true;
+            timer_set(&w->wheel, &c->timer, w->now + w->cfg->header_timeout);
+        }
+        struct http_request *req = &w->req;
+        int n = http1_parse(data + used, len - used, req);
+        if (n == HTTP1_PARTIAL)
+            break;
+        if (n == HTTP1_ERROR) {
+            fail(w, c, req->status, req->method == HTTP_HEAD && req->method_name.p);
+            return len;
+        }
+        used += (size_t)n;
+
+        bool keep = c->keep_alive && req->keep_alive && !w->draining;
+        if (req->has_transfer_encoding) {
+            keep = false; /* chunked bodies are not read: answer, then close */
+        } else if (req->has_content_length && req->content_length > 0) {
+            if (req->content_length > DISCARD_MAX)
+                keep = false;
+            else
+                c->discard = req->content_length;
+        }
+        c->keep_alive = keep;
+        struct response *r = new_response(w);
+        if (!r) {
+            conn_close(w, c);
+            return len;
+        }
+        serve_request(w, req, keep, r);
+        start_send(w, c, r);
+    }
+    return used;
+}
+
+/* Appends bytes to the input buffer; false when they do not fit. */
+static bool buffer_input(struct worker *w, struct conn *c, const char *data, size_t len)
+{
+    if (len == 0)
+        return true;
+    if (!c->in && !(c->in = bufpool_get(&w->inbufs)))
+        return false;
+    if (len > INPUT_CAP - c->in_len)
+        return false;
+    memcpy(c->in + c->in_len, data, len);
+    c->in_len += (uint32_t)len;
+    return true;
+}
+
+/* Answers what the input buffer holds, as far as the connection's state allows. */
+static void process(struct worker *w, struct conn *c)
+{
+    if (c->state == CONN_READING && c->in_len) {
+        size_t used = consume(w, c, c->in, c->in_len);
+        if (c->state == CONN_CLOSING)
+            return;
+        c->in_len -= (uint32_t)used;
+        if (c->in_len)
+            memmove(c->in, c->in + used, c->in_len);
+    }
+    if (c->state == CONN_READING) {
+        if (c->in_len == 0)
+            release_input(w, c);
+        if (c->eof) {
+            conn_close(w, c); /* nothing left to answer */
+            return;
+        }
+        if (c->in_len >= HTTP1_MAX_HEAD + 1 + c->discard) {
+            fail(w, c, 431, false); /* http1_parse reports this itself; kept as a backstop */
+            return;
+        }
+    }
+    set_recv(w, c, c->in_len < INPUT_PAUSE);
+}
+
+void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
+{
+    if (c->state != CONN_READING && c->state != CONN_SENDING)
+        return;
+    if (n < 0) {
+        conn_close(w, c);
+        return;
+    }
+    if (n == 0) {
+        c->eof = true;
+        c->recv_on = false;
+        if (c->state == CONN_READING)
+            process(w, c);
+        return;
+    }
+    bool direct = c->state == CONN_READING && c->in_len == 0;
+    if (direct) {
+        size_t used = consume(w, c, data, (size_t)n);
+        if (c->state == CONN_CLOSING)
+            return;
+        data += used;
+        n -= (ssize_t)used;
+    }
+    if (!buffer_input(w, c, data, (size_t)n)) {
+        /* Only a client pipelining far ahead of its responses gets here. */
+        c->keep_alive = false;
+        if (c->state == CONN_READING)
+            fail(w, c, 431, false);
+        else
+            conn_close(w, c);
+        return;
+    }
+    if (!direct) {
+        process(w, c); /* the new bytes may complete the buffered request */
+        return;
+    }
+    if (c->state == CONN_READING && c->in_len == 0)
+        release_input(w, c);
+    set_recv(w, c, c->in_len < INPUT_PAUSE);
+}
+
+void conn_sent(struct worker *w, struct conn *c, int err)
+{
+    if (c->state != CONN_SENDING)
+        return;
+    release_response(w, c);
+    if (err || !c->keep_alive) {
+        conn_close(w, c);
+        return;
+    }
+    c->state = CONN_READING;
+    timer_set(&w->wheel, &c->timer, w->now + w->cfg->keepalive_timeout);
+    process(w, c);
+}
+
+static uint64_t bytes_left(const struct plan *p)
+{
+    uint64_t left = 0;
+    for (unsigned i = p->cur; i < p->nseg; i++)
+        left += p->segs[i].len;
+    return left;
+}
+
+void conn_timeout(struct worker *w, struct conn *c)
+{
+    if (c->state == CONN_SENDING && c->resp) {
+        /* Still moving: give it another period. */
+        uint64_t left = bytes_left(&c->resp->plan);
+        if (left != c->send_left) {
+            c->send_left = left;
+            timer_set(&w->wheel, &c->timer, w->now + SEND_TIMEOUT);
+            return;
+        }
+    }
+    conn_close(w, c);
+}
+
+void conn_drain(struct worker *w, struct conn *c)
+{
+    c->keep_alive = false;
+    if (c->state == CONN_READING && !c->in_request && c->in_len == 0)
+        conn_close(w, c);
+}

@@ -1,0 +1,78 @@
+/* conn: a connection's lifecycle, gluing engine to core: feeds received bytes to the parser,
+ * turns each request into a plan (through serve), hands plans to the engine in order, and owns
+ * keep-alive, pipelining, timeouts and close.
+ * Must not: make socket calls (the engine does) or decide HTTP semantics (the core does).
+ * Ownership: connections live in their worker's slot array; a slot is reused only after the
+ * engine reports conn_closed, and its generation number changes with every reuse. */
+#ifndef CONN_H
+#define CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "rt/timer.h"
+
+struct worker;
+struct response;
+
+enum conn_state {
+    CONN_FREE,
+    CONN_READING, /* waiting for (the rest of) a request */
+    CONN_SENDING, /* a response is in flight; later requests wait in the input buffer */
+    CONN_CLOSING, /* engine close started; waiting for conn_closed */
+};
+
+struct conn {
+    struct timer timer; /* header, keep-alive or drain deadline */
+    int fd;
+    uint32_t slot;
+    uint32_t gen; /* changes on every reuse: completions for an older gen are stale */
+    enum conn_state state;
+    bool keep_alive;
+    bool recv_on;
+    bool eof;           /* the peer shut down its side */
+    bool in_request;    /* bytes of a request have arrived since the last response */
+    uint64_t discard;   /* body bytes of the current request still to skip */
+    uint64_t send_left; /* bytes the response had left at the last timeout check */
+    char *in;           /* buffered unparsed input (from w->inbufs), or NULL */
+    uint32_t in_len;
+    struct response *resp; /* the response in flight, or NULL */
+    /* Engine-private state, opaque to conn. */
+    uint32_t eng_inflight;
+    uint32_t eng_flags;
+    int eng_err;           /* the result of a completion the engine reports later */
+    struct conn *eng_next; /* the engine's list of connections with a deferred completion */
+};
+
+/* Engine callbacks. */
+
+/* A new socket was accepted. Returns its connection, or NULL when the worker cannot take it
+ * (full or draining): the engine then closes fd. Receiving starts on. */
+struct conn *conn_accepted(struct worker *w, int fd);
+
+/* n > 0: bytes arrived (data is valid only during the call); n == 0: the peer closed its
+ * side; n < 0: -errno, the connection is dead. */
+void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n);
+
+/* The plan finished sending (err == 0) or failed (-errno). */
+void conn_sent(struct worker *w, struct conn *c, int err);
+
+/* The engine is done with the connection: no operation is in flight and its fd is closed. */
+void conn_closed(struct worker *w, struct conn *c);
+
+/* Worker hooks. */
+
+/* The connection's timer expired. */
+void conn_timeout(struct worker *w, struct conn *c);
+
+/* Starts closing c unless it is mid-response, in which case it closes when that ends. */
+void conn_drain(struct worker *w, struct conn *c);
+
+/* Begins an orderly close (engine cancel + close). Safe to call more than once. */
+void conn_close(struct worker *w, struct conn *c);
+
+/* The connection that owns a slot, if its generation still matches. */
+struct conn *conn_lookup(struct worker *w, uint32_t slot, uint32_t gen);
+
+#endif

@@ -1,0 +1,56 @@
+/* plan: a response as the core decides it and the engines send it: a list of segments, each
+ * bytes in memory or a range of an open file, with a cursor that partial sends advance.
+ * Must not: make system calls or own anything: memory segments point into the connection's
+ * response buffer, a file-cache entry or a static table, file segments borrow an fd.
+ * Ownership: whoever built the plan keeps what it points to alive until the send ends. */
+#ifndef CORE_PLAN_H
+#define CORE_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define PLAN_MAX_SEGS 40 /* headers, 16 ranges with a part header each, closing delimiter */
+
+struct seg {
+    const char *mem; /* NULL for a file segment */
+    int fd;          /* file segments only */
+    uint64_t off;    /* file offset; for memory, bytes of mem already consumed */
+    uint64_t len;    /* bytes left to send */
+};
+
+struct plan {
+    int status;
+    bool close;     /* close the connection after this response */
+    uint64_t bytes; /* total bytes the segments held when built */
+    unsigned nseg;
+    unsigned cur; /* first segment with bytes left */
+    struct seg segs[PLAN_MAX_SEGS];
+};
+
+void plan_init(struct plan *p);
+/* Appends a segment; zero-length ones are skipped. False when the plan is full. */
+bool plan_mem(struct plan *p, const void *mem, size_t len);
+bool plan_file(struct plan *p, int fd, uint64_t off, uint64_t len);
+
+static inline bool plan_done(const struct plan *p)
+{
+    return p->cur == p->nseg;
+}
+
+/* The current segment, or NULL when done. */
+static inline struct seg *plan_seg(struct plan *p)
+{
+    return p->cur < p->nseg ? &p->segs[p->cur] : NULL;
+}
+
+/* Fills iov with the consecutive memory segments from the cursor, at most max; returns how many
+ * (0 when the current segment is a file range or the plan is done). */
+int plan_iov(const struct plan *p, struct iovec *iov, int max);
+
+/* Records that n more bytes left, moving the cursor past finished segments. This is the one
+ * piece of partial-send bookkeeping both engines share. */
+void plan_advance(struct plan *p, uint64_t n);
+
+#endif

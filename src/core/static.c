@@ -1,0 +1,314 @@
+/* Response decisions and header writing for files, errors and redirects; see static.h.
+ * Headers are written with memcpy and a hand-rolled integer formatter rather than snprintf:
+ * this runs once per request and snprintf's format parsing showed up in profiles of the seeds. */
+#include "core/static.h"
+
+#include <string.h>
+
+#include "core/cond.h"
+#include "core/range.h"
+
+/* A bounded writer into ctx->buf; once full it stops writing and remembers it overflowed. */
+struct hw {
+    char *p;
+    char *end;
+    bool full;
+};
+
+static void put(struct hw *h, const char *s, size_t n)
+{
+    if (n == 0)
+        return;
+    if ((size_t)(h->end - h->p) < n) {
+        h->full = true;
+        return;
+    }
+    memcpy(h->p, s, n);
+    h->p += n;
+}
+
+#define PUT_LIT(h, lit) put((h), (lit), sizeof(lit) - 1)
+
+static void put_str(struct hw *h, const char *s)
+{
+    put(h, s, strlen(s));
+}
+
+static void put_u64(struct hw *h, uint64_t v)
+{
+    char tmp[20];
+    int i = sizeof(tmp);
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    put(h, tmp + i, sizeof(tmp) - (size_t)i);
+}
+
+const char *static_reason(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 412: return "Precondition Failed";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 416: return "Range Not Satisfiable";
+    case 417: return "Expectation Failed";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+    }
+}
+
+static struct hw writer(struct static_ctx *ctx)
+{
+    return (struct hw){.p = ctx->buf + ctx->used, .end = ctx->buf + ctx->cap};
+}
+
+/* Status line and the headers every response carries. */
+static void put_head(struct hw *h, const struct static_ctx *ctx, int status)
+{
+    if (ctx->send_continue)
+        PUT_LIT(h, "HTTP/1.1 100 Continue\r\n\r\n");
+    PUT_LIT(h, "HTTP/1.1 ");
+    put_u64(h, (uint64_t)status);
+    put(h, " ", 1);
+    put_str(h, static_reason(status));
+    PUT_LIT(h, "\r\nServer: " SERVER_NAME "\r\nDate: ");
+    put_str(h, ctx->date);
+    PUT_LIT(h, "\r\n");
+}
+
+static void put_connection(struct hw *h, const struct static_ctx *ctx)
+{
+    if (!ctx->keep_alive)
+        PUT_LIT(h, "Connection: close\r\n");
+    else if (ctx->minor == 0)
+        PUT_LIT(h, "Connection: keep-alive\r\n");
+}
+
+static void put_header(struct hw *h, const char *name, const char *value, size_t len)
+{
+    put_str(h, name);
+    put(h, value, len);
+    PUT_LIT(h, "\r\n");
+}
+
+/* Finishes the header block and records it as the plan's first segment. */
+static int finish(struct hw *h, struct static_ctx *ctx, struct plan *p, int status)
+{
+    PUT_LIT(h, "\r\n");
+    if (h->full)
+        return 0;
+    size_t len = (size_t)(h->p - (ctx->buf + ctx->used));
+    plan_init(p);
+    p->status = status;
+    p->close = !ctx->keep_alive;
+    plan_mem(p, ctx->buf + ctx->used, len);
+    ctx->used += len;
+    return status;
+}
+
+static void put_validators(struct hw *h, const struct static_file *f)
+{
+    put_header(h, "Last-Modified: ", f->last_modified, strlen(f->last_modified));
+    put_header(h, "ETag: ", f->etag, f->etag_len);
+}
+
+static void put_body(struct plan *p, const struct static_file *f, uint64_t off, uint64_t len)
+{
+    if (f->data)
+        plan_mem(p, f->data + off, len);
+    else
+        plan_file(p, f->fd, off, len);
+}
+
+/* The boundary only has to be absent from the part headers we write (RFC 2046 5.1.1); the file's
+ * bytes are framed by Content-Length-like offsets, never searched for it. */
+#define BOUNDARY "ringhttpd-byteranges-7d9c2f1a"
+
+static int multipart(const struct static_file *f, const struct range_set *set, struct hw *h,
+                     struct static_ctx *ctx, struct plan *p)
+{
+    uint64_t len = range_multipart_length(set, f->size, BOUNDARY, f->content_type);
+    PUT_LIT(h, "Content-Type: multipart/byteranges; boundary=" BOUNDARY "\r\nContent-Length: ");
+    put_u64(h, len);
+    PUT_LIT(h, "\r\n");
+    put_connection(h, ctx);
+    if (!finish(h, ctx, p, 206))
+        return 0;
+    if (ctx->head)
+        return 206;
+    for (size_t i = 0; i < set->count; i++) {
+        char *part = ctx->buf + ctx->used;
+        size_t n = range_part_header(part, ctx->cap - ctx->used, BOUNDARY, f->content_type,
+                                     &set->span[i], f->size);
+        if (n >= ctx->cap - ctx->used)
+            return 0;
+        ctx->used += n;
+        plan_mem(p, part, n);
+        put_body(p, f, set->span[i].first, set->span[i].last - set->span[i].first + 1);
+    }
+    char *end = ctx->buf + ctx->used;
+    size_t n = range_multipart_end(end, ctx->cap - ctx->used, BOUNDARY);
+    if (n >= ctx->cap - ctx->used)
+        return 0;
+    ctx->used += n;
+    plan_mem(p, end, n);
+    return 206;
+}
+
+int static_file_plan(const struct http_request *req, const struct static_file *f,
+                     struct static_ctx *ctx, struct plan *p)
+{
+    struct hw h = writer(ctx);
+    struct range_set set;
+    enum range_result rr = RANGE_FULL;
+    struct http_str etag = {f->etag, f->etag_len};
+
+    enum cond_result cr = cond_evaluate(req, etag, f->mtime);
+    if (cr == COND_PRECONDITION)
+        return static_status_plan(412, NULL, ctx, p);
+    if (cr == COND_NOT_MODIFIED) {
+        /* RFC 9110 15.4.5: the fields a 200 would carry that describe the representation. */
+        put_head(&h, ctx, 304);
+        put_validators(&h, f);
+        if (f->vary)
+            PUT_LIT(&h, "Vary: Accept-Encoding\r\n");
+        put(&h, ctx->extra_headers, ctx->extra_len);
+        put_connection(&h, ctx);
+        return finish(&h, ctx, p, 304);
+    }
+    if (req->range.p && req->method == HTTP_GET && cond_if_range(req->if_range, etag, f->mtime))
+        rr = range_parse(req->range, f->size, &set);
+
+    int status = rr == RANGE_UNSATISFIABLE ? 416 : (int)rr;
+    put_head(&h, ctx, status);
+    if (status == 416) {
+        char crange[64];
+        size_t n = range_content_range(crange, sizeof(crange), NULL, f->size);
+        put_header(&h, "Content-Range: ", crange, n);
+        PUT_LIT(&h, "Content-Length: 0\r\n");
+        put_connection(&h, ctx);
+        return finish(&h, ctx, p, 416);
+    }
+    put_validators(&h, f);
+    PUT_LIT(&h, "Accept-Ranges: bytes\r\n");
+    if (f->vary)
+        PUT_LIT(&h, "Vary: Accept-Encoding\r\n");
+    if (f->encoding)
+        put_header(&h, "Content-Encoding: ", f->encoding, strlen(f->encoding));
+    put(&h, ctx->extra_headers, ctx->extra_len);
+    if (rr == RANGE_PARTIAL && set.count > 1)
+        return multipart(f, &set, &h, ctx, p);
+
+    uint64_t off = 0, len = f->size;
+    if (rr == RANGE_PARTIAL) {
+        char crange[64];
+        size_t n = range_content_range(crange, sizeof(crange), &set.span[0], f->size);
+        put_header(&h, "Content-Range: ", crange, n);
+        off = set.span[0].first;
+        len = set.span[0].last - off + 1;
+    }
+    put_header(&h, "Content-Type: ", f->content_type, strlen(f->content_type));
+    PUT_LIT(&h, "Content-Length: ");
+    put_u64(&h, len);
+    PUT_LIT(&h, "\r\n");
+    put_connection(&h, ctx);
+    if (!finish(&h, ctx, p, status))
+        return 0;
+    if (!ctx->head)
+        put_body(p, f, off, len);
+    return status;
+}
+
+int static_status_plan(int status, const char *extra, struct static_ctx *ctx, struct plan *p)
+{
+    struct hw h = writer(ctx);
+    bool body = status != 204 && status != 304 && status >= 200;
+    const char *reason = static_reason(status);
+    /* "<!DOCTYPE html>...<title>404 Not Found</title>...<h1>404 Not Found</h1>..." */
+    static const char pre[] = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>";
+    static const char mid[] = "</title></head>\n<body><h1>";
+    static const char post[] = "</h1><hr><p>" SERVER_NAME "</p></body></html>\n";
+    size_t rlen = strlen(reason);
+    size_t body_len = sizeof(pre) - 1 + 2 * (4 + rlen) + sizeof(mid) - 1 + sizeof(post) - 1;
+
+    put_head(&h, ctx, status);
+    if (extra)
+        put_str(&h, extra);
+    if (body) {
+        PUT_LIT(&h, "Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
+        put_u64(&h, body_len);
+        PUT_LIT(&h, "\r\n");
+    } else if (status != 304 && status != 204) {
+        PUT_LIT(&h, "Content-Length: 0\r\n");
+    }
+    put_connection(&h, ctx);
+    PUT_LIT(&h, "\r\n");
+    if (body && !ctx->head) {
+        put(&h, pre, sizeof(pre) - 1);
+        for (int i = 0; i < 2; i++) {
+            put_u64(&h, (uint64_t)status);
+            put(&h, " ", 1);
+            put(&h, reason, rlen);
+            if (i == 0)
+                put(&h, mid, sizeof(mid) - 1);
+        }
+        put(&h, post, sizeof(post) - 1);
+    }
+    if (h.full)
+        return 0;
+    size_t len = (size_t)(h.p - (ctx->buf + ctx->used));
+    plan_init(p);
+    p->status = status;
+    p->close = !ctx->keep_alive;
+    plan_mem(p, ctx->buf + ctx->used, len);
+    ctx->used += len;
+    return status;
+}
+
+int static_redirect_plan(const char *location, size_t len, struct static_ctx *ctx,
+                         struct plan *p)
+{
+    struct hw h = writer(ctx);
+    put_head(&h, ctx, 301);
+    put_header(&h, "Location: ", location, len);
+    PUT_LIT(&h, "Content-Length: 0\r\n");
+    put_connection(&h, ctx);
+    return finish(&h, ctx, p, 301);
+}
+
+int static_body_plan(int status, const struct static_file *f, struct static_ctx *ctx,
+                     struct plan *p)
+{
+    struct hw h = writer(ctx);
+    put_head(&h, ctx, status);
+    if (status < 300)
+        put(&h, ctx->extra_headers, ctx->extra_len);
+    if (f->vary)
+        PUT_LIT(&h, "Vary: Accept\r\n");
+    put_header(&h, "Content-Type: ", f->content_type, strlen(f->content_type));
+    PUT_LIT(&h, "Content-Length: ");
+    put_u64(&h, f->size);
+    PUT_LIT(&h, "\r\n");
+    put_connection(&h, ctx);
+    if (!finish(&h, ctx, p, status))
+        return 0;
+    if (!ctx->head)
+        put_body(p, f, 0, f->size);
+    return status;
+}

@@ -1,0 +1,79 @@
+/* static: decides the response to a request for a file, or an error or redirect, and writes its
+ * header block: request + file metadata + `now` in, a plan out.
+ * Must not: make system calls, read the clock, or allocate: the caller passes the date string,
+ * the file's metadata and open fd, and the buffer headers and small bodies are written into.
+ * Ownership: the plan points into ctx->buf and into the file's data; the caller keeps both
+ * alive until the plan is sent. */
+#ifndef CORE_STATIC_H
+#define CORE_STATIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/http1.h"
+#include "core/plan.h"
+
+#define SERVER_NAME "ringhttpd"
+
+/* What the caller found on disk for the representation being served. */
+struct static_file {
+    uint64_t size;
+    int64_t mtime; /* UNIX seconds */
+    const char *etag;
+    size_t etag_len;
+    const char *last_modified; /* IMF-fixdate of mtime */
+    const char *content_type;
+    const char *encoding; /* Content-Encoding of a precompressed sibling, or NULL */
+    bool vary;            /* precompressed siblings exist: send Vary: Accept-Encoding */
+    const char *data;     /* the whole body in memory, or NULL to send from fd */
+    int fd;
+};
+
+/* Per-response facts and the output buffer. */
+struct static_ctx {
+    const char *date;          /* IMF-fixdate of now */
+    const char *extra_headers; /* "Name: value\r\n" lines for successful responses */
+    size_t extra_len;
+    bool keep_alive; /* the connection stays open after this response */
+    bool head;       /* HEAD: headers as for GET, no body */
+    bool send_continue; /* prefix "HTTP/1.1 100 Continue" (the client waits for it) */
+    int minor;       /* the request's HTTP minor version, for the Connection header */
+    char *buf;       /* header text (and small generated bodies) are written here */
+    size_t cap;
+    size_t used;
+};
+
+/*
+ * The response to GET or HEAD of a file: 200, or 206 for ranges (multipart for several),
+ * 304 or 412 from conditional fields, 416 for unsatisfiable ranges, with validators,
+ * Content-Type, Accept-Ranges, Vary and the extra headers. Returns the status, or 0 when
+ * ctx->buf is too small.
+ */
+int static_file_plan(const struct http_request *req, const struct static_file *f,
+                     struct static_ctx *ctx, struct plan *p);
+
+/*
+ * An error or other body-less-by-default response: status line, Date, Server, Connection,
+ * the `extra` header lines given (e.g. "Allow: GET, HEAD\r\n"; may be NULL), and a short HTML
+ * body naming the status (none for 204, 304 and HEAD). Returns the status, or 0 when ctx->buf
+ * is too small.
+ */
+int static_status_plan(int status, const char *extra, struct static_ctx *ctx, struct plan *p);
+
+/* 301 to `location` (a path already percent-encoded as it arrived, plus '/' and the query). */
+int static_redirect_plan(const char *location, size_t len, struct static_ctx *ctx,
+                         struct plan *p);
+
+/*
+ * A response with `status` whose body is given (a generated listing, or an error page file):
+ * `f` supplies type, length and the body (data or fd); validators are not sent for errors.
+ * Returns the status, or 0 when ctx->buf is too small.
+ */
+int static_body_plan(int status, const struct static_file *f, struct static_ctx *ctx,
+                     struct plan *p);
+
+/* The reason phrase of a status code ("Not Found"), or "Unknown". */
+const char *static_reason(int status);
+
+#endif

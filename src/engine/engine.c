@@ -1,0 +1,39 @@
+/* Engine selection, once per process; see engine.h. */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+
+static const char *errno_name(int err)
+{
+    switch (err) {
+    case ENOSYS: return "ENOSYS";
+    case EPERM: return "EPERM";
+    case EINVAL: return "EINVAL";
+    case EACCES: return "EACCES";
+    case ENOMEM: return "ENOMEM";
+    case EMFILE: return "EMFILE";
+    default: return "error";
+    }
+}
+
+const struct engine_ops *engine_choose(int kind, bool verbose)
+{
+    if (kind == ENGINE_EPOLL)
+        return &engine_epoll;
+    const char *why = "";
+    int rc = uring_probe(&why, verbose);
+    if (rc == 0)
+        return &engine_uring;
+    if (kind == ENGINE_URING) {
+        fprintf(stderr, "ringhttpd: --engine uring: io_uring is unavailable: %s (%s: %s)\n", why,
+                errno_name(-rc), strerror(-rc));
+        return NULL;
+    }
+    fprintf(stderr, "ringhttpd: io_uring unavailable: %s (%s: %s); falling back to epoll\n", why,
+            errno_name(-rc), strerror(-rc));
+    return &engine_epoll;
+}

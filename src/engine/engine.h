@@ -1,0 +1,51 @@
+/* engine: the table of operations a worker's event loop offers to conn, and its selection.
+ * Must not: know HTTP; engines only move bytes, and report every operation's end to conn
+ * through the conn_* callbacks in conn.h. Only engine files mention io_uring or epoll.
+ * Ownership: each worker owns one engine instance (w->engine_state); one thread uses it. */
+#ifndef ENGINE_ENGINE_H
+#define ENGINE_ENGINE_H
+
+#include <stdbool.h>
+
+struct worker;
+struct conn;
+struct config;
+
+/*
+ * Completion-based, like io_uring: an operation is started, and its end is reported later
+ * through conn_received / conn_sent / conn_closed. The epoll engine emulates this by trying the
+ * non-blocking call at once and finishing it on readiness. Every callback runs on the worker's
+ * thread, from inside run().
+ */
+struct engine_ops {
+    const char *name;
+    /* Sets up the worker's ring or epoll set and starts accepting on w->listen_fd; -errno. */
+    int (*init)(struct worker *w);
+    void (*fini)(struct worker *w);
+    /* Runs the loop until worker_tick() reports the worker has drained; 0 or -errno. */
+    int (*run)(struct worker *w);
+    /* Delivers the connection's bytes through conn_received while on; pauses when off (the
+     * connection has more buffered than it wants). A connection starts with receiving on. */
+    void (*recv)(struct worker *w, struct conn *c, bool on);
+    /* Sends c->plan from its current position to the end, then calls conn_sent. */
+    void (*send)(struct worker *w, struct conn *c);
+    /* Cancels the connection's operations, closes its socket, then calls conn_closed. */
+    void (*close)(struct worker *w, struct conn *c);
+    /* Stops accepting new connections (drain). */
+    void (*stop_accept)(struct worker *w);
+};
+
+extern const struct engine_ops engine_uring;
+extern const struct engine_ops engine_epoll;
+
+/*
+ * Chooses the engine once per process: io_uring when a ring with the features the uring engine
+ * needs can be set up, else epoll (for ENGINE_AUTO), printing one line that says why. Returns
+ * NULL after printing why, when ENGINE_URING was asked for and cannot be had.
+ */
+const struct engine_ops *engine_choose(int kind, bool verbose);
+
+/* Probes io_uring: 0 when usable, else -errno (ENOSYS, EPERM, EINVAL...) and a reason. */
+int uring_probe(const char **why, bool verbose);
+
+#endif

@@ -1,0 +1,229 @@
+/* The epoll engine: edge-triggered, non-blocking, for kernels or sandboxes without io_uring
+ * (Docker's default seccomp profile, kernel.io_uring_disabled).
+ *
+ * It offers the same completion-style operations as the io_uring engine by trying each call at
+ * once and finishing it on readiness. Completions are never reported from inside the call that
+ * started them: they go on a ready list the loop drains after each batch of events, so a
+ * pipelined burst cannot recurse through conn and the engine. Each worker has its own
+ * SO_REUSEPORT listener and epoll set, so no two workers wake for one connection. */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "engine/sendplan.h"
+#include "rt/worker.h"
+#include "serve.h"
+
+#define MAX_EVENTS 512
+#define ACCEPT_BATCH 64   /* per readiness event: the listener is level-triggered */
+#define RECV_BUF 16384
+
+enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
+
+/* eng_flags bits */
+#define F_READABLE 0x1  /* an edge arrived and recv has not yet seen EAGAIN */
+#define F_WANT_OUT 0x2  /* a send waits for EPOLLOUT */
+#define F_SENT 0x4      /* ready list: report conn_sent */
+#define F_READ 0x8      /* ready list: read what is pending */
+#define F_CLOSED 0x10   /* ready list: report conn_closed */
+#define F_QUEUED 0x20   /* on the ready list */
+
+struct ep {
+    int epfd;
+    struct conn *ready;
+    char buf[RECV_BUF];
+};
+
+static uint64_t tag(enum kind k, const struct conn *c)
+{
+    return c ? (uint64_t)k << 56 | (uint64_t)(c->gen & 0xffffff) << 32 | c->slot
+             : (uint64_t)k << 56;
+}
+
+static void queue(struct ep *e, struct conn *c, uint32_t what)
+{
+    c->eng_flags |= what;
+    if (!(c->eng_flags & F_QUEUED)) {
+        c->eng_flags |= F_QUEUED;
+        c->eng_next = e->ready;
+        e->ready = c;
+    }
+}
+
+static int ep_init(struct worker *w)
+{
+    struct ep *e = calloc(1, sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    e->epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event lev = {.events = EPOLLIN, .data.u64 = tag(K_LISTEN, NULL)};
+    struct epoll_event wev = {.events = EPOLLIN, .data.u64 = tag(K_WAKE, NULL)};
+    if (e->epfd < 0 || epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->listen_fd, &lev) != 0 ||
+        epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->wake_fd, &wev) != 0) {
+        int err = -errno;
+        if (e->epfd >= 0)
+            close(e->epfd);
+        free(e);
+        return err;
+    }
+    w->engine_state = e;
+    return 0;
+}
+
+static void ep_fini(struct worker *w)
+{
+    struct ep *e = w->engine_state;
+    if (!e)
+        return;
+    close(e->epfd);
+    free(e);
+    w->engine_state = NULL;
+}
+
+static void ep_recv(struct worker *w, struct conn *c, bool on)
+{
+    /* Off needs nothing: we simply stop reading. On again: read what the last edge left. */
+    if (on && (c->eng_flags & F_READABLE))
+        queue(w->engine_state, c, F_READ);
+}
+
+static void ep_send(struct worker *w, struct conn *c)
+{
+    int rc = sendplan_now(c->fd, &c->resp->plan);
+    if (rc == -EAGAIN) {
+        c->eng_flags |= F_WANT_OUT; /* EPOLLOUT's next edge resumes it */
+        return;
+    }
+    c->eng_err = rc;
+    queue(w->engine_state, c, F_SENT);
+}
+
+static void ep_close(struct worker *w, struct conn *c)
+{
+    /* close() drops the fd from the epoll set; events already fetched for it are recognised
+     * by the CLOSING state now and by the generation once the slot is reused. */
+    close(c->fd);
+    c->eng_flags &= ~(uint32_t)(F_WANT_OUT | F_READABLE);
+    queue(w->engine_state, c, F_CLOSED);
+}
+
+static void ep_stop_accept(struct worker *w)
+{
+    struct ep *e = w->engine_state;
+    epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listen_fd, NULL);
+}
+
+static void do_accept(struct worker *w, struct ep *e)
+{
+    for (int i = 0; i < ACCEPT_BATCH && !w->draining; i++) {
+        int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return; /* EAGAIN, or EMFILE and friends: level-triggered, we'll be back */
+        struct conn *c = conn_accepted(w, fd);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+                                 .data.u64 = tag(K_CONN, c)};
+        if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+            conn_close(w, c);
+    }
+}
+
+static void do_read(struct worker *w, struct ep *e, struct conn *c)
+{
+    while (c->recv_on && (c->state == CONN_READING || c->state == CONN_SENDING)) {
+        ssize_t n = recv(c->fd, e->buf, sizeof(e->buf), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            c->eng_flags &= ~(uint32_t)F_READABLE;
+            return;
+        }
+        conn_received(w, c, e->buf, n < 0 ? -errno : n);
+        if (n <= 0)
+            return;
+    }
+}
+
+static void on_conn(struct worker *w, struct ep *e, struct conn *c, uint32_t events)
+{
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        c->eng_flags |= F_READABLE;
+        do_read(w, e, c);
+    }
+    if ((events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) && (c->eng_flags & F_WANT_OUT) &&
+        c->state == CONN_SENDING) {
+        c->eng_flags &= ~(uint32_t)F_WANT_OUT;
+        ep_send(w, c);
+    }
+}
+
+static void run_ready(struct worker *w, struct ep *e)
+{
+    while (e->ready) {
+        struct conn *c = e->ready;
+        e->ready = c->eng_next;
+        uint32_t what = c->eng_flags;
+        c->eng_flags &= ~(uint32_t)(F_QUEUED | F_SENT | F_READ | F_CLOSED);
+        if (what & F_CLOSED) {
+            c->eng_flags = 0;
+            conn_closed(w, c);
+            continue;
+        }
+        if ((what & F_SENT) && c->state == CONN_SENDING)
+            conn_sent(w, c, c->eng_err);
+        if ((what & F_READ) && (c->eng_flags & F_READABLE))
+            do_read(w, e, c);
+    }
+}
+
+static int ep_run(struct worker *w)
+{
+    struct ep *e = w->engine_state;
+    struct epoll_event events[MAX_EVENTS];
+
+    while (worker_tick(w)) {
+        int n = epoll_wait(e->epfd, events, MAX_EVENTS, e->ready ? 0 : worker_wait_ms(w));
+        if (n < 0 && errno != EINTR)
+            return -errno;
+        for (int i = 0; i < n; i++) {
+            uint64_t t = events[i].data.u64;
+            enum kind k = (enum kind)(t >> 56);
+            if (k == K_LISTEN) {
+                do_accept(w, e);
+            } else if (k == K_WAKE) {
+                uint64_t v;
+                if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                    return -errno;
+            } else {
+                uint32_t slot = (uint32_t)t;
+                struct conn *c = &w->conns[slot];
+                if ((c->gen & 0xffffff) == ((t >> 32) & 0xffffff) &&
+                    (c->state == CONN_READING || c->state == CONN_SENDING))
+                    on_conn(w, e, c, events[i].events);
+            }
+        }
+        run_ready(w, e);
+    }
+    return 0;
+}
+
+const struct engine_ops engine_epoll = {
+    .name = "epoll",
+    .init = ep_init,
+    .fini = ep_fini,
+    .run = ep_run,
+    .recv = ep_recv,
+    .send = ep_send,
+    .close = ep_close,
+    .stop_accept = ep_stop_accept,
+};

@@ -1,0 +1,44 @@
+/* The shared non-blocking send loop; see sendplan.h. */
+#include "engine/sendplan.h"
+
+#include <errno.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+
+#define IOV_MAX_BATCH 16
+
+bool sendplan_has_file(const struct plan *p)
+{
+    for (unsigned i = p->cur; i < p->nseg; i++)
+        if (!p->segs[i].mem)
+            return true;
+    return false;
+}
+
+int sendplan_now(int fd, struct plan *p)
+{
+    while (!plan_done(p)) {
+        struct seg *s = plan_seg(p);
+        ssize_t n;
+        if (s->mem) {
+            struct iovec iov[IOV_MAX_BATCH];
+            struct msghdr msg = {.msg_iov = iov};
+            msg.msg_iovlen = (size_t)plan_iov(p, iov, IOV_MAX_BATCH);
+            int more = p->cur + msg.msg_iovlen < p->nseg ? MSG_MORE : 0;
+            n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT | more);
+        } else {
+            off_t off = (off_t)s->off;
+            size_t len = s->len < 0x7ffff000 ? (size_t)s->len : 0x7ffff000;
+            n = sendfile(fd, s->fd, &off, len);
+            if (n == 0)
+                return -EIO; /* the file shrank under us: the promised length can't be sent */
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+        }
+        plan_advance(p, (uint64_t)n);
+    }
+    return 0;
+}

@@ -1,0 +1,533 @@
+/* The io_uring engine.
+ *
+ * Techniques (kernel >= 6.1, liburing >= 2.3): multishot accept; multishot recv into a
+ * provided buffer ring, each buffer handed back as soon as conn has looked at it; one
+ * io_uring_enter per loop turn (drain every completion, prepare what they cause, submit and
+ * wait together); SINGLE_ISSUER | DEFER_TASKRUN where the kernel has them, stepping down when it
+ * refuses. Memory-only responses leave with one SEND or SENDMSG; responses with a file range
+ * go through sendplan (sendfile, zero-copy) and a POLL_ADD when the socket is full.
+ *
+ * Every operation carries its connection's slot and generation in user_data; a connection's
+ * slot is reused only after its last completion arrived, and a completion whose generation
+ * does not match is dropped (nginx's "instance bit", widened). */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "engine/sendplan.h"
+#include "rt/worker.h"
+#include "serve.h"
+
+#define SQ_ENTRIES 1024
+#define CQ_ENTRIES 16384
+#define BUF_COUNT 1024 /* power of two */
+#define BUF_SIZE 4096
+#define BGID 0
+
+enum op {
+    OP_ACCEPT = 1,
+    OP_RECV,
+    OP_SEND,   /* SEND or SENDMSG of memory segments */
+    OP_POLL,   /* POLLOUT wait for a sendplan that hit EAGAIN */
+    OP_CANCEL, /* cancellation of a connection's operations */
+    OP_CLOSE,
+    OP_WAKE, /* read of the worker's eventfd */
+    OP_IGNORE,
+};
+
+/* eng_flags bits */
+#define F_RECV 0x1        /* a multishot recv is armed */
+#define F_RECV_CANCEL 0x2 /* ... and its cancellation was requested */
+#define F_CLOSING 0x4     /* close() was called: cancel, then IORING_OP_CLOSE */
+#define F_CLOSE_SENT 0x8
+#define F_READY 0x10 /* on the ready list: sendplan finished, conn_sent is due */
+
+struct uring {
+    struct io_uring ring;
+    struct io_uring_buf_ring *br;
+    char *bufs;
+    unsigned buf_returned; /* buffers added since the last advance */
+    bool accept_armed;
+    bool accept_rearm; /* re-arm at the next tick (after EMFILE and the like) */
+    uint64_t wake_val;
+    struct conn *ready; /* connections whose synchronous send finished */
+};
+
+static inline uint64_t ud(enum op op, const struct conn *c)
+{
+    return (uint64_t)op << 56 | (uint64_t)(c->gen & 0xffffff) << 32 | c->slot;
+}
+
+static struct io_uring_sqe *get_sqe(struct uring *u)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+    if (!sqe) { /* SQ full mid-turn: flush it early rather than fail */
+        io_uring_submit(&u->ring);
+        sqe = io_uring_get_sqe(&u->ring);
+    }
+    return sqe;
+}
+
+/* Every SQE prepared for a connection counts until its final CQE. */
+static struct io_uring_sqe *conn_sqe(struct uring *u, struct conn *c, enum op op)
+{
+    struct io_uring_sqe *sqe = get_sqe(u);
+    io_uring_sqe_set_data64(sqe, ud(op, c));
+    c->eng_inflight++;
+    return sqe;
+}
+
+static int setup_ring(struct uring *u)
+{
+    /* Strongest first; each step drops what an older kernel refuses with EINVAL. */
+    static const unsigned flag_sets[] = {
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SUBMIT_ALL,
+        IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SUBMIT_ALL,
+        0,
+    };
+    int rc = -EINVAL;
+    for (size_t i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
+        struct io_uring_params p = {
+            .flags = flag_sets[i] | IORING_SETUP_CQSIZE | IORING_SETUP_R_DISABLED,
+            .cq_entries = CQ_ENTRIES,
+        };
+        rc = io_uring_queue_init_params(SQ_ENTRIES, &u->ring, &p);
+        if (rc != -EINVAL)
+            break;
+    }
+    return rc;
+}
+
+static int setup_buffers(struct uring *u)
+{
+    size_t ring_size = BUF_COUNT * sizeof(struct io_uring_buf);
+    void *mem = mmap(NULL, ring_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
+        return -errno;
+    u->br = mem;
+    io_uring_buf_ring_init(u->br);
+    struct io_uring_buf_reg reg = {.ring_addr = (unsigned long)mem, .ring_entries = BUF_COUNT,
+                                   .bgid = BGID};
+    int rc = io_uring_register_buf_ring(&u->ring, &reg, 0);
+    if (rc < 0)
+        return rc;
+    u->bufs = malloc((size_t)BUF_COUNT * BUF_SIZE);
+    if (!u->bufs)
+        return -ENOMEM;
+    for (unsigned i = 0; i < BUF_COUNT; i++)
+        io_uring_buf_ring_add(u->br, u->bufs + (size_t)i * BUF_SIZE, BUF_SIZE, (unsigned short)i,
+                              io_uring_buf_ring_mask(BUF_COUNT), (int)i);
+    io_uring_buf_ring_advance(u->br, BUF_COUNT);
+    return 0;
+}
+
+static void release_buffers(struct uring *u)
+{
+    if (u->br)
+        munmap(u->br, BUF_COUNT * sizeof(struct io_uring_buf));
+    free(u->bufs);
+}
+
+static int uring_init(struct worker *w)
+{
+    struct uring *u = calloc(1, sizeof(*u));
+    if (!u)
+        return -ENOMEM;
+    int rc = setup_ring(u);
+    if (rc < 0) {
+        free(u);
+        return rc;
+    }
+    if ((rc = setup_buffers(u)) < 0) {
+        release_buffers(u);
+        io_uring_queue_exit(&u->ring);
+        free(u);
+        return rc;
+    }
+    w->engine_state = u;
+    return 0;
+}
+
+static void uring_fini(struct worker *w)
+{
+    struct uring *u = w->engine_state;
+    if (!u)
+        return;
+    io_uring_queue_exit(&u->ring);
+    release_buffers(u);
+    free(u);
+    w->engine_state = NULL;
+}
+
+static void arm_accept(struct worker *w, struct uring *u)
+{
+    struct io_uring_sqe *sqe = get_sqe(u);
+    io_uring_prep_multishot_accept(sqe, w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, (uint64_t)OP_ACCEPT << 56);
+    u->accept_armed = true;
+}
+
+static void arm_wake(struct worker *w, struct uring *u)
+{
+    struct io_uring_sqe *sqe = get_sqe(u);
+    io_uring_prep_read(sqe, w->wake_fd, &u->wake_val, sizeof(u->wake_val), 0);
+    io_uring_sqe_set_data64(sqe, (uint64_t)OP_WAKE << 56);
+}
+
+static void arm_recv(struct uring *u, struct conn *c)
+{
+    struct io_uring_sqe *sqe = conn_sqe(u, c, OP_RECV);
+    io_uring_prep_recv_multishot(sqe, c->fd, NULL, 0, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = BGID;
+    c->eng_flags |= F_RECV;
+}
+
+static void submit_close(struct uring *u, struct conn *c)
+{
+    struct io_uring_sqe *sqe = conn_sqe(u, c, OP_CLOSE);
+    io_uring_prep_close(sqe, c->fd);
+    c->eng_flags |= F_CLOSE_SENT;
+}
+
+/* A completion for c arrived; when it was the last one of a closing connection, close. */
+static void op_done(struct worker *w, struct uring *u, struct conn *c)
+{
+    c->eng_inflight--;
+    if ((c->eng_flags & F_CLOSING) && c->eng_inflight == 0) {
+        if (!(c->eng_flags & F_CLOSE_SENT))
+            submit_close(u, c);
+        else
+            conn_closed(w, c);
+    }
+}
+
+static void uring_recv(struct worker *w, struct conn *c, bool on)
+{
+    struct uring *u = w->engine_state;
+    if (c->eng_flags & F_CLOSING)
+        return;
+    if (on && !(c->eng_flags & F_RECV)) {
+        arm_recv(u, c);
+    } else if (!on && (c->eng_flags & (F_RECV | F_RECV_CANCEL)) == F_RECV) {
+        struct io_uring_sqe *sqe = conn_sqe(u, c, OP_CANCEL);
+        io_uring_prep_cancel64(sqe, ud(OP_RECV, c), 0);
+        c->eng_flags |= F_RECV_CANCEL;
+    }
+    /* on while a cancellation is pending: the recv's final completion re-arms (recv_on). */
+}
+
+static void make_ready(struct uring *u, struct conn *c)
+{
+    c->eng_flags |= F_READY;
+    c->eng_next = u->ready;
+    u->ready = c;
+}
+
+static void uring_send(struct worker *w, struct conn *c)
+{
+    struct uring *u = w->engine_state;
+    struct response *r = c->resp;
+    struct plan *p = &r->plan;
+
+    if (sendplan_has_file(p)) {
+        int rc = sendplan_now(c->fd, p);
+        if (rc == -EAGAIN) {
+            io_uring_prep_poll_add(conn_sqe(u, c, OP_POLL), c->fd, POLLOUT);
+            return;
+        }
+        /* Finished (or failed) synchronously: report from the loop, not from inside conn. */
+        c->eng_err = rc;
+        make_ready(u, c);
+        return;
+    }
+    int n = plan_iov(p, r->iov, RESPONSE_IOV);
+    struct io_uring_sqe *sqe = conn_sqe(u, c, OP_SEND);
+    if (n == 1) {
+        io_uring_prep_send(sqe, c->fd, r->iov[0].iov_base, r->iov[0].iov_len, MSG_NOSIGNAL);
+    } else {
+        r->msg = (struct msghdr){.msg_iov = r->iov, .msg_iovlen = (size_t)n};
+        io_uring_prep_sendmsg(sqe, c->fd, &r->msg, MSG_NOSIGNAL);
+    }
+}
+
+static void uring_close(struct worker *w, struct conn *c)
+{
+    struct uring *u = w->engine_state;
+    if (c->eng_flags & F_CLOSING)
+        return;
+    c->eng_flags |= F_CLOSING;
+    if (c->eng_inflight == 0) {
+        submit_close(u, c);
+        return;
+    }
+    struct io_uring_sqe *sqe = conn_sqe(u, c, OP_CANCEL);
+    io_uring_prep_cancel_fd(sqe, c->fd, IORING_ASYNC_CANCEL_ALL);
+}
+
+static void uring_stop_accept(struct worker *w)
+{
+    struct uring *u = w->engine_state;
+    if (u->accept_armed) {
+        struct io_uring_sqe *sqe = get_sqe(u);
+        io_uring_prep_cancel64(sqe, (uint64_t)OP_ACCEPT << 56, 0);
+        io_uring_sqe_set_data64(sqe, (uint64_t)OP_IGNORE << 56);
+    }
+    u->accept_rearm = false;
+}
+
+static void on_accept(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe)
+{
+    if (cqe->res >= 0) {
+        struct conn *c = conn_accepted(w, cqe->res);
+        if (c)
+            arm_recv(u, c);
+        else
+            close(cqe->res); /* full or draining */
+    }
+    if (!(cqe->flags & IORING_CQE_F_MORE)) {
+        u->accept_armed = false;
+        if (w->draining)
+            return;
+        /* Out of fds or memory: retry at the next tick instead of spinning on the error. */
+        if (cqe->res == -EMFILE || cqe->res == -ENFILE || cqe->res == -ENOMEM ||
+            cqe->res == -ENOBUFS)
+            u->accept_rearm = true;
+        else
+            arm_accept(w, u);
+    }
+}
+
+static void recycle(struct uring *u, unsigned bid)
+{
+    io_uring_buf_ring_add(u->br, u->bufs + (size_t)bid * BUF_SIZE, BUF_SIZE, (unsigned short)bid,
+                          io_uring_buf_ring_mask(BUF_COUNT), (int)u->buf_returned);
+    u->buf_returned++;
+}
+
+static void on_recv(struct worker *w, struct uring *u, struct conn *c,
+                    const struct io_uring_cqe *cqe)
+{
+    int res = cqe->res;
+    bool more = cqe->flags & IORING_CQE_F_MORE;
+    if (res > 0) {
+        unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+        if (!(c->eng_flags & F_CLOSING))
+            conn_received(w, c, u->bufs + (size_t)bid * BUF_SIZE, res);
+        recycle(u, bid);
+    } else if (res == 0 || (res < 0 && res != -ENOBUFS && res != -ECANCELED)) {
+        if (!(c->eng_flags & F_CLOSING))
+            conn_received(w, c, NULL, res);
+    }
+    if (!more) {
+        c->eng_flags &= ~(uint32_t)(F_RECV | F_RECV_CANCEL);
+        /* ENOBUFS, a cancellation we no longer want, or the kernel ending the multishot for
+         * its own reasons: keep receiving if conn still wants to. */
+        bool again = res > 0 || res == -ENOBUFS || res == -ECANCELED;
+        if (again && c->recv_on && !c->eof && !(c->eng_flags & F_CLOSING))
+            arm_recv(u, c);
+        op_done(w, u, c);
+    }
+}
+
+static void on_send(struct worker *w, struct uring *u, struct conn *c, int res)
+{
+    if (c->eng_flags & F_CLOSING) {
+        op_done(w, u, c);
+        return;
+    }
+    op_done(w, u, c);
+    if (res <= 0) {
+        conn_sent(w, c, res == 0 ? -EPIPE : res);
+        return;
+    }
+    plan_advance(&c->resp->plan, (uint64_t)res);
+    if (plan_done(&c->resp->plan))
+        conn_sent(w, c, 0);
+    else
+        uring_send(w, c); /* short send: continue where it stopped */
+}
+
+static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe)
+{
+    uint64_t data = io_uring_cqe_get_data64(cqe);
+    enum op op = (enum op)(data >> 56);
+    uint32_t slot = (uint32_t)data;
+
+    switch (op) {
+    case OP_ACCEPT:
+        on_accept(w, u, cqe);
+        return;
+    case OP_WAKE:
+    case OP_IGNORE:
+        return; /* the tick reads the stop flag */
+    default:
+        break;
+    }
+    struct conn *c = slot < w->cfg->max_conns ? &w->conns[slot] : NULL;
+    if (!c || c->state == CONN_FREE || (c->gen & 0xffffff) != ((data >> 32) & 0xffffff)) {
+        /* Stale: cannot happen while slots wait for their last completion, but a buffer it
+         * carries must still go back. */
+        if (cqe->flags & IORING_CQE_F_BUFFER)
+            recycle(u, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+        return;
+    }
+    switch (op) {
+    case OP_RECV:
+        on_recv(w, u, c, cqe);
+        break;
+    case OP_SEND:
+        on_send(w, u, c, cqe->res);
+        break;
+    case OP_POLL:
+        op_done(w, u, c);
+        if (c->eng_flags & F_CLOSING)
+            break;
+        if (cqe->res < 0)
+            conn_sent(w, c, cqe->res);
+        else
+            uring_send(w, c);
+        break;
+    case OP_CANCEL:
+    case OP_CLOSE:
+        op_done(w, u, c);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Reports synchronous sends that finished during this turn. */
+static void run_ready(struct worker *w, struct uring *u)
+{
+    while (u->ready) {
+        struct conn *c = u->ready;
+        u->ready = c->eng_next;
+        c->eng_flags &= ~(uint32_t)F_READY;
+        if (!(c->eng_flags & F_CLOSING))
+            conn_sent(w, c, c->eng_err);
+    }
+}
+
+static int uring_run(struct worker *w)
+{
+    struct uring *u = w->engine_state;
+    /* Enabling the ring from this thread makes it the single issuer. liburing 2.3 declares
+     * io_uring_enable_rings but does not export it, hence the raw system call. */
+    int rc = (int)syscall(__NR_io_uring_register, u->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS,
+                          NULL, 0);
+    if (rc < 0)
+        return -errno;
+    arm_wake(w, u);
+    arm_accept(w, u);
+
+    while (worker_tick(w)) {
+        if (u->accept_rearm && !w->draining) {
+            u->accept_rearm = false;
+            arm_accept(w, u);
+        }
+        int ms = worker_wait_ms(w);
+        struct __kernel_timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+        struct io_uring_cqe *cqe;
+        rc = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, &ts, NULL);
+        if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY)
+            return rc;
+
+        unsigned head, count = 0;
+        io_uring_for_each_cqe(&u->ring, head, cqe) {
+            handle(w, u, cqe);
+            count++;
+        }
+        io_uring_cq_advance(&u->ring, count);
+        if (u->buf_returned) {
+            io_uring_buf_ring_advance(u->br, (int)u->buf_returned);
+            u->buf_returned = 0;
+        }
+        run_ready(w, u);
+    }
+    /* Drained: every connection has closed; let the last submissions (cancels) go. */
+    io_uring_submit(&u->ring);
+    return 0;
+}
+
+int uring_probe(const char **why, bool verbose)
+{
+    struct io_uring ring;
+    struct io_uring_params p = {0};
+    int rc = io_uring_queue_init_params(8, &ring, &p);
+    if (rc < 0) {
+        *why = "io_uring_setup failed";
+        return rc;
+    }
+    static const struct {
+        int op;
+        const char *name;
+    } needed[] = {
+        {IORING_OP_ACCEPT, "ACCEPT"}, {IORING_OP_RECV, "RECV"},
+        {IORING_OP_SEND, "SEND"},     {IORING_OP_SENDMSG, "SENDMSG"},
+        {IORING_OP_POLL_ADD, "POLL_ADD"}, {IORING_OP_ASYNC_CANCEL, "ASYNC_CANCEL"},
+        {IORING_OP_CLOSE, "CLOSE"},   {IORING_OP_READ, "READ"},
+    };
+    struct io_uring_probe *probe = io_uring_get_probe_ring(&ring);
+    if (!probe) {
+        *why = "cannot probe io_uring opcodes";
+        rc = -EINVAL;
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
+        if (!io_uring_opcode_supported(probe, needed[i].op)) {
+            *why = "an opcode the engine needs is missing";
+            rc = -EINVAL;
+            goto out_probe;
+        }
+    }
+    if (!(p.features & IORING_FEAT_EXT_ARG)) {
+        *why = "IORING_FEAT_EXT_ARG (wait with timeout) is missing";
+        rc = -EINVAL;
+        goto out_probe;
+    }
+    /* Provided buffer rings (5.19) and multishot recv (6.0) arrived together; registering a
+     * ring is the cheapest test that works on every kernel. */
+    struct uring tmp = {.ring = ring};
+    rc = setup_buffers(&tmp);
+    release_buffers(&tmp);
+    if (rc < 0) {
+        *why = "provided buffer rings are missing (kernel older than 5.19?)";
+        goto out_probe;
+    }
+    if (verbose)
+        fprintf(stderr,
+                "ringhttpd: io_uring: features 0x%x%s%s%s%s; provided buffer rings, multishot "
+                "accept and recv\n",
+                p.features, p.features & IORING_FEAT_FAST_POLL ? " FAST_POLL" : "",
+                p.features & IORING_FEAT_NODROP ? " NODROP" : "",
+                p.features & IORING_FEAT_EXT_ARG ? " EXT_ARG" : "",
+                p.features & IORING_FEAT_CQE_SKIP ? " CQE_SKIP" : "");
+    rc = 0;
+out_probe:
+    io_uring_free_probe(probe);
+out:
+    io_uring_queue_exit(&ring);
+    return rc;
+}
+
+const struct engine_ops engine_uring = {
+    .name = "uring",
+    .init = uring_init,
+    .fini = uring_fini,
+    .run = uring_run,
+    .recv = uring_recv,
+    .send = uring_send,
+    .close = uring_close,
+    .stop_accept = uring_stop_accept,
+};

@@ -1,0 +1,14 @@
+/* ringhttpd: argv -> config -> server. Nothing else lives here. */
+#include "config.h"
+#include "server.h"
+
+int main(int argc, char **argv)
+{
+    struct config cfg;
+    int rc = config_parse(&cfg, argc, argv);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    rc = server_run(&cfg);
+    config_free(&cfg);
+    return rc;
+}

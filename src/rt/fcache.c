@@ -1,0 +1,228 @@
+/* File cache; see fcache.h. Entries are found by path through a chained hash table and evicted
+ * least-recently-used first when the entry count or the bytes of cached contents pass their
+ * bounds. */
+#include "rt/fcache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/cond.h"
+
+#define BUCKETS 4096    /* power of two */
+#define MAX_ENTRIES 2048 /* each may hold an fd: bounded well below RLIMIT_NOFILE */
+
+struct fcache {
+    int root_fd;
+    const struct mime_table *mime;
+    size_t max_bytes;
+    size_t max_file;
+    size_t bytes;
+    unsigned entries;
+    struct fentry lru; /* LRU head: lru.lru_next is the oldest entry, lru.lru_prev the newest */
+    struct fentry *bucket[BUCKETS];
+};
+
+static uint32_t hash_path(const char *p, size_t len)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)p[i]) * 16777619u;
+    return h;
+}
+
+struct fcache *fcache_new(int root_fd, const struct mime_table *mime, size_t max_bytes,
+                          size_t max_file)
+{
+    struct fcache *fc = calloc(1, sizeof(*fc));
+    if (!fc)
+        return NULL;
+    fc->root_fd = root_fd;
+    fc->mime = mime;
+    fc->max_bytes = max_bytes;
+    fc->max_file = max_file < max_bytes ? max_file : max_bytes;
+    fc->lru.lru_next = fc->lru.lru_prev = &fc->lru;
+    return fc;
+}
+
+static void destroy(struct fcache *fc, struct fentry *e)
+{
+    if (e->fd >= 0)
+        close(e->fd);
+    if (e->data)
+        fc->bytes -= e->size;
+    free(e->data);
+    free(e);
+}
+
+static void unlink_entry(struct fcache *fc, struct fentry *e)
+{
+    struct fentry **pp = &fc->bucket[e->hash & (BUCKETS - 1)];
+    while (*pp != e)
+        pp = &(*pp)->hnext;
+    *pp = e->hnext;
+    e->lru_next->lru_prev = e->lru_prev;
+    e->lru_prev->lru_next = e->lru_next;
+    e->linked = false;
+    fc->entries--;
+    fcache_put(fc, e);
+}
+
+void fcache_put(struct fcache *fc, struct fentry *e)
+{
+    if (--e->refs == 0)
+        destroy(fc, e);
+}
+
+void fcache_free(struct fcache *fc)
+{
+    if (!fc)
+        return;
+    while (fc->lru.lru_prev != &fc->lru)
+        unlink_entry(fc, fc->lru.lru_prev);
+    free(fc);
+}
+
+static int open_beneath(int root_fd, const char *path)
+{
+    struct open_how how = {
+        .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    };
+    long fd = syscall(SYS_openat2, root_fd, *path ? path : ".", &how, sizeof(how));
+    return fd < 0 ? -errno : (int)fd;
+}
+
+static int read_all(int fd, char *buf, uint64_t size)
+{
+    uint64_t done = 0;
+    while (done < size) {
+        ssize_t n = pread(fd, buf + done, size - done, (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO; /* shrank under us: revalidation will see it */
+        done += (uint64_t)n;
+    }
+    return 0;
+}
+
+static void evict(struct fcache *fc, size_t want_bytes)
+{
+    while (fc->lru.lru_next != &fc->lru &&
+           (fc->entries >= MAX_ENTRIES || fc->bytes + want_bytes > fc->max_bytes))
+        unlink_entry(fc, fc->lru.lru_next);
+}
+
+/* Opens and describes path; a failure to open becomes a remembered miss. */
+static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint32_t hash,
+                           int64_t now)
+{
+    struct fentry *e = calloc(1, sizeof(*e) + len + 1);
+    if (!e)
+        return NULL;
+    memcpy(e->path, path, len);
+    e->path_len = len;
+    e->hash = hash;
+    e->fd = -1;
+    e->checked = now;
+    e->variants_checked = -1;
+
+    struct stat st;
+    int fd = open_beneath(fc->root_fd, e->path);
+    if (fd < 0) {
+        e->err = fd;
+        return e;
+    }
+    if (fstat(fd, &st) != 0) {
+        e->err = -errno;
+        close(fd);
+        return e;
+    }
+    e->size = (uint64_t)st.st_size;
+    e->ino = st.st_ino;
+    e->dev = st.st_dev;
+    e->mtime = st.st_mtim.tv_sec;
+    e->mtime_ns = st.st_mtim.tv_sec * INT64_C(1000000000) + st.st_mtim.tv_nsec;
+    if (S_ISDIR(st.st_mode)) {
+        e->is_dir = true;
+        close(fd);
+        return e;
+    }
+    if (!S_ISREG(st.st_mode)) { /* devices, FIFOs, sockets are not ours to serve */
+        e->err = -EACCES;
+        close(fd);
+        return e;
+    }
+    e->fd = fd;
+    e->mime = mime_lookup(fc->mime, e->path, len);
+    e->etag_len = cond_etag(e->etag, sizeof(e->etag), e->ino, e->size, e->mtime_ns, NULL);
+    httpdate_format(e->mtime, e->last_modified);
+    if (e->size <= fc->max_file) {
+        evict(fc, e->size);
+        e->data = malloc(e->size ? e->size : 1);
+        if (e->data && read_all(fd, e->data, e->size) == 0) {
+            fc->bytes += e->size;
+        } else {
+            free(e->data);
+            e->data = NULL;
+        }
+    }
+    return e;
+}
+
+/* True when the file at e's path is still the one e describes. */
+static bool still_valid(struct fcache *fc, const struct fentry *e)
+{
+    struct stat st;
+    if (e->err)
+        return false; /* misses are retried once per second */
+    if (fstatat(fc->root_fd, e->path, &st, e->path_len ? 0 : AT_EMPTY_PATH) != 0)
+        return false;
+    return st.st_ino == e->ino && st.st_dev == e->dev && (uint64_t)st.st_size == e->size &&
+           st.st_mtim.tv_sec * INT64_C(1000000000) + st.st_mtim.tv_nsec == e->mtime_ns &&
+           !!S_ISDIR(st.st_mode) == e->is_dir;
+}
+
+struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64_t now)
+{
+    uint32_t hash = hash_path(path, len);
+    struct fentry *e = fc->bucket[hash & (BUCKETS - 1)];
+    while (e && !(e->hash == hash && e->path_len == len && memcmp(e->path, path, len) == 0))
+        e = e->hnext;
+
+    if (e && e->checked != now) {
+        if (still_valid(fc, e)) {
+            e->checked = now;
+        } else {
+            unlink_entry(fc, e);
+            e = NULL;
+        }
+    }
+    if (e) { /* most recently used moves to the tail */
+        e->lru_next->lru_prev = e->lru_prev;
+        e->lru_prev->lru_next = e->lru_next;
+    } else {
+        evict(fc, 0);
+        if (!(e = load(fc, path, len, hash, now)))
+            return NULL;
+        e->refs = 1;
+        e->linked = true;
+        e->hnext = fc->bucket[hash & (BUCKETS - 1)];
+        fc->bucket[hash & (BUCKETS - 1)] = e;
+        fc->entries++;
+    }
+    e->lru_prev = fc->lru.lru_prev;
+    e->lru_next = &fc->lru;
+    fc->lru.lru_prev->lru_next = e;
+    fc->lru.lru_prev = e;
+    e->refs++;
+    return e;
+}

@@ -1,0 +1,158 @@
+/* Worker setup, the per-turn tick (clock, timers, drain) and buffer pools; see worker.h. */
+#include "rt/worker.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "core/date.h"
+#include "engine/engine.h"
+#include "rt/fcache.h"
+#include "serve.h"
+
+#define INPUT_BUF_SIZE (HTTP1_MAX_HEAD + 16384) /* conn.c's INPUT_CAP */
+
+void *bufpool_get(struct bufpool *bp)
+{
+    void *b = bp->free;
+    if (b)
+        bp->free = *(void **)b;
+    else if (!(b = malloc(bp->size)))
+        return NULL;
+    bp->count++;
+    return b;
+}
+
+void bufpool_put(struct bufpool *bp, void *buf)
+{
+    *(void **)buf = bp->free;
+    bp->free = buf;
+    bp->count--;
+}
+
+static void bufpool_drain(struct bufpool *bp)
+{
+    while (bp->free) {
+        void *next = *(void **)bp->free;
+        free(bp->free);
+        bp->free = next;
+    }
+}
+
+static void read_clock(struct worker *w)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    w->now = ts.tv_sec;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    if (ts.tv_sec != w->wall) {
+        w->wall = ts.tv_sec;
+        httpdate_format(w->wall, w->date);
+    }
+}
+
+int worker_init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
+                int listen_fd)
+{
+    int rc = -ENOMEM;
+    memset(w, 0, sizeof(*w));
+    w->id = id;
+    w->cfg = cfg;
+    w->eng = eng;
+    w->listen_fd = listen_fd;
+    w->wall = -1;
+    w->accepting = true;
+    atomic_init(&w->stop, false);
+    read_clock(w);
+    timer_wheel_init(&w->wheel, w->now);
+    w->inbufs.size = INPUT_BUF_SIZE;
+    w->outbufs.size = sizeof(struct response);
+
+    w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (w->wake_fd < 0)
+        return -errno;
+    /* calloc'd slots cost no memory until touched: idle capacity is free. */
+    w->conns = calloc(cfg->max_conns, sizeof(*w->conns));
+    w->free_slots = calloc(cfg->max_conns, sizeof(*w->free_slots));
+    if (!w->conns || !w->free_slots)
+        goto err_mem;
+    for (uint32_t i = 0; i < cfg->max_conns; i++) {
+        w->conns[i].slot = i;
+        w->free_slots[cfg->max_conns - 1 - i] = i; /* low slots first: fewer pages touched */
+    }
+    w->num_free = cfg->max_conns;
+    w->cache = fcache_new(cfg->docroot_fd, &cfg->mime_extra, cfg->cache_size, cfg->cache_max_file);
+    if (!w->cache)
+        goto err_mem;
+    if ((rc = eng->init(w)) < 0)
+        goto err_cache;
+    return 0;
+
+err_cache:
+    fcache_free(w->cache);
+err_mem:
+    free(w->free_slots);
+    free(w->conns);
+    close(w->wake_fd);
+    return rc;
+}
+
+void worker_fini(struct worker *w)
+{
+    w->eng->fini(w);
+    fcache_free(w->cache);
+    bufpool_drain(&w->inbufs);
+    bufpool_drain(&w->outbufs);
+    free(w->free_slots);
+    free(w->conns);
+    close(w->wake_fd);
+}
+
+static void start_drain(struct worker *w)
+{
+    w->draining = true;
+    w->drain_deadline = w->now + w->cfg->drain_timeout;
+    w->eng->stop_accept(w);
+    for (uint32_t i = 0; i < w->cfg->max_conns; i++) {
+        struct conn *c = &w->conns[i];
+        if (c->state == CONN_READING || c->state == CONN_SENDING)
+            conn_drain(w, c);
+    }
+}
+
+bool worker_tick(struct worker *w)
+{
+    read_clock(w);
+    if (!w->draining && atomic_load_explicit(&w->stop, memory_order_relaxed))
+        start_drain(w);
+    struct timer *t;
+    while ((t = timer_expired(&w->wheel, w->now)))
+        conn_timeout(w, (struct conn *)((char *)t - offsetof(struct conn, timer)));
+    if (w->draining && w->now >= w->drain_deadline) {
+        for (uint32_t i = 0; i < w->cfg->max_conns; i++)
+            if (w->conns[i].state == CONN_READING || w->conns[i].state == CONN_SENDING)
+                conn_close(w, &w->conns[i]);
+    }
+    return !(w->draining && w->active == 0);
+}
+
+int worker_wait_ms(const struct worker *w)
+{
+    (void)w;
+    return 1000; /* the wheel's resolution; the stop request wakes us through wake_fd */
+}
+
+void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    int rc = w->eng->run(w);
+    if (rc < 0)
+        fprintf(stderr, "ringhttpd: worker %d: %s\n", w->id, strerror(-rc));
+    return (void *)(intptr_t)rc;
+}

@@ -1,0 +1,396 @@
+/* Request -> response; see serve.h. The order of decisions follows nginx's static module:
+ * method, path, file or directory (redirect, index, listing), content negotiation, then the
+ * core's conditional and range logic. */
+#include "serve.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "core/accept.h"
+#include "core/autoindex.h"
+#include "core/cond.h"
+#include "core/path.h"
+#include "core/static.h"
+#include "rt/fcache.h"
+#include "rt/worker.h"
+
+#define ALLOW "Allow: GET, HEAD, OPTIONS\r\n"
+#define INDEX "index.html"
+
+/* The file name suffix of each precompressed sibling. */
+static const char *const variant_suffix[ACCEPT_CODINGS] = {
+    [ACCEPT_BR] = ".br",
+    [ACCEPT_ZSTD] = ".zst",
+    [ACCEPT_GZIP] = ".gz",
+};
+
+struct job {
+    struct worker *w;
+    const struct http_request *req;
+    struct response *r;
+    struct static_ctx ctx;
+};
+
+static void hold(struct response *r, struct fentry *e)
+{
+    r->hold[r->hold[0] ? 1 : 0] = e;
+}
+
+void response_release(struct worker *w, struct response *r)
+{
+    for (int i = 0; i < 2; i++) {
+        if (r->hold[i])
+            fcache_put(w->cache, r->hold[i]);
+        r->hold[i] = NULL;
+    }
+    free(r->heap);
+    r->heap = NULL;
+}
+
+static void describe(const struct fentry *e, const char *type, struct static_file *f)
+{
+    *f = (struct static_file){
+        .size = e->size,
+        .mtime = e->mtime,
+        .etag = e->etag,
+        .etag_len = e->etag_len,
+        .last_modified = e->last_modified,
+        .content_type = type ? type : e->mime,
+        .data = e->data,
+        .fd = e->fd,
+    };
+}
+
+static int status_of(const struct fentry *e)
+{
+    switch (e->err) {
+    case 0: return 200;
+    case -EACCES:
+    case -EPERM: return 403;
+    case -ENAMETOOLONG: return 414;
+    case -ENOENT:
+    case -ENOTDIR:
+    case -EXDEV: /* RESOLVE_BENEATH: a link that leads out of the root; say nothing more */
+    case -ELOOP: return 404;
+    default: return 500;
+    }
+}
+
+/* Whole-path lookup with a suffix appended ("dir/" + "index.html", "x.css" + ".br"). */
+static struct fentry *lookup(struct job *j, const char *path, size_t len, const char *suffix)
+{
+    char buf[PATH_MAX];
+    size_t slen = strlen(suffix);
+    if (len + slen >= sizeof(buf))
+        return NULL;
+    memcpy(buf, path, len);
+    memcpy(buf + len, suffix, slen);
+    buf[len + slen] = '\0';
+    return fcache_get(j->w->cache, buf, len + slen, j->w->now);
+}
+
+static void error(struct job *j, int status, const char *extra)
+{
+    const struct config *cfg = j->w->cfg;
+    /* A malformed request leaves the stream's framing in doubt: answer, then close. */
+    if (status == 400 || status == 414 || status == 431)
+        j->ctx.keep_alive = false;
+    for (int i = 0; i < cfg->num_error_pages; i++) {
+        if (cfg->error_pages[i].status != status)
+            continue;
+        const char *page = cfg->error_pages[i].path;
+        struct fentry *e = fcache_get(j->w->cache, page, strlen(page), j->w->now);
+        if (e && e->err == 0 && !e->is_dir) {
+            struct static_file f;
+            describe(e, NULL, &f);
+            hold(j->r, e);
+            if (static_body_plan(status, &f, &j->ctx, &j->r->plan))
+                return;
+        } else if (e) {
+            fcache_put(j->w->cache, e);
+        }
+        break;
+    }
+    if (!static_status_plan(status, extra, &j->ctx, &j->r->plan)) {
+        j->ctx.used = 0;
+        static_status_plan(500, NULL, &j->ctx, &j->r->plan);
+    }
+}
+
+/* Bit (1 << enc) for each precompressed sibling of e, refreshed at most once per second. */
+static unsigned variants_of(struct job *j, struct fentry *e)
+{
+    if (e->variants_checked == j->w->now)
+        return e->variants;
+    unsigned mask = 0;
+    for (int i = 0; i < ACCEPT_CODINGS; i++) {
+        struct fentry *v = lookup(j, e->path, e->path_len, variant_suffix[i]);
+        if (v && v->err == 0 && !v->is_dir)
+            mask |= 1u << i;
+        if (v)
+            fcache_put(j->w->cache, v);
+    }
+    e->variants = (uint8_t)mask;
+    e->variants_checked = j->w->now;
+    return mask;
+}
+
+/* Sends file e (already held by the job's response), or a precompressed sibling of it. */
+static void send_file(struct job *j, struct fentry *e, int status)
+{
+    struct static_file f;
+    unsigned mask = variants_of(j, e);
+    describe(e, NULL, &f);
+    hold(j->r, e);
+    if (mask && j->req->accept_encoding.p) {
+        enum accept_coding order[ACCEPT_CODINGS];
+        size_t n = accept_encodings(j->req->accept_encoding, order);
+        for (size_t i = 0; i < n; i++) {
+            if (!(mask & (1u << order[i])))
+                continue;
+            struct fentry *v = lookup(j, e->path, e->path_len, variant_suffix[order[i]]);
+            if (v && v->err == 0 && !v->is_dir) {
+                describe(v, e->mime, &f);
+                f.encoding = accept_coding_name(order[i]);
+                hold(j->r, v);
+                break;
+            }
+            if (v)
+                fcache_put(j->w->cache, v);
+        }
+    }
+    f.vary = mask != 0;
+    int rc = status == 200 ? static_file_plan(j->req, &f, &j->ctx, &j->r->plan)
+                           : static_body_plan(status, &f, &j->ctx, &j->r->plan);
+    if (!rc)
+        error(j, 500, NULL);
+}
+
+/* "/dir?q" -> "/dir/?q", from the target as the client sent it (still percent-encoded). */
+static void redirect_slash(struct job *j)
+{
+    struct http_str t = j->req->target;
+    const char *p = t.p, *end = t.p + t.len;
+    if (*p != '/') { /* absolute-form: skip "scheme://authority" */
+        const char *s = memchr(p, ':', t.len);
+        p = s && end - s > 3 ? memchr(s + 3, '/', (size_t)(end - s - 3)) : NULL;
+        if (!p)
+            p = end;
+    }
+    const char *q = memchr(p, '?', (size_t)(end - p));
+    size_t path_len = (size_t)((q ? q : end) - p);
+    char loc[HTTP1_MAX_TARGET + 2];
+    if (path_len + 1 + (size_t)(end - (q ? q : end)) > sizeof(loc)) {
+        error(j, 414, NULL);
+        return;
+    }
+    memcpy(loc, p, path_len);
+    loc[path_len] = '/';
+    memcpy(loc + path_len + 1, q ? q : end, (size_t)(end - (q ? q : end)));
+    size_t len = path_len + 1 + (size_t)(end - (q ? q : end));
+    if (!static_redirect_plan(loc, len, &j->ctx, &j->r->plan))
+        error(j, 414, NULL);
+}
+
+/* --autoindex: reads the directory (skipping hidden entries) and renders it. */
+static void listing(struct job *j, const char *path, size_t len, const char *url)
+{
+    struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    long fd = syscall(SYS_openat2, j->w->cfg->docroot_fd, len ? path : ".", &how, sizeof(how));
+    DIR *d = fd >= 0 ? fdopendir((int)fd) : NULL;
+    struct autoindex_entry *ents = NULL;
+    size_t n = 0, cap = 0;
+    int status = 500;
+
+    if (!d) {
+        if (fd >= 0)
+            close((int)fd);
+        error(j, fd == -1 && errno == EACCES ? 403 : 404, NULL);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        struct stat st;
+        if (de->d_name[0] == '.')
+            continue;
+        if (fstatat(dirfd(d), de->d_name, &st, 0) != 0)
+            continue; /* vanished, or a dangling link: not listed */
+        if (n == cap) {
+            struct autoindex_entry *p = realloc(ents, (cap = cap ? 2 * cap : 64) * sizeof(*p));
+            if (!p)
+                goto out;
+            ents = p;
+        }
+        size_t nlen = strlen(de->d_name);
+        char *name = malloc(nlen + 1);
+        if (!name)
+            goto out;
+        memcpy(name, de->d_name, nlen + 1);
+        ents[n++] = (struct autoindex_entry){
+            .name = name,
+            .name_len = nlen,
+            .is_dir = S_ISDIR(st.st_mode),
+            .size = (uint64_t)st.st_size,
+            .mtime = st.st_mtim.tv_sec,
+        };
+    }
+    autoindex_sort(ents, n);
+    enum autoindex_format fmt =
+        accept_prefers(j->req->accept, "application/json", "text/html") ? AUTOINDEX_JSON
+                                                                         : AUTOINDEX_HTML;
+    struct http_str url_path = {url, strlen(url)};
+    size_t need = autoindex_render(NULL, 0, fmt, url_path, ents, n);
+    char *body = malloc(need ? need : 1);
+    if (!body)
+        goto out;
+    autoindex_render(body, need, fmt, url_path, ents, n);
+    j->r->heap = body;
+    struct static_file f = {
+        .size = need,
+        .content_type = fmt == AUTOINDEX_JSON ? "application/json" : "text/html; charset=utf-8",
+        .data = body,
+        .fd = -1,
+    };
+    status = static_body_plan(200, &f, &j->ctx, &j->r->plan) ? 200 : 500;
+out:
+    for (size_t i = 0; i < n; i++)
+        free((char *)ents[i].name);
+    free(ents);
+    closedir(d);
+    if (status != 200)
+        error(j, 500, NULL);
+}
+
+static bool wants_fallback(struct job *j)
+{
+    return j->w->cfg->fallback &&
+           (!j->req->accept.p || accept_quality(j->req->accept, "text/html") > 0);
+}
+
+static void serve_path(struct job *j, const char *path, size_t len, bool slash)
+{
+    struct fentry *e = fcache_get(j->w->cache, path, len, j->w->now);
+    if (!e) {
+        error(j, 500, NULL);
+        return;
+    }
+    if (e->err == 0 && !e->is_dir) {
+        if (slash) { /* "/file.txt/" names no directory */
+            fcache_put(j->w->cache, e);
+            error(j, 404, NULL);
+            return;
+        }
+        send_file(j, e, 200);
+        return;
+    }
+    int status = status_of(e);
+    bool is_dir = e->err == 0 && e->is_dir;
+    fcache_put(j->w->cache, e);
+    if (is_dir) {
+        if (!slash && len) {
+            redirect_slash(j);
+            return;
+        }
+        struct fentry *idx = lookup(j, path, len, len ? "/" INDEX : INDEX);
+        if (idx && idx->err == 0 && !idx->is_dir) {
+            send_file(j, idx, 200);
+            return;
+        }
+        if (idx)
+            fcache_put(j->w->cache, idx);
+        if (j->w->cfg->autoindex) {
+            char url[PATH_MAX + 2];
+            url[0] = '/';
+            memcpy(url + 1, path, len);
+            url[len + 1] = len ? '/' : '\0';
+            url[len + 2] = '\0';
+            listing(j, path, len, url);
+            return;
+        }
+        status = 403;
+    }
+    if (status == 404 && wants_fallback(j)) {
+        const char *fb = j->w->cfg->fallback;
+        struct fentry *f = fcache_get(j->w->cache, fb, strlen(fb), j->w->now);
+        if (f && f->err == 0 && !f->is_dir) {
+            send_file(j, f, 200);
+            return;
+        }
+        if (f)
+            fcache_put(j->w->cache, f);
+    }
+    error(j, status, NULL);
+}
+
+static void init_job(struct job *j, struct worker *w, const struct http_request *req,
+                     bool keep_alive, struct response *r)
+{
+    j->w = w;
+    j->req = req;
+    j->r = r;
+    j->ctx = (struct static_ctx){
+        .date = w->date,
+        .extra_headers = w->cfg->extra_headers,
+        .extra_len = w->cfg->extra_headers_len,
+        .keep_alive = keep_alive,
+        .head = req && req->method == HTTP_HEAD,
+        .minor = req ? req->minor : 1,
+        .buf = r->buf,
+        .cap = sizeof(r->buf),
+    };
+}
+
+void serve_request(struct worker *w, const struct http_request *req, bool keep_alive,
+                   struct response *r)
+{
+    struct job j;
+    char path[PATH_MAX];
+    struct path_result pr;
+
+    init_job(&j, w, req, keep_alive, r);
+    if (req->expect_other) {
+        error(&j, 417, NULL);
+        return;
+    }
+    /* The client holds its body back until it hears 100 Continue (RFC 9110 10.1.1); we read
+     * and discard that body after answering, so let it come. */
+    j.ctx.send_continue = req->expect_continue && req->minor == 1 && req->has_content_length &&
+                          req->content_length > 0 && keep_alive;
+    if (req->method != HTTP_GET && req->method != HTTP_HEAD && req->method != HTTP_OPTIONS) {
+        error(&j, 405, ALLOW);
+        return;
+    }
+    int status = path_normalize(req->target, path, sizeof(path) - 1, &pr);
+    if (status) {
+        error(&j, status, NULL);
+        return;
+    }
+    if (req->method == HTTP_OPTIONS) {
+        static_status_plan(204, ALLOW, &j.ctx, &r->plan);
+        return;
+    }
+    if (pr.asterisk) {
+        error(&j, 400, NULL);
+        return;
+    }
+    path[pr.len] = '\0';
+    serve_path(&j, path, pr.len, pr.trailing_slash);
+}
+
+void serve_error(struct worker *w, int status, bool head, struct response *r)
+{
+    struct job j;
+    init_job(&j, w, NULL, false, r);
+    j.ctx.head = head;
+    error(&j, status, NULL);
+}
