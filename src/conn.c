@@ -25,6 +25,13 @@
 
 static void process(struct worker *w, struct conn *c);
 
+/* The clock has one-second resolution: `now + secs` could be reached after a few milliseconds,
+ * so a deadline is rounded up and fires between secs and secs + 1 seconds from now. */
+static void arm(struct worker *w, struct conn *c, unsigned secs)
+{
+    timer_set(&w->wheel, &c->timer, w->now + secs + 1);
+}
+
 struct conn *conn_lookup(struct worker *w, uint32_t slot, uint32_t gen)
 {
     if (slot >= w->cfg->max_conns)
@@ -48,7 +55,7 @@ struct conn *conn_accepted(struct worker *w, int fd)
     c->keep_alive = true;
     c->recv_on = true;
     w->active++;
-    timer_set(&w->wheel, &c->timer, w->now + w->cfg->header_timeout);
+    arm(w, c, w->cfg->header_timeout);
     return c;
 }
 
@@ -106,7 +113,7 @@ static void start_send(struct worker *w, struct conn *c, struct response *r)
     c->in_request = false;
     if (r->plan.close)
         c->keep_alive = false;
-    timer_set(&w->wheel, &c->timer, w->now + SEND_TIMEOUT);
+    arm(w, c, SEND_TIMEOUT);
     w->eng->send(w, c);
 }
 
@@ -147,7 +154,7 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
         }
         if (!c->in_request) {
             c->in_request = true;
-            timer_set(&w->wheel, &c->timer, w->now + w->cfg->header_timeout);
+            arm(w, c, w->cfg->header_timeout);
         }
         struct http_request *req = &w->req;
         int n = http1_parse(data + used, len - used, req);
@@ -271,7 +278,7 @@ void conn_sent(struct worker *w, struct conn *c, int err)
         return;
     }
     c->state = CONN_READING;
-    timer_set(&w->wheel, &c->timer, w->now + w->cfg->keepalive_timeout);
+    arm(w, c, w->cfg->keepalive_timeout);
     process(w, c);
 }
 
@@ -290,7 +297,7 @@ void conn_timeout(struct worker *w, struct conn *c)
         uint64_t left = bytes_left(&c->resp->plan);
         if (left != c->send_left) {
             c->send_left = left;
-            timer_set(&w->wheel, &c->timer, w->now + SEND_TIMEOUT);
+            arm(w, c, SEND_TIMEOUT);
             return;
         }
     }
@@ -299,7 +306,8 @@ void conn_timeout(struct worker *w, struct conn *c)
 
 void conn_drain(struct worker *w, struct conn *c)
 {
+    /* Only responses in flight are finished; a request still arriving has none yet. */
     c->keep_alive = false;
-    if (c->state == CONN_READING && !c->in_request && c->in_len == 0)
+    if (c->state == CONN_READING)
         conn_close(w, c);
 }
