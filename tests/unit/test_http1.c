@@ -423,7 +423,8 @@ TEST(http1_every_prefix)
     check_prefixes("GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 5\r\nX-Tabs:\t a\tb \t\r\n"
                    "X-Long: 0123456789abcdef0123456789abcdef0123456789\r\n\r\n",
                    "GET / HTTP/1.1");
-    check_prefixes("\r\nOPTIONS * HTTP/1.1\nHost: h\r\nIf-None-Match: \"x\"\nRange: bytes=0-\r\n\r\n",
+    check_prefixes("\r\nOPTIONS * HTTP/1.1\nHost: h\r\nIf-None-Match: \"x\"\n"
+                   "Range: bytes=0-\r\n\r\n",
                    "\r\n\r\n");
 }
 
