@@ -113,6 +113,8 @@ static void start_send(struct worker *w, struct conn *c, struct response *r)
     c->in_request = false;
     if (r->plan.close)
         c->keep_alive = false;
+    if (!c->keep_alive)
+        set_recv(w, c, false); /* nothing after this request will be read */
     arm(w, c, SEND_TIMEOUT);
     w->eng->send(w, c);
 }

@@ -168,7 +168,7 @@ static void send_file(struct job *j, struct fentry *e, int status)
                 fcache_put(j->w->cache, v);
         }
     }
-    f.vary = mask != 0;
+    f.vary = mask ? "Accept-Encoding" : NULL;
     int rc = status == 200 ? static_file_plan(j->req, &f, &j->ctx, &j->r->plan)
                            : static_body_plan(status, &f, &j->ctx, &j->r->plan);
     if (!rc)
@@ -260,6 +260,7 @@ static void listing(struct job *j, const char *path, size_t len, const char *url
         .content_type = fmt == AUTOINDEX_JSON ? "application/json" : "text/html; charset=utf-8",
         .data = body,
         .fd = -1,
+        .vary = "Accept", /* HTML or JSON */
     };
     status = static_body_plan(200, &f, &j->ctx, &j->r->plan) ? 200 : 500;
 out:

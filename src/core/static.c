@@ -128,6 +128,12 @@ static void put_validators(struct hw *h, const struct static_file *f)
     put_header(h, "ETag: ", f->etag, f->etag_len);
 }
 
+static void put_vary(struct hw *h, const struct static_file *f)
+{
+    if (f->vary)
+        put_header(h, "Vary: ", f->vary, strlen(f->vary));
+}
+
 static void put_body(struct plan *p, const struct static_file *f, uint64_t off, uint64_t len)
 {
     if (f->data)
@@ -186,8 +192,7 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
         /* RFC 9110 15.4.5: the fields a 200 would carry that describe the representation. */
         put_head(&h, ctx, 304);
         put_validators(&h, f);
-        if (f->vary)
-            PUT_LIT(&h, "Vary: Accept-Encoding\r\n");
+        put_vary(&h, f);
         put(&h, ctx->extra_headers, ctx->extra_len);
         put_connection(&h, ctx);
         return finish(&h, ctx, p, 304);
@@ -207,8 +212,7 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
     }
     put_validators(&h, f);
     PUT_LIT(&h, "Accept-Ranges: bytes\r\n");
-    if (f->vary)
-        PUT_LIT(&h, "Vary: Accept-Encoding\r\n");
+    put_vary(&h, f);
     if (f->encoding)
         put_header(&h, "Content-Encoding: ", f->encoding, strlen(f->encoding));
     put(&h, ctx->extra_headers, ctx->extra_len);
@@ -299,8 +303,7 @@ int static_body_plan(int status, const struct static_file *f, struct static_ctx 
     put_head(&h, ctx, status);
     if (status < 300)
         put(&h, ctx->extra_headers, ctx->extra_len);
-    if (f->vary)
-        PUT_LIT(&h, "Vary: Accept\r\n");
+    put_vary(&h, f);
     put_header(&h, "Content-Type: ", f->content_type, strlen(f->content_type));
     PUT_LIT(&h, "Content-Length: ");
     put_u64(&h, f->size);

@@ -25,7 +25,7 @@ struct static_file {
     const char *last_modified; /* IMF-fixdate of mtime */
     const char *content_type;
     const char *encoding; /* Content-Encoding of a precompressed sibling, or NULL */
-    bool vary;            /* precompressed siblings exist: send Vary: Accept-Encoding */
+    const char *vary;     /* Vary value ("Accept-Encoding" when siblings exist), or NULL */
     const char *data;     /* the whole body in memory, or NULL to send from fd */
     int fd;
 };

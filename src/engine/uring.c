@@ -50,7 +50,10 @@ enum op {
 #define F_RECV_CANCEL 0x2 /* ... and its cancellation was requested */
 #define F_CLOSING 0x4     /* close() was called: cancel, then IORING_OP_CLOSE */
 #define F_CLOSE_SENT 0x8
-#define F_READY 0x10 /* on the ready list: sendplan finished, conn_sent is due */
+#define F_READY 0x10  /* on the ready list */
+#define F_SENT 0x20   /* ... to report conn_sent (sendplan finished synchronously) */
+#define F_CLOSED 0x40 /* ... to report conn_closed (closed without a completion to wait for) */
+#define F_MULTI 0x80  /* the connection has had a request: its recvs are multishot */
 
 struct uring {
     struct io_uring ring;
@@ -59,8 +62,9 @@ struct uring {
     unsigned buf_returned; /* buffers added since the last advance */
     bool accept_armed;
     bool accept_rearm; /* re-arm at the next tick (after EMFILE and the like) */
+    bool cqe_skip; /* IOSQE_CQE_SKIP_SUCCESS works (5.17) */
     uint64_t wake_val;
-    struct conn *ready; /* connections whose synchronous send finished */
+    struct conn *ready; /* connections with a completion to report from the loop */
 };
 
 static inline uint64_t ud(enum op op, const struct conn *c)
@@ -148,6 +152,7 @@ static int uring_init(struct worker *w)
         free(u);
         return rc;
     }
+    u->cqe_skip = u->ring.features & IORING_FEAT_CQE_SKIP;
     if ((rc = setup_buffers(u)) < 0) {
         release_buffers(u);
         io_uring_queue_exit(&u->ring);
@@ -184,20 +189,44 @@ static void arm_wake(struct worker *w, struct uring *u)
     io_uring_sqe_set_data64(sqe, (uint64_t)OP_WAKE << 56);
 }
 
+/* A new connection's first recv is single-shot: a client that sends one request with
+ * Connection: close then needs no cancellation before its close. From the second recv on, the
+ * connection has shown it stays, and its recv becomes multishot. */
 static void arm_recv(struct uring *u, struct conn *c)
 {
     struct io_uring_sqe *sqe = conn_sqe(u, c, OP_RECV);
-    io_uring_prep_recv_multishot(sqe, c->fd, NULL, 0, 0);
+    if (c->eng_flags & F_MULTI)
+        io_uring_prep_recv_multishot(sqe, c->fd, NULL, 0, 0);
+    else
+        io_uring_prep_recv(sqe, c->fd, NULL, BUF_SIZE, 0);
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = BGID;
     c->eng_flags |= F_RECV;
 }
 
+static void make_ready(struct uring *u, struct conn *c, uint32_t what)
+{
+    if (!(c->eng_flags & F_READY)) {
+        c->eng_next = u->ready;
+        u->ready = c;
+    }
+    c->eng_flags |= F_READY | what;
+}
+
 static void submit_close(struct uring *u, struct conn *c)
 {
-    struct io_uring_sqe *sqe = conn_sqe(u, c, OP_CLOSE);
-    io_uring_prep_close(sqe, c->fd);
     c->eng_flags |= F_CLOSE_SENT;
+    if (u->cqe_skip) {
+        /* Nothing else is in flight, so the slot is free once the close is queued; only a
+         * failed close posts a completion, and its generation is stale by then. */
+        struct io_uring_sqe *sqe = get_sqe(u);
+        io_uring_prep_close(sqe, c->fd);
+        io_uring_sqe_set_data64(sqe, ud(OP_CLOSE, c));
+        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+        make_ready(u, c, F_CLOSED);
+        return;
+    }
+    io_uring_prep_close(conn_sqe(u, c, OP_CLOSE), c->fd);
 }
 
 /* A completion for c arrived; when it was the last one of a closing connection, close. */
@@ -227,13 +256,6 @@ static void uring_recv(struct worker *w, struct conn *c, bool on)
     /* on while a cancellation is pending: the recv's final completion re-arms (recv_on). */
 }
 
-static void make_ready(struct uring *u, struct conn *c)
-{
-    c->eng_flags |= F_READY;
-    c->eng_next = u->ready;
-    u->ready = c;
-}
-
 static void uring_send(struct worker *w, struct conn *c)
 {
     struct uring *u = w->engine_state;
@@ -248,7 +270,7 @@ static void uring_send(struct worker *w, struct conn *c)
         }
         /* Finished (or failed) synchronously: report from the loop, not from inside conn. */
         c->eng_err = rc;
-        make_ready(u, c);
+        make_ready(u, c, F_SENT);
         return;
     }
     int n = plan_iov(p, r->iov, RESPONSE_IOV);
@@ -320,6 +342,8 @@ static void on_recv(struct worker *w, struct uring *u, struct conn *c,
 {
     int res = cqe->res;
     bool more = cqe->flags & IORING_CQE_F_MORE;
+    if (!more) /* before conn sees the data, so it does not cancel a finished recv */
+        c->eng_flags &= ~(uint32_t)(F_RECV | F_RECV_CANCEL);
     if (res > 0) {
         unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
         if (!(c->eng_flags & F_CLOSING))
@@ -330,11 +354,12 @@ static void on_recv(struct worker *w, struct uring *u, struct conn *c,
             conn_received(w, c, NULL, res);
     }
     if (!more) {
-        c->eng_flags &= ~(uint32_t)(F_RECV | F_RECV_CANCEL);
+        if (res > 0)
+            c->eng_flags |= F_MULTI;
         /* ENOBUFS, a cancellation we no longer want, or the kernel ending the multishot for
          * its own reasons: keep receiving if conn still wants to. */
         bool again = res > 0 || res == -ENOBUFS || res == -ECANCELED;
-        if (again && c->recv_on && !c->eof && !(c->eng_flags & F_CLOSING))
+        if (again && c->recv_on && !c->eof && !(c->eng_flags & (F_CLOSING | F_RECV)))
             arm_recv(u, c);
         op_done(w, u, c);
     }
@@ -413,8 +438,11 @@ static void run_ready(struct worker *w, struct uring *u)
     while (u->ready) {
         struct conn *c = u->ready;
         u->ready = c->eng_next;
-        c->eng_flags &= ~(uint32_t)F_READY;
-        if (!(c->eng_flags & F_CLOSING))
+        uint32_t what = c->eng_flags;
+        c->eng_flags &= ~(uint32_t)(F_READY | F_SENT | F_CLOSED);
+        if (what & F_CLOSED)
+            conn_closed(w, c);
+        else if ((what & F_SENT) && !(what & F_CLOSING))
             conn_sent(w, c, c->eng_err);
     }
 }

@@ -36,9 +36,9 @@ TEST(mime_builtin_coverage)
         {"jfif", "image/jpeg"},
         {"pjpeg", "image/jpeg"},
         {"pjp", "image/jpeg"},
-        {"js", "application/javascript"},
-        {"mjs", "application/javascript"},
-        {"cjs", "application/javascript"},
+        {"js", "text/javascript"},
+        {"mjs", "text/javascript"},
+        {"cjs", "text/javascript"},
         {"atom", "application/atom+xml"},
         {"rss", "application/rss+xml"},
         {"mml", "text/mathml"},
@@ -218,7 +218,7 @@ TEST(mime_charset_on_text_types)
     for (size_t i = 0; i < sizeof(binary) / sizeof(binary[0]); i++)
         CHECK(strchr(lookup(NULL, binary[i]), ';') == NULL);
     CHECK(!strcmp(lookup(NULL, "index.html"), "text/html; charset=utf-8"));
-    CHECK(!strcmp(lookup(NULL, "app.mjs"), "application/javascript; charset=utf-8"));
+    CHECK(!strcmp(lookup(NULL, "app.mjs"), "text/javascript; charset=utf-8"));
     CHECK(!strcmp(lookup(NULL, "m.webmanifest"), "application/manifest+json; charset=utf-8"));
 }
 
