@@ -26,6 +26,9 @@ docroot
     through the symlinks ``link-out.txt`` and ``outdir/``: a server that serves either leaks.
 server
     make_server(docroot) for the current engine.
+random_file (session scope)
+    random_file(size) -> (path, sha256 hex): one file of random bytes per size for the whole
+    session, to os.link into a docroot (large-transfer tests without writing GiBs to /tmp).
 
 class Server
     .proc (subprocess.Popen), .host ("127.0.0.1" or "::1", no brackets), .port (int),
@@ -71,6 +74,7 @@ OUTSIDE_CONTENT, SANITIZER_MARKERS, uring_available().
 import contextlib
 import ctypes
 import email.utils
+import hashlib
 import os
 import pathlib
 import random
@@ -146,13 +150,16 @@ DOCROOT_FILES = {
 }
 
 
-def _make_docroot(base: pathlib.Path) -> pathlib.Path:
+def _make_docroot(base: pathlib.Path, shared_big: pathlib.Path) -> pathlib.Path:
     root = base / "root"
     root.mkdir()
     for rel, content in DOCROOT_FILES.items():
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(content)
+        if rel == "big.bin":
+            os.link(shared_big, p)  # hundreds of docroots, one 1 MiB file on disk
+        else:
+            p.write_bytes(content)
     os.utime(root / "hello.txt", (HELLO_MTIME, HELLO_MTIME))
     (base / "outside.txt").write_bytes(OUTSIDE_CONTENT)
     (root / "link-out.txt").symlink_to("../outside.txt")
@@ -161,11 +168,43 @@ def _make_docroot(base: pathlib.Path) -> pathlib.Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def random_file(tmp_path_factory):
+    """Factory: random_file(size) -> (path, sha256 hex) of a session-wide file of random bytes,
+    made once per size. os.link it into a docroot; never write to it."""
+    base = tmp_path_factory.mktemp("shared")
+    cache = {}
+
+    def get(size):
+        if size not in cache:
+            path = base / f"random-{size}.bin"
+            digest = hashlib.sha256()
+            with open(path, "wb") as f:
+                left = size
+                while left:
+                    chunk = os.urandom(min(left, 1 << 20))
+                    f.write(chunk)
+                    digest.update(chunk)
+                    left -= len(chunk)
+            cache[size] = (path, digest.hexdigest())
+        return cache[size]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def _shared_big(tmp_path_factory):
+    path = tmp_path_factory.mktemp("shared-big") / "big.bin"
+    path.write_bytes(BIG)
+    return path
+
+
 @pytest.fixture
-def docroot(tmp_path):
+def docroot(tmp_path, _shared_big):
     """A fresh document root (tmp_path/"root") holding DOCROOT_FILES:
 
-    index.html, hello.txt (HELLO, 1 KiB, mtime HELLO_MTIME), empty.txt, big.bin (BIG, 1 MiB),
+    index.html, hello.txt (HELLO, 1 KiB, mtime HELLO_MTIME), empty.txt, big.bin (BIG, 1 MiB,
+    a hard link to one session-wide file: never write to it),
     one file per common extension, noext, file.unknownext, a file named UNICODE_NAME (spaces and
     non-ASCII), sub/ with index.html, inner.txt and .hidden, noindex/ (a.txt, b.txt, cdir/c.txt,
     no index), .secret, .well-known/test.txt. Outside it: tmp_path/"outside.txt"
@@ -173,7 +212,7 @@ def docroot(tmp_path):
     (absolute) and outdir/ (-> the parent directory). Tests may add files before or after
     starting a server.
     """
-    return _make_docroot(tmp_path)
+    return _make_docroot(tmp_path, _shared_big)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -87,8 +87,8 @@ def _start_slow_download(server, path, rcvbuf=8192):
     return s, got
 
 
-def test_client_reset_mid_transfer_does_not_disturb_others(make_server, docroot):
-    (docroot / "huge.bin").write_bytes(os.urandom(16 << 20))
+def test_client_reset_mid_transfer_does_not_disturb_others(make_server, docroot, random_file):
+    os.link(random_file(16 << 20)[0], docroot / "huge.bin")
     server = make_server(docroot)
     stop = threading.Event()
     results = {"ok": 0}
@@ -122,8 +122,8 @@ def test_client_reset_mid_transfer_does_not_disturb_others(make_server, docroot)
     assert r.status == 200 and len(r.body) == 16 << 20
 
 
-def test_many_resets_at_once(make_server, docroot):
-    (docroot / "huge.bin").write_bytes(os.urandom(8 << 20))
+def test_many_resets_at_once(make_server, docroot, random_file):
+    os.link(random_file(16 << 20)[0], docroot / "huge.bin")
     server = make_server(docroot)
     socks = [_start_slow_download(server, "/huge.bin")[0] for _ in range(20)]
     for s in socks:
@@ -133,11 +133,9 @@ def test_many_resets_at_once(make_server, docroot):
     assert fetch(server, "/big.bin").body == BIG
 
 
-def test_sigterm_finishes_in_flight_download(make_server, docroot):
-    data = os.urandom(32 << 20)
-    (docroot / "huge.bin").write_bytes(data)
-    want = hashlib.sha256(data).hexdigest()
-    del data
+def test_sigterm_finishes_in_flight_download(make_server, docroot, random_file):
+    src, want = random_file(32 << 20)
+    os.link(src, docroot / "huge.bin")
     server = make_server(docroot)
     c = Conn(server, timeout=30)
     c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
