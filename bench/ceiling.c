@@ -15,10 +15,13 @@
  * single-shot recv (still from the buffer ring): a connection that serves one request has no use
  * for a multishot recv, and closing a socket under an armed one would first need a cancel.
  * TCP_NODELAY is set on the listener; Linux copies it to every accepted socket, which saves a
- * setsockopt per connection.
+ * setsockopt per connection. TCP_DEFER_ACCEPT (off with --no-defer-accept) completes an accept
+ * only once the request has arrived, so the first recv finds data instead of arming a poll:
+ * measured here, close mode served ~45% more requests per CPU-second with it (~77k vs ~53k).
+ * nginx (`listen ... deferred`) and lighttpd (server.defer-accept) offer it too, off by default.
  *
  * Needs liburing >= 2.3 and Linux >= 6.1 (multishot recv 6.0, DEFER_TASKRUN 6.1).
- * Usage: ceiling [--close] [-p PORT] [-b ADDR]        (defaults: 8090, 127.0.0.1)
+ * Usage: ceiling [--close] [--no-defer-accept] [-p PORT] [-b ADDR]   (defaults: 8090, 127.0.0.1)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -343,7 +346,7 @@ static int setup_buffers(struct server *s)
     return 0;
 }
 
-static int setup_listener(const char *addr, int port)
+static int setup_listener(const char *addr, int port, bool defer_accept)
 {
     struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1) {
@@ -358,7 +361,8 @@ static int setup_listener(const char *addr, int port)
     int one = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0) {
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
+        (defer_accept && setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one, sizeof(one)) < 0)) {
         perror("ceiling: setsockopt");
         goto fail;
     }
@@ -437,7 +441,7 @@ static int run(struct server *s)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: ceiling [--close] [-p PORT] [-b ADDR]\n");
+    fprintf(stderr, "usage: ceiling [--close] [--no-defer-accept] [-p PORT] [-b ADDR]\n");
 }
 
 int main(int argc, char **argv)
@@ -445,11 +449,14 @@ int main(int argc, char **argv)
     struct server s = { .listen_fd = -1 };
     const char *addr = "127.0.0.1";
     int port = 8090;
+    bool defer_accept = true;
     int status = 1;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--close") == 0) {
             s.close_mode = true;
+        } else if (strcmp(argv[i], "--no-defer-accept") == 0) {
+            defer_accept = false;
         } else if ((strcmp(argv[i], "-p") == 0 || strcmp(argv[i], "--port") == 0) &&
                    i + 1 < argc) {
             char *end;
@@ -488,7 +495,7 @@ int main(int argc, char **argv)
     }
     if (build_response(&s) < 0)
         goto out_conns;
-    s.listen_fd = setup_listener(addr, port);
+    s.listen_fd = setup_listener(addr, port, defer_accept);
     if (s.listen_fd < 0)
         goto out_resp;
     if (setup_ring(&s) < 0)

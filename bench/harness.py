@@ -642,7 +642,11 @@ def write_markdown(path, args, info, scenarios, servers, summary, started, elaps
                 why = row["failures"][0] if row["failures"] else "not run"
                 out.append("| %s | %s | | | | | | | |" % (name, why.replace("|", "/")))
                 continue
-            errs = ", ".join("%s %d" % kv for kv in row["errors"].items()) or "0"
+            shown = dict(row["errors"])
+            expected = shown.pop("non-2xx", 0) if sc.status_ok else 0
+            errs = ", ".join("%s %d" % kv for kv in shown.items()) or "0"
+            if expected:
+                errs += " (%d 404s, as expected)" % expected
             if row["good"] < row["runs"]:
                 errs += " (%d of %d runs failed)" % (row["runs"] - row["good"], row["runs"])
             ratio = lambda v: "—" if v is None else "%.2f" % v
