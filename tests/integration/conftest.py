@@ -56,6 +56,8 @@ Conn(server, timeout=5.0)
     follows (HEAD) .
 StrictReader(sock, timeout=5.0)
     The same reader over a socket you made yourself.
+parse_response(data, method="GET") -> (Response, rest)
+    Strictly parses the first response in bytes received up to the server's close (from raw()).
 fetch(server, path="/", method="GET", headers=(), version="1.1", body=b"", host="localhost",
       timeout=5.0) -> Response
     One request with ``Connection: close`` on a new connection; reads the response strictly
@@ -641,6 +643,36 @@ class Conn(StrictReader):
 
     def __exit__(self, *exc):
         self.close()
+
+
+def parse_response(data, method="GET"):
+    """Strictly parses the first response in `data` (bytes received up to the server's close).
+
+    Returns (Response, the bytes after it); fails the test on any framing error or when data
+    holds no complete response."""
+    c = h11.Connection(our_role=h11.CLIENT, max_incomplete_event_size=64 * 1024)
+    c.send(h11.Request(method=method, target="/", headers=[("Host", "x")]))
+    c.send(h11.EndOfMessage())
+    c.receive_data(data)
+    c.receive_data(b"")
+    head, body, informational = None, [], []
+    try:
+        while True:
+            ev = c.next_event()
+            if isinstance(ev, h11.InformationalResponse):
+                informational.append(ev)
+            elif isinstance(ev, h11.Response):
+                head = ev
+            elif isinstance(ev, h11.Data):
+                body.append(bytes(ev.data))
+            elif isinstance(ev, h11.EndOfMessage):
+                break
+            else:
+                pytest.fail(f"no complete response in {data[:200]!r} (h11: {ev!r})")
+    except h11.RemoteProtocolError as e:
+        pytest.fail(f"HTTP framing error: {e} in {data[:200]!r}")
+    rest = bytes(c.trailing_data[0])
+    return Response(head, b"".join(body), informational, c.their_state is h11.DONE), rest
 
 
 def fetch(server, path="/", method="GET", headers=(), version="1.1", body=b"",

@@ -193,3 +193,41 @@ def test_sigterm_stops_accepting(server):
                 raise ConnectionRefusedError("closed without an answer")
         finally:
             s.close()
+
+
+def test_stalled_reader_does_not_block_the_worker(make_server, docroot, random_file):
+    """One worker; clients that requested 16 MiB and stopped reading must not stop it serving
+    others (a send that would block is finished later, never waited for)."""
+    src, _ = random_file(16 << 20)
+    os.link(src, docroot / "huge.bin")
+    server = make_server(docroot, args=["-t", "1"])
+    stalled = []
+    try:
+        for _ in range(3):
+            s = socket.socket(socket.AF_INET6 if ":" in server.host else socket.AF_INET)
+            # A fixed 64 KiB receive buffer (no autotuning): 16 MiB can never fit in flight.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            s.settimeout(10)
+            s.connect(server.addr)
+            s.sendall(request("GET", "/huge.bin"))
+            stalled.append(s)  # and not read, for now
+        for _ in range(5):
+            assert fetch(server, "/hello.txt").body == HELLO
+            assert fetch(server, "/big.bin").body == BIG
+        # A stalled download resumes where it stopped: its first 4 MiB are byte-exact.
+        s = stalled[0]
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += s.recv(65536)
+        head, _, body = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        want = (4 << 20)
+        while len(body) < want:
+            chunk = s.recv(1 << 20)
+            assert chunk, "stalled download was closed by the server"
+            body += chunk
+        with open(src, "rb") as f:
+            assert body[:want] == f.read(want)
+    finally:
+        for s in stalled:
+            s.close()
