@@ -262,3 +262,18 @@ def test_64mib_file_byte_exact(make_server, docroot, random_file):
     assert r.header("content-length") == str(64 << 20)
     assert len(r.body) == 64 << 20
     assert hashlib.sha256(r.body).hexdigest() == want
+
+
+def test_tiny_file_cache_still_serves_exactly(make_server, docroot):
+    """With a cache too small to hold anything, every file goes the uncached way."""
+    server = make_server(docroot, args=["--cache-size", "4K"])
+    with Conn(server) as c:
+        for _ in range(2):
+            for path, want in (("/hello.txt", HELLO), ("/big.bin", BIG), ("/", INDEX_HTML),
+                               ("/empty.txt", b"")):
+                c.send(request("GET", path))
+                r = c.read()
+                assert r.status == 200 and r.body == want, path
+        c.send(request("GET", "/big.bin", headers=[("Range", "bytes=1000-1999")]))
+        r = c.read()
+        assert r.status == 206 and r.body == BIG[1000:2000]

@@ -56,6 +56,8 @@ BAD_OPTIONS = [
     ["-p", "-1"],
     ["-t", "abc"],
     ["-t", "-3"],
+    ["-t", "0"],
+    ["--keepalive-timeout", "0"],
     ["--engine", "bogus"],
     ["--engine"],
     ["--keepalive-timeout", "abc"],

@@ -231,3 +231,20 @@ def test_stalled_reader_does_not_block_the_worker(make_server, docroot, random_f
     finally:
         for s in stalled:
             s.close()
+
+
+def test_sigterm_drain_is_bounded_by_a_stalled_client(make_server, docroot, random_file):
+    """A client that stops reading cannot keep a stopping server alive past --drain-timeout."""
+    os.link(random_file(16 << 20)[0], docroot / "huge.bin")
+    server = make_server(docroot, args=["--drain-timeout", "1"])
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.settimeout(10)
+    try:
+        s.connect(server.addr)
+        s.sendall(request("GET", "/huge.bin"))
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        rc = server.stop(signal.SIGTERM, timeout=15)
+        assert rc == 0, server.stderr_text()[-3000:]
+    finally:
+        s.close()

@@ -237,3 +237,25 @@ def test_redirect_location_has_no_header_injection(server):
     assert r.status == 301
     assert r.header("x-injected") is None
     assert "\r" not in r.header("location") and "\n" not in r.header("location")
+
+
+def test_chunked_get_body_is_never_parsed_as_a_request(server):
+    """A chunked body is either consumed (then the next request is answered), or the request is
+    answered or refused and the connection closed; the request hidden in it is never answered."""
+    chunk = SMUGGLED
+    body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(chunk), chunk)
+    with Conn(server) as c:
+        c.send(request("GET", "/hello.txt", headers=["Transfer-Encoding: chunked"], body=body)
+               + request("GET", "/", close=True), ignore_errors=True)
+        a = c.read()
+        if a.status >= 400:
+            assert a.status in (400, 411, 413, 501), a
+            c.expect_close()
+            return
+        assert a.status == 200 and a.body == HELLO
+        if not a.keep_alive:  # answered, then closed instead of reading the body: also safe
+            c.expect_close()
+            return
+        b = c.read()
+        assert b.status == 200 and b.body == INDEX_HTML, "the chunk was parsed as a request"
+        c.expect_close()
