@@ -28,7 +28,8 @@ $(BUILD)/%.o: %.c
 $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_SRC))
+# The unit binary also links the engines' shared send loop, to test it against real sockets.
+$(BUILD)/unit: $(call obj,$(CORE_SRC) src/engine/sendplan.c $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@
 
 $(BUILD)/tools/%: tests/tools/%.c
@@ -65,11 +66,12 @@ integration: all asan venv
 check: deps
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
-	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(or $(FUZZ_SECONDS),10)
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 
 # libFuzzer targets, one per parser; `make fuzz FUZZ_SECONDS=600` for a longer run.
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_SECONDS ?= 60
+CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
 fuzz:
 	@scripts/deps.sh fuzz
 	@mkdir -p build/fuzz

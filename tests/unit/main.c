@@ -8,11 +8,18 @@
 
 #define MAX_TESTS 1024
 
+#define MAX_GUARDS 16384 /* guarded copies alive at once within one test */
+
 struct registry {
     const char *name[MAX_TESTS];
     void (*fn[MAX_TESTS])(void);
     int count;
     int failed_checks;
+    /* unit_guard mappings of the running test, unmapped when it ends: kept for the whole run
+     * they would exhaust vm.max_map_count */
+    void *guard_map[MAX_GUARDS];
+    size_t guard_len[MAX_GUARDS];
+    int guards;
 };
 
 /* Tests register from constructors before main runs, so the registry has to be reachable
@@ -45,6 +52,12 @@ const char *unit_guard(const void *data, size_t len)
         perror("unit_guard: mmap");
         exit(2);
     }
+    if (reg.guards == MAX_GUARDS) {
+        fprintf(stderr, "unit_guard: more than %d copies in one test\n", MAX_GUARDS);
+        exit(2);
+    }
+    reg.guard_map[reg.guards] = map;
+    reg.guard_len[reg.guards++] = pages * page;
     char *guard = map + (pages - 1) * page;
     if (mprotect(guard, page, PROT_NONE) != 0) {
         perror("unit_guard: mprotect");
@@ -71,6 +84,10 @@ int main(int argc, char **argv)
             continue;
         int before = reg.failed_checks;
         reg.fn[i]();
+        while (reg.guards > 0) {
+            reg.guards--;
+            munmap(reg.guard_map[reg.guards], reg.guard_len[reg.guards]);
+        }
         if (reg.failed_checks == before) {
             passed++;
         } else {
