@@ -565,6 +565,9 @@ class StrictReader:
         except h11.RemoteProtocolError as e:
             if allow_close and head is None and not got_any and self.eof:
                 return None
+            if self.eof and head is None:
+                pytest.fail(f"server closed the connection (reset={self.reset}) without a "
+                            f"response to {method}" + (" (after part of one)" if got_any else ""))
             pytest.fail(f"HTTP framing error in response to {method}: {e} "
                         f"(head so far: {head!r}, body bytes: {sum(map(len, body))}, "
                         f"eof={self.eof}, reset={self.reset})")

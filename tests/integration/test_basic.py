@@ -277,3 +277,50 @@ def test_tiny_file_cache_still_serves_exactly(make_server, docroot):
         c.send(request("GET", "/big.bin", headers=[("Range", "bytes=1000-1999")]))
         r = c.read()
         assert r.status == 206 and r.body == BIG[1000:2000]
+
+
+def test_redirect_keeps_percent_encoding(make_server, docroot):
+    (docroot / "my dir").mkdir()
+    (docroot / "my dir" / "index.html").write_bytes(b"in my dir\n")
+    server = make_server(docroot)
+    r = fetch(server, "/my%20dir?q=a%20b")
+    assert r.status == 301
+    loc = r.header("location")
+    assert " " not in loc
+    parts = urllib.parse.urlsplit(loc)
+    assert parts.path == "/my%20dir/" and parts.query == "q=a%20b"
+    assert fetch(server, parts.path).body == b"in my dir\n"
+
+
+def test_head_of_redirect_has_no_body(server):
+    r = fetch(server, "/sub", method="HEAD")
+    assert r.status == 301 and r.body == b"" and r.header("location")
+
+
+def test_index_with_query(server):
+    assert fetch(server, "/?x=1").body == INDEX_HTML
+    assert fetch(server, "/sub/?x=1").body == SUB_INDEX_HTML
+
+
+def test_mime_lookup_ignores_extension_case(make_server, docroot):
+    # nginx lower-cases the extension before looking it up; so do users' cameras (.JPG).
+    (docroot / "PHOTO.JPG").write_bytes(b"\xff\xd8\xff")
+    (docroot / "Style.CSS").write_bytes(b"a{}")
+    server = make_server(docroot)
+    assert media_type(fetch(server, "/PHOTO.JPG")) == "image/jpeg"
+    assert media_type(fetch(server, "/Style.CSS")) == "text/css"
+
+
+def test_empty_host_header_is_valid(server):
+    with Conn(server) as c:
+        c.send(b"GET /hello.txt HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n")
+        r = c.read()
+        assert r.status == 200 and r.body == HELLO
+
+
+def test_long_file_name(make_server, docroot):
+    name = "n" * 250 + ".txt"
+    (docroot / name).write_bytes(b"long name\n")
+    server = make_server(docroot)
+    assert fetch(server, "/" + name).body == b"long name\n"
+    assert fetch(server, "/" + "m" * 300 + ".txt").status in (404, 414)

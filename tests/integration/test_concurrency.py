@@ -248,3 +248,19 @@ def test_sigterm_drain_is_bounded_by_a_stalled_client(make_server, docroot, rand
         assert rc == 0, server.stderr_text()[-3000:]
     finally:
         s.close()
+
+
+def test_300_connections_open_at_once(server):
+    """Hundreds of simultaneous connections, all opened before any request is sent."""
+    conns = []
+    try:
+        for _ in range(300):
+            conns.append(Conn(server, timeout=20))
+        for i, c in enumerate(conns):
+            c.send(request("GET", FILES[i % 3][0]))
+        for i, c in enumerate(conns):
+            r = c.read()
+            assert r.status == 200 and r.body == FILES[i % 3][1], i
+    finally:
+        for c in conns:
+            c.close()

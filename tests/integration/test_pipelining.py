@@ -3,6 +3,8 @@ parsed correctly (issue 2; seHTTPd answered 1 of 3 pipelined requests)."""
 
 import time
 
+import pytest
+
 from conftest import BIG, HELLO, INDEX_HTML, SUB_INDEX_HTML, Conn, request
 
 FILES = [("/hello.txt", HELLO), ("/", INDEX_HTML), ("/sub/", SUB_INDEX_HTML),
@@ -132,3 +134,35 @@ def test_leading_empty_line_is_ignored(server):
         c.send(request("GET", "/hello.txt") + b"\r\n" + request("GET", "/"))
         a, b = c.read_many(["GET", "GET"])
         assert a.body == HELLO and b.body == INDEX_HTML
+
+
+def test_thousand_pipelined_requests(server):
+    """Far more than one receive buffer of requests in one write: requests straddle buffers."""
+    paths = [FILES[i % len(FILES)] for i in range(1000)]
+    methods = ["HEAD" if i % 7 == 3 else "GET" for i in range(1000)]
+    with Conn(server, timeout=20) as c:
+        c.send(b"".join(request(m, p, headers=[f"X-Seq: {i}"])
+                        for i, (m, (p, _)) in enumerate(zip(methods, paths))))
+        answered = 0
+        for i, (m, (p, want)) in enumerate(zip(methods, paths)):
+            try:
+                r = c.read(m)
+            except pytest.fail.Exception as e:
+                pytest.fail(f"after {answered} of 1000 pipelined responses: {e}")
+            assert r.status == 200, (i, p)
+            assert r.body == (b"" if m == "HEAD" else want), (i, p)
+            answered += 1
+
+
+def test_large_heads_straddling_buffers(server):
+    """Heads of 12 KiB (under the 16 KiB limit), pipelined and split at odd places."""
+    big_headers = [f"X-Fill-{i}: " + "v" * 1000 for i in range(12)]
+    one = request("GET", "/hello.txt", headers=big_headers)
+    assert 12000 < len(one) < 16000
+    data = one * 3 + request("GET", "/")
+    with Conn(server) as c:
+        for i in range(0, len(data), 4093):
+            c.send(data[i:i + 4093])
+            time.sleep(0.002)
+        rs = c.read_many(["GET"] * 4)
+        assert [r.body for r in rs] == [HELLO, HELLO, HELLO, INDEX_HTML]

@@ -1,6 +1,8 @@
 """Path safety (no way out of DOCROOT, hidden files hidden) and request smuggling defences
 (issue 2, "Path safety" and "Request smuggling")."""
 
+import os
+import socket
 import time
 
 import pytest
@@ -259,3 +261,21 @@ def test_chunked_get_body_is_never_parsed_as_a_request(server):
         b = c.read()
         assert b.status == 200 and b.body == INDEX_HTML, "the chunk was parsed as a request"
         c.expect_close()
+
+
+def test_fifo_and_socket_in_docroot_do_not_block_the_worker(make_server, docroot):
+    """Opening a FIFO for reading blocks until a writer comes: one worker must not hang on it."""
+    os.mkfifo(docroot / "pipe.txt")
+    sock_path = docroot / "unix.sock"
+    us = socket.socket(socket.AF_UNIX)
+    us.bind(str(sock_path))
+    server = make_server(docroot, args=["-t", "1"])
+    try:
+        r = fetch(server, "/pipe.txt")
+        assert r.status in (403, 404), f"FIFO: {r.status}"
+        # open() of a socket fails with ENXIO; nginx answers that with 500, so it is allowed.
+        r = fetch(server, "/unix.sock")
+        assert r.status in (403, 404, 500), f"socket: {r.status}"
+        assert fetch(server, "/hello.txt").body == HELLO
+    finally:
+        us.close()
