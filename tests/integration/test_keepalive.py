@@ -1,6 +1,8 @@
 """Connection lifetime: keep-alive reuse, HTTP/1.0 rules, Connection: close, the idle and the
 request-header (slowloris) timeouts (issue 2)."""
 
+import hashlib
+import os
 import socket
 import time
 
@@ -205,3 +207,43 @@ def test_header_timeout_after_a_keepalive_request(make_server, docroot):
         assert c.read().body == HELLO
         c.send(b"GET /hello.txt HTTP/1.1\r\nHo")
         _assert_408_or_nothing(_wait_closed(c.sock, CLOSE_WAIT))
+
+
+def test_idle_timeout_does_not_cut_a_slow_download(make_server, docroot, random_file):
+    """--keepalive-timeout and --header-timeout 1: a 16 MiB response read over ~3 s while the
+    client keeps reading must arrive whole (the timeouts are for idle and head time only)."""
+    src, want = random_file(16 << 20)
+    os.link(src, docroot / "huge.bin")
+    server = make_server(docroot, args=["--keepalive-timeout", "1", "--header-timeout", "1"])
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.settimeout(10)
+    try:
+        s.connect(server.addr)
+        s.sendall(request("GET", "/huge.bin", close=True))
+        data = bytearray()
+        next_pause = 1 << 20
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+            if len(data) >= next_pause:
+                next_pause += 1 << 20
+                time.sleep(0.2)
+        head, _, body = bytes(data).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        assert len(body) == 16 << 20, f"download cut at {len(body)} bytes"
+        assert hashlib.sha256(body).hexdigest() == want
+    finally:
+        s.close()
+
+
+def test_idle_between_requests_uses_the_keepalive_timeout(make_server, docroot):
+    """An idle keep-alive connection waits for --keepalive-timeout, not --header-timeout."""
+    server = make_server(docroot, args=["--keepalive-timeout", "10", "--header-timeout", "1"])
+    with Conn(server) as c:
+        assert c.request("GET", "/hello.txt").body == HELLO
+        time.sleep(2.2)
+        assert c.is_open(), "closed after the header timeout while idle between requests"
+        assert c.request("GET", "/").body == INDEX_HTML

@@ -279,3 +279,24 @@ def test_fifo_and_socket_in_docroot_do_not_block_the_worker(make_server, docroot
         assert fetch(server, "/hello.txt").body == HELLO
     finally:
         us.close()
+
+
+@pytest.mark.parametrize("size", [40000, 200000])
+def test_large_get_body_is_discarded_or_connection_closed(server, size):
+    """A big body on a GET is discarded (bounded) or the connection is closed after the
+    response; the requests inside it are never answered."""
+    body = (SMUGGLED * (size // len(SMUGGLED) + 1))[:size]
+    with Conn(server, timeout=10) as c:
+        c.send(request("GET", "/hello.txt", headers=[f"Content-Length: {size}"]), )
+        c.send(body, ignore_errors=True)
+        c.send(request("GET", "/", close=True), ignore_errors=True)
+        a = c.read()
+        assert a.status in (200, 413), a
+        if a.status == 200:
+            assert a.body == HELLO
+        if not a.keep_alive:
+            c.expect_close()
+            return
+        b = c.read()
+        assert b.status == 200 and b.body == INDEX_HTML, "the body was parsed as requests"
+        c.expect_close()
