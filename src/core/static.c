@@ -134,12 +134,24 @@ static void put_vary(struct hw *h, const struct static_file *f)
         put_header(h, "Vary: ", f->vary, strlen(f->vary));
 }
 
-static void put_body(struct plan *p, const struct static_file *f, uint64_t off, uint64_t len)
+/* A body from memory that fits in what is left of ctx->buf is copied behind the headers, so the
+ * response is one contiguous buffer: the engine sends it with one SEND instead of a SENDMSG of
+ * two iovecs, which costs the kernel less than the copy costs us (measured: bench/README.md). */
+static void put_body(struct static_ctx *ctx, struct plan *p, const struct static_file *f,
+                     uint64_t off, uint64_t len)
 {
-    if (f->data)
+    struct seg *last = p->nseg ? &p->segs[p->nseg - 1] : NULL;
+    if (f->data && last && last->mem + last->len == ctx->buf + ctx->used &&
+        len <= ctx->cap - ctx->used) {
+        memcpy(ctx->buf + ctx->used, f->data + off, len);
+        ctx->used += len;
+        last->len += len;
+        p->bytes += len;
+    } else if (f->data) {
         plan_mem(p, f->data + off, len);
-    else
+    } else {
         plan_file(p, f->fd, off, len);
+    }
 }
 
 /* The boundary only has to be absent from the part headers we write (RFC 2046 5.1.1); the file's
@@ -166,7 +178,7 @@ static int multipart(const struct static_file *f, const struct range_set *set, s
             return 0;
         ctx->used += n;
         plan_mem(p, part, n);
-        put_body(p, f, set->span[i].first, set->span[i].last - set->span[i].first + 1);
+        put_body(ctx, p, f, set->span[i].first, set->span[i].last - set->span[i].first + 1);
     }
     char *end = ctx->buf + ctx->used;
     size_t n = range_multipart_end(end, ctx->cap - ctx->used, BOUNDARY);
@@ -235,7 +247,7 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
     if (!finish(&h, ctx, p, status))
         return 0;
     if (!ctx->head)
-        put_body(p, f, off, len);
+        put_body(ctx, p, f, off, len);
     return status;
 }
 
@@ -312,6 +324,6 @@ int static_body_plan(int status, const struct static_file *f, struct static_ctx 
     if (!finish(&h, ctx, p, status))
         return 0;
     if (!ctx->head)
-        put_body(p, f, 0, f->size);
+        put_body(ctx, p, f, 0, f->size);
     return status;
 }
