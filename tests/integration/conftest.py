@@ -17,9 +17,14 @@ make_server(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, 
     defaults, so ``args=['-b', '::1']`` overrides the bind address. ``env`` is merged over
     os.environ. Waits (10 s at most) for the ``listening on`` line and returns a ``Server``; fails
     the test if the process exits or stays silent. At teardown every server it started that is
-    still running gets SIGTERM and must exit 0; every server's stderr must be free of sanitizer
-    reports ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:").
-    Because it depends on ``engine``, any test using make_server runs for both engines.
+    still running gets SIGTERM and must exit 0; one that exited without the test calling .stop()
+    fails the test (a crash); every server's stderr must be free of sanitizer reports
+    ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:").
+    ``ready=False`` returns at once (call .wait_ready() yourself, or .proc.wait() for a server
+    expected to refuse to start); ``cwd`` is the server's working directory (the default
+    DOCROOT is ".").
+    Because it depends on ``engine``, any test using make_server runs for both engines; a test
+    module may override the ``engine`` fixture (e.g. to return "auto") to run once.
 docroot
     pathlib.Path of a fresh document root (see DOCROOT_FILES below and the fixture's docstring).
     Its parent holds ``outside.txt`` (content OUTSIDE_CONTENT), reachable from inside only
@@ -263,6 +268,7 @@ class Server:
         self.base_url = None
         self.engine_name = None
         self.threads = None
+        self.stopped = False  # set by stop(): the test ended the process itself
         self._lines = []
         self._lock = threading.Lock()
         self._ready = threading.Event()
@@ -331,6 +337,7 @@ class Server:
 
     def stop(self, sig=signal.SIGTERM, timeout=10):
         """Sends sig to the server's PID and waits; SIGKILL after timeout. Returns returncode."""
+        self.stopped = True
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
@@ -372,9 +379,13 @@ def make_server(engine, request):
     problems = []
     for srv in started:
         was_running = srv.proc.poll() is None
+        stopped_by_test = srv.stopped
         rc = srv.stop(signal.SIGTERM, timeout=10)
         if was_running and rc != 0:
             problems.append(f"server {srv.argv} exited {rc} on SIGTERM (expected 0)\n"
+                            f"stderr:\n{srv.stderr_text()[-4000:]}")
+        elif not was_running and not stopped_by_test and srv.port is not None:
+            problems.append(f"server {srv.argv} died during the test (exit {rc})\n"
                             f"stderr:\n{srv.stderr_text()[-4000:]}")
         reports = srv.sanitizer_reports()
         if reports:

@@ -253,3 +253,14 @@ def test_cache_control_and_extra_headers(make_server, docroot):
 
 def test_no_cache_control_by_default(server):
     assert fetch(server, "/hello.txt").header("cache-control") is None
+
+
+def test_extra_headers_on_partial_content_and_listings(make_server, docroot):
+    server = make_server(docroot, args=["--autoindex", "--header", "X-Extra: yes",
+                                        "--cache-control", "no-cache"])
+    r = fetch(server, "/hello.txt", headers=[("Range", "bytes=0-9")])
+    assert r.status == 206
+    assert r.header("x-extra") == "yes" and r.header("cache-control") == "no-cache"
+    r = fetch(server, "/noindex/")
+    assert r.status == 200
+    assert r.header("x-extra") == "yes"

@@ -4,7 +4,7 @@ import gzip
 
 import pytest
 
-from conftest import Conn, fetch, request
+from conftest import INDEX_HTML, Conn, fetch, request
 
 CSS = b"body { color: #abcdef; margin: 0 auto; }\n" * 20
 ENCODED = {
@@ -156,3 +156,14 @@ def test_missing_original_is_404_even_with_sibling(make_server, docroot):
     assert r.status in (404, 200)
     if r.status == 200:  # serving the sibling alone is defensible, leaking a wrong type is not
         assert encoding_of(r) == "gzip"
+
+
+def test_directory_index_has_precompressed_sibling(make_server, docroot):
+    gz = gzip.compress(INDEX_HTML, mtime=0)
+    (docroot / "index.html.gz").write_bytes(gz)
+    server = make_server(docroot)
+    r = get(server, "gzip", path="/")
+    assert r.status == 200 and r.body == gz and encoding_of(r) == "gzip"
+    assert r.header("content-type").lower().startswith("text/html")
+    r = get(server, None, path="/")
+    assert r.body == INDEX_HTML and "accept-encoding" in r.tokens("vary")
