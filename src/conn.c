@@ -7,6 +7,7 @@
 #include "conn.h"
 
 #include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -14,10 +15,14 @@
 #include "rt/worker.h"
 #include "serve.h"
 
-/* The input buffer holds a full request head plus what pipelining clients send behind it. When
- * more than INPUT_PAUSE bytes wait, receiving pauses until responses drain them. */
+/* The input buffer (from the worker's pool) holds a full request head plus what pipelining
+ * clients send behind it. When more than INPUT_PAUSE bytes wait, receiving pauses until responses
+ * drain them. A pause takes effect late on io_uring (a multishot recv has already filled ring
+ * buffers), so a deep pipeline may still overflow the pool buffer: it then moves to the heap,
+ * doubling up to INPUT_MAX, past which the client is not pipelining but flooding. */
 #define INPUT_CAP (HTTP1_MAX_HEAD + 16384)
 #define INPUT_PAUSE (HTTP1_MAX_HEAD)
+#define INPUT_MAX (1u << 20)
 /* GET/HEAD/error bodies are read and dropped up to this size; past it the connection closes. */
 #define DISCARD_MAX (1u << 20)
 /* A response that makes no progress for this long is abandoned (a client that stopped reading). */
@@ -79,10 +84,12 @@ static void release_response(struct worker *w, struct conn *c)
 
 static void release_input(struct worker *w, struct conn *c)
 {
-    if (c->in) {
+    if (c->in && c->in_cap > INPUT_CAP)
+        free(c->in);
+    else if (c->in)
         bufpool_put(&w->inbufs, c->in);
-        c->in = NULL;
-    }
+    c->in = NULL;
+    c->in_cap = 0;
     c->in_len = 0;
 }
 
@@ -194,10 +201,27 @@ static bool buffer_input(struct worker *w, struct conn *c, const char *data, siz
 {
     if (len == 0)
         return true;
-    if (!c->in && !(c->in = bufpool_get(&w->inbufs)))
-        return false;
-    if (len > INPUT_CAP - c->in_len)
-        return false;
+    if (!c->in) {
+        if (!(c->in = bufpool_get(&w->inbufs)))
+            return false;
+        c->in_cap = INPUT_CAP;
+    }
+    if (len > c->in_cap - c->in_len) {
+        size_t cap = c->in_cap;
+        while (cap - c->in_len < len && cap < INPUT_MAX)
+            cap *= 2;
+        if (cap - c->in_len < len)
+            return false;
+        char *bigger = malloc(cap);
+        if (!bigger)
+            return false;
+        memcpy(bigger, c->in, c->in_len);
+        uint32_t len_kept = c->in_len;
+        release_input(w, c);
+        c->in = bigger;
+        c->in_cap = (uint32_t)cap;
+        c->in_len = len_kept;
+    }
     memcpy(c->in + c->in_len, data, len);
     c->in_len += (uint32_t)len;
     return true;
@@ -219,10 +243,6 @@ static void process(struct worker *w, struct conn *c)
             release_input(w, c);
         if (c->eof) {
             conn_close(w, c); /* nothing left to answer */
-            return;
-        }
-        if (c->in_len >= HTTP1_MAX_HEAD + 1 + c->discard) {
-            fail(w, c, 431, false); /* http1_parse reports this itself; kept as a backstop */
             return;
         }
     }

@@ -35,8 +35,9 @@ struct conn {
     bool in_request;    /* bytes of a request have arrived since the last response */
     uint64_t discard;   /* body bytes of the current request still to skip */
     uint64_t send_left; /* bytes the response had left at the last timeout check */
-    char *in;           /* buffered unparsed input (from w->inbufs), or NULL */
+    char *in;           /* buffered unparsed input, or NULL */
     uint32_t in_len;
+    uint32_t in_cap;    /* a pool buffer's size, or more for one grown on the heap */
     struct response *resp; /* the response in flight, or NULL */
     /* Engine-private state, opaque to conn. */
     uint32_t eng_inflight;
