@@ -17,8 +17,8 @@ make_server(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, 
     defaults, so ``args=['-b', '::1']`` overrides the bind address. ``env`` is merged over
     os.environ. Waits (10 s at most) for the ``listening on`` line and returns a ``Server``; fails
     the test if the process exits or stays silent. At teardown every server it started that is
-    still running gets SIGTERM and must exit 0; one that exited without the test calling .stop()
-    fails the test (a crash); every server's stderr must be free of sanitizer reports
+    still running gets SIGTERM and must exit 0; one that exited non-zero without the test calling
+    .stop() fails the test (a crash); every server's stderr must be free of sanitizer reports
     ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:").
     ``ready=False`` returns at once (call .wait_ready() yourself, or .proc.wait() for a server
     expected to refuse to start); ``cwd`` is the server's working directory (the default
@@ -384,7 +384,7 @@ def make_server(engine, request):
         if was_running and rc != 0:
             problems.append(f"server {srv.argv} exited {rc} on SIGTERM (expected 0)\n"
                             f"stderr:\n{srv.stderr_text()[-4000:]}")
-        elif not was_running and not stopped_by_test and srv.port is not None:
+        elif not was_running and not stopped_by_test and srv.port is not None and rc != 0:
             problems.append(f"server {srv.argv} died during the test (exit {rc})\n"
                             f"stderr:\n{srv.stderr_text()[-4000:]}")
         reports = srv.sanitizer_reports()
