@@ -264,3 +264,36 @@ def test_300_connections_open_at_once(server):
     finally:
         for c in conns:
             c.close()
+
+
+def test_many_connections_send_large_heads_at_once(make_server, docroot):
+    """300 connections on one worker each send a 14 KiB head at the same moment: more than the
+    receive buffers on hand (io_uring: ENOBUFS must re-arm, never drop bytes or connections)."""
+    server = make_server(docroot, args=["-t", "1"])
+    req = request("GET", "/hello.txt", headers=[f"X-Fill-{i}: " + "v" * 1000 for i in range(14)])
+    conns = []
+    try:
+        for _ in range(300):
+            conns.append(Conn(server, timeout=20))
+        for c in conns:
+            c.send(req)
+        for i, c in enumerate(conns):
+            r = c.read()
+            assert r.status == 200 and r.body == HELLO, i
+    finally:
+        for c in conns:
+            c.close()
+
+
+def test_concurrent_pipelined_clients_with_large_files(server):
+    def one(i):
+        with Conn(server, timeout=30) as c:
+            reqs = [FILES[(i + j) % 4] for j in range(12)]
+            c.send(b"".join(request("GET", p) for p, _ in reqs))
+            for j, (p, want) in enumerate(reqs):
+                r = c.read()
+                assert r.status == 200 and r.body == want, (i, j, p)
+        return i
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=20) as pool:
+        assert sorted(pool.map(one, range(20))) == list(range(20))
