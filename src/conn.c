@@ -49,9 +49,9 @@ struct conn *conn_accepted(struct worker *w, int fd)
 {
     if (w->num_free == 0 || w->draining)
         return NULL;
-    struct conn *c = &w->conns[w->free_slots[--w->num_free]];
-    uint32_t gen = c->gen + 1;
-    uint32_t slot = c->slot;
+    uint32_t slot = w->free_slots[--w->num_free];
+    struct conn *c = &w->conns[slot];
+    uint32_t gen = c->gen + 1; /* a never-used slot is zeroed: generation 1 */
     memset(c, 0, sizeof(*c));
     c->fd = fd;
     c->slot = slot;

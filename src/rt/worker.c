@@ -82,10 +82,8 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     w->free_slots = calloc(cfg->max_conns, sizeof(*w->free_slots));
     if (!w->conns || !w->free_slots)
         goto err_mem;
-    for (uint32_t i = 0; i < cfg->max_conns; i++) {
-        w->conns[i].slot = i;
+    for (uint32_t i = 0; i < cfg->max_conns; i++)
         w->free_slots[cfg->max_conns - 1 - i] = i; /* low slots first: fewer pages touched */
-    }
     w->num_free = cfg->max_conns;
     w->cache = fcache_new(cfg->docroot_fd, &cfg->mime_extra, cfg->cache_size, cfg->cache_max_file);
     if (!w->cache)
