@@ -36,6 +36,11 @@ static const char usage_text[] =
     "                             accepts text/html (single-page applications)\n"
     "      --cache-size BYTES     file contents each worker keeps in memory (64M; K/M/G)\n"
     "      --cache-max-file BYTES largest file kept in memory (256K; K/M/G)\n"
+    "      --file-send MODE       how io_uring sends larger files: splice (file -> pipe ->\n"
+    "                             socket through the ring, never blocking the loop on disk)\n"
+    "                             or sendfile (from the loop); default splice. epoll: sendfile\n"
+    "      --splice-pipes N       pipes per worker for --file-send splice (64); more\n"
+    "                             concurrent downloads wait their turn, none fails\n"
     "  -v, --verbose              print the engine's features at start\n"
     "  -h, --help                 print this help and exit\n"
     "      --version              print the version and exit\n";
@@ -54,6 +59,8 @@ enum {
     OPT_FALLBACK,
     OPT_CACHE_SIZE,
     OPT_CACHE_MAX_FILE,
+    OPT_FILE_SEND,
+    OPT_SPLICE_PIPES,
     OPT_VERSION,
 };
 
@@ -74,6 +81,8 @@ static const struct option long_options[] = {
     {"fallback", required_argument, NULL, OPT_FALLBACK},
     {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
     {"cache-max-file", required_argument, NULL, OPT_CACHE_MAX_FILE},
+    {"file-send", required_argument, NULL, OPT_FILE_SEND},
+    {"splice-pipes", required_argument, NULL, OPT_SPLICE_PIPES},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -279,6 +288,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
         .max_conns = 16384,
         .cache_size = 64u << 20,
         .cache_max_file = 256u << 10,
+        .file_send = FILE_SEND_SPLICE,
+        .splice_pipes = 64,
     };
     const char *mime_file = NULL;
     unsigned long v;
@@ -360,6 +371,19 @@ int config_parse(struct config *cfg, int argc, char **argv)
             if (parse_size(optarg, &cfg->cache_max_file) != 0)
                 return usage_error("--cache-max-file wants a byte count like 256K, got '%s'",
                                    optarg);
+            break;
+        case OPT_FILE_SEND:
+            if (strcmp(optarg, "splice") == 0)
+                cfg->file_send = FILE_SEND_SPLICE;
+            else if (strcmp(optarg, "sendfile") == 0)
+                cfg->file_send = FILE_SEND_SENDFILE;
+            else
+                return usage_error("--file-send wants splice or sendfile, got '%s'", optarg);
+            break;
+        case OPT_SPLICE_PIPES:
+            if (parse_uint(optarg, 1, 4096, &v) != 0)
+                return usage_error("--splice-pipes wants 1..4096, got '%s'", optarg);
+            cfg->splice_pipes = (unsigned)v;
             break;
         case 'v':
             cfg->verbose = true;

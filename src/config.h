@@ -15,6 +15,9 @@
 
 enum engine_kind { ENGINE_AUTO, ENGINE_URING, ENGINE_EPOLL };
 
+/* How the io_uring engine sends file ranges (the epoll engine always uses sendfile). */
+enum file_send { FILE_SEND_SPLICE, FILE_SEND_SENDFILE };
+
 struct error_page {
     int status;
     const char *path; /* URL path below the document root, without the leading '/' */
@@ -35,6 +38,8 @@ struct config {
     bool autoindex;
     size_t cache_size;     /* bytes of file contents each worker may hold in memory */
     size_t cache_max_file; /* files up to this size are held in memory */
+    enum file_send file_send;
+    unsigned splice_pipes; /* per worker: the most file ranges spliced at once */
     /* "Name: value\r\n" lines sent with every successful response (--header, --cache-control) */
     char *extra_headers;
     size_t extra_headers_len;

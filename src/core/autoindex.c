@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/date.h"
+#include "core/wbuf.h"
 
 static int by_kind_then_name(const void *a, const void *b)
 {
@@ -23,38 +24,6 @@ void autoindex_sort(struct autoindex_entry *entries, size_t n)
         qsort(entries, n, sizeof(entries[0]), by_kind_then_name);
 }
 
-/* Output that counts every byte but stores only what fits: one pass tells the caller both the
- * listing and the size to retry with. */
-struct out {
-    char *p;
-    size_t cap;
-    size_t len;
-};
-
-static void put(struct out *o, const char *s, size_t n)
-{
-    if (o->len < o->cap) {
-        size_t room = o->cap - o->len;
-        memcpy(o->p + o->len, s, n < room ? n : room);
-    }
-    o->len += n;
-}
-
-static void put_str(struct out *o, const char *s)
-{
-    put(o, s, strlen(s));
-}
-
-static void put_u64(struct out *o, uint64_t v)
-{
-    char tmp[20];
-    size_t i = sizeof(tmp);
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    put(o, tmp + i, sizeof(tmp) - i);
-}
 
 #define REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD in UTF-8 */
 
@@ -91,97 +60,97 @@ static size_t utf8_seq(const unsigned char *p, size_t n)
     return len;
 }
 
-static void put_html(struct out *o, const char *s, size_t n)
+static void put_html(struct wbuf *o, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         unsigned char c = p[i];
         size_t k = utf8_seq(p + i, n - i);
         if (k == 0 || c < 0x20 || c == 0x7f) {
-            put_str(o, REPLACEMENT);
+            wbuf_str(o, REPLACEMENT);
             i++;
             continue;
         }
         switch (c) {
         case '&':
-            put_str(o, "&amp;");
+            wbuf_str(o, "&amp;");
             break;
         case '<':
-            put_str(o, "&lt;");
+            wbuf_str(o, "&lt;");
             break;
         case '>':
-            put_str(o, "&gt;");
+            wbuf_str(o, "&gt;");
             break;
         case '"':
-            put_str(o, "&quot;");
+            wbuf_str(o, "&quot;");
             break;
         case '\'':
-            put_str(o, "&#39;");
+            wbuf_str(o, "&#39;");
             break;
         default:
-            put(o, s + i, k);
+            wbuf_put(o, s + i, k);
         }
         i += k;
     }
 }
 
-static void put_href(struct out *o, const char *s, size_t n, bool dir)
+static void put_href(struct wbuf *o, const char *s, size_t n, bool dir)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
             c == '-' || c == '.' || c == '_' || c == '~') {
-            put(o, s + i, 1);
+            wbuf_put(o, s + i, 1);
         } else {
             char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
-            put(o, esc, 3);
+            wbuf_put(o, esc, 3);
         }
     }
     if (dir)
-        put(o, "/", 1);
+        wbuf_put(o, "/", 1);
 }
 
-static void put_json_str(struct out *o, const char *s, size_t n)
+static void put_json_str(struct wbuf *o, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)s;
-    put(o, "\"", 1);
+    wbuf_put(o, "\"", 1);
     for (size_t i = 0; i < n;) {
         unsigned char c = p[i];
         size_t k = utf8_seq(p + i, n - i);
         if (k == 0) {
-            put_str(o, "\\ufffd");
+            wbuf_str(o, "\\ufffd");
             i++;
             continue;
         }
         if (c == '"' || c == '\\') {
             char esc[2] = {'\\', (char)c};
-            put(o, esc, 2);
+            wbuf_put(o, esc, 2);
         } else if (c == '\n') {
-            put_str(o, "\\n");
+            wbuf_str(o, "\\n");
         } else if (c == '\t') {
-            put_str(o, "\\t");
+            wbuf_str(o, "\\t");
         } else if (c == '\r') {
-            put_str(o, "\\r");
+            wbuf_str(o, "\\r");
         } else if (c < 0x20) {
             char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            put(o, esc, 6);
+            wbuf_put(o, esc, 6);
         } else {
-            put(o, s + i, k);
+            wbuf_put(o, s + i, k);
         }
         i += k;
     }
-    put(o, "\"", 1);
+    wbuf_put(o, "\"", 1);
 }
 
 /* "512 B", "1.5 KiB", ... with one decimal, rounded to nearest. */
-static void put_size(struct out *o, uint64_t size)
+static void put_size(struct wbuf *o, uint64_t size)
 {
     static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     if (size < 1024) {
-        put_u64(o, size);
-        put_str(o, " B");
+        wbuf_u64(o, size);
+        wbuf_str(o, " B");
         return;
     }
     int u = 0;
@@ -198,11 +167,11 @@ static void put_size(struct out *o, uint64_t size)
         whole++;
         tenths = 0;
     }
-    put_u64(o, whole);
+    wbuf_u64(o, whole);
     char frac[2] = {'.', (char)('0' + tenths)};
-    put(o, frac, 2);
-    put(o, " ", 1);
-    put_str(o, units[u]);
+    wbuf_put(o, frac, 2);
+    wbuf_put(o, " ", 1);
+    wbuf_str(o, units[u]);
 }
 
 static bool is_root(struct http_str path)
@@ -214,70 +183,70 @@ static bool is_root(struct http_str path)
     return true;
 }
 
-static void render_html(struct out *o, struct http_str path, const struct autoindex_entry *e,
+static void render_html(struct wbuf *o, struct http_str path, const struct autoindex_entry *e,
                         size_t n)
 {
-    put_str(o, "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
+    wbuf_str(o, "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
                "<title>Index of ");
     put_html(o, path.p, path.len);
-    put_str(o, "</title>\n<style>body{font-family:system-ui,sans-serif;margin:2em}"
+    wbuf_str(o, "</title>\n<style>body{font-family:system-ui,sans-serif;margin:2em}"
                "table{border-collapse:collapse}th,td{padding:.2em 1em;text-align:left}"
                "td+td+td{text-align:right}</style>\n</head>\n<body>\n<h1>Index of ");
     put_html(o, path.p, path.len);
-    put_str(o, "</h1>\n<table>\n<tr><th>Name</th><th>Last modified (UTC)</th><th>Size</th></tr>\n");
+    wbuf_str(o, "</h1>\n<table>\n<tr><th>Name</th><th>Last modified (UTC)</th><th>Size</th></tr>\n");
     if (!is_root(path))
-        put_str(o, "<tr><td><a href=\"../\">../</a></td><td></td><td>-</td></tr>\n");
+        wbuf_str(o, "<tr><td><a href=\"../\">../</a></td><td></td><td>-</td></tr>\n");
     for (size_t i = 0; i < n; i++) {
         char date[ISODATE_LEN + 1];
         httpdate_format_iso8601(e[i].mtime, date);
         date[10] = ' ';
-        put_str(o, "<tr><td><a href=\"");
+        wbuf_str(o, "<tr><td><a href=\"");
         put_href(o, e[i].name, e[i].name_len, e[i].is_dir);
-        put_str(o, "\">");
+        wbuf_str(o, "\">");
         put_html(o, e[i].name, e[i].name_len);
         if (e[i].is_dir)
-            put(o, "/", 1);
-        put_str(o, "</a></td><td>");
-        put(o, date, ISODATE_LEN - 1); /* without the 'Z': the header says UTC */
-        put_str(o, "</td><td>");
+            wbuf_put(o, "/", 1);
+        wbuf_str(o, "</a></td><td>");
+        wbuf_put(o, date, ISODATE_LEN - 1); /* without the 'Z': the header says UTC */
+        wbuf_str(o, "</td><td>");
         if (e[i].is_dir)
-            put(o, "-", 1);
+            wbuf_put(o, "-", 1);
         else
             put_size(o, e[i].size);
-        put_str(o, "</td></tr>\n");
+        wbuf_str(o, "</td></tr>\n");
     }
-    put_str(o, "</table>\n</body>\n</html>\n");
+    wbuf_str(o, "</table>\n</body>\n</html>\n");
 }
 
-static void render_json(struct out *o, struct http_str path, const struct autoindex_entry *e,
+static void render_json(struct wbuf *o, struct http_str path, const struct autoindex_entry *e,
                         size_t n)
 {
-    put_str(o, "{\"path\":");
+    wbuf_str(o, "{\"path\":");
     put_json_str(o, path.p, path.len);
-    put_str(o, ",\"entries\":[");
+    wbuf_str(o, ",\"entries\":[");
     for (size_t i = 0; i < n; i++) {
         char date[ISODATE_LEN + 1];
         httpdate_format_iso8601(e[i].mtime, date);
-        put_str(o, i ? ",\n{\"name\":" : "\n{\"name\":");
+        wbuf_str(o, i ? ",\n{\"name\":" : "\n{\"name\":");
         put_json_str(o, e[i].name, e[i].name_len);
-        put_str(o, ",\"href\":\"");
+        wbuf_str(o, ",\"href\":\"");
         put_href(o, e[i].name, e[i].name_len, e[i].is_dir);
-        put_str(o, e[i].is_dir ? "\",\"type\":\"directory\"" : "\",\"type\":\"file\",\"size\":");
+        wbuf_str(o, e[i].is_dir ? "\",\"type\":\"directory\"" : "\",\"type\":\"file\",\"size\":");
         if (!e[i].is_dir)
-            put_u64(o, e[i].size);
-        put_str(o, ",\"mtime\":\"");
-        put(o, date, ISODATE_LEN);
-        put_str(o, "\"}");
+            wbuf_u64(o, e[i].size);
+        wbuf_str(o, ",\"mtime\":\"");
+        wbuf_put(o, date, ISODATE_LEN);
+        wbuf_str(o, "\"}");
     }
-    put_str(o, "\n]}\n");
+    wbuf_str(o, "\n]}\n");
 }
 
 size_t autoindex_render(char *out, size_t cap, enum autoindex_format format,
                         struct http_str url_path, const struct autoindex_entry *entries,
                         size_t n)
 {
-    struct out o = {out, cap, 0};
+    struct wbuf o = {out, cap, 0};
     if (!url_path.p)
         url_path = (struct http_str){"", 0};
     if (format == AUTOINDEX_JSON)

@@ -3,6 +3,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "core/wbuf.h"
+
 static bool is_ows(char c)
 {
     return c == ' ' || c == '\t';
@@ -128,63 +130,31 @@ enum range_result range_parse(struct http_str hdr, uint64_t size, struct range_s
     return RANGE_PARTIAL;
 }
 
-/* Output that counts every byte but stores only what fits, so one pass yields both the text
- * and the size a retry needs. */
-struct out {
-    char *p;
-    size_t cap;
-    size_t len;
-};
 
-static void put(struct out *o, const char *s, size_t n)
-{
-    if (o->len < o->cap) {
-        size_t room = o->cap - o->len;
-        memcpy(o->p + o->len, s, n < room ? n : room);
-    }
-    o->len += n;
-}
-
-static void put_str(struct out *o, const char *s)
-{
-    put(o, s, strlen(s));
-}
-
-static void put_u64(struct out *o, uint64_t v)
-{
-    char tmp[20];
-    size_t i = sizeof(tmp);
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    put(o, tmp + i, sizeof(tmp) - i);
-}
-
-static size_t finish(struct out *o)
+static size_t finish(struct wbuf *o)
 {
     if (o->len < o->cap)
         o->p[o->len] = '\0';
     return o->len;
 }
 
-static void content_range(struct out *o, const struct range_span *span, uint64_t size)
+static void content_range(struct wbuf *o, const struct range_span *span, uint64_t size)
 {
-    put_str(o, "bytes ");
+    wbuf_str(o, "bytes ");
     if (span) {
-        put_u64(o, span->first);
-        put(o, "-", 1);
-        put_u64(o, span->last);
+        wbuf_u64(o, span->first);
+        wbuf_put(o, "-", 1);
+        wbuf_u64(o, span->last);
     } else {
-        put(o, "*", 1);
+        wbuf_put(o, "*", 1);
     }
-    put(o, "/", 1);
-    put_u64(o, size);
+    wbuf_put(o, "/", 1);
+    wbuf_u64(o, size);
 }
 
 size_t range_content_range(char *out, size_t cap, const struct range_span *span, uint64_t size)
 {
-    struct out o = {out, cap, 0};
+    struct wbuf o = {out, cap, 0};
     content_range(&o, span, size);
     return finish(&o);
 }
@@ -192,23 +162,23 @@ size_t range_content_range(char *out, size_t cap, const struct range_span *span,
 size_t range_part_header(char *out, size_t cap, const char *boundary, const char *type,
                          const struct range_span *span, uint64_t size)
 {
-    struct out o = {out, cap, 0};
-    put_str(&o, "\r\n--");
-    put_str(&o, boundary);
-    put_str(&o, "\r\nContent-Type: ");
-    put_str(&o, type);
-    put_str(&o, "\r\nContent-Range: ");
+    struct wbuf o = {out, cap, 0};
+    wbuf_str(&o, "\r\n--");
+    wbuf_str(&o, boundary);
+    wbuf_str(&o, "\r\nContent-Type: ");
+    wbuf_str(&o, type);
+    wbuf_str(&o, "\r\nContent-Range: ");
     content_range(&o, span, size);
-    put_str(&o, "\r\n\r\n");
+    wbuf_str(&o, "\r\n\r\n");
     return finish(&o);
 }
 
 size_t range_multipart_end(char *out, size_t cap, const char *boundary)
 {
-    struct out o = {out, cap, 0};
-    put_str(&o, "\r\n--");
-    put_str(&o, boundary);
-    put_str(&o, "--\r\n");
+    struct wbuf o = {out, cap, 0};
+    wbuf_str(&o, "\r\n--");
+    wbuf_str(&o, boundary);
+    wbuf_str(&o, "--\r\n");
     return finish(&o);
 }
 

@@ -7,43 +7,7 @@
 
 #include "core/cond.h"
 #include "core/range.h"
-
-/* A bounded writer into ctx->buf; once full it stops writing and remembers it overflowed. */
-struct hw {
-    char *p;
-    char *end;
-    bool full;
-};
-
-static void put(struct hw *h, const char *s, size_t n)
-{
-    if (n == 0)
-        return;
-    if ((size_t)(h->end - h->p) < n) {
-        h->full = true;
-        return;
-    }
-    memcpy(h->p, s, n);
-    h->p += n;
-}
-
-#define PUT_LIT(h, lit) put((h), (lit), sizeof(lit) - 1)
-
-static void put_str(struct hw *h, const char *s)
-{
-    put(h, s, strlen(s));
-}
-
-static void put_u64(struct hw *h, uint64_t v)
-{
-    char tmp[20];
-    int i = sizeof(tmp);
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    put(h, tmp + i, sizeof(tmp) - (size_t)i);
-}
+#include "core/wbuf.h"
 
 const char *static_reason(int status)
 {
@@ -73,62 +37,68 @@ const char *static_reason(int status)
     }
 }
 
-static struct hw writer(struct static_ctx *ctx)
+static struct wbuf writer(struct static_ctx *ctx)
 {
-    return (struct hw){.p = ctx->buf + ctx->used, .end = ctx->buf + ctx->cap};
+    return (struct wbuf){.p = ctx->buf + ctx->used, .cap = ctx->cap - ctx->used};
 }
 
 /* Status line and the headers every response carries. */
-static void put_head(struct hw *h, const struct static_ctx *ctx, int status)
+static void put_head(struct wbuf *h, const struct static_ctx *ctx, int status)
 {
     if (ctx->send_continue)
-        PUT_LIT(h, "HTTP/1.1 100 Continue\r\n\r\n");
-    PUT_LIT(h, "HTTP/1.1 ");
-    put_u64(h, (uint64_t)status);
-    put(h, " ", 1);
-    put_str(h, static_reason(status));
-    PUT_LIT(h, "\r\nServer: " SERVER_NAME "\r\nDate: ");
-    put_str(h, ctx->date);
-    PUT_LIT(h, "\r\n");
+        WBUF_LIT(h, "HTTP/1.1 100 Continue\r\n\r\n");
+    WBUF_LIT(h, "HTTP/1.1 ");
+    wbuf_u64(h, (uint64_t)status);
+    wbuf_put(h, " ", 1);
+    wbuf_str(h, static_reason(status));
+    WBUF_LIT(h, "\r\nServer: " SERVER_NAME "\r\nDate: ");
+    wbuf_str(h, ctx->date);
+    WBUF_LIT(h, "\r\n");
 }
 
-static void put_connection(struct hw *h, const struct static_ctx *ctx)
+static void put_connection(struct wbuf *h, const struct static_ctx *ctx)
 {
     if (!ctx->keep_alive)
-        PUT_LIT(h, "Connection: close\r\n");
+        WBUF_LIT(h, "Connection: close\r\n");
     else if (ctx->minor == 0)
-        PUT_LIT(h, "Connection: keep-alive\r\n");
+        WBUF_LIT(h, "Connection: keep-alive\r\n");
 }
 
-static void put_header(struct hw *h, const char *name, const char *value, size_t len)
+static void put_header(struct wbuf *h, const char *name, const char *value, size_t len)
 {
-    put_str(h, name);
-    put(h, value, len);
-    PUT_LIT(h, "\r\n");
+    wbuf_str(h, name);
+    wbuf_put(h, value, len);
+    WBUF_LIT(h, "\r\n");
 }
 
-/* Finishes the header block and records it as the plan's first segment. */
-static int finish(struct hw *h, struct static_ctx *ctx, struct plan *p, int status)
+/* Records what h holds as the plan's first segment: the header block, and any body written
+ * behind it. Returns status, or 0 when it did not fit. */
+static int record(struct wbuf *h, struct static_ctx *ctx, struct plan *p, int status)
 {
-    PUT_LIT(h, "\r\n");
-    if (h->full)
+    if (wbuf_full(h))
         return 0;
-    size_t len = (size_t)(h->p - (ctx->buf + ctx->used));
     plan_init(p);
     p->status = status;
     p->close = !ctx->keep_alive;
-    plan_mem(p, ctx->buf + ctx->used, len);
-    ctx->used += len;
+    plan_mem(p, h->p, h->len);
+    ctx->used += h->len;
     return status;
 }
 
-static void put_validators(struct hw *h, const struct static_file *f)
+/* Ends the header block and records it. */
+static int finish(struct wbuf *h, struct static_ctx *ctx, struct plan *p, int status)
+{
+    WBUF_LIT(h, "\r\n");
+    return record(h, ctx, p, status);
+}
+
+static void put_validators(struct wbuf *h, const struct static_file *f)
 {
     put_header(h, "Last-Modified: ", f->last_modified, strlen(f->last_modified));
     put_header(h, "ETag: ", f->etag, f->etag_len);
 }
 
-static void put_vary(struct hw *h, const struct static_file *f)
+static void put_vary(struct wbuf *h, const struct static_file *f)
 {
     if (f->vary)
         put_header(h, "Vary: ", f->vary, strlen(f->vary));
@@ -158,13 +128,13 @@ static void put_body(struct static_ctx *ctx, struct plan *p, const struct static
  * bytes are framed by Content-Length-like offsets, never searched for it. */
 #define BOUNDARY "ringhttpd-byteranges-7d9c2f1a"
 
-static int multipart(const struct static_file *f, const struct range_set *set, struct hw *h,
+static int multipart(const struct static_file *f, const struct range_set *set, struct wbuf *h,
                      struct static_ctx *ctx, struct plan *p)
 {
     uint64_t len = range_multipart_length(set, f->size, BOUNDARY, f->content_type);
-    PUT_LIT(h, "Content-Type: multipart/byteranges; boundary=" BOUNDARY "\r\nContent-Length: ");
-    put_u64(h, len);
-    PUT_LIT(h, "\r\n");
+    WBUF_LIT(h, "Content-Type: multipart/byteranges; boundary=" BOUNDARY "\r\nContent-Length: ");
+    wbuf_u64(h, len);
+    WBUF_LIT(h, "\r\n");
     put_connection(h, ctx);
     if (!finish(h, ctx, p, 206))
         return 0;
@@ -192,7 +162,7 @@ static int multipart(const struct static_file *f, const struct range_set *set, s
 int static_file_plan(const struct http_request *req, const struct static_file *f,
                      struct static_ctx *ctx, struct plan *p)
 {
-    struct hw h = writer(ctx);
+    struct wbuf h = writer(ctx);
     struct range_set set;
     enum range_result rr = RANGE_FULL;
     struct http_str etag = {f->etag, f->etag_len};
@@ -205,7 +175,7 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
         put_head(&h, ctx, 304);
         put_validators(&h, f);
         put_vary(&h, f);
-        put(&h, ctx->extra_headers, ctx->extra_len);
+        wbuf_put(&h, ctx->extra_headers, ctx->extra_len);
         put_connection(&h, ctx);
         return finish(&h, ctx, p, 304);
     }
@@ -218,16 +188,16 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
         char crange[64];
         size_t n = range_content_range(crange, sizeof(crange), NULL, f->size);
         put_header(&h, "Content-Range: ", crange, n);
-        PUT_LIT(&h, "Content-Length: 0\r\n");
+        WBUF_LIT(&h, "Content-Length: 0\r\n");
         put_connection(&h, ctx);
         return finish(&h, ctx, p, 416);
     }
     put_validators(&h, f);
-    PUT_LIT(&h, "Accept-Ranges: bytes\r\n");
+    WBUF_LIT(&h, "Accept-Ranges: bytes\r\n");
     put_vary(&h, f);
     if (f->encoding)
         put_header(&h, "Content-Encoding: ", f->encoding, strlen(f->encoding));
-    put(&h, ctx->extra_headers, ctx->extra_len);
+    wbuf_put(&h, ctx->extra_headers, ctx->extra_len);
     if (rr == RANGE_PARTIAL && set.count > 1)
         return multipart(f, &set, &h, ctx, p);
 
@@ -240,9 +210,9 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
         len = set.span[0].last - off + 1;
     }
     put_header(&h, "Content-Type: ", f->content_type, strlen(f->content_type));
-    PUT_LIT(&h, "Content-Length: ");
-    put_u64(&h, len);
-    PUT_LIT(&h, "\r\n");
+    WBUF_LIT(&h, "Content-Length: ");
+    wbuf_u64(&h, len);
+    WBUF_LIT(&h, "\r\n");
     put_connection(&h, ctx);
     if (!finish(&h, ctx, p, status))
         return 0;
@@ -253,7 +223,7 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
 
 int static_status_plan(int status, const char *extra, struct static_ctx *ctx, struct plan *p)
 {
-    struct hw h = writer(ctx);
+    struct wbuf h = writer(ctx);
     bool body = status != 204 && status != 304 && status >= 200;
     const char *reason = static_reason(status);
     /* "<!DOCTYPE html>...<title>404 Not Found</title>...<h1>404 Not Found</h1>..." */
@@ -265,45 +235,37 @@ int static_status_plan(int status, const char *extra, struct static_ctx *ctx, st
 
     put_head(&h, ctx, status);
     if (extra)
-        put_str(&h, extra);
+        wbuf_str(&h, extra);
     if (body) {
-        PUT_LIT(&h, "Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
-        put_u64(&h, body_len);
-        PUT_LIT(&h, "\r\n");
+        WBUF_LIT(&h, "Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
+        wbuf_u64(&h, body_len);
+        WBUF_LIT(&h, "\r\n");
     } else if (status != 304 && status != 204) {
-        PUT_LIT(&h, "Content-Length: 0\r\n");
+        WBUF_LIT(&h, "Content-Length: 0\r\n");
     }
     put_connection(&h, ctx);
-    PUT_LIT(&h, "\r\n");
+    WBUF_LIT(&h, "\r\n");
     if (body && !ctx->head) {
-        put(&h, pre, sizeof(pre) - 1);
+        wbuf_put(&h, pre, sizeof(pre) - 1);
         for (int i = 0; i < 2; i++) {
-            put_u64(&h, (uint64_t)status);
-            put(&h, " ", 1);
-            put(&h, reason, rlen);
+            wbuf_u64(&h, (uint64_t)status);
+            wbuf_put(&h, " ", 1);
+            wbuf_put(&h, reason, rlen);
             if (i == 0)
-                put(&h, mid, sizeof(mid) - 1);
+                wbuf_put(&h, mid, sizeof(mid) - 1);
         }
-        put(&h, post, sizeof(post) - 1);
+        wbuf_put(&h, post, sizeof(post) - 1);
     }
-    if (h.full)
-        return 0;
-    size_t len = (size_t)(h.p - (ctx->buf + ctx->used));
-    plan_init(p);
-    p->status = status;
-    p->close = !ctx->keep_alive;
-    plan_mem(p, ctx->buf + ctx->used, len);
-    ctx->used += len;
-    return status;
+    return record(&h, ctx, p, status);
 }
 
 int static_redirect_plan(const char *location, size_t len, struct static_ctx *ctx,
                          struct plan *p)
 {
-    struct hw h = writer(ctx);
+    struct wbuf h = writer(ctx);
     put_head(&h, ctx, 301);
     put_header(&h, "Location: ", location, len);
-    PUT_LIT(&h, "Content-Length: 0\r\n");
+    WBUF_LIT(&h, "Content-Length: 0\r\n");
     put_connection(&h, ctx);
     return finish(&h, ctx, p, 301);
 }
@@ -311,15 +273,15 @@ int static_redirect_plan(const char *location, size_t len, struct static_ctx *ct
 int static_body_plan(int status, const struct static_file *f, struct static_ctx *ctx,
                      struct plan *p)
 {
-    struct hw h = writer(ctx);
+    struct wbuf h = writer(ctx);
     put_head(&h, ctx, status);
     if (status < 300)
-        put(&h, ctx->extra_headers, ctx->extra_len);
+        wbuf_put(&h, ctx->extra_headers, ctx->extra_len);
     put_vary(&h, f);
     put_header(&h, "Content-Type: ", f->content_type, strlen(f->content_type));
-    PUT_LIT(&h, "Content-Length: ");
-    put_u64(&h, f->size);
-    PUT_LIT(&h, "\r\n");
+    WBUF_LIT(&h, "Content-Length: ");
+    wbuf_u64(&h, f->size);
+    WBUF_LIT(&h, "\r\n");
     put_connection(&h, ctx);
     if (!finish(&h, ctx, p, status))
         return 0;

@@ -4,8 +4,20 @@
  * provided buffer ring, each buffer handed back as soon as conn has looked at it; one
  * io_uring_enter per loop turn (drain every completion, prepare what they cause, submit and
  * wait together); SINGLE_ISSUER | DEFER_TASKRUN where the kernel has them, stepping down when it
- * refuses. Memory-only responses leave with one SEND or SENDMSG; responses with a file range
- * go through sendplan (sendfile, zero-copy) and a POLL_ADD when the socket is full.
+ * refuses. Memory segments leave with SEND or SENDMSG (MSG_MORE while more follows).
+ *
+ * File ranges (issue 5: zero-copy without blocking the loop), by --file-send:
+ * - splice (default): IORING_OP_SPLICE file -> pipe linked (IOSQE_IO_LINK) to pipe -> socket,
+ *   one pipe-full per step. io_uring runs splices in its io-wq workers, so a cold file is read
+ *   from disk there while the loop keeps serving. Pipes come from a bounded per-worker pool
+ *   (--splice-pipes, created lazily, F_SETPIPE_SZ'd to PIPE_BYTES when the pipe-user-pages
+ *   limits allow): a pipe per connection would exhaust fs.pipe-user-pages-soft long before
+ *   1000 downloads. A connection that finds no free pipe waits in a FIFO queue, never fails. A
+ *   short file splice breaks the link (the socket splice completes -ECANCELED); a short socket
+ *   splice leaves bytes in the pipe, flushed (after POLLOUT) before more is read. A pipe goes
+ *   back to the pool only empty; one left with bytes by an error or a close is closed.
+ * - sendfile: sendplan (sendfile from the loop, zero-copy) and a POLL_ADD when the socket is
+ *   full; it blocks the loop while a cold file is read.
  *
  * Every operation carries its connection's slot and generation in user_data; a connection's
  * slot is reused only after its last completion arrived, and a completion whose generation
@@ -13,11 +25,13 @@
 #include "engine/engine.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -33,6 +47,7 @@
 #define BUF_COUNT 1024 /* power of two */
 #define BUF_SIZE 4096
 #define BGID 0
+#define PIPE_BYTES (1u << 20) /* asked of F_SETPIPE_SZ: one splice step moves at most this */
 
 enum op {
     OP_ACCEPT = 1,
@@ -42,6 +57,8 @@ enum op {
     OP_CANCEL, /* cancellation of a connection's operations */
     OP_CLOSE,
     OP_WAKE, /* read of the worker's eventfd */
+    OP_SPLICE_IN,  /* file -> pipe */
+    OP_SPLICE_OUT, /* pipe -> socket, linked behind OP_SPLICE_IN or alone to flush */
     OP_IGNORE,
 };
 
@@ -55,6 +72,31 @@ enum op {
 #define F_CLOSED 0x40 /* ... to report conn_closed (closed without a completion to wait for) */
 #define F_MULTI 0x80  /* the connection has had a request: its recvs are multishot */
 
+/* A pipe of the per-worker pool. */
+struct upipe {
+    int fd[2];           /* -1 while the slot holds no pipe */
+    unsigned cap;        /* bytes one step may put in it */
+    struct upipe *next;  /* free list */
+};
+
+/* xfer flags */
+#define X_IN 0x1   /* an OP_SPLICE_IN is in flight */
+#define X_OUT 0x2  /* an OP_SPLICE_OUT is in flight */
+#define X_WAIT 0x4 /* queued for a pipe */
+#define X_FULL 0x8 /* the socket took less than offered: wait for POLLOUT before the next step */
+
+/* A connection's splice state, by slot (conn.h has no room for it; these pages are touched only
+ * by slots that send files). */
+struct xfer {
+    struct upipe *pipe; /* held while a file segment is being spliced */
+    uint32_t in_pipe;   /* bytes spliced into the pipe and not yet onto the socket */
+    uint32_t want_in;   /* length of the OP_SPLICE_IN in flight */
+    uint32_t want_out;  /* length of the OP_SPLICE_OUT in flight */
+    uint32_t wait_next; /* next waiter's slot + 1, 0 at the tail */
+    uint32_t flags;
+    int err; /* first failure of the current step */
+};
+
 struct uring {
     struct io_uring ring;
     struct io_uring_buf_ring *br;
@@ -65,6 +107,12 @@ struct uring {
     bool cqe_skip; /* IOSQE_CQE_SKIP_SUCCESS works (5.17) */
     uint64_t wake_val;
     struct conn *ready; /* connections with a completion to report from the loop */
+    /* --file-send splice; xfers is NULL in sendfile mode */
+    struct xfer *xfers;
+    struct upipe *pipes; /* cfg->splice_pipes slots */
+    struct upipe *pipe_free;
+    unsigned pipe_count;            /* slots holding a pipe */
+    uint32_t wait_head, wait_tail;  /* FIFO of connections waiting for a pipe, slot + 1 */
 };
 
 static inline uint64_t ud(enum op op, const struct conn *c)
