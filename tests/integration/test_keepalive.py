@@ -114,7 +114,7 @@ def test_keepalive_timeout_rearms_after_each_request(make_server, docroot):
             c.send(request("GET", "/hello.txt"))
             assert c.read().body == HELLO
             time.sleep(0.3)
-        c.expect_close(timeout=CLOSE_WAIT)
+        assert c.is_open()  # (that it does close when idle is test_keepalive_idle_timeout_closes)
 
 
 def test_idle_connection_without_any_request_is_closed(make_server, docroot):
@@ -210,7 +210,7 @@ def test_header_timeout_after_a_keepalive_request(make_server, docroot):
 
 
 def test_idle_timeout_does_not_cut_a_slow_download(make_server, docroot, random_file):
-    """--keepalive-timeout and --header-timeout 1: a 16 MiB response read over ~3 s while the
+    """--keepalive-timeout and --header-timeout 1: a 16 MiB response read over ~2 s while the
     client keeps reading must arrive whole (the timeouts are for idle and head time only)."""
     src, want = random_file(16 << 20)
     os.link(src, docroot / "huge.bin")
@@ -230,7 +230,7 @@ def test_idle_timeout_does_not_cut_a_slow_download(make_server, docroot, random_
             data += chunk
             if len(data) >= next_pause:
                 next_pause += 1 << 20
-                time.sleep(0.2)
+                time.sleep(0.1)
         head, _, body = bytes(data).partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200")
         assert len(body) == 16 << 20, f"download cut at {len(body)} bytes"
