@@ -40,6 +40,8 @@ class Server
     .base_url ("http://127.0.0.1:PORT", no trailing slash), .engine_name and .threads (from the
     listening line), .url(path) -> base_url + path, .stop(sig=SIGTERM, timeout=10) -> returncode
     (SIGKILL and returncode -9 if it does not exit in time), .stderr_text() -> all stderr so far.
+    Also .addr ((host, port)), .alive(), .wait_ready(timeout), .stdout_bytes(),
+    .sanitizer_reports() -> [lines].
 
 Helpers
 -------
@@ -50,15 +52,19 @@ request(method="GET", path="/", headers=(), version="1.1", body=b"", host="local
 raw(server, data, timeout=2.0) -> bytes
     Sends raw bytes on a new socket and returns everything received until the server closes
     (or a reset arrives) or ``timeout`` seconds pass. No framing checks: for garbage and probes.
+connect(server, timeout=5.0) -> socket
+    A TCP_NODELAY socket connected to the server, with that timeout.
 Conn(server, timeout=5.0)
-    A socket to the server plus StrictReader: .send(bytes), .read(method="GET") -> Response,
-    .read_many(methods) -> [Response], .read_or_close(method) -> Response or None,
-    .expect_close(timeout=5.0) (the server closes with no further byte), .close(). Usable as a
-    context manager. All responses are parsed by h11 (our_role=CLIENT): any framing error
+    A socket to the server plus StrictReader: .send(bytes, ignore_errors=False),
+    .request(method, path, **request_kwargs) -> Response (send one request, read its response),
+    .read(method="GET", timeout=None, allow_close=False) -> Response,
+    .read_many(methods) -> [Response], .read_or_close(method) -> Response, or None when the
+    server closes before sending a byte, .expect_close(timeout=5.0) (the server closes with no
+    further byte), .is_open(wait=0.2), .close(), .sock, .eof. Usable as a context manager. All responses are parsed by h11 (our_role=CLIENT): any framing error
     (bad status line, bad or conflicting Content-Length, body on HEAD/204/304 seen as junk
     before the next response or before close, truncated body) fails the test.
     ``method`` must be the method of the request being answered: it tells h11 whether a body
-    follows (HEAD) .
+    follows (HEAD).
 StrictReader(sock, timeout=5.0)
     The same reader over a socket you made yourself.
 parse_response(data, method="GET") -> (Response, rest)
@@ -73,9 +79,11 @@ Response
     server said close), .header(name) -> first value or None, .header_all(name) -> [values],
     .tokens(name) -> set of lower-case comma-separated tokens over all occurrences.
 
-Module data: DOCROOT_FILES (relative path -> bytes of regular files in the docroot),
-HELLO (the 1 KiB text), BIG (the 1 MiB binary), HELLO_MTIME / HELLO_LAST_MODIFIED,
-OUTSIDE_CONTENT, SANITIZER_MARKERS, uring_available().
+Module data: RINGHTTPD (the binary's path), DOCROOT_FILES (relative path -> bytes of regular
+files in the docroot), HELLO (the 1 KiB text), BIG (the 1 MiB binary), INDEX_HTML,
+SUB_INDEX_HTML, UNICODE_NAME, HELLO_MTIME / HELLO_LAST_MODIFIED, OUTSIDE_CONTENT,
+SECRET_CONTENT, SANITIZER_MARKERS, LISTEN_RE, IMF_FIXDATE, ETAG_RE; functions
+uring_available(), http_date(ts), parse_http_date(value).
 """
 
 import contextlib
@@ -498,12 +506,12 @@ class StrictReader:
     def _recv(self, deadline, what):
         left = deadline - time.monotonic()
         if left <= 0:
-            pytest.fail(f"timed out ({self.timeout}s) waiting for {what}")
+            pytest.fail(f"timed out waiting for {what}")
         self.sock.settimeout(left)
         try:
             data = self.sock.recv(256 * 1024)
         except socket.timeout:
-            pytest.fail(f"timed out ({self.timeout}s) waiting for {what}")
+            pytest.fail(f"timed out waiting for {what}")
         except ConnectionResetError:
             self.reset = True
             data = b""
@@ -536,8 +544,7 @@ class StrictReader:
 
         With allow_close=True, returns None when the server closes before sending any byte
         of a response (a close mid-response still fails)."""
-        self.timeout = timeout or self.timeout
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + (timeout or self.timeout)
         self._start(method)
         c = self.h11
         head = None
@@ -589,6 +596,9 @@ class StrictReader:
                       for t in v.decode("latin-1").split(",")}
             keep_alive = self._reopen = "keep-alive" in tokens and "close" not in tokens
         return Response(head, b"".join(body), informational, keep_alive)
+
+    def read_or_close(self, method="GET", timeout=None):
+        return self.read(method, timeout, allow_close=True)
 
     def read_many(self, methods):
         return [self.read(m) for m in methods]
