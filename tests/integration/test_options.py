@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from conftest import HELLO, INDEX_HTML, RINGHTTPD, SECRET_CONTENT, Conn, _require_binary, \
+from conftest import HELLO, INDEX_HTML, OUTSIDE_CONTENT, RINGHTTPD, SECRET_CONTENT, Conn, _require_binary, \
     fetch, request
 
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
@@ -212,3 +212,31 @@ def test_fallback_never_reveals_hidden_files(spa_server):
     r = fetch(spa_server, "/.secret", headers=[("Accept", BROWSER_ACCEPT)])
     assert SECRET_CONTENT not in r.body
     assert r.status in (200, 404)
+
+
+def test_error_page_that_does_not_exist_falls_back_to_builtin(make_server, docroot):
+    server = make_server(docroot, args=["--error-page", "404=/no-such-page.html"])
+    r = fetch(server, "/missing")
+    assert r.status == 404
+    assert r.header("content-type").lower().startswith("text/html")
+    assert fetch(server, "/hello.txt").body == HELLO
+
+
+def test_fallback_that_does_not_exist_gives_404(make_server, docroot):
+    server = make_server(docroot, args=["--fallback", "/no-such-app.html"])
+    r = fetch(server, "/route", headers=[("Accept", BROWSER_ACCEPT)])
+    assert r.status == 404
+
+
+def test_error_page_and_fallback_cannot_point_outside(make_server, docroot):
+    """PATH is below DOCROOT: '..' in it must not reach outside.txt (refused at start, or
+    normalised inside the root)."""
+    srv = make_server(docroot, args=["--error-page", "404=/../outside.txt",
+                                     "--fallback", "/../outside.txt"], ready=False)
+    try:
+        srv.wait_ready(timeout=5)
+    except pytest.fail.Exception:
+        assert srv.proc.poll() in (1, 2), srv.stderr_text()
+        return
+    r = fetch(srv, "/missing", headers=[("Accept", BROWSER_ACCEPT)])
+    assert OUTSIDE_CONTENT not in r.body
