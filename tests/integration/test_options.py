@@ -4,8 +4,8 @@ import subprocess
 
 import pytest
 
-from conftest import HELLO, INDEX_HTML, OUTSIDE_CONTENT, RINGHTTPD, SECRET_CONTENT, Conn, _require_binary, \
-    fetch, request
+from conftest import HELLO, INDEX_HTML, OUTSIDE_CONTENT, RINGHTTPD, SECRET_CONTENT, Conn, \
+    _require_binary, fetch, request
 
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
