@@ -60,7 +60,8 @@ Conn(server, timeout=5.0)
     .read(method="GET", timeout=None, allow_close=False) -> Response,
     .read_many(methods) -> [Response], .read_or_close(method) -> Response, or None when the
     server closes before sending a byte, .expect_close(timeout=5.0) (the server closes with no
-    further byte), .is_open(wait=0.2), .close(), .sock, .eof. Usable as a context manager. All responses are parsed by h11 (our_role=CLIENT): any framing error
+    further byte), .is_open(wait=0.2), .close(), .sock, .eof. Usable as a context manager.
+    All responses are parsed by h11 (our_role=CLIENT): any framing error
     (bad status line, bad or conflicting Content-Length, body on HEAD/204/304 seen as junk
     before the next response or before close, truncated body) fails the test.
     ``method`` must be the method of the request being answered: it tells h11 whether a body
@@ -354,7 +355,8 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
                 with self._lock:
-                    self._lines.append(f"[test harness: no exit {timeout}s after {sig!r}; killed]\n")
+                    self._lines.append(
+                        f"[test harness: no exit {timeout}s after {sig!r}; killed]\n")
         for t in self._threads:
             t.join(timeout=5)
         return self.proc.returncode

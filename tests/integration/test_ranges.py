@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from conftest import BIG, HELLO, HELLO_LAST_MODIFIED, INDEX_HTML, HELLO_MTIME, Conn, fetch, http_date, \
-    request
+from conftest import BIG, HELLO, HELLO_LAST_MODIFIED, HELLO_MTIME, INDEX_HTML, Conn, fetch, \
+    http_date, request
 
 CR_RE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 
