@@ -68,6 +68,10 @@ static void describe(const struct fentry *e, const char *type, struct static_fil
         .data = e->data,
         .fd = e->fd,
     };
+    if (!type && e->rep_len < sizeof(e->rep_headers)) {
+        f->rep_headers = e->rep_headers;
+        f->rep_len = e->rep_len;
+    }
 }
 
 static int status_of(const struct fentry *e)

@@ -192,13 +192,19 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
         put_connection(&h, ctx);
         return finish(&h, ctx, p, 416);
     }
-    put_validators(&h, f);
-    WBUF_LIT(&h, "Accept-Ranges: bytes\r\n");
+    bool multi = rr == RANGE_PARTIAL && set.count > 1;
+    bool prebuilt = f->rep_headers && !multi; /* multipart has a Content-Type of its own */
+    if (prebuilt) {
+        wbuf_put(&h, f->rep_headers, f->rep_len);
+    } else {
+        put_validators(&h, f);
+        WBUF_LIT(&h, "Accept-Ranges: bytes\r\n");
+    }
     put_vary(&h, f);
     if (f->encoding)
         put_header(&h, "Content-Encoding: ", f->encoding, strlen(f->encoding));
     wbuf_put(&h, ctx->extra_headers, ctx->extra_len);
-    if (rr == RANGE_PARTIAL && set.count > 1)
+    if (multi)
         return multipart(f, &set, &h, ctx, p);
 
     uint64_t off = 0, len = f->size;
@@ -209,7 +215,8 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
         off = set.span[0].first;
         len = set.span[0].last - off + 1;
     }
-    put_header(&h, "Content-Type: ", f->content_type, strlen(f->content_type));
+    if (!prebuilt)
+        put_header(&h, "Content-Type: ", f->content_type, strlen(f->content_type));
     WBUF_LIT(&h, "Content-Length: ");
     wbuf_u64(&h, len);
     WBUF_LIT(&h, "\r\n");
@@ -219,6 +226,15 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
     if (!ctx->head)
         put_body(ctx, p, f, off, len);
     return status;
+}
+
+size_t static_rep_headers(char *out, size_t cap, const struct static_file *f)
+{
+    struct wbuf h = {.p = out, .cap = cap};
+    put_validators(&h, f);
+    WBUF_LIT(&h, "Accept-Ranges: bytes\r\n");
+    put_header(&h, "Content-Type: ", f->content_type, strlen(f->content_type));
+    return h.len;
 }
 
 int static_status_plan(int status, const char *extra, struct static_ctx *ctx, struct plan *p)

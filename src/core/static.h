@@ -28,6 +28,10 @@ struct static_file {
     const char *vary;     /* Vary value ("Accept-Encoding" when siblings exist), or NULL */
     const char *data;     /* the whole body in memory, or NULL to send from fd */
     int fd;
+    /* static_rep_headers() of this file, built once by its owner, or NULL: saves formatting the
+     * same four header lines for every request of a cached file */
+    const char *rep_headers;
+    size_t rep_len;
 };
 
 /* Per-response facts and the output buffer. */
@@ -72,6 +76,11 @@ int static_redirect_plan(const char *location, size_t len, struct static_ctx *ct
  */
 int static_body_plan(int status, const struct static_file *f, struct static_ctx *ctx,
                      struct plan *p);
+
+/* Writes the header lines that describe f itself (Last-Modified, ETag, Accept-Ranges,
+ * Content-Type) into out[0..cap), for static_file.rep_headers. Returns their length; when that is
+ * >= cap, out holds a truncated prefix and must not be used. */
+size_t static_rep_headers(char *out, size_t cap, const struct static_file *f);
 
 /* The reason phrase of a status code ("Not Found"), or "Unknown". */
 const char *static_reason(int status);

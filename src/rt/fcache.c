@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/cond.h"
+#include "core/static.h"
 
 #define BUCKETS 4096    /* power of two */
 #define MAX_ENTRIES 2048 /* each may hold an fd: bounded well below RLIMIT_NOFILE */
@@ -165,6 +166,9 @@ static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint
     e->mime = mime_lookup(fc->mime, e->path, len);
     e->etag_len = cond_etag(e->etag, sizeof(e->etag), e->ino, e->size, e->mtime_ns, NULL);
     httpdate_format(e->mtime, e->last_modified);
+    struct static_file f = {.etag = e->etag, .etag_len = e->etag_len,
+                            .last_modified = e->last_modified, .content_type = e->mime};
+    e->rep_len = static_rep_headers(e->rep_headers, sizeof(e->rep_headers), &f);
     if (e->size <= fc->max_file) {
         evict(fc, e->size);
         e->data = malloc(e->size ? e->size : 1);

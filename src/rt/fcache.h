@@ -37,6 +37,8 @@ struct fentry {
     char etag[48];
     size_t etag_len;
     char last_modified[HTTPDATE_LEN + 1];
+    char rep_headers[224]; /* static_rep_headers(), when it fits (rep_len < sizeof) */
+    size_t rep_len;
     size_t path_len;
     char path[];                   /* relative to the document root, NUL-terminated */
 };
