@@ -28,6 +28,8 @@ DOCROOT = os.path.join(WORK, "www")
 # BENCH_RINGHTTPD=/path/to/binary measures that binary instead of building one (e.g. an older commit's
 # build, for a before/after comparison).
 RINGHTTPD = os.environ.get("BENCH_RINGHTTPD") or os.path.join(ROOT, "build", "ringhttpd")
+# Extra ringhttpd options for every ringhttpd run, e.g. "--file-send sendfile" (split on spaces).
+RINGHTTPD_ARGS = os.environ.get("BENCH_RINGHTTPD_ARGS", "").split()
 CEILING = os.path.join(WORK, "bin", "ceiling")
 REPORT_LUA = os.path.join(BENCH, "conf", "report.lua")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -95,7 +97,7 @@ class Ringhttpd(Server):
 
     def command(self):
         return [RINGHTTPD, "-p", str(self.port), "-b", HOST, "-t", str(self.threads),
-                "--engine", self.engine, DOCROOT]
+                "--engine", self.engine, *RINGHTTPD_ARGS, DOCROOT]
 
 
 class Nginx(Server):

@@ -37,7 +37,7 @@ static const char usage_text[] =
     "      --cache-size BYTES     file contents each worker keeps in memory (64M; K/M/G)\n"
     "      --cache-max-file BYTES largest file kept in memory (256K; K/M/G)\n"
     "      --file-send MODE       how io_uring sends larger files: splice (file -> pipe ->\n"
-    "                             socket through the ring, never blocking the loop on disk)\n"
+    "                             socket as io_uring operations: the file is read off the loop)\n"
     "                             or sendfile (from the loop); default splice. epoll: sendfile\n"
     "      --splice-pipes N       pipes per worker for --file-send splice (64); more\n"
     "                             concurrent downloads wait their turn, none fails\n"

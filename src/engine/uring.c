@@ -84,6 +84,12 @@ struct upipe {
 #define X_OUT 0x2  /* an OP_SPLICE_OUT is in flight */
 #define X_WAIT 0x4 /* queued for a pipe */
 #define X_FULL 0x8 /* the socket took less than offered: wait for POLLOUT before the next step */
+#define X_SENDFILE 0x10 /* waited too long for a pipe: the rest of this response by sendfile */
+
+/* A connection waits at most this long (seconds, give or take one) for a pipe before its
+ * response goes by sendfile: clients that stop reading hold their pipes (with bytes in them)
+ * until they read or time out, and must not stall everyone else's large files that long. */
+#define PIPE_WAIT_MAX 2
 
 /* A connection's splice state, by slot (conn.h has no room for it; these pages are touched only
  * by slots that send files). */
@@ -95,6 +101,7 @@ struct xfer {
     uint32_t wait_next; /* next waiter's slot + 1, 0 at the tail */
     uint32_t flags;
     int err; /* first failure of the current step */
+    int64_t wait_since; /* w->now when it joined the wait queue */
 };
 
 struct uring {
@@ -190,6 +197,50 @@ static void release_buffers(struct uring *u)
     free(u->bufs);
 }
 
+/* --file-send splice: the per-slot state and the pool's slots (pipes are made on first use).
+ * A kernel without IORING_OP_SPLICE falls back to sendfile. */
+static int setup_splice(struct worker *w, struct uring *u)
+{
+    const struct config *cfg = w->cfg;
+    if (cfg->file_send != FILE_SEND_SPLICE)
+        return 0;
+    struct io_uring_probe *probe = io_uring_get_probe_ring(&u->ring);
+    bool ok = probe && io_uring_opcode_supported(probe, IORING_OP_SPLICE);
+    if (probe)
+        io_uring_free_probe(probe);
+    if (!ok) {
+        if (w->id == 0)
+            fprintf(stderr, "ringhttpd: io_uring has no SPLICE here; files go by sendfile\n");
+        return 0;
+    }
+    u->xfers = calloc(cfg->max_conns, sizeof(*u->xfers));
+    u->pipes = calloc(cfg->splice_pipes, sizeof(*u->pipes));
+    if (!u->xfers || !u->pipes)
+        return -ENOMEM;
+    for (unsigned i = 0; i < cfg->splice_pipes; i++)
+        u->pipes[i].fd[0] = u->pipes[i].fd[1] = -1;
+    if (cfg->verbose && w->id == 0)
+        fprintf(stderr, "ringhttpd: files by io_uring splice, up to %u pipes of %u KiB per worker\n",
+                cfg->splice_pipes, PIPE_BYTES >> 10);
+    return 0;
+}
+
+static void release_splice(struct worker *w, struct uring *u)
+{
+    if (u->pipes) {
+        for (unsigned i = 0; i < w->cfg->splice_pipes; i++) {
+            if (u->pipes[i].fd[0] >= 0) {
+                close(u->pipes[i].fd[0]);
+                close(u->pipes[i].fd[1]);
+            }
+        }
+    }
+    free(u->pipes);
+    free(u->xfers);
+    u->pipes = NULL;
+    u->xfers = NULL;
+}
+
 static int uring_init(struct worker *w)
 {
     struct uring *u = calloc(1, sizeof(*u));
@@ -201,7 +252,8 @@ static int uring_init(struct worker *w)
         return rc;
     }
     u->cqe_skip = u->ring.features & IORING_FEAT_CQE_SKIP;
-    if ((rc = setup_buffers(u)) < 0) {
+    if ((rc = setup_buffers(u)) < 0 || (rc = setup_splice(w, u)) < 0) {
+        release_splice(w, u);
         release_buffers(u);
         io_uring_queue_exit(&u->ring);
         free(u);
@@ -217,6 +269,7 @@ static void uring_fini(struct worker *w)
     if (!u)
         return;
     io_uring_queue_exit(&u->ring);
+    release_splice(w, u);
     release_buffers(u);
     free(u);
     w->engine_state = NULL;
@@ -261,8 +314,179 @@ static void make_ready(struct uring *u, struct conn *c, uint32_t what)
     c->eng_flags |= F_READY | what;
 }
 
-static void submit_close(struct uring *u, struct conn *c)
+/* --- file ranges by splice ------------------------------------------------------------- */
+
+static struct conn *slot_conn(struct worker *w, uint32_t slot1)
 {
+    return &w->conns[slot1 - 1];
+}
+
+/* A free pipe, or a new one while the pool has room; NULL when none can be had now. */
+static struct upipe *pipe_get(struct worker *w, struct uring *u)
+{
+    struct upipe *pp = u->pipe_free;
+    if (pp) {
+        u->pipe_free = pp->next;
+        return pp;
+    }
+    if (u->pipe_count == w->cfg->splice_pipes)
+        return NULL;
+    for (unsigned i = 0; i < w->cfg->splice_pipes; i++) {
+        pp = &u->pipes[i];
+        if (pp->fd[0] >= 0)
+            continue;
+        /* Blocking pipe: the file splice runs in an io-wq worker, where it may wait for the
+         * disk; the socket splice passes SPLICE_F_NONBLOCK. */
+        if (pipe2(pp->fd, O_CLOEXEC) < 0) {
+            pp->fd[0] = pp->fd[1] = -1;
+            return NULL;
+        }
+        /* Past fs.pipe-user-pages-soft an unprivileged user is refused (EPERM): keep the
+         * default size then, a smaller step but a working one. */
+        int sz = fcntl(pp->fd[0], F_SETPIPE_SZ, (int)PIPE_BYTES);
+        if (sz < 0)
+            sz = fcntl(pp->fd[0], F_GETPIPE_SZ);
+        pp->cap = sz > 0 ? (unsigned)sz : 4096;
+        u->pipe_count++;
+        return pp;
+    }
+    return NULL;
+}
+
+static void pipe_destroy(struct uring *u, struct upipe *pp)
+{
+    close(pp->fd[0]);
+    close(pp->fd[1]);
+    pp->fd[0] = pp->fd[1] = -1;
+    u->pipe_count--;
+}
+
+static void splice_step(struct uring *u, struct conn *c);
+
+/* Hands free (or newly made) pipes to waiting connections, oldest first. */
+static void grant_waiters(struct worker *w, struct uring *u)
+{
+    while (u->wait_head) {
+        struct upipe *pp = pipe_get(w, u);
+        if (!pp)
+            return;
+        struct conn *c = slot_conn(w, u->wait_head);
+        struct xfer *x = &u->xfers[c->slot];
+        u->wait_head = x->wait_next;
+        if (!u->wait_head)
+            u->wait_tail = 0;
+        x->wait_next = 0;
+        x->flags &= ~(uint32_t)X_WAIT;
+        x->pipe = pp;
+        splice_step(u, c);
+    }
+}
+
+static void wait_remove(struct uring *u, struct conn *c)
+{
+    uint32_t me = c->slot + 1, prev = 0;
+    for (uint32_t s1 = u->wait_head; s1; prev = s1, s1 = u->xfers[s1 - 1].wait_next) {
+        if (s1 != me)
+            continue;
+        uint32_t next = u->xfers[me - 1].wait_next;
+        if (prev)
+            u->xfers[prev - 1].wait_next = next;
+        else
+            u->wait_head = next;
+        if (u->wait_tail == me)
+            u->wait_tail = prev;
+        break;
+    }
+    u->xfers[c->slot].wait_next = 0;
+    u->xfers[c->slot].flags &= ~(uint32_t)X_WAIT;
+}
+
+/* Drops c's claim on the pool: out of the wait queue, its pipe back to the pool when provably
+ * empty, else closed (a dirty pipe would put another response's bytes on a socket). No splice
+ * of c may be in flight. */
+static void xfer_release(struct worker *w, struct uring *u, struct conn *c)
+{
+    if (!u->xfers)
+        return;
+    struct xfer *x = &u->xfers[c->slot];
+    if (x->flags & X_WAIT)
+        wait_remove(u, c);
+    struct upipe *pp = x->pipe;
+    if (pp) {
+        int queued = -1;
+        if (x->in_pipe == 0 && ioctl(pp->fd[0], FIONREAD, &queued) == 0 && queued == 0) {
+            pp->next = u->pipe_free;
+            u->pipe_free = pp;
+        } else {
+            pipe_destroy(u, pp);
+        }
+    }
+    *x = (struct xfer){0};
+    if (pp)
+        grant_waiters(w, u);
+}
+
+/* One step of a file segment with a pipe held and no splice in flight: flush what the pipe
+ * holds, else read up to a pipe-full and send it (two linked SQEs). */
+static void splice_step(struct uring *u, struct conn *c)
+{
+    struct xfer *x = &u->xfers[c->slot];
+    struct plan *p = &c->resp->plan;
+    struct seg *s = plan_seg(p);
+    uint32_t len = x->in_pipe;
+    bool more = p->cur + 1 < p->nseg;
+    struct io_uring_sqe *sqe;
+
+    if (len == 0) {
+        len = s->len < x->pipe->cap ? (uint32_t)s->len : x->pipe->cap;
+        more = more || len < s->len;
+        /* Both SQEs in one submission, or the link would end at the early submit. */
+        if (io_uring_sq_space_left(&u->ring) < 2)
+            io_uring_submit(&u->ring);
+        sqe = conn_sqe(u, c, OP_SPLICE_IN);
+        io_uring_prep_splice(sqe, s->fd, (int64_t)s->off, x->pipe->fd[1], -1, len, 0);
+        sqe->flags |= IOSQE_IO_LINK;
+        x->want_in = len;
+        x->flags |= X_IN;
+    } else {
+        more = more || len < s->len;
+        x->want_in = 0; /* a flush: no file splice in this step */
+    }
+    sqe = conn_sqe(u, c, OP_SPLICE_OUT);
+    io_uring_prep_splice(sqe, x->pipe->fd[0], -1, c->fd, -1, len,
+                         SPLICE_F_NONBLOCK | (more ? SPLICE_F_MORE : 0));
+    x->want_out = len;
+    x->flags |= X_OUT;
+}
+
+/* The current segment is a file range: splice it, queueing for a pipe when none is free. */
+static bool file_send(struct worker *w, struct uring *u, struct conn *c)
+{
+    struct xfer *x = &u->xfers[c->slot];
+    if (x->flags & X_SENDFILE)
+        return false;
+    if (!x->pipe) {
+        x->pipe = pipe_get(w, u);
+        if (!x->pipe) {
+            if (u->pipe_count == 0)
+                return false; /* no pipe at all (out of fds): sendfile instead */
+            x->flags |= X_WAIT;
+            x->wait_since = w->now;
+            if (u->wait_tail)
+                u->xfers[u->wait_tail - 1].wait_next = c->slot + 1;
+            else
+                u->wait_head = c->slot + 1;
+            u->wait_tail = c->slot + 1;
+            return true;
+        }
+    }
+    splice_step(u, c);
+    return true;
+}
+
+static void submit_close(struct worker *w, struct uring *u, struct conn *c)
+{
+    xfer_release(w, u, c); /* nothing is in flight: the pipe is c's to give back */
     c->eng_flags |= F_CLOSE_SENT;
     if (u->cqe_skip) {
         /* Nothing else is in flight, so the slot is free once the close is queued; only a
@@ -283,7 +507,7 @@ static void op_done(struct worker *w, struct uring *u, struct conn *c)
     c->eng_inflight--;
     if ((c->eng_flags & F_CLOSING) && c->eng_inflight == 0) {
         if (!(c->eng_flags & F_CLOSE_SENT))
-            submit_close(u, c);
+            submit_close(w, u, c);
         else
             conn_closed(w, c);
     }
@@ -310,24 +534,31 @@ static void uring_send(struct worker *w, struct conn *c)
     struct response *r = c->resp;
     struct plan *p = &r->plan;
 
-    if (sendplan_has_file(p)) {
+    struct seg *s = plan_seg(p);
+    if (u->xfers && s && !s->mem && file_send(w, u, c))
+        return;
+    if (sendplan_has_file(p) && (!u->xfers || (s && !s->mem))) {
         int rc = sendplan_now(c->fd, p);
         if (rc == -EAGAIN) {
             io_uring_prep_poll_add(conn_sqe(u, c, OP_POLL), c->fd, POLLOUT);
             return;
         }
         /* Finished (or failed) synchronously: report from the loop, not from inside conn. */
+        if (u->xfers)
+            u->xfers[c->slot].flags &= ~(uint32_t)X_SENDFILE;
         c->eng_err = rc;
         make_ready(u, c, F_SENT);
         return;
     }
     int n = plan_iov(p, r->iov, RESPONSE_IOV);
+    /* MSG_MORE while a file range (or more memory) follows, so headers share its packets. */
+    int flags = MSG_NOSIGNAL | (p->cur + (unsigned)n < p->nseg ? MSG_MORE : 0);
     struct io_uring_sqe *sqe = conn_sqe(u, c, OP_SEND);
     if (n == 1) {
-        io_uring_prep_send(sqe, c->fd, r->iov[0].iov_base, r->iov[0].iov_len, MSG_NOSIGNAL);
+        io_uring_prep_send(sqe, c->fd, r->iov[0].iov_base, r->iov[0].iov_len, flags);
     } else {
         r->msg = (struct msghdr){.msg_iov = r->iov, .msg_iovlen = (size_t)n};
-        io_uring_prep_sendmsg(sqe, c->fd, &r->msg, MSG_NOSIGNAL);
+        io_uring_prep_sendmsg(sqe, c->fd, &r->msg, (unsigned)flags);
     }
 }
 
@@ -337,12 +568,20 @@ static void uring_close(struct worker *w, struct conn *c)
     if (c->eng_flags & F_CLOSING)
         return;
     c->eng_flags |= F_CLOSING;
+    if (u->xfers && (u->xfers[c->slot].flags & X_WAIT))
+        wait_remove(u, c); /* no pipe may be granted to a closing connection */
     if (c->eng_inflight == 0) {
-        submit_close(u, c);
+        submit_close(w, u, c);
         return;
     }
     struct io_uring_sqe *sqe = conn_sqe(u, c, OP_CANCEL);
     io_uring_prep_cancel_fd(sqe, c->fd, IORING_ASYNC_CANCEL_ALL);
+    /* The file splice's fd is the pipe, not the socket: cancel it by name. A linked socket
+     * splice behind it then completes -ECANCELED, or runs and ends (SPLICE_F_NONBLOCK). */
+    if (u->xfers && (u->xfers[c->slot].flags & X_IN)) {
+        sqe = conn_sqe(u, c, OP_CANCEL);
+        io_uring_prep_cancel64(sqe, ud(OP_SPLICE_IN, c), 0);
+    }
 }
 
 static void uring_stop_accept(struct worker *w)
@@ -431,6 +670,104 @@ static void on_send(struct worker *w, struct uring *u, struct conn *c, int res)
         uring_send(w, c); /* short send: continue where it stopped */
 }
 
+/* Both splices of a step have completed: report, continue, or wait for the socket. */
+static void splice_next(struct worker *w, struct uring *u, struct conn *c)
+{
+    struct xfer *x = &u->xfers[c->slot];
+    struct plan *p = &c->resp->plan;
+    if (x->err) {
+        int err = x->err;
+        x->err = 0;
+        conn_sent(w, c, err); /* it closes; the pipe is released (or dropped) at the close */
+        return;
+    }
+    struct seg *s = plan_seg(p);
+    if (x->in_pipe == 0 && (!s || s->mem)) {
+        /* The file segment is done and the pipe empty: back to the pool, then go on. */
+        struct upipe *pp = x->pipe;
+        x->pipe = NULL;
+        x->flags = 0;
+        pp->next = u->pipe_free;
+        u->pipe_free = pp;
+        grant_waiters(w, u);
+        if (plan_done(p))
+            conn_sent(w, c, 0);
+        else
+            uring_send(w, c);
+        return;
+    }
+    if (x->flags & X_FULL) {
+        x->flags &= ~(uint32_t)X_FULL;
+        io_uring_prep_poll_add(conn_sqe(u, c, OP_POLL), c->fd, POLLOUT);
+        return;
+    }
+    if (x->in_pipe == 0 && u->wait_head) {
+        /* Others wait: pass the (empty) pipe on and queue behind them, a pipe-full a turn. */
+        struct upipe *pp = x->pipe;
+        x->pipe = NULL;
+        pp->next = u->pipe_free;
+        u->pipe_free = pp;
+        grant_waiters(w, u);
+        if (!file_send(w, u, c))
+            uring_send(w, c);
+        return;
+    }
+    splice_step(u, c);
+}
+
+/* Once per loop turn: a connection that has waited PIPE_WAIT_MAX for a pipe goes on by
+ * sendfile (blocking the loop on a cold file is better than stalling the download). */
+static void unstall_waiters(struct worker *w, struct uring *u)
+{
+    while (u->wait_head) {
+        struct conn *c = slot_conn(w, u->wait_head);
+        struct xfer *x = &u->xfers[c->slot];
+        if (w->now - x->wait_since < PIPE_WAIT_MAX)
+            return;
+        wait_remove(u, c);
+        x->flags |= X_SENDFILE;
+        uring_send(w, c);
+    }
+}
+
+static void on_splice(struct worker *w, struct uring *u, struct conn *c, enum op op, int res)
+{
+    struct xfer *x = &u->xfers[c->slot];
+    if (op == OP_SPLICE_IN) {
+        x->flags &= ~(uint32_t)X_IN;
+        if (res > 0)
+            x->in_pipe += (uint32_t)res;
+        /* Short: the link broke and the socket splice ends -ECANCELED; the bytes that did
+         * arrive are flushed by the next step. None at all: the file shrank under us. */
+        if (res == 0)
+            x->err = x->err ? x->err : -EIO;
+        else if (res < 0)
+            x->err = x->err ? x->err : res;
+    } else {
+        x->flags &= ~(uint32_t)X_OUT;
+        if (res > 0) {
+            x->in_pipe -= (uint32_t)res;
+            plan_advance(&c->resp->plan, (uint64_t)res);
+            if ((uint32_t)res < x->want_out)
+                x->flags |= X_FULL;
+        } else if (res == -EAGAIN) {
+            x->flags |= X_FULL;
+        } else if (res == 0) {
+            x->err = x->err ? x->err : -EPIPE;
+        } else if (res != -ECANCELED || !(x->err || x->in_pipe < x->want_in)) {
+            /* -ECANCELED after a short file splice is the broken link, not a failure. */
+            x->err = x->err ? x->err : res;
+        }
+    }
+    if (c->eng_flags & F_CLOSING) {
+        op_done(w, u, c); /* may release the slot: c is not touched after */
+        return;
+    }
+    op_done(w, u, c);
+    if (!(x->flags & (X_IN | X_OUT)))
+        splice_next(w, u, c);
+}
+
 static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe)
 {
     uint64_t data = io_uring_cqe_get_data64(cqe);
@@ -470,6 +807,10 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
             conn_sent(w, c, cqe->res);
         else
             uring_send(w, c);
+        break;
+    case OP_SPLICE_IN:
+    case OP_SPLICE_OUT:
+        on_splice(w, u, c, op, cqe->res);
         break;
     case OP_CANCEL:
     case OP_CLOSE:
@@ -529,6 +870,8 @@ static int uring_run(struct worker *w)
             io_uring_buf_ring_advance(u->br, (int)u->buf_returned);
             u->buf_returned = 0;
         }
+        if (u->wait_head)
+            unstall_waiters(w, u);
         run_ready(w, u);
     }
     /* Drained: every connection has closed; let the last submissions (cancels) go. */
