@@ -104,6 +104,13 @@ void conn_closed(struct worker *w, struct conn *c)
     w->active--;
 }
 
+/* Whether more bytes are welcome: not once the connection is to close after its response, and
+ * not while the input buffer holds more than a request head's worth. */
+static bool wants_input(const struct conn *c)
+{
+    return c->keep_alive && c->in_len < INPUT_PAUSE;
+}
+
 static void set_recv(struct worker *w, struct conn *c, bool on)
 {
     if (c->recv_on != on && !c->eof) {
@@ -246,7 +253,7 @@ static void process(struct worker *w, struct conn *c)
             return;
         }
     }
-    set_recv(w, c, c->in_len < INPUT_PAUSE);
+    set_recv(w, c, wants_input(c));
 }
 
 void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
@@ -287,7 +294,7 @@ void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n
     }
     if (c->state == CONN_READING && c->in_len == 0)
         release_input(w, c);
-    set_recv(w, c, c->in_len < INPUT_PAUSE);
+    set_recv(w, c, wants_input(c));
 }
 
 void conn_sent(struct worker *w, struct conn *c, int err)
