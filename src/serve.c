@@ -345,6 +345,8 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
     j->r = r;
     j->ctx = (struct static_ctx){
         .date = w->date,
+        .ok_head = w->ok_head_len < sizeof(w->ok_head) ? w->ok_head : NULL,
+        .ok_head_len = w->ok_head_len,
         .extra_headers = w->cfg->extra_headers,
         .extra_len = w->cfg->extra_headers_len,
         .keep_alive = keep_alive,

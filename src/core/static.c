@@ -47,6 +47,10 @@ static void put_head(struct wbuf *h, const struct static_ctx *ctx, int status)
 {
     if (ctx->send_continue)
         WBUF_LIT(h, "HTTP/1.1 100 Continue\r\n\r\n");
+    if (status == 200 && ctx->ok_head) {
+        wbuf_put(h, ctx->ok_head, ctx->ok_head_len);
+        return;
+    }
     WBUF_LIT(h, "HTTP/1.1 ");
     wbuf_u64(h, (uint64_t)status);
     wbuf_put(h, " ", 1);
@@ -226,6 +230,14 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
     if (!ctx->head)
         put_body(ctx, p, f, off, len);
     return status;
+}
+
+size_t static_ok_head(char *out, size_t cap, const char *date)
+{
+    struct wbuf h = {.p = out, .cap = cap};
+    struct static_ctx ctx = {.date = date};
+    put_head(&h, &ctx, 200);
+    return h.len;
 }
 
 size_t static_rep_headers(char *out, size_t cap, const struct static_file *f)

@@ -37,6 +37,8 @@ struct static_file {
 /* Per-response facts and the output buffer. */
 struct static_ctx {
     const char *date;          /* IMF-fixdate of now */
+    const char *ok_head;       /* static_ok_head() for this date, or NULL */
+    size_t ok_head_len;
     const char *extra_headers; /* "Name: value\r\n" lines for successful responses */
     size_t extra_len;
     bool keep_alive; /* the connection stays open after this response */
@@ -76,6 +78,11 @@ int static_redirect_plan(const char *location, size_t len, struct static_ctx *ct
  */
 int static_body_plan(int status, const struct static_file *f, struct static_ctx *ctx,
                      struct plan *p);
+
+/* Writes the status line, Server and Date of a 200 response dated `date` into out[0..cap), for
+ * static_ctx.ok_head: a worker formats it once per second instead of once per response. Returns
+ * its length; when that is >= cap, out must not be used. */
+size_t static_ok_head(char *out, size_t cap, const char *date);
 
 /* Writes the header lines that describe f itself (Last-Modified, ETag, Accept-Ranges,
  * Content-Type) into out[0..cap), for static_file.rep_headers. Returns their length; when that is

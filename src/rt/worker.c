@@ -12,6 +12,7 @@
 #include "config.h"
 #include "conn.h"
 #include "core/date.h"
+#include "core/static.h"
 #include "engine/engine.h"
 #include "rt/fcache.h"
 #include "serve.h"
@@ -54,6 +55,7 @@ static void read_clock(struct worker *w)
     if (ts.tv_sec != w->wall) {
         w->wall = ts.tv_sec;
         httpdate_format(w->wall, w->date);
+        w->ok_head_len = static_ok_head(w->ok_head, sizeof(w->ok_head), w->date);
     }
 }
 

@@ -40,6 +40,8 @@ struct worker {
     int64_t now;       /* monotonic seconds, read once per loop turn */
     int64_t wall;      /* UNIX seconds of date[] */
     char date[32];     /* IMF-fixdate of wall, formatted at most once per second */
+    char ok_head[96];  /* static_ok_head(date): "HTTP/1.1 200 OK", Server, Date lines */
+    size_t ok_head_len;
     struct timer_wheel wheel;
 
     struct conn *conns; /* cfg->max_conns slots */
