@@ -17,10 +17,9 @@
 
 /* The input buffer (from the worker's pool) holds a full request head plus what pipelining
  * clients send behind it. When more than INPUT_PAUSE bytes wait, receiving pauses until responses
- * drain them. A pause may take effect late (an engine can have received more already, e.g.
- * into buffers it filled ahead), so a deep pipeline may still overflow the pool buffer: it then
- * moves to the heap,
- * doubling up to INPUT_MAX, past which the client is not pipelining but flooding. */
+ * drain them. A pause may take effect late (an engine can have received more already, into
+ * buffers it filled ahead), so a deep pipeline may still overflow the pool buffer: it then moves
+ * to the heap, doubling up to INPUT_MAX, past which the client is not pipelining but flooding. */
 #define INPUT_CAP (HTTP1_MAX_HEAD + 16384)
 #define INPUT_PAUSE (HTTP1_MAX_HEAD)
 #define INPUT_MAX (1u << 20)
