@@ -57,6 +57,7 @@ enum op {
     OP_CANCEL, /* cancellation of a connection's operations */
     OP_CLOSE,
     OP_WAKE, /* read of the worker's eventfd */
+    OP_TICK, /* the worker's one-second timeout: the timer wheel's clock */
     OP_SPLICE_IN,  /* file -> pipe */
     OP_SPLICE_OUT, /* pipe -> socket, linked behind OP_SPLICE_IN or alone to flush */
     OP_IGNORE,
@@ -113,6 +114,7 @@ struct uring {
     bool accept_rearm; /* re-arm at the next tick (after EMFILE and the like) */
     bool cqe_skip; /* IOSQE_CQE_SKIP_SUCCESS works (5.17) */
     uint64_t wake_val;
+    struct __kernel_timespec tick; /* read by the kernel when the TIMEOUT is submitted */
     struct conn *ready; /* connections with a completion to report from the loop */
     /* --file-send splice; xfers is NULL in sendfile mode */
     struct xfer *xfers;
@@ -288,6 +290,19 @@ static void arm_wake(struct worker *w, struct uring *u)
     struct io_uring_sqe *sqe = get_sqe(u);
     io_uring_prep_read(sqe, w->wake_fd, &u->wake_val, sizeof(u->wake_val), 0);
     io_uring_sqe_set_data64(sqe, (uint64_t)OP_WAKE << 56);
+}
+
+/* One TIMEOUT per worker, re-armed as it fires, wakes the loop for the timer wheel. Waiting
+ * with a timeout argument instead (io_uring_submit_and_wait_timeout) made liburing 2.3 submit
+ * without waiting whenever a completion was already there, so under DEFER_TASKRUN every other
+ * io_uring_enter ran no task work: 1.22 enters per Connection: close request against 0.59. */
+static void arm_tick(struct worker *w, struct uring *u)
+{
+    int ms = worker_wait_ms(w);
+    u->tick = (struct __kernel_timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    struct io_uring_sqe *sqe = get_sqe(u);
+    io_uring_prep_timeout(sqe, &u->tick, 0, 0);
+    io_uring_sqe_set_data64(sqe, (uint64_t)OP_TICK << 56);
 }
 
 /* A new connection's first recv is single-shot: a client that sends one request with
@@ -778,6 +793,9 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
     case OP_ACCEPT:
         on_accept(w, u, cqe);
         return;
+    case OP_TICK:
+        arm_tick(w, u);
+        return;
     case OP_WAKE:
     case OP_IGNORE:
         return; /* the tick reads the stop flag */
@@ -846,6 +864,7 @@ static int uring_run(struct worker *w)
     if (rc < 0)
         return -errno;
     arm_wake(w, u);
+    arm_tick(w, u);
     arm_accept(w, u);
 
     while (worker_tick(w)) {
@@ -853,11 +872,9 @@ static int uring_run(struct worker *w)
             u->accept_rearm = false;
             arm_accept(w, u);
         }
-        int ms = worker_wait_ms(w);
-        struct __kernel_timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
         struct io_uring_cqe *cqe;
-        rc = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, &ts, NULL);
-        if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY)
+        rc = io_uring_submit_and_wait(&u->ring, 1);
+        if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
             return rc;
 
         unsigned head, count = 0;
@@ -896,6 +913,7 @@ int uring_probe(const char **why, bool verbose)
         {IORING_OP_SEND, "SEND"},     {IORING_OP_SENDMSG, "SENDMSG"},
         {IORING_OP_POLL_ADD, "POLL_ADD"}, {IORING_OP_ASYNC_CANCEL, "ASYNC_CANCEL"},
         {IORING_OP_CLOSE, "CLOSE"},   {IORING_OP_READ, "READ"},
+        {IORING_OP_TIMEOUT, "TIMEOUT"},
     };
     struct io_uring_probe *probe = io_uring_get_probe_ring(&ring);
     if (!probe) {
@@ -909,11 +927,6 @@ int uring_probe(const char **why, bool verbose)
             rc = -EINVAL;
             goto out_probe;
         }
-    }
-    if (!(p.features & IORING_FEAT_EXT_ARG)) {
-        *why = "IORING_FEAT_EXT_ARG (wait with timeout) is missing";
-        rc = -EINVAL;
-        goto out_probe;
     }
     /* Provided buffer rings (5.19) and multishot recv (6.0) arrived together; registering a
      * ring is the cheapest test that works on every kernel. */
