@@ -20,7 +20,6 @@
  * drain them. A pause may take effect late (an engine can have received more already, into
  * buffers it filled ahead), so a deep pipeline may still overflow the pool buffer: it then moves
  * to the heap, doubling up to INPUT_MAX, past which the client is not pipelining but flooding. */
-#define INPUT_CAP (HTTP1_MAX_HEAD + 16384)
 #define INPUT_PAUSE (HTTP1_MAX_HEAD)
 #define INPUT_MAX (1u << 20)
 /* GET/HEAD/error bodies are read and dropped up to this size; past it the connection closes. */
@@ -35,14 +34,6 @@ static void process(struct worker *w, struct conn *c);
 static void arm(struct worker *w, struct conn *c, unsigned secs)
 {
     timer_set(&w->wheel, &c->timer, w->now + secs + 1);
-}
-
-struct conn *conn_lookup(struct worker *w, uint32_t slot, uint32_t gen)
-{
-    if (slot >= w->cfg->max_conns)
-        return NULL;
-    struct conn *c = &w->conns[slot];
-    return c->gen == gen && c->state != CONN_FREE ? c : NULL;
 }
 
 struct conn *conn_accepted(struct worker *w, int fd)
@@ -84,7 +75,7 @@ static void release_response(struct worker *w, struct conn *c)
 
 static void release_input(struct worker *w, struct conn *c)
 {
-    if (c->in && c->in_cap > INPUT_CAP)
+    if (c->in && c->in_cap > CONN_INPUT_CAP)
         free(c->in);
     else if (c->in)
         bufpool_put(&w->inbufs, c->in);
@@ -211,7 +202,7 @@ static bool buffer_input(struct worker *w, struct conn *c, const char *data, siz
     if (!c->in) {
         if (!(c->in = bufpool_get(&w->inbufs)))
             return false;
-        c->in_cap = INPUT_CAP;
+        c->in_cap = CONN_INPUT_CAP;
     }
     if (len > c->in_cap - c->in_len) {
         size_t cap = c->in_cap;

@@ -11,7 +11,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/http1.h"
 #include "rt/timer.h"
+
+/* Size of a pooled input buffer: a whole request head and what pipelining sends behind it. */
+#define CONN_INPUT_CAP (HTTP1_MAX_HEAD + 16384)
 
 struct worker;
 struct response;
@@ -72,8 +76,5 @@ void conn_drain(struct worker *w, struct conn *c);
 
 /* Begins an orderly close (engine cancel + close). Safe to call more than once. */
 void conn_close(struct worker *w, struct conn *c);
-
-/* The connection that owns a slot, if its generation still matches. */
-struct conn *conn_lookup(struct worker *w, uint32_t slot, uint32_t gen);
 
 #endif

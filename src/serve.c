@@ -45,13 +45,18 @@ static void hold(struct response *r, struct fentry *e)
     r->hold[r->hold[0] ? 1 : 0] = e;
 }
 
-void response_release(struct worker *w, struct response *r)
+static void release_holds(struct worker *w, struct response *r)
 {
     for (int i = 0; i < 2; i++) {
         if (r->hold[i])
             fcache_put(w->cache, r->hold[i]);
         r->hold[i] = NULL;
     }
+}
+
+void response_release(struct worker *w, struct response *r)
+{
+    release_holds(w, r);
     free(r->heap);
     r->heap = NULL;
 }
@@ -105,6 +110,9 @@ static struct fentry *lookup(struct job *j, const char *path, size_t len, const 
 static void error(struct job *j, int status, const char *extra)
 {
     const struct config *cfg = j->w->cfg;
+    /* The error replaces whatever plan was being built (one that did not fit the buffer):
+     * the files that plan held are no longer needed, and the error page may need a slot. */
+    release_holds(j->w, j->r);
     /* A malformed request leaves the stream's framing in doubt: answer, then close. */
     if (status == 400 || status == 414 || status == 431)
         j->ctx.keep_alive = false;

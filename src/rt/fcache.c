@@ -71,7 +71,6 @@ static void unlink_entry(struct fcache *fc, struct fentry *e)
     *pp = e->hnext;
     e->lru_next->lru_prev = e->lru_prev;
     e->lru_prev->lru_next = e->lru_next;
-    e->linked = false;
     fc->entries--;
     fcache_put(fc, e);
 }
@@ -218,7 +217,6 @@ struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64
         if (!(e = load(fc, path, len, hash, now)))
             return NULL;
         e->refs = 1;
-        e->linked = true;
         e->hnext = fc->bucket[hash & (BUCKETS - 1)];
         fc->bucket[hash & (BUCKETS - 1)] = e;
         fc->entries++;

@@ -20,7 +20,6 @@ struct fentry {
     struct fentry *lru_next, *lru_prev; /* LRU list, oldest first after the head */
     uint32_t hash;
     uint32_t refs;
-    bool linked;                   /* in the table */
     bool is_dir;
     int err;                       /* 0, or -errno for a remembered miss */
     int fd;                        /* open for regular files, else -1 */

@@ -17,8 +17,6 @@
 #include "rt/fcache.h"
 #include "serve.h"
 
-#define INPUT_BUF_SIZE (HTTP1_MAX_HEAD + 16384) /* conn.c's INPUT_CAP */
-
 void *bufpool_get(struct bufpool *bp)
 {
     void *b = bp->free;
@@ -73,7 +71,7 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     atomic_init(&w->stop, false);
     read_clock(w);
     timer_wheel_init(&w->wheel, w->now);
-    w->inbufs.size = INPUT_BUF_SIZE;
+    w->inbufs.size = CONN_INPUT_CAP;
     w->outbufs.size = sizeof(struct response);
 
     w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
