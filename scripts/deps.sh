@@ -2,7 +2,7 @@
 # Installs what `make` needs and is missing, on Debian/Ubuntu as root. Each need is checked
 # first, so a machine that has everything runs no package manager at all.
 #   scripts/deps.sh build   liburing headers, pkg-config
-#   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl
+#   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss
 #   scripts/deps.sh fuzz    test + clang and its libFuzzer runtime
 set -eu
 
@@ -17,6 +17,7 @@ command -v pkg-config >/dev/null || need_pkg pkg-config
 if [ "$what" = test ] || [ "$what" = fuzz ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv
     command -v curl >/dev/null || need_pkg curl
+    command -v ss >/dev/null || need_pkg iproute2
 fi
 if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang

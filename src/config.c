@@ -41,6 +41,8 @@ static const char usage_text[] =
     "                             or sendfile (from the loop); default splice. epoll: sendfile\n"
     "      --splice-pipes N       pipes per worker for --file-send splice (64); more\n"
     "                             concurrent downloads wait their turn, none fails\n"
+    "      --send-lowat BYTES     most unsent bytes queued on a socket (TCP_NOTSENT_LOWAT,\n"
+    "                             128K; K/M/G); 0 leaves the kernel's unlimited default\n"
     "  -v, --verbose              print the engine's features at start\n"
     "  -h, --help                 print this help and exit\n"
     "      --version              print the version and exit\n";
@@ -61,6 +63,7 @@ enum {
     OPT_CACHE_MAX_FILE,
     OPT_FILE_SEND,
     OPT_SPLICE_PIPES,
+    OPT_SEND_LOWAT,
     OPT_VERSION,
 };
 
@@ -83,6 +86,7 @@ static const struct option long_options[] = {
     {"cache-max-file", required_argument, NULL, OPT_CACHE_MAX_FILE},
     {"file-send", required_argument, NULL, OPT_FILE_SEND},
     {"splice-pipes", required_argument, NULL, OPT_SPLICE_PIPES},
+    {"send-lowat", required_argument, NULL, OPT_SEND_LOWAT},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -290,6 +294,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         .cache_max_file = 256u << 10,
         .file_send = FILE_SEND_SPLICE,
         .splice_pipes = 64,
+        .send_lowat = 128u << 10,
     };
     const char *mime_file = NULL;
     unsigned long v;
@@ -384,6 +389,11 @@ int config_parse(struct config *cfg, int argc, char **argv)
             if (parse_uint(optarg, 1, 4096, &v) != 0)
                 return usage_error("--splice-pipes wants 1..4096, got '%s'", optarg);
             cfg->splice_pipes = (unsigned)v;
+            break;
+        case OPT_SEND_LOWAT:
+            if (parse_size(optarg, &cfg->send_lowat) != 0 || cfg->send_lowat > INT_MAX)
+                return usage_error("--send-lowat wants a byte count like 128K (0 for none), "
+                                   "got '%s'", optarg);
             break;
         case 'v':
             cfg->verbose = true;

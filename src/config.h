@@ -40,6 +40,7 @@ struct config {
     size_t cache_max_file; /* files up to this size are held in memory */
     enum file_send file_send;
     unsigned splice_pipes; /* per worker: the most file ranges spliced at once */
+    size_t send_lowat;     /* TCP_NOTSENT_LOWAT of every connection; 0: the kernel's default */
     /* "Name: value\r\n" lines sent with every successful response (--header, --cache-control) */
     char *extra_headers;
     size_t extra_headers_len;

@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import struct
+import subprocess
 import threading
 import time
 
@@ -217,6 +218,63 @@ def test_pipelined_requests_behind_a_large_file(make_server, docroot, large, mod
         reader.expect_close()
     finally:
         s.close()
+
+
+def _notsent(server, client):
+    """Bytes the server's socket to `client` holds unsent (tcp_info, as `ss -ti` shows it)."""
+    lport = client.getsockname()[1]
+    out = subprocess.run(["ss", "-tinH", "state", "established", f"( sport = :{server.port} "
+                          f"and dport = :{lport} )"], capture_output=True, text=True,
+                         check=True).stdout
+    assert f":{lport}" in out, out
+    m = re.search(r"\bnotsent:(\d+)", out)
+    return int(m.group(1)) if m else 0
+
+
+def _stalled_notsent(server, path):
+    """Starts a download of `path` that does not read, and returns the server's unsent bytes
+    once they have stopped growing; then reads the whole response and checks it."""
+    s = _socket(server, rcvbuf=65536)
+    try:
+        s.sendall(request("GET", path, close=True))
+        last, n = -1, 0
+        for _ in range(50):
+            time.sleep(0.1)
+            n = _notsent(server, s)
+            if n == last and n > 0:
+                break
+            last = n
+        r = StrictReader(s, timeout=60).read()
+        assert r.status == 200 and len(r.body) == LARGE
+        return n
+    finally:
+        s.close()
+
+
+def test_send_lowat_bounds_what_a_stalled_client_holds(make_server, docroot, large, mode):
+    """--send-lowat (TCP_NOTSENT_LOWAT, 128K by default): a client that stops reading holds at
+    most about that much beyond its window in the server's socket, not megabytes; 0 gives the
+    kernel's default back, which on Linux queues up to the send buffer."""
+    path, want = large
+    bound = (128 << 10) + (64 << 10)  # the low-water mark plus one segment under way
+    server = make_server(docroot, args=_args(mode))
+    held = _stalled_notsent(server, path)
+    assert 0 < held <= bound, held
+    assert _download(server, path) == hashlib.sha256(want).hexdigest()
+
+    with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+        wmem_max = int(f.read().split()[2])
+    if wmem_max < 4 * bound:
+        pytest.skip(f"net.ipv4.tcp_wmem allows only {wmem_max} bytes: no contrast to show")
+    server = make_server(docroot, args=_args(mode, "--send-lowat", "0"))
+    assert _stalled_notsent(server, path) > 2 * bound
+
+
+def test_send_lowat_option_is_validated(make_server, engine):
+    for bad in ("x", "-1", "4G", "12Q"):
+        server = make_server(args=["--send-lowat", bad], ready=False)
+        assert server.proc.wait(timeout=10) == 2
+        assert "--send-lowat" in server.stderr_text()
 
 
 def test_file_send_option_is_validated(make_server, engine):
