@@ -14,7 +14,8 @@
  *   limits allow): a pipe per connection would exhaust fs.pipe-user-pages-soft long before
  *   1000 downloads. A connection that finds no free pipe waits in a FIFO queue, never fails. A
  *   short file splice breaks the link (the socket splice completes -ECANCELED); a short socket
- *   splice leaves bytes in the pipe, flushed (after POLLOUT) before more is read. A pipe goes
+ *   splice (the usual case under TCP_NOTSENT_LOWAT) leaves bytes in the pipe, flushed after
+ *   POLLOUT by a non-blocking splice(2) from the loop before more is read. A pipe goes
  *   back to the pool only empty; one left with bytes by an error or a close is closed.
  * - sendfile: sendplan (sendfile from the loop, zero-copy) and a POLL_ADD when the socket is
  *   full; it blocks the loop while a cold file is read.
@@ -746,6 +747,44 @@ static void unstall_waiters(struct worker *w, struct uring *u)
     }
 }
 
+/* The pipe -> socket part of a step returned res. */
+static void splice_out_done(struct xfer *x, struct conn *c, int res)
+{
+    if (res > 0) {
+        x->in_pipe -= (uint32_t)res;
+        plan_advance(&c->resp->plan, (uint64_t)res);
+        if ((uint32_t)res < x->want_out)
+            x->flags |= X_FULL;
+    } else if (res == -EAGAIN) {
+        x->flags |= X_FULL;
+    } else if (res == 0) {
+        x->err = x->err ? x->err : -EPIPE;
+    } else if (res != -ECANCELED || !(x->err || x->in_pipe < x->want_in)) {
+        /* -ECANCELED after a short file splice is the broken link, not a failure. */
+        x->err = x->err ? x->err : res;
+    }
+}
+
+/* After POLLOUT, what the pipe still holds goes out by one non-blocking splice(2) from the
+ * loop. Those bytes are in memory already, so the io-wq round trip an IORING_OP_SPLICE always
+ * takes (the kernel never issues one inline) buys nothing; with TCP_NOTSENT_LOWAT most of a
+ * large file leaves by such flushes. False when c has no such bytes. */
+static bool flush_now(struct worker *w, struct uring *u, struct conn *c)
+{
+    struct xfer *x = u->xfers ? &u->xfers[c->slot] : NULL;
+    if (!x || !x->pipe || x->in_pipe == 0 || (x->flags & (X_IN | X_OUT)))
+        return false;
+    struct plan *p = &c->resp->plan;
+    bool more = p->cur + 1 < p->nseg || x->in_pipe < plan_seg(p)->len;
+    x->want_in = 0;
+    x->want_out = x->in_pipe;
+    ssize_t n = splice(x->pipe->fd[0], NULL, c->fd, NULL, x->in_pipe,
+                       SPLICE_F_NONBLOCK | (more ? SPLICE_F_MORE : 0));
+    splice_out_done(x, c, n < 0 ? -errno : (int)n);
+    splice_next(w, u, c);
+    return true;
+}
+
 static void on_splice(struct worker *w, struct uring *u, struct conn *c, enum op op, int res)
 {
     struct xfer *x = &u->xfers[c->slot];
@@ -761,19 +800,7 @@ static void on_splice(struct worker *w, struct uring *u, struct conn *c, enum op
             x->err = x->err ? x->err : res;
     } else {
         x->flags &= ~(uint32_t)X_OUT;
-        if (res > 0) {
-            x->in_pipe -= (uint32_t)res;
-            plan_advance(&c->resp->plan, (uint64_t)res);
-            if ((uint32_t)res < x->want_out)
-                x->flags |= X_FULL;
-        } else if (res == -EAGAIN) {
-            x->flags |= X_FULL;
-        } else if (res == 0) {
-            x->err = x->err ? x->err : -EPIPE;
-        } else if (res != -ECANCELED || !(x->err || x->in_pipe < x->want_in)) {
-            /* -ECANCELED after a short file splice is the broken link, not a failure. */
-            x->err = x->err ? x->err : res;
-        }
+        splice_out_done(x, c, res);
     }
     if (c->eng_flags & F_CLOSING) {
         op_done(w, u, c); /* may release the slot: c is not touched after */
@@ -824,7 +851,7 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
             break;
         if (cqe->res < 0)
             conn_sent(w, c, cqe->res);
-        else
+        else if (!flush_now(w, u, c))
             uring_send(w, c);
         break;
     case OP_SPLICE_IN:
