@@ -64,6 +64,40 @@ static inline bool ieq(const char *p, const char *lit, size_t n)
     return true;
 }
 
+static inline uint64_t fold8(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v | 0x2020202020202020u;
+}
+
+static inline uint32_t fold4(const char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v | 0x20202020u;
+}
+
+/* ieq for what the parser itself compares: lit is lower-case letters, digits and '-', and p holds
+ * no control byte but HTAB (field names are tchars; skip_value stops a value at the others). Then
+ * setting bit 0x20 of every byte is an exact case fold: the only other bytes it maps onto a letter,
+ * a digit or '-' are controls (0x10-0x19, CR), and HTAB becomes ')', which no lit holds. Eight or
+ * four bytes compare at once; n is a constant wherever this is inlined, so the loads of lit fold
+ * into immediates. Past the last whole word the tail is compared by an overlapping load. */
+static inline bool ieq_token(const char *p, const char *lit, size_t n)
+{
+    if (n >= 8) {
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            if (fold8(p + i) != fold8(lit + i))
+                return false;
+        return i == n || fold8(p + n - 8) == fold8(lit + n - 8);
+    }
+    if (n >= 4)
+        return fold4(p) == fold4(lit) && fold4(p + n - 4) == fold4(lit + n - 4);
+    return ieq(p, lit, n);
+}
+
 bool http_str_ieq(struct http_str s, const char *lower_lit)
 {
     size_t n = strlen(lower_lit);
@@ -208,12 +242,15 @@ static const char *parse_request_line(const char *p, const char *end, struct htt
     req->target.len = (size_t)(p - start);
     p++;
 
-    for (size_t i = 0; i < sizeof(proto) - 1; i++) {
-        if (p + i == end)
-            goto need_more;
-        char c = p[i];
-        if (proto[i] == '#' ? (unsigned char)(c - '0') > 9 : c != proto[i])
-            goto bad;
+    /* Nearly every request says "HTTP/1.1": one compare, else the general digit check. */
+    if (end - p < 8 || memcmp(p, "HTTP/1.1", 8) != 0) {
+        for (size_t i = 0; i < sizeof(proto) - 1; i++) {
+            if (p + i == end)
+                goto need_more;
+            char c = p[i];
+            if (proto[i] == '#' ? (unsigned char)(c - '0') > 9 : c != proto[i])
+                goto bad;
+        }
     }
     char major = p[5], minor = p[7];
     p += sizeof(proto) - 1;
@@ -288,7 +325,7 @@ static int parse_transfer_encoding(const char *p, const char *end, struct fields
             last--;
         if (last == elem)
             return 400; /* empty element: see parse_content_length */
-        bool chunked = last - elem == 7 && ieq(elem, "chunked", 7);
+        bool chunked = last - elem == 7 && ieq_token(elem, "chunked", 7);
         if (chunked) {
             if (f->te_chunked_seen)
                 return 400;
@@ -315,9 +352,9 @@ static void parse_connection(const char *p, const char *end, struct fields *f)
         while (last > p && is_ows(last[-1]))
             last--;
         size_t n = (size_t)(last - p);
-        if (n == 5 && ieq(p, "close", 5))
+        if (n == 5 && ieq_token(p, "close", 5))
             f->conn_close = true;
-        else if (n == 10 && ieq(p, "keep-alive", 10))
+        else if (n == 10 && ieq_token(p, "keep-alive", 10))
             f->conn_keep_alive = true;
         if (!comma)
             break;
@@ -334,7 +371,7 @@ static int interpret(struct http_request *req, struct fields *f, struct http_str
 
     switch (name.len) {
     case 4:
-        if (ieq(n, "host", 4)) {
+        if (ieq_token(n, "host", 4)) {
             if (req->has_host)
                 return 400;
             req->has_host = true;
@@ -342,16 +379,16 @@ static int interpret(struct http_request *req, struct fields *f, struct http_str
         }
         break;
     case 5:
-        if (ieq(n, "range", 5))
+        if (ieq_token(n, "range", 5))
             req->range = value;
         break;
     case 6:
-        if (ieq(n, "accept", 6)) {
+        if (ieq_token(n, "accept", 6)) {
             if (!req->accept.p)
                 req->accept = value;
-        } else if (ieq(n, "expect", 6)) {
+        } else if (ieq_token(n, "expect", 6)) {
             /* An HTTP/1.0 client cannot mean 100-continue (RFC 9110 10.1.1): ignore it. */
-            if (value.len == 12 && ieq(v, "100-continue", 12)) {
+            if (value.len == 12 && ieq_token(v, "100-continue", 12)) {
                 if (req->minor)
                     req->expect_continue = true;
             } else {
@@ -360,29 +397,29 @@ static int interpret(struct http_request *req, struct fields *f, struct http_str
         }
         break;
     case 7:
-        if (ieq(n, "referer", 7))
+        if (ieq_token(n, "referer", 7))
             req->referer = value;
         break;
     case 8:
-        if (ieq(n, "if-match", 8)) {
+        if (ieq_token(n, "if-match", 8)) {
             if (!req->if_match.p)
                 req->if_match = value;
-        } else if (ieq(n, "if-range", 8)) {
+        } else if (ieq_token(n, "if-range", 8)) {
             req->if_range = value;
         }
         break;
     case 10:
-        if (ieq(n, "connection", 10))
+        if (ieq_token(n, "connection", 10))
             parse_connection(v, vend, f);
-        else if (ieq(n, "user-agent", 10))
+        else if (ieq_token(n, "user-agent", 10))
             req->user_agent = value;
         break;
     case 13:
-        if (ieq(n, "if-none-match", 13) && !req->if_none_match.p)
+        if (ieq_token(n, "if-none-match", 13) && !req->if_none_match.p)
             req->if_none_match = value;
         break;
     case 14:
-        if (ieq(n, "content-length", 14)) {
+        if (ieq_token(n, "content-length", 14)) {
             uint64_t cl;
             if (!parse_content_length(v, vend, &cl))
                 return 400;
@@ -395,13 +432,13 @@ static int interpret(struct http_request *req, struct fields *f, struct http_str
         }
         break;
     case 15:
-        if (ieq(n, "accept-encoding", 15) && !req->accept_encoding.p)
+        if (ieq_token(n, "accept-encoding", 15) && !req->accept_encoding.p)
             req->accept_encoding = value;
         break;
     case 17:
-        if (ieq(n, "if-modified-since", 17)) {
+        if (ieq_token(n, "if-modified-since", 17)) {
             req->if_modified_since = value;
-        } else if (ieq(n, "transfer-encoding", 17)) {
+        } else if (ieq_token(n, "transfer-encoding", 17)) {
             /* Chunked framing did not exist in HTTP/1.0, and a body framed two ways is the
              * classic smuggling request (RFC 9112 6.1): both are refused, not guessed at. */
             if (!req->minor || req->has_content_length)
@@ -411,7 +448,7 @@ static int interpret(struct http_request *req, struct fields *f, struct http_str
         }
         break;
     case 19:
-        if (ieq(n, "if-unmodified-since", 19))
+        if (ieq_token(n, "if-unmodified-since", 19))
             req->if_unmodified_since = value;
         break;
     }

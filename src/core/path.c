@@ -22,6 +22,54 @@ static inline int hex_value(unsigned char c)
     return -1;
 }
 
+/* Bytes of a plain target (see plain_target): 1 for visible ASCII but '#', '%', '.', '/' and
+ * '?'; 2 for '.' and '/', plain unless they follow a '/'. */
+static const unsigned char plain[256] = {
+    [0x21 ... 0x22] = 1, /* ! " */
+    [0x24] = 1,          /* $ */
+    [0x26 ... 0x2d] = 1, /* & ' ( ) * + , - */
+    ['.'] = 2,
+    ['/'] = 2,
+    [0x30 ... 0x3e] = 1, /* 0-9 : ; < = > */
+    [0x40 ... 0x7e] = 1,
+};
+
+/* Most targets need no decoding and no normalising: "/", then segments of visible bytes without
+ * '%', none of them empty or starting with '.'. Their normal form is the target without its
+ * leading and any trailing '/', copied in one go, and a query after '?' when there is one.
+ * Returns false, having written nothing, for anything else: the general pass below decides. */
+static bool plain_target(const char *p, size_t len, char *out, size_t cap,
+                         struct path_result *result)
+{
+    size_t i = 1;
+    bool after_slash = true;
+    for (; i < len; i++) {
+        unsigned char c = (unsigned char)p[i];
+        unsigned k = plain[c];
+        if (k == 0) {
+            if (c == '?')
+                break;
+            return false;
+        }
+        if (k == 2 && after_slash)
+            return false;
+        after_slash = c == '/';
+    }
+    if (i < len && memchr(p + i, '#', len - i))
+        return false;
+    size_t n = i - 1;
+    if (after_slash && n > 0)
+        n--; /* the trailing '/' */
+    if (n > cap)
+        return false;
+    memcpy(out, p + 1, n);
+    result->len = n;
+    result->trailing_slash = after_slash;
+    if (i < len)
+        result->query = (struct http_str){p + i + 1, len - i - 1};
+    return true;
+}
+
 /* The scheme is case-insensitive (RFC 3986 3.1); s holds at least n bytes. */
 static bool has_prefix_ci(const char *s, size_t len, const char *lit, size_t n)
 {
@@ -53,6 +101,8 @@ int path_normalize(struct http_str target, char *out, size_t cap, struct path_re
         result->asterisk = true;
         return 0;
     }
+    if (p[0] == '/' && plain_target(p, len, out, cap, result))
+        return 0;
     /* A user agent never sends a fragment (RFC 9112 3.2); one that does is not a browser. */
     if (memchr(p, '#', len))
         return 400;
