@@ -2,7 +2,7 @@
 # Installs what `make` needs and is missing, on Debian/Ubuntu as root. Each need is checked
 # first, so a machine that has everything runs no package manager at all.
 #   scripts/deps.sh build   liburing headers, pkg-config
-#   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss
+#   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss, tcpdump
 #   scripts/deps.sh fuzz    test + clang and its libFuzzer runtime
 set -eu
 
@@ -18,6 +18,7 @@ if [ "$what" = test ] || [ "$what" = fuzz ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv
     command -v curl >/dev/null || need_pkg curl
     command -v ss >/dev/null || need_pkg iproute2
+    command -v tcpdump >/dev/null || need_pkg tcpdump
 fi
 if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang

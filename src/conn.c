@@ -189,6 +189,11 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
             return len;
         }
         serve_request(w, req, keep, r);
+        /* The client asked to close (not a drain, not an error) and nothing follows the head:
+         * no body, no further bytes received. A client may not send more after "close" (RFC
+         * 9112 9.6), so no unread data should be waiting when the close comes. */
+        r->plan.fin_carries_tail = !req->keep_alive && used == len && !req->has_transfer_encoding &&
+                                   !(req->has_content_length && req->content_length > 0);
         start_send(w, c, r);
     }
     return used;

@@ -7,6 +7,7 @@ void plan_init(struct plan *p)
 {
     p->status = 0;
     p->close = false;
+    p->fin_carries_tail = false;
     p->bytes = 0;
     p->nseg = 0;
     p->cur = 0;

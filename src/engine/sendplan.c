@@ -24,8 +24,7 @@ int sendplan_now(int fd, struct plan *p)
             struct iovec iov[IOV_MAX_BATCH];
             struct msghdr msg = {.msg_iov = iov};
             msg.msg_iovlen = (size_t)plan_iov(p, iov, IOV_MAX_BATCH);
-            int more = p->cur + msg.msg_iovlen < p->nseg ? MSG_MORE : 0;
-            n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT | more);
+            n = sendmsg(fd, &msg, sendplan_flags(p, (unsigned)msg.msg_iovlen) | MSG_DONTWAIT);
         } else {
             off_t off = (off_t)s->off;
             size_t len = s->len < 0x7ffff000 ? (size_t)s->len : 0x7ffff000;

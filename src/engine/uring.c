@@ -568,8 +568,7 @@ static void uring_send(struct worker *w, struct conn *c)
         return;
     }
     int n = plan_iov(p, r->iov, RESPONSE_IOV);
-    /* MSG_MORE while a file range (or more memory) follows, so headers share its packets. */
-    int flags = MSG_NOSIGNAL | (p->cur + (unsigned)n < p->nseg ? MSG_MORE : 0);
+    int flags = sendplan_flags(p, (unsigned)n);
     struct io_uring_sqe *sqe = conn_sqe(u, c, OP_SEND);
     if (n == 1) {
         io_uring_prep_send(sqe, c->fd, r->iov[0].iov_base, r->iov[0].iov_len, flags);

@@ -3,7 +3,10 @@ request-header (slowloris) timeouts (issue 2)."""
 
 import hashlib
 import os
+import re
+import shutil
 import socket
+import subprocess
 import time
 
 import pytest
@@ -93,6 +96,92 @@ def test_connection_close_on_large_response(server):
         r = c.read()
         assert r.body == BIG
         c.expect_close()
+
+
+class _Tap:
+    """tcpdump on loopback, watching the segments a server sends."""
+
+    LINE = re.compile(r"> [0-9.]+\.(\d+): Flags \[([^\]]*)\].* length (\d+)")
+
+    def __init__(self, server):
+        if not shutil.which("tcpdump"):
+            pytest.skip("tcpdump is not installed (scripts/deps.sh test installs it)")
+        self.proc = subprocess.Popen(
+            ["tcpdump", "-i", "lo", "-nn", "-l", "--immediate-mode",
+             f"tcp and src host {server.host} and src port {server.port}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3):  # a notice, then "listening on lo, ..." once it captures
+            line = self.proc.stderr.readline()
+            if "listening on" in line or not line:
+                break
+        if "listening on" not in line:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.skip(f"tcpdump cannot capture here: {line.strip()}")
+
+    def segments(self, port):
+        """Stops the capture; returns (flags, payload length) of each segment sent to port."""
+        time.sleep(0.2)  # the server's last ACKs, sent after the client saw the close
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=10)
+        return [(m[2], int(m[3])) for m in map(self.LINE.search, out.splitlines())
+                if m and int(m[1]) == port]
+
+
+def _watched(server, data, then=b""):
+    """Sends data (and then, once a response has begun) on a new connection and reads to the
+    close; returns what came back and (flags, length) of each segment the server sent on it."""
+    tap = _Tap(server)
+    try:
+        with connect(server) as sock:
+            port = sock.getsockname()[1]
+            sock.sendall(data)
+            got = sock.recv(65536)
+            if then:
+                sock.sendall(then)
+            try:
+                while chunk := sock.recv(65536):
+                    got += chunk
+            except ConnectionResetError:
+                pass  # a close with unread bytes resets; what was sent before is here
+    except BaseException:
+        tap.proc.kill()
+        tap.proc.wait()
+        raise
+    return got, tap.segments(port)
+
+
+@pytest.mark.parametrize("method,path,version,status", [("GET", "/hello.txt", "1.1", 200),
+                                                        ("GET", "/hello.txt", "1.0", 200),
+                                                        ("HEAD", "/missing", "1.1", 404)])
+def test_closing_response_and_fin_share_one_segment(server, method, path, version, status):
+    """When the client asked to close and sent nothing more, the response's last bytes wait for
+    the close (MSG_MORE), so they and the FIN leave in one segment: one packet fewer per
+    request (bench/README.md)."""
+    got, segs = _watched(server, request(method, path, version=version, close=version == "1.1"))
+    r, rest = parse_response(got, method)
+    assert r.status == status and "close" in r.tokens("connection") and rest == b""
+    data = [(flags, n) for flags, n in segs if n]
+    assert len(data) == 1 and data[0][1] == len(got) and "F" in data[0][0], segs
+
+
+def test_nothing_is_held_back_when_more_bytes_follow_a_close_request(server):
+    """Bytes behind a "close" request (a client breaking RFC 9112 9.6, or a body) will still be
+    unread at the close, which then resets the connection: a tail held for the FIN would be
+    lost with it. So the response goes out at once, and arrives whole."""
+    cases = [
+        request("GET", "/hello.txt", close=True) + request("GET", "/"),
+        request("GET", "/hello.txt", close=True, headers=["Content-Length: 4"]) + b"body",
+    ]
+    for data in cases:
+        got, segs = _watched(server, data)
+        r, _ = parse_response(got)
+        assert r.status == 200 and r.body == HELLO, data
+        assert not any("F" in flags and n for flags, n in segs), segs
+    # The body sent only once the response has begun: complete all the same.
+    got, _ = _watched(server, request("GET", "/hello.txt", close=True,
+                                      headers=["Content-Length: 4"]), then=b"body")
+    assert parse_response(got)[0].body == HELLO
 
 
 def test_keepalive_idle_timeout_closes(make_server, docroot):
