@@ -184,6 +184,24 @@ def test_nothing_is_held_back_when_more_bytes_follow_a_close_request(server):
     assert parse_response(got)[0].body == HELLO
 
 
+def test_closing_response_larger_than_the_socket_buffer_arrives_whole(make_server, docroot):
+    """A held tail is at most one partial segment: full segments still go out, and the bytes a
+    slow reader leaves queued are pushed as its ACKs arrive. 1 MiB from the memory cache, read
+    in small steps through a 16 KiB receive buffer, with the close at the end."""
+    server = make_server(docroot, args=["--cache-max-file", "2M"])
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    sock.settimeout(10)
+    with sock:
+        sock.connect(server.addr)
+        sock.sendall(request("GET", "/big.bin", close=True))
+        got = b""
+        while chunk := sock.recv(4096):
+            got += chunk
+    r, rest = parse_response(got)
+    assert r.status == 200 and r.body == BIG and rest == b""
+
+
 def test_keepalive_idle_timeout_closes(make_server, docroot):
     server = make_server(docroot, args=["--keepalive-timeout", "1"])
     with Conn(server) as c:
