@@ -80,10 +80,10 @@ static inline uint32_t fold4(const char *p)
 
 /* ieq for what the parser itself compares: lit is lower-case letters, digits and '-', and p holds
  * no control byte but HTAB (field names are tchars; skip_value stops a value at the others). Then
- * setting bit 0x20 of every byte is an exact case fold: the only other bytes it maps onto a letter,
- * a digit or '-' are controls (0x10-0x19, CR), and HTAB becomes ')', which no lit holds. Eight or
- * four bytes compare at once; n is a constant wherever this is inlined, so the loads of lit fold
- * into immediates. Past the last whole word the tail is compared by an overlapping load. */
+ * setting bit 0x20 of every byte is an exact case fold: it maps only 'A'-'Z' onto a letter, only
+ * controls (0x10-0x19, CR) onto a digit or '-' besides those bytes themselves, and HTAB onto ')',
+ * which no lit holds. Eight or four bytes compare at once; n is a constant wherever this is
+ * inlined, so the loads of lit fold into immediates, and a tail is compared by an overlapping load. */
 static inline bool ieq_token(const char *p, const char *lit, size_t n)
 {
     if (n >= 8) {
