@@ -26,6 +26,10 @@
 #define DISCARD_MAX (1u << 20)
 /* A response that makes no progress for this long is abandoned (a client that stopped reading). */
 #define SEND_TIMEOUT 60
+/* Lingering close (nginx's lingering_timeout and lingering_time): input is dropped for up to
+ * LINGER_IDLE seconds between reads and LINGER_MAX in all, then the connection closes anyway. */
+#define LINGER_IDLE 5
+#define LINGER_MAX 30
 
 static void process(struct worker *w, struct conn *c);
 
@@ -254,6 +258,13 @@ static void process(struct worker *w, struct conn *c)
 
 void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
 {
+    if (c->state == CONN_LINGERING) {
+        if (n <= 0)
+            conn_close(w, c); /* the client has closed (or reset): done */
+        else if (w->now < c->linger_end)
+            arm(w, c, LINGER_IDLE);
+        return; /* otherwise the timer closes it when it falls due */
+    }
     if (c->state != CONN_READING && c->state != CONN_SENDING)
         return;
     if (n < 0) {
@@ -293,13 +304,35 @@ void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n
     set_recv(w, c, wants_input(c));
 }
 
+/* Closing after a response the client did not ask to be the last (an error, a body left
+ * unread, a request pipelined behind "close"): bytes it sent may still be unread, and a close
+ * with unread bytes sends a reset, which can reach the client before it has read the response
+ * and destroy it. So the write side is shut first (the client sees the end of the response),
+ * and what still arrives is read and dropped until the client closes or the linger runs out. */
+static void linger(struct worker *w, struct conn *c)
+{
+    release_input(w, c);
+    c->discard = 0;
+    c->state = CONN_LINGERING;
+    c->linger_end = w->now + LINGER_MAX;
+    arm(w, c, LINGER_IDLE);
+    w->eng->shutdown(w, c);
+    set_recv(w, c, true);
+}
+
 void conn_sent(struct worker *w, struct conn *c, int err)
 {
     if (c->state != CONN_SENDING)
         return;
+    /* The client asked to close and sent nothing after: no bytes can be waiting (and the close
+     * is what sends a held tail). Likewise after its own EOF, or when the worker drains. */
+    bool clean = c->resp->plan.fin_carries_tail || c->eof || w->draining;
     release_response(w, c);
     if (err || !c->keep_alive) {
-        conn_close(w, c);
+        if (err || clean)
+            conn_close(w, c);
+        else
+            linger(w, c);
         return;
     }
     c->state = CONN_READING;
@@ -333,6 +366,6 @@ void conn_drain(struct worker *w, struct conn *c)
 {
     /* Only responses in flight are finished; a request still arriving has none yet. */
     c->keep_alive = false;
-    if (c->state == CONN_READING)
+    if (c->state == CONN_READING || c->state == CONN_LINGERING)
         conn_close(w, c);
 }

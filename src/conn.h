@@ -24,6 +24,9 @@ enum conn_state {
     CONN_FREE,
     CONN_READING, /* waiting for (the rest of) a request */
     CONN_SENDING, /* a response is in flight; later requests wait in the input buffer */
+    CONN_LINGERING, /* the last response is out and the write side shut; input is read and
+                     * dropped until the client closes, so its unread bytes do not turn the
+                     * close into a reset that could destroy that response */
     CONN_CLOSING, /* engine close started; waiting for conn_closed */
 };
 
@@ -39,6 +42,7 @@ struct conn {
     bool in_request;    /* bytes of a request have arrived since the last response */
     uint64_t discard;   /* body bytes of the current request still to skip */
     uint64_t send_left; /* bytes the response had left at the last timeout check */
+    int64_t linger_end; /* CONN_LINGERING: when to close even if the client still sends */
     char *in;           /* buffered unparsed input, or NULL */
     uint32_t in_len;
     uint32_t in_cap;    /* a pool buffer's size, or more for one grown on the heap */
@@ -49,6 +53,12 @@ struct conn {
     int eng_err;           /* the result of a completion the engine reports later */
     struct conn *eng_next; /* the engine's list of connections with a deferred completion */
 };
+
+/* Whether c is open to the engine: its socket is in use and its events matter. */
+static inline bool conn_open(const struct conn *c)
+{
+    return c->state == CONN_READING || c->state == CONN_SENDING || c->state == CONN_LINGERING;
+}
 
 /* Engine callbacks. */
 

@@ -29,6 +29,9 @@ struct engine_ops {
     void (*recv)(struct worker *w, struct conn *c, bool on);
     /* Sends c->plan from its current position to the end, then calls conn_sent. */
     void (*send)(struct worker *w, struct conn *c);
+    /* Shuts the socket's write side (the client sees the end of the responses) while receiving
+     * goes on; failures are ignored (the lingering connection ends by its timer). */
+    void (*shutdown)(struct worker *w, struct conn *c);
     /* Cancels the connection's operations, closes its socket, then calls conn_closed. */
     void (*close)(struct worker *w, struct conn *c);
     /* Stops accepting new connections (drain). */

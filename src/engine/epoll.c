@@ -105,6 +105,12 @@ static void ep_send(struct worker *w, struct conn *c)
     queue(w->engine_state, c, F_SENT);
 }
 
+static void ep_shutdown(struct worker *w, struct conn *c)
+{
+    (void)w;
+    shutdown(c->fd, SHUT_WR);
+}
+
 static void ep_close(struct worker *w, struct conn *c)
 {
     /* close() drops the fd from the epoll set; events already fetched for it are recognised
@@ -140,7 +146,7 @@ static void do_accept(struct worker *w, struct ep *e)
 
 static void do_read(struct worker *w, struct ep *e, struct conn *c)
 {
-    while (c->recv_on && (c->state == CONN_READING || c->state == CONN_SENDING)) {
+    while (c->recv_on && conn_open(c)) {
         ssize_t n = recv(c->fd, e->buf, sizeof(e->buf), 0);
         if (n < 0 && errno == EINTR)
             continue;
@@ -207,8 +213,7 @@ static int ep_run(struct worker *w)
             } else {
                 uint32_t slot = (uint32_t)t;
                 struct conn *c = &w->conns[slot];
-                if ((c->gen & 0xffffff) == ((t >> 32) & 0xffffff) &&
-                    (c->state == CONN_READING || c->state == CONN_SENDING))
+                if ((c->gen & 0xffffff) == ((t >> 32) & 0xffffff) && conn_open(c))
                     on_conn(w, e, c, events[i].events);
             }
         }
@@ -224,6 +229,7 @@ const struct engine_ops engine_epoll = {
     .run = ep_run,
     .recv = ep_recv,
     .send = ep_send,
+    .shutdown = ep_shutdown,
     .close = ep_close,
     .stop_accept = ep_stop_accept,
 };

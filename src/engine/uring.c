@@ -57,6 +57,7 @@ enum op {
     OP_POLL,   /* POLLOUT wait for a sendplan that hit EAGAIN */
     OP_CANCEL, /* cancellation of a connection's operations */
     OP_CLOSE,
+    OP_SHUTDOWN, /* SHUT_WR before a lingering close */
     OP_WAKE, /* read of the worker's eventfd */
     OP_TICK, /* the worker's one-second timeout: the timer wheel's clock */
     OP_SPLICE_IN,  /* file -> pipe */
@@ -600,6 +601,13 @@ static void uring_close(struct worker *w, struct conn *c)
     }
 }
 
+static void uring_shutdown(struct worker *w, struct conn *c)
+{
+    struct uring *u = w->engine_state;
+    if (!(c->eng_flags & F_CLOSING))
+        io_uring_prep_shutdown(conn_sqe(u, c, OP_SHUTDOWN), c->fd, SHUT_WR);
+}
+
 static void uring_stop_accept(struct worker *w)
 {
     struct uring *u = w->engine_state;
@@ -859,6 +867,7 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
         break;
     case OP_CANCEL:
     case OP_CLOSE:
+    case OP_SHUTDOWN:
         op_done(w, u, c);
         break;
     default:
@@ -987,6 +996,7 @@ const struct engine_ops engine_uring = {
     .run = uring_run,
     .recv = uring_recv,
     .send = uring_send,
+    .shutdown = uring_shutdown,
     .close = uring_close,
     .stop_accept = uring_stop_accept,
 };

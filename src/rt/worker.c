@@ -119,7 +119,7 @@ static void start_drain(struct worker *w)
     w->eng->stop_accept(w);
     for (uint32_t i = 0; i < w->cfg->max_conns; i++) {
         struct conn *c = &w->conns[i];
-        if (c->state == CONN_READING || c->state == CONN_SENDING)
+        if (conn_open(c))
             conn_drain(w, c);
     }
 }
@@ -134,7 +134,7 @@ bool worker_tick(struct worker *w)
         conn_timeout(w, (struct conn *)((char *)t - offsetof(struct conn, timer)));
     if (w->draining && w->now >= w->drain_deadline) {
         for (uint32_t i = 0; i < w->cfg->max_conns; i++)
-            if (w->conns[i].state == CONN_READING || w->conns[i].state == CONN_SENDING)
+            if (conn_open(&w->conns[i]))
                 conn_close(w, &w->conns[i]);
     }
     return !(w->draining && w->active == 0);

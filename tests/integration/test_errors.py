@@ -3,6 +3,8 @@ sequence crashes or hangs the server (issue 2, "Errors")."""
 
 import random
 import socket
+import threading
+import time
 
 import pytest
 
@@ -226,3 +228,74 @@ def test_half_closed_after_full_request_still_gets_answer(server):
         assert r.status == 200 and r.body == HELLO
     finally:
         s.close()
+
+
+def test_error_survives_a_body_the_server_does_not_read(server):
+    """Lingering close: a body past what the server discards (1 MiB) is never read, and a close
+    with unread bytes sends a reset, which can destroy the response before the client reads it
+    (here the client's own send fails with EPIPE). The server shuts its write side instead and
+    drops what still arrives until the client closes: the client sends all, then reads the whole
+    405 and a clean end of stream."""
+    size = 3 << 20
+    with connect(server, timeout=10) as sock:
+        sock.sendall(request("POST", "/hello.txt", headers=[f"Content-Length: {size}"]))
+        sock.sendall(b"x" * size)
+        got = b""
+        while chunk := sock.recv(65536):
+            got += chunk
+    r, rest = parse_response(got)
+    assert r.status == 405 and "close" in r.tokens("connection") and rest == b""
+
+
+@pytest.mark.slow
+def test_lingering_ends_when_the_client_goes_quiet(server):
+    """Lingering is bounded: a client that gets its answer, sees the end of the stream and then
+    neither sends nor closes is closed by the server after a few idle seconds (5, by a one-second
+    timer). Until then what it sends is read and dropped; after it, a send meets the closed
+    socket and fails."""
+    with connect(server, timeout=15) as sock:
+        sock.sendall(request("GET", "/hello.txt", headers=["Transfer-Encoding: chunked"]) +
+                     b"5\r\nhello\r\n")
+        got = b""
+        while chunk := sock.recv(65536):
+            got += chunk  # ends at the server's FIN: its write side is shut
+        r, _ = parse_response(got)  # answered; the chunked body is never read
+        assert r.status == 200 and "close" in r.tokens("connection")
+        sock.sendall(b"more bytes, read and dropped")
+        time.sleep(0.5)
+        sock.sendall(b"and these")  # no reset yet: the server still reads
+        time.sleep(8)  # past the idle linger, with a margin; not a timing assertion
+        with pytest.raises((BrokenPipeError, ConnectionResetError)):
+            for _ in range(20):  # the first send draws the reset, a later one reports it
+                sock.sendall(b"x")
+                time.sleep(0.05)
+
+
+def test_lingering_connection_does_not_hold_up_a_drain(make_server, docroot):
+    """SIGTERM closes a lingering connection rather than waiting out its linger: the client
+    keeps sending, which would keep it lingering for 30 s, and the drain may take 60, both far
+    past the harness's 10 s wait before it kills the server (stop() then returns -9, not 0)."""
+    server = make_server(docroot, args=["--drain-timeout", "60"])
+    with connect(server, timeout=10) as sock:
+        sock.sendall(request("GET", "/hello.txt", headers=["Transfer-Encoding: chunked"]))
+        got = b""
+        while chunk := sock.recv(65536):
+            got += chunk
+        assert parse_response(got)[0].status == 200
+        done = threading.Event()
+
+        def trickle():
+            while not done.wait(0.2):
+                try:
+                    sock.sendall(b"x")
+                except OSError:
+                    return
+
+        t = threading.Thread(target=trickle)
+        t.start()
+        try:
+            time.sleep(1)
+            assert server.stop() == 0
+        finally:
+            done.set()
+            t.join()
