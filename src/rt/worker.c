@@ -1,6 +1,8 @@
 /* Worker setup, the per-turn tick (clock, timers, drain) and buffer pools; see worker.h. */
 #include "rt/worker.h"
 
+#include "rt/errlog.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +153,6 @@ void *worker_main(void *arg)
     struct worker *w = arg;
     int rc = w->eng->run(w);
     if (rc < 0)
-        fprintf(stderr, "ringhttpd: worker %d: %s\n", w->id, strerror(-rc));
+        errlog(ERRLOG_ERROR, "worker %d: %s", w->id, strerror(-rc));
     return (void *)(intptr_t)rc;
 }
