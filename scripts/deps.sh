@@ -4,6 +4,8 @@
 #   scripts/deps.sh build   liburing headers, pkg-config
 #   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss, tcpdump
 #   scripts/deps.sh fuzz    test + clang and its libFuzzer runtime
+#   scripts/deps.sh vm      test + what `make test-vm` boots: Debian's packaged kernel
+#                           (linux-image-amd64, 6.1 on Debian 12) and its modules, qemu, busybox
 set -eu
 
 want=()
@@ -14,7 +16,7 @@ have_header() { printf '#include <%s>\n' "$1" | cc -E -x c - >/dev/null 2>&1; }
 what=${1:-build}
 have_header liburing.h || need_pkg liburing-dev
 command -v pkg-config >/dev/null || need_pkg pkg-config
-if [ "$what" = test ] || [ "$what" = fuzz ]; then
+if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv
     command -v curl >/dev/null || need_pkg curl
     command -v ss >/dev/null || need_pkg iproute2
@@ -24,6 +26,13 @@ if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang
     ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
         need_pkg libclang-rt-14-dev
+fi
+if [ "$what" = vm ]; then
+    ls /boot/vmlinuz-6.1* >/dev/null 2>&1 || need_pkg linux-image-amd64
+    command -v qemu-system-x86_64 >/dev/null || need_pkg qemu-system-x86
+    [ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx insmod ||
+        need_pkg busybox-static
+    command -v cpio >/dev/null || need_pkg cpio
 fi
 
 [ ${#want[@]} -eq 0 ] && exit 0

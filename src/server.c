@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "engine/caps.h"
 #include "engine/engine.h"
 #include "rt/worker.h"
 
@@ -118,6 +119,7 @@ int server_run(struct config *cfg)
     struct addr a;
     int rc = 1, started = 0, nlisten = 0;
     sigset_t stop_signals;
+    struct engine_caps caps; /* read by every worker until they are joined below */
 
     if (parse_addr(cfg->bind, cfg->port, &a) != 0) {
         fprintf(stderr, "ringhttpd: --bind: '%s' is not an IPv4 or IPv6 address\n", cfg->bind);
@@ -133,7 +135,7 @@ int server_run(struct config *cfg)
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     raise_fd_limit();
 
-    const struct engine_ops *eng = engine_choose(cfg->engine, cfg->verbose);
+    const struct engine_ops *eng = engine_choose(cfg->engine, cfg->verbose, &caps);
     if (!eng)
         return 1;
 
@@ -159,7 +161,7 @@ int server_run(struct config *cfg)
     }
     for (started = 0; started < cfg->threads; started++) {
         struct worker *w = &workers[started];
-        int err = worker_init(w, started, cfg, eng, listeners[started]);
+        int err = worker_init(w, started, cfg, eng, &caps, listeners[started]);
         if (err < 0) {
             fprintf(stderr, "ringhttpd: starting worker %d (%s): %s\n", started, eng->name,
                     strerror(-err));

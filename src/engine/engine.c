@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "engine/caps.h"
 
 static const char *errno_name(int err)
 {
@@ -20,12 +21,18 @@ static const char *errno_name(int err)
     }
 }
 
-const struct engine_ops *engine_choose(int kind, bool verbose)
+const struct engine_ops *engine_choose(int kind, bool verbose, struct engine_caps *caps)
 {
+    *caps = (struct engine_caps){0};
+    caps_probe_tls(caps);
+    if (kind != ENGINE_EPOLL)
+        uring_probe(caps);
+    if (verbose)
+        caps_print(caps, stderr);
     if (kind == ENGINE_EPOLL)
         return &engine_epoll;
     const char *why = "";
-    int rc = uring_probe(&why, verbose);
+    int rc = caps_decide(caps, &why);
     if (rc == 0)
         return &engine_uring;
     if (kind == ENGINE_URING) {

@@ -10,6 +10,7 @@
 struct worker;
 struct conn;
 struct config;
+struct engine_caps;
 
 /*
  * Completion-based, like io_uring: an operation is started, and its end is reported later
@@ -42,13 +43,16 @@ extern const struct engine_ops engine_uring;
 extern const struct engine_ops engine_epoll;
 
 /*
- * Chooses the engine once per process: io_uring when a ring with the features the uring engine
- * needs can be set up, else epoll (for ENGINE_AUTO), printing one line that says why. Returns
- * NULL after printing why, when ENGINE_URING was asked for and cannot be had.
+ * Chooses the engine once per process: probes the kernel into *caps (engine/caps.h), then
+ * io_uring when caps_decide says every feature the uring engine needs works, else epoll (for
+ * ENGINE_AUTO), printing one line that says why. Returns NULL after printing why, when
+ * ENGINE_URING was asked for and cannot be had. verbose prints *caps. Workers read *caps
+ * (w->caps) and never probe again.
  */
-const struct engine_ops *engine_choose(int kind, bool verbose);
+const struct engine_ops *engine_choose(int kind, bool verbose, struct engine_caps *caps);
 
-/* Probes io_uring: 0 when usable, else -errno (ENOSYS, EPERM, EINVAL...) and a reason. */
-int uring_probe(const char **why, bool verbose);
+/* Fills caps with what io_uring offers here, trying for real what its opcode probe cannot tell
+ * (uring.c); never fails: caps_decide judges the result. */
+void uring_probe(struct engine_caps *caps);
 
 #endif

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "conn.h"
 #include "engine/sendplan.h"
+#include "engine/tag.h"
 #include "rt/worker.h"
 #include "serve.h"
 
@@ -41,10 +42,10 @@ struct ep {
     char buf[RECV_BUF];
 };
 
+/* An fd's epoll data (engine/tag.h): for c, or for the worker when c is NULL. */
 static uint64_t tag(enum kind k, const struct conn *c)
 {
-    return c ? (uint64_t)k << 56 | (uint64_t)(c->gen & 0xffffff) << 32 | c->slot
-             : (uint64_t)k << 56;
+    return c ? tag_encode(k, c->gen, c->slot) : tag_encode(k, 0, 0);
 }
 
 static void queue(struct ep *e, struct conn *c, uint32_t what)
@@ -202,8 +203,8 @@ static int ep_run(struct worker *w)
         if (n < 0 && errno != EINTR)
             return -errno;
         for (int i = 0; i < n; i++) {
-            uint64_t t = events[i].data.u64;
-            enum kind k = (enum kind)(t >> 56);
+            struct tag t = tag_decode(events[i].data.u64);
+            enum kind k = (enum kind)t.op;
             if (k == K_LISTEN) {
                 do_accept(w, e);
             } else if (k == K_WAKE) {
@@ -211,9 +212,8 @@ static int ep_run(struct worker *w)
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
                     return -errno;
             } else {
-                uint32_t slot = (uint32_t)t;
-                struct conn *c = &w->conns[slot];
-                if ((c->gen & 0xffffff) == ((t >> 32) & 0xffffff) && conn_open(c))
+                struct conn *c = &w->conns[t.slot];
+                if (tag_is_current(t, c->gen) && conn_open(c))
                     on_conn(w, e, c, events[i].events);
             }
         }

@@ -34,12 +34,16 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "conn.h"
+#include "engine/caps.h"
 #include "engine/sendplan.h"
+#include "engine/tag.h"
 #include "rt/worker.h"
 #include "serve.h"
 
@@ -126,9 +130,10 @@ struct uring {
     uint32_t wait_head, wait_tail;  /* FIFO of connections waiting for a pipe, slot + 1 */
 };
 
+/* An operation's user_data (engine/tag.h): for c, or for the worker when c is NULL. */
 static inline uint64_t ud(enum op op, const struct conn *c)
 {
-    return (uint64_t)op << 56 | (uint64_t)(c->gen & 0xffffff) << 32 | c->slot;
+    return c ? tag_encode(op, c->gen, c->slot) : tag_encode(op, 0, 0);
 }
 
 static struct io_uring_sqe *get_sqe(struct uring *u)
@@ -150,25 +155,33 @@ static struct io_uring_sqe *conn_sqe(struct uring *u, struct conn *c, enum op op
     return sqe;
 }
 
-static int setup_ring(struct uring *u)
+/* Setup flag sets, strongest first, and the CAPS_SETUP_* bit each stands for. */
+static const struct {
+    unsigned flags;
+    unsigned caps;
+} setup_modes[] = {
+    {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SUBMIT_ALL,
+     CAPS_SETUP_SINGLE_ISSUER},
+    {IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SUBMIT_ALL, CAPS_SETUP_COOP_TASKRUN},
+    {0, 0},
+};
+
+static unsigned setup_flags(unsigned caps_setup)
 {
-    /* Strongest first; each step drops what an older kernel refuses with EINVAL. */
-    static const unsigned flag_sets[] = {
-        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SUBMIT_ALL,
-        IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SUBMIT_ALL,
-        0,
+    for (size_t i = 0; i < sizeof(setup_modes) / sizeof(setup_modes[0]); i++)
+        if (setup_modes[i].caps == caps_setup)
+            return setup_modes[i].flags;
+    return 0;
+}
+
+/* The mode the probe found the kernel accepts (caps.setup): workers do not step down again. */
+static int setup_ring(struct uring *u, const struct engine_caps *caps)
+{
+    struct io_uring_params p = {
+        .flags = setup_flags(caps->setup) | IORING_SETUP_CQSIZE | IORING_SETUP_R_DISABLED,
+        .cq_entries = CQ_ENTRIES,
     };
-    int rc = -EINVAL;
-    for (size_t i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
-        struct io_uring_params p = {
-            .flags = flag_sets[i] | IORING_SETUP_CQSIZE | IORING_SETUP_R_DISABLED,
-            .cq_entries = CQ_ENTRIES,
-        };
-        rc = io_uring_queue_init_params(SQ_ENTRIES, &u->ring, &p);
-        if (rc != -EINVAL)
-            break;
-    }
-    return rc;
+    return io_uring_queue_init_params(SQ_ENTRIES, &u->ring, &p);
 }
 
 static int setup_buffers(struct uring *u)
@@ -208,11 +221,7 @@ static int setup_splice(struct worker *w, struct uring *u)
     const struct config *cfg = w->cfg;
     if (cfg->file_send != FILE_SEND_SPLICE)
         return 0;
-    struct io_uring_probe *probe = io_uring_get_probe_ring(&u->ring);
-    bool ok = probe && io_uring_opcode_supported(probe, IORING_OP_SPLICE);
-    if (probe)
-        io_uring_free_probe(probe);
-    if (!ok) {
+    if (!caps_has_op(w->caps, CAPS_OP_SPLICE)) {
         if (w->id == 0)
             fprintf(stderr, "ringhttpd: io_uring has no SPLICE here; files go by sendfile\n");
         return 0;
@@ -250,12 +259,12 @@ static int uring_init(struct worker *w)
     struct uring *u = calloc(1, sizeof(*u));
     if (!u)
         return -ENOMEM;
-    int rc = setup_ring(u);
+    int rc = setup_ring(u, w->caps);
     if (rc < 0) {
         free(u);
         return rc;
     }
-    u->cqe_skip = u->ring.features & IORING_FEAT_CQE_SKIP;
+    u->cqe_skip = w->caps->cqe_skip;
     if ((rc = setup_buffers(u)) < 0 || (rc = setup_splice(w, u)) < 0) {
         release_splice(w, u);
         release_buffers(u);
@@ -283,7 +292,7 @@ static void arm_accept(struct worker *w, struct uring *u)
 {
     struct io_uring_sqe *sqe = get_sqe(u);
     io_uring_prep_multishot_accept(sqe, w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(sqe, (uint64_t)OP_ACCEPT << 56);
+    io_uring_sqe_set_data64(sqe, ud(OP_ACCEPT, NULL));
     u->accept_armed = true;
 }
 
@@ -291,7 +300,7 @@ static void arm_wake(struct worker *w, struct uring *u)
 {
     struct io_uring_sqe *sqe = get_sqe(u);
     io_uring_prep_read(sqe, w->wake_fd, &u->wake_val, sizeof(u->wake_val), 0);
-    io_uring_sqe_set_data64(sqe, (uint64_t)OP_WAKE << 56);
+    io_uring_sqe_set_data64(sqe, ud(OP_WAKE, NULL));
 }
 
 /* One TIMEOUT per worker, re-armed as it fires, wakes the loop for the timer wheel. Waiting
@@ -305,7 +314,7 @@ static void arm_tick(struct worker *w, struct uring *u)
     u->tick = (struct __kernel_timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
     struct io_uring_sqe *sqe = get_sqe(u);
     io_uring_prep_timeout(sqe, &u->tick, 0, 0);
-    io_uring_sqe_set_data64(sqe, (uint64_t)OP_TICK << 56);
+    io_uring_sqe_set_data64(sqe, ud(OP_TICK, NULL));
 }
 
 /* A new connection's first recv is single-shot: a client that sends one request with
@@ -613,8 +622,8 @@ static void uring_stop_accept(struct worker *w)
     struct uring *u = w->engine_state;
     if (u->accept_armed) {
         struct io_uring_sqe *sqe = get_sqe(u);
-        io_uring_prep_cancel64(sqe, (uint64_t)OP_ACCEPT << 56, 0);
-        io_uring_sqe_set_data64(sqe, (uint64_t)OP_IGNORE << 56);
+        io_uring_prep_cancel64(sqe, ud(OP_ACCEPT, NULL), 0);
+        io_uring_sqe_set_data64(sqe, ud(OP_IGNORE, NULL));
     }
     u->accept_rearm = false;
 }
@@ -820,9 +829,8 @@ static void on_splice(struct worker *w, struct uring *u, struct conn *c, enum op
 
 static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe)
 {
-    uint64_t data = io_uring_cqe_get_data64(cqe);
-    enum op op = (enum op)(data >> 56);
-    uint32_t slot = (uint32_t)data;
+    struct tag t = tag_decode(io_uring_cqe_get_data64(cqe));
+    enum op op = (enum op)t.op;
 
     switch (op) {
     case OP_ACCEPT:
@@ -837,8 +845,8 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
     default:
         break;
     }
-    struct conn *c = slot < w->cfg->max_conns ? &w->conns[slot] : NULL;
-    if (!c || c->state == CONN_FREE || (c->gen & 0xffffff) != ((data >> 32) & 0xffffff)) {
+    struct conn *c = t.slot < w->cfg->max_conns ? &w->conns[t.slot] : NULL;
+    if (!c || c->state == CONN_FREE || !tag_is_current(t, c->gen)) {
         /* Stale: cannot happen while slots wait for their last completion, but a buffer it
          * carries must still go back. */
         if (cqe->flags & IORING_CQE_F_BUFFER)
@@ -932,61 +940,196 @@ static int uring_run(struct worker *w)
     return 0;
 }
 
-int uring_probe(const char **why, bool verbose)
+/* --- the probe: once per process, before any worker; see caps.h ---------------------- */
+
+static const int caps_opcodes[CAPS_OP_COUNT] = {
+    [CAPS_OP_ACCEPT] = IORING_OP_ACCEPT,
+    [CAPS_OP_RECV] = IORING_OP_RECV,
+    [CAPS_OP_SEND] = IORING_OP_SEND,
+    [CAPS_OP_SENDMSG] = IORING_OP_SENDMSG,
+    [CAPS_OP_POLL_ADD] = IORING_OP_POLL_ADD,
+    [CAPS_OP_ASYNC_CANCEL] = IORING_OP_ASYNC_CANCEL,
+    [CAPS_OP_CLOSE] = IORING_OP_CLOSE,
+    [CAPS_OP_READ] = IORING_OP_READ,
+    [CAPS_OP_TIMEOUT] = IORING_OP_TIMEOUT,
+    [CAPS_OP_SHUTDOWN] = IORING_OP_SHUTDOWN,
+    [CAPS_OP_SPLICE] = IORING_OP_SPLICE,
+};
+
+#define PROBE_BUFS 8  /* power of two */
+#define PROBE_BUF_SIZE 64
+enum { PROBE_ACCEPT = 1, PROBE_RECV, PROBE_CANCEL };
+
+/* The next completion with user data want (others are dropped), within a second. */
+static int probe_wait(struct io_uring *ring, uint64_t want, struct io_uring_cqe *out)
+{
+    struct __kernel_timespec ts = {.tv_sec = 1};
+    for (;;) {
+        struct io_uring_cqe *cqe;
+        int rc = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
+        if (rc < 0)
+            return rc;
+        *out = *cqe;
+        io_uring_cqe_seen(ring, cqe);
+        if (out->user_data == want)
+            return 0;
+    }
+}
+
+static void try_set(struct caps_try *t, bool ok, int err)
+{
+    t->result = ok ? CAPS_OK : CAPS_FAILED;
+    t->err = ok ? 0 : (err < 0 ? err : -EINVAL);
+}
+
+/* Submits one prepared SQE and waits for its completion into *cqe; -errno when neither came. */
+static int probe_submit(struct io_uring *ring, uint64_t want, struct io_uring_cqe *cqe)
+{
+    int rc = io_uring_submit(ring);
+    if (rc < 0)
+        return rc;
+    return probe_wait(ring, want, cqe);
+}
+
+/*
+ * What the opcode probe cannot tell, tried for real on a ring set up as the workers' will be:
+ * a provided buffer ring, a multishot accept on a listening (AF_UNIX) socket, a multishot recv
+ * into that buffer ring with data waiting, and a cancellation of all of an fd's operations. An
+ * opcode that exists can still refuse a mode (multishot recv came in 6.0, a kernel after the
+ * buffer rings of 5.19), so each is judged by its completion: a result and IORING_CQE_F_MORE.
+ * Stops at the first failure: the ones after it stay CAPS_UNTRIED.
+ */
+static void probe_tries(struct io_uring *ring, struct engine_caps *caps)
+{
+    struct io_uring_buf_ring *br = NULL;
+    char bufs[PROBE_BUFS][PROBE_BUF_SIZE];
+    int lfd = -1, cfd = -1, afd = -1, rc;
+    struct io_uring_cqe cqe;
+    struct io_uring_sqe *sqe;
+
+    size_t br_size = PROBE_BUFS * sizeof(struct io_uring_buf);
+    void *mem = mmap(NULL, br_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        try_set(&caps->buf_ring, false, -errno);
+        return;
+    }
+    br = mem;
+    io_uring_buf_ring_init(br);
+    struct io_uring_buf_reg reg = {.ring_addr = (unsigned long)mem, .ring_entries = PROBE_BUFS,
+                                   .bgid = BGID};
+    rc = io_uring_register_buf_ring(ring, &reg, 0);
+    try_set(&caps->buf_ring, rc == 0, rc);
+    if (rc < 0)
+        goto out_unmap;
+    for (unsigned i = 0; i < PROBE_BUFS; i++)
+        io_uring_buf_ring_add(br, bufs[i], PROBE_BUF_SIZE, (unsigned short)i,
+                              io_uring_buf_ring_mask(PROBE_BUFS), (int)i);
+    io_uring_buf_ring_advance(br, PROBE_BUFS);
+
+    /* A listener with an autobound abstract name, and a client already in its backlog. */
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    socklen_t sun_len = sizeof(sa_family_t);
+    lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0 || cfd < 0 || bind(lfd, (struct sockaddr *)&sun, sun_len) != 0 ||
+        listen(lfd, 4) != 0 || (sun_len = sizeof(sun), getsockname(lfd, (struct sockaddr *)&sun,
+                                                                    &sun_len)) != 0 ||
+        connect(cfd, (struct sockaddr *)&sun, sun_len) != 0) {
+        try_set(&caps->accept_ms, false, -errno);
+        goto out_fds;
+    }
+    sqe = io_uring_get_sqe(ring);
+    io_uring_prep_multishot_accept(sqe, lfd, NULL, NULL, SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, PROBE_ACCEPT);
+    rc = probe_submit(ring, PROBE_ACCEPT, &cqe);
+    afd = rc == 0 ? cqe.res : -1;
+    try_set(&caps->accept_ms, rc == 0 && cqe.res >= 0 && (cqe.flags & IORING_CQE_F_MORE),
+            rc < 0 ? rc : cqe.res);
+    if (caps->accept_ms.result != CAPS_OK)
+        goto out_fds;
+
+    if (write(cfd, "probe", 5) != 5) {
+        try_set(&caps->recv_ms, false, -errno);
+        goto out_fds;
+    }
+    sqe = io_uring_get_sqe(ring);
+    io_uring_prep_recv_multishot(sqe, afd, NULL, 0, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = BGID;
+    io_uring_sqe_set_data64(sqe, PROBE_RECV);
+    rc = probe_submit(ring, PROBE_RECV, &cqe);
+    try_set(&caps->recv_ms,
+            rc == 0 && cqe.res == 5 && (cqe.flags & IORING_CQE_F_BUFFER) &&
+                (cqe.flags & IORING_CQE_F_MORE),
+            rc < 0 ? rc : cqe.res);
+    if (caps->recv_ms.result != CAPS_OK)
+        goto out_fds;
+
+    /* The recv is still armed: cancelling everything on its fd must find it. */
+    sqe = io_uring_get_sqe(ring);
+    io_uring_prep_cancel_fd(sqe, afd, IORING_ASYNC_CANCEL_ALL);
+    io_uring_sqe_set_data64(sqe, PROBE_CANCEL);
+    rc = probe_submit(ring, PROBE_CANCEL, &cqe);
+    try_set(&caps->cancel_all, rc == 0 && cqe.res >= 1, rc < 0 ? rc : cqe.res);
+
+out_fds:
+    if (afd >= 0)
+        close(afd);
+    if (cfd >= 0)
+        close(cfd);
+    if (lfd >= 0)
+        close(lfd);
+    io_uring_unregister_buf_ring(ring, BGID);
+out_unmap:
+    munmap(mem, br_size);
+}
+
+void uring_probe(struct engine_caps *caps)
 {
     struct io_uring ring;
-    struct io_uring_params p = {0};
-    int rc = io_uring_queue_init_params(8, &ring, &p);
-    if (rc < 0) {
-        *why = "io_uring_setup failed";
-        return rc;
-    }
-    static const struct {
-        int op;
-        const char *name;
-    } needed[] = {
-        {IORING_OP_ACCEPT, "ACCEPT"}, {IORING_OP_RECV, "RECV"},
-        {IORING_OP_SEND, "SEND"},     {IORING_OP_SENDMSG, "SENDMSG"},
-        {IORING_OP_POLL_ADD, "POLL_ADD"}, {IORING_OP_ASYNC_CANCEL, "ASYNC_CANCEL"},
-        {IORING_OP_CLOSE, "CLOSE"},   {IORING_OP_READ, "READ"},
-        {IORING_OP_TIMEOUT, "TIMEOUT"},
-    };
-    struct io_uring_probe *probe = io_uring_get_probe_ring(&ring);
-    if (!probe) {
-        *why = "cannot probe io_uring opcodes";
-        rc = -EINVAL;
-        goto out;
-    }
-    for (size_t i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
-        if (!io_uring_opcode_supported(probe, needed[i].op)) {
-            *why = "an opcode the engine needs is missing";
-            rc = -EINVAL;
-            goto out_probe;
+    struct io_uring_params p;
+    int rc = -EINVAL;
+
+    caps->probed = true;
+    /* The workers' setup exactly (CQSIZE, R_DISABLED), strongest mode first, each step
+     * dropping what an older kernel refuses with EINVAL. */
+    for (size_t i = 0; i < sizeof(setup_modes) / sizeof(setup_modes[0]); i++) {
+        p = (struct io_uring_params){
+            .flags = setup_modes[i].flags | IORING_SETUP_CQSIZE | IORING_SETUP_R_DISABLED,
+            .cq_entries = CQ_ENTRIES,
+        };
+        rc = io_uring_queue_init_params(SQ_ENTRIES, &ring, &p);
+        if (rc == 0) {
+            caps->setup = setup_modes[i].caps;
+            caps->features = p.features;
+            caps->cqe_skip = p.features & IORING_FEAT_CQE_SKIP;
+            io_uring_queue_exit(&ring);
+            break;
         }
+        if (rc != -EINVAL)
+            break;
     }
-    /* Provided buffer rings (5.19) and multishot recv (6.0) arrived together; registering a
-     * ring is the cheapest test that works on every kernel. */
-    struct uring tmp = {.ring = ring};
-    rc = setup_buffers(&tmp);
-    release_buffers(&tmp);
+    try_set(&caps->ring, rc == 0, rc);
+    if (rc < 0)
+        return;
+
+    /* A small ring in the same mode, enabled (this thread submits), for what needs trying. */
+    p = (struct io_uring_params){.flags = setup_flags(caps->setup)};
+    rc = io_uring_queue_init_params(8, &ring, &p);
     if (rc < 0) {
-        *why = "provided buffer rings are missing (kernel older than 5.19?)";
-        goto out_probe;
+        try_set(&caps->ring, false, rc);
+        return;
     }
-    if (verbose)
-        fprintf(stderr,
-                "ringhttpd: io_uring: features 0x%x%s%s%s%s; provided buffer rings, multishot "
-                "accept and recv\n",
-                p.features, p.features & IORING_FEAT_FAST_POLL ? " FAST_POLL" : "",
-                p.features & IORING_FEAT_NODROP ? " NODROP" : "",
-                p.features & IORING_FEAT_EXT_ARG ? " EXT_ARG" : "",
-                p.features & IORING_FEAT_CQE_SKIP ? " CQE_SKIP" : "");
-    rc = 0;
-out_probe:
-    io_uring_free_probe(probe);
-out:
+    struct io_uring_probe *probe = io_uring_get_probe_ring(&ring);
+    if (probe) {
+        for (int op = 0; op < CAPS_OP_COUNT; op++)
+            if (io_uring_opcode_supported(probe, caps_opcodes[op]))
+                caps->ops |= 1u << op;
+        io_uring_free_probe(probe);
+    }
+    if (caps->ops)
+        probe_tries(&ring, caps);
     io_uring_queue_exit(&ring);
-    return rc;
 }
 
 const struct engine_ops engine_uring = {

@@ -60,13 +60,14 @@ static void read_clock(struct worker *w)
 }
 
 int worker_init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
-                int listen_fd)
+                const struct engine_caps *caps, int listen_fd)
 {
     int rc = -ENOMEM;
     memset(w, 0, sizeof(*w));
     w->id = id;
     w->cfg = cfg;
     w->eng = eng;
+    w->caps = caps;
     w->listen_fd = listen_fd;
     w->wall = -1;
     w->accepting = true;

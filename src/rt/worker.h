@@ -15,6 +15,7 @@
 
 struct config;
 struct engine_ops;
+struct engine_caps;
 struct conn;
 struct fcache;
 
@@ -29,6 +30,7 @@ struct worker {
     int id;
     const struct config *cfg;
     const struct engine_ops *eng;
+    const struct engine_caps *caps; /* what the kernel offers, probed once before the workers */
     void *engine_state;
     int listen_fd;
     int wake_fd; /* eventfd: written by the main thread to stop the worker */
@@ -58,7 +60,7 @@ struct worker {
 };
 
 int worker_init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
-                int listen_fd);
+                const struct engine_caps *caps, int listen_fd);
 void worker_fini(struct worker *w);
 void *worker_main(void *arg);
 
