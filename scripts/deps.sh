@@ -30,8 +30,7 @@ fi
 if [ "$what" = vm ]; then
     ls /boot/vmlinuz-6.1* >/dev/null 2>&1 || need_pkg linux-image-amd64
     command -v qemu-system-x86_64 >/dev/null || need_pkg qemu-system-x86
-    [ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx insmod ||
-        need_pkg busybox-static
+    dpkg -s busybox-static >/dev/null 2>&1 || need_pkg busybox-static
     command -v cpio >/dev/null || need_pkg cpio
 fi
 

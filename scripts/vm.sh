@@ -34,7 +34,7 @@ initramfs() {
     rm -rf "$root"
     mkdir -p "$root"/{bin,dev,proc,sys,mnt/root,lib/modules}
     cp /bin/busybox "$root/bin/busybox"
-    for app in sh mount umount insmod mkdir cat echo ip chroot poweroff sleep sync; do
+    for app in sh cp mount umount insmod mkdir cat echo ip chroot poweroff sleep sync; do
         ln -s busybox "$root/bin/$app"
     done
     closure=""

@@ -43,7 +43,9 @@ static const char usage_text[] =
     "                             concurrent downloads wait their turn, none fails\n"
     "      --send-lowat BYTES     most unsent bytes queued on a socket (TCP_NOTSENT_LOWAT,\n"
     "                             128K; K/M/G); 0 leaves the kernel's unlimited default\n"
-    "  -v, --verbose              print the engine's features at start\n"
+    "  -v, --verbose              print what the kernel offers at start: io_uring's setup\n"
+    "                             mode, opcodes and features tried for real, and whether it\n"
+    "                             has kernel TLS (the tls ULP)\n"
     "  -h, --help                 print this help and exit\n"
     "      --version              print the version and exit\n";
 
