@@ -22,10 +22,11 @@ wait "$pid"
 echo "--- ringhttpd -v on $(uname -r) (tcp_wmem $(cat /proc/sys/net/ipv4/tcp_wmem)):"
 cat "$out/verbose.txt"
 
-# The smoke subset: GET/HEAD, keep-alive, pipelining, large files, ranges; both engines.
+# The smoke subset: GET/HEAD, keep-alive, pipelining, large files, ranges, and what -v says
+# about this kernel (io_uring usable, tls ULP present once tls.ko is loaded); both engines.
 smoke=(tests/integration/test_basic.py tests/integration/test_keepalive.py
        tests/integration/test_pipelining.py tests/integration/test_largefiles.py
-       tests/integration/test_ranges.py)
+       tests/integration/test_ranges.py tests/integration/test_probe.py)
 .venv/bin/python -m pytest -p no:cacheprovider -q -m "not slow" \
     --junitxml="$out/junit.xml" "${smoke[@]}" "${extra[@]}" 2>&1 | tee "$out/pytest.txt"
 exit "${PIPESTATUS[0]}"

@@ -158,3 +158,25 @@ def test_forced_uring_under_filter_exits_1(launcher, docroot, errno_name):
     for crash in ("Sanitizer", "Segmentation", "Aborted", "core dumped", "panic"):
         assert crash not in err, f"looks like a crash:\n{err}"
     assert len(err.strip().splitlines()) <= 5, f"a clear error is short:\n{err}"
+
+
+@pytest.mark.parametrize("errno_name", sorted(ERRNOS))
+def test_verbose_fallback_names_the_failed_requirement(make_server, launcher, docroot,
+                                                       errno_name):
+    """-v under the filter (issue 11): the probe's struct shows the ring refused with that errno
+    and nothing after it tried, and the one fallback line names the failed requirement."""
+    server = make_server(docroot, args=["-v"], wrapper=[str(launcher), "--errno", errno_name, "--"])
+    assert server.engine_name == "epoll"
+    text = server.stderr_text()
+    probe = [l for l in text.splitlines() if l.startswith("ringhttpd: io_uring: ")]
+    assert len(probe) == 4, text
+    assert probe[0].startswith(f"ringhttpd: io_uring: ring no ({ERRNOS[errno_name]}), "), text
+    assert probe[2] == ("ringhttpd: io_uring: tried: buffer ring untried, multishot accept "
+                        "untried, multishot recv untried, cancel fd/all untried"), text
+    assert probe[3] == ("ringhttpd: io_uring: not usable: io_uring_setup failed "
+                        f"({ERRNOS[errno_name]})"), text
+    fell = [l for l in text.splitlines() if "falling back to epoll" in l]
+    assert fell == [f"ringhttpd: io_uring unavailable: io_uring_setup failed ({errno_name}: "
+                    f"{ERRNOS[errno_name]}); falling back to epoll"], text
+    assert len([l for l in text.splitlines() if "kernel TLS (tls ULP): " in l]) == 1, text
+    assert fetch(server, "/hello.txt").body == HELLO
