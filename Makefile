@@ -89,7 +89,8 @@ fuzz:
 
 # Not in `make check`: boots Debian's packaged kernel (6.1, the oldest we support) in qemu
 # without KVM and runs a smoke subset of the integration suite there on both engines (about
-# 3 minutes; scripts/vm.sh says how). `make test-vm VM_ARGS='-k keepalive'` passes pytest args.
+# 3 minutes; scripts/vm.sh says how). `make test-vm VM_ARGS='-k keepalive'` passes pytest args;
+# VM_TESTS='tests/integration/test_x.py' runs those files instead of the smoke subset.
 test-vm: all venv
 	@scripts/deps.sh vm
 	scripts/vm.sh run $(VM_ARGS)

@@ -27,6 +27,8 @@ cat "$out/verbose.txt"
 smoke=(tests/integration/test_basic.py tests/integration/test_keepalive.py
        tests/integration/test_pipelining.py tests/integration/test_largefiles.py
        tests/integration/test_ranges.py tests/integration/test_probe.py)
+mapfile -t chosen <"$out/tests" # VM_TESTS, when given, instead
+[ ${#chosen[@]} -eq 0 ] || smoke=("${chosen[@]}")
 .venv/bin/python -m pytest -p no:cacheprovider -q -m "not slow" \
     --junitxml="$out/junit.xml" "${smoke[@]}" "${extra[@]}" 2>&1 | tee "$out/pytest.txt"
 exit "${PIPESTATUS[0]}"

@@ -3,6 +3,8 @@
 # packaged kernel (the oldest we support, 6.1) in qemu, so "kernel >= 6.1" is a tested claim.
 #   scripts/vm.sh initramfs   build build/vm/initramfs.cpio.gz (busybox, /init, the 9p modules)
 #   scripts/vm.sh run [PYTEST ARGS...]   boot it and run the suite; exit with the suite's status
+# VM_TESTS='tests/integration/test_x.py ...' replaces the smoke list (scripts/vm-guest.sh), e.g.
+# for kernel TLS, whose module the guest loads; VM_TIMEOUT bounds the run (seconds, 1500).
 # The VM mounts this machine's / read-only over virtio-9p and chroots into it, so it runs this
 # repository's build/ringhttpd and .venv as they are; build/vm/out is shared read-write for the
 # results. Software emulation only (-accel tcg: /dev/kvm hangs on the machines we develop on),
@@ -62,6 +64,8 @@ run() {
     printf 'REPO=%s\nKVER=%s\n' "$repo" "$kver" >"$vm/out/env"
     : >"$vm/out/pytest-args"
     [ $# -eq 0 ] || printf '%s\n' "$@" >"$vm/out/pytest-args"
+    : >"$vm/out/tests"
+    [ -z "${VM_TESTS:-}" ] || printf '%s\n' $VM_TESTS >"$vm/out/tests"
     local rc=0
     timeout --foreground -k 10 "$boot_timeout" qemu-system-x86_64 \
         -accel tcg,thread=multi -cpu max -smp 2 -m 2048 \
