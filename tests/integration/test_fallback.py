@@ -10,6 +10,7 @@ The launcher is found beside the server under test ($RINGHTTPD, default build/ri
 build/asan/tools/noiouring); the tests skip when it is missing.
 """
 import concurrent.futures
+import errno
 import os
 import signal
 import subprocess
@@ -180,3 +181,60 @@ def test_verbose_fallback_names_the_failed_requirement(make_server, launcher, do
                     f"{ERRNOS[errno_name]}); falling back to epoll"], text
     assert len([l for l in text.splitlines() if "kernel TLS (tls ULP): " in l]) == 1, text
     assert fetch(server, "/hello.txt").body == HELLO
+
+
+IORING_REGISTER_PBUF_RING = 22
+
+
+def test_register_op_filter(launcher):
+    """The launcher's --register-op: io_uring works, except that one registration opcode."""
+    probe = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "params = ctypes.create_string_buffer(120)\n"
+        "fd = libc.syscall(ctypes.c_long(425), 8, params)\n"
+        "assert fd >= 0, ctypes.get_errno()\n"
+        "out = []\n"
+        "for op in (22, 8):\n"
+        "    ret = libc.syscall(ctypes.c_long(427), fd, op, None, 0)\n"
+        "    out.append(f'{op}={ret}:{ctypes.get_errno() if ret < 0 else 0}')\n"
+        "print(' '.join(out))\n"
+    )
+    res = subprocess.run(
+        [str(launcher), "--errno", "EACCES", "--register-op", str(IORING_REGISTER_PBUF_RING),
+         "--", sys.executable, "-c", probe],
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    assert res.returncode == 0, res.stderr
+    got = dict(item.split("=") for item in res.stdout.split())
+    assert got["22"] == f"-1:{errno.EACCES}", res.stdout
+    assert not got["8"].endswith(f":{errno.EACCES}"), res.stdout  # the kernel's own answer
+
+
+def test_auto_falls_back_when_a_tried_feature_fails(make_server, launcher, docroot):
+    """Issue 11: a kernel whose ring sets up but refuses a feature the engine relies on (here a
+    5.18 answer, EINVAL, to registering a provided buffer ring) is caught by the probe's real
+    tries: one line names the feature, and epoll serves, instead of connections failing later."""
+    server = make_server(docroot, args=["-v"], wrapper=[
+        str(launcher), "--errno", "EINVAL", "--register-op", str(IORING_REGISTER_PBUF_RING), "--"])
+    text = server.stderr_text()
+    assert server.engine_name == "epoll", text
+    probe = [l for l in text.splitlines() if l.startswith("ringhttpd: io_uring: ")]
+    assert probe[0].startswith("ringhttpd: io_uring: ring yes, "), text
+    assert probe[2] == ("ringhttpd: io_uring: tried: buffer ring no (Invalid argument), multishot "
+                        "accept untried, multishot recv untried, cancel fd/all untried"), text
+    fell = [l for l in text.splitlines() if "falling back to epoll" in l]
+    assert fell == ["ringhttpd: io_uring unavailable: registering a provided buffer ring failed "
+                    "(needs kernel 5.19) (EINVAL: Invalid argument); falling back to epoll"], text
+    _assert_serves(server)
+
+
+def test_forced_uring_names_the_failed_feature(launcher, docroot):
+    cmd = [str(launcher), "--errno", "EINVAL", "--register-op", str(IORING_REGISTER_PBUF_RING),
+           "--", RINGHTTPD, "-p", "0", "-b", "127.0.0.1", "-t", "1", "--engine", "uring",
+           str(docroot)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr == ("ringhttpd: --engine uring: io_uring is unavailable: registering a "
+                          "provided buffer ring failed (needs kernel 5.19) (EINVAL: Invalid "
+                          "argument)\n"), res.stderr

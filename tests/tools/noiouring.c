@@ -3,10 +3,13 @@
  *   (it installs the filter and execs; the filter then belongs to the program and its children).
  * Ownership: single-threaded and short-lived; everything it builds lives on its stack.
  *
- * Usage: noiouring [--errno EPERM|ENOSYS|EINVAL|EACCES] [--] PROGRAM [ARGS...]
+ * Usage: noiouring [--errno EPERM|ENOSYS|EINVAL|EACCES] [--register-op N] [--] PROGRAM [ARGS...]
  *
  * io_uring_setup, io_uring_enter and io_uring_register then fail with the chosen errno (default
  * EPERM, which is what Docker and containerd answer; ENOSYS is what an old kernel answers).
+ * With --register-op N only io_uring_register(fd, N, ...) fails, and the rest of io_uring works:
+ * with EINVAL that is how a kernel older than that registration answers (N = 22,
+ * IORING_REGISTER_PBUF_RING: a 5.18 kernel without provided buffer rings).
  * A system call made through an ABI this filter was not built for (i386 or x32 on x86_64, arm32
  * on aarch64) kills the process instead of being allowed, so a test can never pass by going
  * around the filter. Exit status: 2 on a usage error, 1 when the filter cannot be installed,
@@ -18,6 +21,7 @@
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -59,9 +63,11 @@ static const struct errno_name errno_names[] = {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: noiouring [--errno EPERM|ENOSYS|EINVAL|EACCES] [--] PROGRAM [ARGS...]\n"
+    fprintf(out, "usage: noiouring [--errno EPERM|ENOSYS|EINVAL|EACCES] [--register-op N] [--]\n"
+                 "                 PROGRAM [ARGS...]\n"
                  "Runs PROGRAM with io_uring_setup, io_uring_enter and io_uring_register failing\n"
-                 "with the given errno (default EPERM), through a seccomp filter.\n");
+                 "with the given errno (default EPERM), through a seccomp filter; with\n"
+                 "--register-op N only io_uring_register's opcode N fails.\n");
 }
 
 /* Returns the errno value named by name, or 0 when the name is not one we accept. */
@@ -73,8 +79,9 @@ static int parse_errno(const char *name)
     return 0;
 }
 
-/* Installs the filter on the calling thread; returns 0 or -errno. */
-static int install_filter(int err)
+/* Installs the filter on the calling thread; returns 0 or -errno. register_op >= 0: only that
+ * io_uring_register opcode is denied. */
+static int install_filter(int err, long register_op)
 {
     const __u32 deny = SECCOMP_RET_ERRNO | ((__u32)err & SECCOMP_RET_DATA);
     struct sock_filter code[] = {
@@ -94,10 +101,32 @@ static int install_filter(int err)
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_RET | BPF_K, deny),
     };
+    /* The same, but only io_uring_register with opcode (its second argument, whose low word
+     * comes first on these little-endian ABIs) register_op is denied. */
+    struct sock_filter one_op[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#if defined(__x86_64__)
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, X32_SYSCALL_BIT, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+#endif
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_register, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (__u32)register_op, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, deny),
+    };
     struct sock_fprog prog = {
         .len = (unsigned short)(sizeof code / sizeof code[0]),
         .filter = code,
     };
+    if (register_op >= 0) {
+        prog.len = (unsigned short)(sizeof one_op / sizeof one_op[0]);
+        prog.filter = one_op;
+    }
 
     /* Without it an unprivileged process may not install a filter, and with it exec cannot
      * gain privileges the filter was not written for. */
@@ -116,6 +145,7 @@ static int install_filter(int err)
 int main(int argc, char **argv)
 {
     int err = EPERM;
+    long register_op = -1;
     int i = 1;
 
     while (i < argc && argv[i][0] == '-') {
@@ -142,6 +172,18 @@ int main(int argc, char **argv)
             i += 2;
             continue;
         }
+        if (strcmp(argv[i], "--register-op") == 0) {
+            char *end = NULL;
+            register_op = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
+            if (register_op < 0 || register_op > 255 || !end || *end != '\0' ||
+                end == argv[i + 1]) {
+                fprintf(stderr, "noiouring: --register-op needs an opcode from 0 to 255\n");
+                usage(stderr);
+                return 2;
+            }
+            i += 2;
+            continue;
+        }
         fprintf(stderr, "noiouring: unknown option '%s'\n", argv[i]);
         usage(stderr);
         return 2;
@@ -152,7 +194,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    int ret = install_filter(err);
+    int ret = install_filter(err, register_op);
     if (ret < 0) {
         fprintf(stderr, "noiouring: cannot install the seccomp filter: %s\n", strerror(-ret));
         return 1;
