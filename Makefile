@@ -29,9 +29,9 @@ $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # The unit binary also links the engines' shared send loop, to test it against real sockets,
-# and their capability decision (caps.c needs no ring).
-$(BUILD)/unit: $(call obj,$(CORE_SRC) src/engine/sendplan.c src/engine/caps.c $(UNIT_SRC))
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@
+# their capability decision (caps.c needs no ring) and the io_uring SQE source (on real rings).
+$(BUILD)/unit: $(call obj,$(CORE_SRC) src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c $(UNIT_SRC))
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -luring
 
 $(BUILD)/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)

@@ -9,8 +9,8 @@
  * What the kernel offers is probed once per process (uring_probe, at the end of this file) into
  * the struct engine_caps every worker reads as w->caps: the setup mode it accepts, its opcodes,
  * and each mode the engine relies on tried for real. Workers set up their rings in that mode and
- * never probe again. A full SQ is flushed and asked again; SQEs the kernel will not take wait in
- * a spill list (get_sqe), so no caller ever sees a NULL SQE.
+ * never probe again. SQEs come from engine/sqe.h, which flushes a full SQ and keeps what the
+ * kernel will not take in an ordered spill list: no caller ever sees a NULL SQE.
  *
  * File ranges (issue 5: zero-copy without blocking the loop), by --file-send:
  * - splice (default): IORING_OP_SPLICE file -> pipe linked (IOSQE_IO_LINK) to pipe -> socket,
@@ -49,6 +49,7 @@
 #include "conn.h"
 #include "engine/caps.h"
 #include "engine/sendplan.h"
+#include "engine/sqe.h"
 #include "engine/tag.h"
 #include "rt/worker.h"
 #include "serve.h"
@@ -117,17 +118,9 @@ struct xfer {
     int64_t wait_since; /* w->now when it joined the wait queue */
 };
 
-/* An SQE prepared while the ring had no room for it; see get_sqe. */
-struct spill {
-    struct spill *next;
-    struct io_uring_sqe sqe;
-};
-
 struct uring {
     struct io_uring ring;
-    struct spill *spill_head, *spill_tail; /* SQEs waiting for room, oldest first */
-    struct spill *spill_free;              /* nodes to reuse */
-    bool spilling; /* every SQE spills until the next spill_flush (keeps their order) */
+    struct sqe_spill spill; /* SQEs the kernel would not take yet (engine/sqe.h) */
     struct io_uring_buf_ring *br;
     char *bufs;
     unsigned buf_returned; /* buffers added since the last advance */
@@ -151,88 +144,9 @@ static inline uint64_t ud(enum op op, const struct conn *c)
     return c ? tag_encode(op, c->gen, c->slot) : tag_encode(op, 0, 0);
 }
 
-/*
- * The SQE for the next operation; never NULL. A full SQ is flushed (submitted early) and asked
- * again. When the kernel still takes nothing (-EBUSY while its CQ overflows, -EAGAIN or -ENOMEM
- * for its request memory), the SQE is prepared in a spill node instead and copied into the ring
- * at the start of the next turn (spill_flush). From the first spill until that flush every SQE
- * spills, so the kernel sees them in the order they were prepared and a linked pair is never
- * split across submissions.
- */
 static struct io_uring_sqe *get_sqe(struct uring *u)
 {
-    struct io_uring_sqe *sqe = NULL;
-    if (!u->spilling) {
-        sqe = io_uring_get_sqe(&u->ring);
-        if (!sqe) {
-            io_uring_submit(&u->ring);
-            sqe = io_uring_get_sqe(&u->ring);
-        }
-        if (sqe)
-            return sqe;
-    }
-    struct spill *sp = u->spill_free;
-    if (sp)
-        u->spill_free = sp->next;
-    else if (!(sp = malloc(sizeof(*sp)))) {
-        /* Neither the kernel nor the allocator will take 64 bytes: there is no way to keep the
-         * promise of an operation, and pretending would leave a connection hanging forever. */
-        fprintf(stderr, "ringhttpd: io_uring: no room for an SQE and out of memory\n");
-        abort();
-    }
-    u->spilling = true;
-    sp->next = NULL;
-    if (u->spill_tail)
-        u->spill_tail->next = sp;
-    else
-        u->spill_head = sp;
-    u->spill_tail = sp;
-    return &sp->sqe;
-}
-
-/* n SQEs from get_sqe that must reach the kernel in one submission (a linked chain). */
-static void reserve_sqes(struct uring *u, unsigned n)
-{
-    if (u->spilling || io_uring_sq_space_left(&u->ring) >= n)
-        return;
-    io_uring_submit(&u->ring);
-    if (io_uring_sq_space_left(&u->ring) < n)
-        u->spilling = true; /* still no room: spill from now on, keeping the chain whole */
-}
-
-/* Copies spilled SQEs into the ring, oldest first, submitting as it fills; what the kernel
- * still refuses stays spilled for the next turn. A linked SQE goes only with its successor. */
-static void spill_flush(struct uring *u)
-{
-    while (u->spill_head) {
-        struct spill *sp = u->spill_head;
-        unsigned need = (sp->sqe.flags & IOSQE_IO_LINK) && sp->next ? 2 : 1;
-        if (io_uring_sq_space_left(&u->ring) < need && (io_uring_submit(&u->ring) < 0 ||
-                                                        io_uring_sq_space_left(&u->ring) < need))
-            return;
-        for (unsigned i = 0; i < need; i++) {
-            sp = u->spill_head;
-            *io_uring_get_sqe(&u->ring) = sp->sqe; /* room was checked above */
-            u->spill_head = sp->next;
-            sp->next = u->spill_free;
-            u->spill_free = sp;
-        }
-        if (!u->spill_head)
-            u->spill_tail = NULL;
-    }
-    u->spilling = false;
-}
-
-static void spill_free_all(struct uring *u)
-{
-    for (struct spill *list[2] = {u->spill_head, u->spill_free}, **l = list; l < list + 2; l++) {
-        while (*l) {
-            struct spill *next = (*l)->next;
-            free(*l);
-            *l = next;
-        }
-    }
-    u->spill_head = u->spill_tail = u->spill_free = NULL;
+    return sqe_get(&u->ring, &u->spill);
 }
 
 /* Every SQE prepared for a connection counts until its final CQE. */
@@ -371,7 +285,7 @@ static void uring_fini(struct worker *w)
     if (!u)
         return;
     io_uring_queue_exit(&u->ring);
-    spill_free_all(u);
+    sqe_spill_free(&u->spill);
     release_splice(w, u);
     release_buffers(u);
     free(u);
@@ -558,7 +472,7 @@ static void splice_step(struct uring *u, struct conn *c)
         len = s->len < x->pipe->cap ? (uint32_t)s->len : x->pipe->cap;
         more = more || len < s->len;
         /* Both SQEs in one submission, or the link would end at the early submit. */
-        reserve_sqes(u, 2);
+        sqe_reserve(&u->ring, &u->spill, 2);
         sqe = conn_sqe(u, c, OP_SPLICE_IN);
         io_uring_prep_splice(sqe, s->fd, (int64_t)s->off, x->pipe->fd[1], -1, len, 0);
         sqe->flags |= IOSQE_IO_LINK;
@@ -1006,7 +920,7 @@ static int uring_run(struct worker *w)
             arm_accept(w, u);
         }
         struct io_uring_cqe *cqe;
-        spill_flush(u);
+        sqe_flush(&u->ring, &u->spill);
         rc = io_uring_submit_and_wait(&u->ring, 1);
         if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
             return rc;
@@ -1026,7 +940,7 @@ static int uring_run(struct worker *w)
         run_ready(w, u);
     }
     /* Drained: every connection has closed; let the last submissions (cancels) go. */
-    spill_flush(u);
+    sqe_flush(&u->ring, &u->spill);
     io_uring_submit(&u->ring);
     return 0;
 }
