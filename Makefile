@@ -30,7 +30,8 @@ $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 
 # The unit binary also links the engines' shared send loop, to test it against real sockets,
 # their capability decision (caps.c needs no ring) and the io_uring SQE source (on real rings).
-$(BUILD)/unit: $(call obj,$(CORE_SRC) src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c $(UNIT_SRC))
+UNIT_ENGINE := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c
+$(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_ENGINE) $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -luring
 
 $(BUILD)/tools/%: tests/tools/%.c
@@ -89,7 +90,7 @@ fuzz:
 
 # Not in `make check`: boots Debian's packaged kernel (6.1, the oldest we support) in qemu
 # without KVM and runs a smoke subset of the integration suite there on both engines (about
-# 3 minutes; scripts/vm.sh says how). `make test-vm VM_ARGS='-k keepalive'` passes pytest args;
+# 3-6 minutes; scripts/vm.sh says how). `make test-vm VM_ARGS='-k keepalive'` passes pytest args;
 # VM_TESTS='tests/integration/test_x.py' runs those files instead of the smoke subset.
 test-vm: all venv
 	@scripts/deps.sh vm

@@ -48,7 +48,8 @@ ip link set lo up
 for m in net/ipv4/inet_diag.ko net/ipv4/tcp_diag.ko net/tls/tls.ko; do
     insmod $h/lib/modules/$KVER/kernel/$m || echo "vm-init: insmod $m failed"
 done
-echo "vm-init: kernel $(cat /proc/sys/kernel/osrelease); tcp_available_ulp: $(cat /proc/sys/net/ipv4/tcp_available_ulp)"
+echo "vm-init: kernel $(cat /proc/sys/kernel/osrelease);" \
+    "tcp_available_ulp: $(cat /proc/sys/net/ipv4/tcp_available_ulp)"
 chroot $r /bin/bash $REPO/scripts/vm-guest.sh
 echo $? >/out/status
 sync

@@ -14,7 +14,8 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 vm=$repo/build/vm
-kver=${VM_KERNEL:-$(ls /boot/vmlinuz-6.1* 2>/dev/null | sed 's|/boot/vmlinuz-||' | sort -V | tail -1)}
+kver=${VM_KERNEL:-$(ls /boot/vmlinuz-6.1* 2>/dev/null | sed 's|/boot/vmlinuz-||' | sort -V |
+    tail -1)}
 mods=/lib/modules/$kver
 boot_timeout=${VM_TIMEOUT:-1500} # seconds for the whole run, boot included
 

@@ -27,8 +27,8 @@ struct tag {
 
 static inline uint64_t tag_encode(unsigned op, uint32_t gen, uint32_t slot)
 {
-    return (uint64_t)(op & 0xffu) << TAG_OP_SHIFT | (uint64_t)(gen & TAG_GEN_MASK) << TAG_GEN_SHIFT |
-           slot;
+    return (uint64_t)(op & 0xffu) << TAG_OP_SHIFT |
+           (uint64_t)(gen & TAG_GEN_MASK) << TAG_GEN_SHIFT | slot;
 }
 
 static inline struct tag tag_decode(uint64_t t)
