@@ -85,7 +85,7 @@ static int status_of(const struct fentry *e)
     case 0: return 200;
     case -EACCES:
     case -EPERM: return 403;
-    case -ENAMETOOLONG: return 414;
+    case -ENAMETOOLONG: /* a segment over NAME_MAX: no such file, and the URI is not long */
     case -ENOENT:
     case -ENOTDIR:
     case -EXDEV: /* RESOLVE_BENEATH: a link that leads out of the root; say nothing more */
