@@ -28,10 +28,12 @@ $(BUILD)/%.o: %.c
 $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-# The unit binary also links the engines' shared send loop, to test it against real sockets,
-# their capability decision (caps.c needs no ring) and the io_uring SQE source (on real rings).
-UNIT_ENGINE := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c
-$(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_ENGINE) $(UNIT_SRC))
+# The unit binary also links the engines' shared send loop (tested against real sockets), their
+# capability decision (caps.c needs no ring), the io_uring SQE source (on real rings), the timer
+# wheel and the file cache (tested against a real directory).
+UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c \
+             src/rt/timer.c src/rt/fcache.c
+$(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -luring
 
 $(BUILD)/tools/%: tests/tools/%.c
