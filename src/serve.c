@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,6 +21,7 @@
 #include "core/cond.h"
 #include "core/path.h"
 #include "core/static.h"
+#include "rt/compress.h"
 #include "rt/fcache.h"
 #include "rt/worker.h"
 
@@ -156,17 +158,83 @@ static unsigned variants_of(struct job *j, struct fentry *e)
     return mask;
 }
 
-/* Sends file e (already held by the job's response), or a precompressed sibling of it. */
+/* True when e is a body --compress applies to (type, size); memoised in the entry. */
+static bool compressible(struct job *j, struct fentry *e)
+{
+    const struct config *cfg = j->w->cfg;
+    if (!j->w->compress || e->size < cfg->compress_min || e->size > cfg->compress_max)
+        return false;
+    if (e->compressible < 0)
+        e->compressible = e->mime && accept_type_listed(e->mime, cfg->compress_types);
+    return e->compressible;
+}
+
+/* The --dictionary pattern e's URL path matches, or NULL. */
+static const char *dictionary_of(struct job *j, const struct fentry *e)
+{
+    const struct config *cfg = j->w->cfg;
+    char url[PATH_MAX + 1];
+    if (!cfg->num_dictionaries || e->path_len >= sizeof(url) - 1)
+        return NULL;
+    url[0] = '/';
+    memcpy(url + 1, e->path, e->path_len);
+    for (int i = 0; i < cfg->num_dictionaries; i++) {
+        if (accept_path_match(cfg->dictionaries[i], url, e->path_len + 1))
+            return cfg->dictionaries[i];
+    }
+    return NULL;
+}
+
+/* The cached variant `coding` of e when one exists and paid; else asks for it (made now when
+ * cheap enough, else off the loop, only when `queue` says so) and returns what is there now. */
+static struct fentry *variant(struct job *j, struct fentry *e, int coding,
+                              const unsigned char *dict_hash, const char *pattern, bool queue)
+{
+    char tag[FCACHE_TAG_MAX];
+    size_t tag_len = compress_tag(tag, sizeof(tag), coding, dict_hash);
+    struct fentry *v = fcache_variant_get(j->w->cache, e, tag, tag_len);
+    if (!v && (queue || (e->data && coding != COMPRESS_DCZ &&
+                         compress_cost_ns(coding, e->size) <= COMPRESS_LOOP_NS)) &&
+        compress_request(j->w, e, coding, dict_hash, pattern) == 0)
+        v = fcache_variant_get(j->w->cache, e, tag, tag_len);
+    if (v && v->err) { /* compressing did not pay, or the dictionary is unknown */
+        fcache_put(j->w->cache, v);
+        v = NULL;
+    }
+    return v;
+}
+
+/* The dictionary hash of a usable Available-Dictionary field (RFC 9842 2.2), when the client
+ * also accepts dcz; false otherwise (the ordinary codings apply, never an error). */
+static bool wants_dcz(struct job *j, unsigned char hash[ACCEPT_DICT_HASH])
+{
+    const struct http_request *req = j->req;
+    if (accept_coding_q(req->accept_encoding, "dcz") == 0)
+        return false;
+    for (size_t i = 0; i < req->num_headers; i++) {
+        if (http_str_ieq(req->headers[i].name, "available-dictionary"))
+            return accept_dictionary(req->headers[i].value, hash) == 0;
+    }
+    return false;
+}
+
+/* Sends file e (already held by the job's response), a precompressed sibling of it, or a
+ * compressed variant made from it (the sibling wins: the site's author made it). */
 static void send_file(struct job *j, struct fentry *e, int status)
 {
     struct static_file f;
     unsigned mask = variants_of(j, e);
+    bool squeeze = compressible(j, e);
+    const char *pattern = squeeze ? dictionary_of(j, e) : NULL;
+    bool chosen = false;
+    char use_as_dict[sizeof("Use-As-Dictionary: match=\"\"\r\n") + PATH_MAX];
+
     describe(e, NULL, &f);
     hold(j->r, e);
-    if (mask && j->req->accept_encoding.p) {
+    if ((mask || squeeze) && j->req->accept_encoding.p) {
         enum accept_coding order[ACCEPT_CODINGS];
         size_t n = accept_encodings(j->req->accept_encoding, order);
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n && mask && !chosen; i++) {
             if (!(mask & (1u << order[i])))
                 continue;
             struct fentry *v = lookup(j, e->path, e->path_len, variant_suffix[order[i]]);
@@ -174,13 +242,33 @@ static void send_file(struct job *j, struct fentry *e, int status)
                 describe(v, e->mime, &f);
                 f.encoding = accept_coding_name(order[i]);
                 hold(j->r, v);
-                break;
-            }
-            if (v)
+                chosen = true;
+            } else if (v) {
                 fcache_put(j->w->cache, v);
+            }
+        }
+        unsigned char hash[ACCEPT_DICT_HASH];
+        struct fentry *v = NULL;
+        int coding = COMPRESS_DCZ;
+        if (!chosen && squeeze && pattern && wants_dcz(j, hash))
+            v = variant(j, e, COMPRESS_DCZ, hash, pattern, true);
+        /* Only the client's first choice is queued; others are used if cached or cheap. */
+        for (size_t i = 0; i < n && !chosen && squeeze && !v; i++)
+            v = variant(j, e, coding = (int)order[i], NULL, NULL, i == 0);
+        if (v) {
+            describe(v, NULL, &f);
+            f.encoding = compress_coding_name(coding);
+            hold(j->r, v);
         }
     }
-    f.vary = mask ? "Accept-Encoding" : NULL;
+    if (pattern) {
+        f.vary = "Accept-Encoding, Available-Dictionary";
+        snprintf(use_as_dict, sizeof(use_as_dict), "Use-As-Dictionary: match=\"%s\"\r\n",
+                 pattern);
+        f.more_headers = use_as_dict;
+    } else {
+        f.vary = mask || squeeze ? "Accept-Encoding" : NULL;
+    }
     int rc = status == 200 ? static_file_plan(j->req, &f, &j->ctx, &j->r->plan)
                            : static_body_plan(status, &f, &j->ctx, &j->r->plan);
     if (!rc)
