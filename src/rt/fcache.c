@@ -167,6 +167,7 @@ static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint
     e->dev = st.st_dev;
     e->mtime = st.st_mtim.tv_sec;
     e->mtime_ns = st.st_mtim.tv_sec * INT64_C(1000000000) + st.st_mtim.tv_nsec;
+    e->ctime_ns = st.st_ctim.tv_sec * INT64_C(1000000000) + st.st_ctim.tv_nsec;
     if (S_ISDIR(st.st_mode)) {
         e->is_dir = true;
         close(fd);
@@ -207,6 +208,7 @@ static bool still_valid(struct fcache *fc, const struct fentry *e)
         return false;
     return st.st_ino == e->ino && st.st_dev == e->dev && (uint64_t)st.st_size == e->size &&
            st.st_mtim.tv_sec * INT64_C(1000000000) + st.st_mtim.tv_nsec == e->mtime_ns &&
+           st.st_ctim.tv_sec * INT64_C(1000000000) + st.st_ctim.tv_nsec == e->ctime_ns &&
            !!S_ISDIR(st.st_mode) == e->is_dir;
 }
 
@@ -249,7 +251,8 @@ struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64
 static size_t variant_key(char *key, size_t cap, const struct fentry *base, const char *tag,
                           size_t tag_len)
 {
-    uint64_t version[4] = {base->ino, base->dev, base->size, (uint64_t)base->mtime_ns};
+    uint64_t version[5] = {base->ino, base->dev, base->size, (uint64_t)base->mtime_ns,
+                           (uint64_t)base->ctime_ns};
     size_t n = base->path_len + 1 + sizeof(version) + tag_len;
     if (n > cap)
         return 0;
@@ -279,7 +282,7 @@ static void lru_append(struct fentry *head, struct fentry *e)
 struct fentry *fcache_variant_get(struct fcache *fc, const struct fentry *base, const char *tag,
                                   size_t tag_len)
 {
-    char key[PATH_MAX + 32 + FCACHE_TAG_MAX + 1];
+    char key[PATH_MAX + 40 + FCACHE_TAG_MAX + 1];
     size_t len = variant_key(key, sizeof(key), base, tag, tag_len);
     if (!len)
         return NULL;
@@ -296,7 +299,7 @@ struct fentry *fcache_variant_get(struct fcache *fc, const struct fentry *base, 
 int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char *tag,
                        size_t tag_len, char *data, size_t len, const char *etag_suffix)
 {
-    char key[PATH_MAX + 32 + FCACHE_TAG_MAX + 1];
+    char key[PATH_MAX + 40 + FCACHE_TAG_MAX + 1];
     size_t klen = variant_key(key, sizeof(key), base, tag, tag_len);
     if (!klen) {
         free(data);
@@ -332,6 +335,7 @@ int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char 
     e->dev = base->dev;
     e->mtime = base->mtime;
     e->mtime_ns = base->mtime_ns;
+    e->ctime_ns = base->ctime_ns;
     e->mime = base->mime;
     memcpy(e->last_modified, base->last_modified, sizeof(e->last_modified));
     if (!data) {

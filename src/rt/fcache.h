@@ -30,6 +30,7 @@ struct fentry {
     uint64_t dev;
     int64_t mtime;                 /* seconds */
     int64_t mtime_ns;              /* full resolution, for change detection and the ETag */
+    int64_t ctime_ns;              /* change detection: a rewrite that restores the mtime */
     int64_t checked;               /* monotonic second of the last validation */
     int64_t variants_checked;      /* when variants was last computed (-1: never) */
     uint8_t variants;              /* bit (1 << enc) for each precompressed sibling present */
@@ -69,8 +70,8 @@ void fcache_put(struct fcache *fc, struct fentry *e);
 
 /*
  * The variant `tag` (a coding name, or "dcz" followed by the dictionary's SHA-256) of the file
- * version `base` describes, or NULL. A variant is keyed by the base's path, inode, device, size
- * and mtime, so one made from an older version of the file is never found again (it ages out
+ * version `base` describes, or NULL. A variant is keyed by the base's path, inode, device, size,
+ * mtime and ctime, so one made from an older version of the file is never found again (it ages out
  * of the LRU). A variant with err == -ENODATA records "compressing did not pay": send identity.
  * The caller owns one reference.
  */
