@@ -275,6 +275,7 @@ def rss_kib(pid):
         return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
 
 
+@pytest.mark.slow  # RSS means nothing under ASan, whose quarantine keeps freed memory
 def test_cache_bound_holds_under_distinct_files(make_server, docroot):
     """150 distinct 320 KiB files, gzip: ~17 MiB of variants unbounded, 2 MiB allowed."""
     n, size = 150, 320 << 10
