@@ -1,7 +1,7 @@
 /* fcache: a worker's cache of open files with their metadata, validators, MIME type and, for
  * small files, their contents; also remembers misses, and holds the compressed variants of file
- * versions (bounded by their own byte budget, --compress-cache). Revalidated by a stat at most once per
- * second per entry, so a changed file's old bytes are served for at most that long.
+ * versions (bounded by their own byte budget, --compress-cache). Revalidated by a stat at most
+ * once per second per entry, so a changed file's old bytes are served for at most that long.
  * Must not: be shared between workers (no locks), or hand out an entry without a reference.
  * Ownership: entries are refcounted: the table holds one reference while an entry is current,
  * every fcache_get caller one more until fcache_put (a send in flight keeps its file open even

@@ -393,7 +393,8 @@ def test_dictionary_above_the_size_bound(make_server, releases):
     root, v1, v2 = releases
     big_v1 = v1 + js_text(30_000, seed=13)
     (root / "assets" / "app.v1.js").write_bytes(big_v1)
-    s = make_server(root, args=["-t", "1", "--dictionary", "/assets/*.js", "--compress-max", "50000"])
+    s = make_server(root, args=["-t", "1", "--dictionary", "/assets/*.js",
+                                "--compress-max", "50000"])
     for _ in range(20):
         r = get(s, "/assets/app.v2.js", "dcz",
                 headers=[("Available-Dictionary", b64hash(big_v1))])
