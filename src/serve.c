@@ -40,6 +40,7 @@ struct job {
     const struct http_request *req;
     struct response *r;
     struct static_ctx ctx;
+    char use_as_dict[sizeof("Use-As-Dictionary: match=\"\"\r\n") + PATH_MAX];
 };
 
 static void hold(struct response *r, struct fentry *e)
@@ -109,6 +110,8 @@ static struct fentry *lookup(struct job *j, const char *path, size_t len, const 
     return fcache_get(j->w->cache, buf, len + slen, j->w->now);
 }
 
+static void negotiate(struct job *j, struct fentry *e, struct static_file *f);
+
 static void error(struct job *j, int status, const char *extra)
 {
     const struct config *cfg = j->w->cfg;
@@ -125,8 +128,8 @@ static void error(struct job *j, int status, const char *extra)
         struct fentry *e = fcache_get(j->w->cache, page, strlen(page), j->w->now);
         if (e && e->err == 0 && !e->is_dir) {
             struct static_file f;
-            describe(e, NULL, &f);
             hold(j->r, e);
+            negotiate(j, e, &f); /* a large error page goes compressed too */
             if (static_body_plan(status, &f, &j->ctx, &j->r->plan))
                 return;
         } else if (e) {
@@ -218,20 +221,18 @@ static bool wants_dcz(struct job *j, unsigned char hash[ACCEPT_DICT_HASH])
     return false;
 }
 
-/* Sends file e (already held by the job's response), a precompressed sibling of it, or a
- * compressed variant made from it (the sibling wins: the site's author made it). */
-static void send_file(struct job *j, struct fentry *e, int status)
+/* Describes into f the representation of e to send (already held by the job's response): e,
+ * a precompressed sibling of it, or a compressed variant made from it (the sibling wins: the
+ * site's author made it), with Vary and Use-As-Dictionary as they apply. */
+static void negotiate(struct job *j, struct fentry *e, struct static_file *f)
 {
-    struct static_file f;
     unsigned mask = variants_of(j, e);
     bool squeeze = compressible(j, e);
     const char *pattern = squeeze ? dictionary_of(j, e) : NULL;
     bool chosen = false;
-    char use_as_dict[sizeof("Use-As-Dictionary: match=\"\"\r\n") + PATH_MAX];
 
-    describe(e, NULL, &f);
-    hold(j->r, e);
-    if ((mask || squeeze) && j->req->accept_encoding.p) {
+    describe(e, NULL, f);
+    if (j->req && (mask || squeeze) && j->req->accept_encoding.p) {
         enum accept_coding order[ACCEPT_CODINGS];
         size_t n = accept_encodings(j->req->accept_encoding, order);
         for (size_t i = 0; i < n && mask && !chosen; i++) {
@@ -239,8 +240,8 @@ static void send_file(struct job *j, struct fentry *e, int status)
                 continue;
             struct fentry *v = lookup(j, e->path, e->path_len, variant_suffix[order[i]]);
             if (v && v->err == 0 && !v->is_dir) {
-                describe(v, e->mime, &f);
-                f.encoding = accept_coding_name(order[i]);
+                describe(v, e->mime, f);
+                f->encoding = accept_coding_name(order[i]);
                 hold(j->r, v);
                 chosen = true;
             } else if (v) {
@@ -256,19 +257,27 @@ static void send_file(struct job *j, struct fentry *e, int status)
         for (size_t i = 0; i < n && !chosen && squeeze && !v; i++)
             v = variant(j, e, coding = (int)order[i], NULL, NULL, i == 0);
         if (v) {
-            describe(v, NULL, &f);
-            f.encoding = compress_coding_name(coding);
+            describe(v, NULL, f);
+            f->encoding = compress_coding_name(coding);
             hold(j->r, v);
         }
     }
     if (pattern) {
-        f.vary = "Accept-Encoding, Available-Dictionary";
-        snprintf(use_as_dict, sizeof(use_as_dict), "Use-As-Dictionary: match=\"%s\"\r\n",
+        f->vary = "Accept-Encoding, Available-Dictionary";
+        snprintf(j->use_as_dict, sizeof(j->use_as_dict), "Use-As-Dictionary: match=\"%s\"\r\n",
                  pattern);
-        f.more_headers = use_as_dict;
+        f->more_headers = j->use_as_dict;
     } else {
-        f.vary = mask || squeeze ? "Accept-Encoding" : NULL;
+        f->vary = mask || squeeze ? "Accept-Encoding" : NULL;
     }
+}
+
+/* Sends file e (already held by the job's response) as negotiate() chooses. */
+static void send_file(struct job *j, struct fentry *e, int status)
+{
+    struct static_file f;
+    hold(j->r, e);
+    negotiate(j, e, &f);
     int rc = status == 200 ? static_file_plan(j->req, &f, &j->ctx, &j->r->plan)
                            : static_body_plan(status, &f, &j->ctx, &j->r->plan);
     if (!rc)
@@ -362,6 +371,21 @@ static void listing(struct job *j, const char *path, size_t len, const char *url
         .fd = -1,
         .vary = "Accept", /* HTML or JSON */
     };
+    if (j->w->compress && need >= j->w->cfg->compress_min) {
+        /* Made for this response alone: compressed now if that is cheap, else sent as it is. */
+        enum accept_coding order[ACCEPT_CODINGS];
+        char *packed;
+        size_t packed_len;
+        f.vary = "Accept, Accept-Encoding";
+        if (accept_encodings(j->req->accept_encoding, order) > 0 &&
+            compress_now((int)order[0], body, need, &packed, &packed_len) == 0) {
+            free(body);
+            j->r->heap = packed;
+            f.data = packed;
+            f.size = packed_len;
+            f.encoding = accept_coding_name(order[0]);
+        }
+    }
     status = static_body_plan(200, &f, &j->ctx, &j->r->plan) ? 200 : 500;
 out:
     for (size_t i = 0; i < n; i++)

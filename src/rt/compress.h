@@ -75,6 +75,14 @@ uint64_t compress_cost_ns(int coding, uint64_t size);
 int compress_encode(int coding, int level, const void *in, size_t len, const void *dict,
                     size_t dict_len, const unsigned char *dict_hash, char **out, size_t *out_len);
 
+/*
+ * Compresses a body made for one response (a directory listing) on the loop, at a fast level
+ * (br 5, zstd 3, libdeflate 6), when the cost model puts it under COMPRESS_LOOP_NS and the
+ * result saves at least 5%. Returns 0 with *out malloc'd, -E2BIG when it would cost too much or
+ * not pay, or another -errno.
+ */
+int compress_now(int coding, const void *in, size_t len, char **out, size_t *out_len);
+
 /* The tag a variant is cached under (fcache_variant_get): the coding's name, and for dcz the
  * dictionary hash after it. Returns its length. */
 size_t compress_tag(char *tag, size_t cap, int coding, const unsigned char *dict_hash);

@@ -400,3 +400,34 @@ def test_dictionary_above_the_size_bound(make_server, releases):
                 headers=[("Available-Dictionary", b64hash(big_v1))])
         assert encoding(r) is None and r.body == v2
         time.sleep(0.02)
+
+
+def test_autoindex_listing_compressed(make_server, docroot):
+    d = docroot / "many"
+    d.mkdir()
+    for i in range(60):
+        (d / f"file-with-a-longish-name-{i:03d}.txt").write_bytes(b"x")
+    s = make_server(docroot, args=["-t", "1", "--autoindex"])
+    plain = get(s, "/many/")
+    assert plain.status == 200 and encoding(plain) is None and len(plain.body) > 1024
+    assert plain.tokens("vary") >= {"accept", "accept-encoding"}
+    for enc in ("br", "zstd", "gzip"):
+        r = get(s, "/many/", enc)  # made for the response itself: the first one is compressed
+        assert r.status == 200 and encoding(r) == enc, r.headers
+        assert DECODE[enc](r.body) == plain.body
+        assert r.tokens("vary") >= {"accept", "accept-encoding"}
+    j = get(s, "/many/", "gzip", headers=[("Accept", "application/json")])
+    assert encoding(j) == "gzip" and b"file-with-a-longish-name-059.txt" in gzip.decompress(j.body)
+
+
+def test_error_page_compressed(make_server, site):
+    page = b"<!doctype html><title>Not here</title>\n" + js_text(4000, seed=5)
+    (site / "404.html").write_bytes(page)
+    s = make_server(site, args=["-t", "1", "--error-page", "404=/404.html"])
+    r = get(s, "/nope", "gzip")  # 4 KiB at libdeflate 12: made on the loop
+    assert r.status == 404 and encoding(r) == "gzip" and gzip.decompress(r.body) == page
+    assert "accept-encoding" in r.tokens("vary")
+    r = get(s, "/nope")
+    assert r.status == 404 and encoding(r) is None and r.body == page
+    h = get(s, "/nope", "gzip", method="HEAD")
+    assert h.status == 404 and h.body == b"" and encoding(h) == "gzip"
