@@ -422,8 +422,15 @@ static void finish(struct worker *w, struct cjob *j)
     if (!pays)
         free(j->out);
     j->out = NULL;
+    /* A delta's ETag names its dictionary too (6 hex digits of its hash): two deltas of one
+     * file version against different dictionaries are different bytes. */
+    char suffix[16];
+    if (j->coding == COMPRESS_DCZ)
+        snprintf(suffix, sizeof(suffix), "dcz%02x%02x%02x", j->dict_hash[0], j->dict_hash[1],
+                 j->dict_hash[2]);
     /* data passes to the cache; a failure to record the variant only means it is made again */
-    (void)fcache_variant_add(w->cache, j->base, tag, tag_len, data, pays ? j->out_len : 0, name);
+    (void)fcache_variant_add(w->cache, j->base, tag, tag_len, data, pays ? j->out_len : 0,
+                             j->coding == COMPRESS_DCZ ? suffix : name);
 }
 
 static void unlink_inflight(struct compressor *c, struct cjob *j)

@@ -431,3 +431,18 @@ def test_error_page_compressed(make_server, site):
     assert r.status == 404 and encoding(r) is None and r.body == page
     h = get(s, "/nope", "gzip", method="HEAD")
     assert h.status == 404 and h.body == b"" and encoding(h) == "gzip"
+
+
+def test_deltas_against_different_dictionaries_have_different_etags(make_server, releases):
+    root, v1, v2 = releases
+    v0 = v1[:30_000]
+    (root / "assets" / "app.v0.js").write_bytes(v0)
+    s = make_server(root, args=["-t", "1", "--dictionary", "/assets/*.js"])
+    tags = set()
+    for old in (v0, v1):
+        r = until_encoded(s, "/assets/app.v2.js", "dcz", "dcz",
+                          headers=[("Available-Dictionary", b64hash(old))])
+        assert dcz_decode(r.body, old) == v2
+        assert ETAG.match(r.header("etag")), r.header("etag")
+        tags.add(r.header("etag"))
+    assert len(tags) == 2, tags
