@@ -1,7 +1,8 @@
 /* fcache: a worker's cache of open files with their metadata, validators, MIME type and, for
  * small files, their contents; also remembers misses, and holds the compressed variants of file
  * versions (bounded by their own byte budget, --compress-cache). Revalidated by a stat at most
- * once per second per entry, so a changed file's old bytes are served for at most that long.
+ * once per second per entry (inode, size, mtime, ctime and mode), so a changed file's old bytes,
+ * or a file whose permissions were taken away, are served for at most that long.
  * Must not: be shared between workers (no locks), or hand out an entry without a reference.
  * Ownership: entries are refcounted: the table holds one reference while an entry is current,
  * every fcache_get caller one more until fcache_put (a send in flight keeps its file open even
@@ -17,6 +18,16 @@
 #include "core/date.h"
 #include "core/mime.h"
 
+/* A body made from an entry and kept with it (a directory's rendered listing, one per format):
+ * freed with the entry, so a directory that changes drops its listings at its next
+ * revalidation, and counted in the cache's bytes. */
+#define FCACHE_DERIVED 2
+struct fderived {
+    char *data; /* NULL: none */
+    size_t len;
+    int64_t made; /* monotonic second it was made, for the caller's own expiry */
+};
+
 struct fentry {
     struct fentry *hnext;          /* hash chain */
     struct fentry *lru_next, *lru_prev; /* LRU list, oldest first after the head */
@@ -30,19 +41,21 @@ struct fentry {
     uint64_t ino;
     uint64_t dev;
     int64_t mtime;                 /* seconds */
-    int64_t mtime_ns;              /* full resolution, for change detection and the ETag */
-    int64_t ctime_ns;              /* change detection: a rewrite that restores the mtime */
+    int64_t mtime_ns;              /* full resolution, for change detection */
+    int64_t ctime_ns;              /* change detection and the ETag: users cannot set it back */
+    uint32_t mode;                 /* st_mode: a chmod is seen at the next revalidation */
     int64_t checked;               /* monotonic second of the last validation */
     int64_t variants_checked;      /* when variants was last computed (-1: never) */
     uint8_t variants;              /* bit (1 << enc) for each precompressed sibling present */
     int8_t compressible;           /* serve's memo of --compress-types: -1 not yet known */
     const char *mime;
     char *data;                    /* contents when small enough, else NULL */
-    char etag[COND_ETAG_MAX];
+    char etag[COND_ETAG_MAX]; /* never truncated: see cond.h */
     size_t etag_len;
     char last_modified[HTTPDATE_LEN + 1];
     char rep_headers[224]; /* static_rep_headers(), when it fits (rep_len < sizeof) */
     size_t rep_len;
+    struct fderived derived[FCACHE_DERIVED];
     size_t path_len;
     char path[];                   /* relative to the document root, NUL-terminated */
 };
@@ -90,5 +103,12 @@ int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char 
 
 /* Bytes of variants held (what --compress-cache bounds) and how many variants there are. */
 size_t fcache_variant_bytes(const struct fcache *fc);
+
+/* Keeps data (malloc'ed, len bytes) as e's derived body in slot, replacing what was there, and
+ * evicts older entries to make room; the cache then owns data. Keeps nothing when len is over
+ * an eighth of the cache's bytes (one body must not empty the cache). Returns the slot's body,
+ * or NULL when it was not kept: data then stays the caller's. */
+const struct fderived *fcache_set_derived(struct fcache *fc, struct fentry *e, int slot,
+                                          char *data, size_t len, int64_t now);
 
 #endif
