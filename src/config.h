@@ -65,10 +65,12 @@ struct config {
     "text/*, application/javascript, application/json, application/xml, +json, +xml, "         \
     "application/wasm, font/ttf, font/otf, application/vnd.ms-fontobject"
 
+/* config_parse's answer when it printed --help or --version: nothing to run, exit 0. */
+#define CONFIG_DONE (-1)
 
 /* Fills cfg from argv. Returns 0 to run, or an exit status after printing one line to stderr
- * (2 for a usage error, 1 for an unusable document root or option file), or -1 after printing
- * --help or --version (exit 0). */
+ * (2 for a usage error, 1 for an unusable document root or option file), or CONFIG_DONE after
+ * printing --help or --version. */
 int config_parse(struct config *cfg, int argc, char **argv);
 
 /* Releases what config_parse allocated and closes the document root. */
