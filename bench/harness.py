@@ -8,6 +8,7 @@ It never touches a process it did not start: servers are stopped by the PIDs it 
 
 import argparse
 import datetime
+import gzip
 import json
 import os
 import re
@@ -175,7 +176,7 @@ def all_servers():
         Ceiling("ceiling-close", 18087, close_mode=True),
         Ringhttpd("ringhttpd-uring-t1", 18088, "uring", 1, pinned=False),
         Ringhttpd("ringhttpd-uring-t2", 18089, "uring", 2, pinned=False),
-    ]
+    ] + compress_servers()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,6 +227,93 @@ SCENARIOS = [
              "server and wrk (2 threads) unpinned: wrk competes for the same 2 cores",
              "/1k.bin", 200, ["ringhttpd-uring-t1", "ringhttpd-uring-t2"], kind="scaling",
              pinned=False, wrk_threads=2),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# compression (issue 17): a 32 KiB script asked for with the Accept-Encoding browsers send, from
+# servers that compress it: nginx per request (gzip level 1 and 6), lighttpd (mod_deflate with
+# its cache directory), h2o (compress: ON), ringhttpd on the fly (its default) and ringhttpd
+# serving the same script's precompressed siblings. Bytes on the wire per response are printed
+# under the table, since a server that compresses less sends more.
+
+COMPRESS_JS = "js/app.js"       # served compressed on the fly
+PRECOMPRESSED_JS = "pre/app.js"  # the same bytes with .br, .zst and .gz siblings
+BROWSER_AE = "Accept-Encoding: gzip, deflate, br, zstd"
+
+
+class Compressing:
+    """A peer in its compressing configuration: its own directory and config template; mixed
+    into the peer's class, whose command() reads self.dir."""
+
+    def own_config(self, name, template, conf_file, **values):
+        self.name, self.template, self.conf_file, self.values = name, template, conf_file, values
+        self.dir = os.path.join(WORK, name)
+        self.log_path = os.path.join(self.dir, "server.log")
+
+    def prepare(self):
+        Server.prepare(self)
+        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            os.makedirs(os.path.join(self.dir, "tmp", sub), exist_ok=True)
+        os.makedirs(os.path.join(self.dir, "cache"), exist_ok=True)
+        fill_template(self.template, os.path.join(self.dir, self.conf_file), WORK=self.dir,
+                      PORT=self.port, DOCROOT=DOCROOT, **self.values)
+        return None
+
+
+class NginxGzip(Compressing, Nginx):
+    def __init__(self, level, port):
+        Nginx.__init__(self, port)
+        self.own_config("nginx-gzip%d" % level, "nginx-gzip.conf", "nginx.conf", LEVEL=level)
+
+
+class LighttpdDeflate(Compressing, Lighttpd):
+    def __init__(self, port):
+        Lighttpd.__init__(self, port)
+        self.own_config("lighttpd-deflate", "lighttpd-deflate.conf", "lighttpd.conf")
+
+
+class H2oCompress(Compressing, H2o):
+    def __init__(self, port):
+        H2o.__init__(self, port)
+        self.own_config("h2o-compress", "h2o-compress.conf", "h2o.conf")
+
+
+def compress_servers():
+    return [NginxGzip(1, 18090), NginxGzip(6, 18091), LighttpdDeflate(18092), H2oCompress(18093)]
+
+
+def write_compress_docroot():
+    """js/app.js: 32 KiB of real JavaScript (jquery.js, Debian's libjs-jquery, when present);
+    pre/app.js: the same bytes with siblings made by brotli -q 11, zstd -19 and gzip -9."""
+    src = "/usr/share/javascript/jquery/jquery.js"
+    if os.path.exists(src):
+        with open(src, "rb") as f:
+            js = f.read(32 * 1024)
+    else:  # JavaScript-like text of the same size
+        js = b"".join(b"function f%d(a) { return a.map(x => x * %d).join(', '); }\n" % (i, i)
+                      for i in range(700))[:32 * 1024]
+    for rel in (COMPRESS_JS, PRECOMPRESSED_JS):
+        path = os.path.join(DOCROOT, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(js)
+    pre = os.path.join(DOCROOT, PRECOMPRESSED_JS)
+    with open(pre + ".gz", "wb") as f:
+        f.write(gzip.compress(js, 9, mtime=0))
+    subprocess.run(["brotli", "-f", "-q", "11", "-o", pre + ".br", pre], check=True)
+    subprocess.run(["zstd", "-q", "-f", "-19", pre, "-o", pre + ".zst"], check=True)
+
+
+COMPRESS_SERVERS = ["ringhttpd-uring", "nginx-gzip1", "nginx-gzip6", "lighttpd-deflate",
+                    "h2o-compress"]
+SCENARIOS += [
+    Scenario("ka-js32k-ae", "Keep-alive GET of a 32 KiB script with `%s`, 50 connections: "
+             "compressed on the fly (nginx per request, the others once)" % BROWSER_AE,
+             "/" + COMPRESS_JS, 50, COMPRESS_SERVERS, headers=[BROWSER_AE], quick=False),
+    Scenario("ka-js32k-pre", "The same script from precompressed siblings (ringhttpd's "
+             "yardstick for the on-the-fly figure), 50 connections",
+             "/" + PRECOMPRESSED_JS, 50, ["ringhttpd-uring"], headers=[BROWSER_AE], quick=False),
 ]
 
 
@@ -491,6 +579,7 @@ def write_docroot():
         os.replace(path + ".tmp", path)
     with open(os.path.join(DOCROOT, "index.html"), "w") as f:
         f.write("<!doctype html><title>bench</title><p>ringhttpd bench docroot</p>\n")
+    write_compress_docroot()
     for name in FILES:  # into the page cache before anything is measured
         with open(os.path.join(DOCROOT, name), "rb") as f:
             while f.read(1 << 20):
@@ -656,6 +745,10 @@ def write_markdown(path, args, info, scenarios, servers, summary, started, elaps
                 name, fmt_num(row["rps"]), fmt_num(row["cpu_rps"]), fmt_num(row["mbps"], 1),
                 fmt_lat(row["p50_us"]), fmt_lat(row["p99_us"]), errs, ratio(row["x_nginx"]),
                 ratio(row["x_ceiling"])))
+        if sc.name.startswith("ka-js32k"):  # compression: what each server put on the wire
+            out.append("\nBytes per response (headers included): " + ", ".join(
+                "%s %.0f" % (name, row["mbps"] * 1e6 / row["rps"])
+                for name, row in rows.items() if row["good"] and row["rps"]))
         busiest = max((row["others_max"] or 0 for row in rows.values() if row["good"]),
                       default=0)
         if busiest >= BUSY_WARN:

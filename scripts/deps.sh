@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make` needs and is missing, on Debian/Ubuntu as root. Each need is checked
 # first, so a machine that has everything runs no package manager at all.
-#   scripts/deps.sh build   liburing headers, pkg-config
+#   scripts/deps.sh build   liburing, Brotli, zstd and libdeflate headers, pkg-config
 #   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss, tcpdump
 #   scripts/deps.sh fuzz    test + clang and its libFuzzer runtime
 #   scripts/deps.sh vm      test + what `make test-vm` boots: Debian's packaged kernel
@@ -15,6 +15,9 @@ have_header() { printf '#include <%s>\n' "$1" | cc -E -x c - >/dev/null 2>&1; }
 
 what=${1:-build}
 have_header liburing.h || need_pkg liburing-dev
+have_header brotli/encode.h || need_pkg libbrotli-dev
+have_header zstd.h || need_pkg libzstd-dev
+have_header libdeflate.h || need_pkg libdeflate-dev
 command -v pkg-config >/dev/null || need_pkg pkg-config
 if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv

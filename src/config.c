@@ -44,9 +44,19 @@ static const char usage_text[] =
     "                             concurrent downloads wait their turn, none fails\n"
     "      --send-lowat BYTES     most unsent bytes queued on a socket (TCP_NOTSENT_LOWAT,\n"
     "                             128K; K/M/G); 0 leaves the kernel's unlimited default\n"
+    "      --compress on|off      compress text on the fly with br, zstd or gzip, once per\n"
+    "                             file version, kept in memory (default on)\n"
+    "      --compress-types LIST  media types compressed (text/*, JavaScript, JSON, XML, SVG,\n"
+    "                             wasm, ttf/otf fonts: '+xml', 'text/*' forms allowed)\n"
+    "      --compress-min BYTES   smaller bodies are sent as they are (1K)\n"
+    "      --compress-max BYTES   larger bodies are sent as they are (16M)\n"
+    "      --compress-cache BYTES compressed variants each worker keeps, LRU (32M)\n"
+    "      --dictionary PATTERN   URL paths ('*' wildcards, e.g. '/assets/*.js') whose files\n"
+    "                             are offered as compression dictionaries (RFC 9842) and\n"
+    "                             sent as dcz deltas against an older one (repeatable, 8)\n"
     "  -v, --verbose              print what the kernel offers at start: io_uring's setup\n"
     "                             mode, opcodes and features tried for real, and whether it\n"
-    "                             has kernel TLS (the tls ULP)\n"
+    "                             has kernel TLS (the tls ULP); each compressed variant made\n"
     "  -h, --help                 print this help and exit\n"
     "      --version              print the version and exit\n";
 
@@ -68,6 +78,12 @@ enum {
     OPT_FILE_SEND,
     OPT_SPLICE_PIPES,
     OPT_SEND_LOWAT,
+    OPT_COMPRESS,
+    OPT_COMPRESS_TYPES,
+    OPT_COMPRESS_MIN,
+    OPT_COMPRESS_MAX,
+    OPT_COMPRESS_CACHE,
+    OPT_DICTIONARY,
     OPT_VERSION,
 };
 
@@ -92,6 +108,12 @@ static const struct option long_options[] = {
     {"file-send", required_argument, NULL, OPT_FILE_SEND},
     {"splice-pipes", required_argument, NULL, OPT_SPLICE_PIPES},
     {"send-lowat", required_argument, NULL, OPT_SEND_LOWAT},
+    {"compress", required_argument, NULL, OPT_COMPRESS},
+    {"compress-types", required_argument, NULL, OPT_COMPRESS_TYPES},
+    {"compress-min", required_argument, NULL, OPT_COMPRESS_MIN},
+    {"compress-max", required_argument, NULL, OPT_COMPRESS_MAX},
+    {"compress-cache", required_argument, NULL, OPT_COMPRESS_CACHE},
+    {"dictionary", required_argument, NULL, OPT_DICTIONARY},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -301,6 +323,11 @@ int config_parse(struct config *cfg, int argc, char **argv)
         .file_send = FILE_SEND_SPLICE,
         .splice_pipes = 64,
         .send_lowat = 128u << 10,
+        .compress = true,
+        .compress_types = CONFIG_COMPRESS_TYPES,
+        .compress_min = 1u << 10,
+        .compress_max = 16u << 20,
+        .compress_cache = 32u << 20,
     };
     const char *mime_file = NULL;
     unsigned long v;
@@ -405,6 +432,47 @@ int config_parse(struct config *cfg, int argc, char **argv)
             if (parse_size(optarg, &cfg->send_lowat) != 0 || cfg->send_lowat > INT_MAX)
                 return usage_error("--send-lowat wants a byte count like 128K (0 for none), "
                                    "got '%s'", optarg);
+            break;
+        case OPT_COMPRESS:
+            if (strcmp(optarg, "on") == 0)
+                cfg->compress = true;
+            else if (strcmp(optarg, "off") == 0)
+                cfg->compress = false;
+            else
+                return usage_error("--compress wants on or off, got '%s'", optarg);
+            break;
+        case OPT_COMPRESS_TYPES:
+            if (!valid_field_value(optarg))
+                return usage_error("--compress-types: invalid list '%s'", optarg);
+            cfg->compress_types = optarg;
+            break;
+        case OPT_COMPRESS_MIN:
+        case OPT_COMPRESS_MAX:
+        case OPT_COMPRESS_CACHE: {
+            size_t n;
+            if (parse_size(optarg, &n) != 0)
+                return usage_error("--compress-min/-max/-cache want a byte count like 1K, "
+                                   "got '%s'", optarg);
+            if (opt == OPT_COMPRESS_MIN)
+                cfg->compress_min = n;
+            else if (opt == OPT_COMPRESS_MAX)
+                cfg->compress_max = n;
+            else
+                cfg->compress_cache = n;
+            break;
+        }
+        case OPT_DICTIONARY:
+            if (optarg[0] != '/' || strchr(optarg, '"') || strchr(optarg, '\\') ||
+                !valid_field_value(optarg))
+                return usage_error("--dictionary wants a URL path pattern like /assets/*.js, "
+                                   "got '%s'", optarg);
+            /* the older releases are found by listing one directory */
+            if (strchr(optarg, '*') && strchr(optarg, '*') < strrchr(optarg, '/'))
+                return usage_error("--dictionary: '*' only in the last path segment, got '%s'",
+                                   optarg);
+            if (cfg->num_dictionaries == CONFIG_MAX_DICTIONARIES)
+                return usage_error("--dictionary: at most 8 patterns; '%s' is one more", optarg);
+            cfg->dictionaries[cfg->num_dictionaries++] = optarg;
             break;
         case 'v':
             cfg->verbose = true;

@@ -12,6 +12,7 @@
 
 #define RINGHTTPD_VERSION "0.1.0"
 #define CONFIG_MAX_ERROR_PAGES 16
+#define CONFIG_MAX_DICTIONARIES 8
 
 enum engine_kind { ENGINE_AUTO, ENGINE_URING, ENGINE_EPOLL };
 
@@ -49,7 +50,20 @@ struct config {
     struct error_page error_pages[CONFIG_MAX_ERROR_PAGES];
     int num_error_pages;
     const char *fallback; /* URL path below the root, without the leading '/', or NULL */
+    bool compress;              /* on-the-fly compression (--compress on|off) */
+    const char *compress_types; /* media types compressed: accept_type_listed() syntax */
+    size_t compress_min;        /* smallest body compressed */
+    size_t compress_max;        /* largest body compressed (and largest dictionary) */
+    size_t compress_cache;      /* bytes of compressed variants each worker keeps */
+    /* --dictionary URL path patterns ('*' wildcards, leading '/'), RFC 9842 */
+    const char *dictionaries[CONFIG_MAX_DICTIONARIES];
+    int num_dictionaries;
 };
+
+/* The default of --compress-types. */
+#define CONFIG_COMPRESS_TYPES                                                                    \
+    "text/*, application/javascript, application/json, application/xml, +json, +xml, "         \
+    "application/wasm, font/ttf, font/otf, application/vnd.ms-fontobject"
 
 /* config_parse's answer when it printed --help or --version: nothing to run, exit 0. */
 #define CONFIG_DONE (-1)

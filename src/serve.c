@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,6 +21,7 @@
 #include "core/cond.h"
 #include "core/path.h"
 #include "core/static.h"
+#include "rt/compress.h"
 #include "rt/fcache.h"
 #include "rt/worker.h"
 
@@ -38,6 +40,7 @@ struct job {
     const struct http_request *req;
     struct response *r;
     struct static_ctx ctx;
+    char use_as_dict[sizeof("Use-As-Dictionary: match=\"\"\r\n") + PATH_MAX];
     struct http_str query; /* after '?' in the target, still encoded; {NULL, 0} without one */
 };
 
@@ -108,6 +111,8 @@ static struct fentry *lookup(struct job *j, const char *path, size_t len, const 
     return fcache_get(j->w->cache, buf, len + slen, j->w->now);
 }
 
+static void negotiate(struct job *j, struct fentry *e, struct static_file *f);
+
 static void error(struct job *j, int status, const char *extra)
 {
     const struct config *cfg = j->w->cfg;
@@ -124,8 +129,8 @@ static void error(struct job *j, int status, const char *extra)
         struct fentry *e = fcache_get(j->w->cache, page, strlen(page), j->w->now);
         if (e && e->err == 0 && !e->is_dir) {
             struct static_file f;
-            describe(e, NULL, &f);
             hold(j->r, e);
+            negotiate(j, e, &f); /* a large error page goes compressed too */
             if (static_body_plan(status, &f, &j->ctx, &j->r->plan))
                 return;
         } else if (e) {
@@ -157,31 +162,123 @@ static unsigned variants_of(struct job *j, struct fentry *e)
     return mask;
 }
 
-/* Sends file e (already held by the job's response), or a precompressed sibling of it. */
-static void send_file(struct job *j, struct fentry *e, int status)
+/* True when e is a body --compress applies to (type, size); memoised in the entry. */
+static bool compressible(struct job *j, struct fentry *e)
 {
-    struct static_file f;
+    const struct config *cfg = j->w->cfg;
+    if (!j->w->compress || e->size < cfg->compress_min || e->size > cfg->compress_max)
+        return false;
+    if (e->compressible < 0)
+        e->compressible = e->mime && accept_type_listed(e->mime, cfg->compress_types);
+    return e->compressible;
+}
+
+/* The --dictionary pattern e's URL path matches, or NULL. */
+static const char *dictionary_of(struct job *j, const struct fentry *e)
+{
+    const struct config *cfg = j->w->cfg;
+    char url[PATH_MAX + 1];
+    if (!cfg->num_dictionaries || e->path_len >= sizeof(url) - 1)
+        return NULL;
+    url[0] = '/';
+    memcpy(url + 1, e->path, e->path_len);
+    for (int i = 0; i < cfg->num_dictionaries; i++) {
+        if (accept_path_match(cfg->dictionaries[i], url, e->path_len + 1))
+            return cfg->dictionaries[i];
+    }
+    return NULL;
+}
+
+/* The cached variant `coding` of e when one exists and paid; else asks for it (made now when
+ * cheap enough, else off the loop, only when `queue` says so) and returns what is there now. */
+static struct fentry *variant(struct job *j, struct fentry *e, int coding,
+                              const unsigned char *dict_hash, const char *pattern, bool queue)
+{
+    char tag[FCACHE_TAG_MAX];
+    size_t tag_len = compress_tag(tag, sizeof(tag), coding, dict_hash);
+    struct fentry *v = fcache_variant_get(j->w->cache, e, tag, tag_len);
+    if (!v && (queue || (e->data && coding != COMPRESS_DCZ &&
+                         compress_cost_ns(coding, e->size) <= COMPRESS_LOOP_NS)) &&
+        compress_request(j->w, e, coding, dict_hash, pattern) == 0)
+        v = fcache_variant_get(j->w->cache, e, tag, tag_len);
+    if (v && v->err) { /* compressing did not pay, or the dictionary is unknown */
+        fcache_put(j->w->cache, v);
+        v = NULL;
+    }
+    return v;
+}
+
+/* The dictionary hash of a usable Available-Dictionary field (RFC 9842 2.2), when the client
+ * also accepts dcz; false otherwise (the ordinary codings apply, never an error). */
+static bool wants_dcz(struct job *j, unsigned char hash[ACCEPT_DICT_HASH])
+{
+    const struct http_request *req = j->req;
+    if (accept_coding_q(req->accept_encoding, "dcz") == 0)
+        return false;
+    for (size_t i = 0; i < req->num_headers; i++) {
+        if (http_str_ieq(req->headers[i].name, "available-dictionary"))
+            return accept_dictionary(req->headers[i].value, hash) == 0;
+    }
+    return false;
+}
+
+/* Describes into f the representation of e to send (already held by the job's response): e,
+ * a precompressed sibling of it, or a compressed variant made from it (the sibling wins: the
+ * site's author made it), with Vary and Use-As-Dictionary as they apply. */
+static void negotiate(struct job *j, struct fentry *e, struct static_file *f)
+{
     unsigned mask = variants_of(j, e);
-    describe(e, NULL, &f);
-    hold(j->r, e);
-    if (mask && j->req->accept_encoding.p) {
+    bool squeeze = compressible(j, e);
+    const char *pattern = squeeze ? dictionary_of(j, e) : NULL;
+    bool chosen = false;
+
+    describe(e, NULL, f);
+    if (j->req && (mask || squeeze) && j->req->accept_encoding.p) {
         enum accept_coding order[ACCEPT_CODINGS];
         size_t n = accept_encodings(j->req->accept_encoding, order);
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n && mask && !chosen; i++) {
             if (!(mask & (1u << order[i])))
                 continue;
             struct fentry *v = lookup(j, e->path, e->path_len, variant_suffix[order[i]]);
             if (v && v->err == 0 && !v->is_dir) {
-                describe(v, e->mime, &f);
-                f.encoding = accept_coding_name(order[i]);
+                describe(v, e->mime, f);
+                f->encoding = accept_coding_name(order[i]);
                 hold(j->r, v);
-                break;
-            }
-            if (v)
+                chosen = true;
+            } else if (v) {
                 fcache_put(j->w->cache, v);
+            }
+        }
+        unsigned char hash[ACCEPT_DICT_HASH];
+        struct fentry *v = NULL;
+        int coding = COMPRESS_DCZ;
+        if (!chosen && squeeze && pattern && wants_dcz(j, hash))
+            v = variant(j, e, COMPRESS_DCZ, hash, pattern, true);
+        /* Only the client's first choice is queued; others are used if cached or cheap. */
+        for (size_t i = 0; i < n && !chosen && squeeze && !v; i++)
+            v = variant(j, e, coding = (int)order[i], NULL, NULL, i == 0);
+        if (v) {
+            describe(v, NULL, f);
+            f->encoding = compress_coding_name(coding);
+            hold(j->r, v);
         }
     }
-    f.vary = mask ? "Accept-Encoding" : NULL;
+    if (pattern) {
+        f->vary = "Accept-Encoding, Available-Dictionary";
+        snprintf(j->use_as_dict, sizeof(j->use_as_dict), "Use-As-Dictionary: match=\"%s\"\r\n",
+                 pattern);
+        f->more_headers = j->use_as_dict;
+    } else {
+        f->vary = mask || squeeze ? "Accept-Encoding" : NULL;
+    }
+}
+
+/* Sends file e (already held by the job's response) as negotiate() chooses. */
+static void send_file(struct job *j, struct fentry *e, int status)
+{
+    struct static_file f;
+    hold(j->r, e);
+    negotiate(j, e, &f);
     int rc = status == 200 ? static_file_plan(j->req, &f, &j->ctx, &j->r->plan)
                            : static_body_plan(status, &f, &j->ctx, &j->r->plan);
     if (!rc)
@@ -327,6 +424,21 @@ static void listing(struct job *j, struct fentry *dir, const char *path, size_t 
         .fd = -1,
         .vary = "Accept", /* HTML or JSON */
     };
+    if (j->w->compress && d->len >= j->w->cfg->compress_min) {
+        /* Compressed for this response, on the loop when that is cheap, else sent as it is. */
+        enum accept_coding order[ACCEPT_CODINGS];
+        char *packed;
+        size_t packed_len;
+        f.vary = "Accept, Accept-Encoding";
+        if (accept_encodings(j->req->accept_encoding, order) > 0 &&
+            compress_now((int)order[0], d->data, d->len, &packed, &packed_len) == 0) {
+            free(j->r->heap); /* a listing too large to keep, now replaced by packed */
+            j->r->heap = packed;
+            f.data = packed;
+            f.size = packed_len;
+            f.encoding = accept_coding_name(order[0]);
+        }
+    }
     if (!static_body_plan(200, &f, &j->ctx, &j->r->plan))
         error(j, 500, NULL);
 }

@@ -1,5 +1,7 @@
 #include "core/accept.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 static bool is_ows(char c)
@@ -231,4 +233,121 @@ int accept_quality(struct http_str accept, const char *type)
 bool accept_prefers(struct http_str accept, const char *type, const char *over)
 {
     return accept_quality(accept, type) > accept_quality(accept, over);
+}
+
+int accept_coding_q(struct http_str accept_encoding, const char *name)
+{
+    const char *p = accept_encoding.p, *end = p + accept_encoding.len;
+    if (!p)
+        return 0;
+    while (p < end) {
+        const char *stop = element_end(p, end);
+        struct element el;
+        if (parse_element(p, stop, false, &el) && el.value.len && !el.other_params &&
+            str_ieq(el.value, name))
+            return el.q;
+        p = stop < end ? stop + 1 : end;
+    }
+    return 0;
+}
+
+static int b64_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+int accept_dictionary(struct http_str value, unsigned char hash[ACCEPT_DICT_HASH])
+{
+    const char *p = value.p, *end = p + value.len;
+    if (!p)
+        return -EINVAL;
+    while (p < end && *p == ' ')
+        p++;
+    while (end > p && end[-1] == ' ')
+        end--;
+    /* 32 bytes are 44 base64 characters, the last one '=' */
+    if (end - p != 46 || p[0] != ':' || end[-1] != ':' || end[-2] != '=')
+        return -EINVAL;
+    p++;
+    size_t out = 0;
+    for (int i = 0; i < 11; i++, p += 4) {
+        int v[4];
+        for (int k = 0; k < 4; k++)
+            v[k] = i == 10 && k == 3 ? 0 : b64_value(p[k]);
+        if (v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0)
+            return -EINVAL;
+        uint32_t bits = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
+                        (uint32_t)v[3];
+        hash[out++] = (unsigned char)(bits >> 16);
+        hash[out++] = (unsigned char)(bits >> 8);
+        if (i < 10)
+            hash[out++] = (unsigned char)bits;
+        else if (v[2] & 3)
+            return -EINVAL; /* non-canonical: bits after the last byte must be zero */
+    }
+    return 0;
+}
+
+bool accept_type_listed(const char *type, const char *list)
+{
+    size_t tlen = strcspn(type, "; ");
+    const char *slash = memchr(type, '/', tlen);
+    const char *plus = NULL;
+    for (const char *q = type; q < type + tlen; q++) {
+        if (*q == '+')
+            plus = q;
+    }
+    if (!slash)
+        return false;
+    const char *p = list;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t n = strcspn(p, ", ");
+        if (n == 0)
+            break;
+        if (span_ieq(p, n, type, tlen))
+            return true;
+        if (n >= 2 && p[n - 1] == '*' && p[n - 2] == '/' &&
+            span_ieq(p, n - 1, type, (size_t)(slash - type) + 1))
+            return true;
+        if (p[0] == '+' && plus && span_ieq(p, n, plus, tlen - (size_t)(plus - type)))
+            return true;
+        p += n;
+    }
+    return false;
+}
+
+bool accept_path_match(const char *pattern, const char *path, size_t len)
+{
+    /* Iterative glob with one backtrack point: linear in practice, never recursive. */
+    const char *star = NULL;
+    size_t i = 0, resume = 0;
+    while (i < len) {
+        if (*pattern == '*') {
+            star = pattern++;
+            resume = i;
+        } else if (*pattern && *pattern == path[i]) {
+            pattern++;
+            i++;
+        } else if (star) {
+            pattern = star + 1;
+            i = ++resume;
+        } else {
+            return false;
+        }
+    }
+    while (*pattern == '*')
+        pattern++;
+    return *pattern == '\0';
 }

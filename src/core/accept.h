@@ -1,5 +1,8 @@
-/* accept: content negotiation on Accept-Encoding (which precompressed variant to send) and
- * Accept (HTML or JSON for a directory listing), RFC 9110 12.5.1 and 12.5.3.
+/* accept: content negotiation on Accept-Encoding (which precompressed or compressed variant to
+ * send), Accept (HTML or JSON for a directory listing), RFC 9110 12.5.1 and 12.5.3, and the
+ * request side of compression dictionary transport (Available-Dictionary, RFC 9842), plus the
+ * two matching rules compression needs: media types against --compress-types, URL paths
+ * against --dictionary patterns.
  * Must not: perform I/O, allocate, or read outside the given field values.
  * Ownership: inputs are the caller's and only read during the call; results are plain values. */
 #ifndef CORE_ACCEPT_H
@@ -55,5 +58,35 @@ int accept_quality(struct http_str accept, const char *type);
 /* True when Accept gives type a strictly higher quality than over, e.g. for a directory listing
  * accept_prefers(accept, "application/json", "text/html") chooses JSON; ties keep `over`. */
 bool accept_prefers(struct http_str accept, const char *type, const char *over);
+
+/* The quality (0..1000) Accept-Encoding gives the coding `name` when it lists it by name ("*"
+ * does not count: dictionary codings are only used when the client names them, RFC 9842 6.1).
+ * 0 when absent, excluded or the field is missing. Same element rules as accept_encodings. */
+int accept_coding_q(struct http_str accept_encoding, const char *name);
+
+#define ACCEPT_DICT_HASH 32 /* SHA-256 */
+
+/*
+ * Parses an Available-Dictionary value (RFC 9842 2.2): a Structured Field byte sequence
+ * ":" base64 ":" (RFC 8941 3.3.5, padding required) with optional surrounding spaces, decoding
+ * to exactly 32 bytes, written to hash. Returns 0, or -EINVAL for anything else (a list, a
+ * parameter, a wrong length, bad base64): the caller then ignores the field.
+ */
+int accept_dictionary(struct http_str value, unsigned char hash[ACCEPT_DICT_HASH]);
+
+/*
+ * True when the media type `type` (parameters after ';' ignored) is listed in `list`, a
+ * comma-separated list of "type/subtype", "type/" followed by '*' (any subtype), or "+suffix"
+ * (any structured-syntax suffix, e.g. "+xml", "+json"); ASCII case-insensitive, spaces allowed
+ * around elements.
+ */
+bool accept_type_listed(const char *type, const char *list);
+
+/*
+ * True when URL path `path` (decoded, starting with '/') matches `pattern`, where '*' matches
+ * any run of bytes ('/' included, as in a URLPattern pathname wildcard) and every other byte
+ * matches itself. This is the subset of RFC 9842's `match` the server emits and checks.
+ */
+bool accept_path_match(const char *pattern, const char *path, size_t len);
 
 #endif

@@ -106,6 +106,8 @@ static void put_vary(struct wbuf *h, const struct static_file *f)
 {
     if (f->vary)
         put_header(h, "Vary: ", f->vary, strlen(f->vary));
+    if (f->more_headers)
+        wbuf_put(h, f->more_headers, strlen(f->more_headers));
 }
 
 /* A body from memory that fits in what is left of ctx->buf is copied behind the headers, so the
@@ -306,6 +308,8 @@ int static_body_plan(int status, const struct static_file *f, struct static_ctx 
     if (status < 300)
         wbuf_put(&h, ctx->extra_headers, ctx->extra_len);
     put_vary(&h, f);
+    if (f->encoding)
+        put_header(&h, "Content-Encoding: ", f->encoding, strlen(f->encoding));
     put_header(&h, "Content-Type: ", f->content_type, strlen(f->content_type));
     WBUF_LIT(&h, "Content-Length: ");
     wbuf_u64(&h, f->size);

@@ -26,6 +26,7 @@ struct static_file {
     const char *content_type;
     const char *encoding; /* Content-Encoding of a precompressed sibling, or NULL */
     const char *vary;     /* Vary value ("Accept-Encoding" when siblings exist), or NULL */
+    const char *more_headers; /* whole "Name: value\r\n" lines describing it, or NULL */
     const char *data;     /* the whole body in memory, or NULL to send from fd */
     int fd;
     /* static_rep_headers() of this file, built once by its owner, or NULL: saves formatting the

@@ -843,8 +843,10 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
         arm_tick(w, u);
         return;
     case OP_WAKE:
+        arm_wake(w, u); /* wakes come again: finished compression jobs */
+        return;         /* the tick reads the stop flag and collects the jobs */
     case OP_IGNORE:
-        return; /* the tick reads the stop flag */
+        return;
     default:
         break;
     }

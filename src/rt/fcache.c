@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 
 #define BUCKETS 4096    /* power of two */
 #define MAX_ENTRIES 2048 /* each may hold an fd: bounded well below RLIMIT_NOFILE */
+#define MAX_VARIANTS 4096 /* no fd; bounded so "did not pay" records cannot grow without end */
 
 struct fcache {
     int root_fd;
@@ -28,7 +30,11 @@ struct fcache {
     size_t max_file;
     size_t bytes;
     unsigned entries;
+    size_t max_vbytes;
+    size_t vbytes;
+    unsigned ventries;
     struct fentry lru; /* LRU head: lru.lru_next is the oldest entry, lru.lru_prev the newest */
+    struct fentry vlru; /* the variants' LRU, apart so files and variants have their own bounds */
     struct fentry *bucket[BUCKETS];
 };
 
@@ -41,7 +47,7 @@ static uint32_t hash_path(const char *p, size_t len)
 }
 
 struct fcache *fcache_new(int root_fd, const struct mime_table *mime, size_t max_bytes,
-                          size_t max_file)
+                          size_t max_file, size_t max_variant_bytes)
 {
     struct fcache *fc = calloc(1, sizeof(*fc));
     if (!fc)
@@ -50,7 +56,9 @@ struct fcache *fcache_new(int root_fd, const struct mime_table *mime, size_t max
     fc->mime = mime;
     fc->max_bytes = max_bytes;
     fc->max_file = max_file < max_bytes ? max_file : max_bytes;
+    fc->max_vbytes = max_variant_bytes;
     fc->lru.lru_next = fc->lru.lru_prev = &fc->lru;
+    fc->vlru.lru_next = fc->vlru.lru_prev = &fc->vlru;
     return fc;
 }
 
@@ -68,7 +76,9 @@ static void destroy(struct fcache *fc, struct fentry *e)
         drop_derived(fc, &e->derived[i]);
     if (e->fd >= 0)
         close(e->fd);
-    if (e->data)
+    if (e->data && e->is_variant)
+        fc->vbytes -= e->size;
+    else if (e->data)
         fc->bytes -= e->size;
     free(e->data);
     free(e);
@@ -82,7 +92,10 @@ static void unlink_entry(struct fcache *fc, struct fentry *e)
     *pp = e->hnext;
     e->lru_next->lru_prev = e->lru_prev;
     e->lru_prev->lru_next = e->lru_next;
-    fc->entries--;
+    if (e->is_variant)
+        fc->ventries--;
+    else
+        fc->entries--;
     fcache_put(fc, e);
 }
 
@@ -99,6 +112,8 @@ void fcache_free(struct fcache *fc)
         return;
     while (fc->lru.lru_prev != &fc->lru)
         unlink_entry(fc, fc->lru.lru_prev);
+    while (fc->vlru.lru_prev != &fc->vlru)
+        unlink_entry(fc, fc->vlru.lru_prev);
     assert(fc->entries == 0);
     free(fc);
 }
@@ -147,6 +162,7 @@ static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint
     e->fd = -1;
     e->checked = now;
     e->variants_checked = -1;
+    e->compressible = -1;
 
     struct stat st;
     int fd = open_beneath(fc->root_fd, e->path);
@@ -248,6 +264,128 @@ struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64
     fc->lru.lru_prev = e;
     e->refs++;
     return e;
+}
+
+/* A variant's key: the base's path, a NUL (no path holds one), the version fields, the tag. */
+static size_t variant_key(char *key, size_t cap, const struct fentry *base, const char *tag,
+                          size_t tag_len)
+{
+    uint64_t version[5] = {base->ino, base->dev, base->size, (uint64_t)base->mtime_ns,
+                           (uint64_t)base->ctime_ns};
+    size_t n = base->path_len + 1 + sizeof(version) + tag_len;
+    if (n > cap)
+        return 0;
+    memcpy(key, base->path, base->path_len);
+    key[base->path_len] = '\0';
+    memcpy(key + base->path_len + 1, version, sizeof(version));
+    memcpy(key + base->path_len + 1 + sizeof(version), tag, tag_len);
+    return n;
+}
+
+static struct fentry *find(struct fcache *fc, const char *key, size_t len, uint32_t hash)
+{
+    struct fentry *e = fc->bucket[hash & (BUCKETS - 1)];
+    while (e && !(e->hash == hash && e->path_len == len && memcmp(e->path, key, len) == 0))
+        e = e->hnext;
+    return e;
+}
+
+static void lru_append(struct fentry *head, struct fentry *e)
+{
+    e->lru_prev = head->lru_prev;
+    e->lru_next = head;
+    head->lru_prev->lru_next = e;
+    head->lru_prev = e;
+}
+
+struct fentry *fcache_variant_get(struct fcache *fc, const struct fentry *base, const char *tag,
+                                  size_t tag_len)
+{
+    char key[PATH_MAX + 40 + FCACHE_TAG_MAX + 1];
+    size_t len = variant_key(key, sizeof(key), base, tag, tag_len);
+    if (!len)
+        return NULL;
+    struct fentry *e = find(fc, key, len, hash_path(key, len));
+    if (!e)
+        return NULL;
+    e->lru_next->lru_prev = e->lru_prev;
+    e->lru_prev->lru_next = e->lru_next;
+    lru_append(&fc->vlru, e);
+    e->refs++;
+    return e;
+}
+
+int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char *tag,
+                       size_t tag_len, char *data, size_t len, const char *etag_suffix)
+{
+    char key[PATH_MAX + 40 + FCACHE_TAG_MAX + 1];
+    size_t klen = variant_key(key, sizeof(key), base, tag, tag_len);
+    if (!klen) {
+        free(data);
+        return -ENAMETOOLONG;
+    }
+    uint32_t hash = hash_path(key, klen);
+    struct fentry *old = find(fc, key, klen, hash);
+    if (old)
+        unlink_entry(fc, old); /* a second worker job for the same variant: the newer wins */
+    if (data && len > fc->max_vbytes) {
+        free(data);
+        data = NULL;
+    }
+    size_t want = data ? len : 0;
+    while (fc->vlru.lru_next != &fc->vlru &&
+           (fc->ventries >= MAX_VARIANTS || fc->vbytes + want > fc->max_vbytes))
+        unlink_entry(fc, fc->vlru.lru_next);
+
+    struct fentry *e = calloc(1, sizeof(*e) + klen + 1);
+    if (!e) {
+        free(data);
+        return -ENOMEM;
+    }
+    memcpy(e->path, key, klen);
+    e->path_len = klen;
+    e->hash = hash;
+    e->refs = 1;
+    e->is_variant = true;
+    e->fd = -1;
+    e->variants_checked = -1;
+    e->checked = base->checked;
+    e->ino = base->ino;
+    e->dev = base->dev;
+    e->mtime = base->mtime;
+    e->mtime_ns = base->mtime_ns;
+    e->ctime_ns = base->ctime_ns;
+    e->mime = base->mime;
+    memcpy(e->last_modified, base->last_modified, sizeof(e->last_modified));
+    if (!data) {
+        e->err = -ENODATA;
+    } else {
+        e->data = data;
+        e->size = len;
+        fc->vbytes += len;
+        char etag[COND_ETAG_MAX];
+        size_t n = cond_etag(etag, sizeof(etag), base->ino, base->size, base->ctime_ns,
+                             etag_suffix);
+        if (n >= sizeof(e->etag)) {
+            e->err = -ENODATA; /* cannot name it: do not send it */
+        } else {
+            memcpy(e->etag, etag, n + 1);
+            e->etag_len = n;
+            struct static_file f = {.etag = e->etag, .etag_len = e->etag_len,
+                                    .last_modified = e->last_modified, .content_type = e->mime};
+            e->rep_len = static_rep_headers(e->rep_headers, sizeof(e->rep_headers), &f);
+        }
+    }
+    e->hnext = fc->bucket[hash & (BUCKETS - 1)];
+    fc->bucket[hash & (BUCKETS - 1)] = e;
+    fc->ventries++;
+    lru_append(&fc->vlru, e);
+    return 0;
+}
+
+size_t fcache_variant_bytes(const struct fcache *fc)
+{
+    return fc->vbytes;
 }
 
 const struct fderived *fcache_set_derived(struct fcache *fc, struct fentry *e, int slot,

@@ -1,7 +1,8 @@
 /* fcache: a worker's cache of open files with their metadata, validators, MIME type and, for
- * small files, their contents; also remembers misses. Revalidated by a stat at most once per
- * second per entry (inode, size, mtime, ctime and mode), so a changed file's old bytes, or a file
- * whose permissions were taken away, are served for at most that long.
+ * small files, their contents; also remembers misses, and holds the compressed variants of file
+ * versions (bounded by their own byte budget, --compress-cache). Revalidated by a stat at most
+ * once per second per entry (inode, size, mtime, ctime and mode), so a changed file's old bytes,
+ * or a file whose permissions were taken away, are served for at most that long.
  * Must not: be shared between workers (no locks), or hand out an entry without a reference.
  * Ownership: entries are refcounted: the table holds one reference while an entry is current,
  * every fcache_get caller one more until fcache_put (a send in flight keeps its file open even
@@ -33,6 +34,7 @@ struct fentry {
     uint32_t hash;
     uint32_t refs;
     bool is_dir;
+    bool is_variant;               /* a compressed variant: data holds it, fd is -1 */
     int err;                       /* 0, or -errno for a remembered miss */
     int fd;                        /* open for regular files, else -1 */
     uint64_t size;
@@ -45,6 +47,7 @@ struct fentry {
     int64_t checked;               /* monotonic second of the last validation */
     int64_t variants_checked;      /* when variants was last computed (-1: never) */
     uint8_t variants;              /* bit (1 << enc) for each precompressed sibling present */
+    int8_t compressible;           /* serve's memo of --compress-types: -1 not yet known */
     const char *mime;
     char *data;                    /* contents when small enough, else NULL */
     char etag[COND_ETAG_MAX]; /* never truncated: see cond.h */
@@ -60,7 +63,7 @@ struct fentry {
 struct fcache;
 
 struct fcache *fcache_new(int root_fd, const struct mime_table *mime, size_t max_bytes,
-                          size_t max_file);
+                          size_t max_file, size_t max_variant_bytes);
 void fcache_free(struct fcache *fc);
 
 /* The entry for path (relative, normalised, "" for the root), validated against the disk if it
@@ -68,8 +71,38 @@ void fcache_free(struct fcache *fc);
  * Returns NULL only when memory runs out. The caller owns one reference. */
 struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64_t now);
 
-/* Drops a reference taken by fcache_get. */
+/* Takes one more reference to e (a job that outlives the request holding e). */
+static inline void fcache_hold(struct fentry *e)
+{
+    e->refs++;
+}
+
+/* Drops a reference taken by fcache_get, fcache_variant_get or fcache_hold. */
 void fcache_put(struct fcache *fc, struct fentry *e);
+
+#define FCACHE_TAG_MAX 48 /* longest variant tag: "dcz" and a 32-byte dictionary hash */
+
+/*
+ * The variant `tag` (a coding name, or "dcz" followed by the dictionary's SHA-256) of the file
+ * version `base` describes, or NULL. A variant is keyed by the base's path, inode, device, size,
+ * mtime and ctime, so one made from an older version of the file is never found again (it ages out
+ * of the LRU). A variant with err == -ENODATA records "compressing did not pay": send identity.
+ * The caller owns one reference.
+ */
+struct fentry *fcache_variant_get(struct fcache *fc, const struct fentry *base, const char *tag,
+                                  size_t tag_len);
+
+/*
+ * Stores a variant of base: `data` (malloc'd, len bytes; ownership passes to the cache, also on
+ * failure) with Content-Encoding etag_suffix in its ETag, or data NULL for "did not pay".
+ * Evicts the least recently used variants to stay within the variant byte budget; a variant
+ * larger than the whole budget is recorded as "did not pay". Returns 0 or -ENOMEM.
+ */
+int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char *tag,
+                       size_t tag_len, char *data, size_t len, const char *etag_suffix);
+
+/* Bytes of variants held (what --compress-cache bounds) and how many variants there are. */
+size_t fcache_variant_bytes(const struct fcache *fc);
 
 /* Keeps data (malloc'ed, len bytes) as e's derived body in slot, replacing what was there, and
  * evicts older entries to make room; the cache then owns data. Keeps nothing when len is over

@@ -16,6 +16,7 @@
 #include "core/date.h"
 #include "core/static.h"
 #include "engine/engine.h"
+#include "rt/compress.h"
 #include "rt/fcache.h"
 #include "serve.h"
 
@@ -88,13 +89,18 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     for (uint32_t i = 0; i < cfg->max_conns; i++)
         w->free_slots[cfg->max_conns - 1 - i] = i; /* low slots first: fewer pages touched */
     w->num_free = cfg->max_conns;
-    w->cache = fcache_new(cfg->docroot_fd, &cfg->mime_extra, cfg->cache_size, cfg->cache_max_file);
+    w->cache = fcache_new(cfg->docroot_fd, &cfg->mime_extra, cfg->cache_size, cfg->cache_max_file,
+                          cfg->compress_cache);
     if (!w->cache)
         goto err_mem;
-    if ((rc = eng->init(w)) < 0)
+    if (cfg->compress && !(w->compress = compress_new()))
         goto err_cache;
+    if ((rc = eng->init(w)) < 0)
+        goto err_compress;
     return 0;
 
+err_compress:
+    compress_free(w, w->compress);
 err_cache:
     fcache_free(w->cache);
 err_mem:
@@ -107,6 +113,17 @@ err_mem:
 void worker_fini(struct worker *w)
 {
     w->eng->fini(w);
+    if (w->compress && w->cfg->verbose) {
+        const struct compress_stats *st = compress_stats(w->compress);
+        errlog(ERRLOG_INFO,
+               "worker %d: compression: %llu variants made (%llu kept, %llu on the loop), "
+               "%llu bytes saved of %llu, %zu bytes cached, %.1f ms compressing",
+               w->id, (unsigned long long)st->made, (unsigned long long)st->kept,
+               (unsigned long long)st->on_loop, (unsigned long long)st->bytes_saved,
+               (unsigned long long)st->bytes_in, fcache_variant_bytes(w->cache),
+               (double)st->ns / 1e6);
+    }
+    compress_free(w, w->compress);
     fcache_free(w->cache);
     bufpool_drain(&w->inbufs);
     bufpool_drain(&w->outbufs);
@@ -130,6 +147,7 @@ static void start_drain(struct worker *w)
 bool worker_tick(struct worker *w)
 {
     read_clock(w);
+    compress_collect(w);
     if (!w->draining && atomic_load_explicit(&w->stop, memory_order_relaxed))
         start_drain(w);
     struct timer *t;

@@ -1,6 +1,7 @@
 /* worker: one thread's share-nothing world: its listener, engine, connections, file cache,
  * timer wheel, buffers and clock. Everything on the request path is reached through it.
- * Must not: be touched by another thread, except w->stop (atomic) and w->wake_fd.
+ * Must not: be touched by another thread, except w->stop (atomic) and w->wake_fd (written by
+ * the main thread to stop it and by its compressor thread when a variant is ready).
  * Ownership: server creates and joins workers; a worker owns everything it points to. */
 #ifndef RT_WORKER_H
 #define RT_WORKER_H
@@ -18,6 +19,7 @@ struct engine_ops;
 struct engine_caps;
 struct conn;
 struct fcache;
+struct compressor;
 
 /* Fixed-size buffers recycled through a free list, so steady-state requests allocate nothing. */
 struct bufpool {
@@ -33,7 +35,7 @@ struct worker {
     const struct engine_caps *caps; /* what the kernel offers, probed once before the workers */
     void *engine_state;
     int listen_fd;
-    int wake_fd; /* eventfd: written by the main thread to stop the worker */
+    int wake_fd; /* eventfd: stop requests, finished compression jobs */
     atomic_bool stop;
     bool draining;
     bool accepting;
@@ -54,6 +56,7 @@ struct worker {
     struct bufpool inbufs;  /* partial request heads */
     struct bufpool outbufs; /* response headers and plans */
     struct fcache *cache;
+    struct compressor *compress; /* NULL with --compress off */
 
     struct http_request req; /* scratch for the request being parsed */
     pthread_t thread;

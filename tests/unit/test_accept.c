@@ -174,3 +174,75 @@ TEST(accept_quality_invalid_elements)
     CHECK_INT(quality("text/htmlx", "text/html"), 0);
     CHECK_INT(quality("text/html;q=0.5, text/html;q=0.9", "text/html"), 500);
 }
+
+TEST(accept_coding_q_named_only)
+{
+    CHECK_INT(accept_coding_q(G("gzip, br, zstd, dcz"), "dcz"), 1000);
+    CHECK_INT(accept_coding_q(G("gzip, DCZ;q=0.5"), "dcz"), 500);
+    CHECK_INT(accept_coding_q(G("gzip, dcz;q=0"), "dcz"), 0);
+    CHECK_INT(accept_coding_q(G("*"), "dcz"), 0); /* a wildcard never means dictionaries */
+    CHECK_INT(accept_coding_q(G("dcz;q=2"), "dcz"), 0);
+    CHECK_INT(accept_coding_q(G("dczx"), "dcz"), 0);
+    CHECK_INT(accept_coding_q((struct http_str){NULL, 0}, "dcz"), 0);
+}
+
+/* SHA-256("hello") = 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824 */
+#define HELLO_B64 "LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ="
+
+TEST(accept_dictionary_sf_binary)
+{
+    unsigned char h[ACCEPT_DICT_HASH];
+    CHECK_INT(accept_dictionary(G(":" HELLO_B64 ":"), h), 0);
+    CHECK_INT(h[0], 0x2c);
+    CHECK_INT(h[31], 0x24);
+    CHECK_INT(h[30], 0x98);
+    CHECK_INT(accept_dictionary(G("  :" HELLO_B64 ":  "), h), 0);
+    CHECK(accept_dictionary(G(HELLO_B64), h) < 0);            /* not a byte sequence */
+    CHECK(accept_dictionary(G(":" HELLO_B64), h) < 0);
+    CHECK(accept_dictionary(G(":" HELLO_B64 ":;p=1"), h) < 0); /* a parameter */
+    CHECK(accept_dictionary(G(":" HELLO_B64 ":, :" HELLO_B64 ":"), h) < 0);
+    CHECK(accept_dictionary(G(":aGVsbG8=:"), h) < 0);          /* 5 bytes, not 32 */
+    CHECK(accept_dictionary(G(":LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ:"), h) < 0);
+    CHECK(accept_dictionary(G(":LPJNul-wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=:"), h) < 0);
+    CHECK(accept_dictionary(G(":LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCR=:"), h) < 0);
+    CHECK(accept_dictionary(G(""), h) < 0);
+    CHECK(accept_dictionary((struct http_str){NULL, 0}, h) < 0);
+}
+
+TEST(accept_type_listed_forms)
+{
+    const char *list = "text/*, application/javascript, +xml, +json, font/ttf";
+    CHECK(accept_type_listed("text/html; charset=utf-8", list));
+    CHECK(accept_type_listed("TEXT/CSS", list));
+    CHECK(accept_type_listed("application/javascript", list));
+    CHECK(accept_type_listed("image/svg+xml", list));
+    CHECK(accept_type_listed("application/ld+json; charset=utf-8", list));
+    CHECK(accept_type_listed("font/ttf", list));
+    CHECK(!accept_type_listed("font/woff2", list));
+    CHECK(!accept_type_listed("image/png", list));
+    CHECK(!accept_type_listed("application/javascriptx", list));
+    CHECK(!accept_type_listed("application/json", "application/js"));
+    CHECK(!accept_type_listed("text", list));
+    CHECK(!accept_type_listed("text/html", ""));
+}
+
+static bool pm(const char *pattern, const char *path)
+{
+    return accept_path_match(pattern, unit_guard_str(path), strlen(path));
+}
+
+TEST(accept_path_match_wildcards)
+{
+    CHECK(pm("/assets/*.js", "/assets/app.3f2a.js"));
+    CHECK(pm("/assets/*.js", "/assets/.js"));
+    CHECK(pm("/assets/*.js", "/assets/sub/app.js")); /* '*' crosses '/' as in URLPattern */
+    CHECK(!pm("/assets/*.js", "/assets/app.css"));
+    CHECK(!pm("/assets/*.js", "/other/app.js"));
+    CHECK(!pm("/assets/*.js", "/assets/app.js.map"));
+    CHECK(pm("/app.js", "/app.js"));
+    CHECK(!pm("/app.js", "/app.jsx"));
+    CHECK(pm("*", "/"));
+    CHECK(pm("/a*b*c", "/aXbYbZc"));
+    CHECK(!pm("/a*b*c", "/aXbYbZ"));
+    CHECK(!pm("/x", ""));
+}

@@ -25,7 +25,7 @@ static void setup(struct fixture *f, size_t max_bytes, size_t max_file)
     CHECK(mkdtemp(f->dir) != NULL);
     f->root = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     CHECK(f->root >= 0);
-    f->fc = fcache_new(f->root, NULL, max_bytes, max_file);
+    f->fc = fcache_new(f->root, NULL, max_bytes, max_file, 4096);
     CHECK(f->fc != NULL);
 }
 
@@ -204,5 +204,70 @@ TEST(fcache_derived_bodies_live_and_die_with_their_entry)
     d = get(&f, "d", 2);
     CHECK(d->derived[0].data == NULL);
     fcache_put(f.fc, d);
+    teardown(&f);
+}
+
+static char *dup_bytes(const char *s, size_t n)
+{
+    char *p = malloc(n);
+    CHECK(p != NULL);
+    memcpy(p, s, n);
+    return p;
+}
+
+TEST(fcache_variants_are_keyed_by_version_and_bounded)
+{
+    struct fixture f;
+    setup(&f, 1 << 20, 1 << 16); /* variant budget 4096 bytes */
+    put_file(&f, "v.js", "version one");
+    struct fentry *base = get(&f, "v.js", 1);
+    CHECK(fcache_variant_get(f.fc, base, "br", 2) == NULL);
+    CHECK_INT(fcache_variant_add(f.fc, base, "br", 2, dup_bytes("BR1", 3), 3, "br"), 0);
+    struct fentry *v = fcache_variant_get(f.fc, base, "br", 2);
+    CHECK(v && v->is_variant && v->err == 0 && v->size == 3 && memcmp(v->data, "BR1", 3) == 0);
+    CHECK(v->fd == -1);
+    /* its own strong ETag: the base's with the coding appended */
+    CHECK(v->etag_len == base->etag_len + 3);
+    CHECK(memcmp(v->etag, base->etag, base->etag_len - 1) == 0);
+    CHECK(memcmp(v->etag + base->etag_len - 1, "-br\"", 4) == 0);
+    CHECK(fcache_variant_get(f.fc, base, "gzip", 4) == NULL);
+    fcache_put(f.fc, v);
+
+    /* "did not pay" is remembered, without bytes */
+    CHECK_INT(fcache_variant_add(f.fc, base, "gzip", 4, NULL, 0, "gzip"), 0);
+    v = fcache_variant_get(f.fc, base, "gzip", 4);
+    CHECK(v && v->err == -ENODATA && !v->data);
+    fcache_put(f.fc, v);
+
+    /* a new version of the file (same size: ctime tells) never finds the old variant */
+    put_file(&f, "v.js", "version two");
+    struct fentry *base2 = get(&f, "v.js", 2);
+    CHECK(base2 != base);
+    CHECK(fcache_variant_get(f.fc, base2, "br", 2) == NULL);
+
+    /* the byte budget holds: the least recently used variant goes first */
+    char *big = malloc(3000);
+    CHECK(big != NULL);
+    memset(big, 'x', 3000);
+    CHECK_INT(fcache_variant_add(f.fc, base2, "zstd", 4, big, 3000, "zstd"), 0);
+    CHECK_INT(fcache_variant_bytes(f.fc), 3003);
+    CHECK_INT(fcache_variant_add(f.fc, base2, "br", 2, dup_bytes("0123456789", 10), 10, "br"),
+              0);
+    CHECK(fcache_variant_bytes(f.fc) <= 4096);
+    big = malloc(2000);
+    CHECK(big != NULL);
+    memset(big, 'y', 2000);
+    CHECK_INT(fcache_variant_add(f.fc, base2, "gzip", 4, big, 2000, "gzip"), 0);
+    CHECK(fcache_variant_bytes(f.fc) <= 4096);
+    CHECK(fcache_variant_get(f.fc, base2, "zstd", 4) == NULL); /* evicted */
+    /* larger than the whole budget: recorded as not paying */
+    big = malloc(5000);
+    CHECK(big != NULL);
+    CHECK_INT(fcache_variant_add(f.fc, base2, "zstd", 4, big, 5000, "zstd"), 0);
+    v = fcache_variant_get(f.fc, base2, "zstd", 4);
+    CHECK(v && v->err == -ENODATA);
+    fcache_put(f.fc, v);
+    fcache_put(f.fc, base2);
+    fcache_put(f.fc, base);
     teardown(&f);
 }

@@ -1,0 +1,525 @@
+/* Compression; see compress.h. Levels and the cost model come from measuring 1, 4, 16 and
+ * 32 KiB of jquery.js (CPU time per call, bench/levels.c, README "Compression"):
+ *
+ *   32 KiB       ratio   time      per byte  |  level for larger bodies (> 256 KiB)
+ *   br 11        29.8%   38.9 ms   1.2 us    |  br 5:    33.4%  0.72 ms / 32 KiB
+ *   zstd 19      33.3%    9.3 ms   0.28 us   |  zstd 9:  34.5%  0.77 ms
+ *   libdeflate 12 33.4%   3.7 ms   0.11 us   |  libdeflate 9: 34.4% 0.95 ms
+ *   (zlib 6, nginx's usual: 34.6% in 1.16 ms; zlib 9 no better and slower than libdeflate 9)
+ *
+ * A variant is made once per file version, so the highest levels pay for themselves on small
+ * and medium bodies; above 256 KiB they would cost seconds (br 11 on 5 MiB: about 6 s), so
+ * large bodies get the level where the curve flattens. Brotli 11 has a fixed cost (1.8 ms even
+ * for 1 KiB), so it never runs on the loop; gzip bodies up to ~8 KiB and zstd up to ~3 KiB do. */
+#include "rt/compress.h"
+
+#include <brotli/encode.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libdeflate.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "config.h"
+#include "core/sha256.h"
+#include "rt/errlog.h"
+#include "rt/fcache.h"
+#include "rt/worker.h"
+
+#define LARGE (256u << 10)   /* bodies above this get the faster levels */
+#define MAX_JOBS 64          /* per worker, in flight; more requests get what exists */
+#define DCZ_WINDOW_LOG 23    /* 8 MiB: what RFC 9842 lets a dcz decoder insist on */
+
+struct cjob {
+    struct cjob *next;  /* todo or done queue (under the lock) */
+    struct cjob *inext; /* the worker's in-flight list (worker thread only) */
+    struct fentry *base;
+    int coding;
+    int level;
+    unsigned char dict_hash[ACCEPT_DICT_HASH];
+    /* Copies the thread reads; the base's reference keeps data and fd alive. */
+    const char *data;
+    int fd;
+    uint64_t size;
+    const char *path; /* base->path: immutable while the reference is held */
+    const char *pattern;
+    int root_fd;
+    size_t max_dict;
+    /* Results, written by the thread before it queues the job as done. */
+    char *out;
+    size_t out_len;
+    int err;
+    uint64_t ns;
+};
+
+struct compressor {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct cjob *todo, **todo_tail;
+    struct cjob *done;
+    bool stop;
+    bool started;
+    pthread_t thread;
+    int wake_fd;
+    /* worker thread only */
+    struct cjob *inflight;
+    unsigned count;
+    struct compress_stats stats;
+};
+
+const char *compress_coding_name(int coding)
+{
+    return coding == COMPRESS_DCZ ? "dcz" : accept_coding_name((enum accept_coding)coding);
+}
+
+int compress_level(int coding, uint64_t size)
+{
+    bool large = size > LARGE;
+    switch (coding) {
+    case ACCEPT_BR: return large ? 5 : 11;
+    case ACCEPT_GZIP: return large ? 9 : 12;
+    default: return large ? 9 : 19; /* zstd and dcz */
+    }
+}
+
+uint64_t compress_cost_ns(int coding, uint64_t size)
+{
+    bool large = size > LARGE;
+    uint64_t per_byte; /* ns, rounded up from the measurements above */
+    switch (coding) {
+    case ACCEPT_BR: per_byte = large ? 30 : 1800; break;
+    case ACCEPT_GZIP: per_byte = large ? 30 : 120; break;
+    default: per_byte = large ? 30 : 300; break;
+    }
+    return size * per_byte;
+}
+
+size_t compress_tag(char *tag, size_t cap, int coding, const unsigned char *dict_hash)
+{
+    const char *name = compress_coding_name(coding);
+    size_t n = strlen(name);
+    size_t need = n + (coding == COMPRESS_DCZ ? ACCEPT_DICT_HASH : 0);
+    if (need > cap)
+        return 0;
+    memcpy(tag, name, n);
+    if (coding == COMPRESS_DCZ)
+        memcpy(tag + n, dict_hash, ACCEPT_DICT_HASH);
+    return need;
+}
+
+static int encode_zstd(int level, const void *in, size_t len, const void *dict, size_t dict_len,
+                       char *out, size_t cap, size_t *out_len)
+{
+    ZSTD_CCtx *z = ZSTD_createCCtx();
+    if (!z)
+        return -ENOMEM;
+    int rc = -EIO;
+    if (ZSTD_isError(ZSTD_CCtx_setParameter(z, ZSTD_c_compressionLevel, level)))
+        goto out;
+    if (dict) {
+        /* A raw-content prefix: the decoder needs the same bytes and nothing else. */
+        if (ZSTD_isError(ZSTD_CCtx_setParameter(z, ZSTD_c_windowLog, DCZ_WINDOW_LOG)) ||
+            ZSTD_isError(ZSTD_CCtx_refPrefix(z, dict, dict_len)))
+            goto out;
+    }
+    size_t n = ZSTD_compress2(z, out, cap, in, len);
+    if (!ZSTD_isError(n)) {
+        *out_len = n;
+        rc = 0;
+    }
+out:
+    ZSTD_freeCCtx(z);
+    return rc;
+}
+
+int compress_encode(int coding, int level, const void *in, size_t len, const void *dict,
+                    size_t dict_len, const unsigned char *dict_hash, char **out, size_t *out_len)
+{
+    static const unsigned char dcz_magic[8] = {0x5e, 0x2a, 0x4d, 0x18, 0x20, 0x00, 0x00, 0x00};
+    size_t cap, n = 0;
+    int rc = -EIO;
+
+    switch (coding) {
+    case ACCEPT_BR: cap = BrotliEncoderMaxCompressedSize(len); break;
+    case ACCEPT_GZIP: cap = libdeflate_gzip_compress_bound(NULL, len); break;
+    case ACCEPT_ZSTD: cap = ZSTD_compressBound(len); break;
+    case COMPRESS_DCZ: cap = DCZ_HEADER_LEN + ZSTD_compressBound(len); break;
+    default: return -EINVAL;
+    }
+    if (cap == 0) /* Brotli's bound overflowed */
+        return -EFBIG;
+    char *buf = malloc(cap);
+    if (!buf)
+        return -ENOMEM;
+    switch (coding) {
+    case ACCEPT_BR:
+        n = cap;
+        if (BrotliEncoderCompress(level, BROTLI_DEFAULT_WINDOW, BROTLI_MODE_GENERIC, len, in, &n,
+                                  (uint8_t *)buf))
+            rc = 0;
+        break;
+    case ACCEPT_GZIP: {
+        struct libdeflate_compressor *d = libdeflate_alloc_compressor(level);
+        if (!d) {
+            rc = -ENOMEM;
+            break;
+        }
+        n = libdeflate_gzip_compress(d, in, len, buf, cap);
+        rc = n ? 0 : -EIO;
+        libdeflate_free_compressor(d);
+        break;
+    }
+    case ACCEPT_ZSTD:
+        rc = encode_zstd(level, in, len, NULL, 0, buf, cap, &n);
+        break;
+    case COMPRESS_DCZ:
+        memcpy(buf, dcz_magic, sizeof(dcz_magic));
+        memcpy(buf + sizeof(dcz_magic), dict_hash, ACCEPT_DICT_HASH);
+        rc = encode_zstd(level, in, len, dict, dict_len, buf + DCZ_HEADER_LEN,
+                         cap - DCZ_HEADER_LEN, &n);
+        n += DCZ_HEADER_LEN;
+        break;
+    }
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *out_len = n;
+    return 0;
+}
+
+int compress_now(int coding, const void *in, size_t len, char **out, size_t *out_len)
+{
+    /* ns per byte at these levels, rounded up from bench/levels.c on 32 KiB of jquery.js */
+    static const struct {
+        int level;
+        uint64_t per_byte;
+    } fast[ACCEPT_CODINGS] = {[ACCEPT_BR] = {5, 30}, [ACCEPT_ZSTD] = {3, 10},
+                              [ACCEPT_GZIP] = {6, 15}};
+    if (coding < 0 || coding >= ACCEPT_CODINGS || len * fast[coding].per_byte > COMPRESS_LOOP_NS)
+        return -E2BIG;
+    int rc = compress_encode(coding, fast[coding].level, in, len, NULL, 0, NULL, out, out_len);
+    if (rc == 0 && *out_len > len - len / 20) {
+        free(*out);
+        *out = NULL;
+        rc = -E2BIG;
+    }
+    return rc;
+}
+
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int read_fd(int fd, uint64_t size, char **out)
+{
+    char *buf = malloc(size ? size : 1);
+    if (!buf)
+        return -ENOMEM;
+    for (uint64_t done = 0; done < size;) {
+        ssize_t n = pread(fd, buf + done, size - done, (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            free(buf);
+            return n < 0 ? -errno : -EIO;
+        }
+        done += (uint64_t)n;
+    }
+    *out = buf;
+    return 0;
+}
+
+static int open_beneath(int dir_fd, const char *path, int flags)
+{
+    struct open_how how = {.flags = (uint64_t)(flags | O_RDONLY | O_CLOEXEC),
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    long fd = syscall(SYS_openat2, dir_fd, *path ? path : ".", &how, sizeof(how));
+    return fd < 0 ? -errno : (int)fd;
+}
+
+/* Finds, among the files the job's pattern matches in its directory, the one whose SHA-256 is
+ * the job's dict_hash; *dict gets its bytes. -ENOENT when none has it. */
+static int find_dictionary(const struct cjob *j, char **dict, size_t *dict_len)
+{
+    const char *slash = strrchr(j->pattern, '/');
+    char dir[PATH_MAX], url[PATH_MAX];
+    size_t dlen = (size_t)(slash - j->pattern); /* "/assets" for the pattern "/assets/NAME" */
+    if (dlen >= sizeof(dir))
+        return -ENAMETOOLONG;
+    memcpy(dir, j->pattern + 1, dlen ? dlen - 1 : 0);
+    dir[dlen ? dlen - 1 : 0] = '\0';
+    int dfd = open_beneath(j->root_fd, dir, O_DIRECTORY);
+    if (dfd < 0)
+        return dfd;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return -errno;
+    }
+    int rc = -ENOENT;
+    struct dirent *de;
+    while (rc == -ENOENT && (de = readdir(d))) {
+        int n = snprintf(url, sizeof(url), "%.*s/%s", (int)dlen, j->pattern, de->d_name);
+        if (de->d_name[0] == '.' || n < 0 || (size_t)n >= sizeof(url) ||
+            !accept_path_match(j->pattern, url, (size_t)n))
+            continue;
+        int fd = open_beneath(dirfd(d), de->d_name, O_NONBLOCK);
+        struct stat st;
+        if (fd < 0)
+            continue;
+        char *buf = NULL;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size <= j->max_dict &&
+            read_fd(fd, (uint64_t)st.st_size, &buf) == 0) {
+            unsigned char h[SHA256_LEN];
+            sha256(buf, (size_t)st.st_size, h);
+            if (memcmp(h, j->dict_hash, SHA256_LEN) == 0) {
+                *dict = buf;
+                *dict_len = (size_t)st.st_size;
+                buf = NULL;
+                rc = 0;
+            }
+        }
+        free(buf);
+        close(fd);
+    }
+    closedir(d);
+    return rc;
+}
+
+static void run_job(struct cjob *j)
+{
+    uint64_t t0 = cpu_ns();
+    char *body = NULL, *dict = NULL;
+    size_t dict_len = 0;
+    const char *in = j->data;
+    if (!in) {
+        if ((j->err = read_fd(j->fd, j->size, &body)) != 0)
+            goto out;
+        in = body;
+    }
+    if (j->coding == COMPRESS_DCZ && (j->err = find_dictionary(j, &dict, &dict_len)) != 0)
+        goto out;
+    j->err = compress_encode(j->coding, j->level, in, j->size, dict, dict_len, j->dict_hash,
+                             &j->out, &j->out_len);
+out:
+    free(dict);
+    free(body);
+    j->ns = cpu_ns() - t0;
+}
+
+static void *thread_main(void *arg)
+{
+    struct compressor *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->stop && !c->todo)
+            pthread_cond_wait(&c->cv, &c->mu);
+        if (c->stop)
+            break;
+        struct cjob *j = c->todo;
+        if (!(c->todo = j->next))
+            c->todo_tail = &c->todo;
+        pthread_mutex_unlock(&c->mu);
+        run_job(j);
+        pthread_mutex_lock(&c->mu);
+        j->next = c->done;
+        c->done = j;
+        uint64_t one = 1;
+        if (write(c->wake_fd, &one, sizeof(one)) < 0) {
+            /* EAGAIN: the counter is full, so the loop is woken anyway */
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+struct compressor *compress_new(void)
+{
+    struct compressor *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    if (pthread_mutex_init(&c->mu, NULL) != 0)
+        goto err_free;
+    if (pthread_cond_init(&c->cv, NULL) != 0)
+        goto err_mutex;
+    c->todo_tail = &c->todo;
+    c->wake_fd = -1;
+    return c;
+
+err_mutex:
+    pthread_mutex_destroy(&c->mu);
+err_free:
+    free(c);
+    return NULL;
+}
+
+void compress_free(struct worker *w, struct compressor *c)
+{
+    if (!c)
+        return;
+    if (c->started) {
+        pthread_mutex_lock(&c->mu);
+        c->stop = true;
+        pthread_cond_signal(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->thread, NULL);
+    }
+    while (c->inflight) {
+        struct cjob *j = c->inflight;
+        c->inflight = j->inext;
+        fcache_put(w->cache, j->base);
+        free(j->out);
+        free(j);
+    }
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+const struct compress_stats *compress_stats(const struct compressor *c)
+{
+    return &c->stats;
+}
+
+/* Keeps the result if it saves at least 5% (and for dcz, if the dictionary was found). */
+static void finish(struct worker *w, struct cjob *j)
+{
+    struct compressor *c = w->compress;
+    char tag[FCACHE_TAG_MAX];
+    size_t tag_len = compress_tag(tag, sizeof(tag), j->coding, j->dict_hash);
+    const char *name = compress_coding_name(j->coding);
+    bool pays = j->err == 0 && j->out_len <= j->size - j->size / 20;
+
+    c->stats.made++;
+    c->stats.ns += j->ns;
+    if (pays) {
+        c->stats.kept++;
+        c->stats.bytes_in += j->size;
+        c->stats.bytes_saved += j->size - j->out_len;
+    }
+    if (w->cfg->verbose)
+        errlog(ERRLOG_INFO, "worker %d: %s /%s: %llu -> %llu bytes in %.2f ms%s%s", w->id, name,
+               j->path, (unsigned long long)j->size,
+               (unsigned long long)(j->err ? 0 : j->out_len), (double)j->ns / 1e6,
+               j->err ? ", failed: " : (pays ? "" : ", not kept"),
+               j->err ? strerror(-j->err) : "");
+    char *data = pays ? j->out : NULL;
+    if (!pays)
+        free(j->out);
+    j->out = NULL;
+    /* A delta's ETag names its dictionary too (6 hex digits of its hash): two deltas of one
+     * file version against different dictionaries are different bytes. */
+    char suffix[16];
+    if (j->coding == COMPRESS_DCZ)
+        snprintf(suffix, sizeof(suffix), "dcz%02x%02x%02x", j->dict_hash[0], j->dict_hash[1],
+                 j->dict_hash[2]);
+    /* data passes to the cache; a failure to record the variant only means it is made again */
+    (void)fcache_variant_add(w->cache, j->base, tag, tag_len, data, pays ? j->out_len : 0,
+                             j->coding == COMPRESS_DCZ ? suffix : name);
+}
+
+static void unlink_inflight(struct compressor *c, struct cjob *j)
+{
+    struct cjob **pp = &c->inflight;
+    while (*pp != j)
+        pp = &(*pp)->inext;
+    *pp = j->inext;
+    c->count--;
+}
+
+void compress_collect(struct worker *w)
+{
+    struct compressor *c = w->compress;
+    if (!c || !c->count)
+        return;
+    pthread_mutex_lock(&c->mu);
+    struct cjob *done = c->done;
+    c->done = NULL;
+    pthread_mutex_unlock(&c->mu);
+    while (done) {
+        struct cjob *j = done;
+        done = j->next;
+        unlink_inflight(c, j);
+        finish(w, j);
+        fcache_put(w->cache, j->base);
+        free(j);
+    }
+}
+
+int compress_request(struct worker *w, struct fentry *base, int coding,
+                     const unsigned char *dict_hash, const char *pattern)
+{
+    struct compressor *c = w->compress;
+    if (!c)
+        return -ENOSYS;
+    for (struct cjob *j = c->inflight; j; j = j->inext) {
+        if (j->base == base && j->coding == coding &&
+            (coding != COMPRESS_DCZ || memcmp(j->dict_hash, dict_hash, ACCEPT_DICT_HASH) == 0))
+            return -EINPROGRESS;
+    }
+    struct cjob *j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    *j = (struct cjob){
+        .base = base,
+        .coding = coding,
+        .level = compress_level(coding, base->size),
+        .data = base->data,
+        .fd = base->fd,
+        .size = base->size,
+        .path = base->path,
+        .pattern = pattern,
+        .root_fd = w->cfg->docroot_fd,
+        .max_dict = w->cfg->compress_max,
+    };
+    if (coding == COMPRESS_DCZ)
+        memcpy(j->dict_hash, dict_hash, ACCEPT_DICT_HASH);
+
+    /* Cheap enough for the loop: make it now, and this very response can carry it. */
+    if (coding != COMPRESS_DCZ && base->data &&
+        compress_cost_ns(coding, base->size) <= COMPRESS_LOOP_NS) {
+        run_job(j);
+        c->stats.on_loop++;
+        finish(w, j);
+        free(j);
+        return 0;
+    }
+    if (c->count >= MAX_JOBS) {
+        c->stats.skipped++;
+        free(j);
+        return -EAGAIN;
+    }
+    if (!c->started) {
+        c->wake_fd = w->wake_fd;
+        if (pthread_create(&c->thread, NULL, thread_main, c) != 0) {
+            free(j);
+            return -EAGAIN;
+        }
+        c->started = true;
+    }
+    fcache_hold(base); /* the job's reference, dropped in compress_collect */
+    j->inext = c->inflight;
+    c->inflight = j;
+    c->count++;
+    pthread_mutex_lock(&c->mu);
+    *c->todo_tail = j;
+    c->todo_tail = &j->next;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return -EINPROGRESS;
+}
