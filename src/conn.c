@@ -42,7 +42,7 @@ static void arm(struct worker *w, struct conn *c, unsigned secs)
 
 struct conn *conn_accepted(struct worker *w, int fd)
 {
-    if (w->num_free == 0 || w->draining)
+    if (w->num_free == 0)
         return NULL;
     uint32_t slot = w->free_slots[--w->num_free];
     struct conn *c = &w->conns[slot];
@@ -118,6 +118,7 @@ static void set_recv(struct worker *w, struct conn *c, bool on)
 static void start_send(struct worker *w, struct conn *c, struct response *r)
 {
     c->resp = r;
+    c->served = true;
     c->state = CONN_SENDING;
     c->in_request = false;
     if (r->plan.close)
@@ -364,8 +365,11 @@ void conn_timeout(struct worker *w, struct conn *c)
 
 void conn_drain(struct worker *w, struct conn *c)
 {
-    /* Only responses in flight are finished; a request still arriving has none yet. */
+    /* Responses in flight are finished; an idle keep-alive connection or a request head still
+     * arriving has none yet. A connection accepted but not yet read from is answered: its
+     * request is most likely already in the socket (the listener defers accept until data). */
     c->keep_alive = false;
-    if (c->state == CONN_READING || c->state == CONN_LINGERING)
+    if (c->state == CONN_LINGERING ||
+        (c->state == CONN_READING && (c->served || c->in_request || c->in_len)))
         conn_close(w, c);
 }

@@ -21,6 +21,7 @@
 #include "core/path.h"
 #include "core/static.h"
 #include "rt/fcache.h"
+#include "rt/site.h"
 #include "rt/worker.h"
 
 #define ALLOW "Allow: GET, HEAD, OPTIONS\r\n"
@@ -218,7 +219,7 @@ static void listing(struct job *j, const char *path, size_t len, const char *url
 {
     struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
-    long fd = syscall(SYS_openat2, j->w->cfg->docroot_fd, len ? path : ".", &how, sizeof(how));
+    long fd = syscall(SYS_openat2, j->w->site->root_fd, len ? path : ".", &how, sizeof(how));
     DIR *d = fd >= 0 ? fdopendir((int)fd) : NULL;
     struct autoindex_entry *ents = NULL;
     size_t n = 0, cap = 0;
