@@ -296,13 +296,15 @@ void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n
             conn_close(w, c);
         return;
     }
-    if (!direct) {
+    if (!direct)
         process(w, c); /* the new bytes may complete the buffered request */
-        return;
-    }
-    if (c->state == CONN_READING && c->in_len == 0)
+    else if (c->state == CONN_READING && c->in_len == 0)
         release_input(w, c);
-    set_recv(w, c, wants_input(c));
+    /* A drain answers a request that arrived whole; it does not wait for the rest of one. */
+    if (w->draining && c->state == CONN_READING && (c->in_len || c->discard))
+        conn_close(w, c);
+    else if (direct)
+        set_recv(w, c, wants_input(c));
 }
 
 /* Closing after a response the client did not ask to be the last (an error, a body left

@@ -127,14 +127,17 @@ void worker_fini(struct worker *w)
     site_put(w->site);
 }
 
-/* The listener stays open for the first second of a drain: handshakes already under way with
- * it complete and are served instead of being reset by the close. In a zero-downtime restart the
- * server has steered new connections to the successor's listeners by then (server.c). */
+/* The listener stays open for the first one to two seconds of a drain (the clock counts whole
+ * seconds): connections already under way with it are served instead of being reset by the
+ * close. With TCP_DEFER_ACCEPT a connected client stays in the listener's SYN queue until its
+ * first bytes arrive, and a client can take a while between connect and send (a restart test's
+ * Python clients, under load, lost a few to a grace of less than a second). In a zero-downtime
+ * restart the server has steered new connections to the successor's listeners by then. */
 static void start_drain(struct worker *w)
 {
     w->draining = true;
     w->drain_deadline = w->now + w->cfg->drain_timeout;
-    w->listen_close_at = w->now + 1;
+    w->listen_close_at = w->now + 2;
     for (uint32_t i = 0; i < w->cfg->max_conns; i++) {
         struct conn *c = &w->conns[i];
         if (conn_open(c))
@@ -154,6 +157,9 @@ void worker_close_listener(struct worker *w, bool (*accept_one)(struct worker *w
         if (!accept_one(w, fd))
             break;
     }
+    /* shutdown takes the socket out of the port's listeners now; a close alone would leave that
+     * to the last reference, and an engine may still hold one (a cancelled io_uring accept). */
+    shutdown(w->listen_fd, SHUT_RD);
     close(w->listen_fd);
     w->listen_fd = -1;
 }
