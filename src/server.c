@@ -381,11 +381,11 @@ static int confine(const struct config *cfg)
             fprintf(stderr, "ringhttpd: %s (--no-landlock to run without)\n", why);
             return -1;
         }
-        if (cfg->verbose)
-            fprintf(stderr, abi ? "ringhttpd: landlock: applied (ABI %d): files are read only "
-                                  "beneath the document root's directory\n"
-                                : "ringhttpd: landlock: not available in this kernel%.0d\n",
-                    abi);
+        if (cfg->verbose && abi > 0)
+            fprintf(stderr, "ringhttpd: landlock: applied (ABI %d): files are read only beneath "
+                            "the document root's directory\n", abi);
+        else if (cfg->verbose)
+            fprintf(stderr, "ringhttpd: landlock: not available in this kernel\n");
     } else if (cfg->verbose) {
         fprintf(stderr, "ringhttpd: landlock: off (--no-landlock)\n");
     }

@@ -3,11 +3,9 @@ a DOCROOT re-pointed or recreated under a running server, the drain's listeners,
 restarts, a port already in use, systemd socket activation and notification, --user, Landlock."""
 import os
 import pathlib
-import re
 import shutil
 import signal
 import socket
-import subprocess
 import tempfile
 import threading
 import time
