@@ -17,7 +17,16 @@ TOOL_SRC   := $(wildcard tests/tools/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 
-.PHONY: all run check unit integration asan deps venv fuzz bench bench-quick clean format test-vm
+.PHONY: all run check unit integration asan deps venv fuzz bench bench-quick clean format \
+	install uninstall static test-vm
+
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR     := $(PREFIX)/bin
+MANDIR     := $(PREFIX)/share/man
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+SHAREDIR   := $(PREFIX)/share/ringhttpd
+BPF_SCRIPTS := $(wildcard scripts/*.bt bpftrace/*.bt)
 
 all: $(BUILD)/ringhttpd $(BUILD)/unit $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 
@@ -99,6 +108,30 @@ fuzz:
 test-vm: all venv
 	@scripts/deps.sh vm
 	scripts/vm.sh run $(VM_ARGS)
+
+# The binary, ringhttpd(8), the systemd units (ExecStart pointed at the installed binary) and the
+# bpftrace scripts when there are any. `make uninstall` removes exactly these files.
+install: $(BUILD)/ringhttpd
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(UNITDIR)
+	install -m 0755 $(BUILD)/ringhttpd $(DESTDIR)$(BINDIR)/ringhttpd
+	install -m 0644 doc/ringhttpd.8 $(DESTDIR)$(MANDIR)/man8/ringhttpd.8
+	sed 's|@BINDIR@|$(BINDIR)|g' dist/ringhttpd.service >$(DESTDIR)$(UNITDIR)/ringhttpd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/ringhttpd.service
+	install -m 0644 dist/ringhttpd.socket $(DESTDIR)$(UNITDIR)/ringhttpd.socket
+	$(if $(BPF_SCRIPTS),install -d $(DESTDIR)$(SHAREDIR) && \
+	    install -m 0644 $(BPF_SCRIPTS) $(DESTDIR)$(SHAREDIR)/)
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/ringhttpd $(DESTDIR)$(MANDIR)/man8/ringhttpd.8 \
+	    $(DESTDIR)$(UNITDIR)/ringhttpd.service $(DESTDIR)$(UNITDIR)/ringhttpd.socket \
+	    $(addprefix $(DESTDIR)$(SHAREDIR)/,$(notdir $(BPF_SCRIPTS)))
+	-rmdir $(DESTDIR)$(SHAREDIR) 2>/dev/null
+
+# A static binary (glibc, liburing) for minimal containers: build/static/ringhttpd. The linker
+# warns about getpwnam/getgrnam: with a static glibc, --user needs the host's NSS libraries, so
+# a container runs as a non-root USER instead (Containerfile).
+static:
+	@$(MAKE) --no-print-directory BUILD=build/static LDFLAGS="-static" build/static/ringhttpd
 
 bench:
 	bench/run

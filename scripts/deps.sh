@@ -2,7 +2,8 @@
 # Installs what `make` needs and is missing, on Debian/Ubuntu as root. Each need is checked
 # first, so a machine that has everything runs no package manager at all.
 #   scripts/deps.sh build   liburing, Brotli, zstd and libdeflate headers, pkg-config
-#   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss, tcpdump
+#   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss, tcpdump,
+#                           systemd (systemd-socket-activate, systemd-analyze), groff (man lint)
 #   scripts/deps.sh fuzz    test + clang and its libFuzzer runtime
 #   scripts/deps.sh vm      test + what `make test-vm` boots: Debian's packaged kernel
 #                           (linux-image-amd64, 6.1 on Debian 12) and its modules, qemu, busybox
@@ -24,6 +25,9 @@ if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ]; then
     command -v curl >/dev/null || need_pkg curl
     command -v ss >/dev/null || need_pkg iproute2
     command -v tcpdump >/dev/null || need_pkg tcpdump
+    command -v systemd-socket-activate >/dev/null || need_pkg systemd
+    command -v systemd-analyze >/dev/null || need_pkg systemd
+    command -v groff >/dev/null || need_pkg groff-base
 fi
 if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang

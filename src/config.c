@@ -54,6 +54,14 @@ static const char usage_text[] =
     "      --dictionary PATTERN   URL paths ('*' wildcards, e.g. '/assets/*.js') whose files\n"
     "                             are offered as compression dictionaries (RFC 9842) and\n"
     "                             sent as dcz deltas against an older one (repeatable, 8)\n"
+    "      --reuse-port           share the port with the ringhttpd already serving it (for\n"
+    "                             a zero-downtime restart: start the new one with this\n"
+    "                             option, then SIGTERM the old); without it a port in use\n"
+    "                             is an error\n"
+    "      --user USER[:GROUP]    started as root: bind, then serve as USER (and GROUP, else\n"
+    "                             USER's group), supplementary groups cleared\n"
+    "      --no-landlock          do not confine file access with Landlock (on by default\n"
+    "                             where the kernel has it: reads below DOCROOT's directory)\n"
     "  -v, --verbose              print what the kernel offers at start: io_uring's setup\n"
     "                             mode, opcodes and features tried for real, and whether it\n"
     "                             has kernel TLS (the tls ULP); each compressed variant made\n"
@@ -84,6 +92,9 @@ enum {
     OPT_COMPRESS_MAX,
     OPT_COMPRESS_CACHE,
     OPT_DICTIONARY,
+    OPT_REUSE_PORT,
+    OPT_USER,
+    OPT_NO_LANDLOCK,
     OPT_VERSION,
 };
 
@@ -114,6 +125,9 @@ static const struct option long_options[] = {
     {"compress-max", required_argument, NULL, OPT_COMPRESS_MAX},
     {"compress-cache", required_argument, NULL, OPT_COMPRESS_CACHE},
     {"dictionary", required_argument, NULL, OPT_DICTIONARY},
+    {"reuse-port", no_argument, NULL, OPT_REUSE_PORT},
+    {"user", required_argument, NULL, OPT_USER},
+    {"no-landlock", no_argument, NULL, OPT_NO_LANDLOCK},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -255,34 +269,38 @@ static int add_error_page(struct config *cfg, const char *arg)
     return 0;
 }
 
-static int load_mime_types(struct config *cfg, const char *file)
+int config_load_mime(const char *file, struct mime_table *out, char *why, size_t why_len)
 {
-    int rc = 1;
+    int rc = -EIO;
     FILE *f = fopen(file, "re");
     if (!f) {
-        fprintf(stderr, "ringhttpd: --mime-types: cannot open '%s': %s\n", file, strerror(errno));
-        return 1;
+        rc = -errno;
+        snprintf(why, why_len, "--mime-types: cannot open '%s': %s", file, strerror(-rc));
+        return rc;
     }
     char *text = NULL;
     size_t cap = 0, len = 0, n;
     do {
         if (cap - len < 65536) {
             char *p = realloc(text, cap += 65536);
-            if (!p)
+            if (!p) {
+                snprintf(why, why_len, "--mime-types: out of memory reading '%s'", file);
+                rc = -ENOMEM;
                 goto out;
+            }
             text = p;
         }
         n = fread(text + len, 1, cap - len, f);
         len += n;
     } while (n > 0);
     if (ferror(f)) {
-        fprintf(stderr, "ringhttpd: --mime-types: cannot read '%s'\n", file);
+        snprintf(why, why_len, "--mime-types: cannot read '%s'", file);
         goto out;
     }
     size_t bad_line = 0;
-    if (mime_table_parse(text, len, &cfg->mime_extra, &bad_line) != 0) {
-        fprintf(stderr, "ringhttpd: --mime-types: '%s' line %zu is not 'type ext...'\n", file,
-                bad_line);
+    if ((rc = mime_table_parse(text, len, out, &bad_line)) != 0) {
+        snprintf(why, why_len, "--mime-types: '%s' line %zu is not 'type ext...'", file,
+                 bad_line);
         goto out;
     }
     rc = 0;
@@ -290,6 +308,16 @@ out:
     free(text);
     fclose(f);
     return rc;
+}
+
+static int load_mime_types(struct config *cfg, const char *file)
+{
+    char why[512];
+    if (config_load_mime(file, &cfg->mime_extra, why, sizeof(why)) != 0) {
+        fprintf(stderr, "ringhttpd: %s\n", why);
+        return 1;
+    }
+    return 0;
 }
 
 static int open_docroot(struct config *cfg)
@@ -328,6 +356,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         .compress_min = 1u << 10,
         .compress_max = 16u << 20,
         .compress_cache = 32u << 20,
+        .landlock = true,
     };
     const char *mime_file = NULL;
     unsigned long v;
@@ -474,6 +503,17 @@ int config_parse(struct config *cfg, int argc, char **argv)
                 return usage_error("--dictionary: at most 8 patterns; '%s' is one more", optarg);
             cfg->dictionaries[cfg->num_dictionaries++] = optarg;
             break;
+        case OPT_REUSE_PORT:
+            cfg->reuse_port = true;
+            break;
+        case OPT_USER:
+            if (!*optarg || *optarg == ':')
+                return usage_error("--user wants USER or USER:GROUP, got '%s'", optarg);
+            cfg->user = optarg;
+            break;
+        case OPT_NO_LANDLOCK:
+            cfg->landlock = false;
+            break;
         case 'v':
             cfg->verbose = true;
             break;
@@ -493,6 +533,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         cfg->docroot = argv[optind++];
     if (optind < argc)
         return usage_error("one DOCROOT only; unexpected '%s'", argv[optind]);
+    cfg->mime_file = mime_file;
     if (mime_file && (rc = load_mime_types(cfg, mime_file)) != 0)
         return rc;
     return open_docroot(cfg);

@@ -1,5 +1,6 @@
 /* config: command-line options, their defaults and validation, and the --help text.
- * Must not: change after server_run starts; every thread reads it without locks.
+ * Must not: change after server_run starts; every thread reads it without locks. What a
+ * reload re-reads (the root, the MIME table) lives in struct site (rt/site.h) instead.
  * Ownership: main owns the one struct config for the whole process lifetime. */
 #ifndef CONFIG_H
 #define CONFIG_H
@@ -26,7 +27,7 @@ struct error_page {
 
 struct config {
     const char *docroot;
-    int docroot_fd; /* O_PATH directory fd every file is opened beneath */
+    int docroot_fd; /* checked at start; server hands it to the first struct site (-1 then) */
     const char *bind;
     uint16_t port;
     int threads;
@@ -46,7 +47,11 @@ struct config {
     /* "Name: value\r\n" lines sent with every successful response (--header, --cache-control) */
     char *extra_headers;
     size_t extra_headers_len;
-    struct mime_table mime_extra;
+    struct mime_table mime_extra; /* moves into the first struct site, like docroot_fd */
+    const char *mime_file;        /* --mime-types, re-read by a reload */
+    bool reuse_port;              /* --reuse-port: join listeners already on the port */
+    const char *user;             /* --user USER[:GROUP], or NULL */
+    bool landlock;                /* false with --no-landlock */
     struct error_page error_pages[CONFIG_MAX_ERROR_PAGES];
     int num_error_pages;
     const char *fallback; /* URL path below the root, without the leading '/', or NULL */
@@ -72,6 +77,9 @@ struct config {
  * (2 for a usage error, 1 for an unusable document root or option file), or CONFIG_DONE after
  * printing --help or --version. */
 int config_parse(struct config *cfg, int argc, char **argv);
+
+/* Reads and parses a --mime-types file into out: 0, or -errno with a one-line reason in why. */
+int config_load_mime(const char *file, struct mime_table *out, char *why, size_t why_len);
 
 /* Releases what config_parse allocated and closes the document root. */
 void config_free(struct config *cfg);

@@ -42,7 +42,7 @@ static void arm(struct worker *w, struct conn *c, unsigned secs)
 
 struct conn *conn_accepted(struct worker *w, int fd)
 {
-    if (w->num_free == 0 || w->draining)
+    if (w->num_free == 0)
         return NULL;
     uint32_t slot = w->free_slots[--w->num_free];
     struct conn *c = &w->conns[slot];
@@ -118,6 +118,7 @@ static void set_recv(struct worker *w, struct conn *c, bool on)
 static void start_send(struct worker *w, struct conn *c, struct response *r)
 {
     c->resp = r;
+    c->served = true;
     c->state = CONN_SENDING;
     c->in_request = false;
     if (r->plan.close)
@@ -295,13 +296,15 @@ void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n
             conn_close(w, c);
         return;
     }
-    if (!direct) {
+    if (!direct)
         process(w, c); /* the new bytes may complete the buffered request */
-        return;
-    }
-    if (c->state == CONN_READING && c->in_len == 0)
+    else if (c->state == CONN_READING && c->in_len == 0)
         release_input(w, c);
-    set_recv(w, c, wants_input(c));
+    /* A drain answers a request that arrived whole; it does not wait for the rest of one. */
+    if (w->draining && c->state == CONN_READING && (c->in_len || c->discard))
+        conn_close(w, c);
+    else if (direct)
+        set_recv(w, c, wants_input(c));
 }
 
 /* Closing after a response the client did not ask to be the last (an error, a body left
@@ -364,8 +367,11 @@ void conn_timeout(struct worker *w, struct conn *c)
 
 void conn_drain(struct worker *w, struct conn *c)
 {
-    /* Only responses in flight are finished; a request still arriving has none yet. */
+    /* Responses in flight are finished; an idle keep-alive connection or a request head still
+     * arriving has none yet. A connection accepted but not yet read from is answered: its
+     * request is most likely already in the socket (the listener defers accept until data). */
     c->keep_alive = false;
-    if (c->state == CONN_READING || c->state == CONN_LINGERING)
+    if (c->state == CONN_LINGERING ||
+        (c->state == CONN_READING && (c->served || c->in_request || c->in_len)))
         conn_close(w, c);
 }

@@ -40,6 +40,7 @@ struct conn {
     bool recv_on;
     bool eof;           /* the peer shut down its side */
     bool in_request;    /* bytes of a request have arrived since the last response */
+    bool served;        /* a response has been started on this connection */
     uint64_t discard;   /* body bytes of the current request still to skip */
     uint64_t send_left; /* bytes the response had left at the last timeout check */
     int64_t linger_end; /* CONN_LINGERING: when to close even if the client still sends */
@@ -63,7 +64,7 @@ static inline bool conn_open(const struct conn *c)
 /* Engine callbacks. */
 
 /* A new socket was accepted. Returns its connection, or NULL when the worker cannot take it
- * (full or draining): the engine then closes fd. Receiving starts on. */
+ * (full): the engine then closes fd. Receiving starts on. During a drain it gets one answer. */
 struct conn *conn_accepted(struct worker *w, int fd);
 
 /* n > 0: bytes arrived (data is valid only during the call); n == 0: the peer closed its

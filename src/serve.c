@@ -23,6 +23,7 @@
 #include "core/static.h"
 #include "rt/compress.h"
 #include "rt/fcache.h"
+#include "rt/site.h"
 #include "rt/worker.h"
 
 #define ALLOW "Allow: GET, HEAD, OPTIONS\r\n"
@@ -317,7 +318,7 @@ static int render_listing(struct job *j, const char *path, size_t len, enum auto
 {
     struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
-    long fd = syscall(SYS_openat2, j->w->cfg->docroot_fd, len ? path : ".", &how, sizeof(how));
+    long fd = syscall(SYS_openat2, j->w->site->root_fd, len ? path : ".", &how, sizeof(how));
     if (fd < 0)
         return errno == EACCES ? 403 : 404;
     DIR *d = fdopendir((int)fd);

@@ -1,5 +1,7 @@
-/* server: opens the listeners, starts one worker per thread, waits for SIGINT/SIGTERM and
- * drains: stop accepting, finish responses in flight within the drain timeout, exit.
+/* server: opens the listeners (or takes systemd's), drops privileges, starts one worker per
+ * thread, then handles signals: SIGHUP reloads, SIGINT/SIGTERM/SIGQUIT drain (stop accepting,
+ * finish responses in flight within the drain timeout, exit; a second one ends it at once),
+ * SIGUSR1/SIGUSR2 are logged; and follows a DOCROOT re-pointed or recreated, once a second.
  * Must not: touch requests or connections (workers own those).
  * Ownership: the main thread owns the workers' array and joins every worker before freeing. */
 #ifndef SERVER_H

@@ -121,27 +121,37 @@ static void ep_close(struct worker *w, struct conn *c)
     queue(w->engine_state, c, F_CLOSED);
 }
 
+/* Takes one accepted socket: a connection in the epoll set, or closed when none can be had. */
+static bool accept_one(struct worker *w, int fd)
+{
+    struct ep *e = w->engine_state;
+    struct conn *c = conn_accepted(w, fd);
+    if (!c) {
+        close(fd);
+        return true;
+    }
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+                             .data.u64 = tag(K_CONN, c)};
+    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+        conn_close(w, c);
+    return true;
+}
+
 static void ep_stop_accept(struct worker *w)
 {
     struct ep *e = w->engine_state;
-    epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listen_fd, NULL);
+    if (w->listen_fd >= 0)
+        epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listen_fd, NULL);
+    worker_close_listener(w, accept_one);
 }
 
-static void do_accept(struct worker *w, struct ep *e)
+static void do_accept(struct worker *w)
 {
-    for (int i = 0; i < ACCEPT_BATCH && !w->draining; i++) {
+    for (int i = 0; i < ACCEPT_BATCH && w->listen_fd >= 0; i++) {
         int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return; /* EAGAIN, or EMFILE and friends: level-triggered, we'll be back */
-        struct conn *c = conn_accepted(w, fd);
-        if (!c) {
-            close(fd);
-            continue;
-        }
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
-                                 .data.u64 = tag(K_CONN, c)};
-        if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
-            conn_close(w, c);
+        accept_one(w, fd);
     }
 }
 
@@ -206,7 +216,7 @@ static int ep_run(struct worker *w)
             struct tag t = tag_decode(events[i].data.u64);
             enum kind k = (enum kind)t.op;
             if (k == K_LISTEN) {
-                do_accept(w, e);
+                do_accept(w);
             } else if (k == K_WAKE) {
                 uint64_t v;
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)

@@ -620,15 +620,30 @@ static void uring_shutdown(struct worker *w, struct conn *c)
         io_uring_prep_shutdown(conn_sqe(u, c, OP_SHUTDOWN), c->fd, SHUT_WR);
 }
 
+/* Takes one socket accepted outside the multishot accept (the drain empties the listener). */
+static bool accept_one(struct worker *w, int fd)
+{
+    struct conn *c = conn_accepted(w, fd);
+    if (c)
+        arm_recv(w->engine_state, c);
+    else
+        close(fd);
+    return true;
+}
+
+/* The listener is closed once the accept is cancelled: until then the ring holds the socket,
+ * and connections queued behind the cancel would only be reset later. */
 static void uring_stop_accept(struct worker *w)
 {
     struct uring *u = w->engine_state;
-    if (u->accept_armed) {
-        struct io_uring_sqe *sqe = get_sqe(u);
-        io_uring_prep_cancel64(sqe, ud(OP_ACCEPT, NULL), 0);
-        io_uring_sqe_set_data64(sqe, ud(OP_IGNORE, NULL));
-    }
     u->accept_rearm = false;
+    if (!u->accept_armed) {
+        worker_close_listener(w, accept_one);
+        return;
+    }
+    struct io_uring_sqe *sqe = get_sqe(u);
+    io_uring_prep_cancel64(sqe, ud(OP_ACCEPT, NULL), 0);
+    io_uring_sqe_set_data64(sqe, ud(OP_IGNORE, NULL));
 }
 
 static void on_accept(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe)
@@ -638,15 +653,17 @@ static void on_accept(struct worker *w, struct uring *u, const struct io_uring_c
         if (c)
             arm_recv(u, c);
         else
-            close(cqe->res); /* full or draining */
+            close(cqe->res); /* full */
     }
     if (!(cqe->flags & IORING_CQE_F_MORE)) {
         u->accept_armed = false;
-        if (w->draining)
+        if (w->draining && !w->accepting) {
+            worker_close_listener(w, accept_one);
             return;
+        }
         /* Out of fds or memory: retry at the next tick instead of spinning on the error. */
         if (cqe->res == -EMFILE || cqe->res == -ENFILE || cqe->res == -ENOMEM ||
-            cqe->res == -ENOBUFS)
+            cqe->res == -ENOBUFS || w->draining)
             u->accept_rearm = true;
         else
             arm_accept(w, u);
@@ -843,8 +860,8 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
         arm_tick(w, u);
         return;
     case OP_WAKE:
-        arm_wake(w, u); /* wakes come again: finished compression jobs */
-        return;         /* the tick reads the stop flag and collects the jobs */
+        arm_wake(w, u); /* wakes come again: stop, reload, finished compression jobs */
+        return;         /* the tick reads the stop flag and the site, and collects the jobs */
     case OP_IGNORE:
         return;
     default:
@@ -917,7 +934,7 @@ static int uring_run(struct worker *w)
     arm_accept(w, u);
 
     while (worker_tick(w)) {
-        if (u->accept_rearm && !w->draining) {
+        if (u->accept_rearm && w->accepting) {
             u->accept_rearm = false;
             arm_accept(w, u);
         }

@@ -34,6 +34,7 @@
 #include "core/sha256.h"
 #include "rt/errlog.h"
 #include "rt/fcache.h"
+#include "rt/site.h"
 #include "rt/worker.h"
 
 #define LARGE (256u << 10)   /* bodies above this get the faster levels */
@@ -53,7 +54,7 @@ struct cjob {
     uint64_t size;
     const char *path; /* base->path: immutable while the reference is held */
     const char *pattern;
-    int root_fd;
+    int root_fd; /* a dup of the site's root for dcz (a reload may close the site's), else -1 */
     size_t max_dict;
     /* Results, written by the thread before it queues the job as done. */
     char *out;
@@ -254,6 +255,13 @@ static int open_beneath(int dir_fd, const char *path, int flags)
 
 /* Finds, among the files the job's pattern matches in its directory, the one whose SHA-256 is
  * the job's dict_hash; *dict gets its bytes. -ENOENT when none has it. */
+static void job_free(struct cjob *j)
+{
+    if (j->root_fd >= 0)
+        close(j->root_fd);
+    free(j);
+}
+
 static int find_dictionary(const struct cjob *j, char **dict, size_t *dict_len)
 {
     const char *slash = strrchr(j->pattern, '/');
@@ -384,7 +392,7 @@ void compress_free(struct worker *w, struct compressor *c)
         c->inflight = j->inext;
         fcache_put(w->cache, j->base);
         free(j->out);
-        free(j);
+        job_free(j);
     }
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
@@ -457,7 +465,7 @@ void compress_collect(struct worker *w)
         unlink_inflight(c, j);
         finish(w, j);
         fcache_put(w->cache, j->base);
-        free(j);
+        job_free(j);
     }
 }
 
@@ -484,11 +492,16 @@ int compress_request(struct worker *w, struct fentry *base, int coding,
         .size = base->size,
         .path = base->path,
         .pattern = pattern,
-        .root_fd = w->cfg->docroot_fd,
+        .root_fd = -1,
         .max_dict = w->cfg->compress_max,
     };
-    if (coding == COMPRESS_DCZ)
+    if (coding == COMPRESS_DCZ) {
         memcpy(j->dict_hash, dict_hash, ACCEPT_DICT_HASH);
+        if ((j->root_fd = fcntl(w->site->root_fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+            free(j);
+            return -errno;
+        }
+    }
 
     /* Cheap enough for the loop: make it now, and this very response can carry it. */
     if (coding != COMPRESS_DCZ && base->data &&
@@ -496,12 +509,12 @@ int compress_request(struct worker *w, struct fentry *base, int coding,
         run_job(j);
         c->stats.on_loop++;
         finish(w, j);
-        free(j);
+        job_free(j);
         return 0;
     }
     if (c->count >= MAX_JOBS) {
         c->stats.skipped++;
-        free(j);
+        job_free(j);
         return -EAGAIN;
     }
     if (!c->started) {

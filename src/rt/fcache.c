@@ -110,12 +110,19 @@ void fcache_free(struct fcache *fc)
 {
     if (!fc)
         return;
+    fcache_reset(fc, -1, NULL);
+    free(fc);
+}
+
+void fcache_reset(struct fcache *fc, int root_fd, const struct mime_table *mime)
+{
     while (fc->lru.lru_prev != &fc->lru)
         unlink_entry(fc, fc->lru.lru_prev);
     while (fc->vlru.lru_prev != &fc->vlru)
         unlink_entry(fc, fc->vlru.lru_prev);
     assert(fc->entries == 0);
-    free(fc);
+    fc->root_fd = root_fd;
+    fc->mime = mime;
 }
 
 static int open_beneath(int root_fd, const char *path)

@@ -66,6 +66,12 @@ struct fcache *fcache_new(int root_fd, const struct mime_table *mime, size_t max
                           size_t max_file, size_t max_variant_bytes);
 void fcache_free(struct fcache *fc);
 
+/* Forgets every entry (files and remembered misses) and looks files up beneath root_fd with
+ * mime from now on: a reload or a moved document root. Entries still referenced by responses in
+ * flight stay alive, with their open file, until fcache_put, so a response that started on the
+ * old root ends on it. */
+void fcache_reset(struct fcache *fc, int root_fd, const struct mime_table *mime);
+
 /* The entry for path (relative, normalised, "" for the root), validated against the disk if it
  * was last checked before `now`. A miss is an entry with err set (-ENOENT, -EACCES, ...).
  * Returns NULL only when memory runs out. The caller owns one reference. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "engine/engine.h"
 #include "rt/compress.h"
 #include "rt/fcache.h"
+#include "rt/site.h"
 #include "serve.h"
 
 void *bufpool_get(struct bufpool *bp)
@@ -61,7 +63,8 @@ static void read_clock(struct worker *w)
 }
 
 int worker_init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
-                const struct engine_caps *caps, int listen_fd)
+                const struct engine_caps *caps, int listen_fd, bool listen_owned,
+                struct site_slot *sites)
 {
     int rc = -ENOMEM;
     memset(w, 0, sizeof(*w));
@@ -70,17 +73,24 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     w->eng = eng;
     w->caps = caps;
     w->listen_fd = listen_fd;
+    w->listen_owned = listen_owned;
     w->wall = -1;
     w->accepting = true;
-    atomic_init(&w->stop, false);
+    atomic_init(&w->stop, WORKER_RUN);
+    atomic_init(&w->done, false);
+    w->sites = sites;
+    w->site = site_acquire(sites, &w->site_gen);
     read_clock(w);
     timer_wheel_init(&w->wheel, w->now);
     w->inbufs.size = CONN_INPUT_CAP;
     w->outbufs.size = sizeof(struct response);
 
     w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (w->wake_fd < 0)
-        return -errno;
+    if (w->wake_fd < 0) {
+        rc = -errno;
+        site_put(w->site);
+        return rc;
+    }
     /* calloc'd slots cost no memory until touched: idle capacity is free. */
     w->conns = calloc(cfg->max_conns, sizeof(*w->conns));
     w->free_slots = calloc(cfg->max_conns, sizeof(*w->free_slots));
@@ -89,7 +99,7 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     for (uint32_t i = 0; i < cfg->max_conns; i++)
         w->free_slots[cfg->max_conns - 1 - i] = i; /* low slots first: fewer pages touched */
     w->num_free = cfg->max_conns;
-    w->cache = fcache_new(cfg->docroot_fd, &cfg->mime_extra, cfg->cache_size, cfg->cache_max_file,
+    w->cache = fcache_new(w->site->root_fd, &w->site->mime, cfg->cache_size, cfg->cache_max_file,
                           cfg->compress_cache);
     if (!w->cache)
         goto err_mem;
@@ -107,6 +117,7 @@ err_mem:
     free(w->free_slots);
     free(w->conns);
     close(w->wake_fd);
+    site_put(w->site);
     return rc;
 }
 
@@ -130,13 +141,22 @@ void worker_fini(struct worker *w)
     free(w->free_slots);
     free(w->conns);
     close(w->wake_fd);
+    if (w->listen_fd >= 0)
+        close(w->listen_fd);
+    site_put(w->site);
 }
 
+/* The listener stays open for the first one to two seconds of a drain (the clock counts whole
+ * seconds): connections already under way with it are served instead of being reset by the
+ * close. With TCP_DEFER_ACCEPT a connected client stays in the listener's SYN queue until its
+ * first bytes arrive, and a client can take a while between connect and send (a restart test's
+ * Python clients, under load, lost a few to a grace of less than a second). In a zero-downtime
+ * restart the server has steered new connections to the successor's listeners by then. */
 static void start_drain(struct worker *w)
 {
     w->draining = true;
     w->drain_deadline = w->now + w->cfg->drain_timeout;
-    w->eng->stop_accept(w);
+    w->listen_close_at = w->now + 2;
     for (uint32_t i = 0; i < w->cfg->max_conns; i++) {
         struct conn *c = &w->conns[i];
         if (conn_open(c))
@@ -144,12 +164,51 @@ static void start_drain(struct worker *w)
     }
 }
 
+void worker_close_listener(struct worker *w, bool (*accept_one)(struct worker *w, int fd))
+{
+    if (w->listen_fd < 0)
+        return;
+    /* Bounded: without a successor on the port, connections keep arriving while we empty it. */
+    for (int i = 0; w->listen_owned && i < 4096; i++) {
+        int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            break;
+        if (!accept_one(w, fd))
+            break;
+    }
+    /* shutdown takes the socket out of the port's listeners now; a close alone would leave that
+     * to the last reference, and an engine may still hold one (a cancelled io_uring accept). */
+    shutdown(w->listen_fd, SHUT_RD);
+    close(w->listen_fd);
+    w->listen_fd = -1;
+}
+
+/* A reload or a moved document root published a new site: serve from it from now on. */
+static void switch_site(struct worker *w)
+{
+    unsigned gen;
+    struct site *s = site_acquire(w->sites, &gen);
+    fcache_reset(w->cache, s->root_fd, &s->mime);
+    site_put(w->site);
+    w->site = s;
+    w->site_gen = gen;
+}
+
 bool worker_tick(struct worker *w)
 {
     read_clock(w);
     compress_collect(w);
-    if (!w->draining && atomic_load_explicit(&w->stop, memory_order_relaxed))
+    if (atomic_load_explicit(&w->sites->gen, memory_order_relaxed) != w->site_gen)
+        switch_site(w);
+    int stop = atomic_load_explicit(&w->stop, memory_order_relaxed);
+    if (!w->draining && stop != WORKER_RUN)
         start_drain(w);
+    if (stop == WORKER_ABORT)
+        w->drain_deadline = w->listen_close_at = w->now;
+    if (w->draining && w->accepting && w->now >= w->listen_close_at) {
+        w->accepting = false;
+        w->eng->stop_accept(w); /* the engine calls worker_close_listener when it may */
+    }
     struct timer *t;
     while ((t = timer_expired(&w->wheel, w->now)))
         conn_timeout(w, (struct conn *)((char *)t - offsetof(struct conn, timer)));
@@ -158,7 +217,7 @@ bool worker_tick(struct worker *w)
             if (conn_open(&w->conns[i]))
                 conn_close(w, &w->conns[i]);
     }
-    return !(w->draining && w->active == 0);
+    return !(w->draining && w->active == 0 && w->listen_fd < 0);
 }
 
 int worker_wait_ms(const struct worker *w)
@@ -173,5 +232,6 @@ void *worker_main(void *arg)
     int rc = w->eng->run(w);
     if (rc < 0)
         errlog(ERRLOG_ERROR, "worker %d: %s", w->id, strerror(-rc));
+    atomic_store(&w->done, true);
     return (void *)(intptr_t)rc;
 }

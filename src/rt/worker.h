@@ -1,7 +1,8 @@
 /* worker: one thread's share-nothing world: its listener, engine, connections, file cache,
  * timer wheel, buffers and clock. Everything on the request path is reached through it.
- * Must not: be touched by another thread, except w->stop (atomic) and w->wake_fd (written by
- * the main thread to stop it and by its compressor thread when a variant is ready).
+ * Must not: be touched by another thread, except w->stop and w->done (atomics), w->wake_fd
+ * (written by the main thread to stop it or publish a site, and by its compressor thread when
+ * a variant is ready) and the shared site slot (under its lock).
  * Ownership: server creates and joins workers; a worker owns everything it points to. */
 #ifndef RT_WORKER_H
 #define RT_WORKER_H
@@ -20,6 +21,15 @@ struct engine_caps;
 struct conn;
 struct fcache;
 struct compressor;
+struct site;
+struct site_slot;
+
+/* w->stop, set by the main thread: what the worker is asked to do. */
+enum worker_stop {
+    WORKER_RUN,
+    WORKER_DRAIN, /* finish responses in flight within the drain timeout, then end */
+    WORKER_ABORT, /* a second stop signal: close every connection now */
+};
 
 /* Fixed-size buffers recycled through a free list, so steady-state requests allocate nothing. */
 struct bufpool {
@@ -34,12 +44,19 @@ struct worker {
     const struct engine_ops *eng;
     const struct engine_caps *caps; /* what the kernel offers, probed once before the workers */
     void *engine_state;
-    int listen_fd;
-    int wake_fd; /* eventfd: stop requests, finished compression jobs */
-    atomic_bool stop;
+    int listen_fd;     /* the worker's own fd (-1 once closed in a drain) */
+    bool listen_owned; /* ours to drain: opened here, not inherited from systemd */
+    int wake_fd; /* eventfd: stop, a new site, finished compression jobs */
+    atomic_int stop; /* enum worker_stop */
+    atomic_bool done; /* set as the worker's thread ends, for the main thread's wait */
     bool draining;
     bool accepting;
     int64_t drain_deadline;
+    int64_t listen_close_at; /* draining: when the listener closes (after handshakes finish) */
+
+    struct site_slot *sites; /* where reloads publish; read once per loop turn */
+    struct site *site;       /* the root and MIME table this worker serves from */
+    unsigned site_gen;
 
     int64_t now;       /* monotonic seconds, read once per loop turn */
     int64_t wall;      /* UNIX seconds of date[] */
@@ -63,7 +80,8 @@ struct worker {
 };
 
 int worker_init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
-                const struct engine_caps *caps, int listen_fd);
+                const struct engine_caps *caps, int listen_fd, bool listen_owned,
+                struct site_slot *sites);
 void worker_fini(struct worker *w);
 void *worker_main(void *arg);
 
@@ -73,6 +91,13 @@ bool worker_tick(struct worker *w);
 
 /* The longest the loop may sleep before the next tick is due, in milliseconds. */
 int worker_wait_ms(const struct worker *w);
+
+/* Closes the worker's listener at the end of a drain's grace period, called by the engine once
+ * it no longer accepts on it (io_uring: once the accept is cancelled). A listener the worker
+ * owns is emptied first: the connections already queued in it are accepted through accept_one
+ * (which returns false to stop) and served, never reset by the close. An inherited one (systemd
+ * socket activation) is left with its queue for the next instance. */
+void worker_close_listener(struct worker *w, bool (*accept_one)(struct worker *w, int fd));
 
 void *bufpool_get(struct bufpool *bp);
 void bufpool_put(struct bufpool *bp, void *buf);

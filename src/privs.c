@@ -1,0 +1,144 @@
+/* --user and Landlock; see privs.h. */
+#include "privs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <libgen.h>
+#include <limits.h>
+#include <linux/landlock.h>
+#include <pwd.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "config.h"
+
+int privs_drop(const char *spec, char *why, size_t why_len)
+{
+    char name[256];
+    const char *colon = strchr(spec, ':');
+    size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+
+    if (len >= sizeof(name)) {
+        snprintf(why, why_len, "--user: name too long");
+        return -EINVAL;
+    }
+    memcpy(name, spec, len);
+    name[len] = '\0';
+    if (geteuid() != 0) {
+        snprintf(why, why_len, "--user %s: only a process started as root can change user", spec);
+        return -EPERM;
+    }
+    /* getpwnam is done here, before any confinement, while /etc/passwd is still readable. */
+    struct passwd *pw = getpwnam(name);
+    if (!pw) {
+        snprintf(why, why_len, "--user: no user '%s'", name);
+        return -ENOENT;
+    }
+    uid_t uid = pw->pw_uid;
+    gid_t gid = pw->pw_gid;
+    if (colon) {
+        struct group *gr = getgrnam(colon + 1);
+        if (!gr) {
+            snprintf(why, why_len, "--user: no group '%s'", colon + 1);
+            return -ENOENT;
+        }
+        gid = gr->gr_gid;
+    }
+    if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
+        int err = errno;
+        snprintf(why, why_len, "--user %s: %s", spec, strerror(err));
+        return -err;
+    }
+    if (uid != 0 && setuid(0) == 0) { /* paranoia: root must not be reachable again */
+        snprintf(why, why_len, "--user %s: could regain root", spec);
+        return -EPERM;
+    }
+    return 0;
+}
+
+/* Rights a kernel of each Landlock ABI knows; handling one it does not know is EINVAL. Defined
+ * here for the bits newer than Debian 12's headers. */
+#define LL_FS_V1 ((1ULL << 13) - 1) /* EXECUTE .. MAKE_SYM */
+#define LL_FS_REFER (1ULL << 13)     /* ABI 2 */
+#define LL_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
+#define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
+#define LL_READ (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+
+static int add_rule(int ruleset, const char *path, uint64_t access, char *why, size_t why_len)
+{
+    int fd = open(path, O_PATH | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        snprintf(why, why_len, "landlock: %s: %s", path, strerror(err));
+        return -err;
+    }
+    struct landlock_path_beneath_attr attr = {.allowed_access = access, .parent_fd = fd};
+    long rc = syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &attr, 0);
+    int err = errno;
+    close(fd);
+    if (rc != 0) {
+        snprintf(why, why_len, "landlock: rule for %s: %s", path, strerror(err));
+        return -err;
+    }
+    return 0;
+}
+
+/* The directory that holds path's last component (resolved), into out. */
+static int parent_dir(const char *path, char *out)
+{
+    char copy[PATH_MAX];
+    snprintf(copy, sizeof(copy), "%s", path);
+    return realpath(dirname(copy), out) ? 0 : -errno;
+}
+
+int privs_landlock(const struct config *cfg, char *why, size_t why_len)
+{
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    if (abi < 0)
+        return (errno == ENOSYS || errno == EOPNOTSUPP) ? 0 : -errno;
+
+    struct landlock_ruleset_attr attr = {.handled_access_fs = LL_FS_V1};
+    if (abi >= 2)
+        attr.handled_access_fs |= LL_FS_REFER;
+    if (abi >= 3)
+        attr.handled_access_fs |= LL_FS_TRUNCATE;
+    if (abi >= 5)
+        attr.handled_access_fs |= LL_FS_IOCTL_DEV;
+    int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+    if (rs < 0) {
+        int err = errno;
+        snprintf(why, why_len, "landlock: create ruleset: %s", strerror(err));
+        return -err;
+    }
+    char dir[PATH_MAX], resolved[PATH_MAX];
+    int rc = parent_dir(cfg->docroot, dir);
+    if (rc == 0)
+        rc = add_rule(rs, dir, LL_READ, why, why_len);
+    if (rc == 0 && realpath(cfg->docroot, resolved) && parent_dir(resolved, dir) == 0)
+        rc = add_rule(rs, dir, LL_READ, why, why_len);
+    if (rc == 0 && cfg->mime_file)
+        rc = add_rule(rs, cfg->mime_file, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* The sanitizers' runtime reads /proc/self (maps, task list) at exit for the leak check. */
+    if (rc == 0)
+        rc = add_rule(rs, "/proc", LL_READ, why, why_len);
+#endif
+    if (rc == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+        rc = -errno;
+        snprintf(why, why_len, "landlock: no_new_privs: %s", strerror(-rc));
+    }
+    if (rc == 0 && syscall(SYS_landlock_restrict_self, rs, 0) != 0) {
+        rc = -errno;
+        snprintf(why, why_len, "landlock: restrict_self: %s", strerror(-rc));
+    }
+    close(rs);
+    if (rc == -ENOENT && why[0] == '\0')
+        snprintf(why, why_len, "landlock: cannot resolve the document root's directory");
+    return rc < 0 ? rc : (int)abi;
+}

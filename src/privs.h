@@ -1,0 +1,24 @@
+/* privs: least privilege after start-up: drops root for --user, and confines file access with
+ * Landlock to reading what the configuration names.
+ * Must not: run once workers exist (both apply to the calling thread and those it creates, so
+ * the main thread calls them between binding the listeners and starting the workers).
+ * Ownership: nothing is kept; the process's credentials and Landlock domain are the state. */
+#ifndef PRIVS_H
+#define PRIVS_H
+
+#include <stddef.h>
+
+struct config;
+
+/* Becomes USER (and GROUP, else USER's primary group) from "USER[:GROUP]", with no
+ * supplementary groups. 0, or -errno with a one-line reason in why (unknown user, not root). */
+int privs_drop(const char *spec, char *why, size_t why_len);
+
+/* Restricts the process to reading files and directories beneath the directory that holds
+ * DOCROOT and beneath the one that holds what DOCROOT resolves to (so a re-pointed symlink or a
+ * recreated root stays readable), and to reading the --mime-types file; every write, create,
+ * remove or execute is denied. Returns the Landlock ABI version applied (> 0), 0 when the
+ * kernel has no Landlock (not an error: nothing applied), or -errno with a reason in why. */
+int privs_landlock(const struct config *cfg, char *why, size_t why_len);
+
+#endif

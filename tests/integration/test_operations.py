@@ -1,0 +1,495 @@
+"""Running ringhttpd as a service (issue 13, items 8-10 of issue 10): signals, SIGHUP reload,
+a DOCROOT re-pointed or recreated under a running server, the drain's listeners, zero-downtime
+restarts, a port already in use, systemd socket activation and notification, --user, Landlock."""
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import HELLO, Conn, fetch, request
+
+WAIT = 5.0  # seconds to wait for something the server does within about one second
+
+
+def eventually(check, timeout=WAIT, interval=0.05):
+    """Polls check() until it returns a true value (returned) or timeout passes (last value)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(interval)
+
+
+def body_or_status(server, path):
+    r = fetch(server, path)
+    return r.body if r.status == 200 else r.status
+
+
+# ---------------------------------------------------------------------------------------------
+# Signals (issue 10 item 8).
+
+
+def test_habitual_signals_do_not_kill_and_sigquit_drains(server):
+    for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
+        server.proc.send_signal(sig)
+        time.sleep(0.1)
+        assert server.alive(), f"{sig!r} killed the server: {server.stderr_text()[-2000:]}"
+        assert fetch(server, "/hello.txt").body == HELLO
+    assert "SIGUSR1" in server.stderr_text()
+    assert server.stop(signal.SIGQUIT) == 0, server.stderr_text()[-3000:]
+
+
+def test_second_stop_signal_ends_the_drain_at_once(make_server, docroot, random_file):
+    """A stalled download would hold the drain for 60 s; a second SIGTERM ends it now."""
+    os.link(random_file(16 << 20)[0], docroot / "huge.bin")
+    server = make_server(docroot, args=["--drain-timeout", "60"])
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.settimeout(10)
+    try:
+        s.connect(server.addr)
+        s.sendall(request("GET", "/huge.bin"))
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        server.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert server.alive(), "the first SIGTERM must drain, not exit"
+        assert server.stop(signal.SIGINT, timeout=8) == 0, server.stderr_text()[-3000:]
+        assert "closing every connection now" in server.stderr_text()
+    finally:
+        s.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The drain's listeners (issue 10 item 9).
+
+
+def _refused(addr):
+    try:
+        with socket.create_connection(addr, timeout=2) as s:
+            s.sendall(request("GET", "/hello.txt", close=True))
+            s.settimeout(2)
+            s.recv(1)
+            return False  # accepted (answered or closed): not refused
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+
+
+def test_drain_stops_queueing_new_connections(make_server, docroot, random_file):
+    """While a drain finishes a slow download, new clients are refused, not left queued in a
+    listener that nobody accepts from (and reset at exit)."""
+    os.link(random_file(16 << 20)[0], docroot / "huge.bin")
+    server = make_server(docroot, args=["--drain-timeout", "30"])
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.settimeout(10)
+    try:
+        s.connect(server.addr)
+        s.sendall(request("GET", "/huge.bin"))
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        server.proc.send_signal(signal.SIGTERM)
+        assert eventually(lambda: _refused(server.addr), timeout=8), \
+            "new connections still queue during the drain"
+        assert server.alive(), "the drain should still be waiting for the download"
+    finally:
+        s.close()
+    assert server.stop(signal.SIGTERM, timeout=10) == 0
+
+
+def test_connections_queued_at_drain_start_are_answered(make_server, docroot):
+    """Clients that connected just before the stop signal get their response."""
+    server = make_server(docroot, args=["-t", "1"])
+    socks = []
+    try:
+        for _ in range(20):
+            c = socket.create_connection(server.addr, timeout=10)
+            c.sendall(request("GET", "/hello.txt", close=True))
+            socks.append(c)
+        server.proc.send_signal(signal.SIGTERM)
+        for c in socks:
+            got = b""
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+            assert got.startswith(b"HTTP/1.1 200") and got.endswith(HELLO), got[:200]
+    finally:
+        for c in socks:
+            c.close()
+    assert server.stop(timeout=10) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Zero-downtime restart and a port already in use (issue 13).
+
+
+def test_port_served_by_an_unrelated_process_is_an_error(make_server, docroot):
+    # The other process even set SO_REUSEPORT: joining it silently would split its traffic.
+    other = socket.socket()
+    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    other.bind(("127.0.0.1", 0))
+    other.listen(8)
+    port = other.getsockname()[1]
+    try:
+        server = make_server(docroot, args=["-p", str(port)], ready=False)
+        assert server.proc.wait(timeout=10) == 1
+        server.stop()
+        err = server.stderr_text()
+        assert "Address already in use" in err and "--reuse-port" in err, err
+    finally:
+        other.close()
+
+
+def _load(server_addr, stop, errors, counts, i):
+    """One client: a new connection per request until told to stop (bounded anyway)."""
+    for _ in range(100000):
+        if stop.is_set():
+            return
+        try:
+            r = fetch_addr(server_addr, "/hello.txt")
+            if r != HELLO:
+                errors.append(f"client {i}: wrong answer {r[:100]!r}")
+            counts[i] += 1
+        except OSError as e:
+            errors.append(f"client {i} at {time.monotonic():.3f}: {e!r}")
+
+
+def fetch_addr(addr, path):
+    with socket.create_connection(addr, timeout=10) as s:
+        s.sendall(request("GET", path, close=True))
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    head, _, body = got.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200 "):
+        return head
+    return body
+
+
+def test_zero_downtime_restart_three_times_under_load(make_server, docroot):
+    """The documented procedure: start the new process on the same port with --reuse-port, then
+    SIGTERM the old one. Clients hammering the port meanwhile see no error at all."""
+    first = make_server(docroot)
+    port = str(first.port)
+    stop, errors, counts = threading.Event(), [], [0] * 4
+    clients = [threading.Thread(target=_load, args=(first.addr, stop, errors, counts, i))
+               for i in range(4)]
+    for t in clients:
+        t.start()
+    current, events = first, []
+    try:
+        for _ in range(3):
+            time.sleep(0.5)
+            events.append(f"start {time.monotonic():.3f}")
+            successor = make_server(docroot, args=["-p", port, "--reuse-port"])
+            events.append(f"ready {time.monotonic():.3f}")
+            time.sleep(0.3)
+            events.append(f"stop {time.monotonic():.3f}")
+            assert current.stop(signal.SIGTERM, timeout=15) == 0, current.stderr_text()[-3000:]
+            events.append(f"gone {time.monotonic():.3f}")
+            current = successor
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for t in clients:
+            t.join(timeout=30)
+    assert not errors, (errors[:10], events)
+    assert all(n > 0 for n in counts), counts
+
+
+# ---------------------------------------------------------------------------------------------
+# SIGHUP reload, a re-pointed or recreated DOCROOT (issue 13, issue 10 item 10).
+
+
+@pytest.fixture
+def releases(tmp_path):
+    """site/release-1 and site/release-2 (different a.txt and data.bin), site/current -> 1."""
+    site = tmp_path / "site"
+    for n in (1, 2):
+        rel = site / f"release-{n}"
+        rel.mkdir(parents=True)
+        (rel / "a.txt").write_bytes(b"release %d\n" % n)
+        # Sizes differ, so a body of one release with the length of the other shows.
+        (rel / "data.bin").write_bytes(bytes([48 + n]) * (300000 + 50000 * n))
+    (site / "current").symlink_to("release-1")
+    return site
+
+
+def repoint(site, target):
+    tmp = site / "current.tmp"
+    if tmp.is_symlink():
+        tmp.unlink()
+    tmp.symlink_to(target)
+    os.rename(tmp, site / "current")  # ln -sfn target current.tmp && mv -T current.tmp current
+
+
+def test_repointed_docroot_symlink_is_followed_without_a_signal(make_server, releases):
+    server = make_server(releases / "current")
+    assert fetch(server, "/a.txt").body == b"release 1\n"
+    repoint(releases, "release-2")
+    assert eventually(lambda: body_or_status(server, "/a.txt") == b"release 2\n"), \
+        "the re-pointed DOCROOT was not picked up"
+    repoint(releases, "release-1")
+    assert eventually(lambda: body_or_status(server, "/a.txt") == b"release 1\n")
+
+
+def test_removed_and_recreated_docroot_is_picked_up(make_server, tmp_path):
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "a.txt").write_bytes(b"old\n")
+    server = make_server(www)
+    assert fetch(server, "/a.txt").body == b"old\n"
+    shutil.rmtree(www)
+    www.mkdir()
+    (www / "a.txt").write_bytes(b"new\n")
+    assert eventually(lambda: body_or_status(server, "/a.txt") == b"new\n"), \
+        "a recreated DOCROOT still serves the deleted one"
+
+
+def test_no_response_mixes_two_releases(make_server, releases):
+    """While the symlink flips back and forth, every response is one release's file whole:
+    its Content-Length and ETag match its bytes."""
+    server = make_server(releases / "current", args=["--cache-max-file", "320K"])
+    stop, bad, seen = threading.Event(), [], set()
+
+    def client():
+        for _ in range(2000):
+            if stop.is_set():
+                return
+            with Conn(server, timeout=10) as c:
+                for _ in range(5):
+                    r = c.request("GET", "/data.bin")
+                    n = r.body[:1]
+                    if r.status != 200 or r.body != n * len(r.body) or n not in b"12":
+                        bad.append((r.status, len(r.body), r.body[:1]))
+                    elif len(r.body) != 300000 + 50000 * int(n):
+                        bad.append(("length", len(r.body), n))
+                    seen.add((n, r.header("etag")))
+
+    threads = [threading.Thread(target=client) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(8):
+            repoint(releases, f"release-{2 - i % 2}")
+            time.sleep(0.6)
+            if i == 4:
+                server.proc.send_signal(signal.SIGHUP)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+    assert not bad, bad[:10]
+    assert {n for n, _ in seen} == {b"1", b"2"}, seen
+    etags = {}
+    for n, etag in seen:
+        etags.setdefault(etag, set()).add(n)
+    assert all(len(v) == 1 for v in etags.values()), etags
+
+
+def test_sighup_rereads_mime_types_and_forgets_cached_files(make_server, docroot, tmp_path):
+    types = tmp_path / "extra.types"
+    types.write_text("application/x-first ringtest\n")
+    (docroot / "f.ringtest").write_bytes(b"x")
+    server = make_server(docroot, args=["--mime-types", str(types)])
+    assert fetch(server, "/f.ringtest").header("content-type") == "application/x-first"
+    types.write_text("application/x-second ringtest\n")
+    server.proc.send_signal(signal.SIGHUP)
+    assert eventually(lambda: fetch(server, "/f.ringtest").header("content-type")
+                      == "application/x-second"), server.stderr_text()[-2000:]
+
+
+def test_failed_reload_keeps_the_old_state_and_says_why(make_server, releases, tmp_path):
+    types = tmp_path / "extra.types"
+    types.write_text("application/x-first ringtest\n")
+    (releases / "release-1" / "f.ringtest").write_bytes(b"x")
+    server = make_server(releases / "current", args=["--mime-types", str(types)])
+    types.write_text("not a valid line \x01\n")
+    server.proc.send_signal(signal.SIGHUP)
+    assert eventually(lambda: "reload (SIGHUP) failed" in server.stderr_text())
+    assert "line 1" in server.stderr_text()
+    assert fetch(server, "/f.ringtest").header("content-type") == "application/x-first"
+    # DOCROOT gone: the symlink points nowhere. Still serving the old release.
+    types.write_text("application/x-first ringtest\n")
+    repoint(releases, "release-gone")
+    server.proc.send_signal(signal.SIGHUP)
+    assert eventually(lambda: "cannot use document root" in server.stderr_text())
+    assert fetch(server, "/a.txt").body == b"release 1\n"
+    assert server.alive()
+
+
+# ---------------------------------------------------------------------------------------------
+# systemd: notification and socket activation (issue 13).
+
+
+def test_sd_notify_ready_reloading_stopping(make_server, docroot, tmp_path):
+    path = str(tmp_path / "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.settimeout(10)
+    try:
+        server = make_server(docroot, env={"NOTIFY_SOCKET": path})
+
+        def next_msg():
+            return dict(line.split("=", 1)
+                        for line in sock.recv(4096).decode().splitlines() if "=" in line)
+
+        ready = next_msg()
+        assert ready.get("READY") == "1" and "STATUS" in ready, ready
+        server.proc.send_signal(signal.SIGHUP)
+        reloading = next_msg()
+        assert reloading.get("RELOADING") == "1", reloading
+        usec = int(reloading["MONOTONIC_USEC"])
+        assert abs(usec / 1e6 - time.clock_gettime(time.CLOCK_MONOTONIC)) < 30
+        assert next_msg().get("READY") == "1"
+        assert fetch(server, "/hello.txt").body == HELLO
+        server.proc.send_signal(signal.SIGTERM)
+        assert next_msg().get("STOPPING") == "1"
+        assert server.stop() == 0
+    finally:
+        sock.close()
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(not shutil.which("systemd-socket-activate"),
+                    reason="systemd-socket-activate missing (Debian package systemd)")
+@pytest.mark.parametrize("nsockets", [1, 2])
+def test_socket_activation(make_server, docroot, nsockets):
+    ports = [_free_port() for _ in range(nsockets)]
+    wrapper = ["systemd-socket-activate"]
+    for p in ports:
+        wrapper += ["-l", f"127.0.0.1:{p}"]
+    wrapper += ["--fdname=" + ":".join(f"web{i}" for i in range(nsockets)), "--"]
+    server = make_server(docroot, wrapper=wrapper, args=["-v", "-t", "3"], ready=False)
+    # systemd-socket-activate starts the service at the first connection, as systemd does.
+    assert eventually(lambda: server.stderr_text().count("Listening on") == nsockets, 10)
+    first = socket.create_connection(("127.0.0.1", ports[0]), timeout=10)
+    first.sendall(request("GET", "/hello.txt", close=True))
+    server.wait_ready()
+    got = b""
+    while chunk := first.recv(65536):
+        got += chunk
+    first.close()
+    assert got.startswith(b"HTTP/1.1 200") and got.endswith(HELLO), got[:200]
+    assert "on sockets from systemd" in server.stderr_text()
+    assert f"socket activation: {nsockets} socket" in server.stderr_text()
+    assert server.port == ports[0]
+    for p in ports:
+        for _ in range(12):  # more requests than workers: every worker's dup is accepting
+            assert fetch_addr(("127.0.0.1", p), "/hello.txt") == HELLO
+    assert server.stop() == 0, server.stderr_text()[-3000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Least privilege (issue 13).
+
+
+@pytest.fixture
+def public_root():
+    """A docroot nobody can traverse to (pytest's tmp dirs are private to root)."""
+    base = tempfile.mkdtemp(prefix="ringhttpd-public-")
+    os.chmod(base, 0o755)
+    root = pathlib.Path(base) / "www"
+    root.mkdir(mode=0o755)
+    (root / "hello.txt").write_bytes(HELLO)
+    (root / "hello.txt").chmod(0o644)
+    (root / "private.txt").write_bytes(b"root only\n")
+    (root / "private.txt").chmod(0o600)
+    yield root
+    shutil.rmtree(base)
+
+
+def _status_ids(pid):
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            fields[k] = v.split()
+    return fields
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="--user needs the test to run as root")
+def test_user_drops_root_after_binding(make_server, public_root):
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    server = make_server(public_root, args=["--user", "nobody"])
+    ids = _status_ids(server.proc.pid)
+    assert ids["Uid"] == [str(nobody.pw_uid)] * 4, ids["Uid"]
+    assert ids["Gid"] == [str(nobody.pw_gid)] * 4, ids["Gid"]
+    assert ids.get("Groups", []) == [], ids.get("Groups")
+    assert fetch(server, "/hello.txt").body == HELLO
+    assert fetch(server, "/private.txt").status == 403
+    assert "serving as root" not in server.stderr_text()
+
+
+def test_root_without_user_says_so_once(server):
+    if os.geteuid() != 0:
+        assert "serving as root" not in server.stderr_text()
+    else:
+        assert server.stderr_text().count("serving as root") == 1
+
+
+def test_user_errors(make_server, docroot):
+    server = make_server(docroot, args=["--user", "no-such-user-ringhttpd"], ready=False)
+    assert server.proc.wait(timeout=10) == 1
+    server.stop()
+    assert "no user 'no-such-user-ringhttpd'" in server.stderr_text()
+
+
+def _landlock_applies(make_server, root):
+    s = make_server(root, args=["-v"])
+    text = s.stderr_text()
+    s.stop()
+    return "landlock: applied" in text
+
+
+def test_landlock_denies_a_root_repointed_outside_the_allowed_tree(make_server, tmp_path):
+    """RESOLVE_BENEATH confines each request to the current root, whatever that root is; Landlock
+    confines the process to the tree the root was configured in. A DOCROOT symlink re-pointed
+    (by mistake or by an attacker who can write it) to /etc-like places outside that tree would
+    let RESOLVE_BENEATH read them; Landlock does not."""
+    site = tmp_path / "site"
+    (site / "release-1").mkdir(parents=True)
+    (site / "release-1" / "a.txt").write_bytes(b"site\n")
+    (site / "current").symlink_to("release-1")
+    secret = tmp_path / "elsewhere" / "secrets"
+    secret.mkdir(parents=True)
+    (secret / "key.txt").write_bytes(b"secret\n")
+    if not _landlock_applies(make_server, site / "current"):
+        pytest.skip("this kernel has no Landlock")
+    server = make_server(site / "current")
+    assert fetch(server, "/a.txt").body == b"site\n"
+    repoint(site, secret)
+    server.proc.send_signal(signal.SIGHUP)
+    time.sleep(1.5)
+    assert fetch(server, "/key.txt").status in (403, 404)
+    # The same without Landlock serves it: the test would catch a confinement that is not there.
+    repoint(site, "release-1")
+    unconfined = make_server(site / "current", args=["--no-landlock"])
+    repoint(site, secret)
+    unconfined.proc.send_signal(signal.SIGHUP)
+    assert eventually(lambda: body_or_status(unconfined, "/key.txt") == b"secret\n")
+
+
+def test_landlock_still_lets_a_recreated_docroot_and_a_sibling_release_be_served(
+        make_server, releases):
+    server = make_server(releases / "current", args=["-v"])
+    repoint(releases, "release-2")
+    assert eventually(lambda: body_or_status(server, "/a.txt") == b"release 2\n")
