@@ -520,7 +520,7 @@ int compress_request(struct worker *w, struct fentry *base, int coding,
     if (!c->started) {
         c->wake_fd = w->wake_fd;
         if (pthread_create(&c->thread, NULL, thread_main, c) != 0) {
-            free(j);
+            job_free(j);
             return -EAGAIN;
         }
         c->started = true;
