@@ -126,21 +126,49 @@ static void ep_stop_accept(struct worker *w)
     epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listen_fd, NULL);
 }
 
+/* Starts a connection on an accepted (or held, see conn_accepted) socket. */
+static void start_conn(struct worker *w, struct ep *e, int fd)
+{
+    bool held;
+    struct conn *c = conn_accepted(w, fd, &held);
+    if (!c) {
+        if (!held)
+            close(fd);
+        return;
+    }
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+                             .data.u64 = tag(K_CONN, c)};
+    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+        conn_close(w, c);
+}
+
+/* The listener is level-triggered: a pending connection that accept4 cannot take (EMFILE) is
+ * reported again at once, forever (issue 10: 100% CPU). So on a shortage the listener leaves
+ * the epoll set until worker_accept_resume lets it back. */
 static void do_accept(struct worker *w, struct ep *e)
 {
     for (int i = 0; i < ACCEPT_BATCH && !w->draining; i++) {
         int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-            return; /* EAGAIN, or EMFILE and friends: level-triggered, we'll be back */
-        struct conn *c = conn_accepted(w, fd);
-        if (!c) {
-            close(fd);
-            continue;
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN && worker_accept_failed(w, -errno))
+                epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listen_fd, NULL);
+            return;
         }
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
-                                 .data.u64 = tag(K_CONN, c)};
-        if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
-            conn_close(w, c);
+        start_conn(w, e, fd);
+    }
+}
+
+/* Once per loop turn: sockets held for reclaimed slots, and a paused listener. */
+static void accept_more(struct worker *w, struct ep *e)
+{
+    int fd;
+    while ((fd = conn_held_take(w)) >= 0)
+        start_conn(w, e, fd);
+    if (w->accept_paused && worker_accept_resume(w)) {
+        struct epoll_event lev = {.events = EPOLLIN, .data.u64 = tag(K_LISTEN, NULL)};
+        epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->listen_fd, &lev);
     }
 }
 
@@ -198,6 +226,7 @@ static int ep_run(struct worker *w)
     struct epoll_event events[MAX_EVENTS];
 
     while (worker_tick(w)) {
+        accept_more(w, e);
         int n = epoll_wait(e->epfd, events, MAX_EVENTS, e->ready ? 0 : worker_wait_ms(w));
         if (n < 0 && errno != EINTR)
             return -errno;

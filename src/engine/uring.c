@@ -113,7 +113,6 @@ struct uring {
     char *bufs;
     unsigned buf_returned; /* buffers added since the last advance */
     bool accept_armed;
-    bool accept_rearm; /* re-arm at the next tick (after EMFILE and the like) */
     bool cqe_skip; /* IOSQE_CQE_SKIP_SUCCESS works (5.17) */
     uint64_t wake_val;
     struct __kernel_timespec tick; /* read by the kernel when the TIMEOUT is submitted */
@@ -616,29 +615,42 @@ static void uring_stop_accept(struct worker *w)
         io_uring_prep_cancel64(sqe, (uint64_t)OP_ACCEPT << 56, 0);
         io_uring_sqe_set_data64(sqe, (uint64_t)OP_IGNORE << 56);
     }
-    u->accept_rearm = false;
+}
+
+/* Starts a connection on an accepted (or held, see conn_accepted) socket. */
+static void start_conn(struct worker *w, struct uring *u, int fd)
+{
+    bool held;
+    struct conn *c = conn_accepted(w, fd, &held);
+    if (c)
+        arm_recv(u, c);
+    else if (!held)
+        close(fd); /* draining, or full of busy connections */
 }
 
 static void on_accept(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe)
 {
-    if (cqe->res >= 0) {
-        struct conn *c = conn_accepted(w, cqe->res);
-        if (c)
-            arm_recv(u, c);
-        else
-            close(cqe->res); /* full or draining */
-    }
+    if (cqe->res >= 0)
+        start_conn(w, u, cqe->res);
     if (!(cqe->flags & IORING_CQE_F_MORE)) {
         u->accept_armed = false;
-        if (w->draining)
+        /* Out of fds or memory: the multishot accept ended, and re-armed at once it would fail
+         * at once, every loop turn (issue 10: 100% CPU). It stays off until a connection
+         * closes or a second passes (worker_accept_resume). */
+        if (w->draining || (cqe->res < 0 && worker_accept_failed(w, cqe->res)))
             return;
-        /* Out of fds or memory: retry at the next tick instead of spinning on the error. */
-        if (cqe->res == -EMFILE || cqe->res == -ENFILE || cqe->res == -ENOMEM ||
-            cqe->res == -ENOBUFS)
-            u->accept_rearm = true;
-        else
-            arm_accept(w, u);
+        arm_accept(w, u);
     }
+}
+
+/* Once per loop turn: sockets held for reclaimed slots, and a paused accept. */
+static void accept_more(struct worker *w, struct uring *u)
+{
+    int fd;
+    while ((fd = conn_held_take(w)) >= 0)
+        start_conn(w, u, fd);
+    if (!u->accept_armed && worker_accept_resume(w))
+        arm_accept(w, u);
 }
 
 static void recycle(struct uring *u, unsigned bid)
@@ -904,10 +916,7 @@ static int uring_run(struct worker *w)
     arm_accept(w, u);
 
     while (worker_tick(w)) {
-        if (u->accept_rearm && !w->draining) {
-            u->accept_rearm = false;
-            arm_accept(w, u);
-        }
+        accept_more(w, u);
         struct io_uring_cqe *cqe;
         rc = io_uring_submit_and_wait(&u->ring, 1);
         if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)

@@ -4,6 +4,7 @@
 #include "rt/errlog.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +23,12 @@
 void *bufpool_get(struct bufpool *bp)
 {
     void *b = bp->free;
-    if (b)
+    if (b) {
         bp->free = *(void **)b;
-    else if (!(b = malloc(bp->size)))
+        bp->nfree--;
+    } else if (!(b = malloc(bp->size))) {
         return NULL;
+    }
     bp->count++;
     return b;
 }
@@ -35,15 +38,58 @@ void bufpool_put(struct bufpool *bp, void *buf)
     *(void **)buf = bp->free;
     bp->free = buf;
     bp->count--;
+    bp->nfree++;
 }
 
-static void bufpool_drain(struct bufpool *bp)
+/* Frees what the free list holds beyond keep buffers; returns the bytes freed. */
+static size_t bufpool_trim(struct bufpool *bp, unsigned keep)
 {
-    while (bp->free) {
+    size_t freed = 0;
+    while (bp->nfree > keep) {
         void *next = *(void **)bp->free;
         free(bp->free);
         bp->free = next;
+        bp->nfree--;
+        freed += bp->size;
     }
+    return freed;
+}
+
+/* Issue 10: 10 000 partial heads grew a worker by ~200 MB that stayed after they closed.
+ * Once a second, buffers beyond the low-water mark are freed, and malloc is asked to hand the
+ * heap's free pages back (free() alone keeps them: 32 KiB buffers come from the heap, not from
+ * mmap, and one live chunk at the top pins everything below it). */
+static void trim_pools(struct worker *w)
+{
+    if (w->trimmed_at == w->now)
+        return;
+    w->trimmed_at = w->now;
+    size_t freed = bufpool_trim(&w->inbufs, BUFPOOL_LOW_WATER) +
+                   bufpool_trim(&w->outbufs, BUFPOOL_LOW_WATER);
+    if (freed >= (1u << 20))
+        malloc_trim(0);
+}
+
+bool worker_accept_failed(struct worker *w, int err)
+{
+    if (err != -EMFILE && err != -ENFILE && err != -ENOBUFS && err != -ENOMEM)
+        return false;
+    w->accept_paused = true;
+    w->slot_freed = false;
+    w->accept_paused_at = w->now;
+    errlog_limited(&w->log_accept, ERRLOG_ERROR,
+                   "worker %d: accept: %s (%u connections open); not accepting until one "
+                   "closes or a second passes",
+                   w->id, strerror(-err), w->active);
+    return true;
+}
+
+bool worker_accept_resume(struct worker *w)
+{
+    if (!w->accept_paused || w->draining || (!w->slot_freed && w->now == w->accept_paused_at))
+        return false;
+    w->accept_paused = false;
+    return true;
 }
 
 static void read_clock(struct worker *w)
@@ -69,7 +115,6 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     w->eng = eng;
     w->listen_fd = listen_fd;
     w->wall = -1;
-    w->accepting = true;
     atomic_init(&w->stop, false);
     read_clock(w);
     timer_wheel_init(&w->wheel, w->now);
@@ -107,8 +152,9 @@ void worker_fini(struct worker *w)
 {
     w->eng->fini(w);
     fcache_free(w->cache);
-    bufpool_drain(&w->inbufs);
-    bufpool_drain(&w->outbufs);
+    conn_held_close(w);
+    bufpool_trim(&w->inbufs, 0);
+    bufpool_trim(&w->outbufs, 0);
     free(w->free_slots);
     free(w->conns);
     close(w->wake_fd);
@@ -119,6 +165,7 @@ static void start_drain(struct worker *w)
     w->draining = true;
     w->drain_deadline = w->now + w->cfg->drain_timeout;
     w->eng->stop_accept(w);
+    conn_held_close(w);
     for (uint32_t i = 0; i < w->cfg->max_conns; i++) {
         struct conn *c = &w->conns[i];
         if (conn_open(c))
@@ -139,6 +186,7 @@ bool worker_tick(struct worker *w)
             if (conn_open(&w->conns[i]))
                 conn_close(w, &w->conns[i]);
     }
+    trim_pools(w);
     return !(w->draining && w->active == 0);
 }
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/http1.h"
+#include "rt/errlog.h"
 #include "rt/timer.h"
 
 struct config;
@@ -18,12 +19,24 @@ struct engine_ops;
 struct conn;
 struct fcache;
 
-/* Fixed-size buffers recycled through a free list, so steady-state requests allocate nothing. */
+/* Fixed-size buffers recycled through a free list, so steady-state requests allocate nothing.
+ * After a burst, worker_tick gives what is free beyond BUFPOOL_LOW_WATER back to the system. */
 struct bufpool {
     void *free;
     size_t size;
     unsigned count; /* buffers handed out and not yet returned */
+    unsigned nfree; /* buffers on the free list */
 };
+
+#define BUFPOOL_LOW_WATER 64 /* free buffers a pool keeps for the next burst */
+
+/* Connections in the order they joined a list (oldest first), linked through conn.lru_*. */
+struct conn_list {
+    struct conn *first, *last;
+};
+
+/* Accepted sockets waiting for a slot that a reclaimed idle connection is about to free. */
+#define HELD_MAX 64
 
 struct worker {
     int id;
@@ -34,8 +47,15 @@ struct worker {
     int wake_fd; /* eventfd: written by the main thread to stop the worker */
     atomic_bool stop;
     bool draining;
-    bool accepting;
     int64_t drain_deadline;
+
+    /* Accepting pauses when the process is out of fds (EMFILE, ENFILE) or memory, and resumes
+     * when a connection closes or the clock second changes (worker_accept_resume). */
+    bool accept_paused;
+    bool slot_freed; /* a connection closed since the pause */
+    int64_t accept_paused_at;
+    int held[HELD_MAX]; /* FIFO ring of sockets accepted while full, see conn_accepted */
+    unsigned held_first, held_count;
 
     int64_t now;       /* monotonic seconds, read once per loop turn */
     int64_t wall;      /* UNIX seconds of date[] */
@@ -48,9 +68,15 @@ struct worker {
     uint32_t *free_slots;
     uint32_t num_free;
     uint32_t active;
+    uint32_t reclaiming; /* idle connections closed to make room, not yet closed */
+    struct conn_list idle;  /* reclaimable at --max-conns: idle keep-alive, lingering */
+    struct conn_list heads; /* reading a request head with bytes buffered (evictable) */
 
     struct bufpool inbufs;  /* partial request heads */
     struct bufpool outbufs; /* response headers and plans */
+    size_t in_bytes;        /* input buffers held by connections, bounded by --head-memory */
+    int64_t trimmed_at;     /* w->now of the last pool trim */
+    struct errlog_limit log_accept, log_full, log_heads;
     struct fcache *cache;
 
     struct http_request req; /* scratch for the request being parsed */
@@ -68,6 +94,16 @@ bool worker_tick(struct worker *w);
 
 /* The longest the loop may sleep before the next tick is due, in milliseconds. */
 int worker_wait_ms(const struct worker *w);
+
+/* The engine's accept failed with err (-errno). For a shortage of fds or memory (EMFILE,
+ * ENFILE, ENOBUFS, ENOMEM) this logs (rate-limited), sets w->accept_paused and returns true:
+ * the engine stops accepting until worker_accept_resume says so, instead of retrying an accept
+ * that fails at once, forever. Other errors return false (retry). */
+bool worker_accept_failed(struct worker *w, int err);
+
+/* True once accepting may resume after a pause: a connection has closed (an fd is back) or a
+ * clock second has passed. Clears the pause when it says so. */
+bool worker_accept_resume(struct worker *w);
 
 void *bufpool_get(struct bufpool *bp);
 void bufpool_put(struct bufpool *bp, void *buf);
