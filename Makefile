@@ -17,7 +17,7 @@ TOOL_SRC   := $(wildcard tests/tools/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 
-.PHONY: all run check unit integration asan deps venv fuzz bench bench-quick clean format
+.PHONY: all run check unit integration asan deps venv fuzz soak bench bench-quick clean format
 
 all: $(BUILD)/ringhttpd $(BUILD)/unit $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 
@@ -86,6 +86,12 @@ fuzz:
 	        build/fuzz/corpus-$$n tests/fuzz/seeds 2>build/fuzz/$$n.log || \
 	        { tail -40 build/fuzz/$$n.log; exit 1; }; \
 	done
+
+# Minutes of mixed, partly hostile load against the ASan build on both engines, then fds and
+# RSS after an idle period against the start (tests/soak/soak.py). Not part of `check`.
+SOAK_SECONDS ?= 600 # in all, split between the engines
+soak: asan venv
+	SOAK_SECONDS=$(SOAK_SECONDS) RINGHTTPD=$(abspath build/asan/ringhttpd) $(PY) tests/soak/soak.py
 
 bench:
 	bench/run
