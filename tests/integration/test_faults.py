@@ -9,6 +9,7 @@ how fast something happens; where a wait is needed it is a poll with a generous 
 import functools
 import hashlib
 import os
+import re
 import socket
 import time
 
@@ -268,3 +269,17 @@ def test_fresh_download_not_starved_by_stalled_readers(make_server, docroot, ran
         for s in stalled:
             s.close()
     assert srv.alive()
+
+
+def test_verbose_says_which_pipes_were_obtained(make_server, docroot, engine):
+    """The splice pool is sized from the limits actually granted (here RLIMIT_NOFILE 256: a
+    quarter of it over 2 workers, 16 pipes each) and -v says what was obtained."""
+    srv = make_server(docroot, args=["-v"], wrapper=["prlimit", "--nofile=256", "--"])
+    assert fetch(srv, "/hello.txt").body == HELLO
+    if engine == "epoll":
+        return  # sendfile: no pipes
+    m = re.search(r"up to (\d+) pipes of (\d+) KiB per worker \(asked 64 of 1024 KiB; "
+                  r"fs.pipe-max-size \d+, fs.pipe-user-pages-soft \d+.*RLIMIT_NOFILE 256\)",
+                  srv.stderr_text())
+    assert m, srv.stderr_text()
+    assert 1 <= int(m.group(1)) <= 16
