@@ -862,6 +862,8 @@ static void splice_next(struct worker *w, struct uring *u, struct conn *c)
         x->flags &= ~(uint32_t)X_FULL;
         io_uring_prep_poll_add(conn_sqe(u, c, OP_POLL), c->fd, POLLOUT);
         park(u, c); /* until POLLOUT, whoever needs a pipe may take this one */
+        if (u->wait_head)
+            grant_waiters(w, u); /* ... and someone does now */
         return;
     }
     if (x->in_pipe == 0 && u->wait_head) {
