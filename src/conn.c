@@ -505,6 +505,8 @@ static void drain(struct worker *w, struct conn *c)
         conn_close(w, c);
 }
 
+/* The entry points: each ends by putting c on the list its new state calls for. */
+
 void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
 {
     received(w, c, data, n);
