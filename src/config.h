@@ -37,6 +37,7 @@ struct config {
     size_t head_memory;         /* per worker: input buffers of connections, in bytes */
     bool verbose;
     bool autoindex;
+    unsigned autoindex_limit;   /* entries a listing shows; the rest are counted in a note */
     size_t cache_size;     /* bytes of file contents each worker may hold in memory */
     size_t cache_max_file; /* files up to this size are held in memory */
     enum file_send file_send;
