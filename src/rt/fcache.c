@@ -3,6 +3,7 @@
  * bounds. */
 #include "rt/fcache.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -87,6 +88,7 @@ static void unlink_entry(struct fcache *fc, struct fentry *e)
 
 void fcache_put(struct fcache *fc, struct fentry *e)
 {
+    assert(e->refs > 0);
     if (--e->refs == 0)
         destroy(fc, e);
 }
@@ -97,6 +99,7 @@ void fcache_free(struct fcache *fc)
         return;
     while (fc->lru.lru_prev != &fc->lru)
         unlink_entry(fc, fc->lru.lru_prev);
+    assert(fc->entries == 0);
     free(fc);
 }
 
