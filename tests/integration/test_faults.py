@@ -96,7 +96,7 @@ def test_emfile_pauses_accept_without_spinning_and_recovers(make_server, docroot
         # A spinning loop burns about a core (2 s here); an idle one, a few ticks. Generous.
         assert cpu1 - cpu0 < 0.3 * (t1 - t0), f"{cpu1 - cpu0:.2f} s CPU in {t1 - t0:.2f} s"
         # Logged, rate-limited: about one line per second, whatever the number of accepts.
-        assert "Too many open files" in srv.stderr_text(), srv.stderr_text()
+        assert wait_for(lambda: "Too many open files" in srv.stderr_text()), srv.stderr_text()
         lines = [ln for ln in srv.stderr_text().splitlines() if "Too many open files" in ln]
         assert 1 <= len(lines) <= 10, lines
         assert "accept" in lines[0]
@@ -126,7 +126,7 @@ def test_max_conns_reclaims_oldest_idle_keepalive(make_server, docroot):
         idle[0].expect_close()
         for c in idle[1:]:
             assert c.request("GET", "/hello.txt").status == 200
-        assert "--max-conns 4 reached" in srv.stderr_text()
+        assert wait_for(lambda: "--max-conns 4 reached" in srv.stderr_text()), srv.stderr_text()
     finally:
         for c in idle:
             c.close()
@@ -195,7 +195,7 @@ def test_partial_head_flood_is_bounded_and_memory_comes_back(make_server, docroo
             assert peak - base < limit, f"RSS grew {peak - base} KiB"
         assert all(is_closed(s) for s in socks[:100]), "not the oldest were closed"
         assert not any(is_closed(s) for s in socks[-100:]), "the newest heads were closed"
-        assert "request heads hold" in srv.stderr_text()
+        assert wait_for(lambda: "request heads hold" in srv.stderr_text()), srv.stderr_text()
         # Others are still served while the flood holds its budget.
         assert fetch(srv, "/hello.txt").body == HELLO
     finally:
