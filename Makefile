@@ -18,7 +18,7 @@ TOOL_SRC   := $(wildcard tests/tools/*.c)
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 
 .PHONY: all run check unit integration asan deps venv fuzz bench bench-quick clean format \
-	install uninstall static test-vm
+	install uninstall static test-vm soak
 
 PREFIX     ?= /usr/local
 DESTDIR    ?=
@@ -39,9 +39,9 @@ $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 
 # The unit binary also links the engines' shared send loop (tested against real sockets), their
 # capability decision (caps.c needs no ring), the io_uring SQE source (on real rings), the timer
-# wheel and the file cache (tested against a real directory).
+# wheel, the file cache (tested against a real directory) and the splice pipe sizing.
 UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c \
-             src/rt/timer.c src/rt/fcache.c
+             src/rt/timer.c src/rt/fcache.c src/rt/pipesize.c
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -luring
 
@@ -132,6 +132,12 @@ uninstall:
 # a container runs as a non-root USER instead (Containerfile).
 static:
 	@$(MAKE) --no-print-directory BUILD=build/static LDFLAGS="-static" build/static/ringhttpd
+
+# Minutes of mixed, partly hostile load against the ASan build on both engines, then fds and
+# RSS after an idle period against the start (tests/soak/soak.py). Not part of `check`.
+SOAK_SECONDS ?= 600 # in all, split between the engines
+soak: asan venv
+	SOAK_SECONDS=$(SOAK_SECONDS) RINGHTTPD=$(abspath build/asan/ringhttpd) $(PY) tests/soak/soak.py
 
 bench:
 	bench/run

@@ -26,7 +26,10 @@ static const char usage_text[] =
     "      --keepalive-timeout S  close idle keep-alive connections after S seconds (15)\n"
     "      --header-timeout S     close connections whose request head takes longer (10)\n"
     "      --drain-timeout S      on SIGTERM, wait at most S seconds for responses (10)\n"
-    "      --max-conns N          connections per worker (16384)\n"
+    "      --max-conns N          connections per worker (16384); when all are taken, idle\n"
+    "                             keep-alive connections are closed for new ones, oldest first\n"
+    "      --head-memory BYTES    input buffers of partial request heads per worker (32M;\n"
+    "                             K/M/G, at least 64K); past it the oldest partial heads close\n"
     "      --autoindex            list directories that have no index.html\n"
     "      --autoindex-limit N    entries a listing shows, the rest counted in a note (10000)\n"
     "      --cache-control VALUE  Cache-Control header for successful responses\n"
@@ -40,7 +43,8 @@ static const char usage_text[] =
     "      --file-send MODE       how io_uring sends larger files: splice (file -> pipe ->\n"
     "                             socket as io_uring operations: the file is read off the loop)\n"
     "                             or sendfile (from the loop); default splice. epoll: sendfile\n"
-    "      --splice-pipes N       pipes per worker for --file-send splice (64); more\n"
+    "      --splice-pipes N       most pipes per worker for --file-send splice (64; fewer or\n"
+    "                             smaller when the pipe and fd limits say so, see -v); more\n"
     "                             concurrent downloads wait their turn, none fails\n"
     "      --send-lowat BYTES     most unsent bytes queued on a socket (TCP_NOTSENT_LOWAT,\n"
     "                             128K; K/M/G); 0 leaves the kernel's unlimited default\n"
@@ -64,7 +68,8 @@ static const char usage_text[] =
     "                             where the kernel has it: reads below DOCROOT's directory)\n"
     "  -v, --verbose              print what the kernel offers at start: io_uring's setup\n"
     "                             mode, opcodes and features tried for real, and whether it\n"
-    "                             has kernel TLS (the tls ULP); each compressed variant made\n"
+    "                             has kernel TLS (the tls ULP); the pipes obtained; each compressed\n"
+    "                             variant made\n"
     "  -h, --help                 print this help and exit\n"
     "      --version              print the version and exit\n";
 
@@ -74,6 +79,7 @@ enum {
     OPT_HEADER_TIMEOUT,
     OPT_DRAIN,
     OPT_MAX_CONNS,
+    OPT_HEAD_MEMORY,
     OPT_AUTOINDEX,
     OPT_AUTOINDEX_LIMIT,
     OPT_CACHE_CONTROL,
@@ -107,6 +113,7 @@ static const struct option long_options[] = {
     {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
     {"drain-timeout", required_argument, NULL, OPT_DRAIN},
     {"max-conns", required_argument, NULL, OPT_MAX_CONNS},
+    {"head-memory", required_argument, NULL, OPT_HEAD_MEMORY},
     {"autoindex", no_argument, NULL, OPT_AUTOINDEX},
     {"autoindex-limit", required_argument, NULL, OPT_AUTOINDEX_LIMIT},
     {"cache-control", required_argument, NULL, OPT_CACHE_CONTROL},
@@ -345,6 +352,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         .header_timeout = 10,
         .drain_timeout = 10,
         .max_conns = 16384,
+        .head_memory = 32u << 20,
         .autoindex_limit = 10000,
         .cache_size = 64u << 20,
         .cache_max_file = 256u << 10,
@@ -404,6 +412,11 @@ int config_parse(struct config *cfg, int argc, char **argv)
             if (parse_uint(optarg, 1, 1u << 20, &v) != 0)
                 return usage_error("--max-conns wants 1..1048576, got '%s'", optarg);
             cfg->max_conns = (unsigned)v;
+            break;
+        case OPT_HEAD_MEMORY:
+            if (parse_size(optarg, &cfg->head_memory) != 0 || cfg->head_memory < (64u << 10))
+                return usage_error("--head-memory wants a byte count of at least 64K, got '%s'",
+                                   optarg);
             break;
         case OPT_AUTOINDEX:
             cfg->autoindex = true;

@@ -36,6 +36,7 @@ struct config {
     unsigned header_timeout;    /* seconds */
     unsigned drain_timeout;     /* seconds a SIGTERM waits for responses in flight */
     unsigned max_conns;         /* per worker */
+    size_t head_memory;         /* per worker: input buffers of connections, in bytes */
     bool verbose;
     bool autoindex;
     unsigned autoindex_limit;   /* entries a listing shows; the rest are counted in a note */

@@ -9,9 +9,11 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "engine/engine.h"
+#include "rt/errlog.h"
 #include "rt/worker.h"
 #include "serve.h"
 
@@ -33,6 +35,102 @@
 
 static void process(struct worker *w, struct conn *c);
 
+/* The worker's lists a connection can be on (c->lru), each in the order connections joined it:
+ * idle ones are what --max-conns reclaims, oldest first; heads are what --head-memory evicts,
+ * oldest first. The two are exclusive: an idle connection has nothing buffered. */
+enum lru { LRU_NONE, LRU_IDLE, LRU_HEADS };
+
+static struct conn_list *lru_list(struct worker *w, unsigned which)
+{
+    return which == LRU_IDLE ? &w->idle : &w->heads;
+}
+
+static void lru_unlink(struct worker *w, struct conn *c)
+{
+    if (c->lru == LRU_NONE)
+        return;
+    struct conn_list *l = lru_list(w, c->lru);
+    if (c->lru_prev)
+        c->lru_prev->lru_next = c->lru_next;
+    else
+        l->first = c->lru_next;
+    if (c->lru_next)
+        c->lru_next->lru_prev = c->lru_prev;
+    else
+        l->last = c->lru_prev;
+    c->lru_prev = c->lru_next = NULL;
+    c->lru = LRU_NONE;
+}
+
+/* Puts c on the list its state calls for, keeping its place if it is on it already. Called at
+ * the end of every entry point that can change the state. */
+static void lru_update(struct worker *w, struct conn *c)
+{
+    unsigned want = LRU_NONE;
+    if (c->state == CONN_LINGERING ||
+        (c->state == CONN_READING && !c->in_request && c->in_len == 0 && c->discard == 0))
+        want = LRU_IDLE;
+    else if (c->state == CONN_READING && c->in)
+        want = LRU_HEADS;
+    if (want == c->lru)
+        return;
+    lru_unlink(w, c);
+    if (want == LRU_NONE)
+        return;
+    struct conn_list *l = lru_list(w, want);
+    c->lru = (uint8_t)want;
+    c->lru_prev = l->last;
+    if (l->last)
+        l->last->lru_next = c;
+    else
+        l->first = c;
+    l->last = c;
+}
+
+/* Every slot is taken: hold fd for the slot the oldest idle connection frees as it closes.
+ * Each held socket has one reclaimed connection closing for it. */
+static bool hold(struct worker *w, int fd)
+{
+    if (w->held_count == HELD_MAX)
+        return false;
+    if (w->reclaiming <= w->held_count) {
+        struct conn *old = w->idle.first;
+        if (!old) {
+            errlog_limited(&w->log_full, ERRLOG_WARN,
+                           "worker %d: --max-conns %u reached, none idle: refusing a connection",
+                           w->id, w->cfg->max_conns);
+            return false;
+        }
+        errlog_limited(&w->log_full, ERRLOG_WARN,
+                       "worker %d: --max-conns %u reached: closing idle connections, oldest first",
+                       w->id, w->cfg->max_conns);
+        old->reclaimed = true;
+        w->reclaiming++;
+        conn_close(w, old);
+    }
+    w->held[(w->held_first + w->held_count++) % HELD_MAX] = fd;
+    return true;
+}
+
+int conn_held_take(struct worker *w)
+{
+    if (w->held_count == 0 || w->num_free == 0 || w->draining)
+        return -1;
+    int fd = w->held[w->held_first];
+    w->held_first = (w->held_first + 1) % HELD_MAX;
+    w->held_count--;
+    return fd;
+}
+
+void conn_held_close(struct worker *w)
+{
+    while (w->held_count) {
+        close(w->held[w->held_first]);
+        w->held_first = (w->held_first + 1) % HELD_MAX;
+        w->held_count--;
+    }
+}
+
 /* The clock has one-second resolution: `now + secs` could be reached after a few milliseconds,
  * so a deadline is rounded up and fires between secs and secs + 1 seconds from now. */
 static void arm(struct worker *w, struct conn *c, unsigned secs)
@@ -40,10 +138,13 @@ static void arm(struct worker *w, struct conn *c, unsigned secs)
     timer_set(&w->wheel, &c->timer, w->now + secs + 1);
 }
 
-struct conn *conn_accepted(struct worker *w, int fd)
+struct conn *conn_accepted(struct worker *w, int fd, bool *held)
 {
-    if (w->num_free == 0)
+    *held = false;
+    if (w->num_free == 0) {
+        *held = !w->draining && hold(w, fd); /* a drain closes held sockets: hold none */
         return NULL;
+    }
     uint32_t slot = w->free_slots[--w->num_free];
     struct conn *c = &w->conns[slot];
     uint32_t gen = c->gen + 1; /* a never-used slot is zeroed: generation 1 */
@@ -56,14 +157,20 @@ struct conn *conn_accepted(struct worker *w, int fd)
     c->recv_on = true;
     w->active++;
     arm(w, c, w->cfg->header_timeout);
+    lru_update(w, c);
     return c;
 }
+
+static void release_input(struct worker *w, struct conn *c);
 
 void conn_close(struct worker *w, struct conn *c)
 {
     if (c->state == CONN_CLOSING || c->state == CONN_FREE)
         return;
     c->state = CONN_CLOSING;
+    lru_unlink(w, c);
+    /* Nothing reads the input once closing: give its memory back now, not at conn_closed. */
+    release_input(w, c);
     timer_cancel(&c->timer);
     w->eng->close(w, c);
 }
@@ -79,6 +186,8 @@ static void release_response(struct worker *w, struct conn *c)
 
 static void release_input(struct worker *w, struct conn *c)
 {
+    if (c->in)
+        w->in_bytes -= c->in_cap;
     if (c->in && c->in_cap > CONN_INPUT_CAP)
         free(c->in);
     else if (c->in)
@@ -90,13 +199,16 @@ static void release_input(struct worker *w, struct conn *c)
 
 void conn_closed(struct worker *w, struct conn *c)
 {
-    assert(c->state == CONN_CLOSING);
+    assert(c->state == CONN_CLOSING && c->lru == LRU_NONE);
     release_response(w, c);
     release_input(w, c);
     c->state = CONN_FREE;
     c->gen++; /* anything still naming the old generation is stale */
     w->free_slots[w->num_free++] = c->slot;
     w->active--;
+    if (c->reclaimed)
+        w->reclaiming--;
+    w->slot_freed = true; /* an fd is back: a paused accept may resume */
 }
 
 /* Whether more bytes are welcome: not once the connection is to close after its response, and
@@ -204,21 +316,41 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
     return used;
 }
 
+/* Makes room for more bytes of input buffers within --head-memory by closing the connections
+ * that have waited longest with a partial head (other than c); false when that is not enough.
+ * Issue 10: 10 000 clients holding 16 KB partial heads grew a worker by ~200 MB; bounded, a
+ * flood of slow heads costs the slowest of them their connection, not the worker its memory. */
+static bool input_room(struct worker *w, struct conn *c, size_t more)
+{
+    while (w->in_bytes + more > w->cfg->head_memory) {
+        struct conn *old = w->heads.first == c ? c->lru_next : w->heads.first;
+        if (!old)
+            return false;
+        errlog_limited(&w->log_heads, ERRLOG_WARN,
+                       "worker %d: request heads hold %zu bytes (--head-memory %zu): closing "
+                       "the oldest partial ones",
+                       w->id, w->in_bytes, w->cfg->head_memory);
+        conn_close(w, old);
+    }
+    return true;
+}
+
 /* Appends bytes to the input buffer; false when they do not fit. */
 static bool buffer_input(struct worker *w, struct conn *c, const char *data, size_t len)
 {
     if (len == 0)
         return true;
     if (!c->in) {
-        if (!(c->in = bufpool_get(&w->inbufs)))
+        if (!input_room(w, c, CONN_INPUT_CAP) || !(c->in = bufpool_get(&w->inbufs)))
             return false;
         c->in_cap = CONN_INPUT_CAP;
+        w->in_bytes += CONN_INPUT_CAP;
     }
     if (len > c->in_cap - c->in_len) {
         size_t cap = c->in_cap;
         while (cap - c->in_len < len && cap < INPUT_MAX)
             cap *= 2;
-        if (cap - c->in_len < len)
+        if (cap - c->in_len < len || !input_room(w, c, cap - c->in_cap))
             return false;
         char *bigger = malloc(cap);
         if (!bigger)
@@ -229,6 +361,7 @@ static bool buffer_input(struct worker *w, struct conn *c, const char *data, siz
         c->in = bigger;
         c->in_cap = (uint32_t)cap;
         c->in_len = len_kept;
+        w->in_bytes += cap;
     }
     memcpy(c->in + c->in_len, data, len);
     c->in_len += (uint32_t)len;
@@ -257,7 +390,7 @@ static void process(struct worker *w, struct conn *c)
     set_recv(w, c, wants_input(c));
 }
 
-void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
+static void received(struct worker *w, struct conn *c, const char *data, ssize_t n)
 {
     if (c->state == CONN_LINGERING) {
         if (n <= 0)
@@ -323,7 +456,7 @@ static void linger(struct worker *w, struct conn *c)
     set_recv(w, c, true);
 }
 
-void conn_sent(struct worker *w, struct conn *c, int err)
+static void sent(struct worker *w, struct conn *c, int err)
 {
     if (c->state != CONN_SENDING)
         return;
@@ -351,7 +484,7 @@ static uint64_t bytes_left(const struct plan *p)
     return left;
 }
 
-void conn_timeout(struct worker *w, struct conn *c)
+static void timeout(struct worker *w, struct conn *c)
 {
     if (c->state == CONN_SENDING && c->resp) {
         /* Still moving: give it another period. */
@@ -365,7 +498,7 @@ void conn_timeout(struct worker *w, struct conn *c)
     conn_close(w, c);
 }
 
-void conn_drain(struct worker *w, struct conn *c)
+static void drain(struct worker *w, struct conn *c)
 {
     /* Responses in flight are finished; an idle keep-alive connection or a request head still
      * arriving has none yet. A connection accepted but not yet read from is answered: its
@@ -374,4 +507,30 @@ void conn_drain(struct worker *w, struct conn *c)
     if (c->state == CONN_LINGERING ||
         (c->state == CONN_READING && (c->served || c->in_request || c->in_len)))
         conn_close(w, c);
+}
+
+/* The entry points: each ends by putting c on the list its new state calls for. */
+
+void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
+{
+    received(w, c, data, n);
+    lru_update(w, c);
+}
+
+void conn_sent(struct worker *w, struct conn *c, int err)
+{
+    sent(w, c, err);
+    lru_update(w, c);
+}
+
+void conn_timeout(struct worker *w, struct conn *c)
+{
+    timeout(w, c);
+    lru_update(w, c);
+}
+
+void conn_drain(struct worker *w, struct conn *c)
+{
+    drain(w, c);
+    lru_update(w, c);
 }

@@ -41,6 +41,9 @@ struct conn {
     bool eof;           /* the peer shut down its side */
     bool in_request;    /* bytes of a request have arrived since the last response */
     bool served;        /* a response has been started on this connection */
+    bool reclaimed;     /* closed to make room at --max-conns (counted in w->reclaiming) */
+    uint8_t lru;        /* which of the worker's lists c is on (conn.c's enum lru) */
+    struct conn *lru_prev, *lru_next; /* w->idle or w->heads: oldest first */
     uint64_t discard;   /* body bytes of the current request still to skip */
     uint64_t send_left; /* bytes the response had left at the last timeout check */
     int64_t linger_end; /* CONN_LINGERING: when to close even if the client still sends */
@@ -63,9 +66,20 @@ static inline bool conn_open(const struct conn *c)
 
 /* Engine callbacks. */
 
-/* A new socket was accepted. Returns its connection, or NULL when the worker cannot take it
- * (full): the engine then closes fd. Receiving starts on. During a drain it gets one answer. */
-struct conn *conn_accepted(struct worker *w, int fd);
+/* A new socket was accepted. Returns its connection (receiving starts on), or NULL when the
+ * worker cannot take it now. Then *held tells who owns fd: true when every slot is taken and the
+ * oldest idle connection (keep-alive or lingering) is being closed to make room, as nginx's
+ * ngx_drain_connections does: fd waits in w->held until conn_held_take hands it back; false
+ * when the engine is to close it (full with nothing idle to reclaim, or full in a drain).
+ * During a drain a connection it takes gets one answer. */
+struct conn *conn_accepted(struct worker *w, int fd, bool *held);
+
+/* A held socket (see conn_accepted) for which a slot is free now, or -1; the engine starts it
+ * as it starts a newly accepted one. Called by the engine after each batch of completions. */
+int conn_held_take(struct worker *w);
+
+/* Closes every held socket (drain, exit). */
+void conn_held_close(struct worker *w);
 
 /* n > 0: bytes arrived (data is valid only during the call); n == 0: the peer closed its
  * side; n < 0: -errno, the connection is dead. */

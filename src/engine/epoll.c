@@ -121,13 +121,16 @@ static void ep_close(struct worker *w, struct conn *c)
     queue(w->engine_state, c, F_CLOSED);
 }
 
-/* Takes one accepted socket: a connection in the epoll set, or closed when none can be had. */
+/* Takes one accepted (or held, see conn_accepted) socket: a connection in the epoll set, held
+ * for a slot being reclaimed, or closed when none can be had. */
 static bool accept_one(struct worker *w, int fd)
 {
     struct ep *e = w->engine_state;
-    struct conn *c = conn_accepted(w, fd);
+    bool held;
+    struct conn *c = conn_accepted(w, fd, &held);
     if (!c) {
-        close(fd);
+        if (!held)
+            close(fd);
         return true;
     }
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
@@ -145,13 +148,33 @@ static void ep_stop_accept(struct worker *w)
     worker_close_listener(w, accept_one);
 }
 
-static void do_accept(struct worker *w)
+/* The listener is level-triggered: a pending connection that accept4 cannot take (EMFILE) is
+ * reported again at once, forever (issue 10: 100% CPU). So on a shortage the listener leaves
+ * the epoll set until worker_accept_resume lets it back. */
+static void do_accept(struct worker *w, struct ep *e)
 {
     for (int i = 0; i < ACCEPT_BATCH && w->listen_fd >= 0; i++) {
         int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-            return; /* EAGAIN, or EMFILE and friends: level-triggered, we'll be back */
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN && worker_accept_failed(w, -errno))
+                epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listen_fd, NULL);
+            return;
+        }
         accept_one(w, fd);
+    }
+}
+
+/* Once per loop turn: sockets held for reclaimed slots, and a paused listener. */
+static void accept_more(struct worker *w, struct ep *e)
+{
+    int fd;
+    while ((fd = conn_held_take(w)) >= 0)
+        accept_one(w, fd);
+    if (w->accept_paused && w->listen_fd >= 0 && worker_accept_resume(w)) {
+        struct epoll_event lev = {.events = EPOLLIN, .data.u64 = tag(K_LISTEN, NULL)};
+        epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->listen_fd, &lev);
     }
 }
 
@@ -209,6 +232,7 @@ static int ep_run(struct worker *w)
     struct epoll_event events[MAX_EVENTS];
 
     while (worker_tick(w)) {
+        accept_more(w, e);
         int n = epoll_wait(e->epfd, events, MAX_EVENTS, e->ready ? 0 : worker_wait_ms(w));
         if (n < 0 && errno != EINTR)
             return -errno;
@@ -216,7 +240,7 @@ static int ep_run(struct worker *w)
             struct tag t = tag_decode(events[i].data.u64);
             enum kind k = (enum kind)t.op;
             if (k == K_LISTEN) {
-                do_accept(w);
+                do_accept(w, e);
             } else if (k == K_WAKE) {
                 uint64_t v;
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)

@@ -16,13 +16,18 @@
  * - splice (default): IORING_OP_SPLICE file -> pipe linked (IOSQE_IO_LINK) to pipe -> socket,
  *   one pipe-full per step. io_uring runs splices in its io-wq workers, so a cold file is read
  *   from disk there while the loop keeps serving. Pipes come from a bounded per-worker pool
- *   (--splice-pipes, created lazily, F_SETPIPE_SZ'd to PIPE_BYTES when the pipe-user-pages
- *   limits allow): a pipe per connection would exhaust fs.pipe-user-pages-soft long before
- *   1000 downloads. A connection that finds no free pipe waits in a FIFO queue, never fails. A
- *   short file splice breaks the link (the socket splice completes -ECANCELED); a short socket
- *   splice (the usual case under TCP_NOTSENT_LOWAT) leaves bytes in the pipe, flushed after
- *   POLLOUT by a non-blocking splice(2) from the loop before more is read. A pipe goes
- *   back to the pool only empty; one left with bytes by an error or a close is closed.
+ *   (at most --splice-pipes, fewer or smaller as rt/pipesize reads the kernel's limits; made
+ *   on first use, closed after PIPE_IDLE seconds unused): a pipe per connection would exhaust
+ *   fs.pipe-user-pages-soft long before 1000 downloads. A short file splice breaks the link
+ *   (the socket splice completes -ECANCELED); a short socket splice (the usual case under
+ *   TCP_NOTSENT_LOWAT) leaves bytes in the pipe, flushed after POLLOUT by a non-blocking
+ *   splice(2) from the loop before more is read. While it waits for POLLOUT the connection is
+ *   "parked": its pipe may be taken by a connection that needs one (oldest parked first), its
+ *   bytes dropped into /dev/null (they are still in the file: the plan's cursor counts only
+ *   bytes the socket took), so clients that stop reading hold no pipe anyone else needs
+ *   (issue 10 item 7). Only with every pipe in a splice does a connection wait, in a FIFO
+ *   queue, never failing. A pipe goes back to the pool only empty; one left with bytes by an
+ *   error or a close is closed.
  * - sendfile: sendplan (sendfile from the loop, zero-copy) and a POLL_ADD when the socket is
  *   full; it blocks the loop while a cold file is read.
  *
@@ -51,6 +56,8 @@
 #include "engine/sendplan.h"
 #include "engine/sqe.h"
 #include "engine/tag.h"
+#include "rt/errlog.h"
+#include "rt/pipesize.h"
 #include "rt/worker.h"
 #include "serve.h"
 
@@ -60,6 +67,7 @@
 #define BUF_SIZE 4096
 #define BGID 0
 #define PIPE_BYTES (1u << 20) /* asked of F_SETPIPE_SZ: one splice step moves at most this */
+#define PIPE_IDLE 10          /* seconds a free pipe is kept before it is closed */
 
 enum op {
     OP_ACCEPT = 1,
@@ -91,6 +99,7 @@ struct upipe {
     int fd[2];           /* -1 while the slot holds no pipe */
     unsigned cap;        /* bytes one step may put in it */
     struct upipe *next;  /* free list */
+    int64_t freed_at;    /* w->now when it went on the free list */
 };
 
 /* xfer flags */
@@ -99,6 +108,7 @@ struct upipe {
 #define X_WAIT 0x4 /* queued for a pipe */
 #define X_FULL 0x8 /* the socket took less than offered: wait for POLLOUT before the next step */
 #define X_SENDFILE 0x10 /* waited too long for a pipe: the rest of this response by sendfile */
+#define X_PARKED 0x20   /* holds a pipe while a POLLOUT wait is in flight: the pipe may go */
 
 /* A connection waits at most this long (seconds, give or take one) for a pipe before its
  * response goes by sendfile: clients that stop reading hold their pipes (with bytes in them)
@@ -113,6 +123,7 @@ struct xfer {
     uint32_t want_in;   /* length of the OP_SPLICE_IN in flight */
     uint32_t want_out;  /* length of the OP_SPLICE_OUT in flight */
     uint32_t wait_next; /* next waiter's slot + 1, 0 at the tail */
+    uint32_t park_prev, park_next; /* the parked list, slot + 1, 0 at the ends */
     uint32_t flags;
     int err; /* first failure of the current step */
     int64_t wait_since; /* w->now when it joined the wait queue */
@@ -125,17 +136,22 @@ struct uring {
     char *bufs;
     unsigned buf_returned; /* buffers added since the last advance */
     bool accept_armed;
-    bool accept_rearm; /* re-arm at the next tick (after EMFILE and the like) */
     bool cqe_skip; /* IOSQE_CQE_SKIP_SUCCESS works (5.17) */
     uint64_t wake_val;
     struct __kernel_timespec tick; /* read by the kernel when the TIMEOUT is submitted */
     struct conn *ready; /* connections with a completion to report from the loop */
     /* --file-send splice; xfers is NULL in sendfile mode */
     struct xfer *xfers;
-    struct upipe *pipes; /* cfg->splice_pipes slots */
+    struct upipe *pipes; /* pipe_max slots */
     struct upipe *pipe_free;
+    unsigned pipe_max;              /* pipes this worker may make (rt/pipesize) */
+    unsigned pipe_bytes;            /* F_SETPIPE_SZ asked for each */
     unsigned pipe_count;            /* slots holding a pipe */
     uint32_t wait_head, wait_tail;  /* FIFO of connections waiting for a pipe, slot + 1 */
+    uint32_t park_head, park_tail;  /* parked connections, oldest first, slot + 1 */
+    int devnull;                    /* where a taken pipe's bytes are dropped */
+    int64_t pipes_checked;          /* w->now of the last idle-pipe check */
+    struct errlog_limit log_pipe;
 };
 
 /* An operation's user_data (engine/tag.h): for c, or for the worker when c is NULL. */
@@ -229,28 +245,46 @@ static int setup_splice(struct worker *w, struct uring *u)
             fprintf(stderr, "ringhttpd: io_uring has no SPLICE here; files go by sendfile\n");
         return 0;
     }
+    struct pipe_limits lim;
+    struct pipe_plan plan;
+    pipesize_read(&lim);
+    pipesize_plan(&lim, cfg->splice_pipes, PIPE_BYTES, (unsigned)cfg->threads, &plan);
+    u->pipe_max = plan.count;
+    u->pipe_bytes = plan.bytes;
     u->xfers = calloc(cfg->max_conns, sizeof(*u->xfers));
-    u->pipes = calloc(cfg->splice_pipes, sizeof(*u->pipes));
+    u->pipes = calloc(u->pipe_max, sizeof(*u->pipes));
     if (!u->xfers || !u->pipes)
         return -ENOMEM;
-    for (unsigned i = 0; i < cfg->splice_pipes; i++)
+    for (unsigned i = 0; i < u->pipe_max; i++)
         u->pipes[i].fd[0] = u->pipes[i].fd[1] = -1;
-    if (cfg->verbose && w->id == 0)
-        fprintf(stderr, "ringhttpd: files by io_uring splice, up to %u pipes of %u KiB per worker\n",
-                cfg->splice_pipes, PIPE_BYTES >> 10);
+    u->devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (u->devnull < 0)
+        return -errno;
+    if ((cfg->verbose || plan.shrunk) && w->id == 0)
+        fprintf(stderr,
+                "ringhttpd: files by io_uring splice: up to %u pipes of %u KiB per worker (asked "
+                "%u of %u KiB; fs.pipe-max-size %llu, fs.pipe-user-pages-soft %llu%s, "
+                "RLIMIT_NOFILE %llu)\n",
+                plan.count, plan.bytes >> 10, cfg->splice_pipes, PIPE_BYTES >> 10,
+                (unsigned long long)lim.max_size, (unsigned long long)lim.soft_pages,
+                lim.privileged ? " (not applied: privileged)" : "",
+                (unsigned long long)lim.nofile);
     return 0;
 }
 
 static void release_splice(struct worker *w, struct uring *u)
 {
+    (void)w;
     if (u->pipes) {
-        for (unsigned i = 0; i < w->cfg->splice_pipes; i++) {
+        for (unsigned i = 0; i < u->pipe_max; i++) {
             if (u->pipes[i].fd[0] >= 0) {
                 close(u->pipes[i].fd[0]);
                 close(u->pipes[i].fd[1]);
             }
         }
     }
+    if (u->devnull >= 0)
+        close(u->devnull);
     free(u->pipes);
     free(u->xfers);
     u->pipes = NULL;
@@ -262,6 +296,7 @@ static int uring_init(struct worker *w)
     struct uring *u = calloc(1, sizeof(*u));
     if (!u)
         return -ENOMEM;
+    u->devnull = -1;
     int rc = setup_ring(u, w->caps);
     if (rc < 0) {
         free(u);
@@ -360,9 +395,9 @@ static struct upipe *pipe_get(struct worker *w, struct uring *u)
         u->pipe_free = pp->next;
         return pp;
     }
-    if (u->pipe_count == w->cfg->splice_pipes)
+    if (u->pipe_count == u->pipe_max)
         return NULL;
-    for (unsigned i = 0; i < w->cfg->splice_pipes; i++) {
+    for (unsigned i = 0; i < u->pipe_max; i++) {
         pp = &u->pipes[i];
         if (pp->fd[0] >= 0)
             continue;
@@ -374,9 +409,14 @@ static struct upipe *pipe_get(struct worker *w, struct uring *u)
         }
         /* Past fs.pipe-user-pages-soft an unprivileged user is refused (EPERM): keep the
          * default size then, a smaller step but a working one. */
-        int sz = fcntl(pp->fd[0], F_SETPIPE_SZ, (int)PIPE_BYTES);
-        if (sz < 0)
+        int sz = fcntl(pp->fd[0], F_SETPIPE_SZ, (int)u->pipe_bytes);
+        if (sz < 0) {
             sz = fcntl(pp->fd[0], F_GETPIPE_SZ);
+            errlog_limited(&u->log_pipe, ERRLOG_WARN,
+                           "worker %d: a splice pipe got %d KiB of the %u KiB asked (another "
+                           "process of this user holds pipe pages: fs.pipe-user-pages-soft)",
+                           w->id, sz > 0 ? sz >> 10 : 0, u->pipe_bytes >> 10);
+        }
         pp->cap = sz > 0 ? (unsigned)sz : 4096;
         u->pipe_count++;
         return pp;
@@ -392,6 +432,90 @@ static void pipe_destroy(struct uring *u, struct upipe *pp)
     u->pipe_count--;
 }
 
+/* An empty pipe back to the pool. */
+static void pipe_put(struct worker *w, struct uring *u, struct upipe *pp)
+{
+    pp->freed_at = w->now;
+    pp->next = u->pipe_free;
+    u->pipe_free = pp;
+}
+
+/* Once a second: pipes unused for PIPE_IDLE seconds are closed, so a burst of downloads does
+ * not keep its pipes' pages (and the user's pipe-pages budget) for good. */
+static void pipes_trim(struct worker *w, struct uring *u)
+{
+    if (u->pipes_checked == w->now)
+        return;
+    u->pipes_checked = w->now;
+    for (struct upipe **pp = &u->pipe_free; *pp;) {
+        struct upipe *p = *pp;
+        if (w->now - p->freed_at >= PIPE_IDLE) {
+            *pp = p->next;
+            pipe_destroy(u, p);
+        } else {
+            pp = &p->next;
+        }
+    }
+}
+
+static void park_remove(struct uring *u, struct conn *c)
+{
+    struct xfer *x = &u->xfers[c->slot];
+    if (!(x->flags & X_PARKED))
+        return;
+    if (x->park_prev)
+        u->xfers[x->park_prev - 1].park_next = x->park_next;
+    else
+        u->park_head = x->park_next;
+    if (x->park_next)
+        u->xfers[x->park_next - 1].park_prev = x->park_prev;
+    else
+        u->park_tail = x->park_prev;
+    x->park_prev = x->park_next = 0;
+    x->flags &= ~(uint32_t)X_PARKED;
+}
+
+/* c holds a pipe and waits for POLLOUT: until it comes, the pipe may be taken (take_parked). */
+static void park(struct uring *u, struct conn *c)
+{
+    struct xfer *x = &u->xfers[c->slot];
+    x->flags |= X_PARKED;
+    x->park_next = 0;
+    x->park_prev = u->park_tail;
+    if (u->park_tail)
+        u->xfers[u->park_tail - 1].park_next = c->slot + 1;
+    else
+        u->park_head = c->slot + 1;
+    u->park_tail = c->slot + 1;
+}
+
+/* The pipe of the connection parked longest (a client that stopped reading, most likely),
+ * emptied into /dev/null; NULL when none is parked. Its owner takes a pipe again when its
+ * POLLOUT comes, and re-reads the dropped bytes from the file: they were never counted as
+ * sent. A pipe that cannot be emptied is closed and a new one made. */
+static struct upipe *take_parked(struct worker *w, struct uring *u)
+{
+    if (!u->park_head)
+        return NULL;
+    struct conn *c = &w->conns[u->park_head - 1];
+    struct xfer *x = &u->xfers[c->slot];
+    struct upipe *pp = x->pipe;
+    park_remove(u, c);
+    x->pipe = NULL;
+    uint32_t left = x->in_pipe;
+    x->in_pipe = 0;
+    while (left > 0) {
+        ssize_t n = splice(pp->fd[0], NULL, u->devnull, NULL, left, SPLICE_F_NONBLOCK);
+        if (n <= 0)
+            break;
+        left -= (uint32_t)n;
+    }
+    if (left == 0)
+        return pp;
+    pipe_destroy(u, pp);
+    return pipe_get(w, u);
+}
+
 static void splice_step(struct uring *u, struct conn *c);
 
 /* Hands free (or newly made) pipes to waiting connections, oldest first. */
@@ -399,7 +523,7 @@ static void grant_waiters(struct worker *w, struct uring *u)
 {
     while (u->wait_head) {
         struct upipe *pp = pipe_get(w, u);
-        if (!pp)
+        if (!pp && !(pp = take_parked(w, u)))
             return;
         struct conn *c = slot_conn(w, u->wait_head);
         struct xfer *x = &u->xfers[c->slot];
@@ -442,12 +566,12 @@ static void xfer_release(struct worker *w, struct uring *u, struct conn *c)
     struct xfer *x = &u->xfers[c->slot];
     if (x->flags & X_WAIT)
         wait_remove(u, c);
+    park_remove(u, c);
     struct upipe *pp = x->pipe;
     if (pp) {
         int queued = -1;
         if (x->in_pipe == 0 && ioctl(pp->fd[0], FIONREAD, &queued) == 0 && queued == 0) {
-            pp->next = u->pipe_free;
-            u->pipe_free = pp;
+            pipe_put(w, u, pp);
         } else {
             pipe_destroy(u, pp);
         }
@@ -497,6 +621,8 @@ static bool file_send(struct worker *w, struct uring *u, struct conn *c)
         return false;
     if (!x->pipe) {
         x->pipe = pipe_get(w, u);
+        if (!x->pipe && !u->wait_head)
+            x->pipe = take_parked(w, u);
         if (!x->pipe) {
             if (u->pipe_count == 0)
                 return false; /* no pipe at all (out of fds): sendfile instead */
@@ -621,13 +747,15 @@ static void uring_shutdown(struct worker *w, struct conn *c)
 }
 
 /* Takes one socket accepted outside the multishot accept (the drain empties the listener). */
+/* Starts a connection on an accepted (or held, see conn_accepted) socket. */
 static bool accept_one(struct worker *w, int fd)
 {
-    struct conn *c = conn_accepted(w, fd);
+    bool held;
+    struct conn *c = conn_accepted(w, fd, &held);
     if (c)
         arm_recv(w->engine_state, c);
-    else
-        close(fd);
+    else if (!held)
+        close(fd); /* full of busy connections */
     return true;
 }
 
@@ -636,7 +764,6 @@ static bool accept_one(struct worker *w, int fd)
 static void uring_stop_accept(struct worker *w)
 {
     struct uring *u = w->engine_state;
-    u->accept_rearm = false;
     if (!u->accept_armed) {
         worker_close_listener(w, accept_one);
         return;
@@ -648,26 +775,31 @@ static void uring_stop_accept(struct worker *w)
 
 static void on_accept(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe)
 {
-    if (cqe->res >= 0) {
-        struct conn *c = conn_accepted(w, cqe->res);
-        if (c)
-            arm_recv(u, c);
-        else
-            close(cqe->res); /* full */
-    }
+    if (cqe->res >= 0)
+        accept_one(w, cqe->res);
     if (!(cqe->flags & IORING_CQE_F_MORE)) {
         u->accept_armed = false;
         if (w->draining && !w->accepting) {
             worker_close_listener(w, accept_one);
             return;
         }
-        /* Out of fds or memory: retry at the next tick instead of spinning on the error. */
-        if (cqe->res == -EMFILE || cqe->res == -ENFILE || cqe->res == -ENOMEM ||
-            cqe->res == -ENOBUFS || w->draining)
-            u->accept_rearm = true;
-        else
-            arm_accept(w, u);
+        /* Out of fds or memory: the multishot accept ended, and re-armed at once it would fail
+         * at once, every loop turn (issue 10: 100% CPU). It stays off until a connection
+         * closes or a second passes (worker_accept_resume). */
+        if (cqe->res < 0 && worker_accept_failed(w, cqe->res))
+            return;
+        arm_accept(w, u);
     }
+}
+
+/* Once per loop turn: sockets held for reclaimed slots, and a paused accept. */
+static void accept_more(struct worker *w, struct uring *u)
+{
+    int fd;
+    while ((fd = conn_held_take(w)) >= 0)
+        accept_one(w, fd);
+    if (!u->accept_armed && worker_accept_resume(w))
+        arm_accept(w, u);
 }
 
 static void recycle(struct uring *u, unsigned bid)
@@ -740,8 +872,7 @@ static void splice_next(struct worker *w, struct uring *u, struct conn *c)
         struct upipe *pp = x->pipe;
         x->pipe = NULL;
         x->flags = 0;
-        pp->next = u->pipe_free;
-        u->pipe_free = pp;
+        pipe_put(w, u, pp);
         grant_waiters(w, u);
         if (plan_done(p))
             conn_sent(w, c, 0);
@@ -752,14 +883,16 @@ static void splice_next(struct worker *w, struct uring *u, struct conn *c)
     if (x->flags & X_FULL) {
         x->flags &= ~(uint32_t)X_FULL;
         io_uring_prep_poll_add(conn_sqe(u, c, OP_POLL), c->fd, POLLOUT);
+        park(u, c); /* until POLLOUT, whoever needs a pipe may take this one */
+        if (u->wait_head)
+            grant_waiters(w, u); /* ... and someone does now */
         return;
     }
     if (x->in_pipe == 0 && u->wait_head) {
         /* Others wait: pass the (empty) pipe on and queue behind them, a pipe-full a turn. */
         struct upipe *pp = x->pipe;
         x->pipe = NULL;
-        pp->next = u->pipe_free;
-        u->pipe_free = pp;
+        pipe_put(w, u, pp);
         grant_waiters(w, u);
         if (!file_send(w, u, c))
             uring_send(w, c);
@@ -883,6 +1016,8 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
         on_send(w, u, c, cqe->res);
         break;
     case OP_POLL:
+        if (u->xfers)
+            park_remove(u, c); /* before op_done, which may free the slot */
         op_done(w, u, c);
         if (c->eng_flags & F_CLOSING)
             break;
@@ -934,10 +1069,7 @@ static int uring_run(struct worker *w)
     arm_accept(w, u);
 
     while (worker_tick(w)) {
-        if (u->accept_rearm && w->accepting) {
-            u->accept_rearm = false;
-            arm_accept(w, u);
-        }
+        accept_more(w, u);
         struct io_uring_cqe *cqe;
         sqe_flush(&u->ring, &u->spill);
         rc = io_uring_submit_and_wait(&u->ring, 1);
@@ -956,6 +1088,8 @@ static int uring_run(struct worker *w)
         }
         if (u->wait_head)
             unstall_waiters(w, u);
+        if (u->pipe_free)
+            pipes_trim(w, u);
         run_ready(w, u);
     }
     /* Drained: every connection has closed; let the last submissions (cancels) go. */

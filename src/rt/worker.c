@@ -4,6 +4,7 @@
 #include "rt/errlog.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +26,12 @@
 void *bufpool_get(struct bufpool *bp)
 {
     void *b = bp->free;
-    if (b)
+    if (b) {
         bp->free = *(void **)b;
-    else if (!(b = malloc(bp->size)))
+        bp->nfree--;
+    } else if (!(b = malloc(bp->size))) {
         return NULL;
+    }
     bp->count++;
     return b;
 }
@@ -38,15 +41,58 @@ void bufpool_put(struct bufpool *bp, void *buf)
     *(void **)buf = bp->free;
     bp->free = buf;
     bp->count--;
+    bp->nfree++;
 }
 
-static void bufpool_drain(struct bufpool *bp)
+/* Frees what the free list holds beyond keep buffers; returns the bytes freed. */
+static size_t bufpool_trim(struct bufpool *bp, unsigned keep)
 {
-    while (bp->free) {
+    size_t freed = 0;
+    while (bp->nfree > keep) {
         void *next = *(void **)bp->free;
         free(bp->free);
         bp->free = next;
+        bp->nfree--;
+        freed += bp->size;
     }
+    return freed;
+}
+
+/* Issue 10: 10 000 partial heads grew a worker by ~200 MB that stayed after they closed.
+ * Once a second, buffers beyond the low-water mark are freed, and malloc is asked to hand the
+ * heap's free pages back (free() alone keeps them: 32 KiB buffers come from the heap, not from
+ * mmap, and one live chunk at the top pins everything below it). */
+static void trim_pools(struct worker *w)
+{
+    if (w->trimmed_at == w->now)
+        return;
+    w->trimmed_at = w->now;
+    size_t freed = bufpool_trim(&w->inbufs, BUFPOOL_LOW_WATER) +
+                   bufpool_trim(&w->outbufs, BUFPOOL_LOW_WATER);
+    if (freed >= (1u << 20))
+        malloc_trim(0);
+}
+
+bool worker_accept_failed(struct worker *w, int err)
+{
+    if (err != -EMFILE && err != -ENFILE && err != -ENOBUFS && err != -ENOMEM)
+        return false;
+    w->accept_paused = true;
+    w->slot_freed = false;
+    w->accept_paused_at = w->now;
+    errlog_limited(&w->log_accept, ERRLOG_ERROR,
+                   "worker %d: accept: %s (%u connections open); not accepting until one "
+                   "closes or a second passes",
+                   w->id, strerror(-err), w->active);
+    return true;
+}
+
+bool worker_accept_resume(struct worker *w)
+{
+    if (!w->accept_paused || !w->accepting || (!w->slot_freed && w->now == w->accept_paused_at))
+        return false;
+    w->accept_paused = false;
+    return true;
 }
 
 static void read_clock(struct worker *w)
@@ -136,8 +182,9 @@ void worker_fini(struct worker *w)
     }
     compress_free(w, w->compress);
     fcache_free(w->cache);
-    bufpool_drain(&w->inbufs);
-    bufpool_drain(&w->outbufs);
+    conn_held_close(w);
+    bufpool_trim(&w->inbufs, 0);
+    bufpool_trim(&w->outbufs, 0);
     free(w->free_slots);
     free(w->conns);
     close(w->wake_fd);
@@ -157,6 +204,7 @@ static void start_drain(struct worker *w)
     w->draining = true;
     w->drain_deadline = w->now + w->cfg->drain_timeout;
     w->listen_close_at = w->now + 2;
+    conn_held_close(w); /* sockets that waited for a slot: no slot is coming */
     for (uint32_t i = 0; i < w->cfg->max_conns; i++) {
         struct conn *c = &w->conns[i];
         if (conn_open(c))
@@ -217,6 +265,7 @@ bool worker_tick(struct worker *w)
             if (conn_open(&w->conns[i]))
                 conn_close(w, &w->conns[i]);
     }
+    trim_pools(w);
     return !(w->draining && w->active == 0 && w->listen_fd < 0);
 }
 

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "core/http1.h"
+#include "rt/errlog.h"
 #include "rt/timer.h"
 
 struct config;
@@ -31,12 +32,24 @@ enum worker_stop {
     WORKER_ABORT, /* a second stop signal: close every connection now */
 };
 
-/* Fixed-size buffers recycled through a free list, so steady-state requests allocate nothing. */
+/* Fixed-size buffers recycled through a free list, so steady-state requests allocate nothing.
+ * After a burst, worker_tick gives what is free beyond BUFPOOL_LOW_WATER back to the system. */
 struct bufpool {
     void *free;
     size_t size;
     unsigned count; /* buffers handed out and not yet returned */
+    unsigned nfree; /* buffers on the free list */
 };
+
+#define BUFPOOL_LOW_WATER 64 /* free buffers a pool keeps for the next burst */
+
+/* Connections in the order they joined a list (oldest first), linked through conn.lru_*. */
+struct conn_list {
+    struct conn *first, *last;
+};
+
+/* Accepted sockets waiting for a slot that a reclaimed idle connection is about to free. */
+#define HELD_MAX 64
 
 struct worker {
     int id;
@@ -50,13 +63,21 @@ struct worker {
     atomic_int stop; /* enum worker_stop */
     atomic_bool done; /* set as the worker's thread ends, for the main thread's wait */
     bool draining;
-    bool accepting;
+    bool accepting; /* false once a drain stopped accepting on the listener */
     int64_t drain_deadline;
     int64_t listen_close_at; /* draining: when the listener closes (after handshakes finish) */
 
     struct site_slot *sites; /* where reloads publish; read once per loop turn */
     struct site *site;       /* the root and MIME table this worker serves from */
     unsigned site_gen;
+
+    /* Accepting pauses when the process is out of fds (EMFILE, ENFILE) or memory, and resumes
+     * when a connection closes or the clock second changes (worker_accept_resume). */
+    bool accept_paused;
+    bool slot_freed; /* a connection closed since the pause */
+    int64_t accept_paused_at;
+    int held[HELD_MAX]; /* FIFO ring of sockets accepted while full, see conn_accepted */
+    unsigned held_first, held_count;
 
     int64_t now;       /* monotonic seconds, read once per loop turn */
     int64_t wall;      /* UNIX seconds of date[] */
@@ -69,9 +90,15 @@ struct worker {
     uint32_t *free_slots;
     uint32_t num_free;
     uint32_t active;
+    uint32_t reclaiming; /* idle connections closed to make room, not yet closed */
+    struct conn_list idle;  /* reclaimable at --max-conns: idle keep-alive, lingering */
+    struct conn_list heads; /* reading a request head with bytes buffered (evictable) */
 
     struct bufpool inbufs;  /* partial request heads */
     struct bufpool outbufs; /* response headers and plans */
+    size_t in_bytes;        /* input buffers held by connections, bounded by --head-memory */
+    int64_t trimmed_at;     /* w->now of the last pool trim */
+    struct errlog_limit log_accept, log_full, log_heads;
     struct fcache *cache;
     struct compressor *compress; /* NULL with --compress off */
 
@@ -98,6 +125,16 @@ int worker_wait_ms(const struct worker *w);
  * (which returns false to stop) and served, never reset by the close. An inherited one (systemd
  * socket activation) is left with its queue for the next instance. */
 void worker_close_listener(struct worker *w, bool (*accept_one)(struct worker *w, int fd));
+
+/* The engine's accept failed with err (-errno). For a shortage of fds or memory (EMFILE,
+ * ENFILE, ENOBUFS, ENOMEM) this logs (rate-limited), sets w->accept_paused and returns true:
+ * the engine stops accepting until worker_accept_resume says so, instead of retrying an accept
+ * that fails at once, forever. Other errors return false (retry). */
+bool worker_accept_failed(struct worker *w, int err);
+
+/* True once accepting may resume after a pause: a connection has closed (an fd is back) or a
+ * clock second has passed. Clears the pause when it says so. */
+bool worker_accept_resume(struct worker *w);
 
 void *bufpool_get(struct bufpool *bp);
 void bufpool_put(struct bufpool *bp, void *buf);
