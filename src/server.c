@@ -399,6 +399,7 @@ static int confine(const struct config *cfg)
 int server_run(struct config *cfg)
 {
     struct server sv = {.cfg = cfg, .notify_fd = -1};
+    int inited = 0; /* workers set up; sv.started of them run */
     int rc = 1, stop_signals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2};
     sigset_t signals;
     struct site *first = site_adopt(cfg);
@@ -432,21 +433,28 @@ int server_run(struct config *cfg)
         goto out;
     }
     format_addr(&sv.addr, sv.url, sizeof(sv.url));
-    if (!(sv.eng = engine_choose(cfg->engine, cfg->verbose, &sv.caps)) || confine(cfg) != 0)
+    if (!(sv.eng = engine_choose(cfg->engine, cfg->verbose, &sv.caps)))
         goto out;
 
-    for (sv.started = 0; sv.started < cfg->threads; sv.started++) {
-        struct worker *w = &sv.workers[sv.started];
-        int err = worker_init(w, sv.started, cfg, sv.eng, &sv.caps, sv.listeners[sv.started],
+    /* Every worker is set up before the process is confined (Landlock, --user): an engine reads
+     * limits under /proc and opens /dev/null. Their threads start after, and so inherit it. */
+    for (; inited < cfg->threads; inited++) {
+        struct worker *w = &sv.workers[inited];
+        int err = worker_init(w, inited, cfg, sv.eng, &sv.caps, sv.listeners[inited],
                               sv.inherited == 0, &sv.sites);
         if (err < 0) {
-            fprintf(stderr, "ringhttpd: starting worker %d (%s): %s\n", sv.started,
-                    sv.eng->name, strerror(-err));
+            fprintf(stderr, "ringhttpd: starting worker %d (%s): %s\n", inited, sv.eng->name,
+                    strerror(-err));
             goto stop;
         }
-        sv.listeners[sv.started] = -1; /* the worker's now */
-        if ((err = pthread_create(&w->thread, NULL, worker_main, w)) != 0) {
-            worker_fini(w);
+        sv.listeners[inited] = -1; /* the worker's now */
+    }
+    if (confine(cfg) != 0)
+        goto stop;
+    for (sv.started = 0; sv.started < cfg->threads; sv.started++) {
+        struct worker *w = &sv.workers[sv.started];
+        int err = pthread_create(&w->thread, NULL, worker_main, w);
+        if (err != 0) {
             fprintf(stderr, "ringhttpd: pthread_create: %s\n", strerror(err));
             goto stop;
         }
@@ -467,6 +475,8 @@ stop:
             rc = 1;
         worker_fini(&sv.workers[i]);
     }
+    for (int i = sv.started; i < inited; i++) /* set up, never started */
+        worker_fini(&sv.workers[i]);
 out:
     for (int i = 0; i < sv.nlisten; i++)
         if (sv.listeners && sv.listeners[i] >= 0)

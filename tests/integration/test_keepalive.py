@@ -4,6 +4,7 @@ request-header (slowloris) timeouts (issue 2)."""
 import hashlib
 import os
 import re
+import select
 import shutil
 import socket
 import subprocess
@@ -120,11 +121,27 @@ class _Tap:
             pytest.skip(f"tcpdump cannot capture here: {line.strip()}")
 
     def segments(self, port):
-        """Stops the capture; returns (flags, payload length) of each segment sent to port."""
-        time.sleep(0.2)  # the server's last ACKs, sent after the client saw the close
+        """Stops the capture 0.2 s after the server's FIN (or reset) to port was seen, for its
+        last ACKs (or after 10 s), and returns (flags, payload length) of each segment sent to
+        port. Waiting for the FIN rather than a fixed time: on a loaded machine tcpdump may
+        print well after the packets left, and what it has not printed when stopped is lost."""
+        fd = self.proc.stdout.fileno()
+        out, fin_at = b"", None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < (fin_at + 0.2 if fin_at else deadline):
+            if select.select([fd], [], [], 0.05)[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                out += chunk
+                if fin_at is None and any(
+                        m and int(m[1]) == port and ("F" in m[2] or "R" in m[2])
+                        for m in map(self.LINE.search, out.decode(errors="replace").splitlines())):
+                    fin_at = time.monotonic()
         self.proc.terminate()
-        out, _ = self.proc.communicate(timeout=10)
-        return [(m[2], int(m[3])) for m in map(self.LINE.search, out.splitlines())
+        rest, _ = self.proc.communicate(timeout=10)
+        text = out.decode(errors="replace") + (rest or "")
+        return [(m[2], int(m[3])) for m in map(self.LINE.search, text.splitlines())
                 if m and int(m[1]) == port]
 
 
