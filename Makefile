@@ -28,8 +28,9 @@ $(BUILD)/%.o: %.c
 $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-# The unit binary also links the engines' shared send loop, to test it against real sockets.
-$(BUILD)/unit: $(call obj,$(CORE_SRC) src/engine/sendplan.c $(UNIT_SRC))
+# The unit binary also links the engines' shared send loop, to test it against real sockets, and
+# the timer wheel.
+$(BUILD)/unit: $(call obj,$(CORE_SRC) src/engine/sendplan.c src/rt/timer.c $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@
 
 $(BUILD)/tools/%: tests/tools/%.c
