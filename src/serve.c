@@ -38,6 +38,7 @@ struct job {
     const struct http_request *req;
     struct response *r;
     struct static_ctx ctx;
+    struct http_str query; /* after '?' in the target, still encoded; {NULL, 0} without one */
 };
 
 static void hold(struct response *r, struct fentry *e)
@@ -85,7 +86,7 @@ static int status_of(const struct fentry *e)
     case 0: return 200;
     case -EACCES:
     case -EPERM: return 403;
-    case -ENAMETOOLONG: return 414;
+    case -ENAMETOOLONG: /* a segment over NAME_MAX: no such file, and the URI is not long */
     case -ENOENT:
     case -ENOTDIR:
     case -EXDEV: /* RESOLVE_BENEATH: a link that leads out of the root; say nothing more */
@@ -187,29 +188,13 @@ static void send_file(struct job *j, struct fentry *e, int status)
         error(j, 500, NULL);
 }
 
-/* "/dir?q" -> "/dir/?q", from the target as the client sent it (still percent-encoded). */
-static void redirect_slash(struct job *j)
+/* "/dir?q" -> "/dir/?q", built from the normalised path, never from the raw target: a raw
+ * "//evil.example/..%2fdir" would make the Location a reference to another host. */
+static void redirect_slash(struct job *j, const char *path, size_t len)
 {
-    struct http_str t = j->req->target;
-    const char *p = t.p, *end = t.p + t.len;
-    if (*p != '/') { /* absolute-form: skip "scheme://authority" */
-        const char *s = memchr(p, ':', t.len);
-        p = s && end - s > 3 ? memchr(s + 3, '/', (size_t)(end - s - 3)) : NULL;
-        if (!p)
-            p = end;
-    }
-    const char *q = memchr(p, '?', (size_t)(end - p));
-    size_t path_len = (size_t)((q ? q : end) - p);
-    char loc[HTTP1_MAX_TARGET + 2];
-    if (path_len + 1 + (size_t)(end - (q ? q : end)) > sizeof(loc)) {
-        error(j, 414, NULL);
-        return;
-    }
-    memcpy(loc, p, path_len);
-    loc[path_len] = '/';
-    memcpy(loc + path_len + 1, q ? q : end, (size_t)(end - (q ? q : end)));
-    size_t len = path_len + 1 + (size_t)(end - (q ? q : end));
-    if (!static_redirect_plan(loc, len, &j->ctx, &j->r->plan))
+    char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET];
+    size_t n = path_location(path, len, j->query, loc, sizeof(loc));
+    if (n == 0 || !static_redirect_plan(loc, n, &j->ctx, &j->r->plan))
         error(j, 414, NULL);
 }
 
@@ -311,7 +296,7 @@ static void serve_path(struct job *j, const char *path, size_t len, bool slash)
     fcache_put(j->w->cache, e);
     if (is_dir) {
         if (!slash && len) {
-            redirect_slash(j);
+            redirect_slash(j, path, len);
             return;
         }
         struct fentry *idx = lookup(j, path, len, len ? "/" INDEX : INDEX);
@@ -351,6 +336,7 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
     j->w = w;
     j->req = req;
     j->r = r;
+    j->query = (struct http_str){NULL, 0};
     j->ctx = (struct static_ctx){
         .date = w->date,
         .ok_head = w->ok_head_len < sizeof(w->ok_head) ? w->ok_head : NULL,
@@ -399,6 +385,7 @@ void serve_request(struct worker *w, const struct http_request *req, bool keep_a
         return;
     }
     path[pr.len] = '\0';
+    j.query = pr.query;
     serve_path(&j, path, pr.len, pr.trailing_slash);
 }
 

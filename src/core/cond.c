@@ -4,11 +4,11 @@
 
 #include "core/date.h"
 
-size_t cond_etag(char *out, size_t cap, uint64_t ino, uint64_t size, int64_t mtime_ns,
+size_t cond_etag(char *out, size_t cap, uint64_t ino, uint64_t size, int64_t change_ns,
                  const char *encoding)
 {
     static const char hex[] = "0123456789abcdef";
-    const uint64_t fields[3] = {ino, size, (uint64_t)mtime_ns};
+    const uint64_t fields[3] = {ino, size, (uint64_t)change_ns};
     char tmp[3 * 17 + 2];
     size_t n = 0;
 

@@ -15,11 +15,13 @@
 
 /*
  * Writes the strong ETag of a file version, quoted, as a field value:
- *   "INODE-SIZE-MTIME"            (identity)
- *   "INODE-SIZE-MTIME-ENCODING"   (a precompressed variant: encoding "br", "zstd", "gzip")
- * with INODE, SIZE and MTIME (nanoseconds since the epoch, two's complement when negative) in
- * lower-case hexadecimal without leading zeros. Pass the metadata of the file actually sent (for
- * a variant, the .br/.zst/.gz file's own inode, size and mtime) and encoding NULL for identity.
+ *   "INODE-SIZE-CHANGE"            (identity)
+ *   "INODE-SIZE-CHANGE-ENCODING"   (a precompressed variant: encoding "br", "zstd", "gzip")
+ * with INODE, SIZE and CHANGE (nanoseconds since the epoch, two's complement when negative) in
+ * lower-case hexadecimal without leading zeros. CHANGE is the file's status-change time (ctime):
+ * unlike mtime no user can set it back, so a rewrite that restores size and mtime still gets a
+ * new tag. Pass the metadata of the file actually sent (for a variant, the .br/.zst/.gz file's
+ * own inode, size and ctime) and encoding NULL for identity.
  * The tag depends only on those values, so it is stable across restarts and workers, and the
  * suffix keeps variants distinct even if their metadata coincided. encoding must be a token
  * (letters, digits, '-').
@@ -27,7 +29,7 @@
  * Returns the ETag's length without the NUL. When it is < cap, out holds the ETag and a NUL;
  * otherwise out holds a truncated prefix and nothing is written at or past out[cap].
  */
-size_t cond_etag(char *out, size_t cap, uint64_t ino, uint64_t size, int64_t mtime_ns,
+size_t cond_etag(char *out, size_t cap, uint64_t ino, uint64_t size, int64_t change_ns,
                  const char *encoding);
 
 /* The outcome of the preconditions; the values are the HTTP status codes. */

@@ -275,40 +275,25 @@ bad:
     return NULL;
 }
 
-/* Content-Length (RFC 9110 8.6): digits, or a list of identical digit strings ("5, 5", which
- * some proxies produce when they merge fields). Empty elements are refused rather than skipped:
- * "5," is read differently by different intermediaries, and a disagreement there is a smuggling
- * vector. Returns false for anything else, or for a value that does not fit in 64 bits. */
+/* Content-Length (RFC 9110 8.6): a plain run of digits, nothing else. RFC 9110 lets a recipient
+ * accept a list of identical values ("5, 5", made by proxies that merge fields), but
+ * intermediaries disagree about such lists and about repeated fields, and any disagreement on a
+ * body's length is a request-smuggling vector; nginx answers 400 to both, and so do we (a second
+ * field is refused where the fields are read). Returns false for anything but digits, or for a
+ * value that does not fit in 64 bits. */
 static bool parse_content_length(const char *p, const char *end, uint64_t *out)
 {
-    bool have = false;
-    uint64_t first = 0;
+    uint64_t v = 0;
 
-    for (;;) {
-        const char *digits = p;
-        uint64_t v = 0;
-        while (p < end && (unsigned char)(*p - '0') <= 9) {
-            unsigned d = (unsigned)(*p - '0');
-            if (v > (UINT64_MAX - d) / 10)
-                return false;
-            v = v * 10 + d;
-            p++;
-        }
-        if (p == digits || (have && v != first))
+    if (p == end)
+        return false;
+    for (; p < end; p++) {
+        unsigned d = (unsigned)(unsigned char)(*p - '0');
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
             return false;
-        first = v;
-        have = true;
-        while (p < end && is_ows(*p))
-            p++;
-        if (p == end)
-            break;
-        if (*p != ',')
-            return false;
-        p++;
-        while (p < end && is_ows(*p))
-            p++;
+        v = v * 10 + d;
     }
-    *out = first;
+    *out = v;
     return true;
 }
 
@@ -324,7 +309,7 @@ static int parse_transfer_encoding(const char *p, const char *end, struct fields
         while (last > elem && is_ows(last[-1]))
             last--;
         if (last == elem)
-            return 400; /* empty element: see parse_content_length */
+            return 400; /* empty element: intermediaries read "a,,b" differently */
         bool chunked = last - elem == 7 && ieq_token(elem, "chunked", 7);
         if (chunked) {
             if (f->te_chunked_seen)
@@ -421,9 +406,7 @@ static int interpret(struct http_request *req, struct fields *f, struct http_str
     case 14:
         if (ieq_token(n, "content-length", 14)) {
             uint64_t cl;
-            if (!parse_content_length(v, vend, &cl))
-                return 400;
-            if (req->has_content_length && cl != req->content_length)
+            if (req->has_content_length || !parse_content_length(v, vend, &cl))
                 return 400;
             if (req->has_transfer_encoding)
                 return 400;

@@ -198,3 +198,56 @@ int path_normalize(struct http_str target, char *out, size_t cap, struct path_re
     result->trailing_slash = dir;
     return 0;
 }
+
+/* RFC 3986 pchar without '%': unreserved, sub-delims, ':' and '@' (1); what a query may keep
+ * as well (2: '/', '?', and '%' because the query is still in the client's encoding). */
+static const unsigned char location_safe[256] = {
+    ['!'] = 1, ['$'] = 1, ['&' ... '.'] = 1, ['0' ... ';'] = 1, ['='] = 1,
+    ['@' ... 'Z'] = 1, ['_'] = 1, ['a' ... 'z'] = 1, ['~'] = 1,
+    ['/'] = 2, ['?'] = 2, ['%'] = 2,
+};
+
+struct sink {
+    char *out;
+    size_t at, cap;
+    bool full;
+};
+
+/* Appends p, percent-encoding every byte whose class is not 1..keep. */
+static void put_encoded(struct sink *s, const char *p, size_t len, unsigned keep)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < len && !s->full; i++) {
+        unsigned char c = (unsigned char)p[i];
+        unsigned k = location_safe[c];
+        bool keep_c = k && k <= keep;
+        if (s->cap - s->at < (keep_c ? 1u : 3u)) {
+            s->full = true;
+        } else if (keep_c) {
+            s->out[s->at++] = (char)c;
+        } else {
+            s->out[s->at++] = '%';
+            s->out[s->at++] = hex[c >> 4];
+            s->out[s->at++] = hex[c & 15];
+        }
+    }
+}
+
+size_t path_location(const char *path, size_t len, struct http_str query, char *out, size_t cap)
+{
+    struct sink s = {.out = out, .cap = cap};
+    /* The path's '/' are separators between segments (a decoded "%2F" became one): kept. */
+    put_encoded(&s, "/", 1, 2);
+    for (size_t i = 0; i < len;) {
+        const char *slash = memchr(path + i, '/', len - i);
+        size_t n = slash ? (size_t)(slash - (path + i)) : len - i;
+        put_encoded(&s, path + i, n, 1);
+        put_encoded(&s, "/", 1, 2);
+        i += n + 1;
+    }
+    if (query.p) {
+        put_encoded(&s, "?", 1, 2);
+        put_encoded(&s, query.p, query.len, 2);
+    }
+    return s.full ? 0 : s.at;
+}

@@ -30,4 +30,16 @@ struct path_result {
  */
 int path_normalize(struct http_str target, char *out, size_t cap, struct path_result *result);
 
+/*
+ * Writes the Location of a directory's slash form into out: "/" + path + "/", then "?" + query
+ * when query.p is set. path is path_normalize's output (no leading or trailing '/', no empty
+ * segment), never the raw target: every byte of it outside RFC 3986's pchar is percent-encoded,
+ * and so is every byte of the query outside pchar, '/', '?' and '%'. The result is therefore
+ * always an absolute path starting with exactly one '/' ("//host", "/\host", "%2f", "%5c" and
+ * absolute-form targets can never make it a reference to another host), with no byte that
+ * needs quoting in a header. Returns its length, or 0 when it does not fit in cap.
+ */
+size_t path_location(const char *path, size_t len, struct http_str query, char *out,
+                     size_t cap);
+
 #endif

@@ -151,19 +151,25 @@ static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint
     e->dev = st.st_dev;
     e->mtime = st.st_mtim.tv_sec;
     e->mtime_ns = st.st_mtim.tv_sec * INT64_C(1000000000) + st.st_mtim.tv_nsec;
+    e->ctime_ns = st.st_ctim.tv_sec * INT64_C(1000000000) + st.st_ctim.tv_nsec;
+    e->mode = st.st_mode;
     if (S_ISDIR(st.st_mode)) {
         e->is_dir = true;
         close(fd);
         return e;
     }
-    if (!S_ISREG(st.st_mode)) { /* devices, FIFOs, sockets are not ours to serve */
+    /* Devices, FIFOs and sockets are not ours to serve; nor is a file nobody may read (a root
+     * server could open it anyway, but `chmod 000` is how an operator withdraws a file). */
+    if (!S_ISREG(st.st_mode) || !(st.st_mode & 0444)) {
         e->err = -EACCES;
         close(fd);
         return e;
     }
     e->fd = fd;
     e->mime = mime_lookup(fc->mime, e->path, len);
-    e->etag_len = cond_etag(e->etag, sizeof(e->etag), e->ino, e->size, e->mtime_ns, NULL);
+    /* ctime, not mtime: a file rewritten in place with its size and mtime restored (rsync
+     * --inplace -t, cp --preserve=timestamps) has other bytes, so it must have another ETag. */
+    e->etag_len = cond_etag(e->etag, sizeof(e->etag), e->ino, e->size, e->ctime_ns, NULL);
     httpdate_format(e->mtime, e->last_modified);
     struct static_file f = {.etag = e->etag, .etag_len = e->etag_len,
                             .last_modified = e->last_modified, .content_type = e->mime};
@@ -181,7 +187,8 @@ static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint
     return e;
 }
 
-/* True when the file at e's path is still the one e describes. */
+/* True when the file at e's path is still the one e describes. ctime catches what the others
+ * miss: a rewrite in place with size and mtime restored, and a chmod; no user can set it back. */
 static bool still_valid(struct fcache *fc, const struct fentry *e)
 {
     struct stat st;
@@ -191,7 +198,8 @@ static bool still_valid(struct fcache *fc, const struct fentry *e)
         return false;
     return st.st_ino == e->ino && st.st_dev == e->dev && (uint64_t)st.st_size == e->size &&
            st.st_mtim.tv_sec * INT64_C(1000000000) + st.st_mtim.tv_nsec == e->mtime_ns &&
-           !!S_ISDIR(st.st_mode) == e->is_dir;
+           st.st_ctim.tv_sec * INT64_C(1000000000) + st.st_ctim.tv_nsec == e->ctime_ns &&
+           st.st_mode == e->mode;
 }
 
 struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64_t now)

@@ -1,6 +1,7 @@
 /* fcache: a worker's cache of open files with their metadata, validators, MIME type and, for
  * small files, their contents; also remembers misses. Revalidated by a stat at most once per
- * second per entry, so a changed file's old bytes are served for at most that long.
+ * second per entry (inode, size, mtime, ctime and mode), so a changed file's old bytes, or a file
+ * whose permissions were taken away, are served for at most that long.
  * Must not: be shared between workers (no locks), or hand out an entry without a reference.
  * Ownership: entries are refcounted: the table holds one reference while an entry is current,
  * every fcache_get caller one more until fcache_put (a send in flight keeps its file open even
@@ -27,7 +28,9 @@ struct fentry {
     uint64_t ino;
     uint64_t dev;
     int64_t mtime;                 /* seconds */
-    int64_t mtime_ns;              /* full resolution, for change detection and the ETag */
+    int64_t mtime_ns;              /* full resolution, for change detection */
+    int64_t ctime_ns;              /* change detection and the ETag: users cannot set it back */
+    uint32_t mode;                 /* st_mode: a chmod is seen at the next revalidation */
     int64_t checked;               /* monotonic second of the last validation */
     int64_t variants_checked;      /* when variants was last computed (-1: never) */
     uint8_t variants;              /* bit (1 << enc) for each precompressed sibling present */

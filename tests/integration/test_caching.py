@@ -93,6 +93,45 @@ def test_old_etag_no_longer_gives_304_after_change(server, docroot):
     assert r.status == 200 and r.header("etag") != e1
 
 
+@pytest.mark.parametrize("path", ["/hello.txt", "/big.bin"])
+def test_rewrite_in_place_with_size_and_mtime_restored(server, docroot, path):
+    """rsync --inplace -t / cp --preserve=timestamps: same inode, size and mtime, other bytes.
+    Only ctime tells; the new bytes and a new ETag arrive within the revalidation window, and
+    the old ETag no longer gives 304 (issue 10, item 2). Small (memory) and large (fd) files."""
+    f = docroot / path.lstrip("/")
+    old = f.read_bytes()
+    st = os.stat(f)
+    e1 = etag_of(server, path)
+    new = bytes(b ^ 0x20 for b in old[:64]) + old[64:]
+    with open(f, "r+b") as fh:  # in place: same inode
+        fh.write(new[:64])
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(f).st_ino == st.st_ino and os.stat(f).st_mtime_ns == st.st_mtime_ns
+    r = fetch_until_body(server, new, {e1: old}, path=path, headers=[("If-None-Match", e1)])
+    assert r.status == 200 and r.header("etag") != e1
+    assert r.header("last-modified") == http_date(int(st.st_mtime))
+
+
+def test_chmod_000_withdraws_a_cached_file(server, docroot):
+    """A file made unreadable is 403 within the revalidation window, also when the server runs
+    as root and could still open it; chmod back and it is served again (issue 10, item 2)."""
+    f = docroot / "hello.txt"
+    assert fetch(server, "/hello.txt").body == HELLO
+    os.chmod(f, 0)
+    deadline = time.monotonic() + CHANGE_WINDOW
+    while (r := fetch(server, "/hello.txt")).status == 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert r.status == 403
+    with Conn(server) as c:  # a keep-alive connection that had it gets 403 too
+        assert c.request("GET", "/hello.txt").status == 403
+        assert c.request("HEAD", "/hello.txt").status == 403
+    os.chmod(f, 0o644)
+    deadline = time.monotonic() + CHANGE_WINDOW
+    while (r := fetch(server, "/hello.txt")).status == 403 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert r.status == 200 and r.body == HELLO
+
+
 def test_new_file_is_served_and_deleted_file_goes_away(server, docroot):
     assert fetch(server, "/late.txt").status == 404
     (docroot / "late.txt").write_bytes(b"late\n")

@@ -56,6 +56,15 @@ BAD_400 = {
     "content_length_letters": request("GET", "/hello.txt", headers=["Content-Length: abc"]),
     "content_length_negative": request("GET", "/hello.txt", headers=["Content-Length: -1"]),
     "content_length_plus": request("GET", "/hello.txt", headers=["Content-Length: +1"]),
+    # Lists and repeats of one value: RFC 9110 allows them, intermediaries disagree about them
+    # (a request-smuggling vector), nginx refuses them.
+    "content_length_list": request("POST", "/hello.txt", headers=["Content-Length: 5,5"],
+                                   body=b"hello"),
+    "content_length_list_ows": request("POST", "/hello.txt", headers=["Content-Length: 5, 5"],
+                                       body=b"hello"),
+    "content_length_repeated": request("POST", "/hello.txt",
+                                       headers=["Content-Length: 5", "Content-Length: 5"],
+                                       body=b"hello"),
     "fragment_in_target": request("GET", "/hello.txt#frag"),
 }
 

@@ -300,3 +300,47 @@ def test_large_get_body_is_discarded_or_connection_closed(server, size):
         b = c.read()
         assert b.status == 200 and b.body == INDEX_HTML, "the body was parsed as requests"
         c.expect_close()
+
+
+# Open redirects (issue 10, item 1): the 301 to a directory's slash form must name a path on
+# this server whatever the target looked like; a Location starting with "//" or "/\" sends a
+# browser to another host.
+OPEN_REDIRECTS = [
+    ("//evil.example/..%2fsub", "/sub/"),
+    ("//evil.example/../sub", "/sub/"),
+    ("///evil.example/..%2f..%2fsub", "/sub/"),
+    ("/%2fevil.example/..%2fsub", "/sub/"),
+    ("/%2F%2Fevil.example%2F..%2Fsub", "/sub/"),
+    ("/\\evil.example/..%2fsub", "/sub/"),
+    ("/%5cevil.example/..%2fsub", "/sub/"),
+    ("/%5C%5Cevil.example/..%2fsub", "/sub/"),
+    ("http://evil.example//evil.example/..%2fsub", "/sub/"),
+    ("http://evil.example/sub", "/sub/"),
+    ("https://evil.example/%2f%2fsub", "/sub/"),
+    ("/../../../sub", "/sub/"),
+    ("/sub/../../noindex/cdir", "/noindex/cdir/"),
+    ("//sub?next=//evil.example", "/sub/?next=//evil.example"),
+]
+
+
+@pytest.mark.parametrize("target,location", OPEN_REDIRECTS)
+def test_redirect_location_is_a_local_path(server, target, location):
+    data = f"GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode()
+    r, _ = parse_response(raw(server, data))
+    assert r.status == 301
+    loc = r.header("location")
+    assert loc == location
+    assert loc.startswith("/") and not loc.startswith("//") and "\\" not in loc
+
+
+def test_redirect_location_of_a_backslash_directory_is_encoded(make_server, docroot):
+    """A directory whose name holds a backslash: the Location encodes it (browsers treat a raw
+    "/\\" like "//"), and following it reaches the directory."""
+    (docroot / "\\evil.example").mkdir()
+    (docroot / "\\evil.example" / "index.html").write_bytes(b"local\n")
+    server = make_server(docroot)
+    r, _ = parse_response(raw(server, b"GET /\\evil.example HTTP/1.1\r\nHost: x\r\n"
+                                      b"Connection: close\r\n\r\n"))
+    assert r.status == 301
+    assert r.header("location") == "/%5Cevil.example/"
+    assert fetch(server, "/%5Cevil.example/").body == b"local\n"

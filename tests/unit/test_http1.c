@@ -420,7 +420,7 @@ TEST(http1_every_prefix)
     check_prefixes("POST /upload HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n"
                    "Connection: keep-alive, close\r\nExpect: 100-continue\r\n\r\n",
                    "5\r\nhello\r\n0\r\n\r\n");
-    check_prefixes("GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 5\r\nX-Tabs:\t a\tb \t\r\n"
+    check_prefixes("GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nX-Tabs:\t a\tb \t\r\n"
                    "X-Long: 0123456789abcdef0123456789abcdef0123456789\r\n\r\n",
                    "GET / HTTP/1.1");
     check_prefixes("\r\nOPTIONS * HTTP/1.1\nHost: h\r\nIf-None-Match: \"x\"\n"
@@ -462,9 +462,6 @@ TEST(http1_content_length)
         {"007", 7},
         {"123456789", 123456789},
         {"  42\t", 42},
-        {"5, 5", 5},
-        {"5,5", 5},
-        {"5 ,\t5 , 5", 5},
         {"18446744073709551615", UINT64_MAX},
     };
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
@@ -478,6 +475,8 @@ TEST(http1_content_length)
     }
     static const char *const bad[] = {
         "",   " ",   "-1",  "+1",  "1.0",   "1 2",   "0x10",  "5, 6",  "5,",    ",5",  "5,,5",
+        /* Lists of equal values too: RFC 9110 allows them, intermediaries disagree (smuggling). */
+        "5, 5", "5,5", "5 ,\t5 , 5", "0,0",
         "a",  "5a",  "1e3", "5;",  "5 , ,5", "18446744073709551616", "99999999999999999999999",
         "\xd9\xa3",
     };
@@ -489,17 +488,17 @@ TEST(http1_content_length)
             fprintf(stderr, "  Content-Length: \"%s\"\n", bad[i]);
         CHECK_INT(status_of(buf), 400);
     }
-    struct http_request req;
-    const char *s = "POST / HTTP/1.1\r\nHost: h\r\ncontent-length: 3\r\nCONTENT-LENGTH: 3\r\n\r\n";
-    CHECK_INT(parse(s, &req), strlen(s));
-    CHECK_INT(req.content_length, 3);
+    /* A repeated field is refused even with the same value, as nginx does. */
+    CHECK_INT(status_of("POST / HTTP/1.1\r\nHost: h\r\ncontent-length: 3\r\n"
+                        "CONTENT-LENGTH: 3\r\n\r\n"),
+              400);
     CHECK_INT(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
                         "Content-Length: 4\r\n\r\n"),
               400);
     CHECK_INT(status_of("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
                         "Content-Length: 3, 4\r\n\r\n"),
               400);
-    CHECK_INT(status_of("POST / HTTP/1.0\r\nContent-Length: 3\r\nContent-Length: 03\r\n\r\n"), 0);
+    CHECK_INT(status_of("POST / HTTP/1.0\r\nContent-Length: 3\r\nContent-Length: 03\r\n\r\n"), 400);
 }
 
 TEST(http1_transfer_encoding)

@@ -346,3 +346,55 @@ TEST(path_plain_shortcut_agrees_with_general_pass)
         CHECK(same);
     }
 }
+
+/* The Location of target's slash form, as serve builds it: normalise, then path_location. */
+static void check_location(const char *target, const char *want)
+{
+    struct norm n = norm(target);
+    char loc[512];
+    CHECK_INT(n.rc, 0);
+    size_t len = path_location(n.out, n.res.len, n.res.query, loc, sizeof(loc));
+    if (len != strlen(want) || memcmp(loc, want, len) != 0)
+        fprintf(stderr, "  target \"%s\": Location \"%.*s\", want \"%s\"\n", target, (int)len, loc,
+                want);
+    CHECK_MEM(loc, len, want);
+}
+
+TEST(path_location_never_leaves_the_host)
+{
+    check_location("/dir", "/dir/");
+    check_location("/dir?a=1&b=%20", "/dir/?a=1&b=%20");
+    check_location("/dir?", "/dir/?");
+    check_location("/a/b", "/a/b/");
+    /* Open redirects: whatever climbs, doubles or hides a separator, one leading '/'. */
+    check_location("//evil.example/..%2fdir", "/dir/");
+    check_location("//evil.example", "/evil.example/");
+    check_location("///evil.example", "/evil.example/");
+    check_location("/%2fevil.example", "/evil.example/");
+    check_location("/%2F%2Fevil.example", "/evil.example/");
+    check_location("/\\evil.example", "/%5Cevil.example/");
+    check_location("/%5cevil.example", "/%5Cevil.example/");
+    check_location("/%5c%5cevil.example", "/%5C%5Cevil.example/");
+    check_location("/\\\\evil.example/..%2f..%2fdir", "/dir/");
+    check_location("http://evil.example//evil.example/..%2fdir", "/dir/");
+    check_location("http://evil.example/dir", "/dir/");
+    check_location("/../../../dir", "/dir/");
+    check_location("/a/../../dir", "/dir/");
+    /* Bytes that need encoding in a URL are encoded; pchar stays as it is. */
+    check_location("/my%20dir", "/my%20dir/");
+    check_location("/%C3%A9t%C3%A9", "/%C3%A9t%C3%A9/");
+    check_location("/a%3Fb%23c%25d", "/a%3Fb%23c%25d/");
+    check_location("/a:b@c!$&'()*+,;=-._~", "/a:b@c!$&'()*+,;=-._~/");
+    check_location("/x\"<>^`{|}", "/x%22%3C%3E%5E%60%7B%7C%7D/");
+    check_location("/d?q=\"<>\\", "/d/?q=%22%3C%3E%5C");
+}
+
+TEST(path_location_capacity)
+{
+    char loc[8];
+    CHECK_INT(path_location("abcde", 5, (struct http_str){NULL, 0}, loc, sizeof(loc)), 7);
+    CHECK_INT(path_location("abcdef", 6, (struct http_str){NULL, 0}, loc, sizeof(loc)), 8);
+    CHECK_INT(path_location("abcdefg", 7, (struct http_str){NULL, 0}, loc, sizeof(loc)), 0);
+    CHECK_INT(path_location("ab cd", 5, (struct http_str){NULL, 0}, loc, sizeof(loc)), 0);
+    CHECK_INT(path_location("ab", 2, (struct http_str){"q", 1}, loc, sizeof(loc)), 6);
+}
