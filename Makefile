@@ -28,9 +28,9 @@ $(BUILD)/%.o: %.c
 $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-# The unit binary also links the engines' shared send loop, to test it against real sockets, and
-# the timer wheel.
-$(BUILD)/unit: $(call obj,$(CORE_SRC) src/engine/sendplan.c src/rt/timer.c $(UNIT_SRC))
+# The unit binary also links the engines' shared send loop (tested against real sockets), the
+# timer wheel and the file cache (tested against a real directory).
+$(BUILD)/unit: $(call obj,$(CORE_SRC) src/engine/sendplan.c src/rt/timer.c src/rt/fcache.c $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@
 
 $(BUILD)/tools/%: tests/tools/%.c
@@ -69,7 +69,8 @@ check: deps
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 
-# libFuzzer targets, one per parser; `make fuzz FUZZ_SECONDS=600` for a longer run.
+# libFuzzer targets, one per parser; `make fuzz FUZZ_SECONDS=600` for a longer run. Target
+# fuzz_NAME starts from the seeds in tests/fuzz/seeds/NAME/ (and its own corpus in build/fuzz).
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
@@ -81,9 +82,10 @@ fuzz:
 	    clang -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer,address,undefined \
 	        $$f $(CORE_SRC) -o build/fuzz/$$n; \
 	    mkdir -p build/fuzz/corpus-$$n; \
+	    seeds=tests/fuzz/seeds/$${n#fuzz_}; [ -d $$seeds ] || seeds=; \
 	    echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
 	    build/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=20000 \
-	        build/fuzz/corpus-$$n tests/fuzz/seeds 2>build/fuzz/$$n.log || \
+	        build/fuzz/corpus-$$n $$seeds 2>build/fuzz/$$n.log || \
 	        { tail -40 build/fuzz/$$n.log; exit 1; }; \
 	done
 

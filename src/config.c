@@ -28,6 +28,7 @@ static const char usage_text[] =
     "      --drain-timeout S      on SIGTERM, wait at most S seconds for responses (10)\n"
     "      --max-conns N          connections per worker (16384)\n"
     "      --autoindex            list directories that have no index.html\n"
+    "      --autoindex-limit N    entries a listing shows, the rest counted in a note (10000)\n"
     "      --cache-control VALUE  Cache-Control header for successful responses\n"
     "      --header 'NAME: VALUE' extra header for successful responses (repeatable)\n"
     "      --mime-types FILE      extra types in /etc/mime.types format\n"
@@ -54,6 +55,7 @@ enum {
     OPT_DRAIN,
     OPT_MAX_CONNS,
     OPT_AUTOINDEX,
+    OPT_AUTOINDEX_LIMIT,
     OPT_CACHE_CONTROL,
     OPT_HEADER,
     OPT_MIME_TYPES,
@@ -77,6 +79,7 @@ static const struct option long_options[] = {
     {"drain-timeout", required_argument, NULL, OPT_DRAIN},
     {"max-conns", required_argument, NULL, OPT_MAX_CONNS},
     {"autoindex", no_argument, NULL, OPT_AUTOINDEX},
+    {"autoindex-limit", required_argument, NULL, OPT_AUTOINDEX_LIMIT},
     {"cache-control", required_argument, NULL, OPT_CACHE_CONTROL},
     {"header", required_argument, NULL, OPT_HEADER},
     {"mime-types", required_argument, NULL, OPT_MIME_TYPES},
@@ -290,6 +293,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         .header_timeout = 10,
         .drain_timeout = 10,
         .max_conns = 16384,
+        .autoindex_limit = 10000,
         .cache_size = 64u << 20,
         .cache_max_file = 256u << 10,
         .file_send = FILE_SEND_SPLICE,
@@ -345,6 +349,11 @@ int config_parse(struct config *cfg, int argc, char **argv)
             break;
         case OPT_AUTOINDEX:
             cfg->autoindex = true;
+            break;
+        case OPT_AUTOINDEX_LIMIT:
+            if (parse_uint(optarg, 1, 1u << 24, &v) != 0)
+                return usage_error("--autoindex-limit wants 1..16777216, got '%s'", optarg);
+            cfg->autoindex_limit = (unsigned)v;
             break;
         case OPT_CACHE_CONTROL:
             if (!*optarg || !valid_field_value(optarg))

@@ -36,6 +36,7 @@ struct config {
     unsigned max_conns;         /* per worker */
     bool verbose;
     bool autoindex;
+    unsigned autoindex_limit;   /* entries a listing shows; the rest are counted in a note */
     size_t cache_size;     /* bytes of file contents each worker may hold in memory */
     size_t cache_max_file; /* files up to this size are held in memory */
     enum file_send file_send;

@@ -184,7 +184,7 @@ static bool is_root(struct http_str path)
 }
 
 static void render_html(struct wbuf *o, struct http_str path, const struct autoindex_entry *e,
-                        size_t n)
+                        size_t n, size_t omitted)
 {
     wbuf_str(o, "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
@@ -216,11 +216,17 @@ static void render_html(struct wbuf *o, struct http_str path, const struct autoi
             put_size(o, e[i].size);
         wbuf_str(o, "</td></tr>\n");
     }
-    wbuf_str(o, "</table>\n</body>\n</html>\n");
+    wbuf_str(o, "</table>\n");
+    if (omitted) {
+        wbuf_str(o, "<p>");
+        wbuf_u64(o, omitted);
+        wbuf_str(o, omitted == 1 ? " more entry not shown.</p>\n" : " more entries not shown.</p>\n");
+    }
+    wbuf_str(o, "</body>\n</html>\n");
 }
 
 static void render_json(struct wbuf *o, struct http_str path, const struct autoindex_entry *e,
-                        size_t n)
+                        size_t n, size_t omitted)
 {
     wbuf_str(o, "{\"path\":");
     put_json_str(o, path.p, path.len);
@@ -239,19 +245,24 @@ static void render_json(struct wbuf *o, struct http_str path, const struct autoi
         wbuf_put(o, date, ISODATE_LEN);
         wbuf_str(o, "\"}");
     }
-    wbuf_str(o, "\n]}\n");
+    wbuf_str(o, "\n]");
+    if (omitted) {
+        wbuf_str(o, ",\"omitted\":");
+        wbuf_u64(o, omitted);
+    }
+    wbuf_str(o, "}\n");
 }
 
 size_t autoindex_render(char *out, size_t cap, enum autoindex_format format,
                         struct http_str url_path, const struct autoindex_entry *entries,
-                        size_t n)
+                        size_t n, size_t omitted)
 {
     struct wbuf o = {out, cap, 0};
     if (!url_path.p)
         url_path = (struct http_str){"", 0};
     if (format == AUTOINDEX_JSON)
-        render_json(&o, url_path, entries, n);
+        render_json(&o, url_path, entries, n, omitted);
     else
-        render_html(&o, url_path, entries, n);
+        render_html(&o, url_path, entries, n, omitted);
     return o.len;
 }

@@ -46,12 +46,16 @@ void autoindex_sort(struct autoindex_entry *entries, size_t n);
  * \ufffd, so the document is always valid JSON; "href" (percent-encoded, '/' after a directory)
  * keeps the exact name for clients that need it.
  *
+ * omitted: entries of the directory left out of entries[] (a listing capped by the caller); when
+ * it is not 0 the HTML page ends with a paragraph saying how many, and the JSON object gains an
+ * "omitted" member with the count.
+ *
  * Returns the length of the complete listing. The first min(length, cap) bytes are written to
  * out (no NUL); if length > cap the caller retries with a buffer of at least length bytes.
  * out may be NULL when cap is 0, to measure.
  */
 size_t autoindex_render(char *out, size_t cap, enum autoindex_format format,
                         struct http_str url_path, const struct autoindex_entry *entries,
-                        size_t n);
+                        size_t n, size_t omitted);
 
 #endif

@@ -3,6 +3,7 @@
  * bounds. */
 #include "rt/fcache.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -53,8 +54,18 @@ struct fcache *fcache_new(int root_fd, const struct mime_table *mime, size_t max
     return fc;
 }
 
+static void drop_derived(struct fcache *fc, struct fderived *d)
+{
+    if (d->data)
+        fc->bytes -= d->len;
+    free(d->data);
+    *d = (struct fderived){0};
+}
+
 static void destroy(struct fcache *fc, struct fentry *e)
 {
+    for (int i = 0; i < FCACHE_DERIVED; i++)
+        drop_derived(fc, &e->derived[i]);
     if (e->fd >= 0)
         close(e->fd);
     if (e->data)
@@ -77,6 +88,7 @@ static void unlink_entry(struct fcache *fc, struct fentry *e)
 
 void fcache_put(struct fcache *fc, struct fentry *e)
 {
+    assert(e->refs > 0);
     if (--e->refs == 0)
         destroy(fc, e);
 }
@@ -87,6 +99,7 @@ void fcache_free(struct fcache *fc)
         return;
     while (fc->lru.lru_prev != &fc->lru)
         unlink_entry(fc, fc->lru.lru_prev);
+    assert(fc->entries == 0);
     free(fc);
 }
 
@@ -235,4 +248,19 @@ struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64
     fc->lru.lru_prev = e;
     e->refs++;
     return e;
+}
+
+const struct fderived *fcache_set_derived(struct fcache *fc, struct fentry *e, int slot,
+                                          char *data, size_t len, int64_t now)
+{
+    struct fderived *d = &e->derived[slot];
+    drop_derived(fc, d);
+    if (len > fc->max_bytes / 8)
+        return NULL;
+    /* e may be evicted from the table here; the caller's reference keeps it, and its bytes
+     * are given back when the last reference goes. */
+    evict(fc, len);
+    *d = (struct fderived){.data = data, .len = len, .made = now};
+    fc->bytes += len;
+    return d;
 }

@@ -16,6 +16,16 @@
 #include "core/date.h"
 #include "core/mime.h"
 
+/* A body made from an entry and kept with it (a directory's rendered listing, one per format):
+ * freed with the entry, so a directory that changes drops its listings at its next
+ * revalidation, and counted in the cache's bytes. */
+#define FCACHE_DERIVED 2
+struct fderived {
+    char *data; /* NULL: none */
+    size_t len;
+    int64_t made; /* monotonic second it was made, for the caller's own expiry */
+};
+
 struct fentry {
     struct fentry *hnext;          /* hash chain */
     struct fentry *lru_next, *lru_prev; /* LRU list, oldest first after the head */
@@ -41,6 +51,7 @@ struct fentry {
     char last_modified[HTTPDATE_LEN + 1];
     char rep_headers[224]; /* static_rep_headers(), when it fits (rep_len < sizeof) */
     size_t rep_len;
+    struct fderived derived[FCACHE_DERIVED];
     size_t path_len;
     char path[];                   /* relative to the document root, NUL-terminated */
 };
@@ -58,5 +69,12 @@ struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64
 
 /* Drops a reference taken by fcache_get. */
 void fcache_put(struct fcache *fc, struct fentry *e);
+
+/* Keeps data (malloc'ed, len bytes) as e's derived body in slot, replacing what was there, and
+ * evicts older entries to make room; the cache then owns data. Keeps nothing when len is over
+ * an eighth of the cache's bytes (one body must not empty the cache). Returns the slot's body,
+ * or NULL when it was not kept: data then stays the caller's. */
+const struct fderived *fcache_set_derived(struct fcache *fc, struct fentry *e, int slot,
+                                          char *data, size_t len, int64_t now);
 
 #endif

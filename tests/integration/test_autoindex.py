@@ -5,6 +5,7 @@ import html
 import json
 import os
 import re
+import time
 import urllib.parse
 
 import pytest
@@ -218,3 +219,64 @@ def test_empty_directory_listing(make_server, docroot):
     assert entries(r.body) == []
     j = fetch(server, "/emptydir/", headers=[("Accept", "application/json")])
     assert find_entries(json.loads(j.body)) == []
+
+
+# Big directories (issue 10, item 11): a listing shows at most --autoindex-limit entries (in
+# listing order: directories first, then names) with a note counting the rest, stats only
+# what it shows, and is rendered once and kept while the directory is unchanged.
+def make_big_dir(docroot, files, dirs=0):
+    d = docroot / "big"
+    d.mkdir()
+    for i in range(files):
+        (d / f"f{i:05d}.txt").write_bytes(b"x" * (i % 7))
+    for i in range(dirs):
+        (d / f"z-dir{i}").mkdir()
+    return d
+
+
+def test_listing_is_capped_with_a_note(make_server, docroot):
+    make_big_dir(docroot, 300, dirs=3)
+    server = make_server(docroot, args=["--autoindex", "--autoindex-limit", "100"])
+    r = fetch(server, "/big/")
+    assert r.status == 200
+    names = entries(r.body, base="/big/")
+    assert names == [f"z-dir{i}/" for i in range(3)] + [f"f{i:05d}.txt" for i in range(97)]
+    assert b"<p>203 more entries not shown.</p>" in r.body
+    j = fetch(server, "/big/", headers=[("Accept", "application/json")])
+    doc = json.loads(j.body)
+    assert doc["omitted"] == 203 and len(doc["entries"]) == 100
+    assert doc["entries"][3] == {"name": "f00000.txt", "href": "f00000.txt", "type": "file",
+                                 "size": 0, "mtime": doc["entries"][3]["mtime"]}
+    # Under the limit: everything, and no note.
+    small = fetch(server, "/noindex/")
+    assert b"not shown" not in small.body
+
+
+def test_default_limit_on_a_directory_of_20000(make_server, docroot):
+    make_big_dir(docroot, 20000)
+    server = make_server(docroot, args=["--autoindex"])
+    with Conn(server, timeout=30) as c:
+        for _ in range(3):  # the second and third come from the kept listing: the same bytes
+            r = c.request("GET", "/big/")
+            assert r.status == 200
+            assert b"<p>10000 more entries not shown.</p>" in r.body
+            assert r.body.count(b"<tr><td><a href=\"f") == 10000
+        assert c.request("GET", "/hello.txt").status == 200
+
+
+def test_kept_listing_follows_the_directory(make_server, docroot):
+    """An entry added or removed shows within the revalidation window; a file that changes
+    size in place (the directory itself unchanged) within the listing's reuse time (5 s)."""
+    d = make_big_dir(docroot, 5)
+    server = make_server(docroot, args=["--autoindex"])
+    assert "new.txt" not in entries(fetch(server, "/big/").body, base="/big/")
+    (d / "new.txt").write_bytes(b"n")
+    deadline = time.monotonic() + 5
+    while "new.txt" not in entries(fetch(server, "/big/").body, base="/big/"):
+        assert time.monotonic() < deadline, "added file not listed"
+        time.sleep(0.1)
+    (d / "f00001.txt").write_bytes(b"y" * 5000)
+    deadline = time.monotonic() + 10
+    while b"4.9 KiB" not in fetch(server, "/big/").body:
+        assert time.monotonic() < deadline, "size change not listed"
+        time.sleep(0.2)

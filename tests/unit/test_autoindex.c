@@ -8,17 +8,25 @@
 
 #define E(n, dir, sz, t) {n, sizeof(n) - 1, dir, sz, t}
 
-static char *render(enum autoindex_format f, const char *path,
-                    const struct autoindex_entry *e, size_t n, size_t *len)
+static char *render_omitting(enum autoindex_format f, const char *path,
+                             const struct autoindex_entry *e, size_t n, size_t omitted,
+                             size_t *len)
 {
-    size_t need = autoindex_render(NULL, 0, f, (struct http_str){path, strlen(path)}, e, n);
+    struct http_str url = {path, strlen(path)};
+    size_t need = autoindex_render(NULL, 0, f, url, e, n, omitted);
     char *buf = malloc(need + 1);
     memset(buf, 'x', need + 1);
-    CHECK_INT(autoindex_render(buf, need, f, (struct http_str){path, strlen(path)}, e, n), need);
+    CHECK_INT(autoindex_render(buf, need, f, url, e, n, omitted), need);
     CHECK(buf[need] == 'x');
     buf[need] = '\0';
     *len = need;
     return buf;
+}
+
+static char *render(enum autoindex_format f, const char *path,
+                    const struct autoindex_entry *e, size_t n, size_t *len)
+{
+    return render_omitting(f, path, e, n, 0, len);
 }
 
 static int contains(const char *hay, const char *needle)
@@ -208,7 +216,7 @@ TEST(autoindex_small_buffers)
             char *buf = malloc(cap + 16);
             memset(buf, 'x', cap + 16);
             CHECK_INT(autoindex_render(buf, cap, (enum autoindex_format)f,
-                                       (struct http_str){"/p/", 3}, e, 2),
+                                       (struct http_str){"/p/", 3}, e, 2, 0),
                       len);
             CHECK(memcmp(buf, full, cap) == 0);
             CHECK(buf[cap] == 'x');
@@ -216,4 +224,25 @@ TEST(autoindex_small_buffers)
         }
         free(full);
     }
+}
+
+TEST(autoindex_omitted_entries)
+{
+    struct autoindex_entry e[] = {E("one", false, 1, 0)};
+    size_t len;
+    char *html = render_omitting(AUTOINDEX_HTML, "/p/", e, 1, 49999, &len);
+    CHECK(contains(html, "<p>49999 more entries not shown.</p>\n</body>"));
+    free(html);
+    html = render_omitting(AUTOINDEX_HTML, "/p/", e, 1, 1, &len);
+    CHECK(contains(html, "<p>1 more entry not shown.</p>"));
+    free(html);
+    html = render(AUTOINDEX_HTML, "/p/", e, 1, &len);
+    CHECK(!contains(html, "not shown"));
+    free(html);
+    char *json = render_omitting(AUTOINDEX_JSON, "/p/", e, 1, 7, &len);
+    CHECK(contains(json, "\n],\"omitted\":7}\n"));
+    free(json);
+    json = render(AUTOINDEX_JSON, "/p/", e, 1, &len);
+    CHECK(!contains(json, "omitted"));
+    free(json);
 }

@@ -1,0 +1,208 @@
+/* test_fcache: the file cache's contract in rt/fcache.h against a real directory: references
+ * (an entry held by a send outlives its eviction and replacement), remembered misses,
+ * revalidation once per `now` second (size, mtime, ctime, mode), derived bodies and the bounds.
+ * Must not: depend on the clock: `now` is passed in, and revalidation depends only on it.
+ * Ownership: each test makes and removes its own directory under /tmp. */
+#include "unit.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rt/fcache.h"
+
+struct fixture {
+    char dir[64];
+    int root;
+    struct fcache *fc;
+};
+
+static void setup(struct fixture *f, size_t max_bytes, size_t max_file)
+{
+    strcpy(f->dir, "/tmp/ringhttpd-fcache-XXXXXX");
+    CHECK(mkdtemp(f->dir) != NULL);
+    f->root = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    CHECK(f->root >= 0);
+    f->fc = fcache_new(f->root, NULL, max_bytes, max_file);
+    CHECK(f->fc != NULL);
+}
+
+static void put_file(struct fixture *f, const char *name, const char *data)
+{
+    int fd = openat(f->root, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    CHECK(fd >= 0);
+    CHECK_INT(write(fd, data, strlen(data)), strlen(data));
+    close(fd);
+}
+
+static void teardown(struct fixture *f)
+{
+    fcache_free(f->fc);
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+    CHECK_INT(system(cmd), 0);
+    close(f->root);
+}
+
+static struct fentry *get(struct fixture *f, const char *path, int64_t now)
+{
+    struct fentry *e = fcache_get(f->fc, path, strlen(path), now);
+    CHECK(e != NULL);
+    return e;
+}
+
+TEST(fcache_hit_shares_one_entry)
+{
+    struct fixture f;
+    setup(&f, 1 << 20, 1 << 16);
+    put_file(&f, "a.txt", "hello");
+    struct fentry *e1 = get(&f, "a.txt", 1);
+    CHECK_INT(e1->err, 0);
+    CHECK_INT(e1->size, 5);
+    CHECK(e1->data && memcmp(e1->data, "hello", 5) == 0);
+    CHECK(e1->etag_len > 2 && e1->etag[0] == '"');
+    CHECK_INT(e1->refs, 2); /* the table's and ours */
+    struct fentry *e2 = get(&f, "a.txt", 1);
+    CHECK(e1 == e2);
+    CHECK_INT(e1->refs, 3);
+    fcache_put(f.fc, e2);
+    fcache_put(f.fc, e1);
+    CHECK_INT(e1->refs, 1);
+    teardown(&f);
+}
+
+TEST(fcache_miss_is_remembered_for_the_second)
+{
+    struct fixture f;
+    setup(&f, 1 << 20, 1 << 16);
+    struct fentry *e = get(&f, "late.txt", 1);
+    CHECK_INT(e->err, -ENOENT);
+    fcache_put(f.fc, e);
+    put_file(&f, "late.txt", "now here");
+    e = get(&f, "late.txt", 1); /* same second: the miss stands */
+    CHECK_INT(e->err, -ENOENT);
+    fcache_put(f.fc, e);
+    e = get(&f, "late.txt", 2);
+    CHECK_INT(e->err, 0);
+    CHECK_INT(e->size, 8);
+    fcache_put(f.fc, e);
+    teardown(&f);
+}
+
+TEST(fcache_held_entry_outlives_replacement)
+{
+    struct fixture f;
+    setup(&f, 1 << 20, 1 << 16);
+    put_file(&f, "a.txt", "version one");
+    struct fentry *old = get(&f, "a.txt", 1);
+    put_file(&f, "a.txt", "v2");
+    struct fentry *cur = get(&f, "a.txt", 2); /* revalidated: replaced */
+    CHECK(cur != old);
+    CHECK_INT(cur->size, 2);
+    /* The held old entry is intact (ASan would report a use after free here). */
+    CHECK_INT(old->refs, 1);
+    CHECK(memcmp(old->data, "version one", 11) == 0);
+    CHECK(old->fd >= 0);
+    fcache_put(f.fc, old);
+    fcache_put(f.fc, cur);
+    teardown(&f);
+}
+
+TEST(fcache_eviction_while_held)
+{
+    struct fixture f;
+    setup(&f, 16, 16); /* room for one 10-byte file */
+    put_file(&f, "a.txt", "aaaaaaaaaa");
+    put_file(&f, "b.txt", "bbbbbbbbbb");
+    struct fentry *a = get(&f, "a.txt", 1);
+    struct fentry *b = get(&f, "b.txt", 1); /* evicts a from the table */
+    CHECK_INT(a->refs, 1);
+    CHECK(memcmp(a->data, "aaaaaaaaaa", 10) == 0);
+    struct fentry *a2 = get(&f, "a.txt", 1); /* loaded again: a new entry */
+    CHECK(a2 != a);
+    fcache_put(f.fc, a);
+    fcache_put(f.fc, b);
+    fcache_put(f.fc, a2);
+    teardown(&f);
+}
+
+TEST(fcache_large_files_are_not_held_in_memory)
+{
+    struct fixture f;
+    setup(&f, 1 << 20, 4);
+    put_file(&f, "big.txt", "more than four");
+    struct fentry *e = get(&f, "big.txt", 1);
+    CHECK(e->data == NULL && e->fd >= 0);
+    CHECK_INT(e->size, 14);
+    fcache_put(f.fc, e);
+    teardown(&f);
+}
+
+TEST(fcache_rewrite_with_size_and_mtime_restored)
+{
+    struct fixture f;
+    setup(&f, 1 << 20, 1 << 16);
+    put_file(&f, "a.txt", "AAAA");
+    struct stat st;
+    CHECK_INT(fstatat(f.root, "a.txt", &st, 0), 0);
+    struct fentry *e = get(&f, "a.txt", 1);
+    char etag[48];
+    memcpy(etag, e->etag, sizeof(etag));
+    fcache_put(f.fc, e);
+    usleep(20000); /* so the ctime of the rewrite differs even on coarse-clock filesystems */
+    int fd = openat(f.root, "a.txt", O_WRONLY | O_CLOEXEC);
+    CHECK_INT(pwrite(fd, "BBBB", 4, 0), 4);
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    CHECK_INT(futimens(fd, times), 0);
+    close(fd);
+    e = get(&f, "a.txt", 2);
+    CHECK(memcmp(e->data, "BBBB", 4) == 0);
+    CHECK(strcmp(e->etag, etag) != 0);
+    fcache_put(f.fc, e);
+    teardown(&f);
+}
+
+TEST(fcache_chmod_000_is_eacces)
+{
+    struct fixture f;
+    setup(&f, 1 << 20, 1 << 16);
+    put_file(&f, "a.txt", "secret");
+    struct fentry *e = get(&f, "a.txt", 1);
+    CHECK_INT(e->err, 0);
+    fcache_put(f.fc, e);
+    CHECK_INT(fchmodat(f.root, "a.txt", 0, 0), 0);
+    e = get(&f, "a.txt", 1); /* same second: still the old entry */
+    CHECK_INT(e->err, 0);
+    fcache_put(f.fc, e);
+    e = get(&f, "a.txt", 2);
+    CHECK_INT(e->err, -EACCES);
+    fcache_put(f.fc, e);
+    teardown(&f);
+}
+
+TEST(fcache_derived_bodies_live_and_die_with_their_entry)
+{
+    struct fixture f;
+    setup(&f, 1 << 20, 1 << 16);
+    CHECK_INT(mkdirat(f.root, "d", 0755), 0);
+    struct fentry *d = get(&f, "d", 1);
+    CHECK(d->is_dir);
+    char *body = malloc(100);
+    memset(body, 'x', 100);
+    const struct fderived *k = fcache_set_derived(f.fc, d, 0, body, 100, 1);
+    CHECK(k && k->data == body && k->len == 100 && k->made == 1);
+    /* Too large to keep (over an eighth of the cache): the caller keeps it. */
+    char *huge = malloc((1 << 20) / 8 + 1);
+    CHECK(fcache_set_derived(f.fc, d, 1, huge, (1 << 20) / 8 + 1, 1) == NULL);
+    free(huge);
+    fcache_put(f.fc, d);
+    /* The directory changes: its entry, and the body with it, is replaced (ASan: no leak). */
+    usleep(20000);
+    CHECK_INT(mkdirat(f.root, "d/sub", 0755), 0);
+    d = get(&f, "d", 2);
+    CHECK(d->derived[0].data == NULL);
+    fcache_put(f.fc, d);
+    teardown(&f);
+}
