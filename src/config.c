@@ -409,10 +409,10 @@ int config_parse(struct config *cfg, int argc, char **argv)
             break;
         case 'h':
             fputs(usage_text, stdout);
-            return -1;
+            return CONFIG_DONE;
         case OPT_VERSION:
             printf("ringhttpd %s\n", RINGHTTPD_VERSION);
-            return -1;
+            return CONFIG_DONE;
         case ':':
             return usage_error("option '%s' needs a value", argv[optind - 1]);
         default:

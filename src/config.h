@@ -51,9 +51,12 @@ struct config {
     const char *fallback; /* URL path below the root, without the leading '/', or NULL */
 };
 
+/* config_parse's answer when it printed --help or --version: nothing to run, exit 0. */
+#define CONFIG_DONE (-1)
+
 /* Fills cfg from argv. Returns 0 to run, or an exit status after printing one line to stderr
- * (2 for a usage error, 1 for an unusable document root or option file), or -1 after printing
- * --help or --version (exit 0). */
+ * (2 for a usage error, 1 for an unusable document root or option file), or CONFIG_DONE after
+ * printing --help or --version. */
 int config_parse(struct config *cfg, int argc, char **argv);
 
 /* Releases what config_parse allocated and closes the document root. */

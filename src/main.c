@@ -7,7 +7,7 @@ int main(int argc, char **argv)
     struct config cfg;
     int rc = config_parse(&cfg, argc, argv);
     if (rc != 0)
-        return rc < 0 ? 0 : rc;
+        return rc == CONFIG_DONE ? 0 : rc;
     rc = server_run(&cfg);
     config_free(&cfg);
     return rc;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/date.h"
+#include "core/token.h"
 
 size_t cond_etag(char *out, size_t cap, uint64_t ino, uint64_t size, int64_t change_ns,
                  const char *encoding)
@@ -43,21 +44,16 @@ size_t cond_etag(char *out, size_t cap, uint64_t ino, uint64_t size, int64_t cha
     return total;
 }
 
-static bool is_ows(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
 /* Header values arrive trimmed from http1, but the evaluation must not depend on it. */
 static struct http_str trim(struct http_str s)
 {
     if (!s.p)
         return (struct http_str){NULL, 0};
-    while (s.len && is_ows(s.p[0])) {
+    while (s.len && token_is_ows(s.p[0])) {
         s.p++;
         s.len--;
     }
-    while (s.len && is_ows(s.p[s.len - 1]))
+    while (s.len && token_is_ows(s.p[s.len - 1]))
         s.len--;
     return s;
 }
@@ -127,13 +123,13 @@ static bool list_has(struct http_str list, struct http_str etag, bool strong)
         return false;
     const char *p = list.p, *end = list.p + list.len;
     for (;;) {
-        while (p < end && (is_ows(*p) || *p == ','))
+        while (p < end && (token_is_ows(*p) || *p == ','))
             p++;
         if (p == end || !read_tag(&p, end, &t))
             return false;
         if (same_opaque(&own, &t) && !(strong && t.weak))
             return true;
-        while (p < end && is_ows(*p))
+        while (p < end && token_is_ows(*p))
             p++;
         if (p < end && *p != ',')
             return false;

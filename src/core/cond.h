@@ -10,7 +10,8 @@
 
 #include "core/http1.h"
 
-/* Enough for any ETag cond_etag builds with an encoding name of up to 8 bytes, NUL included. */
+/* Enough for any ETag cond_etag builds with an encoding name of up to 8 bytes, NUL included:
+ * two quotes, three fields of at most 16 hex digits, three '-', 8 bytes and the NUL are 62. */
 #define COND_ETAG_MAX 64
 
 /*

@@ -15,18 +15,7 @@
 #include <emmintrin.h>
 #endif
 
-/* RFC 9110 5.6.2 tchar: the bytes of a method or a field name. */
-static const unsigned char tchar[256] = {
-    /* 0x00 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    /* 0x10 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    /* 0x20 */ 0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, /* !#$%&'*+-. */
-    /* 0x30 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, /* 0-9 */
-    /* 0x40 */ 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* A-O */
-    /* 0x50 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, /* P-Z ^_ */
-    /* 0x60 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* ` a-o */
-    /* 0x70 */ 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0, /* p-z | ~ */
-    /* 0x80..0xff: not tokens */
-};
+#include "core/token.h"
 
 /* http1_parse clears the interpreted fields one by one: a field added after referer must be
  * cleared there too, and this fails the build until it is. */
@@ -45,21 +34,11 @@ struct fields {
     bool te_chunked_last; /* the final transfer coding seen so far is "chunked" */
 };
 
-static inline unsigned char lower(unsigned char c)
-{
-    return (unsigned char)(c - 'A') < 26 ? c | 0x20 : c;
-}
-
-static inline bool is_ows(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
 /* n bytes at p equal the lower-case literal lit, ignoring ASCII case. */
 static inline bool ieq(const char *p, const char *lit, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (lower((unsigned char)p[i]) != (unsigned char)lit[i])
+        if (token_lower((unsigned char)p[i]) != (unsigned char)lit[i])
             return false;
     return true;
 }
@@ -147,7 +126,7 @@ static inline const char *skip_value(const char *p, const char *end)
 
 static inline const char *skip_tchar(const char *p, const char *end)
 {
-    while (p < end && tchar[(unsigned char)*p])
+    while (p < end && token_tchar[(unsigned char)*p])
         p++;
     return p;
 }
@@ -306,7 +285,7 @@ static int parse_transfer_encoding(const char *p, const char *end, struct fields
         const char *comma = memchr(p, ',', (size_t)(end - p));
         const char *stop = comma ? comma : end;
         const char *last = stop;
-        while (last > elem && is_ows(last[-1]))
+        while (last > elem && token_is_ows(last[-1]))
             last--;
         if (last == elem)
             return 400; /* empty element: intermediaries read "a,,b" differently */
@@ -320,7 +299,7 @@ static int parse_transfer_encoding(const char *p, const char *end, struct fields
         if (!comma)
             return 0;
         p = comma + 1;
-        while (p < end && is_ows(*p))
+        while (p < end && token_is_ows(*p))
             p++;
     }
 }
@@ -332,9 +311,9 @@ static void parse_connection(const char *p, const char *end, struct fields *f)
         const char *comma = memchr(p, ',', (size_t)(end - p));
         const char *stop = comma ? comma : end;
         const char *last = stop;
-        while (p < last && is_ows(*p))
+        while (p < last && token_is_ows(*p))
             p++;
-        while (last > p && is_ows(last[-1]))
+        while (last > p && token_is_ows(last[-1]))
             last--;
         size_t n = (size_t)(last - p);
         if (n == 5 && ieq_token(p, "close", 5))
@@ -510,7 +489,7 @@ int http1_parse(const char *buf, size_t len, struct http_request *req)
                 goto head_error;
             break;
         }
-        if (is_ows(c)) /* obs-fold, or whitespace before the first field: RFC 9112 5.2 */
+        if (token_is_ows(c)) /* obs-fold, or whitespace before the first field: RFC 9112 5.2 */
             goto bad;
         if (req->num_headers == HTTP1_MAX_HEADERS) {
             status = 431;
@@ -525,7 +504,7 @@ int http1_parse(const char *buf, size_t len, struct http_request *req)
             goto bad;
         const char *name_end = p++;
 
-        while (p < end && is_ows(*p))
+        while (p < end && token_is_ows(*p))
             p++;
         const char *value = p;
         for (;;) {
@@ -540,7 +519,7 @@ int http1_parse(const char *buf, size_t len, struct http_request *req)
         p = eat_eol(p, end, &status); /* also the 400 for NUL and other controls */
         if (!p)
             goto head_error;
-        while (value_end > value && is_ows(value_end[-1]))
+        while (value_end > value && token_is_ows(value_end[-1]))
             value_end--;
 
         struct http_header *h = &req->headers[req->num_headers++];

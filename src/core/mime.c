@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/token.h"
+
 #define CHARSET "; charset=utf-8"
 #define T(type) type CHARSET
 
@@ -177,11 +179,6 @@ static const struct mime_entry builtin[] = {
     {"zst", "application/zstd"},
 };
 
-static char lower(char c)
-{
-    return c >= 'A' && c <= 'Z' ? (char)(c + ('a' - 'A')) : c;
-}
-
 static const char *search(const struct mime_entry *e, size_t n, const char *ext)
 {
     size_t lo = 0, hi = n;
@@ -212,7 +209,7 @@ const char *mime_lookup(const struct mime_table *extra, const char *path, size_t
     char ext[MIME_EXT_MAX + 1];
     size_t n = len - dot - 1;
     for (size_t i = 0; i < n; i++)
-        ext[i] = lower(path[dot + 1 + i]);
+        ext[i] = (char)token_lower((unsigned char)path[dot + 1 + i]);
     ext[n] = '\0';
 
     const char *type = NULL;
@@ -223,14 +220,6 @@ const char *mime_lookup(const struct mime_table *extra, const char *path, size_t
     return type ? type : MIME_DEFAULT;
 }
 
-/* tchar (RFC 9110 5.6.2): what a media type and, here, an extension may be made of. */
-static bool is_tchar(unsigned char c)
-{
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
-        return true;
-    return c && strchr("!#$%&'*+-.^_`|~", c);
-}
-
 static bool is_space(char c)
 {
     return c == ' ' || c == '\t' || c == '\r';
@@ -238,13 +227,7 @@ static bool is_space(char c)
 
 static bool span_ieq(const char *p, size_t n, const char *lit)
 {
-    if (strlen(lit) != n)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (lower(p[i]) != lit[i])
-            return false;
-    }
-    return true;
+    return token_ieq(p, n, lit, strlen(lit));
 }
 
 static bool ends_with(const char *p, size_t n, const char *suffix)
@@ -280,7 +263,7 @@ static bool valid_type(const char *p, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (p[i] == '/')
             slashes++;
-        else if (!is_tchar((unsigned char)p[i]))
+        else if (!token_is_tchar((unsigned char)p[i]))
             return false;
     }
     return slashes == 1 && p[0] != '/' && p[n - 1] != '/';
@@ -291,7 +274,7 @@ static bool valid_ext(const char *p, size_t n)
     if (n > MIME_EXT_MAX)
         return false;
     for (size_t i = 0; i < n; i++) {
-        if (!is_tchar((unsigned char)p[i]))
+        if (!token_is_tchar((unsigned char)p[i]))
             return false;
     }
     return true;
@@ -300,7 +283,7 @@ static bool valid_ext(const char *p, size_t n)
 static char *copy_lower(char *dst, const char *src, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        dst[i] = lower(src[i]);
+        dst[i] = (char)token_lower((unsigned char)src[i]);
     return dst + n;
 }
 

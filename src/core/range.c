@@ -3,12 +3,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "core/token.h"
 #include "core/wbuf.h"
-
-static bool is_ows(char c)
-{
-    return c == ' ' || c == '\t';
-}
 
 static bool is_digit(char c)
 {
@@ -77,7 +73,7 @@ enum range_result range_parse(struct http_str hdr, uint64_t size, struct range_s
     bool need_comma = false;
 
     for (;;) {
-        while (p < end && is_ows(*p))
+        while (p < end && token_is_ows(*p))
             p++;
         if (p == end)
             break;

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/cond.h"
 #include "core/date.h"
 #include "core/mime.h"
 
@@ -46,7 +47,7 @@ struct fentry {
     uint8_t variants;              /* bit (1 << enc) for each precompressed sibling present */
     const char *mime;
     char *data;                    /* contents when small enough, else NULL */
-    char etag[48];
+    char etag[COND_ETAG_MAX]; /* never truncated: see cond.h */
     size_t etag_len;
     char last_modified[HTTPDATE_LEN + 1];
     char rep_headers[224]; /* static_rep_headers(), when it fits (rep_len < sizeof) */

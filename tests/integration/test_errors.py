@@ -128,15 +128,16 @@ def expect_error_in(server, data, statuses):
 
 
 def test_chunked_not_last_is_rejected(server):
-    # RFC 9112 6.3 says 400, 6.1 allows 501 for a coding not understood: either, then close.
+    # RFC 9112 6.3 says 400, 6.1 allows 501 for a coding not understood; nginx answers 501 to
+    # any Transfer-Encoding but a lone "chunked", and so do we. Then the connection closes.
     expect_error_in(server, request("POST", "/hello.txt",
-                                    headers=["Transfer-Encoding: chunked, gzip"]), (400, 501))
+                                    headers=["Transfer-Encoding: chunked, gzip"]), (501,))
 
 
 def test_content_length_overflow_is_rejected(server):
     expect_error_in(server, request("GET", "/hello.txt",
                                     headers=["Content-Length: 99999999999999999999999"]),
-                    (400, 413))
+                    (400,))
 
 
 @pytest.mark.parametrize("version", ["2.0", "3.0", "0.9", "9.9"])

@@ -39,7 +39,7 @@ def test_options_then_get_on_one_connection(server):
 
 def test_asterisk_for_other_methods_is_an_error(server):
     r = fetch(server, "*", method="GET")
-    assert r.status in (400, 404, 405)
+    assert r.status == 400
 
 
 def test_405_allow_lists_options(server):
@@ -53,16 +53,15 @@ def test_expect_100_continue(server):
     with Conn(server) as c:
         c.send(request("GET", "/hello.txt", headers=["Expect: 100-continue",
                                                      f"Content-Length: {len(body)}"]))
-        # The server either sends "100 Continue" first or goes straight to the final response;
-        # either way our body must then be consumed, not parsed as a request.
+        # The interim response comes first (RFC 9110 10.1.1); our body must then be consumed,
+        # not parsed as a request.
         c.sock.settimeout(5)
         first = c.sock.recv(65536)
-        assert first.startswith(b"HTTP/1.1 "), first[:60]
+        assert first.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), first[:60]
         c.h11.receive_data(first)
         c.send(body)
         r = c.read()
-        for info in r.informational:
-            assert info.status_code == 100
+        assert [info.status_code for info in r.informational] == [100]
         assert r.status == 200 and r.body == HELLO
         c.send(request("GET", "/", close=True))
         r2 = c.read()
@@ -77,11 +76,11 @@ def test_expect_100_continue_sends_interim_before_body(server):
                                                      "Content-Length: 5"]))
         c.sock.settimeout(5)
         first = c.sock.recv(65536)
-        assert first, "server closed instead of answering"
+        assert first.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), first[:60]
         c.h11.receive_data(first)
-        if first.startswith(b"HTTP/1.1 100"):
-            c.send(b"hello")
+        c.send(b"hello")
         r = c.read()
+        assert [info.status_code for info in r.informational] == [100]
         assert r.status == 200 and r.body == HELLO
 
 
@@ -133,7 +132,7 @@ def test_mime_types_missing_file_is_an_error(engine, docroot, tmp_path):
     p = subprocess.run([RINGHTTPD, "-p", "0", "-b", "127.0.0.1", "--engine", engine,
                         "--mime-types", str(tmp_path / "nope.types"), str(docroot)],
                        capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
-    assert p.returncode in (1, 2), p
+    assert p.returncode == 1, p  # an unusable file, not a bad option
     assert len([ln for ln in p.stderr.splitlines() if ln.strip()]) == 1
 
 
@@ -212,7 +211,7 @@ def test_fallback_head(spa_server):
 def test_fallback_never_reveals_hidden_files(spa_server):
     r = fetch(spa_server, "/.secret", headers=[("Accept", BROWSER_ACCEPT)])
     assert SECRET_CONTENT not in r.body
-    assert r.status in (200, 404)
+    assert r.status == 404  # a hidden name is refused before the fallback is considered
 
 
 def test_error_page_that_does_not_exist_falls_back_to_builtin(make_server, docroot):
@@ -230,16 +229,12 @@ def test_fallback_that_does_not_exist_gives_404(make_server, docroot):
 
 
 def test_error_page_and_fallback_cannot_point_outside(make_server, docroot):
-    """PATH is below DOCROOT: '..' in it must not reach outside.txt (refused at start, or
-    normalised inside the root)."""
+    """PATH is below DOCROOT: '..' in it is normalised inside the root ("/outside.txt" there,
+    which does not exist), so the built-in 404 answers and outside.txt is never read."""
     srv = make_server(docroot, args=["--error-page", "404=/../outside.txt",
-                                     "--fallback", "/../outside.txt"], ready=False)
-    try:
-        srv.wait_ready(timeout=5)
-    except pytest.fail.Exception:
-        assert srv.proc.poll() in (1, 2), srv.stderr_text()
-        return
+                                     "--fallback", "/../outside.txt"])
     r = fetch(srv, "/missing", headers=[("Accept", BROWSER_ACCEPT)])
+    assert r.status == 404
     assert OUTSIDE_CONTENT not in r.body
 
 

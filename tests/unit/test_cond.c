@@ -276,3 +276,11 @@ TEST(cond_prefixes_stay_in_bounds)
         cond_if_range(G("\"xyzzy\""), (struct http_str){unit_guard(list, i), i}, T784);
     }
 }
+
+TEST(cond_etag_worst_case_fits_cond_etag_max)
+{
+    char out[COND_ETAG_MAX];
+    size_t n = cond_etag(out, sizeof(out), UINT64_MAX, UINT64_MAX, -1, "12345678");
+    CHECK_INT(n, 61);
+    CHECK(n < COND_ETAG_MAX && out[n] == '\0');
+}
