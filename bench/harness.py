@@ -186,35 +186,57 @@ FILE_SERVERS = ["ringhttpd-uring", "ringhttpd-epoll", "nginx", "lighttpd", "h2o"
 
 
 class Scenario:
+    """One load shape. `saturate` marks the small-response scenarios that also run in the
+    saturated mode (see saturated()); a new scenario only needs a line in SCENARIOS."""
+
     def __init__(self, name, what, path, conns, servers, kind="rate", headers=(),
-                 status_ok=False, pinned=True, wrk_threads=1, timeout="5s", quick=True):
+                 status_ok=False, pinned=True, wrk_threads=1, timeout="5s", quick=True,
+                 saturate=False, sat_clients=1):
         self.name, self.what, self.path, self.conns = name, what, path, conns
         self.servers, self.kind, self.headers = servers, kind, list(headers)
         self.status_ok, self.pinned, self.wrk_threads = status_ok, pinned, wrk_threads
         self.timeout, self.quick = timeout, quick
+        self.saturate, self.sat_clients = saturate, sat_clients
+        self.quota = None  # a CpuQuota on the saturated variant, None when free-running
+        self.clients = 1   # wrk processes: the first on WRK_CPU, a second on SERVER_CPU
+
+    def saturated(self, quota):
+        """The same load with every server held to `quota` (a CpuQuota): the server, not the
+        client, is the bottleneck, so req/s measures its efficiency and ranks the table."""
+        sc = Scenario(self.name + "-sat", self.what, self.path, self.conns, self.servers,
+                      kind="saturated", headers=self.headers, status_ok=self.status_ok,
+                      timeout=self.timeout, quick=self.quick)
+        sc.quota, sc.clients, sc.free_name = quota, self.sat_clients, self.name
+        return sc
 
     @property
     def metric(self):
         """The column ratios are computed on (and the chart plots)."""
-        return {"rate": "cpu_rps", "throughput": "mbps", "scaling": "rps"}[self.kind]
+        return {"rate": "cpu_rps", "throughput": "mbps", "scaling": "rps",
+                "saturated": "rps"}[self.kind]
 
-    def wrk_command(self, port, duration):
+    def wrk_command(self, port, duration, client=0):
+        """Client 0 runs on WRK_CPU; client 1 (saturated mode's second client, for the scenarios
+        one wrk thread cannot saturate) shares SERVER_CPU with the server, which gets its quota
+        first because its cgroup has the larger weight (CpuQuota.SHARES)."""
         cmd = ["wrk", "-t%d" % self.wrk_threads, "-c%d" % self.conns, "-d%ds" % duration,
                "--latency", "--timeout", self.timeout, "-s", REPORT_LUA]
         for h in self.headers:
             cmd += ["-H", h]
         cmd.append("http://%s:%d%s" % (HOST, port, self.path))
-        return (["taskset", "-c", WRK_CPU] + cmd) if self.pinned else cmd
+        return (["taskset", "-c", (WRK_CPU, SERVER_CPU)[client]] + cmd) if self.pinned else cmd
 
 
 SCENARIOS = [
     Scenario("ka-1k-c50", "Keep-alive GET of a 1 KiB file, 50 connections", "/1k.bin", 50,
-             FILE_SERVERS + ["ceiling"]),
+             FILE_SERVERS + ["ceiling"], saturate=True),
     Scenario("ka-1k-c1000", "Keep-alive GET of a 1 KiB file, 1000 connections", "/1k.bin", 1000,
-             FILE_SERVERS + ["ceiling"]),
+             FILE_SERVERS + ["ceiling"], saturate=True),
+    # Saturated, one wrk thread opens and closes connections more slowly than a server at 40%
+    # of a core serves them; a second wrk process gets the rest of the server's core.
     Scenario("close-1k", "GET of a 1 KiB file with `Connection: close` (one request per "
              "connection), 50 connections", "/1k.bin", 50, FILE_SERVERS + ["ceiling-close"],
-             headers=["Connection: close"]),
+             headers=["Connection: close"], saturate=True, sat_clients=2),
     Scenario("ka-404", "Keep-alive GET of a missing file (404), 50 connections", "/missing.bin",
              50, FILE_SERVERS, status_ok=True),
     Scenario("ka-16k", "Keep-alive GET of a 16 KiB file, 50 connections", "/16k.bin", 50,
@@ -378,6 +400,90 @@ def wait_for_idle(limit_s):
             return time.time() - t0
 
 
+class CpuQuota:
+    """The saturated mode's CPU limit: cgroup v1's cpu controller (CFS bandwidth control). Each
+    saturated run gets a child cgroup of our own with cpu.cfs_period_us / cpu.cfs_quota_us set,
+    the server's processes (all their threads, io_uring's workers included) are moved into it
+    for the run, then back, and the cgroup is removed, also on Ctrl-C. Every server gets the
+    same limit. It never touches a cgroup it did not make."""
+
+    SHARES = 10240  # ten times a task's weight: the server gets its quota before a client on its core
+
+    def __init__(self, pct, period_us):
+        self.pct, self.period_us = pct, period_us
+        self.quota_us = max(1000, period_us * pct // 100)
+        self.mount, self.home = self.find()
+
+    @staticmethod
+    def find():
+        """(cpu controller mount, our own cgroup's directory in it), or raises OSError."""
+        mount = None
+        with open("/proc/mounts") as f:
+            for line in f:
+                dev, path, fstype, opts = line.split()[:4]
+                if fstype == "cgroup" and "cpu" in opts.split(","):
+                    mount = path
+        if mount is None:
+            raise OSError("no cgroup v1 cpu controller mounted (see /proc/mounts)")
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, controllers, rel = line.rstrip("\n").split(":", 2)
+                if "cpu" in controllers.split(","):
+                    return mount, os.path.join(mount, rel.lstrip("/"))
+        return mount, mount
+
+    def describe(self):
+        return "%d%% of one core (cpu.cfs_quota_us %d per cpu.cfs_period_us %d)" % (
+            self.pct, self.quota_us, self.period_us)
+
+    @staticmethod
+    def write(path, value):
+        with open(path, "w") as f:
+            f.write(str(value))
+
+    def enter(self, server):
+        """Makes the cgroup and moves the server's process tree into it; returns its path."""
+        path = os.path.join(self.home, "ringhttpd-bench.%d.%s" % (os.getpid(), server.name))
+        os.makedirs(path, exist_ok=True)
+        try:
+            self.write(os.path.join(path, "cpu.cfs_period_us"), self.period_us)
+            self.write(os.path.join(path, "cpu.cfs_quota_us"), self.quota_us)
+            self.write(os.path.join(path, "cpu.shares"), self.SHARES)
+            for pid in sorted(tree_pids(server.proc.pid, proc_table())):
+                try:
+                    self.write(os.path.join(path, "cgroup.procs"), pid)  # the whole process
+                except ProcessLookupError:
+                    pass
+        except BaseException:
+            self.leave(path)
+            raise
+        return path
+
+    def stat(self, path):
+        with open(os.path.join(path, "cpu.stat")) as f:
+            return {k: int(v) for k, v in (line.split() for line in f)}
+
+    def leave(self, path):
+        """Moves whatever is left in the cgroup back home, then removes it."""
+        for attempt in range(50):
+            try:
+                with open(os.path.join(path, "cgroup.procs")) as f:
+                    pids = [int(x) for x in f.read().split()]
+            except FileNotFoundError:
+                return
+            for pid in pids:
+                try:
+                    self.write(os.path.join(self.home, "cgroup.procs"), pid)
+                except ProcessLookupError:
+                    pass
+            try:
+                os.rmdir(path)
+                return
+            except OSError:
+                time.sleep(0.1)  # a process that just exited is still being reaped
+        print("bench: could not remove cgroup %s" % path, file=sys.stderr, flush=True)
+
+
 def port_open(port):
     try:
         with socket.create_connection((HOST, port), timeout=0.2):
@@ -477,15 +583,53 @@ def run_wrk(server, scenario, duration):
         if not start_server(server):  # one restart per run, so one crash does not end the run
             res["failed"] = server.state
             return res
-    cmd = scenario.wrk_command(server.port, duration)
-    res["command"] = cmd
+    if scenario.quota is None:
+        return measure(server, scenario, duration, res)
+    quota = scenario.quota
+    res.update({"quota_pct": quota.pct, "cfs_period_us": quota.period_us,
+                "cfs_quota_us": quota.quota_us, "clients": scenario.clients})
+    try:
+        cgroup = quota.enter(server)
+    except OSError as e:
+        res["failed"] = "cannot apply the CPU quota: %s" % e
+        return res
+    try:
+        st0 = quota.stat(cgroup)
+        measure(server, scenario, duration, res)
+        st1 = quota.stat(cgroup)
+    finally:
+        quota.leave(cgroup)
+    periods = st1["nr_periods"] - st0["nr_periods"]
+    res["throttled"] = (st1["nr_throttled"] - st0["nr_throttled"]) / periods if periods else 0.0
+    # Below 90% of its quota the server was not the bottleneck: the client was.
+    if res.get("cores") is not None:
+        res["saturated"] = res["cores"] >= 0.9 * quota.pct / 100
+    return res
+
+
+def measure(server, scenario, duration, res):
+    """Runs the scenario's wrk process(es) against a running server and fills `res`."""
+    cmds = [scenario.wrk_command(server.port, duration, client=i) for i in range(scenario.clients)]
+    res["command"] = cmds[0]
+    if len(cmds) > 1:
+        res["commands"] = cmds
     busy0, kids0 = machine_busy_ticks(), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu0 = tree_cpu_ticks(server)
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for cmd in cmds]
+    outs = []
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
-    except subprocess.TimeoutExpired:
-        res["failed"] = "wrk did not finish"
-        return res
+        for proc in procs:
+            try:
+                outs.append(proc.communicate(timeout=duration + 60))
+            except subprocess.TimeoutExpired:
+                res["failed"] = "wrk did not finish"
+                return res
+    finally:
+        for proc in procs:  # only on an early exit: wrk stops by itself after -d
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     cpu1 = tree_cpu_ticks(server)
     busy1, kids1 = machine_busy_ticks(), resource.getrusage(resource.RUSAGE_CHILDREN)
     if server.proc.poll() is not None:
@@ -493,11 +637,19 @@ def run_wrk(server, scenario, duration):
             server.proc.returncode, log_tail(server.log_path, start=server.log_start))
         server.state = res["failed"]
         return res
-    m = re.search(r"^BENCH-JSON (\{.*\})$", out.stdout, re.M)
-    if not m:
-        res["failed"] = "wrk: %s" % (out.stderr.strip() or out.stdout.strip())[-300:]
-        return res
-    w = json.loads(m.group(1))
+    reports = []
+    for stdout, stderr in outs:
+        m = re.search(r"^BENCH-JSON (\{.*\})$", stdout, re.M)
+        if not m:
+            res["failed"] = "wrk: %s" % (stderr.strip() or stdout.strip())[-300:]
+            return res
+        reports.append(json.loads(m.group(1)))
+    # Several clients: totals add up, the run lasts as long as the longest, and the latency
+    # percentiles are the worst client's (they cannot be merged exactly).
+    w = {k: sum(r[k] for r in reports) for k in ("requests", "bytes", "connect", "read",
+                                                 "write", "status", "timeout")}
+    for k in ("duration_us", "p50_us", "p99_us"):
+        w[k] = max(r[k] for r in reports)
     secs = w["duration_us"] / 1e6
     cpu_s = (cpu1 - cpu0) / CLK_TCK
     wrk_s = (kids1.ru_utime + kids1.ru_stime) - (kids0.ru_utime + kids0.ru_stime)
@@ -506,7 +658,7 @@ def run_wrk(server, scenario, duration):
     res["others"] = max(0.0, (busy1 - busy0) / CLK_TCK - cpu_s - wrk_s) / secs
     res.update({
         "requests": w["requests"], "rps": w["requests"] / secs,
-        "mbps": w["bytes"] / secs / 1e6, "cpu_s": cpu_s,
+        "mbps": w["bytes"] / secs / 1e6, "cpu_s": cpu_s, "cores": cpu_s / secs,
         "cpu_rps": w["requests"] / cpu_s if cpu_s > 0 else None,
         "p50_us": w["p50_us"], "p99_us": w["p99_us"],
         "socket_errors": {k: w[k] for k in ("connect", "read", "write", "timeout") if w[k]},
@@ -544,6 +696,10 @@ def progress_line(rnd, rounds, res):
         errs.append("non-2xx=%d" % res["non2xx"])
     if res["others"] >= BUSY_WARN:
         errs.append("(machine busy: other processes used %.2f cores)" % res["others"])
+    if "quota_pct" in res:
+        errs.insert(0, "server at %.0f%% of a core (quota %d%%, throttled in %.0f%% of periods)%s"
+                    % (res["cores"] * 100, res["quota_pct"], res["throttled"] * 100,
+                       "" if res["saturated"] else " NOT SATURATED"))
     return head + " %9s req/s %9s req/CPU-s %8s MB/s  p50 %-9s p99 %-9s %s" % (
         fmt_num(res["rps"]), fmt_num(res["cpu_rps"]), fmt_num(res["mbps"], 1),
         fmt_lat(res["p50_us"]), fmt_lat(res["p99_us"]), " ".join(errs) or "ok")
@@ -672,8 +828,9 @@ def summarize(results, scenarios, servers_by_name):
             good = [r for r in runs if "failed" not in r]
             row = {"runs": len(runs), "good": len(good),
                    "failures": sorted({r["failed"] for r in runs if "failed" in r})}
-            for key in ("rps", "cpu_rps", "mbps", "p50_us", "p99_us"):
-                row[key] = median([r[key] for r in good])
+            for key in ("rps", "cpu_rps", "mbps", "p50_us", "p99_us", "cores", "throttled"):
+                row[key] = median([r.get(key) for r in good])
+            row["unsaturated"] = sum(1 for r in good if r.get("saturated") is False)
             errs = {}
             for r in good:
                 for k, v in r["socket_errors"].items():
@@ -699,6 +856,8 @@ def summarize(results, scenarios, servers_by_name):
 
 METRIC_TITLE = {"cpu_rps": "requests per server CPU-second", "mbps": "MB/s",
                 "rps": "requests per second"}
+PANEL_TITLE = {"rate": "free-running", "saturated": "saturated (CPU quota)",
+               "throughput": "throughput", "scaling": "scaling"}
 
 
 def write_markdown(path, args, info, scenarios, servers, summary, started, elapsed):
@@ -714,6 +873,13 @@ def write_markdown(path, args, info, scenarios, servers, summary, started, elaps
                "scenario's heading with nginx's and with the ceiling's *from the same round*. "
                "MB/s counts response bytes (headers included) as wrk reads them, 1 MB = 10^6 "
                "bytes. Errors are totals over rounds. See bench/README.md for the method.\n")
+    if args.quota:
+        out.append("Saturated mode (`--quota %d`, tables named *-sat*): the server's processes run "
+                   "in a cgroup v1 cpu cgroup with cpu.cfs_period_us %d and cpu.cfs_quota_us %d "
+                   "(%d%% of one core), the same for every server; the free-running table of "
+                   "the same scenario stands beside it.\n" % (
+                       args.quota, args.cfs_period, args.cfs_period * args.quota // 100,
+                       args.quota))
     out.append("## Machine\n")
     for key in ("cpu", "memory", "os", "kernel", "nginx", "lighttpd", "h2o", "wrk", "liburing",
                 "cc", "ringhttpd"):
@@ -724,14 +890,26 @@ def write_markdown(path, args, info, scenarios, servers, summary, started, elaps
     for sc in scenarios:
         rows = summary.get(sc.name, {})
         out.append("## %s\n" % sc.name)
-        out.append("%s. Ratios on %s.\n" % (sc.what, METRIC_TITLE[sc.metric]))
-        out.append("| server | req/s | req/CPU-s | MB/s | p50 | p99 | errors | × nginx | "
-                   "× ceiling |")
-        out.append("|---|---:|---:|---:|---:|---:|---|---:|---:|")
+        if sc.quota is None:
+            out.append("%s. Ratios on %s.\n" % (sc.what, METRIC_TITLE[sc.metric]))
+        else:
+            out.append("%s, **saturated**: every server held to %s%s, so the server is the "
+                       "bottleneck and req/s measures its efficiency. Ratios on %s. *server CPU* "
+                       "is the share of one core the server actually got (a row marked *not "
+                       "saturated* got less than 90%% of its quota: the client was the "
+                       "bottleneck); *throttled* is the median share of CFS periods in which "
+                       "the quota ran out. Free-running figures: `%s`.\n" % (
+                           sc.what, sc.quota.describe(),
+                           ", load from two wrk processes (one on CPU %s, one beside the server "
+                           "on CPU %s, whose cgroup outweighs it)" % (WRK_CPU, SERVER_CPU)
+                           if sc.clients > 1 else "", METRIC_TITLE[sc.metric], sc.free_name))
+        out.append("| server | req/s | req/CPU-s | MB/s | server CPU | p50 | p99 | errors | "
+                   "× nginx | × ceiling |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
         for name, row in rows.items():
             if row["good"] == 0:
                 why = row["failures"][0] if row["failures"] else "not run"
-                out.append("| %s | %s | | | | | | | |" % (name, why.replace("|", "/")))
+                out.append("| %s | %s | | | | | | | | |" % (name, why.replace("|", "/")))
                 continue
             shown = dict(row["errors"])
             expected = shown.pop("non-2xx", 0) if sc.status_ok else 0
@@ -741,10 +919,16 @@ def write_markdown(path, args, info, scenarios, servers, summary, started, elaps
             if row["good"] < row["runs"]:
                 errs += " (%d of %d runs failed)" % (row["runs"] - row["good"], row["runs"])
             ratio = lambda v: "—" if v is None else "%.2f" % v
-            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            cpu = "—" if row["cores"] is None else "%.0f%%" % (row["cores"] * 100)
+            if sc.quota is not None:
+                cpu += ", throttled %.0f%%" % (row["throttled"] * 100)
+                if row["unsaturated"]:
+                    cpu += " (*not saturated* in %d of %d runs)" % (row["unsaturated"],
+                                                                     row["good"])
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 name, fmt_num(row["rps"]), fmt_num(row["cpu_rps"]), fmt_num(row["mbps"], 1),
-                fmt_lat(row["p50_us"]), fmt_lat(row["p99_us"]), errs, ratio(row["x_nginx"]),
-                ratio(row["x_ceiling"])))
+                cpu, fmt_lat(row["p50_us"]), fmt_lat(row["p99_us"]), errs,
+                ratio(row["x_nginx"]), ratio(row["x_ceiling"])))
         if sc.name.startswith("ka-js32k"):  # compression: what each server put on the wire
             out.append("\nBytes per response (headers included): " + ", ".join(
                 "%s %.0f" % (name, row["mbps"] * 1e6 / row["rps"])
@@ -772,7 +956,10 @@ def write_markdown(path, args, info, scenarios, servers, summary, started, elaps
     for sc in scenarios:
         target = "nginx" if "nginx" in sc.servers else sc.servers[0]
         port = by_name[target].port if target in by_name else 0
-        out.append(shlex.join(sc.wrk_command(port, args.duration)))
+        for client in range(sc.clients):
+            out.append(shlex.join(sc.wrk_command(port, args.duration, client)) +
+                       ("  # %s, with the server's processes in the quota's cgroup" % sc.name
+                        if sc.quota else ""))
     out.append("```\n")
     with open(path, "w") as f:
         f.write("\n".join(out))
@@ -786,8 +973,8 @@ def write_chart(path, scenarios, servers, summary):
         import matplotlib.ticker
     except ImportError:
         return "matplotlib missing"
-    panels = [(k, [sc for sc in scenarios if sc.kind == k]) for k in ("rate", "throughput",
-                                                                    "scaling")]
+    panels = [(k, [sc for sc in scenarios if sc.kind == k]) for k in ("rate", "saturated",
+                                                                    "throughput", "scaling")]
     has_data = lambda sc: any(r[sc.metric] is not None for r in summary.get(sc.name, {}).values())
     panels = [(k, [sc for sc in scs if has_data(sc)]) for k, scs in panels]
     panels = [(k, scs) for k, scs in panels if scs]
@@ -820,7 +1007,7 @@ def write_chart(path, scenarios, servers, summary):
         ax.set_xticks(range(len(scs)))
         ax.set_xticklabels([sc.name for sc in scs])
         ax.set_xlim(-0.6, len(scs) - 0.4)
-        ax.set_ylabel(METRIC_TITLE[metric])
+        ax.set_ylabel("%s: %s" % (PANEL_TITLE[kind], METRIC_TITLE[metric]))
         ax.yaxis.set_major_formatter(
             matplotlib.ticker.FuncFormatter(lambda v, _pos: "{:,.0f}".format(v)))
         ax.grid(axis="y", alpha=0.3)
@@ -848,6 +1035,12 @@ def parse_args(argv):
     p.add_argument("--wait-idle", type=float, default=0, metavar="S",
                    help="before each run, wait up to S seconds for other processes to stop "
                    "using the CPUs (for shared machines; default 0: don't wait)")
+    p.add_argument("--quota", type=int, default=40, metavar="PCT",
+                   help="saturated mode: the small-response scenarios also run with every "
+                   "server held to PCT%% of one core by a cgroup v1 CPU quota (default 40; "
+                   "0 turns the saturated runs off)")
+    p.add_argument("--cfs-period", type=int, default=100000, metavar="US",
+                   help="the quota's cpu.cfs_period_us (default 100000, the kernel's)")
     p.add_argument("--list", action="store_true", help="list servers and scenarios, then exit")
     args = p.parse_args(argv)
     args.argv = argv
@@ -857,19 +1050,38 @@ def parse_args(argv):
         args.duration = 3 if args.quick else 10
     if args.rounds < 1 or args.duration < 1:
         p.error("--rounds and --duration must be positive")
+    if not 0 <= args.quota <= 100 or not 1000 <= args.cfs_period <= 1000000:
+        p.error("--quota takes 0-100, --cfs-period 1000-1000000")
     return args
+
+
+def all_scenarios(args):
+    """SCENARIOS, each small-response one followed by its saturated variant (NAME-sat)."""
+    quota = None
+    if args.quota:
+        try:
+            quota = CpuQuota(args.quota, args.cfs_period)
+        except OSError as e:
+            sys.exit("bench: --quota %d: %s (--quota 0 runs free only)" % (args.quota, e))
+    out = []
+    for sc in SCENARIOS:
+        out.append(sc)
+        if sc.saturate and quota:
+            out.append(sc.saturated(quota))
+    return out
 
 
 def select(args):
     servers = all_servers()
-    scenarios = [sc for sc in SCENARIOS if sc.quick or not args.quick]
+    known = all_scenarios(args)
+    scenarios = [sc for sc in known if sc.quick or not args.quick]
     if args.scenario:
         wanted = args.scenario.split(",")
-        unknown = [w for w in wanted if w not in {sc.name for sc in SCENARIOS}]
+        unknown = [w for w in wanted if w not in {sc.name for sc in known}]
         if unknown:
             sys.exit("bench: unknown scenario %s (have: %s)" % (
-                ", ".join(unknown), ", ".join(sc.name for sc in SCENARIOS)))
-        scenarios = [sc for sc in SCENARIOS if sc.name in wanted]
+                ", ".join(unknown), ", ".join(sc.name for sc in known)))
+        scenarios = [sc for sc in known if sc.name in wanted]
     if args.only:
         wanted = set(args.only.split(","))
         known = {s.name for s in servers} | {s.group for s in servers}
@@ -898,8 +1110,10 @@ def main(argv):
         for s in all_servers():
             print("server   %-19s group %-9s port %d%s" % (s.name, s.group, s.port,
                                                         "" if s.pinned else " (unpinned)"))
-        for sc in SCENARIOS:
-            print("scenario %-12s %s%s" % (sc.name, sc.what, "" if sc.quick else " [full only]"))
+        for sc in all_scenarios(args):
+            print("scenario %-16s %s%s%s" % (
+                sc.name, sc.what, " (saturated: %s)" % sc.quota.describe() if sc.quota else "",
+                "" if sc.quick else " [full only]"))
         return 0
     if not scenarios or not servers:
         sys.exit("bench: nothing selected to run")

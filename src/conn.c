@@ -276,14 +276,17 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
             used += n;
             continue;
         }
-        if (!c->in_request) {
-            c->in_request = true;
-            arm(w, c, w->cfg->header_timeout);
-        }
+        /* The header deadline runs from a request's first bytes; a request that arrives whole
+         * goes straight to the send deadline, so only a partial one needs it armed. */
+        bool first = !c->in_request;
+        c->in_request = true;
         struct http_request *req = &w->req;
         int n = http1_parse(data + used, len - used, req);
-        if (n == HTTP1_PARTIAL)
+        if (n == HTTP1_PARTIAL) {
+            if (first)
+                arm(w, c, w->cfg->header_timeout);
             break;
+        }
         if (n == HTTP1_ERROR) {
             fail(w, c, req->status, req->method == HTTP_HEAD && req->method_name.p);
             return len;

@@ -7,6 +7,7 @@
 static void link_slot(struct timer_wheel *tw, struct timer *t)
 {
     struct timer *head = &tw->slots[t->deadline & (TIMER_SLOTS - 1)];
+    t->linked = t->deadline;
     t->next = head->next;
     t->prev = head;
     head->next->prev = t;
@@ -33,7 +34,7 @@ void timer_set(struct timer_wheel *tw, struct timer *t, int64_t deadline)
 {
     if (deadline <= tw->last)
         deadline = tw->last + 1;
-    if (t->next && deadline >= t->deadline) {
+    if (t->next && deadline >= t->linked) {
         t->deadline = deadline;
         return;
     }
@@ -58,6 +59,8 @@ struct timer *timer_expired(struct timer_wheel *tw, int64_t now)
             if ((t->deadline & (TIMER_SLOTS - 1)) != (sec & (TIMER_SLOTS - 1))) {
                 timer_cancel(t);
                 link_slot(tw, t);
+            } else {
+                t->linked = t->deadline; /* stays: its slot comes round again at deadline */
             }
             t = next;
         }

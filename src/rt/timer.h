@@ -12,6 +12,7 @@
 struct timer {
     struct timer *next, *prev;
     int64_t deadline; /* monotonic seconds; may be moved later without re-linking */
+    int64_t linked;   /* the second whose slot holds it: the wheel looks at it then */
 };
 
 struct timer_wheel {
@@ -21,9 +22,11 @@ struct timer_wheel {
 
 void timer_wheel_init(struct timer_wheel *tw, int64_t now);
 
-/* Arms t to fire at deadline. Moving a linked timer later only stores the new deadline: the
- * wheel re-links it when its old slot comes round, so a busy keep-alive connection pays no list
- * operations per request. Moving it earlier re-links at once. */
+/* Arms t to fire at deadline. A new deadline no earlier than the second the timer is linked for
+ * is only stored: the wheel re-links it when that slot comes round. Only a deadline before it
+ * re-links at once. So a keep-alive connection whose deadlines alternate between the send and
+ * keep-alive timeouts pays no list operations per request (each one would touch two other
+ * connections' timers, cold at a thousand connections). */
 void timer_set(struct timer_wheel *tw, struct timer *t, int64_t deadline);
 void timer_cancel(struct timer *t);
 static inline bool timer_armed(const struct timer *t)

@@ -371,3 +371,31 @@ def test_idle_between_requests_uses_the_keepalive_timeout(make_server, docroot):
         time.sleep(2.2)
         assert c.is_open(), "closed after the header timeout while idle between requests"
         assert c.request("GET", "/").body == INDEX_HTML
+
+
+def test_half_close_right_behind_a_request_is_seen_at_once(make_server, docroot):
+    """A client that sends a request and at once shuts down its side gets its response and then
+    the server's close, without waiting for the keep-alive timeout. The FIN often arrives before
+    the server reads, in the same readiness event as the request; a server that stopped reading
+    after a short read (the epoll engine does, to skip a recv that would only say EAGAIN) must not
+    then miss the end of the stream."""
+    server = make_server(docroot, args=["--keepalive-timeout", "60"])
+    socks = []
+    try:
+        for _ in range(40):  # many at once, so most FINs land before the server gets to them
+            s = connect(server, timeout=10)
+            s.sendall(request("GET", "/hello.txt"))
+            s.shutdown(socket.SHUT_WR)
+            socks.append(s)
+        for i, s in enumerate(socks):
+            data = b""
+            while True:
+                chunk = s.recv(65536)  # the socket's 10 s timeout fails a missed FIN
+                if not chunk:
+                    break
+                data += chunk
+            r, rest = parse_response(data)
+            assert r.status == 200 and r.body == HELLO and rest == b"", i
+    finally:
+        for s in socks:
+            s.close()

@@ -148,3 +148,42 @@ TEST(timer_moved_later_by_one_second)
     timer_set(&tw, &t, 6);
     CHECK_INT(fires_at(&tw, &t, 1, 100), 6);
 }
+
+/* The pattern of a keep-alive connection: send deadline (later), keep-alive deadline (earlier
+ * than that, but not before the second the timer is linked for), again and again; then one
+ * before the linked second. Each time the last deadline set is the one that fires. */
+TEST(timer_keepalive_pattern_fires_at_the_last_deadline)
+{
+    struct timer_wheel tw;
+    struct timer t = {0};
+    timer_wheel_init(&tw, 0);
+    timer_set(&tw, &t, 11);
+    for (int64_t now = 1; now < 40; now++) {
+        CHECK_INT(fire(&tw, now, NULL), 0);
+        timer_set(&tw, &t, now + 61);
+        timer_set(&tw, &t, now + 16);
+    }
+    CHECK_INT(fires_at(&tw, &t, 40, 200), 39 + 16);
+    timer_set(&tw, &t, 70);
+    timer_set(&tw, &t, 60); /* before the second it is linked for: re-linked at once */
+    CHECK_INT(fires_at(&tw, &t, 56, 200), 60);
+}
+
+/* Moved earlier, but not before the second it is linked for: only stored, so the timers around it
+ * in the wheel (at a thousand connections, other connections' memory) are not touched. */
+TEST(timer_moved_earlier_but_not_before_its_slot_is_not_relinked)
+{
+    struct timer_wheel tw;
+    struct timer a = {0}, b = {0};
+    timer_wheel_init(&tw, 0);
+    timer_set(&tw, &a, 20);
+    timer_set(&tw, &b, 20); /* linked in front of a */
+    timer_set(&tw, &a, 60);
+    timer_set(&tw, &a, 25);
+    CHECK(a.prev == &b);
+    CHECK(b.next == &a);
+    struct timer *got = NULL;
+    CHECK_INT(fire(&tw, 20, &got), 1);
+    CHECK(got == &b);
+    CHECK_INT(fires_at(&tw, &a, 21, 100), 25);
+}
