@@ -332,10 +332,12 @@ COMPRESS_SERVERS = ["ringhttpd-uring", "nginx-gzip1", "nginx-gzip6", "lighttpd-d
 SCENARIOS += [
     Scenario("ka-js32k-ae", "Keep-alive GET of a 32 KiB script with `%s`, 50 connections: "
              "compressed on the fly (nginx per request, the others once)" % BROWSER_AE,
-             "/" + COMPRESS_JS, 50, COMPRESS_SERVERS, headers=[BROWSER_AE], quick=False),
+             "/" + COMPRESS_JS, 50, COMPRESS_SERVERS, headers=[BROWSER_AE], quick=False,
+             saturate=True),
     Scenario("ka-js32k-pre", "The same script from precompressed siblings (ringhttpd's "
              "yardstick for the on-the-fly figure), 50 connections",
-             "/" + PRECOMPRESSED_JS, 50, ["ringhttpd-uring"], headers=[BROWSER_AE], quick=False),
+             "/" + PRECOMPRESSED_JS, 50, ["ringhttpd-uring"], headers=[BROWSER_AE], quick=False,
+             saturate=True),
 ]
 
 
