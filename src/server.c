@@ -16,6 +16,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 
 #include "config.h"
 #include "engine/caps.h"
@@ -253,6 +256,50 @@ static void steer_to_successor(const struct server *sv)
                strerror(errno));
 }
 
+/* True when more TCP listeners are bound to our port than we opened: a successor started with
+ * --reuse-port, which our listeners must give their handshakes under way to (see
+ * steer_to_successor). Asked of the kernel over sock_diag (Landlock forbids /proc/net here).
+ * When the kernel cannot say, assume a successor: the drain then only takes 1-2 s longer. */
+static bool successor_listens(const struct server *sv)
+{
+    if (sv->inherited || sv->nlisten == 0)
+        return false;
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0)
+        return true;
+    struct {
+        struct nlmsghdr nlh;
+        struct inet_diag_req_v2 r;
+    } req = {
+        .nlh = {.nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+                .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
+        .r = {.sdiag_family = sv->addr.ss.ss_family, .sdiag_protocol = IPPROTO_TCP,
+              .idiag_states = 1u << 10 /* TCP_LISTEN */},
+    };
+    uint16_t port = ((const struct sockaddr_in *)&sv->addr.ss)->sin_port; /* same for v6 */
+    int count = 0;
+    bool ok = false;
+    if (send(fd, &req, sizeof(req), 0) == (ssize_t)sizeof(req)) {
+        char buf[16384] __attribute__((aligned(8)));
+        ssize_t n;
+        while (!ok && (n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+            for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+                 h = NLMSG_NEXT(h, n)) {
+                if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+                    ok = h->nlmsg_type == NLMSG_DONE;
+                    break;
+                }
+                const struct inet_diag_msg *m = NLMSG_DATA(h);
+                count += m->id.idiag_sport == port;
+            }
+            if (!ok && n > 0 && ((struct nlmsghdr *)buf)->nlmsg_type == NLMSG_ERROR)
+                break;
+        }
+    }
+    close(fd);
+    return !ok || count > sv->nlisten;
+}
+
 static void wake_workers(struct server *sv)
 {
     for (int i = 0; i < sv->started; i++) {
@@ -357,7 +404,7 @@ static void supervise(struct server *sv, const sigset_t *signals)
                 systemd_notify(sv->notify_fd, "STOPPING=1\nSTATUS=draining");
                 errlog(ERRLOG_NOTICE, "%s: draining (again to stop at once)", strsignal(sig));
                 steer_to_successor(sv);
-                stop_workers(sv, WORKER_DRAIN);
+                stop_workers(sv, successor_listens(sv) ? WORKER_HANDOVER : WORKER_DRAIN);
             } else {
                 errlog(ERRLOG_NOTICE, "%s during the drain: closing every connection now",
                        strsignal(sig));

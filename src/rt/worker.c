@@ -199,11 +199,13 @@ void worker_fini(struct worker *w)
  * first bytes arrive, and a client can take a while between connect and send (a restart test's
  * Python clients, under load, lost a few to a grace of less than a second). In a zero-downtime
  * restart the server has steered new connections to the successor's listeners by then. */
-static void start_drain(struct worker *w)
+static void start_drain(struct worker *w, int how)
 {
     w->draining = true;
     w->drain_deadline = w->now + w->cfg->drain_timeout;
-    w->listen_close_at = w->now + 2;
+    /* Alone on the port, there is nobody to hand connections to: the listener closes at once
+     * (after what is queued in it is accepted), so a plain stop takes milliseconds. */
+    w->listen_close_at = w->now + (how == WORKER_HANDOVER ? 2 : 0);
     conn_held_close(w); /* sockets that waited for a slot: no slot is coming */
     for (uint32_t i = 0; i < w->cfg->max_conns; i++) {
         struct conn *c = &w->conns[i];
@@ -250,7 +252,7 @@ bool worker_tick(struct worker *w)
         switch_site(w);
     int stop = atomic_load_explicit(&w->stop, memory_order_relaxed);
     if (!w->draining && stop != WORKER_RUN)
-        start_drain(w);
+        start_drain(w, stop);
     if (stop == WORKER_ABORT)
         w->drain_deadline = w->listen_close_at = w->now;
     if (w->draining && w->accepting && w->now >= w->listen_close_at) {

@@ -29,6 +29,7 @@ struct site_slot;
 enum worker_stop {
     WORKER_RUN,
     WORKER_DRAIN, /* finish responses in flight within the drain timeout, then end */
+    WORKER_HANDOVER, /* the same, keeping the listener open 1-2 s for a successor's hand-over */
     WORKER_ABORT, /* a second stop signal: close every connection now */
 };
 
