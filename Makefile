@@ -133,11 +133,13 @@ uninstall:
 	    $(addprefix $(DESTDIR)$(SHAREDIR)/,$(notdir $(BPF_SCRIPTS)))
 	-rmdir $(DESTDIR)$(SHAREDIR) 2>/dev/null
 
-# A static binary (glibc, liburing) for minimal containers: build/static/ringhttpd. The linker
-# warns about getpwnam/getgrnam: with a static glibc, --user needs the host's NSS libraries, so
-# a container runs as a non-root USER instead (Containerfile).
+# A static binary (glibc, liburing, the compressors) for minimal containers:
+# build/static/ringhttpd. A static link names what the shared libraries pull in themselves
+# (libbrotlicommon, libm). The linker warns about getpwnam/getgrnam: with a static glibc, --user
+# needs the host's NSS libraries, so a container runs as a non-root USER instead (Containerfile).
 static:
-	@$(MAKE) --no-print-directory BUILD=build/static LDFLAGS="-static" build/static/ringhttpd
+	@$(MAKE) --no-print-directory BUILD=build/static LDFLAGS="-static" \
+	    LDLIBS="$(LDLIBS) -lbrotlicommon -lm" build/static/ringhttpd
 
 # Minutes of mixed, partly hostile load against the ASan build on both engines, then fds and
 # RSS after an idle period against the start (tests/soak/soak.py). Not part of `check`.
