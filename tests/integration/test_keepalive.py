@@ -147,7 +147,18 @@ class _Tap:
 
 def _watched(server, data, then=b""):
     """Sends data (and then, once a response has begun) on a new connection and reads to the
-    close; returns what came back and (flags, length) of each segment the server sent on it."""
+    close; returns what came back and (flags, length) of each segment the server sent on it.
+    A capture that saw nothing at all of a connection that surely had segments is tcpdump
+    missing the start (seen on loaded machines), never the server's doing: tried again, thrice
+    at most."""
+    for _ in range(3):
+        got, segs = _watched_once(server, data, then)
+        if segs:
+            break
+    return got, segs
+
+
+def _watched_once(server, data, then):
     tap = _Tap(server)
     try:
         with connect(server) as sock:
