@@ -83,9 +83,13 @@ def fill_template(src, dst, **values):
 
 
 class Ringhttpd(Server):
-    def __init__(self, name, port, engine, threads, pinned=True):
+    def __init__(self, name, port, engine, threads, pinned=True, access_log=False):
         super().__init__(name, "ringhttpd", port, pinned)
         self.engine, self.threads = engine, threads
+        # The access log is on by default; every scenario but ka-1k-log measures without it,
+        # as the other servers are configured (their "access_log off" and the like).
+        self.log_args = (["--access-log", os.path.join(WORK, name, "access.log")]
+                         if access_log else ["--access-log", "off"])
 
     built = False  # set by build(): a binary left from an earlier build is never measured
 
@@ -98,20 +102,23 @@ class Ringhttpd(Server):
 
     def command(self):
         return [RINGHTTPD, "-p", str(self.port), "-b", HOST, "-t", str(self.threads),
-                "--engine", self.engine, *RINGHTTPD_ARGS, DOCROOT]
+                "--engine", self.engine, *self.log_args, *RINGHTTPD_ARGS, DOCROOT]
 
 
 class Nginx(Server):
-    def __init__(self, port):
-        super().__init__("nginx", "nginx", port)
-        self.dir = os.path.join(WORK, "nginx")
+    def __init__(self, port, name="nginx", access_log=False):
+        super().__init__(name, "nginx", port)
+        self.dir = os.path.join(WORK, name)
+        # ka-1k-log: Combined format to a file on disk, buffered as a busy site would have it.
+        self.access_log = ("%s/access.log combined buffer=64k flush=1s" % self.dir
+                           if access_log else "off")
 
     def prepare(self):
         super().prepare()
         for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
             os.makedirs(os.path.join(self.dir, "tmp", sub), exist_ok=True)
         fill_template("nginx.conf", os.path.join(self.dir, "nginx.conf"),
-                      WORK=self.dir, PORT=self.port, DOCROOT=DOCROOT)
+                      WORK=self.dir, PORT=self.port, DOCROOT=DOCROOT, ACCESS_LOG=self.access_log)
         return None
 
     def command(self):
@@ -176,6 +183,8 @@ def all_servers():
         Ceiling("ceiling-close", 18087, close_mode=True),
         Ringhttpd("ringhttpd-uring-t1", 18088, "uring", 1, pinned=False),
         Ringhttpd("ringhttpd-uring-t2", 18089, "uring", 2, pinned=False),
+        Ringhttpd("ringhttpd-uring-log", 18090, "uring", 1, access_log=True),
+        Nginx(18091, name="nginx-log", access_log=True),
     ] + compress_servers()
 
 
@@ -249,6 +258,10 @@ SCENARIOS = [
              "server and wrk (2 threads) unpinned: wrk competes for the same 2 cores",
              "/1k.bin", 200, ["ringhttpd-uring-t1", "ringhttpd-uring-t2"], kind="scaling",
              pinned=False, wrk_threads=2),
+    # Issue 12: what the access log costs. Compare with ka-1k-c50 (the same load, logs off).
+    Scenario("ka-1k-log", "Keep-alive GET of a 1 KiB file, 50 connections, access log on "
+             "(Combined, to a file on disk; nginx with buffer=64k flush=1s)", "/1k.bin", 50,
+             ["ringhttpd-uring-log", "nginx-log"]),
 ]
 
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs what `make` needs and is missing, on Debian/Ubuntu as root. Each need is checked
 # first, so a machine that has everything runs no package manager at all.
-#   scripts/deps.sh build   liburing, Brotli, zstd and libdeflate headers, pkg-config
+#   scripts/deps.sh build   liburing, Brotli, zstd and libdeflate headers, pkg-config,
+#                           <sys/sdt.h> (USDT probes; a header only)
 #   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss, tcpdump,
-#                           systemd (systemd-socket-activate, systemd-analyze), groff (man lint)
+#                           systemd (systemd-socket-activate, systemd-analyze), groff (man lint),
+#                           promtool (Debian's prometheus package: the metrics test checks the
+#                           exposition with it), bpftrace (the probe test attaches it)
 #   scripts/deps.sh fuzz    test + clang and its libFuzzer runtime
 #   scripts/deps.sh vm      test + what `make test-vm` boots: Debian's packaged kernel
 #                           (linux-image-amd64, 6.1 on Debian 12) and its modules, qemu, busybox
@@ -20,11 +23,14 @@ have_header brotli/encode.h || need_pkg libbrotli-dev
 have_header zstd.h || need_pkg libzstd-dev
 have_header libdeflate.h || need_pkg libdeflate-dev
 command -v pkg-config >/dev/null || need_pkg pkg-config
+have_header sys/sdt.h || need_pkg systemtap-sdt-dev
 if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv
     command -v curl >/dev/null || need_pkg curl
     command -v ss >/dev/null || need_pkg iproute2
     command -v tcpdump >/dev/null || need_pkg tcpdump
+    command -v promtool >/dev/null || need_pkg prometheus
+    command -v bpftrace >/dev/null || need_pkg bpftrace
     command -v systemd-socket-activate >/dev/null || need_pkg systemd
     command -v systemd-analyze >/dev/null || need_pkg systemd
     command -v groff >/dev/null || need_pkg groff-base
@@ -47,6 +53,17 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 echo "deps: installing ${want[*]}"
+# The prometheus package (wanted for promtool alone) ships a service: keep apt from starting
+# it, with a policy-rc.d that says "no" while installing, only when the machine has none.
+own_policy=0
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    own_policy=1
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
+[ "$own_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d && trap - EXIT
+true

@@ -48,6 +48,13 @@ static const char usage_text[] =
     "                             concurrent downloads wait their turn, none fails\n"
     "      --send-lowat BYTES     most unsent bytes queued on a socket (TCP_NOTSENT_LOWAT,\n"
     "                             128K; K/M/G); 0 leaves the kernel's unlimited default\n"
+    "      --access-log PATH      where to log one line per request: a file, - for standard\n"
+    "                             output (the default), or off; SIGUSR1 reopens the file\n"
+    "      --log-format FORMAT    combined (the default; Apache/nginx), common or json\n"
+    "      --real-ip-from CIDR    a trusted proxy: log the client from its X-Forwarded-For\n"
+    "                             (rightmost untrusted address; repeatable, up to 32)\n"
+    "      --metrics ADDR:PORT    serve Prometheus metrics at http://ADDR:PORT/metrics on a\n"
+    "                             listener of their own (off by default)\n"
     "      --compress on|off      compress text on the fly with br, zstd or gzip, once per\n"
     "                             file version, kept in memory (default on)\n"
     "      --compress-types LIST  media types compressed (text/*, JavaScript, JSON, XML, SVG,\n"
@@ -92,6 +99,10 @@ enum {
     OPT_FILE_SEND,
     OPT_SPLICE_PIPES,
     OPT_SEND_LOWAT,
+    OPT_ACCESS_LOG,
+    OPT_LOG_FORMAT,
+    OPT_REAL_IP_FROM,
+    OPT_METRICS,
     OPT_COMPRESS,
     OPT_COMPRESS_TYPES,
     OPT_COMPRESS_MIN,
@@ -126,6 +137,10 @@ static const struct option long_options[] = {
     {"file-send", required_argument, NULL, OPT_FILE_SEND},
     {"splice-pipes", required_argument, NULL, OPT_SPLICE_PIPES},
     {"send-lowat", required_argument, NULL, OPT_SEND_LOWAT},
+    {"access-log", required_argument, NULL, OPT_ACCESS_LOG},
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+    {"real-ip-from", required_argument, NULL, OPT_REAL_IP_FROM},
+    {"metrics", required_argument, NULL, OPT_METRICS},
     {"compress", required_argument, NULL, OPT_COMPRESS},
     {"compress-types", required_argument, NULL, OPT_COMPRESS_TYPES},
     {"compress-min", required_argument, NULL, OPT_COMPRESS_MIN},
@@ -276,6 +291,21 @@ static int add_error_page(struct config *cfg, const char *arg)
     return 0;
 }
 
+/* "ADDR:PORT", "[V6]:PORT"; the address is checked when the listener opens. */
+static int metrics_option(struct config *cfg, char *arg)
+{
+    char *colon = strrchr(arg, ':');
+    unsigned long port;
+    if (!colon || colon == arg || parse_uint(colon + 1, 0, 65535, &port) != 0 ||
+        (strchr(arg, ':') != colon && (arg[0] != '[' || colon[-1] != ']')))
+        return usage_error("--metrics wants ADDR:PORT like 127.0.0.1:9100 or [::1]:9100, got "
+                           "'%s'", arg);
+    *colon = '\0';
+    cfg->metrics_bind = arg;
+    cfg->metrics_port = (uint16_t)port;
+    return 0;
+}
+
 int config_load_mime(const char *file, struct mime_table *out, char *why, size_t why_len)
 {
     int rc = -EIO;
@@ -359,6 +389,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
         .file_send = FILE_SEND_SPLICE,
         .splice_pipes = 64,
         .send_lowat = 128u << 10,
+        .access_log = "-",
+        .log_format = LOG_COMBINED,
         .compress = true,
         .compress_types = CONFIG_COMPRESS_TYPES,
         .compress_min = 1u << 10,
@@ -474,6 +506,34 @@ int config_parse(struct config *cfg, int argc, char **argv)
             if (parse_size(optarg, &cfg->send_lowat) != 0 || cfg->send_lowat > INT_MAX)
                 return usage_error("--send-lowat wants a byte count like 128K (0 for none), "
                                    "got '%s'", optarg);
+            break;
+        case OPT_ACCESS_LOG:
+            cfg->access_log = strcmp(optarg, "off") == 0 ? NULL : optarg;
+            if (cfg->access_log && !*optarg)
+                return usage_error("--access-log wants a file, - or off, got '%s'", optarg);
+            break;
+        case OPT_LOG_FORMAT:
+            if (strcmp(optarg, "combined") == 0)
+                cfg->log_format = LOG_COMBINED;
+            else if (strcmp(optarg, "common") == 0)
+                cfg->log_format = LOG_COMMON;
+            else if (strcmp(optarg, "json") == 0)
+                cfg->log_format = LOG_JSON;
+            else
+                return usage_error("--log-format wants combined, common or json, got '%s'",
+                                   optarg);
+            break;
+        case OPT_REAL_IP_FROM:
+            if (cfg->num_real_ip == CONFIG_MAX_REAL_IP)
+                return usage_error("--real-ip-from: at most 32, '%s' is one too many", optarg);
+            if (cidr_parse(optarg, &cfg->real_ip_from[cfg->num_real_ip]) != 0)
+                return usage_error("--real-ip-from wants an address or CIDR like 10.0.0.0/8, "
+                                   "got '%s'", optarg);
+            cfg->num_real_ip++;
+            break;
+        case OPT_METRICS:
+            if ((rc = metrics_option(cfg, optarg)) != 0)
+                return rc;
             break;
         case OPT_COMPRESS:
             if (strcmp(optarg, "on") == 0)

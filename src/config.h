@@ -9,10 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/logfmt.h"
 #include "core/mime.h"
 
 #define RINGHTTPD_VERSION "0.1.0"
 #define CONFIG_MAX_ERROR_PAGES 16
+#define CONFIG_MAX_REAL_IP 32
 #define CONFIG_MAX_DICTIONARIES 8
 
 enum engine_kind { ENGINE_AUTO, ENGINE_URING, ENGINE_EPOLL };
@@ -56,6 +58,12 @@ struct config {
     struct error_page error_pages[CONFIG_MAX_ERROR_PAGES];
     int num_error_pages;
     const char *fallback; /* URL path below the root, without the leading '/', or NULL */
+    const char *access_log; /* file path, "-" for standard output, NULL when off */
+    enum log_format log_format;
+    struct cidr real_ip_from[CONFIG_MAX_REAL_IP]; /* trusted proxies (--real-ip-from) */
+    int num_real_ip;
+    const char *metrics_bind; /* --metrics ADDR:PORT split: the address, or NULL when off */
+    uint16_t metrics_port;
     bool compress;              /* on-the-fly compression (--compress on|off) */
     const char *compress_types; /* media types compressed: accept_type_listed() syntax */
     size_t compress_min;        /* smallest body compressed */

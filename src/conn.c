@@ -7,6 +7,7 @@
 #include "conn.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "config.h"
 #include "engine/engine.h"
 #include "rt/errlog.h"
+#include "rt/stats.h"
 #include "rt/worker.h"
 #include "serve.h"
 
@@ -157,6 +159,7 @@ struct conn *conn_accepted(struct worker *w, int fd, bool *held)
     c->recv_on = true;
     w->active++;
     arm(w, c, w->cfg->header_timeout);
+    obs_conn_accepted(w, c);
     lru_update(w, c);
     return c;
 }
@@ -200,6 +203,9 @@ static void release_input(struct worker *w, struct conn *c)
 void conn_closed(struct worker *w, struct conn *c)
 {
     assert(c->state == CONN_CLOSING && c->lru == LRU_NONE);
+    if (c->resp) /* closed mid-response (timeout, drain deadline): logged with what was sent */
+        obs_request_done(w, c, c->resp, -ECANCELED);
+    obs_conn_closed(w, c);
     release_response(w, c);
     release_input(w, c);
     c->state = CONN_FREE;
@@ -251,8 +257,10 @@ static struct response *new_response(struct worker *w)
     return r;
 }
 
-/* Answers a request that cannot be parsed and closes afterwards. */
-static void fail(struct worker *w, struct conn *c, int status, bool head)
+/* Answers a request that cannot be parsed and closes afterwards; data[0..len) is what was read
+ * of it, for the access log. */
+static void fail(struct worker *w, struct conn *c, int status, bool head, const char *data,
+                 size_t len)
 {
     struct response *r = new_response(w);
     c->keep_alive = false;
@@ -261,6 +269,7 @@ static void fail(struct worker *w, struct conn *c, int status, bool head)
         return;
     }
     serve_error(w, status, head, r);
+    obs_parse_failed(w, c, data, len, r);
     start_send(w, c, r);
 }
 
@@ -288,7 +297,8 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
             break;
         }
         if (n == HTTP1_ERROR) {
-            fail(w, c, req->status, req->method == HTTP_HEAD && req->method_name.p);
+            fail(w, c, req->status, req->method == HTTP_HEAD && req->method_name.p, data + used,
+                 len - used);
             return len;
         }
         used += (size_t)n;
@@ -309,6 +319,7 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
             return len;
         }
         serve_request(w, req, keep, r);
+        obs_request(w, c, req, r);
         /* The client asked to close (not a drain, not an error) and nothing follows the head:
          * no body, no further bytes received. A client may not send more after "close" (RFC
          * 9112 9.6), so no unread data should be waiting when the close comes. */
@@ -405,10 +416,12 @@ static void received(struct worker *w, struct conn *c, const char *data, ssize_t
     if (c->state != CONN_READING && c->state != CONN_SENDING)
         return;
     if (n < 0) {
+        c->obs.end = CLOSE_ERROR;
         conn_close(w, c);
         return;
     }
     if (n == 0) {
+        c->obs.end = CLOSE_CLIENT;
         c->eof = true;
         c->recv_on = false;
         if (c->state == CONN_READING)
@@ -427,7 +440,7 @@ static void received(struct worker *w, struct conn *c, const char *data, ssize_t
         /* Only a client pipelining far ahead of its responses gets here. */
         c->keep_alive = false;
         if (c->state == CONN_READING)
-            fail(w, c, 431, false);
+            fail(w, c, 431, false, c->in_len ? c->in : data, c->in_len ? c->in_len : (size_t)n);
         else
             conn_close(w, c);
         return;
@@ -466,7 +479,10 @@ static void sent(struct worker *w, struct conn *c, int err)
     /* The client asked to close and sent nothing after: no bytes can be waiting (and the close
      * is what sends a held tail). Likewise after its own EOF, or when the worker drains. */
     bool clean = c->resp->plan.fin_carries_tail || c->eof || w->draining;
+    obs_request_done(w, c, c->resp, err);
     release_response(w, c);
+    if (err)
+        c->obs.end = CLOSE_ERROR;
     if (err || !c->keep_alive) {
         if (err || clean)
             conn_close(w, c);
@@ -498,6 +514,7 @@ static void timeout(struct worker *w, struct conn *c)
             return;
         }
     }
+    c->obs.end = CLOSE_TIMEOUT;
     conn_close(w, c);
 }
 

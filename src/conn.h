@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "core/http1.h"
+#include "rt/obs.h"
 #include "rt/timer.h"
 
 /* Size of a pooled input buffer: a whole request head and what pipelining sends behind it. */
@@ -51,6 +52,7 @@ struct conn {
     uint32_t in_len;
     uint32_t in_cap;    /* a pool buffer's size, or more for one grown on the heap */
     struct response *resp; /* the response in flight, or NULL */
+    struct obs_conn obs;   /* request count, close reason, peer address (rt/obs.h) */
     /* Engine-private state, opaque to conn. */
     uint32_t eng_inflight;
     uint32_t eng_flags;

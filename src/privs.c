@@ -124,6 +124,11 @@ int privs_landlock(const struct config *cfg, char *why, size_t why_len)
         rc = add_rule(rs, dir, LL_READ, why, why_len);
     if (rc == 0 && cfg->mime_file)
         rc = add_rule(rs, cfg->mime_file, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
+    /* The access log is reopened on SIGUSR1, after a rotation perhaps as a new file. */
+    if (rc == 0 && cfg->access_log && strcmp(cfg->access_log, "-") != 0 &&
+        (rc = parent_dir(cfg->access_log, dir)) == 0)
+        rc = add_rule(rs, dir, LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_MAKE_REG,
+                      why, why_len);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     /* The sanitizers' runtime reads /proc/self (maps, task list) at exit for the leak check. */
     if (rc == 0)

@@ -14,6 +14,7 @@
 
 #include "core/http1.h"
 #include "core/plan.h"
+#include "rt/obs.h"
 
 struct worker;
 struct fentry;
@@ -23,6 +24,7 @@ struct fentry;
 
 struct response {
     struct plan plan;
+    struct obs_req obs; /* the request's start and, with the access log on, its line's fields */
     struct fentry *hold[2]; /* cache entries the plan reads from */
     char *heap;             /* a generated body (directory listing), freed on release */
     struct msghdr msg;      /* the engine's send scratch: alive until the send ends */

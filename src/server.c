@@ -24,7 +24,9 @@
 #include "engine/caps.h"
 #include "engine/engine.h"
 #include "privs.h"
+#include "rt/accesslog.h"
 #include "rt/errlog.h"
+#include "rt/metrics.h"
 #include "rt/site.h"
 #include "rt/worker.h"
 #include "systemd.h"
@@ -163,6 +165,8 @@ struct server {
     int started;
     struct site_slot sites;
     int notify_fd;
+    struct accesslog *alog; /* --access-log, or NULL */
+    struct metrics *metrics; /* --metrics, or NULL */
 };
 
 /* Opens one listener per worker, or spreads the inherited ones over the workers (each worker
@@ -388,12 +392,19 @@ static void supervise(struct server *sv, const sigset_t *signals)
         case SIGHUP:
             if (stopping)
                 errlog(ERRLOG_NOTICE, "SIGHUP during a drain: ignored");
-            else
+            else {
                 reload(sv, "reload (SIGHUP)");
+                if (sv->alog) /* nginx reopens its logs on a reload too */
+                    accesslog_reopen(sv->alog);
+            }
             break;
-        case SIGUSR1:
-            /* The meaning nginx gives it; there is no log file yet, only standard error. */
-            errlog(ERRLOG_NOTICE, "SIGUSR1 (reopen logs): no log file to reopen");
+        case SIGUSR1: /* the meaning nginx gives it: reopen the access log (after a rotation) */
+            errlog(ERRLOG_NOTICE, "SIGUSR1 (reopen logs): %s",
+                   !sv->alog ? "no access log to reopen"
+                   : strcmp(sv->cfg->access_log, "-") == 0 ? "the access log is standard output"
+                                                            : "reopening the access log");
+            if (sv->alog)
+                accesslog_reopen(sv->alog);
             break;
         case SIGUSR2:
             errlog(ERRLOG_NOTICE, "SIGUSR2: ignored (no meaning yet)");
@@ -467,6 +478,11 @@ int server_run(struct config *cfg)
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     raise_fd_limit();
     sv.notify_fd = systemd_notify_open();
+    int aerr;
+    if (cfg->access_log && (aerr = accesslog_open(&sv.alog, cfg->access_log)) < 0) {
+        fprintf(stderr, "ringhttpd: --access-log %s: %s\n", cfg->access_log, strerror(-aerr));
+        goto out;
+    }
 
     sv.workers = calloc((size_t)cfg->threads, sizeof(*sv.workers));
     sv.listeners = calloc((size_t)cfg->threads, sizeof(*sv.listeners));
@@ -494,8 +510,13 @@ int server_run(struct config *cfg)
                     strerror(-err));
             goto stop;
         }
+        w->alog = sv.alog;
         sv.listeners[inited] = -1; /* the worker's now */
     }
+    /* Bound before the process is confined; it only reads the workers' counters. */
+    if (cfg->metrics_bind &&
+        metrics_start(&sv.metrics, cfg, sv.workers, cfg->threads, sv.eng->name, sv.alog) < 0)
+        goto stop;
     if (confine(cfg) != 0)
         goto stop;
     for (sv.started = 0; sv.started < cfg->threads; sv.started++) {
@@ -513,6 +534,8 @@ int server_run(struct config *cfg)
     supervise(&sv, &signals);
     rc = 0;
 stop:
+    if (sv.metrics)
+        metrics_stop(sv.metrics);
     if (rc != 0)
         stop_workers(&sv, WORKER_ABORT);
     for (int i = 0; i < sv.started; i++) {
@@ -533,5 +556,7 @@ out:
     free(sv.listeners);
     free(sv.workers);
     site_slot_fini(&sv.sites);
+    if (sv.alog)
+        accesslog_close(sv.alog, 1000 * (int)cfg->drain_timeout);
     return rc;
 }

@@ -9,6 +9,7 @@ void plan_init(struct plan *p)
     p->close = false;
     p->fin_carries_tail = false;
     p->bytes = 0;
+    p->head_len = 0;
     p->nseg = 0;
     p->cur = 0;
 }

@@ -29,6 +29,7 @@ struct plan {
      * waiting: a close with unread data resets the connection, and held bytes would be lost. */
     bool fin_carries_tail;
     uint64_t bytes; /* total bytes the segments held when built */
+    uint64_t head_len; /* of those, the status line and header fields (the rest is body) */
     unsigned nseg;
     unsigned cur; /* first segment with bytes left */
     struct seg segs[PLAN_MAX_SEGS];

@@ -75,14 +75,16 @@ static void put_header(struct wbuf *h, const char *name, const char *value, size
     WBUF_LIT(h, "\r\n");
 }
 
-/* Records what h holds as the plan's first segment: the header block, and any body written
- * behind it. Returns status, or 0 when it did not fit. */
-static int record(struct wbuf *h, struct static_ctx *ctx, struct plan *p, int status)
+/* Records what h holds as the plan's first segment: the header block (its first head_len
+ * bytes), and any body written behind it. Returns status, or 0 when it did not fit. */
+static int record(struct wbuf *h, struct static_ctx *ctx, struct plan *p, int status,
+                  size_t head_len)
 {
     if (wbuf_full(h))
         return 0;
     plan_init(p);
     p->status = status;
+    p->head_len = head_len;
     p->close = !ctx->keep_alive;
     plan_mem(p, h->p, h->len);
     ctx->used += h->len;
@@ -93,7 +95,7 @@ static int record(struct wbuf *h, struct static_ctx *ctx, struct plan *p, int st
 static int finish(struct wbuf *h, struct static_ctx *ctx, struct plan *p, int status)
 {
     WBUF_LIT(h, "\r\n");
-    return record(h, ctx, p, status);
+    return record(h, ctx, p, status, h->len);
 }
 
 static void put_validators(struct wbuf *h, const struct static_file *f)
@@ -275,6 +277,7 @@ int static_status_plan(int status, const char *extra, struct static_ctx *ctx, st
     }
     put_connection(&h, ctx);
     WBUF_LIT(&h, "\r\n");
+    size_t head_len = h.len;
     if (body && !ctx->head) {
         wbuf_put(&h, pre, sizeof(pre) - 1);
         for (int i = 0; i < 2; i++) {
@@ -286,7 +289,7 @@ int static_status_plan(int status, const char *extra, struct static_ctx *ctx, st
         }
         wbuf_put(&h, post, sizeof(post) - 1);
     }
-    return record(&h, ctx, p, status);
+    return record(&h, ctx, p, status, head_len);
 }
 
 int static_redirect_plan(const char *location, size_t len, struct static_ctx *ctx,

@@ -247,6 +247,7 @@ static int ep_run(struct worker *w)
         int n = epoll_wait(e->epfd, events, MAX_EVENTS, e->ready ? 0 : worker_wait_ms(w));
         if (n < 0 && errno != EINTR)
             return -errno;
+        obs_loop_turn(w, 1, n > 0 ? (unsigned)n : 0);
         for (int i = 0; i < n; i++) {
             struct tag t = tag_decode(events[i].data.u64);
             enum kind k = (enum kind)t.op;

@@ -303,6 +303,16 @@ static int uring_init(struct worker *w)
         return rc;
     }
     u->cqe_skip = w->caps->cqe_skip;
+    unsigned f = u->ring.features, fl = u->ring.flags;
+    snprintf(w->features, sizeof(w->features), "%s%s%s%s%s%s",
+             fl & IORING_SETUP_SINGLE_ISSUER ? "single_issuer," : "",
+             fl & IORING_SETUP_DEFER_TASKRUN ? "defer_taskrun," : "",
+             fl & IORING_SETUP_COOP_TASKRUN ? "coop_taskrun," : "",
+             f & IORING_FEAT_FAST_POLL ? "fast_poll," : "", f & IORING_FEAT_NODROP ? "nodrop," : "",
+             u->cqe_skip ? "cqe_skip," : "");
+    size_t flen = strlen(w->features);
+    if (flen)
+        w->features[flen - 1] = '\0';
     if ((rc = setup_buffers(u)) < 0 || (rc = setup_splice(w, u)) < 0) {
         release_splice(w, u);
         release_buffers(u);
@@ -532,12 +542,13 @@ static void grant_waiters(struct worker *w, struct uring *u)
             u->wait_tail = 0;
         x->wait_next = 0;
         x->flags &= ~(uint32_t)X_WAIT;
+        stat_add(&w->stats.pipe_waits_done, 1);
         x->pipe = pp;
         splice_step(u, c);
     }
 }
 
-static void wait_remove(struct uring *u, struct conn *c)
+static void wait_remove(struct worker *w, struct uring *u, struct conn *c)
 {
     uint32_t me = c->slot + 1, prev = 0;
     for (uint32_t s1 = u->wait_head; s1; prev = s1, s1 = u->xfers[s1 - 1].wait_next) {
@@ -552,6 +563,8 @@ static void wait_remove(struct uring *u, struct conn *c)
             u->wait_tail = prev;
         break;
     }
+    if (u->xfers[c->slot].flags & X_WAIT)
+        stat_add(&w->stats.pipe_waits_done, 1);
     u->xfers[c->slot].wait_next = 0;
     u->xfers[c->slot].flags &= ~(uint32_t)X_WAIT;
 }
@@ -565,7 +578,7 @@ static void xfer_release(struct worker *w, struct uring *u, struct conn *c)
         return;
     struct xfer *x = &u->xfers[c->slot];
     if (x->flags & X_WAIT)
-        wait_remove(u, c);
+        wait_remove(w, u, c);
     park_remove(u, c);
     struct upipe *pp = x->pipe;
     if (pp) {
@@ -628,6 +641,7 @@ static bool file_send(struct worker *w, struct uring *u, struct conn *c)
                 return false; /* no pipe at all (out of fds): sendfile instead */
             x->flags |= X_WAIT;
             x->wait_since = w->now;
+            stat_add(&w->stats.pipe_waits, 1);
             if (u->wait_tail)
                 u->xfers[u->wait_tail - 1].wait_next = c->slot + 1;
             else
@@ -724,7 +738,7 @@ static void uring_close(struct worker *w, struct conn *c)
         return;
     c->eng_flags |= F_CLOSING;
     if (u->xfers && (u->xfers[c->slot].flags & X_WAIT))
-        wait_remove(u, c); /* no pipe may be granted to a closing connection */
+        wait_remove(w, u, c); /* no pipe may be granted to a closing connection */
     if (c->eng_inflight == 0) {
         submit_close(w, u, c);
         return;
@@ -910,7 +924,7 @@ static void unstall_waiters(struct worker *w, struct uring *u)
         struct xfer *x = &u->xfers[c->slot];
         if (w->now - x->wait_since < PIPE_WAIT_MAX)
             return;
-        wait_remove(u, c);
+        wait_remove(w, u, c);
         x->flags |= X_SENDFILE;
         uring_send(w, c);
     }
@@ -1082,6 +1096,7 @@ static int uring_run(struct worker *w)
             count++;
         }
         io_uring_cq_advance(&u->ring, count);
+        obs_loop_turn(w, 1, count);
         if (u->buf_returned) {
             io_uring_buf_ring_advance(u->br, (int)u->buf_returned);
             u->buf_returned = 0;

@@ -18,6 +18,8 @@
 
 #include "core/cond.h"
 #include "core/static.h"
+#include "rt/probes.h"
+#include "rt/stats.h"
 
 #define BUCKETS 4096    /* power of two */
 #define MAX_ENTRIES 2048 /* each may hold an fd: bounded well below RLIMIT_NOFILE */
@@ -36,6 +38,7 @@ struct fcache {
     struct fentry lru; /* LRU head: lru.lru_next is the oldest entry, lru.lru_prev the newest */
     struct fentry vlru; /* the variants' LRU, apart so files and variants have their own bounds */
     struct fentry *bucket[BUCKETS];
+    struct stats *st;
 };
 
 static uint32_t hash_path(const char *p, size_t len)
@@ -47,12 +50,13 @@ static uint32_t hash_path(const char *p, size_t len)
 }
 
 struct fcache *fcache_new(int root_fd, const struct mime_table *mime, size_t max_bytes,
-                          size_t max_file, size_t max_variant_bytes)
+                          size_t max_file, size_t max_variant_bytes, struct stats *st)
 {
     struct fcache *fc = calloc(1, sizeof(*fc));
     if (!fc)
         return NULL;
     fc->root_fd = root_fd;
+    fc->st = st;
     fc->mime = mime;
     fc->max_bytes = max_bytes;
     fc->max_file = max_file < max_bytes ? max_file : max_bytes;
@@ -254,11 +258,17 @@ struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64
         }
     }
     if (e) { /* most recently used moves to the tail */
+        stat_add(&fc->st->cache_hits, 1);
+        PROBE(cache_hit, (const char *)e->path, len);
         e->lru_next->lru_prev = e->lru_prev;
         e->lru_prev->lru_next = e->lru_next;
     } else {
+        stat_add(&fc->st->cache_misses, 1);
+        PROBE(cache_miss, path, len);
         evict(fc, 0);
-        if (!(e = load(fc, path, len, hash, now)))
+        e = load(fc, path, len, hash, now);
+        stat_set(&fc->st->cache_bytes, fc->bytes);
+        if (!e)
             return NULL;
         e->refs = 1;
         e->hnext = fc->bucket[hash & (BUCKETS - 1)];

@@ -61,9 +61,11 @@ struct fentry {
 };
 
 struct fcache;
+struct stats;
 
+/* Hits, misses and the bytes held are counted in *st (the owning worker's). */
 struct fcache *fcache_new(int root_fd, const struct mime_table *mime, size_t max_bytes,
-                          size_t max_file, size_t max_variant_bytes);
+                          size_t max_file, size_t max_variant_bytes, struct stats *st);
 void fcache_free(struct fcache *fc);
 
 /* Forgets every entry (files and remembered misses) and looks files up beneath root_fd with

@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "rt/compress.h"
 #include "rt/fcache.h"
+#include "rt/obs.h"
 #include "rt/site.h"
 #include "serve.h"
 
@@ -146,7 +147,7 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
         w->free_slots[cfg->max_conns - 1 - i] = i; /* low slots first: fewer pages touched */
     w->num_free = cfg->max_conns;
     w->cache = fcache_new(w->site->root_fd, &w->site->mime, cfg->cache_size, cfg->cache_max_file,
-                          cfg->compress_cache);
+                          cfg->compress_cache, &w->stats);
     if (!w->cache)
         goto err_mem;
     if (cfg->compress && !(w->compress = compress_new()))
@@ -169,6 +170,8 @@ err_mem:
 
 void worker_fini(struct worker *w)
 {
+    obs_tick(w, true); /* the last lines go to the writer, which outlives the workers */
+    accesslog_buf_free(&w->logbuf);
     w->eng->fini(w);
     if (w->compress && w->cfg->verbose) {
         const struct compress_stats *st = compress_stats(w->compress);
@@ -247,6 +250,7 @@ static void switch_site(struct worker *w)
 bool worker_tick(struct worker *w)
 {
     read_clock(w);
+    obs_tick(w, false);
     compress_collect(w);
     if (atomic_load_explicit(&w->sites->gen, memory_order_relaxed) != w->site_gen)
         switch_site(w);

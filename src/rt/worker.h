@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 #include "core/http1.h"
+#include "rt/accesslog.h"
+#include "rt/stats.h"
 #include "rt/errlog.h"
 #include "rt/timer.h"
 
@@ -104,6 +106,10 @@ struct worker {
     struct compressor *compress; /* NULL with --compress off */
 
     struct http_request req; /* scratch for the request being parsed */
+    struct accesslog *alog;  /* the process's access log, or NULL when off */
+    struct accesslog_buf logbuf;
+    char features[96];       /* the engine's features found, for the metrics' info line */
+    struct stats stats;      /* read by the metrics thread (stats.h) */
     pthread_t thread;
 };
 

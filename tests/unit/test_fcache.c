@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include "rt/fcache.h"
+#include "rt/stats.h"
 
 struct fixture {
     char dir[64];
     int root;
     struct fcache *fc;
+    struct stats *st; /* the counters the cache adds to (a worker's, in the server) */
 };
 
 static void setup(struct fixture *f, size_t max_bytes, size_t max_file)
@@ -25,7 +27,9 @@ static void setup(struct fixture *f, size_t max_bytes, size_t max_file)
     CHECK(mkdtemp(f->dir) != NULL);
     f->root = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     CHECK(f->root >= 0);
-    f->fc = fcache_new(f->root, NULL, max_bytes, max_file, 4096);
+    f->st = calloc(1, sizeof(*f->st));
+    CHECK(f->st != NULL);
+    f->fc = fcache_new(f->root, NULL, max_bytes, max_file, 4096, f->st);
     CHECK(f->fc != NULL);
 }
 
@@ -40,6 +44,7 @@ static void put_file(struct fixture *f, const char *name, const char *data)
 static void teardown(struct fixture *f)
 {
     fcache_free(f->fc);
+    free(f->st);
     char cmd[96];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
     CHECK_INT(system(cmd), 0);
@@ -207,6 +212,26 @@ TEST(fcache_derived_bodies_live_and_die_with_their_entry)
     teardown(&f);
 }
 
+TEST(fcache_counts_hits_misses_and_bytes)
+{
+    struct fixture f;
+    setup(&f, 1 << 20, 1 << 10);
+    put_file(&f, "a.txt", "hello");
+    struct fentry *e = fcache_get(f.fc, "a.txt", 5, 1);
+    CHECK(e && e->err == 0);
+    CHECK_INT(stat_get(&f.st->cache_misses), 1);
+    CHECK_INT(stat_get(&f.st->cache_bytes), 5);
+    fcache_put(f.fc, e);
+    e = fcache_get(f.fc, "a.txt", 5, 1);
+    CHECK_INT(stat_get(&f.st->cache_hits), 1);
+    fcache_put(f.fc, e);
+    e = fcache_get(f.fc, "missing", 7, 1);
+    CHECK(e && e->err == -ENOENT);
+    CHECK_INT(stat_get(&f.st->cache_misses), 2);
+    fcache_put(f.fc, e);
+    teardown(&f);
+}
+
 static char *dup_bytes(const char *s, size_t n)
 {
     char *p = malloc(n);
@@ -269,5 +294,6 @@ TEST(fcache_variants_are_keyed_by_version_and_bounded)
     fcache_put(f.fc, v);
     fcache_put(f.fc, base2);
     fcache_put(f.fc, base);
+
     teardown(&f);
 }

@@ -1,0 +1,28 @@
+/* metrics: the --metrics listener: a thread of its own that answers GET /metrics with the
+ * Prometheus text exposition format (version 0.0.4), summing nothing on the workers' side:
+ * each scrape reads every worker's counters (stats.h) and writes them per worker.
+ * Must not: run on a worker or the public port, or write to anything a worker reads; one
+ * scrape at a time, each connection closed after its answer (a scraper's habit anyway).
+ * Ownership: server starts it after the workers and stops it before they are joined. */
+#ifndef RT_METRICS_H
+#define RT_METRICS_H
+
+#include <stddef.h>
+
+struct config;
+struct worker;
+struct accesslog;
+struct metrics;
+
+/* Opens cfg->metrics_bind:metrics_port, prints "ringhttpd: metrics on http://ADDR:PORT/metrics"
+ * on stderr and starts the thread. 0 or -errno (after printing why). */
+int metrics_start(struct metrics **out, const struct config *cfg, struct worker *workers,
+                  int nworkers, const char *engine, struct accesslog *al);
+
+void metrics_stop(struct metrics *m);
+
+/* Writes the exposition text of the workers' counters to a malloc'd string (*len bytes). */
+char *metrics_render(struct worker *workers, int nworkers, const char *engine,
+                     struct accesslog *al, double start_time, size_t *len);
+
+#endif

@@ -1,0 +1,109 @@
+"""--metrics (issue 12): a separate listener serving the Prometheus text format; the values
+match the traffic the test sent, and promtool accepts the output."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import HELLO, Conn, fetch, raw
+from test_accesslog import metrics_addr, scrape, scrape_text
+
+
+def total(samples, name, **labels):
+    """Sum of name's samples (over workers) whose labels include `labels`."""
+    out = 0.0
+    for key, value in samples.items():
+        base, _, rest = key.partition("{")
+        if base != name:
+            continue
+        if all(f'{k}="{v}"' in rest for k, v in labels.items()):
+            out += value
+    return out
+
+
+def test_metrics_match_traffic(make_server, docroot):
+    srv = make_server(docroot, args=["--metrics", "127.0.0.1:0", "--access-log", "off"])
+    for _ in range(3):
+        assert fetch(srv, "/hello.txt").body == HELLO
+    for _ in range(2):
+        assert fetch(srv, "/hello.txt", method="HEAD").status == 200
+    assert fetch(srv, "/missing.txt").status == 404
+    assert raw(srv, b"NOT HTTP\r\n\r\n").startswith(b"HTTP/1.1 400")
+    with Conn(srv) as c:  # one connection, three requests: two reuse it
+        for _ in range(3):
+            assert c.request("GET", "/index.html").status == 200
+    big = fetch(srv, "/big.bin")
+    assert big.status == 200
+    samples = scrape(srv)
+
+    assert total(samples, "ringhttpd_requests_total", code="200", method="GET") == 7
+    assert total(samples, "ringhttpd_requests_total", code="200", method="HEAD") == 2
+    assert total(samples, "ringhttpd_requests_total", code="404", method="GET") == 1
+    assert total(samples, "ringhttpd_requests_total", code="400") == 1
+    assert total(samples, "ringhttpd_requests_total") == 11
+    assert total(samples, "ringhttpd_request_duration_seconds_count") == 11
+    assert total(samples, "ringhttpd_request_duration_seconds_bucket", le="+Inf") == 11
+    assert total(samples, "ringhttpd_keepalive_requests_total") == 2
+    assert total(samples, "ringhttpd_connections_accepted_total") == 9
+    # Everything the test opened has been answered; the last close may still be in flight.
+    closed = total(samples, "ringhttpd_connections_closed_total")
+    open_now = total(samples, "ringhttpd_connections_open")
+    assert closed + open_now == 9 and open_now <= 1
+    assert total(samples, "ringhttpd_response_bytes_total") > 3 * len(HELLO) + (1 << 20)
+    assert total(samples, "ringhttpd_file_cache_hits_total") > 0
+    assert total(samples, "ringhttpd_file_cache_misses_total") > 0
+    assert total(samples, "ringhttpd_file_cache_bytes") >= len(HELLO)
+    assert total(samples, "ringhttpd_engine_enters_total") > 0
+    assert total(samples, "ringhttpd_engine_completions_total") > 0
+    assert total(samples, "ringhttpd_workers") == 2
+    assert total(samples, "ringhttpd_engine_info", engine=srv.engine_name) == 1
+    assert total(samples, "process_start_time_seconds") > 1.6e9
+    # A scrape is not traffic: the counters did not move for it.
+    again = scrape(srv)
+    assert total(again, "ringhttpd_requests_total") == 11
+
+
+def test_metrics_access_log_counters(make_server, docroot, tmp_path):
+    log = tmp_path / "access.log"
+    srv = make_server(docroot, args=["--metrics", "127.0.0.1:0", "--access-log", str(log)])
+    for _ in range(5):
+        fetch(srv, "/hello.txt")
+    srv.stop()
+    assert len(log.read_bytes().splitlines()) == 5
+
+
+def test_promtool_accepts_output(make_server, docroot):
+    promtool = shutil.which("promtool")
+    if not promtool:
+        pytest.skip("promtool not installed (scripts/deps.sh test installs Debian's prometheus)")
+    srv = make_server(docroot, args=["--metrics", "127.0.0.1:0"])
+    fetch(srv, "/hello.txt")
+    fetch(srv, "/missing.txt")
+    raw(srv, b"garbage\r\n\r\n")
+    text = scrape_text(srv)
+    r = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
+
+
+def test_metrics_listener_is_separate(make_server, docroot):
+    srv = make_server(docroot, args=["--metrics", "127.0.0.1:0"])
+    host, port = metrics_addr(srv)
+    assert port != srv.port
+    assert fetch(srv, "/metrics").status == 404  # not on the public port
+    # Other paths and methods on the metrics port.
+    import socket
+    with socket.create_connection((host, port), timeout=5) as s:
+        s.sendall(b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 404")
+    with socket.create_connection((host, port), timeout=5) as s:
+        s.sendall(b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 405")
+
+
+def test_metrics_bad_option(make_server):
+    srv = make_server(args=["--metrics", "nonsense"], ready=False)
+    assert srv.proc.wait(timeout=10) == 2
+    srv.stop()  # joins the reader threads: all of stderr is in
+    assert "--metrics wants ADDR:PORT" in srv.stderr_text()
