@@ -13,6 +13,7 @@
 
 #include "core/http1.h"
 #include "core/path.h"
+#include "core/token.h"
 
 static const char usage_text[] =
     "Usage: ringhttpd [options] [DOCROOT]\n"
@@ -215,12 +216,6 @@ static int append_header(struct config *cfg, const char *name, size_t name_len, 
     return 0;
 }
 
-static bool is_tchar(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
 static bool valid_field_value(const char *v)
 {
     for (; *v; v++)
@@ -235,10 +230,10 @@ static int add_header_option(struct config *cfg, const char *arg)
     if (!colon || colon == arg)
         return usage_error("--header wants 'Name: value', got '%s'", arg);
     for (const char *p = arg; p < colon; p++)
-        if (!is_tchar((unsigned char)*p))
+        if (!token_is_tchar((unsigned char)*p))
             return usage_error("--header: invalid field name in '%s'", arg);
     const char *value = colon + 1;
-    while (*value == ' ' || *value == '\t')
+    while (token_is_ows(*value))
         value++;
     if (!valid_field_value(value))
         return usage_error("--header: control character in '%s'", arg);
