@@ -19,13 +19,11 @@
 #include <fcntl.h>
 #include <libdeflate.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -34,6 +32,7 @@
 #include "core/sha256.h"
 #include "rt/errlog.h"
 #include "rt/fcache.h"
+#include "rt/file.h"
 #include "rt/site.h"
 #include "rt/worker.h"
 
@@ -226,31 +225,19 @@ static uint64_t cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The first size bytes of fd in a new heap buffer (*out, to free). */
 static int read_fd(int fd, uint64_t size, char **out)
 {
     char *buf = malloc(size ? size : 1);
     if (!buf)
         return -ENOMEM;
-    for (uint64_t done = 0; done < size;) {
-        ssize_t n = pread(fd, buf + done, size - done, (off_t)done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            free(buf);
-            return n < 0 ? -errno : -EIO;
-        }
-        done += (uint64_t)n;
+    int rc = file_read_all(fd, buf, size);
+    if (rc != 0) {
+        free(buf);
+        return rc;
     }
     *out = buf;
     return 0;
-}
-
-static int open_beneath(int dir_fd, const char *path, int flags)
-{
-    struct open_how how = {.flags = (uint64_t)(flags | O_RDONLY | O_CLOEXEC),
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
-    long fd = syscall(SYS_openat2, dir_fd, *path ? path : ".", &how, sizeof(how));
-    return fd < 0 ? -errno : (int)fd;
 }
 
 /* Finds, among the files the job's pattern matches in its directory, the one whose SHA-256 is
@@ -271,7 +258,7 @@ static int find_dictionary(const struct cjob *j, char **dict, size_t *dict_len)
         return -ENAMETOOLONG;
     memcpy(dir, j->pattern + 1, dlen ? dlen - 1 : 0);
     dir[dlen ? dlen - 1 : 0] = '\0';
-    int dfd = open_beneath(j->root_fd, dir, O_DIRECTORY);
+    int dfd = file_open_beneath(j->root_fd, dir, O_DIRECTORY);
     if (dfd < 0)
         return dfd;
     DIR *d = fdopendir(dfd);
@@ -286,7 +273,7 @@ static int find_dictionary(const struct cjob *j, char **dict, size_t *dict_len)
         if (de->d_name[0] == '.' || n < 0 || (size_t)n >= sizeof(url) ||
             !accept_path_match(j->pattern, url, (size_t)n))
             continue;
-        int fd = open_beneath(dirfd(d), de->d_name, O_NONBLOCK);
+        int fd = file_open_beneath(dirfd(d), de->d_name, O_NONBLOCK);
         struct stat st;
         if (fd < 0)
             continue;

@@ -8,16 +8,15 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/cond.h"
 #include "core/static.h"
+#include "rt/file.h"
 #include "rt/probes.h"
 #include "rt/stats.h"
 
@@ -129,30 +128,6 @@ void fcache_reset(struct fcache *fc, int root_fd, const struct mime_table *mime)
     fc->mime = mime;
 }
 
-static int open_beneath(int root_fd, const char *path)
-{
-    struct open_how how = {
-        .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-    };
-    long fd = syscall(SYS_openat2, root_fd, *path ? path : ".", &how, sizeof(how));
-    return fd < 0 ? -errno : (int)fd;
-}
-
-static int read_all(int fd, char *buf, uint64_t size)
-{
-    uint64_t done = 0;
-    while (done < size) {
-        ssize_t n = pread(fd, buf + done, size - done, (off_t)done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO; /* shrank under us: revalidation will see it */
-        done += (uint64_t)n;
-    }
-    return 0;
-}
-
 static void evict(struct fcache *fc, size_t want_bytes)
 {
     while (fc->lru.lru_next != &fc->lru &&
@@ -176,7 +151,7 @@ static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint
     e->compressible = -1;
 
     struct stat st;
-    int fd = open_beneath(fc->root_fd, e->path);
+    int fd = file_open_beneath(fc->root_fd, e->path, O_NONBLOCK);
     if (fd < 0) {
         e->err = fd;
         return e;
@@ -217,7 +192,7 @@ static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint
     if (e->size <= fc->max_file) {
         evict(fc, e->size);
         e->data = malloc(e->size ? e->size : 1);
-        if (e->data && read_all(fd, e->data, e->size) == 0) {
+        if (e->data && file_read_all(fd, e->data, e->size) == 0) {
             fc->bytes += e->size;
         } else {
             free(e->data);
