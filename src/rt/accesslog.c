@@ -35,9 +35,8 @@ struct accesslog {
     struct logchunk *head, *tail; /* handed over, not yet written */
     struct logchunk *spare;       /* written, for reuse */
     unsigned queued;
-    bool reopen, stop, writing, done;
+    bool reopen, stop, done;
     atomic_uint_fast64_t written;
-    uint64_t lost; /* lines the writer could not write (write errors) */
     struct errlog_limit write_limit;
 };
 
@@ -131,12 +130,10 @@ static void *writer_main(void *arg)
         if (!al->head)
             al->tail = NULL;
         al->queued--;
-        al->writing = true;
         pthread_mutex_unlock(&al->mu);
 
         int rc = write_chunk(al, ch);
         if (rc < 0) {
-            al->lost += ch->lines;
             errlog_limited(&al->write_limit, ERRLOG_ERROR, "access log: write: %s; %u lines lost",
                            strerror(-rc), ch->lines);
         } else {
@@ -144,7 +141,6 @@ static void *writer_main(void *arg)
         }
 
         pthread_mutex_lock(&al->mu);
-        al->writing = false;
         ch->next = al->spare;
         al->spare = ch;
     }

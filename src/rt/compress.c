@@ -500,7 +500,6 @@ int compress_request(struct worker *w, struct fentry *base, int coding,
         return 0;
     }
     if (c->count >= MAX_JOBS) {
-        c->stats.skipped++;
         job_free(j);
         return -EAGAIN;
     }

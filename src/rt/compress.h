@@ -35,7 +35,6 @@ struct compress_stats {
     uint64_t bytes_in;    /* identity bytes of the kept variants */
     uint64_t bytes_saved; /* identity minus variant bytes, kept variants only */
     uint64_t ns;          /* thread CPU time spent compressing */
-    uint64_t skipped;     /* jobs not queued because the queue was full */
 };
 
 struct compressor;
