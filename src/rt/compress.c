@@ -1,16 +1,9 @@
-/* Compression; see compress.h. Levels and the cost model come from measuring 1, 4, 16 and
- * 32 KiB of jquery.js (CPU time per call, bench/levels.c, README "Compression"):
- *
- *   32 KiB       ratio   time      per byte  |  level for larger bodies (> 256 KiB)
- *   br 11        29.8%   38.9 ms   1.2 us    |  br 5:    33.4%  0.72 ms / 32 KiB
- *   zstd 19      33.3%    9.3 ms   0.28 us   |  zstd 9:  34.5%  0.77 ms
- *   libdeflate 12 33.4%   3.7 ms   0.11 us   |  libdeflate 9: 34.4% 0.95 ms
- *   (zlib 6, nginx's usual: 34.6% in 1.16 ms; zlib 9 no better and slower than libdeflate 9)
- *
+/* Compression; see compress.h. The levels and the cost model come from measuring jquery.js
+ * with bench/levels.c; the figures are in bench/README.md, "Compression".
  * A variant is made once per file version, so the highest levels pay for themselves on small
- * and medium bodies; above 256 KiB they would cost seconds (br 11 on 5 MiB: about 6 s), so
- * large bodies get the level where the curve flattens. Brotli 11 has a fixed cost (1.8 ms even
- * for 1 KiB), so it never runs on the loop; gzip bodies up to ~8 KiB and zstd up to ~3 KiB do. */
+ * and medium bodies; above 256 KiB they would cost seconds, so large bodies get the level where
+ * the curve flattens. Brotli 11 costs milliseconds even for 1 KiB, so it never runs on the loop;
+ * small gzip and zstd bodies do. */
 #include "rt/compress.h"
 
 #include <brotli/encode.h>
@@ -95,7 +88,7 @@ int compress_level(int coding, uint64_t size)
 uint64_t compress_cost_ns(int coding, uint64_t size)
 {
     bool large = size > LARGE;
-    uint64_t per_byte; /* ns, rounded up from the measurements above */
+    uint64_t per_byte; /* ns, rounded up from bench/README.md's "Compression" */
     switch (coding) {
     case ACCEPT_BR: per_byte = large ? 30 : 1800; break;
     case ACCEPT_GZIP: per_byte = large ? 30 : 120; break;
@@ -201,7 +194,7 @@ int compress_encode(int coding, int level, const void *in, size_t len, const voi
 
 int compress_now(int coding, const void *in, size_t len, char **out, size_t *out_len)
 {
-    /* ns per byte at these levels, rounded up from bench/levels.c on 32 KiB of jquery.js */
+    /* ns per byte at these levels, rounded up from bench/levels.c (bench/README.md) */
     static const struct {
         int level;
         uint64_t per_byte;
