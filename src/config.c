@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,12 +158,24 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-static int usage_error(const char *fmt, const char *arg)
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fputs("ringhttpd: ", stderr);
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
     fputs(" (see --help)\n", stderr);
+    va_end(ap);
     return 2;
+}
+
+/* The long name of the option getopt_long returned as opt, for messages. */
+static const char *option_name(int opt)
+{
+    const struct option *o = long_options;
+    while (o->name && o->val != opt)
+        o++;
+    return o->name ? o->name : "?";
 }
 
 /* Parses a decimal in [min, max]; 0 or -EINVAL. */
@@ -427,7 +440,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
         case OPT_HEADER_TIMEOUT:
         case OPT_DRAIN:
             if (parse_uint(optarg, 1, 86400, &v) != 0)
-                return usage_error("timeouts want 1..86400 seconds, got '%s'", optarg);
+                return usage_error("--%s wants 1..86400 seconds, got '%s'", option_name(opt),
+                                   optarg);
             if (opt == OPT_KEEPALIVE)
                 cfg->keepalive_timeout = (unsigned)v;
             else if (opt == OPT_HEADER_TIMEOUT)
