@@ -6,6 +6,7 @@
  * for every engine, and the backlog bound turns a stuck consumer into counted drops. */
 #include "rt/accesslog.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -235,6 +236,7 @@ void accesslog_close(struct accesslog *al, int wait_ms)
         return;
     }
     pthread_join(al->thread, NULL);
+    assert(!al->head && al->queued == 0); /* the writer stops only when it has written all */
     free_list(al->spare);
     if (al->path)
         close(al->fd);

@@ -6,6 +6,7 @@
  * small gzip and zstd bodies do. */
 #include "rt/compress.h"
 
+#include <assert.h>
 #include <brotli/encode.h>
 #include <dirent.h>
 #include <errno.h>
@@ -370,10 +371,12 @@ void compress_free(struct worker *w, struct compressor *c)
     while (c->inflight) {
         struct cjob *j = c->inflight;
         c->inflight = j->inext;
+        c->count--;
         fcache_put(w->cache, j->base);
         free(j->out);
         job_free(j);
     }
+    assert(c->count == 0); /* every job counted is on the in-flight list, and only those */
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -427,6 +430,7 @@ static void unlink_inflight(struct compressor *c, struct cjob *j)
     while (*pp != j)
         pp = &(*pp)->inext;
     *pp = j->inext;
+    assert(c->count > 0);
     c->count--;
 }
 

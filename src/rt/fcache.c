@@ -114,6 +114,9 @@ void fcache_free(struct fcache *fc)
     if (!fc)
         return;
     fcache_reset(fc, -1, NULL);
+    /* Every reference was given back first (sends finished, compression jobs dropped): an
+     * entry still held now would be destroyed later against a freed cache. */
+    assert(fc->ventries == 0 && fc->bytes == 0 && fc->vbytes == 0);
     free(fc);
 }
 

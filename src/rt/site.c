@@ -1,6 +1,7 @@
 /* Document root and MIME table as one reloadable unit; see site.h. */
 #include "rt/site.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -93,7 +94,11 @@ int site_moved(const struct config *cfg, const struct site *s)
 
 void site_put(struct site *s)
 {
-    if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+    if (!s)
+        return;
+    unsigned refs = atomic_fetch_sub(&s->refs, 1);
+    assert(refs > 0);
+    if (refs != 1)
         return;
     if (s->root_fd >= 0)
         close(s->root_fd);
