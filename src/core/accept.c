@@ -258,8 +258,8 @@ int accept_dictionary(struct http_str value, unsigned char hash[ACCEPT_DICT_HASH
             v[k] = i == 10 && k == 3 ? 0 : b64_value(p[k]);
         if (v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0)
             return -EINVAL;
-        uint32_t bits = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
-                        (uint32_t)v[3];
+        uint32_t bits =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
         hash[out++] = (unsigned char)(bits >> 16);
         hash[out++] = (unsigned char)(bits >> 8);
         if (i < 10)

@@ -49,8 +49,8 @@ const char *accept_coding_name(enum accept_coding coding);
  * the exact type, then its type wildcard ("text/" followed by '*'), then the full wildcard
  * ('*', '/', '*'); among equally specific ones, the first. Ranges carrying parameters other than q
  * ("text/html;level=1") are more specific than a type without parameters and so never match it.
- * Invalid elements (as for Accept-Encoding, or a '*' type with a subtype that is not '*') are ignored.
- * {NULL, 0} (no Accept field) means every type is acceptable: 1000. A present field that
+ * Invalid elements (as for Accept-Encoding, or a '*' type with a subtype that is not '*') are
+ * ignored. {NULL, 0} (no Accept field) means every type is acceptable: 1000. A present field that
  * matches nothing gives 0.
  */
 int accept_quality(struct http_str accept, const char *type);

@@ -31,8 +31,8 @@ struct accesslog {
     bool whole_lines; /* a pipe or socket: writes of whole lines, PIPE_BUF at most */
     pthread_t thread;
     pthread_mutex_t mu;
-    pthread_cond_t cond;    /* the writer waits for work */
-    pthread_cond_t idle;    /* close waits for the writer to finish */
+    pthread_cond_t cond;          /* the writer waits for work */
+    pthread_cond_t idle;          /* close waits for the writer to finish */
     struct logchunk *head, *tail; /* handed over, not yet written */
     struct logchunk *spare;       /* written, for reuse */
     unsigned queued;
@@ -248,8 +248,7 @@ void accesslog_close(struct accesslog *al, int wait_ms)
 
 /* Hands b's chunk to the writer, or drops its lines when the backlog is full; b gets an empty
  * chunk (a spare, or a new one), or none when memory is short. */
-static void hand_over(struct accesslog *al, struct accesslog_buf *b, struct stats *st,
-                      int64_t now)
+static void hand_over(struct accesslog *al, struct accesslog_buf *b, struct stats *st, int64_t now)
 {
     struct logchunk *ch = b->cur;
     b->flushed = now;

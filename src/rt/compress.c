@@ -30,9 +30,9 @@
 #include "rt/site.h"
 #include "rt/worker.h"
 
-#define LARGE (256u << 10)   /* bodies above this get the faster levels */
-#define MAX_JOBS 64          /* per worker, in flight; more requests get what exists */
-#define DCZ_WINDOW_LOG 23    /* 8 MiB: what RFC 9842 lets a dcz decoder insist on */
+#define LARGE (256u << 10) /* bodies above this get the faster levels */
+#define MAX_JOBS 64        /* per worker, in flight; more requests get what exists */
+#define DCZ_WINDOW_LOG 23  /* 8 MiB: what RFC 9842 lets a dcz decoder insist on */
 
 struct cjob {
     struct cjob *next;  /* todo or done queue (under the lock) */
@@ -80,9 +80,12 @@ int compress_level(int coding, uint64_t size)
 {
     bool large = size > LARGE;
     switch (coding) {
-    case ACCEPT_BR: return large ? 5 : 11;
-    case ACCEPT_GZIP: return large ? 9 : 12;
-    default: return large ? 9 : 19; /* zstd and dcz */
+    case ACCEPT_BR:
+        return large ? 5 : 11;
+    case ACCEPT_GZIP:
+        return large ? 9 : 12;
+    default:
+        return large ? 9 : 19; /* zstd and dcz */
     }
 }
 
@@ -91,9 +94,15 @@ uint64_t compress_cost_ns(int coding, uint64_t size)
     bool large = size > LARGE;
     uint64_t per_byte; /* ns, rounded up from bench/README.md's "Compression" */
     switch (coding) {
-    case ACCEPT_BR: per_byte = large ? 30 : 1800; break;
-    case ACCEPT_GZIP: per_byte = large ? 30 : 120; break;
-    default: per_byte = large ? 30 : 300; break;
+    case ACCEPT_BR:
+        per_byte = large ? 30 : 1800;
+        break;
+    case ACCEPT_GZIP:
+        per_byte = large ? 30 : 120;
+        break;
+    default:
+        per_byte = large ? 30 : 300;
+        break;
     }
     return size * per_byte;
 }
@@ -144,11 +153,20 @@ int compress_encode(int coding, int level, const void *in, size_t len, const voi
     int rc = -EIO;
 
     switch (coding) {
-    case ACCEPT_BR: cap = BrotliEncoderMaxCompressedSize(len); break;
-    case ACCEPT_GZIP: cap = libdeflate_gzip_compress_bound(NULL, len); break;
-    case ACCEPT_ZSTD: cap = ZSTD_compressBound(len); break;
-    case COMPRESS_DCZ: cap = DCZ_HEADER_LEN + ZSTD_compressBound(len); break;
-    default: return -EINVAL;
+    case ACCEPT_BR:
+        cap = BrotliEncoderMaxCompressedSize(len);
+        break;
+    case ACCEPT_GZIP:
+        cap = libdeflate_gzip_compress_bound(NULL, len);
+        break;
+    case ACCEPT_ZSTD:
+        cap = ZSTD_compressBound(len);
+        break;
+    case COMPRESS_DCZ:
+        cap = DCZ_HEADER_LEN + ZSTD_compressBound(len);
+        break;
+    default:
+        return -EINVAL;
     }
     if (cap == 0) /* Brotli's bound overflowed */
         return -EFBIG;
@@ -179,8 +197,8 @@ int compress_encode(int coding, int level, const void *in, size_t len, const voi
     case COMPRESS_DCZ:
         memcpy(buf, dcz_magic, sizeof(dcz_magic));
         memcpy(buf + sizeof(dcz_magic), dict_hash, ACCEPT_DICT_HASH);
-        rc = encode_zstd(level, in, len, dict, dict_len, buf + DCZ_HEADER_LEN,
-                         cap - DCZ_HEADER_LEN, &n);
+        rc = encode_zstd(level, in, len, dict, dict_len, buf + DCZ_HEADER_LEN, cap - DCZ_HEADER_LEN,
+                         &n);
         n += DCZ_HEADER_LEN;
         break;
     }
@@ -199,8 +217,8 @@ int compress_now(int coding, const void *in, size_t len, char **out, size_t *out
     static const struct {
         int level;
         uint64_t per_byte;
-    } fast[ACCEPT_CODINGS] = {[ACCEPT_BR] = {5, 30}, [ACCEPT_ZSTD] = {3, 10},
-                              [ACCEPT_GZIP] = {6, 15}};
+    } fast[ACCEPT_CODINGS] = {
+        [ACCEPT_BR] = {5, 30}, [ACCEPT_ZSTD] = {3, 10}, [ACCEPT_GZIP] = {6, 15}};
     if (coding < 0 || coding >= ACCEPT_CODINGS || len * fast[coding].per_byte > COMPRESS_LOOP_NS)
         return -E2BIG;
     int rc = compress_encode(coding, fast[coding].level, in, len, NULL, 0, NULL, out, out_len);
@@ -405,9 +423,8 @@ static void finish(struct worker *w, struct cjob *j)
     }
     if (w->cfg->verbose)
         errlog(ERRLOG_INFO, "worker %d: %s /%s: %llu -> %llu bytes in %.2f ms%s%s", w->id, name,
-               j->path, (unsigned long long)j->size,
-               (unsigned long long)(j->err ? 0 : j->out_len), (double)j->ns / 1e6,
-               j->err ? ", failed: " : (pays ? "" : ", not kept"),
+               j->path, (unsigned long long)j->size, (unsigned long long)(j->err ? 0 : j->out_len),
+               (double)j->ns / 1e6, j->err ? ", failed: " : (pays ? "" : ", not kept"),
                j->err ? strerror(-j->err) : "");
     char *data = pays ? j->out : NULL;
     if (!pays)

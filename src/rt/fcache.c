@@ -20,8 +20,8 @@
 #include "rt/probes.h"
 #include "rt/stats.h"
 
-#define BUCKETS 4096    /* power of two */
-#define MAX_ENTRIES 2048 /* each may hold an fd: bounded well below RLIMIT_NOFILE */
+#define BUCKETS 4096      /* power of two */
+#define MAX_ENTRIES 2048  /* each may hold an fd: bounded well below RLIMIT_NOFILE */
 #define MAX_VARIANTS 4096 /* no fd; bounded so "did not pay" records cannot grow without end */
 
 struct fcache {
@@ -34,7 +34,7 @@ struct fcache {
     size_t max_vbytes;
     size_t vbytes;
     unsigned ventries;
-    struct fentry lru; /* LRU head: lru.lru_next is the oldest entry, lru.lru_prev the newest */
+    struct fentry lru;  /* LRU head: lru.lru_next is the oldest entry, lru.lru_prev the newest */
     struct fentry vlru; /* the variants' LRU, apart so files and variants have their own bounds */
     struct fentry *bucket[BUCKETS];
     struct stats *st;
@@ -189,8 +189,10 @@ static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint
      * --inplace -t, cp --preserve=timestamps) has other bytes, so it must have another ETag. */
     e->etag_len = cond_etag(e->etag, sizeof(e->etag), e->ino, e->size, e->ctime_ns, NULL);
     httpdate_format(e->mtime, e->last_modified);
-    struct static_file f = {.etag = e->etag, .etag_len = e->etag_len,
-                            .last_modified = e->last_modified, .content_type = e->mime};
+    struct static_file f = {.etag = e->etag,
+                            .etag_len = e->etag_len,
+                            .last_modified = e->last_modified,
+                            .content_type = e->mime};
     e->rep_len = static_rep_headers(e->rep_headers, sizeof(e->rep_headers), &f);
     if (e->size <= fc->max_file) {
         evict(fc, e->size);
@@ -359,15 +361,17 @@ int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char 
         e->size = len;
         fc->vbytes += len;
         char etag[COND_ETAG_MAX];
-        size_t n = cond_etag(etag, sizeof(etag), base->ino, base->size, base->ctime_ns,
-                             etag_suffix);
+        size_t n =
+            cond_etag(etag, sizeof(etag), base->ino, base->size, base->ctime_ns, etag_suffix);
         if (n >= sizeof(e->etag)) {
             e->err = -ENODATA; /* cannot name it: do not send it */
         } else {
             memcpy(e->etag, etag, n + 1);
             e->etag_len = n;
-            struct static_file f = {.etag = e->etag, .etag_len = e->etag_len,
-                                    .last_modified = e->last_modified, .content_type = e->mime};
+            struct static_file f = {.etag = e->etag,
+                                    .etag_len = e->etag_len,
+                                    .last_modified = e->last_modified,
+                                    .content_type = e->mime};
             e->rep_len = static_rep_headers(e->rep_headers, sizeof(e->rep_headers), &f);
         }
     }
@@ -383,8 +387,8 @@ size_t fcache_variant_bytes(const struct fcache *fc)
     return fc->vbytes;
 }
 
-const struct fderived *fcache_set_derived(struct fcache *fc, struct fentry *e, int slot,
-                                          char *data, size_t len, int64_t now)
+const struct fderived *fcache_set_derived(struct fcache *fc, struct fentry *e, int slot, char *data,
+                                          size_t len, int64_t now)
 {
     struct fderived *d = &e->derived[slot];
     drop_derived(fc, d);

@@ -37,9 +37,9 @@ struct metrics {
 };
 
 static const char *const method_names[STATS_METHODS] = {
-    [HTTP_GET] = "GET",         [HTTP_HEAD] = "HEAD",   [HTTP_OPTIONS] = "OPTIONS",
-    [HTTP_POST] = "POST",       [HTTP_PUT] = "PUT",     [HTTP_DELETE] = "DELETE",
-    [HTTP_PATCH] = "PATCH",     [HTTP_CONNECT] = "CONNECT", [HTTP_TRACE] = "TRACE",
+    [HTTP_GET] = "GET",     [HTTP_HEAD] = "HEAD",       [HTTP_OPTIONS] = "OPTIONS",
+    [HTTP_POST] = "POST",   [HTTP_PUT] = "PUT",         [HTTP_DELETE] = "DELETE",
+    [HTTP_PATCH] = "PATCH", [HTTP_CONNECT] = "CONNECT", [HTTP_TRACE] = "TRACE",
     [HTTP_OTHER] = "other",
 };
 
@@ -64,7 +64,7 @@ static void per_worker(FILE *f, const char *name, const char *type, const char *
     }
 }
 
-#define PER_WORKER(f, name, type, help, ws, n, field)                                             \
+#define PER_WORKER(f, name, type, help, ws, n, field)                                              \
     per_worker(f, name, type, help, ws, n, offsetof(struct stats, field))
 
 static void requests(FILE *f, struct worker *ws, int n)
@@ -75,8 +75,9 @@ static void requests(FILE *f, struct worker *ws, int n)
             for (int m = 0; m < STATS_METHODS; m++) {
                 uint64_t v = stat_get(&ws[i].stats.requests[s][m]);
                 if (v)
-                    fprintf(f, "ringhttpd_requests_total{worker=\"%d\",code=\"%d\",method=\"%s\"} "
-                               "%llu\n",
+                    fprintf(f,
+                            "ringhttpd_requests_total{worker=\"%d\",code=\"%d\",method=\"%s\"} "
+                            "%llu\n",
                             i, s + STATS_STATUS_MIN, method_names[m], (unsigned long long)v);
             }
 }
@@ -120,8 +121,8 @@ static void connections(FILE *f, struct worker *ws, int n)
         fprintf(f, "ringhttpd_connections_open{worker=\"%d\"} %llu\n", i,
                 (unsigned long long)(accepted - closed));
     }
-    PER_WORKER(f, "ringhttpd_connections_accepted_total", "counter", "Connections accepted.", ws,
-               n, accepted);
+    PER_WORKER(f, "ringhttpd_connections_accepted_total", "counter", "Connections accepted.", ws, n,
+               accepted);
 }
 
 static void gauge_diff(FILE *f, struct worker *ws, int n)
@@ -159,8 +160,8 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
     PER_WORKER(f, "ringhttpd_keepalive_requests_total", "counter",
                "Requests that reused a connection (not its first).", ws, n, reused);
     connections(f, ws, n);
-    PER_WORKER(f, "ringhttpd_file_cache_hits_total", "counter", "File-cache look-ups that hit.",
-               ws, n, cache_hits);
+    PER_WORKER(f, "ringhttpd_file_cache_hits_total", "counter", "File-cache look-ups that hit.", ws,
+               n, cache_hits);
     PER_WORKER(f, "ringhttpd_file_cache_misses_total", "counter",
                "File-cache look-ups that had to open or stat the file.", ws, n, cache_misses);
     PER_WORKER(f, "ringhttpd_file_cache_bytes", "gauge", "Bytes of file contents held in memory.",
@@ -169,8 +170,8 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
                "Large-file sends that waited for a splice pipe.", ws, n, pipe_waits);
     gauge_diff(f, ws, n);
     PER_WORKER(f, "ringhttpd_engine_enters_total", "counter",
-               "System calls that submitted work and waited for completions (one a loop turn).",
-               ws, n, enters);
+               "System calls that submitted work and waited for completions (one a loop turn).", ws,
+               n, enters);
     PER_WORKER(f, "ringhttpd_engine_completions_total", "counter",
                "Completions (or readiness events) the event loop handled.", ws, n, completions);
     head(f, "ringhttpd_access_log_lines_total", "counter", "Access-log lines written.");
@@ -267,8 +268,7 @@ static void *metrics_main(void *arg)
         int fd = accept4(m->fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                errlog_limited(&accept_limit, ERRLOG_ERROR, "metrics: accept: %s",
-                               strerror(errno));
+                errlog_limited(&accept_limit, ERRLOG_ERROR, "metrics: accept: %s", strerror(errno));
             continue;
         }
         serve_one(m, fd);
@@ -331,7 +331,10 @@ int metrics_start(struct metrics **out, const struct config *cfg, struct worker 
         goto err;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    *m = (struct metrics){.workers = workers, .nworkers = nworkers, .engine = engine, .al = al,
+    *m = (struct metrics){.workers = workers,
+                          .nworkers = nworkers,
+                          .engine = engine,
+                          .al = al,
                           .start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9};
     if ((rc = m->fd = listen_on(cfg->metrics_bind, cfg->metrics_port, shown, sizeof(shown))) < 0)
         goto err_free;
