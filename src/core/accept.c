@@ -45,7 +45,7 @@ static bool qvalue(const char *p, size_t n, int *q)
     return true;
 }
 
-static const char *token_end(const char *p, const char *end, bool slash)
+static const char *skip_token(const char *p, const char *end, bool slash)
 {
     while (p < end && (token_is_tchar((unsigned char)*p) || (slash && *p == '/')))
         p++;
@@ -62,7 +62,7 @@ static bool parse_element(const char *p, const char *end, bool slash, struct ele
     while (p < end && token_is_ows(*p))
         p++;
     const char *v = p;
-    p = token_end(p, end, slash);
+    p = skip_token(p, end, slash);
     el->value = (struct http_str){v, (size_t)(p - v)};
     for (;;) {
         while (p < end && token_is_ows(*p))
@@ -79,7 +79,7 @@ static bool parse_element(const char *p, const char *end, bool slash, struct ele
         if (*p == ';')
             continue;
         const char *name = p;
-        p = token_end(p, end, false);
+        p = skip_token(p, end, false);
         size_t name_len = (size_t)(p - name);
         if (name_len == 0 || p == end || *p != '=')
             return false;
@@ -93,7 +93,7 @@ static bool parse_element(const char *p, const char *end, bool slash, struct ele
                 return false;
             p++;
         } else {
-            p = token_end(p, end, false);
+            p = skip_token(p, end, false);
             if (p == val)
                 return false;
         }
