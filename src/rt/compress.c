@@ -68,7 +68,6 @@ struct compressor {
     /* worker thread only */
     struct cjob *inflight;
     unsigned count;
-    struct compress_stats stats;
 };
 
 const char *compress_coding_name(int coding)
@@ -400,26 +399,20 @@ void compress_free(struct worker *w, struct compressor *c)
     free(c);
 }
 
-const struct compress_stats *compress_stats(const struct compressor *c)
-{
-    return &c->stats;
-}
-
 /* Keeps the result if it saves at least 5% (and for dcz, if the dictionary was found). */
 static void finish(struct worker *w, struct cjob *j)
 {
-    struct compressor *c = w->compress;
     char tag[FCACHE_TAG_MAX];
     size_t tag_len = compress_tag(tag, sizeof(tag), j->coding, j->dict_hash);
     const char *name = compress_coding_name(j->coding);
     bool pays = j->err == 0 && j->out_len <= j->size - j->size / 20;
 
-    c->stats.made++;
-    c->stats.ns += j->ns;
+    stat_add(&w->stats.compress_made, 1);
+    stat_add(&w->stats.compress_ns, j->ns);
     if (pays) {
-        c->stats.kept++;
-        c->stats.bytes_in += j->size;
-        c->stats.bytes_saved += j->size - j->out_len;
+        stat_add(&w->stats.compress_kept, 1);
+        stat_add(&w->stats.compress_in_bytes, j->size);
+        stat_add(&w->stats.compress_saved_bytes, j->size - j->out_len);
     }
     if (w->cfg->verbose)
         errlog(ERRLOG_INFO, "worker %d: %s /%s: %llu -> %llu bytes in %.2f ms%s%s", w->id, name,
@@ -508,12 +501,13 @@ int compress_request(struct worker *w, struct fentry *base, int coding,
     if (coding != COMPRESS_DCZ && base->data &&
         compress_cost_ns(coding, base->size) <= COMPRESS_LOOP_NS) {
         run_job(j);
-        c->stats.on_loop++;
+        stat_add(&w->stats.compress_on_loop, 1);
         finish(w, j);
         job_free(j);
         return 0;
     }
     if (c->count >= MAX_JOBS) {
+        stat_add(&w->stats.compress_skipped, 1);
         job_free(j);
         return -EAGAIN;
     }

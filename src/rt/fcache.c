@@ -79,9 +79,10 @@ static void destroy(struct fcache *fc, struct fentry *e)
         drop_derived(fc, &e->derived[i]);
     if (e->fd >= 0)
         close(e->fd);
-    if (e->data && e->is_variant)
+    if (e->data && e->is_variant) {
         fc->vbytes -= e->size;
-    else if (e->data)
+        stat_set(&fc->st->compress_cache_bytes, fc->vbytes);
+    } else if (e->data)
         fc->bytes -= e->size;
     free(e->data);
     free(e);
@@ -360,6 +361,7 @@ int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char 
         e->data = data;
         e->size = len;
         fc->vbytes += len;
+        stat_set(&fc->st->compress_cache_bytes, fc->vbytes);
         char etag[COND_ETAG_MAX];
         size_t n =
             cond_etag(etag, sizeof(etag), base->ino, base->size, base->ctime_ns, etag_suffix);

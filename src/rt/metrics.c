@@ -67,6 +67,31 @@ static void per_worker(FILE *f, const char *name, const char *type, const char *
 #define PER_WORKER(f, name, type, help, ws, n, field)                                              \
     per_worker(f, name, type, help, ws, n, offsetof(struct stats, field))
 
+static void compression(FILE *f, struct worker *ws, int n)
+{
+    PER_WORKER(f, "ringhttpd_compress_variants_made_total", "counter",
+               "Compressed variants made (kept or not).", ws, n, compress_made);
+    PER_WORKER(f, "ringhttpd_compress_variants_kept_total", "counter",
+               "Compressed variants that saved enough to be kept.", ws, n, compress_kept);
+    PER_WORKER(f, "ringhttpd_compress_variants_on_loop_total", "counter",
+               "Compressed variants small enough to be made on the event loop.", ws, n,
+               compress_on_loop);
+    PER_WORKER(f, "ringhttpd_compress_skipped_total", "counter",
+               "Variants not made because the compressor's queue was full.", ws, n,
+               compress_skipped);
+    PER_WORKER(f, "ringhttpd_compress_input_bytes_total", "counter",
+               "Identity bytes of the kept variants.", ws, n, compress_in_bytes);
+    PER_WORKER(f, "ringhttpd_compress_saved_bytes_total", "counter",
+               "Bytes the kept variants saved over their identity bodies.", ws, n,
+               compress_saved_bytes);
+    head(f, "ringhttpd_compress_cpu_seconds_total", "counter", "CPU time spent compressing.");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "ringhttpd_compress_cpu_seconds_total{worker=\"%d\"} %.6f\n", i,
+                (double)stat_get(&ws[i].stats.compress_ns) / 1e9);
+    PER_WORKER(f, "ringhttpd_compress_cache_bytes", "gauge",
+               "Bytes of compressed variants the file cache holds.", ws, n, compress_cache_bytes);
+}
+
 static void requests(FILE *f, struct worker *ws, int n)
 {
     head(f, "ringhttpd_requests_total", "counter", "Requests answered, by status code and method.");
@@ -179,6 +204,7 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
             (unsigned long long)(al ? accesslog_written(al) : 0));
     PER_WORKER(f, "ringhttpd_access_log_dropped_lines_total", "counter",
                "Access-log lines dropped because the writer was stuck.", ws, n, log_dropped);
+    compression(f, ws, n);
     if (fclose(f) != 0) {
         free(text);
         return NULL;

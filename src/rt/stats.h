@@ -49,6 +49,17 @@ struct stats {
     stat_t enters;      /* system calls that submitted and waited (one per loop turn) */
     stat_t completions; /* operations completed (io_uring CQEs, epoll events) */
     stat_t log_dropped; /* access-log lines dropped because the writer was stuck */
+    /* Compression (rt/compress.c): variants made, kept (saved at least 5%), made on the loop,
+     * requests not queued because the queue was full; identity bytes of the kept ones and what
+     * they saved; CPU time compressing; gauge: bytes of variants the cache holds. */
+    stat_t compress_made;
+    stat_t compress_kept;
+    stat_t compress_on_loop;
+    stat_t compress_skipped;
+    stat_t compress_in_bytes;
+    stat_t compress_saved_bytes;
+    stat_t compress_ns;
+    stat_t compress_cache_bytes;
 };
 
 static inline void stat_add(stat_t *c, uint64_t n)
