@@ -10,7 +10,8 @@ Fixtures
 engine
     "uring" or "epoll" (test ids ``[uring]`` / ``[epoll]``). The uring case is skipped, not
     failed, when this kernel refuses io_uring_setup (seccomp, sysctl, old kernel).
-make_server(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True)
+make_server(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True,
+            pass_fds=())
     Factory. Starts ``[*wrapper, $RINGHTTPD, '-p', '0', '-b', '127.0.0.1', '-t', '2',
     '--engine', ENGINE, *args, docroot]`` (docroot omitted when None; ENGINE is the ``engine``
     fixture's value unless ``engine=`` is given, e.g. "auto"). Options in ``args`` come after the
@@ -22,7 +23,8 @@ make_server(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, 
     ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:").
     ``ready=False`` returns at once (call .wait_ready() yourself, or .proc.wait() for a server
     expected to refuse to start); ``cwd`` is the server's working directory (the default
-    DOCROOT is ".").
+    DOCROOT is "."). ``pass_fds`` are file descriptors the server inherits at the same numbers
+    (subprocess.Popen's pass_fds), e.g. a listening socket the test holds as systemd would.
     Because it depends on ``engine``, any test using make_server runs for both engines; a test
     module may override the ``engine`` fixture (e.g. to return "auto") to run once.
 docroot
@@ -270,7 +272,7 @@ def _require_binary():
 
 
 class Server:
-    def __init__(self, argv, env=None, cwd=None):
+    def __init__(self, argv, env=None, cwd=None, pass_fds=()):
         self.argv = list(argv)
         self.host = None
         self.port = None
@@ -286,7 +288,7 @@ class Server:
             full_env.update(env)
         self.proc = subprocess.Popen(
             self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=full_env, cwd=cwd)
+            stderr=subprocess.PIPE, env=full_env, cwd=cwd, pass_fds=tuple(pass_fds))
         self._stdout = []
         self._threads = [
             threading.Thread(target=self._read_stderr, daemon=True),
@@ -371,14 +373,15 @@ def make_server(engine, request):
     default_engine = engine
     started = []
 
-    def factory(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True):
+    def factory(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True,
+                pass_fds=()):
         _require_binary()
         eng = engine if engine is not None else default_engine
         argv = [*wrapper, RINGHTTPD, "-p", "0", "-b", "127.0.0.1", "-t", "2",
                 "--engine", eng, *args]
         if docroot is not None:
             argv.append(str(docroot))
-        srv = Server(argv, env=env, cwd=cwd)
+        srv = Server(argv, env=env, cwd=cwd, pass_fds=pass_fds)
         started.append(srv)
         if ready:
             srv.wait_ready()

@@ -6,6 +6,7 @@ import pathlib
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -396,6 +397,35 @@ def test_socket_activation(make_server, docroot, nsockets):
         for _ in range(12):  # more requests than workers: every worker's dup is accepting
             assert fetch_addr(("127.0.0.1", p), "/hello.txt") == HELLO
     assert server.stop() == 0, server.stderr_text()[-3000:]
+
+
+def test_socket_activated_restart_keeps_the_socket_listening(make_server, docroot):
+    """With socket activation the service manager's socket outlives each instance: after one
+    drains and exits, a client still queues in it (not refused) and the next instance answers.
+    The test holds the socket as systemd would and hands it over as LISTEN_FDS fd 3."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(64)
+    addr = holder.getsockname()
+    wrapper = [sys.executable, "-c", "import os, sys; os.dup2(int(sys.argv[1]), 3); "
+               "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1'); "
+               "os.execvp(sys.argv[2], sys.argv[2:])", str(holder.fileno())]
+    try:
+        first = make_server(docroot, wrapper=wrapper, pass_fds=[holder.fileno()])
+        assert "on sockets from systemd" in first.stderr_text()
+        assert fetch_addr(addr, "/hello.txt") == HELLO
+        assert first.stop(signal.SIGTERM) == 0, first.stderr_text()[-3000:]
+        waiting = socket.create_connection(addr, timeout=10)  # refused once the socket is shut
+        waiting.sendall(request("GET", "/hello.txt", close=True))
+        second = make_server(docroot, wrapper=wrapper, pass_fds=[holder.fileno()])
+        got = b""
+        while chunk := waiting.recv(65536):
+            got += chunk
+        waiting.close()
+        assert got.startswith(b"HTTP/1.1 200") and got.endswith(HELLO), got[:200]
+        assert second.stop(signal.SIGTERM) == 0, second.stderr_text()[-3000:]
+    finally:
+        holder.close()
 
 
 # ---------------------------------------------------------------------------------------------
