@@ -56,6 +56,15 @@ raw(server, data, timeout=2.0) -> bytes
     (or a reset arrives) or ``timeout`` seconds pass. No framing checks: for garbage and probes.
 connect(server, timeout=5.0) -> socket
     A TCP_NODELAY socket connected to the server, with that timeout.
+recv_all(sock) -> bytes
+    Everything received on sock until the peer closes (the socket's own timeout applies).
+stalled_download(server, path, rcvbuf=65536, timeout=10.0) -> socket
+    A client that asks for ``path`` (a large file) with a small receive buffer, has seen the
+    response start with ``HTTP/1.1 200`` and then reads nothing more: a response in flight the
+    server cannot finish until the test reads or closes. The caller closes it.
+wait_for(check, timeout=10.0, interval=0.05)
+    Polls check() until it returns a true value (returned) or timeout seconds pass (its last
+    value is returned).
 Conn(server, timeout=5.0)
     A socket to the server plus StrictReader: .send(bytes, ignore_errors=False),
     .request(method, path, **request_kwargs) -> Response (send one request, read its response),
@@ -436,6 +445,37 @@ def connect(server, timeout=5.0):
     sock = socket.create_connection((server.host, server.port), timeout=timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
+
+
+def recv_all(sock):
+    chunks = []
+    while chunk := sock.recv(1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def stalled_download(server, path, rcvbuf=65536, timeout=10.0):
+    family = socket.AF_INET6 if ":" in server.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.settimeout(timeout)
+        sock.connect((server.host, server.port))
+        sock.sendall(request("GET", path))
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def wait_for(check, timeout=10.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(interval)
 
 
 def raw(server, data, timeout=2.0):
