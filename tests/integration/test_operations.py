@@ -13,19 +13,7 @@ import time
 
 import pytest
 
-from conftest import HELLO, Conn, fetch, request
-
-WAIT = 5.0  # seconds to wait for something the server does within about one second
-
-
-def eventually(check, timeout=WAIT, interval=0.05):
-    """Polls check() until it returns a true value (returned) or timeout passes (last value)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got or time.monotonic() > deadline:
-            return got
-        time.sleep(interval)
+from conftest import HELLO, Conn, fetch, recv_all, request, stalled_download, wait_for
 
 
 def body_or_status(server, path):
@@ -51,13 +39,8 @@ def test_second_stop_signal_ends_the_drain_at_once(make_server, docroot, random_
     """A stalled download would hold the drain for 60 s; a second SIGTERM ends it now."""
     os.link(random_file(16 << 20)[0], docroot / "huge.bin")
     server = make_server(docroot, args=["--drain-timeout", "60"])
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-    s.settimeout(10)
+    s = stalled_download(server, "/huge.bin")
     try:
-        s.connect(server.addr)
-        s.sendall(request("GET", "/huge.bin"))
-        assert s.recv(4096).startswith(b"HTTP/1.1 200")
         server.proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
         assert server.alive(), "the first SIGTERM must drain, not exit"
@@ -89,15 +72,10 @@ def test_drain_stops_queueing_new_connections(make_server, docroot, random_file)
     listener that nobody accepts from (and reset at exit)."""
     os.link(random_file(16 << 20)[0], docroot / "huge.bin")
     server = make_server(docroot, args=["--drain-timeout", "30"])
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-    s.settimeout(10)
+    s = stalled_download(server, "/huge.bin")
     try:
-        s.connect(server.addr)
-        s.sendall(request("GET", "/huge.bin"))
-        assert s.recv(4096).startswith(b"HTTP/1.1 200")
         server.proc.send_signal(signal.SIGTERM)
-        assert eventually(lambda: _refused(server.addr), timeout=8), \
+        assert wait_for(lambda: _refused(server.addr), timeout=8), \
             "new connections still queue during the drain"
         assert server.alive(), "the drain should still be waiting for the download"
     finally:
@@ -116,12 +94,7 @@ def test_connections_queued_at_drain_start_are_answered(make_server, docroot):
             socks.append(c)
         server.proc.send_signal(signal.SIGTERM)
         for c in socks:
-            got = b""
-            while True:
-                chunk = c.recv(65536)
-                if not chunk:
-                    break
-                got += chunk
+            got = recv_all(c)
             assert got.startswith(b"HTTP/1.1 200") and got.endswith(HELLO), got[:200]
     finally:
         for c in socks:
@@ -167,12 +140,7 @@ def _load(server_addr, stop, errors, counts, i):
 def fetch_addr(addr, path):
     with socket.create_connection(addr, timeout=10) as s:
         s.sendall(request("GET", path, close=True))
-        got = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            got += chunk
+        got = recv_all(s)
     head, _, body = got.partition(b"\r\n\r\n")
     if not head.startswith(b"HTTP/1.1 200 "):
         return head
@@ -241,10 +209,10 @@ def test_repointed_docroot_symlink_is_followed_without_a_signal(make_server, rel
     server = make_server(releases / "current")
     assert fetch(server, "/a.txt").body == b"release 1\n"
     repoint(releases, "release-2")
-    assert eventually(lambda: body_or_status(server, "/a.txt") == b"release 2\n"), \
+    assert wait_for(lambda: body_or_status(server, "/a.txt") == b"release 2\n"), \
         "the re-pointed DOCROOT was not picked up"
     repoint(releases, "release-1")
-    assert eventually(lambda: body_or_status(server, "/a.txt") == b"release 1\n")
+    assert wait_for(lambda: body_or_status(server, "/a.txt") == b"release 1\n")
 
 
 def test_removed_and_recreated_docroot_is_picked_up(make_server, tmp_path):
@@ -256,7 +224,7 @@ def test_removed_and_recreated_docroot_is_picked_up(make_server, tmp_path):
     shutil.rmtree(www)
     www.mkdir()
     (www / "a.txt").write_bytes(b"new\n")
-    assert eventually(lambda: body_or_status(server, "/a.txt") == b"new\n"), \
+    assert wait_for(lambda: body_or_status(server, "/a.txt") == b"new\n"), \
         "a recreated DOCROOT still serves the deleted one"
 
 
@@ -309,7 +277,7 @@ def test_sighup_rereads_mime_types_and_forgets_cached_files(make_server, docroot
     assert fetch(server, "/f.ringtest").header("content-type") == "application/x-first"
     types.write_text("application/x-second ringtest\n")
     server.proc.send_signal(signal.SIGHUP)
-    assert eventually(lambda: fetch(server, "/f.ringtest").header("content-type")
+    assert wait_for(lambda: fetch(server, "/f.ringtest").header("content-type")
                       == "application/x-second"), server.stderr_text()[-2000:]
 
 
@@ -320,14 +288,14 @@ def test_failed_reload_keeps_the_old_state_and_says_why(make_server, releases, t
     server = make_server(releases / "current", args=["--mime-types", str(types)])
     types.write_text("not a valid line \x01\n")
     server.proc.send_signal(signal.SIGHUP)
-    assert eventually(lambda: "reload (SIGHUP) failed" in server.stderr_text())
+    assert wait_for(lambda: "reload (SIGHUP) failed" in server.stderr_text())
     assert "line 1" in server.stderr_text()
     assert fetch(server, "/f.ringtest").header("content-type") == "application/x-first"
     # DOCROOT gone: the symlink points nowhere. Still serving the old release.
     types.write_text("application/x-first ringtest\n")
     repoint(releases, "release-gone")
     server.proc.send_signal(signal.SIGHUP)
-    assert eventually(lambda: "cannot use document root" in server.stderr_text())
+    assert wait_for(lambda: "cannot use document root" in server.stderr_text())
     assert fetch(server, "/a.txt").body == b"release 1\n"
     assert server.alive()
 
@@ -381,13 +349,11 @@ def test_socket_activation(make_server, docroot, nsockets):
     wrapper += ["--fdname=" + ":".join(f"web{i}" for i in range(nsockets)), "--"]
     server = make_server(docroot, wrapper=wrapper, args=["-v", "-t", "3"], ready=False)
     # systemd-socket-activate starts the service at the first connection, as systemd does.
-    assert eventually(lambda: server.stderr_text().count("Listening on") == nsockets, 10)
+    assert wait_for(lambda: server.stderr_text().count("Listening on") == nsockets, 10)
     first = socket.create_connection(("127.0.0.1", ports[0]), timeout=10)
     first.sendall(request("GET", "/hello.txt", close=True))
     server.wait_ready()
-    got = b""
-    while chunk := first.recv(65536):
-        got += chunk
+    got = recv_all(first)
     first.close()
     assert got.startswith(b"HTTP/1.1 200") and got.endswith(HELLO), got[:200]
     assert "on sockets from systemd" in server.stderr_text()
@@ -418,9 +384,7 @@ def test_socket_activated_restart_keeps_the_socket_listening(make_server, docroo
         waiting = socket.create_connection(addr, timeout=10)  # refused once the socket is shut
         waiting.sendall(request("GET", "/hello.txt", close=True))
         second = make_server(docroot, wrapper=wrapper, pass_fds=[holder.fileno()])
-        got = b""
-        while chunk := waiting.recv(65536):
-            got += chunk
+        got = recv_all(waiting)
         waiting.close()
         assert got.startswith(b"HTTP/1.1 200") and got.endswith(HELLO), got[:200]
         assert second.stop(signal.SIGTERM) == 0, second.stderr_text()[-3000:]
@@ -516,11 +480,11 @@ def test_landlock_denies_a_root_repointed_outside_the_allowed_tree(make_server, 
     unconfined = make_server(site / "current", args=["--no-landlock"])
     repoint(site, secret)
     unconfined.proc.send_signal(signal.SIGHUP)
-    assert eventually(lambda: body_or_status(unconfined, "/key.txt") == b"secret\n")
+    assert wait_for(lambda: body_or_status(unconfined, "/key.txt") == b"secret\n")
 
 
 def test_landlock_still_lets_a_recreated_docroot_and_a_sibling_release_be_served(
         make_server, releases):
     server = make_server(releases / "current", args=["-v"])
     repoint(releases, "release-2")
-    assert eventually(lambda: body_or_status(server, "/a.txt") == b"release 2\n")
+    assert wait_for(lambda: body_or_status(server, "/a.txt") == b"release 2\n")
