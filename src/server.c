@@ -402,6 +402,8 @@ static int confine(const struct config *cfg)
         if (cfg->verbose && abi > 0)
             fprintf(stderr, "ringhttpd: landlock: applied (ABI %d): files are read only beneath "
                             "the document root's directory\n", abi);
+        else if (why[0])
+            errlog(ERRLOG_WARN, "%s", why);
         else if (cfg->verbose)
             fprintf(stderr, "ringhttpd: landlock: not available in this kernel\n");
     } else if (cfg->verbose) {

@@ -448,6 +448,38 @@ def test_user_errors(make_server, docroot):
     assert "no user 'no-such-user-ringhttpd'" in server.stderr_text()
 
 
+# Execs argv[1:] with landlock_create_ruleset (x86_64 number 444) failing with EPERM, as under
+# a seccomp filter that does not know Landlock (systemd-nspawn 252's: found running the unit
+# under a booted container). Other architectures skip.
+NO_LANDLOCK = r"""
+import ctypes, os, struct, sys
+def insn(code, jt, jf, k):
+    return struct.pack("HBBI", code, jt, jf, k)
+prog = b"".join([
+    insn(0x20, 0, 0, 0),                 # ld [nr]
+    insn(0x15, 0, 1, 444),               # jeq #444 ? next : allow
+    insn(0x06, 0, 0, 0x00050000 | 1),    # ret ERRNO(EPERM)
+    insn(0x06, 0, 0, 0x7fff0000),        # ret ALLOW
+])
+buf = ctypes.create_string_buffer(prog)
+fprog = struct.pack("HxxxxxxQ", 4, ctypes.addressof(buf))
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+assert libc.prctl(38, 1, 0, 0, 0) == 0                      # PR_SET_NO_NEW_PRIVS
+fp = ctypes.create_string_buffer(fprog)
+assert libc.prctl(22, 2, ctypes.addressof(fp), 0, 0) == 0    # PR_SET_SECCOMP, FILTER
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the filter knows x86_64 numbers")
+def test_landlock_forbidden_by_a_syscall_filter_serves_without_it(make_server, docroot):
+    server = make_server(docroot, wrapper=[sys.executable, "-c", NO_LANDLOCK])
+    assert fetch(server, "/hello.txt").body == HELLO
+    assert "landlock: forbidden by a system call filter" in server.stderr_text()
+    assert server.stop() == 0
+
+
 def _landlock_applies(make_server, root):
     s = make_server(root, args=["-v"])
     text = s.stderr_text()
