@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -384,6 +386,27 @@ static void supervise(struct server *sv, const sigset_t *signals)
     }
 }
 
+/* Every request is opened with openat2(RESOLVE_BENEATH), so a process where it cannot work
+ * would answer each one 500. systemd's RestrictSUIDSGID= (which DynamicUser= implies) makes
+ * openat2 fail with ENOSYS, and some container profiles forbid it: say so at start, once. */
+static int check_openat2(const struct site *s)
+{
+    struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    long fd = syscall(SYS_openat2, s->root_fd, ".", &how, sizeof(how));
+    if (fd >= 0) {
+        close((int)fd);
+        return 0;
+    }
+    int err = errno;
+    if (err != ENOSYS && err != EPERM)
+        return 0; /* the root itself, not the call: requests will say what is wrong */
+    fprintf(stderr, "ringhttpd: openat2 is not usable here (%s), and every file is opened with it "
+                    "to stay beneath the document root (Linux 5.6+); a system call filter forbids "
+                    "it (systemd: RestrictSUIDSGID=, implied by DynamicUser=)\n", strerror(err));
+    return -err;
+}
+
 /* Least privilege once the listeners are bound and before any worker exists: the user change
  * and the Landlock domain apply to the calling thread and the threads it creates. */
 static int confine(const struct config *cfg)
@@ -428,6 +451,8 @@ int server_run(struct config *cfg)
     }
     site_slot_init(&sv.sites, first);
     handover_init(&sv.handover, 0);
+    if (check_openat2(first) != 0)
+        goto out;
     /* Signals are taken synchronously by the main thread (sigtimedwait), so no handler runs in
      * a worker, and none an operator sends by habit ends the process by default; SIGPIPE is
      * ignored so a peer that vanished mid-send costs an EPIPE, not the process (the seed

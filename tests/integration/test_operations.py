@@ -1,6 +1,7 @@
 """Running ringhttpd as a service (issue 13, items 8-10 of issue 10): signals, SIGHUP reload,
 a DOCROOT re-pointed or recreated under a running server, the drain's listeners, zero-downtime
 restarts, a port already in use, systemd socket activation and notification, --user, Landlock."""
+import errno
 import os
 import pathlib
 import shutil
@@ -448,36 +449,51 @@ def test_user_errors(make_server, docroot):
     assert "no user 'no-such-user-ringhttpd'" in server.stderr_text()
 
 
-# Execs argv[1:] with landlock_create_ruleset (x86_64 number 444) failing with EPERM, as under
-# a seccomp filter that does not know Landlock (systemd-nspawn 252's: found running the unit
-# under a booted container). Other architectures skip.
-NO_LANDLOCK = r"""
+# Execs argv[3:] with system call argv[1] (an x86_64 number) failing with errno argv[2], as
+# under a seccomp filter: systemd-nspawn 252's does not know Landlock, and systemd's
+# RestrictSUIDSGID= (implied by DynamicUser=) makes openat2 fail with ENOSYS. Both were found
+# running dist/ringhttpd.service under a booted container. Other architectures skip.
+DENY_SYSCALL = r"""
 import ctypes, os, struct, sys
 def insn(code, jt, jf, k):
     return struct.pack("HBBI", code, jt, jf, k)
 prog = b"".join([
-    insn(0x20, 0, 0, 0),                 # ld [nr]
-    insn(0x15, 0, 1, 444),               # jeq #444 ? next : allow
-    insn(0x06, 0, 0, 0x00050000 | 1),    # ret ERRNO(EPERM)
-    insn(0x06, 0, 0, 0x7fff0000),        # ret ALLOW
+    insn(0x20, 0, 0, 0),                               # ld [nr]
+    insn(0x15, 0, 1, int(sys.argv[1])),                # jeq #nr ? next : allow
+    insn(0x06, 0, 0, 0x00050000 | int(sys.argv[2])),   # ret ERRNO(errno)
+    insn(0x06, 0, 0, 0x7fff0000),                      # ret ALLOW
 ])
 buf = ctypes.create_string_buffer(prog)
-fprog = struct.pack("HxxxxxxQ", 4, ctypes.addressof(buf))
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
-assert libc.prctl(38, 1, 0, 0, 0) == 0                      # PR_SET_NO_NEW_PRIVS
-fp = ctypes.create_string_buffer(fprog)
-assert libc.prctl(22, 2, ctypes.addressof(fp), 0, 0) == 0    # PR_SET_SECCOMP, FILTER
-os.execvp(sys.argv[1], sys.argv[1:])
+fprog = ctypes.create_string_buffer(struct.pack("HxxxxxxQ", 4, ctypes.addressof(buf)))
+assert libc.prctl(38, 1, 0, 0, 0) == 0                             # PR_SET_NO_NEW_PRIVS
+assert libc.prctl(22, 2, ctypes.addressof(fprog), 0, 0) == 0       # PR_SET_SECCOMP, FILTER
+os.execvp(sys.argv[3], sys.argv[3:])
 """
+x86_64_only = pytest.mark.skipif(os.uname().machine != "x86_64",
+                                 reason="the filter knows x86_64 system call numbers")
 
 
-@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the filter knows x86_64 numbers")
+def _deny(nr, err):
+    return [sys.executable, "-c", DENY_SYSCALL, str(nr), str(err)]
+
+
+@x86_64_only
 def test_landlock_forbidden_by_a_syscall_filter_serves_without_it(make_server, docroot):
-    server = make_server(docroot, wrapper=[sys.executable, "-c", NO_LANDLOCK])
+    server = make_server(docroot, wrapper=_deny(444, errno.EPERM))  # landlock_create_ruleset
     assert fetch(server, "/hello.txt").body == HELLO
     assert "landlock: forbidden by a system call filter" in server.stderr_text()
     assert server.stop() == 0
+
+
+@x86_64_only
+def test_openat2_forbidden_by_a_syscall_filter_is_a_clear_start_error(make_server, docroot):
+    """Without openat2 every request was a 500; now the process says why and exits 1."""
+    server = make_server(docroot, wrapper=_deny(437, errno.ENOSYS), ready=False)  # openat2
+    assert server.proc.wait(timeout=10) == 1
+    server.stop()
+    assert "openat2 is not usable here" in server.stderr_text(), server.stderr_text()
 
 
 def _landlock_applies(make_server, root):
