@@ -148,7 +148,6 @@ def fetch_addr(addr, path):
     return body
 
 
-@pytest.mark.handover
 def test_zero_downtime_restart_three_times_under_load(make_server, docroot):
     """The documented procedure: start the new process on the same port with --reuse-port, then
     SIGTERM the old one. Clients hammering the port meanwhile see no error at all."""
