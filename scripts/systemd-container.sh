@@ -11,7 +11,10 @@
 set -eu
 BIN=$(realpath "${1:?usage: systemd-container.sh BINARY}")
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-command -v systemd-nspawn >/dev/null || { echo "systemd-nspawn missing: scripts/deps.sh systemd"; exit 77; }
+if ! command -v systemd-nspawn >/dev/null; then
+    echo "systemd-nspawn missing: scripts/deps.sh systemd"
+    exit 77
+fi
 [ "$(id -u)" = 0 ] || { echo "needs root (systemd-nspawn)"; exit 77; }
 [ -L /bin ] || { echo "needs a merged-/usr system (Debian 12)"; exit 77; }
 
@@ -56,33 +59,47 @@ done
 in_ct() { nsenter -t "$INIT" -a "$@"; }
 
 fails=0
-check() { # check NAME COMMAND...: PASS/FAIL line
-    name=$1; shift
-    if "$@" > "$T/out" 2>&1; then echo "PASS $name"; else echo "FAIL $name"; sed 's/^/    /' "$T/out"; fails=$((fails + 1)); fi
+check() { # check NAME COMMAND...: one PASS or FAIL line, with the command's output on a failure
+    name=$1
+    shift
+    if "$@" >"$T/out" 2>&1; then
+        echo "PASS $name"
+    else
+        echo "FAIL $name"
+        sed 's/^/    /' "$T/out"
+        fails=$((fails + 1))
+    fi
 }
-get() { in_ct python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:8080/").read().decode())'; }
-status_is() { [ "$(in_ct systemctl show -p "$1" --value ringhttpd.service)" = "$2" ]; }
+get() {
+    in_ct python3 -c 'import sys, urllib.request
+sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:8080/").read().decode())'
+}
+prop_is() { [ "$(in_ct systemctl show -p "$2" --value "$1")" = "$3" ]; }
 journal_has() { in_ct journalctl -u ringhttpd.service --no-pager -b | grep -q -- "$1"; }
+journal_lacks() { ! journal_has "$1"; }
+status_serving() {
+    in_ct systemctl show -p StatusText --value ringhttpd.service | grep -q '^serving /run/rh/www'
+}
+user_is() { [ "$(in_ct ps -o user= -C ringhttpd)" = "$1" ]; }
 
-check "start (Type=notify, STATUS=)" sh -c 'nsenter -t '"$INIT"' -a systemctl start ringhttpd.service &&
-    nsenter -t '"$INIT"' -a systemctl show -p StatusText --value ringhttpd.service | grep -q "^serving /run/rh/www"'
+check "start (Type=notify)" in_ct systemctl start ringhttpd.service
+check "STATUS= says what it serves" status_serving
 check "a request answered" get
-check "runs as www-data" sh -c '[ "$(nsenter -t '"$INIT"' -a ps -o user= -C ringhttpd)" = www-data ]'
+check "runs as www-data" user_is www-data
 check "reload" in_ct systemctl reload ringhttpd.service
 check "reload logged" journal_has "reload (SIGHUP): serving"
 check "stop" in_ct systemctl stop ringhttpd.service
-check "stop: exit 0" status_is Result success
-check "stop: no successor assumed" sh -c '! nsenter -t '"$INIT"' -a journalctl -u ringhttpd.service -b --no-pager | grep -q "cannot count the listeners"'
-check "socket activation" sh -c 'nsenter -t '"$INIT"' -a systemctl start ringhttpd.socket'
+check "stop: exit 0" prop_is ringhttpd.service Result success
+check "stop: sock_diag allowed" journal_lacks "cannot count the listeners"
+check "socket activation" in_ct systemctl start ringhttpd.socket
 check "a request through systemd's socket" get
 check "on sockets from systemd" journal_has "on sockets from systemd"
 check "three restarts under load, no failed request" \
     in_ct python3 /run/rh/load.py 8080 3 systemctl restart ringhttpd.service
-check "socket still active" sh -c '[ "$(nsenter -t '"$INIT"' -a systemctl show -p ActiveState --value ringhttpd.socket)" = active ]'
+check "the socket unit still active" prop_is ringhttpd.socket ActiveState active
 in_ct systemctl stop ringhttpd.socket ringhttpd.service
-mkdir -p "$T/units/ringhttpd.service.d"
 printf '[Service]\nSystemCallFilter=~io_uring_setup io_uring_enter io_uring_register\n' \
-    > "$T/units/ringhttpd.service.d/no-uring.conf"
+    >"$T/units/ringhttpd.service.d/no-uring.conf"
 in_ct systemctl daemon-reload
 check "io_uring forbidden: starts" in_ct systemctl start ringhttpd.service
 check "io_uring forbidden: engine epoll" journal_has "(engine epoll"
