@@ -42,7 +42,7 @@ $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 # wheel, the file cache (tested against a real directory), the splice pipe sizing and the
 # hand-over's steering (tested against loopback listeners).
 UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c \
-             src/rt/timer.c src/rt/fcache.c src/rt/pipesize.c src/handover.c
+             src/rt/timer.c src/rt/fcache.c src/rt/pipesize.c src/handover.c src/rt/errlog.c
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -luring
 

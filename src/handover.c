@@ -8,7 +8,10 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sys/time.h>
+#include <string.h>
 #include <unistd.h>
+
+#include "rt/errlog.h"
 
 #ifndef SO_DETACH_REUSEPORT_BPF
 #define SO_DETACH_REUSEPORT_BPF 68 /* Linux 5.3; older headers lack it */
@@ -154,8 +157,12 @@ void handover_release(struct handover *h, int fd)
 {
     if (h) {
         pthread_mutex_lock(&h->lock);
+        int err = 0;
         if (h->theirs > 0)
-            (void)handover_steer(fd, handover_pick_release(h->ours, h->theirs, h->released));
+            err = handover_steer(fd, handover_pick_release(h->ours, h->theirs, h->released));
+        if (err < 0) /* the previous program stays: right until this close, the hash after */
+            errlog(ERRLOG_NOTICE, "drain: cannot update the steering to the successor: %s",
+                   strerror(-err));
         h->released++;
     }
     shutdown(fd, SHUT_RD); /* leaves the group now, not at the last reference's close */
