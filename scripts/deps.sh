@@ -9,6 +9,8 @@
 #                           exposition with it), bpftrace (the probe test attaches it)
 #   scripts/deps.sh fuzz    test + clang and its libFuzzer runtime
 #   scripts/deps.sh format  clang-format (make format, make format-check)
+#   scripts/deps.sh systemd test + systemd-nspawn (systemd-container), which `make test-systemd`
+#                           boots a container with to run the units under a real systemd
 #   scripts/deps.sh vm      test + what `make test-vm` boots: Debian's packaged kernel
 #                           (linux-image-amd64, 6.1 on Debian 12) and its modules, qemu, busybox
 set -eu
@@ -25,7 +27,7 @@ have_header zstd.h || need_pkg libzstd-dev
 have_header libdeflate.h || need_pkg libdeflate-dev
 command -v pkg-config >/dev/null || need_pkg pkg-config
 have_header sys/sdt.h || need_pkg systemtap-sdt-dev
-if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ]; then
+if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = systemd ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv
     command -v curl >/dev/null || need_pkg curl
     command -v ss >/dev/null || need_pkg iproute2
@@ -43,6 +45,9 @@ if [ "$what" = fuzz ]; then
 fi
 if [ "$what" = format ]; then
     command -v clang-format >/dev/null || need_pkg clang-format
+fi
+if [ "$what" = systemd ]; then
+    command -v systemd-nspawn >/dev/null || need_pkg systemd-container
 fi
 if [ "$what" = vm ]; then
     ls /boot/vmlinuz-6.1* >/dev/null 2>&1 || need_pkg linux-image-amd64

@@ -100,8 +100,18 @@ static int parent_dir(const char *path, char *out)
 int privs_landlock(const struct config *cfg, char *why, size_t why_len)
 {
     long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-    if (abi < 0)
-        return (errno == ENOSYS || errno == EOPNOTSUPP) ? 0 : -errno;
+    if (abi < 0) {
+        int err = errno;
+        /* EPERM: a seccomp filter that does not know Landlock (systemd-nspawn 252's, for one)
+         * forbids it, as one may forbid io_uring; serve without, as on an old kernel. */
+        if (err == EPERM)
+            snprintf(why, why_len, "landlock: forbidden by a system call filter (%s): not applied",
+                     strerror(err));
+        if (err == ENOSYS || err == EOPNOTSUPP || err == EPERM)
+            return 0;
+        snprintf(why, why_len, "landlock: ABI version: %s", strerror(err));
+        return -err;
+    }
 
     struct landlock_ruleset_attr attr = {.handled_access_fs = LL_FS_V1};
     if (abi >= 2)

@@ -18,7 +18,8 @@ int privs_drop(const char *spec, char *why, size_t why_len);
  * DOCROOT and beneath the one that holds what DOCROOT resolves to (so a re-pointed symlink or a
  * recreated root stays readable), and to reading the --mime-types file; every write, create,
  * remove or execute is denied. Returns the Landlock ABI version applied (> 0), 0 when the
- * kernel has no Landlock (not an error: nothing applied), or -errno with a reason in why. */
+ * kernel has no Landlock or a system call filter forbids it (not an error: nothing applied;
+ * for a filter, why says so), or -errno with a reason in why. */
 int privs_landlock(const struct config *cfg, char *why, size_t why_len);
 
 #endif

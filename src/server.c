@@ -4,7 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/filter.h>
+#include <linux/openat2.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -14,15 +14,14 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/inet_diag.h>
-#include <linux/netlink.h>
-#include <linux/sock_diag.h>
 
 #include "config.h"
 #include "engine/caps.h"
 #include "engine/engine.h"
+#include "handover.h"
 #include "privs.h"
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
@@ -167,6 +166,7 @@ struct server {
     int notify_fd;
     struct accesslog *alog; /* --access-log, or NULL */
     struct metrics *metrics; /* --metrics, or NULL */
+    struct handover handover; /* our listeners' release to a successor on the port */
 };
 
 /* Opens one listener per worker, or spreads the inherited ones over the workers (each worker
@@ -230,78 +230,39 @@ static int open_listeners(struct server *sv)
             return -1; /* port 0: the others must bind the port the kernel picked */
         }
     }
+    if (cfg->reuse_port) /* a finished predecessor's steering would send us all to one worker */
+        handover_join(sv->listeners[0]);
     return 0;
 }
 
-/* Zero-downtime restart without losing queued connections. With SO_REUSEPORT a connection is
- * queued in one listener of the group, and closing that listener resets what it holds unless
- * net.ipv4.tcp_migrate_req=1 (off by default; it moves them to another listener). So before our
- * listeners close, new connections are steered away from them: our listeners joined the group
- * first and hold its indices 0..n-1 (a predecessor's sockets are gone by the time we drain; each
- * close moves the group's last socket into the hole), a successor started with --reuse-port
- * holds n.., and this classic BPF program picks among n..2n-1. An index past the group's end
- * (no successor, or a smaller one) makes the kernel fall back to its hash: the program never
- * refuses a connection, and it is harmless when we are simply stopping. What was queued before
- * it took effect is accepted and served while the listeners close (worker_close_listener). */
-static void steer_to_successor(const struct server *sv)
+/* How many listeners a successor started with --reuse-port has on our port (handover.h says
+ * what they are given). When the kernel cannot say, assume a successor as large as we are: the
+ * drain then only takes 1-2 s longer, and steering to indices nobody holds is the kernel's
+ * hash. systemd's sockets outlive us with their queue: nothing to hand over. */
+static int successor_listeners(const struct server *sv)
 {
-    struct sock_filter code[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(SKF_AD_OFF + SKF_AD_RANDOM)),
-        BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, (uint32_t)sv->nlisten),
-        BPF_STMT(BPF_ALU | BPF_ADD | BPF_K, (uint32_t)sv->nlisten),
-        BPF_STMT(BPF_RET | BPF_A, 0),
-    };
-    struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
     if (sv->inherited || sv->nlisten == 0 || sv->started == 0)
-        return; /* systemd's sockets outlive us: their queue waits for the next instance */
-    if (setsockopt(sv->workers[0].listen_fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog,
-                   sizeof(prog)) != 0)
-        errlog(ERRLOG_NOTICE, "drain: cannot steer new connections to a successor: %s",
-               strerror(errno));
+        return 0;
+    uint16_t port = ((const struct sockaddr_in *)&sv->addr.ss)->sin_port; /* same for v6 */
+    int count = handover_count_listeners(sv->addr.ss.ss_family, port);
+    if (count < 0) {
+        errlog(ERRLOG_NOTICE, "drain: cannot count the listeners on our port (%s): assuming a "
+               "successor", strerror(-count));
+        return sv->nlisten;
+    }
+    return count > sv->nlisten ? count - sv->nlisten : 0;
 }
 
-/* True when more TCP listeners are bound to our port than we opened: a successor started with
- * --reuse-port, which our listeners must give their handshakes under way to (see
- * steer_to_successor). Asked of the kernel over sock_diag (Landlock forbids /proc/net here).
- * When the kernel cannot say, assume a successor: the drain then only takes 1-2 s longer. */
-static bool successor_listens(const struct server *sv)
+/* The drain's start: steer new connections to a successor, if one listens, before our
+ * listeners begin to close (each worker releases its own through sv->handover). */
+static enum worker_stop begin_handover(struct server *sv)
 {
-    if (sv->inherited || sv->nlisten == 0)
-        return false;
-    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-    if (fd < 0)
-        return true;
-    struct {
-        struct nlmsghdr nlh;
-        struct inet_diag_req_v2 r;
-    } req = {
-        .nlh = {.nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
-                .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
-        .r = {.sdiag_family = sv->addr.ss.ss_family, .sdiag_protocol = IPPROTO_TCP,
-              .idiag_states = 1u << 10 /* TCP_LISTEN */},
-    };
-    uint16_t port = ((const struct sockaddr_in *)&sv->addr.ss)->sin_port; /* same for v6 */
-    int count = 0;
-    bool ok = false;
-    if (send(fd, &req, sizeof(req), 0) == (ssize_t)sizeof(req)) {
-        char buf[16384] __attribute__((aligned(8)));
-        ssize_t n;
-        while (!ok && (n = recv(fd, buf, sizeof(buf), 0)) > 0) {
-            for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
-                 h = NLMSG_NEXT(h, n)) {
-                if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
-                    ok = h->nlmsg_type == NLMSG_DONE;
-                    break;
-                }
-                const struct inet_diag_msg *m = NLMSG_DATA(h);
-                count += m->id.idiag_sport == port;
-            }
-            if (!ok && n > 0 && ((struct nlmsghdr *)buf)->nlmsg_type == NLMSG_ERROR)
-                break;
-        }
-    }
-    close(fd);
-    return !ok || count > sv->nlisten;
+    int theirs = successor_listeners(sv);
+    int err = theirs > 0 ? handover_begin(&sv->handover, sv->workers[0].listen_fd, theirs) : 0;
+    if (err < 0)
+        errlog(ERRLOG_NOTICE, "drain: cannot steer new connections to a successor: %s",
+               strerror(-err));
+    return theirs > 0 ? WORKER_HANDOVER : WORKER_DRAIN;
 }
 
 static void wake_workers(struct server *sv)
@@ -414,8 +375,7 @@ static void supervise(struct server *sv, const sigset_t *signals)
                 stopping = true;
                 systemd_notify(sv->notify_fd, "STOPPING=1\nSTATUS=draining");
                 errlog(ERRLOG_NOTICE, "%s: draining (again to stop at once)", strsignal(sig));
-                steer_to_successor(sv);
-                stop_workers(sv, successor_listens(sv) ? WORKER_HANDOVER : WORKER_DRAIN);
+                stop_workers(sv, begin_handover(sv));
             } else {
                 errlog(ERRLOG_NOTICE, "%s during the drain: closing every connection now",
                        strsignal(sig));
@@ -424,6 +384,27 @@ static void supervise(struct server *sv, const sigset_t *signals)
             break;
         }
     }
+}
+
+/* Every request is opened with openat2(RESOLVE_BENEATH), so a process where it cannot work
+ * would answer each one 500. systemd's RestrictSUIDSGID= (which DynamicUser= implies) makes
+ * openat2 fail with ENOSYS, and some container profiles forbid it: say so at start, once. */
+static int check_openat2(const struct site *s)
+{
+    struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    long fd = syscall(SYS_openat2, s->root_fd, ".", &how, sizeof(how));
+    if (fd >= 0) {
+        close((int)fd);
+        return 0;
+    }
+    int err = errno;
+    if (err != ENOSYS && err != EPERM)
+        return 0; /* the root itself, not the call: requests will say what is wrong */
+    fprintf(stderr, "ringhttpd: openat2 is not usable here (%s), and every file is opened with it "
+                    "to stay beneath the document root (Linux 5.6+); a system call filter forbids "
+                    "it (systemd: RestrictSUIDSGID=, implied by DynamicUser=)\n", strerror(err));
+    return -err;
 }
 
 /* Least privilege once the listeners are bound and before any worker exists: the user change
@@ -444,6 +425,8 @@ static int confine(const struct config *cfg)
         if (cfg->verbose && abi > 0)
             fprintf(stderr, "ringhttpd: landlock: applied (ABI %d): files are read only beneath "
                             "the document root's directory\n", abi);
+        else if (why[0])
+            errlog(ERRLOG_WARN, "%s", why);
         else if (cfg->verbose)
             fprintf(stderr, "ringhttpd: landlock: not available in this kernel\n");
     } else if (cfg->verbose) {
@@ -467,6 +450,9 @@ int server_run(struct config *cfg)
         return 1;
     }
     site_slot_init(&sv.sites, first);
+    handover_init(&sv.handover, 0);
+    if (check_openat2(first) != 0)
+        goto out;
     /* Signals are taken synchronously by the main thread (sigtimedwait), so no handler runs in
      * a worker, and none an operator sends by habit ends the process by default; SIGPIPE is
      * ignored so a peer that vanished mid-send costs an EPIPE, not the process (the seed
@@ -496,6 +482,7 @@ int server_run(struct config *cfg)
         goto out;
     }
     format_addr(&sv.addr, sv.url, sizeof(sv.url));
+    sv.handover.ours = sv.nlisten; /* before any worker thread exists */
     if (!(sv.eng = engine_choose(cfg->engine, cfg->verbose, &sv.caps)))
         goto out;
 
@@ -511,6 +498,7 @@ int server_run(struct config *cfg)
             goto stop;
         }
         w->alog = sv.alog;
+        w->handover = &sv.handover;
         sv.listeners[inited] = -1; /* the worker's now */
     }
     /* Bound before the process is confined; it only reads the workers' counters. */
@@ -556,6 +544,7 @@ out:
     free(sv.listeners);
     free(sv.workers);
     site_slot_fini(&sv.sites);
+    handover_fini(&sv.handover);
     if (sv.alog)
         accesslog_close(sv.alog, 1000 * (int)cfg->drain_timeout);
     return rc;

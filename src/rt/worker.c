@@ -18,6 +18,7 @@
 #include "core/date.h"
 #include "core/static.h"
 #include "engine/engine.h"
+#include "handover.h"
 #include "rt/compress.h"
 #include "rt/fcache.h"
 #include "rt/obs.h"
@@ -231,10 +232,14 @@ void worker_close_listener(struct worker *w, bool (*accept_one)(struct worker *w
         if (!accept_one(w, fd))
             break;
     }
-    /* shutdown takes the socket out of the port's listeners now; a close alone would leave that
-     * to the last reference, and an engine may still hold one (a cancelled io_uring accept). */
-    shutdown(w->listen_fd, SHUT_RD);
-    close(w->listen_fd);
+    /* Ours leaves the port's listeners now (handover.h), even while an engine still holds a
+     * reference (a cancelled io_uring accept), in turn with our other workers' so that a
+     * successor's steering stays exact. systemd's socket is only closed: shutting it down would
+     * reset its queue and leave the service manager a socket that no longer listens. */
+    if (w->listen_owned)
+        handover_release(w->handover, w->listen_fd);
+    else
+        close(w->listen_fd);
     w->listen_fd = -1;
 }
 

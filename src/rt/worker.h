@@ -26,6 +26,7 @@ struct fcache;
 struct compressor;
 struct site;
 struct site_slot;
+struct handover;
 
 /* w->stop, set by the main thread: what the worker is asked to do. */
 enum worker_stop {
@@ -62,6 +63,7 @@ struct worker {
     void *engine_state;
     int listen_fd;     /* the worker's own fd (-1 once closed in a drain) */
     bool listen_owned; /* ours to drain: opened here, not inherited from systemd */
+    struct handover *handover; /* the server's: releases an owned listener in a drain */
     int wake_fd; /* eventfd: stop, a new site, finished compression jobs */
     atomic_int stop; /* enum worker_stop */
     atomic_bool done; /* set as the worker's thread ends, for the main thread's wait */

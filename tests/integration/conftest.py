@@ -10,7 +10,8 @@ Fixtures
 engine
     "uring" or "epoll" (test ids ``[uring]`` / ``[epoll]``). The uring case is skipped, not
     failed, when this kernel refuses io_uring_setup (seccomp, sysctl, old kernel).
-make_server(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True)
+make_server(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True,
+            pass_fds=())
     Factory. Starts ``[*wrapper, $RINGHTTPD, '-p', '0', '-b', '127.0.0.1', '-t', '2',
     '--engine', ENGINE, *args, docroot]`` (docroot omitted when None; ENGINE is the ``engine``
     fixture's value unless ``engine=`` is given, e.g. "auto"). Options in ``args`` come after the
@@ -22,7 +23,8 @@ make_server(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, 
     ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:").
     ``ready=False`` returns at once (call .wait_ready() yourself, or .proc.wait() for a server
     expected to refuse to start); ``cwd`` is the server's working directory (the default
-    DOCROOT is ".").
+    DOCROOT is "."). ``pass_fds`` are file descriptors the server inherits at the same numbers
+    (subprocess.Popen's pass_fds), e.g. a listening socket the test holds as systemd would.
     Because it depends on ``engine``, any test using make_server runs for both engines; a test
     module may override the ``engine`` fixture (e.g. to return "auto") to run once.
 docroot
@@ -54,6 +56,15 @@ raw(server, data, timeout=2.0) -> bytes
     (or a reset arrives) or ``timeout`` seconds pass. No framing checks: for garbage and probes.
 connect(server, timeout=5.0) -> socket
     A TCP_NODELAY socket connected to the server, with that timeout.
+recv_all(sock) -> bytes
+    Everything received on sock until the peer closes (the socket's own timeout applies).
+stalled_download(server, path, rcvbuf=65536, timeout=10.0) -> socket
+    A client that asks for ``path`` (a large file) with a small receive buffer, has seen the
+    response start with ``HTTP/1.1 200`` and then reads nothing more: a response in flight the
+    server cannot finish until the test reads or closes. The caller closes it.
+wait_for(check, timeout=10.0, interval=0.05)
+    Polls check() until it returns a true value (returned) or timeout seconds pass (its last
+    value is returned).
 Conn(server, timeout=5.0)
     A socket to the server plus StrictReader: .send(bytes, ignore_errors=False),
     .request(method, path, **request_kwargs) -> Response (send one request, read its response),
@@ -270,7 +281,7 @@ def _require_binary():
 
 
 class Server:
-    def __init__(self, argv, env=None, cwd=None):
+    def __init__(self, argv, env=None, cwd=None, pass_fds=()):
         self.argv = list(argv)
         self.host = None
         self.port = None
@@ -286,7 +297,7 @@ class Server:
             full_env.update(env)
         self.proc = subprocess.Popen(
             self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=full_env, cwd=cwd)
+            stderr=subprocess.PIPE, env=full_env, cwd=cwd, pass_fds=tuple(pass_fds))
         self._stdout = []
         self._threads = [
             threading.Thread(target=self._read_stderr, daemon=True),
@@ -371,14 +382,15 @@ def make_server(engine, request):
     default_engine = engine
     started = []
 
-    def factory(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True):
+    def factory(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True,
+                pass_fds=()):
         _require_binary()
         eng = engine if engine is not None else default_engine
         argv = [*wrapper, RINGHTTPD, "-p", "0", "-b", "127.0.0.1", "-t", "2",
                 "--engine", eng, *args]
         if docroot is not None:
             argv.append(str(docroot))
-        srv = Server(argv, env=env, cwd=cwd)
+        srv = Server(argv, env=env, cwd=cwd, pass_fds=pass_fds)
         started.append(srv)
         if ready:
             srv.wait_ready()
@@ -433,6 +445,37 @@ def connect(server, timeout=5.0):
     sock = socket.create_connection((server.host, server.port), timeout=timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
+
+
+def recv_all(sock):
+    chunks = []
+    while chunk := sock.recv(1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def stalled_download(server, path, rcvbuf=65536, timeout=10.0):
+    family = socket.AF_INET6 if ":" in server.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.settimeout(timeout)
+        sock.connect((server.host, server.port))
+        sock.sendall(request("GET", path))
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def wait_for(check, timeout=10.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(interval)
 
 
 def raw(server, data, timeout=2.0):

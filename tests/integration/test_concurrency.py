@@ -13,7 +13,8 @@ import time
 import httpx
 import pytest
 
-from conftest import BIG, HELLO, INDEX_HTML, SUB_INDEX_HTML, Conn, connect, fetch, request
+from conftest import (BIG, HELLO, INDEX_HTML, SUB_INDEX_HTML, Conn, connect, fetch, request,
+                      stalled_download)
 
 FILES = [("/hello.txt", HELLO), ("/", INDEX_HTML), ("/sub/", SUB_INDEX_HTML),
          ("/big.bin", BIG), ("/noindex/a.txt", b"file a\n"), ("/empty.txt", b"")]
@@ -237,13 +238,8 @@ def test_sigterm_drain_is_bounded_by_a_stalled_client(make_server, docroot, rand
     """A client that stops reading cannot keep a stopping server alive past --drain-timeout."""
     os.link(random_file(16 << 20)[0], docroot / "huge.bin")
     server = make_server(docroot, args=["--drain-timeout", "1"])
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-    s.settimeout(10)
+    s = stalled_download(server, "/huge.bin")
     try:
-        s.connect(server.addr)
-        s.sendall(request("GET", "/huge.bin"))
-        assert s.recv(4096).startswith(b"HTTP/1.1 200")
         rc = server.stop(signal.SIGTERM, timeout=15)
         assert rc == 0, server.stderr_text()[-3000:]
     finally:

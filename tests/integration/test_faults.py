@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import HELLO, RINGHTTPD, Conn, connect, fetch, request
+from conftest import HELLO, RINGHTTPD, Conn, connect, fetch, recv_all, request, wait_for
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -45,16 +45,6 @@ def rss_kib(pid):
 
 def fd_count(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def wait_for(pred, timeout=10.0, step=0.05):
-    """Polls pred until it is true or timeout passes; returns its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v or time.monotonic() > deadline:
-            return v
-        time.sleep(step)
 
 
 def is_closed(sock, wait=0.0):
@@ -229,15 +219,6 @@ def srv_family(srv):
     return socket.AF_INET6 if ":" in srv.host else socket.AF_INET
 
 
-def _read_all(sock):
-    chunks = []
-    while True:
-        b = sock.recv(1 << 20)
-        if not b:
-            return b"".join(chunks)
-        chunks.append(b)
-
-
 def test_fresh_download_not_starved_by_stalled_readers(make_server, docroot, random_file):
     """12 clients stop reading an 8 MiB file with 4 splice pipes per worker. Each of them used
     to hold a pipe (with bytes in it) until it read again or timed out, and every new large
@@ -261,7 +242,7 @@ def test_fresh_download_not_starved_by_stalled_readers(make_server, docroot, ran
         took = time.monotonic() - t0
         assert took < FRESH * 1.0, f"{FRESH} downloads took {took:.1f} s behind stalled readers"
         for s in stalled:  # they read at last: whole and intact
-            data = _read_all(s)
+            data = recv_all(s)
             head, _, body = data.partition(b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 200"), head[:100]
             assert hashlib.sha256(body).hexdigest() == digest
