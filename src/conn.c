@@ -306,7 +306,7 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
          * goes straight to the send deadline, so only a partial one needs it armed. */
         bool first = !c->in_request;
         c->in_request = true;
-        if (!c->served && first && w->h2c) {
+        if (!c->served && first && w->h2) {
             /* Prior-knowledge HTTP/2 (RFC 9113 3.3): its preface opens the connection. */
             int pre = policy_h2_preface(data + used, len - used);
             if (pre == 0) {
@@ -314,7 +314,7 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
                 break;
             }
             if (pre > 0) {
-                if (conn_set_proto(w, c, w->h2c, data + used, len - used) < 0)
+                if (conn_set_proto(w, c, w->h2, data + used, len - used) < 0)
                     conn_close(w, c);
                 return len;
             }
@@ -334,6 +334,7 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
         used += (size_t)n;
 
         struct req_policy pol = policy_h1(req, c->keep_alive && !w->draining, len - used);
+        pol.secure = c->xport && c->xport->secure;
         c->keep_alive = pol.keep_alive;
         c->discard = pol.discard;
         struct response *r = serve_response_get(w);

@@ -37,6 +37,6 @@ struct proto_ops {
 };
 
 /* The HTTP/2 preface test that switches a cleartext connection is policy_h2_preface
- * (core/policy.h), applied by conn to a connection's first bytes when w->h2c is set. */
+ * (core/policy.h), applied by conn to a connection's first bytes when w->h2 is set. */
 
 #endif

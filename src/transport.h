@@ -33,6 +33,7 @@ struct plan;
  */
 struct transport_ops {
     const char *name;
+    bool secure; /* it encrypts: requests over it are https (HSTS, redirect schemes) */
     /* A connection was accepted on a listener of this transport (ctx: the listener's
      * transport context, e.g. the TLS certificates). 0, or -errno to close it at once. */
     int (*open)(struct worker *w, struct conn *c, void *ctx);

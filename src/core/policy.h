@@ -26,6 +26,7 @@ enum resp_syntax { RESP_H1, RESP_FIELDS };
 /* The core's request result: what answering the request does to the connection. */
 struct req_policy {
     enum resp_syntax syntax;
+    bool secure;        /* the request came over an encrypting transport (https) */
     bool keep_alive;    /* the connection stays open after the response */
     bool send_continue; /* the client waits for "100 Continue" before its body */
     uint64_t discard;   /* body bytes after the head to read and drop */

@@ -75,9 +75,10 @@ struct worker {
     void *engine_state;
     struct listener listeners[LISTEN_MAX]; /* engines accept on each; tags carry the index */
     unsigned nlisteners;
-    /* The protocol a cleartext connection switches to when it opens with the HTTP/2 preface
-     * (proto.h), or NULL: HTTP/1 only. Set before the engine starts. */
-    const struct proto_ops *h2c;
+    /* HTTP/2 when enabled (proto.h), or NULL: HTTP/1 only. A connection switches to it when
+     * it opens with the HTTP/2 preface (h2c), or when its transport negotiated it (ALPN "h2":
+     * the transport calls conn_set_proto(w, c, w->h2, NULL, 0)). Set before the engine starts. */
+    const struct proto_ops *h2;
     int wake_fd; /* eventfd: stop, a new site, finished compression jobs */
     atomic_int stop; /* enum worker_stop */
     atomic_bool done; /* set as the worker's thread ends, for the main thread's wait */
