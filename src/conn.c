@@ -306,8 +306,9 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
          * goes straight to the send deadline, so only a partial one needs it armed. */
         bool first = !c->in_request;
         c->in_request = true;
-        if (!c->served && first && w->h2) {
-            /* Prior-knowledge HTTP/2 (RFC 9113 3.3): its preface opens the connection. */
+        if (!c->served && w->h2) {
+            /* Prior-knowledge HTTP/2 (RFC 9113 3.3): its preface opens the connection. Until
+             * a response was sent, parsing starts at the connection's first byte. */
             int pre = policy_h2_preface(data + used, len - used);
             if (pre == 0) {
                 arm(w, c, w->cfg->header_timeout);
