@@ -27,7 +27,7 @@
 
 enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
 
-/* eng_flags bits */
+/* econn.flags bits */
 #define F_READABLE 0x1  /* an edge arrived and recv has not yet seen EAGAIN */
 #define F_WANT_OUT 0x2  /* a send waits for EPOLLOUT */
 #define F_SENT 0x4      /* ready list: report conn_sent */
@@ -36,11 +36,24 @@ enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
 #define F_QUEUED 0x20   /* on the ready list */
 #define F_HUP 0x40      /* the peer's FIN (or an error) has been signalled: read to the end */
 
+/* The engine's own state of a connection, by slot (conn.h holds none of it). */
+struct econn {
+    uint32_t flags;    /* F_* */
+    int err;           /* the result of a send reported from the ready list */
+    struct conn *next; /* the ready list */
+};
+
 struct ep {
     int epfd;
+    struct econn *ec; /* max_conns slots */
     struct conn *ready;
     char buf[RECV_BUF];
 };
+
+static inline struct econn *ec(struct ep *e, const struct conn *c)
+{
+    return &e->ec[c->slot];
+}
 
 /* An fd's epoll data (engine/tag.h): for c, or for the worker when c is NULL. */
 static uint64_t tag(enum kind k, const struct conn *c)
@@ -62,10 +75,10 @@ static int listen_add(struct ep *e, struct worker *w, unsigned lst)
 
 static void queue(struct ep *e, struct conn *c, uint32_t what)
 {
-    c->eng_flags |= what;
-    if (!(c->eng_flags & F_QUEUED)) {
-        c->eng_flags |= F_QUEUED;
-        c->eng_next = e->ready;
+    ec(e, c)->flags |= what;
+    if (!(ec(e, c)->flags & F_QUEUED)) {
+        ec(e, c)->flags |= F_QUEUED;
+        ec(e, c)->next = e->ready;
         e->ready = c;
     }
 }
@@ -75,6 +88,10 @@ static int ep_init(struct worker *w)
     struct ep *e = calloc(1, sizeof(*e));
     if (!e)
         return -ENOMEM;
+    if (!(e->ec = calloc(w->cfg->max_conns, sizeof(*e->ec)))) {
+        free(e);
+        return -ENOMEM;
+    }
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event wev = {.events = EPOLLIN, .data.u64 = tag(K_WAKE, NULL)};
     bool ok = e->epfd >= 0 && epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->wake_fd, &wev) == 0;
@@ -84,6 +101,7 @@ static int ep_init(struct worker *w)
         int err = -errno;
         if (e->epfd >= 0)
             close(e->epfd);
+        free(e->ec);
         free(e);
         return err;
     }
@@ -97,6 +115,7 @@ static void ep_fini(struct worker *w)
     if (!e)
         return;
     close(e->epfd);
+    free(e->ec);
     free(e);
     w->engine_state = NULL;
 }
@@ -104,19 +123,21 @@ static void ep_fini(struct worker *w)
 static void ep_recv(struct worker *w, struct conn *c, bool on)
 {
     /* Off needs nothing: we simply stop reading. On again: read what the last edge left. */
-    if (on && (c->eng_flags & F_READABLE))
-        queue(w->engine_state, c, F_READ);
+    struct ep *e = w->engine_state;
+    if (on && (ec(e, c)->flags & F_READABLE))
+        queue(e, c, F_READ);
 }
 
 static void ep_send(struct worker *w, struct conn *c)
 {
+    struct ep *e = w->engine_state;
     int rc = sendplan_now(c->fd, c->out);
     if (rc == -EAGAIN) {
-        c->eng_flags |= F_WANT_OUT; /* EPOLLOUT's next edge resumes it */
+        ec(e, c)->flags |= F_WANT_OUT; /* EPOLLOUT's next edge resumes it */
         return;
     }
-    c->eng_err = rc;
-    queue(w->engine_state, c, F_SENT);
+    ec(e, c)->err = rc;
+    queue(e, c, F_SENT);
 }
 
 static void ep_shutdown(struct worker *w, struct conn *c)
@@ -129,9 +150,10 @@ static void ep_close(struct worker *w, struct conn *c)
 {
     /* close() drops the fd from the epoll set; events already fetched for it are recognised
      * by the CLOSING state now and by the generation once the slot is reused. */
+    struct ep *e = w->engine_state;
     close(c->fd);
-    c->eng_flags &= ~(uint32_t)(F_WANT_OUT | F_READABLE);
-    queue(w->engine_state, c, F_CLOSED);
+    ec(e, c)->flags &= ~(uint32_t)(F_WANT_OUT | F_READABLE);
+    queue(e, c, F_CLOSED);
 }
 
 /* Takes one accepted (or held, see conn_accepted) socket: a connection in the epoll set, held
@@ -146,6 +168,7 @@ static bool accept_one(struct worker *w, int fd, unsigned lst)
             close(fd);
         return true;
     }
+    *ec(e, c) = (struct econn){0};
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
                              .data.u64 = tag(K_CONN, c)};
     if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
@@ -206,7 +229,7 @@ static void do_read(struct worker *w, struct ep *e, struct conn *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
-            c->eng_flags &= ~(uint32_t)F_READABLE;
+            ec(e, c)->flags &= ~(uint32_t)F_READABLE;
             return;
         }
         conn_received(w, c, e->buf, n < 0 ? -errno : n);
@@ -216,8 +239,8 @@ static void do_read(struct worker *w, struct ep *e, struct conn *c)
          * the recv that would only say EAGAIN is skipped (one system call in three per
          * keep-alive request). Not once the FIN has been signalled: its edge has passed, and
          * only reading on finds the end of the stream. */
-        if ((size_t)n < sizeof(e->buf) && !(c->eng_flags & F_HUP)) {
-            c->eng_flags &= ~(uint32_t)F_READABLE;
+        if ((size_t)n < sizeof(e->buf) && !(ec(e, c)->flags & F_HUP)) {
+            ec(e, c)->flags &= ~(uint32_t)F_READABLE;
             return;
         }
     }
@@ -226,14 +249,14 @@ static void do_read(struct worker *w, struct ep *e, struct conn *c)
 static void on_conn(struct worker *w, struct ep *e, struct conn *c, uint32_t events)
 {
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        c->eng_flags |= F_READABLE;
+        ec(e, c)->flags |= F_READABLE;
         if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-            c->eng_flags |= F_HUP;
+            ec(e, c)->flags |= F_HUP;
         do_read(w, e, c);
     }
-    if ((events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) && (c->eng_flags & F_WANT_OUT) &&
+    if ((events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) && (ec(e, c)->flags & F_WANT_OUT) &&
         conn_open(c)) {
-        c->eng_flags &= ~(uint32_t)F_WANT_OUT;
+        ec(e, c)->flags &= ~(uint32_t)F_WANT_OUT;
         ep_send(w, c);
     }
 }
@@ -242,17 +265,17 @@ static void run_ready(struct worker *w, struct ep *e)
 {
     while (e->ready) {
         struct conn *c = e->ready;
-        e->ready = c->eng_next;
-        uint32_t what = c->eng_flags;
-        c->eng_flags &= ~(uint32_t)(F_QUEUED | F_SENT | F_READ | F_CLOSED);
+        e->ready = ec(e, c)->next;
+        uint32_t what = ec(e, c)->flags;
+        ec(e, c)->flags &= ~(uint32_t)(F_QUEUED | F_SENT | F_READ | F_CLOSED);
         if (what & F_CLOSED) {
-            c->eng_flags = 0;
+            ec(e, c)->flags = 0;
             conn_closed(w, c);
             continue;
         }
         if ((what & F_SENT) && conn_open(c))
-            conn_sent(w, c, c->eng_err);
-        if ((what & F_READ) && (c->eng_flags & F_READABLE))
+            conn_sent(w, c, ec(e, c)->err);
+        if ((what & F_READ) && (ec(e, c)->flags & F_READABLE))
             do_read(w, e, c);
     }
 }

@@ -84,7 +84,7 @@ enum op {
     OP_IGNORE,
 };
 
-/* eng_flags bits */
+/* uconn.flags bits */
 #define F_RECV 0x1        /* a multishot recv is armed */
 #define F_RECV_CANCEL 0x2 /* ... and its cancellation was requested */
 #define F_CLOSING 0x4     /* close() was called: cancel, then IORING_OP_CLOSE */
@@ -135,8 +135,17 @@ struct usend {
     struct iovec iov[SEND_IOV];
 };
 
+/* The engine's own state of a connection, by slot (conn.h holds none of it). */
+struct uconn {
+    uint32_t inflight; /* operations submitted whose final completion has not arrived */
+    uint32_t flags;    /* F_* */
+    int err;           /* the result of a completion reported later (F_SENT) */
+    struct conn *next; /* the ready list */
+};
+
 struct uring {
     struct io_uring ring;
+    struct uconn *uc; /* max_conns slots */
     struct usend *sends; /* max_conns slots, touched only by slots that send several segments */
     struct sqe_spill spill; /* SQEs the kernel would not take yet (engine/sqe.h) */
     struct io_uring_buf_ring *br;
@@ -161,6 +170,11 @@ struct uring {
     struct errlog_limit log_pipe;
 };
 
+static inline struct uconn *uc(struct uring *u, const struct conn *c)
+{
+    return &u->uc[c->slot];
+}
+
 /* An operation's user_data (engine/tag.h): for c, or for the worker when c is NULL. */
 static inline uint64_t ud(enum op op, const struct conn *c)
 {
@@ -177,7 +191,7 @@ static struct io_uring_sqe *conn_sqe(struct uring *u, struct conn *c, enum op op
 {
     struct io_uring_sqe *sqe = get_sqe(u);
     io_uring_sqe_set_data64(sqe, ud(op, c));
-    c->eng_inflight++;
+    uc(u, c)->inflight++;
     return sqe;
 }
 
@@ -321,10 +335,12 @@ static int uring_init(struct worker *w)
     if (flen)
         w->features[flen - 1] = '\0';
     u->sends = calloc(w->cfg->max_conns, sizeof(*u->sends));
-    if (!u->sends)
+    u->uc = calloc(w->cfg->max_conns, sizeof(*u->uc));
+    if (!u->sends || !u->uc)
         rc = -ENOMEM;
     if (rc < 0 || (rc = setup_buffers(u)) < 0 || (rc = setup_splice(w, u)) < 0) {
         free(u->sends);
+        free(u->uc);
         release_splice(w, u);
         release_buffers(u);
         io_uring_queue_exit(&u->ring);
@@ -345,6 +361,7 @@ static void uring_fini(struct worker *w)
     release_splice(w, u);
     release_buffers(u);
     free(u->sends);
+    free(u->uc);
     free(u);
     w->engine_state = NULL;
 }
@@ -386,22 +403,22 @@ static void arm_tick(struct worker *w, struct uring *u)
 static void arm_recv(struct uring *u, struct conn *c)
 {
     struct io_uring_sqe *sqe = conn_sqe(u, c, OP_RECV);
-    if (c->eng_flags & F_MULTI)
+    if (uc(u, c)->flags & F_MULTI)
         io_uring_prep_recv_multishot(sqe, c->fd, NULL, 0, 0);
     else
         io_uring_prep_recv(sqe, c->fd, NULL, BUF_SIZE, 0);
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = BGID;
-    c->eng_flags |= F_RECV;
+    uc(u, c)->flags |= F_RECV;
 }
 
 static void make_ready(struct uring *u, struct conn *c, uint32_t what)
 {
-    if (!(c->eng_flags & F_READY)) {
-        c->eng_next = u->ready;
+    if (!(uc(u, c)->flags & F_READY)) {
+        uc(u, c)->next = u->ready;
         u->ready = c;
     }
-    c->eng_flags |= F_READY | what;
+    uc(u, c)->flags |= F_READY | what;
 }
 
 /* --- file ranges by splice ------------------------------------------------------------- */
@@ -671,7 +688,7 @@ static bool file_send(struct worker *w, struct uring *u, struct conn *c)
 static void submit_close(struct worker *w, struct uring *u, struct conn *c)
 {
     xfer_release(w, u, c); /* nothing is in flight: the pipe is c's to give back */
-    c->eng_flags |= F_CLOSE_SENT;
+    uc(u, c)->flags |= F_CLOSE_SENT;
     if (u->cqe_skip) {
         /* Nothing else is in flight, so the slot is free once the close is queued; only a
          * failed close posts a completion, and its generation is stale by then. */
@@ -688,9 +705,9 @@ static void submit_close(struct worker *w, struct uring *u, struct conn *c)
 /* A completion for c arrived; when it was the last one of a closing connection, close. */
 static void op_done(struct worker *w, struct uring *u, struct conn *c)
 {
-    c->eng_inflight--;
-    if ((c->eng_flags & F_CLOSING) && c->eng_inflight == 0) {
-        if (!(c->eng_flags & F_CLOSE_SENT))
+    uc(u, c)->inflight--;
+    if ((uc(u, c)->flags & F_CLOSING) && uc(u, c)->inflight == 0) {
+        if (!(uc(u, c)->flags & F_CLOSE_SENT))
             submit_close(w, u, c);
         else
             conn_closed(w, c);
@@ -700,14 +717,14 @@ static void op_done(struct worker *w, struct uring *u, struct conn *c)
 static void uring_recv(struct worker *w, struct conn *c, bool on)
 {
     struct uring *u = w->engine_state;
-    if (c->eng_flags & F_CLOSING)
+    if (uc(u, c)->flags & F_CLOSING)
         return;
-    if (on && !(c->eng_flags & F_RECV)) {
+    if (on && !(uc(u, c)->flags & F_RECV)) {
         arm_recv(u, c);
-    } else if (!on && (c->eng_flags & (F_RECV | F_RECV_CANCEL)) == F_RECV) {
+    } else if (!on && (uc(u, c)->flags & (F_RECV | F_RECV_CANCEL)) == F_RECV) {
         struct io_uring_sqe *sqe = conn_sqe(u, c, OP_CANCEL);
         io_uring_prep_cancel64(sqe, ud(OP_RECV, c), 0);
-        c->eng_flags |= F_RECV_CANCEL;
+        uc(u, c)->flags |= F_RECV_CANCEL;
     }
     /* on while a cancellation is pending: the recv's final completion re-arms (recv_on). */
 }
@@ -729,7 +746,7 @@ static void uring_send(struct worker *w, struct conn *c)
         /* Finished (or failed) synchronously: report from the loop, not from inside conn. */
         if (u->xfers)
             u->xfers[c->slot].flags &= ~(uint32_t)X_SENDFILE;
-        c->eng_err = rc;
+        uc(u, c)->err = rc;
         make_ready(u, c, F_SENT);
         return;
     }
@@ -748,12 +765,12 @@ static void uring_send(struct worker *w, struct conn *c)
 static void uring_close(struct worker *w, struct conn *c)
 {
     struct uring *u = w->engine_state;
-    if (c->eng_flags & F_CLOSING)
+    if (uc(u, c)->flags & F_CLOSING)
         return;
-    c->eng_flags |= F_CLOSING;
+    uc(u, c)->flags |= F_CLOSING;
     if (u->xfers && (u->xfers[c->slot].flags & X_WAIT))
         wait_remove(w, u, c); /* no pipe may be granted to a closing connection */
-    if (c->eng_inflight == 0) {
+    if (uc(u, c)->inflight == 0) {
         submit_close(w, u, c);
         return;
     }
@@ -770,7 +787,7 @@ static void uring_close(struct worker *w, struct conn *c)
 static void uring_shutdown(struct worker *w, struct conn *c)
 {
     struct uring *u = w->engine_state;
-    if (!(c->eng_flags & F_CLOSING))
+    if (!(uc(u, c)->flags & F_CLOSING))
         io_uring_prep_shutdown(conn_sqe(u, c, OP_SHUTDOWN), c->fd, SHUT_WR);
 }
 
@@ -780,8 +797,11 @@ static bool accept_one(struct worker *w, int fd, unsigned lst)
 {
     bool held;
     struct conn *c = conn_accepted(w, fd, lst, &held);
-    if (c)
-        arm_recv(w->engine_state, c);
+    if (c) {
+        struct uring *u = w->engine_state;
+        *uc(u, c) = (struct uconn){0};
+        arm_recv(u, c);
+    }
     else if (!held)
         close(fd); /* full of busy connections */
     return true;
@@ -854,23 +874,23 @@ static void on_recv(struct worker *w, struct uring *u, struct conn *c,
     int res = cqe->res;
     bool more = cqe->flags & IORING_CQE_F_MORE;
     if (!more) /* before conn sees the data, so it does not cancel a finished recv */
-        c->eng_flags &= ~(uint32_t)(F_RECV | F_RECV_CANCEL);
+        uc(u, c)->flags &= ~(uint32_t)(F_RECV | F_RECV_CANCEL);
     if (res > 0) {
         unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-        if (!(c->eng_flags & F_CLOSING))
+        if (!(uc(u, c)->flags & F_CLOSING))
             conn_received(w, c, u->bufs + (size_t)bid * BUF_SIZE, res);
         recycle(u, bid);
     } else if (res == 0 || (res < 0 && res != -ENOBUFS && res != -ECANCELED)) {
-        if (!(c->eng_flags & F_CLOSING))
+        if (!(uc(u, c)->flags & F_CLOSING))
             conn_received(w, c, NULL, res);
     }
     if (!more) {
         if (res > 0)
-            c->eng_flags |= F_MULTI;
+            uc(u, c)->flags |= F_MULTI;
         /* ENOBUFS, a cancellation we no longer want, or the kernel ending the multishot for
          * its own reasons: keep receiving if conn still wants to. */
         bool again = res > 0 || res == -ENOBUFS || res == -ECANCELED;
-        if (again && c->recv_on && !c->eof && !(c->eng_flags & (F_CLOSING | F_RECV)))
+        if (again && c->recv_on && !c->eof && !(uc(u, c)->flags & (F_CLOSING | F_RECV)))
             arm_recv(u, c);
         op_done(w, u, c);
     }
@@ -878,7 +898,7 @@ static void on_recv(struct worker *w, struct uring *u, struct conn *c,
 
 static void on_send(struct worker *w, struct uring *u, struct conn *c, int res)
 {
-    if (c->eng_flags & F_CLOSING) {
+    if (uc(u, c)->flags & F_CLOSING) {
         op_done(w, u, c);
         return;
     }
@@ -1010,7 +1030,7 @@ static void on_splice(struct worker *w, struct uring *u, struct conn *c, enum op
         x->flags &= ~(uint32_t)X_OUT;
         splice_out_done(x, c, res);
     }
-    if (c->eng_flags & F_CLOSING) {
+    if (uc(u, c)->flags & F_CLOSING) {
         op_done(w, u, c); /* may release the slot: c is not touched after */
         return;
     }
@@ -1059,7 +1079,7 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
         if (u->xfers)
             park_remove(u, c); /* before op_done, which may free the slot */
         op_done(w, u, c);
-        if (c->eng_flags & F_CLOSING)
+        if (uc(u, c)->flags & F_CLOSING)
             break;
         if (cqe->res < 0)
             conn_sent(w, c, cqe->res);
@@ -1085,13 +1105,13 @@ static void run_ready(struct worker *w, struct uring *u)
 {
     while (u->ready) {
         struct conn *c = u->ready;
-        u->ready = c->eng_next;
-        uint32_t what = c->eng_flags;
-        c->eng_flags &= ~(uint32_t)(F_READY | F_SENT | F_CLOSED);
+        u->ready = uc(u, c)->next;
+        uint32_t what = uc(u, c)->flags;
+        uc(u, c)->flags &= ~(uint32_t)(F_READY | F_SENT | F_CLOSED);
         if (what & F_CLOSED)
             conn_closed(w, c);
         else if ((what & F_SENT) && !(what & F_CLOSING))
-            conn_sent(w, c, c->eng_err);
+            conn_sent(w, c, uc(u, c)->err);
     }
 }
 

@@ -150,14 +150,8 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
         close_listeners(w);
         return rc;
     }
-    /* calloc'd slots cost no memory until touched: idle capacity is free. */
-    w->conns = calloc(cfg->max_conns, sizeof(*w->conns));
-    w->free_slots = calloc(cfg->max_conns, sizeof(*w->free_slots));
-    if (!w->conns || !w->free_slots)
+    if (conn_pool_init(w) < 0)
         goto err_mem;
-    for (uint32_t i = 0; i < cfg->max_conns; i++)
-        w->free_slots[cfg->max_conns - 1 - i] = i; /* low slots first: fewer pages touched */
-    w->num_free = cfg->max_conns;
     w->cache = fcache_new(w->site->root_fd, &w->site->mime, cfg->cache_size, cfg->cache_max_file,
                           cfg->compress_cache, &w->stats);
     if (!w->cache)
@@ -173,8 +167,7 @@ err_compress:
 err_cache:
     fcache_free(w->cache);
 err_mem:
-    free(w->free_slots);
-    free(w->conns);
+    conn_pool_fini(w);
     close(w->wake_fd);
     site_put(w->site);
     close_listeners(w);
@@ -201,8 +194,7 @@ void worker_fini(struct worker *w)
     conn_held_close(w);
     bufpool_trim(&w->inbufs, 0);
     bufpool_trim(&w->outbufs, 0);
-    free(w->free_slots);
-    free(w->conns);
+    conn_pool_fini(w);
     close(w->wake_fd);
     close_listeners(w);
     site_put(w->site);
@@ -287,7 +279,7 @@ bool worker_tick(struct worker *w)
     }
     struct timer *t;
     while ((t = timer_expired(&w->wheel, w->now)))
-        conn_timeout(w, (struct conn *)((char *)t - offsetof(struct conn, timer)));
+        t->fire(w, t);
     if (w->draining && w->now >= w->drain_deadline) {
         for (uint32_t i = 0; i < w->cfg->max_conns; i++)
             if (conn_open(&w->conns[i]))
