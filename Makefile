@@ -39,8 +39,8 @@ $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 
 # The unit binary also links the engines' shared send loop (tested against real sockets), their
 # capability decision (caps.c needs no ring), the io_uring SQE source (on real rings), the timer
-# wheel, the file cache (tested against a real directory) and the splice pipe sizing.
-UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c \
+# wheel, the file cache (tested against a real directory), the splice pipe sizing and pool.
+UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine/pipepool.c \
              src/rt/timer.c src/rt/fcache.c src/rt/pipesize.c
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -luring
