@@ -44,13 +44,13 @@ TEST(pipepool_bounded_then_fifo)
     pipepool_wait(&pp, 3, 101);
     pipepool_wait(&pp, 4, 102);
     CHECK_INT(pipepool_grant(&pp), -1); /* nothing free */
-    CHECK(pipepool_unwait(&pp, 3));      /* 3 leaves the queue (closed) */
+    CHECK(pipepool_unwait(&pp, 3));     /* 3 leaves the queue (closed) */
     CHECK(!pipepool_unwait(&pp, 3));
-    pipepool_put(&pp, 0, 103);           /* an empty pipe back: the oldest waiter gets it */
+    pipepool_put(&pp, 0, 103); /* an empty pipe back: the oldest waiter gets it */
     CHECK_INT(pipepool_grant(&pp), 2);
     CHECK(pipepool_slot(&pp, 2)->pipe != NULL);
     CHECK_INT(pipepool_grant(&pp), -1);
-    pipepool_release(&pp, 1, 104);       /* empty: reused */
+    pipepool_release(&pp, 1, 104); /* empty: reused */
     CHECK_INT(pipepool_grant(&pp), 4);
     CHECK_INT(pp.count, 2);
     CHECK_INT(pp.wait_head, 0);
