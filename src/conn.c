@@ -550,6 +550,10 @@ static void sent(struct worker *w, struct conn *c, int err)
     /* The client asked to close and sent nothing after: no bytes can be waiting (and the close
      * is what sends a held tail). Likewise after its own EOF, or when the worker drains. */
     bool clean = c->resp->plan.fin_carries_tail || c->eof || w->draining;
+    /* A transport ends its stream first (TLS: close_notify) through the lingering path, unless
+     * the peer has gone already. */
+    if (c->xport && !c->eof)
+        clean = false;
     obs_request_done(w, c, c->resp, err);
     release_response(w, c);
     if (err)

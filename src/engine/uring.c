@@ -353,8 +353,8 @@ static void arm_wake(struct worker *w, struct uring *u)
 /* One TIMEOUT per worker, re-armed as it fires, wakes the loop for the timer wheel. Waiting
  * with a timeout argument instead (io_uring_submit_and_wait_timeout) made liburing 2.3 submit
  * without GETEVENTS whenever a completion was already there, and under DEFER_TASKRUN such an
- * enter runs no task work; waiting the ceiling server's way cut system time per Connection:
- * close request from about 17.4 to 17.0 us (bench/README.md). */
+ * enter runs no task work: waiting the ceiling server's way is cheaper per request (the
+ * measurement is in bench/README.md, "Wait with io_uring_submit_and_wait"). */
 static void arm_tick(struct worker *w, struct uring *u)
 {
     int ms = worker_wait_ms(w);

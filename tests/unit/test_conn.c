@@ -291,3 +291,28 @@ TEST(conn_close_rules)
     CHECK_INT(f.w.active, 0);
     teardown(&f);
 }
+
+/* Over a transport the stream is ended by the transport first (TLS: close_notify), so even a
+ * clean Connection: close goes through its shutdown and the lingering close. */
+TEST(conn_close_over_transport_ends_the_stream_first)
+{
+    struct fixture f;
+    setup(&f, &transport_copy);
+    struct conn *c = open_conn(&f);
+    feed(&f, c, "GET /hello.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    complete(&f);
+    CHECK_INT(count("Connection: close"), 1);
+    CHECK_INT(fake.shutdowns, 1);
+    CHECK_INT(fake.closes, 0);
+    CHECK(c->state == CONN_LINGERING);
+    conn_received(&f.w, c, NULL, 0); /* the client closes */
+    closed(&f, c);
+    /* The peer gone already: closed at once. */
+    c = open_conn(&f);
+    feed(&f, c, GET);
+    conn_received(&f.w, c, NULL, 0);
+    complete(&f);
+    CHECK_INT(fake.shutdowns, 1);
+    closed(&f, c);
+    teardown(&f);
+}
