@@ -92,8 +92,8 @@ static void send_next(struct worker *w, struct conn *c, struct lines_conn *l)
            len + nlen + vlen + 3 < sizeof(l->frame)) {
         for (size_t i = 0; i < nlen; i++)
             l->frame[len++] = (char)tolower((unsigned char)name[i]);
-        len += (size_t)snprintf(l->frame + len, sizeof(l->frame) - len, ": %.*s\n", (int)vlen,
-                                value);
+        len +=
+            (size_t)snprintf(l->frame + len, sizeof(l->frame) - len, ": %.*s\n", (int)vlen, value);
     }
     plan_advance(p, p->head_len);
     len += (size_t)snprintf(l->frame + len, sizeof(l->frame) - len, "BODY %llu\n",

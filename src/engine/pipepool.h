@@ -25,9 +25,9 @@ struct pipepool_pipe {
 
 /* A connection slot's claim on the pool. */
 struct pipepool_slot {
-    struct pipepool_pipe *pipe; /* held while a file segment is being spliced */
-    uint32_t in_pipe;           /* bytes put in the pipe and not yet taken out of it */
-    uint32_t wait_next;         /* next waiter's slot + 1, 0 at the tail */
+    struct pipepool_pipe *pipe;    /* held while a file segment is being spliced */
+    uint32_t in_pipe;              /* bytes put in the pipe and not yet taken out of it */
+    uint32_t wait_next;            /* next waiter's slot + 1, 0 at the tail */
     uint32_t park_prev, park_next; /* the parked list, slot + 1, 0 at the ends */
     uint32_t flags;
     int64_t wait_since; /* when it joined the wait FIFO */
@@ -36,11 +36,11 @@ struct pipepool_slot {
 struct pipepool {
     struct pipepool_pipe *pipes; /* max of them */
     struct pipepool_pipe *free;
-    struct pipepool_slot *slots; /* one per connection slot */
-    unsigned max;   /* pipes the pool may make */
-    unsigned bytes; /* F_SETPIPE_SZ asked for each */
-    unsigned count; /* pipes made and not closed */
-    unsigned short_pipes; /* pipes that got less than `bytes` (pipe-user-pages limit) */
+    struct pipepool_slot *slots;   /* one per connection slot */
+    unsigned max;                  /* pipes the pool may make */
+    unsigned bytes;                /* F_SETPIPE_SZ asked for each */
+    unsigned count;                /* pipes made and not closed */
+    unsigned short_pipes;          /* pipes that got less than `bytes` (pipe-user-pages limit) */
     uint32_t wait_head, wait_tail; /* FIFO of waiting slots, slot + 1 */
     uint32_t park_head, park_tail; /* parked slots, oldest first, slot + 1 */
     int devnull;                   /* where a taken pipe's bytes are dropped */

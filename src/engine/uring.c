@@ -36,6 +36,7 @@
  * does not match is dropped (nginx's "instance bit", widened). */
 #include "engine/engine.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -508,6 +509,7 @@ static void submit_close(struct worker *w, struct uring *u, struct conn *c)
 /* A completion for c arrived; when it was the last one of a closing connection, close. */
 static void op_done(struct worker *w, struct uring *u, struct conn *c)
 {
+    assert(uc(u, c)->inflight > 0);
     uc(u, c)->inflight--;
     if ((uc(u, c)->flags & F_CLOSING) && uc(u, c)->inflight == 0) {
         if (!(uc(u, c)->flags & F_CLOSE_SENT))

@@ -192,6 +192,8 @@ void worker_fini(struct worker *w)
     compress_free(w, w->compress);
     fcache_free(w->cache);
     conn_held_close(w);
+    /* A worker that drained has every buffer back (one that stopped on an error may not). */
+    assert(w->active != 0 || (w->inbufs.count == 0 && w->outbufs.count == 0));
     bufpool_trim(&w->inbufs, 0);
     bufpool_trim(&w->outbufs, 0);
     conn_pool_fini(w);
