@@ -122,17 +122,8 @@ struct usend {
     struct iovec iov[SEND_IOV];
 };
 
-/* The engine's own state of a connection, by slot (conn.h holds none of it). */
-struct uconn {
-    uint32_t inflight; /* operations submitted whose final completion has not arrived */
-    uint32_t flags;    /* F_* */
-    int err;           /* the result of a completion reported later (F_SENT) */
-    struct conn *next; /* the ready list */
-};
-
 struct uring {
     struct io_uring ring;
-    struct uconn *uc; /* max_conns slots */
     struct usend *sends; /* max_conns slots, touched only by slots that send several segments */
     struct sqe_spill spill; /* SQEs the kernel would not take yet (engine/sqe.h) */
     struct io_uring_buf_ring *br;
@@ -150,9 +141,11 @@ struct uring {
     struct errlog_limit log_pipe;
 };
 
-static inline struct uconn *uc(struct uring *u, const struct conn *c)
+/* The engine's state of c (flags F_*, err for F_SENT, next on the ready list). */
+static inline struct engine_conn *uc(struct uring *u, struct conn *c)
 {
-    return &u->uc[c->slot];
+    (void)u;
+    return &c->eng;
 }
 
 static inline struct pipepool_slot *ps(struct uring *u, const struct conn *c)
@@ -303,12 +296,10 @@ static int uring_init(struct worker *w)
     if (flen)
         w->features[flen - 1] = '\0';
     u->sends = calloc(w->cfg->max_conns, sizeof(*u->sends));
-    u->uc = calloc(w->cfg->max_conns, sizeof(*u->uc));
-    if (!u->sends || !u->uc)
+    if (!u->sends)
         rc = -ENOMEM;
     if (rc < 0 || (rc = setup_buffers(u)) < 0 || (rc = setup_splice(w, u)) < 0) {
         free(u->sends);
-        free(u->uc);
         release_splice(w, u);
         release_buffers(u);
         io_uring_queue_exit(&u->ring);
@@ -329,7 +320,6 @@ static void uring_fini(struct worker *w)
     release_splice(w, u);
     release_buffers(u);
     free(u->sends);
-    free(u->uc);
     free(u);
     w->engine_state = NULL;
 }
@@ -609,7 +599,7 @@ static bool accept_one(struct worker *w, int fd, unsigned lst)
     struct conn *c = conn_accepted(w, fd, lst, &held);
     if (c) {
         struct uring *u = w->engine_state;
-        *uc(u, c) = (struct uconn){0};
+        *uc(u, c) = (struct engine_conn){0};
         arm_recv(u, c);
     }
     else if (!held)
