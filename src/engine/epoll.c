@@ -22,19 +22,19 @@
 #include "rt/worker.h"
 
 #define MAX_EVENTS 512
-#define ACCEPT_BATCH 64   /* per readiness event: the listener is level-triggered */
+#define ACCEPT_BATCH 64 /* per readiness event: the listener is level-triggered */
 #define RECV_BUF 16384
 
 enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
 
 /* econn.flags bits */
-#define F_READABLE 0x1  /* an edge arrived and recv has not yet seen EAGAIN */
-#define F_WANT_OUT 0x2  /* a send waits for EPOLLOUT */
-#define F_SENT 0x4      /* ready list: report conn_sent */
-#define F_READ 0x8      /* ready list: read what is pending */
-#define F_CLOSED 0x10   /* ready list: report conn_closed */
-#define F_QUEUED 0x20   /* on the ready list */
-#define F_HUP 0x40      /* the peer's FIN (or an error) has been signalled: read to the end */
+#define F_READABLE 0x1 /* an edge arrived and recv has not yet seen EAGAIN */
+#define F_WANT_OUT 0x2 /* a send waits for EPOLLOUT */
+#define F_SENT 0x4     /* ready list: report conn_sent */
+#define F_READ 0x8     /* ready list: read what is pending */
+#define F_CLOSED 0x10  /* ready list: report conn_closed */
+#define F_QUEUED 0x20  /* on the ready list */
+#define F_HUP 0x40     /* the peer's FIN (or an error) has been signalled: read to the end */
 
 struct ep {
     int epfd;
