@@ -40,8 +40,29 @@ struct req_policy {
  * head, on a connection that may stay open (conn_keep: it has not been told to close, the
  * worker is not draining). A chunked body is never read (answer, then close); a Content-Length
  * body is discarded up to POLICY_DISCARD_MAX, past which the connection closes.
+ * Inline: it runs for every request, and is a few tests.
  */
-struct req_policy policy_h1(const struct http_request *req, bool conn_keep, size_t more);
+static inline struct req_policy policy_h1(const struct http_request *req, bool conn_keep,
+                                          size_t more)
+{
+    struct req_policy p = {.syntax = RESP_H1, .keep_alive = conn_keep && req->keep_alive};
+    bool body = req->has_content_length && req->content_length > 0;
+    if (req->has_transfer_encoding) {
+        p.keep_alive = false; /* chunked bodies are not read: answer, then close */
+    } else if (body) {
+        if (req->content_length > POLICY_DISCARD_MAX)
+            p.keep_alive = false;
+        else
+            p.discard = req->content_length;
+    }
+    /* The client holds its body back until it hears 100 Continue (RFC 9110 10.1.1); we read
+     * and discard that body after answering, so let it come. */
+    p.send_continue = req->expect_continue && req->minor == 1 && body && p.keep_alive;
+    /* A client may not send more after "close" (RFC 9112 9.6), so with no body and nothing
+     * behind the head no unread data should be waiting when the close comes. */
+    p.fin_carries_tail = !req->keep_alive && more == 0 && !req->has_transfer_encoding && !body;
+    return p;
+}
 
 /* HTTP/2 and later: one stream per request; the connection's fate is not the request's. */
 struct req_policy policy_fields(void);

@@ -529,7 +529,10 @@ static void uring_send(struct worker *w, struct conn *c)
     struct plan *p = c->out;
 
     bool splice_mode = u->xfers != NULL;
-    bool splice_ok = splice_mode && !(u->xfers[c->slot].flags & X_SENDFILE);
+    /* The slot's splice state is read only when a file segment is next: its page is cold for
+     * connections that send from memory. */
+    const struct seg *s = plan_seg(p);
+    bool splice_ok = splice_mode && s && !s->mem && !(u->xfers[c->slot].flags & X_SENDFILE);
     enum sendplan_path path = sendplan_choose(p, splice_mode, splice_ok);
     if (path == SENDPLAN_SPLICE) {
         if (file_send(w, u, c))
@@ -549,13 +552,17 @@ static void uring_send(struct worker *w, struct conn *c)
         make_ready(u, c, F_SENT);
         return;
     }
-    struct usend *us = &u->sends[c->slot];
-    int n = plan_iov(p, us->iov, SEND_IOV);
+    /* One segment (the usual answer: headers and a small body in one buffer) needs no
+     * scratch the kernel reads later; only a SENDMSG touches the slot's (cold) usend. */
+    struct iovec iov[SEND_IOV];
+    int n = plan_iov(p, iov, SEND_IOV);
     int flags = sendplan_flags(p, (unsigned)n);
     struct io_uring_sqe *sqe = conn_sqe(u, c, OP_SEND);
     if (n == 1) {
-        io_uring_prep_send(sqe, c->fd, us->iov[0].iov_base, us->iov[0].iov_len, flags);
+        io_uring_prep_send(sqe, c->fd, iov[0].iov_base, iov[0].iov_len, flags);
     } else {
+        struct usend *us = &u->sends[c->slot];
+        memcpy(us->iov, iov, (size_t)n * sizeof(iov[0]));
         us->msg = (struct msghdr){.msg_iov = us->iov, .msg_iovlen = (size_t)n};
         io_uring_prep_sendmsg(sqe, c->fd, &us->msg, (unsigned)flags);
     }
