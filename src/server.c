@@ -23,12 +23,14 @@
 #include "engine/engine.h"
 #include "handover.h"
 #include "privs.h"
+#include "proto.h"
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
 #include "rt/metrics.h"
 #include "rt/site.h"
 #include "rt/worker.h"
 #include "systemd.h"
+#include "transport.h"
 
 struct addr {
     struct sockaddr_storage ss;
@@ -258,7 +260,7 @@ static int successor_listeners(const struct server *sv)
 static enum worker_stop begin_handover(struct server *sv)
 {
     int theirs = successor_listeners(sv);
-    int err = theirs > 0 ? handover_begin(&sv->handover, sv->workers[0].listen_fd, theirs) : 0;
+    int err = theirs > 0 ? handover_begin(&sv->handover, sv->workers[0].listeners[0].fd, theirs) : 0;
     if (err < 0)
         errlog(ERRLOG_NOTICE, "drain: cannot steer new connections to a successor: %s",
                strerror(-err));
@@ -490,8 +492,13 @@ int server_run(struct config *cfg)
      * limits under /proc and opens /dev/null. Their threads start after, and so inherit it. */
     for (; inited < cfg->threads; inited++) {
         struct worker *w = &sv.workers[inited];
-        int err = worker_init(w, inited, cfg, sv.eng, &sv.caps, sv.listeners[inited],
-                              sv.inherited == 0, &sv.sites);
+        /* The HTTP port's listener; a transport's port (TLS) adds its own here. */
+        struct listener ls[LISTEN_MAX] = {{.fd = sv.listeners[inited],
+                                           .owned = sv.inherited == 0,
+                                           .xport = transport_test_hook()}};
+        unsigned nls = 1;
+        sv.listeners[inited] = -1; /* the worker's now, even when it fails */
+        int err = worker_init(w, inited, cfg, sv.eng, &sv.caps, ls, nls, &sv.sites);
         if (err < 0) {
             fprintf(stderr, "ringhttpd: starting worker %d (%s): %s\n", inited, sv.eng->name,
                     strerror(-err));
@@ -499,7 +506,8 @@ int server_run(struct config *cfg)
         }
         w->alog = sv.alog;
         w->handover = &sv.handover;
-        sv.listeners[inited] = -1; /* the worker's now */
+        if (!w->h2)
+            w->h2 = proto_test_hook();
     }
     /* Bound before the process is confined; it only reads the workers' counters. */
     if (cfg->metrics_bind &&
@@ -515,6 +523,12 @@ int server_run(struct config *cfg)
             goto stop;
         }
     }
+    if (proto_test_hook())
+        fprintf(stderr, "ringhttpd: test protocol %s after the HTTP/2 preface "
+                        "(RINGHTTPD_TEST_PROTO)\n", proto_test_hook()->name);
+    if (transport_test_hook())
+        fprintf(stderr, "ringhttpd: test transport %s on the HTTP port (RINGHTTPD_TEST_TRANSPORT)\n",
+                transport_test_hook()->name);
     fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s\n", sv.url,
             sv.eng->name, cfg->threads, cfg->threads == 1 ? "" : "s",
             sv.inherited ? " on sockets from systemd" : "");
