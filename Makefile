@@ -69,11 +69,16 @@ $(VENV)/.done: tests/requirements.txt
 
 venv: $(VENV)/.done
 
+# h2spec (HTTP/2 conformance), built by scripts/deps.sh from pinned module versions.
+H2SPEC := .tools/bin/h2spec
+$(H2SPEC): scripts/h2spec/go.mod
+	@scripts/deps.sh test
+
 unit: all asan
 	$(BUILD)/unit
 	build/asan/unit
 
-integration: all asan venv
+integration: all asan venv $(H2SPEC)
 	RINGHTTPD=$(abspath $(BUILD)/ringhttpd) $(PY) -m pytest -q -m "not handover" tests/integration
 	RINGHTTPD=$(abspath build/asan/ringhttpd) $(PY) -m pytest -q -m "not slow and not handover" \
 	    tests/integration
