@@ -39,12 +39,17 @@ $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 
 # The unit binary also links the engines' shared send loop (tested against real sockets), their
 # capability decision (caps.c needs no ring), the io_uring SQE source (on real rings), the timer
-# wheel, the file cache (tested against a real directory), the splice pipe sizing and the HTTP/2
-# session (driven by an nghttp2 client session in memory).
-UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c \
+# wheel, the file cache (tested against a real directory), the splice pipe sizing and pool, and
+# the HTTP/2 session (driven by an nghttp2 client session in memory).
+UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine/pipepool.c \
              src/rt/timer.c src/rt/fcache.c src/rt/pipesize.c $(wildcard src/h2/*.c)
+# conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
+# around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
+# are left out.
+UNIT_LINK += src/conn.c src/serve.c src/config.c src/transport_copy.c \
+             $(filter-out src/rt/timer.c src/rt/fcache.c src/rt/pipesize.c,$(wildcard src/rt/*.c))
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -luring -lnghttp2
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)

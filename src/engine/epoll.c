@@ -20,7 +20,6 @@
 #include "engine/sendplan.h"
 #include "engine/tag.h"
 #include "rt/worker.h"
-#include "serve.h"
 
 #define MAX_EVENTS 512
 #define ACCEPT_BATCH 64   /* per readiness event: the listener is level-triggered */
@@ -28,7 +27,7 @@
 
 enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
 
-/* eng_flags bits */
+/* econn.flags bits */
 #define F_READABLE 0x1  /* an edge arrived and recv has not yet seen EAGAIN */
 #define F_WANT_OUT 0x2  /* a send waits for EPOLLOUT */
 #define F_SENT 0x4      /* ready list: report conn_sent */
@@ -37,11 +36,24 @@ enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
 #define F_QUEUED 0x20   /* on the ready list */
 #define F_HUP 0x40      /* the peer's FIN (or an error) has been signalled: read to the end */
 
+/* The engine's own state of a connection, by slot (conn.h holds none of it). */
+struct econn {
+    uint32_t flags;    /* F_* */
+    int err;           /* the result of a send reported from the ready list */
+    struct conn *next; /* the ready list */
+};
+
 struct ep {
     int epfd;
+    struct econn *ec; /* max_conns slots */
     struct conn *ready;
     char buf[RECV_BUF];
 };
+
+static inline struct econn *ec(struct ep *e, const struct conn *c)
+{
+    return &e->ec[c->slot];
+}
 
 /* An fd's epoll data (engine/tag.h): for c, or for the worker when c is NULL. */
 static uint64_t tag(enum kind k, const struct conn *c)
@@ -49,12 +61,24 @@ static uint64_t tag(enum kind k, const struct conn *c)
     return c ? tag_encode(k, c->gen, c->slot) : tag_encode(k, 0, 0);
 }
 
+/* A listener's: its index in the slot field. */
+static uint64_t listen_tag(unsigned lst)
+{
+    return tag_encode(K_LISTEN, 0, lst);
+}
+
+static int listen_add(struct ep *e, struct worker *w, unsigned lst)
+{
+    struct epoll_event lev = {.events = EPOLLIN, .data.u64 = listen_tag(lst)};
+    return epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->listeners[lst].fd, &lev);
+}
+
 static void queue(struct ep *e, struct conn *c, uint32_t what)
 {
-    c->eng_flags |= what;
-    if (!(c->eng_flags & F_QUEUED)) {
-        c->eng_flags |= F_QUEUED;
-        c->eng_next = e->ready;
+    ec(e, c)->flags |= what;
+    if (!(ec(e, c)->flags & F_QUEUED)) {
+        ec(e, c)->flags |= F_QUEUED;
+        ec(e, c)->next = e->ready;
         e->ready = c;
     }
 }
@@ -64,14 +88,20 @@ static int ep_init(struct worker *w)
     struct ep *e = calloc(1, sizeof(*e));
     if (!e)
         return -ENOMEM;
+    if (!(e->ec = calloc(w->cfg->max_conns, sizeof(*e->ec)))) {
+        free(e);
+        return -ENOMEM;
+    }
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event lev = {.events = EPOLLIN, .data.u64 = tag(K_LISTEN, NULL)};
     struct epoll_event wev = {.events = EPOLLIN, .data.u64 = tag(K_WAKE, NULL)};
-    if (e->epfd < 0 || epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->listen_fd, &lev) != 0 ||
-        epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->wake_fd, &wev) != 0) {
+    bool ok = e->epfd >= 0 && epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->wake_fd, &wev) == 0;
+    for (unsigned i = 0; ok && i < w->nlisteners; i++)
+        ok = listen_add(e, w, i) == 0;
+    if (!ok) {
         int err = -errno;
         if (e->epfd >= 0)
             close(e->epfd);
+        free(e->ec);
         free(e);
         return err;
     }
@@ -85,6 +115,7 @@ static void ep_fini(struct worker *w)
     if (!e)
         return;
     close(e->epfd);
+    free(e->ec);
     free(e);
     w->engine_state = NULL;
 }
@@ -92,19 +123,21 @@ static void ep_fini(struct worker *w)
 static void ep_recv(struct worker *w, struct conn *c, bool on)
 {
     /* Off needs nothing: we simply stop reading. On again: read what the last edge left. */
-    if (on && (c->eng_flags & F_READABLE))
-        queue(w->engine_state, c, F_READ);
+    struct ep *e = w->engine_state;
+    if (on && (ec(e, c)->flags & F_READABLE))
+        queue(e, c, F_READ);
 }
 
 static void ep_send(struct worker *w, struct conn *c)
 {
-    int rc = sendplan_now(c->fd, &c->resp->plan);
+    struct ep *e = w->engine_state;
+    int rc = sendplan_now(c->fd, c->out);
     if (rc == -EAGAIN) {
-        c->eng_flags |= F_WANT_OUT; /* EPOLLOUT's next edge resumes it */
+        ec(e, c)->flags |= F_WANT_OUT; /* EPOLLOUT's next edge resumes it */
         return;
     }
-    c->eng_err = rc;
-    queue(w->engine_state, c, F_SENT);
+    ec(e, c)->err = rc;
+    queue(e, c, F_SENT);
 }
 
 static void ep_shutdown(struct worker *w, struct conn *c)
@@ -117,23 +150,25 @@ static void ep_close(struct worker *w, struct conn *c)
 {
     /* close() drops the fd from the epoll set; events already fetched for it are recognised
      * by the CLOSING state now and by the generation once the slot is reused. */
+    struct ep *e = w->engine_state;
     close(c->fd);
-    c->eng_flags &= ~(uint32_t)(F_WANT_OUT | F_READABLE);
-    queue(w->engine_state, c, F_CLOSED);
+    ec(e, c)->flags &= ~(uint32_t)(F_WANT_OUT | F_READABLE);
+    queue(e, c, F_CLOSED);
 }
 
 /* Takes one accepted (or held, see conn_accepted) socket: a connection in the epoll set, held
  * for a slot being reclaimed, or closed when none can be had. */
-static bool accept_one(struct worker *w, int fd)
+static bool accept_one(struct worker *w, int fd, unsigned lst)
 {
     struct ep *e = w->engine_state;
     bool held;
-    struct conn *c = conn_accepted(w, fd, &held);
+    struct conn *c = conn_accepted(w, fd, lst, &held);
     if (!c) {
         if (!held)
             close(fd);
         return true;
     }
+    *ec(e, c) = (struct econn){0};
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
                              .data.u64 = tag(K_CONN, c)};
     if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
@@ -144,26 +179,32 @@ static bool accept_one(struct worker *w, int fd)
 static void ep_stop_accept(struct worker *w)
 {
     struct ep *e = w->engine_state;
-    if (w->listen_fd >= 0)
-        epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listen_fd, NULL);
-    worker_close_listener(w, accept_one);
+    for (unsigned i = 0; i < w->nlisteners; i++) {
+        if (w->listeners[i].fd >= 0)
+            epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listeners[i].fd, NULL);
+        worker_close_listener(w, i, accept_one);
+    }
 }
 
 /* The listener is level-triggered: a pending connection that accept4 cannot take (EMFILE) is
  * reported again at once, forever (issue 10: 100% CPU). So on a shortage the listener leaves
  * the epoll set until worker_accept_resume lets it back. */
-static void do_accept(struct worker *w, struct ep *e)
+static void do_accept(struct worker *w, struct ep *e, unsigned lst)
 {
-    for (int i = 0; i < ACCEPT_BATCH && w->listen_fd >= 0; i++) {
-        int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int lfd = w->listeners[lst].fd;
+    for (int i = 0; i < ACCEPT_BATCH && lfd >= 0 && !w->accept_paused; i++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && worker_accept_failed(w, -errno))
-                epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listen_fd, NULL);
+            if (errno != EAGAIN && worker_accept_failed(w, -errno)) {
+                for (unsigned j = 0; j < w->nlisteners; j++)
+                    if (w->listeners[j].fd >= 0)
+                        epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listeners[j].fd, NULL);
+            }
             return;
         }
-        accept_one(w, fd);
+        accept_one(w, fd, lst);
     }
 }
 
@@ -171,11 +212,13 @@ static void do_accept(struct worker *w, struct ep *e)
 static void accept_more(struct worker *w, struct ep *e)
 {
     int fd;
-    while ((fd = conn_held_take(w)) >= 0)
-        accept_one(w, fd);
-    if (w->accept_paused && w->listen_fd >= 0 && worker_accept_resume(w)) {
-        struct epoll_event lev = {.events = EPOLLIN, .data.u64 = tag(K_LISTEN, NULL)};
-        epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->listen_fd, &lev);
+    unsigned lst;
+    while ((fd = conn_held_take(w, &lst)) >= 0)
+        accept_one(w, fd, lst);
+    if (w->accept_paused && worker_listening(w) && worker_accept_resume(w)) {
+        for (unsigned i = 0; i < w->nlisteners; i++)
+            if (w->listeners[i].fd >= 0)
+                listen_add(e, w, i);
     }
 }
 
@@ -186,7 +229,7 @@ static void do_read(struct worker *w, struct ep *e, struct conn *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
-            c->eng_flags &= ~(uint32_t)F_READABLE;
+            ec(e, c)->flags &= ~(uint32_t)F_READABLE;
             return;
         }
         conn_received(w, c, e->buf, n < 0 ? -errno : n);
@@ -196,8 +239,8 @@ static void do_read(struct worker *w, struct ep *e, struct conn *c)
          * the recv that would only say EAGAIN is skipped (one system call in three per
          * keep-alive request). Not once the FIN has been signalled: its edge has passed, and
          * only reading on finds the end of the stream. */
-        if ((size_t)n < sizeof(e->buf) && !(c->eng_flags & F_HUP)) {
-            c->eng_flags &= ~(uint32_t)F_READABLE;
+        if ((size_t)n < sizeof(e->buf) && !(ec(e, c)->flags & F_HUP)) {
+            ec(e, c)->flags &= ~(uint32_t)F_READABLE;
             return;
         }
     }
@@ -206,14 +249,14 @@ static void do_read(struct worker *w, struct ep *e, struct conn *c)
 static void on_conn(struct worker *w, struct ep *e, struct conn *c, uint32_t events)
 {
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        c->eng_flags |= F_READABLE;
+        ec(e, c)->flags |= F_READABLE;
         if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-            c->eng_flags |= F_HUP;
+            ec(e, c)->flags |= F_HUP;
         do_read(w, e, c);
     }
-    if ((events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) && (c->eng_flags & F_WANT_OUT) &&
-        c->state == CONN_SENDING) {
-        c->eng_flags &= ~(uint32_t)F_WANT_OUT;
+    if ((events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) && (ec(e, c)->flags & F_WANT_OUT) &&
+        conn_open(c)) {
+        ec(e, c)->flags &= ~(uint32_t)F_WANT_OUT;
         ep_send(w, c);
     }
 }
@@ -222,17 +265,17 @@ static void run_ready(struct worker *w, struct ep *e)
 {
     while (e->ready) {
         struct conn *c = e->ready;
-        e->ready = c->eng_next;
-        uint32_t what = c->eng_flags;
-        c->eng_flags &= ~(uint32_t)(F_QUEUED | F_SENT | F_READ | F_CLOSED);
+        e->ready = ec(e, c)->next;
+        uint32_t what = ec(e, c)->flags;
+        ec(e, c)->flags &= ~(uint32_t)(F_QUEUED | F_SENT | F_READ | F_CLOSED);
         if (what & F_CLOSED) {
-            c->eng_flags = 0;
+            ec(e, c)->flags = 0;
             conn_closed(w, c);
             continue;
         }
-        if ((what & F_SENT) && c->state == CONN_SENDING)
-            conn_sent(w, c, c->eng_err);
-        if ((what & F_READ) && (c->eng_flags & F_READABLE))
+        if ((what & F_SENT) && conn_open(c))
+            conn_sent(w, c, ec(e, c)->err);
+        if ((what & F_READ) && (ec(e, c)->flags & F_READABLE))
             do_read(w, e, c);
     }
 }
@@ -252,7 +295,8 @@ static int ep_run(struct worker *w)
             struct tag t = tag_decode(events[i].data.u64);
             enum kind k = (enum kind)t.op;
             if (k == K_LISTEN) {
-                do_accept(w, e);
+                if (t.slot < w->nlisteners)
+                    do_accept(w, e, t.slot);
             } else if (k == K_WAKE) {
                 uint64_t v;
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)

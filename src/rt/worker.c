@@ -3,6 +3,7 @@
 
 #include "rt/errlog.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -109,18 +110,28 @@ static void read_clock(struct worker *w)
     }
 }
 
+static void close_listeners(struct worker *w)
+{
+    for (unsigned i = 0; i < w->nlisteners; i++) {
+        if (w->listeners[i].fd >= 0)
+            close(w->listeners[i].fd);
+        w->listeners[i].fd = -1;
+    }
+}
+
 int worker_init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
-                const struct engine_caps *caps, int listen_fd, bool listen_owned,
+                const struct engine_caps *caps, const struct listener *ls, unsigned n,
                 struct site_slot *sites)
 {
     int rc = -ENOMEM;
+    assert(n >= 1 && n <= LISTEN_MAX);
     memset(w, 0, sizeof(*w));
     w->id = id;
     w->cfg = cfg;
     w->eng = eng;
     w->caps = caps;
-    w->listen_fd = listen_fd;
-    w->listen_owned = listen_owned;
+    memcpy(w->listeners, ls, n * sizeof(*ls));
+    w->nlisteners = n;
     w->wall = -1;
     w->accepting = true;
     atomic_init(&w->stop, WORKER_RUN);
@@ -136,16 +147,11 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     if (w->wake_fd < 0) {
         rc = -errno;
         site_put(w->site);
+        close_listeners(w);
         return rc;
     }
-    /* calloc'd slots cost no memory until touched: idle capacity is free. */
-    w->conns = calloc(cfg->max_conns, sizeof(*w->conns));
-    w->free_slots = calloc(cfg->max_conns, sizeof(*w->free_slots));
-    if (!w->conns || !w->free_slots)
+    if (conn_pool_init(w) < 0)
         goto err_mem;
-    for (uint32_t i = 0; i < cfg->max_conns; i++)
-        w->free_slots[cfg->max_conns - 1 - i] = i; /* low slots first: fewer pages touched */
-    w->num_free = cfg->max_conns;
     w->cache = fcache_new(w->site->root_fd, &w->site->mime, cfg->cache_size, cfg->cache_max_file,
                           cfg->compress_cache, &w->stats);
     if (!w->cache)
@@ -161,10 +167,10 @@ err_compress:
 err_cache:
     fcache_free(w->cache);
 err_mem:
-    free(w->free_slots);
-    free(w->conns);
+    conn_pool_fini(w);
     close(w->wake_fd);
     site_put(w->site);
+    close_listeners(w);
     return rc;
 }
 
@@ -186,13 +192,13 @@ void worker_fini(struct worker *w)
     compress_free(w, w->compress);
     fcache_free(w->cache);
     conn_held_close(w);
+    /* A worker that drained has every buffer back (one that stopped on an error may not). */
+    assert(w->active != 0 || (w->inbufs.count == 0 && w->outbufs.count == 0));
     bufpool_trim(&w->inbufs, 0);
     bufpool_trim(&w->outbufs, 0);
-    free(w->free_slots);
-    free(w->conns);
+    conn_pool_fini(w);
     close(w->wake_fd);
-    if (w->listen_fd >= 0)
-        close(w->listen_fd);
+    close_listeners(w);
     site_put(w->site);
 }
 
@@ -217,23 +223,33 @@ static void start_drain(struct worker *w, int how)
     }
 }
 
-void worker_close_listener(struct worker *w, bool (*accept_one)(struct worker *w, int fd))
+bool worker_listening(const struct worker *w)
 {
-    if (w->listen_fd < 0)
+    for (unsigned i = 0; i < w->nlisteners; i++)
+        if (w->listeners[i].fd >= 0)
+            return true;
+    return false;
+}
+
+void worker_close_listener(struct worker *w, unsigned lst,
+                           bool (*accept_one)(struct worker *w, int fd, unsigned lst))
+{
+    struct listener *l = &w->listeners[lst];
+    if (l->fd < 0)
         return;
     /* Bounded: without a successor on the port, connections keep arriving while we empty it. */
-    for (int i = 0; w->listen_owned && i < 4096; i++) {
-        int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    for (int i = 0; l->owned && i < 4096; i++) {
+        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             break;
-        if (!accept_one(w, fd))
+        if (!accept_one(w, fd, lst))
             break;
     }
     /* shutdown takes the socket out of the port's listeners now; a close alone would leave that
      * to the last reference, and an engine may still hold one (a cancelled io_uring accept). */
-    shutdown(w->listen_fd, SHUT_RD);
-    close(w->listen_fd);
-    w->listen_fd = -1;
+    shutdown(l->fd, SHUT_RD);
+    close(l->fd);
+    l->fd = -1;
 }
 
 /* A reload or a moved document root published a new site: serve from it from now on. */
@@ -265,14 +281,14 @@ bool worker_tick(struct worker *w)
     }
     struct timer *t;
     while ((t = timer_expired(&w->wheel, w->now)))
-        conn_timeout(w, (struct conn *)((char *)t - offsetof(struct conn, timer)));
+        t->fire(w, t);
     if (w->draining && w->now >= w->drain_deadline) {
         for (uint32_t i = 0; i < w->cfg->max_conns; i++)
             if (conn_open(&w->conns[i]))
                 conn_close(w, &w->conns[i]);
     }
     trim_pools(w);
-    return !(w->draining && w->active == 0 && w->listen_fd < 0);
+    return !(w->draining && w->active == 0 && !worker_listening(w));
 }
 
 int worker_wait_ms(const struct worker *w)
