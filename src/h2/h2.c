@@ -25,9 +25,6 @@
 #define HEAD_CAP HTTP1_MAX_HEAD /* the synthesized HTTP/1.1 head */
 #define RESP_FIELDS 48          /* response header fields submitted */
 #define RESP_NAMES 2048         /* bytes of lower-cased response field names */
-#define H1_HEAD 4096            /* an HTTP/1.1 response head h2_respond_h1 converts */
-
-static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 struct stream {
     int32_t id;
@@ -64,6 +61,8 @@ struct h2_session {
     struct stream *live; /* open streams, for h2_free: nghttp2 frees its own without a word */
     struct stream *free_list;
     struct stream *done_head, **done_tail;
+
+    int32_t max_id; /* the newest stream the client opened */
 
     /* the header block being read */
     int32_t blk_id;
@@ -215,7 +214,6 @@ static int flood(struct h2_session *s)
 static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
 {
     struct h2_session *s = ud;
-    (void)ng;
     switch (hd->type) {
     case NGHTTP2_DATA:
         if (hd->length == 0 && !(hd->flags & NGHTTP2_FLAG_END_STREAM))
@@ -223,6 +221,14 @@ static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void 
         break;
     case NGHTTP2_HEADERS:
         s->blk_cont = 0;
+        /* A client stream below the newest one that nghttp2 no longer knows was never opened
+         * (RFC 9113 5.1.1: a smaller identifier is a connection error); nghttp2 would take it
+         * for a closed one and drop it quietly. */
+        if ((hd->stream_id & 1) && hd->stream_id < s->max_id &&
+            !nghttp2_session_find_stream(ng, hd->stream_id)) {
+            terminate(s, H2_END_PROTOCOL, NGHTTP2_PROTOCOL_ERROR);
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        }
         if (hd->length == 0 && !(hd->flags & NGHTTP2_FLAG_END_HEADERS))
             s->empty++;
         break;
@@ -309,6 +315,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
     struct h2_session *s = ud;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
+    if (frame->hd.stream_id > s->max_id)
+        s->max_id = frame->hd.stream_id;
     struct stream *st = stream_get(s, frame->hd.stream_id);
     if (!st)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -618,7 +626,6 @@ int h2_new(struct h2_session **out, const struct h2_opts *opts, const struct h2_
     if (nghttp2_option_new(&opt) != 0)
         goto fail_option;
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, H2_HPACK_TABLE);
-    nghttp2_option_set_no_closed_streams(opt, 1);
     nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
     nghttp2_option_set_max_outbound_ack(opt, 4 * H2_MAX_CONTROL);
 
@@ -750,60 +757,20 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
     return 0;
 }
 
-/* Copies the head of p (p->head_len bytes from the cursor) into out; returns its length. */
-static size_t gather_head(struct plan *p, char *out, size_t cap)
+int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *token)
 {
-    size_t n = 0;
-    for (unsigned i = p->cur; i < p->nseg && n < p->head_len; i++) {
-        const struct seg *g = &p->segs[i];
-        if (!g->mem)
-            break;
-        size_t take = g->len < p->head_len - n ? g->len : p->head_len - n;
-        if (n + take > cap)
-            break;
-        memcpy(out + n, g->mem + g->off, take);
-        n += take;
-    }
-    return n;
+    struct h2_field fields[RESP_FIELDS];
+    size_t nf = 0, pos = 0;
+    while (nf < RESP_FIELDS && plan_field_next(p, &pos, &fields[nf].name, &fields[nf].name_len,
+                                               &fields[nf].value, &fields[nf].value_len))
+        nf++;
+    plan_advance(p, p->head_len);
+    return h2_respond(s, id, p->status, fields, nf, p, token);
 }
 
-int h2_respond_h1(struct h2_session *s, int32_t id, struct plan *p, void *token)
+void h2_reset(struct h2_session *s, int32_t id)
 {
-    char head[H1_HEAD];
-    size_t len = gather_head(p, head, sizeof(head));
-    struct h2_field fields[RESP_FIELDS];
-    size_t nf = 0;
-    int status = 0;
-
-    /* A "100 Continue" in front belongs to HTTP/1.1 alone: skip to the final status line. */
-    const char *at = head, *end = head + len;
-    for (;;) {
-        const char *eol = memchr(at, '\n', (size_t)(end - at));
-        if (!eol || eol - at < 12)
-            return -EINVAL;
-        status = (at[9] - '0') * 100 + (at[10] - '0') * 10 + (at[11] - '0');
-        at = eol + 1;
-        if (status != 100)
-            break;
-        while (at < end && *at != '\n') /* the blank line after it */
-            at++;
-        at++;
-    }
-    while (at < end && *at != '\r' && *at != '\n' && nf < RESP_FIELDS) {
-        const char *eol = memchr(at, '\n', (size_t)(end - at));
-        const char *colon = memchr(at, ':', eol ? (size_t)(eol - at) : 0);
-        if (!eol || !colon)
-            return -EINVAL;
-        const char *v = colon + 1, *vend = eol;
-        while (v < vend && (*v == ' ' || *v == '\t'))
-            v++;
-        while (vend > v && (vend[-1] == '\r' || vend[-1] == ' ' || vend[-1] == '\t'))
-            vend--;
-        fields[nf++] = (struct h2_field){at, (size_t)(colon - at), v, (size_t)(vend - v)};
-        at = eol + 1;
-    }
-    plan_advance(p, p->head_len);
-    return h2_respond(s, id, status, fields, nf, p, token);
+    nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
 }
 
 struct plan *h2_output(struct h2_session *s)
@@ -876,10 +843,4 @@ enum h2_end h2_end(const struct h2_session *s)
 size_t h2_mem(const struct h2_session *s)
 {
     return s->mem;
-}
-
-bool h2_is_preface(const void *data, size_t len)
-{
-    size_t n = len < sizeof(preface) - 1 ? len : sizeof(preface) - 1;
-    return memcmp(data, preface, n) == 0;
 }

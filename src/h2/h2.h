@@ -91,9 +91,13 @@ struct h2_field {
 int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_field *fields,
                size_t nfields, struct plan *body, void *token);
 
-/* The same, from a response written for HTTP/1.1: the first p->head_len bytes of p (a status
- * line and header block) become the status and fields, the rest is the body. */
-int h2_respond_h1(struct h2_session *s, int32_t id, struct plan *p, void *token);
+/* The same, from a plan in the field-line syntax (core/policy.h RESP_FIELDS): its status,
+ * the fields of its first head_len bytes; the rest is the body. */
+int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *token);
+
+/* Refuses stream `id` (RST_STREAM REFUSED_STREAM: the client may retry it) when no response
+ * can be made for it. */
+void h2_reset(struct h2_session *s, int32_t id);
 
 /* The bytes to send now, or NULL when there are none. The same plan comes back until h2_sent
  * reports it sent. */
@@ -122,9 +126,5 @@ enum h2_end h2_end(const struct h2_session *s);
 
 /* Bytes nghttp2 holds for the session now (for tests and the memory bound). */
 size_t h2_mem(const struct h2_session *s);
-
-/* True when data (a received prefix of the connection) starts like the HTTP/2 client preface,
- * "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n": len bytes compared, so a short prefix says "maybe". */
-bool h2_is_preface(const void *data, size_t len);
 
 #endif

@@ -325,7 +325,7 @@ TEST(h2_file_body_flow_control)
     pair_free(&p);
 }
 
-TEST(h2_respond_h1_head)
+TEST(h2_respond_fields_plan)
 {
     struct pair p;
     pair_init(&p, NULL, 0);
@@ -333,27 +333,42 @@ TEST(h2_respond_h1_head)
     int32_t id = get(&p, "/missing", NULL, 0);
     pump(&p);
     CHECK_INT(p.requests, 1);
-    static const char head[] = "HTTP/1.1 404 Not Found\r\nServer: ringhttpd\r\n"
-                               "Connection: close\r\nTransfer-Encoding: chunked\r\n"
-                               "Content-Length: 3\r\n\r\n";
+    static const char head[] = "Server: ringhttpd\r\nContent-Type: text/html\r\n"
+                               "Content-Length: 3\r\n";
     struct plan plan;
     plan_init(&plan);
     plan_mem(&plan, head, sizeof(head) - 1);
     plan_mem(&plan, "abc", 3);
     plan.head_len = sizeof(head) - 1;
-    CHECK_INT(h2_respond_h1(p.srv, id, &plan, &plan), 0);
+    plan.status = 404;
+    CHECK_INT(h2_respond_plan(p.srv, id, &plan, &plan), 0);
     pump(&p);
     struct cstream *c = cstream(&p, id);
     CHECK_INT(c->status, 404);
     CHECK(has_field(c, "server: ringhttpd\n"));
+    CHECK(has_field(c, "content-type: text/html\n"));
     CHECK(has_field(c, "content-length: 3\n"));
-    CHECK(!has_field(c, "connection"));
-    CHECK(!has_field(c, "transfer-encoding"));
     CHECK_MEM(c->body, c->body_len, "abc");
     CHECK_INT(p.dones, 1);
     /* a stream already answered, or never opened, cannot be answered */
     CHECK_INT(h2_respond(p.srv, id, 200, NULL, 0, NULL, NULL), -ENOENT);
     CHECK_INT(h2_respond(p.srv, 99, 200, NULL, 0, NULL, NULL), -ENOENT);
+    pair_free(&p);
+}
+
+TEST(h2_refused_stream)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    p.answer = false;
+    int32_t id = get(&p, "/", NULL, 0);
+    pump(&p);
+    h2_reset(p.srv, id);
+    pump(&p);
+    CHECK(cstream(&p, id)->closed);
+    CHECK_INT(cstream(&p, id)->code, NGHTTP2_REFUSED_STREAM);
+    CHECK_INT(h2_open_streams(p.srv), 0);
+    CHECK_INT(p.dones, 0);
     pair_free(&p);
 }
 
@@ -669,13 +684,4 @@ TEST(h2_bad_preface_ends)
     uint32_t code;
     size_t peak;
     CHECK_INT(attack(&r, &code, &peak), H2_END_PROTOCOL);
-}
-
-TEST(h2_preface_detection)
-{
-    CHECK(h2_is_preface("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24));
-    CHECK(h2_is_preface("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\nextra", 29));
-    CHECK(h2_is_preface("PRI *", 5)); /* maybe: wait for more */
-    CHECK(!h2_is_preface("PRI / HTTP/1.1", 14));
-    CHECK(!h2_is_preface("GET / HTTP/1.1\r\n", 16));
 }
