@@ -126,7 +126,7 @@ def read_frames(s, until_goaway=True, timeout=10.0):
 
 def goaway_code(frames):
     codes = [struct.unpack(">II", f[3][:8]) for f in frames if f[0] == GOAWAY]
-    assert codes, f"no GOAWAY in {[(f[0], f[1], f[2]) for f in frames]}"
+    assert codes, f"no GOAWAY in {len(frames)} frames: {[(f[0], f[1], f[2]) for f in frames[:20]]}"
     return codes[-1][1]
 
 
