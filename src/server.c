@@ -518,7 +518,7 @@ int server_run(struct config *cfg)
             goto stop;
         }
         w->alog = sv.alog;
-        if (!w->h2)
+        if (proto_test_hook()) /* the seam's test protocol stands in for HTTP/2 */
             w->h2 = proto_test_hook();
     }
     /* Bound before the process is confined; it only reads the workers' counters. */
