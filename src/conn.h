@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "core/http1.h"
+#include "engine/engine.h"
 #include "rt/obs.h"
 #include "rt/timer.h"
 
@@ -64,7 +65,7 @@ struct conn {
     const struct proto_ops *proto;     /* NULL: HTTP/1.1, built in (proto.h) */
     void *pstate;                      /* the protocol's, from conn_set_proto to release */
     struct obs_conn obs;   /* request count, close reason, peer address (rt/obs.h) */
-    /* No engine state: each engine keeps its own per-slot array (c->slot indexes it). */
+    struct engine_conn eng; /* the engine's (engine/engine.h); conn never reads it */
 };
 
 /* Whether c is open to the engine: its socket is in use and its events matter. */

@@ -22,37 +22,31 @@
 #include "rt/worker.h"
 
 #define MAX_EVENTS 512
-#define ACCEPT_BATCH 64   /* per readiness event: the listener is level-triggered */
+#define ACCEPT_BATCH 64 /* per readiness event: the listener is level-triggered */
 #define RECV_BUF 16384
 
 enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
 
 /* econn.flags bits */
-#define F_READABLE 0x1  /* an edge arrived and recv has not yet seen EAGAIN */
-#define F_WANT_OUT 0x2  /* a send waits for EPOLLOUT */
-#define F_SENT 0x4      /* ready list: report conn_sent */
-#define F_READ 0x8      /* ready list: read what is pending */
-#define F_CLOSED 0x10   /* ready list: report conn_closed */
-#define F_QUEUED 0x20   /* on the ready list */
-#define F_HUP 0x40      /* the peer's FIN (or an error) has been signalled: read to the end */
-
-/* The engine's own state of a connection, by slot (conn.h holds none of it). */
-struct econn {
-    uint32_t flags;    /* F_* */
-    int err;           /* the result of a send reported from the ready list */
-    struct conn *next; /* the ready list */
-};
+#define F_READABLE 0x1 /* an edge arrived and recv has not yet seen EAGAIN */
+#define F_WANT_OUT 0x2 /* a send waits for EPOLLOUT */
+#define F_SENT 0x4     /* ready list: report conn_sent */
+#define F_READ 0x8     /* ready list: read what is pending */
+#define F_CLOSED 0x10  /* ready list: report conn_closed */
+#define F_QUEUED 0x20  /* on the ready list */
+#define F_HUP 0x40     /* the peer's FIN (or an error) has been signalled: read to the end */
 
 struct ep {
     int epfd;
-    struct econn *ec; /* max_conns slots */
     struct conn *ready;
     char buf[RECV_BUF];
 };
 
-static inline struct econn *ec(struct ep *e, const struct conn *c)
+/* The engine's state of c (flags F_*, err of a send, next on the ready list). */
+static inline struct engine_conn *ec(struct ep *e, struct conn *c)
 {
-    return &e->ec[c->slot];
+    (void)e;
+    return &c->eng;
 }
 
 /* An fd's epoll data (engine/tag.h): for c, or for the worker when c is NULL. */
@@ -88,10 +82,6 @@ static int ep_init(struct worker *w)
     struct ep *e = calloc(1, sizeof(*e));
     if (!e)
         return -ENOMEM;
-    if (!(e->ec = calloc(w->cfg->max_conns, sizeof(*e->ec)))) {
-        free(e);
-        return -ENOMEM;
-    }
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event wev = {.events = EPOLLIN, .data.u64 = tag(K_WAKE, NULL)};
     bool ok = e->epfd >= 0 && epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->wake_fd, &wev) == 0;
@@ -101,7 +91,6 @@ static int ep_init(struct worker *w)
         int err = -errno;
         if (e->epfd >= 0)
             close(e->epfd);
-        free(e->ec);
         free(e);
         return err;
     }
@@ -115,7 +104,6 @@ static void ep_fini(struct worker *w)
     if (!e)
         return;
     close(e->epfd);
-    free(e->ec);
     free(e);
     w->engine_state = NULL;
 }
@@ -168,7 +156,7 @@ static bool accept_one(struct worker *w, int fd, unsigned lst)
             close(fd);
         return true;
     }
-    *ec(e, c) = (struct econn){0};
+    *ec(e, c) = (struct engine_conn){0};
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
                              .data.u64 = tag(K_CONN, c)};
     if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)

@@ -78,9 +78,9 @@ enum op {
     OP_POLL,   /* POLLOUT wait for a sendplan that hit EAGAIN */
     OP_CANCEL, /* cancellation of a connection's operations */
     OP_CLOSE,
-    OP_SHUTDOWN, /* SHUT_WR before a lingering close */
-    OP_WAKE, /* read of the worker's eventfd */
-    OP_TICK, /* the worker's one-second timeout: the timer wheel's clock */
+    OP_SHUTDOWN,   /* SHUT_WR before a lingering close */
+    OP_WAKE,       /* read of the worker's eventfd */
+    OP_TICK,       /* the worker's one-second timeout: the timer wheel's clock */
     OP_SPLICE_IN,  /* file -> pipe */
     OP_SPLICE_OUT, /* pipe -> socket, linked behind OP_SPLICE_IN or alone to flush */
     OP_IGNORE,
@@ -122,27 +122,18 @@ struct usend {
     struct iovec iov[SEND_IOV];
 };
 
-/* The engine's own state of a connection, by slot (conn.h holds none of it). */
-struct uconn {
-    uint32_t inflight; /* operations submitted whose final completion has not arrived */
-    uint32_t flags;    /* F_* */
-    int err;           /* the result of a completion reported later (F_SENT) */
-    struct conn *next; /* the ready list */
-};
-
 struct uring {
     struct io_uring ring;
-    struct uconn *uc; /* max_conns slots */
-    struct usend *sends; /* max_conns slots, touched only by slots that send several segments */
+    struct usend *sends;    /* max_conns slots, touched only by slots that send several segments */
     struct sqe_spill spill; /* SQEs the kernel would not take yet (engine/sqe.h) */
     struct io_uring_buf_ring *br;
     char *bufs;
-    unsigned buf_returned; /* buffers added since the last advance */
+    unsigned buf_returned;         /* buffers added since the last advance */
     bool accept_armed[LISTEN_MAX]; /* a multishot accept is armed on that listener */
-    bool cqe_skip; /* IOSQE_CQE_SKIP_SUCCESS works (5.17) */
+    bool cqe_skip;                 /* IOSQE_CQE_SKIP_SUCCESS works (5.17) */
     uint64_t wake_val;
     struct __kernel_timespec tick; /* read by the kernel when the TIMEOUT is submitted */
-    struct conn *ready; /* connections with a completion to report from the loop */
+    struct conn *ready;            /* connections with a completion to report from the loop */
     /* --file-send splice; xfers is NULL in sendfile mode */
     struct xfer *xfers;
     struct pipepool pool;  /* its pipes; pool.slots is NULL until set up */
@@ -150,9 +141,11 @@ struct uring {
     struct errlog_limit log_pipe;
 };
 
-static inline struct uconn *uc(struct uring *u, const struct conn *c)
+/* The engine's state of c (flags F_*, err for F_SENT, next on the ready list). */
+static inline struct engine_conn *uc(struct uring *u, struct conn *c)
 {
-    return &u->uc[c->slot];
+    (void)u;
+    return &c->eng;
 }
 
 static inline struct pipepool_slot *ps(struct uring *u, const struct conn *c)
@@ -217,8 +210,8 @@ static int setup_buffers(struct uring *u)
         return -errno;
     u->br = mem;
     io_uring_buf_ring_init(u->br);
-    struct io_uring_buf_reg reg = {.ring_addr = (unsigned long)mem, .ring_entries = BUF_COUNT,
-                                   .bgid = BGID};
+    struct io_uring_buf_reg reg = {
+        .ring_addr = (unsigned long)mem, .ring_entries = BUF_COUNT, .bgid = BGID};
     int rc = io_uring_register_buf_ring(&u->ring, &reg, 0);
     if (rc < 0)
         return rc;
@@ -267,8 +260,7 @@ static int setup_splice(struct worker *w, struct uring *u)
                 "RLIMIT_NOFILE %llu)\n",
                 plan.count, plan.bytes >> 10, cfg->splice_pipes, PIPE_BYTES >> 10,
                 (unsigned long long)lim.max_size, (unsigned long long)lim.soft_pages,
-                lim.privileged ? " (not applied: privileged)" : "",
-                (unsigned long long)lim.nofile);
+                lim.privileged ? " (not applied: privileged)" : "", (unsigned long long)lim.nofile);
     return 0;
 }
 
@@ -303,12 +295,10 @@ static int uring_init(struct worker *w)
     if (flen)
         w->features[flen - 1] = '\0';
     u->sends = calloc(w->cfg->max_conns, sizeof(*u->sends));
-    u->uc = calloc(w->cfg->max_conns, sizeof(*u->uc));
-    if (!u->sends || !u->uc)
+    if (!u->sends)
         rc = -ENOMEM;
     if (rc < 0 || (rc = setup_buffers(u)) < 0 || (rc = setup_splice(w, u)) < 0) {
         free(u->sends);
-        free(u->uc);
         release_splice(w, u);
         release_buffers(u);
         io_uring_queue_exit(&u->ring);
@@ -329,7 +319,6 @@ static void uring_fini(struct worker *w)
     release_splice(w, u);
     release_buffers(u);
     free(u->sends);
-    free(u->uc);
     free(u);
     w->engine_state = NULL;
 }
@@ -609,10 +598,9 @@ static bool accept_one(struct worker *w, int fd, unsigned lst)
     struct conn *c = conn_accepted(w, fd, lst, &held);
     if (c) {
         struct uring *u = w->engine_state;
-        *uc(u, c) = (struct uconn){0};
+        *uc(u, c) = (struct engine_conn){0};
         arm_recv(u, c);
-    }
-    else if (!held)
+    } else if (!held)
         close(fd); /* full of busy connections */
     return true;
 }
@@ -969,20 +957,15 @@ static int uring_run(struct worker *w)
 /* --- the probe: once per process, before any worker; see caps.h ---------------------- */
 
 static const int caps_opcodes[CAPS_OP_COUNT] = {
-    [CAPS_OP_ACCEPT] = IORING_OP_ACCEPT,
-    [CAPS_OP_RECV] = IORING_OP_RECV,
-    [CAPS_OP_SEND] = IORING_OP_SEND,
-    [CAPS_OP_SENDMSG] = IORING_OP_SENDMSG,
-    [CAPS_OP_POLL_ADD] = IORING_OP_POLL_ADD,
-    [CAPS_OP_ASYNC_CANCEL] = IORING_OP_ASYNC_CANCEL,
-    [CAPS_OP_CLOSE] = IORING_OP_CLOSE,
-    [CAPS_OP_READ] = IORING_OP_READ,
-    [CAPS_OP_TIMEOUT] = IORING_OP_TIMEOUT,
-    [CAPS_OP_SHUTDOWN] = IORING_OP_SHUTDOWN,
+    [CAPS_OP_ACCEPT] = IORING_OP_ACCEPT,     [CAPS_OP_RECV] = IORING_OP_RECV,
+    [CAPS_OP_SEND] = IORING_OP_SEND,         [CAPS_OP_SENDMSG] = IORING_OP_SENDMSG,
+    [CAPS_OP_POLL_ADD] = IORING_OP_POLL_ADD, [CAPS_OP_ASYNC_CANCEL] = IORING_OP_ASYNC_CANCEL,
+    [CAPS_OP_CLOSE] = IORING_OP_CLOSE,       [CAPS_OP_READ] = IORING_OP_READ,
+    [CAPS_OP_TIMEOUT] = IORING_OP_TIMEOUT,   [CAPS_OP_SHUTDOWN] = IORING_OP_SHUTDOWN,
     [CAPS_OP_SPLICE] = IORING_OP_SPLICE,
 };
 
-#define PROBE_BUFS 8  /* power of two */
+#define PROBE_BUFS 8 /* power of two */
 #define PROBE_BUF_SIZE 64
 enum { PROBE_ACCEPT = 1, PROBE_RECV, PROBE_CANCEL };
 
@@ -1041,8 +1024,8 @@ static void probe_tries(struct io_uring *ring, struct engine_caps *caps)
     }
     br = mem;
     io_uring_buf_ring_init(br);
-    struct io_uring_buf_reg reg = {.ring_addr = (unsigned long)mem, .ring_entries = PROBE_BUFS,
-                                   .bgid = BGID};
+    struct io_uring_buf_reg reg = {
+        .ring_addr = (unsigned long)mem, .ring_entries = PROBE_BUFS, .bgid = BGID};
     rc = io_uring_register_buf_ring(ring, &reg, 0);
     try_set(&caps->buf_ring, rc == 0, rc);
     if (rc < 0)
@@ -1058,8 +1041,8 @@ static void probe_tries(struct io_uring *ring, struct engine_caps *caps)
     lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     cfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (lfd < 0 || cfd < 0 || bind(lfd, (struct sockaddr *)&sun, sun_len) != 0 ||
-        listen(lfd, 4) != 0 || (sun_len = sizeof(sun), getsockname(lfd, (struct sockaddr *)&sun,
-                                                                    &sun_len)) != 0 ||
+        listen(lfd, 4) != 0 ||
+        (sun_len = sizeof(sun), getsockname(lfd, (struct sockaddr *)&sun, &sun_len)) != 0 ||
         connect(cfd, (struct sockaddr *)&sun, sun_len) != 0) {
         try_set(&caps->accept_ms, false, -errno);
         goto out_fds;

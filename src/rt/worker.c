@@ -182,14 +182,16 @@ void worker_fini(struct worker *w)
     accesslog_buf_free(&w->logbuf);
     w->eng->fini(w);
     if (w->compress && w->cfg->verbose) {
-        const struct compress_stats *st = compress_stats(w->compress);
+        const struct stats *st = &w->stats;
         errlog(ERRLOG_INFO,
                "worker %d: compression: %llu variants made (%llu kept, %llu on the loop), "
                "%llu bytes saved of %llu, %zu bytes cached, %.1f ms compressing",
-               w->id, (unsigned long long)st->made, (unsigned long long)st->kept,
-               (unsigned long long)st->on_loop, (unsigned long long)st->bytes_saved,
-               (unsigned long long)st->bytes_in, fcache_variant_bytes(w->cache),
-               (double)st->ns / 1e6);
+               w->id, (unsigned long long)stat_get(&st->compress_made),
+               (unsigned long long)stat_get(&st->compress_kept),
+               (unsigned long long)stat_get(&st->compress_on_loop),
+               (unsigned long long)stat_get(&st->compress_saved_bytes),
+               (unsigned long long)stat_get(&st->compress_in_bytes),
+               fcache_variant_bytes(w->cache), (double)stat_get(&st->compress_ns) / 1e6);
     }
     compress_free(w, w->compress);
     fcache_free(w->cache);
