@@ -35,7 +35,7 @@ struct stream {
     char *head; /* a request with a body: its head, kept until the body ends (rare) */
     size_t head_len;
     int req_status;
-    struct stream *next; /* free or done list */
+    struct stream *next;          /* free or done list */
     struct stream *lprev, *lnext; /* the session's open streams */
 };
 
@@ -199,8 +199,8 @@ static bool over_budget(struct h2_session *s)
         s->window_start = s->now;
         s->resets = s->control = s->empty = s->refused = 0;
     }
-    return s->resets > H2_MAX_RESETS || s->control > H2_MAX_CONTROL ||
-           s->empty > H2_MAX_EMPTY || s->refused > H2_MAX_REFUSED;
+    return s->resets > H2_MAX_RESETS || s->control > H2_MAX_CONTROL || s->empty > H2_MAX_EMPTY ||
+           s->refused > H2_MAX_REFUSED;
 }
 
 static int flood(struct h2_session *s)
@@ -702,8 +702,8 @@ int h2_recv(struct h2_session *s, const void *data, size_t len, int64_t now)
 
 static bool h1_only(const char *name, size_t len)
 {
-    static const char *const names[] = {"connection", "keep-alive", "transfer-encoding",
-                                        "upgrade", "proxy-connection", "te"};
+    static const char *const names[] = {"connection", "keep-alive",       "transfer-encoding",
+                                        "upgrade",    "proxy-connection", "te"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         size_t n = strlen(names[i]);
         if (len != n)
@@ -782,8 +782,8 @@ struct plan *h2_output(struct h2_session *s)
     plan_init(&s->plan);
     int rv = nghttp2_session_send(s->ng);
     if (rv != 0 && s->end == H2_END_NONE)
-        s->end = rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_NOMEM ? H2_END_FLOOD
-                                                                        : H2_END_PROTOCOL;
+        s->end =
+            rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_NOMEM ? H2_END_FLOOD : H2_END_PROTOCOL;
     if (s->plan.nseg == 0)
         return NULL;
     s->busy = true;

@@ -18,22 +18,22 @@
 #include "core/http1.h"
 #include "core/plan.h"
 
-#define H2_MAX_STREAMS 128        /* SETTINGS_MAX_CONCURRENT_STREAMS */
-#define H2_MAX_HEADER_LIST 16384  /* SETTINGS_MAX_HEADER_LIST_SIZE: HTTP1_MAX_HEAD, as for h1 */
-#define H2_HPACK_TABLE 4096       /* both HPACK dynamic tables, bytes */
-#define H2_OUT_CAP 32768          /* frame bytes one output plan holds */
-#define H2_MEM_MAX (4u << 20)     /* nghttp2 memory per session: past it, GOAWAY and close */
+#define H2_MAX_STREAMS 128       /* SETTINGS_MAX_CONCURRENT_STREAMS */
+#define H2_MAX_HEADER_LIST 16384 /* SETTINGS_MAX_HEADER_LIST_SIZE: HTTP1_MAX_HEAD, as for h1 */
+#define H2_HPACK_TABLE 4096      /* both HPACK dynamic tables, bytes */
+#define H2_OUT_CAP 32768         /* frame bytes one output plan holds */
+#define H2_MEM_MAX (4u << 20)    /* nghttp2 memory per session: past it, GOAWAY and close */
 
 /* Flood budgets, counted per H2_WINDOW_MS: exceeding one ends the connection with GOAWAY
  * (ENHANCE_YOUR_CALM). Browsers cancel a few streams per page and send a handful of SETTINGS
  * and PINGs per connection; an attacker sends thousands per second (CVE-2023-44487 and the
  * 2019 floods, CVE-2019-9512/9515/9518). */
 #define H2_WINDOW_MS 1000
-#define H2_MAX_RESETS 100        /* RST_STREAM from the client (rapid reset) */
-#define H2_MAX_CONTROL 100       /* SETTINGS and PING frames (each costs an ACK) */
-#define H2_MAX_EMPTY 100         /* DATA without payload or END_STREAM, empty CONTINUATION... */
-#define H2_MAX_REFUSED 100       /* streams refused over the limit, frames rejected as invalid */
-#define H2_MAX_CONTINUATIONS 8   /* CONTINUATION frames in one header block (2024 flood) */
+#define H2_MAX_RESETS 100      /* RST_STREAM from the client (rapid reset) */
+#define H2_MAX_CONTROL 100     /* SETTINGS and PING frames (each costs an ACK) */
+#define H2_MAX_EMPTY 100       /* DATA without payload or END_STREAM, empty CONTINUATION... */
+#define H2_MAX_REFUSED 100     /* streams refused over the limit, frames rejected as invalid */
+#define H2_MAX_CONTINUATIONS 8 /* CONTINUATION frames in one header block (2024 flood) */
 
 /* Why a session ended; the caller maps them onto its close reasons. */
 enum h2_end {

@@ -130,7 +130,7 @@ static void h2c_input(struct worker *w, struct conn *c, const char *data, ssize_
 {
     struct h2conn *h = c->pstate;
     if (n < 0)
-        return; /* conn closes the connection */
+        return;                 /* conn closes the connection */
     if (n == 0 || h->closing) { /* the client is gone, or we are */
         if (n == 0)
             conn_close(w, c);

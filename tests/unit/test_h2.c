@@ -93,8 +93,7 @@ static const struct h2_hooks hooks = {srv_request, srv_done};
 /* ---- client callbacks ---- */
 
 static int cl_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *ud)
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
     struct cstream *c = cstream(ud, frame->hd.stream_id);
     (void)ng, (void)flags;
