@@ -245,6 +245,23 @@ def test_errors(server):
     still_serving(server)
 
 
+def test_error_page_and_fallback(make_server, docroot):
+    page = b"<!doctype html><p>custom not found</p>\n"
+    spa = b"<!doctype html><p>single page app</p>\n"
+    (docroot / "404.html").write_bytes(page)
+    (docroot / "app.html").write_bytes(spa)
+    srv = make_server(docroot, args=["--error-page", "404=/404.html"])
+    head, body = curl(srv, "/nope.txt")
+    assert status_of(head) == 404 and body == page
+    head, out = curl(srv, "/nope.txt", "-I")
+    assert status_of(head) == 404 and field(head, "content-length") == str(len(page))
+    srv = make_server(docroot, args=["--fallback", "/app.html"])
+    head, body = curl(srv, "/some/route", "-H", "Accept: text/html")
+    assert status_of(head) == 200 and body == spa
+    head, body = curl(srv, "/some/route.js", "-H", "Accept: application/json")
+    assert status_of(head) == 404
+
+
 def test_extra_headers_and_cache_control(make_server, docroot):
     srv = make_server(docroot, args=["--cache-control", "max-age=60", "--header", "X-Test: 1"])
     head, _ = curl(srv, "/hello.txt")
