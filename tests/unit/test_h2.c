@@ -371,6 +371,44 @@ TEST(h2_refused_stream)
     pair_free(&p);
 }
 
+/* A DATA frame that did not fit the output waits inside nghttp2 with its stream as source; a
+ * client resetting that stream meanwhile releases the response. The frame must still go out
+ * whole (its length is counted in flow control) without reading the released body. */
+TEST(h2_reset_while_frame_waits)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    static char body[20001];
+    memset(body, 'x', sizeof(body) - 1);
+    p.mem_body = body;
+    int32_t ids[3];
+    for (int i = 0; i < 3; i++)
+        ids[i] = get(&p, "/", NULL, 0);
+    const uint8_t *d;
+    ssize_t n;
+    while ((n = nghttp2_session_mem_send(p.cl, &d)) > 0)
+        h2_recv(p.srv, d, (size_t)n, p.now);
+    CHECK_INT(p.requests, 3);
+    struct plan *o = h2_output(p.srv); /* full: a frame waits */
+    CHECK(o != NULL);
+    for (int i = 0; i < 3; i++)
+        nghttp2_submit_rst_stream(p.cl, NGHTTP2_FLAG_NONE, ids[i], NGHTTP2_CANCEL);
+    while ((n = nghttp2_session_mem_send(p.cl, &d)) > 0)
+        h2_recv(p.srv, d, (size_t)n, p.now);
+    CHECK_INT(p.dones, 0); /* the output in flight still reads the bodies */
+    deliver_output(&p);    /* the same plan, now sent */
+    CHECK_INT(p.dones, 3);
+    pump(&p); /* the waiting frame goes out; the released bodies are not read */
+    CHECK_INT(p.done_errs, 3);
+    CHECK_INT(h2_open_streams(p.srv), 0);
+    /* the connection goes on */
+    p.mem_body = "after";
+    int32_t id = get(&p, "/", NULL, 0);
+    pump(&p);
+    CHECK_MEM(cstream(&p, id)->body, cstream(&p, id)->body_len, "after");
+    pair_free(&p);
+}
+
 /* A request with a body is answered when its body has ended, the body dropped. */
 static ssize_t post_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
                          uint32_t *flags, nghttp2_data_source *src, void *ud)
