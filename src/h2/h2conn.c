@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "core/logfmt.h"
 #include "core/policy.h"
 #include "h2/h2.h"
 #include "rt/obs.h"
@@ -55,6 +56,7 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
         serve_request(w, req, &pol, r);
     }
     obs_request(w, c, req, r);
+    r->obs.cap.minor = LOGFMT_HTTP2; /* the access log says which protocol carried it */
     h->progress = true;
     int rc = h2_respond_plan(h->s, id, &r->plan, r);
     if (rc < 0) {

@@ -262,6 +262,16 @@ def test_error_page_and_fallback(make_server, docroot):
     assert status_of(head) == 404
 
 
+def test_access_log_says_http2(make_server, docroot, tmp_path):
+    log = tmp_path / "access.log"
+    srv = make_server(docroot, args=["--access-log", str(log)])
+    curl(srv, "/hello.txt")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and b"HTTP/2.0" not in (log.read_bytes() if log.exists() else b""):
+        time.sleep(0.1)
+    assert b'"GET /hello.txt HTTP/2.0" 200 1024' in log.read_bytes()
+
+
 def test_extra_headers_and_cache_control(make_server, docroot):
     srv = make_server(docroot, args=["--cache-control", "max-age=60", "--header", "X-Test: 1"])
     head, _ = curl(srv, "/hello.txt")
