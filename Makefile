@@ -4,14 +4,14 @@ BUILD    ?= build
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Werror
 CPPFLAGS += -D_GNU_SOURCE -Isrc -MMD -MP
-LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate
+LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lnghttp2
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PORT     ?= 8080
 VENV     := .venv
 PY       := $(VENV)/bin/python
 
 CORE_SRC   := $(wildcard src/core/*.c)
-SERVER_SRC := $(CORE_SRC) $(wildcard src/*.c src/engine/*.c src/rt/*.c)
+SERVER_SRC := $(CORE_SRC) $(wildcard src/*.c src/engine/*.c src/rt/*.c src/h2/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 
@@ -40,9 +40,11 @@ $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 # The unit binary also links the engines' shared send loop (tested against real sockets), their
 # capability decision (caps.c needs no ring), the io_uring SQE source (on real rings), the timer
 # wheel, the file cache and its file helpers (tested against a real directory), the splice pipe
-# sizing and pool, and the hand-over's steering (tested against loopback listeners).
+# sizing and pool, the hand-over's steering (tested against loopback listeners) and the HTTP/2
+# session (driven by an nghttp2 client session in memory).
 UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine/pipepool.c \
-             src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c src/handover.c
+             src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c src/handover.c \
+             $(wildcard src/h2/*.c)
 # conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
 # around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
 # are left out.
@@ -74,11 +76,16 @@ $(VENV)/.done: tests/requirements.txt
 
 venv: $(VENV)/.done
 
+# h2spec (HTTP/2 conformance), built by scripts/deps.sh from pinned module versions.
+H2SPEC := .tools/bin/h2spec
+$(H2SPEC): scripts/h2spec/go.mod
+	@scripts/deps.sh test
+
 unit: all asan
 	$(BUILD)/unit
 	build/asan/unit
 
-integration: all asan venv
+integration: all asan venv $(H2SPEC)
 	RINGHTTPD=$(abspath $(BUILD)/ringhttpd) $(PY) -m pytest -q tests/integration
 	RINGHTTPD=$(abspath build/asan/ringhttpd) $(PY) -m pytest -q -m "not slow" \
 	    tests/integration
@@ -116,7 +123,7 @@ fuzz:
 	@set -e; for f in $(FUZZ_SRC); do \
 	    n=$$(basename $$f .c); \
 	    clang -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer,address,undefined \
-	        $$f $(CORE_SRC) -o build/fuzz/$$n; \
+	        $$f $(CORE_SRC) src/h2/h2.c -o build/fuzz/$$n -lnghttp2; \
 	    mkdir -p build/fuzz/corpus-$$n; \
 	    seeds=tests/fuzz/seeds/$${n#fuzz_}; [ -d $$seeds ] || seeds=; \
 	    echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \

@@ -5,7 +5,9 @@ Starts ringhttpd with one worker, opens N connections that each make one keep-al
 then stay idle, and reports the server's RSS delta divided by N. Loopback only; bounded; every
 process it starts is stopped by PID.
 
-    bench/idle_rss.py [--binary build/ringhttpd] [--engine uring] [-n 10000]
+    bench/idle_rss.py [--binary build/ringhttpd] [--engine uring] [-n 10000] [--h2]
+
+--h2: each connection is prior-knowledge HTTP/2 (h2c) and makes its one request on stream 1.
 """
 import argparse
 import os
@@ -30,6 +32,7 @@ def main():
     ap.add_argument("--binary", default="build/ringhttpd")
     ap.add_argument("--engine", default="uring")
     ap.add_argument("-n", type=int, default=10000)
+    ap.add_argument("--h2", action="store_true", help="h2c connections instead of HTTP/1.1")
     args = ap.parse_args()
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -47,6 +50,8 @@ def main():
     socks = []
     try:
         line = proc.stderr.readline()
+        while line and "listening on" not in line:  # warnings (serving as root) come first
+            line = proc.stderr.readline()
         m = re.search(r":(\d+)/ \(engine (\w+)", line)
         if not m:
             sys.exit(f"idle_rss: server did not start: {line!r}")
@@ -59,6 +64,11 @@ def main():
         before = rss_kib(proc.pid)
 
         req = b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n"
+        if args.h2:
+            # preface, empty SETTINGS, HEADERS (GET, http, :path /a.txt, :authority x) END_STREAM
+            block = b"\x82\x86\x04\x06/a.txt\x01\x01x"
+            req = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" +
+                   len(block).to_bytes(3, "big") + b"\x01\x05\x00\x00\x00\x01" + block)
         sel = selectors.DefaultSelector()
         pending = {}
         deadline = time.monotonic() + 120
@@ -85,7 +95,8 @@ def main():
         time.sleep(1)
         after = rss_kib(proc.pid)
         per = (after - before) * 1024 / args.n
-        print(f"idle_rss: engine {m.group(2)}, {args.n} idle keep-alive connections: "
+        print(f"idle_rss: engine {m.group(2)}, {args.n} idle {'h2c' if args.h2 else 'keep-alive'} "
+              f"connections: "
               f"RSS {before} KiB -> {after} KiB, {per:.0f} bytes per connection")
     finally:
         for s in socks:

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what `make` needs and is missing, on Debian/Ubuntu as root. Each need is checked
 # first, so a machine that has everything runs no package manager at all.
-#   scripts/deps.sh build   liburing, Brotli, zstd and libdeflate headers, pkg-config,
+#   scripts/deps.sh build   liburing, Brotli, zstd, libdeflate and nghttp2 headers, pkg-config,
 #                           <sys/sdt.h> (USDT probes; a header only)
 #   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss, tcpdump,
 #                           systemd (systemd-socket-activate, systemd-analyze), groff (man lint),
 #                           promtool (Debian's prometheus package: the metrics test checks the
-#                           exposition with it), bpftrace (the probe test attaches it)
+#                           exposition with it), bpftrace (the probe test attaches it), nghttp
+#                           and h2load (nghttp2-client), h2spec (built from its Go module,
+#                           versions pinned in scripts/h2spec/go.mod, with Debian's golang-go
+#                           when no Go is installed, into build-independent .tools/bin)
 #   scripts/deps.sh fuzz    test + clang and its libFuzzer runtime
 #   scripts/deps.sh format  clang-format (make format, make format-check)
 #   scripts/deps.sh systemd test + systemd-nspawn (systemd-container), which `make test-systemd`
@@ -27,6 +30,7 @@ have_header zstd.h || need_pkg libzstd-dev
 have_header libdeflate.h || need_pkg libdeflate-dev
 command -v pkg-config >/dev/null || need_pkg pkg-config
 have_header sys/sdt.h || need_pkg systemtap-sdt-dev
+have_header nghttp2/nghttp2.h || need_pkg libnghttp2-dev
 if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = systemd ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv
     command -v curl >/dev/null || need_pkg curl
@@ -37,6 +41,9 @@ if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = s
     command -v systemd-socket-activate >/dev/null || need_pkg systemd
     command -v systemd-analyze >/dev/null || need_pkg systemd
     command -v groff >/dev/null || need_pkg groff-base
+    command -v nghttp >/dev/null || need_pkg nghttp2-client
+    command -v h2load >/dev/null || need_pkg nghttp2-client
+    [ -x .tools/bin/h2spec ] || command -v go >/dev/null || need_pkg golang-go
 fi
 if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang
@@ -56,7 +63,23 @@ if [ "$what" = vm ]; then
     command -v cpio >/dev/null || need_pkg cpio
 fi
 
-[ ${#want[@]} -eq 0 ] && exit 0
+# h2spec is no Debian package: built once here (never at test time) from the module versions
+# pinned in scripts/h2spec/go.mod, which Debian 12's Go 1.19 builds.
+build_h2spec() {
+    case "$what" in test | fuzz | vm) ;; *) return 0 ;; esac
+    [ -x .tools/bin/h2spec ] && return 0
+    local go
+    go=$(command -v go || echo /usr/lib/go-1.19/bin/go)
+    echo "deps: building h2spec into .tools/bin"
+    mkdir -p .tools/bin
+    (cd scripts/h2spec && GOFLAGS=-modcacherw GOTOOLCHAIN=local \
+        "$go" build -o ../../.tools/bin/h2spec github.com/summerwind/h2spec/cmd/h2spec)
+}
+
+if [ ${#want[@]} -eq 0 ]; then
+    build_h2spec
+    exit 0
+fi
 if [ "$(id -u)" != 0 ]; then
     echo "deps: missing ${want[*]}; install them (as root: apt-get install ${want[*]})" >&2
     exit 1
@@ -75,4 +98,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
 [ "$own_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d && trap - EXIT
-true
+build_h2spec

@@ -67,6 +67,8 @@ static const char usage_text[] =
     "      --dictionary PATTERN   URL paths ('*' wildcards, e.g. '/assets/*.js') whose files\n"
     "                             are offered as compression dictionaries (RFC 9842) and\n"
     "                             sent as dcz deltas against an older one (repeatable, 8)\n"
+    "      --http2 on|off         HTTP/2 on the cleartext port for clients that open with its\n"
+    "                             preface (prior knowledge, h2c) and by ALPN over TLS (on)\n"
     "      --reuse-port           share the port with the ringhttpd already serving it (for\n"
     "                             a zero-downtime restart: start the new one with this\n"
     "                             option, then SIGTERM the old); without it a port in use\n"
@@ -111,6 +113,7 @@ enum {
     OPT_COMPRESS_MAX,
     OPT_COMPRESS_CACHE,
     OPT_DICTIONARY,
+    OPT_HTTP2,
     OPT_REUSE_PORT,
     OPT_USER,
     OPT_NO_LANDLOCK,
@@ -149,6 +152,7 @@ static const struct option long_options[] = {
     {"compress-max", required_argument, NULL, OPT_COMPRESS_MAX},
     {"compress-cache", required_argument, NULL, OPT_COMPRESS_CACHE},
     {"dictionary", required_argument, NULL, OPT_DICTIONARY},
+    {"http2", required_argument, NULL, OPT_HTTP2},
     {"reuse-port", no_argument, NULL, OPT_REUSE_PORT},
     {"user", required_argument, NULL, OPT_USER},
     {"no-landlock", no_argument, NULL, OPT_NO_LANDLOCK},
@@ -414,6 +418,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
         .compress_min = 1u << 10,
         .compress_max = 16u << 20,
         .compress_cache = 32u << 20,
+        .http2 = true,
         .landlock = true,
     };
     const char *mime_file = NULL;
@@ -562,6 +567,14 @@ int config_parse(struct config *cfg, int argc, char **argv)
                 cfg->compress = false;
             else
                 return usage_error("--compress wants on or off, got '%s'", optarg);
+            break;
+        case OPT_HTTP2:
+            if (strcmp(optarg, "on") == 0)
+                cfg->http2 = true;
+            else if (strcmp(optarg, "off") == 0)
+                cfg->http2 = false;
+            else
+                return usage_error("--http2 wants on or off, got '%s'", optarg);
             break;
         case OPT_COMPRESS_TYPES:
             if (!valid_field_value(optarg))

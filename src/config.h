@@ -72,6 +72,7 @@ struct config {
     /* --dictionary URL path patterns ('*' wildcards, leading '/'), RFC 9842 */
     const char *dictionaries[CONFIG_MAX_DICTIONARIES];
     int num_dictionaries;
+    bool http2; /* --http2 on|off: h2c by its preface, h2 by ALPN */
 };
 
 /* The default of --compress-types. */

@@ -506,7 +506,7 @@ int server_run(struct config *cfg)
         }
         w->alog = sv.alog;
         w->handover = &sv.handover;
-        if (!w->h2)
+        if (proto_test_hook()) /* the seam's test protocol stands in for HTTP/2 */
             w->h2 = proto_test_hook();
     }
     /* Bound before the process is confined; it only reads the workers' counters. */

@@ -294,6 +294,10 @@ static void esc_json(struct wbuf *o, const char *str, size_t n, size_t budget)
 
 static void put_protocol(struct wbuf *o, int minor)
 {
+    if (minor == LOGFMT_HTTP2) {
+        WBUF_LIT(o, "HTTP/2.0");
+        return;
+    }
     WBUF_LIT(o, "HTTP/1.");
     char d = (char)('0' + minor);
     wbuf_put(o, &d, 1);

@@ -54,10 +54,14 @@ size_t logfmt_real_ip(const struct cidr *trusted, int ntrusted, int peer_family,
                       const uint8_t *peer_addr, const char *peer_text,
                       const struct http_request *req, char out[LOGFMT_ADDR_MAX]);
 
+/* log_capture.minor of a request that came over HTTP/2: logged as "HTTP/2.0", as nginx does. */
+#define LOGFMT_HTTP2 20
+
 /* What a finished request's line needs from its head, copied out of the request's buffer. */
 struct log_capture {
     uint16_t method_len, target_len, referer_len, agent_len, line_len, addr_len;
-    int8_t minor;        /* -1: the request line could not be parsed; `line` holds its bytes */
+    int8_t minor;        /* -1: the request line could not be parsed; `line` holds its bytes;
+                            LOGFMT_HTTP2: the request came over HTTP/2 ("HTTP/2.0") */
     bool referer, agent; /* the field was present (an empty one is logged as "") */
     char addr[LOGFMT_ADDR_MAX];
     char method[LOGFMT_METHOD_MAX];

@@ -19,6 +19,7 @@
 #include "core/date.h"
 #include "core/static.h"
 #include "engine/engine.h"
+#include "h2/h2conn.h"
 #include "handover.h"
 #include "rt/compress.h"
 #include "rt/fcache.h"
@@ -133,6 +134,7 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     w->caps = caps;
     memcpy(w->listeners, ls, n * sizeof(*ls));
     w->nlisteners = n;
+    w->h2 = cfg->http2 ? &proto_h2 : NULL;
     w->wall = -1;
     w->accepting = true;
     atomic_init(&w->stop, WORKER_RUN);

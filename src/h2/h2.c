@@ -1,0 +1,850 @@
+/* HTTP/2 server session on libnghttp2; see h2.h.
+ *
+ * Requests: each header block is written out as the HTTP/1.1 head it stands for ("GET /x
+ * HTTP/1.1", host from :authority, the fields) and given to http1_parse, so both protocols
+ * share one request parser and its limits and verdicts (400, 431...); nothing else in the
+ * server needs to know a request came over HTTP/2. Pseudo-header fields come before regular
+ * ones (nghttp2 enforces it), so the request line is written when the first regular field or
+ * the end of the block arrives.
+ *
+ * Output: every DATA frame is made with NGHTTP2_DATA_FLAG_NO_COPY, so its payload is placed by
+ * our send_data callback: memory bodies are copied beside the frame header, file bodies become
+ * file segments of the output plan (sendfile/splice, no copy through user space). A frame that
+ * does not fit the output buffer or plan waits for the next h2_output (NGHTTP2_ERR_WOULDBLOCK).
+ *
+ * Lifetimes: a stream's record (pooled) holds the caller's token until the stream closes and
+ * the output that carried its last bytes is sent; only then is `done` called, so a file
+ * segment never outlives the fd it borrows. */
+#include "h2/h2.h"
+
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HEAD_CAP HTTP1_MAX_HEAD /* the synthesized HTTP/1.1 head */
+#define RESP_FIELDS 48          /* response header fields submitted */
+#define RESP_NAMES 2048         /* bytes of lower-cased response field names */
+
+struct stream {
+    int32_t id;
+    bool answered; /* h2_respond took a token */
+    bool sent_all; /* the frame carrying END_STREAM went out */
+    void *token;
+    struct plan *body;
+    char *head; /* a request with a body: its head, kept until the body ends (rare) */
+    size_t head_len;
+    int req_status;
+    struct stream *next;          /* free or done list */
+    struct stream *lprev, *lnext; /* the session's open streams */
+};
+
+struct h2_session {
+    nghttp2_session *ng;
+    const struct h2_hooks *hooks;
+    void *user;
+    struct h2_opts opts;
+    enum h2_end end;
+
+    /* nghttp2's memory, counted */
+    size_t mem;
+    bool mem_refused;
+
+    /* output */
+    bool busy; /* plan handed out, not yet sent */
+    size_t out_len;
+    struct plan plan;
+    char *out;
+
+    /* streams */
+    unsigned open;
+    struct stream *live; /* open streams, for h2_free: nghttp2 frees its own without a word */
+    struct stream *free_list;
+    struct stream *done_head, **done_tail;
+
+    int32_t max_id; /* the newest stream the client opened */
+
+    /* the header block being read */
+    int32_t blk_id;
+    bool blk_request; /* a request's head (not trailers) */
+    bool blk_line;    /* the request line is written */
+    int blk_status;   /* 0, or the error status the request gets */
+    size_t blk_decoded;
+    unsigned blk_cont;
+    nghttp2_rcbuf *method, *path, *authority;
+    size_t head_len;
+    char *head;
+
+    /* flood budgets */
+    int64_t now, window_start, progress;
+    unsigned resets, control, empty, refused;
+};
+
+/* ---- memory: nghttp2 allocates through these, counted against H2_MEM_MAX ---- */
+
+struct mem_hdr {
+    size_t size;
+    size_t pad; /* keeps the payload 16-byte aligned */
+};
+
+static void *mem_alloc(size_t size, void *ud)
+{
+    struct h2_session *s = ud;
+    if (s->mem + size > H2_MEM_MAX) {
+        s->mem_refused = true;
+        return NULL;
+    }
+    struct mem_hdr *h = malloc(sizeof(*h) + size);
+    if (!h)
+        return NULL;
+    h->size = size;
+    s->mem += size;
+    return h + 1;
+}
+
+static void mem_free(void *ptr, void *ud)
+{
+    struct h2_session *s = ud;
+    if (!ptr)
+        return;
+    struct mem_hdr *h = (struct mem_hdr *)ptr - 1;
+    s->mem -= h->size;
+    free(h);
+}
+
+static void *mem_calloc(size_t n, size_t size, void *ud)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = mem_alloc(n * size, ud);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
+
+static void *mem_realloc(void *ptr, size_t size, void *ud)
+{
+    struct h2_session *s = ud;
+    if (!ptr)
+        return mem_alloc(size, ud);
+    struct mem_hdr *h = (struct mem_hdr *)ptr - 1;
+    size_t old = h->size;
+    if (size > old && s->mem + (size - old) > H2_MEM_MAX) {
+        s->mem_refused = true;
+        return NULL;
+    }
+    struct mem_hdr *n = realloc(h, sizeof(*n) + size);
+    if (!n)
+        return NULL;
+    n->size = size;
+    s->mem = s->mem - old + size;
+    return n + 1;
+}
+
+/* ---- streams ---- */
+
+static struct stream *stream_get(struct h2_session *s, int32_t id)
+{
+    struct stream *st = s->free_list;
+    if (st) {
+        s->free_list = st->next;
+    } else {
+        st = malloc(sizeof(*st));
+        if (!st)
+            return NULL;
+    }
+    *st = (struct stream){.id = id, .lnext = s->live};
+    if (s->live)
+        s->live->lprev = st;
+    s->live = st;
+    s->open++;
+    return st;
+}
+
+static void stream_put(struct h2_session *s, struct stream *st)
+{
+    free(st->head);
+    st->head = NULL;
+    st->next = s->free_list;
+    s->free_list = st;
+}
+
+/* Calls `done` for every stream that closed before the output now sent, and frees them. */
+static void release_done(struct h2_session *s)
+{
+    while (s->done_head) {
+        struct stream *st = s->done_head;
+        s->done_head = st->next;
+        if (!s->done_head)
+            s->done_tail = &s->done_head;
+        if (st->answered)
+            s->hooks->done(s->user, st->token, st->sent_all ? 0 : -ECONNRESET);
+        stream_put(s, st);
+    }
+}
+
+/* ---- budgets ---- */
+
+/* Ends the session with GOAWAY(code); `why` is kept unless an earlier reason was. */
+static void terminate(struct h2_session *s, enum h2_end why, uint32_t code)
+{
+    if (s->end == H2_END_NONE || s->end == H2_END_DONE)
+        s->end = why;
+    nghttp2_session_terminate_session(s->ng, code);
+}
+
+static bool over_budget(struct h2_session *s)
+{
+    if (s->now - s->window_start >= H2_WINDOW_MS) {
+        s->window_start = s->now;
+        s->resets = s->control = s->empty = s->refused = 0;
+    }
+    return s->resets > H2_MAX_RESETS || s->control > H2_MAX_CONTROL || s->empty > H2_MAX_EMPTY ||
+           s->refused > H2_MAX_REFUSED;
+}
+
+static int flood(struct h2_session *s)
+{
+    terminate(s, H2_END_FLOOD, NGHTTP2_ENHANCE_YOUR_CALM);
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+}
+
+/* ---- receiving ---- */
+
+static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
+{
+    struct h2_session *s = ud;
+    switch (hd->type) {
+    case NGHTTP2_DATA:
+        if (hd->length == 0 && !(hd->flags & NGHTTP2_FLAG_END_STREAM))
+            s->empty++;
+        break;
+    case NGHTTP2_HEADERS:
+        s->blk_cont = 0;
+        /* A client stream below the newest one that nghttp2 no longer knows was never opened
+         * (RFC 9113 5.1.1: a smaller identifier is a connection error); nghttp2 would take it
+         * for a closed one and drop it quietly. */
+        if ((hd->stream_id & 1) && hd->stream_id < s->max_id &&
+            !nghttp2_session_find_stream(ng, hd->stream_id)) {
+            terminate(s, H2_END_PROTOCOL, NGHTTP2_PROTOCOL_ERROR);
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        }
+        if (hd->length == 0 && !(hd->flags & NGHTTP2_FLAG_END_HEADERS))
+            s->empty++;
+        break;
+    case NGHTTP2_CONTINUATION:
+        if (++s->blk_cont > H2_MAX_CONTINUATIONS)
+            return flood(s);
+        if (hd->length == 0 && !(hd->flags & NGHTTP2_FLAG_END_HEADERS))
+            s->empty++;
+        break;
+    case NGHTTP2_SETTINGS:
+    case NGHTTP2_PING:
+    case NGHTTP2_PRIORITY:
+        if (!(hd->flags & NGHTTP2_FLAG_ACK))
+            s->control++;
+        break;
+    case NGHTTP2_RST_STREAM:
+        s->resets++;
+        break;
+    }
+    return over_budget(s) ? flood(s) : 0;
+}
+
+static int on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *frame, int err, void *ud)
+{
+    struct h2_session *s = ud;
+    (void)ng, (void)frame, (void)err;
+    s->refused++;
+    return over_budget(s) ? flood(s) : 0;
+}
+
+static void blk_put(struct h2_session *s, const void *p, size_t n)
+{
+    if (s->head_len + n > HEAD_CAP) {
+        s->blk_status = 431;
+        return;
+    }
+    memcpy(s->head + s->head_len, p, n);
+    s->head_len += n;
+}
+
+#define BLK_LIT(s, lit) blk_put((s), (lit), sizeof(lit) - 1)
+
+static void put_rcbuf(struct h2_session *s, nghttp2_rcbuf *rc)
+{
+    nghttp2_vec v = nghttp2_rcbuf_get_buf(rc);
+    blk_put(s, v.base, v.len);
+}
+
+/* Writes "METHOD target HTTP/1.1\r\nhost: authority\r\n" once the pseudo-header fields are in. */
+static void blk_request_line(struct h2_session *s)
+{
+    if (s->blk_line)
+        return;
+    s->blk_line = true;
+    if (s->method)
+        put_rcbuf(s, s->method);
+    BLK_LIT(s, " ");
+    if (s->path)
+        put_rcbuf(s, s->path);
+    else
+        BLK_LIT(s, "*"); /* CONNECT has no :path */
+    BLK_LIT(s, " HTTP/1.1\r\n");
+    if (s->authority) {
+        BLK_LIT(s, "host: ");
+        put_rcbuf(s, s->authority);
+        BLK_LIT(s, "\r\n");
+    }
+}
+
+static void blk_clear(struct h2_session *s)
+{
+    nghttp2_rcbuf **pseudo[] = {&s->method, &s->path, &s->authority};
+    for (size_t i = 0; i < sizeof(pseudo) / sizeof(pseudo[0]); i++) {
+        if (*pseudo[i])
+            nghttp2_rcbuf_decref(*pseudo[i]);
+        *pseudo[i] = NULL;
+    }
+    s->blk_id = 0;
+    s->blk_request = false;
+}
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+    struct h2_session *s = ud;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    if (frame->hd.stream_id > s->max_id)
+        s->max_id = frame->hd.stream_id;
+    struct stream *st = stream_get(s, frame->hd.stream_id);
+    if (!st)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    nghttp2_session_set_stream_user_data(ng, st->id, st);
+    blk_clear(s);
+    s->blk_id = st->id;
+    s->blk_request = true;
+    s->blk_line = false;
+    s->blk_status = 0;
+    s->blk_decoded = 0;
+    s->head_len = 0;
+    s->progress = s->now; /* a new request: a stalled peer is no longer idle */
+    return 0;
+}
+
+static bool is(nghttp2_vec v, const char *lit)
+{
+    size_t n = strlen(lit);
+    return v.len == n && memcmp(v.base, lit, n) == 0;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, nghttp2_rcbuf *name,
+                     nghttp2_rcbuf *value, uint8_t flags, void *ud)
+{
+    struct h2_session *s = ud;
+    (void)ng, (void)flags;
+    if (!s->blk_request || frame->hd.stream_id != s->blk_id)
+        return 0; /* trailers: read and dropped */
+    nghttp2_vec n = nghttp2_rcbuf_get_buf(name), v = nghttp2_rcbuf_get_buf(value);
+
+    /* HPACK bomb: a few bytes on the wire can name a large table entry again and again. The
+     * head is cut (431) at the limit; decoding far past it ends the connection. */
+    s->blk_decoded += n.len + v.len + 32;
+    if (s->blk_decoded > 4 * H2_MAX_HEADER_LIST)
+        return flood(s);
+    if (s->blk_decoded > H2_MAX_HEADER_LIST)
+        s->blk_status = 431;
+    if (s->blk_status)
+        return 0;
+
+    if (n.len && n.base[0] == ':') {
+        nghttp2_rcbuf **slot = is(n, ":method")      ? &s->method
+                               : is(n, ":path")      ? &s->path
+                               : is(n, ":authority") ? &s->authority
+                                                     : NULL;
+        if (slot && !*slot) {
+            nghttp2_rcbuf_incref(value);
+            *slot = value;
+        }
+        return 0;
+    }
+    blk_request_line(s);
+    /* :authority stands in for host (RFC 9113 8.3.1); no interim 100 exists to send here. */
+    if ((is(n, "host") && s->authority) || (is(n, "expect") && is(v, "100-continue")))
+        return 0;
+    blk_put(s, n.base, n.len);
+    BLK_LIT(s, ": ");
+    blk_put(s, v.base, v.len);
+    BLK_LIT(s, "\r\n");
+    return 0;
+}
+
+/* Parses the head of stream st (from the block buffer, or kept with the stream) and hands the
+ * request to the caller. */
+static void deliver(struct h2_session *s, struct stream *st, const char *head, size_t len,
+                    int status)
+{
+    struct http_request req;
+    int rc = http1_parse(head, len, &req);
+    if (!status && rc < 0)
+        status = rc == HTTP1_ERROR ? req.status : 400;
+    if (status == 505 || status == 501)
+        status = 400; /* the version line is ours; an h2 request cannot have a bad one */
+    req.keep_alive = true;
+    s->hooks->request(s->user, st->id, &req, status);
+}
+
+/* The end of a request header block. */
+static int end_headers(struct h2_session *s, const nghttp2_frame *frame)
+{
+    struct stream *st = nghttp2_session_get_stream_user_data(s->ng, frame->hd.stream_id);
+    if (!st || !s->blk_request || s->blk_id != frame->hd.stream_id)
+        return 0;
+    blk_request_line(s);
+    BLK_LIT(s, "\r\n");
+    blk_clear(s);
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+        deliver(s, st, s->head, s->head_len, s->blk_status);
+        return 0;
+    }
+    /* A body follows: answer once it has ended (it is read and dropped), as a server answers
+     * an HTTP/1.1 request after its body; keep the head until then. */
+    st->head = malloc(s->head_len);
+    if (!st->head)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    memcpy(st->head, s->head, s->head_len);
+    st->head_len = s->head_len;
+    st->req_status = s->blk_status;
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+    struct h2_session *s = ud;
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+        return end_headers(s, frame);
+    if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        struct stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+        if (st && st->head) {
+            char *head = st->head;
+            st->head = NULL;
+            deliver(s, st, head, st->head_len, st->req_status);
+            free(head);
+        }
+    }
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *ud)
+{
+    /* Request bodies are dropped; nghttp2 reopens the window by itself. */
+    (void)ng, (void)flags, (void)id, (void)data, (void)len, (void)ud;
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *ud)
+{
+    struct h2_session *s = ud;
+    struct stream *st = nghttp2_session_get_stream_user_data(ng, id);
+    (void)code;
+    if (!st)
+        return 0;
+    nghttp2_session_set_stream_user_data(ng, id, NULL);
+    if (s->blk_id == id)
+        blk_clear(s);
+    s->open--;
+    if (st->lprev)
+        st->lprev->lnext = st->lnext;
+    else
+        s->live = st->lnext;
+    if (st->lnext)
+        st->lnext->lprev = st->lprev;
+    st->body = NULL;
+    st->next = NULL;
+    *s->done_tail = st;
+    s->done_tail = &st->next;
+    return 0;
+}
+
+/* ---- sending ---- */
+
+/* Takes the n bytes written at the end of the output buffer into the plan, extending the last
+ * memory segment when it ends there. */
+static void out_grow(struct h2_session *s, size_t n)
+{
+    char *at = s->out + s->out_len;
+    struct plan *o = &s->plan;
+    s->out_len += n;
+    if (n == 0)
+        return;
+    struct seg *last = o->nseg ? &o->segs[o->nseg - 1] : NULL;
+    if (last && last->mem && last->mem + last->off + last->len == at) {
+        last->len += n;
+        o->bytes += n;
+    } else {
+        plan_mem(o, at, n);
+    }
+}
+
+static void out_put(struct h2_session *s, const void *p, size_t n)
+{
+    memcpy(s->out + s->out_len, p, n);
+    out_grow(s, n);
+}
+
+static ssize_t on_send(nghttp2_session *ng, const uint8_t *data, size_t len, int flags, void *ud)
+{
+    struct h2_session *s = ud;
+    (void)ng, (void)flags;
+    size_t room = H2_OUT_CAP - s->out_len;
+    if (room == 0 || s->plan.nseg == PLAN_MAX_SEGS)
+        return NGHTTP2_ERR_WOULDBLOCK;
+    if (len > room)
+        len = room;
+    out_put(s, data, len);
+    return (ssize_t)len;
+}
+
+static uint64_t plan_left(const struct plan *p)
+{
+    uint64_t n = 0;
+    for (unsigned i = p->cur; i < p->nseg; i++)
+        n += p->segs[i].len;
+    return n;
+}
+
+static ssize_t on_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
+                       uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+    struct stream *st = src->ptr;
+    (void)ng, (void)id, (void)buf, (void)ud;
+    uint64_t left = st->body ? plan_left(st->body) : 0;
+    size_t n = left < length ? (size_t)left : length;
+    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (n == left)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd,
+                        size_t length, nghttp2_data_source *src, void *ud)
+{
+    struct h2_session *s = ud;
+    struct stream *st = src->ptr;
+    struct plan *b = st->body;
+    size_t pad = frame->data.padlen; /* the Pad Length byte and the padding */
+    (void)ng;
+    /* nghttp2 drops a waiting frame whose stream closed (test h2_reset_while_frame_waits); were
+     * it ever to come back for one, the body is gone: end the connection rather than read it. */
+    if (!b || st->id != frame->hd.stream_id)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+
+    /* What the frame needs: memory for the header, padding and memory payload, and plan
+     * segments for each file piece and the memory around it. */
+    size_t mem = 9 + pad, files = 0;
+    uint64_t rem = length;
+    for (unsigned i = b->cur; rem && i < b->nseg; i++) {
+        uint64_t take = b->segs[i].len < rem ? b->segs[i].len : rem;
+        if (b->segs[i].mem)
+            mem += take;
+        else
+            files++;
+        rem -= take;
+    }
+    if (s->out_len + mem > H2_OUT_CAP || s->plan.nseg + 2 * files + 2 > PLAN_MAX_SEGS)
+        return s->plan.nseg ? NGHTTP2_ERR_WOULDBLOCK : NGHTTP2_ERR_CALLBACK_FAILURE;
+
+    out_put(s, framehd, 9);
+    if (pad) {
+        uint8_t padlen = (uint8_t)(pad - 1);
+        out_put(s, &padlen, 1);
+    }
+    rem = length;
+    while (rem) {
+        struct seg *g = plan_seg(b);
+        uint64_t take = g->len < rem ? g->len : rem;
+        if (g->mem)
+            out_put(s, g->mem + g->off, take);
+        else
+            plan_file(&s->plan, g->fd, g->off, take);
+        plan_advance(b, take);
+        rem -= take;
+    }
+    if (pad > 1) {
+        memset(s->out + s->out_len, 0, pad - 1);
+        out_grow(s, pad - 1);
+    }
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+    struct h2_session *s = ud;
+    if (frame->hd.type == NGHTTP2_GOAWAY && s->end == H2_END_NONE)
+        s->end = frame->goaway.error_code == NGHTTP2_NO_ERROR ? H2_END_DONE : H2_END_PROTOCOL;
+    if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        struct stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+        if (st)
+            st->sent_all = true;
+    }
+    return 0;
+}
+
+/* ---- public ---- */
+
+int h2_new(struct h2_session **out, const struct h2_opts *opts, const struct h2_hooks *hooks,
+           void *user)
+{
+    int rc = -ENOMEM;
+    nghttp2_session_callbacks *cb = NULL;
+    nghttp2_option *opt = NULL;
+    struct h2_session *s = calloc(1, sizeof(*s));
+    if (!s)
+        goto fail_session;
+    s->out = malloc(H2_OUT_CAP + HEAD_CAP);
+    if (!s->out)
+        goto fail_buffers;
+    s->head = s->out + H2_OUT_CAP;
+    s->hooks = hooks;
+    s->user = user;
+    s->opts = *opts;
+    s->done_tail = &s->done_head;
+    plan_init(&s->plan);
+
+    if (nghttp2_session_callbacks_new(&cb) != 0)
+        goto fail_callbacks;
+    nghttp2_session_callbacks_set_send_callback(cb, on_send);
+    nghttp2_session_callbacks_set_send_data_callback(cb, on_send_data);
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback2(cb, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, on_invalid_frame);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+
+    if (nghttp2_option_new(&opt) != 0)
+        goto fail_option;
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, H2_HPACK_TABLE);
+    nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
+    nghttp2_option_set_max_outbound_ack(opt, 4 * H2_MAX_CONTROL);
+
+    nghttp2_mem mem = {s, mem_alloc, mem_free, mem_calloc, mem_realloc};
+    if (nghttp2_session_server_new3(&s->ng, cb, s, opt, &mem) != 0)
+        goto fail_ng;
+
+    const nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS},
+        {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, H2_HPACK_TABLE},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_MAX_HEADER_LIST},
+        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+    };
+    if (nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, settings,
+                                sizeof(settings) / sizeof(settings[0])) != 0)
+        goto fail_settings;
+    nghttp2_option_del(opt);
+    nghttp2_session_callbacks_del(cb);
+    *out = s;
+    return 0;
+
+fail_settings:
+    nghttp2_session_del(s->ng);
+fail_ng:
+    nghttp2_option_del(opt);
+fail_option:
+    nghttp2_session_callbacks_del(cb);
+fail_callbacks:
+    free(s->out);
+fail_buffers:
+    free(s);
+fail_session:
+    return rc;
+}
+
+void h2_free(struct h2_session *s)
+{
+    if (!s)
+        return;
+    blk_clear(s);
+    nghttp2_session_del(s->ng);
+    s->ng = NULL;
+    while (s->live) {
+        struct stream *st = s->live;
+        s->live = st->lnext;
+        st->next = NULL;
+        *s->done_tail = st;
+        s->done_tail = &st->next;
+    }
+    release_done(s);
+    while (s->free_list) {
+        struct stream *st = s->free_list;
+        s->free_list = st->next;
+        free(st);
+    }
+    free(s->out);
+    free(s);
+}
+
+int h2_recv(struct h2_session *s, const void *data, size_t len, int64_t now)
+{
+    s->now = now;
+    if (s->end != H2_END_NONE && s->end != H2_END_DONE)
+        return -EPROTO;
+    ssize_t rv = nghttp2_session_mem_recv(s->ng, data, len);
+    if (rv >= 0 && !s->mem_refused)
+        return 0;
+    if (s->mem_refused || rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS)
+        terminate(s, H2_END_FLOOD, NGHTTP2_ENHANCE_YOUR_CALM);
+    else
+        terminate(s, H2_END_PROTOCOL, NGHTTP2_PROTOCOL_ERROR);
+    return -EPROTO;
+}
+
+static bool h1_only(const char *name, size_t len)
+{
+    static const char *const names[] = {"connection", "keep-alive",       "transfer-encoding",
+                                        "upgrade",    "proxy-connection", "te"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        size_t n = strlen(names[i]);
+        if (len != n)
+            continue;
+        size_t j = 0;
+        while (j < n && (name[j] | 0x20) == names[i][j])
+            j++;
+        if (j == n)
+            return true;
+    }
+    return false;
+}
+
+int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_field *fields,
+               size_t nfields, struct plan *body, void *token)
+{
+    struct stream *st = nghttp2_session_get_stream_user_data(s->ng, id);
+    if (!st || st->answered)
+        return -ENOENT;
+
+    char code[3] = {(char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10),
+                    (char)('0' + status % 10)};
+    nghttp2_nv nv[RESP_FIELDS + 1];
+    char names[RESP_NAMES];
+    size_t n = 0, used = 0;
+    nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE};
+    for (size_t i = 0; i < nfields && n < RESP_FIELDS + 1; i++) {
+        const struct h2_field *f = &fields[i];
+        if (h1_only(f->name, f->name_len) || used + f->name_len > sizeof(names))
+            continue;
+        char *lower = names + used;
+        for (size_t j = 0; j < f->name_len; j++) {
+            char c = f->name[j];
+            lower[j] = c >= 'A' && c <= 'Z' ? (char)(c | 0x20) : c;
+        }
+        used += f->name_len;
+        nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)f->value, f->name_len, f->value_len,
+                               NGHTTP2_NV_FLAG_NONE};
+    }
+
+    nghttp2_data_provider prd = {.source.ptr = st, .read_callback = on_read};
+    bool has_body = body && plan_left(body) > 0;
+    st->body = has_body ? body : NULL;
+    int rv = nghttp2_submit_response(s->ng, id, nv, n, has_body ? &prd : NULL);
+    if (rv != 0) {
+        st->body = NULL;
+        return rv == NGHTTP2_ERR_NOMEM ? -ENOMEM : -ENOENT;
+    }
+    st->answered = true;
+    st->token = token;
+    return 0;
+}
+
+int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *token)
+{
+    struct h2_field fields[RESP_FIELDS];
+    size_t nf = 0, pos = 0;
+    while (nf < RESP_FIELDS && plan_field_next(p, &pos, &fields[nf].name, &fields[nf].name_len,
+                                               &fields[nf].value, &fields[nf].value_len))
+        nf++;
+    plan_advance(p, p->head_len);
+    return h2_respond(s, id, p->status, fields, nf, p, token);
+}
+
+void h2_reset(struct h2_session *s, int32_t id)
+{
+    nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
+}
+
+struct plan *h2_output(struct h2_session *s)
+{
+    if (s->busy)
+        return &s->plan;
+    release_done(s);
+    s->out_len = 0;
+    plan_init(&s->plan);
+    int rv = nghttp2_session_send(s->ng);
+    if (rv != 0 && s->end == H2_END_NONE)
+        s->end =
+            rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_NOMEM ? H2_END_FLOOD : H2_END_PROTOCOL;
+    if (s->plan.nseg == 0)
+        return NULL;
+    s->busy = true;
+    return &s->plan;
+}
+
+void h2_sent(struct h2_session *s, int64_t now)
+{
+    s->busy = false;
+    s->out_len = 0;
+    plan_init(&s->plan);
+    s->progress = now;
+    release_done(s);
+}
+
+void h2_goaway(struct h2_session *s)
+{
+    if (s->end != H2_END_NONE)
+        return;
+    s->end = H2_END_DONE;
+    nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s->ng),
+                          NGHTTP2_NO_ERROR, NULL, 0);
+}
+
+bool h2_check(struct h2_session *s, int64_t now)
+{
+    if (s->end == H2_END_STALL || s->end == H2_END_FLOOD || s->end == H2_END_PROTOCOL)
+        return true;
+    if (s->open == 0 && !s->busy)
+        return false;
+    if (now - s->progress < s->opts.stall_ms)
+        return false;
+    terminate(s, H2_END_STALL, NGHTTP2_NO_ERROR);
+    s->end = H2_END_STALL;
+    return true;
+}
+
+bool h2_finished(const struct h2_session *s)
+{
+    if (s->busy)
+        return false;
+    if (s->end == H2_END_FLOOD || s->end == H2_END_PROTOCOL || s->end == H2_END_STALL)
+        return !nghttp2_session_want_write(s->ng);
+    return !nghttp2_session_want_read(s->ng) && !nghttp2_session_want_write(s->ng);
+}
+
+unsigned h2_open_streams(const struct h2_session *s)
+{
+    return s->open;
+}
+
+enum h2_end h2_end(const struct h2_session *s)
+{
+    return s->end;
+}
+
+size_t h2_mem(const struct h2_session *s)
+{
+    return s->mem;
+}

@@ -1,0 +1,130 @@
+/* h2: one HTTP/2 server connection (RFC 9113) on libnghttp2, sans I/O: received bytes go in,
+ * each stream's request comes out as the core's struct http_request, a response (status, header
+ * fields, body as memory/file segments) goes in per stream, and what to send comes out as a
+ * plan (frame bytes in memory, DATA payloads of file bodies as file segments, zero-copy).
+ * Must not: touch a socket, read a file or a clock (`now` is passed in), or allocate per
+ * request: stream records are pooled per session, nghttp2's allocations are counted against a
+ * per-session bound (H2_MEM_MAX) and fail past it.
+ * Ownership: a session belongs to one connection (one worker thread). A body handed to
+ * h2_respond stays the caller's and must stay alive until the hook `done` returns its token;
+ * the plan h2_output returns points into the session and stays valid until h2_sent. */
+#ifndef H2_H2_H
+#define H2_H2_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/http1.h"
+#include "core/plan.h"
+
+#define H2_MAX_STREAMS 128       /* SETTINGS_MAX_CONCURRENT_STREAMS */
+#define H2_MAX_HEADER_LIST 16384 /* SETTINGS_MAX_HEADER_LIST_SIZE: HTTP1_MAX_HEAD, as for h1 */
+#define H2_HPACK_TABLE 4096      /* both HPACK dynamic tables, bytes */
+#define H2_OUT_CAP 32768         /* frame bytes one output plan holds */
+#define H2_MEM_MAX (4u << 20)    /* nghttp2 memory per session: past it, GOAWAY and close */
+
+/* Flood budgets, counted per H2_WINDOW_MS: exceeding one ends the connection with GOAWAY
+ * (ENHANCE_YOUR_CALM). Browsers cancel a few streams per page and send a handful of SETTINGS
+ * and PINGs per connection; an attacker sends thousands per second (CVE-2023-44487 and the
+ * 2019 floods, CVE-2019-9512/9515/9518). */
+#define H2_WINDOW_MS 1000
+#define H2_MAX_RESETS 100      /* RST_STREAM from the client (rapid reset) */
+#define H2_MAX_CONTROL 100     /* SETTINGS and PING frames (each costs an ACK) */
+#define H2_MAX_EMPTY 100       /* DATA without payload or END_STREAM, empty CONTINUATION... */
+#define H2_MAX_REFUSED 100     /* streams refused over the limit, frames rejected as invalid */
+#define H2_MAX_CONTINUATIONS 8 /* CONTINUATION frames in one header block (2024 flood) */
+
+/* Why a session ended; the caller maps them onto its close reasons. */
+enum h2_end {
+    H2_END_NONE,
+    H2_END_DONE,     /* the client's GOAWAY, or ours after h2_goaway, with every stream done */
+    H2_END_PROTOCOL, /* the client broke the protocol: GOAWAY(PROTOCOL_ERROR or its own code) */
+    H2_END_FLOOD,    /* a budget above was exceeded, or memory: GOAWAY(ENHANCE_YOUR_CALM) */
+    H2_END_STALL,    /* responses made no progress for the stall time: GOAWAY */
+};
+
+struct h2_session;
+
+struct h2_hooks {
+    /* A request head arrived on stream `id` (its body, if any, is read and dropped). req is
+     * valid only during the call; status is 0, or the error status (400, 431...) the request is
+     * to be answered with (req then holds what could be read). Answer with h2_respond, now or
+     * later. */
+    void (*request)(void *user, int32_t id, const struct http_request *req, int status);
+    /* A response given to h2_respond is finished with: err 0 when its last byte was sent,
+     * -ECONNRESET when the stream was reset or the session ended first. Never called from
+     * inside h2_respond. */
+    void (*done)(void *user, void *token, int err);
+};
+
+/* Per-connection options (from the configuration). */
+struct h2_opts {
+    int stall_ms; /* h2_check: responses pending without progress this long end the session */
+};
+
+/* Creates a session for a connection whose client preface (or its first bytes) is about to
+ * arrive. Returns 0 or -ENOMEM. The server's SETTINGS are queued for the first h2_output. */
+int h2_new(struct h2_session **out, const struct h2_opts *opts, const struct h2_hooks *hooks,
+           void *user);
+
+/* Ends the session: every response not yet done gets `done(-ECONNRESET)`, then it is freed. */
+void h2_free(struct h2_session *s);
+
+/* Feeds len received bytes; `now` is a monotonic time in milliseconds (for the flood budgets).
+ * Calls hooks.request for each complete request head. Returns 0, or -EPROTO when the session
+ * is ending (h2_end says why): send what h2_output still gives (the GOAWAY), then close. */
+int h2_recv(struct h2_session *s, const void *data, size_t len, int64_t now);
+
+/* The response on stream `id`: `status`, `nfields` header fields (names in any case: they are
+ * sent in lower case; HTTP/1-only fields such as Connection, Keep-Alive, Transfer-Encoding and
+ * Upgrade are dropped), and the body: the segments of `body` from its cursor (NULL or an empty
+ * plan for none; HEAD and 304 pass none). The body plan's cursor advances as DATA frames are
+ * made. token comes back through hooks.done. Returns 0, or -ENOENT when the stream is gone
+ * (reset by the client: done will not be called, the caller releases token itself), -ENOMEM. */
+struct h2_field {
+    const char *name;
+    size_t name_len;
+    const char *value;
+    size_t value_len;
+};
+int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_field *fields,
+               size_t nfields, struct plan *body, void *token);
+
+/* The same, from a plan in the field-line syntax (core/policy.h RESP_FIELDS): its status,
+ * the fields of its first head_len bytes; the rest is the body. */
+int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *token);
+
+/* Refuses stream `id` (RST_STREAM REFUSED_STREAM: the client may retry it) when no response
+ * can be made for it. */
+void h2_reset(struct h2_session *s, int32_t id);
+
+/* The bytes to send now, or NULL when there are none. The same plan comes back until h2_sent
+ * reports it sent. */
+struct plan *h2_output(struct h2_session *s);
+
+/* The plan from h2_output was sent whole: responses finished before it are done (hooks.done),
+ * and `now` (ms) counts as progress for h2_check. */
+void h2_sent(struct h2_session *s, int64_t now);
+
+/* Graceful end (drain, idle timeout): GOAWAY with the last stream taken, so streams in flight
+ * finish and the client opens new ones elsewhere. */
+void h2_goaway(struct h2_session *s);
+
+/* Checks the stall deadline at `now` (ms): responses waiting on flow control (or a client that
+ * does not read) for opts.stall_ms end the session with GOAWAY. True when the session ended. */
+bool h2_check(struct h2_session *s, int64_t now);
+
+/* True when nothing is left to do: the session ended or went away with no stream open, and
+ * its output is sent. The connection closes then. */
+bool h2_finished(const struct h2_session *s);
+
+/* Streams open (requests received and not yet answered to the end). */
+unsigned h2_open_streams(const struct h2_session *s);
+
+enum h2_end h2_end(const struct h2_session *s);
+
+/* Bytes nghttp2 holds for the session now (for tests and the memory bound). */
+size_t h2_mem(const struct h2_session *s);
+
+#endif

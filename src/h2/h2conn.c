@@ -1,0 +1,208 @@
+/* HTTP/2 in the protocol slot; see h2conn.h.
+ *
+ * Timers: while a stream is open or output is in flight the connection's timer is the stall
+ * deadline (H2_STALL_S without a send completing or a request arriving: the client stopped
+ * reading, or keeps its window shut); idle, it is --keepalive-timeout. Either ends with GOAWAY
+ * and, H2_BYE_S later if the client has not gone, the close. */
+#include "h2/h2conn.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "config.h"
+#include "conn.h"
+#include "core/logfmt.h"
+#include "core/policy.h"
+#include "h2/h2.h"
+#include "rt/obs.h"
+#include "rt/worker.h"
+#include "serve.h"
+#include "transport.h"
+
+#define H2_STALL_S 60 /* as HTTP/1's send timeout */
+#define H2_BYE_S 5    /* after our GOAWAY, the client's time to finish and close */
+
+struct h2conn {
+    struct h2_session *s;
+    struct worker *w;
+    struct conn *c;
+    bool sending;  /* a plan from h2_output is with conn_send */
+    bool progress; /* a send completed or a request arrived since the timer was armed */
+    bool busy;     /* the timer is the stall deadline (else the idle one) */
+    bool bye;      /* our GOAWAY is out: the next timeout closes */
+    bool closing;  /* finished, write side shut: input is dropped until the client closes */
+};
+
+static int64_t now_ms(const struct worker *w)
+{
+    return w->now * 1000;
+}
+
+static void on_request(void *user, int32_t id, const struct http_request *req, int status)
+{
+    struct h2conn *h = user;
+    struct worker *w = h->w;
+    struct conn *c = h->c;
+    struct response *r = serve_response_get(w);
+    if (!r) {
+        h2_reset(h->s, id);
+        return;
+    }
+    if (status) {
+        serve_error(w, status, req->method == HTTP_HEAD, RESP_FIELDS, r);
+    } else {
+        struct req_policy pol = policy_fields();
+        pol.secure = c->xport && c->xport->secure;
+        serve_request(w, req, &pol, r);
+    }
+    obs_request(w, c, req, r);
+    r->obs.cap.minor = LOGFMT_HTTP2; /* the access log says which protocol carried it */
+    h->progress = true;
+    int rc = h2_respond_plan(h->s, id, &r->plan, r);
+    if (rc < 0) {
+        obs_request_done(w, c, r, rc);
+        serve_response_put(w, r);
+    }
+}
+
+static void on_done(void *user, void *token, int err)
+{
+    struct h2conn *h = user;
+    struct response *r = token;
+    obs_request_done(h->w, h->c, r, err);
+    serve_response_put(h->w, r);
+}
+
+static const struct h2_hooks hooks = {on_request, on_done};
+
+/* Sends what the session has, closes when it is finished, and keeps the timer right. */
+static void after(struct worker *w, struct conn *c, struct h2conn *h)
+{
+    if (!h->sending) {
+        struct plan *p = h2_output(h->s);
+        if (p) {
+            h->sending = true;
+            conn_send(w, c, p);
+            if (!conn_open(c))
+                return;
+        }
+    }
+    if (!h->sending && h2_finished(h->s)) {
+        /* As HTTP/1's lingering close: the client may still be sending (a PING behind its
+         * GOAWAY), and closing with unread bytes would reset the connection under our last
+         * frames. Shut the write side, drop what arrives, close at its end or H2_BYE_S. */
+        h->closing = true;
+        if (c->xport)
+            c->xport->shutdown(w, c);
+        else
+            conn_wire_shutdown(w, c);
+        if (conn_open(c))
+            conn_arm(w, c, H2_BYE_S);
+        return;
+    }
+    if (h->bye)
+        return;
+    bool busy = h->sending || h2_open_streams(h->s) > 0;
+    if (busy && (h->progress || !h->busy))
+        conn_arm(w, c, H2_STALL_S);
+    else if (!busy)
+        conn_arm(w, c, w->cfg->keepalive_timeout);
+    h->busy = busy;
+    h->progress = false;
+}
+
+static int h2c_open(struct worker *w, struct conn *c)
+{
+    struct h2conn *h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    const struct h2_opts opts = {.stall_ms = H2_STALL_S * 1000};
+    int rc = h2_new(&h->s, &opts, &hooks, h);
+    if (rc < 0) {
+        free(h);
+        return rc;
+    }
+    h->w = w;
+    h->c = c;
+    c->pstate = h;
+    return 0;
+}
+
+static void h2c_input(struct worker *w, struct conn *c, const char *data, ssize_t n)
+{
+    struct h2conn *h = c->pstate;
+    if (n < 0)
+        return;                 /* conn closes the connection */
+    if (n == 0 || h->closing) { /* the client is gone, or we are */
+        if (n == 0)
+            conn_close(w, c);
+        return;
+    }
+    h2_recv(h->s, data, (size_t)n, now_ms(w));
+    after(w, c, h);
+}
+
+static void h2c_sent(struct worker *w, struct conn *c, int err)
+{
+    struct h2conn *h = c->pstate;
+    h->sending = false;
+    if (err) {
+        conn_close(w, c);
+        return;
+    }
+    h2_sent(h->s, now_ms(w));
+    h->progress = true;
+    after(w, c, h);
+}
+
+/* Ends the session with GOAWAY (a graceful one when idle or draining, a stall's otherwise) and
+ * gives the client H2_BYE_S to go. */
+static void bye(struct worker *w, struct conn *c, struct h2conn *h, bool stalled)
+{
+    if (stalled)
+        h2_check(h->s, INT64_MAX / 2);
+    else
+        h2_goaway(h->s);
+    after(w, c, h);
+    if (!conn_open(c))
+        return;
+    h->bye = true;
+    conn_arm(w, c, H2_BYE_S);
+}
+
+static void h2c_timeout(struct worker *w, struct conn *c)
+{
+    struct h2conn *h = c->pstate;
+    if (h->bye || h->closing) {
+        conn_close(w, c);
+        return;
+    }
+    bye(w, c, h, h->busy);
+}
+
+static void h2c_drain(struct worker *w, struct conn *c)
+{
+    struct h2conn *h = c->pstate;
+    /* Streams in flight finish (the worker's drain deadline bounds them); new ones are refused. */
+    h2_goaway(h->s);
+    after(w, c, h);
+}
+
+static void h2c_release(struct worker *w, struct conn *c)
+{
+    struct h2conn *h = c->pstate;
+    (void)w;
+    h2_free(h->s); /* every response still held comes back through on_done */
+    free(h);
+    c->pstate = NULL;
+}
+
+const struct proto_ops proto_h2 = {
+    .name = "h2",
+    .open = h2c_open,
+    .input = h2c_input,
+    .sent = h2c_sent,
+    .timeout = h2c_timeout,
+    .drain = h2c_drain,
+    .release = h2c_release,
+};

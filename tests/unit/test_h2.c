@@ -1,0 +1,724 @@
+/* Tests for h2: the server session driven by an nghttp2 client session in memory (both in this
+ * process), and by hand-made frames for the attacks a real client library would not send. */
+#include "h2/h2.h"
+#include "unit.h"
+
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define CSTREAMS 512
+
+struct cstream {
+    int status;
+    char fields[1024]; /* "name: value\n" as received */
+    size_t fields_len;
+    unsigned char *body;
+    size_t body_len, body_cap;
+    bool closed;
+    uint32_t code;
+};
+
+/* A server session, a client session and what passed between them. */
+struct pair {
+    struct h2_session *srv;
+    nghttp2_session *cl;
+    int64_t now;
+    /* server side */
+    int requests;
+    int dones, done_errs;
+    int last_status; /* status given to the request hook */
+    char last_req[256];
+    bool answer; /* the hook answers at once */
+    struct plan bodies[CSTREAMS];
+    const char *mem_body;
+    int file_fd;
+    uint64_t file_len;
+    unsigned file_segs; /* file segments seen in the output */
+    /* client side */
+    struct cstream cs[CSTREAMS];
+    bool goaway;
+    uint32_t goaway_code;
+    int32_t goaway_last;
+};
+
+static struct cstream *cstream(struct pair *p, int32_t id)
+{
+    return id > 0 && (id - 1) / 2 < CSTREAMS ? &p->cs[(id - 1) / 2] : NULL;
+}
+
+/* ---- server hooks ---- */
+
+static void srv_request(void *user, int32_t id, const struct http_request *req, int status)
+{
+    struct pair *p = user;
+    p->requests++;
+    p->last_status = status;
+    snprintf(p->last_req, sizeof(p->last_req), "%.*s %.*s host=%.*s ims=%.*s",
+             (int)req->method_name.len, req->method_name.p ? req->method_name.p : "",
+             (int)req->target.len, req->target.p ? req->target.p : "", (int)req->host.len,
+             req->host.p ? req->host.p : "", (int)req->if_modified_since.len,
+             req->if_modified_since.p ? req->if_modified_since.p : "");
+    if (!p->answer)
+        return;
+    struct plan *b = &p->bodies[((id - 1) / 2) % CSTREAMS];
+    plan_init(b);
+    if (p->mem_body)
+        plan_mem(b, p->mem_body, strlen(p->mem_body));
+    else if (p->file_fd >= 0)
+        plan_file(b, p->file_fd, 0, p->file_len);
+    const struct h2_field f[] = {
+        {"Content-Type", 12, "text/plain", 10},
+        {"Connection", 10, "keep-alive", 10},
+        {"Keep-Alive", 10, "timeout=5", 9},
+        {"X-Extra", 7, "1", 1},
+    };
+    int rc = h2_respond(p->srv, id, status ? status : 200, f, 4, b, b);
+    CHECK_INT(rc, 0);
+}
+
+static void srv_done(void *user, void *token, int err)
+{
+    struct pair *p = user;
+    (void)token;
+    p->dones++;
+    if (err)
+        p->done_errs++;
+}
+
+static const struct h2_hooks hooks = {srv_request, srv_done};
+
+/* ---- client callbacks ---- */
+
+static int cl_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
+{
+    struct cstream *c = cstream(ud, frame->hd.stream_id);
+    (void)ng, (void)flags;
+    if (!c)
+        return 0;
+    if (namelen == 7 && memcmp(name, ":status", 7) == 0) {
+        c->status = atoi((const char *)value);
+        return 0;
+    }
+    int n = snprintf(c->fields + c->fields_len, sizeof(c->fields) - c->fields_len, "%.*s: %.*s\n",
+                     (int)namelen, name, (int)valuelen, value);
+    if (n > 0 && c->fields_len + (size_t)n < sizeof(c->fields))
+        c->fields_len += (size_t)n;
+    return 0;
+}
+
+static int cl_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                   void *ud)
+{
+    struct cstream *c = cstream(ud, id);
+    (void)ng, (void)flags;
+    if (!c)
+        return 0;
+    if (c->body_len + len > c->body_cap) {
+        c->body_cap = (c->body_len + len) * 2;
+        c->body = realloc(c->body, c->body_cap);
+    }
+    memcpy(c->body + c->body_len, data, len);
+    c->body_len += len;
+    return 0;
+}
+
+static int cl_frame(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+    struct pair *p = ud;
+    (void)ng;
+    if (frame->hd.type == NGHTTP2_GOAWAY) {
+        p->goaway = true;
+        p->goaway_code = frame->goaway.error_code;
+        p->goaway_last = frame->goaway.last_stream_id;
+    }
+    return 0;
+}
+
+static int cl_close(nghttp2_session *ng, int32_t id, uint32_t code, void *ud)
+{
+    struct cstream *c = cstream(ud, id);
+    (void)ng;
+    if (c) {
+        c->closed = true;
+        c->code = code;
+    }
+    return 0;
+}
+
+static void pair_init(struct pair *p, const nghttp2_settings_entry *settings, size_t nsettings)
+{
+    memset(p, 0, sizeof(*p));
+    p->answer = true;
+    p->file_fd = -1;
+    p->now = 1000000;
+    const struct h2_opts opts = {.stall_ms = 5000};
+    CHECK_INT(h2_new(&p->srv, &opts, &hooks, p), 0);
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_on_header_callback(cb, cl_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, cl_data);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, cl_frame);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, cl_close);
+    nghttp2_session_client_new(&p->cl, cb, p);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_submit_settings(p->cl, NGHTTP2_FLAG_NONE, settings, nsettings);
+}
+
+static void pair_free(struct pair *p)
+{
+    h2_free(p->srv);
+    nghttp2_session_del(p->cl);
+    for (int i = 0; i < CSTREAMS; i++)
+        free(p->cs[i].body);
+}
+
+/* Hands one output plan of the server to the client, reading file segments as an engine
+ * would send them. */
+static bool deliver_output(struct pair *p)
+{
+    struct plan *o = h2_output(p->srv);
+    if (!o)
+        return false;
+    for (unsigned i = o->cur; i < o->nseg; i++) {
+        const struct seg *g = &o->segs[i];
+        if (g->mem) {
+            nghttp2_session_mem_recv(p->cl, (const uint8_t *)g->mem + g->off, g->len);
+            continue;
+        }
+        p->file_segs++;
+        char buf[16384];
+        for (uint64_t done = 0; done < g->len;) {
+            size_t want = g->len - done < sizeof(buf) ? g->len - done : sizeof(buf);
+            ssize_t n = pread(g->fd, buf, want, (off_t)(g->off + done));
+            CHECK(n > 0);
+            if (n <= 0)
+                break;
+            nghttp2_session_mem_recv(p->cl, (const uint8_t *)buf, (size_t)n);
+            done += (uint64_t)n;
+        }
+    }
+    h2_sent(p->srv, p->now);
+    return true;
+}
+
+static void pump(struct pair *p)
+{
+    for (int round = 0; round < 100000; round++) {
+        bool moved = false;
+        const uint8_t *d;
+        ssize_t n;
+        while ((n = nghttp2_session_mem_send(p->cl, &d)) > 0) {
+            h2_recv(p->srv, d, (size_t)n, p->now);
+            moved = true;
+        }
+        if (deliver_output(p))
+            moved = true;
+        if (!moved)
+            return;
+    }
+    CHECK(!"pump did not settle");
+}
+
+static int32_t get(struct pair *p, const char *path, const nghttp2_nv *extra, size_t nextra)
+{
+    nghttp2_nv nv[16] = {
+        {(uint8_t *)":method", (uint8_t *)"GET", 7, 3, 0},
+        {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
+        {(uint8_t *)":authority", (uint8_t *)"example.test", 10, 12, 0},
+        {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0},
+    };
+    for (size_t i = 0; i < nextra && i < 12; i++)
+        nv[4 + i] = extra[i];
+    return nghttp2_submit_request(p->cl, NULL, nv, 4 + nextra, NULL, NULL);
+}
+
+static bool has_field(const struct cstream *c, const char *line)
+{
+    return memmem(c->fields, c->fields_len, line, strlen(line)) != NULL;
+}
+
+TEST(h2_get_memory_body)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    p.mem_body = "hello";
+    const nghttp2_nv ims = {(uint8_t *)"if-modified-since", (uint8_t *)"x", 17, 1, 0};
+    int32_t id = get(&p, "/a?b", &ims, 1);
+    pump(&p);
+    struct cstream *c = cstream(&p, id);
+    CHECK_INT(p.requests, 1);
+    CHECK_INT(p.last_status, 0);
+    CHECK(strcmp(p.last_req, "GET /a?b host=example.test ims=x") == 0);
+    CHECK_INT(c->status, 200);
+    CHECK_MEM(c->body, c->body_len, "hello");
+    CHECK(c->closed && c->code == 0);
+    CHECK(has_field(c, "content-type: text/plain\n"));
+    CHECK(has_field(c, "x-extra: 1\n"));
+    /* HTTP/1-only fields never go out over h2 */
+    CHECK(!has_field(c, "connection"));
+    CHECK(!has_field(c, "keep-alive"));
+    CHECK_INT(p.dones, 1);
+    CHECK_INT(p.done_errs, 0);
+    CHECK_INT(h2_open_streams(p.srv), 0);
+    CHECK(!h2_finished(p.srv));
+    pair_free(&p);
+}
+
+TEST(h2_many_streams_one_connection)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    p.mem_body = "0123456789";
+    int32_t ids[100];
+    for (int i = 0; i < 100; i++) {
+        char path[16];
+        snprintf(path, sizeof(path), "/f%d", i);
+        ids[i] = get(&p, path, NULL, 0);
+    }
+    pump(&p);
+    CHECK_INT(p.requests, 100);
+    for (int i = 0; i < 100; i++) {
+        struct cstream *c = cstream(&p, ids[i]);
+        CHECK_INT(c->status, 200);
+        CHECK_MEM(c->body, c->body_len, "0123456789");
+    }
+    CHECK_INT(p.dones, 100);
+    pair_free(&p);
+}
+
+/* 3 MiB from a file through the client's default 64 KiB windows: flow control, WINDOW_UPDATE,
+ * and file bodies leaving as file segments (zero-copy), byte-exact. */
+TEST(h2_file_body_flow_control)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    char tmpl[] = "/tmp/h2testXXXXXX";
+    int fd = mkstemp(tmpl);
+    CHECK(fd >= 0);
+    unlink(tmpl);
+    size_t len = 3u << 20;
+    unsigned char *data = malloc(len);
+    uint32_t x = 12345;
+    for (size_t i = 0; i < len; i++) {
+        x = x * 1103515245 + 12345;
+        data[i] = (unsigned char)(x >> 16);
+    }
+    CHECK(write(fd, data, len) == (ssize_t)len);
+    p.file_fd = fd;
+    p.file_len = len;
+    int32_t id = get(&p, "/big", NULL, 0);
+    pump(&p);
+    struct cstream *c = cstream(&p, id);
+    CHECK_INT(c->status, 200);
+    CHECK_INT(c->body_len, len);
+    CHECK(c->body_len == len && memcmp(c->body, data, len) == 0);
+    CHECK(p.file_segs >= len / 16384);
+    CHECK_INT(p.dones, 1);
+    CHECK_INT(p.done_errs, 0);
+    free(data);
+    close(fd);
+    pair_free(&p);
+}
+
+TEST(h2_respond_fields_plan)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    p.answer = false;
+    int32_t id = get(&p, "/missing", NULL, 0);
+    pump(&p);
+    CHECK_INT(p.requests, 1);
+    static const char head[] = "Server: ringhttpd\r\nContent-Type: text/html\r\n"
+                               "Content-Length: 3\r\n";
+    struct plan plan;
+    plan_init(&plan);
+    plan_mem(&plan, head, sizeof(head) - 1);
+    plan_mem(&plan, "abc", 3);
+    plan.head_len = sizeof(head) - 1;
+    plan.status = 404;
+    CHECK_INT(h2_respond_plan(p.srv, id, &plan, &plan), 0);
+    pump(&p);
+    struct cstream *c = cstream(&p, id);
+    CHECK_INT(c->status, 404);
+    CHECK(has_field(c, "server: ringhttpd\n"));
+    CHECK(has_field(c, "content-type: text/html\n"));
+    CHECK(has_field(c, "content-length: 3\n"));
+    CHECK_MEM(c->body, c->body_len, "abc");
+    CHECK_INT(p.dones, 1);
+    /* a stream already answered, or never opened, cannot be answered */
+    CHECK_INT(h2_respond(p.srv, id, 200, NULL, 0, NULL, NULL), -ENOENT);
+    CHECK_INT(h2_respond(p.srv, 99, 200, NULL, 0, NULL, NULL), -ENOENT);
+    pair_free(&p);
+}
+
+TEST(h2_refused_stream)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    p.answer = false;
+    int32_t id = get(&p, "/", NULL, 0);
+    pump(&p);
+    h2_reset(p.srv, id);
+    pump(&p);
+    CHECK(cstream(&p, id)->closed);
+    CHECK_INT(cstream(&p, id)->code, NGHTTP2_REFUSED_STREAM);
+    CHECK_INT(h2_open_streams(p.srv), 0);
+    CHECK_INT(p.dones, 0);
+    pair_free(&p);
+}
+
+/* A DATA frame that did not fit the output waits inside nghttp2 with its stream as source; a
+ * client resetting that stream meanwhile releases the response. The frame must still go out
+ * whole (its length is counted in flow control) without reading the released body. */
+TEST(h2_reset_while_frame_waits)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    static char body[20001];
+    memset(body, 'x', sizeof(body) - 1);
+    p.mem_body = body;
+    int32_t ids[3];
+    for (int i = 0; i < 3; i++)
+        ids[i] = get(&p, "/", NULL, 0);
+    const uint8_t *d;
+    ssize_t n;
+    while ((n = nghttp2_session_mem_send(p.cl, &d)) > 0)
+        h2_recv(p.srv, d, (size_t)n, p.now);
+    CHECK_INT(p.requests, 3);
+    struct plan *o = h2_output(p.srv); /* full: a frame waits */
+    CHECK(o != NULL);
+    for (int i = 0; i < 3; i++)
+        nghttp2_submit_rst_stream(p.cl, NGHTTP2_FLAG_NONE, ids[i], NGHTTP2_CANCEL);
+    while ((n = nghttp2_session_mem_send(p.cl, &d)) > 0)
+        h2_recv(p.srv, d, (size_t)n, p.now);
+    CHECK_INT(p.dones, 0); /* the output in flight still reads the bodies */
+    deliver_output(&p);    /* the same plan, now sent */
+    CHECK_INT(p.dones, 3);
+    pump(&p); /* the waiting frame goes out; the released bodies are not read */
+    CHECK_INT(p.done_errs, 3);
+    CHECK_INT(h2_open_streams(p.srv), 0);
+    /* the connection goes on */
+    p.mem_body = "after";
+    int32_t id = get(&p, "/", NULL, 0);
+    pump(&p);
+    CHECK_MEM(cstream(&p, id)->body, cstream(&p, id)->body_len, "after");
+    pair_free(&p);
+}
+
+/* A request with a body is answered when its body has ended, the body dropped. */
+static ssize_t post_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+    (void)ng, (void)id, (void)ud;
+    size_t *left = src->ptr;
+    size_t n = *left < length ? *left : length;
+    memset(buf, 'x', n);
+    *left -= n;
+    if (*left == 0)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+TEST(h2_request_with_body)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    size_t left = 200000; /* past the server's 64 KiB receive windows */
+    nghttp2_nv nv[] = {
+        {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
+        {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
+        {(uint8_t *)":authority", (uint8_t *)"h", 10, 1, 0},
+        {(uint8_t *)":path", (uint8_t *)"/form", 5, 5, 0},
+    };
+    nghttp2_data_provider prd = {.source.ptr = &left, .read_callback = post_read};
+    int32_t id = nghttp2_submit_request(p.cl, NULL, nv, 4, &prd, NULL);
+    pump(&p);
+    CHECK_INT(left, 0);
+    CHECK_INT(p.requests, 1);
+    CHECK(strncmp(p.last_req, "POST /form host=h", 17) == 0);
+    CHECK_INT(cstream(&p, id)->status, 200);
+    CHECK(cstream(&p, id)->closed);
+    pair_free(&p);
+}
+
+TEST(h2_oversized_head_is_431)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    static char big[12000];
+    memset(big, 'a', sizeof(big));
+    nghttp2_nv nv[2] = {
+        {(uint8_t *)"x-a", (uint8_t *)big, 3, sizeof(big), 0},
+        {(uint8_t *)"x-b", (uint8_t *)big, 3, sizeof(big), 0},
+    };
+    int32_t id = get(&p, "/", nv, 2);
+    pump(&p);
+    CHECK_INT(p.requests, 1);
+    CHECK_INT(p.last_status, 431);
+    CHECK_INT(cstream(&p, id)->status, 431);
+    /* the connection goes on */
+    int32_t id2 = get(&p, "/next", NULL, 0);
+    pump(&p);
+    CHECK_INT(cstream(&p, id2)->status, 200);
+    CHECK_INT(p.last_status, 0);
+    pair_free(&p);
+}
+
+TEST(h2_missing_authority_reset)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    nghttp2_nv nv[] = {
+        {(uint8_t *)":method", (uint8_t *)"GET", 7, 3, 0},
+        {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
+        {(uint8_t *)":path", (uint8_t *)"/", 5, 1, 0},
+    };
+    int32_t id = nghttp2_submit_request(p.cl, NULL, nv, 3, NULL, NULL);
+    pump(&p);
+    /* nghttp2 finds it malformed (RFC 9113 8.3.1 wants :authority or host): the stream is
+     * reset, the request never reaches the server */
+    CHECK_INT(p.requests, 0);
+    CHECK(cstream(&p, id)->closed);
+    CHECK_INT(cstream(&p, id)->code, NGHTTP2_PROTOCOL_ERROR);
+    pair_free(&p);
+}
+
+TEST(h2_graceful_goaway_finishes_streams)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    p.answer = false;
+    int32_t id = get(&p, "/slow", NULL, 0);
+    pump(&p);
+    h2_goaway(p.srv);
+    pump(&p);
+    CHECK(p.goaway);
+    CHECK_INT(p.goaway_code, NGHTTP2_NO_ERROR);
+    CHECK_INT(p.goaway_last, id);
+    CHECK(!h2_finished(p.srv)); /* the stream in flight is still to be answered */
+    struct plan b;
+    plan_init(&b);
+    plan_mem(&b, "late", 4);
+    CHECK_INT(h2_respond(p.srv, id, 200, NULL, 0, &b, &b), 0);
+    pump(&p);
+    CHECK_MEM(cstream(&p, id)->body, cstream(&p, id)->body_len, "late");
+    CHECK(h2_finished(p.srv));
+    CHECK_INT(h2_end(p.srv), H2_END_DONE);
+    pair_free(&p);
+}
+
+/* A client that opens its window to nothing: the response holds its body until the stall time
+ * has passed, then the session ends with GOAWAY and the body is released. */
+TEST(h2_zero_window_stall_ends)
+{
+    const nghttp2_settings_entry zero[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0}};
+    struct pair p;
+    pair_init(&p, zero, 1);
+    p.mem_body = "never sent";
+    int32_t id = get(&p, "/", NULL, 0);
+    pump(&p);
+    CHECK_INT(cstream(&p, id)->status, 200);
+    CHECK_INT(cstream(&p, id)->body_len, 0);
+    CHECK_INT(h2_open_streams(p.srv), 1);
+    CHECK(!h2_check(p.srv, p.now + 1000));
+    CHECK(h2_check(p.srv, p.now + 6000));
+    CHECK_INT(h2_end(p.srv), H2_END_STALL);
+    pump(&p);
+    CHECK(p.goaway);
+    CHECK(h2_finished(p.srv));
+    CHECK_INT(p.dones, 0);
+    h2_free(p.srv);
+    p.srv = NULL;
+    CHECK_INT(p.dones, 1);
+    CHECK_INT(p.done_errs, 1);
+    pair_free(&p);
+}
+
+/* ---- attacks, as raw frames ---- */
+
+struct raw {
+    uint8_t b[300000];
+    size_t len;
+};
+
+static void frame(struct raw *r, uint8_t type, uint8_t flags, uint32_t id, const void *payload,
+                  size_t len)
+{
+    uint8_t *h = r->b + r->len;
+    h[0] = (uint8_t)(len >> 16), h[1] = (uint8_t)(len >> 8), h[2] = (uint8_t)len;
+    h[3] = type, h[4] = flags;
+    h[5] = (uint8_t)(id >> 24), h[6] = (uint8_t)(id >> 16), h[7] = (uint8_t)(id >> 8);
+    h[8] = (uint8_t)id;
+    if (len)
+        memcpy(h + 9, payload, len);
+    r->len += 9 + len;
+}
+
+static void raw_start(struct raw *r)
+{
+    r->len = 0;
+    memcpy(r->b, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+    r->len = 24;
+    frame(r, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
+}
+
+/* A minimal request header block: GET / on authority "a" (HPACK static table entries). */
+static const uint8_t get_block[] = {0x82, 0x86, 0x84, 0x41, 0x01, 'a'};
+
+/* Feeds r to a fresh session (in chunks, as a socket would) and returns how it ended, with
+ * the GOAWAY code the server sent (or -1). */
+static enum h2_end attack(struct raw *r, uint32_t *goaway, size_t *mem_peak)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    *mem_peak = 0;
+    for (size_t at = 0; at < r->len;) {
+        size_t n = r->len - at < 4096 ? r->len - at : 4096;
+        int rc = h2_recv(p.srv, r->b + at, n, p.now);
+        if (h2_mem(p.srv) > *mem_peak)
+            *mem_peak = h2_mem(p.srv);
+        at += n;
+        /* a client that does not read what the server sends (the ACKs pile up) */
+        if (rc < 0)
+            break;
+    }
+    /* What the server sends now ends with its GOAWAY. */
+    *goaway = (uint32_t)-1;
+    struct plan *o;
+    while ((o = h2_output(p.srv))) {
+        for (unsigned i = 0; i < o->nseg; i++) {
+            const uint8_t *m = (const uint8_t *)o->segs[i].mem;
+            if (!m)
+                continue;
+            for (size_t at = 0; at + 9 <= o->segs[i].len;) {
+                size_t flen = (size_t)m[at] << 16 | (size_t)m[at + 1] << 8 | m[at + 2];
+                if (m[at + 3] == NGHTTP2_GOAWAY && at + 17 <= o->segs[i].len)
+                    *goaway = (uint32_t)m[at + 13] << 24 | (uint32_t)m[at + 14] << 16 |
+                              (uint32_t)m[at + 15] << 8 | m[at + 16];
+                at += 9 + flen;
+            }
+        }
+        h2_sent(p.srv, p.now);
+    }
+    CHECK(h2_finished(p.srv));
+    enum h2_end end = h2_end(p.srv);
+    pair_free(&p);
+    return end;
+}
+
+static struct raw r;
+
+TEST(h2_rapid_reset_goaway)
+{
+    raw_start(&r);
+    static const uint8_t cancel[4] = {0, 0, 0, 8};
+    for (uint32_t id = 1; id < 2 * 300; id += 2) {
+        frame(&r, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS | NGHTTP2_FLAG_END_STREAM, id,
+              get_block, sizeof(get_block));
+        frame(&r, NGHTTP2_RST_STREAM, 0, id, cancel, 4);
+    }
+    uint32_t code;
+    size_t peak;
+    CHECK_INT(attack(&r, &code, &peak), H2_END_FLOOD);
+    CHECK_INT(code, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+TEST(h2_continuation_flood_goaway)
+{
+    raw_start(&r);
+    frame(&r, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_STREAM, 1, get_block, sizeof(get_block));
+    static const uint8_t lit[] = {0x40, 0x01, 'x', 0x01, 'y'}; /* x: y, indexed */
+    for (int i = 0; i < 2000; i++)
+        frame(&r, NGHTTP2_CONTINUATION, 0, 1, lit, sizeof(lit));
+    uint32_t code;
+    size_t peak;
+    enum h2_end e = attack(&r, &code, &peak);
+    CHECK_INT(e, H2_END_FLOOD);
+    CHECK_INT(code, NGHTTP2_ENHANCE_YOUR_CALM);
+    CHECK(peak < 256 * 1024);
+}
+
+TEST(h2_settings_and_ping_floods_goaway)
+{
+    raw_start(&r);
+    for (int i = 0; i < 1000; i++)
+        frame(&r, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
+    uint32_t code;
+    size_t peak;
+    CHECK_INT(attack(&r, &code, &peak), H2_END_FLOOD);
+    CHECK_INT(code, NGHTTP2_ENHANCE_YOUR_CALM);
+
+    raw_start(&r);
+    static const uint8_t opaque[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (int i = 0; i < 1000; i++)
+        frame(&r, NGHTTP2_PING, 0, 0, opaque, 8);
+    CHECK_INT(attack(&r, &code, &peak), H2_END_FLOOD);
+    CHECK_INT(code, NGHTTP2_ENHANCE_YOUR_CALM);
+    CHECK(peak < 256 * 1024);
+}
+
+TEST(h2_empty_data_flood_goaway)
+{
+    raw_start(&r);
+    static const uint8_t post[] = {0x83, 0x86, 0x84, 0x41, 0x01, 'a'}; /* POST / */
+    frame(&r, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, post, sizeof(post));
+    for (int i = 0; i < 1000; i++)
+        frame(&r, NGHTTP2_DATA, 0, 1, NULL, 0);
+    uint32_t code;
+    size_t peak;
+    CHECK_INT(attack(&r, &code, &peak), H2_END_FLOOD);
+    CHECK_INT(code, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+/* HPACK bomb: one 4 KiB field put into the dynamic table, then named again with one byte each
+ * time: a 16 KiB frame would decode to 64 MiB. */
+TEST(h2_hpack_bomb_goaway)
+{
+    raw_start(&r);
+    static uint8_t blk[16384];
+    size_t n = 0;
+    memcpy(blk, get_block, sizeof(get_block));
+    n += sizeof(get_block);
+    blk[n++] = 0x40; /* literal with incremental indexing, new name */
+    blk[n++] = 0x01;
+    blk[n++] = 'x';
+    blk[n++] = 0x7f; /* value length 4000: 127 + 3873 in 7-bit prefix integer encoding */
+    blk[n++] = (uint8_t)(0x80 | ((4000 - 127) & 0x7f));
+    blk[n++] = (uint8_t)((4000 - 127) >> 7);
+    memset(blk + n, 'b', 4000);
+    n += 4000;
+    while (n < sizeof(blk))
+        blk[n++] = 0xbe; /* indexed: dynamic entry 62 */
+    frame(&r, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS | NGHTTP2_FLAG_END_STREAM, 1, blk, n);
+    uint32_t code;
+    size_t peak;
+    CHECK_INT(attack(&r, &code, &peak), H2_END_FLOOD);
+    CHECK_INT(code, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+/* Streams over SETTINGS_MAX_CONCURRENT_STREAMS are refused one by one; a client that keeps
+ * opening them is told to go away. */
+TEST(h2_too_many_streams_goaway)
+{
+    raw_start(&r);
+    for (uint32_t id = 1; id < 2 * 400; id += 2) /* END_STREAM-less: they stay open */
+        frame(&r, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, id, get_block, sizeof(get_block));
+    uint32_t code;
+    size_t peak;
+    CHECK_INT(attack(&r, &code, &peak), H2_END_FLOOD);
+    CHECK_INT(code, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+TEST(h2_bad_preface_ends)
+{
+    r.len = 0;
+    memcpy(r.b, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 27);
+    r.len = 27;
+    uint32_t code;
+    size_t peak;
+    CHECK_INT(attack(&r, &code, &peak), H2_END_PROTOCOL);
+}
