@@ -4,14 +4,14 @@ BUILD    ?= build
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Werror
 CPPFLAGS += -D_GNU_SOURCE -Isrc -MMD -MP
-LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate
+LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lssl -lcrypto
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PORT     ?= 8080
 VENV     := .venv
 PY       := $(VENV)/bin/python
 
 CORE_SRC   := $(wildcard src/core/*.c)
-SERVER_SRC := $(CORE_SRC) $(wildcard src/*.c src/engine/*.c src/rt/*.c)
+SERVER_SRC := $(CORE_SRC) $(wildcard src/*.c src/engine/*.c src/rt/*.c src/tls/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 
@@ -39,11 +39,12 @@ $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 
 # The unit binary also links the engines' shared send loop (tested against real sockets), their
 # capability decision (caps.c needs no ring), the io_uring SQE source (on real rings), the timer
-# wheel, the file cache (tested against a real directory) and the splice pipe sizing.
+# wheel, the file cache (tested against a real directory), the splice pipe sizing and the TLS
+# module (handshakes in memory against an OpenSSL client).
 UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c \
-             src/rt/timer.c src/rt/fcache.c src/rt/pipesize.c
+             src/rt/timer.c src/rt/fcache.c src/rt/pipesize.c $(wildcard src/tls/*.c)
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -luring
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -luring -lssl -lcrypto
 
 $(BUILD)/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what `make` needs and is missing, on Debian/Ubuntu as root. Each need is checked
 # first, so a machine that has everything runs no package manager at all.
-#   scripts/deps.sh build   liburing, Brotli, zstd and libdeflate headers, pkg-config,
-#                           <sys/sdt.h> (USDT probes; a header only)
+#   scripts/deps.sh build   liburing, Brotli, zstd, libdeflate and OpenSSL 3 headers (libssl-dev:
+#                           the TLS transport), pkg-config, <sys/sdt.h> (USDT probes; a header only)
 #   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss, tcpdump,
 #                           systemd (systemd-socket-activate, systemd-analyze), groff (man lint),
+#                           openssl (the TLS tests make certificates and run s_client),
 #                           promtool (Debian's prometheus package: the metrics test checks the
 #                           exposition with it), bpftrace (the probe test attaches it)
 #   scripts/deps.sh fuzz    test + clang and its libFuzzer runtime
@@ -22,6 +23,7 @@ have_header liburing.h || need_pkg liburing-dev
 have_header brotli/encode.h || need_pkg libbrotli-dev
 have_header zstd.h || need_pkg libzstd-dev
 have_header libdeflate.h || need_pkg libdeflate-dev
+have_header openssl/ssl.h || need_pkg libssl-dev
 command -v pkg-config >/dev/null || need_pkg pkg-config
 have_header sys/sdt.h || need_pkg systemtap-sdt-dev
 if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ]; then
@@ -34,6 +36,7 @@ if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ]; then
     command -v systemd-socket-activate >/dev/null || need_pkg systemd
     command -v systemd-analyze >/dev/null || need_pkg systemd
     command -v groff >/dev/null || need_pkg groff-base
+    command -v openssl >/dev/null || need_pkg openssl
 fi
 if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang
