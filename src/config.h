@@ -11,6 +11,7 @@
 
 #include "core/logfmt.h"
 #include "core/mime.h"
+#include "tls/tls.h"
 
 #define RINGHTTPD_VERSION "0.1.0"
 #define CONFIG_MAX_ERROR_PAGES 16
@@ -72,6 +73,16 @@ struct config {
     /* --dictionary URL path patterns ('*' wildcards, leading '/'), RFC 9842 */
     const char *dictionaries[CONFIG_MAX_DICTIONARIES];
     int num_dictionaries;
+    /* HTTPS (issue 14): a second listener on the same address; pairs are checked (files read,
+     * keys matched) by tls_ctx_new at start and on every reload, not here. */
+    bool tls;                   /* --tls-port given */
+    uint16_t tls_port;          /* 0 picks a free one */
+    struct tls_cert_files tls_certs[TLS_MAX_CERTS]; /* --tls-cert/--tls-key, the first default */
+    int num_tls_certs;
+    int tls_min;                /* 12 (TLS 1.2 and 1.3) or 13 (--tls-min 1.3) */
+    bool hsts;                  /* --hsts SECONDS: Strict-Transport-Security on TLS responses */
+    unsigned hsts_max_age;
+    bool redirect_https;        /* the cleartext port answers 308 to the https: URL */
 };
 
 /* The default of --compress-types. */
