@@ -42,7 +42,7 @@ $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 # wheel, the file cache (tested against a real directory), the splice pipe sizing and the TLS
 # module (handshakes in memory against an OpenSSL client).
 UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c \
-             src/rt/timer.c src/rt/fcache.c src/rt/pipesize.c $(wildcard src/tls/*.c)
+             src/rt/timer.c src/rt/fcache.c src/rt/pipesize.c src/tls/tls.c
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ -luring -lssl -lcrypto
 
