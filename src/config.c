@@ -395,6 +395,10 @@ static int tls_check(struct config *cfg)
         return usage_error("%s needs --tls-port", cfg->hsts ? "--hsts" : "--redirect-https");
     if (cfg->tls && cfg->tls_port != 0 && cfg->tls_port == cfg->port)
         return usage_error("--tls-port must differ from --port (both are %s)", "the same");
+    if (cfg->hsts)
+        cfg->hsts_len = (size_t)snprintf(cfg->hsts_line, sizeof(cfg->hsts_line),
+                                         "Strict-Transport-Security: max-age=%u\r\n",
+                                         cfg->hsts_max_age);
     return 0;
 }
 

@@ -82,6 +82,8 @@ struct config {
     int tls_min;                /* 12 (TLS 1.2 and 1.3) or 13 (--tls-min 1.3) */
     bool hsts;                  /* --hsts SECONDS: Strict-Transport-Security on TLS responses */
     unsigned hsts_max_age;
+    char hsts_line[64];         /* its header line, "Strict-Transport-Security: ...\r\n" */
+    size_t hsts_len;
     bool redirect_https;        /* the cleartext port answers 308 to the https: URL */
 };
 

@@ -241,6 +241,8 @@ static int open_tls_listeners(struct server *sv)
         }
     }
     format_addr(&sv->tls_addr, "https", sv->tls_url, sizeof(sv->tls_url));
+    /* the port the kernel picked for 0, for --redirect-https's Location */
+    cfg->tls_port = ntohs(((const struct sockaddr_in *)&sv->tls_addr.ss)->sin_port);
     return 0;
 }
 
