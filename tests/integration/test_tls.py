@@ -317,14 +317,18 @@ def test_garbage_instead_of_a_handshake_is_closed(tls, data):
     assert get(tls).status == 200
 
 
-def test_truncated_client_hello_then_close(tls):
-    sock = socket.create_connection((tls.host, tls.port), timeout=5)
-    ctx = tls.context()
+def client_hello(t):
+    """The bytes of a real ClientHello for t, made in memory."""
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    obj = ctx.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    obj = t.context().wrap_bio(incoming, outgoing, server_hostname="localhost")
     with contextlib.suppress(ssl.SSLWantReadError):
         obj.do_handshake()
-    hello = outgoing.read()
+    return outgoing.read()
+
+
+def test_truncated_client_hello_then_close(tls):
+    sock = socket.create_connection((tls.host, tls.port), timeout=5)
+    hello = client_hello(tls)
     sock.sendall(hello[:len(hello) // 2])
     sock.close()
     assert get(tls).status == 200
@@ -332,12 +336,7 @@ def test_truncated_client_hello_then_close(tls):
 
 def test_stalled_handshake_is_timed_out(make_tls):
     t = make_tls(args=["--header-timeout", "1"])
-    ctx = t.context()
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    obj = ctx.wrap_bio(incoming, outgoing, server_hostname="localhost")
-    with contextlib.suppress(ssl.SSLWantReadError):
-        obj.do_handshake()
-    hello = outgoing.read()
+    hello = client_hello(t)
     with contextlib.closing(socket.create_connection((t.host, t.port), timeout=15)) as s:
         s.sendall(hello[:20])  # then nothing: the header timeout closes it
         got = b""

@@ -205,17 +205,37 @@ static void exchange(struct client *cl, struct tls_conn *s)
     pump(cl, s); /* anything the client's read produced (a TLS 1.3 KeyUpdate would be one) */
 }
 
+/* A context on a fresh pair, for the tests that need just one. */
+struct one {
+    struct dir d;
+    struct files fs;
+    struct tls_settings s; /* for more contexts on the same pair */
+    struct tls_keys *k;
+    struct tls_ctx *ctx;
+};
+
+static void one_setup(struct one *o)
+{
+    dir_make(&o->d);
+    make_pair(&o->d, "a", "a.test", false, 0, 86400);
+    const char *names[] = {"a"};
+    o->s = settings(&o->fs, &o->d, names, 1);
+    CHECK_INT(tls_keys_new(&o->k), 0);
+    o->ctx = ctx_ok(&o->s, o->k);
+}
+
+static void one_teardown(struct one *o)
+{
+    tls_ctx_put(o->ctx);
+    tls_keys_free(o->k);
+    dir_remove(&o->d);
+}
+
 TEST(tls_handshake_tls13_alpn_http1_and_data)
 {
-    struct dir d;
-    dir_make(&d);
-    make_pair(&d, "a", "a.test", false, 0, 86400);
-    struct files fs;
-    const char *names[] = {"a"};
-    struct tls_settings s = settings(&fs, &d, names, 1);
-    struct tls_keys *k;
-    CHECK_INT(tls_keys_new(&k), 0);
-    struct tls_ctx *ctx = ctx_ok(&s, k);
+    struct one o;
+    one_setup(&o);
+    struct tls_ctx *ctx = o.ctx;
     CHECK_MEM(tls_ctx_warnings(ctx), strlen(tls_ctx_warnings(ctx)), "");
 
     struct client cl;
@@ -237,23 +257,15 @@ TEST(tls_handshake_tls13_alpn_http1_and_data)
 
     tls_conn_fini(&c);
     client_fini(&cl);
-    tls_ctx_put(ctx); /* the connection's reference went with tls_conn_fini */
-    tls_keys_free(k);
-    dir_remove(&d);
+    one_teardown(&o); /* the connection's reference to the context went with tls_conn_fini */
 }
 
 TEST(tls_alpn_offers_h2_only_when_asked)
 {
-    struct dir d;
-    dir_make(&d);
-    make_pair(&d, "a", "a.test", false, 0, 86400);
-    struct files fs;
-    const char *names[] = {"a"};
-    struct tls_settings s = settings(&fs, &d, names, 1);
-    s.alpn_h2 = true;
-    struct tls_keys *k;
-    CHECK_INT(tls_keys_new(&k), 0);
-    struct tls_ctx *ctx = ctx_ok(&s, k);
+    struct one o;
+    one_setup(&o);
+    o.s.alpn_h2 = true;
+    struct tls_ctx *ctx = ctx_ok(&o.s, o.k);
     static const struct {
         const char *wire;
         size_t len;
@@ -275,21 +287,14 @@ TEST(tls_alpn_offers_h2_only_when_asked)
         client_fini(&cl);
     }
     tls_ctx_put(ctx);
-    tls_keys_free(k);
-    dir_remove(&d);
+    one_teardown(&o);
 }
 
 TEST(tls_version_12_and_min_13)
 {
-    struct dir d;
-    dir_make(&d);
-    make_pair(&d, "a", "a.test", false, 0, 86400);
-    struct files fs;
-    const char *names[] = {"a"};
-    struct tls_settings s = settings(&fs, &d, names, 1);
-    struct tls_keys *k;
-    CHECK_INT(tls_keys_new(&k), 0);
-    struct tls_ctx *ctx = ctx_ok(&s, k);
+    struct one o;
+    one_setup(&o);
+    struct tls_ctx *ctx = o.ctx;
     struct client cl;
     client_init(&cl, TLS1_2_VERSION, "a.test", "\x08http/1.1", 9);
     struct tls_conn c;
@@ -310,10 +315,9 @@ TEST(tls_version_12_and_min_13)
     CHECK(SSL_do_handshake(cl.ssl) != 1 || !SSL_renegotiate_pending(cl.ssl));
     tls_conn_fini(&c);
     client_fini(&cl);
-    tls_ctx_put(ctx);
 
-    s.min_version = 13; /* --tls-min 1.3: a TLS 1.2 client is refused with an alert */
-    ctx = ctx_ok(&s, k);
+    o.s.min_version = 13; /* --tls-min 1.3: a TLS 1.2 client is refused with an alert */
+    ctx = ctx_ok(&o.s, o.k);
     client_init(&cl, TLS1_2_VERSION, "a.test", NULL, 0);
     CHECK_INT(tls_conn_init(&c, ctx), 0);
     SSL_do_handshake(cl.ssl);
@@ -327,8 +331,7 @@ TEST(tls_version_12_and_min_13)
     tls_conn_fini(&c);
     client_fini(&cl);
     tls_ctx_put(ctx);
-    tls_keys_free(k);
-    dir_remove(&d);
+    one_teardown(&o);
 }
 
 /* The certificate the client got, checked by name. */
@@ -553,31 +556,6 @@ TEST(tls_start_up_errors_and_warnings)
     }
     tls_keys_free(k);
     dir_remove(&d);
-}
-
-/* A context on a fresh pair, for the tests that need just one. */
-struct one {
-    struct dir d;
-    struct files fs;
-    struct tls_keys *k;
-    struct tls_ctx *ctx;
-};
-
-static void one_setup(struct one *o)
-{
-    dir_make(&o->d);
-    make_pair(&o->d, "a", "a.test", false, 0, 86400);
-    const char *names[] = {"a"};
-    struct tls_settings s = settings(&o->fs, &o->d, names, 1);
-    CHECK_INT(tls_keys_new(&o->k), 0);
-    o->ctx = ctx_ok(&s, o->k);
-}
-
-static void one_teardown(struct one *o)
-{
-    tls_ctx_put(o->ctx);
-    tls_keys_free(o->k);
-    dir_remove(&o->d);
 }
 
 TEST(tls_plain_http_and_garbage_instead_of_a_hello)
