@@ -17,15 +17,21 @@
 #define OUT_RECORDS 4
 #define OUT_CAP (OUT_RECORDS * (TLS_RECORD_PLAIN + TLS_RECORD_OVERHEAD))
 #define PLAIN_CAP (OUT_RECORDS * TLS_RECORD_PLAIN) /* file bytes read per chunk */
-#define BUF_SIZE (OUT_CAP + PLAIN_CAP)
+/* A send buffer: the wire plan describing it, then OUT_CAP wire bytes, then PLAIN_CAP for file
+ * reads. The plan lives here, not in the connection, so an idle connection does not keep its
+ * 1.3 KB either. */
+struct sendbuf {
+    struct plan wire;
+    char out[OUT_CAP];
+    char plain[PLAIN_CAP];
+};
 #define FREE_KEEP 32 /* spare buffers a worker keeps after a burst */
 
 struct xconn {
     struct tls_conn t;
     struct tls_port *port;
     struct plan *app;  /* the protocol's plan being sent, or NULL */
-    struct plan wire;  /* what the engine is sending: one segment of buf */
-    char *buf;         /* OUT_CAP of wire bytes, then PLAIN_CAP for file reads; only while busy */
+    struct sendbuf *buf; /* only while sending: its wire plan is what the engine sends */
     bool busy;         /* wire is with the engine */
     bool shut;         /* the protocol ended its stream: close_notify, then the write side */
     bool fatal;        /* send what is pending (an alert, the 400), then close */
@@ -60,7 +66,7 @@ void tls_port_fini(struct tls_port *port)
     port->nfree = 0;
 }
 
-static char *buf_get(struct tls_port *port)
+static struct sendbuf *buf_get(struct tls_port *port)
 {
     void *b = port->free_bufs;
     if (b) {
@@ -68,10 +74,10 @@ static char *buf_get(struct tls_port *port)
         port->nfree--;
         return b;
     }
-    return malloc(BUF_SIZE);
+    return malloc(sizeof(struct sendbuf));
 }
 
-static void buf_put(struct tls_port *port, char *b)
+static void buf_put(struct tls_port *port, struct sendbuf *b)
 {
     if (port->nfree >= FREE_KEEP) {
         free(b);
@@ -124,7 +130,7 @@ static ssize_t fill(struct xconn *x)
     const void *p = tls_conn_peek(&x->t, &pend);
     if (pend) {
         len = pend < OUT_CAP ? pend : OUT_CAP;
-        memcpy(x->buf, p, len);
+        memcpy(x->buf->out, p, len);
         tls_conn_consume(&x->t, len);
         if (len == OUT_CAP)
             return (ssize_t)len;
@@ -137,19 +143,19 @@ static ssize_t fill(struct xconn *x)
         if (s->mem) {
             struct iovec iov[PLAN_MAX_SEGS];
             int n = plan_iov(app, iov, PLAN_MAX_SEGS);
-            taken = tls_conn_seal(&x->t, iov, n, x->buf, OUT_CAP, &len);
+            taken = tls_conn_seal(&x->t, iov, n, x->buf->out, OUT_CAP, &len);
         } else {
             size_t want = plain_room(OUT_CAP - len);
             if (want > s->len)
                 want = (size_t)s->len;
             if (want == 0)
                 break;
-            char *plain = x->buf + OUT_CAP;
+            char *plain = x->buf->plain;
             ssize_t got = pread(s->fd, plain, want, (off_t)s->off);
             if (got <= 0) /* a read error, or the file shrank under us */
                 return got < 0 ? -errno : -EIO;
             struct iovec iov = {plain, (size_t)got};
-            taken = tls_conn_seal(&x->t, &iov, 1, x->buf, OUT_CAP, &len);
+            taken = tls_conn_seal(&x->t, &iov, 1, x->buf->out, OUT_CAP, &len);
         }
         if (taken < 0)
             return taken;
@@ -166,7 +172,7 @@ static ssize_t fill(struct xconn *x)
     p = tls_conn_peek(&x->t, &pend);
     if (pend && len < OUT_CAP) {
         size_t n = pend < OUT_CAP - len ? pend : OUT_CAP - len;
-        memcpy(x->buf + len, p, n);
+        memcpy(x->buf->out + len, p, n);
         tls_conn_consume(&x->t, n);
         len += n;
     }
@@ -214,11 +220,12 @@ static void pump(struct worker *w, struct conn *c, struct xconn *x)
         idle(w, c, x);
         return;
     }
-    plan_init(&x->wire);
-    plan_mem(&x->wire, x->buf, (size_t)len);
-    x->wire.fin_carries_tail = x->app && plan_done(x->app) && x->app->fin_carries_tail;
+    struct plan *wire = &x->buf->wire;
+    plan_init(wire);
+    plan_mem(wire, x->buf->out, (size_t)len);
+    wire->fin_carries_tail = x->app && plan_done(x->app) && x->app->fin_carries_tail;
     x->busy = true;
-    conn_wire_send(w, c, &x->wire);
+    conn_wire_send(w, c, wire);
 }
 
 /* A fatal condition: what TLS queued (an alert) goes out, then the connection closes. */
@@ -239,11 +246,11 @@ static void plain_http(struct worker *w, struct conn *c, struct xconn *x)
         conn_close(w, c);
         return;
     }
-    size_t len = tls_plain_http_400(x->buf, OUT_CAP, w->date);
-    plan_init(&x->wire);
-    plan_mem(&x->wire, x->buf, len);
+    size_t len = tls_plain_http_400(x->buf->out, OUT_CAP, w->date);
+    plan_init(&x->buf->wire);
+    plan_mem(&x->buf->wire, x->buf->out, len);
     x->busy = true;
-    conn_wire_send(w, c, &x->wire);
+    conn_wire_send(w, c, &x->buf->wire);
 }
 
 static void tls_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
