@@ -382,10 +382,18 @@ def test_garbage_records_after_the_handshake(tls):
 # ---- start-up, reload, HSTS, redirect -------------------------------------------------------
 
 
+def stderr_soon(srv, *texts, timeout=5.0):
+    """srv's stderr once it holds every one of texts (the reader thread can trail the exit)."""
+    deadline = time.monotonic() + timeout
+    while not all(t in srv.stderr_text() for t in texts) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return srv.stderr_text()
+
+
 def test_key_that_does_not_match_is_a_start_up_error(make_tls, pki):
     srv = make_tls(*pair(pki, "localhost", key="b"), ready=False)
     assert srv.proc.wait(timeout=10) == 1
-    err = srv.stderr_text()
+    err = stderr_soon(srv, "does not match", "b.key")
     assert "does not match" in err and "b.key" in err
 
 
@@ -393,12 +401,12 @@ def test_unreadable_file_is_a_start_up_error(make_tls, pki, tmp_path):
     srv = make_tls("--tls-cert", str(tmp_path / "nope.crt"), "--tls-key",
                    str(pki / "localhost.key"), ready=False)
     assert srv.proc.wait(timeout=10) == 1
-    assert "nope.crt" in srv.stderr_text()
+    assert "nope.crt" in stderr_soon(srv, "nope.crt")
 
 
 def test_expired_certificate_is_a_warning(make_tls, pki):
     t = make_tls(*pair(pki, "expired"))
-    assert "expired.crt' expired on" in t.srv.stderr_text()
+    assert "expired.crt' expired on" in stderr_soon(t.srv, "expired.crt' expired on")
     p = t.s_client("-servername", "localhost", data=b"")
     assert b"certificate has expired" in p.stdout or b"Verify return code: 10" in p.stdout
 
