@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import time
 
@@ -197,6 +198,63 @@ def test_concurrent_downloads_over_tls(make_tls, docroot, random_file):
     with concurrent.futures.ThreadPoolExecutor(16) as ex:
         results = list(ex.map(one, range(32)))
     assert all(r == (200, digest) for r in results), results[:3]
+
+
+def test_conditionals_and_compression_over_tls(tls, docroot):
+    import gzip
+    (docroot / "pre.txt").write_bytes(HELLO)
+    (docroot / "pre.txt.gz").write_bytes(gzip.compress(HELLO))
+    r = get(tls, "/hello.txt")
+    etag = r.header("etag")
+    assert get(tls, "/hello.txt", headers=[("If-None-Match", etag)]).status == 304
+    r = get(tls, "/pre.txt", headers=[("Accept-Encoding", "gzip")])
+    assert r.header("content-encoding") == "gzip" and gzip.decompress(r.body) == HELLO
+
+
+def test_two_hundred_concurrent_clients_over_tls(tls):
+    def one(_):
+        with contextlib.closing(tls.connect(timeout=30)) as s:
+            rd = StrictReader(s, timeout=30)
+            for _ in range(3):
+                s.sendall(request("GET", "/hello.txt"))
+                r = rd.read("GET")
+                assert r.status == 200 and r.body == HELLO
+        return True
+
+    with concurrent.futures.ThreadPoolExecutor(50) as ex:
+        assert all(ex.map(one, range(200)))
+
+
+def test_resets_mid_transfer_over_tls(make_tls, docroot, random_file):
+    src, _ = random_file(8 << 20)
+    os.link(src, docroot / "reset.bin")
+    t = make_tls()
+    for _ in range(10):
+        s = t.connect(timeout=5)
+        s.sendall(request("GET", "/reset.bin"))
+        s.recv(10000)
+        raw_sock = socket.socket(fileno=os.dup(s.fileno()))
+        raw_sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        raw_sock.close()
+        s.close()
+    assert get(t, "/hello.txt").body == HELLO
+
+
+def test_drain_finishes_tls_downloads(make_tls, docroot, random_file):
+    src, digest = random_file(16 << 20)
+    os.link(src, docroot / "drain.bin")
+    t = make_tls()
+    socks = []
+    for _ in range(4):
+        s = t.connect(timeout=30)
+        s.sendall(request("GET", "/drain.bin", close=True))
+        socks.append(s)
+    t.srv.proc.send_signal(signal.SIGTERM)
+    for s in socks:
+        with contextlib.closing(s):
+            r = StrictReader(s, timeout=30).read("GET")
+            assert r.status == 200 and hashlib.sha256(r.body).hexdigest() == digest
+    assert t.srv.proc.wait(timeout=15) == 0
 
 
 # ---- openssl s_client: versions, ALPN, SNI, resumption ---------------------------------------
