@@ -325,7 +325,7 @@ static void warn(struct tls_ctx *ctx, const char *fmt, const char *file, const A
 
 struct pair {
     X509 *leaf;
-    STACK_OF(X509) *chain;
+    STACK_OF(X509) * chain;
     EVP_PKEY *key;
 };
 
@@ -336,8 +336,8 @@ static void pair_free(struct pair *p)
     EVP_PKEY_free(p->key);
 }
 
-static int load_pair(struct tls_ctx *ctx, const struct tls_cert_files *f, struct pair *p,
-                     char *why, size_t why_len)
+static int load_pair(struct tls_ctx *ctx, const struct tls_cert_files *f, struct pair *p, char *why,
+                     size_t why_len)
 {
     int rc = -EINVAL;
     FILE *cf = NULL, *kf = NULL;
@@ -430,8 +430,8 @@ static SSL_CTX *make_ssl_ctx(struct tls_ctx *ctx, const struct tls_settings *s)
     /* A session lives as long as its ticket key can decrypt it: two periods (a day by
      * default, Mozilla's ssl_session_timeout). */
     SSL_CTX_set_timeout(ssl, (long)ctx->rotate * 2);
-    if (!SSL_CTX_set_min_proto_version(ssl, s->min_version == 13 ? TLS1_3_VERSION
-                                                                : TLS1_2_VERSION) ||
+    if (!SSL_CTX_set_min_proto_version(ssl,
+                                       s->min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION) ||
         !SSL_CTX_set_cipher_list(ssl, intermediate_ciphers) ||
         !SSL_CTX_set_ciphersuites(ssl, tls13_suites) ||
         !SSL_CTX_set1_groups_list(ssl, groups_list) || !SSL_CTX_set_dh_auto(ssl, 1) ||
@@ -483,7 +483,8 @@ static int add_pair(struct tls_ctx *ctx, const struct tls_settings *s, int i, ch
     if (SSL_CTX_use_cert_and_key(g->ssl, p.leaf, p.key, p.chain, 0) != 1) {
         snprintf(why, why_len,
                  "--tls-cert '%s': its names already have a certificate of this key type, or "
-                 "OpenSSL refuses its key", s->certs[i].cert);
+                 "OpenSSL refuses its key",
+                 s->certs[i].cert);
         rc = -EINVAL;
     }
 out:

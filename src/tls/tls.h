@@ -41,8 +41,8 @@ struct tls_cert_files {
 struct tls_settings {
     const struct tls_cert_files *certs; /* the first pair is the default (no or unknown SNI) */
     int num_certs;                      /* 1..TLS_MAX_CERTS */
-    int min_version;   /* 12: TLS 1.2 and 1.3, Mozilla "intermediate"; 13: TLS 1.3 only */
-    bool alpn_h2;      /* the protocol layer serves HTTP/2: ALPN offers h2 before http/1.1 */
+    int min_version;        /* 12: TLS 1.2 and 1.3, Mozilla "intermediate"; 13: TLS 1.3 only */
+    bool alpn_h2;           /* the protocol layer serves HTTP/2: ALPN offers h2 before http/1.1 */
     unsigned ticket_rotate; /* seconds per ticket key; 0 means TLS_TICKET_ROTATE */
 };
 
@@ -64,11 +64,11 @@ struct tls_conn {
     char *sink;           /* during a seal: the caller's buffer records go to */
     size_t sink_len, sink_cap;
     uint8_t state;
-    bool closing;  /* close_notify queued */
+    bool closing; /* close_notify queued */
 };
 
 /* Return values beside byte counts and -errno. */
-#define TLS_AGAIN (-EAGAIN)  /* needs more ciphertext (send what is pending first) */
+#define TLS_AGAIN (-EAGAIN)          /* needs more ciphertext (send what is pending first) */
 #define TLS_PLAIN_HTTP (-EPROTOTYPE) /* the first bytes are plain HTTP: see tls_plain_http_400 */
 
 enum tls_alpn { TLS_ALPN_NONE, TLS_ALPN_HTTP1, TLS_ALPN_H2 };
@@ -140,7 +140,7 @@ void tls_conn_trim(struct tls_conn *c);
 bool tls_conn_established(const struct tls_conn *c);
 bool tls_conn_resumed(const struct tls_conn *c);
 enum tls_alpn tls_conn_alpn(const struct tls_conn *c);
-const char *tls_conn_sni(const struct tls_conn *c); /* the client's server name, or NULL */
+const char *tls_conn_sni(const struct tls_conn *c);     /* the client's server name, or NULL */
 const char *tls_conn_version(const struct tls_conn *c); /* "TLSv1.3"... */
 const char *tls_conn_cipher(const struct tls_conn *c);
 

@@ -30,12 +30,12 @@ struct sendbuf {
 struct xconn {
     struct tls_conn t;
     struct tls_port *port;
-    struct plan *app;  /* the protocol's plan being sent, or NULL */
+    struct plan *app;    /* the protocol's plan being sent, or NULL */
     struct sendbuf *buf; /* only while sending: its wire plan is what the engine sends */
-    bool busy;         /* wire is with the engine */
-    bool shut;         /* the protocol ended its stream: close_notify, then the write side */
-    bool fatal;        /* send what is pending (an alert, the 400), then close */
-    bool ended;        /* the peer's end (close_notify or EOF) was passed up */
+    bool busy;           /* wire is with the engine */
+    bool shut;           /* the protocol ended its stream: close_notify, then the write side */
+    bool fatal;          /* send what is pending (an alert, the 400), then close */
+    bool ended;          /* the peer's end (close_notify or EOF) was passed up */
 };
 
 void tls_port_init(struct tls_port *port, struct tls_ctx *ctx)
@@ -118,8 +118,8 @@ static size_t plain_room(size_t room)
 {
     size_t full = room / (TLS_RECORD_PLAIN + TLS_RECORD_OVERHEAD);
     size_t rest = room % (TLS_RECORD_PLAIN + TLS_RECORD_OVERHEAD);
-    return full * TLS_RECORD_PLAIN + (rest > TLS_RECORD_OVERHEAD + 2048 ? rest - TLS_RECORD_OVERHEAD
-                                                                          : 0);
+    return full * TLS_RECORD_PLAIN +
+           (rest > TLS_RECORD_OVERHEAD + 2048 ? rest - TLS_RECORD_OVERHEAD : 0);
 }
 
 /* Fills the wire chunk: first what TLS queued on its own (handshake, tickets, alerts), then

@@ -18,9 +18,9 @@
 struct tls_ctx;
 
 struct tls_port {
-    struct tls_ctx *cur;                /* new connections start on this one */
-    _Atomic(struct tls_ctx *) next;     /* published by a reload, adopted by the worker */
-    void *free_bufs;                    /* the worker's spare send buffers (a free list) */
+    struct tls_ctx *cur;            /* new connections start on this one */
+    _Atomic(struct tls_ctx *) next; /* published by a reload, adopted by the worker */
+    void *free_bufs;                /* the worker's spare send buffers (a free list) */
     unsigned nfree;
 };
 

@@ -273,7 +273,9 @@ TEST(tls_alpn_offers_h2_only_when_asked)
     } cases[] = {
         {"\x08http/1.1\x02h2", 12, TLS_ALPN_H2}, /* the server's preference wins */
         {"\x08http/1.1", 9, TLS_ALPN_HTTP1},
-        {"\x03" "foo", 4, TLS_ALPN_NONE}, /* no common protocol: no ALPN, no failure */
+        {"\x03"
+         "foo",
+         4, TLS_ALPN_NONE}, /* no common protocol: no ALPN, no failure */
         {NULL, 0, TLS_ALPN_NONE},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -367,7 +369,7 @@ TEST(tls_sni_picks_the_pair_first_is_default)
     static const struct {
         const char *sni, *want;
     } cases[] = {
-        {"b.test", "b.test"},     {"a.test", "a.test"}, {"B.TEST", "b.test"},
+        {"b.test", "b.test"},           {"a.test", "a.test"}, {"B.TEST", "b.test"},
         {"x.wild.test", "x.wild.test"}, {"c.test", "a.test"}, {NULL, "a.test"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

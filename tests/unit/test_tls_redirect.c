@@ -40,8 +40,19 @@ TEST(tls_redirect_location_forms)
 TEST(tls_redirect_location_refusals)
 {
     static const char *const bad_hosts[] = {
-        "", ":80", "ex ample.com", "evil.com/x", "a@b", "a:b", "[::1", "[]", "[::1]x",
-        "[::g]", "host:80x", "ex%41mple", "a\r\nSet-Cookie: x",
+        "",
+        ":80",
+        "ex ample.com",
+        "evil.com/x",
+        "a@b",
+        "a:b",
+        "[::1",
+        "[]",
+        "[::1]x",
+        "[::g]",
+        "host:80x",
+        "ex%41mple",
+        "a\r\nSet-Cookie: x",
     };
     char out[256];
     for (size_t i = 0; i < sizeof(bad_hosts) / sizeof(bad_hosts[0]); i++) {
