@@ -343,8 +343,7 @@ static int tls_option(struct config *cfg, int opt, const char *arg)
         return 0;
     case OPT_TLS_CERT:
         if (n > 0 && !cfg->tls_certs[n - 1].key)
-            return usage_error("--tls-cert '%s': the --tls-cert before it has no --tls-key",
-                               arg);
+            return usage_error("--tls-cert '%s': the --tls-cert before it has no --tls-key", arg);
         if (n == TLS_MAX_CERTS)
             return usage_error("--tls-cert: at most 16 pairs; '%s' is one more", arg);
         if (!*arg)
@@ -369,7 +368,8 @@ static int tls_option(struct config *cfg, int opt, const char *arg)
     case OPT_HSTS:
         if (parse_uint(arg, 0, 315360000, &v) != 0)
             return usage_error("--hsts wants 0..315360000 seconds (0 tells browsers to "
-                               "forget), got '%s'", arg);
+                               "forget), got '%s'",
+                               arg);
         cfg->hsts = true;
         cfg->hsts_max_age = (unsigned)v;
         return 0;
@@ -396,9 +396,9 @@ static int tls_check(struct config *cfg)
     if (cfg->tls && cfg->tls_port != 0 && cfg->tls_port == cfg->port)
         return usage_error("--tls-port must differ from --port (both are %s)", "the same");
     if (cfg->hsts)
-        cfg->hsts_len = (size_t)snprintf(cfg->hsts_line, sizeof(cfg->hsts_line),
-                                         "Strict-Transport-Security: max-age=%u\r\n",
-                                         cfg->hsts_max_age);
+        cfg->hsts_len =
+            (size_t)snprintf(cfg->hsts_line, sizeof(cfg->hsts_line),
+                             "Strict-Transport-Security: max-age=%u\r\n", cfg->hsts_max_age);
     return 0;
 }
 

@@ -544,9 +544,9 @@ static void redirect_https(struct job *j)
 {
     char loc[8 + HTTP1_MAX_TARGET + 320];
     const struct http_request *req = j->req;
-    size_t n = redirect_https_location(req->has_host ? req->host.p : NULL, req->host.len,
-                                       req->target.p, req->target.len, j->w->cfg->tls_port, loc,
-                                       sizeof(loc));
+    size_t n =
+        redirect_https_location(req->has_host ? req->host.p : NULL, req->host.len, req->target.p,
+                                req->target.len, j->w->cfg->tls_port, loc, sizeof(loc));
     if (n == 0 || !static_redirect_plan(308, loc, n, &j->ctx, &j->r->plan))
         error(j, 400, NULL);
 }

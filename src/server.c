@@ -234,8 +234,8 @@ static int open_tls_listeners(struct server *sv)
             return -1;
         }
         sv->tls_listeners[i] = fd;
-        if (i == 0 && getsockname(fd, (struct sockaddr *)&sv->tls_addr.ss,
-                                  &sv->tls_addr.len) != 0) {
+        if (i == 0 &&
+            getsockname(fd, (struct sockaddr *)&sv->tls_addr.ss, &sv->tls_addr.len) != 0) {
             fprintf(stderr, "ringhttpd: getsockname: %s\n", strerror(errno));
             return -1;
         }
@@ -658,7 +658,8 @@ int server_run(struct config *cfg)
         unsigned nls = 1;
         sv.listeners[inited] = -1; /* the worker's now, even when it fails */
         if (cfg->tls) {
-            ls[nls++] = (struct listener){.fd = sv.tls_listeners[inited], .owned = true,
+            ls[nls++] = (struct listener){.fd = sv.tls_listeners[inited],
+                                          .owned = true,
                                           .xport = &transport_tls,
                                           .xport_ctx = &sv.tls_ports[inited]};
             sv.tls_listeners[inited] = -1;

@@ -44,7 +44,7 @@ struct static_ctx {
     size_t ok_head_len;
     const char *extra_headers; /* "Name: value\r\n" lines for successful responses */
     size_t extra_len;
-    const char *all_headers;   /* lines for every response (HSTS over TLS), or NULL */
+    const char *all_headers; /* lines for every response (HSTS over TLS), or NULL */
     size_t all_len;
     bool keep_alive; /* the connection stays open after this response; cleared for a status
                       * that closes (policy_status_closes), and the plan's close says so */
