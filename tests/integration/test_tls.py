@@ -257,6 +257,18 @@ def test_drain_finishes_tls_downloads(make_tls, docroot, random_file):
     assert t.srv.proc.wait(timeout=15) == 0
 
 
+def test_drain_closes_handshaken_connections_without_a_request(make_tls):
+    """A browser's spare pre-connected TLS socket sends no request: a drain closes it at once
+    instead of waiting for --drain-timeout (it held the drain to its deadline before)."""
+    t = make_tls(args=["--drain-timeout", "60", "--header-timeout", "60"])
+    idle = [t.connect(timeout=30) for _ in range(4)]  # handshakes done, no request
+    t.srv.proc.send_signal(signal.SIGTERM)
+    for s in idle:
+        with contextlib.closing(s):
+            assert s.recv(100) == b""
+    assert t.srv.stop(timeout=20) == 0
+
+
 # ---- openssl s_client: versions, ALPN, SNI, resumption ---------------------------------------
 
 

@@ -8,18 +8,13 @@ and the site come from test_browser.py (skipped, never failed, where Chromium ca
 import base64
 import hashlib
 import re
-import shutil
-import subprocess
-import tempfile
-import time
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("websocket", reason="websocket-client is not installed")
 
-from test_browser import (CDP, CHROMIUM_FLAGS, EXPECTED, STARTUP_TIMEOUT, _assert_clean,  # noqa
-                          _end, _open, chromium, site_root)
+import test_browser
+from test_browser import EXPECTED, _assert_clean, _open, browser, chromium, site_root  # noqa
 from test_tls import HTTPS_RE, openssl
 
 pytestmark = pytest.mark.slow
@@ -44,38 +39,14 @@ def site_pki(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tls_browser(chromium, site_pki):
-    profile = Path(tempfile.mkdtemp(prefix="ringhttpd-chromium-tls-"))
-    log = open(profile / "chromium.log", "w+b")
-    proc = subprocess.Popen([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                             f"--ignore-certificate-errors-spki-list={site_pki[2]}",
-                             "about:blank"],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                            start_new_session=True)
-    cdp = None
+def tls_browser(request, site_pki):
+    """test_browser's Chromium, started with one flag more: trust the site's public key."""
+    flag = f"--ignore-certificate-errors-spki-list={site_pki[2]}"
+    test_browser.CHROMIUM_FLAGS.append(flag)
     try:
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        lines = []
-        while len(lines) < 2:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail(f"chromium did not start:\n{log.read().decode(errors='replace')}")
-            time.sleep(0.1)
-            if port_file.exists():
-                lines = port_file.read_text().split()
-        cdp = CDP(f"ws://127.0.0.1:{int(lines[0])}{lines[1]}")
-        yield cdp
+        return request.getfixturevalue("browser")
     finally:
-        if cdp is not None:
-            try:
-                cdp.call("Browser.close", timeout=5)
-            except Exception:
-                pass
-            cdp.close()
-        _end(proc)
-        log.close()
-        shutil.rmtree(profile, ignore_errors=True)
+        test_browser.CHROMIUM_FLAGS.remove(flag)
 
 
 def test_site_over_https_in_chromium(make_server, engine, tls_browser, site_root, site_pki):
