@@ -552,8 +552,8 @@ static void drain(struct worker *w, struct conn *c)
      * deadline. */
     c->keep_alive = false;
     if (c->state == CONN_LINGERING ||
-        (c->state == CONN_READING && (c->served || c->in_request || c->in_len ||
-                                        (c->xport && c->xport->secure))))
+        (c->state == CONN_READING &&
+         (c->served || c->in_request || c->in_len || (c->xport && c->xport->secure))))
         conn_close(w, c);
 }
 
