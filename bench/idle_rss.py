@@ -5,9 +5,16 @@ Starts ringhttpd with one worker, opens N connections that each make one keep-al
 then stay idle, and reports the server's RSS delta divided by N. Loopback only; bounded; every
 process it starts is stopped by PID.
 
-    bench/idle_rss.py [--binary build/ringhttpd] [--engine uring] [-n 10000] [--h2]
+    bench/idle_rss.py [--binary build/ringhttpd] [--engine uring] [-n 10000] [--h2 | --tls]
 
 --h2: each connection is prior-knowledge HTTP/2 (h2c) and makes its one request on stream 1.
+
+--tls (issue 14) does the same over TLS 1.3 (a P-256 certificate made with openssl in the
+temporary directory; handshakes one after the other); --nginx measures nginx's worker instead
+(one worker, the same certificate, ssl_protocols TLSv1.3), for the figure beside it:
+
+    bench/idle_rss.py --tls -n 2000
+    bench/idle_rss.py --tls --nginx -n 2000
 """
 import argparse
 import os
@@ -16,6 +23,7 @@ import resource
 import selectors
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -33,7 +41,11 @@ def main():
     ap.add_argument("--engine", default="uring")
     ap.add_argument("-n", type=int, default=10000)
     ap.add_argument("--h2", action="store_true", help="h2c connections instead of HTTP/1.1")
+    ap.add_argument("--tls", action="store_true", help="idle TLS connections")
+    ap.add_argument("--nginx", action="store_true", help="measure nginx (with --tls)")
     args = ap.parse_args()
+    if args.tls:
+        return tls_main(args)
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard < args.n + 100:
@@ -102,6 +114,117 @@ def main():
         for s in socks:
             s.close()
         proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+NGINX_CONF = """worker_processes 1;
+daemon off;
+master_process on;
+pid {root}/nginx.pid;
+error_log {root}/error.log warn;
+worker_rlimit_nofile {nofile};
+events {{ worker_connections {nofile}; use epoll; }}
+http {{
+    access_log off;
+    keepalive_timeout 120s;
+    client_body_temp_path {root}/tmp;
+    proxy_temp_path {root}/tmp;
+    fastcgi_temp_path {root}/tmp;
+    uwsgi_temp_path {root}/tmp;
+    scgi_temp_path {root}/tmp;
+    server {{
+        listen 127.0.0.1:{port} ssl backlog=4096;
+        ssl_certificate {root}/c.pem;
+        ssl_certificate_key {root}/k.pem;
+        ssl_protocols TLSv1.3;
+        root {root}/www;
+    }}
+}}
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tls_main(args):
+    """Idle TLS keep-alive connections: ringhttpd's --tls-port, or nginx's worker."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    root = tempfile.mkdtemp(prefix="idle-rss-tls-")
+    os.chmod(root, 0o755)  # nginx workers run as nobody
+    os.makedirs(os.path.join(root, "www"))
+    os.makedirs(os.path.join(root, "tmp"))
+    with open(os.path.join(root, "www", "a.txt"), "wb") as f:
+        f.write(b"x" * 1024)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{root}/k.pem", "-out",
+                    f"{root}/c.pem", "-subj", "/CN=localhost", "-days", "2"], check=True,
+                   capture_output=True)
+    if args.nginx:
+        port = free_port()
+        with open(f"{root}/nginx.conf", "w") as f:
+            f.write(NGINX_CONF.format(root=root, port=port, nofile=args.n + 1000))
+        proc = subprocess.Popen(["nginx", "-c", f"{root}/nginx.conf"], stderr=subprocess.PIPE,
+                                text=True)
+        time.sleep(1)
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            measured = int(f.read().split()[0])  # the worker
+        what = "nginx worker"
+    else:
+        proc = subprocess.Popen(
+            [args.binary, "-p", "0", "-b", "127.0.0.1", "-t", "1", "--engine", args.engine,
+             "--keepalive-timeout", "120", "--max-conns", str(args.n + 100), "--access-log",
+             "off", "--tls-port", "0", "--tls-cert", f"{root}/c.pem", "--tls-key",
+             f"{root}/k.pem", "--tls-min", "1.3", f"{root}/www"],
+            stderr=subprocess.PIPE, text=True)
+        m = None
+        while not m:
+            line = proc.stderr.readline()
+            if not line:
+                sys.exit("idle_rss: server did not start")
+            m = re.search(r"https://127.0.0.1:(\d+)/", line)
+        port = int(m.group(1))
+        measured = proc.pid
+        what = f"ringhttpd ({args.engine})"
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    req = b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n"
+
+    def one():
+        s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10))
+        s.sendall(req)
+        got = 0
+        while got < 1024 + 100:
+            data = s.recv(65536)
+            if not data:
+                sys.exit("idle_rss: server closed a connection")
+            got += len(data)
+        return s
+
+    socks = []
+    try:
+        socks.append(one())  # warm up
+        time.sleep(0.5)
+        before = rss_kib(measured)
+        for _ in range(args.n):
+            socks.append(one())
+        time.sleep(1)
+        after = rss_kib(measured)
+        per = (after - before) * 1024 / args.n
+        print(f"idle_rss: {what}, {args.n} idle TLS 1.3 keep-alive connections: "
+              f"RSS {before} KiB -> {after} KiB, {per:.0f} bytes per connection")
+    finally:
+        for s in socks:
+            s.close()
+        proc.send_signal(signal.SIGTERM if not args.nginx else signal.SIGQUIT)
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what `make` needs and is missing, on Debian/Ubuntu as root. Each need is checked
 # first, so a machine that has everything runs no package manager at all.
-#   scripts/deps.sh build   liburing, Brotli, zstd, libdeflate and nghttp2 headers, pkg-config,
-#                           <sys/sdt.h> (USDT probes; a header only)
+#   scripts/deps.sh build   liburing, Brotli, zstd, libdeflate, nghttp2 and OpenSSL 3 headers
+#                           (libssl-dev: the TLS transport), pkg-config, <sys/sdt.h> (USDT
+#                           probes; a header only)
 #   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss, tcpdump,
 #                           systemd (systemd-socket-activate, systemd-analyze), groff (man lint),
+#                           openssl (the TLS tests make certificates and run s_client),
 #                           promtool (Debian's prometheus package: the metrics test checks the
 #                           exposition with it), bpftrace (the probe test attaches it), nghttp
 #                           and h2load (nghttp2-client), h2spec (built from its Go module,
@@ -28,6 +30,7 @@ have_header liburing.h || need_pkg liburing-dev
 have_header brotli/encode.h || need_pkg libbrotli-dev
 have_header zstd.h || need_pkg libzstd-dev
 have_header libdeflate.h || need_pkg libdeflate-dev
+have_header openssl/ssl.h || need_pkg libssl-dev
 command -v pkg-config >/dev/null || need_pkg pkg-config
 have_header sys/sdt.h || need_pkg systemtap-sdt-dev
 have_header nghttp2/nghttp2.h || need_pkg libnghttp2-dev
@@ -44,6 +47,7 @@ if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = s
     command -v nghttp >/dev/null || need_pkg nghttp2-client
     command -v h2load >/dev/null || need_pkg nghttp2-client
     [ -x .tools/bin/h2spec ] || command -v go >/dev/null || need_pkg golang-go
+    command -v openssl >/dev/null || need_pkg openssl
 fi
 if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang

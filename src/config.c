@@ -69,6 +69,17 @@ static const char usage_text[] =
     "                             sent as dcz deltas against an older one (repeatable, 8)\n"
     "      --http2 on|off         HTTP/2 on the cleartext port for clients that open with its\n"
     "                             preface (prior knowledge, h2c) and by ALPN over TLS (on)\n"
+    "      --tls-port PORT        also serve HTTPS on PORT (same --bind address; 0 picks one)\n"
+    "      --tls-cert FILE        PEM certificate chain for --tls-port; repeat --tls-cert and\n"
+    "                             --tls-key for more pairs, chosen by SNI (the first is the\n"
+    "                             default; ECDSA and RSA for the same names may both be given)\n"
+    "      --tls-key FILE         PEM private key of the --tls-cert before it\n"
+    "      --tls-min VERSION      1.2 (default: TLS 1.2 and 1.3, Mozilla's intermediate\n"
+    "                             profile) or 1.3 (TLS 1.3 only, Mozilla's modern profile)\n"
+    "      --hsts SECONDS         send Strict-Transport-Security: max-age=SECONDS on HTTPS\n"
+    "                             responses\n"
+    "      --redirect-https       the cleartext port answers every request with 308 to the\n"
+    "                             same URL over https: (at --tls-port)\n"
     "      --reuse-port           share the port with the ringhttpd already serving it (for\n"
     "                             a zero-downtime restart: start the new one with this\n"
     "                             option, then SIGTERM the old); without it a port in use\n"
@@ -114,6 +125,12 @@ enum {
     OPT_COMPRESS_CACHE,
     OPT_DICTIONARY,
     OPT_HTTP2,
+    OPT_TLS_PORT,
+    OPT_TLS_CERT,
+    OPT_TLS_KEY,
+    OPT_TLS_MIN,
+    OPT_HSTS,
+    OPT_REDIRECT_HTTPS,
     OPT_REUSE_PORT,
     OPT_USER,
     OPT_NO_LANDLOCK,
@@ -153,6 +170,12 @@ static const struct option long_options[] = {
     {"compress-cache", required_argument, NULL, OPT_COMPRESS_CACHE},
     {"dictionary", required_argument, NULL, OPT_DICTIONARY},
     {"http2", required_argument, NULL, OPT_HTTP2},
+    {"tls-port", required_argument, NULL, OPT_TLS_PORT},
+    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+    {"tls-min", required_argument, NULL, OPT_TLS_MIN},
+    {"hsts", required_argument, NULL, OPT_HSTS},
+    {"redirect-https", no_argument, NULL, OPT_REDIRECT_HTTPS},
     {"reuse-port", no_argument, NULL, OPT_REUSE_PORT},
     {"user", required_argument, NULL, OPT_USER},
     {"no-landlock", no_argument, NULL, OPT_NO_LANDLOCK},
@@ -326,6 +349,79 @@ static int metrics_option(struct config *cfg, char *arg)
     *colon = '\0';
     cfg->metrics_bind = arg;
     cfg->metrics_port = (uint16_t)port;
+    return 0;
+}
+
+/* The HTTPS options, one at a time: 0 or an exit status after one line. */
+static int tls_option(struct config *cfg, int opt, const char *arg)
+{
+    unsigned long v;
+    int n = cfg->num_tls_certs;
+    switch (opt) {
+    case OPT_TLS_PORT:
+        if (parse_uint(arg, 0, 65535, &v) != 0)
+            return usage_error("--tls-port wants 0..65535, got '%s'", arg);
+        cfg->tls = true;
+        cfg->tls_port = (uint16_t)v;
+        return 0;
+    case OPT_TLS_CERT:
+        if (n > 0 && !cfg->tls_certs[n - 1].key)
+            return usage_error("--tls-cert '%s': the --tls-cert before it has no --tls-key", arg);
+        if (n == TLS_MAX_CERTS)
+            return usage_error("--tls-cert: at most 16 pairs; '%s' is one more", arg);
+        if (!*arg)
+            return usage_error("--tls-cert wants a file%s", "");
+        cfg->tls_certs[cfg->num_tls_certs++] = (struct tls_cert_files){arg, NULL};
+        return 0;
+    case OPT_TLS_KEY:
+        if (n == 0 || cfg->tls_certs[n - 1].key)
+            return usage_error("--tls-key '%s' follows no --tls-cert of its own", arg);
+        if (!*arg)
+            return usage_error("--tls-key wants a file%s", "");
+        cfg->tls_certs[n - 1].key = arg;
+        return 0;
+    case OPT_TLS_MIN:
+        if (strcmp(arg, "1.2") == 0)
+            cfg->tls_min = 12;
+        else if (strcmp(arg, "1.3") == 0)
+            cfg->tls_min = 13;
+        else
+            return usage_error("--tls-min wants 1.2 or 1.3, got '%s'", arg);
+        return 0;
+    case OPT_HSTS:
+        if (parse_uint(arg, 0, 315360000, &v) != 0)
+            return usage_error("--hsts wants 0..315360000 seconds (0 tells browsers to "
+                               "forget), got '%s'",
+                               arg);
+        cfg->hsts = true;
+        cfg->hsts_max_age = (unsigned)v;
+        return 0;
+    default: /* OPT_REDIRECT_HTTPS */
+        cfg->redirect_https = true;
+        return 0;
+    }
+}
+
+/* What the HTTPS options need of each other, once all are read. */
+static int tls_check(struct config *cfg)
+{
+    int n = cfg->num_tls_certs;
+    if (!cfg->tls_min)
+        cfg->tls_min = 12;
+    if (n > 0 && !cfg->tls_certs[n - 1].key)
+        return usage_error("--tls-cert '%s' has no --tls-key after it", cfg->tls_certs[n - 1].cert);
+    if (cfg->tls && n == 0)
+        return usage_error("--tls-port needs a --tls-cert FILE --tls-key FILE pair%s", "");
+    if (!cfg->tls && n > 0)
+        return usage_error("--tls-cert '%s' needs --tls-port", cfg->tls_certs[0].cert);
+    if (!cfg->tls && (cfg->hsts || cfg->redirect_https))
+        return usage_error("%s needs --tls-port", cfg->hsts ? "--hsts" : "--redirect-https");
+    if (cfg->tls && cfg->tls_port != 0 && cfg->tls_port == cfg->port)
+        return usage_error("--tls-port must differ from --port (both are %s)", "the same");
+    if (cfg->hsts)
+        cfg->hsts_len =
+            (size_t)snprintf(cfg->hsts_line, sizeof(cfg->hsts_line),
+                             "Strict-Transport-Security: max-age=%u\r\n", cfg->hsts_max_age);
     return 0;
 }
 
@@ -611,6 +707,15 @@ int config_parse(struct config *cfg, int argc, char **argv)
                 return usage_error("--dictionary: at most 8 patterns; '%s' is one more", optarg);
             cfg->dictionaries[cfg->num_dictionaries++] = optarg;
             break;
+        case OPT_TLS_PORT:
+        case OPT_TLS_CERT:
+        case OPT_TLS_KEY:
+        case OPT_TLS_MIN:
+        case OPT_HSTS:
+        case OPT_REDIRECT_HTTPS:
+            if ((rc = tls_option(cfg, opt, optarg)) != 0)
+                return rc;
+            break;
         case OPT_REUSE_PORT:
             cfg->reuse_port = true;
             break;
@@ -641,6 +746,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
         cfg->docroot = argv[optind++];
     if (optind < argc)
         return usage_error("one DOCROOT only; unexpected '%s'", argv[optind]);
+    if ((rc = tls_check(cfg)) != 0)
+        return rc;
     cfg->mime_file = mime_file;
     if (mime_file && (rc = load_mime_types(cfg, mime_file)) != 0)
         return rc;

@@ -11,6 +11,7 @@
 
 #include "core/logfmt.h"
 #include "core/mime.h"
+#include "tls/tls.h"
 
 #define RINGHTTPD_VERSION "0.1.0"
 #define CONFIG_MAX_ERROR_PAGES 16
@@ -73,6 +74,18 @@ struct config {
     const char *dictionaries[CONFIG_MAX_DICTIONARIES];
     int num_dictionaries;
     bool http2; /* --http2 on|off: h2c by its preface, h2 by ALPN */
+    /* HTTPS (issue 14): a second listener on the same address; pairs are checked (files read,
+     * keys matched) by tls_ctx_new at start and on every reload, not here. */
+    bool tls;                                       /* --tls-port given */
+    uint16_t tls_port;                              /* 0 picks a free one */
+    struct tls_cert_files tls_certs[TLS_MAX_CERTS]; /* --tls-cert/--tls-key, the first default */
+    int num_tls_certs;
+    int tls_min; /* 12 (TLS 1.2 and 1.3) or 13 (--tls-min 1.3) */
+    bool hsts;   /* --hsts SECONDS: Strict-Transport-Security on TLS responses */
+    unsigned hsts_max_age;
+    char hsts_line[64]; /* its header line, "Strict-Transport-Security: ...\r\n" */
+    size_t hsts_len;
+    bool redirect_https; /* the cleartext port answers 308 to the https: URL */
 };
 
 /* The default of --compress-types. */

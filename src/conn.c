@@ -597,10 +597,14 @@ static void drain(struct worker *w, struct conn *c)
 {
     /* Responses in flight are finished; an idle keep-alive connection or a request head still
      * arriving has none yet. A connection accepted but not yet read from is answered: its
-     * request is most likely already in the socket (the listener defers accept until data). */
+     * request is most likely already in the socket (the listener defers accept until data).
+     * Not so through a transport (TLS): its first bytes were a handshake, and a browser's
+     * spare pre-connected socket may never send a request; it would hold the drain to its
+     * deadline. */
     c->keep_alive = false;
     if (c->state == CONN_LINGERING ||
-        (c->state == CONN_READING && (c->served || c->in_request || c->in_len)))
+        (c->state == CONN_READING &&
+         (c->served || c->in_request || c->in_len || (c->xport && c->xport->secure))))
         conn_close(w, c);
 }
 

@@ -134,6 +134,17 @@ int privs_landlock(const struct config *cfg, char *why, size_t why_len)
         rc = add_rule(rs, dir, LL_READ, why, why_len);
     if (rc == 0 && cfg->mime_file)
         rc = add_rule(rs, cfg->mime_file, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
+    /* A reload re-reads the TLS pairs, perhaps replaced by new files (certbot's renewals are
+     * new files behind symlinks): their directories, as given and resolved. */
+    for (int i = 0; rc == 0 && i < cfg->num_tls_certs; i++) {
+        const char *files[2] = {cfg->tls_certs[i].cert, cfg->tls_certs[i].key};
+        for (int j = 0; rc == 0 && j < 2; j++) {
+            if ((rc = parent_dir(files[j], dir)) == 0)
+                rc = add_rule(rs, dir, LL_READ, why, why_len);
+            if (rc == 0 && realpath(files[j], resolved) && parent_dir(resolved, dir) == 0)
+                rc = add_rule(rs, dir, LL_READ, why, why_len);
+        }
+    }
     /* The access log is reopened on SIGUSR1, after a rotation perhaps as a new file. */
     if (rc == 0 && cfg->access_log && strcmp(cfg->access_log, "-") != 0 &&
         (rc = parent_dir(cfg->access_log, dir)) == 0)

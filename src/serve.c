@@ -20,6 +20,7 @@
 #include "core/autoindex.h"
 #include "core/cond.h"
 #include "core/path.h"
+#include "core/redirect.h"
 #include "core/static.h"
 #include "rt/compress.h"
 #include "rt/fcache.h"
@@ -300,7 +301,7 @@ static void redirect_slash(struct job *j, const char *path, size_t len)
 {
     char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET];
     size_t n = path_location(path, len, j->query, loc, sizeof(loc));
-    if (n == 0 || !static_redirect_plan(loc, n, &j->ctx, &j->r->plan))
+    if (n == 0 || !static_redirect_plan(301, loc, n, &j->ctx, &j->r->plan))
         error(j, 414, NULL);
 }
 
@@ -527,6 +528,8 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
         .ok_head_len = w->ok_head_len,
         .extra_headers = w->cfg->extra_headers,
         .extra_len = w->cfg->extra_headers_len,
+        .all_headers = pol->secure && w->cfg->hsts ? w->cfg->hsts_line : NULL,
+        .all_len = w->cfg->hsts_len,
         .keep_alive = pol->keep_alive,
         .send_continue = pol->send_continue,
         .head = req && req->method == HTTP_HEAD,
@@ -534,6 +537,19 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
         .buf = r->buf,
         .cap = sizeof(r->buf),
     };
+}
+
+/* --redirect-https on the cleartext port: 308 to the same URL over https (400 without a Host
+ * that can be written into a URL). */
+static void redirect_https(struct job *j)
+{
+    char loc[8 + HTTP1_MAX_TARGET + 320];
+    const struct http_request *req = j->req;
+    size_t n =
+        redirect_https_location(req->has_host ? req->host.p : NULL, req->host.len, req->target.p,
+                                req->target.len, j->w->cfg->tls_port, loc, sizeof(loc));
+    if (n == 0 || !static_redirect_plan(308, loc, n, &j->ctx, &j->r->plan))
+        error(j, 400, NULL);
 }
 
 void serve_request(struct worker *w, const struct http_request *req, const struct req_policy *pol,
@@ -544,6 +560,10 @@ void serve_request(struct worker *w, const struct http_request *req, const struc
     struct path_result pr;
 
     init_job(&j, w, req, pol, r);
+    if (w->cfg->redirect_https && !pol->secure) {
+        redirect_https(&j);
+        return;
+    }
     if (req->expect_other) {
         j.ctx.send_continue = false;
         error(&j, 417, NULL);

@@ -30,6 +30,8 @@
 #include "rt/site.h"
 #include "rt/worker.h"
 #include "systemd.h"
+#include "tls/tls.h"
+#include "tls/xport.h"
 #include "transport.h"
 
 struct addr {
@@ -135,7 +137,7 @@ static void raise_fd_limit(void)
     }
 }
 
-static void format_addr(const struct addr *a, char *out, size_t len)
+static void format_addr(const struct addr *a, const char *scheme, char *out, size_t len)
 {
     char host[INET6_ADDRSTRLEN] = "?";
     unsigned port = 0;
@@ -148,7 +150,7 @@ static void format_addr(const struct addr *a, char *out, size_t len)
         inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
         port = ntohs(v4->sin_port);
     }
-    snprintf(out, len, "http://%s%s%s:%u/", a->ss.ss_family == AF_INET6 ? "[" : "", host,
+    snprintf(out, len, "%s://%s%s%s:%u/", scheme, a->ss.ss_family == AF_INET6 ? "[" : "", host,
              a->ss.ss_family == AF_INET6 ? "]" : "", port);
 }
 
@@ -169,7 +171,80 @@ struct server {
     struct accesslog *alog; /* --access-log, or NULL */
     struct metrics *metrics; /* --metrics, or NULL */
     struct handover handover; /* our listeners' release to a successor on the port */
+    /* --tls-port: a second listener per worker, and the contexts a worker adopts */
+    struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
+    struct addr tls_addr;
+    char tls_url[INET6_ADDRSTRLEN + 16];
+    int *tls_listeners;
+    struct tls_port *tls_ports; /* one per worker: its TLS listener's transport context */
 };
+
+static struct tls_settings tls_settings(const struct config *cfg)
+{
+    return (struct tls_settings){
+        .certs = cfg->tls_certs,
+        .num_certs = cfg->num_tls_certs,
+        .min_version = cfg->tls_min,
+        .alpn_h2 = cfg->http2, /* ALPN offers h2 first; xport.c hands such a connection to w->h2 */
+    };
+}
+
+/* One context per worker from the --tls-cert/--tls-key pairs, all or none: 0, or -errno with the
+ * reason in why (the file at fault). Warnings (an expired certificate) are logged once. */
+static int tls_load(struct server *sv, struct tls_ctx **out, char *why, size_t why_len)
+{
+    struct tls_settings s = tls_settings(sv->cfg);
+    int n = sv->cfg->threads, rc = 0, i;
+    for (i = 0; i < n && rc == 0; i++)
+        rc = tls_ctx_new(&s, sv->tls_keys, &out[i], why, why_len);
+    if (rc != 0) {
+        for (int j = 0; j < i - 1; j++)
+            tls_ctx_put(out[j]);
+        return rc;
+    }
+    const char *warn = tls_ctx_warnings(out[0]);
+    for (const char *eol; *warn; warn = eol + 1) { /* one log line per warning */
+        eol = strchr(warn, '\n');
+        if (!eol)
+            break;
+        errlog(ERRLOG_WARN, "%.*s", (int)(eol - warn), warn);
+    }
+    return 0;
+}
+
+/* The TLS listeners, one per worker on --bind's address and --tls-port (the kernel's pick
+ * for 0, shared by every worker's). */
+static int open_tls_listeners(struct server *sv)
+{
+    struct config *cfg = sv->cfg;
+    if (parse_addr(cfg->bind, cfg->tls_port, &sv->tls_addr) != 0)
+        return -2; /* open_listeners said why */
+    int err;
+    if (cfg->tls_port != 0 && !cfg->reuse_port &&
+        (err = port_in_use(&sv->tls_addr)) == -EADDRINUSE) {
+        fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", cfg->bind, cfg->tls_port,
+                strerror(-err));
+        return -1;
+    }
+    for (int i = 0; i < cfg->threads; i++) {
+        int fd = open_listener(&sv->tls_addr, (int)cfg->header_timeout, (int)cfg->send_lowat);
+        if (fd < 0) {
+            fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", cfg->bind,
+                    cfg->tls_port, strerror(-fd));
+            return -1;
+        }
+        sv->tls_listeners[i] = fd;
+        if (i == 0 &&
+            getsockname(fd, (struct sockaddr *)&sv->tls_addr.ss, &sv->tls_addr.len) != 0) {
+            fprintf(stderr, "ringhttpd: getsockname: %s\n", strerror(errno));
+            return -1;
+        }
+    }
+    format_addr(&sv->tls_addr, "https", sv->tls_url, sizeof(sv->tls_url));
+    /* the port the kernel picked for 0, for --redirect-https's Location */
+    cfg->tls_port = ntohs(((const struct sockaddr_in *)&sv->tls_addr.ss)->sin_port);
+    return 0;
+}
 
 /* Opens one listener per worker, or spreads the inherited ones over the workers (each worker
  * gets its own dup, so it can close it in a drain without pulling it from under another). */
@@ -290,6 +365,71 @@ static uint64_t monotonic_usec(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* --tls-port: the ticket secret, one context per worker (the files checked: a start-up error
+ * names the one at fault), the listeners. -1 (or -2 for a usage error) after saying why. */
+static int tls_start(struct server *sv)
+{
+    int n = sv->cfg->threads, rc;
+    char why[512] = "";
+    sv->tls_listeners = malloc((size_t)n * sizeof(*sv->tls_listeners));
+    sv->tls_ports = calloc((size_t)n, sizeof(*sv->tls_ports));
+    struct tls_ctx **ctxs = calloc((size_t)n, sizeof(*ctxs));
+    if (!sv->tls_listeners || !sv->tls_ports || !ctxs) {
+        free(ctxs);
+        fprintf(stderr, "ringhttpd: out of memory\n");
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        sv->tls_listeners[i] = -1;
+    if ((rc = tls_keys_new(&sv->tls_keys)) != 0) {
+        free(ctxs);
+        fprintf(stderr, "ringhttpd: TLS: no random ticket secret: %s\n", strerror(-rc));
+        return -1;
+    }
+    if ((rc = tls_load(sv, ctxs, why, sizeof(why))) != 0) {
+        free(ctxs);
+        fprintf(stderr, "ringhttpd: %s\n", why);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        tls_port_init(&sv->tls_ports[i], ctxs[i]);
+    free(ctxs);
+    return open_tls_listeners(sv);
+}
+
+/* After the workers are joined: their ports' contexts and buffers, listeners never handed
+ * over, the secret. */
+static void tls_stop(struct server *sv)
+{
+    for (int i = 0; sv->tls_ports && i < sv->cfg->threads; i++)
+        tls_port_fini(&sv->tls_ports[i]);
+    for (int i = 0; sv->tls_listeners && i < sv->cfg->threads; i++)
+        if (sv->tls_listeners[i] >= 0)
+            close(sv->tls_listeners[i]);
+    free(sv->tls_ports);
+    free(sv->tls_listeners);
+    tls_keys_free(sv->tls_keys);
+}
+
+/* SIGHUP with --tls-port: every pair read again; new connections use them, open ones keep
+ * theirs. A pair that fails keeps the previous ones, all of them. */
+static void tls_reload(struct server *sv, const char *what)
+{
+    int n = sv->cfg->threads;
+    char why[512] = "";
+    struct tls_ctx **ctxs = calloc((size_t)n, sizeof(*ctxs));
+    if (!ctxs || tls_load(sv, ctxs, why, sizeof(why)) != 0) {
+        errlog(ERRLOG_ERROR, "%s: TLS certificates kept as they were: %s", what,
+               ctxs ? why : "out of memory");
+        free(ctxs);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        tls_port_publish(&sv->tls_ports[i], ctxs[i]);
+    free(ctxs);
+    errlog(ERRLOG_NOTICE, "%s: TLS certificates re-read", what);
+}
+
 /* SIGHUP: a new site from the command line's paths, or the old one kept with the reason. */
 static void reload(struct server *sv, const char *what)
 {
@@ -305,6 +445,8 @@ static void reload(struct server *sv, const char *what)
         wake_workers(sv);
         errlog(ERRLOG_NOTICE, "%s: serving %s", what, sv->cfg->docroot);
     }
+    if (sv->cfg->tls)
+        tls_reload(sv, what);
     systemd_notify(sv->notify_fd, "READY=1\nSTATUS=serving %s on %s", sv->cfg->docroot, sv->url);
 }
 
@@ -483,7 +625,11 @@ int server_run(struct config *cfg)
         rc = lrc == -2 ? 2 : 1;
         goto out;
     }
-    format_addr(&sv.addr, sv.url, sizeof(sv.url));
+    format_addr(&sv.addr, "http", sv.url, sizeof(sv.url));
+    if (cfg->tls && (lrc = tls_start(&sv)) < 0) {
+        rc = lrc == -2 ? 2 : 1;
+        goto out;
+    }
     sv.handover.ours = sv.nlisten; /* before any worker thread exists */
     if (!(sv.eng = engine_choose(cfg->engine, cfg->verbose, &sv.caps)))
         goto out;
@@ -498,6 +644,13 @@ int server_run(struct config *cfg)
                                            .xport = transport_test_hook()}};
         unsigned nls = 1;
         sv.listeners[inited] = -1; /* the worker's now, even when it fails */
+        if (cfg->tls) {
+            ls[nls++] = (struct listener){.fd = sv.tls_listeners[inited],
+                                          .owned = true,
+                                          .xport = &transport_tls,
+                                          .xport_ctx = &sv.tls_ports[inited]};
+            sv.tls_listeners[inited] = -1;
+        }
         int err = worker_init(w, inited, cfg, sv.eng, &sv.caps, ls, nls, &sv.sites);
         if (err < 0) {
             fprintf(stderr, "ringhttpd: starting worker %d (%s): %s\n", inited, sv.eng->name,
@@ -529,6 +682,8 @@ int server_run(struct config *cfg)
     if (transport_test_hook())
         fprintf(stderr, "ringhttpd: test transport %s on the HTTP port (RINGHTTPD_TEST_TRANSPORT)\n",
                 transport_test_hook()->name);
+    if (cfg->tls)
+        fprintf(stderr, "ringhttpd: listening on %s (TLS)\n", sv.tls_url);
     fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s\n", sv.url,
             sv.eng->name, cfg->threads, cfg->threads == 1 ? "" : "s",
             sv.inherited ? " on sockets from systemd" : "");
@@ -553,6 +708,7 @@ out:
     for (int i = 0; i < sv.nlisten; i++)
         if (sv.listeners && sv.listeners[i] >= 0)
             close(sv.listeners[i]);
+    tls_stop(&sv);
     if (sv.notify_fd >= 0)
         close(sv.notify_fd);
     free(sv.listeners);

@@ -73,6 +73,8 @@ static void put_head(struct wbuf *h, struct static_ctx *ctx, int status)
         WBUF_LIT(h, "Server: " SERVER_NAME "\r\nDate: ");
         wbuf_str(h, ctx->date);
         WBUF_LIT(h, "\r\n");
+        if (ctx->all_headers)
+            wbuf_put(h, ctx->all_headers, ctx->all_len);
         return;
     }
     if (policy_status_closes(status))
@@ -81,15 +83,17 @@ static void put_head(struct wbuf *h, struct static_ctx *ctx, int status)
         WBUF_LIT(h, "HTTP/1.1 100 Continue\r\n\r\n");
     if (status == 200 && ctx->ok_head) {
         wbuf_put(h, ctx->ok_head, ctx->ok_head_len);
-        return;
+    } else {
+        WBUF_LIT(h, "HTTP/1.1 ");
+        wbuf_u64(h, (uint64_t)status);
+        wbuf_put(h, " ", 1);
+        wbuf_str(h, static_reason(status));
+        WBUF_LIT(h, "\r\nServer: " SERVER_NAME "\r\nDate: ");
+        wbuf_str(h, ctx->date);
+        WBUF_LIT(h, "\r\n");
     }
-    WBUF_LIT(h, "HTTP/1.1 ");
-    wbuf_u64(h, (uint64_t)status);
-    wbuf_put(h, " ", 1);
-    wbuf_str(h, static_reason(status));
-    WBUF_LIT(h, "\r\nServer: " SERVER_NAME "\r\nDate: ");
-    wbuf_str(h, ctx->date);
-    WBUF_LIT(h, "\r\n");
+    if (ctx->all_headers)
+        wbuf_put(h, ctx->all_headers, ctx->all_len);
 }
 
 /* HTTP/1 only (RFC 9113 8.2.2 forbids it in HTTP/2). */
@@ -329,14 +333,15 @@ int static_status_plan(int status, const char *extra, struct static_ctx *ctx, st
     return record(&h, ctx, p, status, head_len);
 }
 
-int static_redirect_plan(const char *location, size_t len, struct static_ctx *ctx, struct plan *p)
+int static_redirect_plan(int status, const char *location, size_t len, struct static_ctx *ctx,
+                         struct plan *p)
 {
     struct wbuf h = writer(ctx);
-    put_head(&h, ctx, 301);
+    put_head(&h, ctx, status);
     put_header(&h, "Location: ", location, len);
     WBUF_LIT(&h, "Content-Length: 0\r\n");
     put_connection(&h, ctx);
-    return finish(&h, ctx, p, 301);
+    return finish(&h, ctx, p, status);
 }
 
 int static_body_plan(int status, const struct static_file *f, struct static_ctx *ctx,

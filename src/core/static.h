@@ -44,9 +44,11 @@ struct static_ctx {
     size_t ok_head_len;
     const char *extra_headers; /* "Name: value\r\n" lines for successful responses */
     size_t extra_len;
-    bool keep_alive;    /* the connection stays open after this response; cleared for a status
-                         * that closes (policy_status_closes), and the plan's close says so */
-    bool head;          /* HEAD: headers as for GET, no body */
+    const char *all_headers; /* lines for every response (HSTS over TLS), or NULL */
+    size_t all_len;
+    bool keep_alive; /* the connection stays open after this response; cleared for a status
+                      * that closes (policy_status_closes), and the plan's close says so */
+    bool head;       /* HEAD: headers as for GET, no body */
     bool send_continue; /* prefix "HTTP/1.1 100 Continue" (the client waits for it) */
     int minor;          /* the request's HTTP minor version, for the Connection header */
     char *buf;          /* header text (and small generated bodies) are written here */
@@ -71,8 +73,10 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
  */
 int static_status_plan(int status, const char *extra, struct static_ctx *ctx, struct plan *p);
 
-/* 301 to `location` (a path already percent-encoded as it arrived, plus '/' and the query). */
-int static_redirect_plan(const char *location, size_t len, struct static_ctx *ctx, struct plan *p);
+/* status (301, or 308 for --redirect-https) to `location`: a path already percent-encoded as it
+ * arrived, plus '/' and the query; or an https: URL from core/redirect. */
+int static_redirect_plan(int status, const char *location, size_t len, struct static_ctx *ctx,
+                         struct plan *p);
 
 /*
  * A response with `status` whose body is given (a generated listing, or an error page file):

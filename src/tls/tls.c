@@ -1,0 +1,809 @@
+/* TLS over this module's own BIO; see tls.h. */
+#include "tls/tls.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/bio.h>
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+/* Mozilla's server-side TLS guidelines, "intermediate" (v5.7): TLS 1.2 suites with forward
+ * secrecy and AEAD only; TLS 1.3 keeps OpenSSL's three suites. DHE uses the RFC 7919 group
+ * OpenSSL picks for the certificate's strength (SSL_CTX_set_dh_auto). */
+static const char intermediate_ciphers[] =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305";
+static const char tls13_suites[] =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+static const char groups_list[] = "X25519:P-256:P-384";
+
+/* ALPN in wire format, server preference first. */
+static const unsigned char alpn_http1[] = "\x08http/1.1";
+static const unsigned char alpn_h2_http1[] = "\x02h2\x08http/1.1";
+
+enum { ST_NEW, ST_HANDSHAKE, ST_OPEN, ST_FAILED };
+
+struct tls_keys {
+    unsigned char secret[32];
+};
+
+struct ticket_key {
+    unsigned char name[16];
+    unsigned char aes[32];  /* AES-256-CBC, as OpenSSL's own ticket keys */
+    unsigned char hmac[32]; /* HMAC-SHA256 */
+};
+
+/* One OpenSSL context: the pairs that share a name set (at most one per key type). */
+struct tls_group {
+    SSL_CTX *ssl;
+    X509 *leaf; /* its first certificate, which SNI names are matched against */
+};
+
+struct tls_ctx {
+    unsigned refs; /* the owner's one, plus one per connection: the worker's thread only */
+    struct tls_group groups[TLS_MAX_CERTS];
+    int num_groups;
+    BIO_METHOD *bio;
+    const struct tls_keys *keys;
+    bool alpn_h2;
+    unsigned rotate;
+    int64_t period; /* of cur; prev is period - 1 */
+    struct ticket_key cur, prev;
+    char warnings[1024];
+};
+
+int tls_keys_new(struct tls_keys **out)
+{
+    struct tls_keys *k = calloc(1, sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    if (RAND_priv_bytes(k->secret, sizeof(k->secret)) != 1) {
+        ERR_clear_error();
+        free(k);
+        return -EIO;
+    }
+    *out = k;
+    return 0;
+}
+
+void tls_keys_free(struct tls_keys *keys)
+{
+    if (keys)
+        OPENSSL_cleanse(keys->secret, sizeof(keys->secret));
+    free(keys);
+}
+
+/* ---- tickets ---------------------------------------------------------------------------- */
+
+/* The key of a period, a function of the secret and the period only, so every worker (and every
+ * context a reload makes) derives the same one without sharing anything mutable. */
+static int derive_key(const struct tls_keys *keys, int64_t period, struct ticket_key *k)
+{
+    unsigned char msg[24], mac[64];
+    size_t mac_len;
+    memcpy(msg, "ringhttpd ticket", 16);
+    for (int i = 0; i < 8; i++)
+        msg[16 + i] = (unsigned char)((uint64_t)period >> (56 - 8 * i));
+    if (!EVP_Q_mac(NULL, "HMAC", NULL, "SHA512", NULL, keys->secret, sizeof(keys->secret), msg,
+                   sizeof(msg), mac, sizeof(mac), &mac_len))
+        return -EIO;
+    memcpy(k->aes, mac, 32);
+    memcpy(k->hmac, mac + 32, 32);
+    memcpy(msg, "ringhttpd tkname", 16);
+    if (!EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, keys->secret, sizeof(keys->secret), msg,
+                   sizeof(msg), mac, sizeof(mac), &mac_len))
+        return -EIO;
+    memcpy(k->name, mac, 16);
+    OPENSSL_cleanse(mac, sizeof(mac));
+    return 0;
+}
+
+void tls_ctx_set_time(struct tls_ctx *ctx, int64_t wall)
+{
+    int64_t period = wall / ctx->rotate;
+    if (period == ctx->period)
+        return;
+    /* A failed derivation leaves keys no ticket matches, and full handshakes go on. */
+    if (derive_key(ctx->keys, period, &ctx->cur) != 0 ||
+        derive_key(ctx->keys, period - 1, &ctx->prev) != 0) {
+        ERR_clear_error();
+        memset(&ctx->cur, 0, sizeof(ctx->cur));
+        memset(&ctx->prev, 0, sizeof(ctx->prev));
+    }
+    ctx->period = period;
+}
+
+static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
+                     EVP_MAC_CTX *hctx, int enc)
+{
+    struct tls_ctx *ctx = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    const struct ticket_key *k;
+    int rc = 1;
+    if (enc) {
+        k = &ctx->cur;
+        if (RAND_bytes(iv, 16) != 1)
+            return -1;
+        memcpy(name, k->name, 16);
+    } else if (memcmp(name, ctx->cur.name, 16) == 0) {
+        k = &ctx->cur;
+    } else if (memcmp(name, ctx->prev.name, 16) == 0) {
+        k = &ctx->prev;
+        rc = 2; /* good, but issue a ticket under the current key */
+    } else {
+        return 0; /* unknown key: a full handshake */
+    }
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+        OSSL_PARAM_construct_end(),
+    };
+    if (!EVP_MAC_init(hctx, k->hmac, sizeof(k->hmac), params))
+        return -1;
+    if (enc ? !EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv)
+            : !EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv))
+        return -1;
+    return rc;
+}
+
+/* ---- SNI and ALPN ----------------------------------------------------------------------- */
+
+static int servername_cb(SSL *ssl, int *alert, void *arg)
+{
+    (void)alert;
+    struct tls_ctx *ctx = arg;
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    if (!name || ctx->num_groups < 2)
+        return SSL_TLSEXT_ERR_OK;
+    for (int i = 0; i < ctx->num_groups; i++) {
+        if (X509_check_host(ctx->groups[i].leaf, name, 0, 0, NULL) == 1) {
+            if (i > 0 && !SSL_set_SSL_CTX(ssl, ctx->groups[i].ssl))
+                return SSL_TLSEXT_ERR_ALERT_FATAL;
+            break;
+        }
+    }
+    /* An unknown name gets the default certificate, as nginx's default server does. */
+    return SSL_TLSEXT_ERR_OK;
+}
+
+static int alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *out_len,
+                   const unsigned char *in, unsigned in_len, void *arg)
+{
+    (void)ssl;
+    const struct tls_ctx *ctx = arg;
+    const unsigned char *ours = ctx->alpn_h2 ? alpn_h2_http1 : alpn_http1;
+    unsigned ours_len = ctx->alpn_h2 ? sizeof(alpn_h2_http1) - 1 : sizeof(alpn_http1) - 1;
+    unsigned char *chosen;
+    if (SSL_select_next_proto(&chosen, out_len, ours, ours_len, in, in_len) !=
+        OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_NOACK; /* no common protocol: go on without ALPN, as nginx */
+    *out = chosen;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* ---- the BIO: this module's queues, never a socket -------------------------------------- */
+
+static int queue_append(struct tls_queue *q, const void *data, size_t len)
+{
+    if (len > UINT32_MAX - q->len)
+        return -ENOMEM;
+    if (q->off + q->len + len > q->cap) {
+        if (q->off) {
+            memmove(q->data, q->data + q->off, q->len);
+            q->off = 0;
+        }
+        if (q->len + len > q->cap) {
+            size_t cap = q->cap ? q->cap : 4096;
+            while (cap < q->len + len)
+                cap *= 2;
+            if (cap > UINT32_MAX)
+                return -ENOMEM;
+            char *p = realloc(q->data, cap);
+            if (!p)
+                return -ENOMEM;
+            q->data = p;
+            q->cap = (uint32_t)cap;
+        }
+    }
+    memcpy(q->data + q->off + q->len, data, len);
+    q->len += (uint32_t)len;
+    return 0;
+}
+
+static void queue_drop(struct tls_queue *q, size_t n)
+{
+    q->off += (uint32_t)n;
+    q->len -= (uint32_t)n;
+    if (q->len == 0)
+        q->off = 0;
+}
+
+static void queue_free(struct tls_queue *q)
+{
+    free(q->data);
+    *q = (struct tls_queue){0};
+}
+
+static int bio_read(BIO *b, char *buf, size_t size, size_t *done)
+{
+    struct tls_conn *c = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    if (c->in.len == 0) {
+        BIO_set_retry_read(b);
+        *done = 0;
+        return 0;
+    }
+    size_t n = size < c->in.len ? size : c->in.len;
+    memcpy(buf, c->in.data + c->in.off, n);
+    queue_drop(&c->in, n);
+    *done = n;
+    return 1;
+}
+
+/* Never refuses: records go to the sealing caller's buffer while it has room and nothing is
+ * queued before them; the rest (and whatever OpenSSL writes outside a seal) is queued. */
+static int bio_write(BIO *b, const char *data, size_t len, size_t *done)
+{
+    struct tls_conn *c = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    size_t n = 0;
+    if (c->sink && c->out.len == 0) {
+        n = c->sink_cap - c->sink_len;
+        if (n > len)
+            n = len;
+        memcpy(c->sink + c->sink_len, data, n);
+        c->sink_len += n;
+    }
+    if (n < len && queue_append(&c->out, data + n, len - n) != 0)
+        return 0;
+    *done = len;
+    return 1;
+}
+
+static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    (void)num;
+    (void)ptr;
+    struct tls_conn *c = BIO_get_data(b);
+    switch (cmd) {
+    case BIO_CTRL_FLUSH:
+        return 1;
+    case BIO_CTRL_PENDING:
+        return (long)c->in.len;
+    case BIO_CTRL_WPENDING:
+        return (long)c->out.len;
+    default:
+        return 0; /* among others: no kernel TLS through this BIO */
+    }
+}
+
+static int bio_create(BIO *b)
+{
+    BIO_set_init(b, 1);
+    return 1;
+}
+
+static int bio_destroy(BIO *b)
+{
+    (void)b;
+    return 1;
+}
+
+static BIO_METHOD *make_bio_method(void)
+{
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "ringhttpd");
+    if (!m)
+        return NULL;
+    if (!BIO_meth_set_read_ex(m, bio_read) || !BIO_meth_set_write_ex(m, bio_write) ||
+        !BIO_meth_set_ctrl(m, bio_ctrl) || !BIO_meth_set_create(m, bio_create) ||
+        !BIO_meth_set_destroy(m, bio_destroy)) {
+        BIO_meth_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- loading certificates --------------------------------------------------------------- */
+
+static void warn(struct tls_ctx *ctx, const char *fmt, const char *file, const ASN1_TIME *t)
+{
+    struct tm tm;
+    char when[32] = "?";
+    if (ASN1_TIME_to_tm(t, &tm))
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+    size_t used = strlen(ctx->warnings);
+    snprintf(ctx->warnings + used, sizeof(ctx->warnings) - used, fmt, file, when);
+}
+
+struct pair {
+    X509 *leaf;
+    STACK_OF(X509) * chain;
+    EVP_PKEY *key;
+};
+
+static void pair_free(struct pair *p)
+{
+    X509_free(p->leaf);
+    sk_X509_pop_free(p->chain, X509_free);
+    EVP_PKEY_free(p->key);
+}
+
+static int load_pair(struct tls_ctx *ctx, const struct tls_cert_files *f, struct pair *p, char *why,
+                     size_t why_len)
+{
+    int rc = -EINVAL;
+    FILE *cf = NULL, *kf = NULL;
+    *p = (struct pair){0};
+    if (!(cf = fopen(f->cert, "re"))) {
+        rc = -errno;
+        snprintf(why, why_len, "--tls-cert '%s': %s", f->cert, strerror(errno));
+        goto out;
+    }
+    if (!(p->leaf = PEM_read_X509(cf, NULL, NULL, NULL))) {
+        snprintf(why, why_len, "--tls-cert '%s': no PEM certificate in it", f->cert);
+        goto out;
+    }
+    if (!(p->chain = sk_X509_new_null())) {
+        rc = -ENOMEM;
+        snprintf(why, why_len, "--tls-cert '%s': out of memory", f->cert);
+        goto out;
+    }
+    X509 *x;
+    while ((x = PEM_read_X509(cf, NULL, NULL, NULL))) {
+        if (!sk_X509_push(p->chain, x)) {
+            X509_free(x);
+            rc = -ENOMEM;
+            snprintf(why, why_len, "--tls-cert '%s': out of memory", f->cert);
+            goto out;
+        }
+    }
+    ERR_clear_error(); /* the end of the file reads as "no start line" */
+    if (!(kf = fopen(f->key, "re"))) {
+        rc = -errno;
+        snprintf(why, why_len, "--tls-key '%s': %s", f->key, strerror(errno));
+        goto out;
+    }
+    if (!(p->key = PEM_read_PrivateKey(kf, NULL, NULL, NULL))) {
+        snprintf(why, why_len, "--tls-key '%s': no PEM private key in it (or it is encrypted)",
+                 f->key);
+        goto out;
+    }
+    if (X509_check_private_key(p->leaf, p->key) != 1) {
+        snprintf(why, why_len, "--tls-key '%s' does not match the certificate in '%s'", f->key,
+                 f->cert);
+        goto out;
+    }
+    if (X509_cmp_current_time(X509_get0_notAfter(p->leaf)) < 0)
+        warn(ctx, "--tls-cert '%s' expired on %s; clients will refuse it\n", f->cert,
+             X509_get0_notAfter(p->leaf));
+    else if (X509_cmp_current_time(X509_get0_notBefore(p->leaf)) > 0)
+        warn(ctx, "--tls-cert '%s' is not valid before %s; clients will refuse it\n", f->cert,
+             X509_get0_notBefore(p->leaf));
+    rc = 0;
+out:
+    if (rc)
+        pair_free(p);
+    if (kf)
+        fclose(kf);
+    if (cf)
+        fclose(cf);
+    ERR_clear_error();
+    return rc;
+}
+
+/* Whether two certificates name the same hosts: same subject and same subjectAltName. */
+static bool same_names(X509 *a, X509 *b)
+{
+    if (X509_NAME_cmp(X509_get_subject_name(a), X509_get_subject_name(b)) != 0)
+        return false;
+    int ia = X509_get_ext_by_NID(a, NID_subject_alt_name, -1);
+    int ib = X509_get_ext_by_NID(b, NID_subject_alt_name, -1);
+    if (ia < 0 || ib < 0)
+        return ia == ib;
+    return ASN1_OCTET_STRING_cmp(X509_EXTENSION_get_data(X509_get_ext(a, ia)),
+                                 X509_EXTENSION_get_data(X509_get_ext(b, ib))) == 0;
+}
+
+static SSL_CTX *make_ssl_ctx(struct tls_ctx *ctx, const struct tls_settings *s)
+{
+    SSL_CTX *ssl = SSL_CTX_new(TLS_server_method());
+    if (!ssl)
+        return NULL;
+    /* SSL_MODE_RELEASE_BUFFERS: an idle connection holds no record buffers. No renegotiation,
+     * no compression, no 0-RTT (max early data stays 0); tickets only, no server-side cache. */
+    SSL_CTX_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_options(ssl, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_clear_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE); /* "intermediate": off */
+    SSL_CTX_set_session_cache_mode(ssl, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_max_early_data(ssl, 0);
+    /* One TLS 1.3 ticket per full handshake (OpenSSL sends 2): each costs an encryption, and a
+     * client resumes with one; a ticket used is replaced by the resumed handshake. */
+    SSL_CTX_set_num_tickets(ssl, 1);
+    /* A session lives as long as its ticket key can decrypt it: two periods (a day by
+     * default, Mozilla's ssl_session_timeout). */
+    SSL_CTX_set_timeout(ssl, (long)ctx->rotate * 2);
+    if (!SSL_CTX_set_min_proto_version(ssl,
+                                       s->min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION) ||
+        !SSL_CTX_set_cipher_list(ssl, intermediate_ciphers) ||
+        !SSL_CTX_set_ciphersuites(ssl, tls13_suites) ||
+        !SSL_CTX_set1_groups_list(ssl, groups_list) || !SSL_CTX_set_dh_auto(ssl, 1) ||
+        !SSL_CTX_set_tlsext_ticket_key_evp_cb(ssl, ticket_cb) ||
+        !SSL_CTX_set_tlsext_servername_callback(ssl, servername_cb) ||
+        !SSL_CTX_set_tlsext_servername_arg(ssl, ctx) || !SSL_CTX_set_app_data(ssl, ctx)) {
+        SSL_CTX_free(ssl);
+        return NULL;
+    }
+    SSL_CTX_set_alpn_select_cb(ssl, alpn_cb, ctx);
+    return ssl;
+}
+
+static void ctx_free(struct tls_ctx *ctx)
+{
+    for (int i = 0; i < ctx->num_groups; i++) {
+        SSL_CTX_free(ctx->groups[i].ssl);
+        X509_free(ctx->groups[i].leaf);
+    }
+    BIO_meth_free(ctx->bio);
+    OPENSSL_cleanse(&ctx->cur, sizeof(ctx->cur));
+    OPENSSL_cleanse(&ctx->prev, sizeof(ctx->prev));
+    free(ctx);
+}
+
+static int add_pair(struct tls_ctx *ctx, const struct tls_settings *s, int i, char *why,
+                    size_t why_len)
+{
+    struct pair p;
+    int rc = load_pair(ctx, &s->certs[i], &p, why, why_len);
+    if (rc)
+        return rc;
+    struct tls_group *g = NULL;
+    for (int j = 0; j < ctx->num_groups && !g; j++)
+        if (same_names(ctx->groups[j].leaf, p.leaf))
+            g = &ctx->groups[j];
+    if (!g) {
+        g = &ctx->groups[ctx->num_groups];
+        if (!(g->ssl = make_ssl_ctx(ctx, s))) {
+            snprintf(why, why_len, "TLS: cannot set up OpenSSL's context");
+            rc = -ENOMEM;
+            goto out;
+        }
+        X509_up_ref(p.leaf);
+        g->leaf = p.leaf;
+        ctx->num_groups++;
+    }
+    /* override 0: a second certificate of a key type the names already have is refused */
+    if (SSL_CTX_use_cert_and_key(g->ssl, p.leaf, p.key, p.chain, 0) != 1) {
+        snprintf(why, why_len,
+                 "--tls-cert '%s': its names already have a certificate of this key type, or "
+                 "OpenSSL refuses its key",
+                 s->certs[i].cert);
+        rc = -EINVAL;
+    }
+out:
+    ERR_clear_error();
+    pair_free(&p);
+    return rc;
+}
+
+int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struct tls_ctx **out,
+                char *why, size_t why_len)
+{
+    int rc = -EINVAL;
+    if (s->num_certs < 1 || s->num_certs > TLS_MAX_CERTS) {
+        snprintf(why, why_len, "TLS needs 1 to %d --tls-cert/--tls-key pairs", TLS_MAX_CERTS);
+        return -EINVAL;
+    }
+    struct tls_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx) {
+        snprintf(why, why_len, "TLS: out of memory");
+        return -ENOMEM;
+    }
+    ctx->refs = 1;
+    ctx->keys = keys;
+    ctx->alpn_h2 = s->alpn_h2;
+    ctx->rotate = s->ticket_rotate ? s->ticket_rotate : TLS_TICKET_ROTATE;
+    ctx->period = INT64_MIN;
+    if (!(ctx->bio = make_bio_method())) {
+        snprintf(why, why_len, "TLS: out of memory");
+        rc = -ENOMEM;
+        goto fail;
+    }
+    for (int i = 0; i < s->num_certs; i++)
+        if ((rc = add_pair(ctx, s, i, why, why_len)) != 0)
+            goto fail;
+    tls_ctx_set_time(ctx, 0);
+    *out = ctx;
+    return 0;
+fail:
+    ctx_free(ctx);
+    return rc;
+}
+
+const char *tls_ctx_warnings(const struct tls_ctx *ctx)
+{
+    return ctx->warnings;
+}
+
+void tls_ctx_put(struct tls_ctx *ctx)
+{
+    if (ctx && --ctx->refs == 0)
+        ctx_free(ctx);
+}
+
+/* ---- connections ------------------------------------------------------------------------ */
+
+int tls_conn_init(struct tls_conn *c, struct tls_ctx *ctx)
+{
+    *c = (struct tls_conn){0};
+    SSL *ssl = SSL_new(ctx->groups[0].ssl);
+    BIO *b = ssl ? BIO_new(ctx->bio) : NULL;
+    if (!b) {
+        SSL_free(ssl);
+        ERR_clear_error();
+        return -ENOMEM;
+    }
+    BIO_set_data(b, c);
+    SSL_set_bio(ssl, b, b); /* one BIO both ways: SSL takes its one reference */
+    SSL_set_accept_state(ssl);
+    c->ssl = ssl;
+    c->ctx = ctx;
+    c->state = ST_NEW;
+    ctx->refs++;
+    return 0;
+}
+
+void tls_conn_fini(struct tls_conn *c)
+{
+    if (!c->ssl)
+        return;
+    SSL_free(c->ssl);
+    queue_free(&c->in);
+    queue_free(&c->out);
+    tls_ctx_put(c->ctx);
+    *c = (struct tls_conn){0};
+}
+
+int tls_conn_feed(struct tls_conn *c, const void *data, size_t len)
+{
+    return queue_append(&c->in, data, len);
+}
+
+size_t tls_conn_buffered(const struct tls_conn *c)
+{
+    return c->in.len;
+}
+
+/* The first byte of a TLS connection is a handshake record's type (22). An upper-case letter is
+ * an HTTP method: that client gets a readable answer instead of an alert it cannot read. */
+static int sniff(struct tls_conn *c)
+{
+    if (c->state != ST_NEW)
+        return 0;
+    if (c->in.len == 0)
+        return TLS_AGAIN;
+    unsigned char first = (unsigned char)c->in.data[c->in.off];
+    if (first == 22) {
+        c->state = ST_HANDSHAKE;
+        return 0;
+    }
+    c->state = ST_FAILED;
+    return first >= 'A' && first <= 'Z' ? TLS_PLAIN_HTTP : -EPROTO;
+}
+
+/* Maps an OpenSSL failure to TLS_AGAIN, 0 (close_notify) or -EPROTO. */
+static int failure(struct tls_conn *c, int ret)
+{
+    switch (SSL_get_error(c->ssl, ret)) {
+    case SSL_ERROR_WANT_READ:
+        return TLS_AGAIN;
+    case SSL_ERROR_ZERO_RETURN:
+        return 0;
+    default:
+        ERR_clear_error();
+        c->state = ST_FAILED;
+        return -EPROTO;
+    }
+}
+
+int tls_conn_handshake(struct tls_conn *c)
+{
+    if (c->state == ST_OPEN)
+        return 1;
+    if (c->state == ST_FAILED)
+        return -EPROTO;
+    int rc = sniff(c);
+    if (rc)
+        return rc;
+    int r = SSL_do_handshake(c->ssl);
+    if (r == 1) {
+        c->state = ST_OPEN;
+        return 1;
+    }
+    rc = failure(c, r);
+    return rc == 0 ? -EPROTO : rc;
+}
+
+ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap)
+{
+    if (c->state != ST_OPEN) {
+        int rc = tls_conn_handshake(c);
+        if (rc != 1)
+            return rc;
+    }
+    size_t n;
+    int r = SSL_read_ex(c->ssl, buf, cap, &n);
+    if (r == 1)
+        return (ssize_t)n;
+    return failure(c, r);
+}
+
+/* Smallest record worth making when out has little room left: below this, wait for room. */
+#define RECORD_MIN 2048
+
+ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, char *out,
+                      size_t cap, size_t *out_len)
+{
+    if (c->state != ST_OPEN || c->closing)
+        return -EPROTO;
+    size_t used = *out_len;
+    if (c->out.len) {
+        size_t n = cap - used < c->out.len ? cap - used : c->out.len;
+        memcpy(out + used, c->out.data + c->out.off, n);
+        queue_drop(&c->out, n);
+        used += n;
+        if (c->out.len) {
+            *out_len = used;
+            return 0;
+        }
+    }
+    size_t left = 0;
+    for (int i = 0; i < iovcnt; i++)
+        left += iov[i].iov_len;
+    c->sink = out;
+    c->sink_len = used;
+    c->sink_cap = cap;
+    ssize_t taken = 0;
+    int i = 0;
+    size_t off = 0; /* into iov[i] */
+    char gather[TLS_RECORD_PLAIN];
+    while (left > 0) {
+        size_t room = c->sink_cap - c->sink_len;
+        if (room <= TLS_RECORD_OVERHEAD)
+            break;
+        size_t rec = room - TLS_RECORD_OVERHEAD;
+        if (rec > TLS_RECORD_PLAIN)
+            rec = TLS_RECORD_PLAIN;
+        if (rec > left)
+            rec = left;
+        if (rec < left && rec < RECORD_MIN)
+            break;
+        while (iov[i].iov_len == off) {
+            i++;
+            off = 0;
+        }
+        const char *p;
+        if (iov[i].iov_len - off >= rec) {
+            p = (const char *)iov[i].iov_base + off; /* one segment fills the record */
+            off += rec;
+        } else {
+            size_t got = 0; /* gather small segments into one record */
+            while (got < rec) {
+                while (iov[i].iov_len == off) {
+                    i++;
+                    off = 0;
+                }
+                size_t n = iov[i].iov_len - off;
+                if (n > rec - got)
+                    n = rec - got;
+                memcpy(gather + got, (const char *)iov[i].iov_base + off, n);
+                got += n;
+                off += n;
+            }
+            p = gather;
+        }
+        size_t w;
+        if (SSL_write_ex(c->ssl, p, rec, &w) != 1 || w != rec) {
+            ERR_clear_error();
+            c->state = ST_FAILED;
+            taken = -EPROTO;
+            break;
+        }
+        taken += (ssize_t)rec;
+        left -= rec;
+    }
+    c->sink = NULL;
+    *out_len = c->sink_len;
+    return taken;
+}
+
+size_t tls_conn_pending(const struct tls_conn *c)
+{
+    return c->out.len;
+}
+
+const void *tls_conn_peek(const struct tls_conn *c, size_t *len)
+{
+    *len = c->out.len;
+    return c->out.data + c->out.off;
+}
+
+void tls_conn_consume(struct tls_conn *c, size_t n)
+{
+    queue_drop(&c->out, n);
+}
+
+void tls_conn_close_notify(struct tls_conn *c)
+{
+    if (c->state != ST_OPEN || c->closing)
+        return;
+    c->closing = true;
+    if (SSL_shutdown(c->ssl) < 0)
+        ERR_clear_error();
+}
+
+void tls_conn_trim(struct tls_conn *c)
+{
+    if (c->in.len == 0)
+        queue_free(&c->in);
+    if (c->out.len == 0)
+        queue_free(&c->out);
+}
+
+bool tls_conn_established(const struct tls_conn *c)
+{
+    return c->state == ST_OPEN;
+}
+
+bool tls_conn_resumed(const struct tls_conn *c)
+{
+    return c->ssl && SSL_session_reused(c->ssl);
+}
+
+enum tls_alpn tls_conn_alpn(const struct tls_conn *c)
+{
+    const unsigned char *p;
+    unsigned len;
+    SSL_get0_alpn_selected(c->ssl, &p, &len);
+    if (len == 2 && memcmp(p, "h2", 2) == 0)
+        return TLS_ALPN_H2;
+    if (len == 8 && memcmp(p, "http/1.1", 8) == 0)
+        return TLS_ALPN_HTTP1;
+    return TLS_ALPN_NONE;
+}
+
+const char *tls_conn_sni(const struct tls_conn *c)
+{
+    return SSL_get_servername(c->ssl, TLSEXT_NAMETYPE_host_name);
+}
+
+const char *tls_conn_version(const struct tls_conn *c)
+{
+    return SSL_get_version(c->ssl);
+}
+
+const char *tls_conn_cipher(const struct tls_conn *c)
+{
+    return SSL_get_cipher_name(c->ssl);
+}
+
+size_t tls_plain_http_400(char *buf, size_t cap, const char *date)
+{
+    static const char body[] =
+        "<html>\r\n<head><title>400 The plain HTTP request was sent to HTTPS port</title></head>"
+        "\r\n<body>\r\n<h1>400 Bad Request</h1>\r\n<p>The plain HTTP request was sent to HTTPS "
+        "port.</p>\r\n</body>\r\n</html>\r\n";
+    int n = snprintf(buf, cap,
+                     "HTTP/1.1 400 Bad Request\r\nServer: ringhttpd\r\nDate: %s\r\n"
+                     "Content-Type: text/html\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n"
+                     "%s",
+                     date, sizeof(body) - 1, body);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}

@@ -1,0 +1,152 @@
+/* tls: TLS 1.2 and 1.3 on OpenSSL 3, sans I/O. Ciphertext the engine received is fed in and
+ * plaintext read out for the protocol; plaintext to send is sealed into records written straight
+ * into the caller's send buffer; bytes TLS sends on its own (handshake flights, tickets, alerts,
+ * close_notify) wait in a queue the caller drains. Also the per-worker context (certificates
+ * chosen by SNI, Mozilla "intermediate" defaults or TLS 1.3 only, ALPN, session tickets whose
+ * keys every worker derives alike) and the "plain HTTP sent to the TLS port" detector.
+ * Must not: touch a socket or any fd after tls_ctx_new (OpenSSL sees only this module's BIO),
+ * block, or read the clock for tickets (the worker passes its time); no logging on the request
+ * path (start-up problems come back as text for the caller to print).
+ * Ownership: one struct tls_keys per process (the ticket secret: read-only once made, shared by
+ * every worker); one struct tls_ctx per worker, touched by that worker's thread only once handed
+ * over, counted by its connections so a reload can replace it while they live on; a struct
+ * tls_conn per connection, embedded by its owner, which must not move while in use. */
+#ifndef TLS_TLS_H
+#define TLS_TLS_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#define TLS_MAX_CERTS 16
+
+/* Largest plaintext of one record (the protocol's maximum), and the most bytes a record adds
+ * to its plaintext with the suites we allow (header 5, explicit nonce 8 in TLS 1.2 GCM, tag 16,
+ * content type 1 in TLS 1.3), rounded up. */
+#define TLS_RECORD_PLAIN 16384
+#define TLS_RECORD_OVERHEAD 64
+
+/* Ticket keys change every 12 hours; a ticket made with the previous key is still accepted
+ * (then replaced by a fresh one), so a ticket lives 12 to 24 hours. */
+#define TLS_TICKET_ROTATE (12 * 3600)
+
+struct tls_cert_files {
+    const char *cert; /* PEM: the certificate, then its chain */
+    const char *key;  /* PEM: its private key (ECDSA, RSA, Ed25519...) */
+};
+
+struct tls_settings {
+    const struct tls_cert_files *certs; /* the first pair is the default (no or unknown SNI) */
+    int num_certs;                      /* 1..TLS_MAX_CERTS */
+    int min_version;        /* 12: TLS 1.2 and 1.3, Mozilla "intermediate"; 13: TLS 1.3 only */
+    bool alpn_h2;           /* the protocol layer serves HTTP/2: ALPN offers h2 before http/1.1 */
+    unsigned ticket_rotate; /* seconds per ticket key; 0 means TLS_TICKET_ROTATE */
+};
+
+struct tls_keys;
+struct tls_ctx;
+struct ssl_st;
+
+/* A connection's TLS state. Members are the module's; read them through the functions below. */
+struct tls_queue {
+    char *data;
+    uint32_t off, len, cap; /* len bytes wait at data + off */
+};
+
+struct tls_conn {
+    struct ssl_st *ssl; /* NULL when not in use */
+    struct tls_ctx *ctx;
+    struct tls_queue in;  /* ciphertext fed, not yet taken by OpenSSL */
+    struct tls_queue out; /* ciphertext produced outside a seal (handshake, tickets, alerts) */
+    char *sink;           /* during a seal: the caller's buffer records go to */
+    size_t sink_len, sink_cap;
+    uint8_t state;
+    bool closing; /* close_notify queued */
+};
+
+/* Return values beside byte counts and -errno. */
+#define TLS_AGAIN (-EAGAIN)          /* needs more ciphertext (send what is pending first) */
+#define TLS_PLAIN_HTTP (-EPROTOTYPE) /* the first bytes are plain HTTP: see tls_plain_http_400 */
+
+enum tls_alpn { TLS_ALPN_NONE, TLS_ALPN_HTTP1, TLS_ALPN_H2 };
+
+/* The process's ticket secret, from the system's random source: 0 or -errno. */
+int tls_keys_new(struct tls_keys **out);
+void tls_keys_free(struct tls_keys *keys);
+
+/* Builds a worker's context: reads every pair, checks that each key matches its certificate,
+ * and groups pairs with the same names (one ECDSA and one RSA certificate for a host) into one
+ * OpenSSL context. 0 with *out, or -errno with one line in why naming the file at fault.
+ * A certificate that has expired or is not valid yet is not an error: the context is made and
+ * tls_ctx_warnings says so. keys must outlive the context. */
+int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struct tls_ctx **out,
+                char *why, size_t why_len);
+
+/* Lines ("--tls-cert 'FILE' expired on ...\n") about what loaded but looks wrong, or "". */
+const char *tls_ctx_warnings(const struct tls_ctx *ctx);
+
+/* The wall clock (UNIX seconds) that picks the ticket key; the worker calls it once a second.
+ * Every context given the same keys and time encrypts and accepts the same tickets. */
+void tls_ctx_set_time(struct tls_ctx *ctx, int64_t wall);
+
+/* Drops the owner's reference; the context goes when its last connection is finished too. */
+void tls_ctx_put(struct tls_ctx *ctx);
+
+/* Starts the server side of a connection on ctx: 0 or -ENOMEM. */
+int tls_conn_init(struct tls_conn *c, struct tls_ctx *ctx);
+
+/* Frees what c holds (sends nothing: queue close_notify first for a clean close). */
+void tls_conn_fini(struct tls_conn *c);
+
+/* Hands received ciphertext to c (copied): 0 or -ENOMEM. */
+int tls_conn_feed(struct tls_conn *c, const void *data, size_t len);
+
+/* Ciphertext fed and not yet decrypted (bound it: stop receiving while it is large). */
+size_t tls_conn_buffered(const struct tls_conn *c);
+
+/* Drives the handshake with what was fed: 1 once established, TLS_AGAIN, TLS_PLAIN_HTTP when the
+ * first byte is an HTTP method's letter instead of a TLS record, or -EPROTO (a bad hello, a
+ * version or cipher we refuse, garbage; an alert may be pending). Either way, send what
+ * tls_conn_pending holds. */
+int tls_conn_handshake(struct tls_conn *c);
+
+/* Plaintext into buf (cap > 0), driving the handshake first when needed: bytes > 0, 0 when the
+ * peer sent close_notify, TLS_AGAIN, TLS_PLAIN_HTTP, -EPROTO or -ENOMEM. */
+ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap);
+
+/* Seals plaintext from iov into records appended at out + *out_len (up to cap): first whatever
+ * c has pending, then records of up to TLS_RECORD_PLAIN bytes, as many as fit, gathering small
+ * segments into full records. Advances *out_len; returns the plaintext bytes taken (0 when out
+ * is too full for a record; call again with room), or -EPROTO. Needs an established c. */
+ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, char *out,
+                      size_t cap, size_t *out_len);
+
+/* Ciphertext waiting to be sent outside a seal, and where: the pointer is valid until the next
+ * call on c. tls_conn_consume(c, n) drops n of them once sent. */
+size_t tls_conn_pending(const struct tls_conn *c);
+const void *tls_conn_peek(const struct tls_conn *c, size_t *len);
+void tls_conn_consume(struct tls_conn *c, size_t n);
+
+/* Queues close_notify (once, and only after a completed handshake): send pending, then close. */
+void tls_conn_close_notify(struct tls_conn *c);
+
+/* Frees c's empty buffers: called when the connection goes idle, so an idle keep-alive
+ * connection holds no record buffers (OpenSSL's own are released as they empty). */
+void tls_conn_trim(struct tls_conn *c);
+
+bool tls_conn_established(const struct tls_conn *c);
+bool tls_conn_resumed(const struct tls_conn *c);
+enum tls_alpn tls_conn_alpn(const struct tls_conn *c);
+const char *tls_conn_sni(const struct tls_conn *c);     /* the client's server name, or NULL */
+const char *tls_conn_version(const struct tls_conn *c); /* "TLSv1.3"... */
+const char *tls_conn_cipher(const struct tls_conn *c);
+
+/* The clear-text answer to plain HTTP on the TLS port (as nginx's "The plain HTTP request was
+ * sent to HTTPS port"): a whole 400 response with Connection: close, written into buf with
+ * date (an IMF-fixdate) in its Date field. Returns its length, or 0 when cap is too small. */
+size_t tls_plain_http_400(char *buf, size_t cap, const char *date);
+
+#endif

@@ -1,0 +1,370 @@
+/* The TLS transport; see xport.h. */
+#include "tls/xport.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "core/plan.h"
+#include "rt/worker.h"
+#include "tls/tls.h"
+
+/* A wire chunk holds up to four full records: 64 KiB of plaintext per send. One record would
+ * mean a send per 16 KiB; more than four buys little (the socket's not-sent mark is 128 KiB by
+ * default) and costs memory per sending connection. */
+#define OUT_RECORDS 4
+#define OUT_CAP (OUT_RECORDS * (TLS_RECORD_PLAIN + TLS_RECORD_OVERHEAD))
+#define PLAIN_CAP (OUT_RECORDS * TLS_RECORD_PLAIN) /* file bytes read per chunk */
+/* A send buffer: the wire plan describing it, then OUT_CAP wire bytes, then PLAIN_CAP for file
+ * reads. The plan lives here, not in the connection, so an idle connection does not keep its
+ * 1.3 KB either. */
+struct sendbuf {
+    struct plan wire;
+    char out[OUT_CAP];
+    char plain[PLAIN_CAP];
+};
+#define FREE_KEEP 32 /* spare buffers a worker keeps after a burst */
+
+struct xconn {
+    struct tls_conn t;
+    struct tls_port *port;
+    struct plan *app;    /* the protocol's plan being sent, or NULL */
+    struct sendbuf *buf; /* only while sending: its wire plan is what the engine sends */
+    bool busy;           /* wire is with the engine */
+    bool shut;           /* the protocol ended its stream: close_notify, then the write side */
+    bool fatal;          /* send what is pending (an alert, the 400), then close */
+    bool ended;          /* the peer's end (close_notify or EOF) was passed up */
+};
+
+void tls_port_init(struct tls_port *port, struct tls_ctx *ctx)
+{
+    port->cur = ctx;
+    atomic_init(&port->next, NULL);
+    port->free_bufs = NULL;
+    port->nfree = 0;
+}
+
+void tls_port_publish(struct tls_port *port, struct tls_ctx *ctx)
+{
+    struct tls_ctx *old = atomic_exchange(&port->next, ctx);
+    if (old)
+        tls_ctx_put(old); /* never adopted: nothing else refers to it */
+}
+
+void tls_port_fini(struct tls_port *port)
+{
+    tls_ctx_put(atomic_exchange(&port->next, NULL));
+    tls_ctx_put(port->cur);
+    port->cur = NULL;
+    while (port->free_bufs) {
+        void *next = *(void **)port->free_bufs;
+        free(port->free_bufs);
+        port->free_bufs = next;
+    }
+    port->nfree = 0;
+}
+
+static struct sendbuf *buf_get(struct tls_port *port)
+{
+    void *b = port->free_bufs;
+    if (b) {
+        port->free_bufs = *(void **)b;
+        port->nfree--;
+        return b;
+    }
+    return malloc(sizeof(struct sendbuf));
+}
+
+static void buf_put(struct tls_port *port, struct sendbuf *b)
+{
+    if (port->nfree >= FREE_KEEP) {
+        free(b);
+        return;
+    }
+    *(void **)b = port->free_bufs;
+    port->free_bufs = b;
+    port->nfree++;
+}
+
+static int tls_open(struct worker *w, struct conn *c, void *ctx)
+{
+    struct tls_port *port = ctx;
+    /* A reload's contexts take over at the first accept after it: one load per accept. */
+    if (atomic_load_explicit(&port->next, memory_order_relaxed)) {
+        struct tls_ctx *n = atomic_exchange(&port->next, NULL);
+        if (n) {
+            tls_ctx_put(port->cur);
+            port->cur = n;
+        }
+    }
+    tls_ctx_set_time(port->cur, w->wall);
+    struct xconn *x = calloc(1, sizeof(*x));
+    if (!x)
+        return -ENOMEM;
+    if (tls_conn_init(&x->t, port->cur) != 0) {
+        free(x);
+        return -ENOMEM;
+    }
+    x->port = port;
+    c->xstate = x;
+    return 0;
+}
+
+/* Bytes (plaintext) that fit in room bytes of wire as records: whole records, and a last one
+ * when it is worth making (tls_conn_seal's rule). */
+static size_t plain_room(size_t room)
+{
+    size_t full = room / (TLS_RECORD_PLAIN + TLS_RECORD_OVERHEAD);
+    size_t rest = room % (TLS_RECORD_PLAIN + TLS_RECORD_OVERHEAD);
+    return full * TLS_RECORD_PLAIN +
+           (rest > TLS_RECORD_OVERHEAD + 2048 ? rest - TLS_RECORD_OVERHEAD : 0);
+}
+
+/* Fills the wire chunk: first what TLS queued on its own (handshake, tickets, alerts), then
+ * records of the protocol's plan; returns the bytes in it, or -errno (a file read failed). */
+static ssize_t fill(struct xconn *x)
+{
+    size_t len = 0, pend;
+    const void *p = tls_conn_peek(&x->t, &pend);
+    if (pend) {
+        len = pend < OUT_CAP ? pend : OUT_CAP;
+        memcpy(x->buf->out, p, len);
+        tls_conn_consume(&x->t, len);
+        if (len == OUT_CAP)
+            return (ssize_t)len;
+    }
+    struct plan *app = x->app;
+    while (app && !plan_done(app) && tls_conn_established(&x->t)) {
+        size_t before = len;
+        struct seg *s = plan_seg(app);
+        ssize_t taken;
+        if (s->mem) {
+            struct iovec iov[PLAN_MAX_SEGS];
+            int n = plan_iov(app, iov, PLAN_MAX_SEGS);
+            taken = tls_conn_seal(&x->t, iov, n, x->buf->out, OUT_CAP, &len);
+        } else {
+            size_t want = plain_room(OUT_CAP - len);
+            if (want > s->len)
+                want = (size_t)s->len;
+            if (want == 0)
+                break;
+            char *plain = x->buf->plain;
+            ssize_t got = pread(s->fd, plain, want, (off_t)s->off);
+            if (got <= 0) /* a read error, or the file shrank under us */
+                return got < 0 ? -errno : -EIO;
+            struct iovec iov = {plain, (size_t)got};
+            taken = tls_conn_seal(&x->t, &iov, 1, x->buf->out, OUT_CAP, &len);
+        }
+        if (taken < 0)
+            return taken;
+        plan_advance(app, (uint64_t)taken);
+        if (taken == 0 || len == before)
+            break; /* no room for another record */
+    }
+    /* The response after which the connection closes ends the TLS stream too: close_notify
+     * rides in the same chunk as the last record. */
+    if (app && plan_done(app) && app->close)
+        tls_conn_close_notify(&x->t);
+    if (x->shut && !app)
+        tls_conn_close_notify(&x->t);
+    p = tls_conn_peek(&x->t, &pend);
+    if (pend && len < OUT_CAP) {
+        size_t n = pend < OUT_CAP - len ? pend : OUT_CAP - len;
+        memcpy(x->buf->out + len, p, n);
+        tls_conn_consume(&x->t, n);
+        len += n;
+    }
+    return (ssize_t)len;
+}
+
+/* Idle: nothing to send and nothing being sent. Buffers go back; the write side ends when the
+ * protocol asked; a fatal connection closes. */
+static void idle(struct worker *w, struct conn *c, struct xconn *x)
+{
+    if (x->buf) {
+        buf_put(x->port, x->buf);
+        x->buf = NULL;
+    }
+    tls_conn_trim(&x->t);
+    if (x->fatal)
+        conn_close(w, c);
+    else if (x->shut && !x->app) {
+        x->shut = false;
+        conn_wire_shutdown(w, c);
+    }
+}
+
+/* Sends the next chunk, if there is one and the wire is free. */
+static void pump(struct worker *w, struct conn *c, struct xconn *x)
+{
+    if (x->busy || !conn_open(c))
+        return;
+    if (!x->buf && !(x->buf = buf_get(x->port))) {
+        conn_close(w, c);
+        return;
+    }
+    ssize_t len = fill(x);
+    if (len < 0) {
+        struct plan *app = x->app;
+        x->app = NULL;
+        x->fatal = true;
+        if (app)
+            conn_plan_sent(w, c, (int)len);
+        if (conn_open(c))
+            conn_close(w, c);
+        return;
+    }
+    if (len == 0) {
+        idle(w, c, x);
+        return;
+    }
+    struct plan *wire = &x->buf->wire;
+    plan_init(wire);
+    plan_mem(wire, x->buf->out, (size_t)len);
+    wire->fin_carries_tail = x->app && plan_done(x->app) && x->app->fin_carries_tail;
+    x->busy = true;
+    conn_wire_send(w, c, wire);
+}
+
+/* A fatal condition: what TLS queued (an alert) goes out, then the connection closes. */
+static void fail(struct worker *w, struct conn *c, struct xconn *x)
+{
+    x->fatal = true;
+    if (tls_conn_pending(&x->t) == 0 && !x->busy)
+        conn_close(w, c);
+    else
+        pump(w, c, x);
+}
+
+/* Plain HTTP on the TLS port: a readable 400 in clear text, then close (nginx's answer). */
+static void plain_http(struct worker *w, struct conn *c, struct xconn *x)
+{
+    x->fatal = true;
+    if (!(x->buf = buf_get(x->port))) {
+        conn_close(w, c);
+        return;
+    }
+    size_t len = tls_plain_http_400(x->buf->out, OUT_CAP, w->date);
+    plan_init(&x->buf->wire);
+    plan_mem(&x->buf->wire, x->buf->out, len);
+    x->busy = true;
+    conn_wire_send(w, c, &x->buf->wire);
+}
+
+static void tls_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
+{
+    struct xconn *x = c->xstate;
+    if (x->fatal || x->ended) {
+        if (n < 0 || (n == 0 && !x->busy))
+            conn_close(w, c); /* after close_notify only the close matters */
+        return;
+    }
+    if (n <= 0) { /* EOF without close_notify, or a failed socket */
+        x->ended = true;
+        conn_input(w, c, NULL, n);
+        return;
+    }
+    if (tls_conn_feed(&x->t, data, (size_t)n) != 0) {
+        conn_close(w, c);
+        return;
+    }
+    if (!tls_conn_established(&x->t)) {
+        int rc = tls_conn_handshake(&x->t);
+        if (rc == TLS_PLAIN_HTTP) {
+            plain_http(w, c, x);
+            return;
+        }
+        if (rc != 1 && rc != TLS_AGAIN) {
+            fail(w, c, x);
+            return;
+        }
+        if (rc == TLS_AGAIN) {
+            pump(w, c, x); /* the server's flight */
+            return;
+        }
+        /* ALPN chose h2 and HTTP/2 is served: hand the connection over before any byte. */
+        if (tls_conn_alpn(&x->t) == TLS_ALPN_H2 && w->h2 &&
+            conn_set_proto(w, c, w->h2, NULL, 0) < 0)
+            return;
+    }
+    char plain[TLS_RECORD_PLAIN];
+    while (conn_open(c)) {
+        ssize_t got = tls_conn_read(&x->t, plain, sizeof(plain));
+        if (got > 0) {
+            conn_input(w, c, plain, got);
+            continue;
+        }
+        if (got == TLS_AGAIN)
+            break;
+        if (got == 0) { /* close_notify: the client is done sending */
+            x->ended = true;
+            conn_input(w, c, NULL, 0);
+            return;
+        }
+        fail(w, c, x); /* a bad record: OpenSSL queued an alert */
+        return;
+    }
+    if (conn_open(c) && tls_conn_pending(&x->t))
+        pump(w, c, x); /* tickets after the handshake, a KeyUpdate's answer */
+}
+
+static void tls_send(struct worker *w, struct conn *c, struct plan *p)
+{
+    struct xconn *x = c->xstate;
+    x->app = p;
+    pump(w, c, x);
+}
+
+static void tls_sent(struct worker *w, struct conn *c, int err)
+{
+    struct xconn *x = c->xstate;
+    x->busy = false;
+    if (err) {
+        struct plan *app = x->app;
+        x->app = NULL;
+        x->fatal = true;
+        if (app)
+            conn_plan_sent(w, c, err);
+        if (conn_open(c))
+            conn_close(w, c);
+        return;
+    }
+    if (x->app && plan_done(x->app)) {
+        x->app = NULL;
+        conn_plan_sent(w, c, 0); /* may start the next response: pump below finds busy */
+        if (!conn_open(c))
+            return;
+    }
+    pump(w, c, x);
+}
+
+static void tls_shutdown(struct worker *w, struct conn *c)
+{
+    struct xconn *x = c->xstate;
+    x->shut = true; /* close_notify goes out after the last record, then the write side */
+    pump(w, c, x);
+}
+
+static void tls_release(struct worker *w, struct conn *c)
+{
+    (void)w;
+    struct xconn *x = c->xstate;
+    if (x->buf)
+        buf_put(x->port, x->buf);
+    tls_conn_fini(&x->t);
+    free(x);
+    c->xstate = NULL;
+}
+
+const struct transport_ops transport_tls = {
+    .name = "tls",
+    .secure = true,
+    .open = tls_open,
+    .received = tls_received,
+    .send = tls_send,
+    .sent = tls_sent,
+    .shutdown = tls_shutdown,
+    .release = tls_release,
+};

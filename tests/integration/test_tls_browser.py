@@ -1,0 +1,77 @@
+"""The test site over HTTPS in headless Chromium (issue 14), on both engines: every request
+succeeds, no console error, the page is a secure context, HSTS arrives.
+
+The certificate is signed by a CA this module makes (openssl); Chromium is told to trust it by
+its public key (--ignore-certificate-errors-spki-list, which needs the --user-data-dir the
+fixture gives it), so the page counts as a secure context with no certificate warning. Chromium
+and the site come from test_browser.py (skipped, never failed, where Chromium cannot run)."""
+import base64
+import hashlib
+import re
+
+import pytest
+
+pytest.importorskip("websocket", reason="websocket-client is not installed")
+
+import test_browser
+from test_browser import EXPECTED, _assert_clean, _open, browser, chromium, site_root  # noqa
+from test_tls import HTTPS_RE, openssl
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def site_pki(tmp_path_factory):
+    """A CA and a localhost certificate it signed; (cert, key, SPKI sha256 in base64)."""
+    d = tmp_path_factory.mktemp("browser-pki")
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", d / "ca.key", "-out", d / "ca.crt", "-subj", "/CN=ringhttpd browser CA",
+            "-days", "3")
+    openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", d / "site.key", "-out", d / "site.csr", "-subj", "/CN=localhost")
+    (d / "site.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                                "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", d / "site.csr", "-CA", d / "ca.crt", "-CAkey", d / "ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", d / "site.ext", "-out", d / "site.crt")
+    spki = openssl("x509", "-in", d / "site.crt", "-noout", "-pubkey").stdout
+    der = openssl("pkey", "-pubin", "-outform", "DER", stdin=spki).stdout
+    return d / "site.crt", d / "site.key", base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+@pytest.fixture(scope="module")
+def tls_browser(request, site_pki):
+    """test_browser's Chromium, started with one flag more: trust the site's public key."""
+    flag = f"--ignore-certificate-errors-spki-list={site_pki[2]}"
+    test_browser.CHROMIUM_FLAGS.append(flag)
+    try:
+        return request.getfixturevalue("browser")
+    finally:
+        test_browser.CHROMIUM_FLAGS.remove(flag)
+
+
+def test_site_over_https_in_chromium(make_server, engine, tls_browser, site_root, site_pki):
+    cert, key, _ = site_pki
+    server = make_server(docroot=str(site_root), engine=engine,
+                         args=("--tls-port", "0", "--tls-cert", str(cert), "--tls-key", str(key),
+                               "--hsts", "300"))
+    port = int(HTTPS_RE.search(server.stderr_text()).group(2))
+    page = _open(tls_browser, f"https://localhost:{port}/")
+    try:
+        assert page.evaluate("location.protocol") == "https:"
+        assert page.evaluate("window.isSecureContext") is True
+        assert page.poll("document.body.dataset.moduleRan === 'yes'"), page.console_errors()
+        _assert_clean(page, server)
+        got = {}
+        for p in page.events("Network.responseReceived"):
+            url = p["response"]["url"]
+            if url.startswith("https://"):
+                got[re.sub(r"^https://[^/]+", "", url) or "/"] = p["response"]
+        for path in EXPECTED:
+            assert path in got, f"{path} was never fetched over https: {sorted(got)}"
+            assert got[path]["status"] == 200, (path, got[path]["status"])
+            assert got[path]["protocol"] == "http/1.1"
+            assert got[path]["securityState"] == "secure", (path, got[path]["securityState"])
+        hsts = {k.lower(): v for k, v in got["/"]["headers"].items()}
+        assert hsts.get("strict-transport-security") == "max-age=300"
+    finally:
+        page.close()
