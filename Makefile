@@ -4,7 +4,7 @@ BUILD    ?= build
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Werror
 CPPFLAGS += -D_GNU_SOURCE -Isrc -MMD -MP
-LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate
+LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lyaml -lcrypt
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PORT     ?= 8080
 VENV     := .venv

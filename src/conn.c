@@ -15,6 +15,7 @@
 #include "config.h"
 #include "engine/engine.h"
 #include "rt/errlog.h"
+#include "rt/site.h"
 #include "rt/stats.h"
 #include "rt/worker.h"
 #include "serve.h"
@@ -301,6 +302,8 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
                  len - used);
             return len;
         }
+        if (site_defer(w, c, req))
+            break; /* answered once a check off the loop ends: conn_resume parses it again */
         used += (size_t)n;
 
         bool keep = c->keep_alive && req->keep_alive && !w->draining;
@@ -546,6 +549,13 @@ void conn_sent(struct worker *w, struct conn *c, int err)
 void conn_timeout(struct worker *w, struct conn *c)
 {
     timeout(w, c);
+    lru_update(w, c);
+}
+
+void conn_resume(struct worker *w, struct conn *c)
+{
+    if (c->state == CONN_READING)
+        process(w, c);
     lru_update(w, c);
 }
 

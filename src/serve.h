@@ -27,6 +27,7 @@ struct response {
     struct obs_req obs; /* the request's start and, with the access log on, its line's fields */
     struct fentry *hold[2]; /* cache entries the plan reads from */
     char *heap;             /* a generated body (directory listing), freed on release */
+    bool quiet;             /* not logged (--health) */
     struct msghdr msg;      /* the engine's send scratch: alive until the send ends */
     struct iovec iov[RESPONSE_IOV];
     char buf[RESPONSE_BUF];

@@ -497,7 +497,7 @@ int compress_request(struct worker *w, struct fentry *base, int coding,
     };
     if (coding == COMPRESS_DCZ) {
         memcpy(j->dict_hash, dict_hash, ACCEPT_DICT_HASH);
-        if ((j->root_fd = fcntl(w->site->root_fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        if ((j->root_fd = fcntl(fcache_root_fd(w->cache), F_DUPFD_CLOEXEC, 0)) < 0) {
             free(j);
             return -errno;
         }

@@ -104,6 +104,7 @@ struct worker {
     struct errlog_limit log_accept, log_full, log_heads;
     struct fcache *cache;
     struct compressor *compress; /* NULL with --compress off */
+    struct authstate *auth;      /* --basic-auth verifications (rt/auth.h) */
 
     struct http_request req; /* scratch for the request being parsed */
     struct accesslog *alog;  /* the process's access log, or NULL when off */

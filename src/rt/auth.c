@@ -1,0 +1,477 @@
+/* Basic authentication; see auth.h. */
+#include "rt/auth.h"
+
+#include <crypt.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "core/sha256.h"
+#include "rt/worker.h"
+
+#define THREADS 2       /* verifier threads per worker, started on first use */
+#define MAX_JOBS 64     /* verifications in flight per worker; more get 429 */
+#define FAILED 64       /* recent failed verdicts, each read once by the request it was for */
+#define CRED_MAX 512    /* longest decoded "user:password" */
+
+struct auth_user {
+    char *name;
+    char *hash;
+};
+
+struct auth_file {
+    struct auth_user *users;
+    size_t n;
+    unsigned char id[32]; /* tells files apart in a worker's cache of verifications */
+};
+
+void auth_file_free(struct auth_file *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->n; i++) {
+        free(f->users[i].name);
+        free(f->users[i].hash);
+    }
+    free(f->users);
+    free(f);
+}
+
+/* The hash formats libcrypt verifies that are worth having: bcrypt and SHA-crypt. */
+static const char *refuse(const char *hash)
+{
+    if (strncmp(hash, "$apr1$", 6) == 0)
+        return "MD5 ($apr1$) is refused: make it again with htpasswd -B (bcrypt)";
+    if (strncmp(hash, "$2y$", 4) && strncmp(hash, "$2b$", 4) && strncmp(hash, "$2a$", 4) &&
+        strncmp(hash, "$5$", 3) && strncmp(hash, "$6$", 3))
+        return "only bcrypt ($2y$, htpasswd -B) and SHA-crypt ($5$, $6$) hashes are accepted; "
+               "plain text, {SHA}, crypt(3) DES and MD5 are refused";
+    if (crypt_checksalt(hash) != CRYPT_SALT_OK)
+        return "the hash is malformed or libcrypt cannot check it";
+    return NULL;
+}
+
+int auth_file_load(const char *path, struct auth_file **out, char *why, size_t why_len)
+{
+    FILE *fp = fopen(path, "re");
+    struct auth_file *f = calloc(1, sizeof(*f));
+    char *line = NULL;
+    size_t cap = 0, lineno = 0, alloc = 0;
+    int rc = -ENOMEM;
+    if (!fp || !f) {
+        rc = fp ? -ENOMEM : -errno;
+        snprintf(why, why_len, "--basic-auth: cannot read '%s': %s", path, strerror(-rc));
+        goto out;
+    }
+    ssize_t n;
+    while ((n = getline(&line, &cap, fp)) >= 0) {
+        lineno++;
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0 || line[0] == '#')
+            continue;
+        char *colon = strchr(line, ':');
+        const char *bad = !colon || colon == line ? "not 'user:hash'" : refuse(colon + 1);
+        if (bad) {
+            snprintf(why, why_len, "--basic-auth: %s line %zu: %s", path, lineno, bad);
+            rc = -EINVAL;
+            goto out;
+        }
+        *colon = '\0';
+        if (f->n == alloc) {
+            struct auth_user *u = realloc(f->users, (alloc = alloc ? 2 * alloc : 8) * sizeof(*u));
+            if (!u)
+                goto nomem;
+            f->users = u;
+        }
+        f->users[f->n] = (struct auth_user){strdup(line), strdup(colon + 1)};
+        if (!f->users[f->n].name || !f->users[f->n++].hash)
+            goto nomem;
+    }
+    if (f->n == 0) {
+        snprintf(why, why_len, "--basic-auth: '%s' has no users", path);
+        rc = -EINVAL;
+        goto out;
+    }
+    if (getrandom(f->id, sizeof(f->id), 0) != (ssize_t)sizeof(f->id))
+        goto nomem;
+    *out = f;
+    f = NULL;
+    rc = 0;
+    goto out;
+nomem:
+    snprintf(why, why_len, "--basic-auth: out of memory reading '%s'", path);
+    rc = -ENOMEM;
+out:
+    free(line);
+    if (fp)
+        fclose(fp);
+    auth_file_free(f);
+    return rc;
+}
+
+int auth_file_check(const char *path, char *why, size_t why_len)
+{
+    struct auth_file *f;
+    int rc = auth_file_load(path, &f, why, why_len);
+    if (rc == 0)
+        auth_file_free(f);
+    return rc;
+}
+
+/* ---- verification off the loop ---- */
+
+struct vjob {
+    struct vjob *next;  /* todo or done queue (under the lock) */
+    struct vjob *inext; /* the worker's in-flight list */
+    struct conn *c;
+    uint32_t gen;
+    unsigned char key[SHA256_LEN];
+    uint8_t addr[16];
+    int8_t family;
+    bool known;  /* the user exists (else a dummy hash is checked, for the same cost) */
+    bool ok;     /* the thread's verdict */
+    char hash[256];
+    char pass[CRED_MAX];
+};
+
+struct authstate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct vjob *todo, **todo_tail, *done;
+    bool stop;
+    int nthreads;
+    pthread_t threads[THREADS];
+    int wake_fd;
+    /* worker thread only */
+    struct vjob *inflight;
+    unsigned count;
+    bool busy; /* the last auth_check with a connection found its address at the bound */
+    unsigned char cache[AUTH_CACHE][SHA256_LEN];
+    bool cached[AUTH_CACHE];
+    unsigned char failed[FAILED][SHA256_LEN];
+    bool failed_used[FAILED];
+    unsigned failed_next;
+};
+
+/* A bcrypt hash of a random password nobody knows: an unknown user costs a real verification,
+ * so the answer's timing does not tell which users exist. */
+static const char dummy_hash[] = "$2b$10$abcdefghijklmnopqrstuu5Ky1aNxhGHqRDDOF0LxRsvENHMqlY1S";
+
+static bool ct_equal(const void *a, const void *b, size_t n)
+{
+    const volatile unsigned char *x = a, *y = b;
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= x[i] ^ y[i];
+    return d == 0;
+}
+
+static void verify(struct vjob *j)
+{
+    struct crypt_data *data = calloc(1, sizeof(*data));
+    const char *h = j->known ? j->hash : dummy_hash;
+    j->ok = false;
+    if (data) {
+        const char *out = crypt_rn(j->pass, h, data, sizeof(*data));
+        size_t n = strlen(h);
+        j->ok = j->known && out && out[0] != '*' && strlen(out) == n && ct_equal(out, h, n);
+        explicit_bzero(data, sizeof(*data));
+        free(data);
+    }
+    explicit_bzero(j->pass, sizeof(j->pass));
+}
+
+static void *verifier_main(void *arg)
+{
+    struct authstate *a = arg;
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        while (!a->stop && !a->todo)
+            pthread_cond_wait(&a->cv, &a->mu);
+        if (a->stop)
+            break;
+        struct vjob *j = a->todo;
+        if (!(a->todo = j->next))
+            a->todo_tail = &a->todo;
+        pthread_mutex_unlock(&a->mu);
+        verify(j);
+        pthread_mutex_lock(&a->mu);
+        j->next = a->done;
+        a->done = j;
+        uint64_t one = 1;
+        if (write(a->wake_fd, &one, sizeof(one)) < 0) {
+            /* EAGAIN: the counter is full, so the loop is woken anyway */
+        }
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+struct authstate *auth_state_new(int wake_fd)
+{
+    struct authstate *a = calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    a->todo_tail = &a->todo;
+    a->wake_fd = wake_fd;
+    return a;
+}
+
+void auth_state_free(struct authstate *a)
+{
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->mu);
+    a->stop = true;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    for (int i = 0; i < a->nthreads; i++)
+        pthread_join(a->threads[i], NULL);
+    while (a->inflight) {
+        struct vjob *j = a->inflight;
+        a->inflight = j->inext;
+        explicit_bzero(j, sizeof(*j));
+        free(j);
+    }
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
+    explicit_bzero(a, sizeof(*a));
+    free(a);
+}
+
+void auth_forget(struct authstate *a)
+{
+    if (!a)
+        return;
+    memset(a->cached, 0, sizeof(a->cached));
+    memset(a->failed_used, 0, sizeof(a->failed_used));
+}
+
+static unsigned slot_of(const unsigned char *key)
+{
+    return ((unsigned)key[0] | (unsigned)key[1] << 8) % AUTH_CACHE;
+}
+
+#define PROBES 8
+
+static bool cache_has(const struct authstate *a, const unsigned char *key)
+{
+    for (unsigned i = 0, s = slot_of(key); i < PROBES; i++, s = (s + 1) % AUTH_CACHE)
+        if (a->cached[s] && ct_equal(a->cache[s], key, SHA256_LEN))
+            return true;
+    return false;
+}
+
+static void cache_add(struct authstate *a, const unsigned char *key)
+{
+    unsigned s = slot_of(key), at = s; /* full: the first probe's entry makes room */
+    for (unsigned i = 0; i < PROBES; i++, s = (s + 1) % AUTH_CACHE)
+        if (!a->cached[s]) {
+            at = s;
+            break;
+        }
+    memcpy(a->cache[at], key, SHA256_LEN);
+    a->cached[at] = true;
+}
+
+/* A failed verdict for key, waiting for its request: true, and forgotten when take says so
+ * (serve's check reads it; the check before it only looks). */
+static bool failed(struct authstate *a, const unsigned char *key, bool take)
+{
+    for (unsigned i = 0; i < FAILED; i++)
+        if (a->failed_used[i] && ct_equal(a->failed[i], key, SHA256_LEN)) {
+            a->failed_used[i] = !take;
+            return true;
+        }
+    return false;
+}
+
+static int b64(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* The decoded credentials of "Basic TOKEN" into out (NUL-terminated); 0 when malformed. */
+static size_t credentials(struct http_str v, char *out, size_t cap)
+{
+    if (v.len < 6 || strncasecmp(v.p, "basic ", 6) != 0)
+        return 0;
+    size_t i = 6, n = 0;
+    while (i < v.len && v.p[i] == ' ')
+        i++;
+    size_t end = v.len;
+    while (end > i && v.p[end - 1] == '=')
+        end--;
+    if ((end - i) % 4 == 1 || v.len - end > 2)
+        return 0;
+    unsigned acc = 0, bits = 0;
+    for (; i < end; i++) {
+        int d = b64((unsigned char)v.p[i]);
+        if (d < 0)
+            return 0;
+        acc = (acc << 6) | (unsigned)d;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n + 1 >= cap)
+                return 0;
+            out[n++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    out[n] = '\0';
+    return memchr(out, ':', n) && !memchr(out, '\0', n) ? n : 0;
+}
+
+static void key_of(const struct auth_file *f, const char *cred, size_t n, unsigned char *key)
+{
+    char buf[sizeof(f->id) + CRED_MAX];
+    memcpy(buf, f->id, sizeof(f->id));
+    memcpy(buf + sizeof(f->id), cred, n);
+    sha256(buf, sizeof(f->id) + n, key);
+    explicit_bzero(buf, sizeof(buf));
+}
+
+static unsigned inflight_from(const struct authstate *a, const struct conn *c)
+{
+    unsigned n = 0;
+    for (const struct vjob *j = a->inflight; j; j = j->inext)
+        n += j->family == c->obs.peer_family && memcmp(j->addr, c->obs.peer_addr, 16) == 0;
+    return n;
+}
+
+enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth_file *f,
+                             const struct http_request *req)
+{
+    struct authstate *a = w->auth;
+    struct http_str value = {NULL, 0};
+    char cred[CRED_MAX];
+    unsigned char key[SHA256_LEN];
+    enum auth_verdict verdict = AUTH_DENIED;
+
+    for (size_t i = 0; i < req->num_headers; i++)
+        if (http_str_ieq(req->headers[i].name, "authorization"))
+            value = req->headers[i].value;
+    size_t n = a && f && value.p ? credentials(value, cred, sizeof(cred)) : 0;
+    if (n == 0)
+        goto out; /* none, or malformed: 401 at once, nothing to verify */
+    key_of(f, cred, n, key);
+    if (cache_has(a, key)) {
+        verdict = AUTH_GRANTED;
+        goto out;
+    }
+    if (!c) { /* serve's check: a verdict reached off the loop, or the bound hit */
+        verdict = failed(a, key, true) || !a->busy ? AUTH_DENIED : AUTH_BUSY;
+        a->busy = false;
+        goto out;
+    }
+    a->busy = false;
+    if (failed(a, key, false))
+        goto out; /* just verified and wrong: serve answers 401 */
+    for (struct vjob *j = a->inflight; j; j = j->inext)
+        if (j->c == c && j->gen == c->gen) {
+            verdict = AUTH_WAIT;
+            goto out;
+        }
+    if (c->obs.peer_known != 1) { /* the bound needs the address: look it up once */
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        c->obs.peer_known = 2;
+        if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0) {
+            c->obs.peer_family = (int8_t)ss.ss_family;
+            if (ss.ss_family == AF_INET)
+                memcpy(c->obs.peer_addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+            else if (ss.ss_family == AF_INET6)
+                memcpy(c->obs.peer_addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+        }
+    }
+    if (a->count >= MAX_JOBS || inflight_from(a, c) >= AUTH_PER_ADDR) {
+        a->busy = true;
+        verdict = AUTH_BUSY;
+        goto out;
+    }
+    struct vjob *j = calloc(1, sizeof(*j));
+    if (!j)
+        goto out;
+    char *colon = memchr(cred, ':', n);
+    *colon = '\0';
+    j->c = c;
+    j->gen = c->gen;
+    memcpy(j->key, key, sizeof(key));
+    j->family = c->obs.peer_family;
+    memcpy(j->addr, c->obs.peer_addr, 16);
+    memcpy(j->pass, colon + 1, (size_t)(cred + n - colon));
+    for (size_t i = 0; i < f->n && !j->known; i++)
+        if (strcmp(f->users[i].name, cred) == 0 && strlen(f->users[i].hash) < sizeof(j->hash)) {
+            j->known = true;
+            strcpy(j->hash, f->users[i].hash);
+        }
+    if (a->nthreads < THREADS && a->count >= (unsigned)a->nthreads &&
+        pthread_create(&a->threads[a->nthreads], NULL, verifier_main, a) == 0)
+        a->nthreads++;
+    if (a->nthreads == 0) {
+        explicit_bzero(j, sizeof(*j));
+        free(j);
+        goto out;
+    }
+    j->inext = a->inflight;
+    a->inflight = j;
+    a->count++;
+    pthread_mutex_lock(&a->mu);
+    *a->todo_tail = j;
+    a->todo_tail = &j->next;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    verdict = AUTH_WAIT;
+out:
+    explicit_bzero(cred, sizeof(cred));
+    return verdict;
+}
+
+void auth_collect(struct worker *w)
+{
+    struct authstate *a = w->auth;
+    if (!a || !a->count)
+        return;
+    pthread_mutex_lock(&a->mu);
+    struct vjob *done = a->done;
+    a->done = NULL;
+    pthread_mutex_unlock(&a->mu);
+    while (done) {
+        struct vjob *j = done;
+        done = j->next;
+        struct vjob **pp = &a->inflight;
+        while (*pp != j)
+            pp = &(*pp)->inext;
+        *pp = j->inext;
+        a->count--;
+        if (j->ok) {
+            cache_add(a, j->key);
+        } else {
+            memcpy(a->failed[a->failed_next], j->key, SHA256_LEN);
+            a->failed_used[a->failed_next] = true;
+            a->failed_next = (a->failed_next + 1) % FAILED;
+        }
+        struct conn *c = j->c;
+        uint32_t gen = j->gen;
+        explicit_bzero(j, sizeof(*j));
+        free(j);
+        if (c->gen == gen)
+            conn_resume(w, c);
+    }
+}
