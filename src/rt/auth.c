@@ -3,7 +3,6 @@
 
 #include <crypt.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 
 #include "conn.h"
 #include "core/sha256.h"
+#include "rt/offload.h"
 #include "rt/worker.h"
 
 #define THREADS 2       /* verifier threads per worker, started on first use */
@@ -54,7 +54,9 @@ static const char *refuse(const char *hash)
         strncmp(hash, "$5$", 3) && strncmp(hash, "$6$", 3))
         return "only bcrypt ($2y$, htpasswd -B) and SHA-crypt ($5$, $6$) hashes are accepted; "
                "plain text, {SHA}, crypt(3) DES and MD5 are refused";
-    if (crypt_checksalt(hash) != CRYPT_SALT_OK)
+    /* libxcrypt calls $5$ "legacy" and a low bcrypt cost "too cheap": both still verify */
+    int ok = crypt_checksalt(hash);
+    if (ok == CRYPT_SALT_INVALID || ok == CRYPT_SALT_METHOD_DISABLED)
         return "the hash is malformed or libcrypt cannot check it";
     return NULL;
 }
@@ -130,7 +132,7 @@ int auth_file_check(const char *path, char *why, size_t why_len)
 /* ---- verification off the loop ---- */
 
 struct vjob {
-    struct vjob *next;  /* todo or done queue (under the lock) */
+    struct offload_job job; /* first: the verifier threads run it (verify) */
     struct vjob *inext; /* the worker's in-flight list */
     struct conn *c;
     uint32_t gen;
@@ -144,13 +146,7 @@ struct vjob {
 };
 
 struct authstate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct vjob *todo, **todo_tail, *done;
-    bool stop;
-    int nthreads;
-    pthread_t threads[THREADS];
-    int wake_fd;
+    struct offload q; /* the verifier threads */
     /* worker thread only */
     struct vjob *inflight;
     unsigned count;
@@ -164,7 +160,7 @@ struct authstate {
 
 /* A bcrypt hash of a random password nobody knows: an unknown user costs a real verification,
  * so the answer's timing does not tell which users exist. */
-static const char dummy_hash[] = "$2b$10$abcdefghijklmnopqrstuu5Ky1aNxhGHqRDDOF0LxRsvENHMqlY1S";
+static const char dummy_hash[] = "$2b$10$rBwaGnn9CkeSJFLUaYqjYeDmwegeIrjrQ9fshAuFYd7eaxmbMkjGa";
 
 static bool ct_equal(const void *a, const void *b, size_t n)
 {
@@ -175,8 +171,9 @@ static bool ct_equal(const void *a, const void *b, size_t n)
     return d == 0;
 }
 
-static void verify(struct vjob *j)
+static void verify(struct offload_job *oj)
 {
+    struct vjob *j = (struct vjob *)oj;
     struct crypt_data *data = calloc(1, sizeof(*data));
     const char *h = j->known ? j->hash : dummy_hash;
     j->ok = false;
@@ -190,41 +187,15 @@ static void verify(struct vjob *j)
     explicit_bzero(j->pass, sizeof(j->pass));
 }
 
-static void *verifier_main(void *arg)
-{
-    struct authstate *a = arg;
-    pthread_mutex_lock(&a->mu);
-    for (;;) {
-        while (!a->stop && !a->todo)
-            pthread_cond_wait(&a->cv, &a->mu);
-        if (a->stop)
-            break;
-        struct vjob *j = a->todo;
-        if (!(a->todo = j->next))
-            a->todo_tail = &a->todo;
-        pthread_mutex_unlock(&a->mu);
-        verify(j);
-        pthread_mutex_lock(&a->mu);
-        j->next = a->done;
-        a->done = j;
-        uint64_t one = 1;
-        if (write(a->wake_fd, &one, sizeof(one)) < 0) {
-            /* EAGAIN: the counter is full, so the loop is woken anyway */
-        }
-    }
-    pthread_mutex_unlock(&a->mu);
-    return NULL;
-}
-
 struct authstate *auth_state_new(int wake_fd)
 {
     struct authstate *a = calloc(1, sizeof(*a));
     if (!a)
         return NULL;
-    pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->cv, NULL);
-    a->todo_tail = &a->todo;
-    a->wake_fd = wake_fd;
+    if (offload_init(&a->q, THREADS, wake_fd) != 0) {
+        free(a);
+        return NULL;
+    }
     return a;
 }
 
@@ -232,20 +203,13 @@ void auth_state_free(struct authstate *a)
 {
     if (!a)
         return;
-    pthread_mutex_lock(&a->mu);
-    a->stop = true;
-    pthread_cond_broadcast(&a->cv);
-    pthread_mutex_unlock(&a->mu);
-    for (int i = 0; i < a->nthreads; i++)
-        pthread_join(a->threads[i], NULL);
+    offload_fini(&a->q);
     while (a->inflight) {
         struct vjob *j = a->inflight;
         a->inflight = j->inext;
         explicit_bzero(j, sizeof(*j));
         free(j);
     }
-    pthread_cond_destroy(&a->cv);
-    pthread_mutex_destroy(&a->mu);
     explicit_bzero(a, sizeof(*a));
     free(a);
 }
@@ -421,10 +385,8 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
             j->known = true;
             strcpy(j->hash, f->users[i].hash);
         }
-    if (a->nthreads < THREADS && a->count >= (unsigned)a->nthreads &&
-        pthread_create(&a->threads[a->nthreads], NULL, verifier_main, a) == 0)
-        a->nthreads++;
-    if (a->nthreads == 0) {
+    j->job.run = verify;
+    if (offload_submit(&a->q, &j->job, a->count + 1) != 0) {
         explicit_bzero(j, sizeof(*j));
         free(j);
         goto out;
@@ -432,11 +394,6 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
     j->inext = a->inflight;
     a->inflight = j;
     a->count++;
-    pthread_mutex_lock(&a->mu);
-    *a->todo_tail = j;
-    a->todo_tail = &j->next;
-    pthread_cond_signal(&a->cv);
-    pthread_mutex_unlock(&a->mu);
     verdict = AUTH_WAIT;
 out:
     explicit_bzero(cred, sizeof(cred));
@@ -448,13 +405,10 @@ void auth_collect(struct worker *w)
     struct authstate *a = w->auth;
     if (!a || !a->count)
         return;
-    pthread_mutex_lock(&a->mu);
-    struct vjob *done = a->done;
-    a->done = NULL;
-    pthread_mutex_unlock(&a->mu);
+    struct vjob *done = (struct vjob *)offload_done(&a->q);
     while (done) {
         struct vjob *j = done;
-        done = j->next;
+        done = (struct vjob *)j->job.next;
         struct vjob **pp = &a->inflight;
         while (*pp != j)
             pp = &(*pp)->inext;
