@@ -1,5 +1,10 @@
 /* Connection lifecycle; see conn.h.
  *
+ * Routing: engine -> conn_received -> transport (or, cleartext, directly) -> conn_input ->
+ * protocol (HTTP/1 below, or c->proto); protocol -> conn_send -> transport (or directly) ->
+ * conn_wire_send -> engine; the engine's conn_sent goes back the same way. Cleartext costs one
+ * NULL test per crossing.
+ *
  * One response is in flight per connection at a time: pipelined requests wait, unparsed, in
  * the input buffer and are answered in order as each send completes. Bytes arriving while
  * nothing is buffered are parsed straight from the engine's buffer; only a partial request (or
@@ -13,12 +18,15 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "core/policy.h"
 #include "engine/engine.h"
+#include "proto.h"
 #include "rt/errlog.h"
 #include "rt/site.h"
 #include "rt/stats.h"
 #include "rt/worker.h"
 #include "serve.h"
+#include "transport.h"
 
 /* The input buffer (from the worker's pool) holds a full request head plus what pipelining
  * clients send behind it. When more than INPUT_PAUSE bytes wait, receiving pauses until responses
@@ -27,8 +35,6 @@
  * to the heap, doubling up to INPUT_MAX, past which the client is not pipelining but flooding. */
 #define INPUT_PAUSE (HTTP1_MAX_HEAD)
 #define INPUT_MAX (1u << 20)
-/* GET/HEAD/error bodies are read and dropped up to this size; past it the connection closes. */
-#define DISCARD_MAX (1u << 20)
 /* A response that makes no progress for this long is abandoned (a client that stopped reading). */
 #define SEND_TIMEOUT 60
 /* Lingering close (nginx's lingering_timeout and lingering_time): input is dropped for up to
@@ -70,8 +76,10 @@ static void lru_unlink(struct worker *w, struct conn *c)
 static void lru_update(struct worker *w, struct conn *c)
 {
     unsigned want = LRU_NONE;
-    if (c->state == CONN_LINGERING ||
-        (c->state == CONN_READING && !c->in_request && c->in_len == 0 && c->discard == 0))
+    if (c->proto) /* another protocol's connection: its idleness is not HTTP/1's */
+        want = LRU_NONE;
+    else if (c->state == CONN_LINGERING ||
+             (c->state == CONN_READING && !c->in_request && c->in_len == 0 && c->discard == 0))
         want = LRU_IDLE;
     else if (c->state == CONN_READING && c->in)
         want = LRU_HEADS;
@@ -92,7 +100,7 @@ static void lru_update(struct worker *w, struct conn *c)
 
 /* Every slot is taken: hold fd for the slot the oldest idle connection frees as it closes.
  * Each held socket has one reclaimed connection closing for it. */
-static bool hold(struct worker *w, int fd)
+static bool hold(struct worker *w, int fd, unsigned lst)
 {
     if (w->held_count == HELD_MAX)
         return false;
@@ -111,15 +119,18 @@ static bool hold(struct worker *w, int fd)
         w->reclaiming++;
         conn_close(w, old);
     }
-    w->held[(w->held_first + w->held_count++) % HELD_MAX] = fd;
+    unsigned i = (w->held_first + w->held_count++) % HELD_MAX;
+    w->held[i] = fd;
+    w->held_lst[i] = (uint8_t)lst;
     return true;
 }
 
-int conn_held_take(struct worker *w)
+int conn_held_take(struct worker *w, unsigned *lst)
 {
     if (w->held_count == 0 || w->num_free == 0 || w->draining)
         return -1;
     int fd = w->held[w->held_first];
+    *lst = w->held_lst[w->held_first];
     w->held_first = (w->held_first + 1) % HELD_MAX;
     w->held_count--;
     return fd;
@@ -141,13 +152,19 @@ static void arm(struct worker *w, struct conn *c, unsigned secs)
     timer_set(&w->wheel, &c->timer, w->now + secs + 1);
 }
 
-struct conn *conn_accepted(struct worker *w, int fd, bool *held)
+void conn_arm(struct worker *w, struct conn *c, unsigned secs)
+{
+    arm(w, c, secs);
+}
+
+struct conn *conn_accepted(struct worker *w, int fd, unsigned lst, bool *held)
 {
     *held = false;
     if (w->num_free == 0) {
-        *held = !w->draining && hold(w, fd); /* a drain closes held sockets: hold none */
+        *held = !w->draining && hold(w, fd, lst); /* a drain closes held sockets: hold none */
         return NULL;
     }
+    const struct listener *l = &w->listeners[lst];
     uint32_t slot = w->free_slots[--w->num_free];
     struct conn *c = &w->conns[slot];
     uint32_t gen = c->gen + 1; /* a never-used slot is zeroed: generation 1 */
@@ -158,6 +175,13 @@ struct conn *conn_accepted(struct worker *w, int fd, bool *held)
     c->state = CONN_READING;
     c->keep_alive = true;
     c->recv_on = true;
+    if (l->xport && l->xport->open(w, c, l->xport_ctx) < 0) {
+        c->gen++;
+        c->state = CONN_FREE;
+        w->free_slots[w->num_free++] = slot;
+        return NULL; /* the engine closes fd */
+    }
+    c->xport = l->xport;
     w->active++;
     arm(w, c, w->cfg->header_timeout);
     obs_conn_accepted(w, c);
@@ -183,8 +207,7 @@ static void release_response(struct worker *w, struct conn *c)
 {
     if (!c->resp)
         return;
-    response_release(w, c->resp);
-    bufpool_put(&w->outbufs, c->resp);
+    serve_response_put(w, c->resp);
     c->resp = NULL;
 }
 
@@ -209,6 +232,10 @@ void conn_closed(struct worker *w, struct conn *c)
     obs_conn_closed(w, c);
     release_response(w, c);
     release_input(w, c);
+    if (c->proto && c->proto->release)
+        c->proto->release(w, c);
+    if (c->xport)
+        c->xport->release(w, c);
     c->state = CONN_FREE;
     c->gen++; /* anything still naming the old generation is stale */
     w->free_slots[w->num_free++] = c->slot;
@@ -233,7 +260,7 @@ static void set_recv(struct worker *w, struct conn *c, bool on)
     }
 }
 
-/* Hands a finished response to the engine. */
+/* Hands a finished response down to the transport and engine. */
 static void start_send(struct worker *w, struct conn *c, struct response *r)
 {
     c->resp = r;
@@ -245,17 +272,7 @@ static void start_send(struct worker *w, struct conn *c, struct response *r)
     if (!c->keep_alive)
         set_recv(w, c, false); /* nothing after this request will be read */
     arm(w, c, SEND_TIMEOUT);
-    w->eng->send(w, c);
-}
-
-static struct response *new_response(struct worker *w)
-{
-    struct response *r = bufpool_get(&w->outbufs);
-    if (r) {
-        r->hold[0] = r->hold[1] = NULL;
-        r->heap = NULL;
-    }
-    return r;
+    conn_send(w, c, &r->plan);
 }
 
 /* Answers a request that cannot be parsed and closes afterwards; data[0..len) is what was read
@@ -263,13 +280,13 @@ static struct response *new_response(struct worker *w)
 static void fail(struct worker *w, struct conn *c, int status, bool head, const char *data,
                  size_t len)
 {
-    struct response *r = new_response(w);
+    struct response *r = serve_response_get(w);
     c->keep_alive = false;
     if (!r) {
         conn_close(w, c);
         return;
     }
-    serve_error(w, status, head, r);
+    serve_error(w, status, head, RESP_H1, r);
     obs_parse_failed(w, c, data, len, r);
     start_send(w, c, r);
 }
@@ -290,6 +307,20 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
          * goes straight to the send deadline, so only a partial one needs it armed. */
         bool first = !c->in_request;
         c->in_request = true;
+        if (!c->served && w->h2) {
+            /* Prior-knowledge HTTP/2 (RFC 9113 3.3): its preface opens the connection. Until
+             * a response was sent, parsing starts at the connection's first byte. */
+            int pre = policy_h2_preface(data + used, len - used);
+            if (pre == 0) {
+                arm(w, c, w->cfg->header_timeout);
+                break;
+            }
+            if (pre > 0) {
+                if (conn_set_proto(w, c, w->h2, data + used, len - used) < 0)
+                    conn_close(w, c);
+                return len;
+            }
+        }
         struct http_request *req = &w->req;
         int n = http1_parse(data + used, len - used, req);
         if (n == HTTP1_PARTIAL) {
@@ -306,28 +337,18 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
             break; /* answered once a check off the loop ends: conn_resume parses it again */
         used += (size_t)n;
 
-        bool keep = c->keep_alive && req->keep_alive && !w->draining;
-        if (req->has_transfer_encoding) {
-            keep = false; /* chunked bodies are not read: answer, then close */
-        } else if (req->has_content_length && req->content_length > 0) {
-            if (req->content_length > DISCARD_MAX)
-                keep = false;
-            else
-                c->discard = req->content_length;
-        }
-        c->keep_alive = keep;
-        struct response *r = new_response(w);
+        struct req_policy pol = policy_h1(req, c->keep_alive && !w->draining, len - used);
+        pol.secure = c->xport && c->xport->secure;
+        c->keep_alive = pol.keep_alive;
+        c->discard = pol.discard;
+        struct response *r = serve_response_get(w);
         if (!r) {
             conn_close(w, c);
             return len;
         }
-        serve_request(w, req, keep, r);
+        serve_request(w, req, &pol, r);
         obs_request(w, c, req, r);
-        /* The client asked to close (not a drain, not an error) and nothing follows the head:
-         * no body, no further bytes received. A client may not send more after "close" (RFC
-         * 9112 9.6), so no unread data should be waiting when the close comes. */
-        r->plan.fin_carries_tail = !req->keep_alive && used == len && !req->has_transfer_encoding &&
-                                   !(req->has_content_length && req->content_length > 0);
+        r->plan.fin_carries_tail = pol.fin_carries_tail;
         start_send(w, c, r);
     }
     return used;
@@ -471,7 +492,10 @@ static void linger(struct worker *w, struct conn *c)
     c->state = CONN_LINGERING;
     c->linger_end = w->now + LINGER_MAX;
     arm(w, c, LINGER_IDLE);
-    w->eng->shutdown(w, c);
+    if (c->xport)
+        c->xport->shutdown(w, c);
+    else
+        w->eng->shutdown(w, c);
     set_recv(w, c, true);
 }
 
@@ -536,18 +560,91 @@ static void drain(struct worker *w, struct conn *c)
 
 void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
 {
+    if (c->xport)
+        c->xport->received(w, c, data, n);
+    else
+        conn_input(w, c, data, n);
+}
+
+void conn_input(struct worker *w, struct conn *c, const char *data, ssize_t n)
+{
+    if (c->proto) {
+        c->proto->input(w, c, data, n);
+        if (n < 0)
+            conn_close(w, c);
+        return;
+    }
     received(w, c, data, n);
     lru_update(w, c);
 }
 
 void conn_sent(struct worker *w, struct conn *c, int err)
 {
+    if (c->xport)
+        c->xport->sent(w, c, err);
+    else
+        conn_plan_sent(w, c, err);
+}
+
+void conn_plan_sent(struct worker *w, struct conn *c, int err)
+{
+    if (c->proto) {
+        c->proto->sent(w, c, err);
+        return;
+    }
     sent(w, c, err);
     lru_update(w, c);
 }
 
+void conn_send(struct worker *w, struct conn *c, struct plan *p)
+{
+    if (c->xport)
+        c->xport->send(w, c, p);
+    else
+        conn_wire_send(w, c, p);
+}
+
+void conn_wire_send(struct worker *w, struct conn *c, struct plan *p)
+{
+    assert(!plan_done(p));
+    c->out = p;
+    w->eng->send(w, c);
+}
+
+void conn_wire_shutdown(struct worker *w, struct conn *c)
+{
+    w->eng->shutdown(w, c);
+}
+
+void conn_recv(struct worker *w, struct conn *c, bool on)
+{
+    set_recv(w, c, on);
+}
+
+int conn_set_proto(struct worker *w, struct conn *c, const struct proto_ops *p, const char *data,
+                   size_t len)
+{
+    assert(!c->served && !c->proto);
+    lru_unlink(w, c);
+    c->proto = p;
+    int rc = p->open(w, c);
+    if (rc < 0) {
+        c->proto = NULL; /* nothing to release */
+        return rc;
+    }
+    c->discard = 0;
+    c->keep_alive = true;
+    if (len)
+        p->input(w, c, data, (ssize_t)len);
+    return 0;
+}
+
 void conn_timeout(struct worker *w, struct conn *c)
 {
+    if (c->proto) {
+        c->proto->timeout(w, c);
+        return;
+    }
     timeout(w, c);
     lru_update(w, c);
 }
@@ -561,6 +658,10 @@ void conn_resume(struct worker *w, struct conn *c)
 
 void conn_drain(struct worker *w, struct conn *c)
 {
+    if (c->proto) {
+        c->proto->drain(w, c);
+        return;
+    }
     drain(w, c);
     lru_update(w, c);
 }

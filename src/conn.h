@@ -1,7 +1,10 @@
-/* conn: a connection's lifecycle, gluing engine to core: feeds received bytes to the parser,
- * turns each request into a plan (through serve), hands plans to the engine in order, and owns
- * keep-alive, pipelining, timeouts and close.
- * Must not: make socket calls (the engine does) or decide HTTP semantics (the core does).
+/* conn: a connection's lifecycle, gluing engine, transport and protocol (DESIGN.md): routes the
+ * engine's bytes up through the connection's transport (none for cleartext) to its protocol,
+ * and the protocol's plans down through the transport to the engine. HTTP/1.1 is the built-in
+ * protocol: it feeds bytes to the parser, turns each request into a plan (through serve), hands
+ * plans down in order, and owns keep-alive, pipelining, timeouts and close.
+ * Must not: make socket calls (the engine does) or decide HTTP semantics (the core does:
+ * core/policy.h says what a request does to the connection; conn executes it).
  * Ownership: connections live in their worker's slot array; a slot is reused only after the
  * engine reports conn_closed, and its generation number changes with every reuse. */
 #ifndef CONN_H
@@ -20,6 +23,9 @@
 
 struct worker;
 struct response;
+struct plan;
+struct transport_ops;
+struct proto_ops;
 
 enum conn_state {
     CONN_FREE,
@@ -51,7 +57,12 @@ struct conn {
     char *in;           /* buffered unparsed input, or NULL */
     uint32_t in_len;
     uint32_t in_cap;    /* a pool buffer's size, or more for one grown on the heap */
-    struct response *resp; /* the response in flight, or NULL */
+    struct response *resp; /* HTTP/1: the response in flight, or NULL */
+    struct plan *out;      /* the wire plan the engine is sending (conn_wire_send) */
+    const struct transport_ops *xport; /* NULL: cleartext (transport.h) */
+    void *xstate;                      /* the transport's, from open to release */
+    const struct proto_ops *proto;     /* NULL: HTTP/1.1, built in (proto.h) */
+    void *pstate;                      /* the protocol's, from conn_set_proto to release */
     struct obs_conn obs;   /* request count, close reason, peer address (rt/obs.h) */
     /* Engine-private state, opaque to conn. */
     uint32_t eng_inflight;
@@ -68,17 +79,19 @@ static inline bool conn_open(const struct conn *c)
 
 /* Engine callbacks. */
 
-/* A new socket was accepted. Returns its connection (receiving starts on), or NULL when the
- * worker cannot take it now. Then *held tells who owns fd: true when every slot is taken and the
+/* A new socket was accepted on listener `lst` (an index into w->listeners, whose transport the
+ * connection gets). Returns its connection (receiving starts on), or NULL when the worker
+ * cannot take it now. Then *held tells who owns fd: true when every slot is taken and the
  * oldest idle connection (keep-alive or lingering) is being closed to make room, as nginx's
  * ngx_drain_connections does: fd waits in w->held until conn_held_take hands it back; false
  * when the engine is to close it (full with nothing idle to reclaim, or full in a drain).
  * During a drain a connection it takes gets one answer. */
-struct conn *conn_accepted(struct worker *w, int fd, bool *held);
+struct conn *conn_accepted(struct worker *w, int fd, unsigned lst, bool *held);
 
-/* A held socket (see conn_accepted) for which a slot is free now, or -1; the engine starts it
- * as it starts a newly accepted one. Called by the engine after each batch of completions. */
-int conn_held_take(struct worker *w);
+/* A held socket (see conn_accepted) for which a slot is free now, or -1 (*lst: its listener);
+ * the engine starts it as it starts a newly accepted one. Called by the engine after each batch
+ * of completions. */
+int conn_held_take(struct worker *w, unsigned *lst);
 
 /* Closes every held socket (drain, exit). */
 void conn_held_close(struct worker *w);
@@ -87,7 +100,7 @@ void conn_held_close(struct worker *w);
  * side; n < 0: -errno, the connection is dead. */
 void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n);
 
-/* The plan finished sending (err == 0) or failed (-errno). */
+/* The wire plan c->out finished sending (err == 0) or failed (-errno). */
 void conn_sent(struct worker *w, struct conn *c, int err);
 
 /* The engine is done with the connection: no operation is in flight and its fd is closed. */
@@ -106,5 +119,40 @@ void conn_drain(struct worker *w, struct conn *c);
 
 /* Begins an orderly close (engine cancel + close). Safe to call more than once. */
 void conn_close(struct worker *w, struct conn *c);
+
+/* Transport side (transport.h). After any of these calls the connection may have started
+ * closing: a transport checks conn_open(c) before it goes on. */
+
+/* Plaintext for the protocol: n > 0 bytes (valid only during the call), 0 the peer's orderly
+ * end, n < 0 a failure (-errno). */
+void conn_input(struct worker *w, struct conn *c, const char *data, ssize_t n);
+
+/* The engine sends wire plan p (one at a time); its end comes back through conn_sent, which
+ * hands it to the transport's sent. Cleartext: the protocol's plan itself. */
+void conn_wire_send(struct worker *w, struct conn *c, struct plan *p);
+
+/* The protocol's plan given to the transport's send is done (0) or failed (-errno). */
+void conn_plan_sent(struct worker *w, struct conn *c, int err);
+
+/* The engine shuts the socket's write side. */
+void conn_wire_shutdown(struct worker *w, struct conn *c);
+
+/* Protocol side (proto.h). */
+
+/* Sends the protocol's plan p (non-empty, one at a time) through the transport; the protocol's
+ * sent reports its end. p and what it points to stay valid until then. */
+void conn_send(struct worker *w, struct conn *c, struct plan *p);
+
+/* Turns receiving on or off (off: the protocol has more buffered than it wants). */
+void conn_recv(struct worker *w, struct conn *c, bool on);
+
+/* (Re)arms the connection's timer to fire in secs seconds (protocol's timeout). */
+void conn_arm(struct worker *w, struct conn *c, unsigned secs);
+
+/* Hands c over to protocol p (from HTTP/1, before any response was sent): p->open, then
+ * p->input with data[0..len), the bytes already received for it (may be 0). -errno when open
+ * failed (conn then closes c). */
+int conn_set_proto(struct worker *w, struct conn *c, const struct proto_ops *p, const char *data,
+                   size_t len);
 
 #endif

@@ -61,11 +61,22 @@ static void release_holds(struct worker *w, struct response *r)
     }
 }
 
-void response_release(struct worker *w, struct response *r)
+struct response *serve_response_get(struct worker *w)
+{
+    struct response *r = bufpool_get(&w->outbufs);
+    if (r) {
+        r->hold[0] = r->hold[1] = NULL;
+        r->heap = NULL;
+    }
+    return r;
+}
+
+void serve_response_put(struct worker *w, struct response *r)
 {
     release_holds(w, r);
     free(r->heap);
     r->heap = NULL;
+    bufpool_put(&w->outbufs, r);
 }
 
 static void describe(const struct fentry *e, const char *type, struct static_file *f)
@@ -122,9 +133,6 @@ static void error(struct job *j, int status, const char *extra)
     /* The error replaces whatever plan was being built (one that did not fit the buffer):
      * the files that plan held are no longer needed, and the error page may need a slot. */
     release_holds(j->w, j->r);
-    /* A malformed request leaves the stream's framing in doubt: answer, then close. */
-    if (status == 400 || status == 414 || status == 431)
-        j->ctx.keep_alive = false;
     for (int i = 0; i < cfg->num_error_pages; i++) {
         if (cfg->error_pages[i].status != status)
             continue;
@@ -506,8 +514,9 @@ static void serve_path(struct job *j, const char *path, size_t len, bool slash)
 }
 
 static void init_job(struct job *j, struct worker *w, const struct http_request *req,
-                     bool keep_alive, struct response *r)
+                     const struct req_policy *pol, struct response *r)
 {
+    bool h1 = pol->syntax == RESP_H1;
     j->w = w;
     j->site = site_route(w, req);
     j->cfg = j->site->cfg;
@@ -516,12 +525,14 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
     r->quiet = false;
     j->query = (struct http_str){NULL, 0};
     j->ctx = (struct static_ctx){
+        .syntax = pol->syntax,
         .date = w->date,
-        .ok_head = w->ok_head_len < sizeof(w->ok_head) ? w->ok_head : NULL,
+        .ok_head = h1 && w->ok_head_len < sizeof(w->ok_head) ? w->ok_head : NULL,
         .ok_head_len = w->ok_head_len,
         .extra_headers = j->cfg->extra_headers,
         .extra_len = j->cfg->extra_headers_len,
-        .keep_alive = keep_alive,
+        .keep_alive = pol->keep_alive,
+        .send_continue = pol->send_continue,
         .head = req && req->method == HTTP_HEAD,
         .minor = req ? req->minor : 1,
         .buf = r->buf,
@@ -529,22 +540,19 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
     };
 }
 
-void serve_request(struct worker *w, const struct http_request *req, bool keep_alive,
+void serve_request(struct worker *w, const struct http_request *req, const struct req_policy *pol,
                    struct response *r)
 {
     struct job j;
     char path[PATH_MAX];
     struct path_result pr;
 
-    init_job(&j, w, req, keep_alive, r);
+    init_job(&j, w, req, pol, r);
     if (req->expect_other) {
+        j.ctx.send_continue = false;
         error(&j, 417, NULL);
         return;
     }
-    /* The client holds its body back until it hears 100 Continue (RFC 9110 10.1.1); we read
-     * and discard that body after answering, so let it come. */
-    j.ctx.send_continue = req->expect_continue && req->minor == 1 && req->has_content_length &&
-                          req->content_length > 0 && keep_alive;
     if (req->method != HTTP_GET && req->method != HTTP_HEAD && req->method != HTTP_OPTIONS) {
         error(&j, 405, ALLOW);
         return;
@@ -564,16 +572,18 @@ void serve_request(struct worker *w, const struct http_request *req, bool keep_a
     }
     path[pr.len] = '\0';
     j.query = pr.query;
-    if (site_answer(w, j.site, req, path, pr.len, pr.trailing_slash, pr.query, &j.ctx, &r->plan,
-                    &r->quiet))
+    if (site_answer(w, j.site, req, pol->secure, path, pr.len, pr.trailing_slash, pr.query,
+                    &j.ctx, &r->plan, &r->quiet))
         return; /* health, redirect or basic auth */
     serve_path(&j, path, pr.len, pr.trailing_slash);
 }
 
-void serve_error(struct worker *w, int status, bool head, struct response *r)
+void serve_error(struct worker *w, int status, bool head, enum resp_syntax syntax,
+                 struct response *r)
 {
     struct job j;
-    init_job(&j, w, NULL, false, r);
+    struct req_policy pol = {.syntax = syntax, .keep_alive = false};
+    init_job(&j, w, NULL, &pol, r);
     j.ctx.head = head;
     error(&j, status, NULL);
 }

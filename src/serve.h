@@ -3,46 +3,48 @@
  * response.
  * Must not: touch sockets or connection state; its only I/O is the file cache and, for
  * --autoindex, reading a directory.
- * Ownership: a struct response comes from the worker's pool and holds what its plan points to
- * (cache references, a generated body) until response_release. */
+ * Ownership: a struct response comes from the worker's pool (serve_response_get) and holds what
+ * its plan points to (cache references, a generated body) until serve_response_put. Responses
+ * are independent: a protocol with many requests in flight (HTTP/2 streams) holds one each. */
 #ifndef SERVE_H
 #define SERVE_H
 
 #include <stdbool.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 
 #include "core/http1.h"
 #include "core/plan.h"
+#include "core/policy.h"
 #include "rt/obs.h"
 
 struct worker;
 struct fentry;
 
 #define RESPONSE_BUF 4096 /* header block, multipart part headers, small error bodies */
-#define RESPONSE_IOV 16
 
 struct response {
-    struct plan plan;
+    struct plan plan; /* the structured answer: status, header section, body (core/plan.h) */
     struct obs_req obs; /* the request's start and, with the access log on, its line's fields */
     struct fentry *hold[2]; /* cache entries the plan reads from */
     char *heap;             /* a generated body (directory listing), freed on release */
     bool quiet;             /* not logged (--health) */
-    struct msghdr msg;      /* the engine's send scratch: alive until the send ends */
-    struct iovec iov[RESPONSE_IOV];
     char buf[RESPONSE_BUF];
 };
 
-/* Fills r with the answer to req. keep_alive says whether the connection may stay open;
- * r->plan.close is set when it must not. */
-void serve_request(struct worker *w, const struct http_request *req, bool keep_alive,
+/* An empty response from the worker's pool, or NULL when memory is short. */
+struct response *serve_response_get(struct worker *w);
+
+/* Drops what r holds (cache references, a generated body) and returns it to the pool. Only
+ * after the last byte its plan points to has been sent (or the send abandoned). */
+void serve_response_put(struct worker *w, struct response *r);
+
+/* Fills r with the answer to req under the protocol's policy (core/policy.h: header syntax,
+ * keep-alive, 100 Continue). r->plan.close is set when the connection must close after it. */
+void serve_request(struct worker *w, const struct http_request *req, const struct req_policy *pol,
                    struct response *r);
 
 /* Fills r with an error response for a request that could not be parsed (head: it was a HEAD
- * request, so no body); the connection closes after it. */
-void serve_error(struct worker *w, int status, bool head, struct response *r);
-
-/* Drops what r holds; r itself goes back to the pool by the caller. */
-void response_release(struct worker *w, struct response *r);
+ * request, so no body), in the given syntax; an HTTP/1 connection closes after it. */
+void serve_error(struct worker *w, int status, bool head, enum resp_syntax syntax,
+                 struct response *r);
 
 #endif

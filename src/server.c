@@ -30,6 +30,7 @@
 #include "rt/site.h"
 #include "rt/worker.h"
 #include "systemd.h"
+#include "transport.h"
 
 struct addr {
     struct sockaddr_storage ss;
@@ -254,7 +255,7 @@ static void steer_to_successor(const struct server *sv)
     struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
     if (sv->inherited || sv->nlisten == 0 || sv->started == 0)
         return; /* systemd's sockets outlive us: their queue waits for the next instance */
-    if (setsockopt(sv->workers[0].listen_fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog,
+    if (setsockopt(sv->workers[0].listeners[0].fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog,
                    sizeof(prog)) != 0)
         errlog(ERRLOG_NOTICE, "drain: cannot steer new connections to a successor: %s",
                strerror(errno));
@@ -503,15 +504,19 @@ int server_run(struct config *cfg)
      * limits under /proc and opens /dev/null. Their threads start after, and so inherit it. */
     for (; inited < cfg->threads; inited++) {
         struct worker *w = &sv.workers[inited];
-        int err = worker_init(w, inited, cfg, sv.eng, &sv.caps, sv.listeners[inited],
-                              sv.inherited == 0, &sv.sites);
+        /* The HTTP port's listener; a transport's port (TLS) adds its own here. */
+        struct listener ls[LISTEN_MAX] = {{.fd = sv.listeners[inited],
+                                           .owned = sv.inherited == 0,
+                                           .xport = transport_test_hook()}};
+        unsigned nls = 1;
+        sv.listeners[inited] = -1; /* the worker's now, even when it fails */
+        int err = worker_init(w, inited, cfg, sv.eng, &sv.caps, ls, nls, &sv.sites);
         if (err < 0) {
             fprintf(stderr, "ringhttpd: starting worker %d (%s): %s\n", inited, sv.eng->name,
                     strerror(-err));
             goto stop;
         }
         w->alog = sv.alog;
-        sv.listeners[inited] = -1; /* the worker's now */
     }
     /* Bound before the process is confined; it only reads the workers' counters. */
     if (cfg->metrics_bind &&
@@ -527,6 +532,9 @@ int server_run(struct config *cfg)
             goto stop;
         }
     }
+    if (transport_test_hook())
+        fprintf(stderr, "ringhttpd: test transport %s on the HTTP port (RINGHTTPD_TEST_TRANSPORT)\n",
+                transport_test_hook()->name);
     fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s\n", sv.url,
             sv.eng->name, cfg->threads, cfg->threads == 1 ? "" : "s",
             sv.inherited ? " on sockets from systemd" : "");

@@ -20,6 +20,14 @@ struct seg {
     uint64_t len;    /* bytes left to send */
 };
 
+/*
+ * The structured response every protocol serialises: status, a header section, body segments.
+ * The first head_len bytes of the segments (always the start of segs[0]) are the header
+ * section, written in the syntax the request's policy chose (core/policy.h): for HTTP/1 the
+ * wire's header block; for RESP_FIELDS the field lines alone, which plan_field_next walks, and
+ * which a protocol skips with plan_advance(p, head_len) to leave exactly the body segments
+ * (memory, or file ranges it may keep zero-copy).
+ */
 struct plan {
     int status;
     bool close;     /* close the connection after this response */
@@ -54,6 +62,12 @@ static inline struct seg *plan_seg(struct plan *p)
 /* Fills iov with the consecutive memory segments from the cursor, at most max; returns how many
  * (0 when the current segment is a file range or the plan is done). */
 int plan_iov(const struct plan *p, struct iovec *iov, int max);
+
+/* Walks the field lines ("Name: value\r\n") of a RESP_FIELDS header section: *pos starts at 0
+ * and must not be changed between calls; the plan's cursor must still be at its start. Returns
+ * false after the last field. Names are as written (mixed case; HTTP/2 lowercases them). */
+bool plan_field_next(const struct plan *p, size_t *pos, const char **name, size_t *name_len,
+                     const char **value, size_t *value_len);
 
 /* Records that n more bytes left, moving the cursor past finished segments. This is the one
  * piece of partial-send bookkeeping both engines share. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/cond.h"
+#include "core/policy.h"
 #include "core/range.h"
 #include "core/wbuf.h"
 
@@ -48,9 +49,18 @@ static struct wbuf writer(struct static_ctx *ctx)
     return (struct wbuf){.p = ctx->buf + ctx->used, .cap = ctx->cap - ctx->used};
 }
 
-/* Status line and the headers every response carries. */
-static void put_head(struct wbuf *h, const struct static_ctx *ctx, int status)
+/* Status line and the headers every response carries. In RESP_FIELDS syntax only the fields:
+ * the protocol writes the status its own way. */
+static void put_head(struct wbuf *h, struct static_ctx *ctx, int status)
 {
+    if (ctx->syntax == RESP_FIELDS) {
+        WBUF_LIT(h, "Server: " SERVER_NAME "\r\nDate: ");
+        wbuf_str(h, ctx->date);
+        WBUF_LIT(h, "\r\n");
+        return;
+    }
+    if (policy_status_closes(status))
+        ctx->keep_alive = false;
     if (ctx->send_continue)
         WBUF_LIT(h, "HTTP/1.1 100 Continue\r\n\r\n");
     if (status == 200 && ctx->ok_head) {
@@ -66,8 +76,11 @@ static void put_head(struct wbuf *h, const struct static_ctx *ctx, int status)
     WBUF_LIT(h, "\r\n");
 }
 
+/* HTTP/1 only (RFC 9113 8.2.2 forbids it in HTTP/2). */
 static void put_connection(struct wbuf *h, const struct static_ctx *ctx)
 {
+    if (ctx->syntax == RESP_FIELDS)
+        return;
     if (!ctx->keep_alive)
         WBUF_LIT(h, "Connection: close\r\n");
     else if (ctx->minor == 0)
@@ -97,10 +110,11 @@ static int record(struct wbuf *h, struct static_ctx *ctx, struct plan *p, int st
     return status;
 }
 
-/* Ends the header block and records it. */
+/* Ends the header block (HTTP/1: the blank line) and records it. */
 static int finish(struct wbuf *h, struct static_ctx *ctx, struct plan *p, int status)
 {
-    WBUF_LIT(h, "\r\n");
+    if (ctx->syntax == RESP_H1)
+        WBUF_LIT(h, "\r\n");
     return record(h, ctx, p, status, h->len);
 }
 
@@ -282,7 +296,8 @@ int static_status_plan(int status, const char *extra, struct static_ctx *ctx, st
         WBUF_LIT(&h, "Content-Length: 0\r\n");
     }
     put_connection(&h, ctx);
-    WBUF_LIT(&h, "\r\n");
+    if (ctx->syntax == RESP_H1)
+        WBUF_LIT(&h, "\r\n");
     size_t head_len = h.len;
     if (body && !ctx->head) {
         wbuf_put(&h, pre, sizeof(pre) - 1);

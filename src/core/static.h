@@ -13,6 +13,7 @@
 
 #include "core/http1.h"
 #include "core/plan.h"
+#include "core/policy.h"
 
 #define SERVER_NAME "ringhttpd"
 
@@ -37,12 +38,14 @@ struct static_file {
 
 /* Per-response facts and the output buffer. */
 struct static_ctx {
+    enum resp_syntax syntax;   /* HTTP/1 header block, or field lines only (core/policy.h) */
     const char *date;          /* IMF-fixdate of now */
-    const char *ok_head;       /* static_ok_head() for this date, or NULL */
+    const char *ok_head;       /* static_ok_head() for this date, or NULL (RESP_H1 only) */
     size_t ok_head_len;
     const char *extra_headers; /* "Name: value\r\n" lines for successful responses */
     size_t extra_len;
-    bool keep_alive; /* the connection stays open after this response */
+    bool keep_alive; /* the connection stays open after this response; cleared for a status
+                      * that closes (policy_status_closes), and the plan's close says so */
     bool head;       /* HEAD: headers as for GET, no body */
     bool send_continue; /* prefix "HTTP/1.1 100 Continue" (the client waits for it) */
     int minor;       /* the request's HTTP minor version, for the Connection header */

@@ -20,7 +20,6 @@
 #include "engine/sendplan.h"
 #include "engine/tag.h"
 #include "rt/worker.h"
-#include "serve.h"
 
 #define MAX_EVENTS 512
 #define ACCEPT_BATCH 64   /* per readiness event: the listener is level-triggered */
@@ -49,6 +48,18 @@ static uint64_t tag(enum kind k, const struct conn *c)
     return c ? tag_encode(k, c->gen, c->slot) : tag_encode(k, 0, 0);
 }
 
+/* A listener's: its index in the slot field. */
+static uint64_t listen_tag(unsigned lst)
+{
+    return tag_encode(K_LISTEN, 0, lst);
+}
+
+static int listen_add(struct ep *e, struct worker *w, unsigned lst)
+{
+    struct epoll_event lev = {.events = EPOLLIN, .data.u64 = listen_tag(lst)};
+    return epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->listeners[lst].fd, &lev);
+}
+
 static void queue(struct ep *e, struct conn *c, uint32_t what)
 {
     c->eng_flags |= what;
@@ -65,10 +76,11 @@ static int ep_init(struct worker *w)
     if (!e)
         return -ENOMEM;
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event lev = {.events = EPOLLIN, .data.u64 = tag(K_LISTEN, NULL)};
     struct epoll_event wev = {.events = EPOLLIN, .data.u64 = tag(K_WAKE, NULL)};
-    if (e->epfd < 0 || epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->listen_fd, &lev) != 0 ||
-        epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->wake_fd, &wev) != 0) {
+    bool ok = e->epfd >= 0 && epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->wake_fd, &wev) == 0;
+    for (unsigned i = 0; ok && i < w->nlisteners; i++)
+        ok = listen_add(e, w, i) == 0;
+    if (!ok) {
         int err = -errno;
         if (e->epfd >= 0)
             close(e->epfd);
@@ -98,7 +110,7 @@ static void ep_recv(struct worker *w, struct conn *c, bool on)
 
 static void ep_send(struct worker *w, struct conn *c)
 {
-    int rc = sendplan_now(c->fd, &c->resp->plan);
+    int rc = sendplan_now(c->fd, c->out);
     if (rc == -EAGAIN) {
         c->eng_flags |= F_WANT_OUT; /* EPOLLOUT's next edge resumes it */
         return;
@@ -124,11 +136,11 @@ static void ep_close(struct worker *w, struct conn *c)
 
 /* Takes one accepted (or held, see conn_accepted) socket: a connection in the epoll set, held
  * for a slot being reclaimed, or closed when none can be had. */
-static bool accept_one(struct worker *w, int fd)
+static bool accept_one(struct worker *w, int fd, unsigned lst)
 {
     struct ep *e = w->engine_state;
     bool held;
-    struct conn *c = conn_accepted(w, fd, &held);
+    struct conn *c = conn_accepted(w, fd, lst, &held);
     if (!c) {
         if (!held)
             close(fd);
@@ -144,26 +156,32 @@ static bool accept_one(struct worker *w, int fd)
 static void ep_stop_accept(struct worker *w)
 {
     struct ep *e = w->engine_state;
-    if (w->listen_fd >= 0)
-        epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listen_fd, NULL);
-    worker_close_listener(w, accept_one);
+    for (unsigned i = 0; i < w->nlisteners; i++) {
+        if (w->listeners[i].fd >= 0)
+            epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listeners[i].fd, NULL);
+        worker_close_listener(w, i, accept_one);
+    }
 }
 
 /* The listener is level-triggered: a pending connection that accept4 cannot take (EMFILE) is
  * reported again at once, forever (issue 10: 100% CPU). So on a shortage the listener leaves
  * the epoll set until worker_accept_resume lets it back. */
-static void do_accept(struct worker *w, struct ep *e)
+static void do_accept(struct worker *w, struct ep *e, unsigned lst)
 {
-    for (int i = 0; i < ACCEPT_BATCH && w->listen_fd >= 0; i++) {
-        int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int lfd = w->listeners[lst].fd;
+    for (int i = 0; i < ACCEPT_BATCH && lfd >= 0 && !w->accept_paused; i++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && worker_accept_failed(w, -errno))
-                epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listen_fd, NULL);
+            if (errno != EAGAIN && worker_accept_failed(w, -errno)) {
+                for (unsigned j = 0; j < w->nlisteners; j++)
+                    if (w->listeners[j].fd >= 0)
+                        epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listeners[j].fd, NULL);
+            }
             return;
         }
-        accept_one(w, fd);
+        accept_one(w, fd, lst);
     }
 }
 
@@ -171,11 +189,13 @@ static void do_accept(struct worker *w, struct ep *e)
 static void accept_more(struct worker *w, struct ep *e)
 {
     int fd;
-    while ((fd = conn_held_take(w)) >= 0)
-        accept_one(w, fd);
-    if (w->accept_paused && w->listen_fd >= 0 && worker_accept_resume(w)) {
-        struct epoll_event lev = {.events = EPOLLIN, .data.u64 = tag(K_LISTEN, NULL)};
-        epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->listen_fd, &lev);
+    unsigned lst;
+    while ((fd = conn_held_take(w, &lst)) >= 0)
+        accept_one(w, fd, lst);
+    if (w->accept_paused && worker_listening(w) && worker_accept_resume(w)) {
+        for (unsigned i = 0; i < w->nlisteners; i++)
+            if (w->listeners[i].fd >= 0)
+                listen_add(e, w, i);
     }
 }
 
@@ -212,7 +232,7 @@ static void on_conn(struct worker *w, struct ep *e, struct conn *c, uint32_t eve
         do_read(w, e, c);
     }
     if ((events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) && (c->eng_flags & F_WANT_OUT) &&
-        c->state == CONN_SENDING) {
+        conn_open(c)) {
         c->eng_flags &= ~(uint32_t)F_WANT_OUT;
         ep_send(w, c);
     }
@@ -230,7 +250,7 @@ static void run_ready(struct worker *w, struct ep *e)
             conn_closed(w, c);
             continue;
         }
-        if ((what & F_SENT) && c->state == CONN_SENDING)
+        if ((what & F_SENT) && conn_open(c))
             conn_sent(w, c, c->eng_err);
         if ((what & F_READ) && (c->eng_flags & F_READABLE))
             do_read(w, e, c);
@@ -252,7 +272,8 @@ static int ep_run(struct worker *w)
             struct tag t = tag_decode(events[i].data.u64);
             enum kind k = (enum kind)t.op;
             if (k == K_LISTEN) {
-                do_accept(w, e);
+                if (t.slot < w->nlisteners)
+                    do_accept(w, e, t.slot);
             } else if (k == K_WAKE) {
                 uint64_t v;
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)

@@ -59,7 +59,6 @@
 #include "rt/errlog.h"
 #include "rt/pipesize.h"
 #include "rt/worker.h"
-#include "serve.h"
 
 #define SQ_ENTRIES 1024
 #define CQ_ENTRIES 16384
@@ -68,6 +67,7 @@
 #define BGID 0
 #define PIPE_BYTES (1u << 20) /* asked of F_SETPIPE_SZ: one splice step moves at most this */
 #define PIPE_IDLE 10          /* seconds a free pipe is kept before it is closed */
+#define SEND_IOV 16           /* memory segments one SENDMSG takes */
 
 enum op {
     OP_ACCEPT = 1,
@@ -129,13 +129,20 @@ struct xfer {
     int64_t wait_since; /* w->now when it joined the wait queue */
 };
 
+/* A connection's SENDMSG scratch, by slot: the kernel reads it until the send completes. */
+struct usend {
+    struct msghdr msg;
+    struct iovec iov[SEND_IOV];
+};
+
 struct uring {
     struct io_uring ring;
+    struct usend *sends; /* max_conns slots, touched only by slots that send several segments */
     struct sqe_spill spill; /* SQEs the kernel would not take yet (engine/sqe.h) */
     struct io_uring_buf_ring *br;
     char *bufs;
     unsigned buf_returned; /* buffers added since the last advance */
-    bool accept_armed;
+    bool accept_armed[LISTEN_MAX]; /* a multishot accept is armed on that listener */
     bool cqe_skip; /* IOSQE_CQE_SKIP_SUCCESS works (5.17) */
     uint64_t wake_val;
     struct __kernel_timespec tick; /* read by the kernel when the TIMEOUT is submitted */
@@ -313,7 +320,11 @@ static int uring_init(struct worker *w)
     size_t flen = strlen(w->features);
     if (flen)
         w->features[flen - 1] = '\0';
-    if ((rc = setup_buffers(u)) < 0 || (rc = setup_splice(w, u)) < 0) {
+    u->sends = calloc(w->cfg->max_conns, sizeof(*u->sends));
+    if (!u->sends)
+        rc = -ENOMEM;
+    if (rc < 0 || (rc = setup_buffers(u)) < 0 || (rc = setup_splice(w, u)) < 0) {
+        free(u->sends);
         release_splice(w, u);
         release_buffers(u);
         io_uring_queue_exit(&u->ring);
@@ -333,16 +344,19 @@ static void uring_fini(struct worker *w)
     sqe_spill_free(&u->spill);
     release_splice(w, u);
     release_buffers(u);
+    free(u->sends);
     free(u);
     w->engine_state = NULL;
 }
 
-static void arm_accept(struct worker *w, struct uring *u)
+/* A listener's operations carry its index in the tag's slot field. */
+static void arm_accept(struct worker *w, struct uring *u, unsigned lst)
 {
     struct io_uring_sqe *sqe = get_sqe(u);
-    io_uring_prep_multishot_accept(sqe, w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(sqe, ud(OP_ACCEPT, NULL));
-    u->accept_armed = true;
+    io_uring_prep_multishot_accept(sqe, w->listeners[lst].fd, NULL, NULL,
+                                   SOCK_NONBLOCK | SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, tag_encode(OP_ACCEPT, 0, lst));
+    u->accept_armed[lst] = true;
 }
 
 static void arm_wake(struct worker *w, struct uring *u)
@@ -599,7 +613,7 @@ static void xfer_release(struct worker *w, struct uring *u, struct conn *c)
 static void splice_step(struct uring *u, struct conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
-    struct plan *p = &c->resp->plan;
+    struct plan *p = c->out;
     struct seg *s = plan_seg(p);
     uint32_t len = x->in_pipe;
     bool more = p->cur + 1 < p->nseg;
@@ -701,8 +715,7 @@ static void uring_recv(struct worker *w, struct conn *c, bool on)
 static void uring_send(struct worker *w, struct conn *c)
 {
     struct uring *u = w->engine_state;
-    struct response *r = c->resp;
-    struct plan *p = &r->plan;
+    struct plan *p = c->out;
 
     struct seg *s = plan_seg(p);
     if (u->xfers && s && !s->mem && file_send(w, u, c))
@@ -720,14 +733,15 @@ static void uring_send(struct worker *w, struct conn *c)
         make_ready(u, c, F_SENT);
         return;
     }
-    int n = plan_iov(p, r->iov, RESPONSE_IOV);
+    struct usend *us = &u->sends[c->slot];
+    int n = plan_iov(p, us->iov, SEND_IOV);
     int flags = sendplan_flags(p, (unsigned)n);
     struct io_uring_sqe *sqe = conn_sqe(u, c, OP_SEND);
     if (n == 1) {
-        io_uring_prep_send(sqe, c->fd, r->iov[0].iov_base, r->iov[0].iov_len, flags);
+        io_uring_prep_send(sqe, c->fd, us->iov[0].iov_base, us->iov[0].iov_len, flags);
     } else {
-        r->msg = (struct msghdr){.msg_iov = r->iov, .msg_iovlen = (size_t)n};
-        io_uring_prep_sendmsg(sqe, c->fd, &r->msg, (unsigned)flags);
+        us->msg = (struct msghdr){.msg_iov = us->iov, .msg_iovlen = (size_t)n};
+        io_uring_prep_sendmsg(sqe, c->fd, &us->msg, (unsigned)flags);
     }
 }
 
@@ -762,10 +776,10 @@ static void uring_shutdown(struct worker *w, struct conn *c)
 
 /* Takes one socket accepted outside the multishot accept (the drain empties the listener). */
 /* Starts a connection on an accepted (or held, see conn_accepted) socket. */
-static bool accept_one(struct worker *w, int fd)
+static bool accept_one(struct worker *w, int fd, unsigned lst)
 {
     bool held;
-    struct conn *c = conn_accepted(w, fd, &held);
+    struct conn *c = conn_accepted(w, fd, lst, &held);
     if (c)
         arm_recv(w->engine_state, c);
     else if (!held)
@@ -778,23 +792,26 @@ static bool accept_one(struct worker *w, int fd)
 static void uring_stop_accept(struct worker *w)
 {
     struct uring *u = w->engine_state;
-    if (!u->accept_armed) {
-        worker_close_listener(w, accept_one);
-        return;
+    for (unsigned i = 0; i < w->nlisteners; i++) {
+        if (!u->accept_armed[i]) {
+            worker_close_listener(w, i, accept_one);
+            continue;
+        }
+        struct io_uring_sqe *sqe = get_sqe(u);
+        io_uring_prep_cancel64(sqe, tag_encode(OP_ACCEPT, 0, i), 0);
+        io_uring_sqe_set_data64(sqe, ud(OP_IGNORE, NULL));
     }
-    struct io_uring_sqe *sqe = get_sqe(u);
-    io_uring_prep_cancel64(sqe, ud(OP_ACCEPT, NULL), 0);
-    io_uring_sqe_set_data64(sqe, ud(OP_IGNORE, NULL));
 }
 
-static void on_accept(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe)
+static void on_accept(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe,
+                      unsigned lst)
 {
     if (cqe->res >= 0)
-        accept_one(w, cqe->res);
+        accept_one(w, cqe->res, lst);
     if (!(cqe->flags & IORING_CQE_F_MORE)) {
-        u->accept_armed = false;
+        u->accept_armed[lst] = false;
         if (w->draining && !w->accepting) {
-            worker_close_listener(w, accept_one);
+            worker_close_listener(w, lst, accept_one);
             return;
         }
         /* Out of fds or memory: the multishot accept ended, and re-armed at once it would fail
@@ -802,7 +819,8 @@ static void on_accept(struct worker *w, struct uring *u, const struct io_uring_c
          * closes or a second passes (worker_accept_resume). */
         if (cqe->res < 0 && worker_accept_failed(w, cqe->res))
             return;
-        arm_accept(w, u);
+        if (!w->accept_paused)
+            arm_accept(w, u, lst);
     }
 }
 
@@ -810,10 +828,17 @@ static void on_accept(struct worker *w, struct uring *u, const struct io_uring_c
 static void accept_more(struct worker *w, struct uring *u)
 {
     int fd;
-    while ((fd = conn_held_take(w)) >= 0)
-        accept_one(w, fd);
-    if (!u->accept_armed && worker_accept_resume(w))
-        arm_accept(w, u);
+    unsigned lst;
+    while ((fd = conn_held_take(w, &lst)) >= 0)
+        accept_one(w, fd, lst);
+    bool idle = false; /* a listener is open and its accept is not armed */
+    for (unsigned i = 0; i < w->nlisteners; i++)
+        idle = idle || (!u->accept_armed[i] && w->listeners[i].fd >= 0 && w->accepting);
+    if (idle && worker_accept_resume(w)) {
+        for (unsigned i = 0; i < w->nlisteners; i++)
+            if (!u->accept_armed[i] && w->listeners[i].fd >= 0 && w->accepting)
+                arm_accept(w, u, i);
+    }
 }
 
 static void recycle(struct uring *u, unsigned bid)
@@ -862,8 +887,8 @@ static void on_send(struct worker *w, struct uring *u, struct conn *c, int res)
         conn_sent(w, c, res == 0 ? -EPIPE : res);
         return;
     }
-    plan_advance(&c->resp->plan, (uint64_t)res);
-    if (plan_done(&c->resp->plan))
+    plan_advance(c->out, (uint64_t)res);
+    if (plan_done(c->out))
         conn_sent(w, c, 0);
     else
         uring_send(w, c); /* short send: continue where it stopped */
@@ -873,7 +898,7 @@ static void on_send(struct worker *w, struct uring *u, struct conn *c, int res)
 static void splice_next(struct worker *w, struct uring *u, struct conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
-    struct plan *p = &c->resp->plan;
+    struct plan *p = c->out;
     if (x->err) {
         int err = x->err;
         x->err = 0;
@@ -935,7 +960,7 @@ static void splice_out_done(struct xfer *x, struct conn *c, int res)
 {
     if (res > 0) {
         x->in_pipe -= (uint32_t)res;
-        plan_advance(&c->resp->plan, (uint64_t)res);
+        plan_advance(c->out, (uint64_t)res);
         if ((uint32_t)res < x->want_out)
             x->flags |= X_FULL;
     } else if (res == -EAGAIN) {
@@ -957,7 +982,7 @@ static bool flush_now(struct worker *w, struct uring *u, struct conn *c)
     struct xfer *x = u->xfers ? &u->xfers[c->slot] : NULL;
     if (!x || !x->pipe || x->in_pipe == 0 || (x->flags & (X_IN | X_OUT)))
         return false;
-    struct plan *p = &c->resp->plan;
+    struct plan *p = c->out;
     bool more = p->cur + 1 < p->nseg || x->in_pipe < plan_seg(p)->len;
     x->want_in = 0;
     x->want_out = x->in_pipe;
@@ -1001,7 +1026,8 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
 
     switch (op) {
     case OP_ACCEPT:
-        on_accept(w, u, cqe);
+        if (t.slot < w->nlisteners)
+            on_accept(w, u, cqe, t.slot);
         return;
     case OP_TICK:
         arm_tick(w, u);
@@ -1080,7 +1106,8 @@ static int uring_run(struct worker *w)
         return -errno;
     arm_wake(w, u);
     arm_tick(w, u);
-    arm_accept(w, u);
+    for (unsigned i = 0; i < w->nlisteners; i++)
+        arm_accept(w, u, i);
 
     while (worker_tick(w)) {
         accept_more(w, u);

@@ -274,7 +274,7 @@ static bool redirect_to(const char *loc, size_t n, int status, struct static_ctx
 }
 
 bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
-                 const char *path, size_t len, bool slash, struct http_str query,
+                 bool secure, const char *path, size_t len, bool slash, struct http_str query,
                  struct static_ctx *ctx, struct plan *plan, bool *quiet)
 {
     const struct config *c = v->cfg;
@@ -300,7 +300,7 @@ bool site_answer(struct worker *w, const struct vhost *v, const struct http_requ
         size_t n = vhost_key(vhost_request_host(req), key);
         if (n != strlen(c->canonical_host) || strncasecmp(key, c->canonical_host, n) != 0) {
             size_t pl = url_path(url, sizeof(url), path, len, slash);
-            return redirect_to(loc, pl ? vhost_canonical("http", c->canonical_host, url + 1,
+            return redirect_to(loc, pl ? vhost_canonical(secure ? "https" : "http", c->canonical_host, url + 1,
                                                          pl - 1, query, loc, sizeof(loc))
                                        : 0,
                                301, ctx, plan);

@@ -75,10 +75,11 @@ const struct vhost *site_route(struct worker *w, const struct http_request *req)
 
 /* What a site answers before looking for a file, in this order: --health, the canonical host,
  * --redirect rules, --basic-auth. path[0..len) is the normalised path (no leading '/'), slash
- * whether the target ended in '/'. Returns true with r's plan written into ctx when it
+ * whether the target ended in '/', secure whether it came over TLS (the scheme of a
+ * canonical-host redirect). Returns true with r's plan written into ctx when it
  * answered; false to serve the file, with ctx's extra headers set for path (--cache-control-for). */
 bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
-                 const char *path, size_t len, bool slash, struct http_str query,
+                 bool secure, const char *path, size_t len, bool slash, struct http_str query,
                  struct static_ctx *ctx, struct plan *plan, bool *quiet);
 
 /* Whether c's request must wait for work off the loop (a password being verified) before it

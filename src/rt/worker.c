@@ -3,6 +3,7 @@
 
 #include "rt/errlog.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -110,18 +111,28 @@ static void read_clock(struct worker *w)
     }
 }
 
+static void close_listeners(struct worker *w)
+{
+    for (unsigned i = 0; i < w->nlisteners; i++) {
+        if (w->listeners[i].fd >= 0)
+            close(w->listeners[i].fd);
+        w->listeners[i].fd = -1;
+    }
+}
+
 int worker_init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
-                const struct engine_caps *caps, int listen_fd, bool listen_owned,
+                const struct engine_caps *caps, const struct listener *ls, unsigned n,
                 struct site_slot *sites)
 {
     int rc = -ENOMEM;
+    assert(n >= 1 && n <= LISTEN_MAX);
     memset(w, 0, sizeof(*w));
     w->id = id;
     w->cfg = cfg;
     w->eng = eng;
     w->caps = caps;
-    w->listen_fd = listen_fd;
-    w->listen_owned = listen_owned;
+    memcpy(w->listeners, ls, n * sizeof(*ls));
+    w->nlisteners = n;
     w->wall = -1;
     w->accepting = true;
     atomic_init(&w->stop, WORKER_RUN);
@@ -137,6 +148,7 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     if (w->wake_fd < 0) {
         rc = -errno;
         site_put(w->site);
+        close_listeners(w);
         return rc;
     }
     /* calloc'd slots cost no memory until touched: idle capacity is free. */
@@ -169,6 +181,7 @@ err_mem:
     free(w->conns);
     close(w->wake_fd);
     site_put(w->site);
+    close_listeners(w);
     return rc;
 }
 
@@ -196,8 +209,7 @@ void worker_fini(struct worker *w)
     free(w->free_slots);
     free(w->conns);
     close(w->wake_fd);
-    if (w->listen_fd >= 0)
-        close(w->listen_fd);
+    close_listeners(w);
     site_put(w->site);
 }
 
@@ -224,23 +236,33 @@ static void start_drain(struct worker *w, int how)
     }
 }
 
-void worker_close_listener(struct worker *w, bool (*accept_one)(struct worker *w, int fd))
+bool worker_listening(const struct worker *w)
 {
-    if (w->listen_fd < 0)
+    for (unsigned i = 0; i < w->nlisteners; i++)
+        if (w->listeners[i].fd >= 0)
+            return true;
+    return false;
+}
+
+void worker_close_listener(struct worker *w, unsigned lst,
+                           bool (*accept_one)(struct worker *w, int fd, unsigned lst))
+{
+    struct listener *l = &w->listeners[lst];
+    if (l->fd < 0)
         return;
     /* Bounded: without a successor on the port, connections keep arriving while we empty it. */
-    for (int i = 0; w->listen_owned && i < 4096; i++) {
-        int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    for (int i = 0; l->owned && i < 4096; i++) {
+        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             break;
-        if (!accept_one(w, fd))
+        if (!accept_one(w, fd, lst))
             break;
     }
     /* shutdown takes the socket out of the port's listeners now; a close alone would leave that
      * to the last reference, and an engine may still hold one (a cancelled io_uring accept). */
-    shutdown(w->listen_fd, SHUT_RD);
-    close(w->listen_fd);
-    w->listen_fd = -1;
+    shutdown(l->fd, SHUT_RD);
+    close(l->fd);
+    l->fd = -1;
 }
 
 /* A reload or a moved document root published a new site: serve from it from now on. */
@@ -281,7 +303,7 @@ bool worker_tick(struct worker *w)
                 conn_close(w, &w->conns[i]);
     }
     trim_pools(w);
-    return !(w->draining && w->active == 0 && w->listen_fd < 0);
+    return !(w->draining && w->active == 0 && !worker_listening(w));
 }
 
 int worker_wait_ms(const struct worker *w)

@@ -26,6 +26,8 @@ struct fcache;
 struct compressor;
 struct site;
 struct site_slot;
+struct transport_ops;
+struct proto_ops;
 
 /* w->stop, set by the main thread: what the worker is asked to do. */
 enum worker_stop {
@@ -54,14 +56,29 @@ struct conn_list {
 /* Accepted sockets waiting for a slot that a reclaimed idle connection is about to free. */
 #define HELD_MAX 64
 
+/* Listening sockets per worker: the HTTP port, and one per further transport (TLS). */
+#define LISTEN_MAX 4
+
+/* One of a worker's listening sockets and the transport its connections get. */
+struct listener {
+    int fd;     /* the worker's own fd (-1 once closed in a drain) */
+    bool owned; /* ours to drain: opened here, not inherited from systemd */
+    const struct transport_ops *xport; /* NULL: cleartext */
+    void *xport_ctx;                   /* what xport->open is given (e.g. TLS certificates) */
+};
+
 struct worker {
     int id;
     const struct config *cfg;
     const struct engine_ops *eng;
     const struct engine_caps *caps; /* what the kernel offers, probed once before the workers */
     void *engine_state;
-    int listen_fd;     /* the worker's own fd (-1 once closed in a drain) */
-    bool listen_owned; /* ours to drain: opened here, not inherited from systemd */
+    struct listener listeners[LISTEN_MAX]; /* engines accept on each; tags carry the index */
+    unsigned nlisteners;
+    /* HTTP/2 when enabled (proto.h), or NULL: HTTP/1 only. A connection switches to it when
+     * it opens with the HTTP/2 preface (h2c), or when its transport negotiated it (ALPN "h2":
+     * the transport calls conn_set_proto(w, c, w->h2, NULL, 0)). Set before the engine starts. */
+    const struct proto_ops *h2;
     int wake_fd; /* eventfd: stop, a new site, finished compression jobs */
     atomic_int stop; /* enum worker_stop */
     atomic_bool done; /* set as the worker's thread ends, for the main thread's wait */
@@ -80,6 +97,7 @@ struct worker {
     bool slot_freed; /* a connection closed since the pause */
     int64_t accept_paused_at;
     int held[HELD_MAX]; /* FIFO ring of sockets accepted while full, see conn_accepted */
+    uint8_t held_lst[HELD_MAX]; /* ... and the listener each came from */
     unsigned held_first, held_count;
 
     int64_t now;       /* monotonic seconds, read once per loop turn */
@@ -114,9 +132,14 @@ struct worker {
     pthread_t thread;
 };
 
+/* Sets w up to serve on listeners ls[0..n) (n <= LISTEN_MAX; w owns their fds from here on,
+ * closed on failure too). */
 int worker_init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
-                const struct engine_caps *caps, int listen_fd, bool listen_owned,
+                const struct engine_caps *caps, const struct listener *ls, unsigned n,
                 struct site_slot *sites);
+
+/* Whether any of w's listeners is still open. */
+bool worker_listening(const struct worker *w);
 void worker_fini(struct worker *w);
 void *worker_main(void *arg);
 
@@ -127,12 +150,13 @@ bool worker_tick(struct worker *w);
 /* The longest the loop may sleep before the next tick is due, in milliseconds. */
 int worker_wait_ms(const struct worker *w);
 
-/* Closes the worker's listener at the end of a drain's grace period, called by the engine once
- * it no longer accepts on it (io_uring: once the accept is cancelled). A listener the worker
- * owns is emptied first: the connections already queued in it are accepted through accept_one
- * (which returns false to stop) and served, never reset by the close. An inherited one (systemd
- * socket activation) is left with its queue for the next instance. */
-void worker_close_listener(struct worker *w, bool (*accept_one)(struct worker *w, int fd));
+/* Closes the worker's listener `lst` at the end of a drain's grace period, called by the engine
+ * once it no longer accepts on it (io_uring: once the accept is cancelled). A listener the
+ * worker owns is emptied first: the connections already queued in it are accepted through
+ * accept_one (which returns false to stop) and served, never reset by the close. An inherited
+ * one (systemd socket activation) is left with its queue for the next instance. */
+void worker_close_listener(struct worker *w, unsigned lst,
+                           bool (*accept_one)(struct worker *w, int fd, unsigned lst));
 
 /* The engine's accept failed with err (-errno). For a shortage of fds or memory (EMFILE,
  * ENFILE, ENOBUFS, ENOMEM) this logs (rate-limited), sets w->accept_paused and returns true:

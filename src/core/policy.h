@@ -1,0 +1,61 @@
+/* policy: the HTTP decisions about a connection that a request's framing implies (keep it open,
+ * read and drop a body, send 100 Continue, close after an error), per protocol, so that conn only
+ * executes them and two protocols cannot disagree about the shared rules.
+ * Must not: perform I/O or keep state; it reads a parsed request and returns a decision.
+ * Ownership: none; every result is a value the caller keeps. */
+#ifndef CORE_POLICY_H
+#define CORE_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/http1.h"
+
+/* GET/HEAD/error bodies are read and dropped up to this size; past it the connection closes. */
+#define POLICY_DISCARD_MAX (1u << 20)
+
+/* How the response's header section is written (core/static.h).
+ * RESP_H1: the HTTP/1.1 status line, 100 Continue when asked, the field lines, the HTTP/1-only
+ * Connection field and the blank line: the plan's first head_len bytes are the wire's header
+ * block. RESP_FIELDS: only the field lines ("Name: value\r\n"), for a protocol that serialises
+ * status and fields itself (HTTP/2: HPACK); never Connection, Keep-Alive, Transfer-Encoding or
+ * an interim response, which are HTTP/1-only (RFC 9113 8.2.2). */
+enum resp_syntax { RESP_H1, RESP_FIELDS };
+
+/* The core's request result: what answering the request does to the connection. */
+struct req_policy {
+    enum resp_syntax syntax;
+    bool secure;        /* the request came over an encrypting transport (https) */
+    bool keep_alive;    /* the connection stays open after the response */
+    bool send_continue; /* the client waits for "100 Continue" before its body */
+    uint64_t discard;   /* body bytes after the head to read and drop */
+    /* The client asked to close and sent nothing behind its request: the close follows the
+     * response at once and no unread bytes can turn it into a reset (see plan.fin_carries_tail). */
+    bool fin_carries_tail;
+};
+
+/*
+ * HTTP/1.1 (RFC 9112): the policy for req, parsed from a buffer in which `more` bytes follow its
+ * head, on a connection that may stay open (conn_keep: it has not been told to close, the
+ * worker is not draining). A chunked body is never read (answer, then close); a Content-Length
+ * body is discarded up to POLICY_DISCARD_MAX, past which the connection closes.
+ */
+struct req_policy policy_h1(const struct http_request *req, bool conn_keep, size_t more);
+
+/* HTTP/2 and later: one stream per request; the connection's fate is not the request's. */
+struct req_policy policy_fields(void);
+
+/* "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" (RFC 9113 3.4), the prior-knowledge HTTP/2 preface. */
+#define POLICY_H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define POLICY_H2_PREFACE_LEN 24
+
+/* Whether a connection's first bytes data[0..len) are the HTTP/2 preface: 1 yes, 0 not known yet
+ * (a proper prefix of it: wait for more), -1 no (HTTP/1). */
+int policy_h2_preface(const char *data, size_t len);
+
+/* Whether a response with this status must close an HTTP/1 connection: a malformed request
+ * (400, 414, 431) leaves the stream's framing in doubt. */
+bool policy_status_closes(int status);
+
+#endif

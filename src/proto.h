@@ -1,0 +1,42 @@
+/* proto: the protocol slot above the transport. HTTP/1.1 is built into conn (conn.proto ==
+ * NULL, the fast path); another protocol (HTTP/2) implements these operations and takes a
+ * connection over, from its first bytes (the h2c preface) or from the transport's choice
+ * (ALPN), with conn_set_proto.
+ * Must not: decide file semantics (serve and the core answer every protocol's requests) or
+ * touch the socket; its output goes down with conn_send, one plan at a time.
+ * Ownership: a protocol's per-connection state hangs off conn.pstate, made when it takes the
+ * connection and freed by release. Responses come from serve_response_get, one per request in
+ * flight, and go back with serve_response_put after their bytes have been sent. */
+#ifndef PROTO_H
+#define PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct worker;
+struct conn;
+
+struct proto_ops {
+    const char *name;
+    /* Takes the connection over: allocate pstate. 0, or -errno (conn closes). */
+    int (*open)(struct worker *w, struct conn *c);
+    /* The protocol's bytes (plaintext) arrived: n > 0 bytes at data, valid only during the
+     * call (copy what must be kept); n == 0: the peer ended its side; n < 0: -errno, the
+     * connection is dead (conn closes it after the call). */
+    void (*input)(struct worker *w, struct conn *c, const char *data, ssize_t n);
+    /* The plan last given to conn_send is on the wire (0) or failed (-errno). */
+    void (*sent)(struct worker *w, struct conn *c, int err);
+    /* The connection's timer (conn_arm) expired. */
+    void (*timeout)(struct worker *w, struct conn *c);
+    /* The worker drains: finish (HTTP/2: GOAWAY, let streams in flight end), then close. */
+    void (*drain)(struct worker *w, struct conn *c);
+    /* The connection has closed and no operation is in flight: release pstate and every
+     * response still held. */
+    void (*release)(struct worker *w, struct conn *c);
+};
+
+/* The HTTP/2 preface test that switches a cleartext connection is policy_h2_preface
+ * (core/policy.h), applied by conn to a connection's first bytes when w->h2 is set. */
+
+#endif

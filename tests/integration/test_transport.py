@@ -1,0 +1,82 @@
+"""The transport seam (issue 11 item 5): a transport that does not keep file segments zero-copy
+carries every kind of response unchanged, on both engines. The server's test-only "copy"
+transport (RINGHTTPD_TEST_TRANSPORT=copy) does what TLS does with buffers and sequencing, minus
+the cipher: received bytes reach HTTP/1 from its own buffer, and a plan leaves as 16 KiB chunks
+copied from memory or pread from the file, one chunk in flight at a time."""
+
+import hashlib
+import os
+import socket
+
+import pytest
+
+from conftest import BIG, HELLO, INDEX_HTML, Conn, fetch, request
+
+ENV = {"RINGHTTPD_TEST_TRANSPORT": "copy"}
+
+
+@pytest.fixture
+def copy_server(make_server, docroot):
+    srv = make_server(docroot, env=ENV)
+    assert "test transport copy" in srv.stderr_text()
+    return srv
+
+
+def test_small_and_large_files(copy_server):
+    assert fetch(copy_server, "/hello.txt").body == HELLO
+    r = fetch(copy_server, "/big.bin", timeout=20)
+    assert r.status == 200 and r.body == BIG
+
+
+def test_file_larger_than_memory_budget_by_sha256(make_server, docroot, random_file):
+    """64 MiB through a 16 KiB buffer: the plan is turned into chunks with backpressure."""
+    path, digest = random_file(64 << 20)
+    os.link(path, docroot / "huge.bin")
+    srv = make_server(docroot, env=ENV)
+    with socket.create_connection(srv.addr, timeout=30) as s:
+        s.sendall(request("GET", "/huge.bin", close=True))
+        data = bytearray()
+        while chunk := s.recv(1 << 20):
+            data += chunk
+    head, _, body = bytes(data).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert b"Content-Length: %d" % (64 << 20) in head
+    assert hashlib.sha256(body).hexdigest() == digest
+
+
+def test_ranges_single_and_multipart(copy_server):
+    r = fetch(copy_server, "/big.bin", headers=["Range: bytes=100000-100099"])
+    assert r.status == 206 and r.body == BIG[100000:100100]
+    r = fetch(copy_server, "/big.bin", headers=["Range: bytes=0-9,500000-500009"])
+    assert r.status == 206
+    assert BIG[0:10] in r.body and BIG[500000:500010] in r.body
+    assert r.header("content-type").startswith("multipart/byteranges")
+
+
+def test_pipelining_keep_alive_and_close_rules(copy_server):
+    with Conn(copy_server, timeout=20) as c:
+        c.send(request("GET", "/hello.txt") + request("HEAD", "/big.bin") +
+               request("GET", "/big.bin") + request("GET", "/missing") + request("GET", "/"))
+        a, b, d, e, f = c.read_many(["GET", "HEAD", "GET", "GET", "GET"])
+        assert a.body == HELLO
+        assert b.status == 200 and b.body == b""
+        assert d.body == BIG
+        assert e.status == 404
+        assert f.body == INDEX_HTML
+        assert c.is_open()
+        # A body on GET is read and dropped; the connection stays usable.
+        c.send(request("GET", "/hello.txt", headers=["Content-Length: 5"], body=b"abcde"))
+        assert c.read().body == HELLO
+        # A malformed request: 400, then the server closes.
+        c.send(b"GET / HTTP/1.1\r\nHost: a\r\nbad header\r\n\r\n")
+        assert c.read(allow_close=True).status == 400
+        c.expect_close()
+
+
+def test_conditional_and_head(copy_server):
+    r = fetch(copy_server, "/hello.txt")
+    etag = r.header("etag")
+    r = fetch(copy_server, "/hello.txt", headers=[f"If-None-Match: {etag}"])
+    assert r.status == 304 and r.body == b""
+    r = fetch(copy_server, "/hello.txt", method="HEAD")
+    assert r.status == 200 and r.header("content-length") == "1024" and r.body == b""
