@@ -90,6 +90,8 @@ check: deps
 # libFuzzer targets, one per parser; `make fuzz FUZZ_SECONDS=600` for a longer run. Target
 # fuzz_NAME starts from the seeds in tests/fuzz/seeds/NAME/ (and its own corpus in build/fuzz).
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+# Targets that need more than the core: their sources and libraries.
+FUZZ_EXTRA_fuzz_config := src/config.c src/cfgfile.c src/rt/htpasswd.c -lyaml -lcrypt
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
 fuzz:
@@ -97,8 +99,9 @@ fuzz:
 	@mkdir -p build/fuzz
 	@set -e; for f in $(FUZZ_SRC); do \
 	    n=$$(basename $$f .c); \
+	    extra=; [ $$n != fuzz_config ] || extra="$(FUZZ_EXTRA_fuzz_config)"; \
 	    clang -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer,address,undefined \
-	        $$f $(CORE_SRC) -o build/fuzz/$$n; \
+	        $$f $(CORE_SRC) $$extra -o build/fuzz/$$n; \
 	    mkdir -p build/fuzz/corpus-$$n; \
 	    seeds=tests/fuzz/seeds/$${n#fuzz_}; [ -d $$seeds ] || seeds=; \
 	    echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what `make` needs and is missing, on Debian/Ubuntu as root. Each need is checked
 # first, so a machine that has everything runs no package manager at all.
-#   scripts/deps.sh build   liburing, Brotli, zstd and libdeflate headers, pkg-config,
-#                           <sys/sdt.h> (USDT probes; a header only)
+#   scripts/deps.sh build   liburing, Brotli, zstd, libdeflate, libyaml and libcrypt headers,
+#                           pkg-config, <sys/sdt.h> (USDT probes; a header only)
 #   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss, tcpdump,
 #                           systemd (systemd-socket-activate, systemd-analyze), groff (man lint),
+#                           htpasswd (apache2-utils: the basic-auth tests' password files),
 #                           promtool (Debian's prometheus package: the metrics test checks the
 #                           exposition with it), bpftrace (the probe test attaches it)
 #   scripts/deps.sh fuzz    test + clang and its libFuzzer runtime
@@ -24,6 +25,8 @@ have_header zstd.h || need_pkg libzstd-dev
 have_header libdeflate.h || need_pkg libdeflate-dev
 command -v pkg-config >/dev/null || need_pkg pkg-config
 have_header sys/sdt.h || need_pkg systemtap-sdt-dev
+have_header yaml.h || need_pkg libyaml-dev    # --config (issue 19)
+have_header crypt.h || need_pkg libcrypt-dev  # --basic-auth: bcrypt, SHA-crypt
 if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv
     command -v curl >/dev/null || need_pkg curl
@@ -34,6 +37,7 @@ if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ]; then
     command -v systemd-socket-activate >/dev/null || need_pkg systemd
     command -v systemd-analyze >/dev/null || need_pkg systemd
     command -v groff >/dev/null || need_pkg groff-base
+    command -v htpasswd >/dev/null || need_pkg apache2-utils  # test_sites makes htpasswd files
 fi
 if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang

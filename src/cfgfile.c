@@ -14,7 +14,7 @@
 #include <yaml.h>
 
 #include "config.h"
-#include "rt/auth.h"
+#include "rt/htpasswd.h"
 
 /* Values applied from one file, aliases counted each time: more is a hostile document. */
 #define MAX_VALUES 20000

@@ -853,7 +853,7 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
     return 0;
 }
 
-static void defaults(struct config *cfg)
+void config_init(struct config *cfg)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     *cfg = (struct config){
@@ -931,7 +931,7 @@ static int parse_layers(struct config *cfg, int argc, char **argv)
 
 int config_parse(struct config *cfg, int argc, char **argv)
 {
-    defaults(cfg);
+    config_init(cfg);
     cfg->argc = argc;
     cfg->argv = argv;
     int rc = parse_layers(cfg, argc, argv);
@@ -1115,7 +1115,7 @@ int config_reread(const struct config *cfg, struct config **out, char *why, size
         snprintf(why, why_len, "out of memory");
         goto out;
     }
-    defaults(fresh);
+    config_init(fresh);
     /* getopt and --metrics write into their arguments: the copies live in fresh's pool */
     for (int i = 0; i < cfg->argc; i++)
         if (!(argv[i] = config_strdup(fresh, cfg->argv[i], strlen(cfg->argv[i])))) {

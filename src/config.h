@@ -152,6 +152,9 @@ int config_load_mime(const char *file, struct mime_table *out, char *why, size_t
 /* Releases what config_parse allocated and closes the document root. */
 void config_free(struct config *cfg);
 
+/* Every option at its default (config_parse starts from this). */
+void config_init(struct config *cfg);
+
 /* For the configuration file reader (cfgfile.c). Applies key (a long option's name, or "root"
  * for DOCROOT) with value to cfg: 0, or an exit status after printing one line that names
  * cfg->src's file, line and key. value is "true"/"false" for an option that takes none. */

@@ -7,7 +7,7 @@
  * with the site on a reload), so an authenticated keep-alive client costs a hash and a lookup.
  * Must not: compare secrets other than in constant time, keep a password, or let one client
  * address have more than AUTH_PER_ADDR verifications in flight.
- * Ownership: a struct auth_file belongs to its site (rt/site.h); struct authstate to its worker. */
+ * Ownership: struct authstate belongs to its worker; the files (rt/htpasswd.h) to their site. */
 #ifndef RT_AUTH_H
 #define RT_AUTH_H
 
@@ -23,11 +23,6 @@
 struct auth_file;
 struct worker;
 struct conn;
-
-/* Loads path: 0 with *out, or -errno with a one-line reason naming the file and line. */
-int auth_file_load(const char *path, struct auth_file **out, char *why, size_t why_len);
-int auth_file_check(const char *path, char *why, size_t why_len);
-void auth_file_free(struct auth_file *f);
 
 enum auth_verdict {
     AUTH_GRANTED,

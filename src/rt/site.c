@@ -18,6 +18,7 @@
 #include "core/accept.h"
 #include "core/path.h"
 #include "rt/auth.h"
+#include "rt/htpasswd.h"
 #include "rt/errlog.h"
 #include "rt/fcache.h"
 #include "rt/worker.h"
