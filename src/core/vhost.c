@@ -4,13 +4,30 @@
 #include <errno.h>
 #include <string.h>
 
+/* FNV-1a over the bytes from the last to the first: the hash of every suffix is a step of the
+ * same pass, so a lookup hashes the name once for the exact name and all its wildcards. */
+#define HASH_INIT 2166136261u
+#define HASH_STEP(h, c) (((h) ^ (unsigned char)(c)) * 16777619u)
+
 static uint32_t hash(const char *p, size_t len)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)p[i]) * 16777619u;
+    uint32_t h = HASH_INIT;
+    for (size_t i = len; i-- > 0;)
+        h = HASH_STEP(h, p[i]);
     return h;
 }
+
+/* A Host byte lower-cased, or 0 for one a host name cannot hold. */
+static const unsigned char host_byte[256] = {
+    ['-'] = '-', ['.'] = '.', ['_'] = '_', ['['] = '[', [']'] = ']', [':'] = ':',
+    ['0'] = '0', ['1'] = '1', ['2'] = '2', ['3'] = '3', ['4'] = '4',
+    ['5'] = '5', ['6'] = '6', ['7'] = '7', ['8'] = '8', ['9'] = '9',
+#define L(c) [c] = c, [c - 'a' + 'A'] = c
+    L('a'), L('b'), L('c'), L('d'), L('e'), L('f'), L('g'), L('h'), L('i'), L('j'), L('k'),
+    L('l'), L('m'), L('n'), L('o'), L('p'), L('q'), L('r'), L('s'), L('t'), L('u'), L('v'),
+    L('w'), L('x'), L('y'), L('z'),
+#undef L
+};
 
 size_t vhost_slots_for(size_t n)
 {
@@ -79,28 +96,38 @@ size_t vhost_key(struct http_str host, char *out)
         n--;
     if (n == 0 || n > VHOST_NAME_MAX)
         return 0;
+    unsigned char bad = 0;
     for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)host.p[i];
-        if (c >= 'A' && c <= 'Z')
-            c = (unsigned char)(c - 'A' + 'a');
-        else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-                   c == '_' || c == '[' || c == ']' || c == ':'))
-            return 0;
+        unsigned char c = host_byte[(unsigned char)host.p[i]];
+        bad |= (unsigned char)(c == 0);
         out[i] = (char)c;
     }
+    if (bad)
+        return 0;
     out[n] = '\0';
     return n;
 }
 
+#define MAX_LABELS 128
+
 int vhost_lookup(const struct vhost_table *t, const char *key, size_t len)
 {
-    int at = find(t, key, len, hash(key, len));
+    /* One pass from the right: the hash of each suffix that starts at a dot, shortest first. */
+    uint32_t h = HASH_INIT, dot_hash[MAX_LABELS];
+    size_t dot_at[MAX_LABELS], dots = 0;
+    for (size_t i = len; i-- > 0;) {
+        h = HASH_STEP(h, key[i]);
+        if (key[i] == '.' && i > 0 && dots < MAX_LABELS) {
+            dot_hash[dots] = h;
+            dot_at[dots++] = i;
+        }
+    }
+    int at = find(t, key, len, h);
     if (at >= 0)
         return t->slots[at].site;
-    for (size_t i = 1; i < len; i++) { /* "a.b.example.org": ".b.example.org", ".example.org" */
-        if (key[i] != '.')
-            continue;
-        at = find(t, key + i, len - i, hash(key + i, len - i));
+    while (dots-- > 0) { /* "a.b.example.org": ".b.example.org", then ".example.org" */
+        size_t i = dot_at[dots];
+        at = find(t, key + i, len - i, dot_hash[dots]);
         if (at >= 0)
             return t->slots[at].site;
     }

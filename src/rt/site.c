@@ -89,6 +89,7 @@ static int vhost_open(struct vhost *v, const struct config *c, int fd, uint32_t 
             rc = -ENOMEM;
     for (int i = 0; i < c->num_auths && !rc; i++)
         rc = auth_file_load(c->auths[i].htpasswd, &v->auth[i], why, why_len);
+    v->rules = c->canonical_host || c->num_redirects || c->num_auths || c->num_cache_rules;
     snprintf(v->challenge, sizeof(v->challenge),
              "WWW-Authenticate: Basic realm=\"%.255s\", charset=\"UTF-8\"\r\n", c->auth_realm);
     if (rc == -ENOMEM)
@@ -144,6 +145,7 @@ static int build(const struct config *cfg, int root_fd, struct site **out, char 
         if ((rc = vhost_open(&s->vh[i], c, s->vh[i].root_fd, (uint32_t)i, why,
                              why_len)) != 0)
             goto fail;
+        s->any_auth |= c->num_auths > 0;
         for (int h = 0; h < c->num_hosts; h++)
             if (vhost_table_add(&s->hosts, c->hosts[h], i) != 0) {
                 snprintf(why, why_len, "host '%s' is named twice", c->hosts[h]);
@@ -151,6 +153,7 @@ static int build(const struct config *cfg, int root_fd, struct site **out, char 
                 goto fail;
             }
     }
+    s->health_len = cfg->health ? strlen(cfg->health) - 1 : 0;
     s->root_fd = s->vh[s->dflt].root_fd;
     s->dev = s->vh[s->dflt].dev;
     s->ino = s->vh[s->dflt].ino;
@@ -274,34 +277,26 @@ static bool redirect_to(const char *loc, size_t n, int status, struct static_ctx
     return static_status_plan(status, line, ctx, plan) != 0;
 }
 
-bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
-                 bool secure, const char *path, size_t len, bool slash, struct http_str query,
-                 struct static_ctx *ctx, struct plan *plan, bool *quiet)
+/* A site's canonical host, redirects, basic auth and cache rules. Apart from site_answer so
+ * that its Location buffers (tens of KB of stack, probed page by page) cost nothing to a site
+ * that has none of them. */
+static __attribute__((noinline)) bool site_rules(struct worker *w, const struct vhost *v,
+                                                 const struct http_request *req, bool secure,
+                                                 const char *path, size_t len, bool slash,
+                                                 struct http_str query, struct static_ctx *ctx,
+                                                 struct plan *plan)
 {
     const struct config *c = v->cfg;
-    const char *health = w->cfg->health;
     char url[PATH_MAX + 4];
     char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET + VHOST_NAME_MAX + 16];
 
-    ctx->extra_headers = c->extra_headers;
-    ctx->extra_len = c->extra_headers_len;
-    if (health && strlen(health + 1) == len && memcmp(health + 1, path, len) == 0 && !slash) {
-        static const char ok[] = "ok\n";
-        struct static_file f = {.size = 2 + 1, .content_type = "text/plain", .data = ok,
-                                .fd = -1};
-        *quiet = true; /* a probe every few seconds is not worth a log line */
-        ctx->extra_headers = "Cache-Control: no-store\r\n";
-        ctx->extra_len = strlen(ctx->extra_headers);
-        if (w->draining)
-            return static_status_plan(503, "Cache-Control: no-store\r\n", ctx, plan) != 0;
-        return static_body_plan(200, &f, ctx, plan) != 0;
-    }
     if (c->canonical_host) {
         char key[VHOST_NAME_MAX + 1];
         size_t n = vhost_key(vhost_request_host(req), key);
         if (n != strlen(c->canonical_host) || strncasecmp(key, c->canonical_host, n) != 0) {
             size_t pl = url_path(url, sizeof(url), path, len, slash);
-            return redirect_to(loc, pl ? vhost_canonical(secure ? "https" : "http", c->canonical_host, url + 1,
+            const char *scheme = secure ? "https" : "http";
+            return redirect_to(loc, pl ? vhost_canonical(scheme, c->canonical_host, url + 1,
                                                          pl - 1, query, loc, sizeof(loc))
                                        : 0,
                                301, ctx, plan);
@@ -339,12 +334,33 @@ bool site_answer(struct worker *w, const struct vhost *v, const struct http_requ
     return false;
 }
 
+bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
+                 bool secure, const char *path, size_t len, bool slash, struct http_str query,
+                 struct static_ctx *ctx, struct plan *plan, bool *quiet)
+{
+    const char *health = w->cfg->health; /* "/healthz": compared without its '/' */
+    if (health && len == w->site->health_len && !slash && memcmp(health + 1, path, len) == 0) {
+        static const char ok[] = "ok\n";
+        struct static_file f = {.size = 2 + 1, .content_type = "text/plain", .data = ok,
+                                .fd = -1};
+        *quiet = true; /* a probe every few seconds is not worth a log line */
+        ctx->extra_headers = "Cache-Control: no-store\r\n";
+        ctx->extra_len = strlen(ctx->extra_headers);
+        if (w->draining)
+            return static_status_plan(503, NULL, ctx, plan) != 0;
+        return static_body_plan(200, &f, ctx, plan) != 0;
+    }
+    if (!v->rules)
+        return false; /* the common case: a site without redirects, auth or cache rules */
+    return site_rules(w, v, req, secure, path, len, slash, query, ctx, plan);
+}
+
 bool site_defer(struct worker *w, struct conn *c, const struct http_request *req)
 {
     const struct site *s = w->site;
-    const struct vhost *v = &s->vh[s->dflt];
-    if (s->nvh > 1)
-        v = site_route(w, req);
+    if (!s->any_auth)
+        return false; /* the common case: no site has --basic-auth, nothing to route here */
+    const struct vhost *v = site_route(w, req);
     const struct config *cfg = v->cfg;
     if (!cfg->num_auths)
         return false; /* the common case: one branch */

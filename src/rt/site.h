@@ -37,6 +37,7 @@ struct vhost {
     char *cache_headers[CONFIG_MAX_RULES];
     size_t cache_len[CONFIG_MAX_RULES];
     struct auth_file *auth[CONFIG_MAX_RULES]; /* per --basic-auth rule */
+    bool rules; /* any canonical host, redirect, basic auth or cache rule to look at */
     char challenge[sizeof("WWW-Authenticate: Basic realm=\"\", charset=\"UTF-8\"\r\n") + 256];
 };
 
@@ -50,6 +51,8 @@ struct site {
     struct vhost *vh;
     int nvh;
     int dflt; /* where a Host no site names goes */
+    size_t health_len; /* of --health without its leading '/' */
+    bool any_auth; /* some site has --basic-auth (else site_defer has nothing to do) */
     struct vhost_table hosts;
     struct vhost_slot *slots;
 };
@@ -77,7 +80,8 @@ const struct vhost *site_route(struct worker *w, const struct http_request *req)
  * --redirect rules, --basic-auth. path[0..len) is the normalised path (no leading '/'), slash
  * whether the target ended in '/', secure whether it came over TLS (the scheme of a
  * canonical-host redirect). Returns true with r's plan written into ctx when it
- * answered; false to serve the file, with ctx's extra headers set for path (--cache-control-for). */
+ * answered; false to serve the file, with ctx's extra headers replaced when a
+ * --cache-control-for rule matches path. */
 bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
                  bool secure, const char *path, size_t len, bool slash, struct http_str query,
                  struct static_ctx *ctx, struct plan *plan, bool *quiet);
