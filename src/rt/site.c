@@ -241,11 +241,23 @@ const struct vhost *site_route(struct worker *w, const struct http_request *req)
     const struct site *s = w->site;
     const struct vhost *v = &s->vh[s->dflt];
     if (req && s->nvh > 1) {
-        char key[VHOST_NAME_MAX + 1];
-        size_t n = vhost_key(vhost_request_host(req), key);
-        int i = n ? vhost_lookup(&s->hosts, key, n) : -1;
-        if (i >= 0)
-            v = &s->vh[i];
+        struct http_str h = vhost_request_host(req);
+        if (h.p && h.len == w->route.len && w->route.gen == w->site_gen &&
+            memcmp(h.p, w->route.host, h.len) == 0) {
+            v = &s->vh[w->route.vh];
+        } else {
+            char key[VHOST_NAME_MAX + 1];
+            size_t n = vhost_key(h, key);
+            int i = n ? vhost_lookup(&s->hosts, key, n) : -1;
+            if (i >= 0)
+                v = &s->vh[i];
+            if (h.p && h.len <= sizeof(w->route.host)) {
+                memcpy(w->route.host, h.p, h.len);
+                w->route.len = (uint8_t)h.len;
+                w->route.vh = (int16_t)(v - s->vh);
+                w->route.gen = w->site_gen;
+            }
+        }
     }
     fcache_root(w->cache, v->id, v->root_fd);
     return v;
