@@ -301,6 +301,8 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
     const struct config *c = v->cfg;
     char url[PATH_MAX + 4];
     char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET + VHOST_NAME_MAX + 16];
+    bool granted = w->route.granted == req; /* site_defer verified this very request */
+    w->route.granted = NULL;
 
     if (c->canonical_host) {
         char key[VHOST_NAME_MAX + 1];
@@ -326,7 +328,7 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
         size_t pl = strlen(c->auths[i].prefix);
         if (ul < pl || memcmp(url, c->auths[i].prefix, pl) != 0)
             continue;
-        switch (auth_check(w, NULL, v->auth[i], req)) {
+        switch (granted ? AUTH_GRANTED : auth_check(w, NULL, v->auth[i], req)) {
         case AUTH_GRANTED:
             break;
         case AUTH_BUSY:
@@ -370,6 +372,7 @@ bool site_answer(struct worker *w, const struct vhost *v, const struct http_requ
 bool site_defer(struct worker *w, struct conn *c, const struct http_request *req)
 {
     const struct site *s = w->site;
+    w->route.granted = NULL;
     if (!s->any_auth)
         return false; /* the common case: no site has --basic-auth, nothing to route here */
     const struct vhost *v = site_route(w, req);
@@ -383,8 +386,12 @@ bool site_defer(struct worker *w, struct conn *c, const struct http_request *req
     size_t ul = url_path(url, sizeof(url), path, pr.len, pr.trailing_slash);
     for (int i = 0; i < cfg->num_auths && ul; i++) {
         size_t pl = strlen(cfg->auths[i].prefix);
-        if (ul >= pl && memcmp(url, cfg->auths[i].prefix, pl) == 0)
-            return auth_check(w, c, v->auth[i], req) == AUTH_WAIT;
+        if (ul >= pl && memcmp(url, cfg->auths[i].prefix, pl) == 0) {
+            enum auth_verdict verdict = auth_check(w, c, v->auth[i], req);
+            /* serve_request answers this very request next: it need not hash it again */
+            w->route.granted = verdict == AUTH_GRANTED ? req : NULL;
+            return verdict == AUTH_WAIT;
+        }
     }
     return false;
 }

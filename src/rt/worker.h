@@ -130,6 +130,8 @@ struct worker {
         uint8_t len;
         int16_t vh;
         unsigned gen; /* w->site_gen it was routed under; 0: none */
+        /* site_defer found this request's credentials verified: serve's check is done */
+        const struct http_request *granted;
     } route;
 
     struct http_request req; /* scratch for the request being parsed */
