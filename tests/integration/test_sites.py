@@ -3,6 +3,7 @@ by Host, each site's own root, headers, error pages and Cache-Control rules, red
 open one), basic auth verified off the event loop, --health and --drain-delay, and SIGHUP
 re-reading the file. The TLS half (SNI, 421) waits for TLS. Every test runs on both engines."""
 import base64
+import pathlib
 import shutil
 import signal
 import socket
@@ -408,3 +409,21 @@ def test_sighup_forgets_verified_passwords(make_server, sites):
     s.proc.send_signal(signal.SIGHUP)
     assert wait_for(lambda: get(s, "/staff/pay.txt", "b.test", auth).status == 401)
     assert get(s, "/staff/pay.txt", "b.test", [basic("alice", "changed")]).status == 200
+
+
+def test_readme_example_is_a_valid_file(tmp_path):
+    """The annotated example in README "Sites and configuration file" passes --check-config
+    (its directories and htpasswd file made here)."""
+    text = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text[text.index("## Sites and configuration file"):]
+    start = section.index("```yaml") + 7
+    example = section[start:section.index("```", start)]
+    for d in ("example.org", "docs", "staging"):
+        (tmp_path / "srv" / d).mkdir(parents=True)
+    htpasswd(tmp_path / "staging.htpasswd", "staff", "pw")
+    example = example.replace("/srv/", f"{tmp_path}/srv/").replace(
+        "/etc/ringhttpd/staging.htpasswd", str(tmp_path / "staging.htpasswd"))
+    conf = tmp_path / "example.yaml"
+    conf.write_text(example)
+    p = check(conf)
+    assert p.returncode == 0 and "ok (3 sites)" in p.stdout, p.stderr
