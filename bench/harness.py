@@ -261,7 +261,7 @@ SCENARIOS = [
     # Issue 12: what the access log costs. Compare with ka-1k-c50 (the same load, logs off).
     Scenario("ka-1k-log", "Keep-alive GET of a 1 KiB file, 50 connections, access log on "
              "(Combined, to a file on disk; nginx with buffer=64k flush=1s)", "/1k.bin", 50,
-             ["ringhttpd-uring-log", "nginx-log"]),
+             ["ringhttpd-uring-log", "nginx-log"], saturate=True),
 ]
 
 

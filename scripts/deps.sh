@@ -9,6 +9,7 @@
 #                           promtool (Debian's prometheus package: the metrics test checks the
 #                           exposition with it), bpftrace (the probe test attaches it)
 #   scripts/deps.sh fuzz    test + clang and its libFuzzer runtime
+#   scripts/deps.sh format  clang-format (make format, make format-check)
 #   scripts/deps.sh vm      test + what `make test-vm` boots: Debian's packaged kernel
 #                           (linux-image-amd64, 6.1 on Debian 12) and its modules, qemu, busybox
 set -eu
@@ -43,6 +44,9 @@ if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang
     ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
         need_pkg libclang-rt-14-dev
+fi
+if [ "$what" = format ]; then
+    command -v clang-format >/dev/null || need_pkg clang-format
 fi
 if [ "$what" = vm ]; then
     ls /boot/vmlinuz-6.1* >/dev/null 2>&1 || need_pkg linux-image-amd64

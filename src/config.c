@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 #include "core/http1.h"
 #include "core/path.h"
+#include "core/token.h"
 #include "cfgfile.h"
 
 static const char usage_text[] =
@@ -94,8 +96,8 @@ static const char usage_text[] =
     "                             PATTERN ('*' wildcards; repeatable, first match wins)\n"
     "  -v, --verbose              print what the kernel offers at start: io_uring's setup\n"
     "                             mode, opcodes and features tried for real, and whether it\n"
-    "                             has kernel TLS (the tls ULP); the pipes obtained; each compressed\n"
-    "                             variant made\n"
+    "                             has kernel TLS (the tls ULP); the pipes obtained; each\n"
+    "                             compressed variant made\n"
     "  -h, --help                 print this help and exit\n"
     "      --version              print the version and exit\n";
 
@@ -198,17 +200,30 @@ static const struct option long_options[] = {
 };
 
 /* One line naming the option; from a configuration file also its file, line and key. */
-static int config_error(const struct config *cfg, const char *fmt, const char *arg)
+__attribute__((format(printf, 2, 3))) static int config_error(const struct config *cfg,
+                                                             const char *fmt, ...)
 {
     const struct config_src *src = cfg->src;
+    va_list ap;
+    va_start(ap, fmt);
     fputs("ringhttpd: ", stderr);
     if (src && src->file)
         fprintf(stderr, "%s:%d: %s: ", src->file, src->line, src->key);
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
     fputs(src && src->file ? "\n" : " (see --help)\n", stderr);
+    va_end(ap);
     return 2;
 }
 #define usage_error(...) config_error(cfg, __VA_ARGS__)
+
+/* The long name of the option getopt_long returned as opt, for messages. */
+static const char *option_name(int opt)
+{
+    const struct option *o = long_options;
+    while (o->name && o->val != opt)
+        o++;
+    return o->name ? o->name : "?";
+}
 
 /* Parses a decimal in [min, max]; 0 or -EINVAL. */
 static int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
@@ -233,11 +248,19 @@ static int parse_size(const char *s, size_t *out)
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     unsigned shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
+    switch (token_lower((unsigned char)*end)) {
+    case 'k':
+        shift = 10;
+        break;
+    case 'm':
+        shift = 20;
+        break;
+    case 'g':
+        shift = 30;
+        break;
     }
+    if (shift)
+        end++;
     if (errno || *end || v > (SIZE_MAX >> shift))
         return -EINVAL;
     *out = (size_t)(v << shift);
@@ -261,12 +284,6 @@ static int append_header(struct config *cfg, const char *name, size_t name_len, 
     return 0;
 }
 
-static bool is_tchar(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
 static bool valid_field_value(const char *v)
 {
     for (; *v; v++)
@@ -281,10 +298,10 @@ static int add_header_option(struct config *cfg, const char *arg)
     if (!colon || colon == arg)
         return usage_error("--header wants 'Name: value', got '%s'", arg);
     for (const char *p = arg; p < colon; p++)
-        if (!is_tchar((unsigned char)*p))
+        if (!token_is_tchar((unsigned char)*p))
             return usage_error("--header: invalid field name in '%s'", arg);
     const char *value = colon + 1;
-    while (*value == ' ' || *value == '\t')
+    while (token_is_ows(*value))
         value++;
     if (!valid_field_value(value))
         return usage_error("--header: control character in '%s'", arg);
@@ -303,10 +320,8 @@ static const char *url_path_option(const struct config *cfg, const char *opt, co
     struct http_str target = {value, strlen(value)};
     if (value[0] != '/' || path_normalize(target, buf, sizeof(buf) - 1, &res) != 0 ||
         res.len == 0 || res.query.p) {
-        char msg[128];
-        snprintf(msg, sizeof(msg), "%s wants a file path below the root like /404.html, got '%%s'",
-                 opt);
-        *rc = config_error(cfg, msg, value);
+        *rc = usage_error("%s wants a file path below the root like /404.html, got '%s'", opt,
+                          value);
         return NULL;
     }
     buf[res.len] = '\0';
@@ -347,7 +362,8 @@ static int metrics_option(struct config *cfg, char *arg)
     if (!colon || colon == arg || parse_uint(colon + 1, 0, 65535, &port) != 0 ||
         (strchr(arg, ':') != colon && (arg[0] != '[' || colon[-1] != ']')))
         return usage_error("--metrics wants ADDR:PORT like 127.0.0.1:9100 or [::1]:9100, got "
-                           "'%s'", arg);
+                           "'%s'",
+                           arg);
     *colon = '\0';
     cfg->metrics_bind = arg;
     cfg->metrics_port = (uint16_t)port;
@@ -384,8 +400,7 @@ int config_load_mime(const char *file, struct mime_table *out, char *why, size_t
     }
     size_t bad_line = 0;
     if ((rc = mime_table_parse(text, len, out, &bad_line)) != 0) {
-        snprintf(why, why_len, "--mime-types: '%s' line %zu is not 'type ext...'", file,
-                 bad_line);
+        snprintf(why, why_len, "--mime-types: '%s' line %zu is not 'type ext...'", file, bad_line);
         goto out;
     }
     rc = 0;
@@ -643,7 +658,8 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
     case OPT_HEADER_TIMEOUT:
     case OPT_DRAIN:
         if (parse_uint(optarg, 1, 86400, &v) != 0)
-            return usage_error("timeouts want 1..86400 seconds, got '%s'", optarg);
+            return usage_error("--%s wants 1..86400 seconds, got '%s'", option_name(opt),
+                               optarg);
         if (opt == OPT_KEEPALIVE)
             cfg->keepalive_timeout = (unsigned)v;
         else if (opt == OPT_HEADER_TIMEOUT)
@@ -716,7 +732,8 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
     case OPT_SEND_LOWAT:
         if (parse_size(optarg, &cfg->send_lowat) != 0 || cfg->send_lowat > INT_MAX)
             return usage_error("--send-lowat wants a byte count like 128K (0 for none), "
-                               "got '%s'", optarg);
+                               "got '%s'",
+                               optarg);
         break;
     case OPT_ACCESS_LOG:
         cfg->access_log = strcmp(optarg, "off") == 0 ? NULL : optarg;
@@ -731,15 +748,15 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
         else if (strcmp(optarg, "json") == 0)
             cfg->log_format = LOG_JSON;
         else
-            return usage_error("--log-format wants combined, common or json, got '%s'",
-                               optarg);
+            return usage_error("--log-format wants combined, common or json, got '%s'", optarg);
         break;
     case OPT_REAL_IP_FROM:
         if (cfg->num_real_ip == CONFIG_MAX_REAL_IP)
             return usage_error("--real-ip-from: at most 32, '%s' is one too many", optarg);
         if (cidr_parse(optarg, &cfg->real_ip_from[cfg->num_real_ip]) != 0)
             return usage_error("--real-ip-from wants an address or CIDR like 10.0.0.0/8, "
-                               "got '%s'", optarg);
+                               "got '%s'",
+                               optarg);
         cfg->num_real_ip++;
         break;
     case OPT_METRICS:
@@ -765,7 +782,8 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
         size_t n;
         if (parse_size(optarg, &n) != 0)
             return usage_error("--compress-min/-max/-cache want a byte count like 1K, "
-                               "got '%s'", optarg);
+                               "got '%s'",
+                               optarg);
         if (opt == OPT_COMPRESS_MIN)
             cfg->compress_min = n;
         else if (opt == OPT_COMPRESS_MAX)
@@ -778,7 +796,8 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
         if (optarg[0] != '/' || strchr(optarg, '"') || strchr(optarg, '\\') ||
             !valid_field_value(optarg))
             return usage_error("--dictionary wants a URL path pattern like /assets/*.js, "
-                               "got '%s'", optarg);
+                               "got '%s'",
+                               optarg);
         /* the older releases are found by listing one directory */
         if (strchr(optarg, '*') && strchr(optarg, '*') < strrchr(optarg, '/'))
             return usage_error("--dictionary: '*' only in the last path segment, got '%s'",

@@ -73,9 +73,9 @@ struct config {
     size_t head_memory;         /* per worker: input buffers of connections, in bytes */
     bool verbose;
     bool autoindex;
-    unsigned autoindex_limit;   /* entries a listing shows; the rest are counted in a note */
-    size_t cache_size;     /* bytes of file contents each worker may hold in memory */
-    size_t cache_max_file; /* files up to this size are held in memory */
+    unsigned autoindex_limit; /* entries a listing shows; the rest are counted in a note */
+    size_t cache_size;        /* bytes of file contents each worker may hold in memory */
+    size_t cache_max_file;    /* files up to this size are held in memory */
     enum file_send file_send;
     unsigned splice_pipes; /* per worker: the most file ranges spliced at once */
     size_t send_lowat;     /* TCP_NOTSENT_LOWAT of every connection; 0: the kernel's default */
@@ -89,7 +89,7 @@ struct config {
     bool landlock;                /* false with --no-landlock */
     struct error_page error_pages[CONFIG_MAX_ERROR_PAGES];
     int num_error_pages;
-    const char *fallback; /* URL path below the root, without the leading '/', or NULL */
+    const char *fallback;   /* URL path below the root, without the leading '/', or NULL */
     const char *access_log; /* file path, "-" for standard output, NULL when off */
     enum log_format log_format;
     struct cidr real_ip_from[CONFIG_MAX_REAL_IP]; /* trusted proxies (--real-ip-from) */
@@ -134,8 +134,8 @@ struct config {
 };
 
 /* The default of --compress-types. */
-#define CONFIG_COMPRESS_TYPES                                                                    \
-    "text/*, application/javascript, application/json, application/xml, +json, +xml, "         \
+#define CONFIG_COMPRESS_TYPES                                                                      \
+    "text/*, application/javascript, application/json, application/xml, +json, +xml, "             \
     "application/wasm, font/ttf, font/otf, application/vnd.ms-fontobject"
 
 /* config_parse's answer when it printed --help or --version: nothing to run, exit 0. */

@@ -13,6 +13,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -154,7 +155,60 @@ static void arm(struct worker *w, struct conn *c, unsigned secs)
 
 void conn_arm(struct worker *w, struct conn *c, unsigned secs)
 {
-    arm(w, c, secs);
+    if (conn_open(c)) /* a closing connection's timer stays cancelled */
+        arm(w, c, secs);
+}
+
+static void timer_fired(struct worker *w, struct timer *t)
+{
+    conn_timeout(w, (struct conn *)((char *)t - offsetof(struct conn, timer)));
+}
+
+int conn_pool_init(struct worker *w)
+{
+    uint32_t n = w->cfg->max_conns;
+    /* calloc'd slots cost no memory until touched: idle capacity is free. */
+    w->conns = calloc(n, sizeof(*w->conns));
+    w->free_slots = calloc(n, sizeof(*w->free_slots));
+    if (!w->conns || !w->free_slots) {
+        conn_pool_fini(w);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        w->free_slots[n - 1 - i] = i; /* low slots first: fewer pages touched */
+    w->num_free = n;
+    return 0;
+}
+
+void conn_pool_fini(struct worker *w)
+{
+    /* Every slot is free or still counted active (a worker stopped on an engine error). */
+    assert(!w->conns || w->num_free + w->active == w->cfg->max_conns);
+    free(w->free_slots);
+    free(w->conns);
+    w->free_slots = NULL;
+    w->conns = NULL;
+}
+
+/* Takes a free slot and starts a new generation of it. */
+static struct conn *slot_take(struct worker *w)
+{
+    uint32_t slot = w->free_slots[--w->num_free];
+    struct conn *c = &w->conns[slot];
+    uint32_t gen = c->gen + 1; /* a never-used slot is zeroed: generation 1 */
+    memset(c, 0, sizeof(*c));
+    c->slot = slot;
+    c->gen = gen;
+    return c;
+}
+
+/* Gives c's slot back; anything still naming its generation is stale from now on. */
+static void slot_put(struct worker *w, struct conn *c)
+{
+    assert(w->num_free < w->cfg->max_conns);
+    c->state = CONN_FREE;
+    c->gen++;
+    w->free_slots[w->num_free++] = c->slot;
 }
 
 struct conn *conn_accepted(struct worker *w, int fd, unsigned lst, bool *held)
@@ -165,20 +219,14 @@ struct conn *conn_accepted(struct worker *w, int fd, unsigned lst, bool *held)
         return NULL;
     }
     const struct listener *l = &w->listeners[lst];
-    uint32_t slot = w->free_slots[--w->num_free];
-    struct conn *c = &w->conns[slot];
-    uint32_t gen = c->gen + 1; /* a never-used slot is zeroed: generation 1 */
-    memset(c, 0, sizeof(*c));
+    struct conn *c = slot_take(w);
+    c->timer.fire = timer_fired;
     c->fd = fd;
-    c->slot = slot;
-    c->gen = gen;
     c->state = CONN_READING;
     c->keep_alive = true;
     c->recv_on = true;
     if (l->xport && l->xport->open(w, c, l->xport_ctx) < 0) {
-        c->gen++;
-        c->state = CONN_FREE;
-        w->free_slots[w->num_free++] = slot;
+        slot_put(w, c);
         return NULL; /* the engine closes fd */
     }
     c->xport = l->xport;
@@ -236,9 +284,8 @@ void conn_closed(struct worker *w, struct conn *c)
         c->proto->release(w, c);
     if (c->xport)
         c->xport->release(w, c);
-    c->state = CONN_FREE;
-    c->gen++; /* anything still naming the old generation is stale */
-    w->free_slots[w->num_free++] = c->slot;
+    assert(w->active > 0 && !c->resp && !c->in && !timer_armed(&c->timer));
+    slot_put(w, c);
     w->active--;
     if (c->reclaimed)
         w->reclaiming--;
@@ -506,6 +553,10 @@ static void sent(struct worker *w, struct conn *c, int err)
     /* The client asked to close and sent nothing after: no bytes can be waiting (and the close
      * is what sends a held tail). Likewise after its own EOF, or when the worker drains. */
     bool clean = c->resp->plan.fin_carries_tail || c->eof || w->draining;
+    /* A transport ends its stream first (TLS: close_notify) through the lingering path, unless
+     * the peer has gone already. */
+    if (c->xport && !c->eof)
+        clean = false;
     obs_request_done(w, c, c->resp, err);
     release_response(w, c);
     if (err)

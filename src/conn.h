@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "core/http1.h"
+#include "engine/engine.h"
 #include "rt/obs.h"
 #include "rt/timer.h"
 
@@ -64,11 +65,7 @@ struct conn {
     const struct proto_ops *proto;     /* NULL: HTTP/1.1, built in (proto.h) */
     void *pstate;                      /* the protocol's, from conn_set_proto to release */
     struct obs_conn obs;   /* request count, close reason, peer address (rt/obs.h) */
-    /* Engine-private state, opaque to conn. */
-    uint32_t eng_inflight;
-    uint32_t eng_flags;
-    int eng_err;           /* the result of a completion the engine reports later */
-    struct conn *eng_next; /* the engine's list of connections with a deferred completion */
+    struct engine_conn eng; /* the engine's (engine/engine.h); conn never reads it */
 };
 
 /* Whether c is open to the engine: its socket is in use and its events matter. */
@@ -76,6 +73,12 @@ static inline bool conn_open(const struct conn *c)
 {
     return c->state == CONN_READING || c->state == CONN_SENDING || c->state == CONN_LINGERING;
 }
+
+/* The worker's connection slots (w->conns, cfg->max_conns of them): made at worker start,
+ * freed at its end. Slots are taken only by conn_accepted and given back only by conn_closed.
+ * 0 or -ENOMEM. */
+int conn_pool_init(struct worker *w);
+void conn_pool_fini(struct worker *w);
 
 /* Engine callbacks. */
 

@@ -64,7 +64,7 @@ int privs_drop(const char *spec, char *why, size_t why_len)
 
 /* Rights a kernel of each Landlock ABI knows; handling one it does not know is EINVAL. Defined
  * here for the bits newer than Debian 12's headers. */
-#define LL_FS_V1 ((1ULL << 13) - 1) /* EXECUTE .. MAKE_SYM */
+#define LL_FS_V1 ((1ULL << 13) - 1)  /* EXECUTE .. MAKE_SYM */
 #define LL_FS_REFER (1ULL << 13)     /* ABI 2 */
 #define LL_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
 #define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
@@ -142,8 +142,8 @@ int privs_landlock(const struct config *cfg, char *why, size_t why_len)
     /* The access log is reopened on SIGUSR1, after a rotation perhaps as a new file. */
     if (rc == 0 && cfg->access_log && strcmp(cfg->access_log, "-") != 0 &&
         (rc = parent_dir(cfg->access_log, dir)) == 0)
-        rc = add_rule(rs, dir, LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_MAKE_REG,
-                      why, why_len);
+        rc = add_rule(rs, dir, LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_MAKE_REG, why,
+                      why_len);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     /* The sanitizers' runtime reads /proc/self (maps, task list) at exit for the leak check. */
     if (rc == 0)

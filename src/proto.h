@@ -36,6 +36,11 @@ struct proto_ops {
     void (*release)(struct worker *w, struct conn *c);
 };
 
+/* A protocol for tests of the seam (RINGHTTPD_TEST_PROTO=lines in the environment), selected by
+ * the HTTP/2 preface as HTTP/2 would be: one request per line, several served at once. NULL
+ * when not asked for. */
+const struct proto_ops *proto_test_hook(void);
+
 /* The HTTP/2 preface test that switches a cleartext connection is policy_h2_preface
  * (core/policy.h), applied by conn to a connection's first bytes when w->h2 is set. */
 

@@ -309,8 +309,9 @@ static void redirect_slash(struct job *j, const char *path, size_t len)
 /* A rendered listing is reused for this long while its directory is unchanged. Entries added,
  * removed or renamed change the directory, whose cache entry (and so its listings) is then
  * replaced at its next revalidation, within a second; a file that changes size in place is
- * seen within LISTING_TTL. Without the reuse a directory of 50 000 entries cost 150-450 ms of
- * the worker's loop per request (stat per entry, then rendering), stalling its other clients. */
+ * seen within LISTING_TTL. Without the reuse a huge directory costs a stat per entry and a
+ * rendering per request on the worker's loop, stalling its other clients (the figure is in
+ * bench/README.md, "Lab notes from code comments"). */
 #define LISTING_TTL 5
 
 static void free_entries(struct autoindex_entry *ents, size_t from, size_t n)

@@ -24,6 +24,7 @@
 #include "engine/caps.h"
 #include "engine/engine.h"
 #include "privs.h"
+#include "proto.h"
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
 #include "rt/metrics.h"
@@ -517,6 +518,8 @@ int server_run(struct config *cfg)
             goto stop;
         }
         w->alog = sv.alog;
+        if (!w->h2)
+            w->h2 = proto_test_hook();
     }
     /* Bound before the process is confined; it only reads the workers' counters. */
     if (cfg->metrics_bind &&
@@ -532,6 +535,9 @@ int server_run(struct config *cfg)
             goto stop;
         }
     }
+    if (proto_test_hook())
+        fprintf(stderr, "ringhttpd: test protocol %s after the HTTP/2 preface "
+                        "(RINGHTTPD_TEST_PROTO)\n", proto_test_hook()->name);
     if (transport_test_hook())
         fprintf(stderr, "ringhttpd: test transport %s on the HTTP port (RINGHTTPD_TEST_TRANSPORT)\n",
                 transport_test_hook()->name);

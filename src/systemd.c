@@ -26,8 +26,7 @@ static int parse_num(const char *s, long *out)
     return 0;
 }
 
-int systemd_listen_fds(int *fds, int max, char *names, size_t names_len, char *why,
-                       size_t why_len)
+int systemd_listen_fds(int *fds, int max, char *names, size_t names_len, char *why, size_t why_len)
 {
     long pid, n;
     int rc = 0;
@@ -47,8 +46,10 @@ int systemd_listen_fds(int *fds, int max, char *names, size_t names_len, char *w
         socklen_t len = sizeof(type);
         if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM ||
             getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) {
-            snprintf(why, why_len, "socket activation: fd %d is not a listening stream socket "
-                     "(ListenStream= in the .socket unit)", fd);
+            snprintf(why, why_len,
+                     "socket activation: fd %d is not a listening stream socket "
+                     "(ListenStream= in the .socket unit)",
+                     fd);
             rc = -ENOTSOCK;
             goto out;
         }
@@ -84,8 +85,8 @@ int systemd_notify_open(void)
     if (fd < 0)
         return -1;
     /* Connected once now, so a later Landlock confinement or user change cannot stop it. */
-    if (connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-                                                          len)) != 0) {
+    if (connect(fd, (struct sockaddr *)&sa,
+                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) != 0) {
         close(fd);
         return -1;
     }

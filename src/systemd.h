@@ -16,8 +16,7 @@
  * fds), 0 when the process was not socket-activated, or -errno with a reason in why (a passed
  * fd that is not a listening stream socket). names gets LISTEN_FDNAMES (or "") into names_buf.
  * The variables are removed from the environment either way, so no child inherits them. */
-int systemd_listen_fds(int *fds, int max, char *names, size_t names_len, char *why,
-                       size_t why_len);
+int systemd_listen_fds(int *fds, int max, char *names, size_t names_len, char *why, size_t why_len);
 
 /* A connected datagram socket to $NOTIFY_SOCKET ('@' for the abstract namespace), or -1 when
  * the variable is unset or unusable (not an error: no manager is listening). */

@@ -4,38 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-static bool is_ows(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
-static bool is_tchar(unsigned char c)
-{
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
-        return true;
-    return c && strchr("!#$%&'*+-.^_`|~", c);
-}
-
-static char lower(char c)
-{
-    return c >= 'A' && c <= 'Z' ? (char)(c + ('a' - 'A')) : c;
-}
-
-static bool span_ieq(const char *p, size_t n, const char *lit, size_t lit_len)
-{
-    if (n != lit_len)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (lower(p[i]) != lower(lit[i]))
-            return false;
-    }
-    return true;
-}
-
-static bool str_ieq(struct http_str s, const char *lit)
-{
-    return span_ieq(s.p, s.len, lit, strlen(lit));
-}
+#include "core/token.h"
 
 /* One list element: a coding or media range, its weight, and whether it had other parameters. */
 struct element {
@@ -76,9 +45,9 @@ static bool qvalue(const char *p, size_t n, int *q)
     return true;
 }
 
-static const char *token_end(const char *p, const char *end, bool slash)
+static const char *skip_token(const char *p, const char *end, bool slash)
 {
-    while (p < end && (is_tchar((unsigned char)*p) || (slash && *p == '/')))
+    while (p < end && (token_is_tchar((unsigned char)*p) || (slash && *p == '/')))
         p++;
     return p;
 }
@@ -90,27 +59,27 @@ static bool parse_element(const char *p, const char *end, bool slash, struct ele
 {
     el->q = 1000;
     el->other_params = false;
-    while (p < end && is_ows(*p))
+    while (p < end && token_is_ows(*p))
         p++;
     const char *v = p;
-    p = token_end(p, end, slash);
+    p = skip_token(p, end, slash);
     el->value = (struct http_str){v, (size_t)(p - v)};
     for (;;) {
-        while (p < end && is_ows(*p))
+        while (p < end && token_is_ows(*p))
             p++;
         if (p == end)
             return true;
         if (el->value.len == 0 || *p != ';')
             return false;
         p++;
-        while (p < end && is_ows(*p))
+        while (p < end && token_is_ows(*p))
             p++;
         if (p == end)
             return true;
         if (*p == ';')
             continue;
         const char *name = p;
-        p = token_end(p, end, false);
+        p = skip_token(p, end, false);
         size_t name_len = (size_t)(p - name);
         if (name_len == 0 || p == end || *p != '=')
             return false;
@@ -124,11 +93,11 @@ static bool parse_element(const char *p, const char *end, bool slash, struct ele
                 return false;
             p++;
         } else {
-            p = token_end(p, end, false);
+            p = skip_token(p, end, false);
             if (p == val)
                 return false;
         }
-        if (span_ieq(name, name_len, "q", 1)) {
+        if (token_ieq(name, name_len, "q", 1)) {
             if (!qvalue(val, (size_t)(p - val), &el->q))
                 return false;
         } else {
@@ -137,31 +106,43 @@ static bool parse_element(const char *p, const char *end, bool slash, struct ele
     }
 }
 
+/* Advances *p past the next element of the list ending at end that every list here uses: it
+ * parses, has a value and no parameter but q. Elements that fail this are skipped (an invalid
+ * element is ignored as a whole). False once the list is exhausted. */
+static bool next_element(const char **p, const char *end, bool slash, struct element *el)
+{
+    while (*p < end) {
+        const char *stop = element_end(*p, end);
+        bool ok = parse_element(*p, stop, slash, el) && el->value.len && !el->other_params;
+        *p = stop < end ? stop + 1 : end;
+        if (ok)
+            return true;
+    }
+    return false;
+}
+
+static const char *const coding_names[ACCEPT_CODINGS] = {"br", "zstd", "gzip"};
+
 size_t accept_encodings(struct http_str accept_encoding, enum accept_coding out[ACCEPT_CODINGS])
 {
-    static const char *const names[ACCEPT_CODINGS] = {"br", "zstd", "gzip"};
     int q[ACCEPT_CODINGS] = {-1, -1, -1}, star = -1;
     const char *p = accept_encoding.p, *end = p + accept_encoding.len;
 
     if (!p)
         return 0;
-    while (p < end) {
-        const char *stop = element_end(p, end);
-        struct element el;
-        if (parse_element(p, stop, false, &el) && el.value.len && !el.other_params) {
-            int c = -1;
-            for (int i = 0; i < ACCEPT_CODINGS; i++) {
-                if (str_ieq(el.value, names[i]))
-                    c = i;
-            }
-            if (str_ieq(el.value, "x-gzip"))
-                c = ACCEPT_GZIP;
-            if (c >= 0 && q[c] < 0)
-                q[c] = el.q;
-            else if (str_ieq(el.value, "*") && star < 0)
-                star = el.q;
+    struct element el;
+    while (next_element(&p, end, false, &el)) {
+        int c = -1;
+        for (int i = 0; i < ACCEPT_CODINGS; i++) {
+            if (http_str_ieq(el.value, coding_names[i]))
+                c = i;
         }
-        p = stop < end ? stop + 1 : end;
+        if (http_str_ieq(el.value, "x-gzip"))
+            c = ACCEPT_GZIP;
+        if (c >= 0 && q[c] < 0)
+            q[c] = el.q;
+        else if (http_str_ieq(el.value, "*") && star < 0)
+            star = el.q;
     }
 
     size_t n = 0;
@@ -181,8 +162,7 @@ size_t accept_encodings(struct http_str accept_encoding, enum accept_coding out[
 
 const char *accept_coding_name(enum accept_coding coding)
 {
-    static const char *const names[ACCEPT_CODINGS] = {"br", "zstd", "gzip"};
-    return (unsigned)coding < ACCEPT_CODINGS ? names[coding] : "identity";
+    return (unsigned)coding < ACCEPT_CODINGS ? coding_names[coding] : "identity";
 }
 
 int accept_quality(struct http_str accept, const char *type)
@@ -196,13 +176,8 @@ int accept_quality(struct http_str accept, const char *type)
     const char *p = accept.p, *end = p + accept.len;
     int best_rank = 0, q = 0;
 
-    while (p < end) {
-        const char *stop = element_end(p, end);
-        struct element el;
-        bool ok = parse_element(p, stop, true, &el);
-        p = stop < end ? stop + 1 : end;
-        if (!ok || !el.value.len || el.other_params)
-            continue;
+    struct element el;
+    while (next_element(&p, end, true, &el)) {
         const char *vs = memchr(el.value.p, '/', el.value.len);
         if (!vs)
             continue;
@@ -214,11 +189,11 @@ int accept_quality(struct http_str accept, const char *type)
         int rank;
         if (top_star && sub_star)
             rank = 1;
-        else if (top_star || !span_ieq(el.value.p, vtop, type, top))
+        else if (top_star || !token_ieq(el.value.p, vtop, type, top))
             continue;
         else if (sub_star)
             rank = 2;
-        else if (span_ieq(vs + 1, vsub, slash + 1, sub))
+        else if (token_ieq(vs + 1, vsub, slash + 1, sub))
             rank = 3;
         else
             continue;
@@ -240,13 +215,10 @@ int accept_coding_q(struct http_str accept_encoding, const char *name)
     const char *p = accept_encoding.p, *end = p + accept_encoding.len;
     if (!p)
         return 0;
-    while (p < end) {
-        const char *stop = element_end(p, end);
-        struct element el;
-        if (parse_element(p, stop, false, &el) && el.value.len && !el.other_params &&
-            str_ieq(el.value, name))
+    struct element el;
+    while (next_element(&p, end, false, &el)) {
+        if (http_str_ieq(el.value, name))
             return el.q;
-        p = stop < end ? stop + 1 : end;
     }
     return 0;
 }
@@ -286,8 +258,8 @@ int accept_dictionary(struct http_str value, unsigned char hash[ACCEPT_DICT_HASH
             v[k] = i == 10 && k == 3 ? 0 : b64_value(p[k]);
         if (v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0)
             return -EINVAL;
-        uint32_t bits = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
-                        (uint32_t)v[3];
+        uint32_t bits =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
         hash[out++] = (unsigned char)(bits >> 16);
         hash[out++] = (unsigned char)(bits >> 8);
         if (i < 10)
@@ -316,12 +288,12 @@ bool accept_type_listed(const char *type, const char *list)
         size_t n = strcspn(p, ", ");
         if (n == 0)
             break;
-        if (span_ieq(p, n, type, tlen))
+        if (token_ieq(p, n, type, tlen))
             return true;
         if (n >= 2 && p[n - 1] == '*' && p[n - 2] == '/' &&
-            span_ieq(p, n - 1, type, (size_t)(slash - type) + 1))
+            token_ieq(p, n - 1, type, (size_t)(slash - type) + 1))
             return true;
-        if (p[0] == '+' && plus && span_ieq(p, n, plus, tlen - (size_t)(plus - type)))
+        if (p[0] == '+' && plus && token_ieq(p, n, plus, tlen - (size_t)(plus - type)))
             return true;
         p += n;
     }

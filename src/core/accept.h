@@ -49,8 +49,8 @@ const char *accept_coding_name(enum accept_coding coding);
  * the exact type, then its type wildcard ("text/" followed by '*'), then the full wildcard
  * ('*', '/', '*'); among equally specific ones, the first. Ranges carrying parameters other than q
  * ("text/html;level=1") are more specific than a type without parameters and so never match it.
- * Invalid elements (as for Accept-Encoding, or a '*' type with a subtype that is not '*') are ignored.
- * {NULL, 0} (no Accept field) means every type is acceptable: 1000. A present field that
+ * Invalid elements (as for Accept-Encoding, or a '*' type with a subtype that is not '*') are
+ * ignored. {NULL, 0} (no Accept field) means every type is acceptable: 1000. A present field that
  * matches nothing gives 0.
  */
 int accept_quality(struct http_str accept, const char *type);
@@ -59,9 +59,10 @@ int accept_quality(struct http_str accept, const char *type);
  * accept_prefers(accept, "application/json", "text/html") chooses JSON; ties keep `over`. */
 bool accept_prefers(struct http_str accept, const char *type, const char *over);
 
-/* The quality (0..1000) Accept-Encoding gives the coding `name` when it lists it by name ("*"
- * does not count: dictionary codings are only used when the client names them, RFC 9842 6.1).
- * 0 when absent, excluded or the field is missing. Same element rules as accept_encodings. */
+/* The quality (0..1000) Accept-Encoding gives the coding `name` (lower case) when it lists it
+ * by name ("*" does not count: dictionary codings are only used when the client names them,
+ * RFC 9842 6.1). 0 when absent, excluded or the field is missing. Same element rules as
+ * accept_encodings. */
 int accept_coding_q(struct http_str accept_encoding, const char *name);
 
 #define ACCEPT_DICT_HASH 32 /* SHA-256 */

@@ -24,7 +24,6 @@ void autoindex_sort(struct autoindex_entry *entries, size_t n)
         qsort(entries, n, sizeof(entries[0]), by_kind_then_name);
 }
 
-
 #define REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD in UTF-8 */
 
 /* Length of the well-formed UTF-8 sequence at p (Unicode 3.9 table 3-7: no overlongs, no
@@ -187,14 +186,15 @@ static void render_html(struct wbuf *o, struct http_str path, const struct autoi
                         size_t n, size_t omitted)
 {
     wbuf_str(o, "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
-               "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-               "<title>Index of ");
+                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+                "<title>Index of ");
     put_html(o, path.p, path.len);
     wbuf_str(o, "</title>\n<style>body{font-family:system-ui,sans-serif;margin:2em}"
-               "table{border-collapse:collapse}th,td{padding:.2em 1em;text-align:left}"
-               "td+td+td{text-align:right}</style>\n</head>\n<body>\n<h1>Index of ");
+                "table{border-collapse:collapse}th,td{padding:.2em 1em;text-align:left}"
+                "td+td+td{text-align:right}</style>\n</head>\n<body>\n<h1>Index of ");
     put_html(o, path.p, path.len);
-    wbuf_str(o, "</h1>\n<table>\n<tr><th>Name</th><th>Last modified (UTC)</th><th>Size</th></tr>\n");
+    wbuf_str(o,
+             "</h1>\n<table>\n<tr><th>Name</th><th>Last modified (UTC)</th><th>Size</th></tr>\n");
     if (!is_root(path))
         wbuf_str(o, "<tr><td><a href=\"../\">../</a></td><td></td><td>-</td></tr>\n");
     for (size_t i = 0; i < n; i++) {
@@ -220,7 +220,8 @@ static void render_html(struct wbuf *o, struct http_str path, const struct autoi
     if (omitted) {
         wbuf_str(o, "<p>");
         wbuf_u64(o, omitted);
-        wbuf_str(o, omitted == 1 ? " more entry not shown.</p>\n" : " more entries not shown.</p>\n");
+        wbuf_str(o,
+                 omitted == 1 ? " more entry not shown.</p>\n" : " more entries not shown.</p>\n");
     }
     wbuf_str(o, "</body>\n</html>\n");
 }
@@ -254,8 +255,8 @@ static void render_json(struct wbuf *o, struct http_str path, const struct autoi
 }
 
 size_t autoindex_render(char *out, size_t cap, enum autoindex_format format,
-                        struct http_str url_path, const struct autoindex_entry *entries,
-                        size_t n, size_t omitted)
+                        struct http_str url_path, const struct autoindex_entry *entries, size_t n,
+                        size_t omitted)
 {
     struct wbuf o = {out, cap, 0};
     if (!url_path.p)

@@ -15,8 +15,8 @@ struct autoindex_entry {
     const char *name; /* raw bytes of the directory entry name, not NUL-terminated */
     size_t name_len;
     bool is_dir;
-    uint64_t size;  /* bytes; not shown for directories */
-    int64_t mtime;  /* seconds since the epoch */
+    uint64_t size; /* bytes; not shown for directories */
+    int64_t mtime; /* seconds since the epoch */
 };
 
 enum autoindex_format {
@@ -55,7 +55,7 @@ void autoindex_sort(struct autoindex_entry *entries, size_t n);
  * out may be NULL when cap is 0, to measure.
  */
 size_t autoindex_render(char *out, size_t cap, enum autoindex_format format,
-                        struct http_str url_path, const struct autoindex_entry *entries,
-                        size_t n, size_t omitted);
+                        struct http_str url_path, const struct autoindex_entry *entries, size_t n,
+                        size_t omitted);
 
 #endif

@@ -141,8 +141,7 @@ static bool date_value(struct http_str s, int64_t *t)
     return httpdate_parse(s.p, s.len, t) == 0;
 }
 
-enum cond_result cond_evaluate(const struct http_request *req, struct http_str etag,
-                               int64_t mtime)
+enum cond_result cond_evaluate(const struct http_request *req, struct http_str etag, int64_t mtime)
 {
     bool get_or_head = req->method == HTTP_GET || req->method == HTTP_HEAD;
     struct http_str im = trim(req->if_match), ius = trim(req->if_unmodified_since);

@@ -35,9 +35,9 @@ size_t cond_etag(char *out, size_t cap, uint64_t ino, uint64_t size, int64_t cha
 
 /* The outcome of the preconditions; the values are the HTTP status codes. */
 enum cond_result {
-    COND_PROCEED = 0,         /* go on: evaluate Range (see cond_if_range), send 200 or 206 */
-    COND_NOT_MODIFIED = 304,  /* send 304 with the ETag and Last-Modified, no body */
-    COND_PRECONDITION = 412,  /* send 412 Precondition Failed */
+    COND_PROCEED = 0,        /* go on: evaluate Range (see cond_if_range), send 200 or 206 */
+    COND_NOT_MODIFIED = 304, /* send 304 with the ETag and Last-Modified, no body */
+    COND_PRECONDITION = 412, /* send 412 Precondition Failed */
 };
 
 /*
@@ -63,8 +63,7 @@ enum cond_result {
  * the rest match nothing. So a malformed If-Match fails (412) and a malformed If-None-Match
  * does not stop the response, which are the safe readings.
  */
-enum cond_result cond_evaluate(const struct http_request *req, struct http_str etag,
-                               int64_t mtime);
+enum cond_result cond_evaluate(const struct http_request *req, struct http_str etag, int64_t mtime);
 
 /*
  * If-Range (RFC 9110 13.1.5): returns true when the Range field should be honoured, false when

@@ -155,8 +155,8 @@ static bool month(struct cursor *c, unsigned *m)
 /* time-of-day = hour ":" minute ":" second */
 static bool clock_time(struct cursor *c, struct civil *cv)
 {
-    return digits(c, 2, &cv->hour) && lit(c, ":", 1) && digits(c, 2, &cv->min) &&
-           lit(c, ":", 1) && digits(c, 2, &cv->sec);
+    return digits(c, 2, &cv->hour) && lit(c, ":", 1) && digits(c, 2, &cv->min) && lit(c, ":", 1) &&
+           digits(c, 2, &cv->sec);
 }
 
 static bool is_leap(int64_t y)

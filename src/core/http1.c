@@ -62,7 +62,8 @@ static inline uint32_t fold4(const char *p)
  * setting bit 0x20 of every byte is an exact case fold: it maps only 'A'-'Z' onto a letter, only
  * controls (0x10-0x19, CR) onto a digit or '-' besides those bytes themselves, and HTAB onto ')',
  * which no lit holds. Eight or four bytes compare at once; n is a constant wherever this is
- * inlined, so the loads of lit fold into immediates, and a tail is compared by an overlapping load. */
+ * inlined, so the loads of lit fold into immediates, and a tail is compared by an overlapping load.
+ */
 static inline bool ieq_token(const char *p, const char *lit, size_t n)
 {
     if (n >= 8) {

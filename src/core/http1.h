@@ -9,10 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HTTP1_MAX_HEADERS 64     /* more header fields: 431 */
-#define HTTP1_MAX_TARGET 8192    /* a longer request-target: 414 */
-#define HTTP1_MAX_HEAD 16384     /* a head not complete within this many bytes: 431 (414 if
-                                    the request line itself is not complete) */
+#define HTTP1_MAX_HEADERS 64  /* more header fields: 431 */
+#define HTTP1_MAX_TARGET 8192 /* a longer request-target: 414 */
+/* A head not complete within this many bytes: 431 (414 if the request line itself is not). */
+#define HTTP1_MAX_HEAD 16384
 
 #define HTTP1_ERROR (-1)   /* req->status holds the response status to send, then close */
 #define HTTP1_PARTIAL (-2) /* the head is not complete yet: call again with more bytes */

@@ -369,8 +369,8 @@ static void line_json(struct wbuf *o, const struct log_capture *cap, const struc
 {
     const char *iso = clk->iso; /* "1994-11-06T08:49:37Z" */
     unsigned ms = (unsigned)(end->wall_ms % 1000);
-    char frac[6] = {'.', (char)('0' + ms / 100), (char)('0' + ms / 10 % 10),
-                    (char)('0' + ms % 10), 'Z', '"'};
+    char frac[6] = {
+        '.', (char)('0' + ms / 100), (char)('0' + ms / 10 % 10), (char)('0' + ms % 10), 'Z', '"'};
     WBUF_LIT(o, "{\"time\":\"");
     wbuf_put(o, iso, ISODATE_LEN - 1);
     wbuf_put(o, frac, sizeof(frac));

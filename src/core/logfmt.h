@@ -57,7 +57,7 @@ size_t logfmt_real_ip(const struct cidr *trusted, int ntrusted, int peer_family,
 /* What a finished request's line needs from its head, copied out of the request's buffer. */
 struct log_capture {
     uint16_t method_len, target_len, referer_len, agent_len, line_len, addr_len;
-    int8_t minor;   /* -1: the request line could not be parsed; `line` holds its bytes */
+    int8_t minor;        /* -1: the request line could not be parsed; `line` holds its bytes */
     bool referer, agent; /* the field was present (an empty one is logged as "") */
     char addr[LOGFMT_ADDR_MAX];
     char method[LOGFMT_METHOD_MAX];
@@ -77,11 +77,11 @@ void logfmt_capture_raw(struct log_capture *cap, const char *addr, size_t addr_l
 
 /* The end of a request, known when its response is done. */
 struct log_end {
-    int64_t wall_ms;      /* UNIX milliseconds */
+    int64_t wall_ms; /* UNIX milliseconds */
     int status;
-    uint64_t body_bytes;  /* body bytes sent (nginx $body_bytes_sent) */
+    uint64_t body_bytes; /* body bytes sent (nginx $body_bytes_sent) */
     uint64_t duration_us;
-    bool reused;          /* not the connection's first request */
+    bool reused; /* not the connection's first request */
 };
 
 /* The formatted time of one second, kept by the caller between lines (a worker's own). */

@@ -225,7 +225,7 @@ static bool is_space(char c)
     return c == ' ' || c == '\t' || c == '\r';
 }
 
-static bool span_ieq(const char *p, size_t n, const char *lit)
+static bool ieq_lit(const char *p, size_t n, const char *lit)
 {
     return token_ieq(p, n, lit, strlen(lit));
 }
@@ -233,7 +233,7 @@ static bool span_ieq(const char *p, size_t n, const char *lit)
 static bool ends_with(const char *p, size_t n, const char *suffix)
 {
     size_t k = strlen(suffix);
-    return n >= k && span_ieq(p + n - k, k, suffix);
+    return n >= k && ieq_lit(p + n - k, k, suffix);
 }
 
 /* Browsers sniff or misread text without a charset; these are the types whose bodies are text
@@ -244,14 +244,14 @@ static bool is_text(const char *type, size_t n)
                                       "yaml",       "toml",       "sql"};
     const char *slash = memchr(type, '/', n);
     size_t top = (size_t)(slash - type), sub = n - top - 1;
-    if (span_ieq(type, top, "text"))
+    if (ieq_lit(type, top, "text"))
         return true;
     if (ends_with(slash + 1, sub, "+json") || ends_with(slash + 1, sub, "+xml"))
         return true;
-    if (!span_ieq(type, top, "application"))
+    if (!ieq_lit(type, top, "application"))
         return false;
     for (size_t i = 0; i < sizeof(app) / sizeof(app[0]); i++) {
-        if (span_ieq(slash + 1, sub, app[i]))
+        if (ieq_lit(slash + 1, sub, app[i]))
             return true;
     }
     return false;

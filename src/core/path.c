@@ -28,10 +28,10 @@ static const unsigned char plain[256] = {
     [0x21 ... 0x22] = 1, /* ! " */
     [0x24] = 1,          /* $ */
     [0x26 ... 0x2d] = 1, /* & ' ( ) * + , - */
-    ['.'] = 2,
-    ['/'] = 2,
+    ['.'] = 2,           /* . */
+    ['/'] = 2,           /* / */
     [0x30 ... 0x3e] = 1, /* 0-9 : ; < = > */
-    [0x40 ... 0x7e] = 1,
+    [0x40 ... 0x7e] = 1, /* @ A-Z [ \ ] ^ _ ` a-z { | } ~ */
 };
 
 /* Most targets need no decoding and no normalising: "/", then segments of visible bytes without
@@ -135,11 +135,11 @@ int path_normalize(struct http_str target, char *out, size_t cap, struct path_re
     if (len == 0 || p[0] != '/')
         return 400;
 
-    size_t olen = 0;    /* bytes of kept segments in out */
-    size_t seg = 0;     /* where the current segment starts in out */
-    size_t n = 0;       /* decoded bytes in the current segment, written while they fit */
+    size_t olen = 0;              /* bytes of kept segments in out */
+    size_t seg = 0;               /* where the current segment starts in out */
+    size_t n = 0;                 /* decoded bytes in the current segment, written while they fit */
     unsigned char c0 = 0, c1 = 0; /* its first two bytes, for the dot tests even when n > cap */
-    bool dir = true;    /* the last segment was empty, "." or "..": the path names a directory */
+    bool dir = true; /* the last segment was empty, "." or "..": the path names a directory */
 
     for (size_t i = 1; i <= len; i++) {
         unsigned char c;
@@ -200,12 +200,15 @@ int path_normalize(struct http_str target, char *out, size_t cap, struct path_re
 }
 
 /* RFC 3986 pchar without '%': unreserved, sub-delims, ':' and '@' (1); what a query may keep
- * as well (2: '/', '?', and '%' because the query is still in the client's encoding). */
+ * as well (2: '/', '?', and '%' because the query is still in the client's encoding). Laid
+ * out by hand, the 2s on a line of their own. */
+// clang-format off
 static const unsigned char location_safe[256] = {
     ['!'] = 1, ['$'] = 1, ['&' ... '.'] = 1, ['0' ... ';'] = 1, ['='] = 1,
     ['@' ... 'Z'] = 1, ['_'] = 1, ['a' ... 'z'] = 1, ['~'] = 1,
     ['/'] = 2, ['?'] = 2, ['%'] = 2,
 };
+// clang-format on
 
 struct sink {
     char *out;

@@ -39,7 +39,6 @@ int path_normalize(struct http_str target, char *out, size_t cap, struct path_re
  * absolute-form targets can never make it a reference to another host), with no byte that
  * needs quoting in a header. Returns its length, or 0 when it does not fit in cap.
  */
-size_t path_location(const char *path, size_t len, struct http_str query, char *out,
-                     size_t cap);
+size_t path_location(const char *path, size_t len, struct http_str query, char *out, size_t cap);
 
 #endif

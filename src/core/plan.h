@@ -30,13 +30,13 @@ struct seg {
  */
 struct plan {
     int status;
-    bool close;     /* close the connection after this response */
+    bool close; /* close the connection after this response */
     /* The close follows at once and the client sent nothing behind its request (it asked to
      * close, with no body): the engine may hold the last bytes back (MSG_MORE) for the close's
      * FIN to carry, one segment where there would be two. Never set when unread bytes may be
      * waiting: a close with unread data resets the connection, and held bytes would be lost. */
     bool fin_carries_tail;
-    uint64_t bytes; /* total bytes the segments held when built */
+    uint64_t bytes;    /* total bytes the segments held when built */
     uint64_t head_len; /* of those, the status line and header fields (the rest is body) */
     unsigned nseg;
     unsigned cur; /* first segment with bytes left */

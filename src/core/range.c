@@ -126,7 +126,6 @@ enum range_result range_parse(struct http_str hdr, uint64_t size, struct range_s
     return RANGE_PARTIAL;
 }
 
-
 static size_t finish(struct wbuf *o)
 {
     if (o->len < o->cap)

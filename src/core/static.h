@@ -25,10 +25,10 @@ struct static_file {
     size_t etag_len;
     const char *last_modified; /* IMF-fixdate of mtime */
     const char *content_type;
-    const char *encoding; /* Content-Encoding of a precompressed sibling, or NULL */
-    const char *vary;     /* Vary value ("Accept-Encoding" when siblings exist), or NULL */
+    const char *encoding;     /* Content-Encoding of a precompressed sibling, or NULL */
+    const char *vary;         /* Vary value ("Accept-Encoding" when siblings exist), or NULL */
     const char *more_headers; /* whole "Name: value\r\n" lines describing it, or NULL */
-    const char *data;     /* the whole body in memory, or NULL to send from fd */
+    const char *data;         /* the whole body in memory, or NULL to send from fd */
     int fd;
     /* static_rep_headers() of this file, built once by its owner, or NULL: saves formatting the
      * same four header lines for every request of a cached file */
@@ -38,18 +38,18 @@ struct static_file {
 
 /* Per-response facts and the output buffer. */
 struct static_ctx {
-    enum resp_syntax syntax;   /* HTTP/1 header block, or field lines only (core/policy.h) */
-    const char *date;          /* IMF-fixdate of now */
-    const char *ok_head;       /* static_ok_head() for this date, or NULL (RESP_H1 only) */
+    enum resp_syntax syntax; /* HTTP/1 header block, or field lines only (core/policy.h) */
+    const char *date;        /* IMF-fixdate of now */
+    const char *ok_head;     /* static_ok_head() for this date, or NULL (RESP_H1 only) */
     size_t ok_head_len;
     const char *extra_headers; /* "Name: value\r\n" lines for successful responses */
     size_t extra_len;
-    bool keep_alive; /* the connection stays open after this response; cleared for a status
-                      * that closes (policy_status_closes), and the plan's close says so */
-    bool head;       /* HEAD: headers as for GET, no body */
+    bool keep_alive;    /* the connection stays open after this response; cleared for a status
+                         * that closes (policy_status_closes), and the plan's close says so */
+    bool head;          /* HEAD: headers as for GET, no body */
     bool send_continue; /* prefix "HTTP/1.1 100 Continue" (the client waits for it) */
-    int minor;       /* the request's HTTP minor version, for the Connection header */
-    char *buf;       /* header text (and small generated bodies) are written here */
+    int minor;          /* the request's HTTP minor version, for the Connection header */
+    char *buf;          /* header text (and small generated bodies) are written here */
     size_t cap;
     size_t used;
 };
@@ -72,8 +72,7 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
 int static_status_plan(int status, const char *extra, struct static_ctx *ctx, struct plan *p);
 
 /* 301 to `location` (a path already percent-encoded as it arrived, plus '/' and the query). */
-int static_redirect_plan(const char *location, size_t len, struct static_ctx *ctx,
-                         struct plan *p);
+int static_redirect_plan(const char *location, size_t len, struct static_ctx *ctx, struct plan *p);
 
 /*
  * A response with `status` whose body is given (a generated listing, or an error page file):

@@ -17,16 +17,11 @@
 #endif
 
 static const char *const op_names[CAPS_OP_COUNT] = {
-    [CAPS_OP_ACCEPT] = "ACCEPT",
-    [CAPS_OP_RECV] = "RECV",
-    [CAPS_OP_SEND] = "SEND",
-    [CAPS_OP_SENDMSG] = "SENDMSG",
-    [CAPS_OP_POLL_ADD] = "POLL_ADD",
-    [CAPS_OP_ASYNC_CANCEL] = "ASYNC_CANCEL",
-    [CAPS_OP_CLOSE] = "CLOSE",
-    [CAPS_OP_READ] = "READ",
-    [CAPS_OP_TIMEOUT] = "TIMEOUT",
-    [CAPS_OP_SHUTDOWN] = "SHUTDOWN",
+    [CAPS_OP_ACCEPT] = "ACCEPT",     [CAPS_OP_RECV] = "RECV",
+    [CAPS_OP_SEND] = "SEND",         [CAPS_OP_SENDMSG] = "SENDMSG",
+    [CAPS_OP_POLL_ADD] = "POLL_ADD", [CAPS_OP_ASYNC_CANCEL] = "ASYNC_CANCEL",
+    [CAPS_OP_CLOSE] = "CLOSE",       [CAPS_OP_READ] = "READ",
+    [CAPS_OP_TIMEOUT] = "TIMEOUT",   [CAPS_OP_SHUTDOWN] = "SHUTDOWN",
     [CAPS_OP_SPLICE] = "SPLICE",
 };
 
@@ -147,9 +142,9 @@ void caps_print(const struct engine_caps *caps, FILE *f)
         int rc = caps_decide(caps, &why);
         fprintf(f, "ringhttpd: io_uring: ring %s, setup %s, features 0x%x%s\n",
                 result_name(&caps->ring, b1, sizeof(b1)),
-                caps->setup & CAPS_SETUP_SINGLE_ISSUER   ? "SINGLE_ISSUER|DEFER_TASKRUN|SUBMIT_ALL"
+                caps->setup & CAPS_SETUP_SINGLE_ISSUER  ? "SINGLE_ISSUER|DEFER_TASKRUN|SUBMIT_ALL"
                 : caps->setup & CAPS_SETUP_COOP_TASKRUN ? "COOP_TASKRUN|SUBMIT_ALL"
-                                                         : "plain",
+                                                        : "plain",
                 caps->features, caps->cqe_skip ? " (CQE_SKIP)" : "");
         fprintf(f, "ringhttpd: io_uring: opcodes");
         for (int op = 0; op < CAPS_OP_COUNT; op++)

@@ -44,16 +44,16 @@ struct caps_try {
 };
 
 struct engine_caps {
-    bool probed;          /* the io_uring probe ran (not for --engine epoll) */
-    struct caps_try ring; /* io_uring_setup with the flags below + CQSIZE + R_DISABLED */
-    unsigned setup;       /* CAPS_SETUP_* the kernel accepted; 0: plain flags */
-    unsigned features;    /* the kernel's IORING_FEAT_* bits */
-    uint32_t ops;         /* bit (1 << enum caps_op) per opcode the kernel's probe lists */
+    bool probed;                /* the io_uring probe ran (not for --engine epoll) */
+    struct caps_try ring;       /* io_uring_setup with the flags below + CQSIZE + R_DISABLED */
+    unsigned setup;             /* CAPS_SETUP_* the kernel accepted; 0: plain flags */
+    unsigned features;          /* the kernel's IORING_FEAT_* bits */
+    uint32_t ops;               /* bit (1 << enum caps_op) per opcode the kernel's probe lists */
     struct caps_try buf_ring;   /* registering a provided buffer ring (5.19) */
     struct caps_try accept_ms;  /* a multishot accept, on a real listener (5.19) */
     struct caps_try recv_ms;    /* a multishot recv into the buffer ring, with data (6.0) */
     struct caps_try cancel_all; /* ASYNC_CANCEL by fd with IORING_ASYNC_CANCEL_ALL (5.19) */
-    bool cqe_skip;        /* IOSQE_CQE_SKIP_SUCCESS (IORING_FEAT_CQE_SKIP, 5.17) */
+    bool cqe_skip;              /* IOSQE_CQE_SKIP_SUCCESS (IORING_FEAT_CQE_SKIP, 5.17) */
     /* Kernel TLS, for the TLS transport: "tls" is a TCP upper-layer protocol here, seen in
      * /proc/sys/net/ipv4/tcp_available_ulp or accepted by setsockopt(TCP_ULP) on a connected
      * loopback socket (which loads the module where it can be loaded). */

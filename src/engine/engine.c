@@ -11,13 +11,20 @@
 static const char *errno_name(int err)
 {
     switch (err) {
-    case ENOSYS: return "ENOSYS";
-    case EPERM: return "EPERM";
-    case EINVAL: return "EINVAL";
-    case EACCES: return "EACCES";
-    case ENOMEM: return "ENOMEM";
-    case EMFILE: return "EMFILE";
-    default: return "error";
+    case ENOSYS:
+        return "ENOSYS";
+    case EPERM:
+        return "EPERM";
+    case EINVAL:
+        return "EINVAL";
+    case EACCES:
+        return "EACCES";
+    case ENOMEM:
+        return "ENOMEM";
+    case EMFILE:
+        return "EMFILE";
+    default:
+        return "error";
     }
 }
 

@@ -22,25 +22,32 @@
 #include "rt/worker.h"
 
 #define MAX_EVENTS 512
-#define ACCEPT_BATCH 64   /* per readiness event: the listener is level-triggered */
+#define ACCEPT_BATCH 64 /* per readiness event: the listener is level-triggered */
 #define RECV_BUF 16384
 
 enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
 
-/* eng_flags bits */
-#define F_READABLE 0x1  /* an edge arrived and recv has not yet seen EAGAIN */
-#define F_WANT_OUT 0x2  /* a send waits for EPOLLOUT */
-#define F_SENT 0x4      /* ready list: report conn_sent */
-#define F_READ 0x8      /* ready list: read what is pending */
-#define F_CLOSED 0x10   /* ready list: report conn_closed */
-#define F_QUEUED 0x20   /* on the ready list */
-#define F_HUP 0x40      /* the peer's FIN (or an error) has been signalled: read to the end */
+/* econn.flags bits */
+#define F_READABLE 0x1 /* an edge arrived and recv has not yet seen EAGAIN */
+#define F_WANT_OUT 0x2 /* a send waits for EPOLLOUT */
+#define F_SENT 0x4     /* ready list: report conn_sent */
+#define F_READ 0x8     /* ready list: read what is pending */
+#define F_CLOSED 0x10  /* ready list: report conn_closed */
+#define F_QUEUED 0x20  /* on the ready list */
+#define F_HUP 0x40     /* the peer's FIN (or an error) has been signalled: read to the end */
 
 struct ep {
     int epfd;
     struct conn *ready;
     char buf[RECV_BUF];
 };
+
+/* The engine's state of c (flags F_*, err of a send, next on the ready list). */
+static inline struct engine_conn *ec(struct ep *e, struct conn *c)
+{
+    (void)e;
+    return &c->eng;
+}
 
 /* An fd's epoll data (engine/tag.h): for c, or for the worker when c is NULL. */
 static uint64_t tag(enum kind k, const struct conn *c)
@@ -62,10 +69,10 @@ static int listen_add(struct ep *e, struct worker *w, unsigned lst)
 
 static void queue(struct ep *e, struct conn *c, uint32_t what)
 {
-    c->eng_flags |= what;
-    if (!(c->eng_flags & F_QUEUED)) {
-        c->eng_flags |= F_QUEUED;
-        c->eng_next = e->ready;
+    ec(e, c)->flags |= what;
+    if (!(ec(e, c)->flags & F_QUEUED)) {
+        ec(e, c)->flags |= F_QUEUED;
+        ec(e, c)->next = e->ready;
         e->ready = c;
     }
 }
@@ -104,19 +111,21 @@ static void ep_fini(struct worker *w)
 static void ep_recv(struct worker *w, struct conn *c, bool on)
 {
     /* Off needs nothing: we simply stop reading. On again: read what the last edge left. */
-    if (on && (c->eng_flags & F_READABLE))
-        queue(w->engine_state, c, F_READ);
+    struct ep *e = w->engine_state;
+    if (on && (ec(e, c)->flags & F_READABLE))
+        queue(e, c, F_READ);
 }
 
 static void ep_send(struct worker *w, struct conn *c)
 {
+    struct ep *e = w->engine_state;
     int rc = sendplan_now(c->fd, c->out);
     if (rc == -EAGAIN) {
-        c->eng_flags |= F_WANT_OUT; /* EPOLLOUT's next edge resumes it */
+        ec(e, c)->flags |= F_WANT_OUT; /* EPOLLOUT's next edge resumes it */
         return;
     }
-    c->eng_err = rc;
-    queue(w->engine_state, c, F_SENT);
+    ec(e, c)->err = rc;
+    queue(e, c, F_SENT);
 }
 
 static void ep_shutdown(struct worker *w, struct conn *c)
@@ -129,9 +138,10 @@ static void ep_close(struct worker *w, struct conn *c)
 {
     /* close() drops the fd from the epoll set; events already fetched for it are recognised
      * by the CLOSING state now and by the generation once the slot is reused. */
+    struct ep *e = w->engine_state;
     close(c->fd);
-    c->eng_flags &= ~(uint32_t)(F_WANT_OUT | F_READABLE);
-    queue(w->engine_state, c, F_CLOSED);
+    ec(e, c)->flags &= ~(uint32_t)(F_WANT_OUT | F_READABLE);
+    queue(e, c, F_CLOSED);
 }
 
 /* Takes one accepted (or held, see conn_accepted) socket: a connection in the epoll set, held
@@ -146,6 +156,7 @@ static bool accept_one(struct worker *w, int fd, unsigned lst)
             close(fd);
         return true;
     }
+    *ec(e, c) = (struct engine_conn){0};
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
                              .data.u64 = tag(K_CONN, c)};
     if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
@@ -206,7 +217,7 @@ static void do_read(struct worker *w, struct ep *e, struct conn *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
-            c->eng_flags &= ~(uint32_t)F_READABLE;
+            ec(e, c)->flags &= ~(uint32_t)F_READABLE;
             return;
         }
         conn_received(w, c, e->buf, n < 0 ? -errno : n);
@@ -216,8 +227,8 @@ static void do_read(struct worker *w, struct ep *e, struct conn *c)
          * the recv that would only say EAGAIN is skipped (one system call in three per
          * keep-alive request). Not once the FIN has been signalled: its edge has passed, and
          * only reading on finds the end of the stream. */
-        if ((size_t)n < sizeof(e->buf) && !(c->eng_flags & F_HUP)) {
-            c->eng_flags &= ~(uint32_t)F_READABLE;
+        if ((size_t)n < sizeof(e->buf) && !(ec(e, c)->flags & F_HUP)) {
+            ec(e, c)->flags &= ~(uint32_t)F_READABLE;
             return;
         }
     }
@@ -226,14 +237,14 @@ static void do_read(struct worker *w, struct ep *e, struct conn *c)
 static void on_conn(struct worker *w, struct ep *e, struct conn *c, uint32_t events)
 {
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        c->eng_flags |= F_READABLE;
+        ec(e, c)->flags |= F_READABLE;
         if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-            c->eng_flags |= F_HUP;
+            ec(e, c)->flags |= F_HUP;
         do_read(w, e, c);
     }
-    if ((events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) && (c->eng_flags & F_WANT_OUT) &&
+    if ((events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) && (ec(e, c)->flags & F_WANT_OUT) &&
         conn_open(c)) {
-        c->eng_flags &= ~(uint32_t)F_WANT_OUT;
+        ec(e, c)->flags &= ~(uint32_t)F_WANT_OUT;
         ep_send(w, c);
     }
 }
@@ -242,17 +253,17 @@ static void run_ready(struct worker *w, struct ep *e)
 {
     while (e->ready) {
         struct conn *c = e->ready;
-        e->ready = c->eng_next;
-        uint32_t what = c->eng_flags;
-        c->eng_flags &= ~(uint32_t)(F_QUEUED | F_SENT | F_READ | F_CLOSED);
+        e->ready = ec(e, c)->next;
+        uint32_t what = ec(e, c)->flags;
+        ec(e, c)->flags &= ~(uint32_t)(F_QUEUED | F_SENT | F_READ | F_CLOSED);
         if (what & F_CLOSED) {
-            c->eng_flags = 0;
+            ec(e, c)->flags = 0;
             conn_closed(w, c);
             continue;
         }
         if ((what & F_SENT) && conn_open(c))
-            conn_sent(w, c, c->eng_err);
-        if ((what & F_READ) && (c->eng_flags & F_READABLE))
+            conn_sent(w, c, ec(e, c)->err);
+        if ((what & F_READ) && (ec(e, c)->flags & F_READABLE))
             do_read(w, e, c);
     }
 }

@@ -15,6 +15,17 @@ bool sendplan_has_file(const struct plan *p)
     return false;
 }
 
+enum sendplan_path sendplan_choose(const struct plan *p, bool splice_mode, bool splice_ok)
+{
+    const struct seg *s = p->cur < p->nseg ? &p->segs[p->cur] : NULL;
+    bool at_file = s && !s->mem;
+    if (at_file && splice_mode && splice_ok)
+        return SENDPLAN_SPLICE;
+    if (sendplan_has_file(p) && (!splice_mode || at_file))
+        return SENDPLAN_SENDFILE;
+    return SENDPLAN_MEMORY;
+}
+
 int sendplan_now(int fd, struct plan *p)
 {
     while (!plan_done(p)) {

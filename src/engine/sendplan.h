@@ -26,4 +26,20 @@ static inline int sendplan_flags(const struct plan *p, unsigned n)
 /* True when a segment from the cursor on is a file range. */
 bool sendplan_has_file(const struct plan *p);
 
+/* How the next part of a plan leaves. */
+enum sendplan_path {
+    SENDPLAN_MEMORY,   /* the memory segments from the cursor: one SEND or SENDMSG */
+    SENDPLAN_SPLICE,   /* the file segment at the cursor: spliced through a pipe */
+    SENDPLAN_SENDFILE, /* the rest of the plan by sendplan_now (sendmsg + sendfile) */
+};
+
+/*
+ * The engine's choice for p (not done). splice_mode: files go by splice in this worker (the
+ * io_uring engine with --file-send splice); splice_ok: this response may still use a pipe (it
+ * has not waited too long for one). The epoll engine passes false, false: everything by
+ * sendplan_now. In splice mode memory before a file segment leaves on its own (MSG_MORE keeps
+ * it in the same packets); without it, a plan holding a file goes whole by sendplan_now.
+ */
+enum sendplan_path sendplan_choose(const struct plan *p, bool splice_mode, bool splice_ok);
+
 #endif

@@ -36,6 +36,7 @@
  * does not match is dropped (nginx's "instance bit", widened). */
 #include "engine/engine.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -53,6 +54,7 @@
 #include "config.h"
 #include "conn.h"
 #include "engine/caps.h"
+#include "engine/pipepool.h"
 #include "engine/sendplan.h"
 #include "engine/sqe.h"
 #include "engine/tag.h"
@@ -76,15 +78,15 @@ enum op {
     OP_POLL,   /* POLLOUT wait for a sendplan that hit EAGAIN */
     OP_CANCEL, /* cancellation of a connection's operations */
     OP_CLOSE,
-    OP_SHUTDOWN, /* SHUT_WR before a lingering close */
-    OP_WAKE, /* read of the worker's eventfd */
-    OP_TICK, /* the worker's one-second timeout: the timer wheel's clock */
+    OP_SHUTDOWN,   /* SHUT_WR before a lingering close */
+    OP_WAKE,       /* read of the worker's eventfd */
+    OP_TICK,       /* the worker's one-second timeout: the timer wheel's clock */
     OP_SPLICE_IN,  /* file -> pipe */
     OP_SPLICE_OUT, /* pipe -> socket, linked behind OP_SPLICE_IN or alone to flush */
     OP_IGNORE,
 };
 
-/* eng_flags bits */
+/* uconn.flags bits */
 #define F_RECV 0x1        /* a multishot recv is armed */
 #define F_RECV_CANCEL 0x2 /* ... and its cancellation was requested */
 #define F_CLOSING 0x4     /* close() was called: cancel, then IORING_OP_CLOSE */
@@ -94,39 +96,24 @@ enum op {
 #define F_CLOSED 0x40 /* ... to report conn_closed (closed without a completion to wait for) */
 #define F_MULTI 0x80  /* the connection has had a request: its recvs are multishot */
 
-/* A pipe of the per-worker pool. */
-struct upipe {
-    int fd[2];           /* -1 while the slot holds no pipe */
-    unsigned cap;        /* bytes one step may put in it */
-    struct upipe *next;  /* free list */
-    int64_t freed_at;    /* w->now when it went on the free list */
-};
-
 /* xfer flags */
 #define X_IN 0x1   /* an OP_SPLICE_IN is in flight */
 #define X_OUT 0x2  /* an OP_SPLICE_OUT is in flight */
-#define X_WAIT 0x4 /* queued for a pipe */
 #define X_FULL 0x8 /* the socket took less than offered: wait for POLLOUT before the next step */
 #define X_SENDFILE 0x10 /* waited too long for a pipe: the rest of this response by sendfile */
-#define X_PARKED 0x20   /* holds a pipe while a POLLOUT wait is in flight: the pipe may go */
 
 /* A connection waits at most this long (seconds, give or take one) for a pipe before its
  * response goes by sendfile: clients that stop reading hold their pipes (with bytes in them)
  * until they read or time out, and must not stall everyone else's large files that long. */
 #define PIPE_WAIT_MAX 2
 
-/* A connection's splice state, by slot (conn.h has no room for it; these pages are touched only
- * by slots that send files). */
+/* A connection's splice steps, by slot (these pages are touched only by slots that send files);
+ * its pipe, and its place among the waiting and parked, are the pool's (engine/pipepool.h). */
 struct xfer {
-    struct upipe *pipe; /* held while a file segment is being spliced */
-    uint32_t in_pipe;   /* bytes spliced into the pipe and not yet onto the socket */
-    uint32_t want_in;   /* length of the OP_SPLICE_IN in flight */
-    uint32_t want_out;  /* length of the OP_SPLICE_OUT in flight */
-    uint32_t wait_next; /* next waiter's slot + 1, 0 at the tail */
-    uint32_t park_prev, park_next; /* the parked list, slot + 1, 0 at the ends */
+    uint32_t want_in;  /* length of the OP_SPLICE_IN in flight */
+    uint32_t want_out; /* length of the OP_SPLICE_OUT in flight */
     uint32_t flags;
     int err; /* first failure of the current step */
-    int64_t wait_since; /* w->now when it joined the wait queue */
 };
 
 /* A connection's SENDMSG scratch, by slot: the kernel reads it until the send completes. */
@@ -137,29 +124,34 @@ struct usend {
 
 struct uring {
     struct io_uring ring;
-    struct usend *sends; /* max_conns slots, touched only by slots that send several segments */
+    struct usend *sends;    /* max_conns slots, touched only by slots that send several segments */
     struct sqe_spill spill; /* SQEs the kernel would not take yet (engine/sqe.h) */
     struct io_uring_buf_ring *br;
     char *bufs;
-    unsigned buf_returned; /* buffers added since the last advance */
+    unsigned buf_returned;         /* buffers added since the last advance */
     bool accept_armed[LISTEN_MAX]; /* a multishot accept is armed on that listener */
-    bool cqe_skip; /* IOSQE_CQE_SKIP_SUCCESS works (5.17) */
+    bool cqe_skip;                 /* IOSQE_CQE_SKIP_SUCCESS works (5.17) */
     uint64_t wake_val;
     struct __kernel_timespec tick; /* read by the kernel when the TIMEOUT is submitted */
-    struct conn *ready; /* connections with a completion to report from the loop */
+    struct conn *ready;            /* connections with a completion to report from the loop */
     /* --file-send splice; xfers is NULL in sendfile mode */
     struct xfer *xfers;
-    struct upipe *pipes; /* pipe_max slots */
-    struct upipe *pipe_free;
-    unsigned pipe_max;              /* pipes this worker may make (rt/pipesize) */
-    unsigned pipe_bytes;            /* F_SETPIPE_SZ asked for each */
-    unsigned pipe_count;            /* slots holding a pipe */
-    uint32_t wait_head, wait_tail;  /* FIFO of connections waiting for a pipe, slot + 1 */
-    uint32_t park_head, park_tail;  /* parked connections, oldest first, slot + 1 */
-    int devnull;                    /* where a taken pipe's bytes are dropped */
-    int64_t pipes_checked;          /* w->now of the last idle-pipe check */
+    struct pipepool pool;  /* its pipes; pool.slots is NULL until set up */
+    unsigned short_logged; /* pool.short_pipes already warned about */
     struct errlog_limit log_pipe;
 };
+
+/* The engine's state of c (flags F_*, err for F_SENT, next on the ready list). */
+static inline struct engine_conn *uc(struct uring *u, struct conn *c)
+{
+    (void)u;
+    return &c->eng;
+}
+
+static inline struct pipepool_slot *ps(struct uring *u, const struct conn *c)
+{
+    return pipepool_slot(&u->pool, c->slot);
+}
 
 /* An operation's user_data (engine/tag.h): for c, or for the worker when c is NULL. */
 static inline uint64_t ud(enum op op, const struct conn *c)
@@ -177,7 +169,7 @@ static struct io_uring_sqe *conn_sqe(struct uring *u, struct conn *c, enum op op
 {
     struct io_uring_sqe *sqe = get_sqe(u);
     io_uring_sqe_set_data64(sqe, ud(op, c));
-    c->eng_inflight++;
+    uc(u, c)->inflight++;
     return sqe;
 }
 
@@ -218,8 +210,8 @@ static int setup_buffers(struct uring *u)
         return -errno;
     u->br = mem;
     io_uring_buf_ring_init(u->br);
-    struct io_uring_buf_reg reg = {.ring_addr = (unsigned long)mem, .ring_entries = BUF_COUNT,
-                                   .bgid = BGID};
+    struct io_uring_buf_reg reg = {
+        .ring_addr = (unsigned long)mem, .ring_entries = BUF_COUNT, .bgid = BGID};
     int rc = io_uring_register_buf_ring(&u->ring, &reg, 0);
     if (rc < 0)
         return rc;
@@ -256,17 +248,11 @@ static int setup_splice(struct worker *w, struct uring *u)
     struct pipe_plan plan;
     pipesize_read(&lim);
     pipesize_plan(&lim, cfg->splice_pipes, PIPE_BYTES, (unsigned)cfg->threads, &plan);
-    u->pipe_max = plan.count;
-    u->pipe_bytes = plan.bytes;
-    u->xfers = calloc(cfg->max_conns, sizeof(*u->xfers));
-    u->pipes = calloc(u->pipe_max, sizeof(*u->pipes));
-    if (!u->xfers || !u->pipes)
+    int rc = pipepool_init(&u->pool, cfg->max_conns, plan.count, plan.bytes);
+    if (rc < 0)
+        return rc;
+    if (!(u->xfers = calloc(cfg->max_conns, sizeof(*u->xfers))))
         return -ENOMEM;
-    for (unsigned i = 0; i < u->pipe_max; i++)
-        u->pipes[i].fd[0] = u->pipes[i].fd[1] = -1;
-    u->devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (u->devnull < 0)
-        return -errno;
     if ((cfg->verbose || plan.shrunk) && w->id == 0)
         fprintf(stderr,
                 "ringhttpd: files by io_uring splice: up to %u pipes of %u KiB per worker (asked "
@@ -274,27 +260,16 @@ static int setup_splice(struct worker *w, struct uring *u)
                 "RLIMIT_NOFILE %llu)\n",
                 plan.count, plan.bytes >> 10, cfg->splice_pipes, PIPE_BYTES >> 10,
                 (unsigned long long)lim.max_size, (unsigned long long)lim.soft_pages,
-                lim.privileged ? " (not applied: privileged)" : "",
-                (unsigned long long)lim.nofile);
+                lim.privileged ? " (not applied: privileged)" : "", (unsigned long long)lim.nofile);
     return 0;
 }
 
 static void release_splice(struct worker *w, struct uring *u)
 {
     (void)w;
-    if (u->pipes) {
-        for (unsigned i = 0; i < u->pipe_max; i++) {
-            if (u->pipes[i].fd[0] >= 0) {
-                close(u->pipes[i].fd[0]);
-                close(u->pipes[i].fd[1]);
-            }
-        }
-    }
-    if (u->devnull >= 0)
-        close(u->devnull);
-    free(u->pipes);
+    if (u->pool.slots)
+        pipepool_fini(&u->pool);
     free(u->xfers);
-    u->pipes = NULL;
     u->xfers = NULL;
 }
 
@@ -303,7 +278,6 @@ static int uring_init(struct worker *w)
     struct uring *u = calloc(1, sizeof(*u));
     if (!u)
         return -ENOMEM;
-    u->devnull = -1;
     int rc = setup_ring(u, w->caps);
     if (rc < 0) {
         free(u);
@@ -369,8 +343,8 @@ static void arm_wake(struct worker *w, struct uring *u)
 /* One TIMEOUT per worker, re-armed as it fires, wakes the loop for the timer wheel. Waiting
  * with a timeout argument instead (io_uring_submit_and_wait_timeout) made liburing 2.3 submit
  * without GETEVENTS whenever a completion was already there, and under DEFER_TASKRUN such an
- * enter runs no task work; waiting the ceiling server's way cut system time per Connection:
- * close request from about 17.4 to 17.0 us (bench/README.md). */
+ * enter runs no task work: waiting the ceiling server's way is cheaper per request (the
+ * measurement is in bench/README.md, "Wait with io_uring_submit_and_wait"). */
 static void arm_tick(struct worker *w, struct uring *u)
 {
     int ms = worker_wait_ms(w);
@@ -386,201 +360,55 @@ static void arm_tick(struct worker *w, struct uring *u)
 static void arm_recv(struct uring *u, struct conn *c)
 {
     struct io_uring_sqe *sqe = conn_sqe(u, c, OP_RECV);
-    if (c->eng_flags & F_MULTI)
+    if (uc(u, c)->flags & F_MULTI)
         io_uring_prep_recv_multishot(sqe, c->fd, NULL, 0, 0);
     else
         io_uring_prep_recv(sqe, c->fd, NULL, BUF_SIZE, 0);
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = BGID;
-    c->eng_flags |= F_RECV;
+    uc(u, c)->flags |= F_RECV;
 }
 
 static void make_ready(struct uring *u, struct conn *c, uint32_t what)
 {
-    if (!(c->eng_flags & F_READY)) {
-        c->eng_next = u->ready;
+    if (!(uc(u, c)->flags & F_READY)) {
+        uc(u, c)->next = u->ready;
         u->ready = c;
     }
-    c->eng_flags |= F_READY | what;
+    uc(u, c)->flags |= F_READY | what;
 }
 
 /* --- file ranges by splice ------------------------------------------------------------- */
 
-static struct conn *slot_conn(struct worker *w, uint32_t slot1)
+/* A pipe got less than PIPE_BYTES (another process of this user holds pipe pages). */
+static void note_short_pipes(struct worker *w, struct uring *u)
 {
-    return &w->conns[slot1 - 1];
-}
-
-/* A free pipe, or a new one while the pool has room; NULL when none can be had now. */
-static struct upipe *pipe_get(struct worker *w, struct uring *u)
-{
-    struct upipe *pp = u->pipe_free;
-    if (pp) {
-        u->pipe_free = pp->next;
-        return pp;
-    }
-    if (u->pipe_count == u->pipe_max)
-        return NULL;
-    for (unsigned i = 0; i < u->pipe_max; i++) {
-        pp = &u->pipes[i];
-        if (pp->fd[0] >= 0)
-            continue;
-        /* Blocking pipe: the file splice runs in an io-wq worker, where it may wait for the
-         * disk; the socket splice passes SPLICE_F_NONBLOCK. */
-        if (pipe2(pp->fd, O_CLOEXEC) < 0) {
-            pp->fd[0] = pp->fd[1] = -1;
-            return NULL;
-        }
-        /* Past fs.pipe-user-pages-soft an unprivileged user is refused (EPERM): keep the
-         * default size then, a smaller step but a working one. */
-        int sz = fcntl(pp->fd[0], F_SETPIPE_SZ, (int)u->pipe_bytes);
-        if (sz < 0) {
-            sz = fcntl(pp->fd[0], F_GETPIPE_SZ);
-            errlog_limited(&u->log_pipe, ERRLOG_WARN,
-                           "worker %d: a splice pipe got %d KiB of the %u KiB asked (another "
-                           "process of this user holds pipe pages: fs.pipe-user-pages-soft)",
-                           w->id, sz > 0 ? sz >> 10 : 0, u->pipe_bytes >> 10);
-        }
-        pp->cap = sz > 0 ? (unsigned)sz : 4096;
-        u->pipe_count++;
-        return pp;
-    }
-    return NULL;
-}
-
-static void pipe_destroy(struct uring *u, struct upipe *pp)
-{
-    close(pp->fd[0]);
-    close(pp->fd[1]);
-    pp->fd[0] = pp->fd[1] = -1;
-    u->pipe_count--;
-}
-
-/* An empty pipe back to the pool. */
-static void pipe_put(struct worker *w, struct uring *u, struct upipe *pp)
-{
-    pp->freed_at = w->now;
-    pp->next = u->pipe_free;
-    u->pipe_free = pp;
-}
-
-/* Once a second: pipes unused for PIPE_IDLE seconds are closed, so a burst of downloads does
- * not keep its pipes' pages (and the user's pipe-pages budget) for good. */
-static void pipes_trim(struct worker *w, struct uring *u)
-{
-    if (u->pipes_checked == w->now)
+    if (u->pool.short_pipes == u->short_logged)
         return;
-    u->pipes_checked = w->now;
-    for (struct upipe **pp = &u->pipe_free; *pp;) {
-        struct upipe *p = *pp;
-        if (w->now - p->freed_at >= PIPE_IDLE) {
-            *pp = p->next;
-            pipe_destroy(u, p);
-        } else {
-            pp = &p->next;
-        }
-    }
-}
-
-static void park_remove(struct uring *u, struct conn *c)
-{
-    struct xfer *x = &u->xfers[c->slot];
-    if (!(x->flags & X_PARKED))
-        return;
-    if (x->park_prev)
-        u->xfers[x->park_prev - 1].park_next = x->park_next;
-    else
-        u->park_head = x->park_next;
-    if (x->park_next)
-        u->xfers[x->park_next - 1].park_prev = x->park_prev;
-    else
-        u->park_tail = x->park_prev;
-    x->park_prev = x->park_next = 0;
-    x->flags &= ~(uint32_t)X_PARKED;
-}
-
-/* c holds a pipe and waits for POLLOUT: until it comes, the pipe may be taken (take_parked). */
-static void park(struct uring *u, struct conn *c)
-{
-    struct xfer *x = &u->xfers[c->slot];
-    x->flags |= X_PARKED;
-    x->park_next = 0;
-    x->park_prev = u->park_tail;
-    if (u->park_tail)
-        u->xfers[u->park_tail - 1].park_next = c->slot + 1;
-    else
-        u->park_head = c->slot + 1;
-    u->park_tail = c->slot + 1;
-}
-
-/* The pipe of the connection parked longest (a client that stopped reading, most likely),
- * emptied into /dev/null; NULL when none is parked. Its owner takes a pipe again when its
- * POLLOUT comes, and re-reads the dropped bytes from the file: they were never counted as
- * sent. A pipe that cannot be emptied is closed and a new one made. */
-static struct upipe *take_parked(struct worker *w, struct uring *u)
-{
-    if (!u->park_head)
-        return NULL;
-    struct conn *c = &w->conns[u->park_head - 1];
-    struct xfer *x = &u->xfers[c->slot];
-    struct upipe *pp = x->pipe;
-    park_remove(u, c);
-    x->pipe = NULL;
-    uint32_t left = x->in_pipe;
-    x->in_pipe = 0;
-    while (left > 0) {
-        ssize_t n = splice(pp->fd[0], NULL, u->devnull, NULL, left, SPLICE_F_NONBLOCK);
-        if (n <= 0)
-            break;
-        left -= (uint32_t)n;
-    }
-    if (left == 0)
-        return pp;
-    pipe_destroy(u, pp);
-    return pipe_get(w, u);
+    u->short_logged = u->pool.short_pipes;
+    errlog_limited(&u->log_pipe, ERRLOG_WARN,
+                   "worker %d: a splice pipe got less than the %u KiB asked (another process of "
+                   "this user holds pipe pages: fs.pipe-user-pages-soft)",
+                   w->id, u->pool.bytes >> 10);
 }
 
 static void splice_step(struct uring *u, struct conn *c);
 
-/* Hands free (or newly made) pipes to waiting connections, oldest first. */
+/* Hands free (or newly made, or taken) pipes to waiting connections, oldest first. */
 static void grant_waiters(struct worker *w, struct uring *u)
 {
-    while (u->wait_head) {
-        struct upipe *pp = pipe_get(w, u);
-        if (!pp && !(pp = take_parked(w, u)))
-            return;
-        struct conn *c = slot_conn(w, u->wait_head);
-        struct xfer *x = &u->xfers[c->slot];
-        u->wait_head = x->wait_next;
-        if (!u->wait_head)
-            u->wait_tail = 0;
-        x->wait_next = 0;
-        x->flags &= ~(uint32_t)X_WAIT;
+    int64_t slot;
+    while ((slot = pipepool_grant(&u->pool)) >= 0) {
         stat_add(&w->stats.pipe_waits_done, 1);
-        x->pipe = pp;
-        splice_step(u, c);
+        splice_step(u, &w->conns[slot]);
     }
+    note_short_pipes(w, u);
 }
 
 static void wait_remove(struct worker *w, struct uring *u, struct conn *c)
 {
-    uint32_t me = c->slot + 1, prev = 0;
-    for (uint32_t s1 = u->wait_head; s1; prev = s1, s1 = u->xfers[s1 - 1].wait_next) {
-        if (s1 != me)
-            continue;
-        uint32_t next = u->xfers[me - 1].wait_next;
-        if (prev)
-            u->xfers[prev - 1].wait_next = next;
-        else
-            u->wait_head = next;
-        if (u->wait_tail == me)
-            u->wait_tail = prev;
-        break;
-    }
-    if (u->xfers[c->slot].flags & X_WAIT)
+    if (pipepool_unwait(&u->pool, c->slot))
         stat_add(&w->stats.pipe_waits_done, 1);
-    u->xfers[c->slot].wait_next = 0;
-    u->xfers[c->slot].flags &= ~(uint32_t)X_WAIT;
 }
 
 /* Drops c's claim on the pool: out of the wait queue, its pipe back to the pool when provably
@@ -590,21 +418,11 @@ static void xfer_release(struct worker *w, struct uring *u, struct conn *c)
 {
     if (!u->xfers)
         return;
-    struct xfer *x = &u->xfers[c->slot];
-    if (x->flags & X_WAIT)
-        wait_remove(w, u, c);
-    park_remove(u, c);
-    struct upipe *pp = x->pipe;
-    if (pp) {
-        int queued = -1;
-        if (x->in_pipe == 0 && ioctl(pp->fd[0], FIONREAD, &queued) == 0 && queued == 0) {
-            pipe_put(w, u, pp);
-        } else {
-            pipe_destroy(u, pp);
-        }
-    }
-    *x = (struct xfer){0};
-    if (pp)
+    wait_remove(w, u, c);
+    bool had_pipe = ps(u, c)->pipe != NULL;
+    pipepool_release(&u->pool, c->slot, w->now);
+    u->xfers[c->slot] = (struct xfer){0};
+    if (had_pipe)
         grant_waiters(w, u);
 }
 
@@ -613,19 +431,20 @@ static void xfer_release(struct worker *w, struct uring *u, struct conn *c)
 static void splice_step(struct uring *u, struct conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
+    struct pipepool_slot *ph = ps(u, c);
     struct plan *p = c->out;
     struct seg *s = plan_seg(p);
-    uint32_t len = x->in_pipe;
+    uint32_t len = ph->in_pipe;
     bool more = p->cur + 1 < p->nseg;
     struct io_uring_sqe *sqe;
 
     if (len == 0) {
-        len = s->len < x->pipe->cap ? (uint32_t)s->len : x->pipe->cap;
+        len = s->len < ph->pipe->cap ? (uint32_t)s->len : ph->pipe->cap;
         more = more || len < s->len;
         /* Both SQEs in one submission, or the link would end at the early submit. */
         sqe_reserve(&u->ring, &u->spill, 2);
         sqe = conn_sqe(u, c, OP_SPLICE_IN);
-        io_uring_prep_splice(sqe, s->fd, (int64_t)s->off, x->pipe->fd[1], -1, len, 0);
+        io_uring_prep_splice(sqe, s->fd, (int64_t)s->off, ph->pipe->fd[1], -1, len, 0);
         sqe->flags |= IOSQE_IO_LINK;
         x->want_in = len;
         x->flags |= X_IN;
@@ -634,7 +453,7 @@ static void splice_step(struct uring *u, struct conn *c)
         x->want_in = 0; /* a flush: no file splice in this step */
     }
     sqe = conn_sqe(u, c, OP_SPLICE_OUT);
-    io_uring_prep_splice(sqe, x->pipe->fd[0], -1, c->fd, -1, len,
+    io_uring_prep_splice(sqe, ph->pipe->fd[0], -1, c->fd, -1, len,
                          SPLICE_F_NONBLOCK | (more ? SPLICE_F_MORE : 0));
     x->want_out = len;
     x->flags |= X_OUT;
@@ -643,24 +462,15 @@ static void splice_step(struct uring *u, struct conn *c)
 /* The current segment is a file range: splice it, queueing for a pipe when none is free. */
 static bool file_send(struct worker *w, struct uring *u, struct conn *c)
 {
-    struct xfer *x = &u->xfers[c->slot];
-    if (x->flags & X_SENDFILE)
-        return false;
-    if (!x->pipe) {
-        x->pipe = pipe_get(w, u);
-        if (!x->pipe && !u->wait_head)
-            x->pipe = take_parked(w, u);
-        if (!x->pipe) {
-            if (u->pipe_count == 0)
+    uint32_t robbed;
+    if (!ps(u, c)->pipe) {
+        bool got = pipepool_acquire(&u->pool, c->slot, &robbed);
+        note_short_pipes(w, u);
+        if (!got) {
+            if (pipepool_none_made(&u->pool))
                 return false; /* no pipe at all (out of fds): sendfile instead */
-            x->flags |= X_WAIT;
-            x->wait_since = w->now;
+            pipepool_wait(&u->pool, c->slot, w->now);
             stat_add(&w->stats.pipe_waits, 1);
-            if (u->wait_tail)
-                u->xfers[u->wait_tail - 1].wait_next = c->slot + 1;
-            else
-                u->wait_head = c->slot + 1;
-            u->wait_tail = c->slot + 1;
             return true;
         }
     }
@@ -671,7 +481,7 @@ static bool file_send(struct worker *w, struct uring *u, struct conn *c)
 static void submit_close(struct worker *w, struct uring *u, struct conn *c)
 {
     xfer_release(w, u, c); /* nothing is in flight: the pipe is c's to give back */
-    c->eng_flags |= F_CLOSE_SENT;
+    uc(u, c)->flags |= F_CLOSE_SENT;
     if (u->cqe_skip) {
         /* Nothing else is in flight, so the slot is free once the close is queued; only a
          * failed close posts a completion, and its generation is stale by then. */
@@ -688,9 +498,10 @@ static void submit_close(struct worker *w, struct uring *u, struct conn *c)
 /* A completion for c arrived; when it was the last one of a closing connection, close. */
 static void op_done(struct worker *w, struct uring *u, struct conn *c)
 {
-    c->eng_inflight--;
-    if ((c->eng_flags & F_CLOSING) && c->eng_inflight == 0) {
-        if (!(c->eng_flags & F_CLOSE_SENT))
+    assert(uc(u, c)->inflight > 0);
+    uc(u, c)->inflight--;
+    if ((uc(u, c)->flags & F_CLOSING) && uc(u, c)->inflight == 0) {
+        if (!(uc(u, c)->flags & F_CLOSE_SENT))
             submit_close(w, u, c);
         else
             conn_closed(w, c);
@@ -700,14 +511,14 @@ static void op_done(struct worker *w, struct uring *u, struct conn *c)
 static void uring_recv(struct worker *w, struct conn *c, bool on)
 {
     struct uring *u = w->engine_state;
-    if (c->eng_flags & F_CLOSING)
+    if (uc(u, c)->flags & F_CLOSING)
         return;
-    if (on && !(c->eng_flags & F_RECV)) {
+    if (on && !(uc(u, c)->flags & F_RECV)) {
         arm_recv(u, c);
-    } else if (!on && (c->eng_flags & (F_RECV | F_RECV_CANCEL)) == F_RECV) {
+    } else if (!on && (uc(u, c)->flags & (F_RECV | F_RECV_CANCEL)) == F_RECV) {
         struct io_uring_sqe *sqe = conn_sqe(u, c, OP_CANCEL);
         io_uring_prep_cancel64(sqe, ud(OP_RECV, c), 0);
-        c->eng_flags |= F_RECV_CANCEL;
+        uc(u, c)->flags |= F_RECV_CANCEL;
     }
     /* on while a cancellation is pending: the recv's final completion re-arms (recv_on). */
 }
@@ -717,10 +528,15 @@ static void uring_send(struct worker *w, struct conn *c)
     struct uring *u = w->engine_state;
     struct plan *p = c->out;
 
-    struct seg *s = plan_seg(p);
-    if (u->xfers && s && !s->mem && file_send(w, u, c))
-        return;
-    if (sendplan_has_file(p) && (!u->xfers || (s && !s->mem))) {
+    bool splice_mode = u->xfers != NULL;
+    bool splice_ok = splice_mode && !(u->xfers[c->slot].flags & X_SENDFILE);
+    enum sendplan_path path = sendplan_choose(p, splice_mode, splice_ok);
+    if (path == SENDPLAN_SPLICE) {
+        if (file_send(w, u, c))
+            return;
+        path = SENDPLAN_SENDFILE; /* no pipe at all (out of fds) */
+    }
+    if (path == SENDPLAN_SENDFILE) {
         int rc = sendplan_now(c->fd, p);
         if (rc == -EAGAIN) {
             io_uring_prep_poll_add(conn_sqe(u, c, OP_POLL), c->fd, POLLOUT);
@@ -729,7 +545,7 @@ static void uring_send(struct worker *w, struct conn *c)
         /* Finished (or failed) synchronously: report from the loop, not from inside conn. */
         if (u->xfers)
             u->xfers[c->slot].flags &= ~(uint32_t)X_SENDFILE;
-        c->eng_err = rc;
+        uc(u, c)->err = rc;
         make_ready(u, c, F_SENT);
         return;
     }
@@ -748,12 +564,12 @@ static void uring_send(struct worker *w, struct conn *c)
 static void uring_close(struct worker *w, struct conn *c)
 {
     struct uring *u = w->engine_state;
-    if (c->eng_flags & F_CLOSING)
+    if (uc(u, c)->flags & F_CLOSING)
         return;
-    c->eng_flags |= F_CLOSING;
-    if (u->xfers && (u->xfers[c->slot].flags & X_WAIT))
+    uc(u, c)->flags |= F_CLOSING;
+    if (u->xfers)
         wait_remove(w, u, c); /* no pipe may be granted to a closing connection */
-    if (c->eng_inflight == 0) {
+    if (uc(u, c)->inflight == 0) {
         submit_close(w, u, c);
         return;
     }
@@ -770,7 +586,7 @@ static void uring_close(struct worker *w, struct conn *c)
 static void uring_shutdown(struct worker *w, struct conn *c)
 {
     struct uring *u = w->engine_state;
-    if (!(c->eng_flags & F_CLOSING))
+    if (!(uc(u, c)->flags & F_CLOSING))
         io_uring_prep_shutdown(conn_sqe(u, c, OP_SHUTDOWN), c->fd, SHUT_WR);
 }
 
@@ -780,9 +596,11 @@ static bool accept_one(struct worker *w, int fd, unsigned lst)
 {
     bool held;
     struct conn *c = conn_accepted(w, fd, lst, &held);
-    if (c)
-        arm_recv(w->engine_state, c);
-    else if (!held)
+    if (c) {
+        struct uring *u = w->engine_state;
+        *uc(u, c) = (struct engine_conn){0};
+        arm_recv(u, c);
+    } else if (!held)
         close(fd); /* full of busy connections */
     return true;
 }
@@ -854,23 +672,23 @@ static void on_recv(struct worker *w, struct uring *u, struct conn *c,
     int res = cqe->res;
     bool more = cqe->flags & IORING_CQE_F_MORE;
     if (!more) /* before conn sees the data, so it does not cancel a finished recv */
-        c->eng_flags &= ~(uint32_t)(F_RECV | F_RECV_CANCEL);
+        uc(u, c)->flags &= ~(uint32_t)(F_RECV | F_RECV_CANCEL);
     if (res > 0) {
         unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-        if (!(c->eng_flags & F_CLOSING))
+        if (!(uc(u, c)->flags & F_CLOSING))
             conn_received(w, c, u->bufs + (size_t)bid * BUF_SIZE, res);
         recycle(u, bid);
     } else if (res == 0 || (res < 0 && res != -ENOBUFS && res != -ECANCELED)) {
-        if (!(c->eng_flags & F_CLOSING))
+        if (!(uc(u, c)->flags & F_CLOSING))
             conn_received(w, c, NULL, res);
     }
     if (!more) {
         if (res > 0)
-            c->eng_flags |= F_MULTI;
+            uc(u, c)->flags |= F_MULTI;
         /* ENOBUFS, a cancellation we no longer want, or the kernel ending the multishot for
          * its own reasons: keep receiving if conn still wants to. */
         bool again = res > 0 || res == -ENOBUFS || res == -ECANCELED;
-        if (again && c->recv_on && !c->eof && !(c->eng_flags & (F_CLOSING | F_RECV)))
+        if (again && c->recv_on && !c->eof && !(uc(u, c)->flags & (F_CLOSING | F_RECV)))
             arm_recv(u, c);
         op_done(w, u, c);
     }
@@ -878,7 +696,7 @@ static void on_recv(struct worker *w, struct uring *u, struct conn *c,
 
 static void on_send(struct worker *w, struct uring *u, struct conn *c, int res)
 {
-    if (c->eng_flags & F_CLOSING) {
+    if (uc(u, c)->flags & F_CLOSING) {
         op_done(w, u, c);
         return;
     }
@@ -898,6 +716,7 @@ static void on_send(struct worker *w, struct uring *u, struct conn *c, int res)
 static void splice_next(struct worker *w, struct uring *u, struct conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
+    struct pipepool_slot *ph = ps(u, c);
     struct plan *p = c->out;
     if (x->err) {
         int err = x->err;
@@ -906,12 +725,10 @@ static void splice_next(struct worker *w, struct uring *u, struct conn *c)
         return;
     }
     struct seg *s = plan_seg(p);
-    if (x->in_pipe == 0 && (!s || s->mem)) {
+    if (ph->in_pipe == 0 && (!s || s->mem)) {
         /* The file segment is done and the pipe empty: back to the pool, then go on. */
-        struct upipe *pp = x->pipe;
-        x->pipe = NULL;
         x->flags = 0;
-        pipe_put(w, u, pp);
+        pipepool_put(&u->pool, c->slot, w->now);
         grant_waiters(w, u);
         if (plan_done(p))
             conn_sent(w, c, 0);
@@ -922,16 +739,14 @@ static void splice_next(struct worker *w, struct uring *u, struct conn *c)
     if (x->flags & X_FULL) {
         x->flags &= ~(uint32_t)X_FULL;
         io_uring_prep_poll_add(conn_sqe(u, c, OP_POLL), c->fd, POLLOUT);
-        park(u, c); /* until POLLOUT, whoever needs a pipe may take this one */
-        if (u->wait_head)
+        pipepool_park(&u->pool, c->slot); /* until POLLOUT, whoever needs a pipe may take it */
+        if (u->pool.wait_head)
             grant_waiters(w, u); /* ... and someone does now */
         return;
     }
-    if (x->in_pipe == 0 && u->wait_head) {
+    if (ph->in_pipe == 0 && u->pool.wait_head) {
         /* Others wait: pass the (empty) pipe on and queue behind them, a pipe-full a turn. */
-        struct upipe *pp = x->pipe;
-        x->pipe = NULL;
-        pipe_put(w, u, pp);
+        pipepool_put(&u->pool, c->slot, w->now);
         grant_waiters(w, u);
         if (!file_send(w, u, c))
             uring_send(w, c);
@@ -944,22 +759,19 @@ static void splice_next(struct worker *w, struct uring *u, struct conn *c)
  * sendfile (blocking the loop on a cold file is better than stalling the download). */
 static void unstall_waiters(struct worker *w, struct uring *u)
 {
-    while (u->wait_head) {
-        struct conn *c = slot_conn(w, u->wait_head);
-        struct xfer *x = &u->xfers[c->slot];
-        if (w->now - x->wait_since < PIPE_WAIT_MAX)
-            return;
-        wait_remove(w, u, c);
-        x->flags |= X_SENDFILE;
-        uring_send(w, c);
+    int64_t slot;
+    while ((slot = pipepool_stalled(&u->pool, w->now, PIPE_WAIT_MAX)) >= 0) {
+        stat_add(&w->stats.pipe_waits_done, 1);
+        u->xfers[slot].flags |= X_SENDFILE;
+        uring_send(w, &w->conns[slot]);
     }
 }
 
 /* The pipe -> socket part of a step returned res. */
-static void splice_out_done(struct xfer *x, struct conn *c, int res)
+static void splice_out_done(struct xfer *x, struct pipepool_slot *ph, struct conn *c, int res)
 {
     if (res > 0) {
-        x->in_pipe -= (uint32_t)res;
+        ph->in_pipe -= (uint32_t)res;
         plan_advance(c->out, (uint64_t)res);
         if ((uint32_t)res < x->want_out)
             x->flags |= X_FULL;
@@ -967,7 +779,7 @@ static void splice_out_done(struct xfer *x, struct conn *c, int res)
         x->flags |= X_FULL;
     } else if (res == 0) {
         x->err = x->err ? x->err : -EPIPE;
-    } else if (res != -ECANCELED || !(x->err || x->in_pipe < x->want_in)) {
+    } else if (res != -ECANCELED || !(x->err || ph->in_pipe < x->want_in)) {
         /* -ECANCELED after a short file splice is the broken link, not a failure. */
         x->err = x->err ? x->err : res;
     }
@@ -980,15 +792,16 @@ static void splice_out_done(struct xfer *x, struct conn *c, int res)
 static bool flush_now(struct worker *w, struct uring *u, struct conn *c)
 {
     struct xfer *x = u->xfers ? &u->xfers[c->slot] : NULL;
-    if (!x || !x->pipe || x->in_pipe == 0 || (x->flags & (X_IN | X_OUT)))
+    struct pipepool_slot *ph = x ? ps(u, c) : NULL;
+    if (!x || !ph->pipe || ph->in_pipe == 0 || (x->flags & (X_IN | X_OUT)))
         return false;
     struct plan *p = c->out;
-    bool more = p->cur + 1 < p->nseg || x->in_pipe < plan_seg(p)->len;
+    bool more = p->cur + 1 < p->nseg || ph->in_pipe < plan_seg(p)->len;
     x->want_in = 0;
-    x->want_out = x->in_pipe;
-    ssize_t n = splice(x->pipe->fd[0], NULL, c->fd, NULL, x->in_pipe,
+    x->want_out = ph->in_pipe;
+    ssize_t n = splice(ph->pipe->fd[0], NULL, c->fd, NULL, ph->in_pipe,
                        SPLICE_F_NONBLOCK | (more ? SPLICE_F_MORE : 0));
-    splice_out_done(x, c, n < 0 ? -errno : (int)n);
+    splice_out_done(x, ph, c, n < 0 ? -errno : (int)n);
     splice_next(w, u, c);
     return true;
 }
@@ -996,10 +809,11 @@ static bool flush_now(struct worker *w, struct uring *u, struct conn *c)
 static void on_splice(struct worker *w, struct uring *u, struct conn *c, enum op op, int res)
 {
     struct xfer *x = &u->xfers[c->slot];
+    struct pipepool_slot *ph = ps(u, c);
     if (op == OP_SPLICE_IN) {
         x->flags &= ~(uint32_t)X_IN;
         if (res > 0)
-            x->in_pipe += (uint32_t)res;
+            ph->in_pipe += (uint32_t)res;
         /* Short: the link broke and the socket splice ends -ECANCELED; the bytes that did
          * arrive are flushed by the next step. None at all: the file shrank under us. */
         if (res == 0)
@@ -1008,9 +822,9 @@ static void on_splice(struct worker *w, struct uring *u, struct conn *c, enum op
             x->err = x->err ? x->err : res;
     } else {
         x->flags &= ~(uint32_t)X_OUT;
-        splice_out_done(x, c, res);
+        splice_out_done(x, ph, c, res);
     }
-    if (c->eng_flags & F_CLOSING) {
+    if (uc(u, c)->flags & F_CLOSING) {
         op_done(w, u, c); /* may release the slot: c is not touched after */
         return;
     }
@@ -1057,9 +871,9 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
         break;
     case OP_POLL:
         if (u->xfers)
-            park_remove(u, c); /* before op_done, which may free the slot */
+            pipepool_unpark(&u->pool, c->slot); /* before op_done, which may free the slot */
         op_done(w, u, c);
-        if (c->eng_flags & F_CLOSING)
+        if (uc(u, c)->flags & F_CLOSING)
             break;
         if (cqe->res < 0)
             conn_sent(w, c, cqe->res);
@@ -1085,13 +899,13 @@ static void run_ready(struct worker *w, struct uring *u)
 {
     while (u->ready) {
         struct conn *c = u->ready;
-        u->ready = c->eng_next;
-        uint32_t what = c->eng_flags;
-        c->eng_flags &= ~(uint32_t)(F_READY | F_SENT | F_CLOSED);
+        u->ready = uc(u, c)->next;
+        uint32_t what = uc(u, c)->flags;
+        uc(u, c)->flags &= ~(uint32_t)(F_READY | F_SENT | F_CLOSED);
         if (what & F_CLOSED)
             conn_closed(w, c);
         else if ((what & F_SENT) && !(what & F_CLOSING))
-            conn_sent(w, c, c->eng_err);
+            conn_sent(w, c, uc(u, c)->err);
     }
 }
 
@@ -1128,10 +942,10 @@ static int uring_run(struct worker *w)
             io_uring_buf_ring_advance(u->br, (int)u->buf_returned);
             u->buf_returned = 0;
         }
-        if (u->wait_head)
+        if (u->pool.wait_head)
             unstall_waiters(w, u);
-        if (u->pipe_free)
-            pipes_trim(w, u);
+        if (u->pool.free)
+            pipepool_trim(&u->pool, w->now, PIPE_IDLE);
         run_ready(w, u);
     }
     /* Drained: every connection has closed; let the last submissions (cancels) go. */
@@ -1143,20 +957,15 @@ static int uring_run(struct worker *w)
 /* --- the probe: once per process, before any worker; see caps.h ---------------------- */
 
 static const int caps_opcodes[CAPS_OP_COUNT] = {
-    [CAPS_OP_ACCEPT] = IORING_OP_ACCEPT,
-    [CAPS_OP_RECV] = IORING_OP_RECV,
-    [CAPS_OP_SEND] = IORING_OP_SEND,
-    [CAPS_OP_SENDMSG] = IORING_OP_SENDMSG,
-    [CAPS_OP_POLL_ADD] = IORING_OP_POLL_ADD,
-    [CAPS_OP_ASYNC_CANCEL] = IORING_OP_ASYNC_CANCEL,
-    [CAPS_OP_CLOSE] = IORING_OP_CLOSE,
-    [CAPS_OP_READ] = IORING_OP_READ,
-    [CAPS_OP_TIMEOUT] = IORING_OP_TIMEOUT,
-    [CAPS_OP_SHUTDOWN] = IORING_OP_SHUTDOWN,
+    [CAPS_OP_ACCEPT] = IORING_OP_ACCEPT,     [CAPS_OP_RECV] = IORING_OP_RECV,
+    [CAPS_OP_SEND] = IORING_OP_SEND,         [CAPS_OP_SENDMSG] = IORING_OP_SENDMSG,
+    [CAPS_OP_POLL_ADD] = IORING_OP_POLL_ADD, [CAPS_OP_ASYNC_CANCEL] = IORING_OP_ASYNC_CANCEL,
+    [CAPS_OP_CLOSE] = IORING_OP_CLOSE,       [CAPS_OP_READ] = IORING_OP_READ,
+    [CAPS_OP_TIMEOUT] = IORING_OP_TIMEOUT,   [CAPS_OP_SHUTDOWN] = IORING_OP_SHUTDOWN,
     [CAPS_OP_SPLICE] = IORING_OP_SPLICE,
 };
 
-#define PROBE_BUFS 8  /* power of two */
+#define PROBE_BUFS 8 /* power of two */
 #define PROBE_BUF_SIZE 64
 enum { PROBE_ACCEPT = 1, PROBE_RECV, PROBE_CANCEL };
 
@@ -1215,8 +1024,8 @@ static void probe_tries(struct io_uring *ring, struct engine_caps *caps)
     }
     br = mem;
     io_uring_buf_ring_init(br);
-    struct io_uring_buf_reg reg = {.ring_addr = (unsigned long)mem, .ring_entries = PROBE_BUFS,
-                                   .bgid = BGID};
+    struct io_uring_buf_reg reg = {
+        .ring_addr = (unsigned long)mem, .ring_entries = PROBE_BUFS, .bgid = BGID};
     rc = io_uring_register_buf_ring(ring, &reg, 0);
     try_set(&caps->buf_ring, rc == 0, rc);
     if (rc < 0)
@@ -1232,8 +1041,8 @@ static void probe_tries(struct io_uring *ring, struct engine_caps *caps)
     lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     cfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (lfd < 0 || cfd < 0 || bind(lfd, (struct sockaddr *)&sun, sun_len) != 0 ||
-        listen(lfd, 4) != 0 || (sun_len = sizeof(sun), getsockname(lfd, (struct sockaddr *)&sun,
-                                                                    &sun_len)) != 0 ||
+        listen(lfd, 4) != 0 ||
+        (sun_len = sizeof(sun), getsockname(lfd, (struct sockaddr *)&sun, &sun_len)) != 0 ||
         connect(cfd, (struct sockaddr *)&sun, sun_len) != 0) {
         try_set(&caps->accept_ms, false, -errno);
         goto out_fds;

@@ -6,6 +6,7 @@
  * for every engine, and the backlog bound turns a stuck consumer into counted drops. */
 #include "rt/accesslog.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -30,14 +31,13 @@ struct accesslog {
     bool whole_lines; /* a pipe or socket: writes of whole lines, PIPE_BUF at most */
     pthread_t thread;
     pthread_mutex_t mu;
-    pthread_cond_t cond;    /* the writer waits for work */
-    pthread_cond_t idle;    /* close waits for the writer to finish */
+    pthread_cond_t cond;          /* the writer waits for work */
+    pthread_cond_t idle;          /* close waits for the writer to finish */
     struct logchunk *head, *tail; /* handed over, not yet written */
     struct logchunk *spare;       /* written, for reuse */
     unsigned queued;
-    bool reopen, stop, writing, done;
+    bool reopen, stop, done;
     atomic_uint_fast64_t written;
-    uint64_t lost; /* lines the writer could not write (write errors) */
     struct errlog_limit write_limit;
 };
 
@@ -131,12 +131,10 @@ static void *writer_main(void *arg)
         if (!al->head)
             al->tail = NULL;
         al->queued--;
-        al->writing = true;
         pthread_mutex_unlock(&al->mu);
 
         int rc = write_chunk(al, ch);
         if (rc < 0) {
-            al->lost += ch->lines;
             errlog_limited(&al->write_limit, ERRLOG_ERROR, "access log: write: %s; %u lines lost",
                            strerror(-rc), ch->lines);
         } else {
@@ -144,7 +142,6 @@ static void *writer_main(void *arg)
         }
 
         pthread_mutex_lock(&al->mu);
-        al->writing = false;
         ch->next = al->spare;
         al->spare = ch;
     }
@@ -239,6 +236,7 @@ void accesslog_close(struct accesslog *al, int wait_ms)
         return;
     }
     pthread_join(al->thread, NULL);
+    assert(!al->head && al->queued == 0); /* the writer stops only when it has written all */
     free_list(al->spare);
     if (al->path)
         close(al->fd);
@@ -250,8 +248,7 @@ void accesslog_close(struct accesslog *al, int wait_ms)
 
 /* Hands b's chunk to the writer, or drops its lines when the backlog is full; b gets an empty
  * chunk (a spare, or a new one), or none when memory is short. */
-static void hand_over(struct accesslog *al, struct accesslog_buf *b, struct stats *st,
-                      int64_t now)
+static void hand_over(struct accesslog *al, struct accesslog_buf *b, struct stats *st, int64_t now)
 {
     struct logchunk *ch = b->cur;
     b->flushed = now;

@@ -1,31 +1,23 @@
-/* Compression; see compress.h. Levels and the cost model come from measuring 1, 4, 16 and
- * 32 KiB of jquery.js (CPU time per call, bench/levels.c, README "Compression"):
- *
- *   32 KiB       ratio   time      per byte  |  level for larger bodies (> 256 KiB)
- *   br 11        29.8%   38.9 ms   1.2 us    |  br 5:    33.4%  0.72 ms / 32 KiB
- *   zstd 19      33.3%    9.3 ms   0.28 us   |  zstd 9:  34.5%  0.77 ms
- *   libdeflate 12 33.4%   3.7 ms   0.11 us   |  libdeflate 9: 34.4% 0.95 ms
- *   (zlib 6, nginx's usual: 34.6% in 1.16 ms; zlib 9 no better and slower than libdeflate 9)
- *
+/* Compression; see compress.h. The levels and the cost model come from measuring jquery.js
+ * with bench/levels.c; the figures are in bench/README.md, "Compression".
  * A variant is made once per file version, so the highest levels pay for themselves on small
- * and medium bodies; above 256 KiB they would cost seconds (br 11 on 5 MiB: about 6 s), so
- * large bodies get the level where the curve flattens. Brotli 11 has a fixed cost (1.8 ms even
- * for 1 KiB), so it never runs on the loop; gzip bodies up to ~8 KiB and zstd up to ~3 KiB do. */
+ * and medium bodies; above 256 KiB they would cost seconds, so large bodies get the level where
+ * the curve flattens. Brotli 11 costs milliseconds even for 1 KiB, so it never runs on the loop;
+ * small gzip and zstd bodies do. */
 #include "rt/compress.h"
 
+#include <assert.h>
 #include <brotli/encode.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libdeflate.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -34,13 +26,14 @@
 #include "core/sha256.h"
 #include "rt/errlog.h"
 #include "rt/fcache.h"
+#include "rt/file.h"
 #include "rt/offload.h"
 #include "rt/site.h"
 #include "rt/worker.h"
 
-#define LARGE (256u << 10)   /* bodies above this get the faster levels */
-#define MAX_JOBS 64          /* per worker, in flight; more requests get what exists */
-#define DCZ_WINDOW_LOG 23    /* 8 MiB: what RFC 9842 lets a dcz decoder insist on */
+#define LARGE (256u << 10) /* bodies above this get the faster levels */
+#define MAX_JOBS 64        /* per worker, in flight; more requests get what exists */
+#define DCZ_WINDOW_LOG 23  /* 8 MiB: what RFC 9842 lets a dcz decoder insist on */
 
 struct cjob {
     struct offload_job job; /* first: the offload threads run it (run_job) */
@@ -69,7 +62,6 @@ struct compressor {
     /* worker thread only */
     struct cjob *inflight;
     unsigned count;
-    struct compress_stats stats;
 };
 
 const char *compress_coding_name(int coding)
@@ -81,20 +73,29 @@ int compress_level(int coding, uint64_t size)
 {
     bool large = size > LARGE;
     switch (coding) {
-    case ACCEPT_BR: return large ? 5 : 11;
-    case ACCEPT_GZIP: return large ? 9 : 12;
-    default: return large ? 9 : 19; /* zstd and dcz */
+    case ACCEPT_BR:
+        return large ? 5 : 11;
+    case ACCEPT_GZIP:
+        return large ? 9 : 12;
+    default:
+        return large ? 9 : 19; /* zstd and dcz */
     }
 }
 
 uint64_t compress_cost_ns(int coding, uint64_t size)
 {
     bool large = size > LARGE;
-    uint64_t per_byte; /* ns, rounded up from the measurements above */
+    uint64_t per_byte; /* ns, rounded up from bench/README.md's "Compression" */
     switch (coding) {
-    case ACCEPT_BR: per_byte = large ? 30 : 1800; break;
-    case ACCEPT_GZIP: per_byte = large ? 30 : 120; break;
-    default: per_byte = large ? 30 : 300; break;
+    case ACCEPT_BR:
+        per_byte = large ? 30 : 1800;
+        break;
+    case ACCEPT_GZIP:
+        per_byte = large ? 30 : 120;
+        break;
+    default:
+        per_byte = large ? 30 : 300;
+        break;
     }
     return size * per_byte;
 }
@@ -145,11 +146,20 @@ int compress_encode(int coding, int level, const void *in, size_t len, const voi
     int rc = -EIO;
 
     switch (coding) {
-    case ACCEPT_BR: cap = BrotliEncoderMaxCompressedSize(len); break;
-    case ACCEPT_GZIP: cap = libdeflate_gzip_compress_bound(NULL, len); break;
-    case ACCEPT_ZSTD: cap = ZSTD_compressBound(len); break;
-    case COMPRESS_DCZ: cap = DCZ_HEADER_LEN + ZSTD_compressBound(len); break;
-    default: return -EINVAL;
+    case ACCEPT_BR:
+        cap = BrotliEncoderMaxCompressedSize(len);
+        break;
+    case ACCEPT_GZIP:
+        cap = libdeflate_gzip_compress_bound(NULL, len);
+        break;
+    case ACCEPT_ZSTD:
+        cap = ZSTD_compressBound(len);
+        break;
+    case COMPRESS_DCZ:
+        cap = DCZ_HEADER_LEN + ZSTD_compressBound(len);
+        break;
+    default:
+        return -EINVAL;
     }
     if (cap == 0) /* Brotli's bound overflowed */
         return -EFBIG;
@@ -180,8 +190,8 @@ int compress_encode(int coding, int level, const void *in, size_t len, const voi
     case COMPRESS_DCZ:
         memcpy(buf, dcz_magic, sizeof(dcz_magic));
         memcpy(buf + sizeof(dcz_magic), dict_hash, ACCEPT_DICT_HASH);
-        rc = encode_zstd(level, in, len, dict, dict_len, buf + DCZ_HEADER_LEN,
-                         cap - DCZ_HEADER_LEN, &n);
+        rc = encode_zstd(level, in, len, dict, dict_len, buf + DCZ_HEADER_LEN, cap - DCZ_HEADER_LEN,
+                         &n);
         n += DCZ_HEADER_LEN;
         break;
     }
@@ -196,12 +206,12 @@ int compress_encode(int coding, int level, const void *in, size_t len, const voi
 
 int compress_now(int coding, const void *in, size_t len, char **out, size_t *out_len)
 {
-    /* ns per byte at these levels, rounded up from bench/levels.c on 32 KiB of jquery.js */
+    /* ns per byte at these levels, rounded up from bench/levels.c (bench/README.md) */
     static const struct {
         int level;
         uint64_t per_byte;
-    } fast[ACCEPT_CODINGS] = {[ACCEPT_BR] = {5, 30}, [ACCEPT_ZSTD] = {3, 10},
-                              [ACCEPT_GZIP] = {6, 15}};
+    } fast[ACCEPT_CODINGS] = {
+        [ACCEPT_BR] = {5, 30}, [ACCEPT_ZSTD] = {3, 10}, [ACCEPT_GZIP] = {6, 15}};
     if (coding < 0 || coding >= ACCEPT_CODINGS || len * fast[coding].per_byte > COMPRESS_LOOP_NS)
         return -E2BIG;
     int rc = compress_encode(coding, fast[coding].level, in, len, NULL, 0, NULL, out, out_len);
@@ -220,31 +230,19 @@ static uint64_t cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The first size bytes of fd in a new heap buffer (*out, to free). */
 static int read_fd(int fd, uint64_t size, char **out)
 {
     char *buf = malloc(size ? size : 1);
     if (!buf)
         return -ENOMEM;
-    for (uint64_t done = 0; done < size;) {
-        ssize_t n = pread(fd, buf + done, size - done, (off_t)done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            free(buf);
-            return n < 0 ? -errno : -EIO;
-        }
-        done += (uint64_t)n;
+    int rc = file_read_all(fd, buf, size);
+    if (rc != 0) {
+        free(buf);
+        return rc;
     }
     *out = buf;
     return 0;
-}
-
-static int open_beneath(int dir_fd, const char *path, int flags)
-{
-    struct open_how how = {.flags = (uint64_t)(flags | O_RDONLY | O_CLOEXEC),
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
-    long fd = syscall(SYS_openat2, dir_fd, *path ? path : ".", &how, sizeof(how));
-    return fd < 0 ? -errno : (int)fd;
 }
 
 /* Finds, among the files the job's pattern matches in its directory, the one whose SHA-256 is
@@ -265,7 +263,7 @@ static int find_dictionary(const struct cjob *j, char **dict, size_t *dict_len)
         return -ENAMETOOLONG;
     memcpy(dir, j->pattern + 1, dlen ? dlen - 1 : 0);
     dir[dlen ? dlen - 1 : 0] = '\0';
-    int dfd = open_beneath(j->root_fd, dir, O_DIRECTORY);
+    int dfd = file_open_beneath(j->root_fd, dir, O_DIRECTORY);
     if (dfd < 0)
         return dfd;
     DIR *d = fdopendir(dfd);
@@ -280,7 +278,7 @@ static int find_dictionary(const struct cjob *j, char **dict, size_t *dict_len)
         if (de->d_name[0] == '.' || n < 0 || (size_t)n >= sizeof(url) ||
             !accept_path_match(j->pattern, url, (size_t)n))
             continue;
-        int fd = open_beneath(dirfd(d), de->d_name, O_NONBLOCK);
+        int fd = file_open_beneath(dirfd(d), de->d_name, O_NONBLOCK);
         struct stat st;
         if (fd < 0)
             continue;
@@ -349,6 +347,7 @@ void compress_free(struct worker *w, struct compressor *c)
     while (c->inflight) {
         struct cjob *j = c->inflight;
         c->inflight = j->inext;
+        c->count--;
         fcache_put(w->cache, j->base);
         free(j->out);
         job_free(j);
@@ -356,32 +355,25 @@ void compress_free(struct worker *w, struct compressor *c)
     free(c);
 }
 
-const struct compress_stats *compress_stats(const struct compressor *c)
-{
-    return &c->stats;
-}
-
 /* Keeps the result if it saves at least 5% (and for dcz, if the dictionary was found). */
 static void finish(struct worker *w, struct cjob *j)
 {
-    struct compressor *c = w->compress;
     char tag[FCACHE_TAG_MAX];
     size_t tag_len = compress_tag(tag, sizeof(tag), j->coding, j->dict_hash);
     const char *name = compress_coding_name(j->coding);
     bool pays = j->err == 0 && j->out_len <= j->size - j->size / 20;
 
-    c->stats.made++;
-    c->stats.ns += j->ns;
+    stat_add(&w->stats.compress_made, 1);
+    stat_add(&w->stats.compress_ns, j->ns);
     if (pays) {
-        c->stats.kept++;
-        c->stats.bytes_in += j->size;
-        c->stats.bytes_saved += j->size - j->out_len;
+        stat_add(&w->stats.compress_kept, 1);
+        stat_add(&w->stats.compress_in_bytes, j->size);
+        stat_add(&w->stats.compress_saved_bytes, j->size - j->out_len);
     }
     if (w->cfg->verbose)
         errlog(ERRLOG_INFO, "worker %d: %s /%s: %llu -> %llu bytes in %.2f ms%s%s", w->id, name,
-               j->path, (unsigned long long)j->size,
-               (unsigned long long)(j->err ? 0 : j->out_len), (double)j->ns / 1e6,
-               j->err ? ", failed: " : (pays ? "" : ", not kept"),
+               j->path, (unsigned long long)j->size, (unsigned long long)(j->err ? 0 : j->out_len),
+               (double)j->ns / 1e6, j->err ? ", failed: " : (pays ? "" : ", not kept"),
                j->err ? strerror(-j->err) : "");
     char *data = pays ? j->out : NULL;
     if (!pays)
@@ -404,6 +396,7 @@ static void unlink_inflight(struct compressor *c, struct cjob *j)
     while (*pp != j)
         pp = &(*pp)->inext;
     *pp = j->inext;
+    assert(c->count > 0);
     c->count--;
 }
 
@@ -461,13 +454,13 @@ int compress_request(struct worker *w, struct fentry *base, int coding,
     if (coding != COMPRESS_DCZ && base->data &&
         compress_cost_ns(coding, base->size) <= COMPRESS_LOOP_NS) {
         run_job(j);
-        c->stats.on_loop++;
+        stat_add(&w->stats.compress_on_loop, 1);
         finish(w, j);
         job_free(j);
         return 0;
     }
     if (c->count >= MAX_JOBS) {
-        c->stats.skipped++;
+        stat_add(&w->stats.compress_skipped, 1);
         job_free(j);
         return -EAGAIN;
     }

@@ -27,17 +27,6 @@ struct fentry;
 #define COMPRESS_LOOP_NS 1000000 /* the most compressing a loop turn may do, estimated */
 #define DCZ_HEADER_LEN 40        /* RFC 9842 4: 8 magic bytes and the dictionary's SHA-256 */
 
-/* What -v prints at exit and a metrics endpoint would read; worker-owned, no atomics. */
-struct compress_stats {
-    uint64_t made;        /* variants made (kept or not) */
-    uint64_t kept;        /* ... of which saved enough to be kept */
-    uint64_t on_loop;     /* ... of which made on the loop */
-    uint64_t bytes_in;    /* identity bytes of the kept variants */
-    uint64_t bytes_saved; /* identity minus variant bytes, kept variants only */
-    uint64_t ns;          /* thread CPU time spent compressing */
-    uint64_t skipped;     /* jobs not queued because the queue was full */
-};
-
 struct compressor;
 
 struct compressor *compress_new(void);
@@ -57,9 +46,6 @@ int compress_request(struct worker *w, struct fentry *base, int coding,
 
 /* Moves finished jobs' variants into the worker's cache; called by worker_tick. */
 void compress_collect(struct worker *w);
-
-/* The worker's counters. */
-const struct compress_stats *compress_stats(const struct compressor *c);
 
 /* The level used for a body of `size` bytes (chosen by measurement, see compress.c). */
 int compress_level(int coding, uint64_t size);

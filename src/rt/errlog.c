@@ -23,8 +23,8 @@ static void vlog(enum errlog_level level, uint64_t suppressed, const char *fmt, 
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     size_t n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
-    n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03ldZ [%s] ringhttpd: ",
-                          ts.tv_nsec / 1000000, level_names[level]);
+    n += (size_t)snprintf(line + n, sizeof(line) - n,
+                          ".%03ldZ [%s] ringhttpd: ", ts.tv_nsec / 1000000, level_names[level]);
     /* Leave room for the suppression note and the newline, whatever the message's length. */
     size_t room = sizeof(line) - n - 48;
     int m = vsnprintf(line + n, room, fmt, ap);

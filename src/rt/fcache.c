@@ -8,21 +8,20 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/cond.h"
 #include "core/static.h"
+#include "rt/file.h"
 #include "rt/probes.h"
 #include "rt/stats.h"
 
-#define BUCKETS 4096    /* power of two */
-#define MAX_ENTRIES 2048 /* each may hold an fd: bounded well below RLIMIT_NOFILE */
+#define BUCKETS 4096      /* power of two */
+#define MAX_ENTRIES 2048  /* each may hold an fd: bounded well below RLIMIT_NOFILE */
 #define MAX_VARIANTS 4096 /* no fd; bounded so "did not pay" records cannot grow without end */
 
 struct fcache {
@@ -36,7 +35,7 @@ struct fcache {
     size_t max_vbytes;
     size_t vbytes;
     unsigned ventries;
-    struct fentry lru; /* LRU head: lru.lru_next is the oldest entry, lru.lru_prev the newest */
+    struct fentry lru;  /* LRU head: lru.lru_next is the oldest entry, lru.lru_prev the newest */
     struct fentry vlru; /* the variants' LRU, apart so files and variants have their own bounds */
     struct fentry *bucket[BUCKETS];
     struct stats *st;
@@ -81,9 +80,10 @@ static void destroy(struct fcache *fc, struct fentry *e)
         drop_derived(fc, &e->derived[i]);
     if (e->fd >= 0)
         close(e->fd);
-    if (e->data && e->is_variant)
+    if (e->data && e->is_variant) {
         fc->vbytes -= e->size;
-    else if (e->data)
+        stat_set(&fc->st->compress_cache_bytes, fc->vbytes);
+    } else if (e->data)
         fc->bytes -= e->size;
     free(e->data);
     free(e);
@@ -116,6 +116,9 @@ void fcache_free(struct fcache *fc)
     if (!fc)
         return;
     fcache_reset(fc, -1, NULL);
+    /* Every reference was given back first (sends finished, compression jobs dropped): an
+     * entry still held now would be destroyed later against a freed cache. */
+    assert(fc->ventries == 0 && fc->bytes == 0 && fc->vbytes == 0);
     free(fc);
 }
 
@@ -142,30 +145,6 @@ int fcache_root_fd(const struct fcache *fc)
     return fc->root_fd;
 }
 
-static int open_beneath(int root_fd, const char *path)
-{
-    struct open_how how = {
-        .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-    };
-    long fd = syscall(SYS_openat2, root_fd, *path ? path : ".", &how, sizeof(how));
-    return fd < 0 ? -errno : (int)fd;
-}
-
-static int read_all(int fd, char *buf, uint64_t size)
-{
-    uint64_t done = 0;
-    while (done < size) {
-        ssize_t n = pread(fd, buf + done, size - done, (off_t)done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO; /* shrank under us: revalidation will see it */
-        done += (uint64_t)n;
-    }
-    return 0;
-}
-
 static void evict(struct fcache *fc, size_t want_bytes)
 {
     while (fc->lru.lru_next != &fc->lru &&
@@ -190,7 +169,7 @@ static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint
     e->compressible = -1;
 
     struct stat st;
-    int fd = open_beneath(fc->root_fd, e->path);
+    int fd = file_open_beneath(fc->root_fd, e->path, O_NONBLOCK);
     if (fd < 0) {
         e->err = fd;
         return e;
@@ -225,13 +204,15 @@ static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint
      * --inplace -t, cp --preserve=timestamps) has other bytes, so it must have another ETag. */
     e->etag_len = cond_etag(e->etag, sizeof(e->etag), e->ino, e->size, e->ctime_ns, NULL);
     httpdate_format(e->mtime, e->last_modified);
-    struct static_file f = {.etag = e->etag, .etag_len = e->etag_len,
-                            .last_modified = e->last_modified, .content_type = e->mime};
+    struct static_file f = {.etag = e->etag,
+                            .etag_len = e->etag_len,
+                            .last_modified = e->last_modified,
+                            .content_type = e->mime};
     e->rep_len = static_rep_headers(e->rep_headers, sizeof(e->rep_headers), &f);
     if (e->size <= fc->max_file) {
         evict(fc, e->size);
         e->data = malloc(e->size ? e->size : 1);
-        if (e->data && read_all(fd, e->data, e->size) == 0) {
+        if (e->data && file_read_all(fd, e->data, e->size) == 0) {
             fc->bytes += e->size;
         } else {
             free(e->data);
@@ -395,16 +376,19 @@ int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char 
         e->data = data;
         e->size = len;
         fc->vbytes += len;
+        stat_set(&fc->st->compress_cache_bytes, fc->vbytes);
         char etag[COND_ETAG_MAX];
-        size_t n = cond_etag(etag, sizeof(etag), base->ino, base->size, base->ctime_ns,
-                             etag_suffix);
+        size_t n =
+            cond_etag(etag, sizeof(etag), base->ino, base->size, base->ctime_ns, etag_suffix);
         if (n >= sizeof(e->etag)) {
             e->err = -ENODATA; /* cannot name it: do not send it */
         } else {
             memcpy(e->etag, etag, n + 1);
             e->etag_len = n;
-            struct static_file f = {.etag = e->etag, .etag_len = e->etag_len,
-                                    .last_modified = e->last_modified, .content_type = e->mime};
+            struct static_file f = {.etag = e->etag,
+                                    .etag_len = e->etag_len,
+                                    .last_modified = e->last_modified,
+                                    .content_type = e->mime};
             e->rep_len = static_rep_headers(e->rep_headers, sizeof(e->rep_headers), &f);
         }
     }
@@ -420,8 +404,8 @@ size_t fcache_variant_bytes(const struct fcache *fc)
     return fc->vbytes;
 }
 
-const struct fderived *fcache_set_derived(struct fcache *fc, struct fentry *e, int slot,
-                                          char *data, size_t len, int64_t now)
+const struct fderived *fcache_set_derived(struct fcache *fc, struct fentry *e, int slot, char *data,
+                                          size_t len, int64_t now)
 {
     struct fderived *d = &e->derived[slot];
     drop_derived(fc, d);

@@ -29,28 +29,28 @@ struct fderived {
 };
 
 struct fentry {
-    struct fentry *hnext;          /* hash chain */
+    struct fentry *hnext;               /* hash chain */
     struct fentry *lru_next, *lru_prev; /* LRU list, oldest first after the head */
     uint32_t hash;
     uint32_t refs;
     uint32_t root;                 /* the site (fcache_root) whose root path is relative to */
     bool is_dir;
-    bool is_variant;               /* a compressed variant: data holds it, fd is -1 */
-    int err;                       /* 0, or -errno for a remembered miss */
-    int fd;                        /* open for regular files, else -1 */
+    bool is_variant; /* a compressed variant: data holds it, fd is -1 */
+    int err;         /* 0, or -errno for a remembered miss */
+    int fd;          /* open for regular files, else -1 */
     uint64_t size;
     uint64_t ino;
     uint64_t dev;
-    int64_t mtime;                 /* seconds */
-    int64_t mtime_ns;              /* full resolution, for change detection */
-    int64_t ctime_ns;              /* change detection and the ETag: users cannot set it back */
-    uint32_t mode;                 /* st_mode: a chmod is seen at the next revalidation */
-    int64_t checked;               /* monotonic second of the last validation */
-    int64_t variants_checked;      /* when variants was last computed (-1: never) */
-    uint8_t variants;              /* bit (1 << enc) for each precompressed sibling present */
-    int8_t compressible;           /* serve's memo of --compress-types: -1 not yet known */
+    int64_t mtime;            /* seconds */
+    int64_t mtime_ns;         /* full resolution, for change detection */
+    int64_t ctime_ns;         /* change detection and the ETag: users cannot set it back */
+    uint32_t mode;            /* st_mode: a chmod is seen at the next revalidation */
+    int64_t checked;          /* monotonic second of the last validation */
+    int64_t variants_checked; /* when variants was last computed (-1: never) */
+    uint8_t variants;         /* bit (1 << enc) for each precompressed sibling present */
+    int8_t compressible;      /* serve's memo of --compress-types: -1 not yet known */
     const char *mime;
-    char *data;                    /* contents when small enough, else NULL */
+    char *data;               /* contents when small enough, else NULL */
     char etag[COND_ETAG_MAX]; /* never truncated: see cond.h */
     size_t etag_len;
     char last_modified[HTTPDATE_LEN + 1];
@@ -58,7 +58,7 @@ struct fentry {
     size_t rep_len;
     struct fderived derived[FCACHE_DERIVED];
     size_t path_len;
-    char path[];                   /* relative to the document root, NUL-terminated */
+    char path[]; /* relative to the document root, NUL-terminated */
 };
 
 struct fcache;
@@ -124,7 +124,7 @@ size_t fcache_variant_bytes(const struct fcache *fc);
  * evicts older entries to make room; the cache then owns data. Keeps nothing when len is over
  * an eighth of the cache's bytes (one body must not empty the cache). Returns the slot's body,
  * or NULL when it was not kept: data then stays the caller's. */
-const struct fderived *fcache_set_derived(struct fcache *fc, struct fentry *e, int slot,
-                                          char *data, size_t len, int64_t now);
+const struct fderived *fcache_set_derived(struct fcache *fc, struct fentry *e, int slot, char *data,
+                                          size_t len, int64_t now);
 
 #endif

@@ -37,9 +37,9 @@ struct metrics {
 };
 
 static const char *const method_names[STATS_METHODS] = {
-    [HTTP_GET] = "GET",         [HTTP_HEAD] = "HEAD",   [HTTP_OPTIONS] = "OPTIONS",
-    [HTTP_POST] = "POST",       [HTTP_PUT] = "PUT",     [HTTP_DELETE] = "DELETE",
-    [HTTP_PATCH] = "PATCH",     [HTTP_CONNECT] = "CONNECT", [HTTP_TRACE] = "TRACE",
+    [HTTP_GET] = "GET",     [HTTP_HEAD] = "HEAD",       [HTTP_OPTIONS] = "OPTIONS",
+    [HTTP_POST] = "POST",   [HTTP_PUT] = "PUT",         [HTTP_DELETE] = "DELETE",
+    [HTTP_PATCH] = "PATCH", [HTTP_CONNECT] = "CONNECT", [HTTP_TRACE] = "TRACE",
     [HTTP_OTHER] = "other",
 };
 
@@ -64,8 +64,33 @@ static void per_worker(FILE *f, const char *name, const char *type, const char *
     }
 }
 
-#define PER_WORKER(f, name, type, help, ws, n, field)                                             \
+#define PER_WORKER(f, name, type, help, ws, n, field)                                              \
     per_worker(f, name, type, help, ws, n, offsetof(struct stats, field))
+
+static void compression(FILE *f, struct worker *ws, int n)
+{
+    PER_WORKER(f, "ringhttpd_compress_variants_made_total", "counter",
+               "Compressed variants made (kept or not).", ws, n, compress_made);
+    PER_WORKER(f, "ringhttpd_compress_variants_kept_total", "counter",
+               "Compressed variants that saved enough to be kept.", ws, n, compress_kept);
+    PER_WORKER(f, "ringhttpd_compress_variants_on_loop_total", "counter",
+               "Compressed variants small enough to be made on the event loop.", ws, n,
+               compress_on_loop);
+    PER_WORKER(f, "ringhttpd_compress_skipped_total", "counter",
+               "Variants not made because the compressor's queue was full.", ws, n,
+               compress_skipped);
+    PER_WORKER(f, "ringhttpd_compress_input_bytes_total", "counter",
+               "Identity bytes of the kept variants.", ws, n, compress_in_bytes);
+    PER_WORKER(f, "ringhttpd_compress_saved_bytes_total", "counter",
+               "Bytes the kept variants saved over their identity bodies.", ws, n,
+               compress_saved_bytes);
+    head(f, "ringhttpd_compress_cpu_seconds_total", "counter", "CPU time spent compressing.");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "ringhttpd_compress_cpu_seconds_total{worker=\"%d\"} %.6f\n", i,
+                (double)stat_get(&ws[i].stats.compress_ns) / 1e9);
+    PER_WORKER(f, "ringhttpd_compress_cache_bytes", "gauge",
+               "Bytes of compressed variants the file cache holds.", ws, n, compress_cache_bytes);
+}
 
 static void requests(FILE *f, struct worker *ws, int n)
 {
@@ -75,8 +100,9 @@ static void requests(FILE *f, struct worker *ws, int n)
             for (int m = 0; m < STATS_METHODS; m++) {
                 uint64_t v = stat_get(&ws[i].stats.requests[s][m]);
                 if (v)
-                    fprintf(f, "ringhttpd_requests_total{worker=\"%d\",code=\"%d\",method=\"%s\"} "
-                               "%llu\n",
+                    fprintf(f,
+                            "ringhttpd_requests_total{worker=\"%d\",code=\"%d\",method=\"%s\"} "
+                            "%llu\n",
                             i, s + STATS_STATUS_MIN, method_names[m], (unsigned long long)v);
             }
 }
@@ -120,8 +146,8 @@ static void connections(FILE *f, struct worker *ws, int n)
         fprintf(f, "ringhttpd_connections_open{worker=\"%d\"} %llu\n", i,
                 (unsigned long long)(accepted - closed));
     }
-    PER_WORKER(f, "ringhttpd_connections_accepted_total", "counter", "Connections accepted.", ws,
-               n, accepted);
+    PER_WORKER(f, "ringhttpd_connections_accepted_total", "counter", "Connections accepted.", ws, n,
+               accepted);
 }
 
 static void gauge_diff(FILE *f, struct worker *ws, int n)
@@ -159,8 +185,8 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
     PER_WORKER(f, "ringhttpd_keepalive_requests_total", "counter",
                "Requests that reused a connection (not its first).", ws, n, reused);
     connections(f, ws, n);
-    PER_WORKER(f, "ringhttpd_file_cache_hits_total", "counter", "File-cache look-ups that hit.",
-               ws, n, cache_hits);
+    PER_WORKER(f, "ringhttpd_file_cache_hits_total", "counter", "File-cache look-ups that hit.", ws,
+               n, cache_hits);
     PER_WORKER(f, "ringhttpd_file_cache_misses_total", "counter",
                "File-cache look-ups that had to open or stat the file.", ws, n, cache_misses);
     PER_WORKER(f, "ringhttpd_file_cache_bytes", "gauge", "Bytes of file contents held in memory.",
@@ -169,8 +195,8 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
                "Large-file sends that waited for a splice pipe.", ws, n, pipe_waits);
     gauge_diff(f, ws, n);
     PER_WORKER(f, "ringhttpd_engine_enters_total", "counter",
-               "System calls that submitted work and waited for completions (one a loop turn).",
-               ws, n, enters);
+               "System calls that submitted work and waited for completions (one a loop turn).", ws,
+               n, enters);
     PER_WORKER(f, "ringhttpd_engine_completions_total", "counter",
                "Completions (or readiness events) the event loop handled.", ws, n, completions);
     head(f, "ringhttpd_access_log_lines_total", "counter", "Access-log lines written.");
@@ -178,6 +204,7 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
             (unsigned long long)(al ? accesslog_written(al) : 0));
     PER_WORKER(f, "ringhttpd_access_log_dropped_lines_total", "counter",
                "Access-log lines dropped because the writer was stuck.", ws, n, log_dropped);
+    compression(f, ws, n);
     if (fclose(f) != 0) {
         free(text);
         return NULL;
@@ -267,8 +294,7 @@ static void *metrics_main(void *arg)
         int fd = accept4(m->fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                errlog_limited(&accept_limit, ERRLOG_ERROR, "metrics: accept: %s",
-                               strerror(errno));
+                errlog_limited(&accept_limit, ERRLOG_ERROR, "metrics: accept: %s", strerror(errno));
             continue;
         }
         serve_one(m, fd);
@@ -331,7 +357,10 @@ int metrics_start(struct metrics **out, const struct config *cfg, struct worker 
         goto err;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    *m = (struct metrics){.workers = workers, .nworkers = nworkers, .engine = engine, .al = al,
+    *m = (struct metrics){.workers = workers,
+                          .nworkers = nworkers,
+                          .engine = engine,
+                          .al = al,
                           .start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9};
     if ((rc = m->fd = listen_on(cfg->metrics_bind, cfg->metrics_port, shown, sizeof(shown))) < 0)
         goto err_free;

@@ -22,7 +22,7 @@ int metrics_start(struct metrics **out, const struct config *cfg, struct worker 
 void metrics_stop(struct metrics *m);
 
 /* Writes the exposition text of the workers' counters to a malloc'd string (*len bytes). */
-char *metrics_render(struct worker *workers, int nworkers, const char *engine,
-                     struct accesslog *al, double start_time, size_t *len);
+char *metrics_render(struct worker *workers, int nworkers, const char *engine, struct accesslog *al,
+                     double start_time, size_t *len);
 
 #endif

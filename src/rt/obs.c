@@ -161,8 +161,8 @@ void obs_request_done(struct worker *w, struct conn *c, struct response *r, int 
         clock_gettime(CLOCK_REALTIME, &ts); /* JSON's time has milliseconds */
         end.wall_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     }
-    accesslog_commit(&w->logbuf, logfmt_line(w->cfg->log_format, &q->cap, &end, &w->logbuf.clock,
-                                                   line));
+    accesslog_commit(&w->logbuf,
+                     logfmt_line(w->cfg->log_format, &q->cap, &end, &w->logbuf.clock, line));
 }
 
 void obs_tick(struct worker *w, bool force)

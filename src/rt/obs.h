@@ -23,14 +23,14 @@ struct obs_req {
     int64_t start_ns; /* CLOCK_MONOTONIC when its head was parsed */
     uint8_t method;   /* enum http_method */
     bool reused;
-    bool captured;    /* cap holds the line's fields (the access log is on) */
+    bool captured; /* cap holds the line's fields (the access log is on) */
     struct log_capture cap;
 };
 
 /* Per connection, kept in struct conn. */
 struct obs_conn {
-    uint32_t requests; /* requests answered or being answered */
-    uint8_t end;       /* enum close_reason, set where a close starts for a known reason */
+    uint32_t requests;  /* requests answered or being answered */
+    uint8_t end;        /* enum close_reason, set where a close starts for a known reason */
     uint8_t peer_known; /* 0 not looked up, 1 known, 2 unknown (getpeername failed) */
     int8_t peer_family;
     uint8_t peer_addr[16];

@@ -13,7 +13,7 @@ struct pipe_limits {
     uint64_t soft_pages; /* fs.pipe-user-pages-soft; 0 = no limit */
     uint64_t nofile;     /* RLIMIT_NOFILE soft limit */
     unsigned page_size;
-    bool privileged;     /* the soft limit does not apply (CAP_SYS_RESOURCE / root) */
+    bool privileged; /* the soft limit does not apply (CAP_SYS_RESOURCE / root) */
 };
 
 struct pipe_plan {

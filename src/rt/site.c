@@ -1,16 +1,15 @@
 /* Document roots, MIME table and the configured sites as one reloadable unit; see site.h. */
 #include "rt/site.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cfgfile.h"
@@ -22,23 +21,21 @@
 #include "rt/errlog.h"
 #include "rt/fcache.h"
 #include "rt/worker.h"
+#include "rt/file.h"
 
 /* A file the configuration names below the root must be readable if it is there; one that is
  * missing was allowed at start too (the error page or fallback then is the built-in answer). */
 static int check_file(int root_fd, const char *opt, const char *path, char *why, size_t why_len)
 {
-    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
-    long fd = syscall(SYS_openat2, root_fd, path, &how, sizeof(how));
+    int fd = file_open_beneath(root_fd, path, O_NONBLOCK);
     if (fd >= 0) {
-        close((int)fd);
+        close(fd);
         return 0;
     }
-    int err = errno;
-    if (err == ENOENT || err == ENOTDIR)
+    if (fd == -ENOENT || fd == -ENOTDIR)
         return 0;
-    snprintf(why, why_len, "%s /%s: %s", opt, path, strerror(err));
-    return -err;
+    snprintf(why, why_len, "%s /%s: %s", opt, path, strerror(-fd));
+    return fd;
 }
 
 /* The site's header lines without any Cache-Control, then "Cache-Control: value". */
@@ -223,7 +220,11 @@ int site_moved(const struct config *cfg, const struct site *s)
 
 void site_put(struct site *s)
 {
-    if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+    if (!s)
+        return;
+    unsigned refs = atomic_fetch_sub(&s->refs, 1);
+    assert(refs > 0);
+    if (refs != 1)
         return;
     for (int i = 0; i < s->nvh; i++)
         vhost_close(&s->vh[i]);

@@ -28,8 +28,7 @@ enum close_reason {
 /* Upper bounds of the request-duration histogram, in microseconds (le= in seconds). */
 #define STATS_BUCKETS 14
 static const uint64_t stats_bucket_us[STATS_BUCKETS] = {
-    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000,
-    5000000,
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 5000000,
 };
 
 typedef _Atomic uint64_t stat_t;
@@ -44,12 +43,23 @@ struct stats {
     stat_t closed[CLOSE_REASONS];
     stat_t cache_hits;
     stat_t cache_misses;
-    stat_t cache_bytes;    /* gauge: bytes of file contents the worker's cache holds */
-    stat_t pipe_waits;     /* file sends that had to wait for a pipe */
+    stat_t cache_bytes; /* gauge: bytes of file contents the worker's cache holds */
+    stat_t pipe_waits;  /* file sends that had to wait for a pipe */
     stat_t pipe_waits_done;
-    stat_t enters;         /* system calls that submitted and waited (one per loop turn) */
-    stat_t completions;    /* operations completed (io_uring CQEs, epoll events) */
-    stat_t log_dropped;    /* access-log lines dropped because the writer was stuck */
+    stat_t enters;      /* system calls that submitted and waited (one per loop turn) */
+    stat_t completions; /* operations completed (io_uring CQEs, epoll events) */
+    stat_t log_dropped; /* access-log lines dropped because the writer was stuck */
+    /* Compression (rt/compress.c): variants made, kept (saved at least 5%), made on the loop,
+     * requests not queued because the queue was full; identity bytes of the kept ones and what
+     * they saved; CPU time compressing; gauge: bytes of variants the cache holds. */
+    stat_t compress_made;
+    stat_t compress_kept;
+    stat_t compress_on_loop;
+    stat_t compress_skipped;
+    stat_t compress_in_bytes;
+    stat_t compress_saved_bytes;
+    stat_t compress_ns;
+    stat_t compress_cache_bytes;
 };
 
 static inline void stat_add(stat_t *c, uint64_t n)

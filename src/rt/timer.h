@@ -1,6 +1,7 @@
 /* timer: a per-worker hashed timer wheel with one-second slots and lazy re-arming.
  * Must not: read the clock (the loop passes `now`) or allocate; nodes live in their owners.
- * Ownership: one worker thread; a node is linked in at most one wheel. */
+ * Ownership: one worker thread; a node is linked in at most one wheel, and carries the callback
+ * its owner set (the wheel assumes nothing about what a timer belongs to). */
 #ifndef RT_TIMER_H
 #define RT_TIMER_H
 
@@ -9,8 +10,13 @@
 
 #define TIMER_SLOTS 64
 
+struct worker;
+
 struct timer {
     struct timer *next, *prev;
+    /* Called by the worker for an expired timer (already unlinked); the owner finds itself
+     * from t (container_of). */
+    void (*fire)(struct worker *w, struct timer *t);
     int64_t deadline; /* monotonic seconds; may be moved later without re-linking */
     int64_t linked;   /* the second whose slot holds it: the wheel looks at it then */
 };

@@ -151,14 +151,8 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
         close_listeners(w);
         return rc;
     }
-    /* calloc'd slots cost no memory until touched: idle capacity is free. */
-    w->conns = calloc(cfg->max_conns, sizeof(*w->conns));
-    w->free_slots = calloc(cfg->max_conns, sizeof(*w->free_slots));
-    if (!w->conns || !w->free_slots)
+    if (conn_pool_init(w) < 0)
         goto err_mem;
-    for (uint32_t i = 0; i < cfg->max_conns; i++)
-        w->free_slots[cfg->max_conns - 1 - i] = i; /* low slots first: fewer pages touched */
-    w->num_free = cfg->max_conns;
     w->cache = fcache_new(w->site->root_fd, &w->site->mime, cfg->cache_size, cfg->cache_max_file,
                           cfg->compress_cache, &w->stats);
     if (!w->cache)
@@ -177,8 +171,7 @@ err_compress:
 err_cache:
     fcache_free(w->cache);
 err_mem:
-    free(w->free_slots);
-    free(w->conns);
+    conn_pool_fini(w);
     close(w->wake_fd);
     site_put(w->site);
     close_listeners(w);
@@ -191,23 +184,26 @@ void worker_fini(struct worker *w)
     accesslog_buf_free(&w->logbuf);
     w->eng->fini(w);
     if (w->compress && w->cfg->verbose) {
-        const struct compress_stats *st = compress_stats(w->compress);
+        const struct stats *st = &w->stats;
         errlog(ERRLOG_INFO,
                "worker %d: compression: %llu variants made (%llu kept, %llu on the loop), "
                "%llu bytes saved of %llu, %zu bytes cached, %.1f ms compressing",
-               w->id, (unsigned long long)st->made, (unsigned long long)st->kept,
-               (unsigned long long)st->on_loop, (unsigned long long)st->bytes_saved,
-               (unsigned long long)st->bytes_in, fcache_variant_bytes(w->cache),
-               (double)st->ns / 1e6);
+               w->id, (unsigned long long)stat_get(&st->compress_made),
+               (unsigned long long)stat_get(&st->compress_kept),
+               (unsigned long long)stat_get(&st->compress_on_loop),
+               (unsigned long long)stat_get(&st->compress_saved_bytes),
+               (unsigned long long)stat_get(&st->compress_in_bytes),
+               fcache_variant_bytes(w->cache), (double)stat_get(&st->compress_ns) / 1e6);
     }
     compress_free(w, w->compress);
     auth_state_free(w->auth);
     fcache_free(w->cache);
     conn_held_close(w);
+    /* A worker that drained has every buffer back (one that stopped on an error may not). */
+    assert(w->active != 0 || (w->inbufs.count == 0 && w->outbufs.count == 0));
     bufpool_trim(&w->inbufs, 0);
     bufpool_trim(&w->outbufs, 0);
-    free(w->free_slots);
-    free(w->conns);
+    conn_pool_fini(w);
     close(w->wake_fd);
     close_listeners(w);
     site_put(w->site);
@@ -296,7 +292,7 @@ bool worker_tick(struct worker *w)
     }
     struct timer *t;
     while ((t = timer_expired(&w->wheel, w->now)))
-        conn_timeout(w, (struct conn *)((char *)t - offsetof(struct conn, timer)));
+        t->fire(w, t);
     if (w->draining && w->now >= w->drain_deadline) {
         for (uint32_t i = 0; i < w->cfg->max_conns; i++)
             if (conn_open(&w->conns[i]))

@@ -28,8 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             assert(out[i - 1] < out[i]);
     }
 
-    static const char *const types[] = {"text/html", "application/json", "text/plain",
-                                        "image/png"};
+    static const char *const types[] = {"text/html", "application/json", "text/plain", "image/png"};
     for (int i = 0; i < 4; i++) {
         int q = accept_quality(v, types[i]);
         assert(q >= 0 && q <= 1000);

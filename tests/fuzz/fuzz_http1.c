@@ -64,9 +64,17 @@ static void check_success(const char *buf, size_t len, int rc, const struct http
         }
     }
     const struct http_str interpreted[] = {
-        req->host,         req->if_none_match, req->if_match,    req->if_modified_since,
-        req->if_unmodified_since, req->range,  req->if_range,    req->accept,
-        req->accept_encoding,     req->user_agent, req->referer,
+        req->host,
+        req->if_none_match,
+        req->if_match,
+        req->if_modified_since,
+        req->if_unmodified_since,
+        req->range,
+        req->if_range,
+        req->accept,
+        req->accept_encoding,
+        req->user_agent,
+        req->referer,
     };
     for (size_t i = 0; i < sizeof(interpreted) / sizeof(interpreted[0]); i++)
         require_inside(interpreted[i], buf, head);
@@ -83,8 +91,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = http1_parse(buf, size, &req);
 
     if (rc == HTTP1_ERROR) {
-        REQUIRE(req.status == 400 || req.status == 414 || req.status == 431 ||
-                req.status == 501 || req.status == 505);
+        REQUIRE(req.status == 400 || req.status == 414 || req.status == 431 || req.status == 501 ||
+                req.status == 505);
         return 0;
     }
     if (rc == HTTP1_PARTIAL) {

@@ -107,3 +107,27 @@ def test_metrics_bad_option(make_server):
     assert srv.proc.wait(timeout=10) == 2
     srv.stop()  # joins the reader threads: all of stderr is in
     assert "--metrics wants ADDR:PORT" in srv.stderr_text()
+
+
+def test_metrics_count_compression(make_server, docroot):
+    """Variants made and kept, bytes saved, CPU time and the variant cache's size (issue 17)."""
+    from test_compress import JS, PNG, until_encoded
+    (docroot / "app.js").write_bytes(JS)
+    (docroot / "pic.png").write_bytes(PNG)
+    srv = make_server(docroot, args=["-t", "1", "--metrics", "127.0.0.1:0"])
+    before = scrape(srv)
+    assert total(before, "ringhttpd_compress_variants_made_total") == 0
+    assert total(before, "ringhttpd_compress_cache_bytes") == 0
+    br = until_encoded(srv, "/app.js", "br", "br")
+    gz = until_encoded(srv, "/app.js", "gzip", "gzip")
+    assert fetch(srv, "/pic.png", headers=[("Accept-Encoding", "br")]).status == 200  # not made
+    s = scrape(srv)
+    assert total(s, "ringhttpd_compress_variants_made_total") == 2
+    assert total(s, "ringhttpd_compress_variants_kept_total") == 2
+    assert total(s, "ringhttpd_compress_input_bytes_total") == 2 * len(JS)
+    assert total(s, "ringhttpd_compress_saved_bytes_total") == 2 * len(JS) - len(br.body) - len(gz.body)
+    assert total(s, "ringhttpd_compress_cache_bytes") == len(br.body) + len(gz.body)
+    assert total(s, "ringhttpd_compress_cpu_seconds_total") > 0
+    # Served from the cache from now on: nothing more is made.
+    until_encoded(srv, "/app.js", "br", "br")
+    assert total(scrape(srv), "ringhttpd_compress_variants_made_total") == 2

@@ -6,17 +6,17 @@ import subprocess
 import pytest
 
 from conftest import HELLO, INDEX_HTML, OUTSIDE_CONTENT, RINGHTTPD, SECRET_CONTENT, Conn, \
-    _require_binary, fetch, request
+    _require_binary, fetch, parse_response, raw, request
 
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+ALLOW = "GET, HEAD, OPTIONS"  # what the server implements, in the order it says it
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
 def assert_204_allow(r):
     assert r.status == 204, r
     assert r.body == b""
-    allow = r.tokens("allow")
-    assert {"get", "head", "options"} <= allow, r.header("allow")
-    assert not {"post", "put", "delete"} & allow
+    assert r.header_all("allow") == [ALLOW]
     # RFC 9110 8.6: no Content-Length in a 204.
     assert r.header("content-length") is None, "a 204 must not carry Content-Length"
 
@@ -45,7 +45,7 @@ def test_asterisk_for_other_methods_is_an_error(server):
 def test_405_allow_lists_options(server):
     r = fetch(server, "/hello.txt", method="DELETE")
     assert r.status == 405
-    assert {"get", "head", "options"} <= r.tokens("allow")
+    assert r.header_all("allow") == [ALLOW]
 
 
 def test_expect_100_continue(server):
@@ -57,7 +57,7 @@ def test_expect_100_continue(server):
         # not parsed as a request.
         c.sock.settimeout(5)
         first = c.sock.recv(65536)
-        assert first.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), first[:60]
+        assert first.startswith(CONTINUE), first[:60]
         c.h11.receive_data(first)
         c.send(body)
         r = c.read()
@@ -76,7 +76,7 @@ def test_expect_100_continue_sends_interim_before_body(server):
                                                      "Content-Length: 5"]))
         c.sock.settimeout(5)
         first = c.sock.recv(65536)
-        assert first.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), first[:60]
+        assert first.startswith(CONTINUE), first[:60]
         c.h11.receive_data(first)
         c.send(b"hello")
         r = c.read()
@@ -85,20 +85,61 @@ def test_expect_100_continue_sends_interim_before_body(server):
 
 
 def test_expect_100_continue_with_rejection(server):
+    """Connection: close: the body will never be read, so no 100 invites it (RFC 9110 10.1.1
+    lets a server answer with the final status instead); the 405 is the first byte."""
+    got = raw(server, request("POST", "/hello.txt", headers=["Expect: 100-continue",
+                                                             "Content-Length: 1000000"],
+                              close=True))
+    assert got.startswith(b"HTTP/1.1 405 Method Not Allowed\r\n"), got[:60]
+    r, rest = parse_response(got, "POST")
+    assert r.status == 405 and r.informational == [] and rest == b""
+
+
+def test_expect_100_continue_before_a_rejection_on_keepalive(server):
+    """On a connection that stays open the server reads and drops the body after any answer,
+    so it sends the 100 first, even before a 405, and the next request is served."""
     with Conn(server) as c:
         c.send(request("POST", "/hello.txt", headers=["Expect: 100-continue",
-                                                      "Content-Length: 1000000"], close=True))
+                                                      "Content-Length: 5"]))
+        c.sock.settimeout(5)
+        first = c.sock.recv(65536)
+        assert first.startswith(CONTINUE + b"HTTP/1.1 405 "), first[:60]
+        c.h11.receive_data(first)
         r = c.read("POST")
-        assert r.status == 405
+        assert [info.status_code for info in r.informational] == [100]
+        assert r.status == 405 and r.header_all("allow") == [ALLOW]
+        c.send(b"hello")
+        r2 = c.request("GET", "/hello.txt")
+        assert r2.status == 200 and r2.body == HELLO and r2.informational == []
+
+
+@pytest.mark.parametrize("length", [None, 0])
+def test_expect_100_continue_without_a_body_gets_no_interim(server, length):
+    headers = ["Expect: 100-continue"] + ([] if length is None else [f"Content-Length: {length}"])
+    got = raw(server, request("GET", "/hello.txt", headers=headers, close=True))
+    assert got.startswith(b"HTTP/1.1 200 OK\r\n"), got[:60]
+    r, rest = parse_response(got)
+    assert r.body == HELLO and r.informational == [] and rest == b""
+
+
+def test_expect_100_continue_for_a_body_too_large_to_discard(server):
+    """A body past what the server discards after answering (1 MiB) is not invited: no 100,
+    the answer, and the connection closes."""
+    got = raw(server, request("GET", "/hello.txt", headers=["Expect: 100-continue",
+                                                            "Content-Length: 5000000"]))
+    assert got.startswith(b"HTTP/1.1 200 OK\r\n"), got[:60]
+    r, rest = parse_response(got)
+    assert r.body == HELLO and r.informational == [] and rest == b""
+    assert r.header_all("connection") == ["close"]
 
 
 def test_expect_100_continue_ignored_for_http10(server):
-    with Conn(server) as c:
-        c.send(request("GET", "/hello.txt", version="1.0",
-                       headers=["Expect: 100-continue"]))
-        r = c.read()
-        assert r.informational == [], "no 1xx may be sent to an HTTP/1.0 client"
-        assert r.status == 200 and r.body == HELLO
+    got = raw(server, request("GET", "/hello.txt", version="1.0",
+                              headers=["Expect: 100-continue", "Content-Length: 5"]) + b"hello")
+    # No 1xx may be sent to an HTTP/1.0 client (RFC 9110 15.2).
+    assert got.startswith(b"HTTP/1.1 200 OK\r\n"), got[:60]
+    r, rest = parse_response(got)
+    assert r.status == 200 and r.body == HELLO and rest == b""
 
 
 def test_mime_types_file_extends_table(make_server, docroot, tmp_path):

@@ -7,6 +7,7 @@ copied from memory or pread from the file, one chunk in flight at a time."""
 import hashlib
 import os
 import socket
+import time
 
 import pytest
 
@@ -80,3 +81,77 @@ def test_conditional_and_head(copy_server):
     assert r.status == 304 and r.body == b""
     r = fetch(copy_server, "/hello.txt", method="HEAD")
     assert r.status == 200 and r.header("content-length") == "1024" and r.body == b""
+
+
+# ---------------------------------------------------------------------------------------------
+# The protocol seam (issue 11 item 5): a second protocol takes a connection over after the
+# HTTP/2 preface and answers through serve and the core unchanged. The server's test-only
+# "lines" protocol (RINGHTTPD_TEST_PROTO=lines) stands in for HTTP/2: one request per line
+# ("GET /path"), every complete request served at once (several responses held, as streams
+# are), each answered as "STATUS n", its field lines, "BODY len", then the body.
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def lines_exchange(srv, chunks, timeout=20):
+    with socket.create_connection(srv.addr, timeout=timeout) as s:
+        for chunk in chunks:
+            s.sendall(chunk)
+            time.sleep(0.05)
+        s.shutdown(socket.SHUT_WR)
+        data = bytearray()
+        while chunk := s.recv(1 << 20):
+            data += chunk
+    out, rest = [], bytes(data)
+    while rest:
+        line, rest = rest.split(b"\n", 1)
+        assert line.startswith(b"STATUS "), line
+        status, fields = int(line[7:]), []
+        while True:
+            line, rest = rest.split(b"\n", 1)
+            if line.startswith(b"BODY "):
+                n = int(line[5:])
+                out.append((status, fields, rest[:n]))
+                rest = rest[n:]
+                break
+            name, _, value = line.partition(b": ")
+            fields.append((name.decode(), value.decode()))
+    return out
+
+
+@pytest.fixture(params=["clear", "copy"])
+def lines_server(request, make_server, docroot):
+    env = {"RINGHTTPD_TEST_PROTO": "lines"}
+    if request.param == "copy":
+        env.update(ENV)
+    srv = make_server(docroot, env=env)
+    assert "test protocol lines" in srv.stderr_text()
+    return srv
+
+
+def test_second_protocol_answers_through_serve(lines_server):
+    rs = lines_exchange(lines_server, [PREFACE + b"GET /hello.txt\nHEAD /big.bin\nGET /big.bin\n"
+                                       b"GET /missing\nGET /sub\n"])
+    assert [r[0] for r in rs] == [200, 200, 200, 404, 301]
+    hello, head, big, missing, moved = rs
+    assert hello[2] == HELLO and ("content-length", "1024") in hello[1]
+    assert head[2] == b"" and ("content-length", str(len(BIG))) in head[1]
+    assert big[2] == BIG
+    assert b"404" in missing[2]
+    assert ("location", "/sub/") in moved[1]
+    for _, fields, _ in rs:  # the HTTP/1-only fields are not in the structured response
+        names = {n for n, _ in fields}
+        assert "connection" not in names and "keep-alive" not in names
+        assert "date" in names and "server" in names
+
+
+def test_preface_split_across_reads(lines_server):
+    rs = lines_exchange(lines_server, [PREFACE[:5], PREFACE[5:17], PREFACE[17:] + b"GET /\n"])
+    assert [(r[0], r[2]) for r in rs] == [(200, INDEX_HTML)]
+
+
+def test_http1_unchanged_beside_it(lines_server):
+    assert fetch(lines_server, "/hello.txt").body == HELLO
+    with Conn(lines_server) as c:
+        c.send(request("GET", "/hello.txt") + request("GET", "/"))
+        assert [r.body for r in c.read_many(["GET", "GET"])] == [HELLO, INDEX_HTML]

@@ -47,7 +47,8 @@ const char *unit_guard(const void *data, size_t len)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t pages = (len + page - 1) / page + 1;
-    char *map = mmap(NULL, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *map =
+        mmap(NULL, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED) {
         perror("unit_guard: mmap");
         exit(2);

@@ -4,7 +4,7 @@
 
 #include "unit.h"
 
-static struct http_str G(const char *s)
+static struct http_str g(const char *s)
 {
     return (struct http_str){unit_guard_str(s), strlen(s)};
 }
@@ -14,7 +14,7 @@ static const char *codings(const char *hdr)
 {
     static char buf[64];
     enum accept_coding out[ACCEPT_CODINGS];
-    size_t n = accept_encodings(hdr ? G(hdr) : (struct http_str){NULL, 0}, out);
+    size_t n = accept_encodings(hdr ? g(hdr) : (struct http_str){NULL, 0}, out);
     buf[0] = '\0';
     for (size_t i = 0; i < n && i < ACCEPT_CODINGS; i++) {
         if (i)
@@ -77,9 +77,9 @@ TEST(accept_encoding_weights)
 
 TEST(accept_encoding_invalid_elements_ignored)
 {
-    static const char *const bad_q[] = {"q=1.1",  "q=1.001", "q=2",   "q=0.1234", "q=-0.5",
-                                         "q=.5",   "q=0,5",   "q=",    "q=abc",    "q=0.5x",
-                                         "q=\"1\"", "q= 1",   "q =1",  "q=1e0",    "q=01"};
+    static const char *const bad_q[] = {"q=1.1",   "q=1.001", "q=2",  "q=0.1234", "q=-0.5",
+                                        "q=.5",    "q=0,5",   "q=",   "q=abc",    "q=0.5x",
+                                        "q=\"1\"", "q= 1",    "q =1", "q=1e0",    "q=01"};
     for (size_t i = 0; i < sizeof(bad_q) / sizeof(bad_q[0]); i++) {
         char hdr[64];
         snprintf(hdr, sizeof(hdr), "br;%s, gzip;q=0.5", bad_q[i]);
@@ -114,7 +114,7 @@ TEST(accept_encoding_prefixes_in_bounds)
 
 static int quality(const char *accept, const char *type)
 {
-    return accept_quality(accept ? G(accept) : (struct http_str){NULL, 0}, type);
+    return accept_quality(accept ? g(accept) : (struct http_str){NULL, 0}, type);
 }
 
 TEST(accept_quality_rfc_example)
@@ -140,18 +140,16 @@ TEST(accept_quality_browsers_and_tools)
                           "image/avif,image/webp,*/*;q=0.8";
     CHECK_INT(quality(firefox, "text/html"), 1000);
     CHECK_INT(quality(firefox, "application/json"), 800);
-    CHECK(!accept_prefers(G(firefox), "application/json", "text/html"));
+    CHECK(!accept_prefers(g(firefox), "application/json", "text/html"));
     CHECK_INT(quality(NULL, "text/html"), 1000); /* no Accept: anything goes */
     CHECK(!accept_prefers((struct http_str){NULL, 0}, "application/json", "text/html"));
-    CHECK(!accept_prefers(G("*/*"), "application/json", "text/html")); /* curl */
-    CHECK(accept_prefers(G("application/json"), "application/json", "text/html"));
-    CHECK(accept_prefers(G("application/json, text/html;q=0.9"), "application/json",
-                         "text/html"));
-    CHECK(!accept_prefers(G("application/json, text/html"), "application/json", "text/html"));
-    CHECK(accept_prefers(G("application/*, text/html;q=0.5"), "application/json",
-                         "text/html"));
-    CHECK(accept_prefers(G("*/*;q=0.1, application/json"), "application/json", "text/html"));
-    CHECK(!accept_prefers(G("text/html;q=0"), "application/json", "text/html"));
+    CHECK(!accept_prefers(g("*/*"), "application/json", "text/html")); /* curl */
+    CHECK(accept_prefers(g("application/json"), "application/json", "text/html"));
+    CHECK(accept_prefers(g("application/json, text/html;q=0.9"), "application/json", "text/html"));
+    CHECK(!accept_prefers(g("application/json, text/html"), "application/json", "text/html"));
+    CHECK(accept_prefers(g("application/*, text/html;q=0.5"), "application/json", "text/html"));
+    CHECK(accept_prefers(g("*/*;q=0.1, application/json"), "application/json", "text/html"));
+    CHECK(!accept_prefers(g("text/html;q=0"), "application/json", "text/html"));
     CHECK_INT(quality("TEXT/HTML", "text/html"), 1000);
     CHECK_INT(quality("text/*", "text/html"), 1000);
     CHECK_INT(quality("text/*;q=0, */*", "text/html"), 0);
@@ -177,12 +175,12 @@ TEST(accept_quality_invalid_elements)
 
 TEST(accept_coding_q_named_only)
 {
-    CHECK_INT(accept_coding_q(G("gzip, br, zstd, dcz"), "dcz"), 1000);
-    CHECK_INT(accept_coding_q(G("gzip, DCZ;q=0.5"), "dcz"), 500);
-    CHECK_INT(accept_coding_q(G("gzip, dcz;q=0"), "dcz"), 0);
-    CHECK_INT(accept_coding_q(G("*"), "dcz"), 0); /* a wildcard never means dictionaries */
-    CHECK_INT(accept_coding_q(G("dcz;q=2"), "dcz"), 0);
-    CHECK_INT(accept_coding_q(G("dczx"), "dcz"), 0);
+    CHECK_INT(accept_coding_q(g("gzip, br, zstd, dcz"), "dcz"), 1000);
+    CHECK_INT(accept_coding_q(g("gzip, DCZ;q=0.5"), "dcz"), 500);
+    CHECK_INT(accept_coding_q(g("gzip, dcz;q=0"), "dcz"), 0);
+    CHECK_INT(accept_coding_q(g("*"), "dcz"), 0); /* a wildcard never means dictionaries */
+    CHECK_INT(accept_coding_q(g("dcz;q=2"), "dcz"), 0);
+    CHECK_INT(accept_coding_q(g("dczx"), "dcz"), 0);
     CHECK_INT(accept_coding_q((struct http_str){NULL, 0}, "dcz"), 0);
 }
 
@@ -192,20 +190,20 @@ TEST(accept_coding_q_named_only)
 TEST(accept_dictionary_sf_binary)
 {
     unsigned char h[ACCEPT_DICT_HASH];
-    CHECK_INT(accept_dictionary(G(":" HELLO_B64 ":"), h), 0);
+    CHECK_INT(accept_dictionary(g(":" HELLO_B64 ":"), h), 0);
     CHECK_INT(h[0], 0x2c);
     CHECK_INT(h[31], 0x24);
     CHECK_INT(h[30], 0x98);
-    CHECK_INT(accept_dictionary(G("  :" HELLO_B64 ":  "), h), 0);
-    CHECK(accept_dictionary(G(HELLO_B64), h) < 0);            /* not a byte sequence */
-    CHECK(accept_dictionary(G(":" HELLO_B64), h) < 0);
-    CHECK(accept_dictionary(G(":" HELLO_B64 ":;p=1"), h) < 0); /* a parameter */
-    CHECK(accept_dictionary(G(":" HELLO_B64 ":, :" HELLO_B64 ":"), h) < 0);
-    CHECK(accept_dictionary(G(":aGVsbG8=:"), h) < 0);          /* 5 bytes, not 32 */
-    CHECK(accept_dictionary(G(":LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ:"), h) < 0);
-    CHECK(accept_dictionary(G(":LPJNul-wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=:"), h) < 0);
-    CHECK(accept_dictionary(G(":LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCR=:"), h) < 0);
-    CHECK(accept_dictionary(G(""), h) < 0);
+    CHECK_INT(accept_dictionary(g("  :" HELLO_B64 ":  "), h), 0);
+    CHECK(accept_dictionary(g(HELLO_B64), h) < 0); /* not a byte sequence */
+    CHECK(accept_dictionary(g(":" HELLO_B64), h) < 0);
+    CHECK(accept_dictionary(g(":" HELLO_B64 ":;p=1"), h) < 0); /* a parameter */
+    CHECK(accept_dictionary(g(":" HELLO_B64 ":, :" HELLO_B64 ":"), h) < 0);
+    CHECK(accept_dictionary(g(":aGVsbG8=:"), h) < 0); /* 5 bytes, not 32 */
+    CHECK(accept_dictionary(g(":LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ:"), h) < 0);
+    CHECK(accept_dictionary(g(":LPJNul-wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=:"), h) < 0);
+    CHECK(accept_dictionary(g(":LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCR=:"), h) < 0);
+    CHECK(accept_dictionary(g(""), h) < 0);
     CHECK(accept_dictionary((struct http_str){NULL, 0}, h) < 0);
 }
 

@@ -6,11 +6,12 @@
 
 #include "unit.h"
 
+// clang-format off
 #define E(n, dir, sz, t) {n, sizeof(n) - 1, dir, sz, t}
+// clang-format on
 
 static char *render_omitting(enum autoindex_format f, const char *path,
-                             const struct autoindex_entry *e, size_t n, size_t omitted,
-                             size_t *len)
+                             const struct autoindex_entry *e, size_t n, size_t omitted, size_t *len)
 {
     struct http_str url = {path, strlen(path)};
     size_t need = autoindex_render(NULL, 0, f, url, e, n, omitted);
@@ -23,8 +24,8 @@ static char *render_omitting(enum autoindex_format f, const char *path,
     return buf;
 }
 
-static char *render(enum autoindex_format f, const char *path,
-                    const struct autoindex_entry *e, size_t n, size_t *len)
+static char *render(enum autoindex_format f, const char *path, const struct autoindex_entry *e,
+                    size_t n, size_t *len)
 {
     return render_omitting(f, path, e, n, 0, len);
 }

@@ -119,12 +119,8 @@ TEST(caps_op_names)
 TEST(tag_round_trip)
 {
     static const struct tag cases[] = {
-        {0, 0, 0},
-        {1, 1, 1},
-        {255, TAG_GEN_MASK, UINT32_MAX},
-        {12, 0x123456, 16383},
-        {7, 0, UINT32_MAX},
-        {255, 0, 0},
+        {0, 0, 0},          {1, 1, 1},   {255, TAG_GEN_MASK, UINT32_MAX}, {12, 0x123456, 16383},
+        {7, 0, UINT32_MAX}, {255, 0, 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct tag t = tag_decode(tag_encode(cases[i].op, cases[i].gen, cases[i].slot));

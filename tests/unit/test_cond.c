@@ -6,7 +6,7 @@
 
 #define T784 784111777 /* Sun, 06 Nov 1994 08:49:37 GMT */
 
-static struct http_str G(const char *s)
+static struct http_str g(const char *s)
 {
     return (struct http_str){unit_guard_str(s), strlen(s)};
 }
@@ -23,7 +23,7 @@ static struct http_request req_for(enum http_method m)
 static enum cond_result one(const char *field, const char *value, enum http_method m)
 {
     struct http_request r = req_for(m);
-    struct http_str v = G(value);
+    struct http_str v = g(value);
     if (!strcmp(field, "im"))
         r.if_match = v;
     else if (!strcmp(field, "inm"))
@@ -32,7 +32,7 @@ static enum cond_result one(const char *field, const char *value, enum http_meth
         r.if_modified_since = v;
     else
         r.if_unmodified_since = v;
-    return cond_evaluate(&r, G("\"xyzzy\""), T784);
+    return cond_evaluate(&r, g("\"xyzzy\""), T784);
 }
 
 TEST(cond_etag_format)
@@ -88,10 +88,10 @@ TEST(cond_etag_distinct)
 TEST(cond_no_preconditions)
 {
     struct http_request r = req_for(HTTP_GET);
-    CHECK_INT(cond_evaluate(&r, G("\"xyzzy\""), T784), COND_PROCEED);
+    CHECK_INT(cond_evaluate(&r, g("\"xyzzy\""), T784), COND_PROCEED);
     r.if_match = (struct http_str){"", 0};
-    r.if_none_match = G("  ");
-    CHECK_INT(cond_evaluate(&r, G("\"xyzzy\""), T784), COND_PROCEED);
+    r.if_none_match = g("  ");
+    CHECK_INT(cond_evaluate(&r, g("\"xyzzy\""), T784), COND_PROCEED);
 }
 
 TEST(cond_if_match_rfc_examples)
@@ -119,13 +119,13 @@ TEST(cond_if_match_rfc_examples)
 TEST(cond_if_match_against_weak_or_missing_etag)
 {
     struct http_request r = req_for(HTTP_GET);
-    r.if_match = G("W/\"1\"");
-    CHECK_INT(cond_evaluate(&r, G("W/\"1\""), T784), COND_PRECONDITION);
-    r.if_match = G("\"1\"");
-    CHECK_INT(cond_evaluate(&r, G("W/\"1\""), T784), COND_PRECONDITION);
-    r.if_match = G("*");
+    r.if_match = g("W/\"1\"");
+    CHECK_INT(cond_evaluate(&r, g("W/\"1\""), T784), COND_PRECONDITION);
+    r.if_match = g("\"1\"");
+    CHECK_INT(cond_evaluate(&r, g("W/\"1\""), T784), COND_PRECONDITION);
+    r.if_match = g("*");
     CHECK_INT(cond_evaluate(&r, (struct http_str){NULL, 0}, T784), COND_PROCEED);
-    r.if_match = G("\"1\"");
+    r.if_match = g("\"1\"");
     CHECK_INT(cond_evaluate(&r, (struct http_str){NULL, 0}, T784), COND_PRECONDITION);
 }
 
@@ -146,12 +146,12 @@ TEST(cond_comparison_table_rfc9110_8_8_3_2)
             const char *list = swap ? rows[i].b : rows[i].a;
             const char *own = swap ? rows[i].a : rows[i].b;
             struct http_request r = req_for(HTTP_GET);
-            r.if_match = G(list);
-            CHECK_INT(cond_evaluate(&r, G(own), T784),
+            r.if_match = g(list);
+            CHECK_INT(cond_evaluate(&r, g(own), T784),
                       rows[i].strong ? COND_PROCEED : COND_PRECONDITION);
             r = req_for(HTTP_GET);
-            r.if_none_match = G(list);
-            CHECK_INT(cond_evaluate(&r, G(own), T784),
+            r.if_none_match = g(list);
+            CHECK_INT(cond_evaluate(&r, g(own), T784),
                       rows[i].weak ? COND_NOT_MODIFIED : COND_PROCEED);
         }
     }
@@ -201,64 +201,64 @@ TEST(cond_dates)
 
 TEST(cond_precedence_rfc9110_13_2_2)
 {
-    struct http_str etag = G("\"xyzzy\"");
+    struct http_str etag = g("\"xyzzy\"");
     struct http_request r = req_for(HTTP_GET);
 
     /* If-Match decides; If-Unmodified-Since is not even looked at. */
-    r.if_match = G("\"xyzzy\"");
-    r.if_unmodified_since = G("Sun, 06 Nov 1994 08:49:36 GMT");
+    r.if_match = g("\"xyzzy\"");
+    r.if_unmodified_since = g("Sun, 06 Nov 1994 08:49:36 GMT");
     CHECK_INT(cond_evaluate(&r, etag, T784), COND_PROCEED);
-    r.if_match = G("\"other\"");
-    r.if_unmodified_since = G("Sun, 06 Nov 1994 08:49:38 GMT");
+    r.if_match = g("\"other\"");
+    r.if_unmodified_since = g("Sun, 06 Nov 1994 08:49:38 GMT");
     CHECK_INT(cond_evaluate(&r, etag, T784), COND_PRECONDITION);
 
     /* A failed If-Match wins over a matching If-None-Match. */
     r = req_for(HTTP_GET);
-    r.if_match = G("\"other\"");
-    r.if_none_match = G("\"xyzzy\"");
+    r.if_match = g("\"other\"");
+    r.if_none_match = g("\"xyzzy\"");
     CHECK_INT(cond_evaluate(&r, etag, T784), COND_PRECONDITION);
-    r.if_match = G("\"xyzzy\"");
+    r.if_match = g("\"xyzzy\"");
     CHECK_INT(cond_evaluate(&r, etag, T784), COND_NOT_MODIFIED);
 
     /* If-None-Match present: If-Modified-Since is ignored, both ways. */
     r = req_for(HTTP_GET);
-    r.if_none_match = G("\"other\"");
-    r.if_modified_since = G("Sun, 06 Nov 1994 08:49:37 GMT");
+    r.if_none_match = g("\"other\"");
+    r.if_modified_since = g("Sun, 06 Nov 1994 08:49:37 GMT");
     CHECK_INT(cond_evaluate(&r, etag, T784), COND_PROCEED);
-    r.if_none_match = G("\"xyzzy\"");
-    r.if_modified_since = G("Sun, 06 Nov 1994 08:49:36 GMT");
+    r.if_none_match = g("\"xyzzy\"");
+    r.if_modified_since = g("Sun, 06 Nov 1994 08:49:36 GMT");
     CHECK_INT(cond_evaluate(&r, etag, T784), COND_NOT_MODIFIED);
 
     /* A failing If-Unmodified-Since beats a matching If-None-Match. */
     r = req_for(HTTP_HEAD);
-    r.if_unmodified_since = G("Sun, 06 Nov 1994 08:49:36 GMT");
-    r.if_none_match = G("*");
+    r.if_unmodified_since = g("Sun, 06 Nov 1994 08:49:36 GMT");
+    r.if_none_match = g("*");
     CHECK_INT(cond_evaluate(&r, etag, T784), COND_PRECONDITION);
     /* ...and a passing one lets If-Modified-Since answer. */
     r = req_for(HTTP_GET);
-    r.if_unmodified_since = G("Sun, 06 Nov 1994 08:49:37 GMT");
-    r.if_modified_since = G("Sun, 06 Nov 1994 08:49:37 GMT");
+    r.if_unmodified_since = g("Sun, 06 Nov 1994 08:49:37 GMT");
+    r.if_modified_since = g("Sun, 06 Nov 1994 08:49:37 GMT");
     CHECK_INT(cond_evaluate(&r, etag, T784), COND_NOT_MODIFIED);
 }
 
 TEST(cond_if_range_cases)
 {
-    struct http_str etag = G("\"xyzzy\"");
+    struct http_str etag = g("\"xyzzy\"");
     struct http_str none = {NULL, 0};
     CHECK(cond_if_range(none, etag, T784));
-    CHECK(cond_if_range(G("\"xyzzy\""), etag, T784));
-    CHECK(!cond_if_range(G("\"xyzz\""), etag, T784));
-    CHECK(!cond_if_range(G("W/\"xyzzy\""), etag, T784));
-    CHECK(!cond_if_range(G("\"xyzzy\""), G("W/\"xyzzy\""), T784));
-    CHECK(!cond_if_range(G("\"xyzzy\""), none, T784));
-    CHECK(!cond_if_range(G("\"xyzzy\", \"a\""), etag, T784)); /* one tag, not a list */
-    CHECK(!cond_if_range(G("\"xyzzy"), etag, T784));
-    CHECK(!cond_if_range(G("xyzzy"), etag, T784));
-    CHECK(cond_if_range(G("Sun, 06 Nov 1994 08:49:37 GMT"), etag, T784));
-    CHECK(cond_if_range(G("Sun Nov  6 08:49:37 1994"), etag, T784));
-    CHECK(!cond_if_range(G("Sun, 06 Nov 1994 08:49:38 GMT"), etag, T784)); /* exact only */
-    CHECK(!cond_if_range(G("Sun, 06 Nov 1994 08:49:36 GMT"), etag, T784));
-    CHECK(!cond_if_range(G("Sun, 06 Nov 1994 08:49:37 GMT x"), etag, T784));
+    CHECK(cond_if_range(g("\"xyzzy\""), etag, T784));
+    CHECK(!cond_if_range(g("\"xyzz\""), etag, T784));
+    CHECK(!cond_if_range(g("W/\"xyzzy\""), etag, T784));
+    CHECK(!cond_if_range(g("\"xyzzy\""), g("W/\"xyzzy\""), T784));
+    CHECK(!cond_if_range(g("\"xyzzy\""), none, T784));
+    CHECK(!cond_if_range(g("\"xyzzy\", \"a\""), etag, T784)); /* one tag, not a list */
+    CHECK(!cond_if_range(g("\"xyzzy"), etag, T784));
+    CHECK(!cond_if_range(g("xyzzy"), etag, T784));
+    CHECK(cond_if_range(g("Sun, 06 Nov 1994 08:49:37 GMT"), etag, T784));
+    CHECK(cond_if_range(g("Sun Nov  6 08:49:37 1994"), etag, T784));
+    CHECK(!cond_if_range(g("Sun, 06 Nov 1994 08:49:38 GMT"), etag, T784)); /* exact only */
+    CHECK(!cond_if_range(g("Sun, 06 Nov 1994 08:49:36 GMT"), etag, T784));
+    CHECK(!cond_if_range(g("Sun, 06 Nov 1994 08:49:37 GMT x"), etag, T784));
 }
 
 TEST(cond_prefixes_stay_in_bounds)
@@ -268,12 +268,12 @@ TEST(cond_prefixes_stay_in_bounds)
         struct http_request r = req_for(HTTP_GET);
         r.if_none_match = (struct http_str){unit_guard(list, i), i};
         r.if_match = r.if_none_match;
-        enum cond_result c = cond_evaluate(&r, G("\"xyzzy\""), T784);
+        enum cond_result c = cond_evaluate(&r, g("\"xyzzy\""), T784);
         CHECK_INT(c, i == 0                  ? COND_PROCEED
                      : i == sizeof(list) - 1 ? COND_NOT_MODIFIED
                                              : COND_PRECONDITION);
-        cond_if_range(r.if_match, G("\"xyzzy\""), T784);
-        cond_if_range(G("\"xyzzy\""), (struct http_str){unit_guard(list, i), i}, T784);
+        cond_if_range(r.if_match, g("\"xyzzy\""), T784);
+        cond_if_range(g("\"xyzzy\""), (struct http_str){unit_guard(list, i), i}, T784);
     }
 }
 

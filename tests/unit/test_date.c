@@ -114,42 +114,42 @@ TEST(date_parse_rejects_bad_fields)
         "",
         "Sun",
         "Sun,",
-        "Sun, 06 Nov 1994 08:49:37",          /* no GMT */
-        "Sun, 06 Nov 1994 08:49:37 UTC",      /* only GMT */
-        "Sun, 06 Nov 1994 08:49:37 GMT ",     /* trailing space */
-        " Sun, 06 Nov 1994 08:49:37 GMT",     /* leading space */
+        "Sun, 06 Nov 1994 08:49:37",      /* no GMT */
+        "Sun, 06 Nov 1994 08:49:37 UTC",  /* only GMT */
+        "Sun, 06 Nov 1994 08:49:37 GMT ", /* trailing space */
+        " Sun, 06 Nov 1994 08:49:37 GMT", /* leading space */
         "Sun, 06 Nov 1994 08:49:37 GMTx",
-        "Sun, 6 Nov 1994 08:49:37 GMT",       /* day needs two digits */
+        "Sun, 6 Nov 1994 08:49:37 GMT", /* day needs two digits */
         "Sun,  06 Nov 1994 08:49:37 GMT",
-        "Sun, 06 nov 1994 08:49:37 GMT",      /* case-sensitive */
+        "Sun, 06 nov 1994 08:49:37 GMT", /* case-sensitive */
         "sun, 06 Nov 1994 08:49:37 GMT",
         "SUN, 06 NOV 1994 08:49:37 GMT",
         "Sun, 06 Nvm 1994 08:49:37 GMT",
         "Xyz, 06 Nov 1994 08:49:37 GMT",
-        "Mon, 06 Nov 1994 08:49:37 GMT",      /* wrong weekday */
-        "Sun, 00 Nov 1994 08:49:37 GMT",      /* day 0 */
-        "Thu, 31 Nov 1994 08:49:37 GMT",      /* November has 30 days */
-        "Tue, 29 Feb 2100 00:00:00 GMT",      /* 2100 is not a leap year */
+        "Mon, 06 Nov 1994 08:49:37 GMT", /* wrong weekday */
+        "Sun, 00 Nov 1994 08:49:37 GMT", /* day 0 */
+        "Thu, 31 Nov 1994 08:49:37 GMT", /* November has 30 days */
+        "Tue, 29 Feb 2100 00:00:00 GMT", /* 2100 is not a leap year */
         "Sun, 29 Feb 2023 00:00:00 GMT",
         "Sun, 32 Jan 1995 00:00:00 GMT",
         "Sun, 06 Nov 1994 24:00:00 GMT",
         "Sun, 06 Nov 1994 08:60:00 GMT",
-        "Sun, 06 Nov 1994 08:49:60 GMT",      /* leap seconds rejected */
+        "Sun, 06 Nov 1994 08:49:60 GMT", /* leap seconds rejected */
         "Sun, 06 Nov 1994 8:49:37 GMT",
-        "Sun, 06 Nov 94 08:49:37 GMT",        /* two-digit year in IMF-fixdate */
+        "Sun, 06 Nov 94 08:49:37 GMT", /* two-digit year in IMF-fixdate */
         "Sun, 06 Nov 19944 08:49:37 GMT",
         "Sun, 06 Nov -994 08:49:37 GMT",
         "Sun, 06 Nov 1994 08:49:3 GMT",
         "Sun, 06 Nov 1994 08-49-37 GMT",
         "Sun, 06-Nov-1994 08:49:37 GMT",
         "Sun, 06 Nov 1994 08:49:37 GMT; length=12",
-        "Sunday, 06-Nov-1994 08:49:37 GMT",   /* RFC 850 has a two-digit year */
+        "Sunday, 06-Nov-1994 08:49:37 GMT", /* RFC 850 has a two-digit year */
         "Sunday, 06 Nov 94 08:49:37 GMT",
-        "Sun, 06-Nov-94 08:49:37 GMT",        /* RFC 850 uses the full name */
+        "Sun, 06-Nov-94 08:49:37 GMT", /* RFC 850 uses the full name */
         "Sunda, 06-Nov-94 08:49:37 GMT",
         "Sundayy, 06-Nov-94 08:49:37 GMT",
         "Monday, 06-Nov-94 08:49:37 GMT",
-        "Sun Nov 6 08:49:37 1994",            /* asctime: single digit needs two spaces */
+        "Sun Nov 6 08:49:37 1994", /* asctime: single digit needs two spaces */
         "Sun Nov   6 08:49:37 1994",
         "Sun Nov  6 08:49:37 94",
         "Sun Nov  6 08:49:37 1994 GMT",
@@ -199,8 +199,7 @@ TEST(date_round_trip_every_day_of_some_years)
         int64_t back = 0;
         httpdate_format(t, buf);
         memcpy(guarded, buf, HTTPDATE_LEN);
-        if (httpdate_parse(guarded, HTTPDATE_LEN, &back) != 0 ||
-            back != t) {
+        if (httpdate_parse(guarded, HTTPDATE_LEN, &back) != 0 || back != t) {
             fprintf(stderr, "  %lld -> %s -> %lld\n", (long long)t, buf, (long long)back);
             failures++;
         }

@@ -276,8 +276,7 @@ TEST(fcache_variants_are_keyed_by_version_and_bounded)
     memset(big, 'x', 3000);
     CHECK_INT(fcache_variant_add(f.fc, base2, "zstd", 4, big, 3000, "zstd"), 0);
     CHECK_INT(fcache_variant_bytes(f.fc), 3003);
-    CHECK_INT(fcache_variant_add(f.fc, base2, "br", 2, dup_bytes("0123456789", 10), 10, "br"),
-              0);
+    CHECK_INT(fcache_variant_add(f.fc, base2, "br", 2, dup_bytes("0123456789", 10), 10, "br"), 0);
     CHECK(fcache_variant_bytes(f.fc) <= 4096);
     big = malloc(2000);
     CHECK(big != NULL);

@@ -48,8 +48,9 @@ TEST(logfmt_absent_fields_are_dashes_or_null)
     parse_head("HEAD / HTTP/1.0\r\n\r\n", &req);
     logfmt_capture(&cap, "::1", 3, &req);
     size_t n = logfmt_line(LOG_COMBINED, &cap, &END_200, &clk, line);
-    CHECK_MEM(line, n, "::1 - - [06/Nov/1994:08:49:37 +0000] \"HEAD / HTTP/1.0\" 200 1024 \"-\" "
-                       "\"-\"\n");
+    CHECK_MEM(line, n,
+              "::1 - - [06/Nov/1994:08:49:37 +0000] \"HEAD / HTTP/1.0\" 200 1024 \"-\" "
+              "\"-\"\n");
     n = logfmt_line(LOG_JSON, &cap, &END_200, &clk, line);
     CHECK_MEM(line, n,
               "{\"time\":\"1994-11-06T08:49:37.123Z\",\"remote_addr\":\"::1\",\"method\":\"HEAD\","
@@ -67,8 +68,9 @@ TEST(logfmt_escapes_like_nginx)
     parse_head("GET /q\"\\ HTTP/1.1\r\nHost: x\r\nUser-Agent: a\"b\\c\x80\xff\tz\r\n\r\n", &req);
     logfmt_capture(&cap, "1.2.3.4", 7, &req);
     size_t n = logfmt_line(LOG_COMBINED, &cap, &END_200, &clk, line);
-    CHECK_MEM(line, n, "1.2.3.4 - - [06/Nov/1994:08:49:37 +0000] \"GET /q\\x22\\x5C HTTP/1.1\" 200 "
-                       "1024 \"-\" \"a\\x22b\\x5Cc\\x80\\xFF\\x09z\"\n");
+    CHECK_MEM(line, n,
+              "1.2.3.4 - - [06/Nov/1994:08:49:37 +0000] \"GET /q\\x22\\x5C HTTP/1.1\" 200 "
+              "1024 \"-\" \"a\\x22b\\x5Cc\\x80\\xFF\\x09z\"\n");
 }
 
 TEST(logfmt_json_keeps_utf8_and_escapes_the_rest)

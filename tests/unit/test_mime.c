@@ -203,10 +203,10 @@ TEST(mime_builtin_coverage)
 
 TEST(mime_charset_on_text_types)
 {
-    static const char *const text[] = {"a.html", "a.css",  "a.js",   "a.mjs", "a.json",
-                                       "a.map",  "a.svg",  "a.xml",  "a.txt", "a.md",
-                                       "a.ics",  "a.csv",  "a.atom", "a.rss", "a.xhtml",
-                                       "a.yaml", "a.webmanifest",    "a.vtt", "a.jsonld"};
+    static const char *const text[] = {"a.html", "a.css",         "a.js",   "a.mjs",   "a.json",
+                                       "a.map",  "a.svg",         "a.xml",  "a.txt",   "a.md",
+                                       "a.ics",  "a.csv",         "a.atom", "a.rss",   "a.xhtml",
+                                       "a.yaml", "a.webmanifest", "a.vtt",  "a.jsonld"};
     for (size_t i = 0; i < sizeof(text) / sizeof(text[0]); i++) {
         const char *t = lookup(NULL, text[i]);
         if (!strstr(t, "; charset=utf-8"))

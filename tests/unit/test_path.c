@@ -340,7 +340,8 @@ TEST(path_plain_shortcut_agrees_with_general_pass)
             same = a.res.len == b.res.len && memcmp(a.out, b.out, a.res.len) == 0 &&
                    a.res.trailing_slash == b.res.trailing_slash &&
                    a.res.query.len == b.res.query.len &&
-                   (a.res.query.len == 0 || memcmp(a.res.query.p, b.res.query.p, a.res.query.len) == 0);
+                   (a.res.query.len == 0 ||
+                    memcmp(a.res.query.p, b.res.query.p, a.res.query.len) == 0);
         if (!same)
             fprintf(stderr, "  \"%s\" vs \"%s\" (cap %zu): rc %d / %d\n", s, e, cap, a.rc, b.rc);
         CHECK(same);

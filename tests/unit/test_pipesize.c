@@ -5,7 +5,10 @@
 #include "unit.h"
 
 static const struct pipe_limits defaults = {
-    .max_size = 1u << 20, .soft_pages = 16384, .nofile = 1u << 20, .page_size = 4096,
+    .max_size = 1u << 20,
+    .soft_pages = 16384,
+    .nofile = 1u << 20,
+    .page_size = 4096,
 };
 
 TEST(pipesize_root_gets_what_it_asks)

@@ -91,12 +91,36 @@ TEST(range_ignored_syntax_errors)
 {
     struct range_set set;
     static const char *const bad[] = {
-        "",          "bytes",       "bytes=",       "bytes=,",     "bytes= , ,",
-        "bytes=-",   "bytes=a-b",   "bytes=1-a",    "bytes=5-4",   "bytes=0-1 2-3",
-        "bytes=0--1", "bytes=--1",  "bytes=1",      "bytes=+1-2",  "bytes=0x1-2",
-        "bytes =0-1", "bytes= 0-1x", "bytes=0-1;",   "bytes=0-1,x", "byte=0-1",
-        "bits=0-1",  "none",        "items=0-1",    "bytes:0-1",   "bytesx=0-1",
-        "bytes=0 -1", "bytes=0- 1", "bytes=- 1",    "bytes=1-2-3", "bytes=\x00" "0-1",
+        "",
+        "bytes",
+        "bytes=",
+        "bytes=,",
+        "bytes= , ,",
+        "bytes=-",
+        "bytes=a-b",
+        "bytes=1-a",
+        "bytes=5-4",
+        "bytes=0-1 2-3",
+        "bytes=0--1",
+        "bytes=--1",
+        "bytes=1",
+        "bytes=+1-2",
+        "bytes=0x1-2",
+        "bytes =0-1",
+        "bytes= 0-1x",
+        "bytes=0-1;",
+        "bytes=0-1,x",
+        "byte=0-1",
+        "bits=0-1",
+        "none",
+        "items=0-1",
+        "bytes:0-1",
+        "bytesx=0-1",
+        "bytes=0 -1",
+        "bytes=0- 1",
+        "bytes=- 1",
+        "bytes=1-2-3",
+        "bytes=\0000-1", /* a NUL, then "0-1" */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         enum range_result r = parse(bad[i], 100, &set);
@@ -206,8 +230,8 @@ TEST(range_multipart_framing)
 {
     char buf[256];
     struct range_span s = {500, 999};
-    size_t n = range_part_header(buf, sizeof(buf), "THIS_STRING_SEPARATES", "application/pdf", &s,
-                                 8000);
+    size_t n =
+        range_part_header(buf, sizeof(buf), "THIS_STRING_SEPARATES", "application/pdf", &s, 8000);
     CHECK_MEM(buf, n,
               "\r\n--THIS_STRING_SEPARATES\r\nContent-Type: application/pdf\r\n"
               "Content-Range: bytes 500-999/8000\r\n\r\n");

@@ -149,3 +149,22 @@ TEST(plan_advance_moves_across_segments)
     plan_advance(&p, 32);
     CHECK(plan_done(&p));
 }
+
+TEST(sendplan_choose_paths)
+{
+    struct plan p;
+    plan_init(&p);
+    plan_mem(&p, "head", 4);
+    CHECK(sendplan_choose(&p, true, true) == SENDPLAN_MEMORY);
+    CHECK(sendplan_choose(&p, false, false) == SENDPLAN_MEMORY);
+    plan_file(&p, 3, 0, 100);
+    /* splice mode: the headers leave alone, then the file by splice (or sendfile once the
+     * response may no longer use a pipe) */
+    CHECK(sendplan_choose(&p, true, true) == SENDPLAN_MEMORY);
+    CHECK(sendplan_choose(&p, true, false) == SENDPLAN_MEMORY);
+    CHECK(sendplan_choose(&p, false, false) == SENDPLAN_SENDFILE); /* whole, by sendplan_now */
+    plan_advance(&p, 4);
+    CHECK(sendplan_choose(&p, true, true) == SENDPLAN_SPLICE);
+    CHECK(sendplan_choose(&p, true, false) == SENDPLAN_SENDFILE);
+    CHECK(sendplan_choose(&p, false, false) == SENDPLAN_SENDFILE);
+}

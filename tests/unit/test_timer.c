@@ -105,7 +105,7 @@ TEST(timer_clock_jump_fires_everything_due)
     struct timer t[200] = {{0}};
     timer_wheel_init(&tw, 100);
     for (int i = 0; i < 200; i++)
-        timer_set(&tw, &t[i], 101 + i * 3); /* spread over several laps */
+        timer_set(&tw, &t[i], 101 + i * 3);     /* spread over several laps */
     CHECK_INT(fire(&tw, 100 + 300, NULL), 100); /* deadlines 101..398 */
     CHECK_INT(fire(&tw, 100 + 1000, NULL), 100);
     for (int i = 0; i < 200; i++)

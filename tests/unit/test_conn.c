@@ -1,0 +1,318 @@
+/* test_conn: conn's lifecycle rules driven through a fake engine table (no socket, no ring):
+ * pipelined requests answered one at a time and in order, partial heads buffered, the close
+ * rules (Connection: close, malformed requests, bodies too large to discard), and the same
+ * through the copy transport (transport.h).
+ * Must not: open sockets; the only I/O is the file cache reading a temporary document root.
+ * Ownership: one worker per test, built on a real config, site and file cache. */
+#include "unit.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "core/plan.h"
+#include "engine/caps.h"
+#include "engine/engine.h"
+#include "rt/site.h"
+#include "rt/worker.h"
+#include "transport.h"
+
+/* What the fake engine saw. Sends are not completed until the test says so, as a real engine
+ * completes them later from its loop. */
+static struct {
+    struct conn *sending; /* a send in flight */
+    char out[1 << 16];    /* every byte sent so far */
+    size_t out_len;
+    int sends, closes, shutdowns;
+    bool recv_on;
+    struct conn *closing;
+} fake;
+
+static int fake_init(struct worker *w)
+{
+    (void)w;
+    return 0;
+}
+
+static void fake_fini(struct worker *w)
+{
+    (void)w;
+}
+
+static int fake_run(struct worker *w)
+{
+    (void)w;
+    return 0;
+}
+
+static void fake_recv(struct worker *w, struct conn *c, bool on)
+{
+    (void)w;
+    (void)c;
+    fake.recv_on = on;
+}
+
+/* Takes the whole wire plan at once (pread for file segments). */
+static void fake_send(struct worker *w, struct conn *c)
+{
+    (void)w;
+    CHECK(fake.sending == NULL); /* one send at a time */
+    struct plan *p = c->out;
+    while (!plan_done(p)) {
+        struct seg *s = plan_seg(p);
+        size_t n = (size_t)s->len;
+        CHECK(fake.out_len + n <= sizeof(fake.out));
+        if (s->mem)
+            memcpy(fake.out + fake.out_len, s->mem + s->off, n);
+        else
+            CHECK(pread(s->fd, fake.out + fake.out_len, n, (off_t)s->off) == (ssize_t)n);
+        fake.out_len += n;
+        plan_advance(p, n);
+    }
+    fake.sends++;
+    fake.sending = c;
+}
+
+static void fake_shutdown(struct worker *w, struct conn *c)
+{
+    (void)w;
+    (void)c;
+    fake.shutdowns++;
+}
+
+static void fake_close(struct worker *w, struct conn *c)
+{
+    (void)w;
+    fake.closes++;
+    fake.closing = c;
+}
+
+static void fake_stop_accept(struct worker *w)
+{
+    (void)w;
+}
+
+static const struct engine_ops fake_engine = {
+    .name = "fake",
+    .init = fake_init,
+    .fini = fake_fini,
+    .run = fake_run,
+    .recv = fake_recv,
+    .send = fake_send,
+    .shutdown = fake_shutdown,
+    .close = fake_close,
+    .stop_accept = fake_stop_accept,
+};
+
+struct fixture {
+    char dir[64];
+    struct config cfg;
+    struct site_slot sites;
+    struct worker w;
+};
+
+static const char HELLO[] = "hello, world\n";
+
+static void setup(struct fixture *f, const struct transport_ops *xport)
+{
+    memset(&fake, 0, sizeof(fake));
+    strcpy(f->dir, "/tmp/test_conn.XXXXXX");
+    CHECK(mkdtemp(f->dir) != NULL);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/hello.txt", f->dir);
+    FILE *fp = fopen(path, "w");
+    fputs(HELLO, fp);
+    fclose(fp);
+    char *argv[] = {"ringhttpd", "-t", "1", "--max-conns", "8", f->dir, NULL};
+    CHECK_INT(config_parse(&f->cfg, 6, argv), 0);
+    site_slot_init(&f->sites, site_adopt(&f->cfg));
+    static const struct engine_caps caps;
+    struct listener ls = {.fd = -1, .xport = xport};
+    CHECK_INT(worker_init(&f->w, 0, &f->cfg, &fake_engine, &caps, &ls, 1, &f->sites), 0);
+}
+
+static void teardown(struct fixture *f)
+{
+    worker_fini(&f->w);
+    site_slot_fini(&f->sites);
+    config_free(&f->cfg);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/hello.txt", f->dir);
+    unlink(path);
+    rmdir(f->dir);
+}
+
+/* Completes the send in flight. */
+static void complete(struct fixture *f)
+{
+    struct conn *c = fake.sending;
+    CHECK(c != NULL);
+    fake.sending = NULL;
+    conn_sent(&f->w, c, 0);
+}
+
+static int count(const char *needle)
+{
+    int n = 0;
+    size_t len = strlen(needle);
+    for (const char *p = fake.out;
+         (p = memmem(p, fake.out_len - (size_t)(p - fake.out), needle, len)); p += len)
+        n++;
+    return n;
+}
+
+static struct conn *open_conn(struct fixture *f)
+{
+    bool held;
+    struct conn *c = conn_accepted(&f->w, 100, 0, &held);
+    CHECK(c != NULL && !held);
+    fake.recv_on = true;
+    return c;
+}
+
+static void feed(struct fixture *f, struct conn *c, const char *s)
+{
+    conn_received(&f->w, c, s, (ssize_t)strlen(s));
+}
+
+/* Finishes a close the connection started, as the engine would. */
+static void closed(struct fixture *f, struct conn *c)
+{
+    CHECK(fake.closing == c && c->state == CONN_CLOSING);
+    conn_closed(&f->w, c);
+    CHECK(c->state == CONN_FREE);
+}
+
+#define GET "GET /hello.txt HTTP/1.1\r\nHost: a\r\n\r\n"
+
+static void pipelining(const struct transport_ops *xport)
+{
+    struct fixture f;
+    setup(&f, xport);
+    struct conn *c = open_conn(&f);
+    feed(&f, c, GET GET "GET /missing HTTP/1.1\r\nHost: a\r\n\r\n");
+    /* One response in flight; the others wait, unparsed, in the input buffer. */
+    CHECK_INT(fake.sends, 1);
+    CHECK_INT(count("HTTP/1.1 "), 1);
+    CHECK(c->state == CONN_SENDING && c->in != NULL);
+    complete(&f);
+    CHECK_INT(count("HTTP/1.1 200 OK"), 2);
+    complete(&f);
+    CHECK_INT(count("HTTP/1.1 404 "), 1);
+    complete(&f);
+    CHECK(fake.sending == NULL && c->state == CONN_READING && c->in == NULL);
+    CHECK_INT(count(HELLO), 2);
+    CHECK(fake.recv_on && fake.closes == 0);
+    CHECK_INT(f.w.outbufs.count, 0); /* every response back in the pool */
+    conn_close(&f.w, c);
+    closed(&f, c);
+    CHECK_INT(f.w.active, 0);
+    teardown(&f);
+}
+
+TEST(conn_pipelined_requests_in_order)
+{
+    pipelining(NULL);
+}
+
+TEST(conn_pipelined_requests_through_copy_transport)
+{
+    pipelining(&transport_copy);
+}
+
+TEST(conn_partial_head_is_buffered_then_answered)
+{
+    struct fixture f;
+    setup(&f, NULL);
+    struct conn *c = open_conn(&f);
+    feed(&f, c, "GET /hello.txt HT");
+    CHECK_INT(fake.sends, 0);
+    CHECK(c->in != NULL && c->in_len == 17 && c->in_request);
+    feed(&f, c, "TP/1.1\r\nHost:");
+    CHECK_INT(fake.sends, 0);
+    feed(&f, c, " a\r\n\r\n");
+    CHECK_INT(fake.sends, 1);
+    complete(&f);
+    CHECK_INT(count("HTTP/1.1 200 OK"), 1);
+    CHECK(c->in == NULL && c->state == CONN_READING);
+    conn_close(&f.w, c);
+    closed(&f, c);
+    teardown(&f);
+}
+
+TEST(conn_close_rules)
+{
+    struct fixture f;
+    setup(&f, NULL);
+    /* Connection: close, nothing behind it: answered, then closed at once (no linger). */
+    struct conn *c = open_conn(&f);
+    feed(&f, c, "GET /hello.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    CHECK(!fake.recv_on); /* nothing after this request is read */
+    complete(&f);
+    CHECK_INT(count("Connection: close"), 1);
+    CHECK_INT(fake.closes, 1);
+    CHECK_INT(fake.shutdowns, 0);
+    closed(&f, c);
+
+    /* A malformed request: 400, then a lingering close (write side shut, input dropped). */
+    c = open_conn(&f);
+    feed(&f, c, "GET / HTTP/1.1\r\nbad header\r\n\r\n");
+    complete(&f);
+    CHECK_INT(count("HTTP/1.1 400 "), 1);
+    CHECK_INT(fake.shutdowns, 1);
+    CHECK(c->state == CONN_LINGERING);
+    feed(&f, c, "more junk");
+    CHECK(c->state == CONN_LINGERING);
+    conn_received(&f.w, c, NULL, 0); /* the client closes */
+    closed(&f, c);
+
+    /* A body past the discard limit: answered, then the connection ends. */
+    c = open_conn(&f);
+    feed(&f, c, "GET /hello.txt HTTP/1.1\r\nHost: a\r\nContent-Length: 9999999\r\n\r\nxx");
+    CHECK(!c->keep_alive);
+    complete(&f);
+    CHECK(c->state == CONN_LINGERING);
+    conn_close(&f.w, c);
+    closed(&f, c);
+
+    /* A small body is discarded and the connection stays. */
+    c = open_conn(&f);
+    feed(&f, c, "GET /hello.txt HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab");
+    complete(&f);
+    CHECK(c->state == CONN_READING && c->discard == 3);
+    feed(&f, c, "cde" GET);
+    CHECK(c->discard == 0 && fake.sending == c);
+    complete(&f);
+    CHECK(c->state == CONN_READING && c->keep_alive);
+    conn_close(&f.w, c);
+    closed(&f, c);
+    CHECK_INT(f.w.active, 0);
+    teardown(&f);
+}
+
+/* Over a transport the stream is ended by the transport first (TLS: close_notify), so even a
+ * clean Connection: close goes through its shutdown and the lingering close. */
+TEST(conn_close_over_transport_ends_the_stream_first)
+{
+    struct fixture f;
+    setup(&f, &transport_copy);
+    struct conn *c = open_conn(&f);
+    feed(&f, c, "GET /hello.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    complete(&f);
+    CHECK_INT(count("Connection: close"), 1);
+    CHECK_INT(fake.shutdowns, 1);
+    CHECK_INT(fake.closes, 0);
+    CHECK(c->state == CONN_LINGERING);
+    conn_received(&f.w, c, NULL, 0); /* the client closes */
+    closed(&f, c);
+    /* The peer gone already: closed at once. */
+    c = open_conn(&f);
+    feed(&f, c, GET);
+    conn_received(&f.w, c, NULL, 0);
+    complete(&f);
+    CHECK_INT(fake.shutdowns, 1);
+    closed(&f, c);
+    teardown(&f);
+}
