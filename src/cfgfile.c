@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -318,10 +319,14 @@ static int check_level(const struct config *top, const struct config *c)
 {
     int rc = 0;
     int fd = open(c->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        rc = site_error(top, c, "root '%s' is not a usable directory", c->docroot);
-    else
+    if (fd < 0) {
+        char why[PATH_MAX + 128];
+        snprintf(why, sizeof(why), "cannot use document root '%s': %s", c->docroot,
+                 strerror(errno));
+        rc = site_error(top, c, "%s", why);
+    } else {
         close(fd);
+    }
     for (int i = 0; i < c->num_auths; i++) {
         char why[512];
         if (auth_file_check(c->auths[i].htpasswd, why, sizeof(why)) != 0)

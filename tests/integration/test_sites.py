@@ -356,7 +356,8 @@ def test_check_config_whole_file_problems(tmp_path):
                         ("sites:\n  - root: /\n", "needs 'hosts'"),
                         ("sites:\n  - {hosts: [a.x], root: /}\n  - {hosts: [A.X], root: /}\n",
                          "earlier site"),
-                        ("sites:\n  - {hosts: [a.x], root: /nonexistent-dir}\n", "not a usable"),
+                        ("sites:\n  - {hosts: [a.x], root: /nonexistent-dir}\n",
+                         "cannot use document root '/nonexistent-dir'"),
                         ("sites:\n  - {default: true, root: /}\n  - {default: true, root: /}\n",
                          "second 'default")]:
         conf.write_text(text)
