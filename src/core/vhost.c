@@ -18,6 +18,7 @@ static uint32_t hash(const char *p, size_t len)
 }
 
 /* A Host byte lower-cased, or 0 for one a host name cannot hold. */
+/* clang-format off */
 static const unsigned char host_byte[256] = {
     ['-'] = '-', ['.'] = '.', ['_'] = '_', ['['] = '[', [']'] = ']', [':'] = ':',
     ['0'] = '0', ['1'] = '1', ['2'] = '2', ['3'] = '3', ['4'] = '4',
@@ -28,6 +29,7 @@ static const unsigned char host_byte[256] = {
     L('w'), L('x'), L('y'), L('z'),
 #undef L
 };
+/* clang-format on */
 
 size_t vhost_slots_for(size_t n)
 {
@@ -72,8 +74,8 @@ int vhost_table_add(struct vhost_table *t, const char *name, int site)
     int at = find(t, name, len, h);
     if (at >= 0)
         return -EEXIST;
-    t->slots[-1 - at] = (struct vhost_slot){.name = name, .hash = h, .len = (uint16_t)len,
-                                            .site = (int16_t)site};
+    t->slots[-1 - at] =
+        (struct vhost_slot){.name = name, .hash = h, .len = (uint16_t)len, .site = (int16_t)site};
     return 0;
 }
 

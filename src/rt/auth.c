@@ -18,23 +18,23 @@
 #include "rt/offload.h"
 #include "rt/worker.h"
 
-#define THREADS 2       /* verifier threads per worker, started on first use */
-#define MAX_JOBS 64     /* verifications in flight per worker; more get 429 */
-#define FAILED 64       /* recent failed verdicts, each read once by the request it was for */
-#define CRED_MAX 512    /* longest decoded "user:password" */
+#define THREADS 2    /* verifier threads per worker, started on first use */
+#define MAX_JOBS 64  /* verifications in flight per worker; more get 429 */
+#define FAILED 64    /* recent failed verdicts, each read once by the request it was for */
+#define CRED_MAX 512 /* longest decoded "user:password" */
 
 /* ---- verification off the loop ---- */
 
 struct vjob {
     struct offload_job job; /* first: the verifier threads run it (verify) */
-    struct vjob *inext; /* the worker's in-flight list */
+    struct vjob *inext;     /* the worker's in-flight list */
     struct conn *c;
     uint32_t gen;
     unsigned char key[SHA256_LEN];
     uint8_t addr[16];
     int8_t family;
-    bool known;  /* the user exists (else a dummy hash is checked, for the same cost) */
-    bool ok;     /* the thread's verdict */
+    bool known; /* the user exists (else a dummy hash is checked, for the same cost) */
+    bool ok;    /* the thread's verdict */
     char hash[256];
     char pass[CRED_MAX];
 };
@@ -157,11 +157,16 @@ static bool failed(struct authstate *a, const unsigned char *key, bool take)
 
 static int b64(unsigned char c)
 {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
     return -1;
 }
 

@@ -17,8 +17,8 @@
 
 #include "core/http1.h"
 
-#define AUTH_PER_ADDR 2    /* verifications in flight per client address, per worker */
-#define AUTH_CACHE 1024    /* successful verifications a worker remembers */
+#define AUTH_PER_ADDR 2 /* verifications in flight per client address, per worker */
+#define AUTH_CACHE 1024 /* successful verifications a worker remembers */
 
 struct auth_file;
 struct worker;
@@ -26,9 +26,9 @@ struct conn;
 
 enum auth_verdict {
     AUTH_GRANTED,
-    AUTH_DENIED,  /* 401 */
-    AUTH_WAIT,    /* being verified off the loop: answer later (conn_resume) */
-    AUTH_BUSY,    /* this client address has too many verifications in flight: 429 */
+    AUTH_DENIED, /* 401 */
+    AUTH_WAIT,   /* being verified off the loop: answer later (conn_resume) */
+    AUTH_BUSY,   /* this client address has too many verifications in flight: 429 */
 };
 
 /* The verdict on req's Authorization for file f; AUTH_WAIT queues the verification for c. */

@@ -104,4 +104,3 @@ int auth_file_check(const char *path, char *why, size_t why_len)
         auth_file_free(f);
     return rc;
 }
-

@@ -15,7 +15,7 @@
 #define OFFLOAD_MAX_THREADS 4
 
 struct offload_job {
-    struct offload_job *next; /* the todo or done list (under the lock) */
+    struct offload_job *next;           /* the todo or done list (under the lock) */
     void (*run)(struct offload_job *j); /* on an offload thread */
 };
 

@@ -139,8 +139,7 @@ static int build(const struct config *cfg, int root_fd, struct site **out, char 
     s->nvh = n;
     for (int i = 0; i < n; i++) {
         const struct config *c = cfg->num_sites ? &cfg->sites[i] : cfg;
-        if ((rc = vhost_open(&s->vh[i], c, s->vh[i].root_fd, (uint32_t)i, why,
-                             why_len)) != 0)
+        if ((rc = vhost_open(&s->vh[i], c, s->vh[i].root_fd, (uint32_t)i, why, why_len)) != 0)
             goto fail;
         s->any_auth |= c->num_auths > 0;
         for (int h = 0; h < c->num_hosts; h++)
@@ -311,9 +310,10 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
         if (n != strlen(c->canonical_host) || strncasecmp(key, c->canonical_host, n) != 0) {
             size_t pl = url_path(url, sizeof(url), path, len, slash);
             const char *scheme = secure ? "https" : "http";
-            return redirect_to(loc, pl ? vhost_canonical(scheme, c->canonical_host, url + 1,
-                                                         pl - 1, query, loc, sizeof(loc))
-                                       : 0,
+            return redirect_to(loc,
+                               pl ? vhost_canonical(scheme, c->canonical_host, url + 1, pl - 1,
+                                                    query, loc, sizeof(loc))
+                                  : 0,
                                301, ctx, plan);
         }
     }
@@ -321,8 +321,8 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
     for (int i = 0; i < c->num_redirects && ul; i++) {
         struct http_str rest;
         if (vhost_from_matches(c->redirects[i].from, url, ul, &rest))
-            return redirect_to(loc, vhost_location(c->redirects[i].to, rest, query, loc,
-                                                   sizeof(loc)),
+            return redirect_to(loc,
+                               vhost_location(c->redirects[i].to, rest, query, loc, sizeof(loc)),
                                c->redirects[i].status, ctx, plan);
     }
     for (int i = 0; i < c->num_auths && ul; i++) {
@@ -356,8 +356,7 @@ bool site_answer(struct worker *w, const struct vhost *v, const struct http_requ
     const char *health = w->cfg->health; /* "/healthz": compared without its '/' */
     if (health && len == w->site->health_len && !slash && memcmp(health + 1, path, len) == 0) {
         static const char ok[] = "ok\n";
-        struct static_file f = {.size = 2 + 1, .content_type = "text/plain", .data = ok,
-                                .fd = -1};
+        struct static_file f = {.size = 2 + 1, .content_type = "text/plain", .data = ok, .fd = -1};
         *quiet = true; /* a probe every few seconds is not worth a log line */
         ctx->extra_headers = "Cache-Control: no-store\r\n";
         ctx->extra_len = strlen(ctx->extra_headers);

@@ -32,7 +32,7 @@ struct vhost {
     int root_fd;              /* O_PATH directory fd its files are opened beneath */
     dev_t dev;                /* what its root path named when it was opened */
     ino_t ino;
-    uint32_t id;              /* its index: the file cache keeps its files apart by it */
+    uint32_t id; /* its index: the file cache keeps its files apart by it */
     /* per --cache-control-for rule: the site's header lines with that Cache-Control */
     char *cache_headers[CONFIG_MAX_RULES];
     size_t cache_len[CONFIG_MAX_RULES];
@@ -50,9 +50,9 @@ struct site {
     struct config *owned; /* a re-read configuration file, freed with the site */
     struct vhost *vh;
     int nvh;
-    int dflt; /* where a Host no site names goes */
+    int dflt;          /* where a Host no site names goes */
     size_t health_len; /* of --health without its leading '/' */
-    bool any_auth; /* some site has --basic-auth (else site_defer has nothing to do) */
+    bool any_auth;     /* some site has --basic-auth (else site_defer has nothing to do) */
     struct vhost_table hosts;
     struct vhost_slot *slots;
 };
