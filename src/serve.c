@@ -177,7 +177,8 @@ static unsigned variants_of(struct job *j, struct fentry *e)
 static bool compressible(struct job *j, struct fentry *e)
 {
     const struct config *cfg = j->cfg;
-    if (!j->w->compress || !cfg->compress || e->size < cfg->compress_min || e->size > cfg->compress_max)
+    if (!j->w->compress || !cfg->compress || e->size < cfg->compress_min ||
+        e->size > cfg->compress_max)
         return false;
     if (e->compressible < 0)
         e->compressible = e->mime && accept_type_listed(e->mime, cfg->compress_types);
