@@ -14,6 +14,7 @@
 
 #include "conn.h"
 #include "core/sha256.h"
+#include "core/token.h"
 #include "rt/htpasswd.h"
 #include "rt/offload.h"
 #include "rt/worker.h"
@@ -155,21 +156,6 @@ static bool failed(struct authstate *a, const unsigned char *key, bool take)
     return false;
 }
 
-static int b64(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
 /* The decoded credentials of "Basic TOKEN" into out (NUL-terminated); 0 when malformed. */
 static size_t credentials(struct http_str v, char *out, size_t cap)
 {
@@ -185,7 +171,7 @@ static size_t credentials(struct http_str v, char *out, size_t cap)
         return 0;
     unsigned acc = 0, bits = 0;
     for (; i < end; i++) {
-        int d = b64((unsigned char)v.p[i]);
+        int d = token_b64(v.p[i]);
         if (d < 0)
             return 0;
         acc = (acc << 6) | (unsigned)d;
