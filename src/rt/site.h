@@ -73,7 +73,12 @@ int site_moved(const struct config *cfg, const struct site *s);
 void site_put(struct site *s);
 
 /* The site req names (the default one for NULL, or a Host no site names), with the worker's
- * file cache switched to its root. */
+ * file cache switched to its root.
+ * TLS (issue 14) plugs in here: a site's certificate keys (tls-cert/tls-key, added to config.c's
+ * per_site()) are loaded with the site; the SNI callback finds the site with the same
+ * vhost_key + vhost_lookup over site->hosts and picks its certificate; a request routed to a site
+ * whose certificate does not cover the connection's SNI site answers 421 (the request policy
+ * would carry the SNI site, as it carries pol.secure). */
 const struct vhost *site_route(struct worker *w, const struct http_request *req);
 
 /* What a site answers before looking for a file, in this order: --health, the canonical host,
