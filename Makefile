@@ -4,7 +4,7 @@ BUILD    ?= build
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Werror
 CPPFLAGS += -D_GNU_SOURCE -Isrc -MMD -MP
-LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lnghttp2 -lssl -lcrypto
+LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lnghttp2 -lssl -lcrypto -lyaml -lcrypt
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PORT     ?= 8080
 VENV     := .venv
@@ -49,7 +49,7 @@ UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine
 # conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
 # around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
 # are left out.
-UNIT_LINK += src/conn.c src/serve.c src/config.c src/transport_copy.c \
+UNIT_LINK += src/conn.c src/serve.c src/config.c src/cfgfile.c src/transport_copy.c \
              $(filter-out src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c,$(wildcard src/rt/*.c))
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
@@ -116,6 +116,8 @@ check: deps
 # libFuzzer targets, one per parser; `make fuzz FUZZ_SECONDS=600` for a longer run. Target
 # fuzz_NAME starts from the seeds in tests/fuzz/seeds/NAME/ (and its own corpus in build/fuzz).
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+# Targets that need more than the core: their sources and libraries.
+FUZZ_EXTRA_fuzz_config := src/config.c src/cfgfile.c src/rt/htpasswd.c -lyaml -lcrypt
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
 fuzz:
@@ -123,8 +125,9 @@ fuzz:
 	@mkdir -p build/fuzz
 	@set -e; for f in $(FUZZ_SRC); do \
 	    n=$$(basename $$f .c); \
+	    extra=; [ $$n != fuzz_config ] || extra="$(FUZZ_EXTRA_fuzz_config)"; \
 	    clang -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer,address,undefined \
-	        $$f $(CORE_SRC) src/h2/h2.c -o build/fuzz/$$n -lnghttp2; \
+	        $$f $(CORE_SRC) src/h2/h2.c $$extra -o build/fuzz/$$n -lnghttp2; \
 	    mkdir -p build/fuzz/corpus-$$n; \
 	    seeds=tests/fuzz/seeds/$${n#fuzz_}; [ -d $$seeds ] || seeds=; \
 	    echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what `make` needs and is missing, on Debian/Ubuntu as root. Each need is checked
 # first, so a machine that has everything runs no package manager at all.
-#   scripts/deps.sh build   liburing, Brotli, zstd, libdeflate, nghttp2 and OpenSSL 3 headers
-#                           (libssl-dev: the TLS transport), pkg-config, <sys/sdt.h> (USDT
-#                           probes; a header only)
+#   scripts/deps.sh build   liburing, Brotli, zstd, libdeflate, nghttp2, OpenSSL 3 (libssl-dev:
+#                           the TLS transport), libyaml and libcrypt headers, pkg-config,
+#                           <sys/sdt.h> (USDT probes; a header only)
 #   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss, tcpdump,
 #                           systemd (systemd-socket-activate, systemd-analyze), groff (man lint),
 #                           openssl (the TLS tests make certificates and run s_client),
+#                           htpasswd (apache2-utils: the basic-auth tests' password files),
 #                           promtool (Debian's prometheus package: the metrics test checks the
 #                           exposition with it), bpftrace (the probe test attaches it), nghttp
 #                           and h2load (nghttp2-client), h2spec (built from its Go module,
@@ -34,6 +35,8 @@ have_header openssl/ssl.h || need_pkg libssl-dev
 command -v pkg-config >/dev/null || need_pkg pkg-config
 have_header sys/sdt.h || need_pkg systemtap-sdt-dev
 have_header nghttp2/nghttp2.h || need_pkg libnghttp2-dev
+have_header yaml.h || need_pkg libyaml-dev    # --config (issue 19)
+have_header crypt.h || need_pkg libcrypt-dev  # --basic-auth: bcrypt, SHA-crypt
 if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = systemd ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv
     command -v curl >/dev/null || need_pkg curl
@@ -48,6 +51,7 @@ if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = s
     command -v h2load >/dev/null || need_pkg nghttp2-client
     [ -x .tools/bin/h2spec ] || command -v go >/dev/null || need_pkg golang-go
     command -v openssl >/dev/null || need_pkg openssl
+    command -v htpasswd >/dev/null || need_pkg apache2-utils  # test_sites makes htpasswd files
 fi
 if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang

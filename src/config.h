@@ -17,6 +17,7 @@
 #define CONFIG_MAX_ERROR_PAGES 16
 #define CONFIG_MAX_REAL_IP 32
 #define CONFIG_MAX_DICTIONARIES 8
+#define CONFIG_MAX_RULES 32 /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
 
 enum engine_kind { ENGINE_AUTO, ENGINE_URING, ENGINE_EPOLL };
 
@@ -26,6 +27,37 @@ enum file_send { FILE_SEND_SPLICE, FILE_SEND_SENDFILE };
 struct error_page {
     int status;
     const char *path; /* URL path below the document root, without the leading '/' */
+};
+
+/* --redirect 'FROM TO [STATUS]': FROM is a path or a prefix ending in '*'; a TO ending in '*'
+ * gets what FROM's '*' matched, and the query, appended. */
+struct config_redirect {
+    const char *from;
+    const char *to;
+    int status; /* 301, 302, 307 or 308 */
+};
+
+/* --basic-auth PREFIX=HTPASSWD: requests whose path starts with PREFIX need a user of HTPASSWD. */
+struct config_auth {
+    const char *prefix;
+    const char *htpasswd;
+};
+
+/* --cache-control-for 'PATTERN VALUE': Cache-Control VALUE for paths matching PATTERN. */
+struct config_cache_rule {
+    const char *pattern;
+    const char *value;
+};
+
+/* Where the options being applied come from, for error messages: a file's line and key, or the
+ * command line (file NULL). Also which repeatable options this layer has set already: the first
+ * one replaces what an outer layer (the file under the command line, a site's parent) set. */
+struct config_src {
+    const char *file;
+    int line;
+    const char *key;
+    bool site; /* a site's keys: only the per-site options apply */
+    unsigned char seen[64];
 };
 
 struct config {
@@ -86,6 +118,33 @@ struct config {
     char hsts_line[64]; /* its header line, "Strict-Transport-Security: ...\r\n" */
     size_t hsts_len;
     bool redirect_https; /* the cleartext port answers 308 to the https: URL */
+
+    /* Sites and the configuration file (issue 19, README "Sites and configuration file"). The
+     * top-level struct is the default site too; each entry of sites is a copy of it with the
+     * site's own keys applied (only per-site options may differ). */
+    const char *config_file; /* --config FILE (or --check-config FILE); re-read by SIGHUP */
+    bool check_only;         /* --check-config: validate and exit */
+    const char *health;      /* --health PATH: 200 "ok" while serving, 503 in a drain delay */
+    unsigned drain_delay;    /* --drain-delay S: listeners stay open S seconds into a drain */
+    const char *canonical_host; /* --canonical-host NAME: other Host names get a 301 to it */
+    const char *auth_realm;     /* --auth-realm REALM (default "restricted") */
+    struct config_redirect redirects[CONFIG_MAX_RULES];
+    int num_redirects;
+    struct config_auth auths[CONFIG_MAX_RULES];
+    int num_auths;
+    struct config_cache_rule cache_rules[CONFIG_MAX_RULES];
+    int num_cache_rules;
+    const char *hosts[CONFIG_MAX_RULES]; /* a site's names: "example.org", "*.example.org" */
+    int num_hosts;
+    bool is_default;             /* the site a Host no site names goes to */
+    int line;                    /* a site's line in the file, for messages */
+    struct config *sites;        /* the file's sites section (top level only) */
+    int num_sites;
+    struct config_src *src;      /* while parsing only */
+    struct config_pool *pool;    /* the file's strings (top level only) */
+    struct config *pool_owner;   /* a site's top level, whose pool holds its strings */
+    int argc;                    /* the command line, applied again over a re-read file */
+    char **argv;
 };
 
 /* The default of --compress-types. */
@@ -106,5 +165,24 @@ int config_load_mime(const char *file, struct mime_table *out, char *why, size_t
 
 /* Releases what config_parse allocated and closes the document root. */
 void config_free(struct config *cfg);
+
+/* Every option at its default (config_parse starts from this). */
+void config_init(struct config *cfg);
+
+/* For the configuration file reader (cfgfile.c). Applies key (a long option's name, or "root"
+ * for DOCROOT) with value to cfg: 0, or an exit status after printing one line that names
+ * cfg->src's file, line and key. value is "true"/"false" for an option that takes none. */
+int config_set(struct config *cfg, const char *key, const char *value);
+/* A copy of the string that lives as long as the top-level configuration; NULL without memory. */
+char *config_strdup(struct config *top, const char *s, size_t len);
+/* Makes site a copy of top, ready for the site's own keys: 0 or -ENOMEM. */
+int config_site_init(struct config *site, struct config *top);
+
+/* Reads cfg->config_file again with the command line over it, into a new configuration (sites
+ * and all) whose process-wide options are cfg's (a difference is reported in why, not applied).
+ * 0 with *out (config_destroy frees it), or -1 with the reason in why. Reading a file prints
+ * its errors on stderr too. */
+int config_reread(const struct config *cfg, struct config **out, char *why, size_t why_len);
+void config_destroy(struct config *cfg);
 
 #endif

@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "proto.h"
 #include "rt/errlog.h"
+#include "rt/site.h"
 #include "rt/stats.h"
 #include "rt/worker.h"
 #include "serve.h"
@@ -379,6 +380,8 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
                  len - used);
             return len;
         }
+        if (site_defer(w, c, req))
+            break; /* answered once a check off the loop ends: conn_resume parses it again */
         used += (size_t)n;
 
         struct req_policy pol = policy_h1(req, c->keep_alive && !w->draining, len - used);
@@ -698,6 +701,13 @@ void conn_timeout(struct worker *w, struct conn *c)
         return;
     }
     timeout(w, c);
+    lru_update(w, c);
+}
+
+void conn_resume(struct worker *w, struct conn *c)
+{
+    if (c->state == CONN_READING)
+        process(w, c);
     lru_update(w, c);
 }
 

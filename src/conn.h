@@ -116,6 +116,9 @@ void conn_closed(struct worker *w, struct conn *c);
 /* The connection's timer expired. */
 void conn_timeout(struct worker *w, struct conn *c);
 
+/* A request that waited for work off the loop (site_defer) can be answered now. */
+void conn_resume(struct worker *w, struct conn *c);
+
 /* Starts closing c unless it is mid-response, in which case it closes when that ends. */
 void conn_drain(struct worker *w, struct conn *c);
 

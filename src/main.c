@@ -6,9 +6,8 @@ int main(int argc, char **argv)
 {
     struct config cfg;
     int rc = config_parse(&cfg, argc, argv);
-    if (rc != 0)
-        return rc == CONFIG_DONE ? 0 : rc;
-    rc = server_run(&cfg);
-    config_free(&cfg);
-    return rc;
+    if (rc == 0)
+        rc = server_run(&cfg);
+    config_free(&cfg); /* also after a refused option: the file's strings were allocated */
+    return rc == CONFIG_DONE ? 0 : rc;
 }

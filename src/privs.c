@@ -97,6 +97,21 @@ static int parent_dir(const char *path, char *out)
     return realpath(dirname(copy), out) ? 0 : -errno;
 }
 
+/* A site's root (its directory's parent, before and after resolving links, so a re-pointed
+ * symlink or a recreated root stays readable) and its htpasswd files. */
+static int allow_level(int rs, const struct config *c, char *why, size_t why_len)
+{
+    char dir[PATH_MAX], resolved[PATH_MAX];
+    int rc = parent_dir(c->docroot, dir);
+    if (rc == 0)
+        rc = add_rule(rs, dir, LL_READ, why, why_len);
+    if (rc == 0 && realpath(c->docroot, resolved) && parent_dir(resolved, dir) == 0)
+        rc = add_rule(rs, dir, LL_READ, why, why_len);
+    for (int i = 0; i < c->num_auths && rc == 0; i++)
+        rc = add_rule(rs, c->auths[i].htpasswd, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
+    return rc;
+}
+
 int privs_landlock(const struct config *cfg, char *why, size_t why_len)
 {
     long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
@@ -127,11 +142,11 @@ int privs_landlock(const struct config *cfg, char *why, size_t why_len)
         return -err;
     }
     char dir[PATH_MAX], resolved[PATH_MAX];
-    int rc = parent_dir(cfg->docroot, dir);
-    if (rc == 0)
-        rc = add_rule(rs, dir, LL_READ, why, why_len);
-    if (rc == 0 && realpath(cfg->docroot, resolved) && parent_dir(resolved, dir) == 0)
-        rc = add_rule(rs, dir, LL_READ, why, why_len);
+    int rc = 0;
+    for (int i = -1; i < cfg->num_sites && rc == 0; i++) /* the top level, then each site */
+        rc = allow_level(rs, i < 0 ? cfg : &cfg->sites[i], why, why_len);
+    if (rc == 0 && cfg->config_file) /* SIGHUP re-reads it */
+        rc = add_rule(rs, cfg->config_file, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
     if (rc == 0 && cfg->mime_file)
         rc = add_rule(rs, cfg->mime_file, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
     /* A reload re-reads the TLS pairs, perhaps replaced by new files (certbot's renewals are

@@ -16,7 +16,8 @@ int privs_drop(const char *spec, char *why, size_t why_len);
 
 /* Restricts the process to reading files and directories beneath the directory that holds
  * DOCROOT and beneath the one that holds what DOCROOT resolves to (so a re-pointed symlink or a
- * recreated root stays readable), and to reading the --mime-types file; every write, create,
+ * recreated root stays readable), the same for every site's root, and to reading the
+ * --mime-types, --config and --basic-auth files; every write, create,
  * remove or execute is denied. Returns the Landlock ABI version applied (> 0), 0 when the
  * kernel has no Landlock or a system call filter forbids it (not an error: nothing applied;
  * for a filter, why says so), or -errno with a reason in why. */

@@ -39,6 +39,8 @@ static const char *const variant_suffix[ACCEPT_CODINGS] = {
 
 struct job {
     struct worker *w;
+    const struct vhost *site; /* the site the request's Host picked (rt/site.h) */
+    const struct config *cfg; /* its options */
     const struct http_request *req;
     struct response *r;
     struct static_ctx ctx;
@@ -128,7 +130,7 @@ static void negotiate(struct job *j, struct fentry *e, struct static_file *f);
 
 static void error(struct job *j, int status, const char *extra)
 {
-    const struct config *cfg = j->w->cfg;
+    const struct config *cfg = j->cfg;
     /* The error replaces whatever plan was being built (one that did not fit the buffer):
      * the files that plan held are no longer needed, and the error page may need a slot. */
     release_holds(j->w, j->r);
@@ -175,8 +177,9 @@ static unsigned variants_of(struct job *j, struct fentry *e)
 /* True when e is a body --compress applies to (type, size); memoised in the entry. */
 static bool compressible(struct job *j, struct fentry *e)
 {
-    const struct config *cfg = j->w->cfg;
-    if (!j->w->compress || e->size < cfg->compress_min || e->size > cfg->compress_max)
+    const struct config *cfg = j->cfg;
+    if (!j->w->compress || !cfg->compress || e->size < cfg->compress_min ||
+        e->size > cfg->compress_max)
         return false;
     if (e->compressible < 0)
         e->compressible = e->mime && accept_type_listed(e->mime, cfg->compress_types);
@@ -186,7 +189,7 @@ static bool compressible(struct job *j, struct fentry *e)
 /* The --dictionary pattern e's URL path matches, or NULL. */
 static const char *dictionary_of(struct job *j, const struct fentry *e)
 {
-    const struct config *cfg = j->w->cfg;
+    const struct config *cfg = j->cfg;
     char url[PATH_MAX + 1];
     if (!cfg->num_dictionaries || e->path_len >= sizeof(url) - 1)
         return NULL;
@@ -328,7 +331,7 @@ static int render_listing(struct job *j, const char *path, size_t len, enum auto
 {
     struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
-    long fd = syscall(SYS_openat2, j->w->site->root_fd, len ? path : ".", &how, sizeof(how));
+    long fd = syscall(SYS_openat2, j->site->root_fd, len ? path : ".", &how, sizeof(how));
     if (fd < 0)
         return errno == EACCES ? 403 : 404;
     DIR *d = fdopendir((int)fd);
@@ -371,7 +374,7 @@ static int render_listing(struct job *j, const char *path, size_t len, enum auto
         ents[n++] = e;
     }
     autoindex_sort(ents, n);
-    size_t limit = j->w->cfg->autoindex_limit;
+    size_t limit = j->cfg->autoindex_limit;
     for (; rest < n && shown < limit; rest++) {
         struct autoindex_entry *e = &ents[rest];
         if (e->mtime == INT64_MIN) {
@@ -435,7 +438,7 @@ static void listing(struct job *j, struct fentry *dir, const char *path, size_t 
         .fd = -1,
         .vary = "Accept", /* HTML or JSON */
     };
-    if (j->w->compress && d->len >= j->w->cfg->compress_min) {
+    if (j->w->compress && j->cfg->compress && d->len >= j->cfg->compress_min) {
         /* Compressed for this response, on the loop when that is cheap, else sent as it is. */
         enum accept_coding order[ACCEPT_CODINGS];
         char *packed;
@@ -456,7 +459,7 @@ static void listing(struct job *j, struct fentry *dir, const char *path, size_t 
 
 static bool wants_fallback(struct job *j)
 {
-    return j->w->cfg->fallback &&
+    return j->cfg->fallback &&
            (!j->req->accept.p || accept_quality(j->req->accept, "text/html") > 0);
 }
 
@@ -491,7 +494,7 @@ static void serve_path(struct job *j, const char *path, size_t len, bool slash)
         }
         if (idx)
             fcache_put(j->w->cache, idx);
-        if (j->w->cfg->autoindex) {
+        if (j->cfg->autoindex) {
             listing(j, e, path, len); /* takes e's reference */
             return;
         }
@@ -501,7 +504,7 @@ static void serve_path(struct job *j, const char *path, size_t len, bool slash)
     }
     fcache_put(j->w->cache, e);
     if (status == 404 && wants_fallback(j)) {
-        const char *fb = j->w->cfg->fallback;
+        const char *fb = j->cfg->fallback;
         struct fentry *f = fcache_get(j->w->cache, fb, strlen(fb), j->w->now);
         if (f && f->err == 0 && !f->is_dir) {
             send_file(j, f, 200);
@@ -518,18 +521,21 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
 {
     bool h1 = pol->syntax == RESP_H1;
     j->w = w;
+    j->site = site_route(w, req);
+    j->cfg = j->site->cfg;
     j->req = req;
     j->r = r;
+    r->quiet = false;
     j->query = (struct http_str){NULL, 0};
     j->ctx = (struct static_ctx){
         .syntax = pol->syntax,
         .date = w->date,
         .ok_head = h1 && w->ok_head_len < sizeof(w->ok_head) ? w->ok_head : NULL,
         .ok_head_len = w->ok_head_len,
-        .extra_headers = w->cfg->extra_headers,
-        .extra_len = w->cfg->extra_headers_len,
-        .all_headers = pol->secure && w->cfg->hsts ? w->cfg->hsts_line : NULL,
-        .all_len = w->cfg->hsts_len,
+        .extra_headers = j->cfg->extra_headers,
+        .extra_len = j->cfg->extra_headers_len,
+        .all_headers = pol->secure && j->cfg->hsts ? j->cfg->hsts_line : NULL,
+        .all_len = j->cfg->hsts_len,
         .keep_alive = pol->keep_alive,
         .send_continue = pol->send_continue,
         .head = req && req->method == HTTP_HEAD,
@@ -588,6 +594,9 @@ void serve_request(struct worker *w, const struct http_request *req, const struc
     }
     path[pr.len] = '\0';
     j.query = pr.query;
+    if (site_answer(w, j.site, req, pol->secure, path, pr.len, pr.trailing_slash, pr.query,
+                    &j.ctx, &r->plan, &r->quiet))
+        return; /* health, redirect or basic auth */
     serve_path(&j, path, pr.len, pr.trailing_slash);
 }
 

@@ -26,6 +26,7 @@ struct response {
     struct obs_req obs; /* the request's start and, with the access log on, its line's fields */
     struct fentry *hold[2]; /* cache entries the plan reads from */
     char *heap;             /* a generated body (directory listing), freed on release */
+    bool quiet;             /* not logged (--health) */
     char buf[RESPONSE_BUF];
 };
 

@@ -223,20 +223,6 @@ int accept_coding_q(struct http_str accept_encoding, const char *name)
     return 0;
 }
 
-static int b64_value(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
 
 int accept_dictionary(struct http_str value, unsigned char hash[ACCEPT_DICT_HASH])
 {
@@ -255,7 +241,7 @@ int accept_dictionary(struct http_str value, unsigned char hash[ACCEPT_DICT_HASH
     for (int i = 0; i < 11; i++, p += 4) {
         int v[4];
         for (int k = 0; k < 4; k++)
-            v[k] = i == 10 && k == 3 ? 0 : b64_value(p[k]);
+            v[k] = i == 10 && k == 3 ? 0 : token_b64(p[k]);
         if (v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0)
             return -EINVAL;
         uint32_t bits =

@@ -23,10 +23,18 @@ const char *static_reason(int status)
         return "Partial Content";
     case 301:
         return "Moved Permanently";
+    case 302:
+        return "Found";
     case 304:
         return "Not Modified";
+    case 307:
+        return "Temporary Redirect";
+    case 308:
+        return "Permanent Redirect";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
     case 403:
         return "Forbidden";
     case 404:
@@ -45,6 +53,10 @@ const char *static_reason(int status)
         return "Range Not Satisfiable";
     case 417:
         return "Expectation Failed";
+    case 421:
+        return "Misdirected Request";
+    case 429:
+        return "Too Many Requests";
     case 431:
         return "Request Header Fields Too Large";
     case 500:

@@ -41,4 +41,9 @@ static inline bool token_ieq(const char *p, size_t n, const char *lit, size_t li
     return true;
 }
 
+/* The value 0..63 of a base64 digit (RFC 4648 4: A-Z, a-z, 0-9, '+', '/'), or -1 for any
+ * other byte ('=' included). Shared by the dictionary hash (accept.c) and Basic credentials
+ * (rt/auth.c). */
+int token_b64(char c);
+
 #endif

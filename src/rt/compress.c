@@ -27,6 +27,7 @@
 #include "rt/errlog.h"
 #include "rt/fcache.h"
 #include "rt/file.h"
+#include "rt/offload.h"
 #include "rt/site.h"
 #include "rt/worker.h"
 
@@ -35,7 +36,7 @@
 #define DCZ_WINDOW_LOG 23  /* 8 MiB: what RFC 9842 lets a dcz decoder insist on */
 
 struct cjob {
-    struct cjob *next;  /* todo or done queue (under the lock) */
+    struct offload_job job; /* first: the offload threads run it (run_job) */
     struct cjob *inext; /* the worker's in-flight list (worker thread only) */
     struct fentry *base;
     int coding;
@@ -57,14 +58,7 @@ struct cjob {
 };
 
 struct compressor {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct cjob *todo, **todo_tail;
-    struct cjob *done;
-    bool stop;
-    bool started;
-    pthread_t thread;
-    int wake_fd;
+    struct offload q; /* the compressor thread: one, started on first use */
     /* worker thread only */
     struct cjob *inflight;
     unsigned count;
@@ -328,30 +322,9 @@ out:
     j->ns = cpu_ns() - t0;
 }
 
-static void *thread_main(void *arg)
+static void run_offloaded(struct offload_job *oj)
 {
-    struct compressor *c = arg;
-    pthread_mutex_lock(&c->mu);
-    for (;;) {
-        while (!c->stop && !c->todo)
-            pthread_cond_wait(&c->cv, &c->mu);
-        if (c->stop)
-            break;
-        struct cjob *j = c->todo;
-        if (!(c->todo = j->next))
-            c->todo_tail = &c->todo;
-        pthread_mutex_unlock(&c->mu);
-        run_job(j);
-        pthread_mutex_lock(&c->mu);
-        j->next = c->done;
-        c->done = j;
-        uint64_t one = 1;
-        if (write(c->wake_fd, &one, sizeof(one)) < 0) {
-            /* EAGAIN: the counter is full, so the loop is woken anyway */
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    return NULL;
+    run_job((struct cjob *)oj);
 }
 
 struct compressor *compress_new(void)
@@ -359,32 +332,18 @@ struct compressor *compress_new(void)
     struct compressor *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
-    if (pthread_mutex_init(&c->mu, NULL) != 0)
-        goto err_free;
-    if (pthread_cond_init(&c->cv, NULL) != 0)
-        goto err_mutex;
-    c->todo_tail = &c->todo;
-    c->wake_fd = -1;
+    if (offload_init(&c->q, 1, -1) != 0) { /* the wake fd is the worker's, at first use */
+        free(c);
+        return NULL;
+    }
     return c;
-
-err_mutex:
-    pthread_mutex_destroy(&c->mu);
-err_free:
-    free(c);
-    return NULL;
 }
 
 void compress_free(struct worker *w, struct compressor *c)
 {
     if (!c)
         return;
-    if (c->started) {
-        pthread_mutex_lock(&c->mu);
-        c->stop = true;
-        pthread_cond_signal(&c->cv);
-        pthread_mutex_unlock(&c->mu);
-        pthread_join(c->thread, NULL);
-    }
+    offload_fini(&c->q);
     while (c->inflight) {
         struct cjob *j = c->inflight;
         c->inflight = j->inext;
@@ -393,9 +352,6 @@ void compress_free(struct worker *w, struct compressor *c)
         free(j->out);
         job_free(j);
     }
-    assert(c->count == 0); /* every job counted is on the in-flight list, and only those */
-    pthread_cond_destroy(&c->cv);
-    pthread_mutex_destroy(&c->mu);
     free(c);
 }
 
@@ -449,13 +405,10 @@ void compress_collect(struct worker *w)
     struct compressor *c = w->compress;
     if (!c || !c->count)
         return;
-    pthread_mutex_lock(&c->mu);
-    struct cjob *done = c->done;
-    c->done = NULL;
-    pthread_mutex_unlock(&c->mu);
+    struct cjob *done = (struct cjob *)offload_done(&c->q);
     while (done) {
         struct cjob *j = done;
-        done = j->next;
+        done = (struct cjob *)j->job.next;
         unlink_inflight(c, j);
         finish(w, j);
         fcache_put(w->cache, j->base);
@@ -491,7 +444,7 @@ int compress_request(struct worker *w, struct fentry *base, int coding,
     };
     if (coding == COMPRESS_DCZ) {
         memcpy(j->dict_hash, dict_hash, ACCEPT_DICT_HASH);
-        if ((j->root_fd = fcntl(w->site->root_fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        if ((j->root_fd = fcntl(fcache_root_fd(w->cache), F_DUPFD_CLOEXEC, 0)) < 0) {
             free(j);
             return -errno;
         }
@@ -511,22 +464,15 @@ int compress_request(struct worker *w, struct fentry *base, int coding,
         job_free(j);
         return -EAGAIN;
     }
-    if (!c->started) {
-        c->wake_fd = w->wake_fd;
-        if (pthread_create(&c->thread, NULL, thread_main, c) != 0) {
-            job_free(j);
-            return -EAGAIN;
-        }
-        c->started = true;
+    c->q.wake_fd = w->wake_fd;
+    j->job.run = run_offloaded;
+    if (offload_submit(&c->q, &j->job, c->count + 1) != 0) {
+        job_free(j);
+        return -EAGAIN;
     }
     fcache_hold(base); /* the job's reference, dropped in compress_collect */
     j->inext = c->inflight;
     c->inflight = j;
     c->count++;
-    pthread_mutex_lock(&c->mu);
-    *c->todo_tail = j;
-    c->todo_tail = &j->next;
-    pthread_cond_signal(&c->cv);
-    pthread_mutex_unlock(&c->mu);
     return -EINPROGRESS;
 }

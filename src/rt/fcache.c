@@ -26,6 +26,7 @@
 
 struct fcache {
     int root_fd;
+    uint32_t root; /* the site root_fd belongs to (fcache_root) */
     const struct mime_table *mime;
     size_t max_bytes;
     size_t max_file;
@@ -129,7 +130,19 @@ void fcache_reset(struct fcache *fc, int root_fd, const struct mime_table *mime)
         unlink_entry(fc, fc->vlru.lru_prev);
     assert(fc->entries == 0);
     fc->root_fd = root_fd;
+    fc->root = 0;
     fc->mime = mime;
+}
+
+void fcache_root(struct fcache *fc, uint32_t id, int root_fd)
+{
+    fc->root = id;
+    fc->root_fd = root_fd;
+}
+
+int fcache_root_fd(const struct fcache *fc)
+{
+    return fc->root_fd;
 }
 
 static void evict(struct fcache *fc, size_t want_bytes)
@@ -149,6 +162,7 @@ static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint
     memcpy(e->path, path, len);
     e->path_len = len;
     e->hash = hash;
+    e->root = fc->root;
     e->fd = -1;
     e->checked = now;
     e->variants_checked = -1;
@@ -225,9 +239,10 @@ static bool still_valid(struct fcache *fc, const struct fentry *e)
 
 struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64_t now)
 {
-    uint32_t hash = hash_path(path, len);
+    uint32_t hash = hash_path(path, len) ^ (fc->root * 0x9e3779b1u);
     struct fentry *e = fc->bucket[hash & (BUCKETS - 1)];
-    while (e && !(e->hash == hash && e->path_len == len && memcmp(e->path, path, len) == 0))
+    while (e && !(e->hash == hash && e->root == fc->root && !e->is_variant &&
+                  e->path_len == len && memcmp(e->path, path, len) == 0))
         e = e->hnext;
 
     if (e && e->checked != now) {

@@ -33,6 +33,7 @@ struct fentry {
     struct fentry *lru_next, *lru_prev; /* LRU list, oldest first after the head */
     uint32_t hash;
     uint32_t refs;
+    uint32_t root;                 /* the site (fcache_root) whose root path is relative to */
     bool is_dir;
     bool is_variant; /* a compressed variant: data holds it, fd is -1 */
     int err;         /* 0, or -errno for a remembered miss */
@@ -73,6 +74,13 @@ void fcache_free(struct fcache *fc);
  * flight stay alive, with their open file, until fcache_put, so a response that started on the
  * old root ends on it. */
 void fcache_reset(struct fcache *fc, int root_fd, const struct mime_table *mime);
+
+/* Looks files up beneath root_fd, the root of site `id`, from now on (until the next call):
+ * entries of different sites are kept apart by id. A request's routing calls it first. */
+void fcache_root(struct fcache *fc, uint32_t id, int root_fd);
+
+/* The root fcache_root selected (a compression job's dictionary is looked up beneath it). */
+int fcache_root_fd(const struct fcache *fc);
 
 /* The entry for path (relative, normalised, "" for the root), validated against the disk if it
  * was last checked before `now`. A miss is an entry with err set (-ENOENT, -EACCES, ...).

@@ -70,7 +70,7 @@ static bool start(struct worker *w, struct conn *c, struct response *r, uint8_t 
     q->start_ns = mono_ns();
     q->method = method;
     q->reused = c->obs.requests++ > 0;
-    q->captured = w->alog != NULL;
+    q->captured = w->alog != NULL && !r->quiet;
     if (q->captured && !c->obs.peer_known)
         peer_of(c);
     return q->captured;

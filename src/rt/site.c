@@ -1,43 +1,27 @@
-/* Document root and MIME table as one reloadable unit; see site.h. */
+/* Document roots, MIME table and the configured sites as one reloadable unit; see site.h. */
 #include "rt/site.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cfgfile.h"
 #include "config.h"
+#include "core/accept.h"
+#include "core/path.h"
+#include "rt/auth.h"
+#include "rt/htpasswd.h"
+#include "rt/errlog.h"
+#include "rt/fcache.h"
+#include "rt/worker.h"
 #include "rt/file.h"
-
-static struct site *site_new(int root_fd)
-{
-    struct stat st;
-    struct site *s = calloc(1, sizeof(*s));
-    if (!s)
-        return NULL;
-    atomic_init(&s->refs, 1);
-    s->root_fd = root_fd;
-    if (fstat(root_fd, &st) == 0) {
-        s->dev = st.st_dev;
-        s->ino = st.st_ino;
-    }
-    return s;
-}
-
-struct site *site_adopt(struct config *cfg)
-{
-    struct site *s = site_new(cfg->docroot_fd);
-    if (!s)
-        return NULL;
-    s->mime = cfg->mime_extra;
-    memset(&cfg->mime_extra, 0, sizeof(cfg->mime_extra));
-    cfg->docroot_fd = -1;
-    return s;
-}
 
 /* A file the configuration names below the root must be readable if it is there; one that is
  * missing was allowed at start too (the error page or fallback then is the built-in answer). */
@@ -54,28 +38,121 @@ static int check_file(int root_fd, const char *opt, const char *path, char *why,
     return fd;
 }
 
-int site_open(const struct config *cfg, struct site **out, char *why, size_t why_len)
+/* The site's header lines without any Cache-Control, then "Cache-Control: value". */
+static char *cache_block(const struct config *c, const char *value, size_t *len)
 {
-    int rc, fd = open(cfg->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    struct site *s;
+    size_t vl = strlen(value), cap = c->extra_headers_len + vl + sizeof("Cache-Control: \r\n");
+    char *out = malloc(cap), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *p = c->extra_headers, *end = p + c->extra_headers_len; p && p < end;) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        size_t n = eol ? (size_t)(eol - p) + 1 : (size_t)(end - p);
+        if (strncasecmp(p, "cache-control:", 14) != 0) {
+            memcpy(o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    o += sprintf(o, "Cache-Control: %s\r\n", value);
+    *len = (size_t)(o - out);
+    return out;
+}
 
-    if (fd < 0) {
+/* Opens v's root (or takes fd >= 0) and what its options name. */
+static int vhost_open(struct vhost *v, const struct config *c, int fd, uint32_t id, char *why,
+                      size_t why_len)
+{
+    struct stat st;
+    int rc = 0;
+    v->cfg = c;
+    v->id = id;
+    v->root_fd = fd >= 0 ? fd : open(c->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (v->root_fd < 0) {
         rc = -errno;
-        snprintf(why, why_len, "cannot use document root '%s': %s", cfg->docroot, strerror(-rc));
+        snprintf(why, why_len, "cannot use document root '%s': %s", c->docroot, strerror(-rc));
         return rc;
     }
-    if (!(s = site_new(fd))) {
-        close(fd);
+    if (fstat(v->root_fd, &st) == 0) {
+        v->dev = st.st_dev;
+        v->ino = st.st_ino;
+    }
+    for (int i = 0; i < c->num_error_pages && !rc; i++)
+        rc = check_file(v->root_fd, "--error-page", c->error_pages[i].path, why, why_len);
+    if (!rc && c->fallback)
+        rc = check_file(v->root_fd, "--fallback", c->fallback, why, why_len);
+    for (int i = 0; i < c->num_cache_rules && !rc; i++)
+        if (!(v->cache_headers[i] = cache_block(c, c->cache_rules[i].value, &v->cache_len[i])))
+            rc = -ENOMEM;
+    for (int i = 0; i < c->num_auths && !rc; i++)
+        rc = auth_file_load(c->auths[i].htpasswd, &v->auth[i], why, why_len);
+    v->rules = c->canonical_host || c->num_redirects || c->num_auths || c->num_cache_rules;
+    snprintf(v->challenge, sizeof(v->challenge),
+             "WWW-Authenticate: Basic realm=\"%.255s\", charset=\"UTF-8\"\r\n", c->auth_realm);
+    if (rc == -ENOMEM)
+        snprintf(why, why_len, "out of memory");
+    return rc;
+}
+
+static void vhost_close(struct vhost *v)
+{
+    if (v->root_fd >= 0)
+        close(v->root_fd);
+    for (int i = 0; i < CONFIG_MAX_RULES; i++) {
+        free(v->cache_headers[i]);
+        auth_file_free(v->auth[i]);
+    }
+}
+
+/* A site for cfg (its sites, or itself as the one site); root_fd >= 0 is the top level's
+ * already open root, taken over. */
+static int build(const struct config *cfg, int root_fd, struct site **out, char *why,
+                 size_t why_len)
+{
+    struct site *s = calloc(1, sizeof(*s));
+    int n = cfg->num_sites ? cfg->num_sites : 1, names = 0, rc = -ENOMEM;
+    if (!s || !(s->vh = calloc((size_t)n, sizeof(*s->vh)))) {
+        free(s);
+        if (root_fd >= 0)
+            close(root_fd);
         snprintf(why, why_len, "out of memory");
         return -ENOMEM;
     }
-    if (cfg->mime_file && (rc = config_load_mime(cfg->mime_file, &s->mime, why, why_len)) != 0)
+    atomic_init(&s->refs, 1);
+    for (int i = 0; i < n; i++)
+        s->vh[i].root_fd = -1;
+    if (cfg->num_sites && root_fd >= 0)
+        close(root_fd); /* the top level's root is not served when sites are */
+    else
+        s->vh[0].root_fd = root_fd; /* closed with the site from here on */
+    for (int i = 0; i < cfg->num_sites; i++) {
+        names += cfg->sites[i].num_hosts;
+        if (cfg->sites[i].is_default)
+            s->dflt = i;
+    }
+    size_t nslots = vhost_slots_for((size_t)names);
+    if (!(s->slots = calloc(nslots, sizeof(*s->slots)))) {
+        snprintf(why, why_len, "out of memory");
         goto fail;
-    for (int i = 0; i < cfg->num_error_pages; i++)
-        if ((rc = check_file(fd, "--error-page", cfg->error_pages[i].path, why, why_len)) != 0)
+    }
+    vhost_table_init(&s->hosts, s->slots, nslots);
+    s->nvh = n;
+    for (int i = 0; i < n; i++) {
+        const struct config *c = cfg->num_sites ? &cfg->sites[i] : cfg;
+        if ((rc = vhost_open(&s->vh[i], c, s->vh[i].root_fd, (uint32_t)i, why, why_len)) != 0)
             goto fail;
-    if (cfg->fallback && (rc = check_file(fd, "--fallback", cfg->fallback, why, why_len)) != 0)
-        goto fail;
+        s->any_auth |= c->num_auths > 0;
+        for (int h = 0; h < c->num_hosts; h++)
+            if (vhost_table_add(&s->hosts, c->hosts[h], i) != 0) {
+                snprintf(why, why_len, "host '%s' is named twice", c->hosts[h]);
+                rc = -EINVAL;
+                goto fail;
+            }
+    }
+    s->health_len = cfg->health ? strlen(cfg->health) - 1 : 0;
+    s->root_fd = s->vh[s->dflt].root_fd;
+    s->dev = s->vh[s->dflt].dev;
+    s->ino = s->vh[s->dflt].ino;
     *out = s;
     return 0;
 
@@ -84,12 +161,60 @@ fail:
     return rc;
 }
 
+struct site *site_adopt(struct config *cfg)
+{
+    struct site *s;
+    char why[512] = "";
+    int fd = cfg->docroot_fd;
+    cfg->docroot_fd = -1;
+    if (build(cfg, fd, &s, why, sizeof(why)) != 0) {
+        fprintf(stderr, "ringhttpd: %s\n", why);
+        return NULL;
+    }
+    s->mime = cfg->mime_extra;
+    memset(&cfg->mime_extra, 0, sizeof(cfg->mime_extra));
+    return s;
+}
+
+int site_open(const struct config *cfg, struct site **out, char *why, size_t why_len)
+{
+    struct config *fresh = NULL;
+    struct site *s;
+    int rc;
+
+    if (cfg->config_file) { /* SIGHUP re-reads the file, the command line over it */
+        char note[512] = "";
+        if (config_reread(cfg, &fresh, note, sizeof(note)) != 0) {
+            snprintf(why, why_len, "%s", note);
+            return -EINVAL;
+        }
+        if (note[0])
+            errlog(ERRLOG_WARN, "reload: %s", note);
+    }
+    if ((rc = build(fresh ? fresh : cfg, -1, &s, why, why_len)) != 0) {
+        config_destroy(fresh);
+        return rc;
+    }
+    s->owned = fresh;
+    if (cfg->mime_file && (rc = config_load_mime(cfg->mime_file, &s->mime, why, why_len)) != 0) {
+        site_put(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
 int site_moved(const struct config *cfg, const struct site *s)
 {
     struct stat st;
-    if (stat(cfg->docroot, &st) != 0)
-        return -errno;
-    return st.st_dev != s->dev || st.st_ino != s->ino;
+    (void)cfg;
+    for (int i = 0; i < s->nvh; i++) {
+        if (stat(s->vh[i].cfg->docroot, &st) != 0)
+            return -errno;
+        if (st.st_dev != s->vh[i].dev || st.st_ino != s->vh[i].ino)
+            return 1;
+    }
+    return 0;
 }
 
 void site_put(struct site *s)
@@ -100,10 +225,175 @@ void site_put(struct site *s)
     assert(refs > 0);
     if (refs != 1)
         return;
-    if (s->root_fd >= 0)
-        close(s->root_fd);
+    for (int i = 0; i < s->nvh; i++)
+        vhost_close(&s->vh[i]);
+    free(s->vh);
+    free(s->slots);
     mime_table_free(&s->mime);
+    config_destroy(s->owned);
     free(s);
+}
+
+/* ---- per request (worker thread) ---- */
+
+const struct vhost *site_route(struct worker *w, const struct http_request *req)
+{
+    const struct site *s = w->site;
+    const struct vhost *v = &s->vh[s->dflt];
+    if (req && s->nvh > 1) {
+        struct http_str h = vhost_request_host(req);
+        if (h.p && h.len == w->route.len && w->route.gen == w->site_gen &&
+            memcmp(h.p, w->route.host, h.len) == 0) {
+            v = &s->vh[w->route.vh];
+        } else {
+            char key[VHOST_NAME_MAX + 1];
+            size_t n = vhost_key(h, key);
+            int i = n ? vhost_lookup(&s->hosts, key, n) : -1;
+            if (i >= 0)
+                v = &s->vh[i];
+            if (h.p && h.len <= sizeof(w->route.host)) {
+                memcpy(w->route.host, h.p, h.len);
+                w->route.len = (uint8_t)h.len;
+                w->route.vh = (int16_t)(v - s->vh);
+                w->route.gen = w->site_gen;
+            }
+        }
+    }
+    fcache_root(w->cache, v->id, v->root_fd);
+    return v;
+}
+
+/* "/" + path (+ "/" for a directory's slash form) into buf; its length, 0 when too long. */
+static size_t url_path(char *buf, size_t cap, const char *path, size_t len, bool slash)
+{
+    if (len + 3 > cap)
+        return 0;
+    buf[0] = '/';
+    memcpy(buf + 1, path, len);
+    size_t n = len + 1;
+    if (slash && len)
+        buf[n++] = '/';
+    buf[n] = '\0';
+    return n;
+}
+
+static bool redirect_to(const char *loc, size_t n, int status, struct static_ctx *ctx,
+                        struct plan *plan)
+{
+    char line[sizeof("Location: \r\n") + 3 * PATH_MAX + 3 * HTTP1_MAX_TARGET];
+    if (n == 0 || n + sizeof("Location: \r\n") > sizeof(line))
+        return static_status_plan(414, NULL, ctx, plan) != 0;
+    memcpy(line, "Location: ", 10);
+    memcpy(line + 10, loc, n);
+    memcpy(line + 10 + n, "\r\n", 3);
+    return static_status_plan(status, line, ctx, plan) != 0;
+}
+
+/* A site's canonical host, redirects, basic auth and cache rules. Apart from site_answer so
+ * that its Location buffers (tens of KB of stack, probed page by page) cost nothing to a site
+ * that has none of them. */
+static __attribute__((noinline)) bool site_rules(struct worker *w, const struct vhost *v,
+                                                 const struct http_request *req, bool secure,
+                                                 const char *path, size_t len, bool slash,
+                                                 struct http_str query, struct static_ctx *ctx,
+                                                 struct plan *plan)
+{
+    const struct config *c = v->cfg;
+    char url[PATH_MAX + 4];
+    char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET + VHOST_NAME_MAX + 16];
+    bool granted = w->route.granted == req; /* site_defer verified this very request */
+    w->route.granted = NULL;
+
+    if (c->canonical_host) {
+        char key[VHOST_NAME_MAX + 1];
+        size_t n = vhost_key(vhost_request_host(req), key);
+        if (n != strlen(c->canonical_host) || strncasecmp(key, c->canonical_host, n) != 0) {
+            size_t pl = url_path(url, sizeof(url), path, len, slash);
+            const char *scheme = secure ? "https" : "http";
+            return redirect_to(loc,
+                               pl ? vhost_canonical(scheme, c->canonical_host, url + 1, pl - 1,
+                                                    query, loc, sizeof(loc))
+                                  : 0,
+                               301, ctx, plan);
+        }
+    }
+    size_t ul = url_path(url, sizeof(url), path, len, slash);
+    for (int i = 0; i < c->num_redirects && ul; i++) {
+        struct http_str rest;
+        if (vhost_from_matches(c->redirects[i].from, url, ul, &rest))
+            return redirect_to(loc,
+                               vhost_location(c->redirects[i].to, rest, query, loc, sizeof(loc)),
+                               c->redirects[i].status, ctx, plan);
+    }
+    for (int i = 0; i < c->num_auths && ul; i++) {
+        size_t pl = strlen(c->auths[i].prefix);
+        if (ul < pl || memcmp(url, c->auths[i].prefix, pl) != 0)
+            continue;
+        switch (granted ? AUTH_GRANTED : auth_check(w, NULL, v->auth[i], req)) {
+        case AUTH_GRANTED:
+            break;
+        case AUTH_BUSY:
+            return static_status_plan(429, "Retry-After: 1\r\n", ctx, plan) != 0;
+        default:
+            return static_status_plan(401, v->challenge, ctx, plan) != 0;
+        }
+        break; /* the first prefix that matches decides */
+    }
+    for (int i = 0; i < c->num_cache_rules && ul; i++) {
+        if (accept_path_match(c->cache_rules[i].pattern, url, ul)) {
+            ctx->extra_headers = v->cache_headers[i];
+            ctx->extra_len = v->cache_len[i];
+            break;
+        }
+    }
+    return false;
+}
+
+bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
+                 bool secure, const char *path, size_t len, bool slash, struct http_str query,
+                 struct static_ctx *ctx, struct plan *plan, bool *quiet)
+{
+    const char *health = w->cfg->health; /* "/healthz": compared without its '/' */
+    if (health && len == w->site->health_len && !slash && memcmp(health + 1, path, len) == 0) {
+        static const char ok[] = "ok\n";
+        struct static_file f = {.size = 2 + 1, .content_type = "text/plain", .data = ok, .fd = -1};
+        *quiet = true; /* a probe every few seconds is not worth a log line */
+        ctx->extra_headers = "Cache-Control: no-store\r\n";
+        ctx->extra_len = strlen(ctx->extra_headers);
+        if (w->draining)
+            return static_status_plan(503, NULL, ctx, plan) != 0;
+        return static_body_plan(200, &f, ctx, plan) != 0;
+    }
+    if (!v->rules)
+        return false; /* the common case: a site without redirects, auth or cache rules */
+    return site_rules(w, v, req, secure, path, len, slash, query, ctx, plan);
+}
+
+bool site_defer(struct worker *w, struct conn *c, const struct http_request *req)
+{
+    const struct site *s = w->site;
+    w->route.granted = NULL;
+    if (!s->any_auth)
+        return false; /* the common case: no site has --basic-auth, nothing to route here */
+    const struct vhost *v = site_route(w, req);
+    const struct config *cfg = v->cfg;
+    if (!cfg->num_auths)
+        return false; /* the common case: one branch */
+    char path[PATH_MAX], url[PATH_MAX + 4];
+    struct path_result pr;
+    if (path_normalize(req->target, path, sizeof(path) - 1, &pr) != 0)
+        return false;
+    size_t ul = url_path(url, sizeof(url), path, pr.len, pr.trailing_slash);
+    for (int i = 0; i < cfg->num_auths && ul; i++) {
+        size_t pl = strlen(cfg->auths[i].prefix);
+        if (ul >= pl && memcmp(url, cfg->auths[i].prefix, pl) == 0) {
+            enum auth_verdict verdict = auth_check(w, c, v->auth[i], req);
+            /* serve_request answers this very request next: it need not hash it again */
+            w->route.granted = verdict == AUTH_GRANTED ? req : NULL;
+            return verdict == AUTH_WAIT;
+        }
+    }
+    return false;
 }
 
 void site_slot_init(struct site_slot *slot, struct site *first)

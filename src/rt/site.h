@@ -1,6 +1,8 @@
-/* site: what a reload may change under running workers: the document root (opened from the path
- * given on the command line, so a re-pointed symlink or a recreated directory takes effect) and
- * the --mime-types table. A new site is published as a whole; workers switch at their next tick.
+/* site: what a reload may change under running workers: the document roots (opened from the
+ * paths configured, so a re-pointed symlink or a recreated directory takes effect), the
+ * --mime-types table and, with --config, the sites the file describes (issue 19): their options,
+ * host names and htpasswd files. A new site is published as a whole; workers switch at their
+ * next tick, and a request is answered by the site it was routed to.
  * Must not: be changed once published (build a new one), or be freed while a worker holds it.
  * Ownership: refcounted. The publishing slot holds one reference to the current site, each
  * worker one to the site it serves from; the last site_put frees it (any thread may). */
@@ -13,16 +15,46 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "config.h"
+#include "core/http1.h"
 #include "core/mime.h"
+#include "core/static.h"
+#include "core/vhost.h"
 
-struct config;
+struct auth_file;
+struct worker;
+struct conn;
+struct plan;
+
+/* One site of the configuration (or the only one, without a sites section). */
+struct vhost {
+    const struct config *cfg; /* its options */
+    int root_fd;              /* O_PATH directory fd its files are opened beneath */
+    dev_t dev;                /* what its root path named when it was opened */
+    ino_t ino;
+    uint32_t id; /* its index: the file cache keeps its files apart by it */
+    /* per --cache-control-for rule: the site's header lines with that Cache-Control */
+    char *cache_headers[CONFIG_MAX_RULES];
+    size_t cache_len[CONFIG_MAX_RULES];
+    struct auth_file *auth[CONFIG_MAX_RULES]; /* per --basic-auth rule */
+    bool rules; /* any canonical host, redirect, basic auth or cache rule to look at */
+    char challenge[sizeof("WWW-Authenticate: Basic realm=\"\", charset=\"UTF-8\"\r\n") + 256];
+};
 
 struct site {
     atomic_uint refs;
-    int root_fd; /* O_PATH directory fd every file is opened beneath */
-    dev_t dev;   /* what the DOCROOT path named when the site was opened */
+    int root_fd; /* the default vhost's root (not a separate fd) */
+    dev_t dev;
     ino_t ino;
     struct mime_table mime;
+    struct config *owned; /* a re-read configuration file, freed with the site */
+    struct vhost *vh;
+    int nvh;
+    int dflt;          /* where a Host no site names goes */
+    size_t health_len; /* of --health without its leading '/' */
+    bool any_auth;     /* some site has --basic-auth (else site_defer has nothing to do) */
+    struct vhost_table hosts;
+    struct vhost_slot *slots;
 };
 
 /* Takes over cfg's document root fd and --mime-types table (startup opened and checked them);
@@ -39,6 +71,29 @@ int site_open(const struct config *cfg, struct site **out, char *why, size_t why
 int site_moved(const struct config *cfg, const struct site *s);
 
 void site_put(struct site *s);
+
+/* The site req names (the default one for NULL, or a Host no site names), with the worker's
+ * file cache switched to its root.
+ * TLS (issue 14) plugs in here: a site's certificate keys (tls-cert/tls-key, added to config.c's
+ * per_site()) are loaded with the site; the SNI callback finds the site with the same
+ * vhost_key + vhost_lookup over site->hosts and picks its certificate; a request routed to a site
+ * whose certificate does not cover the connection's SNI site answers 421 (the request policy
+ * would carry the SNI site, as it carries pol.secure). */
+const struct vhost *site_route(struct worker *w, const struct http_request *req);
+
+/* What a site answers before looking for a file, in this order: --health, the canonical host,
+ * --redirect rules, --basic-auth. path[0..len) is the normalised path (no leading '/'), slash
+ * whether the target ended in '/', secure whether it came over TLS (the scheme of a
+ * canonical-host redirect). Returns true with r's plan written into ctx when it
+ * answered; false to serve the file, with ctx's extra headers replaced when a
+ * --cache-control-for rule matches path. */
+bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
+                 bool secure, const char *path, size_t len, bool slash, struct http_str query,
+                 struct static_ctx *ctx, struct plan *plan, bool *quiet);
+
+/* Whether c's request must wait for work off the loop (a password being verified) before it
+ * can be answered; then it stays unparsed in c's input and conn_resume continues it. */
+bool site_defer(struct worker *w, struct conn *c, const struct http_request *req);
 
 /* Where the current site is published for the workers. */
 struct site_slot {

@@ -24,6 +24,7 @@
 #include "rt/compress.h"
 #include "rt/fcache.h"
 #include "rt/obs.h"
+#include "rt/auth.h"
 #include "rt/site.h"
 #include "serve.h"
 
@@ -161,11 +162,14 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
         goto err_mem;
     if (cfg->compress && !(w->compress = compress_new()))
         goto err_cache;
+    if (!(w->auth = auth_state_new(w->wake_fd)))
+        goto err_compress;
     if ((rc = eng->init(w)) < 0)
         goto err_compress;
     return 0;
 
 err_compress:
+    auth_state_free(w->auth);
     compress_free(w, w->compress);
 err_cache:
     fcache_free(w->cache);
@@ -195,6 +199,7 @@ void worker_fini(struct worker *w)
                fcache_variant_bytes(w->cache), (double)stat_get(&st->compress_ns) / 1e6);
     }
     compress_free(w, w->compress);
+    auth_state_free(w->auth);
     fcache_free(w->cache);
     conn_held_close(w);
     /* A worker that drained has every buffer back (one that stopped on an error may not). */
@@ -216,10 +221,12 @@ void worker_fini(struct worker *w)
 static void start_drain(struct worker *w, int how)
 {
     w->draining = true;
-    w->drain_deadline = w->now + w->cfg->drain_timeout;
+    w->drain_deadline = w->now + w->cfg->drain_delay + w->cfg->drain_timeout;
     /* Alone on the port, there is nobody to hand connections to: the listener closes at once
-     * (after what is queued in it is accepted), so a plain stop takes milliseconds. */
-    w->listen_close_at = w->now + (how == WORKER_HANDOVER ? 2 : 0);
+     * (after what is queued in it is accepted), so a plain stop takes milliseconds. With
+     * --drain-delay it stays open that long, the health path answering 503 (issue 19). */
+    unsigned grace = how == WORKER_HANDOVER ? 2 : 0;
+    w->listen_close_at = w->now + (w->cfg->drain_delay > grace ? w->cfg->drain_delay : grace);
     conn_held_close(w); /* sockets that waited for a slot: no slot is coming */
     for (uint32_t i = 0; i < w->cfg->max_conns; i++) {
         struct conn *c = &w->conns[i];
@@ -271,6 +278,7 @@ static void switch_site(struct worker *w)
     unsigned gen;
     struct site *s = site_acquire(w->sites, &gen);
     fcache_reset(w->cache, s->root_fd, &s->mime);
+    auth_forget(w->auth); /* the htpasswd files may have changed */
     site_put(w->site);
     w->site = s;
     w->site_gen = gen;
@@ -281,6 +289,7 @@ bool worker_tick(struct worker *w)
     read_clock(w);
     obs_tick(w, false);
     compress_collect(w);
+    auth_collect(w);
     if (atomic_load_explicit(&w->sites->gen, memory_order_relaxed) != w->site_gen)
         switch_site(w);
     int stop = atomic_load_explicit(&w->stop, memory_order_relaxed);

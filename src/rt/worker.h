@@ -124,6 +124,17 @@ struct worker {
     struct errlog_limit log_accept, log_full, log_heads;
     struct fcache *cache;
     struct compressor *compress; /* NULL with --compress off */
+    struct authstate *auth;      /* --basic-auth verifications (rt/auth.h) */
+    /* The last Host routed and the site it named (rt/site.c): a keep-alive client names the
+     * same one request after request, and a match costs a memcmp instead of a lookup. */
+    struct {
+        char host[64];
+        uint8_t len;
+        int16_t vh;
+        unsigned gen; /* w->site_gen it was routed under; 0: none */
+        /* site_defer found this request's credentials verified: serve's check is done */
+        const struct http_request *granted;
+    } route;
 
     struct http_request req; /* scratch for the request being parsed */
     struct accesslog *alog;  /* the process's access log, or NULL when off */

@@ -296,3 +296,38 @@ TEST(fcache_variants_are_keyed_by_version_and_bounded)
 
     teardown(&f);
 }
+
+/* Issue 19: two sites' roots in one cache. The same relative path is a different entry per
+ * site (fcache_root's id), each revalidated beneath its own root, and a miss in one site is not
+ * a miss in the other. */
+TEST(fcache_sites_are_kept_apart)
+{
+    struct fixture a, b;
+    setup(&a, 1 << 20, 1 << 16);
+    setup(&b, 1 << 20, 1 << 16);
+    put_file(&a, "index.html", "site A");
+    put_file(&b, "index.html", "site B, longer");
+    put_file(&b, "only-b.txt", "b");
+    fcache_root(a.fc, 1, b.root);
+    struct fentry *eb = get(&a, "index.html", 1);
+    fcache_root(a.fc, 0, a.root);
+    struct fentry *ea = get(&a, "index.html", 1);
+    CHECK(ea != eb);
+    CHECK_MEM(ea->data, ea->size, "site A");
+    CHECK_MEM(eb->data, eb->size, "site B, longer");
+    struct fentry *miss = get(&a, "only-b.txt", 1);
+    CHECK_INT(miss->err, -ENOENT);
+    fcache_root(a.fc, 1, b.root);
+    struct fentry *hit = get(&a, "only-b.txt", 2);
+    CHECK_INT(hit->err, 0);
+    struct fentry *again = get(&a, "index.html", 2); /* revalidated beneath b's root */
+    CHECK(again == eb);
+    CHECK_INT(fcache_root_fd(a.fc), b.root);
+    fcache_put(a.fc, again);
+    fcache_put(a.fc, hit);
+    fcache_put(a.fc, miss);
+    fcache_put(a.fc, ea);
+    fcache_put(a.fc, eb);
+    teardown(&a);
+    teardown(&b);
+}

@@ -1,0 +1,360 @@
+/* The YAML configuration file; see cfgfile.h. libyaml builds the document (aliases stay
+ * references to one node), and the walk below is three levels deep at most: top level, a
+ * site, a value's list or mapping; anything deeper is an error, never a recursion. */
+#include "cfgfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "config.h"
+#include "rt/htpasswd.h"
+
+/* Values applied from one file, aliases counted each time: more is a hostile document. */
+#define MAX_VALUES 20000
+
+struct cfgfile {
+    yaml_document_t doc;
+    const char *name;
+    int sites; /* node id of the 'sites' sequence, 0 when there is none */
+    unsigned values;
+};
+
+static int line_of(const yaml_node_t *n)
+{
+    return (int)n->start_mark.line + 1;
+}
+
+static int fail(const struct cfgfile *f, const yaml_node_t *n, const char *key, const char *why)
+{
+    fprintf(stderr, "ringhttpd: %s:%d: %s: %s\n", f->name, line_of(n), key, why);
+    return 2;
+}
+
+static const char *scalar(const yaml_node_t *n)
+{
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static int set(struct config *cfg, struct cfgfile *f, const yaml_node_t *at, const char *key,
+               const char *value)
+{
+    if (++f->values > MAX_VALUES)
+        return fail(f, at, key, "too many values (aliases?)");
+    cfg->src->line = line_of(at);
+    cfg->src->key = key;
+    return config_set(cfg, key, value);
+}
+
+/* The value of sub-key `name` in mapping m, or NULL; any sub-key not in `known` is an error. */
+static const char *field(struct cfgfile *f, yaml_node_t *m, const char *key, const char *name,
+                         const char *const *known, int *rc)
+{
+    const char *found = NULL;
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        const char *k = scalar(yaml_document_get_node(&f->doc, p->key));
+        const char *v = scalar(yaml_document_get_node(&f->doc, p->value));
+        bool ok = false;
+        for (const char *const *q = known; *q && k; q++)
+            ok |= strcmp(k, *q) == 0;
+        if (!ok || !v) {
+            char why[160];
+            snprintf(why, sizeof(why), "unknown or non-scalar field '%s'", k ? k : "?");
+            *rc = fail(f, m, key, why);
+            return NULL;
+        }
+        if (strcmp(k, name) == 0)
+            found = v;
+    }
+    return found;
+}
+
+/* A mapping form of an option's value, turned into the option's own string. */
+static int apply_mapping(struct config *cfg, struct cfgfile *f, const char *key, yaml_node_t *m)
+{
+    static const char *const redirect[] = {"from", "to", "status", NULL};
+    static const char *const auth[] = {"path", "htpasswd", NULL};
+    static const char *const cache[] = {"path", "value", NULL};
+    char buf[4096];
+    int rc = 0, n;
+    if (strcmp(key, "error-page") == 0) { /* {404: /404.html, 500: /500.html} */
+        for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top;
+             p++) {
+            const char *k = scalar(yaml_document_get_node(&f->doc, p->key));
+            const char *v = scalar(yaml_document_get_node(&f->doc, p->value));
+            if (!k || !v)
+                return fail(f, m, key, "wants CODE: PATH pairs");
+            snprintf(buf, sizeof(buf), "%s=%s", k, v);
+            if ((rc = set(cfg, f, m, key, buf)) != 0)
+                return rc;
+        }
+        return 0;
+    }
+    if (strcmp(key, "redirect") == 0) {
+        const char *from = field(f, m, key, "from", redirect, &rc);
+        const char *to = rc ? NULL : field(f, m, key, "to", redirect, &rc);
+        const char *status = rc ? NULL : field(f, m, key, "status", redirect, &rc);
+        if (rc)
+            return rc;
+        if (!from || !to)
+            return fail(f, m, key, "wants {from: PATH, to: URL, status: 301|302|307|308}");
+        n = snprintf(buf, sizeof(buf), "%s %s %s", from, to, status ? status : "");
+    } else if (strcmp(key, "basic-auth") == 0) {
+        const char *path = field(f, m, key, "path", auth, &rc);
+        const char *file = rc ? NULL : field(f, m, key, "htpasswd", auth, &rc);
+        if (rc)
+            return rc;
+        if (!path || !file)
+            return fail(f, m, key, "wants {path: PREFIX, htpasswd: FILE}");
+        n = snprintf(buf, sizeof(buf), "%s=%s", path, file);
+    } else if (strcmp(key, "cache-control-for") == 0) {
+        const char *path = field(f, m, key, "path", cache, &rc);
+        const char *value = rc ? NULL : field(f, m, key, "value", cache, &rc);
+        if (rc)
+            return rc;
+        if (!path || !value)
+            return fail(f, m, key, "wants {path: PATTERN, value: CACHE-CONTROL}");
+        n = snprintf(buf, sizeof(buf), "%s %s", path, value);
+    } else {
+        return fail(f, m, key, "wants a value or a list of values, not a mapping");
+    }
+    if (n < 0 || (size_t)n >= sizeof(buf))
+        return fail(f, m, key, "value too long");
+    return set(cfg, f, m, key, buf);
+}
+
+/* key: VALUE, key: [VALUE, ...] or key: {mapping form}. */
+static int apply_value(struct config *cfg, struct cfgfile *f, const char *key, yaml_node_t *v)
+{
+    int rc = 0;
+    switch (v->type) {
+    case YAML_SCALAR_NODE:
+        return set(cfg, f, v, key, scalar(v));
+    case YAML_MAPPING_NODE:
+        return apply_mapping(cfg, f, key, v);
+    case YAML_SEQUENCE_NODE:
+        for (yaml_node_item_t *i = v->data.sequence.items.start; i < v->data.sequence.items.top;
+             i++) {
+            yaml_node_t *item = yaml_document_get_node(&f->doc, *i);
+            if (item->type == YAML_SCALAR_NODE)
+                rc = set(cfg, f, item, key, scalar(item));
+            else if (item->type == YAML_MAPPING_NODE)
+                rc = apply_mapping(cfg, f, key, item);
+            else
+                rc = fail(f, item, key, "a list inside a list");
+            if (rc)
+                return rc;
+        }
+        if (v->data.sequence.items.start == v->data.sequence.items.top)
+            return fail(f, v, key, "an empty list");
+        return 0;
+    default:
+        return fail(f, v, key, "no value");
+    }
+}
+
+/* Applies every key of mapping m; errors are all printed, the first one's status returned. */
+static int apply_keys(struct config *cfg, struct cfgfile *f, yaml_node_t *m, bool top)
+{
+    int first = 0;
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(&f->doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(&f->doc, p->value);
+        const char *key = scalar(k);
+        int rc;
+        if (!key)
+            rc = fail(f, k, "?", "keys are names");
+        else if (top && strcmp(key, "sites") == 0)
+            rc = v->type == YAML_SEQUENCE_NODE ? (f->sites = p->value, 0)
+                                               : fail(f, v, key, "wants a list of sites");
+        else
+            rc = apply_value(cfg, f, key, v);
+        if (rc && !first)
+            first = rc;
+    }
+    return first;
+}
+
+int cfgfile_load_buffer(struct config *cfg, const char *name, const char *text, size_t len,
+                        struct cfgfile **out)
+{
+    struct cfgfile *f = calloc(1, sizeof(*f));
+    yaml_parser_t parser;
+    struct config_src src = {.file = name};
+    int rc = 1;
+
+    *out = NULL;
+    if (!f) {
+        fprintf(stderr, "ringhttpd: %s: out of memory\n", name);
+        return 1;
+    }
+    f->name = name;
+    if (!yaml_parser_initialize(&parser)) {
+        free(f);
+        fprintf(stderr, "ringhttpd: %s: out of memory\n", name);
+        return 1;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &f->doc)) {
+        fprintf(stderr, "ringhttpd: %s:%zu: not valid YAML: %s\n", name,
+                parser.problem_mark.line + 1, parser.problem ? parser.problem : "?");
+        yaml_parser_delete(&parser);
+        free(f);
+        return 2;
+    }
+    yaml_parser_delete(&parser);
+    yaml_node_t *root = yaml_document_get_root_node(&f->doc);
+    if (!root) {
+        rc = 0; /* an empty file: nothing set */
+    } else if (root->type != YAML_MAPPING_NODE) {
+        rc = fail(f, root, "(top level)", "wants 'key: value' lines");
+    } else {
+        cfg->src = &src;
+        rc = apply_keys(cfg, f, root, true);
+        cfg->src = NULL;
+    }
+    if (rc) {
+        cfgfile_free(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+int cfgfile_load(struct config *cfg, const char *file, struct cfgfile **doc)
+{
+    FILE *fp = fopen(file, "re");
+    char *text = NULL;
+    size_t len = 0, cap = 0, n;
+    int rc = 1;
+    if (!fp) {
+        fprintf(stderr, "ringhttpd: --config %s: %s\n", file, strerror(errno));
+        return 1;
+    }
+    do {
+        if (cap - len < 65536) {
+            char *p = cap < (16u << 20) ? realloc(text, cap += 65536) : NULL;
+            if (!p) {
+                fprintf(stderr, "ringhttpd: --config %s: too large\n", file);
+                goto out;
+            }
+            text = p;
+        }
+        len += n = fread(text + len, 1, cap - len, fp);
+    } while (n > 0);
+    if (ferror(fp)) {
+        fprintf(stderr, "ringhttpd: --config %s: read error\n", file);
+        goto out;
+    }
+    rc = cfgfile_load_buffer(cfg, file, text, len, doc);
+out:
+    free(text);
+    fclose(fp);
+    return rc;
+}
+
+int cfgfile_sites(struct config *cfg, struct cfgfile *f)
+{
+    if (!f || !f->sites)
+        return 0;
+    yaml_node_t *seq = yaml_document_get_node(&f->doc, f->sites);
+    size_t n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
+    if (n == 0)
+        return fail(f, seq, "sites", "an empty list");
+    if (!(cfg->sites = calloc(n, sizeof(*cfg->sites))))
+        return fail(f, seq, "sites", "out of memory");
+    int first = 0;
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *m = yaml_document_get_node(&f->doc, seq->data.sequence.items.start[i]);
+        struct config *site = &cfg->sites[i];
+        struct config_src src = {.file = f->name, .site = true};
+        int rc;
+        if (config_site_init(site, cfg) != 0) {
+            cfg->num_sites = (int)i + 1;
+            return fail(f, m, "sites", "out of memory");
+        }
+        cfg->num_sites = (int)i + 1;
+        site->line = line_of(m);
+        if (m->type != YAML_MAPPING_NODE) {
+            rc = fail(f, m, "sites", "each site is a mapping of keys");
+        } else {
+            site->src = &src;
+            rc = apply_keys(site, f, m, false);
+            site->src = NULL;
+        }
+        if (rc && !first)
+            first = rc;
+    }
+    return first;
+}
+
+void cfgfile_free(struct cfgfile *f)
+{
+    if (!f)
+        return;
+    yaml_document_delete(&f->doc);
+    free(f);
+}
+
+static int site_error(const struct config *top, const struct config *site, const char *fmt,
+                      const char *arg)
+{
+    fprintf(stderr, "ringhttpd: ");
+    if (top->config_file && site->line)
+        fprintf(stderr, "%s:%d: site: ", top->config_file, site->line);
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    return 1;
+}
+
+/* One level's own files: its root and its htpasswd files. */
+static int check_level(const struct config *top, const struct config *c)
+{
+    int rc = 0;
+    int fd = open(c->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        char why[PATH_MAX + 128];
+        snprintf(why, sizeof(why), "cannot use document root '%s': %s", c->docroot,
+                 strerror(errno));
+        rc = site_error(top, c, "%s", why);
+    } else {
+        close(fd);
+    }
+    for (int i = 0; i < c->num_auths; i++) {
+        char why[512];
+        if (auth_file_check(c->auths[i].htpasswd, why, sizeof(why)) != 0)
+            rc = site_error(top, c, "%s", why);
+    }
+    return rc;
+}
+
+int cfgfile_check(const struct config *cfg)
+{
+    int rc = 0, defaults = 0;
+    if (!cfg->num_sites)
+        return check_level(cfg, cfg);
+    for (int i = 0; i < cfg->num_sites; i++) {
+        const struct config *s = &cfg->sites[i];
+        defaults += s->is_default;
+        if (!s->num_hosts && !s->is_default)
+            rc = site_error(cfg, s, "a site needs 'hosts' (or 'default: true')%s", "");
+        if (s->is_default && defaults > 1)
+            rc = site_error(cfg, s, "a second 'default: true' site%s", "");
+        if (check_level(cfg, s))
+            rc = 1;
+        for (int h = 0; h < s->num_hosts; h++)
+            for (int j = 0; j <= i; j++)
+                for (int k = 0; k < (j == i ? h : cfg->sites[j].num_hosts); k++)
+                    if (strcasecmp(s->hosts[h], cfg->sites[j].hosts[k]) == 0)
+                        rc = site_error(cfg, s, "host '%s' is named by an earlier site too",
+                                        s->hosts[h]);
+    }
+    return rc;
+}

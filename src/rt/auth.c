@@ -1,0 +1,316 @@
+/* Basic authentication; see auth.h. */
+#include "rt/auth.h"
+
+#include <crypt.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "core/sha256.h"
+#include "core/token.h"
+#include "rt/htpasswd.h"
+#include "rt/offload.h"
+#include "rt/worker.h"
+
+#define THREADS 2    /* verifier threads per worker, started on first use */
+#define MAX_JOBS 64  /* verifications in flight per worker; more get 429 */
+#define FAILED 64    /* recent failed verdicts, each read once by the request it was for */
+#define CRED_MAX 512 /* longest decoded "user:password" */
+
+/* ---- verification off the loop ---- */
+
+struct vjob {
+    struct offload_job job; /* first: the verifier threads run it (verify) */
+    struct vjob *inext;     /* the worker's in-flight list */
+    struct conn *c;
+    uint32_t gen;
+    unsigned char key[SHA256_LEN];
+    uint8_t addr[16];
+    int8_t family;
+    bool known; /* the user exists (else a dummy hash is checked, for the same cost) */
+    bool ok;    /* the thread's verdict */
+    char hash[256];
+    char pass[CRED_MAX];
+};
+
+struct authstate {
+    struct offload q; /* the verifier threads */
+    /* worker thread only */
+    struct vjob *inflight;
+    unsigned count;
+    bool busy; /* the last auth_check with a connection found its address at the bound */
+    unsigned char cache[AUTH_CACHE][SHA256_LEN];
+    bool cached[AUTH_CACHE];
+    unsigned char failed[FAILED][SHA256_LEN];
+    bool failed_used[FAILED];
+    unsigned failed_next;
+};
+
+/* A bcrypt hash of a random password nobody knows: an unknown user costs a real verification,
+ * so the answer's timing does not tell which users exist. */
+static const char dummy_hash[] = "$2b$10$rBwaGnn9CkeSJFLUaYqjYeDmwegeIrjrQ9fshAuFYd7eaxmbMkjGa";
+
+static bool ct_equal(const void *a, const void *b, size_t n)
+{
+    const volatile unsigned char *x = a, *y = b;
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= x[i] ^ y[i];
+    return d == 0;
+}
+
+static void verify(struct offload_job *oj)
+{
+    struct vjob *j = (struct vjob *)oj;
+    struct crypt_data *data = calloc(1, sizeof(*data));
+    const char *h = j->known ? j->hash : dummy_hash;
+    j->ok = false;
+    if (data) {
+        const char *out = crypt_rn(j->pass, h, data, sizeof(*data));
+        size_t n = strlen(h);
+        j->ok = j->known && out && out[0] != '*' && strlen(out) == n && ct_equal(out, h, n);
+        explicit_bzero(data, sizeof(*data));
+        free(data);
+    }
+    explicit_bzero(j->pass, sizeof(j->pass));
+}
+
+struct authstate *auth_state_new(int wake_fd)
+{
+    struct authstate *a = calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    if (offload_init(&a->q, THREADS, wake_fd) != 0) {
+        free(a);
+        return NULL;
+    }
+    return a;
+}
+
+void auth_state_free(struct authstate *a)
+{
+    if (!a)
+        return;
+    offload_fini(&a->q);
+    while (a->inflight) {
+        struct vjob *j = a->inflight;
+        a->inflight = j->inext;
+        explicit_bzero(j, sizeof(*j));
+        free(j);
+    }
+    explicit_bzero(a, sizeof(*a));
+    free(a);
+}
+
+void auth_forget(struct authstate *a)
+{
+    if (!a)
+        return;
+    memset(a->cached, 0, sizeof(a->cached));
+    memset(a->failed_used, 0, sizeof(a->failed_used));
+}
+
+static unsigned slot_of(const unsigned char *key)
+{
+    return ((unsigned)key[0] | (unsigned)key[1] << 8) % AUTH_CACHE;
+}
+
+#define PROBES 8
+
+static bool cache_has(const struct authstate *a, const unsigned char *key)
+{
+    for (unsigned i = 0, s = slot_of(key); i < PROBES; i++, s = (s + 1) % AUTH_CACHE)
+        if (a->cached[s] && ct_equal(a->cache[s], key, SHA256_LEN))
+            return true;
+    return false;
+}
+
+static void cache_add(struct authstate *a, const unsigned char *key)
+{
+    unsigned s = slot_of(key), at = s; /* full: the first probe's entry makes room */
+    for (unsigned i = 0; i < PROBES; i++, s = (s + 1) % AUTH_CACHE)
+        if (!a->cached[s]) {
+            at = s;
+            break;
+        }
+    memcpy(a->cache[at], key, SHA256_LEN);
+    a->cached[at] = true;
+}
+
+/* A failed verdict for key, waiting for its request: true, and forgotten when take says so
+ * (serve's check reads it; the check before it only looks). */
+static bool failed(struct authstate *a, const unsigned char *key, bool take)
+{
+    for (unsigned i = 0; i < FAILED; i++)
+        if (a->failed_used[i] && ct_equal(a->failed[i], key, SHA256_LEN)) {
+            a->failed_used[i] = !take;
+            return true;
+        }
+    return false;
+}
+
+/* The decoded credentials of "Basic TOKEN" into out (NUL-terminated); 0 when malformed. */
+static size_t credentials(struct http_str v, char *out, size_t cap)
+{
+    if (v.len < 6 || strncasecmp(v.p, "basic ", 6) != 0)
+        return 0;
+    size_t i = 6, n = 0;
+    while (i < v.len && v.p[i] == ' ')
+        i++;
+    size_t end = v.len;
+    while (end > i && v.p[end - 1] == '=')
+        end--;
+    if ((end - i) % 4 == 1 || v.len - end > 2)
+        return 0;
+    unsigned acc = 0, bits = 0;
+    for (; i < end; i++) {
+        int d = token_b64(v.p[i]);
+        if (d < 0)
+            return 0;
+        acc = (acc << 6) | (unsigned)d;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n + 1 >= cap)
+                return 0;
+            out[n++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    out[n] = '\0';
+    return memchr(out, ':', n) && !memchr(out, '\0', n) ? n : 0;
+}
+
+static void key_of(const struct auth_file *f, const char *cred, size_t n, unsigned char *key)
+{
+    char buf[sizeof(f->id) + CRED_MAX];
+    memcpy(buf, f->id, sizeof(f->id));
+    memcpy(buf + sizeof(f->id), cred, n);
+    sha256(buf, sizeof(f->id) + n, key);
+    explicit_bzero(buf, sizeof(buf));
+}
+
+static unsigned inflight_from(const struct authstate *a, const struct conn *c)
+{
+    unsigned n = 0;
+    for (const struct vjob *j = a->inflight; j; j = j->inext)
+        n += j->family == c->obs.peer_family && memcmp(j->addr, c->obs.peer_addr, 16) == 0;
+    return n;
+}
+
+enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth_file *f,
+                             const struct http_request *req)
+{
+    struct authstate *a = w->auth;
+    struct http_str value = {NULL, 0};
+    char cred[CRED_MAX];
+    unsigned char key[SHA256_LEN];
+    enum auth_verdict verdict = AUTH_DENIED;
+
+    for (size_t i = 0; i < req->num_headers; i++)
+        if (http_str_ieq(req->headers[i].name, "authorization"))
+            value = req->headers[i].value;
+    size_t n = a && f && value.p ? credentials(value, cred, sizeof(cred)) : 0;
+    if (n == 0)
+        goto out; /* none, or malformed: 401 at once, nothing to verify */
+    key_of(f, cred, n, key);
+    if (cache_has(a, key)) {
+        verdict = AUTH_GRANTED;
+        goto out;
+    }
+    if (!c) { /* serve's check: a verdict reached off the loop, or the bound hit */
+        verdict = failed(a, key, true) || !a->busy ? AUTH_DENIED : AUTH_BUSY;
+        a->busy = false;
+        goto out;
+    }
+    a->busy = false;
+    if (failed(a, key, false))
+        goto out; /* just verified and wrong: serve answers 401 */
+    for (struct vjob *j = a->inflight; j; j = j->inext)
+        if (j->c == c && j->gen == c->gen) {
+            verdict = AUTH_WAIT;
+            goto out;
+        }
+    if (c->obs.peer_known != 1) { /* the bound needs the address: look it up once */
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        c->obs.peer_known = 2;
+        if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0) {
+            c->obs.peer_family = (int8_t)ss.ss_family;
+            if (ss.ss_family == AF_INET)
+                memcpy(c->obs.peer_addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+            else if (ss.ss_family == AF_INET6)
+                memcpy(c->obs.peer_addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+        }
+    }
+    if (a->count >= MAX_JOBS || inflight_from(a, c) >= AUTH_PER_ADDR) {
+        a->busy = true;
+        verdict = AUTH_BUSY;
+        goto out;
+    }
+    struct vjob *j = calloc(1, sizeof(*j));
+    if (!j)
+        goto out;
+    char *colon = memchr(cred, ':', n);
+    *colon = '\0';
+    j->c = c;
+    j->gen = c->gen;
+    memcpy(j->key, key, sizeof(key));
+    j->family = c->obs.peer_family;
+    memcpy(j->addr, c->obs.peer_addr, 16);
+    memcpy(j->pass, colon + 1, (size_t)(cred + n - colon));
+    for (size_t i = 0; i < f->n && !j->known; i++)
+        if (strcmp(f->users[i].name, cred) == 0 && strlen(f->users[i].hash) < sizeof(j->hash)) {
+            j->known = true;
+            strcpy(j->hash, f->users[i].hash);
+        }
+    j->job.run = verify;
+    if (offload_submit(&a->q, &j->job, a->count + 1) != 0) {
+        explicit_bzero(j, sizeof(*j));
+        free(j);
+        goto out;
+    }
+    j->inext = a->inflight;
+    a->inflight = j;
+    a->count++;
+    verdict = AUTH_WAIT;
+out:
+    explicit_bzero(cred, sizeof(cred));
+    return verdict;
+}
+
+void auth_collect(struct worker *w)
+{
+    struct authstate *a = w->auth;
+    if (!a || !a->count)
+        return;
+    struct vjob *done = (struct vjob *)offload_done(&a->q);
+    while (done) {
+        struct vjob *j = done;
+        done = (struct vjob *)j->job.next;
+        struct vjob **pp = &a->inflight;
+        while (*pp != j)
+            pp = &(*pp)->inext;
+        *pp = j->inext;
+        a->count--;
+        if (j->ok) {
+            cache_add(a, j->key);
+        } else {
+            memcpy(a->failed[a->failed_next], j->key, SHA256_LEN);
+            a->failed_used[a->failed_next] = true;
+            a->failed_next = (a->failed_next + 1) % FAILED;
+        }
+        struct conn *c = j->c;
+        uint32_t gen = j->gen;
+        explicit_bzero(j, sizeof(*j));
+        free(j);
+        if (c->gen == gen)
+            conn_resume(w, c);
+    }
+}

@@ -1,0 +1,106 @@
+/* htpasswd files; see htpasswd.h. */
+#include "rt/htpasswd.h"
+
+#include <crypt.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/types.h>
+
+void auth_file_free(struct auth_file *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->n; i++) {
+        free(f->users[i].name);
+        free(f->users[i].hash);
+    }
+    free(f->users);
+    free(f);
+}
+
+/* The hash formats libcrypt verifies that are worth having: bcrypt and SHA-crypt. */
+static const char *refuse(const char *hash)
+{
+    if (strncmp(hash, "$apr1$", 6) == 0)
+        return "MD5 ($apr1$) is refused: make it again with htpasswd -B (bcrypt)";
+    if (strncmp(hash, "$2y$", 4) && strncmp(hash, "$2b$", 4) && strncmp(hash, "$2a$", 4) &&
+        strncmp(hash, "$5$", 3) && strncmp(hash, "$6$", 3))
+        return "only bcrypt ($2y$, htpasswd -B) and SHA-crypt ($5$, $6$) hashes are accepted; "
+               "plain text, {SHA}, crypt(3) DES and MD5 are refused";
+    /* libxcrypt calls $5$ "legacy" and a low bcrypt cost "too cheap": both still verify */
+    int ok = crypt_checksalt(hash);
+    if (ok == CRYPT_SALT_INVALID || ok == CRYPT_SALT_METHOD_DISABLED)
+        return "the hash is malformed or libcrypt cannot check it";
+    return NULL;
+}
+
+int auth_file_load(const char *path, struct auth_file **out, char *why, size_t why_len)
+{
+    FILE *fp = fopen(path, "re");
+    struct auth_file *f = calloc(1, sizeof(*f));
+    char *line = NULL;
+    size_t cap = 0, lineno = 0, alloc = 0;
+    int rc = -ENOMEM;
+    if (!fp || !f) {
+        rc = fp ? -ENOMEM : -errno;
+        snprintf(why, why_len, "--basic-auth: cannot read '%s': %s", path, strerror(-rc));
+        goto out;
+    }
+    ssize_t n;
+    while ((n = getline(&line, &cap, fp)) >= 0) {
+        lineno++;
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0 || line[0] == '#')
+            continue;
+        char *colon = strchr(line, ':');
+        const char *bad = !colon || colon == line ? "not 'user:hash'" : refuse(colon + 1);
+        if (bad) {
+            snprintf(why, why_len, "--basic-auth: %s line %zu: %s", path, lineno, bad);
+            rc = -EINVAL;
+            goto out;
+        }
+        *colon = '\0';
+        if (f->n == alloc) {
+            struct auth_user *u = realloc(f->users, (alloc = alloc ? 2 * alloc : 8) * sizeof(*u));
+            if (!u)
+                goto nomem;
+            f->users = u;
+        }
+        f->users[f->n] = (struct auth_user){strdup(line), strdup(colon + 1)};
+        if (!f->users[f->n].name || !f->users[f->n++].hash)
+            goto nomem;
+    }
+    if (f->n == 0) {
+        snprintf(why, why_len, "--basic-auth: '%s' has no users", path);
+        rc = -EINVAL;
+        goto out;
+    }
+    if (getrandom(f->id, sizeof(f->id), 0) != (ssize_t)sizeof(f->id))
+        goto nomem;
+    *out = f;
+    f = NULL;
+    rc = 0;
+    goto out;
+nomem:
+    snprintf(why, why_len, "--basic-auth: out of memory reading '%s'", path);
+    rc = -ENOMEM;
+out:
+    free(line);
+    if (fp)
+        fclose(fp);
+    auth_file_free(f);
+    return rc;
+}
+
+int auth_file_check(const char *path, char *why, size_t why_len)
+{
+    struct auth_file *f;
+    int rc = auth_file_load(path, &f, why, why_len);
+    if (rc == 0)
+        auth_file_free(f);
+    return rc;
+}
