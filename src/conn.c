@@ -706,6 +706,11 @@ void conn_timeout(struct worker *w, struct conn *c)
 
 void conn_resume(struct worker *w, struct conn *c)
 {
+    if (c->proto) {
+        if (c->proto->resume && conn_open(c))
+            c->proto->resume(w, c);
+        return;
+    }
     if (c->state == CONN_READING)
         process(w, c);
     lru_update(w, c);

@@ -34,6 +34,9 @@ struct proto_ops {
     /* The connection has closed and no operation is in flight: release pstate and every
      * response still held. */
     void (*release)(struct worker *w, struct conn *c);
+    /* Work the protocol put aside for a check off the loop (site_defer: a password being
+     * verified) may go on now (conn_resume). */
+    void (*resume)(struct worker *w, struct conn *c);
 };
 
 /* A protocol for tests of the seam (RINGHTTPD_TEST_PROTO=lines in the environment), selected by

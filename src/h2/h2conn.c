@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "config.h"
 #include "conn.h"
@@ -15,12 +16,22 @@
 #include "core/policy.h"
 #include "h2/h2.h"
 #include "rt/obs.h"
+#include "rt/site.h"
 #include "rt/worker.h"
 #include "serve.h"
 #include "transport.h"
 
 #define H2_STALL_S 60 /* as HTTP/1's send timeout */
 #define H2_BYE_S 5    /* after our GOAWAY, the client's time to finish and close */
+#define H2_DEFERRED 16 /* streams waiting for a password check at once; more are refused */
+
+/* A stream whose request waits for a check off the loop (site_defer): its head, rebuilt as the
+ * HTTP/1.1 text h2.c parsed it from, to be parsed and answered again on resume. */
+struct deferred {
+    int32_t id;
+    char *head;
+    size_t len;
+};
 
 struct h2conn {
     struct h2_session *s;
@@ -31,6 +42,8 @@ struct h2conn {
     bool busy;     /* the timer is the stall deadline (else the idle one) */
     bool bye;      /* our GOAWAY is out: the next timeout closes */
     bool closing;  /* finished, write side shut: input is dropped until the client closes */
+    unsigned ndeferred;
+    struct deferred deferred[H2_DEFERRED];
 };
 
 static int64_t now_ms(const struct worker *w)
@@ -38,11 +51,55 @@ static int64_t now_ms(const struct worker *w)
     return w->now * 1000;
 }
 
+/* req's head as HTTP/1.1 text (what h2.c gave http1_parse), malloc'd; NULL if out of memory. */
+static char *head_text(const struct http_request *req, size_t *len)
+{
+    size_t n = req->method_name.len + req->target.len + 13;
+    for (size_t i = 0; i < req->num_headers; i++)
+        n += req->headers[i].name.len + req->headers[i].value.len + 4;
+    char *p = malloc(n), *o = p;
+    if (!p)
+        return NULL;
+    o = mempcpy(o, req->method_name.p, req->method_name.len);
+    *o++ = ' ';
+    o = mempcpy(o, req->target.p, req->target.len);
+    o = mempcpy(o, " HTTP/1.1\r\n", 11);
+    for (size_t i = 0; i < req->num_headers; i++) {
+        o = mempcpy(o, req->headers[i].name.p, req->headers[i].name.len);
+        o = mempcpy(o, ": ", 2);
+        o = mempcpy(o, req->headers[i].value.p, req->headers[i].value.len);
+        o = mempcpy(o, "\r\n", 2);
+    }
+    o = mempcpy(o, "\r\n", 2);
+    *len = (size_t)(o - p);
+    return p;
+}
+
+/* Basic auth whose verdict is not known yet: the stream waits (as an HTTP/1 request waits in
+ * its connection's input) until the check off the loop ends and conn_resume calls h2c_resume.
+ * True when the stream was put aside or refused. */
+static bool defer(struct h2conn *h, int32_t id, const struct http_request *req)
+{
+    if (!site_defer(h->w, h->c, req))
+        return false;
+    struct deferred *d = &h->deferred[h->ndeferred];
+    if (h->ndeferred == H2_DEFERRED || !(d->head = head_text(req, &d->len))) {
+        h2_reset(h->s, id);
+        return true;
+    }
+    d->id = id;
+    h->ndeferred++;
+    h->progress = true;
+    return true;
+}
+
 static void on_request(void *user, int32_t id, const struct http_request *req, int status)
 {
     struct h2conn *h = user;
     struct worker *w = h->w;
     struct conn *c = h->c;
+    if (!status && defer(h, id, req))
+        return;
     struct response *r = serve_response_get(w);
     if (!r) {
         h2_reset(h->s, id);
@@ -188,10 +245,33 @@ static void h2c_drain(struct worker *w, struct conn *c)
     after(w, c, h);
 }
 
+/* Checks off the loop ended: each waiting stream's request is parsed and answered again (or
+ * put aside again while its own check is still running). */
+static void h2c_resume(struct worker *w, struct conn *c)
+{
+    struct h2conn *h = c->pstate;
+    struct deferred waiting[H2_DEFERRED];
+    unsigned n = h->ndeferred;
+    memcpy(waiting, h->deferred, n * sizeof(waiting[0]));
+    h->ndeferred = 0;
+    for (unsigned i = 0; i < n; i++) {
+        struct http_request req;
+        if (conn_open(c) && http1_parse(waiting[i].head, waiting[i].len, &req) > 0) {
+            req.keep_alive = true;
+            on_request(h, waiting[i].id, &req, 0);
+        }
+        free(waiting[i].head);
+    }
+    if (conn_open(c))
+        after(w, c, h);
+}
+
 static void h2c_release(struct worker *w, struct conn *c)
 {
     struct h2conn *h = c->pstate;
     (void)w;
+    for (unsigned i = 0; i < h->ndeferred; i++)
+        free(h->deferred[i].head);
     h2_free(h->s); /* every response still held comes back through on_done */
     free(h);
     c->pstate = NULL;
@@ -205,4 +285,5 @@ const struct proto_ops proto_h2 = {
     .timeout = h2c_timeout,
     .drain = h2c_drain,
     .release = h2c_release,
+    .resume = h2c_resume,
 };

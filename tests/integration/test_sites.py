@@ -215,6 +215,28 @@ def test_basic_auth(make_server, sites):
         assert [x.status for x in c.read_many(["GET", "GET"])] == [401, 200]
 
 
+def test_basic_auth_over_h2(make_server, sites):
+    """Over HTTP/2 a stream whose credentials are being verified off the loop waits for the
+    verdict, as an HTTP/1 request does (it used to get 401: h2 streams never started a check)."""
+    s = make_server(args=["--config", str(sites["conf"])])
+
+    def curl(*args):
+        p = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--resolve",
+                            f"b.test:{s.port}:127.0.0.1", "-w", "\\n%{http_version} %{http_code}",
+                            *args], capture_output=True, timeout=30)
+        body, _, tail = p.stdout.rpartition(b"\n")
+        return tail.decode(), body
+
+    url = f"http://b.test:{s.port}/staff/pay.txt"
+    assert curl(url) == ("2 401", curl(url)[1])
+    assert curl("-u", "alice:wonder", url) == ("2 200", b"B's secret\n")
+    assert curl("-u", "bob:s\u00e9same", url) == ("2 200", b"B's secret\n")
+    assert curl("-u", "alice:wrong", url)[0] == "2 401"
+    # Several streams of one connection waiting for the same check at once.
+    tail, body = curl("-u", "alice:wonder", "--parallel", "--parallel-immediate", url, url, url)
+    assert tail == "2 200" and body.count(b"B's secret") == 3, body
+
+
 def test_plain_and_apr1_htpasswd_refused_at_start(make_server, tmp_path):
     for line, word in [("carol:plaintext", "plain"), ("dave:$apr1$abc$xyz", "apr1"),
                        ("erin:{SHA}qUqP5cyxm6YcTAhz05Hph5gvu9M=", "SHA")]:
