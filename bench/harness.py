@@ -7,6 +7,7 @@ It never touches a process it did not start: servers are stopped by the PIDs it 
 """
 
 import argparse
+import copy
 import datetime
 import gzip
 import json
@@ -16,6 +17,7 @@ import resource
 import shlex
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -38,7 +40,8 @@ SERVER_CPU, WRK_CPU = "0", "1"
 HOST = "127.0.0.1"
 BUSY_WARN = 0.10  # cores used by other processes during a run before it is flagged
 
-FILES = {"1k.bin": 1024, "16k.bin": 16 * 1024, "1m.bin": 1 << 20, "100m.bin": 100 << 20}
+FILES = {"1k.bin": 1024, "16k.bin": 16 * 1024, "1m.bin": 1 << 20, "64m.bin": 64 << 20,
+         "100m.bin": 100 << 20}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,6 +58,9 @@ class Server:
         self.state = "not started"  # "running", "missing", or why it failed
         self.log_start = 0
         self.seen_pids = set()
+        # Where each scheme reaches it: cleartext HTTP/1.1, HTTPS (TLS servers only) and h2c
+        # (prior knowledge; the cleartext port, except nginx's h2c-only listener).
+        self.ports = {"http": port, "h2c": port}
 
     def command(self):
         raise NotImplementedError
@@ -185,7 +191,7 @@ def all_servers():
         Ringhttpd("ringhttpd-uring-t2", 18089, "uring", 2, pinned=False),
         Ringhttpd("ringhttpd-uring-log", 18090, "uring", 1, access_log=True),
         Nginx(18091, name="nginx-log", access_log=True),
-    ] + compress_servers()
+    ] + compress_servers() + tls_servers()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,21 +206,21 @@ class Scenario:
 
     def __init__(self, name, what, path, conns, servers, kind="rate", headers=(),
                  status_ok=False, pinned=True, wrk_threads=1, timeout="5s", quick=True,
-                 saturate=False, sat_clients=1):
+                 saturate=False, sat_clients=1, scheme="http"):
         self.name, self.what, self.path, self.conns = name, what, path, conns
         self.servers, self.kind, self.headers = servers, kind, list(headers)
         self.status_ok, self.pinned, self.wrk_threads = status_ok, pinned, wrk_threads
         self.timeout, self.quick = timeout, quick
         self.saturate, self.sat_clients = saturate, sat_clients
+        self.scheme = scheme  # "http", "https" or "h2c": which of the server's ports (Server.ports)
         self.quota = None  # a CpuQuota on the saturated variant, None when free-running
         self.clients = 1   # wrk processes: the first on WRK_CPU, a second on SERVER_CPU
 
     def saturated(self, quota):
         """The same load with every server held to `quota` (a CpuQuota): the server, not the
         client, is the bottleneck, so req/s measures its efficiency and ranks the table."""
-        sc = Scenario(self.name + "-sat", self.what, self.path, self.conns, self.servers,
-                      kind="saturated", headers=self.headers, status_ok=self.status_ok,
-                      timeout=self.timeout, quick=self.quick)
+        sc = copy.copy(self)
+        sc.name, sc.kind, sc.saturate = self.name + "-sat", "saturated", False
         sc.quota, sc.clients, sc.free_name = quota, self.sat_clients, self.name
         return sc
 
@@ -224,7 +230,14 @@ class Scenario:
         return {"rate": "cpu_rps", "throughput": "mbps", "scaling": "rps",
                 "saturated": "rps"}[self.kind]
 
-    def wrk_command(self, port, duration, client=0):
+    def url(self, server):
+        port = server.ports.get(self.scheme)
+        if port is None:
+            return None
+        return "%s://%s:%d%s" % ("https" if self.scheme == "https" else "http", HOST, port,
+                                 self.path)
+
+    def command(self, server, duration, client=0):
         """Client 0 runs on WRK_CPU; client 1 (saturated mode's second client, for the scenarios
         one wrk thread cannot saturate) shares SERVER_CPU with the server, which gets its quota
         first because its cgroup has the larger weight (CpuQuota.SHARES)."""
@@ -232,8 +245,16 @@ class Scenario:
                "--latency", "--timeout", self.timeout, "-s", REPORT_LUA]
         for h in self.headers:
             cmd += ["-H", h]
-        cmd.append("http://%s:%d%s" % (HOST, port, self.path))
+        cmd.append(self.url(server))
         return (["taskset", "-c", (WRK_CPU, SERVER_CPU)[client]] + cmd) if self.pinned else cmd
+
+    def report(self, stdout, stderr, wall_s):
+        """The client's totals (requests, bytes, errors by kind, duration_us, p50_us, p99_us)
+        from its output; raises ValueError with what it said when there are none."""
+        m = re.search(r"^BENCH-JSON (\{.*\})$", stdout, re.M)
+        if not m:
+            raise ValueError("wrk: %s" % (stderr.strip() or stdout.strip())[-300:])
+        return json.loads(m.group(1))
 
 
 SCENARIOS = [
@@ -277,9 +298,9 @@ PRECOMPRESSED_JS = "pre/app.js"  # the same bytes with .br, .zst and .gz sibling
 BROWSER_AE = "Accept-Encoding: gzip, deflate, br, zstd"
 
 
-class Compressing:
-    """A peer in its compressing configuration: its own directory and config template; mixed
-    into the peer's class, whose command() reads self.dir."""
+class OwnConfig:
+    """A peer in another configuration (compressing, TLS): its own directory and config
+    template; mixed into the peer's class, whose command() reads self.dir."""
 
     def own_config(self, name, template, conf_file, **values):
         self.name, self.template, self.conf_file, self.values = name, template, conf_file, values
@@ -296,19 +317,19 @@ class Compressing:
         return None
 
 
-class NginxGzip(Compressing, Nginx):
+class NginxGzip(OwnConfig, Nginx):
     def __init__(self, level, port):
         Nginx.__init__(self, port)
         self.own_config("nginx-gzip%d" % level, "nginx-gzip.conf", "nginx.conf", LEVEL=level)
 
 
-class LighttpdDeflate(Compressing, Lighttpd):
+class LighttpdDeflate(OwnConfig, Lighttpd):
     def __init__(self, port):
         Lighttpd.__init__(self, port)
         self.own_config("lighttpd-deflate", "lighttpd-deflate.conf", "lighttpd.conf")
 
 
-class H2oCompress(Compressing, H2o):
+class H2oCompress(OwnConfig, H2o):
     def __init__(self, port):
         H2o.__init__(self, port)
         self.own_config("h2o-compress", "h2o-compress.conf", "h2o.conf")
@@ -351,6 +372,217 @@ SCENARIOS += [
              "yardstick for the on-the-fly figure), 50 connections",
              "/" + PRECOMPRESSED_JS, 50, ["ringhttpd-uring"], headers=[BROWSER_AE], quick=False,
              saturate=True),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTPS (issue 14) and HTTP/2 (issue 18): every server gets the same ECDSA P-256 certificate,
+# made by make_certificate() with openssl into bench/work/tls/, and TLS 1.3 (check_tls() asks
+# each TLS port which version it picks before anything is measured). HTTP/2 over TLS by ALPN,
+# h2c by prior knowledge. Clients: wrk (HTTPS, HTTP/1.1; it never resumes a TLS session),
+# openssl s_time -reuse (resumed handshakes) and h2load (HTTP/2, and HTTP/1.1 for the 64 MiB
+# comparison).
+
+CERT = os.path.join(WORK, "tls", "cert.pem")
+KEY = os.path.join(WORK, "tls", "key.pem")
+
+
+def make_certificate():
+    os.makedirs(os.path.dirname(CERT), exist_ok=True)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", KEY, "-out", CERT,
+                    "-days", "30", "-subj", "/CN=localhost"], check=True, capture_output=True)
+
+
+def check_tls(port):
+    """The TLS version a client offering 1.2 and 1.3 gets from the server on `port`."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    try:
+        with socket.create_connection((HOST, port), timeout=2) as raw:
+            with ctx.wrap_socket(raw) as conn:
+                return conn.version()
+    except OSError as e:
+        return "no TLS (%s)" % e
+
+
+class Tls:
+    """Mixed into a server that also listens for TLS on tls_port."""
+
+    def tls(self, tls_port):
+        self.ports["https"] = tls_port
+
+
+class RinghttpdTls(Tls, Ringhttpd):
+    def __init__(self, name, port, tls_port, engine):
+        Ringhttpd.__init__(self, name, port, engine, 1)
+        self.tls(tls_port)
+
+    def command(self):
+        cmd = Ringhttpd.command(self)
+        return cmd[:-1] + ["--tls-port", str(self.ports["https"]), "--tls-cert", CERT,
+                           "--tls-key", KEY, "--tls-min", "1.3"] + cmd[-1:]
+
+
+class NginxTls(OwnConfig, Tls, Nginx):
+    def __init__(self, port, tls_port):
+        Nginx.__init__(self, port)
+        self.own_config("nginx-tls", "nginx-tls.conf", "nginx.conf", TLS_PORT=tls_port,
+                        CERT=CERT, KEY=KEY)
+        self.tls(tls_port)
+        del self.ports["http"]  # its cleartext listener speaks h2c only (nginx-tls.conf)
+
+
+class LighttpdTls(OwnConfig, Tls, Lighttpd):
+    def __init__(self, port, tls_port):
+        Lighttpd.__init__(self, port)
+        self.own_config("lighttpd-tls", "lighttpd-tls.conf", "lighttpd.conf",
+                        TLS_PORT=tls_port, CERT=CERT, KEY=KEY)
+        self.tls(tls_port)
+
+
+class H2oTls(OwnConfig, Tls, H2o):
+    def __init__(self, port, tls_port):
+        H2o.__init__(self, port)
+        self.own_config("h2o-tls", "h2o-tls.conf", "h2o.conf", TLS_PORT=tls_port, CERT=CERT,
+                        KEY=KEY)
+        self.tls(tls_port)
+
+
+def tls_servers():
+    return [RinghttpdTls("ringhttpd-uring-tls", 18101, 18102, "uring"),
+            RinghttpdTls("ringhttpd-epoll-tls", 18103, 18104, "epoll"),
+            NginxTls(18105, 18106), LighttpdTls(18107, 18108), H2oTls(18109, 18110)]
+
+
+class STime(Scenario):
+    """A resumed TLS handshake per request: `openssl s_time -reuse` (the first connection makes
+    a full handshake, every later one resumes its session ticket) sends `GET path HTTP/1.0` and
+    reads to the close. One connection at a time per process; `conns` processes, all on
+    WRK_CPU."""
+
+    def __init__(self, name, what, path, procs, servers, **kw):
+        super().__init__(name, what, path, procs, servers, scheme="https", **kw)
+        self.clients = procs
+
+    def command(self, server, duration, client=0):
+        return ["taskset", "-c", WRK_CPU, "openssl", "s_time", "-connect",
+                "%s:%d" % (HOST, server.ports["https"]), "-www", self.path, "-reuse",
+                "-tls1_3", "-time", str(duration)]
+
+    def report(self, stdout, stderr, wall_s):
+        m = re.search(r"^(\d+) connections in [\d.]+s; .* bytes read (\d+)$", stdout, re.M)
+        if not m:
+            raise ValueError("s_time: %s" % (stderr.strip() or stdout.strip())[-300:])
+        # It prints "*" per full handshake and "r" per resumed one: only the first may be full.
+        marks = "".join(re.findall(r"^[*r]+$", stdout, re.M))
+        if marks.count("r") < 0.9 * len(marks):
+            raise ValueError("s_time: %d of %d connections resumed" % (marks.count("r"),
+                                                                      len(marks)))
+        # s_time counts no HTTP status; a short body would show in the bytes per response.
+        return {"requests": int(m.group(1)), "bytes": int(m.group(2)),
+                "duration_us": wall_s * 1e6, "connect": 0, "read": 0, "write": 0,
+                "status": 0, "timeout": 0}
+
+
+class H2load(Scenario):
+    """h2load (nghttp2-client), one thread on WRK_CPU: `conns` connections with `streams`
+    concurrent streams each; `uris` (a list of paths) makes it request them in turn (-i);
+    scheme "http" means HTTP/1.1 (--h1). h2load reports no latency percentiles. With two
+    clients (saturated, sat_clients=2) each opens half the connections, the second beside the
+    server on SERVER_CPU as wrk's does."""
+
+    def __init__(self, name, what, path, conns, servers, streams=1, uris=None, **kw):
+        super().__init__(name, what, path, conns, servers, **kw)
+        self.streams, self.uris = streams, uris
+
+    def command(self, server, duration, client=0):
+        cmd = ["taskset", "-c", (WRK_CPU, SERVER_CPU)[client], "h2load", "-t1",
+               "-c%d" % max(1, self.conns // self.clients),
+               "-m%d" % self.streams, "-D", str(duration)]
+        if self.scheme == "http":
+            cmd.append("--h1")
+        base = self.url(server)
+        if self.uris is None:
+            return cmd + [base]
+        # h2load takes scheme, host and port from the first URI in the file only.
+        listing = os.path.join(WORK, server.name, "uris-%s.txt" % self.name)
+        os.makedirs(os.path.dirname(listing), exist_ok=True)
+        with open(listing, "w") as f:
+            f.write("\n".join([base[:-len(self.path)] + self.uris[0]] + self.uris[1:]) + "\n")
+        return cmd + ["-i", listing]
+
+    def report(self, stdout, stderr, wall_s):
+        req = re.search(r"^requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, "
+                        r"(\d+) failed, (\d+) errored, (\d+) timeout", stdout, re.M)
+        codes = re.search(r"^status codes: \d+ 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", stdout,
+                          re.M)
+        traffic = re.search(r"^traffic: .*?\((\d+)\) total", stdout, re.M)
+        took = re.search(r"^finished in ([\d.]+)(ms|s),", stdout, re.M)
+        if not (req and codes and traffic):
+            raise ValueError("h2load: %s" % (stderr.strip() or stdout.strip())[-300:])
+        ok, failed, errored, timeout = (int(x) for x in req.groups())
+        secs = (float(took.group(1)) / (1000 if took.group(2) == "ms" else 1)) if took else wall_s
+        # failed = errored + timed out + streams the server refused or reset: those are
+        # counted here as "connect" errors (wrk's nearest kind).
+        return {"requests": ok, "bytes": int(traffic.group(1)), "duration_us": secs * 1e6,
+                "connect": max(0, failed - errored - timeout), "read": errored, "write": 0,
+                "status": sum(int(x) for x in codes.groups()), "timeout": timeout}
+
+
+PAGE_ASSETS = 40  # the page-load mix: /page/index.html and 40 assets, 1-24 KiB
+PAGE_URIS = ["/page/index.html"] + ["/page/a%02d.%s" % (i, ("css", "js")[i % 2])
+                                    for i in range(PAGE_ASSETS)]
+
+
+def write_page_docroot():
+    page = os.path.join(DOCROOT, "page")
+    os.makedirs(page, exist_ok=True)
+    links = "".join('<link rel="stylesheet" href="%s">\n' % u if u.endswith(".css") else
+                    '<script src="%s"></script>\n' % u for u in PAGE_URIS[1:])
+    with open(os.path.join(page, "index.html"), "w") as f:
+        f.write("<!doctype html><title>page</title>\n" + links +
+                "<p>%s</p>\n" % ("lorem ipsum " * 300))
+    for i, uri in enumerate(PAGE_URIS[1:]):
+        size = 1024 * (1 + (i * 7) % 24)
+        line = b"/* asset %d */ .c%d { margin: 0 } function f%d() { return %d; }\n" % (i, i, i, i)
+        with open(os.path.join(DOCROOT, uri.lstrip("/")), "wb") as f:
+            f.write((line * (size // len(line) + 1))[:size])
+
+
+TLS_SERVERS = ["ringhttpd-uring-tls", "ringhttpd-epoll-tls", "nginx-tls", "lighttpd-tls",
+               "h2o-tls"]
+SCENARIOS += [
+    # Saturated, one wrk thread (which decrypts every response) cannot keep a server at 40%
+    # busy: a second wrk process on the server's core, as in close-1k-sat.
+    Scenario("tls-ka-1k", "HTTPS (TLS 1.3) keep-alive GET of a 1 KiB file, 50 connections",
+             "/1k.bin", 50, TLS_SERVERS, scheme="https", saturate=True, sat_clients=2),
+    Scenario("tls-close-1k", "HTTPS GET of a 1 KiB file with `Connection: close`: a full "
+             "TLS 1.3 handshake (ECDHE, ECDSA P-256) per request, since wrk never resumes a "
+             "session; 50 connections", "/1k.bin", 50, TLS_SERVERS,
+             headers=["Connection: close"], scheme="https", quick=False),
+    STime("tls-resume-1k", "HTTPS GET of a 1 KiB file over a resumed TLS 1.3 session (ticket) "
+          "per request: `openssl s_time -reuse`, 4 processes (wrk cannot resume)", "/1k.bin", 4,
+          TLS_SERVERS, quick=False),
+    Scenario("tls-1m", "HTTPS keep-alive GET of a 1 MiB file, 16 connections (throughput)",
+             "/1m.bin", 16, TLS_SERVERS, kind="throughput", scheme="https", quick=False),
+    H2load("h2-1k", "HTTP/2 over TLS 1.3 (ALPN h2), GET of a 1 KiB file, h2load -c4 -m100",
+           "/1k.bin", 4, TLS_SERVERS, streams=100, scheme="https", saturate=True,
+           sat_clients=2),
+    H2load("h2c-1k", "HTTP/2 in clear text (h2c, prior knowledge), GET of a 1 KiB file, "
+           "h2load -c4 -m100", "/1k.bin", 4, TLS_SERVERS, streams=100, scheme="h2c",
+           saturate=True, sat_clients=2, quick=False),
+    H2load("h2-page", "Page-load mix over HTTP/2 and TLS 1.3: one HTML and %d assets of "
+           "1-24 KiB in turn (h2load -i), 4 connections, 41 streams each" % PAGE_ASSETS,
+           PAGE_URIS[0], 4, TLS_SERVERS, streams=len(PAGE_URIS), uris=PAGE_URIS,
+           scheme="https", quick=False),
+    H2load("h2c-64m", "A 64 MiB file over h2c, one connection, one stream (throughput)",
+           "/64m.bin", 1, TLS_SERVERS, kind="throughput",
+           scheme="h2c", timeout="30s", quick=False),
+    H2load("h1-64m", "The same 64 MiB file over HTTP/1.1 (h2load --h1), one connection: "
+           "the yardstick for h2c-64m (nginx-tls has no HTTP/1.1 cleartext port)", "/64m.bin",
+           1, [n for n in TLS_SERVERS if n != "nginx-tls"], kind="throughput", scheme="http",
+           timeout="30s", quick=False),
 ]
 
 
@@ -535,7 +767,7 @@ def start_server(server):
             server.state = "exited with %d at start (%s)" % (
                 server.proc.returncode, log_tail(server.log_path, start=server.log_start))
             return False
-        if port_open(server.port):
+        if all(port_open(p) for p in set(server.ports.values())):
             server.state = "running"
             tree_cpu_ticks(server)  # records the worker pids for stop_server
             return True
@@ -624,12 +856,13 @@ def run_wrk(server, scenario, duration):
 
 def measure(server, scenario, duration, res):
     """Runs the scenario's wrk process(es) against a running server and fills `res`."""
-    cmds = [scenario.wrk_command(server.port, duration, client=i) for i in range(scenario.clients)]
+    cmds = [scenario.command(server, duration, client=i) for i in range(scenario.clients)]
     res["command"] = cmds[0]
     if len(cmds) > 1:
         res["commands"] = cmds
     busy0, kids0 = machine_busy_ticks(), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu0 = tree_cpu_ticks(server)
+    t0 = time.monotonic()
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for cmd in cmds]
     outs = []
@@ -645,6 +878,7 @@ def measure(server, scenario, duration, res):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+    wall_s = time.monotonic() - t0
     cpu1 = tree_cpu_ticks(server)
     busy1, kids1 = machine_busy_ticks(), resource.getrusage(resource.RUSAGE_CHILDREN)
     if server.proc.poll() is not None:
@@ -654,17 +888,18 @@ def measure(server, scenario, duration, res):
         return res
     reports = []
     for stdout, stderr in outs:
-        m = re.search(r"^BENCH-JSON (\{.*\})$", stdout, re.M)
-        if not m:
-            res["failed"] = "wrk: %s" % (stderr.strip() or stdout.strip())[-300:]
+        try:
+            reports.append(scenario.report(stdout, stderr, wall_s))
+        except ValueError as e:
+            res["failed"] = str(e)
             return res
-        reports.append(json.loads(m.group(1)))
     # Several clients: totals add up, the run lasts as long as the longest, and the latency
     # percentiles are the worst client's (they cannot be merged exactly).
     w = {k: sum(r[k] for r in reports) for k in ("requests", "bytes", "connect", "read",
                                                  "write", "status", "timeout")}
-    for k in ("duration_us", "p50_us", "p99_us"):
-        w[k] = max(r[k] for r in reports)
+    for k in ("duration_us", "p50_us", "p99_us"):  # h2load and s_time give no percentiles
+        values = [r[k] for r in reports if r.get(k) is not None]
+        w[k] = max(values) if values else None
     secs = w["duration_us"] / 1e6
     cpu_s = (cpu1 - cpu0) / CLK_TCK
     wrk_s = (kids1.ru_utime + kids1.ru_stime) - (kids0.ru_utime + kids0.ru_stime)
@@ -751,6 +986,7 @@ def write_docroot():
     with open(os.path.join(DOCROOT, "index.html"), "w") as f:
         f.write("<!doctype html><title>bench</title><p>ringhttpd bench docroot</p>\n")
     write_compress_docroot()
+    write_page_docroot()
     for name in FILES:  # into the page cache before anything is measured
         with open(os.path.join(DOCROOT, name), "rb") as f:
             while f.read(1 << 20):
@@ -855,7 +1091,8 @@ def summarize(results, scenarios, servers_by_name):
             row["errors"] = errs
             row["others_max"] = max((r["others"] for r in good), default=None)
             row["unexpected"] = sum(r["unexpected_errors"] for r in good)
-            for ref, col in (("nginx", "x_nginx"), (ceiling_name, "x_ceiling")):
+            nginx_name = "nginx-tls" if "nginx-tls" in sc.servers else "nginx"
+            for ref, col in ((nginx_name, "x_nginx"), (ceiling_name, "x_ceiling")):
                 ratios = []
                 for r in good:
                     other = [o for o in results if o["scenario"] == sc.name and
@@ -944,6 +1181,10 @@ def write_markdown(path, args, info, scenarios, servers, summary, started, elaps
                 name, fmt_num(row["rps"]), fmt_num(row["cpu_rps"]), fmt_num(row["mbps"], 1),
                 cpu, fmt_lat(row["p50_us"]), fmt_lat(row["p99_us"]), errs,
                 ratio(row["x_nginx"]), ratio(row["x_ceiling"])))
+        if sc.kind == "throughput":  # what a megabyte costs the server
+            out.append("\nServer CPU per MB: " + ", ".join(
+                "%s %.2f ms" % (name, row["cores"] * 1e3 / row["mbps"])
+                for name, row in rows.items() if row["good"] and row["mbps"] and row["cores"]))
         if sc.name.startswith("ka-js32k"):  # compression: what each server put on the wire
             out.append("\nBytes per response (headers included): " + ", ".join(
                 "%s %.0f" % (name, row["mbps"] * 1e6 / row["rps"])
@@ -966,15 +1207,21 @@ def write_markdown(path, args, info, scenarios, servers, summary, started, elaps
     out.append("```\n")
     out.append("Load (one line per scenario, shown against nginx's port where nginx takes part; "
                "the other servers get the same line with their own port: %s):\n" % ", ".join(
-                   "%s %d" % (s.name, s.port) for s in servers))
+                   "%s %d%s" % (s.name, s.port, " (https %d)" % s.ports["https"]
+                                if "https" in s.ports else "") for s in servers))
     out.append("```")
     for sc in scenarios:
-        target = "nginx" if "nginx" in sc.servers else sc.servers[0]
-        port = by_name[target].port if target in by_name else 0
-        for client in range(sc.clients):
-            out.append(shlex.join(sc.wrk_command(port, args.duration, client)) +
-                       ("  # %s, with the server's processes in the quota's cgroup" % sc.name
-                        if sc.quota else ""))
+        present = [n for n in sc.servers if n in by_name]
+        if not present:
+            continue
+        target = next((n for n in ("nginx", "nginx-tls") if n in present), present[0])
+        lines = [shlex.join(sc.command(by_name[target], args.duration, client))
+                 for client in range(sc.clients)]
+        for line in dict.fromkeys(lines):  # s_time's identical processes: one line
+            out.append(line + ("  # %s, with the server's processes in the quota's cgroup" %
+                               sc.name if sc.quota else "") +
+                       ("  # %d processes at once" % lines.count(line) if lines.count(line) > 1
+                        else ""))
     out.append("```\n")
     with open(path, "w") as f:
         f.write("\n".join(out))
@@ -1154,6 +1401,8 @@ def main(argv):
         print("bench: the ceiling server did not build: %s" % log_tail(build_log), flush=True)
     print("bench: writing the docroot in %s" % os.path.relpath(DOCROOT, ROOT), flush=True)
     write_docroot()
+    if any(isinstance(s, Tls) for s in servers):
+        make_certificate()
 
     results = []
     exit_code = 0
@@ -1166,9 +1415,14 @@ def main(argv):
             if start_server(s):
                 print("bench: %-19s started, pid %d, port %d%s" % (
                     s.name, s.proc.pid, s.port, "" if s.pinned else " (unpinned)"), flush=True)
+                if isinstance(s, Tls):
+                    version = check_tls(s.ports["https"])
+                    print("bench: %-19s TLS port %d negotiates %s%s" % (
+                        s.name, s.ports["https"], version,
+                        "" if version == "TLSv1.3" else " (NOT TLS 1.3)"), flush=True)
                 # one short warm-up so first-round numbers don't pay for cold caches
                 warm = [sc for sc in scenarios if s.name in sc.servers][0]
-                subprocess.run(warm.wrk_command(s.port, 1), capture_output=True,
+                subprocess.run(warm.command(s, 1), capture_output=True,
                                timeout=60)
             else:
                 print("bench: %-19s did not start: %s" % (s.name, s.state), flush=True)
