@@ -481,7 +481,7 @@ static bool all_done(const struct server *sv)
 static void supervise(struct server *sv, const sigset_t *signals)
 {
     struct errlog_limit lim = {0};
-    bool stopping = false;
+    bool stopping = false, skipped = false; /* skipped: a second signal ended --drain-delay */
 
     for (;;) {
         struct timespec wait = {stopping ? 0 : 1, stopping ? 100000000 : 0};
@@ -520,6 +520,13 @@ static void supervise(struct server *sv, const sigset_t *signals)
                 systemd_notify(sv->notify_fd, "STOPPING=1\nSTATUS=draining");
                 errlog(ERRLOG_NOTICE, "%s: draining (again to stop at once)", strsignal(sig));
                 stop_workers(sv, begin_handover(sv));
+            } else if (sv->cfg->drain_delay && !skipped) {
+                /* The load balancer had its warning; the drain itself still lets responses in
+                 * flight finish (issue 19: a second SIGTERM skips the delay). */
+                skipped = true;
+                errlog(ERRLOG_NOTICE, "%s during the drain delay: closing the listeners now "
+                       "(again to stop at once)", strsignal(sig));
+                stop_workers(sv, WORKER_SKIP_DELAY);
             } else {
                 errlog(ERRLOG_NOTICE, "%s during the drain: closing every connection now",
                        strsignal(sig));

@@ -295,6 +295,10 @@ bool worker_tick(struct worker *w)
     int stop = atomic_load_explicit(&w->stop, memory_order_relaxed);
     if (!w->draining && stop != WORKER_RUN)
         start_drain(w, stop);
+    if (stop == WORKER_SKIP_DELAY && w->listen_close_at > w->now) {
+        w->listen_close_at = w->now;
+        w->drain_deadline = w->now + w->cfg->drain_timeout;
+    }
     if (stop == WORKER_ABORT)
         w->drain_deadline = w->listen_close_at = w->now;
     if (w->draining && w->accepting && w->now >= w->listen_close_at) {

@@ -35,7 +35,8 @@ enum worker_stop {
     WORKER_RUN,
     WORKER_DRAIN, /* finish responses in flight within the drain timeout, then end */
     WORKER_HANDOVER, /* the same, keeping the listener open 1-2 s for a successor's hand-over */
-    WORKER_ABORT, /* a second stop signal: close every connection now */
+    WORKER_SKIP_DELAY, /* a second stop signal during --drain-delay: the drain proper, now */
+    WORKER_ABORT, /* a second stop signal (a third with --drain-delay): close everything now */
 };
 
 /* Fixed-size buffers recycled through a free list, so steady-state requests allocate nothing.

@@ -3,6 +3,7 @@ by Host, each site's own root, headers, error pages and Cache-Control rules, red
 open one), basic auth verified off the event loop, --health and --drain-delay, and SIGHUP
 re-reading the file. The TLS half (SNI, 421) waits for TLS. Every test runs on both engines."""
 import base64
+import os
 import pathlib
 import shutil
 import signal
@@ -13,21 +14,9 @@ import time
 
 import pytest
 
-from conftest import RINGHTTPD, HELLO, Conn, connect, fetch, raw, parse_response
+from conftest import (RINGHTTPD, HELLO, Conn, connect, fetch, raw, parse_response, recv_all,
+                      stalled_download, wait_for)
 
-WAIT = 10.0
-
-
-try:  # conftest gains wait_for with branch ops (issue 13); until then, the same here
-    from conftest import wait_for
-except ImportError:
-    def wait_for(check, timeout=WAIT, interval=0.05):
-        deadline = time.monotonic() + timeout
-        while True:
-            got = check()
-            if got or time.monotonic() > deadline:
-                return got
-            time.sleep(interval)
 
 
 def site_root(base, name, files):
@@ -332,12 +321,43 @@ def test_drain_delay_health_503_then_refused(make_server, sites):
         connect(s, timeout=1)
 
 
-def test_second_sigterm_skips_the_drain_delay(make_server, sites):
+def test_second_sigterm_skips_the_drain_delay(make_server, sites, random_file):
+    """The second SIGTERM ends the delay, not the drain: a download in flight still finishes
+    (it used to be cut: the second signal aborted every connection); a third one aborts."""
+    path, digest = random_file(16 << 20)
+    os.link(path, sites["a"] / "big.bin")
     s = make_server(sites["a"], args=["--health", "/healthz", "--drain-delay", "60"])
     s.proc.send_signal(signal.SIGTERM)
     assert wait_for(lambda: get(s, "/healthz").status == 503, timeout=2)
+    sock = stalled_download(s, "/big.bin")  # the server waits for this client to read
+    try:
+        s.proc.send_signal(signal.SIGTERM)
+        assert wait_for(lambda: "drain delay: closing the listeners" in s.stderr_text())
+        with pytest.raises(OSError):
+            connect(s, timeout=1).close()  # the listeners closed at once, not after 60 s
+        body = recv_all(sock)
+    finally:
+        sock.close()
+    # stalled_download read the head and the first bytes; the rest of 16 MiB arrives whole
+    # (an aborted drain cuts it to what the socket buffers held, a few MiB at most).
+    assert len(body) >= (16 << 20) - 4096, len(body)
+    assert s.proc.wait(timeout=10) == 0
+
+
+def test_third_sigterm_aborts_the_drain(make_server, sites, random_file):
+    path, _ = random_file(16 << 20)
+    os.link(path, sites["a"] / "big.bin")
+    s = make_server(sites["a"], args=["--health", "/healthz", "--drain-delay", "60"])
     s.proc.send_signal(signal.SIGTERM)
-    assert s.proc.wait(timeout=5) == 0
+    assert wait_for(lambda: get(s, "/healthz").status == 503, timeout=2)
+    sock = stalled_download(s, "/big.bin", timeout=20)
+    try:
+        s.proc.send_signal(signal.SIGTERM)
+        assert wait_for(lambda: "drain delay: closing the listeners" in s.stderr_text())
+        s.proc.send_signal(signal.SIGTERM)
+        assert s.proc.wait(timeout=5) == 0  # the stalled client did not hold it
+    finally:
+        sock.close()
 
 
 # --------------------------------------------------------------------------- the file
