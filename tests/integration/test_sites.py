@@ -1,7 +1,8 @@
 """Several sites from one process (issue 19): the --config YAML file and --check-config, routing
 by Host, each site's own root, headers, error pages and Cache-Control rules, redirects (never an
 open one), basic auth verified off the event loop, --health and --drain-delay, and SIGHUP
-re-reading the file. The TLS half (SNI, 421) waits for TLS. Every test runs on both engines."""
+re-reading the file. The TLS half (SNI, 421) is test_sites_tls.py. Every test runs on both
+engines."""
 import base64
 import pathlib
 import shutil
