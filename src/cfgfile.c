@@ -315,11 +315,13 @@ static int site_error(const struct config *top, const struct config *site, const
 }
 
 /* One level's own TLS pairs, read as the server's start reads them: a site's tls-cert/tls-key,
- * or the process's (the top level lists the sites' pairs too: those are checked with them). */
+ * or the process's (the top level lists the sites' pairs too: those are checked with them).
+ * For --check-config only: the start reads them anyway (tls_ctx_new), and a reload running as
+ * --user may not read a key that only root can; that keeps the old pairs, not the old sites. */
 static int check_pairs(const struct config *top, const struct config *c)
 {
     int rc = 0;
-    for (int i = 0; i < c->num_tls_certs && (c == top || c->site_tls); i++) {
+    for (int i = 0; top->check_only && i < c->num_tls_certs && (c == top || c->site_tls); i++) {
         char why[PATH_MAX + 256];
         if ((c != top || !c->tls_certs[i].hosts) &&
             tls_pair_check(&c->tls_certs[i], why, sizeof(why)) != 0)
