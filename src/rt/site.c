@@ -277,7 +277,9 @@ bool site_misdirected(struct worker *w, const struct vhost *v, const struct http
         size_t n = vhost_key((struct http_str){name, strlen(name)}, key);
         int i = n ? vhost_lookup(&s->hosts, key, n) : -1;
         ok = v == &s->vh[i >= 0 ? i : s->dflt];
-    } else { /* a process-level certificate: it must name the Host */
+    } else if (tls_conn_only_cert(t)) { /* no other certificate to be had: never 421 */
+        ok = true;
+    } else { /* a process-level certificate among several: it must name the Host */
         size_t n = vhost_key(vhost_request_host(req), key);
         return n != 0 && !tls_conn_covers(t, key, n); /* which caches its own verdict */
     }

@@ -871,9 +871,14 @@ const char *tls_conn_site_name(const struct tls_conn *c)
     return c->ctx->groups[c->group].site_name;
 }
 
+bool tls_conn_only_cert(const struct tls_conn *c)
+{
+    return c->ctx->num_groups < 2;
+}
+
 bool tls_conn_covers(struct tls_conn *c, const char *host, size_t len)
 {
-    if (c->ctx->num_groups < 2 ||
+    if (tls_conn_only_cert(c) ||
         (len == c->ok_host_len && memcmp(host, c->ok_host, len) == 0))
         return true;
     X509 *leaf = c->ctx->groups[c->group].leaf;

@@ -161,9 +161,12 @@ const char *tls_conn_cipher(const struct tls_conn *c);
  * certificate is a process-level pair (then ask tls_conn_covers). */
 const char *tls_conn_site_name(const struct tls_conn *c);
 
+/* Whether the process has one certificate group only (no other certificate to be had). */
+bool tls_conn_only_cert(const struct tls_conn *c);
+
 /* Whether the connection's certificate names host (lower case, no port: a vhost_key); true
- * too when the process has one certificate group only (no other certificate to be had). The
- * last host found covered is remembered, so a connection's next requests cost a compare. */
+ * too when tls_conn_only_cert. The last host found covered is remembered, so a connection's
+ * next requests with it cost a compare. */
 bool tls_conn_covers(struct tls_conn *c, const char *host, size_t len);
 
 /* Checks one pair as tls_ctx_new would (files read, key matches the certificate): 0, or -errno
