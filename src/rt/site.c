@@ -264,11 +264,12 @@ const struct vhost *site_route(struct worker *w, const struct http_request *req)
     return v;
 }
 
-bool site_misdirected(struct worker *w, const struct vhost *v, const struct http_request *req,
-                      struct tls_conn *t)
+/* A connection's first request to v (or any, with process-level pairs among several). Kept out
+ * of line so that the fast path's frame has no Host key buffer to set up. */
+__attribute__((noinline)) static bool misdirected(struct worker *w, const struct vhost *v,
+                                                  const struct http_request *req,
+                                                  struct tls_conn *t)
 {
-    if (v == t->ok_site && t->ok_gen == w->site_gen)
-        return false; /* the connection's every request after its first */
     const struct site *s = w->site;
     const char *name = tls_conn_site_name(t);
     char key[VHOST_NAME_MAX + 1];
@@ -288,6 +289,14 @@ bool site_misdirected(struct worker *w, const struct vhost *v, const struct http
         t->ok_gen = w->site_gen;
     }
     return !ok;
+}
+
+bool site_misdirected(struct worker *w, const struct vhost *v, const struct http_request *req,
+                      struct tls_conn *t)
+{
+    if (v == t->ok_site && t->ok_gen == w->site_gen)
+        return false; /* the connection's every request after its first */
+    return misdirected(w, v, req, t);
 }
 
 /* "/" + path (+ "/" for a directory's slash form) into buf; its length, 0 when too long. */
