@@ -190,6 +190,9 @@ def test_process_pairs_only_421_for_a_host_the_certificate_does_not_name(make_se
         assert ask(s, "b.test").status == 200
         assert ask(s, "localhost").status == 421
         assert ask(s, "b.test").status == 200
+        # an address names nothing a browser could coalesce: a balancer's probe is served
+        assert ask(s, "127.0.0.1:8443").status == 200
+        assert ask(s, "[::1]").status == 200
     with contextlib.closing(t.connect("localhost")) as s:
         assert ask(s, "127.0.0.1").status == 200  # an IP the certificate names
         assert ask(s, "b.test").status == 421
