@@ -314,7 +314,23 @@ static int site_error(const struct config *top, const struct config *site, const
     return 1;
 }
 
-/* One level's own files: its root and its htpasswd files. */
+/* One level's own TLS pairs, read as the server's start reads them: a site's tls-cert/tls-key,
+ * or the process's (the top level lists the sites' pairs too: those are checked with them).
+ * For --check-config only: the start reads them anyway (tls_ctx_new), and a reload running as
+ * --user may not read a key that only root can; that keeps the old pairs, not the old sites. */
+static int check_pairs(const struct config *top, const struct config *c)
+{
+    int rc = 0;
+    for (int i = 0; top->check_only && i < c->num_tls_certs && (c == top || c->site_tls); i++) {
+        char why[PATH_MAX + 256];
+        if ((c != top || !c->tls_certs[i].hosts) &&
+            tls_pair_check(&c->tls_certs[i], why, sizeof(why)) != 0)
+            rc = site_error(top, c, "%s", why);
+    }
+    return rc;
+}
+
+/* One level's own files: its root, its htpasswd files and TLS pairs. */
 static int check_level(const struct config *top, const struct config *c)
 {
     int rc = 0;
@@ -332,7 +348,7 @@ static int check_level(const struct config *top, const struct config *c)
         if (auth_file_check(c->auths[i].htpasswd, why, sizeof(why)) != 0)
             rc = site_error(top, c, "%s", why);
     }
-    return rc;
+    return check_pairs(top, c) ? 1 : rc;
 }
 
 int cfgfile_check(const struct config *cfg)
@@ -340,6 +356,7 @@ int cfgfile_check(const struct config *cfg)
     int rc = 0, defaults = 0;
     if (!cfg->num_sites)
         return check_level(cfg, cfg);
+    rc = check_pairs(cfg, cfg);
     for (int i = 0; i < cfg->num_sites; i++) {
         const struct config *s = &cfg->sites[i];
         defaults += s->is_default;

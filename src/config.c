@@ -416,7 +416,9 @@ static int tls_option(struct config *cfg, int opt, const char *arg)
             return usage_error("--tls-cert: at most 16 pairs; '%s' is one more", arg);
         if (!*arg)
             return usage_error("--tls-cert wants a file%s", "");
-        cfg->tls_certs[cfg->num_tls_certs++] = (struct tls_cert_files){arg, NULL};
+        cfg->tls_certs[cfg->num_tls_certs++] = (struct tls_cert_files){.cert = arg};
+        if (cfg->src && cfg->src->site)
+            cfg->site_tls = true;
         return 0;
     case OPT_TLS_KEY:
         if (n == 0 || cfg->tls_certs[n - 1].key)
@@ -455,7 +457,7 @@ static int tls_check(struct config *cfg)
         cfg->tls_min = 12;
     if (n > 0 && !cfg->tls_certs[n - 1].key)
         return usage_error("--tls-cert '%s' has no --tls-key after it", cfg->tls_certs[n - 1].cert);
-    if (cfg->tls && n == 0)
+    if (cfg->tls && n == 0 && !cfg->config_file) /* a file's sites may bring theirs */
         return usage_error("--tls-port needs a --tls-cert FILE --tls-key FILE pair%s", "");
     if (!cfg->tls && n > 0)
         return usage_error("--tls-cert '%s' needs --tls-port", cfg->tls_certs[0].cert);
@@ -541,7 +543,7 @@ static bool per_site(int opt)
     case OPT_ERROR_PAGE: case OPT_FALLBACK: case OPT_COMPRESS_TYPES: case OPT_COMPRESS_MIN:
     case OPT_COMPRESS_MAX: case OPT_DICTIONARY: case OPT_CANONICAL_HOST: case OPT_REDIRECT:
     case OPT_BASIC_AUTH: case OPT_AUTH_REALM: case OPT_CACHE_CONTROL_FOR: case OPT_HOSTS:
-    case OPT_DEFAULT: case OPT_ROOT: case OPT_COMPRESS:
+    case OPT_DEFAULT: case OPT_ROOT: case OPT_COMPRESS: case OPT_TLS_CERT: case OPT_TLS_KEY:
         return true;
     default:
         return false;
@@ -578,6 +580,7 @@ static int layer_begin(struct config *cfg, int opt)
     case OPT_BASIC_AUTH: cfg->num_auths = 0; break;
     case OPT_CACHE_CONTROL_FOR: cfg->num_cache_rules = 0; break;
     case OPT_HOSTS: cfg->num_hosts = 0; break;
+    case OPT_TLS_CERT: cfg->num_tls_certs = 0; break; /* a site's own pairs, not the process's */
     }
     return 0;
 }
@@ -1048,6 +1051,42 @@ out:
     return rc;
 }
 
+/* A site's own tls-cert/tls-key pairs join the process's set (issue 19), tagged with the site's
+ * names so that SNI picks them by those names; the process's pairs stay first (the first is the
+ * default for no or an unknown SNI name). */
+static int tls_sites(struct config *cfg)
+{
+    for (int i = 0; i < cfg->num_sites; i++) {
+        struct config *site = &cfg->sites[i];
+        if (!site->site_tls)
+            continue;
+        const char *file = cfg->config_file;
+        if (site->num_tls_certs && !site->tls_certs[site->num_tls_certs - 1].key) {
+            fprintf(stderr, "ringhttpd: %s:%d: tls-cert: '%s' has no tls-key after it\n", file,
+                    site->line, site->tls_certs[site->num_tls_certs - 1].cert);
+            return 2;
+        }
+        if (!cfg->tls) {
+            fprintf(stderr, "ringhttpd: %s:%d: tls-cert: a site's pair needs tls-port at the top "
+                    "level\n", file, site->line);
+            return 2;
+        }
+        for (int k = 0; k < site->num_tls_certs; k++) {
+            if (cfg->num_tls_certs == TLS_MAX_CERTS) {
+                fprintf(stderr, "ringhttpd: %s:%d: tls-cert: at most %d pairs in all\n", file,
+                        site->line, TLS_MAX_CERTS);
+                return 2;
+            }
+            site->tls_certs[k].hosts = site->hosts;
+            site->tls_certs[k].num_hosts = site->num_hosts;
+            cfg->tls_certs[cfg->num_tls_certs++] = site->tls_certs[k];
+        }
+    }
+    if (cfg->tls && cfg->num_tls_certs == 0)
+        return usage_error("--tls-port needs a --tls-cert FILE --tls-key FILE pair%s", "");
+    return 0;
+}
+
 /* The file's top level, then the command line over it, then the file's sites over that. */
 static int parse_layers(struct config *cfg, int argc, char **argv)
 {
@@ -1062,6 +1101,8 @@ static int parse_layers(struct config *cfg, int argc, char **argv)
         rc = tls_check(cfg);
     if (rc == 0 && doc)
         rc = cfgfile_sites(cfg, doc);
+    if (rc == 0)
+        rc = tls_sites(cfg);
     cfgfile_free(doc);
     return rc;
 }
@@ -1239,6 +1280,15 @@ static const char *restart_needed(const struct config *a, const struct config *b
     if ((a->health == NULL) != (b->health == NULL) ||
         (a->health && strcmp(a->health, b->health) != 0))
         return "health";
+    /* The contexts a reload makes read the running configuration's pairs again (renewed
+     * files are picked up), so a pair added, removed or moved to another site waits. */
+    if (a->num_tls_certs != b->num_tls_certs)
+        return "tls-cert/tls-key";
+    for (int i = 0; i < a->num_tls_certs; i++)
+        if (strcmp(a->tls_certs[i].cert, b->tls_certs[i].cert) != 0 ||
+            strcmp(a->tls_certs[i].key, b->tls_certs[i].key) != 0 ||
+            a->tls_certs[i].num_hosts != b->tls_certs[i].num_hosts)
+            return "tls-cert/tls-key";
     return NULL;
 }
 

@@ -27,6 +27,7 @@
 #include "rt/stats.h"
 #include "rt/worker.h"
 #include "serve.h"
+#include "tls/xport.h"
 #include "transport.h"
 
 /* The input buffer (from the worker's pool) holds a full request head plus what pipelining
@@ -386,6 +387,7 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
 
         struct req_policy pol = policy_h1(req, c->keep_alive && !w->draining, len - used);
         pol.secure = c->xport && c->xport->secure;
+        pol.tls = tls_xport_conn(c);
         c->keep_alive = pol.keep_alive;
         c->discard = pol.discard;
         struct response *r = serve_response_get(w);

@@ -566,6 +566,10 @@ void serve_request(struct worker *w, const struct http_request *req, const struc
     struct path_result pr;
 
     init_job(&j, w, req, pol, r);
+    if (pol->tls && site_misdirected(w, j.site, req, pol->tls)) {
+        error(&j, 421, NULL);
+        return;
+    }
     if (w->cfg->redirect_https && !pol->secure) {
         redirect_https(&j);
         return;

@@ -23,10 +23,15 @@
  * an interim response, which are HTTP/1-only (RFC 9113 8.2.2). */
 enum resp_syntax { RESP_H1, RESP_FIELDS };
 
+struct tls_conn;
+
 /* The core's request result: what answering the request does to the connection. */
 struct req_policy {
     enum resp_syntax syntax;
     bool secure;        /* the request came over an encrypting transport (https) */
+    /* its TLS state when it came over TLS, for the 421 of a Host its certificate is not for
+     * (rt/site.h, site_misdirected); never dereferenced by the core */
+    struct tls_conn *tls;
     bool keep_alive;    /* the connection stays open after the response */
     bool send_continue; /* the client waits for "100 Continue" before its body */
     uint64_t discard;   /* body bytes after the head to read and drop */

@@ -19,6 +19,7 @@
 #include "rt/site.h"
 #include "rt/worker.h"
 #include "serve.h"
+#include "tls/xport.h"
 #include "transport.h"
 
 #define H2_STALL_S 60 /* as HTTP/1's send timeout */
@@ -110,6 +111,7 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
     } else {
         struct req_policy pol = policy_fields();
         pol.secure = c->xport && c->xport->secure;
+        pol.tls = tls_xport_conn(c);
         serve_request(w, req, &pol, r);
     }
     obs_request(w, c, req, r);

@@ -22,6 +22,7 @@
 #include "rt/fcache.h"
 #include "rt/worker.h"
 #include "rt/file.h"
+#include "tls/tls.h"
 
 /* A file the configuration names below the root must be readable if it is there; one that is
  * missing was allowed at start too (the error page or fallback then is the built-in answer). */
@@ -261,6 +262,41 @@ const struct vhost *site_route(struct worker *w, const struct http_request *req)
     }
     fcache_root(w->cache, v->id, v->root_fd);
     return v;
+}
+
+/* A connection's first request to v (or any, with process-level pairs among several). Kept out
+ * of line so that the fast path's frame has no Host key buffer to set up. */
+__attribute__((noinline)) static bool misdirected(struct worker *w, const struct vhost *v,
+                                                  const struct http_request *req,
+                                                  struct tls_conn *t)
+{
+    const struct site *s = w->site;
+    const char *name = tls_conn_site_name(t);
+    char key[VHOST_NAME_MAX + 1];
+    bool ok;
+    if (name) { /* a site's own certificate: the request must be routed to that site */
+        size_t n = vhost_key((struct http_str){name, strlen(name)}, key);
+        int i = n ? vhost_lookup(&s->hosts, key, n) : -1;
+        ok = v == &s->vh[i >= 0 ? i : s->dflt];
+    } else if (tls_conn_only_cert(t)) { /* no other certificate to be had: never 421 */
+        ok = true;
+    } else { /* a process-level certificate among several: it must name the Host */
+        size_t n = vhost_key(vhost_request_host(req), key);
+        return n != 0 && !tls_conn_covers(t, key, n); /* which caches its own verdict */
+    }
+    if (ok) {
+        t->ok_site = v;
+        t->ok_gen = w->site_gen;
+    }
+    return !ok;
+}
+
+bool site_misdirected(struct worker *w, const struct vhost *v, const struct http_request *req,
+                      struct tls_conn *t)
+{
+    if (v == t->ok_site && t->ok_gen == w->site_gen)
+        return false; /* the connection's every request after its first */
+    return misdirected(w, v, req, t);
 }
 
 /* "/" + path (+ "/" for a directory's slash form) into buf; its length, 0 when too long. */

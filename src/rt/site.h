@@ -22,6 +22,7 @@
 #include "core/vhost.h"
 
 struct auth_file;
+struct tls_conn;
 struct worker;
 struct conn;
 struct plan;
@@ -73,13 +74,16 @@ int site_moved(const struct config *cfg, const struct site *s);
 void site_put(struct site *s);
 
 /* The site req names (the default one for NULL, or a Host no site names), with the worker's
- * file cache switched to its root.
- * TLS (issue 14) plugs in here: a site's certificate keys (tls-cert/tls-key, added to config.c's
- * per_site()) are loaded with the site; the SNI callback finds the site with the same
- * vhost_key + vhost_lookup over site->hosts and picks its certificate; a request routed to a site
- * whose certificate does not cover the connection's SNI site answers 421 (the request policy
- * would carry the SNI site, as it carries pol.secure). */
+ * file cache switched to its root. Over TLS, serve asks site_misdirected next (issue 19). */
 const struct vhost *site_route(struct worker *w, const struct http_request *req);
+
+/* Whether a request over TLS connection t, routed to v, must be answered 421 Misdirected
+ * Request (RFC 9110 15.5.20): v is not the site the connection's certificate belongs to (the
+ * site SNI picked a pair of), or, when the certificate is a process-level pair among several,
+ * the certificate does not name the request's Host. A verdict of "fine" is cached in t, so a
+ * connection's next requests to the same site cost a pointer compare. */
+bool site_misdirected(struct worker *w, const struct vhost *v, const struct http_request *req,
+                      struct tls_conn *t);
 
 /* What a site answers before looking for a file, in this order: --health, the canonical host,
  * --redirect rules, --basic-auth. path[0..len) is the normalised path (no leading '/'), slash

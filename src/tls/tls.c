@@ -15,6 +15,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "core/vhost.h"
+
 /* Mozilla's server-side TLS guidelines, "intermediate" (v5.7): TLS 1.2 suites with forward
  * secrecy and AEAD only; TLS 1.3 keeps OpenSSL's three suites. DHE uses the RFC 7919 group
  * OpenSSL picks for the certificate's strength (SSL_CTX_set_dh_auto). */
@@ -46,13 +48,20 @@ struct ticket_key {
 /* One OpenSSL context: the pairs that share a name set (at most one per key type). */
 struct tls_group {
     SSL_CTX *ssl;
-    X509 *leaf; /* its first certificate, which SNI names are matched against */
+    X509 *leaf;      /* its first certificate, which SNI names are matched against */
+    char *site_name; /* the first name of the first site whose pair it holds, or NULL */
 };
 
 struct tls_ctx {
     unsigned refs; /* the owner's one, plus one per connection: the worker's thread only */
     struct tls_group groups[TLS_MAX_CERTS];
     int num_groups;
+    /* the sites' names (issue 19), each naming the group of its site's pair: SNI looks here
+     * first, exact then wildcard, as a Host is routed */
+    struct vhost_table names;
+    struct vhost_slot *name_slots;
+    char **name_copies;
+    int num_names;
     BIO_METHOD *bio;
     const struct tls_keys *keys;
     bool alpn_h2;
@@ -156,21 +165,37 @@ static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
 
 /* ---- SNI and ALPN ----------------------------------------------------------------------- */
 
+/* The group of the site whose names include name (exact, else the longest wildcard), or -1. */
+static int site_group(const struct tls_ctx *ctx, const char *name)
+{
+    char key[VHOST_NAME_MAX + 1];
+    if (!ctx->num_names)
+        return -1;
+    size_t n = vhost_key((struct http_str){name, strlen(name)}, key);
+    return n ? vhost_lookup(&ctx->names, key, n) : -1;
+}
+
 static int servername_cb(SSL *ssl, int *alert, void *arg)
 {
     (void)alert;
     struct tls_ctx *ctx = arg;
+    struct tls_conn *c = SSL_get_app_data(ssl);
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    c->by_site = false;
+    c->group = 0;
     if (!name || ctx->num_groups < 2)
         return SSL_TLSEXT_ERR_OK;
-    for (int i = 0; i < ctx->num_groups; i++) {
-        if (X509_check_host(ctx->groups[i].leaf, name, 0, 0, NULL) == 1) {
-            if (i > 0 && !SSL_set_SSL_CTX(ssl, ctx->groups[i].ssl))
-                return SSL_TLSEXT_ERR_ALERT_FATAL;
-            break;
-        }
-    }
+    int g = site_group(ctx, name);
+    if (g >= 0)
+        c->by_site = true;
+    for (int i = 0; i < ctx->num_groups && g < 0; i++)
+        if (X509_check_host(ctx->groups[i].leaf, name, 0, 0, NULL) == 1)
+            g = i;
     /* An unknown name gets the default certificate, as nginx's default server does. */
+    if (g > 0 && !SSL_set_SSL_CTX(ssl, ctx->groups[g].ssl))
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    if (g > 0)
+        c->group = (int8_t)g;
     return SSL_TLSEXT_ERR_OK;
 }
 
@@ -450,11 +475,38 @@ static void ctx_free(struct tls_ctx *ctx)
     for (int i = 0; i < ctx->num_groups; i++) {
         SSL_CTX_free(ctx->groups[i].ssl);
         X509_free(ctx->groups[i].leaf);
+        free(ctx->groups[i].site_name);
     }
+    for (int i = 0; i < ctx->num_names; i++)
+        free(ctx->name_copies[i]);
+    free(ctx->name_copies);
+    free(ctx->name_slots);
     BIO_meth_free(ctx->bio);
     OPENSSL_cleanse(&ctx->cur, sizeof(ctx->cur));
     OPENSSL_cleanse(&ctx->prev, sizeof(ctx->prev));
     free(ctx);
+}
+
+/* A site's names, each naming group g (a name another pair's site named first keeps that one). */
+static int add_site_names(struct tls_ctx *ctx, const struct tls_cert_files *f, int g)
+{
+    for (int i = 0; i < f->num_hosts; i++) {
+        char *copy = strdup(f->hosts[i]);
+        if (!copy)
+            return -ENOMEM;
+        for (char *q = copy; *q; q++)
+            if (*q >= 'A' && *q <= 'Z')
+                *q = (char)(*q - 'A' + 'a');
+        ctx->name_copies[ctx->num_names++] = copy;
+        int rc = vhost_table_add(&ctx->names, copy, g);
+        if (rc != 0 && rc != -EEXIST)
+            return rc;
+        /* the site's name as a route key: an exact name, or a wildcard as its ".suffix" */
+        if (!ctx->groups[g].site_name &&
+            !(ctx->groups[g].site_name = strdup(copy[0] == '*' ? copy + 1 : copy)))
+            return -ENOMEM;
+    }
+    return 0;
 }
 
 static int add_pair(struct tls_ctx *ctx, const struct tls_settings *s, int i, char *why,
@@ -486,7 +538,10 @@ static int add_pair(struct tls_ctx *ctx, const struct tls_settings *s, int i, ch
                  "OpenSSL refuses its key",
                  s->certs[i].cert);
         rc = -EINVAL;
+        goto out;
     }
+    if ((rc = add_site_names(ctx, &s->certs[i], (int)(g - ctx->groups))) != 0)
+        snprintf(why, why_len, "TLS: out of memory");
 out:
     ERR_clear_error();
     pair_free(&p);
@@ -515,6 +570,20 @@ int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struc
         snprintf(why, why_len, "TLS: out of memory");
         rc = -ENOMEM;
         goto fail;
+    }
+    size_t names = 0;
+    for (int i = 0; i < s->num_certs; i++)
+        names += (size_t)s->certs[i].num_hosts;
+    if (names) {
+        size_t slots = vhost_slots_for(names);
+        ctx->name_slots = calloc(slots, sizeof(*ctx->name_slots));
+        ctx->name_copies = calloc(names, sizeof(*ctx->name_copies));
+        if (!ctx->name_slots || !ctx->name_copies) {
+            snprintf(why, why_len, "TLS: out of memory");
+            rc = -ENOMEM;
+            goto fail;
+        }
+        vhost_table_init(&ctx->names, ctx->name_slots, slots);
     }
     for (int i = 0; i < s->num_certs; i++)
         if ((rc = add_pair(ctx, s, i, why, why_len)) != 0)
@@ -553,6 +622,7 @@ int tls_conn_init(struct tls_conn *c, struct tls_ctx *ctx)
     BIO_set_data(b, c);
     SSL_set_bio(ssl, b, b); /* one BIO both ways: SSL takes its one reference */
     SSL_set_accept_state(ssl);
+    SSL_set_app_data(ssl, c); /* for the SNI callback: which certificate it chose */
     c->ssl = ssl;
     c->ctx = ctx;
     c->state = ST_NEW;
@@ -792,6 +862,46 @@ const char *tls_conn_version(const struct tls_conn *c)
 const char *tls_conn_cipher(const struct tls_conn *c)
 {
     return SSL_get_cipher_name(c->ssl);
+}
+
+const char *tls_conn_site_name(const struct tls_conn *c)
+{
+    if (c->by_site)
+        return SSL_get_servername(c->ssl, TLSEXT_NAMETYPE_host_name);
+    return c->ctx->groups[c->group].site_name;
+}
+
+bool tls_conn_only_cert(const struct tls_conn *c)
+{
+    return c->ctx->num_groups < 2;
+}
+
+bool tls_conn_covers(struct tls_conn *c, const char *host, size_t len)
+{
+    if (tls_conn_only_cert(c) ||
+        (len == c->ok_host_len && memcmp(host, c->ok_host, len) == 0))
+        return true;
+    /* An address is no name a browser could have coalesced onto this connection (RFC 9110
+     * 15.5.20 is about names), and a load balancer's probe of https://ADDR/ must not get 421. */
+    X509 *leaf = c->ctx->groups[c->group].leaf;
+    bool ok = host[0] == '[' || X509_check_ip_asc(leaf, host, 0) >= 0 ||
+              X509_check_host(leaf, host, len, 0, NULL) == 1;
+    ERR_clear_error();
+    if (ok && len <= sizeof(c->ok_host)) {
+        memcpy(c->ok_host, host, len);
+        c->ok_host_len = (uint8_t)len;
+    }
+    return ok;
+}
+
+int tls_pair_check(const struct tls_cert_files *f, char *why, size_t why_len)
+{
+    struct tls_ctx scratch = {0}; /* load_pair's warnings go nowhere here */
+    struct pair p;
+    int rc = load_pair(&scratch, f, &p, why, why_len);
+    if (rc == 0)
+        pair_free(&p);
+    return rc;
 }
 
 size_t tls_plain_http_400(char *buf, size_t cap, const char *date)

@@ -36,6 +36,10 @@
 struct tls_cert_files {
     const char *cert; /* PEM: the certificate, then its chain */
     const char *key;  /* PEM: its private key (ECDSA, RSA, Ed25519...) */
+    /* A site's own pair (issue 19): the site's names ("example.org", "*.example.org"), which
+     * SNI matches before any certificate's own names; NULL/0 for a process-level pair. */
+    const char *const *hosts;
+    int num_hosts;
 };
 
 struct tls_settings {
@@ -65,6 +69,14 @@ struct tls_conn {
     size_t sink_len, sink_cap;
     uint8_t state;
     bool closing; /* close_notify queued */
+    bool by_site; /* SNI named a site whose own pair was chosen */
+    int8_t group; /* the certificate group chosen (0: the default) */
+    /* The caller's (rt/site.c's) per-connection cache of its last "not misdirected" verdict:
+     * the site a request was routed to and the generation of the sites it belongs to. */
+    const void *ok_site;
+    unsigned ok_gen;
+    uint8_t ok_host_len; /* tls_conn_covers' last host found covered (0: none) */
+    char ok_host[47];
 };
 
 /* Return values beside byte counts and -errno. */
@@ -143,6 +155,23 @@ enum tls_alpn tls_conn_alpn(const struct tls_conn *c);
 const char *tls_conn_sni(const struct tls_conn *c);     /* the client's server name, or NULL */
 const char *tls_conn_version(const struct tls_conn *c); /* "TLSv1.3"... */
 const char *tls_conn_cipher(const struct tls_conn *c);
+
+/* Which site the connection's certificate belongs to (issue 19): the SNI name when it picked
+ * a site's own pair, else the first name of the site whose pair was chosen, or NULL when the
+ * certificate is a process-level pair (then ask tls_conn_covers). */
+const char *tls_conn_site_name(const struct tls_conn *c);
+
+/* Whether the process has one certificate group only (no other certificate to be had). */
+bool tls_conn_only_cert(const struct tls_conn *c);
+
+/* Whether the connection's certificate names host (lower case, no port: a vhost_key); true
+ * too for an IP address (no name to coalesce) and when tls_conn_only_cert. The last host found covered is remembered, so a connection's
+ * next requests with it cost a compare. */
+bool tls_conn_covers(struct tls_conn *c, const char *host, size_t len);
+
+/* Checks one pair as tls_ctx_new would (files read, key matches the certificate): 0, or -errno
+ * with one line in why naming the file at fault. For --check-config. */
+int tls_pair_check(const struct tls_cert_files *f, char *why, size_t why_len);
 
 /* The clear-text answer to plain HTTP on the TLS port (as nginx's "The plain HTTP request was
  * sent to HTTPS port"): a whole 400 response with Connection: close, written into buf with

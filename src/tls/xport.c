@@ -66,6 +66,12 @@ void tls_port_fini(struct tls_port *port)
     port->nfree = 0;
 }
 
+struct tls_conn *tls_xport_conn(const struct conn *c)
+{
+    struct xconn *x = c->xport == &transport_tls ? c->xstate : NULL;
+    return x && tls_conn_established(&x->t) ? &x->t : NULL;
+}
+
 static struct sendbuf *buf_get(struct tls_port *port)
 {
     void *b = port->free_bufs;

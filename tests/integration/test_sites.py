@@ -1,7 +1,8 @@
 """Several sites from one process (issue 19): the --config YAML file and --check-config, routing
 by Host, each site's own root, headers, error pages and Cache-Control rules, redirects (never an
 open one), basic auth verified off the event loop, --health and --drain-delay, and SIGHUP
-re-reading the file. The TLS half (SNI, 421) waits for TLS. Every test runs on both engines."""
+re-reading the file. The TLS half (SNI, 421) is test_sites_tls.py. Every test runs on both
+engines."""
 import base64
 import os
 import pathlib
@@ -464,8 +465,12 @@ def test_readme_example_is_a_valid_file(tmp_path):
     for d in ("example.org", "docs", "staging"):
         (tmp_path / "srv" / d).mkdir(parents=True)
     htpasswd(tmp_path / "staging.htpasswd", "staff", "pw")
-    example = example.replace("/srv/", f"{tmp_path}/srv/").replace(
-        "/etc/ringhttpd/staging.htpasswd", str(tmp_path / "staging.htpasswd"))
+    for name in ("example.org", "docs"):  # its TLS pairs (--check-config reads them)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj",
+                        f"/CN={name}", "-keyout", str(tmp_path / f"{name}.key"),
+                        "-out", str(tmp_path / f"{name}.crt")], check=True, capture_output=True)
+    example = example.replace("/srv/", f"{tmp_path}/srv/").replace("/etc/ringhttpd/", f"{tmp_path}/")
     conf = tmp_path / "example.yaml"
     conf.write_text(example)
     p = check(conf)

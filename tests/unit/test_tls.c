@@ -100,7 +100,7 @@ static struct tls_settings settings(struct files *fs, const struct dir *d, const
     for (int i = 0; i < n; i++) {
         snprintf(fs->cert[i], sizeof(fs->cert[i]), "%s/%s.crt", d->path, names[i]);
         snprintf(fs->key[i], sizeof(fs->key[i]), "%s/%s.key", d->path, names[i]);
-        fs->pairs[i] = (struct tls_cert_files){fs->cert[i], fs->key[i]};
+        fs->pairs[i] = (struct tls_cert_files){.cert = fs->cert[i], .key = fs->key[i]};
     }
     return (struct tls_settings){.certs = fs->pairs, .num_certs = n, .min_version = 12};
 }
