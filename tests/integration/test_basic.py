@@ -11,6 +11,9 @@ import pytest
 from conftest import (BIG, ETAG_RE, HELLO, HELLO_LAST_MODIFIED, IMF_FIXDATE, INDEX_HTML,
                       SUB_INDEX_HTML, UNICODE_NAME, Conn, fetch, parse_http_date, request)
 
+# Issue 14: each server test runs over TLS too (conftest: scheme).
+pytestmark = pytest.mark.schemes("http", "https")
+
 
 def test_get_file(server):
     r = fetch(server, "/hello.txt")

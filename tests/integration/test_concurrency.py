@@ -16,6 +16,9 @@ import pytest
 from conftest import (BIG, HELLO, INDEX_HTML, SUB_INDEX_HTML, Conn, connect, fetch, request,
                       stalled_download)
 
+# Issue 14: each server test runs over TLS too (conftest: scheme).
+pytestmark = pytest.mark.schemes("http", "https")
+
 FILES = [("/hello.txt", HELLO), ("/", INDEX_HTML), ("/sub/", SUB_INDEX_HTML),
          ("/big.bin", BIG), ("/noindex/a.txt", b"file a\n"), ("/empty.txt", b"")]
 

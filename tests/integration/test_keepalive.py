@@ -14,6 +14,9 @@ import pytest
 
 from conftest import BIG, HELLO, INDEX_HTML, Conn, connect, parse_response, request
 
+# Issue 14: each server test runs over TLS too (conftest: scheme).
+pytestmark = pytest.mark.schemes("http", "https")
+
 # Bound for "the server closes within a timeout of 1 s": generous, never a timing assertion.
 CLOSE_WAIT = 8.0
 

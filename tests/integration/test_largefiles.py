@@ -19,6 +19,9 @@ import pytest
 
 from conftest import BIG, HELLO, StrictReader, fetch, request
 
+# Issue 14: each server test runs over TLS too (conftest: scheme).
+pytestmark = pytest.mark.schemes("http", "https")
+
 MODES = ["splice", "sendfile"]
 LARGE = 4 << 20
 
