@@ -68,6 +68,11 @@ raw(server, data, timeout=2.0) -> bytes
     (or a reset arrives) or ``timeout`` seconds pass. No framing checks: for garbage and probes.
 connect(server, timeout=5.0) -> socket
     A TCP_NODELAY socket connected to the server, with that timeout.
+tls_wrap(server, sock) -> socket
+    sock itself for a cleartext server; for an https one (the scheme dimension), sock wrapped
+    in TLS with the handshake done. Tests that make their own sockets pass them through it.
+    (SSLSocket has no MSG_PEEK and its shutdown() ends TLS: is_open() keeps what it reads for
+    the next read; tests needing a half-close inside TLS opt out with no_tls.)
 recv_all(sock) -> bytes
     Everything received on sock until the peer closes (the socket's own timeout applies).
 stalled_download(server, path, rcvbuf=65536, timeout=10.0) -> socket
