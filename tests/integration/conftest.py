@@ -33,6 +33,18 @@ docroot
     through the symlinks ``link-out.txt`` and ``outdir/``: a server that serves either leaks.
 server
     make_server(docroot) for the current engine.
+scheme
+    "http" (the default; plain modules keep their test ids) or "https". A module opts
+    into the TLS dimension with ``pytestmark = pytest.mark.schemes("http", "https")``: then every
+    test of it that uses make_server runs over each scheme (ids ``[uring-https]``...), and a test
+    marked ``@pytest.mark.no_tls("reason")`` runs over http only. With "https", make_server adds
+    ``--tls-port 0`` and a certificate (ECDSA P-256, CN localhost, SAN localhost/127.0.0.1/::1)
+    signed by a session test CA (``test_ca`` fixture, path in TEST_CA after first use) before the
+    test's ``args``; the returned Server's .port, .addr, .base_url ("https://...") are the TLS
+    listener's (.clear_port keeps the cleartext one, .scheme says which), and connect(), Conn,
+    raw(), fetch() and stalled_download() speak TLS (ALPN http/1.1, SNI localhost, the test CA)
+    to it; SSL_CERT_FILE and CURL_CA_BUNDLE point at the test CA for the test (httpx, curl).
+    $RINGHTTPD_SCHEMES (comma-separated, e.g. "http") narrows the dimension for a whole run.
 random_file (session scope)
     random_file(size) -> (path, sha256 hex): one file of random bytes per size for the whole
     session, to os.link into a docroot (large-transfer tests without writing GiBs to /tmp).
@@ -56,6 +68,11 @@ raw(server, data, timeout=2.0) -> bytes
     (or a reset arrives) or ``timeout`` seconds pass. No framing checks: for garbage and probes.
 connect(server, timeout=5.0) -> socket
     A TCP_NODELAY socket connected to the server, with that timeout.
+tls_wrap(server, sock) -> socket
+    sock itself for a cleartext server; for an https one (the scheme dimension), sock wrapped
+    in TLS with the handshake done. Tests that make their own sockets pass them through it.
+    (SSLSocket has no MSG_PEEK and its shutdown() ends TLS: is_open() keeps what it reads for
+    the next read; tests needing a half-close inside TLS opt out with no_tls.)
 recv_all(sock) -> bytes
     Everything received on sock until the peer closes (the socket's own timeout applies).
 stalled_download(server, path, rcvbuf=65536, timeout=10.0) -> socket
@@ -108,6 +125,7 @@ import random
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -124,6 +142,8 @@ LISTEN_RE = re.compile(
     r"ringhttpd: listening on http://(\[[0-9A-Fa-f:.]+\]|[^\s:/]+):(\d+)/ "
     r"\(engine (\w+), (\d+) threads?\)"
 )
+HTTPS_LISTEN_RE = re.compile(
+    r"ringhttpd: listening on https://(\[[0-9A-Fa-f:.]+\]|[^\s:/]+):(\d+)/")
 
 # ---------------------------------------------------------------------------------------------
 # The standard document root.
@@ -272,6 +292,83 @@ def engine(request):
 
 
 # ---------------------------------------------------------------------------------------------
+# The scheme dimension: modules marked schemes("http", "https") run their server tests over TLS
+# too (see the module docstring).
+
+SCHEMES = tuple(s for s in os.environ.get("RINGHTTPD_SCHEMES", "http,https").split(",") if s)
+TEST_CA = None  # the session CA's certificate path, once test_ca has made it
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "schemes(*names): run the module's server tests over "
+                            "each scheme (http, https)")
+    config.addinivalue_line("markers", "no_tls(reason): this test runs over http only")
+
+
+def pytest_generate_tests(metafunc):
+    if "scheme" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("schemes")
+    schemes = [s for s in (marker.args if marker else ("http",)) if s in SCHEMES] or ["http"]
+    if metafunc.definition.get_closest_marker("no_tls"):
+        schemes = [s for s in schemes if s != "https"] or ["http"]
+    if marker:
+        metafunc.parametrize("scheme", schemes, indirect=True)
+
+
+@pytest.fixture
+def scheme(request):
+    return getattr(request, "param", "http")
+
+
+def _openssl(*args):
+    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def test_ca(tmp_path_factory):
+    """(ca.crt, localhost.crt, localhost.key): a CA made for this session and an ECDSA P-256
+    leaf it signed for localhost, 127.0.0.1 and ::1."""
+    global TEST_CA
+    d = tmp_path_factory.mktemp("test-ca")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    _openssl("req", "-x509", *ec, "-keyout", d / "ca.key", "-out", d / "ca.crt",
+             "-subj", "/CN=ringhttpd session test CA", "-days", "3")
+    _openssl("req", "-new", *ec, "-keyout", d / "localhost.key", "-out", d / "localhost.csr",
+             "-subj", "/CN=localhost")
+    (d / "localhost.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n"
+                                     "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+    _openssl("x509", "-req", "-in", d / "localhost.csr", "-CA", d / "ca.crt", "-CAkey",
+             d / "ca.key", "-CAcreateserial", "-days", "2", "-extfile", d / "localhost.ext",
+             "-out", d / "localhost.crt")
+    TEST_CA = str(d / "ca.crt")
+    return d / "ca.crt", d / "localhost.crt", d / "localhost.key"
+
+
+_CLIENT_CTX = {}
+
+
+def client_context(ca):
+    """A client SSLContext trusting `ca`, offering ALPN http/1.1 only (one per CA)."""
+    if ca not in _CLIENT_CTX:
+        ctx = ssl.create_default_context(cafile=str(ca))
+        ctx.set_alpn_protocols(["http/1.1"])
+        _CLIENT_CTX[ca] = ctx
+    return _CLIENT_CTX[ca]
+
+
+def tls_wrap(server, sock):
+    """sock unchanged for a cleartext server; wrapped in TLS (handshake done) for an https one."""
+    if getattr(server, "scheme", "http") != "https":
+        return sock
+    try:
+        return client_context(server.ca).wrap_socket(sock, server_hostname="localhost")
+    except BaseException:
+        sock.close()
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
 # The server process.
 
 
@@ -289,6 +386,9 @@ class Server:
         self.engine_name = None
         self.threads = None
         self.stopped = False  # set by stop(): the test ended the process itself
+        self.scheme = "http"
+        self.clear_port = None
+        self.ca = None  # the CA path when this server is under the TLS dimension
         self._lines = []
         self._lock = threading.Lock()
         self._ready = threading.Event()
@@ -337,6 +437,15 @@ class Server:
             rc = self.proc.wait(timeout=5)
             pytest.fail(f"server exited ({rc}) before listening: {self.argv}\n"
                         f"stderr:\n{self.stderr_text()}")
+        if self.ca is not None and self.scheme == "http":
+            m = wait_for(lambda: HTTPS_LISTEN_RE.search(self.stderr_text()), timeout)
+            if not m:
+                pytest.fail(f"server printed no https listening line: {self.argv}\n"
+                            f"stderr:\n{self.stderr_text()}")
+            self.clear_port = self.port
+            self.port = int(m.group(2))
+            self.base_url = f"https://{m.group(1)}:{self.port}"
+            self.scheme = "https"
 
     def url(self, path="/"):
         return self.base_url + path
@@ -378,19 +487,28 @@ class Server:
 
 
 @pytest.fixture
-def make_server(engine, request):
+def make_server(engine, scheme, request):
     default_engine = engine
     started = []
+    tls_args = ()
+    ca = None
+    if scheme == "https":
+        ca, crt, key = request.getfixturevalue("test_ca")
+        tls_args = ("--tls-port", "0", "--tls-cert", str(crt), "--tls-key", str(key))
+        mp = request.getfixturevalue("monkeypatch")
+        mp.setenv("SSL_CERT_FILE", str(ca))
+        mp.setenv("CURL_CA_BUNDLE", str(ca))
 
     def factory(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True,
                 pass_fds=()):
         _require_binary()
         eng = engine if engine is not None else default_engine
         argv = [*wrapper, RINGHTTPD, "-p", "0", "-b", "127.0.0.1", "-t", "2",
-                "--engine", eng, *args]
+                "--engine", eng, *tls_args, *args]
         if docroot is not None:
             argv.append(str(docroot))
         srv = Server(argv, env=env, cwd=cwd, pass_fds=pass_fds)
+        srv.ca = ca
         started.append(srv)
         if ready:
             srv.wait_ready()
@@ -444,12 +562,22 @@ def request(method="GET", path="/", headers=(), version="1.1", body=b"", host="l
 def connect(server, timeout=5.0):
     sock = socket.create_connection((server.host, server.port), timeout=timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
+    return tls_wrap(server, sock)
+
+
+# A TLS peer closing without close_notify, or a broken record, ends a read like a reset does.
+_EOF_ERRORS = (ssl.SSLZeroReturnError, ssl.SSLEOFError)
 
 
 def recv_all(sock):
     chunks = []
-    while chunk := sock.recv(1 << 20):
+    while True:
+        try:
+            chunk = sock.recv(1 << 20)
+        except _EOF_ERRORS:
+            break
+        if not chunk:
+            break
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -461,6 +589,7 @@ def stalled_download(server, path, rcvbuf=65536, timeout=10.0):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         sock.settimeout(timeout)
         sock.connect((server.host, server.port))
+        sock = tls_wrap(server, sock)
         sock.sendall(request("GET", path))
         assert sock.recv(4096).startswith(b"HTTP/1.1 200")
     except BaseException:
@@ -496,7 +625,7 @@ def raw(server, data, timeout=2.0):
                 chunk = sock.recv(65536)
             except socket.timeout:
                 break
-            except ConnectionResetError:
+            except (ConnectionResetError, *_EOF_ERRORS):
                 break
             if not chunk:
                 break
@@ -547,17 +676,22 @@ class StrictReader:
         self.reset = False
         self.received = 0
         self._reopen = False
+        self._pushback = b""  # bytes is_open() had to take from a TLS socket (it cannot peek)
 
     def _recv(self, deadline, what):
         left = deadline - time.monotonic()
         if left <= 0:
             pytest.fail(f"timed out waiting for {what}")
+        if self._pushback:
+            data, self._pushback = self._pushback, b""
+            self.received += len(data)
+            return data
         self.sock.settimeout(left)
         try:
             data = self.sock.recv(256 * 1024)
         except socket.timeout:
             pytest.fail(f"timed out waiting for {what}")
-        except ConnectionResetError:
+        except (ConnectionResetError, *_EOF_ERRORS):
             self.reset = True
             data = b""
         if not data:
@@ -651,7 +785,8 @@ class StrictReader:
     def expect_close(self, timeout=5.0):
         """Asserts the server closes the connection (FIN or RST) with no further bytes."""
         extra, _closed = self.h11.trailing_data
-        extra = bytes(extra)
+        extra = bytes(extra) + self._pushback
+        self._pushback = b""
         deadline = time.monotonic() + timeout
         while not self.eof:
             left = deadline - time.monotonic()
@@ -662,7 +797,7 @@ class StrictReader:
                 data = self.sock.recv(65536)
             except socket.timeout:
                 continue
-            except ConnectionResetError:
+            except (ConnectionResetError, *_EOF_ERRORS):
                 self.reset = True
                 break
             if not data:
@@ -674,14 +809,21 @@ class StrictReader:
     def is_open(self, wait=0.2):
         """True when nothing (no byte, no close) arrives within `wait` seconds."""
         extra, _ = self.h11.trailing_data
-        if extra or self.eof:
+        if extra or self.eof or self._pushback:
             return False
         self.sock.settimeout(wait)
+        tls = isinstance(self.sock, ssl.SSLSocket)
         try:
-            data = self.sock.recv(1, socket.MSG_PEEK)
+            if tls:  # no MSG_PEEK over TLS: keep what arrives for the next read
+                data = self.sock.recv(65536)
+                self._pushback = data
+                self.eof = not data
+            else:
+                data = self.sock.recv(1, socket.MSG_PEEK)
         except socket.timeout:
             return True
-        except ConnectionResetError:
+        except (ConnectionResetError, *_EOF_ERRORS):
+            self.reset = self.eof = tls
             return False
         return False if not data else True
 

@@ -1,15 +1,22 @@
 """GET and HEAD of files, directory indexes and redirects, the standard headers, MIME types and
 the plain error statuses (issue 2, "HTTP behaviour")."""
 
+import contextlib
 import hashlib
 import os
+import socket
+import ssl
 import time
 import urllib.parse
 
 import pytest
 
 from conftest import (BIG, ETAG_RE, HELLO, HELLO_LAST_MODIFIED, IMF_FIXDATE, INDEX_HTML,
-                      SUB_INDEX_HTML, UNICODE_NAME, Conn, fetch, parse_http_date, request)
+                      SUB_INDEX_HTML, UNICODE_NAME, Conn, connect, fetch, parse_http_date,
+                      recv_all, request)
+
+# Issue 14: each server test runs over TLS too (conftest: scheme).
+pytestmark = pytest.mark.schemes("http", "https")
 
 
 def test_get_file(server):
@@ -330,3 +337,17 @@ def test_long_file_name(make_server, docroot):
     with Conn(server) as c:
         assert c.request("GET", "/" + "%6d" * 300).status == 404
         assert c.request("GET", "/hello.txt").body == HELLO
+
+
+def test_the_scheme_dimension_is_what_it_says(server, scheme):
+    """Guards the TLS dimension itself: over https the helpers really speak TLS to the TLS port
+    (cleartext sent there is refused), over http they do not."""
+    with contextlib.closing(connect(server)) as s:
+        assert isinstance(s, ssl.SSLSocket) == (scheme == "https")
+    assert server.base_url.startswith(f"{scheme}://")
+    if scheme == "https":
+        with contextlib.closing(socket.create_connection(server.addr, timeout=5)) as s:
+            s.sendall(request("GET", "/hello.txt", close=True))
+            got = recv_all(s)
+        assert got.startswith(b"HTTP/1.1 400"), got[:200]
+        assert b"HTTPS port" in got

@@ -9,6 +9,9 @@ import pytest
 from conftest import ETAG_RE, HELLO, HELLO_LAST_MODIFIED, HELLO_MTIME, Conn, fetch, http_date, \
     request
 
+# Issue 14: each server test runs over TLS too (conftest: scheme).
+pytestmark = pytest.mark.schemes("http", "https")
+
 
 def etag_of(server, path="/hello.txt"):
     r = fetch(server, path)

@@ -14,7 +14,10 @@ import httpx
 import pytest
 
 from conftest import (BIG, HELLO, INDEX_HTML, SUB_INDEX_HTML, Conn, connect, fetch, request,
-                      stalled_download)
+                      stalled_download, tls_wrap)
+
+# Issue 14: each server test runs over TLS too (conftest: scheme).
+pytestmark = pytest.mark.schemes("http", "https")
 
 FILES = [("/hello.txt", HELLO), ("/", INDEX_HTML), ("/sub/", SUB_INDEX_HTML),
          ("/big.bin", BIG), ("/noindex/a.txt", b"file a\n"), ("/empty.txt", b"")]
@@ -79,6 +82,7 @@ def _start_slow_download(server, path, rcvbuf=8192):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     s.settimeout(10)
     s.connect((server.host, server.port))
+    s = tls_wrap(server, s)
     s.sendall(request("GET", path))
     got = 0
     while got < 65536:
@@ -210,6 +214,7 @@ def test_stalled_reader_does_not_block_the_worker(make_server, docroot, random_f
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
             s.settimeout(10)
             s.connect(server.addr)
+            s = tls_wrap(server, s)
             s.sendall(request("GET", "/huge.bin"))
             stalled.append(s)  # and not read, for now
         for _ in range(5):

@@ -12,7 +12,10 @@ import time
 
 import pytest
 
-from conftest import BIG, HELLO, INDEX_HTML, Conn, connect, parse_response, request
+from conftest import BIG, HELLO, INDEX_HTML, Conn, connect, parse_response, request, tls_wrap
+
+# Issue 14: each server test runs over TLS too (conftest: scheme).
+pytestmark = pytest.mark.schemes("http", "https")
 
 # Bound for "the server closes within a timeout of 1 s": generous, never a timing assertion.
 CLOSE_WAIT = 8.0
@@ -182,6 +185,7 @@ def _watched_once(server, data, then):
 @pytest.mark.parametrize("method,path,version,status", [("GET", "/hello.txt", "1.1", 200),
                                                         ("GET", "/hello.txt", "1.0", 200),
                                                         ("HEAD", "/missing", "1.1", 404)])
+@pytest.mark.no_tls("counts TCP segments with tcpdump: TLS records and close_notify change them")
 def test_closing_response_and_fin_share_one_segment(server, method, path, version, status):
     """When the client asked to close and sent nothing more, the response's last bytes wait for
     the close (MSG_MORE), so they and the FIN leave in one segment: one packet fewer per
@@ -222,6 +226,7 @@ def test_closing_response_larger_than_the_socket_buffer_arrives_whole(make_serve
     sock.settimeout(10)
     with sock:
         sock.connect(server.addr)
+        sock = tls_wrap(server, sock)
         sock.sendall(request("GET", "/big.bin", close=True))
         got = b""
         while chunk := sock.recv(4096):
@@ -355,6 +360,7 @@ def test_idle_timeout_does_not_cut_a_slow_download(make_server, docroot, random_
     s.settimeout(10)
     try:
         s.connect(server.addr)
+        s = tls_wrap(server, s)
         s.sendall(request("GET", "/huge.bin", close=True))
         data = bytearray()
         next_pause = 1 << 20
@@ -384,6 +390,7 @@ def test_idle_between_requests_uses_the_keepalive_timeout(make_server, docroot):
         assert c.request("GET", "/").body == INDEX_HTML
 
 
+@pytest.mark.no_tls("Python's SSLSocket.shutdown() drops TLS: no half-close inside a session")
 def test_half_close_right_behind_a_request_is_seen_at_once(make_server, docroot):
     """A client that sends a request and at once shuts down its side gets its response and then
     the server's close, without waiting for the keep-alive timeout. The FIN often arrives before

@@ -17,7 +17,10 @@ import time
 
 import pytest
 
-from conftest import BIG, HELLO, StrictReader, fetch, request
+from conftest import BIG, HELLO, StrictReader, fetch, request, tls_wrap
+
+# Issue 14: each server test runs over TLS too (conftest: scheme).
+pytestmark = pytest.mark.schemes("http", "https")
 
 MODES = ["splice", "sendfile"]
 LARGE = 4 << 20
@@ -43,7 +46,7 @@ def _socket(server, rcvbuf=None):
     if rcvbuf:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     s.connect((server.host, server.port))
-    return s
+    return tls_wrap(server, s)
 
 
 def _linger0(s):

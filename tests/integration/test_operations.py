@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from conftest import HELLO, Conn, fetch, recv_all, request, stalled_download, wait_for
+from conftest import HELLO, Conn, fetch, recv_all, request, stalled_download, tls_wrap, \
+    wait_for
 
 
 def body_or_status(server, path):
@@ -26,6 +27,7 @@ def body_or_status(server, path):
 # Signals (issue 10 item 8).
 
 
+@pytest.mark.schemes("http", "https")  # issue 14: the drain over TLS too
 def test_habitual_signals_do_not_kill_and_sigquit_drains(server):
     for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
         server.proc.send_signal(sig)
@@ -36,6 +38,7 @@ def test_habitual_signals_do_not_kill_and_sigquit_drains(server):
     assert server.stop(signal.SIGQUIT) == 0, server.stderr_text()[-3000:]
 
 
+@pytest.mark.schemes("http", "https")  # issue 14: the drain over TLS too
 def test_second_stop_signal_ends_the_drain_at_once(make_server, docroot, random_file):
     """A stalled download would hold the drain for 60 s; a second SIGTERM ends it now."""
     os.link(random_file(16 << 20)[0], docroot / "huge.bin")
@@ -68,6 +71,7 @@ def _refused(addr):
         return False
 
 
+@pytest.mark.schemes("http", "https")  # issue 14: the drain over TLS too
 def test_drain_stops_queueing_new_connections(make_server, docroot, random_file):
     """While a drain finishes a slow download, new clients are refused, not left queued in a
     listener that nobody accepts from (and reset at exit)."""
@@ -84,13 +88,15 @@ def test_drain_stops_queueing_new_connections(make_server, docroot, random_file)
     assert server.stop(signal.SIGTERM, timeout=10) == 0
 
 
+@pytest.mark.schemes("http", "https")  # issue 14: the drain over TLS too
 def test_connections_queued_at_drain_start_are_answered(make_server, docroot):
     """Clients that connected just before the stop signal get their response."""
     server = make_server(docroot, args=["-t", "1"])
     socks = []
     try:
         for _ in range(20):
-            c = socket.create_connection(server.addr, timeout=10)
+            # Over TLS the handshake is done here: the connection is accepted, not queued.
+            c = tls_wrap(server, socket.create_connection(server.addr, timeout=10))
             c.sendall(request("GET", "/hello.txt", close=True))
             socks.append(c)
         server.proc.send_signal(signal.SIGTERM)

@@ -7,6 +7,9 @@ import pytest
 
 from conftest import BIG, HELLO, INDEX_HTML, SUB_INDEX_HTML, Conn, request
 
+# Issue 14: each server test runs over TLS too (conftest: scheme).
+pytestmark = pytest.mark.schemes("http", "https")
+
 FILES = [("/hello.txt", HELLO), ("/", INDEX_HTML), ("/sub/", SUB_INDEX_HTML),
          ("/sub/inner.txt", b"inner file\n"), ("/empty.txt", b""),
          ("/noindex/a.txt", b"file a\n")]

@@ -6,6 +6,9 @@ import pytest
 
 from conftest import INDEX_HTML, Conn, fetch, request
 
+# Issue 14: each server test runs over TLS too (conftest: scheme).
+pytestmark = pytest.mark.schemes("http", "https")
+
 CSS = b"body { color: #abcdef; margin: 0 auto; }\n" * 20
 ENCODED = {
     "br": b"BROTLI-BYTES:" + bytes(range(200)),  # the server never decodes: any bytes will do

@@ -10,6 +10,9 @@ import pytest
 from conftest import BIG, HELLO, HELLO_LAST_MODIFIED, HELLO_MTIME, INDEX_HTML, Conn, fetch, \
     http_date, request
 
+# Issue 14: each server test runs over TLS too (conftest: scheme).
+pytestmark = pytest.mark.schemes("http", "https")
+
 CR_RE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 
 

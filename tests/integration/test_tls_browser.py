@@ -1,5 +1,6 @@
 """The test site over HTTPS in headless Chromium (issue 14), on both engines: every request
-succeeds, no console error, the page is a secure context, HSTS arrives.
+succeeds, no console error, the page is a secure context, HSTS arrives, and Chromium used h2
+(issue 18: ALPN; the responses' protocol, performance entries, the access log).
 
 The certificate is signed by a CA this module makes (openssl); Chromium is told to trust it by
 its public key (--ignore-certificate-errors-spki-list, which needs the --user-data-dir the
@@ -7,6 +8,7 @@ fixture gives it), so the page counts as a secure context with no certificate wa
 and the site come from test_browser.py (skipped, never failed, where Chromium cannot run)."""
 import base64
 import hashlib
+import json
 import re
 
 import pytest
@@ -15,6 +17,7 @@ pytest.importorskip("websocket", reason="websocket-client is not installed")
 
 import test_browser
 from test_browser import EXPECTED, _assert_clean, _open, browser, chromium, site_root  # noqa
+from conftest import wait_for
 from test_tls import HTTPS_RE, openssl
 
 pytestmark = pytest.mark.slow
@@ -49,11 +52,15 @@ def tls_browser(request, site_pki):
         test_browser.CHROMIUM_FLAGS.remove(flag)
 
 
-def test_site_over_https_in_chromium(make_server, engine, tls_browser, site_root, site_pki):
+def test_site_over_https_in_chromium(make_server, engine, tls_browser, site_root, site_pki,
+                                    tmp_path):
+    """Also (issue 18): Chromium speaks h2 to it, by ALPN: each response's protocol, the
+    page's own performance entries and the server's access log say so."""
     cert, key, _ = site_pki
+    log = tmp_path / "access.log"
     server = make_server(docroot=str(site_root), engine=engine,
                          args=("--tls-port", "0", "--tls-cert", str(cert), "--tls-key", str(key),
-                               "--hsts", "300"))
+                               "--hsts", "300", "--http2", "on", "--access-log", str(log)))
     port = int(HTTPS_RE.search(server.stderr_text()).group(2))
     page = _open(tls_browser, f"https://localhost:{port}/")
     try:
@@ -69,9 +76,19 @@ def test_site_over_https_in_chromium(make_server, engine, tls_browser, site_root
         for path in EXPECTED:
             assert path in got, f"{path} was never fetched over https: {sorted(got)}"
             assert got[path]["status"] == 200, (path, got[path]["status"])
-            assert got[path]["protocol"] == "http/1.1"
+            assert got[path]["protocol"] == "h2", (path, got[path]["protocol"])
             assert got[path]["securityState"] == "secure", (path, got[path]["securityState"])
         hsts = {k.lower(): v for k, v in got["/"]["headers"].items()}
         assert hsts.get("strict-transport-security") == "max-age=300"
+        hops = page.evaluate("JSON.stringify([performance.getEntriesByType('navigation')[0]"
+                             ".nextHopProtocol].concat(performance.getEntriesByType('resource')"
+                             ".map(e => e.nextHopProtocol)))")
+        assert set(json.loads(hops)) == {"h2"}, hops
+        def logged():  # the access log is written in batches
+            text = log.read_text() if log.exists() else ""
+            return all(f" {p} HTTP/" in text for p in EXPECTED) and text
+        text = wait_for(logged)
+        lines = [line for line in text.splitlines() if line.strip()]
+        assert lines and all("HTTP/2.0" in line for line in lines), lines[:5]
     finally:
         page.close()
