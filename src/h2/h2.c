@@ -24,7 +24,6 @@
 
 #define HEAD_CAP HTTP1_MAX_HEAD /* the synthesized HTTP/1.1 head */
 #define RESP_FIELDS 48          /* response header fields submitted */
-#define RESP_NAMES 2048         /* bytes of lower-cased response field names */
 
 struct stream {
     int32_t id;
@@ -704,21 +703,34 @@ int h2_recv(struct h2_session *s, const void *data, size_t len, int64_t now)
     return -EPROTO;
 }
 
-static bool h1_only(const char *name, size_t len)
+/* Whether name[0..n) equals lit, a lower-case token, in any case (0x20 folds letters; '-'
+ * and the letters of these names are the only bytes). */
+static bool name_is(const char *name, const char *lit, size_t n)
 {
-    static const char *const names[] = {"connection", "keep-alive",       "transfer-encoding",
-                                        "upgrade",    "proxy-connection", "te"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        size_t n = strlen(names[i]);
-        if (len != n)
-            continue;
-        size_t j = 0;
-        while (j < n && (name[j] | 0x20) == names[i][j])
-            j++;
-        if (j == n)
-            return true;
+    for (size_t j = 0; j < n; j++)
+        if ((name[j] | 0x20) != lit[j])
+            return false;
+    return true;
+}
+
+/* True for an HTTP/1-only field. Every response field passes here, so the length decides
+ * first: the usual ones (content-type, etag, date...) have none of these lengths. */
+static bool h1_only(const char *name, size_t n)
+{
+    switch (n) {
+    case 2:
+        return name_is(name, "te", 2);
+    case 7:
+        return name_is(name, "upgrade", 7);
+    case 10:
+        return name_is(name, "connection", 10) || name_is(name, "keep-alive", 10);
+    case 16:
+        return name_is(name, "proxy-connection", 16);
+    case 17:
+        return name_is(name, "transfer-encoding", 17);
+    default:
+        return false;
     }
-    return false;
 }
 
 int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_field *fields,
@@ -731,21 +743,15 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
     char code[3] = {(char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10),
                     (char)('0' + status % 10)};
     nghttp2_nv nv[RESP_FIELDS + 1];
-    char names[RESP_NAMES];
-    size_t n = 0, used = 0;
+    size_t n = 0;
     nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE};
     for (size_t i = 0; i < nfields && n < RESP_FIELDS + 1; i++) {
         const struct h2_field *f = &fields[i];
-        if (h1_only(f->name, f->name_len) || used + f->name_len > sizeof(names))
+        if (h1_only(f->name, f->name_len))
             continue;
-        char *lower = names + used;
-        for (size_t j = 0; j < f->name_len; j++) {
-            char c = f->name[j];
-            lower[j] = c >= 'A' && c <= 'Z' ? (char)(c | 0x20) : c;
-        }
-        used += f->name_len;
-        nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)f->value, f->name_len, f->value_len,
-                               NGHTTP2_NV_FLAG_NONE};
+        /* nghttp2 copies each name and lower-cases the copy (nghttp2_nv_array_copy) */
+        nv[n++] = (nghttp2_nv){(uint8_t *)f->name, (uint8_t *)f->value, f->name_len,
+                               f->value_len, NGHTTP2_NV_FLAG_NONE};
     }
 
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = on_read};
