@@ -24,7 +24,20 @@
 
 #define HEAD_CAP HTTP1_MAX_HEAD /* the synthesized HTTP/1.1 head */
 #define RESP_FIELDS 48          /* response header fields submitted */
-#define RESP_NAMES 2048         /* bytes of lower-cased response field names */
+#define MEM_CLASS 64            /* nghttp2 blocks recycled per session: size classes of 64 B, */
+#define MEM_CLASSES 16          /* up to 1 KiB, */
+#if defined(__SANITIZE_ADDRESS__)
+#define H2_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define H2_ASAN 1
+#endif
+#endif
+#ifdef H2_ASAN
+#define MEM_CACHE_MAX 0 /* the sanitizer sees every block nghttp2 frees (use after free) */
+#else
+#define MEM_CACHE_MAX 65536 /* at most this many bytes of them kept */
+#endif
 
 struct stream {
     int32_t id;
@@ -49,6 +62,8 @@ struct h2_session {
     /* nghttp2's memory, counted */
     size_t mem;
     bool mem_refused;
+    struct mem_hdr *cache[MEM_CLASSES]; /* freed blocks by size class, see mem_alloc */
+    size_t cached;                      /* bytes in them */
 
     /* output */
     bool busy; /* plan handed out, not yet sent */
@@ -80,11 +95,16 @@ struct h2_session {
     unsigned resets, control, empty, refused;
 };
 
-/* ---- memory: nghttp2 allocates through these, counted against H2_MEM_MAX ---- */
+/* ---- memory: nghttp2 allocates through these, counted against H2_MEM_MAX ----
+ *
+ * nghttp2 makes about five small allocations per stream (the stream, its outbound item, the
+ * copied response fields, HPACK strings) and frees them when it closes: freed blocks of up to
+ * MEM_CLASSES * MEM_CLASS bytes go to per-session free lists by size class (up to
+ * MEM_CACHE_MAX bytes of them) and the next stream takes them back without malloc. */
 
 struct mem_hdr {
-    size_t size;
-    size_t pad; /* keeps the payload 16-byte aligned */
+    size_t size; /* asked for (what H2_MEM_MAX counts) */
+    size_t cap;  /* usable: a class size, or size past the classes; keeps payload 16-aligned */
 };
 
 static void *mem_alloc(size_t size, void *ud)
@@ -94,10 +114,17 @@ static void *mem_alloc(size_t size, void *ud)
         s->mem_refused = true;
         return NULL;
     }
-    struct mem_hdr *h = malloc(sizeof(*h) + size);
-    if (!h)
+    size_t cls = size ? (size - 1) / MEM_CLASS : 0;
+    size_t cap = cls < MEM_CLASSES ? (cls + 1) * MEM_CLASS : size;
+    struct mem_hdr *h = cls < MEM_CLASSES ? s->cache[cls] : NULL;
+    if (h) {
+        s->cache[cls] = *(struct mem_hdr **)(h + 1);
+        s->cached -= cap;
+    } else if (!(h = malloc(sizeof(*h) + cap))) {
         return NULL;
+    }
     h->size = size;
+    h->cap = cap;
     s->mem += size;
     return h + 1;
 }
@@ -109,7 +136,27 @@ static void mem_free(void *ptr, void *ud)
         return;
     struct mem_hdr *h = (struct mem_hdr *)ptr - 1;
     s->mem -= h->size;
+    if (h->cap <= MEM_CLASSES * MEM_CLASS && s->cached + h->cap <= MEM_CACHE_MAX) {
+        size_t cls = h->cap / MEM_CLASS - 1;
+        *(struct mem_hdr **)(h + 1) = s->cache[cls];
+        s->cache[cls] = h;
+        s->cached += h->cap;
+        return;
+    }
     free(h);
+}
+
+/* Frees the blocks kept for reuse (the session's end). */
+static void mem_drain(struct h2_session *s)
+{
+    for (size_t i = 0; i < MEM_CLASSES; i++) {
+        while (s->cache[i]) {
+            struct mem_hdr *h = s->cache[i];
+            s->cache[i] = *(struct mem_hdr **)(h + 1);
+            free(h);
+        }
+    }
+    s->cached = 0;
 }
 
 static void *mem_calloc(size_t n, size_t size, void *ud)
@@ -133,12 +180,19 @@ static void *mem_realloc(void *ptr, size_t size, void *ud)
         s->mem_refused = true;
         return NULL;
     }
-    struct mem_hdr *n = realloc(h, sizeof(*n) + size);
+    if (size <= h->cap) {
+        h->size = size;
+        s->mem = s->mem - old + size;
+        return ptr;
+    }
+    s->mem -= old; /* the bound is checked above as for an in-place growth */
+    void *n = mem_alloc(size, ud);
+    s->mem += old;
     if (!n)
         return NULL;
-    n->size = size;
-    s->mem = s->mem - old + size;
-    return n + 1;
+    memcpy(n, ptr, old);
+    mem_free(ptr, ud);
+    return n;
 }
 
 /* ---- streams ---- */
@@ -660,6 +714,7 @@ fail_option:
 fail_callbacks:
     free(s->out);
 fail_buffers:
+    mem_drain(s);
     free(s);
 fail_session:
     return rc;
@@ -686,6 +741,7 @@ void h2_free(struct h2_session *s)
         free(st);
     }
     free(s->out);
+    mem_drain(s);
     free(s);
 }
 
@@ -704,21 +760,34 @@ int h2_recv(struct h2_session *s, const void *data, size_t len, int64_t now)
     return -EPROTO;
 }
 
-static bool h1_only(const char *name, size_t len)
+/* Whether name[0..n) equals lit, a lower-case token, in any case (0x20 folds letters; '-'
+ * and the letters of these names are the only bytes). */
+static bool name_is(const char *name, const char *lit, size_t n)
 {
-    static const char *const names[] = {"connection", "keep-alive",       "transfer-encoding",
-                                        "upgrade",    "proxy-connection", "te"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        size_t n = strlen(names[i]);
-        if (len != n)
-            continue;
-        size_t j = 0;
-        while (j < n && (name[j] | 0x20) == names[i][j])
-            j++;
-        if (j == n)
-            return true;
+    for (size_t j = 0; j < n; j++)
+        if ((name[j] | 0x20) != lit[j])
+            return false;
+    return true;
+}
+
+/* True for an HTTP/1-only field. Every response field passes here, so the length decides
+ * first: the usual ones (content-type, etag, date...) have none of these lengths. */
+static bool h1_only(const char *name, size_t n)
+{
+    switch (n) {
+    case 2:
+        return name_is(name, "te", 2);
+    case 7:
+        return name_is(name, "upgrade", 7);
+    case 10:
+        return name_is(name, "connection", 10) || name_is(name, "keep-alive", 10);
+    case 16:
+        return name_is(name, "proxy-connection", 16);
+    case 17:
+        return name_is(name, "transfer-encoding", 17);
+    default:
+        return false;
     }
-    return false;
 }
 
 int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_field *fields,
@@ -731,20 +800,14 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
     char code[3] = {(char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10),
                     (char)('0' + status % 10)};
     nghttp2_nv nv[RESP_FIELDS + 1];
-    char names[RESP_NAMES];
-    size_t n = 0, used = 0;
+    size_t n = 0;
     nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE};
     for (size_t i = 0; i < nfields && n < RESP_FIELDS + 1; i++) {
         const struct h2_field *f = &fields[i];
-        if (h1_only(f->name, f->name_len) || used + f->name_len > sizeof(names))
+        if (h1_only(f->name, f->name_len))
             continue;
-        char *lower = names + used;
-        for (size_t j = 0; j < f->name_len; j++) {
-            char c = f->name[j];
-            lower[j] = c >= 'A' && c <= 'Z' ? (char)(c | 0x20) : c;
-        }
-        used += f->name_len;
-        nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)f->value, f->name_len, f->value_len,
+        /* nghttp2 copies each name and lower-cases the copy (nghttp2_nv_array_copy) */
+        nv[n++] = (nghttp2_nv){(uint8_t *)f->name, (uint8_t *)f->value, f->name_len, f->value_len,
                                NGHTTP2_NV_FLAG_NONE};
     }
 

@@ -4,7 +4,8 @@
  * plan (frame bytes in memory, DATA payloads of file bodies as file segments, zero-copy).
  * Must not: touch a socket, read a file or a clock (`now` is passed in), or allocate per
  * request: stream records are pooled per session, nghttp2's allocations are counted against a
- * per-session bound (H2_MEM_MAX) and fail past it.
+ * per-session bound (H2_MEM_MAX) and fail past it, and its small blocks are recycled per
+ * session (up to 64 KiB of them kept).
  * Ownership: a session belongs to one connection (one worker thread). A body handed to
  * h2_respond stays the caller's and must stay alive until the hook `done` returns its token;
  * the plan h2_output returns points into the session and stays valid until h2_sent. */
