@@ -228,7 +228,7 @@ static const struct option long_options[] = {
 
 /* One line naming the option; from a configuration file also its file, line and key. */
 __attribute__((format(printf, 2, 3))) static int config_error(const struct config *cfg,
-                                                             const char *fmt, ...)
+                                                              const char *fmt, ...)
 {
     const struct config_src *src = cfg->src;
     va_list ap;
@@ -347,8 +347,8 @@ static const char *url_path_option(const struct config *cfg, const char *opt, co
     struct http_str target = {value, strlen(value)};
     if (value[0] != '/' || path_normalize(target, buf, sizeof(buf) - 1, &res) != 0 ||
         res.len == 0 || res.query.p) {
-        *rc = usage_error("%s wants a file path below the root like /404.html, got '%s'", opt,
-                          value);
+        *rc =
+            usage_error("%s wants a file path below the root like /404.html, got '%s'", opt, value);
         return NULL;
     }
     buf[res.len] = '\0';
@@ -539,11 +539,27 @@ static int open_docroot(struct config *cfg)
 static bool per_site(int opt)
 {
     switch (opt) {
-    case OPT_AUTOINDEX: case OPT_AUTOINDEX_LIMIT: case OPT_CACHE_CONTROL: case OPT_HEADER:
-    case OPT_ERROR_PAGE: case OPT_FALLBACK: case OPT_COMPRESS_TYPES: case OPT_COMPRESS_MIN:
-    case OPT_COMPRESS_MAX: case OPT_DICTIONARY: case OPT_CANONICAL_HOST: case OPT_REDIRECT:
-    case OPT_BASIC_AUTH: case OPT_AUTH_REALM: case OPT_CACHE_CONTROL_FOR: case OPT_HOSTS:
-    case OPT_DEFAULT: case OPT_ROOT: case OPT_COMPRESS: case OPT_TLS_CERT: case OPT_TLS_KEY:
+    case OPT_AUTOINDEX:
+    case OPT_AUTOINDEX_LIMIT:
+    case OPT_CACHE_CONTROL:
+    case OPT_HEADER:
+    case OPT_ERROR_PAGE:
+    case OPT_FALLBACK:
+    case OPT_COMPRESS_TYPES:
+    case OPT_COMPRESS_MIN:
+    case OPT_COMPRESS_MAX:
+    case OPT_DICTIONARY:
+    case OPT_CANONICAL_HOST:
+    case OPT_REDIRECT:
+    case OPT_BASIC_AUTH:
+    case OPT_AUTH_REALM:
+    case OPT_CACHE_CONTROL_FOR:
+    case OPT_HOSTS:
+    case OPT_DEFAULT:
+    case OPT_ROOT:
+    case OPT_COMPRESS:
+    case OPT_TLS_CERT:
+    case OPT_TLS_KEY:
         return true;
     default:
         return false;
@@ -574,13 +590,27 @@ static int layer_begin(struct config *cfg, int opt)
             free((char *)cfg->error_pages[i].path);
         cfg->num_error_pages = 0;
         break;
-    case OPT_REAL_IP_FROM: cfg->num_real_ip = 0; break;
-    case OPT_DICTIONARY: cfg->num_dictionaries = 0; break;
-    case OPT_REDIRECT: cfg->num_redirects = 0; break;
-    case OPT_BASIC_AUTH: cfg->num_auths = 0; break;
-    case OPT_CACHE_CONTROL_FOR: cfg->num_cache_rules = 0; break;
-    case OPT_HOSTS: cfg->num_hosts = 0; break;
-    case OPT_TLS_CERT: cfg->num_tls_certs = 0; break; /* a site's own pairs, not the process's */
+    case OPT_REAL_IP_FROM:
+        cfg->num_real_ip = 0;
+        break;
+    case OPT_DICTIONARY:
+        cfg->num_dictionaries = 0;
+        break;
+    case OPT_REDIRECT:
+        cfg->num_redirects = 0;
+        break;
+    case OPT_BASIC_AUTH:
+        cfg->num_auths = 0;
+        break;
+    case OPT_CACHE_CONTROL_FOR:
+        cfg->num_cache_rules = 0;
+        break;
+    case OPT_HOSTS:
+        cfg->num_hosts = 0;
+        break;
+    case OPT_TLS_CERT:
+        cfg->num_tls_certs = 0;
+        break; /* a site's own pairs, not the process's */
     }
     return 0;
 }
@@ -666,10 +696,11 @@ static int redirect_option(struct config *cfg, char *arg)
     if (!copy)
         return usage_error("--redirect: out of memory for '%s'", arg);
     int n = split_fields(copy, f, 3);
-    if (n < 2 || n > 3 || !url_pattern_ok(f[0]) || (strchr(f[0], '*') &&
-                                                    strchr(f[0], '*') != f[0] + strlen(f[0]) - 1))
+    if (n < 2 || n > 3 || !url_pattern_ok(f[0]) ||
+        (strchr(f[0], '*') && strchr(f[0], '*') != f[0] + strlen(f[0]) - 1))
         return usage_error("--redirect wants 'FROM TO [STATUS]', FROM a path like /old/* "
-                           "('*' at the end only), got '%s'", arg);
+                           "('*' at the end only), got '%s'",
+                           arg);
     size_t tl = strlen(f[1]);
     bool abs = strncmp(f[1], "http://", 7) == 0 || strncmp(f[1], "https://", 8) == 0;
     const char *host = abs ? strchr(f[1], ':') + 3 : NULL;
@@ -679,7 +710,8 @@ static int redirect_option(struct config *cfg, char *arg)
         (strchr(f[1], '*') && (f[1][tl - 1] != '*' || strchr(f[1], '*') != f[1] + tl - 1 ||
                                tl < 2 || f[1][tl - 2] != '/')))
         return usage_error("--redirect: TO must be a path (/new/) or an http(s) URL, with "
-                           "'*' only after its last '/', in '%s'", arg);
+                           "'*' only after its last '/', in '%s'",
+                           arg);
     if (n == 3 && (parse_uint(f[2], 301, 308, &status) != 0 ||
                    (status != 301 && status != 302 && status != 307 && status != 308)))
         return usage_error("--redirect: STATUS must be 301, 302, 307 or 308 in '%s'", arg);
@@ -695,7 +727,8 @@ static int auth_option(struct config *cfg, char *arg)
     char *eq = strchr(arg, '=');
     if (!eq || arg[0] != '/' || !eq[1])
         return usage_error("--basic-auth wants PREFIX=HTPASSWD like /staff/=/etc/ringhttpd/"
-                           "staff.htpasswd, got '%s'", arg);
+                           "staff.htpasswd, got '%s'",
+                           arg);
     if (cfg->num_auths == CONFIG_MAX_RULES)
         return usage_error("--basic-auth: at most 32 a site, '%s' is one too many", arg);
     char *prefix = config_strdup(cfg, arg, (size_t)(eq - arg));
@@ -713,7 +746,8 @@ static int cache_rule_option(struct config *cfg, char *arg)
         value++;
     if (!sp || !value || !*value || !valid_field_value(value))
         return usage_error("--cache-control-for wants 'PATTERN VALUE' like '/assets/* "
-                           "max-age=31536000', got '%s'", arg);
+                           "max-age=31536000', got '%s'",
+                           arg);
     char *pattern = config_strdup(cfg, arg, (size_t)(sp - arg));
     if (!pattern || !url_pattern_ok(pattern))
         return usage_error("--cache-control-for: PATTERN must be a URL path in '%s'", arg);
@@ -761,8 +795,7 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
     case OPT_HEADER_TIMEOUT:
     case OPT_DRAIN:
         if (parse_uint(optarg, 1, 86400, &v) != 0)
-            return usage_error("--%s wants 1..86400 seconds, got '%s'", option_name(opt),
-                               optarg);
+            return usage_error("--%s wants 1..86400 seconds, got '%s'", option_name(opt), optarg);
         if (opt == OPT_KEEPALIVE)
             cfg->keepalive_timeout = (unsigned)v;
         else if (opt == OPT_HEADER_TIMEOUT)
@@ -816,8 +849,7 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
         break;
     case OPT_CACHE_MAX_FILE:
         if (parse_size(optarg, &cfg->cache_max_file) != 0)
-            return usage_error("--cache-max-file wants a byte count like 256K, got '%s'",
-                               optarg);
+            return usage_error("--cache-max-file wants a byte count like 256K, got '%s'", optarg);
         break;
     case OPT_FILE_SEND:
         if (strcmp(optarg, "splice") == 0)
@@ -903,8 +935,7 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
                                optarg);
         /* the older releases are found by listing one directory */
         if (strchr(optarg, '*') && strchr(optarg, '*') < strrchr(optarg, '/'))
-            return usage_error("--dictionary: '*' only in the last path segment, got '%s'",
-                               optarg);
+            return usage_error("--dictionary: '*' only in the last path segment, got '%s'", optarg);
         if (cfg->num_dictionaries == CONFIG_MAX_DICTIONARIES)
             return usage_error("--dictionary: at most 8 patterns; '%s' is one more", optarg);
         cfg->dictionaries[cfg->num_dictionaries++] = optarg;
@@ -1034,8 +1065,8 @@ static int apply_argv(struct config *cfg, int argc, char **argv, bool first_pass
     opterr = 0;
     optind = 0; /* glibc: a full restart of the scan */
     while ((opt = getopt_long(argc, argv, ":p:b:t:vh", long_options, NULL)) != -1) {
-        bool early = opt == OPT_CONFIG || opt == OPT_CHECK_CONFIG || opt == 'h' ||
-                     opt == OPT_VERSION;
+        bool early =
+            opt == OPT_CONFIG || opt == OPT_CHECK_CONFIG || opt == 'h' || opt == OPT_VERSION;
         if (first_pass != early)
             continue;
         if ((rc = apply(cfg, opt, optarg, argv[optind - 1])) != 0)
@@ -1067,8 +1098,10 @@ static int tls_sites(struct config *cfg)
             return 2;
         }
         if (!cfg->tls) {
-            fprintf(stderr, "ringhttpd: %s:%d: tls-cert: a site's pair needs tls-port at the top "
-                    "level\n", file, site->line);
+            fprintf(stderr,
+                    "ringhttpd: %s:%d: tls-cert: a site's pair needs tls-port at the top "
+                    "level\n",
+                    file, site->line);
             return 2;
         }
         for (int k = 0; k < site->num_tls_certs; k++) {
@@ -1171,13 +1204,12 @@ int config_set(struct config *cfg, const char *key, const char *value)
             has_arg = o->has_arg;
         }
     if (!opt || opt == 'h' || opt == OPT_VERSION || opt == OPT_CHECK_CONFIG)
-        return usage_error("unknown key '%s' (keys are the long options' names, see --help)",
-                           key);
+        return usage_error("unknown key '%s' (keys are the long options' names, see --help)", key);
     if (!cfg->src->site && (opt == OPT_HOSTS || opt == OPT_DEFAULT))
         return usage_error("'%s' belongs in a site (under 'sites')", key);
     if (has_arg == no_argument) {
-        bool on = strcmp(value, "true") == 0 || strcmp(value, "yes") == 0 ||
-                  strcmp(value, "on") == 0;
+        bool on =
+            strcmp(value, "true") == 0 || strcmp(value, "yes") == 0 || strcmp(value, "on") == 0;
         if (!on && strcmp(value, "false") != 0 && strcmp(value, "no") != 0 &&
             strcmp(value, "off") != 0)
             return usage_error("wants true or false, got '%s'", value);
@@ -1187,11 +1219,21 @@ int config_set(struct config *cfg, const char *key, const char *value)
         if (rc != 0)
             return rc;
         switch (opt) { /* the option's opposite: a site can turn off what its parent set */
-        case OPT_AUTOINDEX: cfg->autoindex = false; break;
-        case OPT_REUSE_PORT: cfg->reuse_port = false; break;
-        case OPT_NO_LANDLOCK: cfg->landlock = true; break;
-        case 'v': cfg->verbose = false; break;
-        case OPT_DEFAULT: cfg->is_default = false; break;
+        case OPT_AUTOINDEX:
+            cfg->autoindex = false;
+            break;
+        case OPT_REUSE_PORT:
+            cfg->reuse_port = false;
+            break;
+        case OPT_NO_LANDLOCK:
+            cfg->landlock = true;
+            break;
+        case 'v':
+            cfg->verbose = false;
+            break;
+        case OPT_DEFAULT:
+            cfg->is_default = false;
+            break;
         }
         return 0;
     }

@@ -116,7 +116,7 @@ struct config {
     /* a site's own tls-cert/tls-key (issue 19): its tls_certs are its own pairs, which the
      * top level's tls_certs also list (after the process's), tagged with the site's hosts */
     bool site_tls;
-    bool hsts;   /* --hsts SECONDS: Strict-Transport-Security on TLS responses */
+    bool hsts; /* --hsts SECONDS: Strict-Transport-Security on TLS responses */
     unsigned hsts_max_age;
     char hsts_line[64]; /* its header line, "Strict-Transport-Security: ...\r\n" */
     size_t hsts_len;
@@ -125,10 +125,10 @@ struct config {
     /* Sites and the configuration file (issue 19, README "Sites and configuration file"). The
      * top-level struct is the default site too; each entry of sites is a copy of it with the
      * site's own keys applied (only per-site options may differ). */
-    const char *config_file; /* --config FILE (or --check-config FILE); re-read by SIGHUP */
-    bool check_only;         /* --check-config: validate and exit */
-    const char *health;      /* --health PATH: 200 "ok" while serving, 503 in a drain delay */
-    unsigned drain_delay;    /* --drain-delay S: listeners stay open S seconds into a drain */
+    const char *config_file;    /* --config FILE (or --check-config FILE); re-read by SIGHUP */
+    bool check_only;            /* --check-config: validate and exit */
+    const char *health;         /* --health PATH: 200 "ok" while serving, 503 in a drain delay */
+    unsigned drain_delay;       /* --drain-delay S: listeners stay open S seconds into a drain */
     const char *canonical_host; /* --canonical-host NAME: other Host names get a 301 to it */
     const char *auth_realm;     /* --auth-realm REALM (default "restricted") */
     struct config_redirect redirects[CONFIG_MAX_RULES];
@@ -139,14 +139,14 @@ struct config {
     int num_cache_rules;
     const char *hosts[CONFIG_MAX_RULES]; /* a site's names: "example.org", "*.example.org" */
     int num_hosts;
-    bool is_default;             /* the site a Host no site names goes to */
-    int line;                    /* a site's line in the file, for messages */
-    struct config *sites;        /* the file's sites section (top level only) */
+    bool is_default;      /* the site a Host no site names goes to */
+    int line;             /* a site's line in the file, for messages */
+    struct config *sites; /* the file's sites section (top level only) */
     int num_sites;
-    struct config_src *src;      /* while parsing only */
-    struct config_pool *pool;    /* the file's strings (top level only) */
-    struct config *pool_owner;   /* a site's top level, whose pool holds its strings */
-    int argc;                    /* the command line, applied again over a re-read file */
+    struct config_src *src;    /* while parsing only */
+    struct config_pool *pool;  /* the file's strings (top level only) */
+    struct config *pool_owner; /* a site's top level, whose pool holds its strings */
+    int argc;                  /* the command line, applied again over a re-read file */
     char **argv;
 };
 

@@ -30,12 +30,12 @@ struct proto_ops;
 
 enum conn_state {
     CONN_FREE,
-    CONN_READING, /* waiting for (the rest of) a request */
-    CONN_SENDING, /* a response is in flight; later requests wait in the input buffer */
+    CONN_READING,   /* waiting for (the rest of) a request */
+    CONN_SENDING,   /* a response is in flight; later requests wait in the input buffer */
     CONN_LINGERING, /* the last response is out and the write side shut; input is read and
                      * dropped until the client closes, so its unread bytes do not turn the
                      * close into a reset that could destroy that response */
-    CONN_CLOSING, /* engine close started; waiting for conn_closed */
+    CONN_CLOSING,   /* engine close started; waiting for conn_closed */
 };
 
 /* Fields in the order a request touches them: the first two cache lines hold what every
@@ -48,25 +48,25 @@ struct conn {
     enum conn_state state;
     bool keep_alive;
     bool recv_on;
-    bool eof;        /* the peer shut down its side */
-    bool in_request; /* bytes of a request have arrived since the last response */
-    bool served;     /* a response has been started on this connection */
-    bool reclaimed;  /* closed to make room at --max-conns (counted in w->reclaiming) */
-    uint8_t lru;     /* which of the worker's lists c is on (conn.c's enum lru) */
+    bool eof;               /* the peer shut down its side */
+    bool in_request;        /* bytes of a request have arrived since the last response */
+    bool served;            /* a response has been started on this connection */
+    bool reclaimed;         /* closed to make room at --max-conns (counted in w->reclaiming) */
+    uint8_t lru;            /* which of the worker's lists c is on (conn.c's enum lru) */
     struct engine_conn eng; /* the engine's (engine/engine.h); conn never reads it */
     const struct transport_ops *xport; /* NULL: cleartext (transport.h) */
     const struct proto_ops *proto;     /* NULL: HTTP/1.1, built in (proto.h) */
     struct response *resp;             /* HTTP/1: the response in flight, or NULL */
-    struct plan *out; /* the wire plan the engine is sending (conn_wire_send) */
-    struct conn *lru_prev, *lru_next; /* w->idle or w->heads: oldest first */
-    uint64_t discard;   /* body bytes of the current request still to skip */
-    uint64_t send_left; /* bytes the response had left at the last timeout check */
+    struct plan *out;                  /* the wire plan the engine is sending (conn_wire_send) */
+    struct conn *lru_prev, *lru_next;  /* w->idle or w->heads: oldest first */
+    uint64_t discard;                  /* body bytes of the current request still to skip */
+    uint64_t send_left;                /* bytes the response had left at the last timeout check */
     int64_t linger_end; /* CONN_LINGERING: when to close even if the client still sends */
     char *in;           /* buffered unparsed input, or NULL */
     uint32_t in_len;
-    uint32_t in_cap;  /* a pool buffer's size, or more for one grown on the heap */
-    void *xstate;     /* the transport's, from open to release */
-    void *pstate;     /* the protocol's, from conn_set_proto to release */
+    uint32_t in_cap;     /* a pool buffer's size, or more for one grown on the heap */
+    void *xstate;        /* the transport's, from open to release */
+    void *pstate;        /* the protocol's, from conn_set_proto to release */
     struct obs_conn obs; /* request count, close reason, peer address (rt/obs.h) */
 };
 

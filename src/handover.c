@@ -116,9 +116,11 @@ int handover_count_listeners(int family, uint16_t port)
         struct nlmsghdr nlh;
         struct inet_diag_req_v2 r;
     } req = {
-        .nlh = {.nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+        .nlh = {.nlmsg_len = sizeof(req),
+                .nlmsg_type = SOCK_DIAG_BY_FAMILY,
                 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
-        .r = {.sdiag_family = (uint8_t)family, .sdiag_protocol = IPPROTO_TCP,
+        .r = {.sdiag_family = (uint8_t)family,
+              .sdiag_protocol = IPPROTO_TCP,
               .idiag_states = 1u << 10 /* TCP_LISTEN */},
     };
     int count = 0, rc = 0;

@@ -101,15 +101,19 @@ static void describe(const struct fentry *e, const char *type, struct static_fil
 static int status_of(const struct fentry *e)
 {
     switch (e->err) {
-    case 0: return 200;
+    case 0:
+        return 200;
     case -EACCES:
-    case -EPERM: return 403;
+    case -EPERM:
+        return 403;
     case -ENAMETOOLONG: /* a segment over NAME_MAX: no such file, and the URI is not long */
     case -ENOENT:
     case -ENOTDIR:
     case -EXDEV: /* RESOLVE_BENEATH: a link that leads out of the root; say nothing more */
-    case -ELOOP: return 404;
-    default: return 500;
+    case -ELOOP:
+        return 404;
+    default:
+        return 500;
     }
 }
 
@@ -210,8 +214,9 @@ static struct fentry *variant(struct job *j, struct fentry *e, int coding,
     char tag[FCACHE_TAG_MAX];
     size_t tag_len = compress_tag(tag, sizeof(tag), coding, dict_hash);
     struct fentry *v = fcache_variant_get(j->w->cache, e, tag, tag_len);
-    if (!v && (queue || (e->data && coding != COMPRESS_DCZ &&
-                         compress_cost_ns(coding, e->size) <= COMPRESS_LOOP_NS)) &&
+    if (!v &&
+        (queue || (e->data && coding != COMPRESS_DCZ &&
+                   compress_cost_ns(coding, e->size) <= COMPRESS_LOOP_NS)) &&
         compress_request(j->w, e, coding, dict_hash, pattern) == 0)
         v = fcache_variant_get(j->w->cache, e, tag, tag_len);
     if (v && v->err) { /* compressing did not pay, or the dictionary is unknown */
@@ -405,12 +410,12 @@ out:
  * with dir in the file cache. Takes the caller's reference to dir. */
 static void listing(struct job *j, struct fentry *dir, const char *path, size_t len)
 {
-    enum autoindex_format fmt =
-        accept_prefers(j->req->accept, "application/json", "text/html") ? AUTOINDEX_JSON
-                                                                         : AUTOINDEX_HTML;
+    enum autoindex_format fmt = accept_prefers(j->req->accept, "application/json", "text/html")
+                                    ? AUTOINDEX_JSON
+                                    : AUTOINDEX_HTML;
     const struct fderived *d = &dir->derived[fmt];
     struct fderived own; /* a listing too large to keep: the response's own */
-    hold(j->r, dir); /* keeps dir, and the listing it holds, until the response is sent */
+    hold(j->r, dir);     /* keeps dir, and the listing it holds, until the response is sent */
     if (!d->data || j->w->now - d->made >= LISTING_TTL) {
         char url[PATH_MAX + 2];
         url[0] = '/';
@@ -598,8 +603,8 @@ void serve_request(struct worker *w, const struct http_request *req, const struc
     }
     path[pr.len] = '\0';
     j.query = pr.query;
-    if (site_answer(w, j.site, req, pol->secure, path, pr.len, pr.trailing_slash, pr.query,
-                    &j.ctx, &r->plan, &r->quiet))
+    if (site_answer(w, j.site, req, pol->secure, path, pr.len, pr.trailing_slash, pr.query, &j.ctx,
+                    &r->plan, &r->quiet))
         return; /* health, redirect or basic auth */
     serve_path(&j, path, pr.len, pr.trailing_slash);
 }

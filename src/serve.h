@@ -22,8 +22,8 @@ struct fentry;
 #define RESPONSE_BUF 4096 /* header block, multipart part headers, small error bodies */
 
 struct response {
-    struct plan plan; /* the structured answer: status, header section, body (core/plan.h) */
-    struct obs_req obs; /* the request's start and, with the access log on, its line's fields */
+    struct plan plan;       /* the structured answer: status, header section, body (core/plan.h) */
+    struct obs_req obs;     /* the request's start and, with the access log on, its line's fields */
     struct fentry *hold[2]; /* cache entries the plan reads from */
     char *heap;             /* a generated body (directory listing), freed on release */
     bool quiet;             /* not logged (--health) */

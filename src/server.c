@@ -159,17 +159,17 @@ struct server {
     struct config *cfg;
     const struct engine_ops *eng;
     struct engine_caps caps; /* probed once, read by every worker until they are joined */
-    struct addr addr;  /* what the first listener is bound to */
+    struct addr addr;        /* what the first listener is bound to */
     char url[INET6_ADDRSTRLEN + 16];
-    int *listeners;    /* one per worker; a worker owns (and closes) its own once started */
+    int *listeners; /* one per worker; a worker owns (and closes) its own once started */
     int nlisten;
-    int inherited;     /* systemd passed this many listeners (0: we opened our own) */
+    int inherited; /* systemd passed this many listeners (0: we opened our own) */
     struct worker *workers;
     int started;
     struct site_slot sites;
     int notify_fd;
-    struct accesslog *alog; /* --access-log, or NULL */
-    struct metrics *metrics; /* --metrics, or NULL */
+    struct accesslog *alog;   /* --access-log, or NULL */
+    struct metrics *metrics;  /* --metrics, or NULL */
     struct handover handover; /* our listeners' release to a successor on the port */
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */
     struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
@@ -253,8 +253,7 @@ static int open_listeners(struct server *sv)
     struct config *cfg = sv->cfg;
     int inherited[SYSTEMD_MAX_FDS];
     char names[256], why[256] = "";
-    int n = systemd_listen_fds(inherited, SYSTEMD_MAX_FDS, names, sizeof(names), why,
-                               sizeof(why));
+    int n = systemd_listen_fds(inherited, SYSTEMD_MAX_FDS, names, sizeof(names), why, sizeof(why));
     if (n < 0) {
         fprintf(stderr, "ringhttpd: %s\n", why);
         return -1;
@@ -287,16 +286,17 @@ static int open_listeners(struct server *sv)
     }
     int err = 0;
     if (cfg->port != 0 && !cfg->reuse_port && (err = port_in_use(&sv->addr)) == -EADDRINUSE) {
-        fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s (another process serves it; "
-                        "--reuse-port shares it with a ringhttpd, for a zero-downtime restart)\n",
+        fprintf(stderr,
+                "ringhttpd: cannot listen on %s port %u: %s (another process serves it; "
+                "--reuse-port shares it with a ringhttpd, for a zero-downtime restart)\n",
                 cfg->bind, cfg->port, strerror(-err));
         return -1;
     }
     for (; sv->nlisten < cfg->threads; sv->nlisten++) {
         int fd = open_listener(&sv->addr, (int)cfg->header_timeout, (int)cfg->send_lowat);
         if (fd < 0) {
-            fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", cfg->bind,
-                    cfg->port, strerror(-fd));
+            fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", cfg->bind, cfg->port,
+                    strerror(-fd));
             return -1;
         }
         sv->listeners[sv->nlisten] = fd;
@@ -323,8 +323,10 @@ static int successor_listeners(const struct server *sv)
     uint16_t port = ((const struct sockaddr_in *)&sv->addr.ss)->sin_port; /* same for v6 */
     int count = handover_count_listeners(sv->addr.ss.ss_family, port);
     if (count < 0) {
-        errlog(ERRLOG_NOTICE, "drain: cannot count the listeners on our port (%s): assuming a "
-               "successor", strerror(-count));
+        errlog(ERRLOG_NOTICE,
+               "drain: cannot count the listeners on our port (%s): assuming a "
+               "successor",
+               strerror(-count));
         return sv->nlisten;
     }
     return count > sv->nlisten ? count - sv->nlisten : 0;
@@ -335,7 +337,8 @@ static int successor_listeners(const struct server *sv)
 static enum worker_stop begin_handover(struct server *sv)
 {
     int theirs = successor_listeners(sv);
-    int err = theirs > 0 ? handover_begin(&sv->handover, sv->workers[0].listeners[0].fd, theirs) : 0;
+    int err =
+        theirs > 0 ? handover_begin(&sv->handover, sv->workers[0].listeners[0].fd, theirs) : 0;
     if (err < 0)
         errlog(ERRLOG_NOTICE, "drain: cannot steer new connections to a successor: %s",
                strerror(-err));
@@ -438,8 +441,7 @@ static void reload(struct server *sv, const char *what)
     systemd_notify(sv->notify_fd, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
                    (unsigned long long)monotonic_usec());
     if (site_open(sv->cfg, &s, why, sizeof(why)) != 0) {
-        errlog(ERRLOG_ERROR, "%s failed, still serving the previous configuration: %s", what,
-               why);
+        errlog(ERRLOG_ERROR, "%s failed, still serving the previous configuration: %s", what, why);
     } else {
         site_publish(&sv->sites, s);
         wake_workers(sv);
@@ -460,8 +462,10 @@ static void follow_docroot(struct server *sv, struct errlog_limit *lim)
     struct site *s;
     char why[512] = "";
     if (site_open(sv->cfg, &s, why, sizeof(why)) != 0) {
-        errlog_limited(lim, ERRLOG_ERROR, "document root changed but cannot be used, still "
-                       "serving the previous one: %s", why);
+        errlog_limited(lim, ERRLOG_ERROR,
+                       "document root changed but cannot be used, still "
+                       "serving the previous one: %s",
+                       why);
         return;
     }
     site_publish(&sv->sites, s);
@@ -505,9 +509,9 @@ static void supervise(struct server *sv, const sigset_t *signals)
             break;
         case SIGUSR1: /* the meaning nginx gives it: reopen the access log (after a rotation) */
             errlog(ERRLOG_NOTICE, "SIGUSR1 (reopen logs): %s",
-                   !sv->alog ? "no access log to reopen"
+                   !sv->alog                               ? "no access log to reopen"
                    : strcmp(sv->cfg->access_log, "-") == 0 ? "the access log is standard output"
-                                                            : "reopening the access log");
+                                                           : "reopening the access log");
             if (sv->alog)
                 accesslog_reopen(sv->alog);
             break;
@@ -524,8 +528,10 @@ static void supervise(struct server *sv, const sigset_t *signals)
                 /* The load balancer had its warning; the drain itself still lets responses in
                  * flight finish (issue 19: a second SIGTERM skips the delay). */
                 skipped = true;
-                errlog(ERRLOG_NOTICE, "%s during the drain delay: closing the listeners now "
-                       "(again to stop at once)", strsignal(sig));
+                errlog(ERRLOG_NOTICE,
+                       "%s during the drain delay: closing the listeners now "
+                       "(again to stop at once)",
+                       strsignal(sig));
                 stop_workers(sv, WORKER_SKIP_DELAY);
             } else {
                 errlog(ERRLOG_NOTICE, "%s during the drain: closing every connection now",
@@ -552,9 +558,11 @@ static int check_openat2(const struct site *s)
     int err = errno;
     if (err != ENOSYS && err != EPERM)
         return 0; /* the root itself, not the call: requests will say what is wrong */
-    fprintf(stderr, "ringhttpd: openat2 is not usable here (%s), and every file is opened with it "
-                    "to stay beneath the document root (Linux 5.6+); a system call filter forbids "
-                    "it (systemd: RestrictSUIDSGID=, implied by DynamicUser=)\n", strerror(err));
+    fprintf(stderr,
+            "ringhttpd: openat2 is not usable here (%s), and every file is opened with it "
+            "to stay beneath the document root (Linux 5.6+); a system call filter forbids "
+            "it (systemd: RestrictSUIDSGID=, implied by DynamicUser=)\n",
+            strerror(err));
     return -err;
 }
 
@@ -574,8 +582,10 @@ static int confine(const struct config *cfg)
             return -1;
         }
         if (cfg->verbose && abi > 0)
-            fprintf(stderr, "ringhttpd: landlock: applied (ABI %d): files are read only beneath "
-                            "the document root's directory\n", abi);
+            fprintf(stderr,
+                    "ringhttpd: landlock: applied (ABI %d): files are read only beneath "
+                    "the document root's directory\n",
+                    abi);
         else if (why[0])
             errlog(ERRLOG_WARN, "%s", why);
         else if (cfg->verbose)
@@ -684,15 +694,18 @@ int server_run(struct config *cfg)
         }
     }
     if (proto_test_hook())
-        fprintf(stderr, "ringhttpd: test protocol %s after the HTTP/2 preface "
-                        "(RINGHTTPD_TEST_PROTO)\n", proto_test_hook()->name);
+        fprintf(stderr,
+                "ringhttpd: test protocol %s after the HTTP/2 preface "
+                "(RINGHTTPD_TEST_PROTO)\n",
+                proto_test_hook()->name);
     if (transport_test_hook())
-        fprintf(stderr, "ringhttpd: test transport %s on the HTTP port (RINGHTTPD_TEST_TRANSPORT)\n",
+        fprintf(stderr,
+                "ringhttpd: test transport %s on the HTTP port (RINGHTTPD_TEST_TRANSPORT)\n",
                 transport_test_hook()->name);
     if (cfg->tls)
         fprintf(stderr, "ringhttpd: listening on %s (TLS)\n", sv.tls_url);
-    fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s\n", sv.url,
-            sv.eng->name, cfg->threads, cfg->threads == 1 ? "" : "s",
+    fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s\n", sv.url, sv.eng->name,
+            cfg->threads, cfg->threads == 1 ? "" : "s",
             sv.inherited ? " on sockets from systemd" : "");
     systemd_notify(sv.notify_fd, "READY=1\nSTATUS=serving %s on %s", cfg->docroot, sv.url);
     supervise(&sv, &signals);

@@ -223,7 +223,6 @@ int accept_coding_q(struct http_str accept_encoding, const char *name)
     return 0;
 }
 
-
 int accept_dictionary(struct http_str value, unsigned char hash[ACCEPT_DICT_HASH])
 {
     const char *p = value.p, *end = p + value.len;

@@ -28,7 +28,7 @@ struct tls_conn;
 /* The core's request result: what answering the request does to the connection. */
 struct req_policy {
     enum resp_syntax syntax;
-    bool secure;        /* the request came over an encrypting transport (https) */
+    bool secure; /* the request came over an encrypting transport (https) */
     /* its TLS state when it came over TLS, for the 421 of a Host its certificate is not for
      * (rt/site.h, site_misdirected); never dereferenced by the core */
     struct tls_conn *tls;

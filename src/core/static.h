@@ -46,9 +46,9 @@ struct static_ctx {
     size_t extra_len;
     const char *all_headers; /* lines for every response (HSTS over TLS), or NULL */
     size_t all_len;
-    bool keep_alive; /* the connection stays open after this response; cleared for a status
-                      * that closes (policy_status_closes), and the plan's close says so */
-    bool head;       /* HEAD: headers as for GET, no body */
+    bool keep_alive;    /* the connection stays open after this response; cleared for a status
+                         * that closes (policy_status_closes), and the plan's close says so */
+    bool head;          /* HEAD: headers as for GET, no body */
     bool send_continue; /* prefix "HTTP/1.1 100 Continue" (the client waits for it) */
     int minor;          /* the request's HTTP minor version, for the Connection header */
     char *buf;          /* header text (and small generated bodies) are written here */

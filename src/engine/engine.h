@@ -33,7 +33,8 @@ struct engine_conn {
  */
 struct engine_ops {
     const char *name;
-    /* Sets up the worker's ring or epoll set and starts accepting on every w->listeners[]; -errno. */
+    /* Sets up the worker's ring or epoll set and starts accepting on every w->listeners[]; -errno.
+     */
     int (*init)(struct worker *w);
     void (*fini)(struct worker *w);
     /* Runs the loop until worker_tick() reports the worker has drained; 0 or -errno. */

@@ -22,8 +22,8 @@
 #include "tls/xport.h"
 #include "transport.h"
 
-#define H2_STALL_S 60 /* as HTTP/1's send timeout */
-#define H2_BYE_S 5    /* after our GOAWAY, the client's time to finish and close */
+#define H2_STALL_S 60  /* as HTTP/1's send timeout */
+#define H2_BYE_S 5     /* after our GOAWAY, the client's time to finish and close */
 #define H2_DEFERRED 16 /* streams waiting for a password check at once; more are refused */
 
 /* A stream whose request waits for a check off the loop (site_defer): its head, rebuilt as the

@@ -37,7 +37,7 @@
 
 struct cjob {
     struct offload_job job; /* first: the offload threads run it (run_job) */
-    struct cjob *inext; /* the worker's in-flight list (worker thread only) */
+    struct cjob *inext;     /* the worker's in-flight list (worker thread only) */
     struct fentry *base;
     int coding;
     int level;

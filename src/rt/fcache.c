@@ -241,8 +241,8 @@ struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64
 {
     uint32_t hash = hash_path(path, len) ^ (fc->root * 0x9e3779b1u);
     struct fentry *e = fc->bucket[hash & (BUCKETS - 1)];
-    while (e && !(e->hash == hash && e->root == fc->root && !e->is_variant &&
-                  e->path_len == len && memcmp(e->path, path, len) == 0))
+    while (e && !(e->hash == hash && e->root == fc->root && !e->is_variant && e->path_len == len &&
+                  memcmp(e->path, path, len) == 0))
         e = e->hnext;
 
     if (e && e->checked != now) {

@@ -33,7 +33,7 @@ struct fentry {
     struct fentry *lru_next, *lru_prev; /* LRU list, oldest first after the head */
     uint32_t hash;
     uint32_t refs;
-    uint32_t root;                 /* the site (fcache_root) whose root path is relative to */
+    uint32_t root; /* the site (fcache_root) whose root path is relative to */
     bool is_dir;
     bool is_variant; /* a compressed variant: data holds it, fd is -1 */
     int err;         /* 0, or -errno for a remembered miss */

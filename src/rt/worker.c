@@ -72,8 +72,8 @@ static void trim_pools(struct worker *w)
     if (w->trimmed_at == w->now)
         return;
     w->trimmed_at = w->now;
-    size_t freed = bufpool_trim(&w->inbufs, BUFPOOL_LOW_WATER) +
-                   bufpool_trim(&w->outbufs, BUFPOOL_LOW_WATER);
+    size_t freed =
+        bufpool_trim(&w->inbufs, BUFPOOL_LOW_WATER) + bufpool_trim(&w->outbufs, BUFPOOL_LOW_WATER);
     if (freed >= (1u << 20))
         malloc_trim(0);
 }
@@ -195,8 +195,8 @@ void worker_fini(struct worker *w)
                (unsigned long long)stat_get(&st->compress_kept),
                (unsigned long long)stat_get(&st->compress_on_loop),
                (unsigned long long)stat_get(&st->compress_saved_bytes),
-               (unsigned long long)stat_get(&st->compress_in_bytes),
-               fcache_variant_bytes(w->cache), (double)stat_get(&st->compress_ns) / 1e6);
+               (unsigned long long)stat_get(&st->compress_in_bytes), fcache_variant_bytes(w->cache),
+               (double)stat_get(&st->compress_ns) / 1e6);
     }
     compress_free(w, w->compress);
     auth_state_free(w->auth);

@@ -33,10 +33,10 @@ struct proto_ops;
 /* w->stop, set by the main thread: what the worker is asked to do. */
 enum worker_stop {
     WORKER_RUN,
-    WORKER_DRAIN, /* finish responses in flight within the drain timeout, then end */
-    WORKER_HANDOVER, /* the same, keeping the listener open 1-2 s for a successor's hand-over */
+    WORKER_DRAIN,      /* finish responses in flight within the drain timeout, then end */
+    WORKER_HANDOVER,   /* the same, keeping the listener open 1-2 s for a successor's hand-over */
     WORKER_SKIP_DELAY, /* a second stop signal during --drain-delay: the drain proper, now */
-    WORKER_ABORT, /* a second stop signal (a third with --drain-delay): close everything now */
+    WORKER_ABORT,      /* a second stop signal (a third with --drain-delay): close everything now */
 };
 
 /* Fixed-size buffers recycled through a free list, so steady-state requests allocate nothing.
@@ -63,8 +63,8 @@ struct conn_list {
 
 /* One of a worker's listening sockets and the transport its connections get. */
 struct listener {
-    int fd;     /* the worker's own fd (-1 once closed in a drain) */
-    bool owned; /* ours to drain: opened here, not inherited from systemd */
+    int fd;                            /* the worker's own fd (-1 once closed in a drain) */
+    bool owned;                        /* ours to drain: opened here, not inherited from systemd */
     const struct transport_ops *xport; /* NULL: cleartext */
     void *xport_ctx;                   /* what xport->open is given (e.g. TLS certificates) */
 };
@@ -75,15 +75,15 @@ struct worker {
     const struct engine_ops *eng;
     const struct engine_caps *caps; /* what the kernel offers, probed once before the workers */
     void *engine_state;
-    struct handover *handover; /* the server's: releases an owned listener in a drain */
+    struct handover *handover;             /* the server's: releases an owned listener in a drain */
     struct listener listeners[LISTEN_MAX]; /* engines accept on each; tags carry the index */
     unsigned nlisteners;
     /* HTTP/2 when enabled (proto.h), or NULL: HTTP/1 only. A connection switches to it when
      * it opens with the HTTP/2 preface (h2c), or when its transport negotiated it (ALPN "h2":
      * the transport calls conn_set_proto(w, c, w->h2, NULL, 0)). Set before the engine starts. */
     const struct proto_ops *h2;
-    int wake_fd; /* eventfd: stop, a new site, finished compression jobs */
-    atomic_int stop; /* enum worker_stop */
+    int wake_fd;      /* eventfd: stop, a new site, finished compression jobs */
+    atomic_int stop;  /* enum worker_stop */
     atomic_bool done; /* set as the worker's thread ends, for the main thread's wait */
     bool draining;
     bool accepting; /* false once a drain stopped accepting on the listener */
@@ -99,14 +99,14 @@ struct worker {
     bool accept_paused;
     bool slot_freed; /* a connection closed since the pause */
     int64_t accept_paused_at;
-    int held[HELD_MAX]; /* FIFO ring of sockets accepted while full, see conn_accepted */
+    int held[HELD_MAX];         /* FIFO ring of sockets accepted while full, see conn_accepted */
     uint8_t held_lst[HELD_MAX]; /* ... and the listener each came from */
     unsigned held_first, held_count;
 
-    int64_t now;       /* monotonic seconds, read once per loop turn */
-    int64_t wall;      /* UNIX seconds of date[] */
-    char date[32];     /* IMF-fixdate of wall, formatted at most once per second */
-    char ok_head[96];  /* static_ok_head(date): "HTTP/1.1 200 OK", Server, Date lines */
+    int64_t now;      /* monotonic seconds, read once per loop turn */
+    int64_t wall;     /* UNIX seconds of date[] */
+    char date[32];    /* IMF-fixdate of wall, formatted at most once per second */
+    char ok_head[96]; /* static_ok_head(date): "HTTP/1.1 200 OK", Server, Date lines */
     size_t ok_head_len;
     struct timer_wheel wheel;
 
@@ -114,7 +114,7 @@ struct worker {
     uint32_t *free_slots;
     uint32_t num_free;
     uint32_t active;
-    uint32_t reclaiming; /* idle connections closed to make room, not yet closed */
+    uint32_t reclaiming;    /* idle connections closed to make room, not yet closed */
     struct conn_list idle;  /* reclaimable at --max-conns: idle keep-alive, lingering */
     struct conn_list heads; /* reading a request head with bytes buffered (evictable) */
 
@@ -140,8 +140,8 @@ struct worker {
     struct http_request req; /* scratch for the request being parsed */
     struct accesslog *alog;  /* the process's access log, or NULL when off */
     struct accesslog_buf logbuf;
-    char features[96];       /* the engine's features found, for the metrics' info line */
-    struct stats stats;      /* read by the metrics thread (stats.h) */
+    char features[96];  /* the engine's features found, for the metrics' info line */
+    struct stats stats; /* read by the metrics thread (stats.h) */
     pthread_t thread;
 };
 

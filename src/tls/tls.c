@@ -878,8 +878,7 @@ bool tls_conn_only_cert(const struct tls_conn *c)
 
 bool tls_conn_covers(struct tls_conn *c, const char *host, size_t len)
 {
-    if (tls_conn_only_cert(c) ||
-        (len == c->ok_host_len && memcmp(host, c->ok_host, len) == 0))
+    if (tls_conn_only_cert(c) || (len == c->ok_host_len && memcmp(host, c->ok_host, len) == 0))
         return true;
     /* An address is no name a browser could have coalesced onto this connection (RFC 9110
      * 15.5.20 is about names), and a load balancer's probe of https://ADDR/ must not get 421. */

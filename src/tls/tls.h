@@ -165,8 +165,8 @@ const char *tls_conn_site_name(const struct tls_conn *c);
 bool tls_conn_only_cert(const struct tls_conn *c);
 
 /* Whether the connection's certificate names host (lower case, no port: a vhost_key); true
- * too for an IP address (no name to coalesce) and when tls_conn_only_cert. The last host found covered is remembered, so a connection's
- * next requests with it cost a compare. */
+ * too for an IP address (no name to coalesce) and when tls_conn_only_cert. The last host found
+ * covered is remembered, so a connection's next requests with it cost a compare. */
 bool tls_conn_covers(struct tls_conn *c, const char *host, size_t len);
 
 /* Checks one pair as tls_ctx_new would (files read, key matches the certificate): 0, or -errno

@@ -118,8 +118,8 @@ TEST(handover_pick_without_a_successor_or_with_a_smaller_one)
 static int listener(uint16_t port, uint16_t *bound)
 {
     int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = port,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(a);
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
         bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 512) != 0 ||
@@ -136,8 +136,8 @@ static int listener(uint16_t port, uint16_t *bound)
 static int land(uint16_t port, const int *fds, int nfds, int *got, int count)
 {
     int clients[128];
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = port,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     for (int i = 0; i < nfds; i++)
         got[i] = 0;
     for (int i = 0; i < count; i++) {
