@@ -299,7 +299,11 @@ static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void 
             s->control++;
         break;
     case NGHTTP2_RST_STREAM:
-        s->resets++;
+        /* Rapid reset (CVE-2023-44487) is resetting streams the server is working on; a reset
+         * of a stream already closed costs nothing (a client that cancelled a download resets
+         * again for each DATA frame still in flight, as Python's h2 does). */
+        if (nghttp2_session_get_stream_user_data(ng, hd->stream_id))
+            s->resets++;
         break;
     }
     return over_budget(s) ? flood(s) : 0;

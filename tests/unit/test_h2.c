@@ -651,6 +651,24 @@ TEST(h2_rapid_reset_goaway)
     CHECK_INT(code, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
+/* Resets of a stream already closed are not the attack (a cancelling client resets again for
+ * every DATA frame still in flight): they must not end the connection. */
+TEST(h2_resets_of_a_closed_stream_not_counted)
+{
+    raw_start(&r);
+    static const uint8_t cancel[4] = {0, 0, 0, 8};
+    frame(&r, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS | NGHTTP2_FLAG_END_STREAM, 1, get_block,
+          sizeof(get_block));
+    for (int i = 0; i < 300; i++)
+        frame(&r, NGHTTP2_RST_STREAM, 0, 1, cancel, 4);
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    CHECK_INT(h2_recv(p.srv, r.b, r.len, p.now), 0);
+    CHECK(!h2_finished(p.srv));
+    CHECK_INT(h2_end(p.srv), H2_END_NONE);
+    pair_free(&p);
+}
+
 TEST(h2_continuation_flood_goaway)
 {
     raw_start(&r);
