@@ -43,6 +43,9 @@
  * LINGER_IDLE seconds between reads and LINGER_MAX in all, then the connection closes anyway. */
 #define LINGER_IDLE 5
 #define LINGER_MAX 30
+/* A drain gives a TLS connection that has sent nothing yet this long for its first request (the
+ * wheel ticks whole seconds: 1-2 s). */
+#define DRAIN_FIRST_REQUEST_S 2
 
 static void process(struct worker *w, struct conn *c);
 
@@ -603,14 +606,16 @@ static void drain(struct worker *w, struct conn *c)
     /* Responses in flight are finished; an idle keep-alive connection or a request head still
      * arriving has none yet. A connection accepted but not yet read from is answered: its
      * request is most likely already in the socket (the listener defers accept until data).
-     * Not so through a transport (TLS): its first bytes were a handshake, and a browser's
-     * spare pre-connected socket may never send a request; it would hold the drain to its
-     * deadline. */
+     * Through a transport (TLS) the first bytes were a handshake, and a browser's spare
+     * pre-connected socket may never send a request (it would hold the drain to its deadline),
+     * while a client that sent its request just before the signal must still be answered (its
+     * record may not have been read yet): such a connection gets DRAIN_FIRST_REQUEST_S. */
     c->keep_alive = false;
     if (c->state == CONN_LINGERING ||
-        (c->state == CONN_READING &&
-         (c->served || c->in_request || c->in_len || (c->xport && c->xport->secure))))
+        (c->state == CONN_READING && (c->served || c->in_request || c->in_len)))
         conn_close(w, c);
+    else if (c->state == CONN_READING && c->xport && c->xport->secure)
+        arm(w, c, DRAIN_FIRST_REQUEST_S);
 }
 
 /* The entry points: each ends by putting c on the list its new state calls for. */
