@@ -55,7 +55,7 @@ static int64_t now_ms(const struct worker *w)
 /* req's head as HTTP/1.1 text (what h2.c gave http1_parse), malloc'd; NULL if out of memory. */
 static char *head_text(const struct http_request *req, size_t *len)
 {
-    size_t n = req->method_name.len + req->target.len + 13;
+    size_t n = req->method_name.len + req->target.len + 14; /* " ", " HTTP/1.1\r\n", "\r\n" */
     for (size_t i = 0; i < req->num_headers; i++)
         n += req->headers[i].name.len + req->headers[i].value.len + 4;
     char *p = malloc(n), *o = p;
