@@ -119,7 +119,8 @@ check: deps
 # fuzz_NAME starts from the seeds in tests/fuzz/seeds/NAME/ (and its own corpus in build/fuzz).
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 # Targets that need more than the core: their sources and libraries.
-FUZZ_EXTRA_fuzz_config := src/config.c src/cfgfile.c src/rt/htpasswd.c -lyaml -lcrypt
+FUZZ_EXTRA_fuzz_config := src/config.c src/cfgfile.c src/rt/htpasswd.c src/tls/tls.c -lyaml -lcrypt \
+                          -lssl -lcrypto
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
 fuzz:
