@@ -31,7 +31,10 @@
  * - sendfile: sendplan (sendfile from the loop, zero-copy) and a POLL_ADD when the socket is
  *   full; it blocks the loop while a cold file is read.
  * A transport that must copy file bytes (TLS) reads them with IORING_OP_READ (uring_read): the
- * kernel completes it inline on a page cache hit and otherwise reads without the loop waiting.
+ * kernel completes it inline on a page cache hit and otherwise reads without the loop waiting,
+ * through the file system's asynchronous buffered reads (ext4, xfs, btrfs...). A file system
+ * that reads ahead synchronously (FUSE without FUSE_ASYNC_READ) is read inline, blocking the
+ * loop as pread did (seen with tests/integration/slowfs.py before it asked for async reads).
  *
  * Every operation carries its connection's slot and generation in user_data; a connection's
  * slot is reused only after its last completion arrived, and a completion whose generation

@@ -127,7 +127,9 @@ struct fixture {
 
 static const char HELLO[] = "hello, world\n";
 
-static void setup(struct fixture *f, const struct transport_ops *xport)
+/* A worker on a document root holding hello.txt, with one more option when opt is not NULL. */
+static void setup_args(struct fixture *f, const struct transport_ops *xport, const char *opt,
+                       const char *val)
 {
     memset(&fake, 0, sizeof(fake));
     strcpy(f->dir, "/tmp/test_conn.XXXXXX");
@@ -137,12 +139,24 @@ static void setup(struct fixture *f, const struct transport_ops *xport)
     FILE *fp = fopen(path, "w");
     fputs(HELLO, fp);
     fclose(fp);
-    char *argv[] = {"ringhttpd", "-t", "1", "--max-conns", "8", f->dir, NULL};
-    CHECK_INT(config_parse(&f->cfg, 6, argv), 0);
+    char *argv[] = {"ringhttpd", "-t", "1", "--max-conns", "8", f->dir, NULL, NULL, NULL};
+    int argc = 6;
+    if (opt) { /* before DOCROOT */
+        argv[7] = f->dir;
+        argv[5] = (char *)opt;
+        argv[6] = (char *)val;
+        argc = 8;
+    }
+    CHECK_INT(config_parse(&f->cfg, argc, argv), 0);
     site_slot_init(&f->sites, site_adopt(&f->cfg));
     static const struct engine_caps caps;
     struct listener ls = {.fd = -1, .xport = xport};
     CHECK_INT(worker_init(&f->w, 0, &f->cfg, &fake_engine, &caps, &ls, 1, &f->sites), 0);
+}
+
+static void setup(struct fixture *f, const struct transport_ops *xport)
+{
+    setup_args(f, xport, NULL, NULL);
 }
 
 static void teardown(struct fixture *f)
@@ -232,6 +246,29 @@ TEST(conn_pipelined_requests_in_order)
 TEST(conn_pipelined_requests_through_copy_transport)
 {
     pipelining(&transport_copy);
+}
+
+/* A file segment through the copy transport is read by the engine (engine_ops.read, as TLS
+ * reads it) and only then sent: the head goes first, the file's bytes after the read. */
+TEST(conn_copy_transport_reads_file_segments_through_the_engine)
+{
+    struct fixture f;
+    setup_args(&f, &transport_copy, "--cache-max-file", "0"); /* hello.txt stays a file */
+    struct conn *c = open_conn(&f);
+    feed(&f, c, GET);
+    CHECK_INT(fake.sends, 1);
+    CHECK_INT(count("HTTP/1.1 200 OK"), 1);
+    CHECK_INT(fake.reads, 0);
+    CHECK_INT(count(HELLO), 0);
+    complete(&f);
+    CHECK_INT(fake.reads, 1);
+    CHECK_INT(fake.sends, 2);
+    CHECK_INT(count(HELLO), 1);
+    complete(&f);
+    CHECK(fake.sending == NULL && c->state == CONN_READING);
+    conn_close(&f.w, c);
+    closed(&f, c);
+    teardown(&f);
 }
 
 TEST(conn_partial_head_is_buffered_then_answered)
