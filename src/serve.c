@@ -572,7 +572,7 @@ void serve_request(struct worker *w, const struct http_request *req, const struc
         error(&j, 421, NULL);
         return;
     }
-    if (w->cfg->redirect_https && !pol->secure) {
+    if (j.cfg->redirect_https && !pol->secure) { /* a site's own, or the process's */
         redirect_https(&j);
         return;
     }
