@@ -168,9 +168,10 @@ struct server {
     int started;
     struct site_slot sites;
     int notify_fd;
-    struct accesslog *alog;   /* --access-log, or NULL */
-    struct metrics *metrics;  /* --metrics, or NULL */
-    struct handover handover; /* our listeners' release to a successor on the port */
+    struct accesslog *alog;       /* --access-log, or NULL */
+    struct metrics *metrics;      /* --metrics, or NULL */
+    struct handover handover;     /* our listeners' release to a successor on the port */
+    struct handover tls_handover; /* ... and on the TLS port (its own reuseport group) */
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */
     struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
     struct addr tls_addr;
@@ -244,6 +245,8 @@ static int open_tls_listeners(struct server *sv)
             return -1;
         }
     }
+    if (cfg->reuse_port) /* as on the HTTP port: a finished predecessor's steering goes */
+        handover_join(sv->tls_listeners[0]);
     format_addr(&sv->tls_addr, "https", sv->tls_url, sizeof(sv->tls_url));
     /* the port the kernel picked for 0, for --redirect-https's Location */
     cfg->tls_port = ntohs(((const struct sockaddr_in *)&sv->tls_addr.ss)->sin_port);
@@ -316,36 +319,51 @@ static int open_listeners(struct server *sv)
     return 0;
 }
 
-/* How many listeners a successor started with --reuse-port has on our port (handover.h says
- * what they are given). When the kernel cannot say, assume a successor as large as we are: the
- * drain then only takes 1-2 s longer, and steering to indices nobody holds is the kernel's
- * hash. systemd's sockets outlive us with their queue: nothing to hand over. */
-static int successor_listeners(const struct server *sv)
+/* How many listeners a successor started with --reuse-port has on the port of a (where we have
+ * ours; handover.h says what they are given). When the kernel cannot say, assume a successor
+ * as large as we are: the drain then only takes 1-2 s longer, and steering to indices nobody
+ * holds is the kernel's hash. */
+static int successor_listeners(const struct server *sv, const struct addr *a, int ours)
 {
-    if (sv->inherited || sv->nlisten == 0 || sv->started == 0)
+    if (ours == 0 || sv->started == 0)
         return 0;
-    uint16_t port = ((const struct sockaddr_in *)&sv->addr.ss)->sin_port; /* same for v6 */
-    int count = handover_count_listeners(sv->addr.ss.ss_family, port);
+    uint16_t port = ((const struct sockaddr_in *)&a->ss)->sin_port; /* same for v6 */
+    int count = handover_count_listeners(a->ss.ss_family, port);
     if (count < 0) {
         errlog(ERRLOG_NOTICE,
-               "drain: cannot count the listeners on our port (%s): assuming a "
+               "drain: cannot count the listeners on port %u (%s): assuming a "
                "successor",
-               strerror(-count));
-        return sv->nlisten;
+               ntohs(port), strerror(-count));
+        return ours;
     }
-    return count > sv->nlisten ? count - sv->nlisten : 0;
+    return count > ours ? count - ours : 0;
 }
 
-/* The drain's start: steer new connections to a successor, if one listens, before our
- * listeners begin to close (each worker releases its own through sv->handover). */
-static enum worker_stop begin_handover(struct server *sv)
+/* Steers new connections to the port's successor listeners, if any listen, through fd (one of
+ * ours on that port). Returns how many the successor has there. */
+static int steer_port(struct server *sv, struct handover *h, const struct addr *a, int ours, int fd)
 {
-    int theirs = successor_listeners(sv);
-    int err =
-        theirs > 0 ? handover_begin(&sv->handover, sv->workers[0].listeners[0].fd, theirs) : 0;
+    int theirs = successor_listeners(sv, a, ours);
+    int err = theirs > 0 ? handover_begin(h, fd, theirs) : 0;
     if (err < 0)
         errlog(ERRLOG_NOTICE, "drain: cannot steer new connections to a successor: %s",
                strerror(-err));
+    return theirs;
+}
+
+/* The drain's start: on each port, steer new connections to a successor, if one listens, before
+ * our listeners begin to close (each worker releases its own through the port's handover).
+ * systemd's sockets outlive us with their queue: nothing to hand over there. The TLS port is
+ * each worker's listener 1 (server_run) and always ours. */
+static enum worker_stop begin_handover(struct server *sv)
+{
+    int theirs = 0;
+    if (!sv->inherited && sv->started)
+        theirs +=
+            steer_port(sv, &sv->handover, &sv->addr, sv->nlisten, sv->workers[0].listeners[0].fd);
+    if (sv->cfg->tls && sv->started)
+        theirs += steer_port(sv, &sv->tls_handover, &sv->tls_addr, sv->cfg->threads,
+                             sv->workers[0].listeners[1].fd);
     return theirs > 0 ? WORKER_HANDOVER : WORKER_DRAIN;
 }
 
@@ -672,6 +690,7 @@ int server_run(struct config *cfg)
     }
     site_slot_init(&sv.sites, first);
     handover_init(&sv.handover, 0);
+    handover_init(&sv.tls_handover, 0);
     if (check_openat2(first) != 0)
         goto out;
     /* Signals are taken synchronously by the main thread (sigtimedwait), so no handler runs in
@@ -708,6 +727,7 @@ int server_run(struct config *cfg)
         goto out;
     }
     sv.handover.ours = sv.nlisten; /* before any worker thread exists */
+    sv.tls_handover.ours = cfg->tls ? cfg->threads : 0;
     if (!(sv.eng = engine_choose(cfg->engine, cfg->verbose, &sv.caps)))
         goto out;
 
@@ -718,14 +738,16 @@ int server_run(struct config *cfg)
         /* The HTTP port's listener; a transport's port (TLS) adds its own here. */
         struct listener ls[LISTEN_MAX] = {{.fd = sv.listeners[inited],
                                            .owned = sv.inherited == 0,
-                                           .xport = transport_test_hook()}};
+                                           .xport = transport_test_hook(),
+                                           .handover = &sv.handover}};
         unsigned nls = 1;
         sv.listeners[inited] = -1; /* the worker's now, even when it fails */
         if (cfg->tls) {
             ls[nls++] = (struct listener){.fd = sv.tls_listeners[inited],
                                           .owned = true,
                                           .xport = &transport_tls,
-                                          .xport_ctx = &sv.tls_ports[inited]};
+                                          .xport_ctx = &sv.tls_ports[inited],
+                                          .handover = &sv.tls_handover};
             sv.tls_listeners[inited] = -1;
         }
         int err = worker_init(w, inited, cfg, sv.eng, &sv.caps, ls, nls, &sv.sites);
@@ -735,7 +757,6 @@ int server_run(struct config *cfg)
             goto stop;
         }
         w->alog = sv.alog;
-        w->handover = &sv.handover;
         if (proto_test_hook()) /* the seam's test protocol stands in for HTTP/2 */
             w->h2 = proto_test_hook();
     }
@@ -795,6 +816,7 @@ out:
     free(sv.workers);
     site_slot_fini(&sv.sites);
     handover_fini(&sv.handover);
+    handover_fini(&sv.tls_handover);
     if (sv.alog)
         accesslog_close(sv.alog, 1000 * (int)cfg->drain_timeout);
     return rc;

@@ -257,17 +257,15 @@ void worker_close_listener(struct worker *w, unsigned lst,
             break;
     }
     /* Ours leaves the port's listeners now, even while an engine still holds a reference (a
-     * cancelled io_uring accept). The HTTP port's goes through the hand-over (handover.h), in
-     * turn with our other workers' so that a successor's steering stays exact; a transport's
-     * port (TLS) is shut down and closed. systemd's sockets are only closed: shutting one down
-     * would reset its queue and leave the service manager a socket that no longer listens. */
-    if (l->owned && lst == 0) {
-        handover_release(w->handover, l->fd);
-    } else {
-        if (l->owned)
-            shutdown(l->fd, SHUT_RD);
+     * cancelled io_uring accept). Each port's goes through its hand-over (handover.h), in
+     * turn with our other workers' listeners of that port so that a successor's steering stays
+     * exact (the HTTP port and the TLS port alike, issue 14). systemd's sockets are only
+     * closed: shutting one down would reset its queue and leave the service manager a socket
+     * that no longer listens. */
+    if (l->owned)
+        handover_release(l->handover, l->fd);
+    else
         close(l->fd);
-    }
     l->fd = -1;
 }
 

@@ -67,6 +67,9 @@ struct listener {
     bool owned;                        /* ours to drain: opened here, not inherited from systemd */
     const struct transport_ops *xport; /* NULL: cleartext */
     void *xport_ctx;                   /* what xport->open is given (e.g. TLS certificates) */
+    /* The server's hand-over of this listener's port to a successor (handover.h; one per port,
+     * each port its own reuseport group), or NULL: an owned listener is only shut and closed. */
+    struct handover *handover;
 };
 
 struct worker {
@@ -75,7 +78,6 @@ struct worker {
     const struct engine_ops *eng;
     const struct engine_caps *caps; /* what the kernel offers, probed once before the workers */
     void *engine_state;
-    struct handover *handover;             /* the server's: releases an owned listener in a drain */
     struct listener listeners[LISTEN_MAX]; /* engines accept on each; tags carry the index */
     unsigned nlisteners;
     /* HTTP/2 when enabled (proto.h), or NULL: HTTP/1 only. A connection switches to it when
