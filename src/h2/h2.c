@@ -45,8 +45,9 @@ struct stream {
     bool sent_all; /* the frame carrying END_STREAM went out */
     void *token;
     struct plan *body;
-    char *head; /* a request with a body: its head, kept until the body ends (rare) */
+    char *head; /* the request's head, kept until its body ends (rare), or by h2_hold */
     size_t head_len;
+    bool held; /* head is h2_hold's: the request was delivered */
     int req_status;
     struct stream *next;          /* free or done list */
     struct stream *lprev, *lnext; /* the session's open streams */
@@ -89,6 +90,11 @@ struct h2_session {
     nghttp2_rcbuf *method, *path, *authority;
     size_t head_len;
     char *head;
+
+    /* the request in hooks.request now (for h2_hold) */
+    struct stream *dlv;
+    const char *dlv_head;
+    size_t dlv_len;
 
     /* flood budgets */
     int64_t now, window_start, progress;
@@ -219,6 +225,7 @@ static void stream_put(struct h2_session *s, struct stream *st)
 {
     free(st->head);
     st->head = NULL;
+    st->held = false;
     st->next = s->free_list;
     s->free_list = st;
 }
@@ -449,7 +456,11 @@ static void deliver(struct h2_session *s, struct stream *st, const char *head, s
     if (status == 505 || status == 501)
         status = 400; /* the version line is ours; an h2 request cannot have a bad one */
     req.keep_alive = true;
+    s->dlv = st;
+    s->dlv_head = head;
+    s->dlv_len = len;
     s->hooks->request(s->user, st->id, &req, status);
+    s->dlv = NULL;
 }
 
 /* The end of a request header block. */
@@ -484,7 +495,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
         (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         struct stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
-        if (st && st->head) {
+        if (st && st->head && !st->held) {
             char *head = st->head;
             st->head = NULL;
             deliver(s, st, head, st->head_len, st->req_status);
@@ -837,6 +848,35 @@ int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *toke
         nf++;
     plan_advance(p, p->head_len);
     return h2_respond(s, id, p->status, fields, nf, p, token);
+}
+
+int h2_hold(struct h2_session *s, int32_t id)
+{
+    struct stream *st = s->dlv;
+    if (!st || st->id != id)
+        return -ENOENT;
+    char *head = malloc(s->dlv_len);
+    if (!head)
+        return -ENOMEM;
+    memcpy(head, s->dlv_head, s->dlv_len);
+    free(st->head); /* NULL: deliver's caller took it */
+    st->head = head;
+    st->head_len = s->dlv_len;
+    st->held = true;
+    return 0;
+}
+
+int h2_replay(struct h2_session *s, int32_t id)
+{
+    struct stream *st = nghttp2_session_get_stream_user_data(s->ng, id);
+    if (!st || !st->held)
+        return -ENOENT;
+    char *head = st->head;
+    st->head = NULL;
+    st->held = false;
+    deliver(s, st, head, st->head_len, 0);
+    free(head);
+    return 0;
 }
 
 void h2_reset(struct h2_session *s, int32_t id)

@@ -96,6 +96,16 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
  * the fields of its first head_len bytes; the rest is the body. */
 int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *token);
 
+/* Keeps the head of the request on stream `id`, which hooks.request is being called for (only
+ * from inside that call), so that h2_replay can deliver it again: a request that waits for a
+ * check off the loop. Returns 0, -ENOENT (not the request being delivered), -ENOMEM. */
+int h2_hold(struct h2_session *s, int32_t id);
+
+/* Calls hooks.request again for the request h2_hold kept on stream `id`, parsed from its head
+ * as the first time (the head is then released, unless held again). Returns 0, or -ENOENT when
+ * nothing is held there or the stream is gone (reset by the client: the head went with it). */
+int h2_replay(struct h2_session *s, int32_t id);
+
 /* Refuses stream `id` (RST_STREAM REFUSED_STREAM: the client may retry it) when no response
  * can be made for it. */
 void h2_reset(struct h2_session *s, int32_t id);
