@@ -805,6 +805,57 @@ static bool h1_only(const char *name, size_t n)
     }
 }
 
+/* Whether the n >= 4 bytes at name are lit (lower-case letters and '-') in any case: setting
+ * 0x20 folds the letters, and names are tchars, of which it folds no other onto these bytes.
+ * Eight or four bytes at a time, the tail by an overlapping load. */
+static bool name_folds_to(const char *name, const char *lit, size_t n)
+{
+    uint64_t a, b;
+    uint32_t c, d;
+    if (n < 8) {
+        memcpy(&c, name, 4), memcpy(&d, lit, 4);
+        bool head = (c | 0x20202020u) == d;
+        memcpy(&c, name + n - 4, 4), memcpy(&d, lit + n - 4, 4);
+        return head && (c | 0x20202020u) == d;
+    }
+    for (size_t i = 0;; i += 8) {
+        size_t at = i + 8 <= n ? i : n - 8;
+        memcpy(&a, name + at, 8), memcpy(&b, lit + at, 8);
+        if ((a | 0x2020202020202020u) != b)
+            return false;
+        if (at + 8 == n)
+            return true;
+    }
+}
+
+/* The lower-case spelling of the field names every response has, so that nghttp2 need not
+ * copy and lower-case them (NGHTTP2_NV_FLAG_NO_COPY_NAME); NULL for the others. */
+static const char *known_name(const char *name, size_t n)
+{
+    char first = (char)(name[0] | 0x20);
+    const char *lit;
+    switch (n) {
+    case 4:
+        lit = first == 'd' ? "date" : first == 'e' ? "etag" : "vary";
+        break;
+    case 6:
+        lit = "server";
+        break;
+    case 12:
+        lit = "content-type";
+        break;
+    case 13:
+        lit = first == 'l' ? "last-modified" : first == 'a' ? "accept-ranges" : "cache-control";
+        break;
+    case 14:
+        lit = "content-length";
+        break;
+    default:
+        return NULL;
+    }
+    return name_folds_to(name, lit, n) ? lit : NULL;
+}
+
 int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_field *fields,
                size_t nfields, struct plan *body, void *token)
 {
@@ -821,9 +872,13 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
         const struct h2_field *f = &fields[i];
         if (h1_only(f->name, f->name_len))
             continue;
-        /* nghttp2 copies each name and lower-cases the copy (nghttp2_nv_array_copy) */
-        nv[n++] = (nghttp2_nv){(uint8_t *)f->name, (uint8_t *)f->value, f->name_len, f->value_len,
-                               NGHTTP2_NV_FLAG_NONE};
+        /* Values stay the caller's until `done`, which comes after the stream closed, so after
+         * its HEADERS frame was written (or dropped unwritten with the stream): nghttp2 need not
+         * copy them. Other names it copies and lower-cases (nghttp2_nv_array_copy). */
+        const char *known = known_name(f->name, f->name_len);
+        nv[n++] = (nghttp2_nv){
+            (uint8_t *)(known ? known : f->name), (uint8_t *)f->value, f->name_len, f->value_len,
+            NGHTTP2_NV_FLAG_NO_COPY_VALUE | (known ? NGHTTP2_NV_FLAG_NO_COPY_NAME : 0)};
     }
 
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = on_read};

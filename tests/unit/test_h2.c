@@ -385,6 +385,40 @@ TEST(h2_respond_fields_plan)
     pair_free(&p);
 }
 
+/* Names go out in lower case whatever their spelling, those h2.c knows (not copied) and the
+ * others (copied by nghttp2) alike; a name that is only like a known one stays itself. */
+TEST(h2_field_names_lower_cased)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    p.answer = false;
+    int32_t id = get(&p, "/", NULL, 0);
+    pump(&p);
+    const struct h2_field f[] = {
+        {"ETag", 4, "\"x\"", 3},
+        {"DATE", 4, "d", 1},
+        {"Vary", 4, "Accept", 6},
+        {"SeRvEr", 6, "s", 1},
+        {"Last-Modified", 13, "lm", 2},
+        {"ACCEPT-RANGES", 13, "bytes", 5},
+        {"Cache-Control", 13, "cc", 2},
+        {"Content-Length", 14, "0", 1},
+        {"Content-Typf", 12, "t", 1},
+        {"X-Thing-Nine", 12, "9", 1},
+        {"Etah", 4, "e", 1},
+        {"Last_Modified", 13, "u", 1},
+    };
+    CHECK_INT(h2_respond(p.srv, id, 200, f, sizeof(f) / sizeof(f[0]), NULL, NULL), 0);
+    pump(&p);
+    struct cstream *c = cstream(&p, id);
+    CHECK_INT(c->status, 200);
+    CHECK_MEM(c->fields, c->fields_len,
+              "etag: \"x\"\ndate: d\nvary: Accept\nserver: s\nlast-modified: lm\n"
+              "accept-ranges: bytes\ncache-control: cc\ncontent-length: 0\ncontent-typf: t\n"
+              "x-thing-nine: 9\netah: e\nlast_modified: u\n");
+    pair_free(&p);
+}
+
 TEST(h2_refused_stream)
 {
     struct pair p;
