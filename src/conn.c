@@ -380,6 +380,12 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
             break;
         }
         if (n == HTTP1_ERROR) {
+            /* With h2c on this port, a first line that is not HTTP/1 (a broken HTTP/2 preface)
+             * gets no HTTP/1 answer: its peer would not read one. */
+            if (!c->served && w->h2 && policy_not_http1(data + used, len - used)) {
+                conn_close(w, c);
+                return len;
+            }
             fail(w, c, req->status, req->method == HTTP_HEAD && req->method_name.p, data + used,
                  len - used);
             return len;

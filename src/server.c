@@ -180,21 +180,25 @@ struct server {
     struct tls_port *tls_ports; /* one per worker: its TLS listener's transport context */
 };
 
-static struct tls_settings tls_settings(const struct config *cfg)
+/* The pairs are pairs's (the start's configuration, or a re-read file's); the protocol
+ * settings are always the start's (the workers' protocol layers were made for them). */
+static struct tls_settings tls_settings(const struct config *cfg, const struct config *pairs)
 {
     return (struct tls_settings){
-        .certs = cfg->tls_certs,
-        .num_certs = cfg->num_tls_certs,
+        .certs = pairs->tls_certs,
+        .num_certs = pairs->num_tls_certs,
         .min_version = cfg->tls_min,
         .alpn_h2 = cfg->http2, /* ALPN offers h2 first; xport.c hands such a connection to w->h2 */
     };
 }
 
-/* One context per worker from the --tls-cert/--tls-key pairs, all or none: 0, or -errno with the
- * reason in why (the file at fault). Warnings (an expired certificate) are logged once. */
-static int tls_load(struct server *sv, struct tls_ctx **out, char *why, size_t why_len)
+/* One context per worker from the --tls-cert/--tls-key pairs of pairs, all or none: 0, or
+ * -errno with the reason in why (the file at fault). Warnings (an expired certificate) are
+ * logged once. */
+static int tls_load(struct server *sv, const struct config *pairs, struct tls_ctx **out, char *why,
+                    size_t why_len)
 {
-    struct tls_settings s = tls_settings(sv->cfg);
+    struct tls_settings s = tls_settings(sv->cfg, pairs);
     int n = sv->cfg->threads, rc = 0, i;
     for (i = 0; i < n && rc == 0; i++)
         rc = tls_ctx_new(&s, sv->tls_keys, &out[i], why, why_len);
@@ -407,7 +411,7 @@ static int tls_start(struct server *sv)
         fprintf(stderr, "ringhttpd: TLS: no random ticket secret: %s\n", strerror(-rc));
         return -1;
     }
-    if ((rc = tls_load(sv, ctxs, why, sizeof(why))) != 0) {
+    if ((rc = tls_load(sv, sv->cfg, ctxs, why, sizeof(why))) != 0) {
         free(ctxs);
         fprintf(stderr, "ringhttpd: %s\n", why);
         return -1;
@@ -432,41 +436,98 @@ static void tls_stop(struct server *sv)
     tls_keys_free(sv->tls_keys);
 }
 
-/* SIGHUP with --tls-port: every pair read again; new connections use them, open ones keep
- * theirs. A pair that fails keeps the previous ones, all of them. */
-static void tls_reload(struct server *sv, const char *what)
+/* Whether two configurations list the same pairs, for the same names, in the same order. */
+static bool same_pairs(const struct config *a, const struct config *b)
 {
-    int n = sv->cfg->threads;
-    char why[512] = "";
-    struct tls_ctx **ctxs = calloc((size_t)n, sizeof(*ctxs));
-    if (!ctxs || tls_load(sv, ctxs, why, sizeof(why)) != 0) {
-        errlog(ERRLOG_ERROR, "%s: TLS certificates kept as they were: %s", what,
-               ctxs ? why : "out of memory");
-        free(ctxs);
-        return;
+    if (a->num_tls_certs != b->num_tls_certs)
+        return false;
+    for (int i = 0; i < a->num_tls_certs; i++) {
+        const struct tls_cert_files *x = &a->tls_certs[i], *y = &b->tls_certs[i];
+        if (strcmp(x->cert, y->cert) != 0 || strcmp(x->key, y->key) != 0 ||
+            x->num_hosts != y->num_hosts)
+            return false;
+        for (int h = 0; h < x->num_hosts; h++)
+            if (strcmp(x->hosts[h], y->hosts[h]) != 0)
+                return false;
     }
-    for (int i = 0; i < n; i++)
-        tls_port_publish(&sv->tls_ports[i], ctxs[i]);
-    free(ctxs);
-    errlog(ERRLOG_NOTICE, "%s: TLS certificates re-read", what);
+    return true;
 }
 
-/* SIGHUP: a new site from the command line's paths, or the old one kept with the reason. */
+enum tls_reload { TLS_NEW, TLS_KEPT, TLS_FAILED };
+
+/* SIGHUP with --tls-port: contexts for the new configuration's pairs (fresh, the re-read file,
+ * or the start's configuration without one), every file read again, into ctxs (one per worker)
+ * for reload to publish. When they cannot be made: with the same pairs as the running ones
+ * (a renewal gone wrong, or a key only root may read), the running contexts stay and the rest
+ * of the reload goes on (TLS_KEPT); with other pairs (a site's pair added or changed), the
+ * whole reload fails (TLS_FAILED), as nginx -s reload does, since the sites and their
+ * certificates belong together. */
+static enum tls_reload tls_reload(struct server *sv, const struct config *fresh,
+                                  struct tls_ctx **ctxs, const char *what)
+{
+    const struct site *cur = sv->sites.cur; /* the main thread is the one that publishes */
+    const struct config *running = cur->owned ? cur->owned : sv->cfg;
+    char why[512] = "";
+    if (tls_load(sv, fresh, ctxs, why, sizeof(why)) == 0)
+        return TLS_NEW;
+    if (same_pairs(fresh, running)) {
+        errlog(ERRLOG_ERROR, "%s: TLS certificates kept as they were: %s", what, why);
+        return TLS_KEPT;
+    }
+    errlog(ERRLOG_ERROR, "%s failed, still serving the previous configuration: %s", what, why);
+    return TLS_FAILED;
+}
+
+/* Publishes s, a new site from the command line's paths (or the re-read file), with its
+ * certificates: read again when renew (SIGHUP), else only when s's pairs differ from the
+ * running ones (a moved root, whose re-read file may name others). The contexts are made
+ * before anything is published and published after the site, so a connection that gets a new
+ * site's certificate finds the site (workers switch sites at their next loop turn, contexts
+ * at their next accept). False when s was dropped (the reason logged). */
+static bool publish(struct server *sv, struct site *s, bool renew, const char *what)
+{
+    int n = sv->cfg->threads;
+    struct tls_ctx **ctxs = NULL;
+    enum tls_reload tls = TLS_KEPT;
+    const struct config *fresh = s->owned ? s->owned : sv->cfg;
+    const struct config *running = sv->sites.cur->owned ? sv->sites.cur->owned : sv->cfg;
+    if (sv->cfg->tls && (renew || !same_pairs(fresh, running))) {
+        if (!(ctxs = calloc((size_t)n, sizeof(*ctxs)))) {
+            errlog(ERRLOG_ERROR,
+                   "%s failed, still serving the previous configuration: out of "
+                   "memory",
+                   what);
+            site_put(s);
+            return false;
+        }
+        if ((tls = tls_reload(sv, fresh, ctxs, what)) == TLS_FAILED) {
+            free(ctxs);
+            site_put(s);
+            return false;
+        }
+    }
+    site_publish(&sv->sites, s);
+    wake_workers(sv);
+    if (tls == TLS_NEW) {
+        for (int i = 0; i < n; i++)
+            tls_port_publish(&sv->tls_ports[i], ctxs[i]);
+        errlog(ERRLOG_NOTICE, "%s: TLS certificates re-read", what);
+    }
+    free(ctxs);
+    return true;
+}
+
+/* SIGHUP: a new site and certificates, or the old ones kept with the reason. */
 static void reload(struct server *sv, const char *what)
 {
     struct site *s;
     char why[512] = "";
     systemd_notify(sv->notify_fd, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
                    (unsigned long long)monotonic_usec());
-    if (site_open(sv->cfg, &s, why, sizeof(why)) != 0) {
+    if (site_open(sv->cfg, &s, why, sizeof(why)) != 0)
         errlog(ERRLOG_ERROR, "%s failed, still serving the previous configuration: %s", what, why);
-    } else {
-        site_publish(&sv->sites, s);
-        wake_workers(sv);
+    else if (publish(sv, s, true, what))
         errlog(ERRLOG_NOTICE, "%s: serving %s", what, sv->cfg->docroot);
-    }
-    if (sv->cfg->tls)
-        tls_reload(sv, what);
     systemd_notify(sv->notify_fd, "READY=1\nSTATUS=serving %s on %s", sv->cfg->docroot, sv->url);
 }
 
@@ -486,9 +547,8 @@ static void follow_docroot(struct server *sv, struct errlog_limit *lim)
                        why);
         return;
     }
-    site_publish(&sv->sites, s);
-    wake_workers(sv);
-    errlog(ERRLOG_NOTICE, "document root %s changed: serving the new one", sv->cfg->docroot);
+    if (publish(sv, s, false, "document root change"))
+        errlog(ERRLOG_NOTICE, "document root %s changed: serving the new one", sv->cfg->docroot);
 }
 
 static bool all_done(const struct server *sv)

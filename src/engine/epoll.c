@@ -67,7 +67,6 @@ struct ep {
     struct conn *ready;
     struct offload readers; /* threads for cold file reads, started on first use */
     struct rjob *jobs;      /* max_conns slots, made at the first cold read */
-    unsigned reading;       /* jobs with the threads: collected each loop turn while any */
     char buf[RECV_BUF];
 };
 
@@ -199,10 +198,9 @@ static int read_offload(struct worker *w, struct ep *e, struct conn *c, int fd, 
     struct rjob *j = &e->jobs[c->slot];
     *j = (struct rjob){
         .job.run = read_job, .fd = fd, .buf = buf, .len = len, .off = off, .slot = c->slot};
-    int rc = offload_submit(&e->readers, &j->job, e->reading + 1);
+    int rc = offload_submit(&e->readers, &j->job);
     if (rc < 0)
         return rc;
-    e->reading++;
     ec(e, c)->flags |= F_READ_WAIT;
     return 0;
 }
@@ -229,7 +227,6 @@ static void collect_reads(struct worker *w, struct ep *e)
         struct rjob *j = (struct rjob *)done;
         done = done->next;
         struct conn *c = &w->conns[j->slot];
-        e->reading--;
         ec(e, c)->flags &= ~(uint32_t)F_READ_WAIT;
         if (ec(e, c)->flags & F_CLOSE_WAIT) {
             ec(e, c)->flags &= ~(uint32_t)F_CLOSE_WAIT;
@@ -394,7 +391,7 @@ static int ep_run(struct worker *w)
                     on_conn(w, e, c, events[i].events);
             }
         }
-        if (e->reading)
+        if (e->readers.count) /* reads with the threads: collected each loop turn */
             collect_reads(w, e);
         run_ready(w, e);
     }

@@ -88,6 +88,12 @@ struct worker {
     atomic_int stop;  /* enum worker_stop */
     atomic_bool done; /* set as the worker's thread ends, for the main thread's wait */
     bool draining;
+    /* --drain-delay (issue 19): stopping, but the drain has not begun. The health path answers
+     * 503 while everything else is served as usual (keep-alive, HTTP/2 streams, new
+     * connections) until delay_end, when the drain proper starts as `delay_how` asked. */
+    bool delaying;
+    int delay_how; /* enum worker_stop */
+    int64_t delay_end;
     bool accepting; /* false once a drain stopped accepting on the listener */
     int64_t drain_deadline;
     int64_t listen_close_at; /* draining: when the listener closes (after handshakes finish) */
