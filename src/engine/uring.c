@@ -30,11 +30,14 @@
  *   error or a close is closed.
  * - sendfile: sendplan (sendfile from the loop, zero-copy) and a POLL_ADD when the socket is
  *   full; it blocks the loop while a cold file is read.
- * A transport that must copy file bytes (TLS) reads them with IORING_OP_READ (uring_read): the
- * kernel completes it inline on a page cache hit and otherwise reads without the loop waiting,
- * through the file system's asynchronous buffered reads (ext4, xfs, btrfs...). A file system
- * that reads ahead synchronously (FUSE without FUSE_ASYNC_READ) is read inline, blocking the
- * loop as pread did (seen with tests/integration/slowfs.py before it asked for async reads).
+ * A transport that must copy file bytes (TLS) reads them (uring_read) with preadv2(RWF_NOWAIT)
+ * first, which a page cache hit completes at pread's cost, and on a miss with IORING_OP_READ,
+ * which the kernel serves without the loop waiting through the file system's asynchronous
+ * buffered reads (ext4, xfs, btrfs...). READ alone cost a loop turn per read: HTTP/2 over TLS
+ * reads 16 KiB a DATA frame, and 1 MiB responses took 13% more CPU (bench/README.md, HTTPS).
+ * A file system that reads ahead synchronously (FUSE without FUSE_ASYNC_READ) is read inline
+ * even by READ, blocking the loop as pread did (seen with tests/integration/slowfs.py before it
+ * asked for async reads).
  *
  * Every operation carries its connection's slot and generation in user_data; a connection's
  * slot is reused only after its last completion arrived, and a completion whose generation
@@ -53,6 +56,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -97,11 +101,12 @@ enum op {
 #define F_RECV_CANCEL 0x2 /* ... and its cancellation was requested */
 #define F_CLOSING 0x4     /* close() was called: cancel, then IORING_OP_CLOSE */
 #define F_CLOSE_SENT 0x8
-#define F_READY 0x10  /* on the ready list */
-#define F_SENT 0x20   /* ... to report conn_sent (sendplan finished synchronously) */
-#define F_CLOSED 0x40 /* ... to report conn_closed (closed without a completion to wait for) */
-#define F_MULTI 0x80  /* the connection has had a request: its recvs are multishot */
-#define F_FREAD 0x100 /* an OP_FREAD is in flight */
+#define F_READY 0x10       /* on the ready list */
+#define F_SENT 0x20        /* ... to report conn_sent (sendplan finished synchronously) */
+#define F_CLOSED 0x40      /* ... to report conn_closed (closed without a completion to wait for) */
+#define F_MULTI 0x80       /* the connection has had a request: its recvs are multishot */
+#define F_FREAD 0x100      /* an OP_FREAD is in flight */
+#define F_FREAD_DONE 0x200 /* ready list: report a file read that finished at once (rres) */
 
 /* xfer flags */
 #define X_IN 0x1   /* an OP_SPLICE_IN is in flight */
@@ -599,11 +604,19 @@ static void uring_close(struct worker *w, struct conn *c)
         io_uring_prep_cancel64(conn_sqe(u, c, OP_CANCEL), ud(OP_FREAD, c), 0);
 }
 
-/* A transport's file read: one READ, reported by on_fread. */
+/* A transport's file read: at once from the page cache, reported from the loop (run_ready);
+ * else one READ, reported by on_fread. */
 static void uring_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len,
                        uint64_t off)
 {
     struct uring *u = w->engine_state;
+    struct iovec iov = {buf, len};
+    ssize_t n = preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT);
+    if (n >= 0 || (errno != EAGAIN && errno != EOPNOTSUPP)) {
+        uc(u, c)->rres = n < 0 ? -errno : (int32_t)n;
+        make_ready(u, c, F_FREAD_DONE);
+        return;
+    }
     io_uring_prep_read(conn_sqe(u, c, OP_FREAD), fd, buf, len, off);
     uc(u, c)->flags |= F_FREAD;
 }
@@ -940,11 +953,15 @@ static void run_ready(struct worker *w, struct uring *u)
         struct conn *c = u->ready;
         u->ready = uc(u, c)->next;
         uint32_t what = uc(u, c)->flags;
-        uc(u, c)->flags &= ~(uint32_t)(F_READY | F_SENT | F_CLOSED);
-        if (what & F_CLOSED)
+        uc(u, c)->flags &= ~(uint32_t)(F_READY | F_SENT | F_CLOSED | F_FREAD_DONE);
+        if (what & F_CLOSED) {
             conn_closed(w, c);
-        else if ((what & F_SENT) && !(what & F_CLOSING))
+            continue;
+        }
+        if ((what & F_SENT) && !(what & F_CLOSING))
             conn_sent(w, c, uc(u, c)->err);
+        if ((what & F_FREAD_DONE) && !(uc(u, c)->flags & F_CLOSING))
+            conn_read_done(w, c, uc(u, c)->rres);
     }
 }
 

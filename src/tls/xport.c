@@ -25,10 +25,6 @@ struct sendbuf {
     char plain[PLAIN_CAP];
 };
 #define FREE_KEEP 32 /* spare buffers a worker keeps after a burst */
-/* Sealed bytes fewer than this wait for a file read to join them in one send (the response
- * head waits for the body's first bytes, as it did with pread); more go at once, while the
- * read goes on. */
-#define SEND_EARLY TLS_RECORD_PLAIN
 
 struct xconn {
     struct tls_conn t;
@@ -175,12 +171,13 @@ static ssize_t fill(struct worker *w, struct conn *c, struct xconn *x)
             int n = plan_iov(app, iov, PLAN_MAX_SEGS);
             taken = tls_conn_seal(&x->t, iov, n, x->buf->out, OUT_CAP, &len);
         } else if (x->rd_len == 0) {
-            bool early = len >= SEND_EARLY; /* send what is sealed; read the next chunk */
-            if (!early && plain_room(OUT_CAP - len) == 0)
-                break; /* no room for another record */
+            /* A full chunk goes now, the next chunk's bytes read meanwhile; one with room waits
+             * for the read that fills it (one send per chunk, as with pread: HTTP/2 puts a
+             * DATA frame's header between 16 KiB file pieces). */
+            bool full = plain_room(OUT_CAP - len) == 0;
             if (!x->reading)
-                start_read(w, c, x, s, early ? OUT_CAP : OUT_CAP - len);
-            if (early)
+                start_read(w, c, x, s, full ? OUT_CAP : OUT_CAP - len);
+            if (full)
                 break;
             x->olen = len;
             return -EINPROGRESS;
