@@ -22,10 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HEAD_CAP HTTP1_MAX_HEAD /* the synthesized HTTP/1.1 head */
-#define RESP_FIELDS 48          /* response header fields submitted */
-#define MEM_CLASS 64            /* nghttp2 blocks recycled per session: size classes of 64 B, */
-#define MEM_CLASSES 16          /* up to 1 KiB, */
+#define HEAD_CAP                                                                                   \
+    HTTP1_MAX_HEAD     /* the synthesized HTTP/1.1 head, behind the output in the buffer           \
+                        */
+#define RESP_FIELDS 48 /* response header fields submitted */
+#define MEM_CLASS 64   /* nghttp2 blocks recycled per session: size classes of 64 B, */
+#define MEM_CLASSES 16 /* up to 1 KiB, */
 #if defined(__SANITIZE_ADDRESS__)
 #define H2_ASAN 1
 #elif defined(__has_feature)
@@ -70,7 +72,7 @@ struct h2_session {
     bool busy; /* plan handed out, not yet sent */
     size_t out_len;
     struct plan plan;
-    char *out;
+    char *out; /* the buffer (hooks.buf_get) while one is held, else NULL */
 
     /* streams */
     unsigned open;
@@ -199,6 +201,28 @@ static void *mem_realloc(void *ptr, size_t size, void *ud)
     memcpy(n, ptr, old);
     mem_free(ptr, ud);
     return n;
+}
+
+/* ---- the buffer: held only while in use ---- */
+
+static bool buf_take(struct h2_session *s)
+{
+    if (s->out)
+        return true;
+    s->out = s->hooks->buf_get(s->user);
+    if (!s->out)
+        return false;
+    s->head = s->out + H2_OUT_CAP;
+    return true;
+}
+
+/* Gives the buffer back when nothing is in it: no output in flight, no header block open. */
+static void buf_give_back(struct h2_session *s)
+{
+    if (!s->out || s->busy || s->blk_request)
+        return;
+    s->hooks->buf_put(s->user, s->out);
+    s->out = s->head = NULL;
 }
 
 /* ---- streams ---- */
@@ -382,6 +406,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
         return 0;
     if (frame->hd.stream_id > s->max_id)
         s->max_id = frame->hd.stream_id;
+    if (!buf_take(s))
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     struct stream *st = stream_get(s, frame->hd.stream_id);
     if (!st)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -673,10 +699,6 @@ int h2_new(struct h2_session **out, const struct h2_opts *opts, const struct h2_
     struct h2_session *s = calloc(1, sizeof(*s));
     if (!s)
         goto fail_session;
-    s->out = malloc(H2_OUT_CAP + HEAD_CAP);
-    if (!s->out)
-        goto fail_buffers;
-    s->head = s->out + H2_OUT_CAP;
     s->hooks = hooks;
     s->user = user;
     s->opts = *opts;
@@ -727,8 +749,6 @@ fail_ng:
 fail_option:
     nghttp2_session_callbacks_del(cb);
 fail_callbacks:
-    free(s->out);
-fail_buffers:
     mem_drain(s);
     free(s);
 fail_session:
@@ -755,7 +775,8 @@ void h2_free(struct h2_session *s)
         s->free_list = st->next;
         free(st);
     }
-    free(s->out);
+    if (s->out)
+        s->hooks->buf_put(s->user, s->out);
     mem_drain(s);
     free(s);
 }
@@ -766,6 +787,7 @@ int h2_recv(struct h2_session *s, const void *data, size_t len, int64_t now)
     if (s->end != H2_END_NONE && s->end != H2_END_DONE)
         return -EPROTO;
     ssize_t rv = nghttp2_session_mem_recv(s->ng, data, len);
+    buf_give_back(s);
     if (rv >= 0 && !s->mem_refused)
         return 0;
     if (s->mem_refused || rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS)
@@ -946,12 +968,18 @@ struct plan *h2_output(struct h2_session *s)
     release_done(s);
     s->out_len = 0;
     plan_init(&s->plan);
+    if (!nghttp2_session_want_write(s->ng) || !buf_take(s)) {
+        buf_give_back(s);
+        return NULL;
+    }
     int rv = nghttp2_session_send(s->ng);
     if (rv != 0 && s->end == H2_END_NONE)
         s->end =
             rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_NOMEM ? H2_END_FLOOD : H2_END_PROTOCOL;
-    if (s->plan.nseg == 0)
+    if (s->plan.nseg == 0) {
+        buf_give_back(s);
         return NULL;
+    }
     s->busy = true;
     return &s->plan;
 }

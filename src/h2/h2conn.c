@@ -99,7 +99,19 @@ static void on_done(void *user, void *token, int err)
     serve_response_put(h->w, r);
 }
 
-static const struct h2_hooks hooks = {on_request, on_done};
+static void *on_buf_get(void *user)
+{
+    struct h2conn *h = user;
+    return bufpool_get(&h->w->h2bufs);
+}
+
+static void on_buf_put(void *user, void *buf)
+{
+    struct h2conn *h = user;
+    bufpool_put(&h->w->h2bufs, buf);
+}
+
+static const struct h2_hooks hooks = {on_request, on_done, on_buf_get, on_buf_put};
 
 /* Sends what the session has, closes when it is finished, and keeps the timer right. */
 static void after(struct worker *w, struct conn *c, struct h2conn *h)
@@ -143,13 +155,13 @@ static int h2c_open(struct worker *w, struct conn *c)
     if (!h)
         return -ENOMEM;
     const struct h2_opts opts = {.stall_ms = H2_STALL_S * 1000};
+    h->w = w;
+    h->c = c;
     int rc = h2_new(&h->s, &opts, &hooks, h);
     if (rc < 0) {
         free(h);
         return rc;
     }
-    h->w = w;
-    h->c = c;
     c->pstate = h;
     return 0;
 }
