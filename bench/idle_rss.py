@@ -9,7 +9,9 @@ process it starts is stopped by PID.
                       [--nginx]
 
 --h2: each connection is prior-knowledge HTTP/2 (h2c) and makes its one request on stream 1
-(connections opened one after the other, the first as the warm-up).
+(connections opened one after the other, the first as the warm-up); --streams K makes K
+requests at once first, as a page load does (then the connections measured are a second n,
+opened once the first n have idled a few seconds).
 
 --tls (issue 14) does the same over TLS 1.3 (a P-256 certificate made with openssl in the
 temporary directory; handshakes one after the other); with --h2 too, the connections choose h2
@@ -43,16 +45,22 @@ H2_REQUEST = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x
 H1_REQUEST = b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
-def h2_answered(buf):
-    """Whether buf (what an h2 server sent) holds the end of stream 1's response."""
-    at = 0
-    while len(buf) - at >= 9:
+def h2_request(streams):
+    """The preface, SETTINGS and `streams` GETs of /a.txt on streams 1, 3, 5..."""
+    return H2_REQUEST + b"".join(len(H2_BLOCK).to_bytes(3, "big") + b"\x01\x05" +
+                                 (2 * i + 1).to_bytes(4, "big") + H2_BLOCK
+                                 for i in range(1, streams))
+
+
+def h2_answered(buf, streams=1):
+    """Whether buf (what an h2 server sent) holds the ends of `streams` responses."""
+    at = ended = 0
+    while len(buf) - at >= 9 + int.from_bytes(buf[at:at + 3], "big"):
         n = int.from_bytes(buf[at:at + 3], "big")
-        ftype, flags, sid = buf[at + 3], buf[at + 4], int.from_bytes(buf[at + 5:at + 9], "big")
-        if ftype in (0, 1) and flags & 1 and sid == 1:
-            return len(buf) - at >= 9 + n
+        if buf[at + 3] in (0, 1) and buf[at + 4] & 1:
+            ended += 1
         at += 9 + n
-    return False
+    return ended >= streams
 
 
 def rss_kib(pid):
@@ -68,6 +76,8 @@ def main():
     ap.add_argument("--h2", action="store_true", help="h2c connections instead of HTTP/1.1")
     ap.add_argument("--tls", action="store_true", help="idle TLS connections")
     ap.add_argument("--nginx", action="store_true", help="measure nginx's worker instead")
+    ap.add_argument("--streams", type=int, default=1,
+                    help="with --h2: requests per connection before it idles (a page load)")
     args = ap.parse_args()
     if args.tls or args.nginx or args.h2:
         return one_by_one_main(args)
@@ -192,7 +202,7 @@ def one_by_one_main(args):
         port = free_port()
         listen = (" ssl" if args.tls else "") + (" http2" if args.h2 else "")
         with open(f"{root}/nginx.conf", "w") as f:
-            f.write(NGINX_CONF.format(root=root, port=port, nofile=args.n + 1000, listen=listen))
+            f.write(NGINX_CONF.format(root=root, port=port, nofile=2 * args.n + 1000, listen=listen))
         proc = subprocess.Popen(["nginx", "-c", f"{root}/nginx.conf"], stderr=subprocess.PIPE,
                                 text=True)
         time.sleep(1)
@@ -202,7 +212,7 @@ def one_by_one_main(args):
     else:
         proc = subprocess.Popen(
             [args.binary, "-p", "0", "-b", "127.0.0.1", "-t", "1", "--engine", args.engine,
-             "--keepalive-timeout", "120", "--max-conns", str(args.n + 100), "--access-log",
+             "--keepalive-timeout", "120", "--max-conns", str(2 * args.n + 100), "--access-log",
              "off", "--tls-port", "0", "--tls-cert", f"{root}/c.pem", "--tls-key",
              f"{root}/k.pem", "--tls-min", "1.3", f"{root}/www"],
             stderr=subprocess.PIPE, text=True)
@@ -221,7 +231,7 @@ def one_by_one_main(args):
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
     ctx.set_alpn_protocols(["h2"] if args.h2 else ["http/1.1"])
-    req = H2_REQUEST if args.h2 else H1_REQUEST
+    req = h2_request(args.streams) if args.h2 else H1_REQUEST
 
     def one():
         s = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -231,7 +241,7 @@ def one_by_one_main(args):
                 sys.exit(f"idle_rss: ALPN chose {s.selected_alpn_protocol()}, not h2")
         s.sendall(req)
         got = b""
-        while not (h2_answered(got) if args.h2 else len(got) >= 1024 + 100):
+        while not (h2_answered(got, args.streams) if args.h2 else len(got) >= 1024 + 100):
             data = s.recv(65536)
             if not data:
                 sys.exit("idle_rss: server closed a connection")
@@ -240,13 +250,21 @@ def one_by_one_main(args):
 
     socks = []
     kind = ("TLS 1.3 " if args.tls else "") + ("HTTP/2" if args.h2 else "keep-alive")
+    if args.h2 and args.streams > 1:
+        kind += f" ({args.streams} requests each)"
     try:
         socks.append(one())  # warm up
+        if args.h2 and args.streams > 1:
+            # A server that has run a while: what earlier connections gave back when they went
+            # idle is in the heap's free lists. Measure the next n connections against that.
+            for _ in range(args.n):
+                socks.append(one())
+            time.sleep(3)
         time.sleep(0.5)
         before = rss_kib(measured)
         for _ in range(args.n):
             socks.append(one())
-        time.sleep(1)
+        time.sleep(3)  # ringhttpd's h2 sessions give back a burst's leftovers 2 s into idling
         after = rss_kib(measured)
         per = (after - before) * 1024 / args.n
         print(f"idle_rss: {what}, {args.n} idle {kind} connections: "

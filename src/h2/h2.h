@@ -128,6 +128,10 @@ struct plan *h2_output(struct h2_session *s);
  * and `now` (ms) counts as progress for h2_check. */
 void h2_sent(struct h2_session *s, int64_t now);
 
+/* For a connection idle a while (no stream open): frees what a burst of streams left for
+ * reuse (nghttp2's blocks, stream records) beyond what one stream needs. */
+void h2_trim(struct h2_session *s);
+
 /* Graceful end (drain, idle timeout): GOAWAY with the last stream taken, so streams in flight
  * finish and the client opens new ones elsewhere. */
 void h2_goaway(struct h2_session *s);

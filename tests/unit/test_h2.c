@@ -313,6 +313,28 @@ TEST(h2_many_streams_one_connection)
     pair_free(&p);
 }
 
+/* An idle session gives back what a burst left (h2_trim) and serves the next burst as well;
+ * with streams open it keeps everything. */
+TEST(h2_trim_between_bursts)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    p.mem_body = "burst";
+    for (int round = 0; round < 3; round++) {
+        int32_t ids[60];
+        for (int i = 0; i < 60; i++)
+            ids[i] = get(&p, "/b", NULL, 0);
+        h2_trim(p.srv); /* requests not even read yet: nothing open, nothing to give */
+        pump(&p);
+        for (int i = 0; i < 60; i++)
+            CHECK_MEM(cstream(&p, ids[i])->body, cstream(&p, ids[i])->body_len, "burst");
+        h2_trim(p.srv);
+    }
+    CHECK_INT(p.dones, 180);
+    CHECK_INT(p.done_errs, 0);
+    pair_free(&p);
+}
+
 /* nghttp2's blocks are recycled per session (h2.c mem_alloc): once nghttp2's own lists are
  * full, each round of streams leaves the counted memory where the previous one left it, and
  * the session ends with none leaked. */
