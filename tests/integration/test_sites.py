@@ -326,6 +326,14 @@ def test_drain_delay_health_503_then_refused(make_server, sites):
         connect(s, timeout=1)
 
 
+def refused(s):
+    try:
+        connect(s, timeout=1).close()
+    except OSError:
+        return True
+    return False
+
+
 def test_second_sigterm_skips_the_drain_delay(make_server, sites, random_file):
     """The second SIGTERM ends the delay, not the drain: a download in flight still finishes
     (it used to be cut: the second signal aborted every connection); a third one aborts."""
@@ -338,8 +346,10 @@ def test_second_sigterm_skips_the_drain_delay(make_server, sites, random_file):
     try:
         s.proc.send_signal(signal.SIGTERM)
         assert wait_for(lambda: "drain delay: closing the listeners" in s.stderr_text())
-        with pytest.raises(OSError):
-            connect(s, timeout=1).close()  # the listeners closed at once, not after 60 s
+        # The listeners close at once, not after 60 s. The main thread logs that line before
+        # the workers close theirs (at their next loop turn): a connect just after it may still
+        # find one open (seen once under ASan).
+        assert wait_for(lambda: refused(s), timeout=5)
         body = recv_all(sock)
     finally:
         sock.close()
