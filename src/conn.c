@@ -684,6 +684,17 @@ void conn_wire_shutdown(struct worker *w, struct conn *c)
     w->eng->shutdown(w, c);
 }
 
+void conn_file_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len, uint64_t off)
+{
+    w->eng->read(w, c, fd, buf, len, off);
+}
+
+void conn_read_done(struct worker *w, struct conn *c, int res)
+{
+    if (c->xport && c->xport->read_done)
+        c->xport->read_done(w, c, res);
+}
+
 void conn_recv(struct worker *w, struct conn *c, bool on)
 {
     set_recv(w, c, on);
