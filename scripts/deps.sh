@@ -20,7 +20,7 @@
 #   scripts/deps.sh vm      test + what `make test-vm` boots: Debian's packaged kernel
 #                           (linux-image-amd64, 6.1 on Debian 12) and its modules, qemu
 #                           (qemu-system-x86: its 9p shares), busybox-static and cpio for the
-#                           guest's initramfs (scripts/vm/run)
+#                           guest's initramfs (scripts/vm/run), kmod (its modprobe)
 set -eu
 
 want=()
@@ -72,6 +72,7 @@ if [ "$what" = vm ]; then
     command -v qemu-system-x86_64 >/dev/null || need_pkg qemu-system-x86
     dpkg -s busybox-static >/dev/null 2>&1 || need_pkg busybox-static
     command -v cpio >/dev/null || need_pkg cpio
+    [ -x /sbin/modprobe ] || need_pkg kmod # the guest loads modules on demand with it
 fi
 
 # h2spec is no Debian package: built once here (never at test time) from the module versions

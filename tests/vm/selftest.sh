@@ -2,8 +2,9 @@
 # tests/vm/selftest.sh: checks scripts/vm/run itself, on the host (`make test-vm` runs it before
 # the suite): one boot that must return its command's status and output, run in the caller's
 # directory on a 6.1 kernel with the tls ULP, the host's / read-only, the working directory
-# copy-on-write, /tmp a tmpfs and a -w directory writable from the guest; then a run that must
-# time out (124) and a usage error (125, nothing booted). Two boots: about 30 s on an idle host.
+# copy-on-write, /tmp a tmpfs, a -w directory writable from the guest, and kernel TLS keys taken
+# (the kernel loads the crypto modules they need on demand); then a run that must time out (124)
+# and a usage error (125, nothing booted). Two boots: about 30 s on an idle host.
 # Must not: write on the host outside build/vm/.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -33,6 +34,7 @@ out=$(scripts/vm/run -t 900 -w "$share" -- sh -c '
     echo from-guest >"$1/note"
     if touch /etc/vm-selftest 2>/dev/null; then echo etc=writable; else echo etc=read-only; fi
     if echo x >vm-selftest-cow; then echo cwd=writable; fi
+    python3 tests/vm/ktls_keys.py
     exit 7' sh "$share")
 rc=$?
 echo "$out"
@@ -46,6 +48,8 @@ check "the host's / is read-only" has "etc=read-only"
 check "the working directory is writable in the guest" has "cwd=writable"
 check "... and the host's copy is unchanged" [ ! -e vm-selftest-cow ]
 check "a -w directory is written through to the host" grep -qx from-guest "$share/note"
+check "kernel TLS takes an AES-GCM key (its modules load on demand)" has "tls_tx=aes-gcm"
+check "kernel TLS takes a ChaCha20-Poly1305 key" has "tls_tx=chacha20"
 
 scripts/vm/run -t 3 -- true
 rc=$?
