@@ -142,6 +142,11 @@ void conn_plan_sent(struct worker *w, struct conn *c, int err);
 /* The engine shuts the socket's write side. */
 void conn_wire_shutdown(struct worker *w, struct conn *c);
 
+/* Kernel TLS (engine/ktls.h), with nothing being sent: keys NULL attaches the "tls" ULP to the
+ * socket; else installs the send keys (the kernel's crypto_info, len bytes), after which the
+ * socket seals whatever is sent. 0 or -errno. */
+int conn_wire_ktls(struct worker *w, struct conn *c, const void *keys, size_t len);
+
 /* Protocol side (proto.h). */
 
 /* Sends the protocol's plan p (non-empty, one at a time) through the transport; the protocol's

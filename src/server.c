@@ -702,6 +702,12 @@ int server_run(struct config *cfg)
         fprintf(stderr,
                 "ringhttpd: test transport %s on the HTTP port (RINGHTTPD_TEST_TRANSPORT)\n",
                 transport_test_hook()->name);
+    if (cfg->tls && cfg->verbose)
+        fprintf(stderr, "ringhttpd: kTLS: %s\n",
+                !cfg->ktls         ? "no (--ktls off)"
+                : !sv.caps.tls_ulp ? "no (the kernel has no tls ULP: responses are encrypted in "
+                                     "user space)"
+                                   : "yes (after the handshake the kernel encrypts responses)");
     if (cfg->tls)
         fprintf(stderr, "ringhttpd: listening on %s (TLS)\n", sv.tls_url);
     fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s\n", sv.url, sv.eng->name,
