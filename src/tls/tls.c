@@ -323,14 +323,16 @@ static int bio_write(BIO *b, const char *data, size_t len, size_t *done)
 
 /* OpenSSL switches the write side to kernel TLS (BIO_CTRL_SET_KTLS, is_tx): take the keys when
  * the socket can have them and the kernel seals the cipher (6.1: AES-GCM and ChaCha20-Poly1305,
- * TLS 1.2 and 1.3). From here on every byte OpenSSL writes is plaintext. Its flush just before
- * put every byte of the old keys in c->out, which the caller sends before the keys are set.
- * The receive side (is_tx 0) is refused: OpenSSL goes on decrypting in user space. */
+ * TLS 1.2 and 1.3, as far as the probe found their crypto modules). From here on every byte OpenSSL
+ * writes is plaintext. Its flush just before put every byte of the old keys in c->out, which the
+ * caller sends before the keys are set. The receive side (is_tx 0) is refused: OpenSSL goes on
+ * decrypting in user space. */
 static long ktls_take(struct tls_conn *c, long is_tx, const void *info)
 {
     const struct tls_crypto_info *ci = info;
     size_t len;
-    if (!is_tx || !c->ktls_ok || c->ktls != TLS_KTLS_NO || !ci)
+    if (!is_tx || c->ktls != TLS_KTLS_NO || !ci || ci->cipher_type < TLS_CIPHER_AES_GCM_128 ||
+        !(c->ktls_ciphers & (1u << (ci->cipher_type - TLS_CIPHER_AES_GCM_128))))
         return 0;
     switch (ci->cipher_type) {
     case TLS_CIPHER_AES_GCM_128:
@@ -938,10 +940,11 @@ void tls_conn_trim(struct tls_conn *c)
         queue_free(&c->ktls_out);
 }
 
-void tls_conn_ktls_allow(struct tls_conn *c)
+void tls_conn_ktls_allow(struct tls_conn *c, unsigned ciphers)
 {
-    c->ktls_ok = true;
-    SSL_set_options(c->ssl, SSL_OP_ENABLE_KTLS);
+    c->ktls_ciphers = (uint8_t)ciphers;
+    if (ciphers)
+        SSL_set_options(c->ssl, SSL_OP_ENABLE_KTLS);
 }
 
 enum tls_ktls tls_conn_ktls(const struct tls_conn *c)

@@ -77,7 +77,7 @@ struct tls_conn {
     struct tls_queue ktls_out;
     uint32_t ktls_open;    /* bytes of the last record in ktls_out (still growing), or 0 */
     uint8_t ktls;          /* enum tls_ktls */
-    bool ktls_ok;          /* the socket can take the keys (the ULP is attached) */
+    uint8_t ktls_ciphers;  /* tls_conn_ktls_allow's */
     bool ktls_stop;        /* a KeyUpdate of ours was written: nothing from it on is sent */
     uint8_t ktls_type;     /* content type OpenSSL announced for its next record (0: none) */
     uint8_t ktls_keys_len; /* bytes of ktls_keys while TLS_KTLS_KEYS */
@@ -172,14 +172,16 @@ void tls_conn_close_notify(struct tls_conn *c);
 
 /*
  * Kernel TLS for the send side (README "HTTPS"). tls_conn_ktls_allow, before the handshake, says
- * the connection's socket has the "tls" ULP: when OpenSSL then switches to the application write
- * keys (TLS 1.3: after the server's Finished; 1.2: after its ChangeCipherSpec) with AES-GCM or
- * ChaCha20-Poly1305, it hands this module the keys and record sequence number instead of
- * encrypting any further (OpenSSL 3's SSL_OP_ENABLE_KTLS, through this module's BIO). Receiving
- * stays in user space: bytes already read from the socket cannot be handed back to the kernel.
- * From TLS_KTLS_KEYS on, tls_conn_seal refuses: the caller sends the protocol's plaintext itself.
+ * the connection's socket has the "tls" ULP and which ciphers the kernel seals (bit (type -
+ * TLS_CIPHER_AES_GCM_128) per linux/tls.h cipher_type; AES-GCM and ChaCha20-Poly1305 are taken):
+ * when OpenSSL then switches to the application write keys (TLS 1.3: after the server's
+ * Finished; 1.2: after its ChangeCipherSpec) with one of them, it hands this module the keys and
+ * record sequence number instead of encrypting any further (OpenSSL 3's SSL_OP_ENABLE_KTLS,
+ * through this module's BIO); with another it goes on in user space. Receiving stays in user
+ * space: bytes already read from the socket cannot be handed back to the kernel. From
+ * TLS_KTLS_KEYS on, tls_conn_seal refuses: the caller sends the protocol's plaintext itself.
  */
-void tls_conn_ktls_allow(struct tls_conn *c);
+void tls_conn_ktls_allow(struct tls_conn *c, unsigned ciphers);
 enum tls_ktls tls_conn_ktls(const struct tls_conn *c);
 
 /* TLS_KTLS_KEYS: the kernel's struct tls12_crypto_info_* for setsockopt(SOL_TLS, TLS_TX), to be

@@ -121,8 +121,8 @@ static int tls_open(struct worker *w, struct conn *c, void *ctx)
     /* Kernel TLS: the ULP goes on now, while the socket is surely established (a client that
      * has closed its side by the switch would refuse it); where it cannot, this connection
      * encrypts in user space. */
-    if (w->cfg->ktls && w->caps && w->caps->tls_ulp && conn_wire_ktls(w, c, NULL, 0) == 0)
-        tls_conn_ktls_allow(&x->t);
+    if (w->cfg->ktls && w->caps && w->caps->ktls_ciphers && conn_wire_ktls(w, c, NULL, 0) == 0)
+        tls_conn_ktls_allow(&x->t, w->caps->ktls_ciphers);
     return 0;
 }
 

@@ -734,6 +734,12 @@ TEST(tls_close_notify_both_ways)
 
 /* ---- kernel TLS: the keys and records handed over at the switch ------------------------- */
 
+/* The ciphers the kernel takes, as engine/caps.h's probe reports them. */
+#define KTLS_BIT(type) (1u << ((type)-TLS_CIPHER_AES_GCM_128))
+#define KTLS_ALL                                                                                   \
+    (KTLS_BIT(TLS_CIPHER_AES_GCM_128) | KTLS_BIT(TLS_CIPHER_AES_GCM_256) |                         \
+     KTLS_BIT(TLS_CIPHER_CHACHA20_POLY1305))
+
 /* Seals one record as the kernel would from the struct tls12_crypto_info_* OpenSSL handed over
  * (linux/tls.h), with record sequence number rec_seq + n; returns the record's length. The
  * client decrypting it proves the key, the IV and the sequence number. */
@@ -840,7 +846,7 @@ static SSL_SESSION *ktls_case(struct one *o, int version, const char *cipher, in
         CHECK(SSL_set_session(cl.ssl, resume) == 1);
     struct tls_conn s;
     CHECK_INT(tls_conn_init(&s, o->ctx), 0);
-    tls_conn_ktls_allow(&s);
+    tls_conn_ktls_allow(&s, KTLS_ALL);
     /* 1 once done, TLS_AGAIN for a resumed TLS 1.2 handshake (the client needs the server's
      * Finished, which comes after the switch) */
     int hs = pump(&cl, &s);
@@ -941,22 +947,29 @@ TEST(tls_ktls_keys_and_records_decrypt)
     one_teardown(&o);
 }
 
+/* Without tls_conn_ktls_allow, or when the cipher chosen is not one the kernel took (here the
+ * client's first choice, AES-256-GCM, with only AES-128-GCM allowed), OpenSSL encrypts. */
 TEST(tls_ktls_not_allowed_stays_in_user_space)
 {
     struct one o;
     one_setup(&o);
-    struct client cl;
-    client_init(&cl, 0, "a.test", "\x08http/1.1", 9);
-    struct tls_conn s;
-    CHECK_INT(tls_conn_init(&s, o.ctx), 0);
-    CHECK_INT(pump(&cl, &s), 1);
-    CHECK_INT(tls_conn_ktls(&s), TLS_KTLS_NO);
-    uint8_t type;
-    size_t len;
-    CHECK(tls_conn_record(&s, &type, &len) == NULL);
-    exchange(&cl, &s);
-    tls_conn_fini(&s);
-    client_fini(&cl);
+    for (int allow = 0; allow < 2; allow++) {
+        struct client cl;
+        client_init(&cl, 0, "a.test", "\x08http/1.1", 9);
+        struct tls_conn s;
+        CHECK_INT(tls_conn_init(&s, o.ctx), 0);
+        if (allow)
+            tls_conn_ktls_allow(&s, KTLS_BIT(TLS_CIPHER_AES_GCM_128));
+        CHECK_INT(pump(&cl, &s), 1);
+        CHECK(strcmp(tls_conn_cipher(&s), "TLS_AES_256_GCM_SHA384") == 0);
+        CHECK_INT(tls_conn_ktls(&s), TLS_KTLS_NO);
+        uint8_t type;
+        size_t len;
+        CHECK(tls_conn_record(&s, &type, &len) == NULL);
+        exchange(&cl, &s);
+        tls_conn_fini(&s);
+        client_fini(&cl);
+    }
     one_teardown(&o);
 }
 
@@ -973,7 +986,7 @@ TEST(tls_ktls_key_update_stops_the_send_side)
         client_init(&cl, TLS1_3_VERSION, "a.test", NULL, 0);
         struct tls_conn s;
         CHECK_INT(tls_conn_init(&s, o.ctx), 0);
-        tls_conn_ktls_allow(&s);
+        tls_conn_ktls_allow(&s, KTLS_ALL);
         CHECK_INT(pump(&cl, &s), 1);
         size_t klen;
         const void *k = tls_conn_ktls_keys(&s, &klen);
