@@ -314,24 +314,46 @@ static int site_error(const struct config *top, const struct config *site, const
     return 1;
 }
 
+/* Whether running (the configuration serving now) has the pair f: same files, same site. */
+static bool pair_running(const struct config *running, const struct tls_cert_files *f)
+{
+    for (int i = 0; running && i < running->num_tls_certs; i++) {
+        const struct tls_cert_files *r = &running->tls_certs[i];
+        if (strcmp(r->cert, f->cert) == 0 && strcmp(r->key, f->key) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* One level's own TLS pairs, read as the server's start reads them: a site's tls-cert/tls-key,
- * or the process's (the top level lists the sites' pairs too: those are checked with them).
- * For --check-config only: the start reads them anyway (tls_ctx_new), and a reload running as
- * --user may not read a key that only root can; that keeps the old pairs, not the old sites. */
-static int check_pairs(const struct config *top, const struct config *c)
+ * or the process's (the top level lists the sites' pairs too: those are checked with them), so
+ * that a key that does not match its certificate is named with its file, line and key. A
+ * reload (running set) reads only the pairs the running configuration does not have: one
+ * running as --user may not read a key that only root can, and the reload keeps those
+ * contexts when it cannot read them again (server.c). */
+static int check_pairs(const struct config *top, const struct config *c,
+                       const struct config *running)
 {
     int rc = 0;
-    for (int i = 0; top->check_only && i < c->num_tls_certs && (c == top || c->site_tls); i++) {
+    for (int i = 0; i < c->num_tls_certs && (c == top || c->site_tls); i++) {
+        const struct tls_cert_files *f = &c->tls_certs[i];
         char why[PATH_MAX + 256];
-        if ((c != top || !c->tls_certs[i].hosts) &&
-            tls_pair_check(&c->tls_certs[i], why, sizeof(why)) != 0)
-            rc = site_error(top, c, "%s", why);
+        if ((c == top && f->hosts) || pair_running(running, f) ||
+            tls_pair_check(f, why, sizeof(why)) == 0)
+            continue;
+        rc = 1;
+        if (top->config_file && c->tls_lines[i]) /* tls_pair_check names the file at fault */
+            fprintf(stderr, "ringhttpd: %s:%d: %s: %s\n", top->config_file, c->tls_lines[i],
+                    strncmp(why, "--tls-key", 9) == 0 ? "tls-key" : "tls-cert", why);
+        else
+            site_error(top, c, "%s", why);
     }
     return rc;
 }
 
-/* One level's own files: its root, its htpasswd files and TLS pairs. */
-static int check_level(const struct config *top, const struct config *c)
+/* One level's own files: its root, its htpasswd files, --mime-types and TLS pairs. */
+static int check_level(const struct config *top, const struct config *c,
+                       const struct config *running)
 {
     int rc = 0;
     int fd = open(c->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -348,15 +370,22 @@ static int check_level(const struct config *top, const struct config *c)
         if (auth_file_check(c->auths[i].htpasswd, why, sizeof(why)) != 0)
             rc = site_error(top, c, "%s", why);
     }
-    return check_pairs(top, c) ? 1 : rc;
+    if (c != top && c->mime_file && (!top->mime_file || strcmp(c->mime_file, top->mime_file))) {
+        struct mime_table types = {0};
+        char why[PATH_MAX + 128];
+        if (config_load_mime(c->mime_file, &types, why, sizeof(why)) != 0)
+            rc = site_error(top, c, "%s", why);
+        mime_table_free(&types);
+    }
+    return check_pairs(top, c, running) ? 1 : rc;
 }
 
-int cfgfile_check(const struct config *cfg)
+int cfgfile_check(const struct config *cfg, const struct config *running)
 {
     int rc = 0, defaults = 0;
     if (!cfg->num_sites)
-        return check_level(cfg, cfg);
-    rc = check_pairs(cfg, cfg);
+        return check_level(cfg, cfg, running);
+    rc = check_pairs(cfg, cfg, running);
     for (int i = 0; i < cfg->num_sites; i++) {
         const struct config *s = &cfg->sites[i];
         defaults += s->is_default;
@@ -364,7 +393,7 @@ int cfgfile_check(const struct config *cfg)
             rc = site_error(cfg, s, "a site needs 'hosts' (or 'default: true')%s", "");
         if (s->is_default && defaults > 1)
             rc = site_error(cfg, s, "a second 'default: true' site%s", "");
-        if (check_level(cfg, s))
+        if (check_level(cfg, s, running))
             rc = 1;
         for (int h = 0; h < s->num_hosts; h++)
             for (int j = 0; j <= i; j++)

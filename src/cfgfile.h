@@ -27,8 +27,10 @@ int cfgfile_sites(struct config *cfg, struct cfgfile *doc);
 void cfgfile_free(struct cfgfile *doc);
 
 /* What holds the sites together: at most one default, no host name twice, every root a
- * directory, every htpasswd file readable with hashes libcrypt checks. 0, or 1 after printing
- * each problem (with the site's file line). */
-int cfgfile_check(const struct config *cfg);
+ * directory, every htpasswd and a site's own --mime-types file readable and valid, every TLS
+ * pair's key matching its certificate (on a reload, with running the configuration serving
+ * now, only the pairs it does not have). 0, or 1 after printing each problem (with its file
+ * line, and for a pair its key). */
+int cfgfile_check(const struct config *cfg, const struct config *running);
 
 #endif

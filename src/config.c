@@ -430,6 +430,7 @@ static int tls_option(struct config *cfg, int opt, const char *arg)
         if (!*arg)
             return usage_error("--tls-key wants a file%s", "");
         cfg->tls_certs[n - 1].key = arg;
+        cfg->tls_lines[n - 1] = cfg->src && cfg->src->file ? cfg->src->line : 0;
         return 0;
     case OPT_TLS_MIN:
         if (strcmp(arg, "1.2") == 0)
@@ -451,6 +452,9 @@ static int tls_option(struct config *cfg, int opt, const char *arg)
                                arg);
         cfg->hsts = true;
         cfg->hsts_max_age = (unsigned)v;
+        cfg->hsts_len =
+            (size_t)snprintf(cfg->hsts_line, sizeof(cfg->hsts_line),
+                             "Strict-Transport-Security: max-age=%u\r\n", cfg->hsts_max_age);
         return 0;
     default: /* OPT_REDIRECT_HTTPS */
         cfg->redirect_https = true;
@@ -474,10 +478,6 @@ static int tls_check(struct config *cfg)
         return usage_error("%s needs --tls-port", cfg->hsts ? "--hsts" : "--redirect-https");
     if (cfg->tls && cfg->tls_port != 0 && cfg->tls_port == cfg->port)
         return usage_error("--tls-port must differ from --port (both are %s)", "the same");
-    if (cfg->hsts)
-        cfg->hsts_len =
-            (size_t)snprintf(cfg->hsts_line, sizeof(cfg->hsts_line),
-                             "Strict-Transport-Security: max-age=%u\r\n", cfg->hsts_max_age);
     return 0;
 }
 
@@ -552,6 +552,7 @@ static bool per_site(int opt)
     case OPT_AUTOINDEX_LIMIT:
     case OPT_CACHE_CONTROL:
     case OPT_HEADER:
+    case OPT_MIME_TYPES:
     case OPT_ERROR_PAGE:
     case OPT_FALLBACK:
     case OPT_COMPRESS_TYPES:
@@ -569,6 +570,8 @@ static bool per_site(int opt)
     case OPT_COMPRESS:
     case OPT_TLS_CERT:
     case OPT_TLS_KEY:
+    case OPT_HSTS:
+    case OPT_REDIRECT_HTTPS:
         return true;
     default:
         return false;
@@ -1095,14 +1098,25 @@ out:
 
 /* A site's own tls-cert/tls-key pairs join the process's set (issue 19), tagged with the site's
  * names so that SNI picks them by those names; the process's pairs stay first (the first is the
- * default for no or an unknown SNI name). */
+ * default for no or an unknown SNI name), then the default site's, so that without a process
+ * pair the default certificate is the default site's (else the first site's with a pair). */
 static int tls_sites(struct config *cfg)
 {
-    for (int i = 0; i < cfg->num_sites; i++) {
+    int dflt = 0;
+    for (int i = 0; i < cfg->num_sites; i++)
+        if (cfg->sites[i].is_default)
+            dflt = i;
+    for (int n = 0; n < cfg->num_sites; n++) {
+        int i = n == 0 ? dflt : n <= dflt ? n - 1 : n; /* dflt first, then the others in order */
         struct config *site = &cfg->sites[i];
+        const char *file = cfg->config_file;
+        if (!cfg->tls && (site->hsts || site->redirect_https)) {
+            fprintf(stderr, "ringhttpd: %s:%d: %s: needs tls-port at the top level\n", file,
+                    site->line, site->hsts ? "hsts" : "redirect-https");
+            return 2;
+        }
         if (!site->site_tls)
             continue;
-        const char *file = cfg->config_file;
         if (site->num_tls_certs && !site->tls_certs[site->num_tls_certs - 1].key) {
             fprintf(stderr, "ringhttpd: %s:%d: tls-cert: '%s' has no tls-key after it\n", file,
                     site->line, site->tls_certs[site->num_tls_certs - 1].cert);
@@ -1123,6 +1137,7 @@ static int tls_sites(struct config *cfg)
             }
             site->tls_certs[k].hosts = site->hosts;
             site->tls_certs[k].num_hosts = site->num_hosts;
+            cfg->tls_lines[cfg->num_tls_certs] = site->tls_lines[k];
             cfg->tls_certs[cfg->num_tls_certs++] = site->tls_certs[k];
         }
     }
@@ -1158,7 +1173,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
     cfg->argv = argv;
     int rc = parse_layers(cfg, argc, argv);
     if (rc == 0)
-        rc = cfgfile_check(cfg);
+        rc = cfgfile_check(cfg, NULL);
     if (cfg->check_only && rc != CONFIG_DONE) {
         if (rc == 0)
             printf("ringhttpd: %s: ok (%d site%s)\n", cfg->config_file,
@@ -1218,6 +1233,8 @@ int config_set(struct config *cfg, const char *key, const char *value)
         return usage_error("unknown key '%s' (keys are the long options' names, see --help)", key);
     if (!cfg->src->site && (opt == OPT_HOSTS || opt == OPT_DEFAULT))
         return usage_error("'%s' belongs in a site (under 'sites')", key);
+    if (cfg->src->site && !per_site(opt)) /* before the value: that is not what is wrong */
+        return layer_begin(cfg, opt);
     if (has_arg == no_argument) {
         bool on =
             strcmp(value, "true") == 0 || strcmp(value, "yes") == 0 || strcmp(value, "on") == 0;
@@ -1232,6 +1249,9 @@ int config_set(struct config *cfg, const char *key, const char *value)
         switch (opt) { /* the option's opposite: a site can turn off what its parent set */
         case OPT_AUTOINDEX:
             cfg->autoindex = false;
+            break;
+        case OPT_REDIRECT_HTTPS:
+            cfg->redirect_https = false;
             break;
         case OPT_REUSE_PORT:
             cfg->reuse_port = false;
@@ -1314,6 +1334,14 @@ void config_destroy(struct config *cfg)
     free(cfg);
 }
 
+bool config_compresses(const struct config *cfg)
+{
+    bool any = cfg->num_sites ? false : cfg->compress;
+    for (int i = 0; i < cfg->num_sites; i++)
+        any |= cfg->sites[i].compress;
+    return any;
+}
+
 /* The process-wide options a reload cannot change: the first group that differs, or NULL. */
 static const char *restart_needed(const struct config *a, const struct config *b)
 {
@@ -1322,8 +1350,9 @@ static const char *restart_needed(const struct config *a, const struct config *b
     if (a->threads != b->threads || a->engine != b->engine)
         return "threads/engine";
     if (a->max_conns != b->max_conns || a->cache_size != b->cache_size ||
-        a->cache_max_file != b->cache_max_file || a->compress != b->compress)
-        return "max-conns/cache-size/cache-max-file/compress";
+        a->cache_max_file != b->cache_max_file || (config_compresses(b) && !config_compresses(a)))
+        return "max-conns/cache-size/cache-max-file/compress"; /* the compressors are made at start
+                                                                */
     if ((a->access_log == NULL) != (b->access_log == NULL) || a->log_format != b->log_format ||
         (a->metrics_bind == NULL) != (b->metrics_bind == NULL))
         return "access-log/log-format/metrics";
@@ -1333,15 +1362,10 @@ static const char *restart_needed(const struct config *a, const struct config *b
     if ((a->health == NULL) != (b->health == NULL) ||
         (a->health && strcmp(a->health, b->health) != 0))
         return "health";
-    /* The contexts a reload makes read the running configuration's pairs again (renewed
-     * files are picked up), so a pair added, removed or moved to another site waits. */
-    if (a->num_tls_certs != b->num_tls_certs)
-        return "tls-cert/tls-key";
-    for (int i = 0; i < a->num_tls_certs; i++)
-        if (strcmp(a->tls_certs[i].cert, b->tls_certs[i].cert) != 0 ||
-            strcmp(a->tls_certs[i].key, b->tls_certs[i].key) != 0 ||
-            a->tls_certs[i].num_hosts != b->tls_certs[i].num_hosts)
-            return "tls-cert/tls-key";
+    /* The pairs are the new file's (server.c builds the contexts from them); the listener and
+     * the protocol settings are the start's. */
+    if (a->tls != b->tls || a->tls_min != b->tls_min || a->http2 != b->http2)
+        return "tls-port/tls-min/http2";
     return NULL;
 }
 
@@ -1363,7 +1387,7 @@ int config_reread(const struct config *cfg, struct config **out, char *why, size
             config_destroy(fresh);
             goto out;
         }
-    if (parse_layers(fresh, cfg->argc, argv) != 0 || cfgfile_check(fresh) != 0) {
+    if (parse_layers(fresh, cfg->argc, argv) != 0 || cfgfile_check(fresh, cfg) != 0) {
         snprintf(why, why_len, "%s has errors (see above)", cfg->config_file);
         config_destroy(fresh);
         goto out;

@@ -84,7 +84,7 @@ struct config {
     char *extra_headers;
     size_t extra_headers_len;
     struct mime_table mime_extra; /* moves into the first struct site, like docroot_fd */
-    const char *mime_file;        /* --mime-types, re-read by a reload */
+    const char *mime_file;        /* --mime-types, re-read by a reload; a site may have its own */
     bool reuse_port;              /* --reuse-port: join listeners already on the port */
     const char *user;             /* --user USER[:GROUP], or NULL */
     bool landlock;                /* false with --no-landlock */
@@ -112,8 +112,9 @@ struct config {
     uint16_t tls_port;                              /* 0 picks a free one */
     struct tls_cert_files tls_certs[TLS_MAX_CERTS]; /* --tls-cert/--tls-key, the first default */
     int num_tls_certs;
-    int tls_min; /* 12 (TLS 1.2 and 1.3) or 13 (--tls-min 1.3) */
-    bool ktls;   /* --ktls on|off: responses sealed by kernel TLS where the kernel has it */
+    int tls_lines[TLS_MAX_CERTS]; /* each pair's tls-key line in the file (0: command line) */
+    int tls_min;                  /* 12 (TLS 1.2 and 1.3) or 13 (--tls-min 1.3) */
+    bool ktls; /* --ktls on|off: responses sealed by kernel TLS where the kernel has it */
     /* a site's own tls-cert/tls-key (issue 19): its tls_certs are its own pairs, which the
      * top level's tls_certs also list (after the process's), tagged with the site's hosts */
     bool site_tls;
@@ -181,6 +182,9 @@ int config_set(struct config *cfg, const char *key, const char *value);
 char *config_strdup(struct config *top, const char *s, size_t len);
 /* Makes site a copy of top, ready for the site's own keys: 0 or -ENOMEM. */
 int config_site_init(struct config *site, struct config *top);
+
+/* Whether cfg or any of its sites compresses on the fly (the workers then make compressors). */
+bool config_compresses(const struct config *cfg);
 
 /* Reads cfg->config_file again with the command line over it, into a new configuration (sites
  * and all) whose process-wide options are cfg's (a difference is reported in why, not applied).

@@ -381,6 +381,12 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
             break;
         }
         if (n == HTTP1_ERROR) {
+            /* With h2c on this port, a first line that is not HTTP/1 (a broken HTTP/2 preface)
+             * gets no HTTP/1 answer: its peer would not read one. */
+            if (!c->served && w->h2 && policy_not_http1(data + used, len - used)) {
+                conn_close(w, c);
+                return len;
+            }
             fail(w, c, req->status, req->method == HTTP_HEAD && req->method_name.p, data + used,
                  len - used);
             return len;
@@ -684,6 +690,17 @@ int conn_wire_ktls(struct worker *w, struct conn *c, const void *keys, size_t le
     (void)w;
     assert(conn_open(c));
     return keys ? ktls_send_keys(c->fd, keys, len) : ktls_attach(c->fd);
+}
+
+void conn_file_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len, uint64_t off)
+{
+    w->eng->read(w, c, fd, buf, len, off);
+}
+
+void conn_read_done(struct worker *w, struct conn *c, int res)
+{
+    if (c->xport && c->xport->read_done)
+        c->xport->read_done(w, c, res);
 }
 
 void conn_recv(struct worker *w, struct conn *c, bool on)

@@ -108,6 +108,10 @@ void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n
 /* The wire plan c->out finished sending (err == 0) or failed (-errno). */
 void conn_sent(struct worker *w, struct conn *c, int err);
 
+/* The file read the transport started with conn_file_read ended: res bytes (0: end of file)
+ * or -errno. Not called once the connection is closing. */
+void conn_read_done(struct worker *w, struct conn *c, int res);
+
 /* The engine is done with the connection: no operation is in flight and its fd is closed. */
 void conn_closed(struct worker *w, struct conn *c);
 
@@ -146,6 +150,11 @@ void conn_wire_shutdown(struct worker *w, struct conn *c);
  * socket; else installs the send keys (the kernel's crypto_info, len bytes), after which the
  * socket seals whatever is sent. 0 or -errno. */
 int conn_wire_ktls(struct worker *w, struct conn *c, const void *keys, size_t len);
+
+/* The engine reads up to len bytes of file fd at off into buf (the transport's, valid until
+ * the end), off the loop; the transport's read_done reports the end (engine_ops.read). */
+void conn_file_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len,
+                    uint64_t off);
 
 /* Protocol side (proto.h). */
 

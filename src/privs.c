@@ -98,7 +98,7 @@ static int parent_dir(const char *path, char *out)
 }
 
 /* A site's root (its directory's parent, before and after resolving links, so a re-pointed
- * symlink or a recreated root stays readable) and its htpasswd files. */
+ * symlink or a recreated root stays readable), its htpasswd and --mime-types files. */
 static int allow_level(int rs, const struct config *c, char *why, size_t why_len)
 {
     char dir[PATH_MAX], resolved[PATH_MAX];
@@ -109,6 +109,8 @@ static int allow_level(int rs, const struct config *c, char *why, size_t why_len
         rc = add_rule(rs, dir, LL_READ, why, why_len);
     for (int i = 0; i < c->num_auths && rc == 0; i++)
         rc = add_rule(rs, c->auths[i].htpasswd, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
+    if (rc == 0 && c->mime_file) /* a site's own --mime-types, re-read by a reload */
+        rc = add_rule(rs, c->mime_file, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
     return rc;
 }
 

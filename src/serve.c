@@ -7,12 +7,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -24,6 +22,7 @@
 #include "core/static.h"
 #include "rt/compress.h"
 #include "rt/fcache.h"
+#include "rt/file.h"
 #include "rt/site.h"
 #include "rt/worker.h"
 
@@ -334,14 +333,12 @@ static void free_entries(struct autoindex_entry *ents, size_t from, size_t n)
 static int render_listing(struct job *j, const char *path, size_t len, enum autoindex_format fmt,
                           const char *url, char **body, size_t *body_len)
 {
-    struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
-    long fd = syscall(SYS_openat2, j->site->root_fd, len ? path : ".", &how, sizeof(how));
+    int fd = file_open_beneath(j->site->root_fd, len ? path : "", O_DIRECTORY);
     if (fd < 0)
-        return errno == EACCES ? 403 : 404;
-    DIR *d = fdopendir((int)fd);
+        return fd == -EACCES ? 403 : 404;
+    DIR *d = fdopendir(fd);
     if (!d) {
-        close((int)fd);
+        close(fd);
         return 500;
     }
     struct autoindex_entry *ents = NULL;
@@ -575,7 +572,7 @@ void serve_request(struct worker *w, const struct http_request *req, const struc
         error(&j, 421, NULL);
         return;
     }
-    if (w->cfg->redirect_https && !pol->secure) {
+    if (j.cfg->redirect_https && !pol->secure) { /* a site's own, or the process's */
         redirect_https(&j);
         return;
     }

@@ -168,9 +168,10 @@ struct server {
     int started;
     struct site_slot sites;
     int notify_fd;
-    struct accesslog *alog;   /* --access-log, or NULL */
-    struct metrics *metrics;  /* --metrics, or NULL */
-    struct handover handover; /* our listeners' release to a successor on the port */
+    struct accesslog *alog;       /* --access-log, or NULL */
+    struct metrics *metrics;      /* --metrics, or NULL */
+    struct handover handover;     /* our listeners' release to a successor on the port */
+    struct handover tls_handover; /* ... and on the TLS port (its own reuseport group) */
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */
     struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
     struct addr tls_addr;
@@ -179,21 +180,25 @@ struct server {
     struct tls_port *tls_ports; /* one per worker: its TLS listener's transport context */
 };
 
-static struct tls_settings tls_settings(const struct config *cfg)
+/* The pairs are pairs's (the start's configuration, or a re-read file's); the protocol
+ * settings are always the start's (the workers' protocol layers were made for them). */
+static struct tls_settings tls_settings(const struct config *cfg, const struct config *pairs)
 {
     return (struct tls_settings){
-        .certs = cfg->tls_certs,
-        .num_certs = cfg->num_tls_certs,
+        .certs = pairs->tls_certs,
+        .num_certs = pairs->num_tls_certs,
         .min_version = cfg->tls_min,
         .alpn_h2 = cfg->http2, /* ALPN offers h2 first; xport.c hands such a connection to w->h2 */
     };
 }
 
-/* One context per worker from the --tls-cert/--tls-key pairs, all or none: 0, or -errno with the
- * reason in why (the file at fault). Warnings (an expired certificate) are logged once. */
-static int tls_load(struct server *sv, struct tls_ctx **out, char *why, size_t why_len)
+/* One context per worker from the --tls-cert/--tls-key pairs of pairs, all or none: 0, or
+ * -errno with the reason in why (the file at fault). Warnings (an expired certificate) are
+ * logged once. */
+static int tls_load(struct server *sv, const struct config *pairs, struct tls_ctx **out, char *why,
+                    size_t why_len)
 {
-    struct tls_settings s = tls_settings(sv->cfg);
+    struct tls_settings s = tls_settings(sv->cfg, pairs);
     int n = sv->cfg->threads, rc = 0, i;
     for (i = 0; i < n && rc == 0; i++)
         rc = tls_ctx_new(&s, sv->tls_keys, &out[i], why, why_len);
@@ -240,6 +245,8 @@ static int open_tls_listeners(struct server *sv)
             return -1;
         }
     }
+    if (cfg->reuse_port) /* as on the HTTP port: a finished predecessor's steering goes */
+        handover_join(sv->tls_listeners[0]);
     format_addr(&sv->tls_addr, "https", sv->tls_url, sizeof(sv->tls_url));
     /* the port the kernel picked for 0, for --redirect-https's Location */
     cfg->tls_port = ntohs(((const struct sockaddr_in *)&sv->tls_addr.ss)->sin_port);
@@ -312,36 +319,51 @@ static int open_listeners(struct server *sv)
     return 0;
 }
 
-/* How many listeners a successor started with --reuse-port has on our port (handover.h says
- * what they are given). When the kernel cannot say, assume a successor as large as we are: the
- * drain then only takes 1-2 s longer, and steering to indices nobody holds is the kernel's
- * hash. systemd's sockets outlive us with their queue: nothing to hand over. */
-static int successor_listeners(const struct server *sv)
+/* How many listeners a successor started with --reuse-port has on the port of a (where we have
+ * ours; handover.h says what they are given). When the kernel cannot say, assume a successor
+ * as large as we are: the drain then only takes 1-2 s longer, and steering to indices nobody
+ * holds is the kernel's hash. */
+static int successor_listeners(const struct server *sv, const struct addr *a, int ours)
 {
-    if (sv->inherited || sv->nlisten == 0 || sv->started == 0)
+    if (ours == 0 || sv->started == 0)
         return 0;
-    uint16_t port = ((const struct sockaddr_in *)&sv->addr.ss)->sin_port; /* same for v6 */
-    int count = handover_count_listeners(sv->addr.ss.ss_family, port);
+    uint16_t port = ((const struct sockaddr_in *)&a->ss)->sin_port; /* same for v6 */
+    int count = handover_count_listeners(a->ss.ss_family, port);
     if (count < 0) {
         errlog(ERRLOG_NOTICE,
-               "drain: cannot count the listeners on our port (%s): assuming a "
+               "drain: cannot count the listeners on port %u (%s): assuming a "
                "successor",
-               strerror(-count));
-        return sv->nlisten;
+               ntohs(port), strerror(-count));
+        return ours;
     }
-    return count > sv->nlisten ? count - sv->nlisten : 0;
+    return count > ours ? count - ours : 0;
 }
 
-/* The drain's start: steer new connections to a successor, if one listens, before our
- * listeners begin to close (each worker releases its own through sv->handover). */
-static enum worker_stop begin_handover(struct server *sv)
+/* Steers new connections to the port's successor listeners, if any listen, through fd (one of
+ * ours on that port). Returns how many the successor has there. */
+static int steer_port(struct server *sv, struct handover *h, const struct addr *a, int ours, int fd)
 {
-    int theirs = successor_listeners(sv);
-    int err =
-        theirs > 0 ? handover_begin(&sv->handover, sv->workers[0].listeners[0].fd, theirs) : 0;
+    int theirs = successor_listeners(sv, a, ours);
+    int err = theirs > 0 ? handover_begin(h, fd, theirs) : 0;
     if (err < 0)
         errlog(ERRLOG_NOTICE, "drain: cannot steer new connections to a successor: %s",
                strerror(-err));
+    return theirs;
+}
+
+/* The drain's start: on each port, steer new connections to a successor, if one listens, before
+ * our listeners begin to close (each worker releases its own through the port's handover).
+ * systemd's sockets outlive us with their queue: nothing to hand over there. The TLS port is
+ * each worker's listener 1 (server_run) and always ours. */
+static enum worker_stop begin_handover(struct server *sv)
+{
+    int theirs = 0;
+    if (!sv->inherited && sv->started)
+        theirs +=
+            steer_port(sv, &sv->handover, &sv->addr, sv->nlisten, sv->workers[0].listeners[0].fd);
+    if (sv->cfg->tls && sv->started)
+        theirs += steer_port(sv, &sv->tls_handover, &sv->tls_addr, sv->cfg->threads,
+                             sv->workers[0].listeners[1].fd);
     return theirs > 0 ? WORKER_HANDOVER : WORKER_DRAIN;
 }
 
@@ -389,7 +411,7 @@ static int tls_start(struct server *sv)
         fprintf(stderr, "ringhttpd: TLS: no random ticket secret: %s\n", strerror(-rc));
         return -1;
     }
-    if ((rc = tls_load(sv, ctxs, why, sizeof(why))) != 0) {
+    if ((rc = tls_load(sv, sv->cfg, ctxs, why, sizeof(why))) != 0) {
         free(ctxs);
         fprintf(stderr, "ringhttpd: %s\n", why);
         return -1;
@@ -414,41 +436,98 @@ static void tls_stop(struct server *sv)
     tls_keys_free(sv->tls_keys);
 }
 
-/* SIGHUP with --tls-port: every pair read again; new connections use them, open ones keep
- * theirs. A pair that fails keeps the previous ones, all of them. */
-static void tls_reload(struct server *sv, const char *what)
+/* Whether two configurations list the same pairs, for the same names, in the same order. */
+static bool same_pairs(const struct config *a, const struct config *b)
 {
-    int n = sv->cfg->threads;
-    char why[512] = "";
-    struct tls_ctx **ctxs = calloc((size_t)n, sizeof(*ctxs));
-    if (!ctxs || tls_load(sv, ctxs, why, sizeof(why)) != 0) {
-        errlog(ERRLOG_ERROR, "%s: TLS certificates kept as they were: %s", what,
-               ctxs ? why : "out of memory");
-        free(ctxs);
-        return;
+    if (a->num_tls_certs != b->num_tls_certs)
+        return false;
+    for (int i = 0; i < a->num_tls_certs; i++) {
+        const struct tls_cert_files *x = &a->tls_certs[i], *y = &b->tls_certs[i];
+        if (strcmp(x->cert, y->cert) != 0 || strcmp(x->key, y->key) != 0 ||
+            x->num_hosts != y->num_hosts)
+            return false;
+        for (int h = 0; h < x->num_hosts; h++)
+            if (strcmp(x->hosts[h], y->hosts[h]) != 0)
+                return false;
     }
-    for (int i = 0; i < n; i++)
-        tls_port_publish(&sv->tls_ports[i], ctxs[i]);
-    free(ctxs);
-    errlog(ERRLOG_NOTICE, "%s: TLS certificates re-read", what);
+    return true;
 }
 
-/* SIGHUP: a new site from the command line's paths, or the old one kept with the reason. */
+enum tls_reload { TLS_NEW, TLS_KEPT, TLS_FAILED };
+
+/* SIGHUP with --tls-port: contexts for the new configuration's pairs (fresh, the re-read file,
+ * or the start's configuration without one), every file read again, into ctxs (one per worker)
+ * for reload to publish. When they cannot be made: with the same pairs as the running ones
+ * (a renewal gone wrong, or a key only root may read), the running contexts stay and the rest
+ * of the reload goes on (TLS_KEPT); with other pairs (a site's pair added or changed), the
+ * whole reload fails (TLS_FAILED), as nginx -s reload does, since the sites and their
+ * certificates belong together. */
+static enum tls_reload tls_reload(struct server *sv, const struct config *fresh,
+                                  struct tls_ctx **ctxs, const char *what)
+{
+    const struct site *cur = sv->sites.cur; /* the main thread is the one that publishes */
+    const struct config *running = cur->owned ? cur->owned : sv->cfg;
+    char why[512] = "";
+    if (tls_load(sv, fresh, ctxs, why, sizeof(why)) == 0)
+        return TLS_NEW;
+    if (same_pairs(fresh, running)) {
+        errlog(ERRLOG_ERROR, "%s: TLS certificates kept as they were: %s", what, why);
+        return TLS_KEPT;
+    }
+    errlog(ERRLOG_ERROR, "%s failed, still serving the previous configuration: %s", what, why);
+    return TLS_FAILED;
+}
+
+/* Publishes s, a new site from the command line's paths (or the re-read file), with its
+ * certificates: read again when renew (SIGHUP), else only when s's pairs differ from the
+ * running ones (a moved root, whose re-read file may name others). The contexts are made
+ * before anything is published and published after the site, so a connection that gets a new
+ * site's certificate finds the site (workers switch sites at their next loop turn, contexts
+ * at their next accept). False when s was dropped (the reason logged). */
+static bool publish(struct server *sv, struct site *s, bool renew, const char *what)
+{
+    int n = sv->cfg->threads;
+    struct tls_ctx **ctxs = NULL;
+    enum tls_reload tls = TLS_KEPT;
+    const struct config *fresh = s->owned ? s->owned : sv->cfg;
+    const struct config *running = sv->sites.cur->owned ? sv->sites.cur->owned : sv->cfg;
+    if (sv->cfg->tls && (renew || !same_pairs(fresh, running))) {
+        if (!(ctxs = calloc((size_t)n, sizeof(*ctxs)))) {
+            errlog(ERRLOG_ERROR,
+                   "%s failed, still serving the previous configuration: out of "
+                   "memory",
+                   what);
+            site_put(s);
+            return false;
+        }
+        if ((tls = tls_reload(sv, fresh, ctxs, what)) == TLS_FAILED) {
+            free(ctxs);
+            site_put(s);
+            return false;
+        }
+    }
+    site_publish(&sv->sites, s);
+    wake_workers(sv);
+    if (tls == TLS_NEW) {
+        for (int i = 0; i < n; i++)
+            tls_port_publish(&sv->tls_ports[i], ctxs[i]);
+        errlog(ERRLOG_NOTICE, "%s: TLS certificates re-read", what);
+    }
+    free(ctxs);
+    return true;
+}
+
+/* SIGHUP: a new site and certificates, or the old ones kept with the reason. */
 static void reload(struct server *sv, const char *what)
 {
     struct site *s;
     char why[512] = "";
     systemd_notify(sv->notify_fd, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
                    (unsigned long long)monotonic_usec());
-    if (site_open(sv->cfg, &s, why, sizeof(why)) != 0) {
+    if (site_open(sv->cfg, &s, why, sizeof(why)) != 0)
         errlog(ERRLOG_ERROR, "%s failed, still serving the previous configuration: %s", what, why);
-    } else {
-        site_publish(&sv->sites, s);
-        wake_workers(sv);
+    else if (publish(sv, s, true, what))
         errlog(ERRLOG_NOTICE, "%s: serving %s", what, sv->cfg->docroot);
-    }
-    if (sv->cfg->tls)
-        tls_reload(sv, what);
     systemd_notify(sv->notify_fd, "READY=1\nSTATUS=serving %s on %s", sv->cfg->docroot, sv->url);
 }
 
@@ -468,9 +547,8 @@ static void follow_docroot(struct server *sv, struct errlog_limit *lim)
                        why);
         return;
     }
-    site_publish(&sv->sites, s);
-    wake_workers(sv);
-    errlog(ERRLOG_NOTICE, "document root %s changed: serving the new one", sv->cfg->docroot);
+    if (publish(sv, s, false, "document root change"))
+        errlog(ERRLOG_NOTICE, "document root %s changed: serving the new one", sv->cfg->docroot);
 }
 
 static bool all_done(const struct server *sv)
@@ -612,6 +690,7 @@ int server_run(struct config *cfg)
     }
     site_slot_init(&sv.sites, first);
     handover_init(&sv.handover, 0);
+    handover_init(&sv.tls_handover, 0);
     if (check_openat2(first) != 0)
         goto out;
     /* Signals are taken synchronously by the main thread (sigtimedwait), so no handler runs in
@@ -648,6 +727,7 @@ int server_run(struct config *cfg)
         goto out;
     }
     sv.handover.ours = sv.nlisten; /* before any worker thread exists */
+    sv.tls_handover.ours = cfg->tls ? cfg->threads : 0;
     if (!(sv.eng = engine_choose(cfg->engine, cfg->verbose, &sv.caps)))
         goto out;
 
@@ -658,14 +738,16 @@ int server_run(struct config *cfg)
         /* The HTTP port's listener; a transport's port (TLS) adds its own here. */
         struct listener ls[LISTEN_MAX] = {{.fd = sv.listeners[inited],
                                            .owned = sv.inherited == 0,
-                                           .xport = transport_test_hook()}};
+                                           .xport = transport_test_hook(),
+                                           .handover = &sv.handover}};
         unsigned nls = 1;
         sv.listeners[inited] = -1; /* the worker's now, even when it fails */
         if (cfg->tls) {
             ls[nls++] = (struct listener){.fd = sv.tls_listeners[inited],
                                           .owned = true,
                                           .xport = &transport_tls,
-                                          .xport_ctx = &sv.tls_ports[inited]};
+                                          .xport_ctx = &sv.tls_ports[inited],
+                                          .handover = &sv.tls_handover};
             sv.tls_listeners[inited] = -1;
         }
         int err = worker_init(w, inited, cfg, sv.eng, &sv.caps, ls, nls, &sv.sites);
@@ -675,7 +757,6 @@ int server_run(struct config *cfg)
             goto stop;
         }
         w->alog = sv.alog;
-        w->handover = &sv.handover;
         if (proto_test_hook()) /* the seam's test protocol stands in for HTTP/2 */
             w->h2 = proto_test_hook();
     }
@@ -750,6 +831,7 @@ out:
     free(sv.workers);
     site_slot_fini(&sv.sites);
     handover_fini(&sv.handover);
+    handover_fini(&sv.tls_handover);
     if (sv.alog)
         accesslog_close(sv.alog, 1000 * (int)cfg->drain_timeout);
     return rc;

@@ -4,7 +4,8 @@
  * plan's file segments reach the engine as they are, zero-copy. A transport that must encrypt
  * (TLS) implements these operations; it never touches the socket.
  * Must not: make system calls on the connection's socket (the engine does), or know HTTP; a
- * transport may pread a plan's file segments into its own buffer (that is not the socket).
+ * transport may read a plan's file segments into its own buffer (that is not the socket),
+ * through the engine (conn_file_read) so that a cold file does not stall the loop.
  * Ownership: a transport's per-connection state hangs off conn.xstate, made by open and freed
  * by release (after the engine's last completion). A wire plan it gives conn_wire_send points
  * into that state and stays valid until its sent operation is called. The protocol's plan
@@ -29,6 +30,8 @@ struct plan;
  *                              close_notify, or records made from the protocol's plan)
  *   conn_plan_sent(w, c, err)  the protocol's plan given to .send is done (0) or failed
  *   conn_wire_shutdown(w, c)   the engine shuts the socket's write side
+ *   conn_file_read(w, c, ...)  the engine reads file bytes into the transport's buffer, off the
+ *                              loop; the end comes back through .read_done
  *   conn_close(w, c)           give up on the connection (bad records, handshake failure)
  */
 struct transport_ops {
@@ -42,8 +45,8 @@ struct transport_ops {
      * may answer with bytes of its own (conn_wire_send). */
     void (*received)(struct worker *w, struct conn *c, const char *data, ssize_t n);
     /* The protocol's plan p is to be sent. The transport turns it into wire plans a chunk at a
-     * time (memory copied and encrypted; file segments read with pread into its buffer, then
-     * encrypted), sending the next chunk when the engine reports the last one sent: a plan's
+     * time (memory copied and encrypted; file segments read into its buffer with conn_file_read,
+     * then encrypted), sending the next chunk when the engine reports the last one sent: a plan's
      * size never sets the transport's memory. conn_plan_sent once p is all on the wire. */
     void (*send)(struct worker *w, struct conn *c, struct plan *p);
     /* The wire plan last given to conn_wire_send is sent (0) or failed (-errno). */
@@ -53,6 +56,9 @@ struct transport_ops {
     void (*shutdown)(struct worker *w, struct conn *c);
     /* The connection is closed and no operation is in flight: free xstate. */
     void (*release)(struct worker *w, struct conn *c);
+    /* The read started with conn_file_read ended: res bytes, 0 at the end of the file, or
+     * -errno. Optional (a transport that never calls conn_file_read). */
+    void (*read_done)(struct worker *w, struct conn *c, int res);
 };
 
 /*

@@ -3,7 +3,8 @@
  * It does what a TLS transport must do about buffers and sequencing, minus the cipher: received
  * bytes are copied into its own buffer before the protocol sees them (as decrypted records
  * would be); a plan leaves as wire plans of at most COPY_CHUNK bytes in its own buffer, memory
- * copied and file ranges read with pread, the next chunk made only when the engine reports the
+ * copied and file ranges read by the engine into it (conn_file_read, as TLS reads them: a chunk
+ * holds memory or file bytes, not both), the next chunk made only when the engine reports the
  * last one sent (backpressure: a plan's size never sets the memory used); its own bytes (as a
  * handshake's or an alert's would be) wait for the wire to be free. Nothing here is on the
  * production path: the transport is chosen only by RINGHTTPD_TEST_TRANSPORT=copy. */
@@ -12,7 +13,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "conn.h"
 #include "core/plan.h"
@@ -22,7 +22,7 @@
 struct copy_conn {
     struct plan *app; /* the protocol's plan being sent, or NULL */
     struct plan wire; /* what the engine is sending: one segment of out[] */
-    bool busy;        /* wire is with the engine */
+    bool busy;        /* wire (or a file read into out[]) is with the engine */
     bool shut;        /* the protocol asked for the write side's end */
     char out[COPY_CHUNK];
     char in[COPY_CHUNK];
@@ -59,7 +59,18 @@ static void copy_received(struct worker *w, struct conn *c, const char *data, ss
     }
 }
 
-/* Fills the wire buffer from the protocol's plan and hands it to the engine. */
+static void send_chunk(struct worker *w, struct conn *c, struct copy_conn *x, size_t len)
+{
+    struct plan *p = x->app;
+    plan_init(&x->wire);
+    plan_mem(&x->wire, x->out, len);
+    x->wire.fin_carries_tail = p->fin_carries_tail && plan_done(p);
+    x->busy = true;
+    conn_wire_send(w, c, &x->wire);
+}
+
+/* Fills the wire buffer from the protocol's plan and hands it to the engine; a file segment
+ * first goes through a read of the engine's into the buffer (copy_read_done sends it). */
 static void pump(struct worker *w, struct conn *c, struct copy_conn *x)
 {
     struct plan *p = x->app;
@@ -68,25 +79,31 @@ static void pump(struct worker *w, struct conn *c, struct copy_conn *x)
         struct seg *s = plan_seg(p);
         size_t room = sizeof(x->out) - len;
         size_t n = s->len < room ? (size_t)s->len : room;
-        if (s->mem) {
-            memcpy(x->out + len, s->mem + s->off, n);
-        } else {
-            ssize_t got = pread(s->fd, x->out + len, n, (off_t)s->off);
-            if (got <= 0) { /* a read error, or the file shrank under us */
-                x->app = NULL;
-                conn_plan_sent(w, c, got < 0 ? -errno : -EIO);
-                return;
-            }
-            n = (size_t)got;
+        if (!s->mem) {
+            if (len)
+                break; /* what is copied goes first */
+            x->busy = true;
+            conn_file_read(w, c, s->fd, x->out, (uint32_t)n, s->off);
+            return;
         }
+        memcpy(x->out + len, s->mem + s->off, n);
         plan_advance(p, n);
         len += n;
     }
-    plan_init(&x->wire);
-    plan_mem(&x->wire, x->out, len);
-    x->wire.fin_carries_tail = p->fin_carries_tail && plan_done(p);
-    x->busy = true;
-    conn_wire_send(w, c, &x->wire);
+    send_chunk(w, c, x, len);
+}
+
+static void copy_read_done(struct worker *w, struct conn *c, int res)
+{
+    struct copy_conn *x = c->xstate;
+    x->busy = false;
+    if (res <= 0) { /* a read error, or the file shrank under us */
+        x->app = NULL;
+        conn_plan_sent(w, c, res < 0 ? res : -EIO);
+        return;
+    }
+    plan_advance(x->app, (uint64_t)res);
+    send_chunk(w, c, x, (size_t)res);
 }
 
 static void copy_send(struct worker *w, struct conn *c, struct plan *p)
@@ -138,6 +155,7 @@ const struct transport_ops transport_copy = {
     .sent = copy_sent,
     .shutdown = copy_shutdown,
     .release = copy_release,
+    .read_done = copy_read_done,
 };
 
 const struct transport_ops *transport_test_hook(void)

@@ -153,7 +153,7 @@ static inline const char *eat_eol(const char *p, const char *end, int *status)
     return p + 2;
 }
 
-static enum http_method method_of(const char *m, size_t n)
+enum http_method http1_method(const char *m, size_t n)
 {
     /* Methods are case-sensitive (RFC 9110 9.1): "get" is some other method. */
     switch (n) {
@@ -205,7 +205,7 @@ static const char *parse_request_line(const char *p, const char *end, struct htt
         goto bad;
     req->method_name.p = start;
     req->method_name.len = (size_t)(p - start);
-    req->method = method_of(start, req->method_name.len);
+    req->method = http1_method(start, req->method_name.len);
     p++;
 
     start = p;

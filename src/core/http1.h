@@ -94,6 +94,9 @@ struct http_request {
  */
 int http1_parse(const char *buf, size_t len, struct http_request *req);
 
+/* The method named by the n bytes at m (case-sensitive, RFC 9110 9.1), HTTP_OTHER for any other. */
+enum http_method http1_method(const char *m, size_t n);
+
 /* Case-insensitive comparison of a parsed string with a NUL-terminated lower-case literal. */
 bool http_str_ieq(struct http_str s, const char *lower);
 

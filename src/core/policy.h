@@ -80,6 +80,17 @@ struct req_policy policy_fields(void);
  * (a proper prefix of it: wait for more), -1 no (HTTP/1). */
 int policy_h2_preface(const char *data, size_t len);
 
+/* Whether a connection's first bytes data[0..len), which http1_parse refused, come from a peer
+ * that does not speak HTTP/1 at all, so that HTTP/1's 400 would be lost on it and the
+ * connection closes without an answer (RFC 9113 3.4: an invalid preface is a
+ * connection error, and its GOAWAY may be omitted): the preface's own request line
+ * "PRI * HTTP/2.0" followed by anything but the rest of the preface (an HTTP/2 client whose
+ * preface is broken), or a first line with neither a method of HTTP's nor an "HTTP/" version
+ * ("INVALID CONNECTION PREFACE", h2spec 3.5/2; another protocol's bytes). Whatever looks like
+ * HTTP/1 (a known method, or " HTTP/" in the line in any case: "GET /x HTTX/1.1",
+ * "G\1T /x HTTP/1.1") keeps its 400. */
+bool policy_not_http1(const char *data, size_t len);
+
 /* Whether a response with this status must close an HTTP/1 connection: a malformed request
  * (400, 414, 431) leaves the stream's framing in doubt. */
 bool policy_status_closes(int status);

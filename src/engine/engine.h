@@ -22,6 +22,7 @@ struct engine_conn {
     uint32_t inflight; /* operations submitted whose final completion has not arrived */
     uint32_t flags;
     int err;           /* the result of a completion reported later */
+    int32_t rres;      /* a file read's result reported later (engine_ops.read) */
     struct conn *next; /* the engine's list of connections with a deferred completion */
 };
 
@@ -51,6 +52,13 @@ struct engine_ops {
     void (*close)(struct worker *w, struct conn *c);
     /* Stops accepting new connections (drain). */
     void (*stop_accept)(struct worker *w);
+    /* Reads up to len bytes of file fd at off into buf, then calls conn_read_done with the
+     * bytes read or -errno, without the loop ever waiting for the disk (issue 14): io_uring a
+     * READ operation; epoll preadv2(RWF_NOWAIT) at once (a page cache hit) and, when the file
+     * is cold, a reader thread of the engine's. For a transport that must copy file bytes
+     * (TLS); at most one per connection. buf and fd stay valid until the read is reported, or,
+     * when the connection closes meanwhile, until conn_closed (which waits for the read). */
+    void (*read)(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len, uint64_t off);
 };
 
 extern const struct engine_ops engine_uring;

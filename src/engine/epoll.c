@@ -5,7 +5,16 @@
  * once and finishing it on readiness. Completions are never reported from inside the call that
  * started them: they go on a ready list the loop drains after each batch of events, so a
  * pipelined burst cannot recurse through conn and the engine. Each worker has its own
- * SO_REUSEPORT listener and epoll set, so no two workers wake for one connection. */
+ * SO_REUSEPORT listener and epoll set, so no two workers wake for one connection.
+ *
+ * A transport's file read (TLS: ep_read) first tries preadv2(RWF_NOWAIT), which succeeds at
+ * once when the bytes are in the page cache (a hot file costs what pread cost). A cold file
+ * (EAGAIN, or a file system without RWF_NOWAIT) is read by one of the worker's reader threads
+ * (rt/offload.h) while the loop goes on; the thread wakes the loop (wake_fd), which collects
+ * the finished reads and reports them. A connection closed while its read is with a thread gets
+ * conn_closed only after the read ended, so the buffer stays valid and the slot is not reused.
+ * epoll cannot do this in the kernel as io_uring does: Linux has no readiness for regular
+ * files, and POSIX AIO is glibc's own threads with a lock per call. */
 #include "engine/engine.h"
 
 #include <errno.h>
@@ -13,32 +22,51 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "conn.h"
 #include "engine/sendplan.h"
 #include "engine/tag.h"
+#include "rt/offload.h"
 #include "rt/worker.h"
 
 #define MAX_EVENTS 512
 #define ACCEPT_BATCH 64 /* per readiness event: the listener is level-triggered */
 #define RECV_BUF 16384
+#define READERS 4 /* reader threads per worker at most, started one by one as cold reads wait */
 
 enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
 
 /* econn.flags bits */
-#define F_READABLE 0x1 /* an edge arrived and recv has not yet seen EAGAIN */
-#define F_WANT_OUT 0x2 /* a send waits for EPOLLOUT */
-#define F_SENT 0x4     /* ready list: report conn_sent */
-#define F_READ 0x8     /* ready list: read what is pending */
-#define F_CLOSED 0x10  /* ready list: report conn_closed */
-#define F_QUEUED 0x20  /* on the ready list */
-#define F_HUP 0x40     /* the peer's FIN (or an error) has been signalled: read to the end */
+#define F_READABLE 0x1     /* an edge arrived and recv has not yet seen EAGAIN */
+#define F_WANT_OUT 0x2     /* a send waits for EPOLLOUT */
+#define F_SENT 0x4         /* ready list: report conn_sent */
+#define F_READ 0x8         /* ready list: read what is pending */
+#define F_CLOSED 0x10      /* ready list: report conn_closed */
+#define F_QUEUED 0x20      /* on the ready list */
+#define F_HUP 0x40         /* the peer's FIN (or an error) has been signalled: read to the end */
+#define F_READ_DONE 0x80   /* ready list: report conn_read_done (rres) */
+#define F_READ_WAIT 0x100  /* a reader thread reads for it */
+#define F_CLOSE_WAIT 0x200 /* closed while a thread reads for it: conn_closed after the read */
+
+/* A cold file read handed to a reader thread; one per slot (a connection has one at most). */
+struct rjob {
+    struct offload_job job; /* first: the threads run it (read_job) */
+    int fd;
+    void *buf;
+    uint32_t len;
+    uint64_t off;
+    int res; /* bytes read or -errno, written by the thread */
+    uint32_t slot;
+};
 
 struct ep {
     int epfd;
     struct conn *ready;
+    struct offload readers; /* threads for cold file reads, started on first use */
+    struct rjob *jobs;      /* max_conns slots, made at the first cold read */
     char buf[RECV_BUF];
 };
 
@@ -82,6 +110,10 @@ static int ep_init(struct worker *w)
     struct ep *e = calloc(1, sizeof(*e));
     if (!e)
         return -ENOMEM;
+    if (offload_init(&e->readers, READERS, w->wake_fd) != 0) {
+        free(e);
+        return -ENOMEM;
+    }
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event wev = {.events = EPOLLIN, .data.u64 = tag(K_WAKE, NULL)};
     bool ok = e->epfd >= 0 && epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->wake_fd, &wev) == 0;
@@ -91,6 +123,7 @@ static int ep_init(struct worker *w)
         int err = -errno;
         if (e->epfd >= 0)
             close(e->epfd);
+        offload_fini(&e->readers);
         free(e);
         return err;
     }
@@ -104,6 +137,8 @@ static void ep_fini(struct worker *w)
     if (!e)
         return;
     close(e->epfd);
+    offload_fini(&e->readers); /* every read was collected: its connection had to close */
+    free(e->jobs);
     free(e);
     w->engine_state = NULL;
 }
@@ -141,7 +176,66 @@ static void ep_close(struct worker *w, struct conn *c)
     struct ep *e = w->engine_state;
     close(c->fd);
     ec(e, c)->flags &= ~(uint32_t)(F_WANT_OUT | F_READABLE);
-    queue(e, c, F_CLOSED);
+    if (ec(e, c)->flags & F_READ_WAIT)
+        ec(e, c)->flags |= F_CLOSE_WAIT; /* a thread still writes into the transport's buffer */
+    else
+        queue(e, c, F_CLOSED);
+}
+
+static void read_job(struct offload_job *oj)
+{
+    struct rjob *j = (struct rjob *)oj;
+    ssize_t n = pread(j->fd, j->buf, j->len, (off_t)j->off);
+    j->res = n < 0 ? -errno : (int)n;
+}
+
+/* Hands a cold read to a reader thread: 0, or -errno when none can take it. */
+static int read_offload(struct worker *w, struct ep *e, struct conn *c, int fd, void *buf,
+                        uint32_t len, uint64_t off)
+{
+    if (!e->jobs && !(e->jobs = calloc(w->cfg->max_conns, sizeof(*e->jobs))))
+        return -ENOMEM;
+    struct rjob *j = &e->jobs[c->slot];
+    *j = (struct rjob){
+        .job.run = read_job, .fd = fd, .buf = buf, .len = len, .off = off, .slot = c->slot};
+    int rc = offload_submit(&e->readers, &j->job);
+    if (rc < 0)
+        return rc;
+    ec(e, c)->flags |= F_READ_WAIT;
+    return 0;
+}
+
+static void ep_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len, uint64_t off)
+{
+    struct ep *e = w->engine_state;
+    struct iovec iov = {buf, len};
+    ssize_t n = preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EOPNOTSUPP)) {
+        if (read_offload(w, e, c, fd, buf, len, off) == 0)
+            return;
+        n = pread(fd, buf, len, (off_t)off); /* no thread to be had: on the loop, as before */
+    }
+    ec(e, c)->rres = n < 0 ? -errno : (int32_t)n;
+    queue(e, c, F_READ_DONE);
+}
+
+/* Once per loop turn while reads are with the threads: report the finished ones. */
+static void collect_reads(struct worker *w, struct ep *e)
+{
+    struct offload_job *done = offload_done(&e->readers);
+    while (done) {
+        struct rjob *j = (struct rjob *)done;
+        done = done->next;
+        struct conn *c = &w->conns[j->slot];
+        ec(e, c)->flags &= ~(uint32_t)F_READ_WAIT;
+        if (ec(e, c)->flags & F_CLOSE_WAIT) {
+            ec(e, c)->flags &= ~(uint32_t)F_CLOSE_WAIT;
+            queue(e, c, F_CLOSED);
+            continue;
+        }
+        ec(e, c)->rres = j->res;
+        queue(e, c, F_READ_DONE);
+    }
 }
 
 /* Takes one accepted (or held, see conn_accepted) socket: a connection in the epoll set, held
@@ -255,7 +349,7 @@ static void run_ready(struct worker *w, struct ep *e)
         struct conn *c = e->ready;
         e->ready = ec(e, c)->next;
         uint32_t what = ec(e, c)->flags;
-        ec(e, c)->flags &= ~(uint32_t)(F_QUEUED | F_SENT | F_READ | F_CLOSED);
+        ec(e, c)->flags &= ~(uint32_t)(F_QUEUED | F_SENT | F_READ | F_CLOSED | F_READ_DONE);
         if (what & F_CLOSED) {
             ec(e, c)->flags = 0;
             conn_closed(w, c);
@@ -263,6 +357,8 @@ static void run_ready(struct worker *w, struct ep *e)
         }
         if ((what & F_SENT) && conn_open(c))
             conn_sent(w, c, ec(e, c)->err);
+        if ((what & F_READ_DONE) && conn_open(c))
+            conn_read_done(w, c, ec(e, c)->rres);
         if ((what & F_READ) && (ec(e, c)->flags & F_READABLE))
             do_read(w, e, c);
     }
@@ -295,6 +391,8 @@ static int ep_run(struct worker *w)
                     on_conn(w, e, c, events[i].events);
             }
         }
+        if (e->readers.count) /* reads with the threads: collected each loop turn */
+            collect_reads(w, e);
         run_ready(w, e);
     }
     return 0;
@@ -310,4 +408,5 @@ const struct engine_ops engine_epoll = {
     .shutdown = ep_shutdown,
     .close = ep_close,
     .stop_accept = ep_stop_accept,
+    .read = ep_read,
 };

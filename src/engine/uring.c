@@ -30,6 +30,8 @@
  *   error or a close is closed.
  * - sendfile: sendplan (sendfile from the loop, zero-copy) and a POLL_ADD when the socket is
  *   full; it blocks the loop while a cold file is read.
+ * A transport that must copy file bytes (TLS) reads them with IORING_OP_READ (uring_read): the
+ * kernel completes it inline on a page cache hit and otherwise reads without the loop waiting.
  *
  * Every operation carries its connection's slot and generation in user_data; a connection's
  * slot is reused only after its last completion arrived, and a completion whose generation
@@ -84,6 +86,7 @@ enum op {
     OP_SPLICE_IN,  /* file -> pipe */
     OP_SPLICE_OUT, /* pipe -> socket, linked behind OP_SPLICE_IN or alone to flush */
     OP_IGNORE,
+    OP_FREAD, /* a transport's file read (engine_ops.read) */
 };
 
 /* uconn.flags bits */
@@ -95,6 +98,7 @@ enum op {
 #define F_SENT 0x20   /* ... to report conn_sent (sendplan finished synchronously) */
 #define F_CLOSED 0x40 /* ... to report conn_closed (closed without a completion to wait for) */
 #define F_MULTI 0x80  /* the connection has had a request: its recvs are multishot */
+#define F_FREAD 0x100 /* an OP_FREAD is in flight */
 
 /* xfer flags */
 #define X_IN 0x1   /* an OP_SPLICE_IN is in flight */
@@ -588,6 +592,28 @@ static void uring_close(struct worker *w, struct conn *c)
         sqe = conn_sqe(u, c, OP_CANCEL);
         io_uring_prep_cancel64(sqe, ud(OP_SPLICE_IN, c), 0);
     }
+    if (uc(u, c)->flags & F_FREAD) /* a file read too: its buffer lives until conn_closed */
+        io_uring_prep_cancel64(conn_sqe(u, c, OP_CANCEL), ud(OP_FREAD, c), 0);
+}
+
+/* A transport's file read: one READ, reported by on_fread. */
+static void uring_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len,
+                       uint64_t off)
+{
+    struct uring *u = w->engine_state;
+    io_uring_prep_read(conn_sqe(u, c, OP_FREAD), fd, buf, len, off);
+    uc(u, c)->flags |= F_FREAD;
+}
+
+static void on_fread(struct worker *w, struct uring *u, struct conn *c, int res)
+{
+    uc(u, c)->flags &= ~(uint32_t)F_FREAD;
+    if (uc(u, c)->flags & F_CLOSING) {
+        op_done(w, u, c); /* may release the slot: c is not touched after */
+        return;
+    }
+    op_done(w, u, c);
+    conn_read_done(w, c, res);
 }
 
 static void uring_shutdown(struct worker *w, struct conn *c)
@@ -891,6 +917,9 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
     case OP_SPLICE_OUT:
         on_splice(w, u, c, op, cqe->res);
         break;
+    case OP_FREAD:
+        on_fread(w, u, c, cqe->res);
+        break;
     case OP_CANCEL:
     case OP_CLOSE:
     case OP_SHUTDOWN:
@@ -1170,4 +1199,5 @@ const struct engine_ops engine_uring = {
     .shutdown = uring_shutdown,
     .close = uring_close,
     .stop_accept = uring_stop_accept,
+    .read = uring_read,
 };

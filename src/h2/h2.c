@@ -45,8 +45,9 @@ struct stream {
     bool sent_all; /* the frame carrying END_STREAM went out */
     void *token;
     struct plan *body;
-    char *head; /* a request with a body: its head, kept until the body ends (rare) */
+    char *head; /* the request's head, kept until its body ends (rare), or by h2_hold */
     size_t head_len;
+    bool held; /* head is h2_hold's: the request was delivered */
     int req_status;
     struct stream *next;          /* free or done list */
     struct stream *lprev, *lnext; /* the session's open streams */
@@ -89,6 +90,11 @@ struct h2_session {
     nghttp2_rcbuf *method, *path, *authority;
     size_t head_len;
     char *head;
+
+    /* the request in hooks.request now (for h2_hold) */
+    struct stream *dlv;
+    const char *dlv_head;
+    size_t dlv_len;
 
     /* flood budgets */
     int64_t now, window_start, progress;
@@ -219,6 +225,7 @@ static void stream_put(struct h2_session *s, struct stream *st)
 {
     free(st->head);
     st->head = NULL;
+    st->held = false;
     st->next = s->free_list;
     s->free_list = st;
 }
@@ -449,7 +456,11 @@ static void deliver(struct h2_session *s, struct stream *st, const char *head, s
     if (status == 505 || status == 501)
         status = 400; /* the version line is ours; an h2 request cannot have a bad one */
     req.keep_alive = true;
+    s->dlv = st;
+    s->dlv_head = head;
+    s->dlv_len = len;
     s->hooks->request(s->user, st->id, &req, status);
+    s->dlv = NULL;
 }
 
 /* The end of a request header block. */
@@ -484,7 +495,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
         (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         struct stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
-        if (st && st->head) {
+        if (st && st->head && !st->held) {
             char *head = st->head;
             st->head = NULL;
             deliver(s, st, head, st->head_len, st->req_status);
@@ -794,6 +805,57 @@ static bool h1_only(const char *name, size_t n)
     }
 }
 
+/* Whether the n >= 4 bytes at name are lit (lower-case letters and '-') in any case: setting
+ * 0x20 folds the letters, and names are tchars, of which it folds no other onto these bytes.
+ * Eight or four bytes at a time, the tail by an overlapping load. */
+static bool name_folds_to(const char *name, const char *lit, size_t n)
+{
+    uint64_t a, b;
+    uint32_t c, d;
+    if (n < 8) {
+        memcpy(&c, name, 4), memcpy(&d, lit, 4);
+        bool head = (c | 0x20202020u) == d;
+        memcpy(&c, name + n - 4, 4), memcpy(&d, lit + n - 4, 4);
+        return head && (c | 0x20202020u) == d;
+    }
+    for (size_t i = 0;; i += 8) {
+        size_t at = i + 8 <= n ? i : n - 8;
+        memcpy(&a, name + at, 8), memcpy(&b, lit + at, 8);
+        if ((a | 0x2020202020202020u) != b)
+            return false;
+        if (at + 8 == n)
+            return true;
+    }
+}
+
+/* The lower-case spelling of the field names every response has, so that nghttp2 need not
+ * copy and lower-case them (NGHTTP2_NV_FLAG_NO_COPY_NAME); NULL for the others. */
+static const char *known_name(const char *name, size_t n)
+{
+    char first = (char)(name[0] | 0x20);
+    const char *lit;
+    switch (n) {
+    case 4:
+        lit = first == 'd' ? "date" : first == 'e' ? "etag" : "vary";
+        break;
+    case 6:
+        lit = "server";
+        break;
+    case 12:
+        lit = "content-type";
+        break;
+    case 13:
+        lit = first == 'l' ? "last-modified" : first == 'a' ? "accept-ranges" : "cache-control";
+        break;
+    case 14:
+        lit = "content-length";
+        break;
+    default:
+        return NULL;
+    }
+    return name_folds_to(name, lit, n) ? lit : NULL;
+}
+
 int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_field *fields,
                size_t nfields, struct plan *body, void *token)
 {
@@ -810,9 +872,13 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
         const struct h2_field *f = &fields[i];
         if (h1_only(f->name, f->name_len))
             continue;
-        /* nghttp2 copies each name and lower-cases the copy (nghttp2_nv_array_copy) */
-        nv[n++] = (nghttp2_nv){(uint8_t *)f->name, (uint8_t *)f->value, f->name_len, f->value_len,
-                               NGHTTP2_NV_FLAG_NONE};
+        /* Values stay the caller's until `done`, which comes after the stream closed, so after
+         * its HEADERS frame was written (or dropped unwritten with the stream): nghttp2 need not
+         * copy them. Other names it copies and lower-cases (nghttp2_nv_array_copy). */
+        const char *known = known_name(f->name, f->name_len);
+        nv[n++] = (nghttp2_nv){
+            (uint8_t *)(known ? known : f->name), (uint8_t *)f->value, f->name_len, f->value_len,
+            NGHTTP2_NV_FLAG_NO_COPY_VALUE | (known ? NGHTTP2_NV_FLAG_NO_COPY_NAME : 0)};
     }
 
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = on_read};
@@ -837,6 +903,35 @@ int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *toke
         nf++;
     plan_advance(p, p->head_len);
     return h2_respond(s, id, p->status, fields, nf, p, token);
+}
+
+int h2_hold(struct h2_session *s, int32_t id)
+{
+    struct stream *st = s->dlv;
+    if (!st || st->id != id)
+        return -ENOENT;
+    char *head = malloc(s->dlv_len);
+    if (!head)
+        return -ENOMEM;
+    memcpy(head, s->dlv_head, s->dlv_len);
+    free(st->head); /* NULL: deliver's caller took it */
+    st->head = head;
+    st->head_len = s->dlv_len;
+    st->held = true;
+    return 0;
+}
+
+int h2_replay(struct h2_session *s, int32_t id)
+{
+    struct stream *st = nghttp2_session_get_stream_user_data(s->ng, id);
+    if (!st || !st->held)
+        return -ENOENT;
+    char *head = st->head;
+    st->head = NULL;
+    st->held = false;
+    deliver(s, st, head, st->head_len, 0);
+    free(head);
+    return 0;
 }
 
 void h2_reset(struct h2_session *s, int32_t id)

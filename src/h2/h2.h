@@ -6,8 +6,9 @@
  * request: stream records are pooled per session, nghttp2's allocations are counted against a
  * per-session bound (H2_MEM_MAX) and fail past it, and its small blocks are recycled per
  * session (up to 64 KiB of them kept).
- * Ownership: a session belongs to one connection (one worker thread). A body handed to
- * h2_respond stays the caller's and must stay alive until the hook `done` returns its token;
+ * Ownership: a session belongs to one connection (one worker thread). A body and the field
+ * values handed to h2_respond stay the caller's and must stay alive until the hook `done`
+ * returns its token;
  * the plan h2_output returns points into the session and stays valid until h2_sent. */
 #ifndef H2_H2_H
 #define H2_H2_H
@@ -81,8 +82,10 @@ int h2_recv(struct h2_session *s, const void *data, size_t len, int64_t now);
  * sent in lower case; HTTP/1-only fields such as Connection, Keep-Alive, Transfer-Encoding and
  * Upgrade are dropped), and the body: the segments of `body` from its cursor (NULL or an empty
  * plan for none; HEAD and 304 pass none). The body plan's cursor advances as DATA frames are
- * made. token comes back through hooks.done. Returns 0, or -ENOENT when the stream is gone
- * (reset by the client: done will not be called, the caller releases token itself), -ENOMEM. */
+ * made. The fields' values, like the body, must stay alive until hooks.done returns token (they
+ * are not copied); the `fields` array and the names need not. Returns 0, or -ENOENT when the stream
+ * is gone (reset by the client: done will not be called, the caller releases token itself),
+ * -ENOMEM. */
 struct h2_field {
     const char *name;
     size_t name_len;
@@ -95,6 +98,16 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
 /* The same, from a plan in the field-line syntax (core/policy.h RESP_FIELDS): its status,
  * the fields of its first head_len bytes; the rest is the body. */
 int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *token);
+
+/* Keeps the head of the request on stream `id`, which hooks.request is being called for (only
+ * from inside that call), so that h2_replay can deliver it again: a request that waits for a
+ * check off the loop. Returns 0, -ENOENT (not the request being delivered), -ENOMEM. */
+int h2_hold(struct h2_session *s, int32_t id);
+
+/* Calls hooks.request again for the request h2_hold kept on stream `id`, parsed from its head
+ * as the first time (the head is then released, unless held again). Returns 0, or -ENOENT when
+ * nothing is held there or the stream is gone (reset by the client: the head went with it). */
+int h2_replay(struct h2_session *s, int32_t id);
 
 /* Refuses stream `id` (RST_STREAM REFUSED_STREAM: the client may retry it) when no response
  * can be made for it. */

@@ -26,14 +26,6 @@
 #define H2_BYE_S 5     /* after our GOAWAY, the client's time to finish and close */
 #define H2_DEFERRED 16 /* streams waiting for a password check at once; more are refused */
 
-/* A stream whose request waits for a check off the loop (site_defer): its head, rebuilt as the
- * HTTP/1.1 text h2.c parsed it from, to be parsed and answered again on resume. */
-struct deferred {
-    int32_t id;
-    char *head;
-    size_t len;
-};
-
 struct h2conn {
     struct h2_session *s;
     struct worker *w;
@@ -44,36 +36,13 @@ struct h2conn {
     bool bye;      /* our GOAWAY is out: the next timeout closes */
     bool closing;  /* finished, write side shut: input is dropped until the client closes */
     unsigned ndeferred;
-    struct deferred deferred[H2_DEFERRED];
+    int32_t
+        deferred[H2_DEFERRED]; /* streams whose request h2_hold keeps for a check off the loop */
 };
 
 static int64_t now_ms(const struct worker *w)
 {
     return w->now * 1000;
-}
-
-/* req's head as HTTP/1.1 text (what h2.c gave http1_parse), malloc'd; NULL if out of memory. */
-static char *head_text(const struct http_request *req, size_t *len)
-{
-    size_t n = req->method_name.len + req->target.len + 14; /* " ", " HTTP/1.1\r\n", "\r\n" */
-    for (size_t i = 0; i < req->num_headers; i++)
-        n += req->headers[i].name.len + req->headers[i].value.len + 4;
-    char *p = malloc(n), *o = p;
-    if (!p)
-        return NULL;
-    o = mempcpy(o, req->method_name.p, req->method_name.len);
-    *o++ = ' ';
-    o = mempcpy(o, req->target.p, req->target.len);
-    o = mempcpy(o, " HTTP/1.1\r\n", 11);
-    for (size_t i = 0; i < req->num_headers; i++) {
-        o = mempcpy(o, req->headers[i].name.p, req->headers[i].name.len);
-        o = mempcpy(o, ": ", 2);
-        o = mempcpy(o, req->headers[i].value.p, req->headers[i].value.len);
-        o = mempcpy(o, "\r\n", 2);
-    }
-    o = mempcpy(o, "\r\n", 2);
-    *len = (size_t)(o - p);
-    return p;
 }
 
 /* Basic auth whose verdict is not known yet: the stream waits (as an HTTP/1 request waits in
@@ -83,13 +52,11 @@ static bool defer(struct h2conn *h, int32_t id, const struct http_request *req)
 {
     if (!site_defer(h->w, h->c, req))
         return false;
-    struct deferred *d = &h->deferred[h->ndeferred];
-    if (h->ndeferred == H2_DEFERRED || !(d->head = head_text(req, &d->len))) {
+    if (h->ndeferred == H2_DEFERRED || h2_hold(h->s, id) < 0) {
         h2_reset(h->s, id);
         return true;
     }
-    d->id = id;
-    h->ndeferred++;
+    h->deferred[h->ndeferred++] = id;
     h->progress = true;
     return true;
 }
@@ -248,22 +215,16 @@ static void h2c_drain(struct worker *w, struct conn *c)
 }
 
 /* Checks off the loop ended: each waiting stream's request is parsed and answered again (or
- * put aside again while its own check is still running). */
+ * put aside again while its own check is still running); h2_free releases what a close leaves. */
 static void h2c_resume(struct worker *w, struct conn *c)
 {
     struct h2conn *h = c->pstate;
-    struct deferred waiting[H2_DEFERRED];
+    int32_t waiting[H2_DEFERRED];
     unsigned n = h->ndeferred;
     memcpy(waiting, h->deferred, n * sizeof(waiting[0]));
     h->ndeferred = 0;
-    for (unsigned i = 0; i < n; i++) {
-        struct http_request req;
-        if (conn_open(c) && http1_parse(waiting[i].head, waiting[i].len, &req) > 0) {
-            req.keep_alive = true;
-            on_request(h, waiting[i].id, &req, 0);
-        }
-        free(waiting[i].head);
-    }
+    for (unsigned i = 0; i < n && conn_open(c); i++)
+        h2_replay(h->s, waiting[i]);
     if (conn_open(c))
         after(w, c, h);
 }
@@ -272,8 +233,6 @@ static void h2c_release(struct worker *w, struct conn *c)
 {
     struct h2conn *h = c->pstate;
     (void)w;
-    for (unsigned i = 0; i < h->ndeferred; i++)
-        free(h->deferred[i].head);
     h2_free(h->s); /* every response still held comes back through on_done */
     free(h);
     c->pstate = NULL;

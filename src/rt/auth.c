@@ -28,7 +28,6 @@
 
 struct vjob {
     struct offload_job job; /* first: the verifier threads run it (verify) */
-    struct vjob *inext;     /* the worker's in-flight list */
     struct conn *c;
     uint32_t gen;
     unsigned char key[SHA256_LEN];
@@ -43,8 +42,6 @@ struct vjob {
 struct authstate {
     struct offload q; /* the verifier threads */
     /* worker thread only */
-    struct vjob *inflight;
-    unsigned count;
     bool busy; /* the last auth_check with a connection found its address at the bound */
     unsigned char cache[AUTH_CACHE][SHA256_LEN];
     bool cached[AUTH_CACHE];
@@ -99,11 +96,10 @@ void auth_state_free(struct authstate *a)
     if (!a)
         return;
     offload_fini(&a->q);
-    while (a->inflight) {
-        struct vjob *j = a->inflight;
-        a->inflight = j->inext;
-        explicit_bzero(j, sizeof(*j));
-        free(j);
+    struct offload_job *q;
+    while ((q = offload_abandon(&a->q))) {
+        explicit_bzero(q, sizeof(struct vjob));
+        free(q);
     }
     explicit_bzero(a, sizeof(*a));
     free(a);
@@ -199,8 +195,10 @@ static void key_of(const struct auth_file *f, const char *cred, size_t n, unsign
 static unsigned inflight_from(const struct authstate *a, const struct conn *c)
 {
     unsigned n = 0;
-    for (const struct vjob *j = a->inflight; j; j = j->inext)
+    for (const struct offload_job *q = a->q.inflight; q; q = q->inext) {
+        const struct vjob *j = (const struct vjob *)q;
         n += j->family == c->obs.peer_family && memcmp(j->addr, c->obs.peer_addr, 16) == 0;
+    }
     return n;
 }
 
@@ -232,11 +230,13 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
     a->busy = false;
     if (failed(a, key, false))
         goto out; /* just verified and wrong: serve answers 401 */
-    for (struct vjob *j = a->inflight; j; j = j->inext)
+    for (const struct offload_job *q = a->q.inflight; q; q = q->inext) {
+        const struct vjob *j = (const struct vjob *)q;
         if (j->c == c && j->gen == c->gen) {
             verdict = AUTH_WAIT;
             goto out;
         }
+    }
     if (c->obs.peer_known != 1) { /* the bound needs the address: look it up once */
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
@@ -249,7 +249,7 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
                 memcpy(c->obs.peer_addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
         }
     }
-    if (a->count >= MAX_JOBS || inflight_from(a, c) >= AUTH_PER_ADDR) {
+    if (a->q.count >= MAX_JOBS || inflight_from(a, c) >= AUTH_PER_ADDR) {
         a->busy = true;
         verdict = AUTH_BUSY;
         goto out;
@@ -271,14 +271,11 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
             strcpy(j->hash, f->users[i].hash);
         }
     j->job.run = verify;
-    if (offload_submit(&a->q, &j->job, a->count + 1) != 0) {
+    if (offload_submit(&a->q, &j->job) != 0) {
         explicit_bzero(j, sizeof(*j));
         free(j);
         goto out;
     }
-    j->inext = a->inflight;
-    a->inflight = j;
-    a->count++;
     verdict = AUTH_WAIT;
 out:
     explicit_bzero(cred, sizeof(cred));
@@ -288,17 +285,12 @@ out:
 void auth_collect(struct worker *w)
 {
     struct authstate *a = w->auth;
-    if (!a || !a->count)
+    if (!a || !a->q.count)
         return;
     struct vjob *done = (struct vjob *)offload_done(&a->q);
     while (done) {
         struct vjob *j = done;
         done = (struct vjob *)j->job.next;
-        struct vjob **pp = &a->inflight;
-        while (*pp != j)
-            pp = &(*pp)->inext;
-        *pp = j->inext;
-        a->count--;
         if (j->ok) {
             cache_add(a, j->key);
         } else {

@@ -6,7 +6,6 @@
  * small gzip and zstd bodies do. */
 #include "rt/compress.h"
 
-#include <assert.h>
 #include <brotli/encode.h>
 #include <dirent.h>
 #include <errno.h>
@@ -37,7 +36,6 @@
 
 struct cjob {
     struct offload_job job; /* first: the offload threads run it (run_job) */
-    struct cjob *inext;     /* the worker's in-flight list (worker thread only) */
     struct fentry *base;
     int coding;
     int level;
@@ -59,9 +57,6 @@ struct cjob {
 
 struct compressor {
     struct offload q; /* the compressor thread: one, started on first use */
-    /* worker thread only */
-    struct cjob *inflight;
-    unsigned count;
 };
 
 const char *compress_coding_name(int coding)
@@ -199,7 +194,10 @@ int compress_encode(int coding, int level, const void *in, size_t len, const voi
         free(buf);
         return rc;
     }
-    *out = buf;
+    /* The bound is a little above the input; a variant kept in the cache holds only its own
+     * bytes (--compress-cache counts n: without this the memory held was up to three times it). */
+    char *fit = n < cap ? realloc(buf, n ? n : 1) : NULL;
+    *out = fit ? fit : buf;
     *out_len = n;
     return 0;
 }
@@ -344,10 +342,8 @@ void compress_free(struct worker *w, struct compressor *c)
     if (!c)
         return;
     offload_fini(&c->q);
-    while (c->inflight) {
-        struct cjob *j = c->inflight;
-        c->inflight = j->inext;
-        c->count--;
+    struct cjob *j;
+    while ((j = (struct cjob *)offload_abandon(&c->q))) {
         fcache_put(w->cache, j->base);
         free(j->out);
         job_free(j);
@@ -390,26 +386,15 @@ static void finish(struct worker *w, struct cjob *j)
                              j->coding == COMPRESS_DCZ ? suffix : name);
 }
 
-static void unlink_inflight(struct compressor *c, struct cjob *j)
-{
-    struct cjob **pp = &c->inflight;
-    while (*pp != j)
-        pp = &(*pp)->inext;
-    *pp = j->inext;
-    assert(c->count > 0);
-    c->count--;
-}
-
 void compress_collect(struct worker *w)
 {
     struct compressor *c = w->compress;
-    if (!c || !c->count)
+    if (!c || !c->q.count)
         return;
     struct cjob *done = (struct cjob *)offload_done(&c->q);
     while (done) {
         struct cjob *j = done;
         done = (struct cjob *)j->job.next;
-        unlink_inflight(c, j);
         finish(w, j);
         fcache_put(w->cache, j->base);
         job_free(j);
@@ -422,7 +407,8 @@ int compress_request(struct worker *w, struct fentry *base, int coding,
     struct compressor *c = w->compress;
     if (!c)
         return -ENOSYS;
-    for (struct cjob *j = c->inflight; j; j = j->inext) {
+    for (const struct offload_job *q = c->q.inflight; q; q = q->inext) {
+        const struct cjob *j = (const struct cjob *)q;
         if (j->base == base && j->coding == coding &&
             (coding != COMPRESS_DCZ || memcmp(j->dict_hash, dict_hash, ACCEPT_DICT_HASH) == 0))
             return -EINPROGRESS;
@@ -459,20 +445,17 @@ int compress_request(struct worker *w, struct fentry *base, int coding,
         job_free(j);
         return 0;
     }
-    if (c->count >= MAX_JOBS) {
+    if (c->q.count >= MAX_JOBS) {
         stat_add(&w->stats.compress_skipped, 1);
         job_free(j);
         return -EAGAIN;
     }
     c->q.wake_fd = w->wake_fd;
     j->job.run = run_offloaded;
-    if (offload_submit(&c->q, &j->job, c->count + 1) != 0) {
+    if (offload_submit(&c->q, &j->job) != 0) {
         job_free(j);
         return -EAGAIN;
     }
     fcache_hold(base); /* the job's reference, dropped in compress_collect */
-    j->inext = c->inflight;
-    c->inflight = j;
-    c->count++;
     return -EINPROGRESS;
 }

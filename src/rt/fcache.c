@@ -134,10 +134,11 @@ void fcache_reset(struct fcache *fc, int root_fd, const struct mime_table *mime)
     fc->mime = mime;
 }
 
-void fcache_root(struct fcache *fc, uint32_t id, int root_fd)
+void fcache_root(struct fcache *fc, uint32_t id, int root_fd, const struct mime_table *mime)
 {
     fc->root = id;
     fc->root_fd = root_fd;
+    fc->mime = mime;
 }
 
 int fcache_root_fd(const struct fcache *fc)

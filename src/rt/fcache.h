@@ -75,9 +75,10 @@ void fcache_free(struct fcache *fc);
  * old root ends on it. */
 void fcache_reset(struct fcache *fc, int root_fd, const struct mime_table *mime);
 
-/* Looks files up beneath root_fd, the root of site `id`, from now on (until the next call):
- * entries of different sites are kept apart by id. A request's routing calls it first. */
-void fcache_root(struct fcache *fc, uint32_t id, int root_fd);
+/* Looks files up beneath root_fd, the root of site `id`, with the site's MIME table mime, from
+ * now on (until the next call): entries of different sites are kept apart by id. A request's
+ * routing calls it first. */
+void fcache_root(struct fcache *fc, uint32_t id, int root_fd, const struct mime_table *mime);
 
 /* The root fcache_root selected (a compression job's dictionary is looked up beneath it). */
 int fcache_root_fd(const struct fcache *fc);

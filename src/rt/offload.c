@@ -44,9 +44,9 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
-int offload_submit(struct offload *o, struct offload_job *j, unsigned busy)
+int offload_submit(struct offload *o, struct offload_job *j)
 {
-    if (o->threads < o->max_threads && busy > (unsigned)o->threads &&
+    if (o->threads < o->max_threads && o->count + 1 > (unsigned)o->threads &&
         pthread_create(&o->thread[o->threads], NULL, thread_main, o) == 0)
         o->threads++;
     if (o->threads == 0)
@@ -57,7 +57,19 @@ int offload_submit(struct offload *o, struct offload_job *j, unsigned busy)
     o->todo_tail = &j->next;
     pthread_cond_signal(&o->cv);
     pthread_mutex_unlock(&o->mu);
+    j->inext = o->inflight;
+    o->inflight = j;
+    o->count++;
     return 0;
+}
+
+static void unlink_inflight(struct offload *o, struct offload_job *j)
+{
+    struct offload_job **pp = &o->inflight;
+    while (*pp != j)
+        pp = &(*pp)->inext;
+    *pp = j->inext;
+    o->count--;
 }
 
 struct offload_job *offload_done(struct offload *o)
@@ -66,6 +78,8 @@ struct offload_job *offload_done(struct offload *o)
     struct offload_job *done = o->done;
     o->done = NULL;
     pthread_mutex_unlock(&o->mu);
+    for (struct offload_job *j = done; j; j = j->next)
+        unlink_inflight(o, j);
     return done;
 }
 
@@ -79,4 +93,12 @@ void offload_fini(struct offload *o)
         pthread_join(o->thread[i], NULL);
     pthread_cond_destroy(&o->cv);
     pthread_mutex_destroy(&o->mu);
+}
+
+struct offload_job *offload_abandon(struct offload *o)
+{
+    struct offload_job *j = o->inflight;
+    if (j)
+        unlink_inflight(o, j);
+    return j;
 }

@@ -87,6 +87,8 @@ static int vhost_open(struct vhost *v, const struct config *c, int fd, uint32_t 
             rc = -ENOMEM;
     for (int i = 0; i < c->num_auths && !rc; i++)
         rc = auth_file_load(c->auths[i].htpasswd, &v->auth[i], why, why_len);
+    if (!rc && v->types == &v->own)
+        rc = config_load_mime(c->mime_file, &v->own, why, why_len);
     v->rules = c->canonical_host || c->num_redirects || c->num_auths || c->num_cache_rules;
     snprintf(v->challenge, sizeof(v->challenge),
              "WWW-Authenticate: Basic realm=\"%.255s\", charset=\"UTF-8\"\r\n", c->auth_realm);
@@ -103,6 +105,7 @@ static void vhost_close(struct vhost *v)
         free(v->cache_headers[i]);
         auth_file_free(v->auth[i]);
     }
+    mime_table_free(&v->own);
 }
 
 /* A site for cfg (its sites, or itself as the one site); root_fd >= 0 is the top level's
@@ -140,6 +143,10 @@ static int build(const struct config *cfg, int root_fd, struct site **out, char 
     s->nvh = n;
     for (int i = 0; i < n; i++) {
         const struct config *c = cfg->num_sites ? &cfg->sites[i] : cfg;
+        /* a site's --mime-types other than the top level's is its own table */
+        bool own = c != cfg && c->mime_file &&
+                   (!cfg->mime_file || strcmp(c->mime_file, cfg->mime_file) != 0);
+        s->vh[i].types = own ? &s->vh[i].own : &s->mime;
         if ((rc = vhost_open(&s->vh[i], c, s->vh[i].root_fd, (uint32_t)i, why, why_len)) != 0)
             goto fail;
         s->any_auth |= c->num_auths > 0;
@@ -260,7 +267,7 @@ const struct vhost *site_route(struct worker *w, const struct http_request *req)
             }
         }
     }
-    fcache_root(w->cache, v->id, v->root_fd);
+    fcache_root(w->cache, v->id, v->root_fd, v->types);
     return v;
 }
 
@@ -396,7 +403,7 @@ bool site_answer(struct worker *w, const struct vhost *v, const struct http_requ
         *quiet = true; /* a probe every few seconds is not worth a log line */
         ctx->extra_headers = "Cache-Control: no-store\r\n";
         ctx->extra_len = strlen(ctx->extra_headers);
-        if (w->draining)
+        if (w->draining || w->delaying)
             return static_status_plan(503, NULL, ctx, plan) != 0;
         return static_body_plan(200, &f, ctx, plan) != 0;
     }

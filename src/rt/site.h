@@ -1,11 +1,11 @@
 /* site: what a reload may change under running workers: the document roots (opened from the
  * paths configured, so a re-pointed symlink or a recreated directory takes effect), the
- * --mime-types table and, with --config, the sites the file describes (issue 19): their options,
- * host names and htpasswd files. A new site is published as a whole; workers switch at their
- * next tick, and a request is answered by the site it was routed to.
- * Must not: be changed once published (build a new one), or be freed while a worker holds it.
- * Ownership: refcounted. The publishing slot holds one reference to the current site, each
- * worker one to the site it serves from; the last site_put frees it (any thread may). */
+ * --mime-types tables (the top level's, and a site's own) and, with --config, the sites the
+ * file describes (issue 19): their options, host names and htpasswd files. A new site is published
+ * as a whole; workers switch at their next tick, and a request is answered by the site it was
+ * routed to. Must not: be changed once published (build a new one), or be freed while a worker
+ * holds it. Ownership: refcounted. The publishing slot holds one reference to the current site,
+ * each worker one to the site it serves from; the last site_put frees it (any thread may). */
 #ifndef RT_SITE_H
 #define RT_SITE_H
 
@@ -34,6 +34,9 @@ struct vhost {
     dev_t dev;                /* what its root path named when it was opened */
     ino_t ino;
     uint32_t id; /* its index: the file cache keeps its files apart by it */
+    /* its MIME table: its own --mime-types file's (own), or the site's (the top level's) */
+    const struct mime_table *types;
+    struct mime_table own;
     /* per --cache-control-for rule: the site's header lines with that Cache-Control */
     char *cache_headers[CONFIG_MAX_RULES];
     size_t cache_len[CONFIG_MAX_RULES];

@@ -160,7 +160,7 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
                           cfg->compress_cache, &w->stats);
     if (!w->cache)
         goto err_mem;
-    if (cfg->compress && !(w->compress = compress_new()))
+    if (config_compresses(cfg) && !(w->compress = compress_new())) /* some site compresses */
         goto err_cache;
     if (!(w->auth = auth_state_new(w->wake_fd)))
         goto err_compress;
@@ -220,13 +220,12 @@ void worker_fini(struct worker *w)
  * restart the server has steered new connections to the successor's listeners by then. */
 static void start_drain(struct worker *w, int how)
 {
+    w->delaying = false;
     w->draining = true;
-    w->drain_deadline = w->now + w->cfg->drain_delay + w->cfg->drain_timeout;
+    w->drain_deadline = w->now + w->cfg->drain_timeout;
     /* Alone on the port, there is nobody to hand connections to: the listener closes at once
-     * (after what is queued in it is accepted), so a plain stop takes milliseconds. With
-     * --drain-delay it stays open that long, the health path answering 503 (issue 19). */
-    unsigned grace = how == WORKER_HANDOVER ? 2 : 0;
-    w->listen_close_at = w->now + (w->cfg->drain_delay > grace ? w->cfg->drain_delay : grace);
+     * (after what is queued in it is accepted), so a plain stop takes milliseconds. */
+    w->listen_close_at = w->now + (how == WORKER_HANDOVER ? 2 : 0);
     conn_held_close(w); /* sockets that waited for a slot: no slot is coming */
     for (uint32_t i = 0; i < w->cfg->max_conns; i++) {
         struct conn *c = &w->conns[i];
@@ -258,17 +257,15 @@ void worker_close_listener(struct worker *w, unsigned lst,
             break;
     }
     /* Ours leaves the port's listeners now, even while an engine still holds a reference (a
-     * cancelled io_uring accept). The HTTP port's goes through the hand-over (handover.h), in
-     * turn with our other workers' so that a successor's steering stays exact; a transport's
-     * port (TLS) is shut down and closed. systemd's sockets are only closed: shutting one down
-     * would reset its queue and leave the service manager a socket that no longer listens. */
-    if (l->owned && lst == 0) {
-        handover_release(w->handover, l->fd);
-    } else {
-        if (l->owned)
-            shutdown(l->fd, SHUT_RD);
+     * cancelled io_uring accept). Each port's goes through its hand-over (handover.h), in
+     * turn with our other workers' listeners of that port so that a successor's steering stays
+     * exact (the HTTP port and the TLS port alike, issue 14). systemd's sockets are only
+     * closed: shutting one down would reset its queue and leave the service manager a socket
+     * that no longer listens. */
+    if (l->owned)
+        handover_release(l->handover, l->fd);
+    else
         close(l->fd);
-    }
     l->fd = -1;
 }
 
@@ -293,12 +290,19 @@ bool worker_tick(struct worker *w)
     if (atomic_load_explicit(&w->sites->gen, memory_order_relaxed) != w->site_gen)
         switch_site(w);
     int stop = atomic_load_explicit(&w->stop, memory_order_relaxed);
-    if (!w->draining && stop != WORKER_RUN)
-        start_drain(w, stop);
-    if (stop == WORKER_SKIP_DELAY && w->listen_close_at > w->now) {
-        w->listen_close_at = w->now;
-        w->drain_deadline = w->now + w->cfg->drain_timeout;
+    /* With --drain-delay the drain waits: only the health path says 503 meanwhile, so that a
+     * load balancer stops sending before anything closes (issue 19); a second stop signal
+     * (WORKER_SKIP_DELAY, WORKER_ABORT) or the end of the delay starts it. */
+    if (!w->draining && !w->delaying && stop != WORKER_RUN && w->cfg->drain_delay &&
+        stop != WORKER_SKIP_DELAY && stop != WORKER_ABORT) {
+        w->delaying = true;
+        w->delay_how = stop;
+        w->delay_end = w->now + w->cfg->drain_delay;
     }
+    if (!w->draining && stop != WORKER_RUN &&
+        (!w->delaying || w->now >= w->delay_end || stop == WORKER_SKIP_DELAY ||
+         stop == WORKER_ABORT))
+        start_drain(w, w->delaying ? w->delay_how : stop);
     if (stop == WORKER_ABORT)
         w->drain_deadline = w->listen_close_at = w->now;
     if (w->draining && w->accepting && w->now >= w->listen_close_at) {

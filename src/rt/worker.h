@@ -67,6 +67,9 @@ struct listener {
     bool owned;                        /* ours to drain: opened here, not inherited from systemd */
     const struct transport_ops *xport; /* NULL: cleartext */
     void *xport_ctx;                   /* what xport->open is given (e.g. TLS certificates) */
+    /* The server's hand-over of this listener's port to a successor (handover.h; one per port,
+     * each port its own reuseport group), or NULL: an owned listener is only shut and closed. */
+    struct handover *handover;
 };
 
 struct worker {
@@ -75,7 +78,6 @@ struct worker {
     const struct engine_ops *eng;
     const struct engine_caps *caps; /* what the kernel offers, probed once before the workers */
     void *engine_state;
-    struct handover *handover;             /* the server's: releases an owned listener in a drain */
     struct listener listeners[LISTEN_MAX]; /* engines accept on each; tags carry the index */
     unsigned nlisteners;
     /* HTTP/2 when enabled (proto.h), or NULL: HTTP/1 only. A connection switches to it when
@@ -86,6 +88,12 @@ struct worker {
     atomic_int stop;  /* enum worker_stop */
     atomic_bool done; /* set as the worker's thread ends, for the main thread's wait */
     bool draining;
+    /* --drain-delay (issue 19): stopping, but the drain has not begun. The health path answers
+     * 503 while everything else is served as usual (keep-alive, HTTP/2 streams, new
+     * connections) until delay_end, when the drain proper starts as `delay_how` asked. */
+    bool delaying;
+    int delay_how; /* enum worker_stop */
+    int64_t delay_end;
     bool accepting; /* false once a drain stopped accepting on the listener */
     int64_t drain_deadline;
     int64_t listen_close_at; /* draining: when the listener closes (after handshakes finish) */

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "config.h"
 #include "conn.h"
@@ -29,6 +28,10 @@ struct sendbuf {
     char plain[PLAIN_CAP];
 };
 #define FREE_KEEP 32 /* spare buffers a worker keeps after a burst */
+/* Sealed bytes fewer than this wait for a file read to join them in one send (the response
+ * head waits for the body's first bytes, as it did with pread); more go at once, while the
+ * read goes on. */
+#define SEND_EARLY TLS_RECORD_PLAIN
 
 struct xconn {
     struct tls_conn t;
@@ -39,6 +42,10 @@ struct xconn {
     bool shut;           /* the protocol ended its stream: close_notify, then the write side */
     bool fatal;          /* send what is pending (an alert, the 400), then close */
     bool ended;          /* the peer's end (close_notify or EOF) was passed up */
+    bool reading;        /* a file read into buf->plain is with the engine (conn_file_read) */
+    uint32_t rd_pos;     /* buf->plain[rd_pos, rd_pos + rd_len) are the plan's next file */
+    uint32_t rd_len;     /* bytes: read, not yet sealed */
+    size_t olen;         /* sealed bytes in buf->out waiting for that read before they go */
 };
 
 void tls_port_init(struct tls_port *port, struct tls_ctx *ctx)
@@ -136,16 +143,33 @@ static size_t plain_room(size_t room)
            (rest > TLS_RECORD_OVERHEAD + 2048 ? rest - TLS_RECORD_OVERHEAD : 0);
 }
 
-/* Fills the wire chunk: first what TLS queued on its own (handshake, tickets, alerts), then
- * records of the protocol's plan; returns the bytes in it, or -errno (a file read failed). */
-static ssize_t fill(struct xconn *x)
+/* Starts the read of the file segment s's next bytes into plain, sized to fill what room
+ * bytes of wire can hold as records. */
+static void start_read(struct worker *w, struct conn *c, struct xconn *x, const struct seg *s,
+                       size_t room)
 {
-    size_t len = 0, pend;
+    size_t want = plain_room(room);
+    if (want > s->len)
+        want = (size_t)s->len;
+    x->reading = true;
+    conn_file_read(w, c, s->fd, x->buf->plain, (uint32_t)want, s->off);
+}
+
+/* Fills the wire chunk: first what TLS queued on its own (handshake, tickets, alerts), then
+ * records of the protocol's plan; returns the bytes in it, -EINPROGRESS when they wait for a
+ * file read (read_done pumps again), or -errno (a file read failed). File bytes are read
+ * through the engine, never on the loop (issue 14): the read of the next chunk starts as soon
+ * as the last read bytes are sealed, so it runs while the chunk before is being sent. */
+static ssize_t fill(struct worker *w, struct conn *c, struct xconn *x)
+{
+    size_t len = x->olen, pend;
+    x->olen = 0;
     const void *p = tls_conn_peek(&x->t, &pend);
-    if (pend) {
-        len = pend < OUT_CAP ? pend : OUT_CAP;
-        memcpy(x->buf->out, p, len);
-        tls_conn_consume(&x->t, len);
+    if (pend && len < OUT_CAP) {
+        size_t n = pend < OUT_CAP - len ? pend : OUT_CAP - len;
+        memcpy(x->buf->out + len, p, n);
+        tls_conn_consume(&x->t, n);
+        len += n;
         if (len == OUT_CAP)
             return (ssize_t)len;
     }
@@ -158,18 +182,23 @@ static ssize_t fill(struct xconn *x)
             struct iovec iov[PLAN_MAX_SEGS];
             int n = plan_iov(app, iov, PLAN_MAX_SEGS);
             taken = tls_conn_seal(&x->t, iov, n, x->buf->out, OUT_CAP, &len);
-        } else {
-            size_t want = plain_room(OUT_CAP - len);
-            if (want > s->len)
-                want = (size_t)s->len;
-            if (want == 0)
+        } else if (x->rd_len == 0) {
+            bool early = len >= SEND_EARLY; /* send what is sealed; read the next chunk */
+            if (!early && plain_room(OUT_CAP - len) == 0)
+                break; /* no room for another record */
+            if (!x->reading)
+                start_read(w, c, x, s, early ? OUT_CAP : OUT_CAP - len);
+            if (early)
                 break;
-            char *plain = x->buf->plain;
-            ssize_t got = pread(s->fd, plain, want, (off_t)s->off);
-            if (got <= 0) /* a read error, or the file shrank under us */
-                return got < 0 ? -errno : -EIO;
-            struct iovec iov = {plain, (size_t)got};
+            x->olen = len;
+            return -EINPROGRESS;
+        } else {
+            struct iovec iov = {x->buf->plain + x->rd_pos, x->rd_len};
             taken = tls_conn_seal(&x->t, &iov, 1, x->buf->out, OUT_CAP, &len);
+            if (taken > 0) {
+                x->rd_pos += (uint32_t)taken;
+                x->rd_len -= (uint32_t)taken;
+            }
         }
         if (taken < 0)
             return taken;
@@ -197,7 +226,7 @@ static ssize_t fill(struct xconn *x)
  * protocol asked; a fatal connection closes. */
 static void idle(struct worker *w, struct conn *c, struct xconn *x)
 {
-    if (x->buf) {
+    if (x->buf && !x->reading && x->rd_len == 0) {
         buf_put(x->port, x->buf);
         x->buf = NULL;
     }
@@ -210,9 +239,8 @@ static void idle(struct worker *w, struct conn *c, struct xconn *x)
     }
 }
 
-/* A send failed, or nothing more can be sent right: the protocol's plan fails, and the
- * connection closes. */
-static void abort_send(struct worker *w, struct conn *c, struct xconn *x, int err)
+/* The protocol's plan cannot be sent (a file read failed, the socket did): report it, close. */
+static void plan_failed(struct worker *w, struct conn *c, struct xconn *x, int err)
 {
     struct plan *app = x->app;
     x->app = NULL;
@@ -238,9 +266,11 @@ static void pump(struct worker *w, struct conn *c, struct xconn *x)
         conn_close(w, c);
         return;
     }
-    ssize_t len = fill(x);
+    ssize_t len = fill(w, c, x);
+    if (len == -EINPROGRESS)
+        return; /* read_done pumps */
     if (len < 0) {
-        abort_send(w, c, x, (int)len);
+        plan_failed(w, c, x, (int)len);
         return;
     }
     if (len == 0) {
@@ -349,7 +379,7 @@ static void tls_sent(struct worker *w, struct conn *c, int err)
     struct xconn *x = c->xstate;
     x->busy = false;
     if (err) {
-        abort_send(w, c, x, err);
+        plan_failed(w, c, x, err);
         return;
     }
     if (x->app && plan_done(x->app)) {
@@ -409,7 +439,7 @@ static void kernel_pump(struct worker *w, struct conn *c, struct xconn *x)
          * be sent any more (ENOMEM, or a socket the peer has reset). */
         if (conn_wire_ktls(w, c, keys, len) < 0) {
             tls_conn_ktls_installed(&x->t); /* wipes them */
-            abort_send(w, c, x, -EPROTO);
+            plan_failed(w, c, x, -EPROTO);
             return;
         }
         tls_conn_ktls_installed(&x->t);
@@ -426,7 +456,7 @@ static void kernel_pump(struct worker *w, struct conn *c, struct xconn *x)
         if (tls_conn_record(&x->t, &type, &len))
             kernel_pump(w, c, x);
         else
-            abort_send(w, c, x, -EPROTO);
+            plan_failed(w, c, x, -EPROTO);
         return;
     }
     if (x->app && !x->fatal) {
@@ -444,6 +474,20 @@ static void kernel_pump(struct worker *w, struct conn *c, struct xconn *x)
         }
     }
     idle(w, c, x);
+}
+
+/* The file read fill started has ended: its bytes are sealed when the wire is free. */
+static void tls_read_done(struct worker *w, struct conn *c, int res)
+{
+    struct xconn *x = c->xstate;
+    x->reading = false;
+    if (res <= 0) { /* a read error, or the file shrank under us */
+        plan_failed(w, c, x, res < 0 ? res : -EIO);
+        return;
+    }
+    x->rd_pos = 0;
+    x->rd_len = (uint32_t)res;
+    pump(w, c, x);
 }
 
 static void tls_shutdown(struct worker *w, struct conn *c)
@@ -473,4 +517,5 @@ const struct transport_ops transport_tls = {
     .sent = tls_sent,
     .shutdown = tls_shutdown,
     .release = tls_release,
+    .read_done = tls_read_done,
 };

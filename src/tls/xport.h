@@ -1,8 +1,9 @@
 /* xport: the TLS transport (transport.h) over the sans-I/O module in tls.h: ciphertext from the
  * engine is fed to a connection's TLS state and the plaintext goes up with conn_input; the
  * protocol's plan goes down as records sealed into a per-connection buffer (memory segments
- * sealed in place, file segments read with pread into the buffer first), one wire plan at a
- * time, the next chunk made when the engine reports the last one sent.
+ * sealed in place, file segments read into the buffer first by the engine, off the loop:
+ * conn_file_read), one wire plan at a time, the next chunk made when the engine reports the
+ * last one sent.
  * Must not: touch the socket (the engine does), hold a buffer while a connection is idle, or
  * share anything mutable between workers.
  * Ownership: one struct tls_port per worker and TLS listener (the listener's xport_ctx), made

@@ -16,6 +16,8 @@ import contextlib
 import hashlib
 import os
 import re
+import socket
+import struct
 import subprocess
 import time
 import urllib.request
@@ -26,11 +28,36 @@ from conftest import BIG, HELLO, StrictReader, request, wait_for
 from test_probe import _kernel_has_tls_ulp
 from test_tls import make_tls, pki, read_to_close_notify  # noqa: F401 (make_tls, pki: fixtures)
 
+SOL_TLS, TLS_TX, TCP_ULP = 282, 1, 31
+
+
+def _kernel_seals_aes_gcm():
+    """Whether the kernel takes AES-128-GCM keys (TLS_TX) on a loopback socket with the ULP: the
+    ULP can be there while the crypto modules cannot be loaded (a VM without modprobe), and then
+    the server rightly stays in user space (its probe tries the same)."""
+    with socket.socket() as lsock, socket.socket() as csock:
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(1)
+        csock.connect(lsock.getsockname())
+        try:
+            csock.setsockopt(socket.IPPROTO_TCP, TCP_ULP, b"tls")
+            # struct tls12_crypto_info_aes_gcm_128: version, cipher_type, iv, key, salt, rec_seq
+            csock.setsockopt(SOL_TLS, TLS_TX, struct.pack("<HH", 0x0304, 51) + bytes(36))
+            return True
+        except OSError:
+            return False
+
+
+ULP = _kernel_has_tls_ulp()
+SEALS = ULP and _kernel_seals_aes_gcm()
 pytestmark = [
     pytest.mark.vm,
-    pytest.mark.skipif(not _kernel_has_tls_ulp(), reason="this kernel has no tls ULP (kernel TLS): "
-                       "make test-vm runs these under Debian's 6.1 kernel with tls.ko"),
+    pytest.mark.skipif(not ULP, reason="this kernel has no tls ULP (kernel TLS): make test-vm "
+                       "runs these under Debian's 6.1 kernel with tls.ko"),
 ]
+# Every test but the last needs the kernel to seal AES-GCM and ChaCha20-Poly1305.
+seals = pytest.mark.skipif(not SEALS, reason="the tls ULP is there but TLS_TX refuses AES-GCM "
+                           "keys (its crypto modules could not be loaded)")
 
 
 def tls_stat():
@@ -71,6 +98,7 @@ def curl_cipher(version, cipher):
     return ["--tlsv1.3", "--tls13-ciphers", cipher, "--http1.1"]
 
 
+@seals
 @pytest.mark.parametrize("version,cipher", CIPHERS, ids=[c for _, c in CIPHERS])
 def test_each_version_and_cipher_is_sent_by_the_kernel(make_tls, docroot, random_file, version,
                                                        cipher):
@@ -91,6 +119,7 @@ def test_each_version_and_cipher_is_sent_by_the_kernel(make_tls, docroot, random
     assert metric(t, "ringhttpd_tls_kernel_connections_total") == conns
 
 
+@seals
 def test_keepalive_pipelining_ranges_and_head(make_tls):
     t = make_tls()
     with contextlib.closing(t.connect()) as s:
@@ -115,6 +144,7 @@ def test_keepalive_pipelining_ranges_and_head(make_tls):
         assert rs[1].body == BIG and rs[2].body == b""
 
 
+@seals
 def test_h2_over_kernel_tls(make_tls):
     t = make_tls()
     before = tls_stat()["TlsTxSw"]
@@ -126,6 +156,7 @@ def test_h2_over_kernel_tls(make_tls):
     assert tls_stat()["TlsTxSw"] - before >= 2
 
 
+@seals
 @pytest.mark.parametrize("version", ["-tls1_2", "-tls1_3"])
 def test_resumption_with_a_ticket_sent_by_the_kernel(make_tls, tmp_path, version):
     """TLS 1.3's ticket leaves after the switch (a record the kernel seals with its type);
@@ -141,6 +172,7 @@ def test_resumption_with_a_ticket_sent_by_the_kernel(make_tls, tmp_path, version
     assert "HTTP/1.1 200 OK" in out and HELLO.decode()[:40] in out
 
 
+@seals
 def test_close_notify_reaches_the_client(make_tls):
     """After a file sent zero-copy, close_notify: a record the kernel seals with its type."""
     t = make_tls()
@@ -150,6 +182,7 @@ def test_close_notify_reaches_the_client(make_tls):
     assert tls_stat()["TlsTxSw"] == before + 1
 
 
+@seals
 def test_ktls_off_leaves_the_kernel_out(make_tls):
     t = make_tls(args=["--ktls", "off", "-v", "--metrics", "127.0.0.1:0"])
     assert "ringhttpd: kTLS: no (--ktls off)" in t.srv.stderr_text()
@@ -159,6 +192,7 @@ def test_ktls_off_leaves_the_kernel_out(make_tls):
     assert metric(t, "ringhttpd_tls_kernel_connections_total") == 0
 
 
+@seals
 def test_verbose_says_ktls_yes(make_tls):
     t = make_tls(args=["-v"])
     text = t.srv.stderr_text()
@@ -166,6 +200,7 @@ def test_verbose_says_ktls_yes(make_tls):
     assert "ringhttpd: kernel TLS (tls ULP): yes" in text, text
 
 
+@seals
 def test_key_update_closes_rather_than_sending_wrong_records(make_tls, tmp_path):
     """A TLS 1.3 client asking for a KeyUpdate (s_client's K command): the kernel (6.1) cannot
     change its send keys, so the server closes the connection; the client never sees a record
@@ -195,3 +230,17 @@ def test_key_update_closes_rather_than_sending_wrong_records(make_tls, tmp_path)
     assert "KEYUPDATE" in text, text
     assert "bad record mac" not in text and "decryption failed" not in text, text
     assert curl_sha(t, "/hello.txt", "--http1.1") == hashlib.sha256(HELLO).hexdigest()
+
+
+@pytest.mark.skipif(SEALS, reason="the kernel seals AES-GCM here: the fallback is not reachable")
+def test_a_tls_ulp_without_its_ciphers_stays_in_user_space(make_tls):
+    """The ULP without the crypto modules (a VM whose kernel cannot load them): TLS_TX would
+    refuse the keys after OpenSSL had stopped encrypting. The probe finds it; TLS goes on in
+    user space (the old build closed every connection after its handshake)."""
+    t = make_tls(args=["-v"])
+    text = t.srv.stderr_text()
+    assert "ringhttpd: kTLS: no (the tls ULP seals none of our ciphers" in text, text
+    assert curl_sha(t, "/big.bin", "--http1.1") == hashlib.sha256(BIG).hexdigest()
+    with contextlib.closing(t.connect()) as s:
+        s.sendall(request("GET", "/hello.txt", close=True))
+        assert StrictReader(s).read("GET").body == HELLO

@@ -130,13 +130,14 @@ def test_port_served_by_an_unrelated_process_is_an_error(make_server, docroot):
         other.close()
 
 
-def _load(server_addr, stop, errors, counts, i):
-    """One client: a new connection per request until told to stop (bounded anyway)."""
+def _load(server, stop, errors, counts, i):
+    """One client: a new connection per request until told to stop (bounded anyway), over TLS
+    to the TLS port when server is under the https scheme."""
     for _ in range(100000):
         if stop.is_set():
             return
         try:
-            r = fetch_addr(server_addr, "/hello.txt")
+            r = fetch_addr(server.addr, "/hello.txt", server)
             if r != HELLO:
                 errors.append(f"client {i}: wrong answer {r[:100]!r}")
             counts[i] += 1
@@ -144,8 +145,10 @@ def _load(server_addr, stop, errors, counts, i):
             errors.append(f"client {i} at {time.monotonic():.3f}: {e!r}")
 
 
-def fetch_addr(addr, path):
-    with socket.create_connection(addr, timeout=10) as s:
+def fetch_addr(addr, path, server=None):
+    """GET path on a new connection to addr (through TLS when server is an https one)."""
+    with socket.create_connection(addr, timeout=10) as sock:
+        s = tls_wrap(server, sock) if server is not None else sock
         s.sendall(request("GET", path, close=True))
         got = recv_all(s)
     head, _, body = got.partition(b"\r\n\r\n")
@@ -154,13 +157,18 @@ def fetch_addr(addr, path):
     return body
 
 
+@pytest.mark.schemes("http", "https")  # issue 14: the TLS port is handed over too
 def test_zero_downtime_restart_three_times_under_load(make_server, docroot):
     """The documented procedure: start the new process on the same port with --reuse-port, then
-    SIGTERM the old one. Clients hammering the port meanwhile see no error at all."""
+    SIGTERM the old one. Clients hammering the port meanwhile see no error at all. Under https
+    they hammer the TLS port, which the successor shares too (--tls-port, its own reuseport
+    group: the hand-over steers each port's group)."""
     first = make_server(docroot)
-    port = str(first.port)
+    ports = ["-p", str(first.clear_port or first.port)]
+    if first.scheme == "https":
+        ports += ["--tls-port", str(first.port)]
     stop, errors, counts = threading.Event(), [], [0] * 4
-    clients = [threading.Thread(target=_load, args=(first.addr, stop, errors, counts, i))
+    clients = [threading.Thread(target=_load, args=(first, stop, errors, counts, i))
                for i in range(4)]
     for t in clients:
         t.start()
@@ -169,7 +177,7 @@ def test_zero_downtime_restart_three_times_under_load(make_server, docroot):
         for _ in range(3):
             time.sleep(0.5)
             events.append(f"start {time.monotonic():.3f}")
-            successor = make_server(docroot, args=["-p", port, "--reuse-port"])
+            successor = make_server(docroot, args=[*ports, "--reuse-port"])
             events.append(f"ready {time.monotonic():.3f}")
             time.sleep(0.3)
             events.append(f"stop {time.monotonic():.3f}")

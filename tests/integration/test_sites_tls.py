@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import RINGHTTPD, StrictReader, wait_for
+from conftest import RINGHTTPD, StrictReader, fetch, wait_for
 
 HTTPS_RE = re.compile(r"ringhttpd: listening on https://[^\s:/]+:(\d+)/")
 
@@ -28,13 +28,15 @@ def openssl(*args):
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     """A CA; a.test (with *.a.test), b.test (its certificate does not name b-alias.test, which
-    site b also answers to) and localhost (with 127.0.0.1), the process-level default."""
+    site b also answers to) and localhost (with 127.0.0.1), the process-level default; c.test
+    for a site a reload adds, b2.test (also naming b.test) for site b's renewed pair."""
     d = tmp_path_factory.mktemp("pki")
     openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
             "-keyout", d / "ca.key", "-out", d / "ca.crt", "-subj", "/CN=ringhttpd sites CA",
             "-days", "3")
     for name, san in [("a.test", "DNS:a.test,DNS:*.a.test"), ("b.test", "DNS:b.test"),
-                      ("localhost", "DNS:localhost,IP:127.0.0.1")]:
+                      ("localhost", "DNS:localhost,IP:127.0.0.1"), ("c.test", "DNS:c.test"),
+                      ("b2.test", "DNS:b2.test,DNS:b.test")]:
         openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                 "-keyout", d / f"{name}.key", "-out", d / f"{name}.csr", "-subj", f"/CN={name}")
         (d / f"{name}.ext").write_text(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\n"
@@ -45,8 +47,9 @@ def pki(tmp_path_factory):
     return d
 
 
-def write_conf(tmp_path, pki, process_pair=True, b_key="b.test"):
-    for name in ("a", "b"):
+def write_conf(tmp_path, pki, process_pair=True, b_key="b.test", b_cert="b.test", default="a",
+               a_keys="", b_keys="", more=""):
+    for name in ("a", "b", "c"):
         root = tmp_path / name
         root.mkdir(exist_ok=True)
         (root / "index.html").write_text(f"site {name.upper()}\n")
@@ -56,16 +59,22 @@ def write_conf(tmp_path, pki, process_pair=True, b_key="b.test"):
     conf.write_text(f"""tls-port: 0
 {top}sites:
   - hosts: [a.test, "*.a.test"]
-    default: true
+    default: {str(default == "a").lower()}
     root: {tmp_path}/a
     tls-cert: {pki}/a.test.crt
     tls-key: {pki}/a.test.key
-  - hosts: [b.test, b-alias.test]
+{a_keys}  - hosts: [b.test, b-alias.test]
+    default: {str(default == "b").lower()}
     root: {tmp_path}/b
-    tls-cert: {pki}/b.test.crt
+    tls-cert: {pki}/{b_cert}.crt
     tls-key: {pki}/{b_key}.key
-""")
+{b_keys}{more}""")
     return conf
+
+
+def line_of(conf, text):
+    """The 1-based number of the last line of conf that contains text."""
+    return [i for i, line in enumerate(conf.read_text().splitlines(), 1) if text in line][-1]
 
 
 class Sites:
@@ -128,6 +137,17 @@ def test_without_a_process_pair_the_first_sites_is_the_default(start):
     t = start(process_pair=False)
     assert t.cn("-servername", "b.test") == "b.test"
     assert t.cn("-servername", "unknown.test") == "a.test"
+
+
+def test_without_a_process_pair_the_default_sites_is_the_default(start):
+    """The `default: true` site's pair, not the first site's (it was the first's)."""
+    t = start(process_pair=False, default="b")
+    assert t.cn("-servername", "unknown.test") == "b.test"
+    assert t.cn("-noservername") == "b.test"
+    assert t.cn("-servername", "a.test") == "a.test"
+    with contextlib.closing(t.connect("unknown.test")) as s:
+        r = ask(s, "unknown.test")  # routed to the default site, b: its certificate, no 421
+        assert r.status == 200 and r.body == b"site B\n"
 
 
 @pytest.mark.parametrize("proto", ["--http1.1", "--http2"])
@@ -203,7 +223,19 @@ def test_check_config_names_a_site_pair_whose_key_does_not_match(tmp_path, pki):
     p = subprocess.run([RINGHTTPD, "--check-config", str(conf)], capture_output=True, timeout=30)
     err = p.stderr.decode()
     assert p.returncode == 1, err
-    assert f"{conf}:" in err and "tls-key" in err and "b.test.crt" in err, err
+    line = line_of(conf, "tls-key")
+    assert f"{conf}:{line}: tls-key:" in err and "b.test.crt" in err, err
+
+
+def test_start_names_the_line_of_a_site_pair_whose_key_does_not_match(make_server, tmp_path,
+                                                                       pki):
+    """The start says what --check-config says: file, line and key (it named the files only)."""
+    conf = write_conf(tmp_path, pki, b_key="a.test")
+    srv = make_server(args=["--config", str(conf)], ready=False)
+    assert srv.proc.wait(timeout=30) == 1
+    line = line_of(conf, "tls-key")
+    assert wait_for(lambda: f"{conf}:{line}: tls-key:" in srv.stderr_text()), srv.stderr_text()
+    assert "b.test.crt" in srv.stderr_text()
     good = write_conf(tmp_path, pki)
     p = subprocess.run([RINGHTTPD, "--check-config", str(good)], capture_output=True, timeout=30)
     assert p.returncode == 0, p.stderr
@@ -225,3 +257,62 @@ def test_reload_keeps_serving_each_sites_certificate(start):
     assert t.curl("a.test", "--http1.1") == ("200 1.1", "site A\n")
     with contextlib.closing(t.connect("b.test")) as s:
         assert ask(s, "a.test").status == 421
+
+
+def test_reload_adds_a_site_with_its_own_pair_and_changes_a_pair(make_server, tmp_path, pki):
+    """SIGHUP builds contexts from the new file's pairs (it kept the start's, and said a
+    restart was needed): a site added with its own certificate and a site whose pair changed
+    take effect; a connection from before keeps its certificate and is served."""
+    conf = write_conf(tmp_path, pki)
+    t = Sites(make_server(args=["--config", str(conf)]), pki)
+    assert t.cn("-servername", "c.test") == "localhost"
+    with contextlib.closing(t.connect("b.test")) as kept:
+        assert ask(kept, "b.test").status == 200
+        write_conf(tmp_path, pki, b_cert="b2.test", b_key="b2.test",
+                   more=f"  - hosts: [c.test]\n    root: {tmp_path}/c\n"
+                        f"    tls-cert: {pki}/c.test.crt\n    tls-key: {pki}/c.test.key\n")
+        t.srv.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: t.cn("-servername", "c.test") == "c.test"), t.srv.stderr_text()
+        assert "restart" not in t.srv.stderr_text()
+        assert t.cn("-servername", "b.test") == "b2.test"
+        assert t.curl("c.test", "--http1.1") == ("200 1.1", "site C\n")
+        assert t.curl("b.test", "--http2") == ("200 2", "site B\n")
+        with contextlib.closing(t.connect("c.test")) as s:
+            assert ask(s, "b.test").status == 421  # c's certificate: another site
+        assert ask(kept, "b.test").status == 200
+
+
+def test_reload_with_a_bad_new_pair_keeps_the_running_configuration(make_server, tmp_path,
+                                                                    pki):
+    """A new pair whose key does not match: the reload fails as a whole, naming the file,
+    line and key; the sites and certificates in use stay (a site added by the same file is
+    not served)."""
+    conf = write_conf(tmp_path, pki)
+    t = Sites(make_server(args=["--config", str(conf)]), pki)
+    write_conf(tmp_path, pki, b_cert="b2.test", b_key="b.test",
+               more=f"  - hosts: [c.test]\n    root: {tmp_path}/c\n")
+    line = line_of(conf, "tls-key")  # site b's, the last pair
+    t.srv.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: "reload (SIGHUP) failed" in t.srv.stderr_text()), t.srv.stderr_text()
+    err = t.srv.stderr_text()
+    assert f"{conf}:{line}: tls-key:" in err and "b2.test.crt" in err, err
+    assert t.cn("-servername", "b.test") == "b.test"
+    assert t.curl("b.test", "--http1.1") == ("200 1.1", "site B\n")
+    assert fetch(t.srv, "/", host="c.test").body == b"site A\n"  # no site c: the default
+
+
+def test_site_hsts_and_redirect_https(make_server, tmp_path, pki):
+    """hsts and redirect-https per site (they were the process's only)."""
+    conf = write_conf(tmp_path, pki, a_keys="    hsts: 600\n", b_keys="    redirect-https: true\n")
+    srv = make_server(args=["--config", str(conf)])
+    t = Sites(srv, pki)
+    p = subprocess.run(["curl", "-sS", "-D", "-", "-o", "/dev/null", "--cacert", t.ca, "--resolve",
+                        f"a.test:{t.port}:127.0.0.1", f"https://a.test:{t.port}/"],
+                       capture_output=True, text=True, timeout=30)
+    assert "strict-transport-security: max-age=600" in p.stdout.lower(), p.stdout
+    p = subprocess.run(["curl", "-sS", "-D", "-", "-o", "/dev/null", "--cacert", t.ca, "--resolve",
+                        f"b.test:{t.port}:127.0.0.1", f"https://b.test:{t.port}/"],
+                       capture_output=True, text=True, timeout=30)
+    assert "strict-transport-security" not in p.stdout.lower(), p.stdout
+    assert fetch(srv, "/", host="b.test").status == 308
+    assert fetch(srv, "/", host="a.test").status == 200

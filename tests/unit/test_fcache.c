@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -308,16 +309,16 @@ TEST(fcache_sites_are_kept_apart)
     put_file(&a, "index.html", "site A");
     put_file(&b, "index.html", "site B, longer");
     put_file(&b, "only-b.txt", "b");
-    fcache_root(a.fc, 1, b.root);
+    fcache_root(a.fc, 1, b.root, NULL);
     struct fentry *eb = get(&a, "index.html", 1);
-    fcache_root(a.fc, 0, a.root);
+    fcache_root(a.fc, 0, a.root, NULL);
     struct fentry *ea = get(&a, "index.html", 1);
     CHECK(ea != eb);
     CHECK_MEM(ea->data, ea->size, "site A");
     CHECK_MEM(eb->data, eb->size, "site B, longer");
     struct fentry *miss = get(&a, "only-b.txt", 1);
     CHECK_INT(miss->err, -ENOENT);
-    fcache_root(a.fc, 1, b.root);
+    fcache_root(a.fc, 1, b.root, NULL);
     struct fentry *hit = get(&a, "only-b.txt", 2);
     CHECK_INT(hit->err, 0);
     struct fentry *again = get(&a, "index.html", 2); /* revalidated beneath b's root */
@@ -330,4 +331,29 @@ TEST(fcache_sites_are_kept_apart)
     fcache_put(a.fc, eb);
     teardown(&a);
     teardown(&b);
+}
+
+/* Issue 19: a site's own --mime-types table types its files; another site's do not get it. */
+TEST(fcache_site_mime_table)
+{
+    struct fixture a, b;
+    struct mime_table types = {0};
+    size_t bad = 0;
+    static const char text[] = "application/x-site-b foo\n";
+    setup(&a, 1 << 20, 1 << 16);
+    setup(&b, 1 << 20, 1 << 16);
+    CHECK_INT(mime_table_parse(text, sizeof(text) - 1, &types, &bad), 0);
+    put_file(&a, "x.foo", "a");
+    put_file(&b, "x.foo", "b");
+    fcache_root(a.fc, 1, b.root, &types);
+    struct fentry *eb = get(&a, "x.foo", 1);
+    fcache_root(a.fc, 0, a.root, NULL);
+    struct fentry *ea = get(&a, "x.foo", 1);
+    CHECK(eb->mime && strcmp(eb->mime, "application/x-site-b") == 0);
+    CHECK(!ea->mime || strcmp(ea->mime, "application/x-site-b") != 0);
+    fcache_put(a.fc, ea);
+    fcache_put(a.fc, eb);
+    teardown(&a);
+    teardown(&b);
+    mime_table_free(&types);
 }

@@ -69,6 +69,34 @@ TEST(policy_h2_preface_detection)
     CHECK_INT(policy_h2_preface(unit_guard_str("PRI * HTTP/1.1\r\n\r\n"), 18), -1);
 }
 
+/* What the cleartext port, shared by HTTP/1 and h2c, closes without HTTP/1's 400. */
+static bool not_http1(const char *s, size_t n)
+{
+    struct http_request req;
+    const char *buf = unit_guard(s, n);
+    CHECK_INT(http1_parse(buf, n, &req), HTTP1_ERROR);
+    return policy_not_http1(buf, n);
+}
+#define NOT_HTTP1(lit) not_http1((lit), sizeof(lit) - 1)
+
+TEST(policy_not_http1_only_for_other_protocols)
+{
+    CHECK(NOT_HTTP1("INVALID CONNECTION PREFACE\r\n\r\n")); /* h2spec 3.5/2 */
+    CHECK(NOT_HTTP1("PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n"));
+    CHECK(NOT_HTTP1("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\x00"));
+    CHECK(NOT_HTTP1("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")); /* a TLS ClientHello */
+    /* HTTP/1 garbage keeps its 400 (or 505) */
+    CHECK(!NOT_HTTP1("GET /hello.txt HTTX/1.1\r\nHost: x\r\n\r\n"));
+    CHECK(!NOT_HTTP1("GET /hello.txt http/1.1\r\nHost: x\r\n\r\n"));
+    CHECK(!NOT_HTTP1("FOO /hello.txt http/1.1\r\nHost: x\r\n\r\n"));
+    CHECK(!NOT_HTTP1("FOO /hello.txt HTTP/1.x\r\nHost: x\r\n\r\n"));
+    CHECK(!NOT_HTTP1("GET\r\nHost: x\r\n\r\n"));
+    CHECK(!NOT_HTTP1("G\x01T /hello.txt HTTP/1.1\r\n\r\n"));
+    CHECK(!NOT_HTTP1("GET / HTTP/2.0\r\n\r\n"));
+    CHECK(!NOT_HTTP1("PRI / HTTP/2.0\r\n\r\n"));
+    CHECK(!NOT_HTTP1("PRI * HTTP/1.1 x\r\n\r\n"));
+}
+
 static struct static_ctx ctx_for(enum resp_syntax syntax, char *buf, size_t cap, bool keep)
 {
     return (struct static_ctx){.syntax = syntax,
