@@ -45,7 +45,7 @@ $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 # memory against an OpenSSL client).
 UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine/pipepool.c \
              src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c src/handover.c \
-             $(wildcard src/h2/*.c) src/tls/tls.c src/tls/xport.c
+             $(wildcard src/h2/*.c) src/tls/tls.c src/tls/xport.c src/engine/ktls.c
 # conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
 # around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
 # are left out.
