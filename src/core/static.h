@@ -66,6 +66,27 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
                      struct static_ctx *ctx, struct plan *p);
 
 /*
+ * The 200 to a plain request for a file, in two steps so that the first can be kept: most
+ * requests for a file are answered with the same header lines, so their owner formats them once
+ * per file version and site settings instead of once per request.
+ *
+ * static_ok_applies: req is answered by static_file_plan with a 200 whose header lines are
+ * static_ok_fields' (HTTP/1 syntax, no 100 Continue, no conditional field, no Range).
+ * static_ok_fields: writes into out[0..cap) the lines static_file_plan puts between the Date
+ * (and ctx->all_headers) and the Connection line of such a 200 for f, then the blank line (what
+ * follows them when there is no Connection line): they depend on f and on ctx->extra_headers
+ * only. Returns their length; when that is >= cap, out must not be used.
+ * static_ok_plan: the plan static_file_plan builds for such a request, given those lines and
+ * f's body (data, or else fd) and size: the same bytes and segments. Returns 200, or 0 when
+ * ctx->buf is too small.
+ */
+bool static_ok_applies(const struct http_request *req, const struct static_ctx *ctx);
+size_t static_ok_fields(char *out, size_t cap, const struct static_file *f,
+                        const struct static_ctx *ctx);
+int static_ok_plan(const char *fields, size_t len, const char *data, int fd, uint64_t size,
+                   struct static_ctx *ctx, struct plan *p);
+
+/*
  * An error or other body-less-by-default response: status line, Date, Server, Connection,
  * the `extra` header lines given (e.g. "Allow: GET, HEAD\r\n"; may be NULL), and a short HTML
  * body naming the status (none for 204, 304 and HEAD). Returns the status, or 0 when ctx->buf

@@ -86,6 +86,7 @@ static void destroy(struct fcache *fc, struct fentry *e)
     } else if (e->data)
         fc->bytes -= e->size;
     free(e->data);
+    free(e->ok.data);
     free(e);
 }
 

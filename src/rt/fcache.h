@@ -28,6 +28,20 @@ struct fderived {
     int64_t made; /* monotonic second it was made, for the caller's own expiry */
 };
 
+/* serve's copy of the header lines a plain request for an entry is answered with
+ * (static_ok_fields), and what they were made from: kept with the entry, so a new version of the
+ * file (a new entry) or a reload (which empties the cache) starts over. */
+struct fok {
+    char *data; /* malloc'd, cap bytes; NULL: none yet */
+    size_t cap;
+    size_t len;
+    const void *cfg;   /* made for this site's options, */
+    const char *extra; /* these extra header lines, */
+    size_t extra_len;
+    uint8_t variants; /* and what negotiation saw: the precompressed siblings, */
+    bool squeeze;     /* whether --compress applies */
+};
+
 struct fentry {
     struct fentry *hnext;               /* hash chain */
     struct fentry *lru_next, *lru_prev; /* LRU list, oldest first after the head */
@@ -57,6 +71,7 @@ struct fentry {
     char rep_headers[224]; /* static_rep_headers(), when it fits (rep_len < sizeof) */
     size_t rep_len;
     struct fderived derived[FCACHE_DERIVED];
+    struct fok ok;
     size_t path_len;
     char path[]; /* relative to the document root, NUL-terminated */
 };
