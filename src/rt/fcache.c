@@ -41,12 +41,59 @@ struct fcache {
     struct stats *st;
 };
 
+static inline uint64_t load8(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline uint64_t load4(const char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline uint64_t mix(uint64_t h, uint64_t v)
+{
+    h = (h ^ v) * 0xff51afd7ed558ccdu;
+    return h ^ (h >> 32);
+}
+
+/* Eight bytes per step, the last step an overlapping load, and wyhash's three bytes or two
+ * overlapping words for short keys: a few instructions for a typical path where a byte-wise
+ * FNV-1a spent seven per byte (issue 15). Only this process compares the values. */
 static uint32_t hash_path(const char *p, size_t len)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)p[i]) * 16777619u;
-    return h;
+    uint64_t h = 0x9e3779b97f4a7c15u ^ len;
+    if (len >= 8) {
+        size_t i = 0;
+        for (; i + 8 < len; i += 8)
+            h = mix(h, load8(p + i));
+        h = mix(h, load8(p + len - 8));
+    } else if (len >= 4) {
+        h = mix(h, load4(p) << 32 | load4(p + len - 4));
+    } else if (len) {
+        h = mix(h, (uint64_t)(unsigned char)p[0] << 16 | (uint64_t)(unsigned char)p[len / 2] << 8 |
+                       (unsigned char)p[len - 1]);
+    }
+    return (uint32_t)(h ^ (h >> 29));
+}
+
+/* a[0..n) == b[0..n), with the loads hash_path makes: no library call for a short path. */
+static inline bool same_bytes(const char *a, const char *b, size_t n)
+{
+    if (n >= 8) {
+        size_t i = 0;
+        for (; i + 8 < n; i += 8)
+            if (load8(a + i) != load8(b + i))
+                return false;
+        return load8(a + n - 8) == load8(b + n - 8);
+    }
+    if (n >= 4)
+        return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
+    return n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1]);
 }
 
 struct fcache *fcache_new(int root_fd, const struct mime_table *mime, size_t max_bytes,
@@ -243,7 +290,7 @@ struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64
     uint32_t hash = hash_path(path, len) ^ (fc->root * 0x9e3779b1u);
     struct fentry *e = fc->bucket[hash & (BUCKETS - 1)];
     while (e && !(e->hash == hash && e->root == fc->root && !e->is_variant && e->path_len == len &&
-                  memcmp(e->path, path, len) == 0))
+                  same_bytes(e->path, path, len)))
         e = e->hnext;
 
     if (e && e->checked != now) {
