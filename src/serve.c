@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -578,23 +579,27 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
     j->r = r;
     r->quiet = false;
     j->query = (struct http_str){NULL, 0};
-    j->ctx = (struct static_ctx){
-        .syntax = pol->syntax,
-        .date = w->date,
-        .ok_head = h1 && w->ok_head_len < sizeof(w->ok_head) ? w->ok_head : NULL,
-        .ok_head_len = w->ok_head_len,
-        .extra_headers = j->cfg->extra_headers,
-        .extra_len = j->cfg->extra_headers_len,
-        .all_headers = pol->secure && j->cfg->hsts ? j->cfg->hsts_line : NULL,
-        .all_len = j->cfg->hsts_len,
-        .keep_alive = pol->keep_alive,
-        .send_continue = pol->send_continue,
-        .head = req && req->method == HTTP_HEAD,
-        .minor = req ? req->minor : 1,
-        .buf = r->buf,
-        .cap = sizeof(r->buf),
-    };
+    /* Member by member: a compound literal is zeroed first ("rep stos"), then written. Every
+     * member is set; the assertion below fails the build when one is added. */
+    struct static_ctx *ctx = &j->ctx;
+    ctx->syntax = pol->syntax;
+    ctx->date = w->date;
+    ctx->ok_head = h1 && w->ok_head_len < sizeof(w->ok_head) ? w->ok_head : NULL;
+    ctx->ok_head_len = w->ok_head_len;
+    ctx->extra_headers = j->cfg->extra_headers;
+    ctx->extra_len = j->cfg->extra_headers_len;
+    ctx->all_headers = pol->secure && j->cfg->hsts ? j->cfg->hsts_line : NULL;
+    ctx->all_len = j->cfg->hsts_len;
+    ctx->keep_alive = pol->keep_alive;
+    ctx->head = req && req->method == HTTP_HEAD;
+    ctx->send_continue = pol->send_continue;
+    ctx->minor = req ? req->minor : 1;
+    ctx->buf = r->buf;
+    ctx->cap = sizeof(r->buf);
+    ctx->used = 0;
 }
+_Static_assert(offsetof(struct static_ctx, used) + sizeof(size_t) == sizeof(struct static_ctx),
+               "init_job sets every member of struct static_ctx: set the new one too");
 
 /* --redirect-https on the cleartext port: 308 to the same URL over https (400 without a Host
  * that can be written into a URL). */
