@@ -75,8 +75,10 @@ struct response *serve_response_get(struct worker *w)
 void serve_response_put(struct worker *w, struct response *r)
 {
     release_holds(w, r);
-    free(r->heap);
-    r->heap = NULL;
+    if (r->heap) { /* a listing: rare, and free(NULL) is still a call */
+        free(r->heap);
+        r->heap = NULL;
+    }
     bufpool_put(&w->outbufs, r);
 }
 

@@ -94,6 +94,9 @@ static bool has_prefix_ci(const char *s, size_t len, const char *lit, size_t n)
     return true;
 }
 
+static int general_pass(const char *p, size_t len, char *out, size_t cap,
+                        struct path_result *result);
+
 int path_normalize(struct http_str target, char *out, size_t cap, struct path_result *result)
 {
     const char *p = target.p;
@@ -112,6 +115,14 @@ int path_normalize(struct http_str target, char *out, size_t cap, struct path_re
     }
     if (p[0] == '/' && plain_target(p, len, out, cap, result))
         return 0;
+    return general_pass(p, len, out, cap, result);
+}
+
+/* Decoding and normalising byte by byte. Out of line, so that a plain target does not pay for
+ * this pass's registers and frame. */
+__attribute__((noinline)) static int general_pass(const char *p, size_t len, char *out, size_t cap,
+                                                  struct path_result *result)
+{
     /* A user agent never sends a fragment (RFC 9112 3.2); one that does is not a browser. */
     if (memchr(p, '#', len))
         return 400;

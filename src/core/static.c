@@ -304,13 +304,6 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
     return status;
 }
 
-bool static_ok_applies(const struct http_request *req, const struct static_ctx *ctx)
-{
-    return ctx->syntax == RESP_H1 && !ctx->send_continue && !req->if_match.p &&
-           !req->if_none_match.p && !req->if_modified_since.p && !req->if_unmodified_since.p &&
-           !req->range.p;
-}
-
 size_t static_ok_fields(char *out, size_t cap, const struct static_file *f,
                         const struct static_ctx *ctx)
 {

@@ -80,7 +80,12 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
  * f's body (data, or else fd) and size: the same bytes and segments. Returns 200, or 0 when
  * ctx->buf is too small.
  */
-bool static_ok_applies(const struct http_request *req, const struct static_ctx *ctx);
+static inline bool static_ok_applies(const struct http_request *req, const struct static_ctx *ctx)
+{
+    return ctx->syntax == RESP_H1 && !ctx->send_continue && !req->if_match.p &&
+           !req->if_none_match.p && !req->if_modified_since.p && !req->if_unmodified_since.p &&
+           !req->range.p;
+}
 size_t static_ok_fields(char *out, size_t cap, const struct static_file *f,
                         const struct static_ctx *ctx);
 int static_ok_plan(const char *fields, size_t len, const char *data, int fd, uint64_t size,
