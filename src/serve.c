@@ -67,6 +67,7 @@ struct response *serve_response_get(struct worker *w)
     struct response *r = bufpool_get(&w->outbufs);
     if (r) {
         r->hold[0] = r->hold[1] = NULL;
+        r->block = NULL;
         r->heap = NULL;
     }
     return r;
@@ -74,6 +75,10 @@ struct response *serve_response_get(struct worker *w)
 
 void serve_response_put(struct worker *w, struct response *r)
 {
+    if (r->block) { /* before the holds: the entry owns the block */
+        r->block->users--;
+        r->block = NULL;
+    }
     release_holds(w, r);
     if (r->heap) { /* a listing: rare, and free(NULL) is still a call */
         free(r->heap);
@@ -293,6 +298,49 @@ static void negotiate(struct job *j, struct fentry *e, struct static_file *f)
     }
 }
 
+/* e's prebuilt answer for this second (see struct fblock), made now if need be; NULL when both
+ * of e's blocks are still being sent from (the caller then copies). The second block lets a new
+ * Date begin while sends of the old one finish. */
+static struct fblock *block_of(struct job *j, struct fentry *e, const struct fok *ok)
+{
+    struct fblock *b = e->block[0];
+    if (b && b->wall == j->w->wall && b->all == j->ctx.all_headers)
+        return b;
+    int slot = !e->block[1] || !e->block[1]->users ? 1 : !b || !b->users ? 0 : -1;
+    if (slot < 0)
+        return NULL;
+    size_t all_len = j->ctx.all_headers ? j->ctx.all_len : 0;
+    size_t need = j->ctx.ok_head_len + all_len + ok->len + e->size;
+    struct fblock *n = e->block[slot];
+    if (!n || n->cap < need) {
+        struct fblock *m = malloc(sizeof(*m) + need);
+        if (!m)
+            return NULL;
+        free(n);
+        n = e->block[slot] = m;
+        n->cap = need;
+        n->users = 0;
+    }
+    struct static_ctx ctx = j->ctx;
+    ctx.buf = n->data;
+    ctx.cap = n->cap;
+    ctx.used = 0;
+    ctx.head = false;
+    struct plan p;
+    n->wall = INT64_MIN;
+    if (!static_ok_plan(ok->data, ok->len, e->data, e->fd, e->size, &ctx, &p) || p.nseg != 1)
+        return NULL;
+    n->wall = j->w->wall;
+    n->all = j->ctx.all_headers;
+    n->head_len = p.head_len;
+    n->len = p.bytes;
+    if (slot == 1) { /* the newer one first */
+        e->block[1] = e->block[0];
+        e->block[0] = n;
+    }
+    return n;
+}
+
 /* The most common request: a plain GET of a file whose representation does not depend on the
  * request (nothing to negotiate, or a client that accepts no coding). Its header lines come
  * from e->ok, made by static_ok_fields the first time and again when what they depend on
@@ -323,6 +371,9 @@ static bool send_plain(struct job *j, struct fentry *e)
         }
         if (n <= ok->cap)
             memcpy(ok->data, lines, n);
+        for (int i = 0; i < 2; i++) /* made from the old lines */
+            if (e->block[i])
+                e->block[i]->wall = INT64_MIN;
         *ok = (struct fok){.data = ok->data,
                            .cap = ok->cap,
                            .len = n < sizeof(lines) ? n : SIZE_MAX, /* SIZE_MAX: did not fit */
@@ -335,6 +386,18 @@ static bool send_plain(struct job *j, struct fentry *e)
     if (ok->len == SIZE_MAX)
         return false;
     hold(j->r, e);
+    /* A small body, keep-alive HTTP/1.1: the plan points into the entry's answer for this
+     * second, and nothing is copied (bench/README.md). */
+    if (j->ctx.keep_alive && j->ctx.minor && j->ctx.ok_head && e->data &&
+        e->size <= sizeof(j->r->buf)) {
+        struct fblock *b = block_of(j, e, ok);
+        if (b) {
+            b->users++;
+            j->r->block = b;
+            static_ok_prebuilt(b->data, b->head_len, b->len, &j->ctx, &j->r->plan);
+            return true;
+        }
+    }
     if (!static_ok_plan(ok->data, ok->len, e->data, e->fd, e->size, &j->ctx, &j->r->plan))
         error(j, 500, NULL);
     return true;

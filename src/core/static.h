@@ -90,6 +90,11 @@ size_t static_ok_fields(char *out, size_t cap, const struct static_file *f,
                         const struct static_ctx *ctx);
 int static_ok_plan(const char *fields, size_t len, const char *data, int fd, uint64_t size,
                    struct static_ctx *ctx, struct plan *p);
+/* The plan of such a 200 whose bytes static_ok_plan already wrote, as one segment, at
+ * mem[0..len) (head_len of them the header block), for a request with the same date, HSTS
+ * lines, keep-alive and version: the whole of it, or the header block for HEAD. */
+void static_ok_prebuilt(const char *mem, size_t head_len, size_t len, const struct static_ctx *ctx,
+                        struct plan *p);
 
 /*
  * An error or other body-less-by-default response: status line, Date, Server, Connection,

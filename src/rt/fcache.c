@@ -134,6 +134,8 @@ static void destroy(struct fcache *fc, struct fentry *e)
         fc->bytes -= e->size;
     free(e->data);
     free(e->ok.data);
+    free(e->block[0]);
+    free(e->block[1]);
     free(e);
 }
 

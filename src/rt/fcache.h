@@ -42,6 +42,20 @@ struct fok {
     bool squeeze;     /* whether --compress applies */
 };
 
+/* serve's whole answer to a plain keep-alive HTTP/1.1 GET of a small entry, for one Date: the
+ * status line and Date, the kept lines, the body (see serve.c). A response whose plan points
+ * into it counts itself in users and holds the entry too, so a block never outlives its entry;
+ * one that no plan points into any more is rewritten for the next Date. */
+struct fblock {
+    uint32_t users;
+    int64_t wall;    /* the Date it carries (UNIX seconds); INT64_MIN: out of date */
+    const char *all; /* made with these lines for every response (HSTS), or NULL */
+    size_t head_len; /* of the len bytes in data, the header block */
+    size_t len;
+    size_t cap;
+    char data[];
+};
+
 struct fentry {
     struct fentry *hnext;               /* hash chain */
     struct fentry *lru_next, *lru_prev; /* LRU list, oldest first after the head */
@@ -72,6 +86,7 @@ struct fentry {
     size_t rep_len;
     struct fderived derived[FCACHE_DERIVED];
     struct fok ok;
+    struct fblock *block[2]; /* the current one, and the one before (maybe still sent from) */
     size_t path_len;
     char path[]; /* relative to the document root, NUL-terminated */
 };

@@ -313,3 +313,48 @@ TEST(static_ok_applies_only_to_plain_requests)
         CHECK(!static_ok_applies(&req, &ctx));
     }
 }
+
+/* A whole 200 written once (static_ok_plan into a buffer of its own) and then answered from
+ * (static_ok_prebuilt) is the same response as static_file_plan's, for GET and for HEAD. */
+TEST(static_ok_prebuilt_is_static_file_plan)
+{
+    char ok_head[96], lines[512], block[2048], buf[4096], a[4096], b[4096];
+    size_t ok_len = static_ok_head(ok_head, sizeof(ok_head), DATE);
+    const char *get = "GET /f HTTP/1.1\r\nHost: a\r\n\r\n";
+    struct http_request req;
+    CHECK(http1_parse(unit_guard_str(get), strlen(get), &req) > 0);
+    for (int secure = 0; secure < 2; secure++) {
+        struct static_ctx ctx = {
+            .syntax = RESP_H1,
+            .date = DATE,
+            .ok_head = ok_head,
+            .ok_head_len = ok_len,
+            .extra_headers = "X-A: b\r\n",
+            .extra_len = 8,
+            .all_headers = secure ? "Strict-Transport-Security: max-age=9\r\n" : NULL,
+            .all_len = secure ? 38 : 0,
+            .keep_alive = true,
+            .minor = 1,
+        };
+        size_t n = static_ok_fields(lines, sizeof(lines), &hello, &ctx);
+        struct static_ctx w = ctx;
+        struct plan made, p, want;
+        w.buf = block;
+        w.cap = sizeof(block);
+        CHECK_INT(static_ok_plan(lines, n, hello.data, hello.fd, hello.size, &w, &made), 200);
+        CHECK_INT(made.nseg, 1);
+        for (int head = 0; head < 2; head++) {
+            struct static_ctx c = ctx;
+            c.head = head;
+            static_ok_prebuilt(block, made.head_len, made.bytes, &c, &p);
+            c.buf = buf;
+            c.cap = sizeof(buf);
+            CHECK_INT(static_file_plan(&req, &hello, &c, &want), 200);
+            CHECK(p.status == want.status && p.close == want.close && !p.fin_carries_tail);
+            CHECK_INT(p.head_len, want.head_len);
+            CHECK_INT(p.bytes, want.bytes);
+            size_t la = flatten(&p, a, sizeof(a)), lb = flatten(&want, b, sizeof(b));
+            CHECK(la == lb && memcmp(a, b, la) == 0);
+        }
+    }
+}
