@@ -350,11 +350,12 @@ static bool send_plain(struct job *j, struct fentry *e)
 {
     if (!static_ok_applies(j->req, &j->ctx))
         return false;
+    struct fok *ok = &e->ok;
     unsigned mask = variants_of(j, e);
-    bool squeeze = compressible(j, e);
+    /* compressible() depends on the site's options and the entry alone: kept with the lines */
+    bool squeeze = ok->cfg == j->cfg ? ok->squeeze : compressible(j, e);
     if ((mask || squeeze) && j->req->accept_encoding.p)
         return false;
-    struct fok *ok = &e->ok;
     if (ok->cfg != j->cfg || ok->extra != j->ctx.extra_headers ||
         ok->extra_len != j->ctx.extra_len || ok->variants != mask || ok->squeeze != squeeze) {
         struct static_file f;

@@ -388,19 +388,6 @@ int static_ok_plan(const char *fields, size_t len, const char *data, int fd, uin
     return 200;
 }
 
-void static_ok_prebuilt(const char *mem, size_t head_len, size_t len, const struct static_ctx *ctx,
-                        struct plan *p)
-{
-    p->status = 200;
-    p->close = !ctx->keep_alive;
-    p->fin_carries_tail = false;
-    p->head_len = head_len;
-    p->bytes = ctx->head ? head_len : len;
-    p->nseg = 1;
-    p->cur = 0;
-    p->segs[0] = (struct seg){.mem = mem, .fd = -1, .off = 0, .len = p->bytes};
-}
-
 size_t static_ok_head(char *out, size_t cap, const char *date)
 {
     struct wbuf h = {.p = out, .cap = cap};

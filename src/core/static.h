@@ -93,8 +93,18 @@ int static_ok_plan(const char *fields, size_t len, const char *data, int fd, uin
 /* The plan of such a 200 whose bytes static_ok_plan already wrote, as one segment, at
  * mem[0..len) (head_len of them the header block), for a request with the same date, HSTS
  * lines, keep-alive and version: the whole of it, or the header block for HEAD. */
-void static_ok_prebuilt(const char *mem, size_t head_len, size_t len, const struct static_ctx *ctx,
-                        struct plan *p);
+static inline void static_ok_prebuilt(const char *mem, size_t head_len, size_t len,
+                                      const struct static_ctx *ctx, struct plan *p)
+{
+    p->status = 200;
+    p->close = !ctx->keep_alive;
+    p->fin_carries_tail = false;
+    p->head_len = head_len;
+    p->bytes = ctx->head ? head_len : len;
+    p->nseg = 1;
+    p->cur = 0;
+    p->segs[0] = (struct seg){.mem = mem, .fd = -1, .off = 0, .len = p->bytes};
+}
 
 /*
  * An error or other body-less-by-default response: status line, Date, Server, Connection,

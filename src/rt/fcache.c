@@ -64,7 +64,7 @@ static inline uint64_t mix(uint64_t h, uint64_t v)
 /* Eight bytes per step, the last step an overlapping load, and wyhash's three bytes or two
  * overlapping words for short keys: a few instructions for a typical path where a byte-wise
  * FNV-1a spent seven per byte (issue 15). Only this process compares the values. */
-static uint32_t hash_path(const char *p, size_t len)
+static inline uint32_t hash_path(const char *p, size_t len)
 {
     uint64_t h = 0x9e3779b97f4a7c15u ^ len;
     if (len >= 8) {
@@ -287,6 +287,25 @@ static bool still_valid(struct fcache *fc, const struct fentry *e)
            st.st_mode == e->mode;
 }
 
+/* fcache_get's miss: loads path and links it as the newest entry. Out of line, so that a hit
+ * does not pay for this path's registers and frame. Returns NULL when memory runs out. */
+__attribute__((noinline)) static struct fentry *miss(struct fcache *fc, const char *path,
+                                                     size_t len, uint32_t hash, int64_t now)
+{
+    stat_add(&fc->st->cache_misses, 1);
+    PROBE(cache_miss, path, len);
+    evict(fc, 0);
+    struct fentry *e = load(fc, path, len, hash, now);
+    stat_set(&fc->st->cache_bytes, fc->bytes);
+    if (!e)
+        return NULL;
+    e->refs = 1;
+    e->hnext = fc->bucket[hash & (BUCKETS - 1)];
+    fc->bucket[hash & (BUCKETS - 1)] = e;
+    fc->entries++;
+    return e;
+}
+
 struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64_t now)
 {
     uint32_t hash = hash_path(path, len) ^ (fc->root * 0x9e3779b1u);
@@ -308,18 +327,8 @@ struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64
         PROBE(cache_hit, (const char *)e->path, len);
         e->lru_next->lru_prev = e->lru_prev;
         e->lru_prev->lru_next = e->lru_next;
-    } else {
-        stat_add(&fc->st->cache_misses, 1);
-        PROBE(cache_miss, path, len);
-        evict(fc, 0);
-        e = load(fc, path, len, hash, now);
-        stat_set(&fc->st->cache_bytes, fc->bytes);
-        if (!e)
-            return NULL;
-        e->refs = 1;
-        e->hnext = fc->bucket[hash & (BUCKETS - 1)];
-        fc->bucket[hash & (BUCKETS - 1)] = e;
-        fc->entries++;
+    } else if (!(e = miss(fc, path, len, hash, now))) {
+        return NULL;
     }
     e->lru_prev = fc->lru.lru_prev;
     e->lru_next = &fc->lru;
