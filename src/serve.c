@@ -311,16 +311,9 @@ static struct fblock *block_of(struct job *j, struct fentry *e, const struct fok
         return NULL;
     size_t all_len = j->ctx.all_headers ? j->ctx.all_len : 0;
     size_t need = j->ctx.ok_head_len + all_len + ok->len + e->size;
-    struct fblock *n = e->block[slot];
-    if (!n || n->cap < need) {
-        struct fblock *m = malloc(sizeof(*m) + need);
-        if (!m)
-            return NULL;
-        free(n);
-        n = e->block[slot] = m;
-        n->cap = need;
-        n->users = 0;
-    }
+    struct fblock *n = fcache_block(j->w->cache, e, slot, need);
+    if (!n)
+        return NULL;
     struct static_ctx ctx = j->ctx;
     ctx.buf = n->data;
     ctx.cap = n->cap;

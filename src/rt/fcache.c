@@ -134,8 +134,11 @@ static void destroy(struct fcache *fc, struct fentry *e)
         fc->bytes -= e->size;
     free(e->data);
     free(e->ok.data);
-    free(e->block[0]);
-    free(e->block[1]);
+    for (int i = 0; i < 2; i++) {
+        if (e->block[i])
+            fc->bytes -= e->block[i]->cap;
+        free(e->block[i]);
+    }
     free(e);
 }
 
@@ -476,4 +479,27 @@ const struct fderived *fcache_set_derived(struct fcache *fc, struct fentry *e, i
     *d = (struct fderived){.data = data, .len = len, .made = now};
     fc->bytes += len;
     return d;
+}
+
+struct fblock *fcache_block(struct fcache *fc, struct fentry *e, int slot, size_t cap)
+{
+    struct fblock *b = e->block[slot];
+    if (b && b->cap >= cap)
+        return b;
+    assert(!b || !b->users);
+    if (b) {
+        fc->bytes -= b->cap;
+        free(b);
+        e->block[slot] = NULL;
+    }
+    /* e may be evicted from the table here; the caller's reference keeps it, and the block's
+     * bytes are given back when the last reference goes. */
+    evict(fc, cap);
+    if (!(b = malloc(sizeof(*b) + cap)))
+        return NULL;
+    *b = (struct fblock){.wall = INT64_MIN, .cap = cap};
+    e->block[slot] = b;
+    fc->bytes += cap;
+    stat_set(&fc->st->cache_bytes, fc->bytes);
+    return b;
 }

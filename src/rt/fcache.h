@@ -147,6 +147,11 @@ struct fentry *fcache_variant_get(struct fcache *fc, const struct fentry *base, 
 int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char *tag,
                        size_t tag_len, char *data, size_t len, const char *etag_suffix);
 
+/* e's block `slot` (0 or 1, not in use) with room for cap bytes: the one there when it is large
+ * enough, else a new one (its bytes counted in the cache's, evicting older entries to make
+ * room; the old one is freed). Returns NULL when memory runs out. */
+struct fblock *fcache_block(struct fcache *fc, struct fentry *e, int slot, size_t cap);
+
 /* Bytes of variants held (what --compress-cache bounds) and how many variants there are. */
 size_t fcache_variant_bytes(const struct fcache *fc);
 
