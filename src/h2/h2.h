@@ -5,7 +5,7 @@
  * Must not: touch a socket, read a file or a clock (`now` is passed in), or allocate per
  * request: stream records are pooled per session, nghttp2's allocations are counted against a
  * per-session bound (H2_MEM_MAX) and fail past it, and its small blocks are recycled per
- * session (up to 64 KiB of them kept).
+ * session (up to 64 KiB of them kept; h2_trim gives back all but one stream's worth).
  * Ownership: a session belongs to one connection (one worker thread). A body and the field
  * values handed to h2_respond stay the caller's and must stay alive until the hook `done`
  * returns its token;
