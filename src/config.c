@@ -77,6 +77,8 @@ static const char usage_text[] =
     "      --tls-key FILE         PEM private key of the --tls-cert before it\n"
     "      --tls-min VERSION      1.2 (default: TLS 1.2 and 1.3, Mozilla's intermediate\n"
     "                             profile) or 1.3 (TLS 1.3 only, Mozilla's modern profile)\n"
+    "      --ktls on|off          after the handshake, the kernel encrypts responses (files\n"
+    "                             leave zero-copy) where it has the tls module (on)\n"
     "      --hsts SECONDS         send Strict-Transport-Security: max-age=SECONDS on HTTPS\n"
     "                             responses\n"
     "      --redirect-https       the cleartext port answers every request with 308 to the\n"
@@ -148,6 +150,7 @@ enum {
     OPT_TLS_CERT,
     OPT_TLS_KEY,
     OPT_TLS_MIN,
+    OPT_KTLS,
     OPT_HSTS,
     OPT_REDIRECT_HTTPS,
     OPT_REUSE_PORT,
@@ -206,6 +209,7 @@ static const struct option long_options[] = {
     {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
     {"tls-key", required_argument, NULL, OPT_TLS_KEY},
     {"tls-min", required_argument, NULL, OPT_TLS_MIN},
+    {"ktls", required_argument, NULL, OPT_KTLS},
     {"hsts", required_argument, NULL, OPT_HSTS},
     {"redirect-https", no_argument, NULL, OPT_REDIRECT_HTTPS},
     {"reuse-port", no_argument, NULL, OPT_REUSE_PORT},
@@ -435,6 +439,11 @@ static int tls_option(struct config *cfg, int opt, const char *arg)
             cfg->tls_min = 13;
         else
             return usage_error("--tls-min wants 1.2 or 1.3, got '%s'", arg);
+        return 0;
+    case OPT_KTLS:
+        if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0)
+            return usage_error("--ktls wants on or off, got '%s'", arg);
+        cfg->ktls = strcmp(arg, "on") == 0;
         return 0;
     case OPT_HSTS:
         if (parse_uint(arg, 0, 315360000, &v) != 0)
@@ -955,6 +964,7 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
     case OPT_TLS_CERT:
     case OPT_TLS_KEY:
     case OPT_TLS_MIN:
+    case OPT_KTLS:
     case OPT_HSTS:
     case OPT_REDIRECT_HTTPS:
         return tls_option(cfg, opt, optarg);
@@ -1053,6 +1063,7 @@ void config_init(struct config *cfg)
         .compress_max = 16u << 20,
         .compress_cache = 32u << 20,
         .http2 = true,
+        .ktls = true,
         .landlock = true,
         .auth_realm = "restricted",
     };

@@ -21,6 +21,7 @@
 #include "config.h"
 #include "core/policy.h"
 #include "engine/engine.h"
+#include "engine/ktls.h"
 #include "proto.h"
 #include "rt/errlog.h"
 #include "rt/site.h"
@@ -682,6 +683,13 @@ void conn_wire_send(struct worker *w, struct conn *c, struct plan *p)
 void conn_wire_shutdown(struct worker *w, struct conn *c)
 {
     w->eng->shutdown(w, c);
+}
+
+int conn_wire_ktls(struct worker *w, struct conn *c, const void *keys, size_t len)
+{
+    (void)w;
+    assert(conn_open(c));
+    return keys ? ktls_send_keys(c->fd, keys, len) : ktls_attach(c->fd);
 }
 
 void conn_file_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len, uint64_t off)

@@ -146,6 +146,11 @@ void conn_plan_sent(struct worker *w, struct conn *c, int err);
 /* The engine shuts the socket's write side. */
 void conn_wire_shutdown(struct worker *w, struct conn *c);
 
+/* Kernel TLS (engine/ktls.h), with nothing being sent: keys NULL attaches the "tls" ULP to the
+ * socket; else installs the send keys (the kernel's crypto_info, len bytes), after which the
+ * socket seals whatever is sent. 0 or -errno. */
+int conn_wire_ktls(struct worker *w, struct conn *c, const void *keys, size_t len);
+
 /* The engine reads up to len bytes of file fd at off into buf (the transport's, valid until
  * the end), off the loop; the transport's read_done reports the end (engine_ops.read). */
 void conn_file_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len,

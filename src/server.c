@@ -783,6 +783,21 @@ int server_run(struct config *cfg)
         fprintf(stderr,
                 "ringhttpd: test transport %s on the HTTP port (RINGHTTPD_TEST_TRANSPORT)\n",
                 transport_test_hook()->name);
+    if (cfg->tls && cfg->verbose) {
+        char names[96];
+        if (!cfg->ktls)
+            fprintf(stderr, "ringhttpd: kTLS: no (--ktls off)\n");
+        else if (!sv.caps.tls_ulp)
+            fprintf(stderr, "ringhttpd: kTLS: no (the kernel has no tls ULP)\n");
+        else if (!sv.caps.ktls_ciphers)
+            fprintf(stderr, "ringhttpd: kTLS: no (the tls ULP seals none of our ciphers: %s)\n",
+                    strerror(-sv.caps.ktls_err));
+        else
+            fprintf(stderr,
+                    "ringhttpd: kTLS: yes (the kernel encrypts responses after the "
+                    "handshake with %s)\n",
+                    caps_ktls_names(&sv.caps, names, sizeof(names)));
+    }
     if (cfg->tls)
         fprintf(stderr, "ringhttpd: listening on %s (TLS)\n", sv.tls_url);
     fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s\n", sv.url, sv.eng->name,

@@ -9,6 +9,7 @@ void plan_init(struct plan *p)
     p->status = 0;
     p->close = false;
     p->fin_carries_tail = false;
+    p->tls_record = 0;
     p->bytes = 0;
     p->head_len = 0;
     p->nseg = 0;

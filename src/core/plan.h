@@ -36,6 +36,9 @@ struct plan {
      * FIN to carry, one segment where there would be two. Never set when unread bytes may be
      * waiting: a close with unread data resets the connection, and held bytes would be lost. */
     bool fin_carries_tail;
+    /* Kernel TLS (a transport's wire plan only): 0, or the content type of the one record the
+     * memory segments are, for the kernel to seal as such rather than as application data. */
+    uint8_t tls_record;
     uint64_t bytes;    /* total bytes the segments held when built */
     uint64_t head_len; /* of those, the status line and header fields (the rest is body) */
     unsigned nseg;

@@ -4,6 +4,7 @@
 #include "engine/caps.h"
 
 #include <errno.h>
+#include <linux/tls.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
@@ -78,10 +79,59 @@ int caps_decide(const struct engine_caps *caps, const char **why)
     return 0;
 }
 
+/* A socket connected to the loopback listener lfd (at a), with the tls ULP attached when ulp:
+ * the fd, or -1 (with *ulp_err, when the ULP was refused). */
+static int loopback_conn(const struct sockaddr_in *a, bool ulp, int *ulp_err)
+{
+    int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (cfd < 0 || connect(cfd, (const struct sockaddr *)a, sizeof(*a)) != 0) {
+        if (cfd >= 0)
+            close(cfd);
+        return -1;
+    }
+    if (ulp && setsockopt(cfd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls")) != 0) {
+        *ulp_err = -errno;
+        close(cfd);
+        return -1;
+    }
+    return cfd;
+}
+
+/* TLS_TX with each cipher's keys (zeros: only whether the kernel takes them matters) on a
+ * connection of its own, as a TLS connection would switch. */
+static void probe_ciphers(struct engine_caps *caps, const struct sockaddr_in *a)
+{
+    static const struct {
+        uint16_t type;
+        socklen_t len;
+    } ciphers[] = {
+        {TLS_CIPHER_AES_GCM_128, sizeof(struct tls12_crypto_info_aes_gcm_128)},
+        {TLS_CIPHER_AES_GCM_256, sizeof(struct tls12_crypto_info_aes_gcm_256)},
+        {TLS_CIPHER_CHACHA20_POLY1305, sizeof(struct tls12_crypto_info_chacha20_poly1305)},
+    };
+    for (size_t i = 0; i < sizeof(ciphers) / sizeof(ciphers[0]); i++) {
+        int err = 0, cfd = loopback_conn(a, true, &err);
+        union {
+            struct tls_crypto_info info;
+            unsigned char bytes[64];
+        } keys = {.bytes = {0}};
+        keys.info.version = TLS_1_3_VERSION;
+        keys.info.cipher_type = ciphers[i].type;
+        if (cfd >= 0 && setsockopt(cfd, SOL_TLS, TLS_TX, &keys, ciphers[i].len) == 0)
+            caps->ktls_ciphers |= 1u << (ciphers[i].type - TLS_CIPHER_AES_GCM_128);
+        else if (!caps->ktls_err)
+            caps->ktls_err = cfd >= 0 ? -errno : err ? err : -ENOTCONN;
+        if (cfd >= 0)
+            close(cfd);
+    }
+}
+
 void caps_probe_tls(struct engine_caps *caps)
 {
     caps->tls_ulp = false;
     caps->tls_how = "not in tcp_available_ulp, and TCP_ULP \"tls\" refused";
+    caps->ktls_ciphers = 0;
+    caps->ktls_err = 0;
     char list[256] = "";
     FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_ulp", "re");
     if (f) {
@@ -94,34 +144,45 @@ void caps_probe_tls(struct engine_caps *caps)
         if (strcmp(tok, "tls") == 0) {
             caps->tls_ulp = true;
             caps->tls_how = "listed in tcp_available_ulp";
-            return;
         }
     }
     /* Not loaded yet perhaps: attaching the ULP to a connected socket loads the module where
      * the kernel can (it must be connected: TCP_ULP "tls" is refused on a listener). */
-    int lfd = -1, cfd = -1;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof(a);
-    lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 1) != 0 ||
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 4) != 0 ||
         getsockname(lfd, (struct sockaddr *)&a, &alen) != 0) {
-        caps->tls_how = "not in tcp_available_ulp (no loopback socket to try TCP_ULP on)";
+        if (!caps->tls_ulp)
+            caps->tls_how = "not in tcp_available_ulp (no loopback socket to try TCP_ULP on)";
         goto out;
     }
-    cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (cfd < 0 || connect(cfd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        caps->tls_how = "not in tcp_available_ulp (no loopback connection to try TCP_ULP on)";
-        goto out;
+    if (!caps->tls_ulp) {
+        int err = 0, cfd = loopback_conn(&a, true, &err);
+        if (cfd >= 0) {
+            caps->tls_ulp = true;
+            caps->tls_how = "TCP_ULP \"tls\" accepted by a loopback socket";
+            close(cfd);
+        } else if (!err) {
+            caps->tls_how = "not in tcp_available_ulp (no loopback connection to try TCP_ULP on)";
+        }
     }
-    if (setsockopt(cfd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls")) == 0) {
-        caps->tls_ulp = true;
-        caps->tls_how = "TCP_ULP \"tls\" accepted by a loopback socket";
-    }
+    if (caps->tls_ulp)
+        probe_ciphers(caps, &a);
 out:
-    if (cfd >= 0)
-        close(cfd);
     if (lfd >= 0)
         close(lfd);
+}
+
+const char *caps_ktls_names(const struct engine_caps *caps, char *buf, size_t len)
+{
+    static const char *const names[] = {"AES-128-GCM", "AES-256-GCM", "", "ChaCha20-Poly1305"};
+    size_t used = 0;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]) && used < len; i++)
+        if (caps->ktls_ciphers & (1u << i))
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? " " : "", names[i]);
+    return buf;
 }
 
 static const char *result_name(const struct caps_try *t, char *buf, size_t len)
@@ -165,6 +226,12 @@ void caps_print(const struct engine_caps *caps, FILE *f)
     } else {
         fprintf(f, "ringhttpd: io_uring: not probed\n");
     }
-    fprintf(f, "ringhttpd: kernel TLS (tls ULP): %s, %s\n", caps->tls_ulp ? "yes" : "no",
+    char names[96];
+    fprintf(f, "ringhttpd: kernel TLS (tls ULP): %s, %s", caps->tls_ulp ? "yes" : "no",
             caps->tls_how ? caps->tls_how : "not probed");
+    if (caps->tls_ulp)
+        fprintf(f, "; ciphers it seals: %s%s%s", caps_ktls_names(caps, names, sizeof(names)),
+                caps->ktls_err ? "; refused: " : "",
+                caps->ktls_err ? strerror(-caps->ktls_err) : "");
+    fprintf(f, "\n");
 }

@@ -59,6 +59,13 @@ struct engine_caps {
      * loopback socket (which loads the module where it can be loaded). */
     bool tls_ulp;
     const char *tls_how; /* how that was found, or why not */
+    /* The ciphers the kernel then seals with, tried for real (TLS_TX with dummy keys on a
+     * loopback connection: the ULP can be there while the crypto module a cipher needs cannot
+     * be loaded): bit (type - TLS_CIPHER_AES_GCM_128) per linux/tls.h cipher_type that worked,
+     * among AES-128-GCM, AES-256-GCM and ChaCha20-Poly1305; ktls_err what the first refusal
+     * said (-errno), or 0. */
+    unsigned ktls_ciphers;
+    int ktls_err;
 };
 
 /* Whether the io_uring engine can run with what caps records: 0, or -errno of the first
@@ -74,8 +81,11 @@ static inline bool caps_has_op(const struct engine_caps *caps, enum caps_op op)
     return caps->ops & (1u << op);
 }
 
-/* Fills tls_ulp and tls_how; needs no ring, so every engine gets it. */
+/* Fills tls_ulp, tls_how, ktls_ciphers and ktls_err; needs no ring, so every engine gets it. */
 void caps_probe_tls(struct engine_caps *caps);
+
+/* The names of caps->ktls_ciphers, space-separated, in buf. */
+const char *caps_ktls_names(const struct engine_caps *caps, char *buf, size_t len);
 
 /* Prints caps, several lines each starting "ringhttpd: ", for -v. */
 void caps_print(const struct engine_caps *caps, FILE *f);

@@ -2,6 +2,7 @@
 #include "engine/sendplan.h"
 
 #include <errno.h>
+#include <linux/tls.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 
@@ -19,6 +20,8 @@ enum sendplan_path sendplan_choose(const struct plan *p, bool splice_mode, bool 
 {
     const struct seg *s = p->cur < p->nseg ? &p->segs[p->cur] : NULL;
     bool at_file = s && !s->mem;
+    if (p->tls_record)
+        return SENDPLAN_SENDFILE; /* its cmsg is sendplan_now's */
     if (at_file && splice_mode && splice_ok)
         return SENDPLAN_SPLICE;
     if (sendplan_has_file(p) && (!splice_mode || at_file))
@@ -35,7 +38,24 @@ int sendplan_now(int fd, struct plan *p)
             struct iovec iov[IOV_MAX_BATCH];
             struct msghdr msg = {.msg_iov = iov};
             msg.msg_iovlen = (size_t)plan_iov(p, iov, IOV_MAX_BATCH);
-            n = sendmsg(fd, &msg, sendplan_flags(p, (unsigned)msg.msg_iovlen) | MSG_DONTWAIT);
+            int flags = sendplan_flags(p, (unsigned)msg.msg_iovlen) | MSG_DONTWAIT;
+            union {
+                char buf[CMSG_SPACE(1)];
+                struct cmsghdr align;
+            } ctl;
+            if (p->tls_record) {
+                /* Kernel TLS seals these bytes as one record of this type (a partial send's
+                 * rest goes with the same type). The kernel refuses MSG_MORE with it. */
+                msg.msg_control = ctl.buf;
+                msg.msg_controllen = sizeof(ctl.buf);
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+                cm->cmsg_level = SOL_TLS;
+                cm->cmsg_type = TLS_SET_RECORD_TYPE;
+                cm->cmsg_len = CMSG_LEN(1);
+                *CMSG_DATA(cm) = p->tls_record;
+                flags &= ~MSG_MORE;
+            }
+            n = sendmsg(fd, &msg, flags);
         } else {
             off_t off = (off_t)s->off;
             size_t len = s->len < 0x7ffff000 ? (size_t)s->len : 0x7ffff000;

@@ -1,6 +1,7 @@
 /* sendplan: the synchronous, non-blocking send loop both engines share: memory segments by
  * sendmsg (MSG_MORE while more follows, so headers and file share packets), file ranges by
- * sendfile, partial sends recorded with plan_advance.
+ * sendfile, partial sends recorded with plan_advance; a kernel TLS control record (plan.tls_record)
+ * by sendmsg with its content type in a TLS_SET_RECORD_TYPE cmsg.
  * Must not: block (the socket is non-blocking) or keep state: the plan's cursor is the state.
  * Ownership: the caller's plan and socket. */
 #ifndef ENGINE_SENDPLAN_H
@@ -30,7 +31,8 @@ bool sendplan_has_file(const struct plan *p);
 enum sendplan_path {
     SENDPLAN_MEMORY,   /* the memory segments from the cursor: one SEND or SENDMSG */
     SENDPLAN_SPLICE,   /* the file segment at the cursor: spliced through a pipe */
-    SENDPLAN_SENDFILE, /* the rest of the plan by sendplan_now (sendmsg + sendfile) */
+    SENDPLAN_SENDFILE, /* the rest of the plan by sendplan_now (sendmsg + sendfile); also a
+                        * kernel TLS control record (rare: a ticket, an alert, close_notify) */
 };
 
 /*

@@ -185,6 +185,9 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
     PER_WORKER(f, "ringhttpd_keepalive_requests_total", "counter",
                "Requests that reused a connection (not its first).", ws, n, reused);
     connections(f, ws, n);
+    PER_WORKER(f, "ringhttpd_tls_kernel_connections_total", "counter",
+               "TLS connections whose responses the kernel encrypted (kernel TLS).", ws, n,
+               ktls_conns);
     PER_WORKER(f, "ringhttpd_file_cache_hits_total", "counter", "File-cache look-ups that hit.", ws,
                n, cache_hits);
     PER_WORKER(f, "ringhttpd_file_cache_misses_total", "counter",

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <linux/tls.h>
+
 #include <openssl/bio.h>
 #include <openssl/core_names.h>
 #include <openssl/err.h>
@@ -34,6 +36,21 @@ static const unsigned char alpn_http1[] = "\x08http/1.1";
 static const unsigned char alpn_h2_http1[] = "\x02h2\x08http/1.1";
 
 enum { ST_NEW, ST_HANDSHAKE, ST_OPEN, ST_FAILED };
+
+/* OpenSSL 3.0's controls for a BIO under kernel TLS (include/internal/bio.h; bio.h publishes
+ * only the two GET ones): the keys, and the content type of the next record it writes. */
+#define BIO_CTRL_SET_KTLS 72
+#define BIO_CTRL_SET_KTLS_TX_SEND_CTRL_MSG 74
+#define BIO_CTRL_CLEAR_KTLS_TX_CTRL_MSG 75
+
+#define CT_HANDSHAKE 22
+#define CT_APPLICATION_DATA 23
+#define HS_KEY_UPDATE 24
+#define KTLS_HEAD 3 /* a record in tls_conn.ktls_out: content type, then its length (2 bytes) */
+
+_Static_assert(sizeof(struct tls12_crypto_info_aes_gcm_256) <= TLS_KTLS_KEYS_MAX &&
+                   sizeof(struct tls12_crypto_info_chacha20_poly1305) <= TLS_KTLS_KEYS_MAX,
+               "TLS_KTLS_KEYS_MAX holds the kernel's crypto_info");
 
 struct tls_keys {
     unsigned char secret[32];
@@ -273,12 +290,21 @@ static int bio_read(BIO *b, char *buf, size_t size, size_t *done)
     return 1;
 }
 
+static int ktls_write(struct tls_conn *c, const char *data, size_t len);
+
 /* Never refuses: records go to the sealing caller's buffer while it has room and nothing is
- * queued before them; the rest (and whatever OpenSSL writes outside a seal) is queued. */
+ * queued before them; the rest (and whatever OpenSSL writes outside a seal) is queued. After
+ * the switch to kernel TLS, plaintext records go to ktls_out instead. */
 static int bio_write(BIO *b, const char *data, size_t len, size_t *done)
 {
     struct tls_conn *c = BIO_get_data(b);
     BIO_clear_retry_flags(b);
+    if (c->ktls != TLS_KTLS_NO) {
+        if (ktls_write(c, data, len) != 0)
+            return 0;
+        *done = len;
+        return 1;
+    }
     size_t n = 0;
     if (c->sink && c->out.len == 0) {
         n = c->sink_cap - c->sink_len;
@@ -293,10 +319,84 @@ static int bio_write(BIO *b, const char *data, size_t len, size_t *done)
     return 1;
 }
 
+/* ---- kernel TLS: the keys and the records OpenSSL hands over after the switch ----------- */
+
+/* OpenSSL switches the write side to kernel TLS (BIO_CTRL_SET_KTLS, is_tx): take the keys when
+ * the socket can have them and the kernel seals the cipher (6.1: AES-GCM and ChaCha20-Poly1305,
+ * TLS 1.2 and 1.3, as far as the probe found their crypto modules). From here on every byte OpenSSL
+ * writes is plaintext. Its flush just before put every byte of the old keys in c->out, which the
+ * caller sends before the keys are set. The receive side (is_tx 0) is refused: OpenSSL goes on
+ * decrypting in user space. */
+static long ktls_take(struct tls_conn *c, long is_tx, const void *info)
+{
+    const struct tls_crypto_info *ci = info;
+    size_t len;
+    if (!is_tx || c->ktls != TLS_KTLS_NO || !ci || ci->cipher_type < TLS_CIPHER_AES_GCM_128 ||
+        !(c->ktls_ciphers & (1u << (ci->cipher_type - TLS_CIPHER_AES_GCM_128))))
+        return 0;
+    switch (ci->cipher_type) {
+    case TLS_CIPHER_AES_GCM_128:
+        len = sizeof(struct tls12_crypto_info_aes_gcm_128);
+        break;
+    case TLS_CIPHER_AES_GCM_256:
+        len = sizeof(struct tls12_crypto_info_aes_gcm_256);
+        break;
+    case TLS_CIPHER_CHACHA20_POLY1305:
+        len = sizeof(struct tls12_crypto_info_chacha20_poly1305);
+        break;
+    default:
+        return 0;
+    }
+    if (ci->version != TLS_1_2_VERSION && ci->version != TLS_1_3_VERSION)
+        return 0;
+    memcpy(c->ktls_keys, info, len);
+    c->ktls_keys_len = (uint8_t)len;
+    c->ktls = TLS_KTLS_KEYS;
+    c->ktls_type = 0;
+    c->ktls_open = 0;
+    return 1;
+}
+
+/* A plaintext write after the switch. OpenSSL announces each record of its own with its content
+ * type (SET_KTLS_TX_SEND_CTRL_MSG) and may write it in several pieces (the handshake's
+ * buffering BIO), so a record stays open for more until the next announcement; a record of the
+ * protocol's maximum starts another. A KeyUpdate of ours would have the kernel seal what follows
+ * with keys the peer has dropped: nothing from it on is kept (OpenSSL 3.0 writes one only from
+ * SSL_write, which is not called after the switch; this is the guard). 0 or -ENOMEM. */
+static int ktls_write(struct tls_conn *c, const char *data, size_t len)
+{
+    struct tls_queue *q = &c->ktls_out;
+    uint8_t type = c->ktls_type ? c->ktls_type : CT_APPLICATION_DATA;
+    if (c->ktls_stop)
+        return 0;
+    if (!c->ktls_open && type == CT_HANDSHAKE && len && (unsigned char)data[0] == HS_KEY_UPDATE) {
+        c->ktls_stop = true;
+        return 0;
+    }
+    while (len > 0) {
+        if (!c->ktls_open || c->ktls_open == KTLS_HEAD + TLS_RECORD_PLAIN) {
+            const char head[KTLS_HEAD] = {(char)type, 0, 0};
+            if (queue_append(q, head, sizeof(head)) != 0)
+                return -ENOMEM;
+            c->ktls_open = KTLS_HEAD;
+        }
+        size_t n = KTLS_HEAD + TLS_RECORD_PLAIN - c->ktls_open;
+        if (n > len)
+            n = len;
+        if (queue_append(q, data, n) != 0)
+            return -ENOMEM;
+        c->ktls_open += (uint32_t)n;
+        unsigned char *head = (unsigned char *)q->data + q->off + q->len - c->ktls_open;
+        head[1] = (unsigned char)((c->ktls_open - KTLS_HEAD) >> 8);
+        head[2] = (unsigned char)(c->ktls_open - KTLS_HEAD);
+        data += n;
+        len -= n;
+    }
+    return 0;
+}
+
 static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
 {
-    (void)num;
-    (void)ptr;
     struct tls_conn *c = BIO_get_data(b);
     switch (cmd) {
     case BIO_CTRL_FLUSH:
@@ -305,8 +405,17 @@ static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
         return (long)c->in.len;
     case BIO_CTRL_WPENDING:
         return (long)c->out.len;
+    case BIO_CTRL_SET_KTLS:
+        return ktls_take(c, num, ptr);
+    case BIO_CTRL_GET_KTLS_SEND:
+        return c->ktls != TLS_KTLS_NO;
+    case BIO_CTRL_SET_KTLS_TX_SEND_CTRL_MSG:
+    case BIO_CTRL_CLEAR_KTLS_TX_CTRL_MSG:
+        c->ktls_type = cmd == BIO_CTRL_CLEAR_KTLS_TX_CTRL_MSG ? 0 : (uint8_t)num;
+        c->ktls_open = 0; /* the next write starts a record */
+        return 0;
     default:
-        return 0; /* among others: no kernel TLS through this BIO */
+        return 0; /* among others GET_KTLS_RECV: receiving stays in user space */
     }
 }
 
@@ -637,6 +746,8 @@ void tls_conn_fini(struct tls_conn *c)
     SSL_free(c->ssl);
     queue_free(&c->in);
     queue_free(&c->out);
+    queue_free(&c->ktls_out);
+    OPENSSL_cleanse(c->ktls_keys, sizeof(c->ktls_keys));
     tls_ctx_put(c->ctx);
     *c = (struct tls_conn){0};
 }
@@ -721,7 +832,7 @@ ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap)
 ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, char *out,
                       size_t cap, size_t *out_len)
 {
-    if (c->state != ST_OPEN || c->closing)
+    if (c->state != ST_OPEN || c->closing || c->ktls != TLS_KTLS_NO)
         return -EPROTO;
     size_t used = *out_len;
     if (c->out.len) {
@@ -825,6 +936,68 @@ void tls_conn_trim(struct tls_conn *c)
         queue_free(&c->in);
     if (c->out.len == 0)
         queue_free(&c->out);
+    if (c->ktls_out.len == 0)
+        queue_free(&c->ktls_out);
+}
+
+void tls_conn_ktls_allow(struct tls_conn *c, unsigned ciphers)
+{
+    c->ktls_ciphers = (uint8_t)ciphers;
+    if (ciphers)
+        SSL_set_options(c->ssl, SSL_OP_ENABLE_KTLS);
+}
+
+enum tls_ktls tls_conn_ktls(const struct tls_conn *c)
+{
+    /* OpenSSL 3.0 answers a KeyUpdate request only with its next SSL_write, which never comes
+     * after the switch: the request stays pending (SSL_get_key_update_type). Stopped with the
+     * keys not yet installed: they go in first, for what came before. */
+    if (c->ktls == TLS_KTLS_ON &&
+        (c->ktls_stop || SSL_get_key_update_type(c->ssl) != SSL_KEY_UPDATE_NONE))
+        return TLS_KTLS_BROKEN;
+    return (enum tls_ktls)c->ktls;
+}
+
+const void *tls_conn_ktls_keys(const struct tls_conn *c, size_t *len)
+{
+    *len = c->ktls == TLS_KTLS_KEYS ? c->ktls_keys_len : 0;
+    return *len ? c->ktls_keys : NULL;
+}
+
+void tls_conn_ktls_installed(struct tls_conn *c)
+{
+    OPENSSL_cleanse(c->ktls_keys, sizeof(c->ktls_keys));
+    c->ktls_keys_len = 0;
+    if (c->ktls == TLS_KTLS_KEYS)
+        c->ktls = TLS_KTLS_ON;
+}
+
+const void *tls_conn_record(const struct tls_conn *c, uint8_t *type, size_t *len)
+{
+    const struct tls_queue *q = &c->ktls_out;
+    if (q->len < KTLS_HEAD)
+        return NULL;
+    const unsigned char *head = (const unsigned char *)q->data + q->off;
+    *type = head[0];
+    *len = (size_t)head[1] << 8 | head[2];
+    return head + KTLS_HEAD;
+}
+
+void tls_conn_record_sent(struct tls_conn *c)
+{
+    uint8_t type;
+    size_t len;
+    if (!tls_conn_record(c, &type, &len))
+        return;
+    if (c->ktls_out.len == KTLS_HEAD + len)
+        c->ktls_open = 0; /* that was the last record: nothing more may join it */
+    queue_drop(&c->ktls_out, KTLS_HEAD + len);
+}
+
+bool tls_conn_owes(const struct tls_conn *c)
+{
+    return c->out.len || c->ktls_out.len || c->ktls == TLS_KTLS_KEYS ||
+           tls_conn_ktls(c) == TLS_KTLS_BROKEN;
 }
 
 bool tls_conn_established(const struct tls_conn *c)

@@ -6,7 +6,8 @@
  * keys every worker derives alike) and the "plain HTTP sent to the TLS port" detector.
  * Must not: touch a socket or any fd after tls_ctx_new (OpenSSL sees only this module's BIO),
  * block, or read the clock for tickets (the worker passes its time); no logging on the request
- * path (start-up problems come back as text for the caller to print).
+ * path (start-up problems come back as text for the caller to print). With kernel TLS it hands
+ * over keys and plaintext records; installing them on the socket is the caller's (the engine's).
  * Ownership: one struct tls_keys per process (the ticket secret: read-only once made, shared by
  * every worker); one struct tls_ctx per worker, touched by that worker's thread only once handed
  * over, counted by its connections so a reload can replace it while they live on; a struct
@@ -28,6 +29,10 @@
  * content type 1 in TLS 1.3), rounded up. */
 #define TLS_RECORD_PLAIN 16384
 #define TLS_RECORD_OVERHEAD 64
+
+/* The largest struct tls12_crypto_info_* (linux/tls.h) of the ciphers kernel TLS takes here:
+ * AES-256-GCM and ChaCha20-Poly1305, 56 bytes. */
+#define TLS_KTLS_KEYS_MAX 56
 
 /* Ticket keys change every 12 hours; a ticket made with the previous key is still accepted
  * (then replaced by a fresh one), so a ticket lives 12 to 24 hours. */
@@ -67,6 +72,16 @@ struct tls_conn {
     struct tls_queue out; /* ciphertext produced outside a seal (handshake, tickets, alerts) */
     char *sink;           /* during a seal: the caller's buffer records go to */
     size_t sink_len, sink_cap;
+    /* Kernel TLS, send side (tls_conn_ktls_allow): after the switch OpenSSL writes plaintext
+     * records, kept in ktls_out as [content type][length, 2 bytes][bytes] each. */
+    struct tls_queue ktls_out;
+    uint32_t ktls_open;    /* bytes of the last record in ktls_out (still growing), or 0 */
+    uint8_t ktls;          /* enum tls_ktls */
+    uint8_t ktls_ciphers;  /* tls_conn_ktls_allow's */
+    bool ktls_stop;        /* a KeyUpdate of ours was written: nothing from it on is sent */
+    uint8_t ktls_type;     /* content type OpenSSL announced for its next record (0: none) */
+    uint8_t ktls_keys_len; /* bytes of ktls_keys while TLS_KTLS_KEYS */
+    unsigned char ktls_keys[TLS_KTLS_KEYS_MAX];
     uint8_t state;
     bool closing; /* close_notify queued */
     bool by_site; /* SNI named a site whose own pair was chosen */
@@ -84,6 +99,16 @@ struct tls_conn {
 #define TLS_PLAIN_HTTP (-EPROTOTYPE) /* the first bytes are plain HTTP: see tls_plain_http_400 */
 
 enum tls_alpn { TLS_ALPN_NONE, TLS_ALPN_HTTP1, TLS_ALPN_H2 };
+
+/* Where a connection's send side encrypts. */
+enum tls_ktls {
+    TLS_KTLS_NO,   /* in user space (tls_conn_seal) */
+    TLS_KTLS_KEYS, /* switched: the keys wait for every byte made under the old ones to be sent */
+    TLS_KTLS_ON,   /* the kernel seals: plaintext goes to the socket, records by tls_conn_record */
+    TLS_KTLS_BROKEN, /* on, but the peer asked for new write keys (a TLS 1.3 KeyUpdate), which
+                      * the kernel (6.1) cannot take: no more application data; what is owed
+                      * and close_notify (records the current keys may still seal), then close */
+};
 
 /* The process's ticket secret, from the system's random source: 0 or -errno. */
 int tls_keys_new(struct tls_keys **out);
@@ -144,6 +169,37 @@ void tls_conn_consume(struct tls_conn *c, size_t n);
 
 /* Queues close_notify (once, and only after a completed handshake): send pending, then close. */
 void tls_conn_close_notify(struct tls_conn *c);
+
+/*
+ * Kernel TLS for the send side (README "HTTPS"). tls_conn_ktls_allow, before the handshake, says
+ * the connection's socket has the "tls" ULP and which ciphers the kernel seals (bit (type -
+ * TLS_CIPHER_AES_GCM_128) per linux/tls.h cipher_type; AES-GCM and ChaCha20-Poly1305 are taken):
+ * when OpenSSL then switches to the application write keys (TLS 1.3: after the server's
+ * Finished; 1.2: after its ChangeCipherSpec) with one of them, it hands this module the keys and
+ * record sequence number instead of encrypting any further (OpenSSL 3's SSL_OP_ENABLE_KTLS,
+ * through this module's BIO); with another it goes on in user space. Receiving stays in user
+ * space: bytes already read from the socket cannot be handed back to the kernel. From
+ * TLS_KTLS_KEYS on, tls_conn_seal refuses: the caller sends the protocol's plaintext itself.
+ */
+void tls_conn_ktls_allow(struct tls_conn *c, unsigned ciphers);
+enum tls_ktls tls_conn_ktls(const struct tls_conn *c);
+
+/* TLS_KTLS_KEYS: the kernel's struct tls12_crypto_info_* for setsockopt(SOL_TLS, TLS_TX), to be
+ * set only once tls_conn_pending is 0 (every byte sealed under the old keys is on the socket).
+ * tls_conn_ktls_installed then wipes them: TLS_KTLS_ON. */
+const void *tls_conn_ktls_keys(const struct tls_conn *c, size_t *len);
+void tls_conn_ktls_installed(struct tls_conn *c);
+
+/* After the switch, records OpenSSL makes on its own (TLS 1.3 tickets, TLS 1.2's Finished,
+ * alerts, close_notify) are plaintext for the kernel to seal, each sent alone with its content
+ * type (cmsg TLS_SET_RECORD_TYPE), after the keys are installed: the next one (valid until the
+ * next call on c), or NULL; tls_conn_record_sent drops it once sent. */
+const void *tls_conn_record(const struct tls_conn *c, uint8_t *type, size_t *len);
+void tls_conn_record_sent(struct tls_conn *c);
+
+/* Whether c has anything to do outside a seal: tls_conn_pending bytes, keys to install,
+ * records for the kernel, or TLS_KTLS_BROKEN's close. */
+bool tls_conn_owes(const struct tls_conn *c);
 
 /* Frees c's empty buffers: called when the connection goes idle, so an idle keep-alive
  * connection holds no record buffers (OpenSSL's own are released as they empty). */

@@ -5,8 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "conn.h"
 #include "core/plan.h"
+#include "engine/caps.h"
+#include "rt/stats.h"
 #include "rt/worker.h"
 #include "tls/tls.h"
 
@@ -118,6 +121,11 @@ static int tls_open(struct worker *w, struct conn *c, void *ctx)
     }
     x->port = port;
     c->xstate = x;
+    /* Kernel TLS: the ULP goes on now, while the socket is surely established (a client that
+     * has closed its side by the switch would refuse it); where it cannot, this connection
+     * encrypts in user space. */
+    if (w->cfg->ktls && w->caps && w->caps->ktls_ciphers && conn_wire_ktls(w, c, NULL, 0) == 0)
+        tls_conn_ktls_allow(&x->t, w->caps->ktls_ciphers);
     return 0;
 }
 
@@ -240,11 +248,17 @@ static void plan_failed(struct worker *w, struct conn *c, struct xconn *x, int e
         conn_close(w, c);
 }
 
+static void kernel_pump(struct worker *w, struct conn *c, struct xconn *x);
+
 /* Sends the next chunk, if there is one and the wire is free. */
 static void pump(struct worker *w, struct conn *c, struct xconn *x)
 {
     if (x->busy || !conn_open(c))
         return;
+    if (tls_conn_ktls(&x->t) != TLS_KTLS_NO) {
+        kernel_pump(w, c, x);
+        return;
+    }
     if (!x->buf && !(x->buf = buf_get(x->port))) {
         conn_close(w, c);
         return;
@@ -272,7 +286,7 @@ static void pump(struct worker *w, struct conn *c, struct xconn *x)
 static void fail(struct worker *w, struct conn *c, struct xconn *x)
 {
     x->fatal = true;
-    if (tls_conn_pending(&x->t) == 0 && !x->busy)
+    if (!tls_conn_owes(&x->t) && !x->busy)
         conn_close(w, c);
     else
         pump(w, c, x);
@@ -346,7 +360,7 @@ static void tls_received(struct worker *w, struct conn *c, const char *data, ssi
         fail(w, c, x); /* a bad record: OpenSSL queued an alert */
         return;
     }
-    if (conn_open(c) && tls_conn_pending(&x->t))
+    if (conn_open(c) && tls_conn_owes(&x->t))
         pump(w, c, x); /* tickets after the handshake, a KeyUpdate's answer */
 }
 
@@ -372,6 +386,91 @@ static void tls_sent(struct worker *w, struct conn *c, int err)
             return;
     }
     pump(w, c, x);
+}
+
+/* ---- kernel TLS: the send side after the switch (tls.h, "Kernel TLS") ------------------ */
+
+/* Sends len bytes copied into the send buffer: ciphertext of the old keys (type 0) or one
+ * record for the kernel to seal as content type `type`. */
+static void send_copy(struct worker *w, struct conn *c, struct xconn *x, const void *p, size_t len,
+                      uint8_t type)
+{
+    struct plan *wire = &x->buf->wire;
+    memcpy(x->buf->out, p, len);
+    plan_init(wire);
+    plan_mem(wire, x->buf->out, len);
+    wire->tls_record = type;
+    x->busy = true;
+    conn_wire_send(w, c, wire);
+}
+
+/* The next send once OpenSSL has handed the keys over, in the order the peer must see: the
+ * bytes sealed under the old keys (the handshake's last flight), then the keys go to the
+ * socket (nothing is in flight: the last send has completed), then OpenSSL's own records
+ * (tickets, alerts, close_notify), then the protocol's plan as it is (zero-copy files, as in
+ * cleartext); close_notify after the last response. */
+static void kernel_pump(struct worker *w, struct conn *c, struct xconn *x)
+{
+    size_t len;
+    uint8_t type = 0;
+    const void *p = tls_conn_peek(&x->t, &len);
+    if (!len)
+        p = tls_conn_ktls_keys(&x->t, &len) ? NULL : tls_conn_record(&x->t, &type, &len);
+    if (p) {
+        if (!x->buf && !(x->buf = buf_get(x->port))) {
+            conn_close(w, c);
+            return;
+        }
+        if (len > OUT_CAP)
+            len = OUT_CAP; /* only old ciphertext can be longer than a record */
+        send_copy(w, c, x, p, len, type);
+        if (type)
+            tls_conn_record_sent(&x->t);
+        else
+            tls_conn_consume(&x->t, len);
+        return;
+    }
+    const void *keys = tls_conn_ktls_keys(&x->t, &len);
+    if (keys) {
+        /* OpenSSL has stopped encrypting: without the keys in the kernel nothing correct can
+         * be sent any more (ENOMEM, or a socket the peer has reset). */
+        if (conn_wire_ktls(w, c, keys, len) < 0) {
+            tls_conn_ktls_installed(&x->t); /* wipes them */
+            plan_failed(w, c, x, -EPROTO);
+            return;
+        }
+        tls_conn_ktls_installed(&x->t);
+        stat_add(&w->stats.ktls_conns, 1);
+        kernel_pump(w, c, x); /* a ticket may wait */
+        return;
+    }
+    if (tls_conn_ktls(&x->t) == TLS_KTLS_BROKEN) {
+        /* The peer asked for new keys, which the kernel cannot take: no more application data
+         * (a response not started fails), close_notify (not application data: the current
+         * keys may seal it before our KeyUpdate), then the close. */
+        x->fatal = true;
+        tls_conn_close_notify(&x->t); /* once: it is a no-op after */
+        if (tls_conn_record(&x->t, &type, &len))
+            kernel_pump(w, c, x);
+        else
+            plan_failed(w, c, x, -EPROTO);
+        return;
+    }
+    if (x->app && !x->fatal) {
+        /* The last record's tail cannot wait for the FIN: close_notify comes between. */
+        x->app->fin_carries_tail = false;
+        x->busy = true;
+        conn_wire_send(w, c, x->app);
+        return;
+    }
+    if (x->shut && !x->app) {
+        tls_conn_close_notify(&x->t); /* once: it is a no-op after */
+        if (tls_conn_owes(&x->t)) {
+            kernel_pump(w, c, x);
+            return;
+        }
+    }
+    idle(w, c, x);
 }
 
 /* The file read fill started has ended: its bytes are sealed when the wire is free. */

@@ -458,15 +458,21 @@ def test_stalled_handshake_is_timed_out(make_tls):
     assert b"HTTP/" not in got
 
 
-def test_close_notify_on_clean_close(tls):
-    with contextlib.closing(tls.connect(suppress_ragged_eofs=False)) as s:
-        s.sendall(request("GET", "/hello.txt", close=True))
+def read_to_close_notify(t, path):
+    """GET path with Connection: close; everything received until the server's close_notify."""
+    with contextlib.closing(t.connect(suppress_ragged_eofs=False)) as s:
+        s.sendall(request("GET", path, close=True))
         data = b""
         while True:
             chunk = s.recv(65536)  # SSLEOFError here would mean no close_notify
             if not chunk:
                 break
             data += chunk
+    return data
+
+
+def test_close_notify_on_clean_close(tls):
+    data = read_to_close_notify(tls, "/hello.txt")
     assert data.startswith(b"HTTP/1.1 200") and data.endswith(HELLO)
 
 

@@ -168,3 +168,26 @@ TEST(sendplan_choose_paths)
     CHECK(sendplan_choose(&p, true, false) == SENDPLAN_SENDFILE);
     CHECK(sendplan_choose(&p, false, false) == SENDPLAN_SENDFILE);
 }
+
+/* A kernel TLS control record (a ticket, an alert) leaves by sendplan_now in every mode, its
+ * content type in a cmsg; without the tls ULP the socket ignores the cmsg and sends the bytes
+ * (the VM's test_ktls.py sees the kernel seal it). */
+TEST(sendplan_tls_record_goes_by_sendmsg)
+{
+    struct plan p;
+    plan_init(&p);
+    CHECK_INT(p.tls_record, 0);
+    plan_mem(&p, "\x01\x00", 2);
+    p.tls_record = 21;
+    CHECK(sendplan_choose(&p, true, true) == SENDPLAN_SENDFILE);
+    CHECK(sendplan_choose(&p, false, false) == SENDPLAN_SENDFILE);
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    CHECK_INT(sendplan_now(sv[0], &p), 0);
+    CHECK(plan_done(&p));
+    unsigned char got[4];
+    CHECK_INT(drain(sv[1], got, sizeof(got)), 2);
+    CHECK(got[0] == 1 && got[1] == 0);
+    close(sv[0]);
+    close(sv[1]);
+}

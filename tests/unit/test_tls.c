@@ -9,6 +9,7 @@
 #include "unit.h"
 
 #include <dirent.h>
+#include <linux/tls.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -728,5 +729,305 @@ TEST(tls_close_notify_both_ways)
     tls_conn_close_notify(&c);
     CHECK_INT(tls_conn_pending(&c), 0);
     tls_conn_fini(&c);
+    one_teardown(&o);
+}
+
+/* ---- kernel TLS: the keys and records handed over at the switch ------------------------- */
+
+/* The ciphers the kernel takes, as engine/caps.h's probe reports them. */
+#define KTLS_BIT(type) (1u << ((type)-TLS_CIPHER_AES_GCM_128))
+#define KTLS_ALL                                                                                   \
+    (KTLS_BIT(TLS_CIPHER_AES_GCM_128) | KTLS_BIT(TLS_CIPHER_AES_GCM_256) |                         \
+     KTLS_BIT(TLS_CIPHER_CHACHA20_POLY1305))
+
+/* Seals one record as the kernel would from the struct tls12_crypto_info_* OpenSSL handed over
+ * (linux/tls.h), with record sequence number rec_seq + n; returns the record's length. The
+ * client decrypting it proves the key, the IV and the sequence number. */
+static size_t kernel_seal(const unsigned char *info, uint64_t n, uint8_t type, const void *data,
+                          size_t len, unsigned char *out)
+{
+    const struct tls_crypto_info *ci = (const void *)info;
+    const unsigned char *key, *iv, *salt = NULL, *rec_seq;
+    const EVP_CIPHER *cipher;
+    size_t iv_len = 8;
+    if (ci->cipher_type == TLS_CIPHER_CHACHA20_POLY1305) {
+        const struct tls12_crypto_info_chacha20_poly1305 *k = (const void *)info;
+        key = k->key, iv = k->iv, rec_seq = k->rec_seq, iv_len = 12;
+        cipher = EVP_chacha20_poly1305();
+    } else if (ci->cipher_type == TLS_CIPHER_AES_GCM_256) {
+        const struct tls12_crypto_info_aes_gcm_256 *k = (const void *)info;
+        key = k->key, iv = k->iv, salt = k->salt, rec_seq = k->rec_seq;
+        cipher = EVP_aes_256_gcm();
+    } else {
+        CHECK_INT(ci->cipher_type, TLS_CIPHER_AES_GCM_128);
+        const struct tls12_crypto_info_aes_gcm_128 *k = (const void *)info;
+        key = k->key, iv = k->iv, salt = k->salt, rec_seq = k->rec_seq;
+        cipher = EVP_aes_128_gcm();
+    }
+    uint64_t seq = n;
+    for (int i = 0; i < 8; i++)
+        seq += (uint64_t)rec_seq[i] << (56 - 8 * i);
+    unsigned char seq_be[8], nonce[12], aad[13];
+    for (int i = 0; i < 8; i++)
+        seq_be[i] = (unsigned char)(seq >> (56 - 8 * i));
+    bool tls13 = ci->version == TLS_1_3_VERSION;
+    size_t explicit_len = !tls13 && salt ? 8 : 0; /* TLS 1.2 GCM sends its nonce's last 8 */
+    if (salt) {
+        memcpy(nonce, salt, 4);
+        memcpy(nonce + 4, iv, 8);
+    } else {
+        memcpy(nonce, iv, iv_len);
+    }
+    if (!explicit_len)
+        for (int i = 0; i < 8; i++)
+            nonce[4 + i] ^= seq_be[i];
+    unsigned char inner[16384 + 1];
+    memcpy(inner, data, len);
+    size_t inner_len = len;
+    if (tls13)
+        inner[inner_len++] = type; /* TLSInnerPlaintext: content, then its real type */
+    size_t body = explicit_len + inner_len + 16;
+    out[0] = tls13 ? 23 : type;
+    out[1] = 3, out[2] = 3;
+    out[3] = (unsigned char)(body >> 8), out[4] = (unsigned char)body;
+    memcpy(out + 5, nonce + 4, explicit_len);
+    size_t aad_len = 5;
+    if (tls13) {
+        memcpy(aad, out, 5);
+    } else {
+        memcpy(aad, seq_be, 8);
+        aad[8] = type, aad[9] = 3, aad[10] = 3;
+        aad[11] = (unsigned char)(len >> 8), aad[12] = (unsigned char)len;
+        aad_len = 13;
+    }
+    EVP_CIPHER_CTX *e = EVP_CIPHER_CTX_new();
+    int outl;
+    CHECK(EVP_EncryptInit_ex(e, cipher, NULL, key, nonce) == 1);
+    CHECK(EVP_EncryptUpdate(e, NULL, &outl, aad, (int)aad_len) == 1);
+    unsigned char *ct = out + 5 + explicit_len;
+    CHECK(EVP_EncryptUpdate(e, ct, &outl, inner, (int)inner_len) == 1);
+    CHECK(EVP_EncryptFinal_ex(e, ct + outl, &outl) == 1);
+    CHECK(EVP_CIPHER_CTX_ctrl(e, EVP_CTRL_AEAD_GET_TAG, 16, ct + inner_len) == 1);
+    EVP_CIPHER_CTX_free(e);
+    return 5 + body;
+}
+
+/* Seals every record the server owes with the kernel's rules (sequence numbers from *n on) and
+ * gives them to the client. */
+static void kernel_send(struct client *cl, struct tls_conn *s, const unsigned char *keys,
+                        uint64_t *n, uint8_t *first_type)
+{
+    const void *p;
+    uint8_t type;
+    size_t len;
+    unsigned char rec[16384 + 64];
+    while ((p = tls_conn_record(s, &type, &len))) {
+        if (first_type && !*first_type)
+            *first_type = type;
+        size_t rl = kernel_seal(keys, (*n)++, type, p, len, rec);
+        BIO_write(cl->rd, rec, (int)rl);
+        tls_conn_record_sent(s);
+    }
+}
+
+/* One connection switched to kernel TLS: version, the client's only cipher (TLS 1.2 list or
+ * TLS 1.3 suite), the cipher_type the keys must name, and the first record's type after the
+ * switch (TLS 1.2: the server's Finished; 1.3: its ticket). Returns the client's session. */
+static SSL_SESSION *ktls_case(struct one *o, int version, const char *cipher, int want_cipher,
+                              SSL_SESSION *resume)
+{
+    struct client cl;
+    client_init(&cl, version, "a.test", "\x08http/1.1", 9);
+    if (version == TLS1_3_VERSION)
+        CHECK(SSL_set_ciphersuites(cl.ssl, cipher) == 1);
+    else
+        CHECK(SSL_set_cipher_list(cl.ssl, cipher) == 1);
+    if (resume)
+        CHECK(SSL_set_session(cl.ssl, resume) == 1);
+    struct tls_conn s;
+    CHECK_INT(tls_conn_init(&s, o->ctx), 0);
+    tls_conn_ktls_allow(&s, KTLS_ALL);
+    /* 1 once done, TLS_AGAIN for a resumed TLS 1.2 handshake (the client needs the server's
+     * Finished, which comes after the switch) */
+    int hs = pump(&cl, &s);
+    CHECK_INT(tls_conn_pending(&s), 0); /* what was sealed under the old keys reached the client */
+    CHECK_INT(tls_conn_ktls(&s), TLS_KTLS_KEYS);
+    CHECK(tls_conn_owes(&s));
+    size_t klen;
+    const void *k = tls_conn_ktls_keys(&s, &klen);
+    CHECK(k != NULL);
+    unsigned char keys[TLS_KTLS_KEYS_MAX];
+    memcpy(keys, k, klen);
+    const struct tls_crypto_info *ci = (const void *)keys;
+    CHECK_INT(ci->version, version == TLS1_3_VERSION ? TLS_1_3_VERSION : TLS_1_2_VERSION);
+    CHECK_INT(ci->cipher_type, want_cipher);
+    tls_conn_ktls_installed(&s);
+    CHECK_INT(tls_conn_ktls(&s), TLS_KTLS_ON);
+    CHECK(tls_conn_ktls_keys(&s, &klen) == NULL);
+
+    uint64_t n = 0;
+    uint8_t first = 0;
+    kernel_send(&cl, &s, keys, &n, &first);
+    /* TLS 1.2: the server's Finished; 1.3: its ticket (none when a ticket resumed: this
+     * server renews a ticket only when the previous key period's made it) */
+    CHECK_INT(first, version == TLS1_3_VERSION && resume ? 0 : 22);
+    if (hs != 1)
+        hs = pump(&cl, &s);
+    CHECK_INT(hs, 1);
+    CHECK_INT(tls_conn_resumed(&s), resume != NULL);
+
+    /* A request in user space, the answer sealed by "the kernel" after the server's records. */
+    static const char req[] = "GET / HTTP/1.1\r\n\r\n";
+    size_t w;
+    CHECK(SSL_write_ex(cl.ssl, req, sizeof(req) - 1, &w) == 1);
+    pump(&cl, &s);
+    char got[64];
+    CHECK_INT(tls_conn_read(&s, got, sizeof(got)), sizeof(req) - 1);
+    CHECK(memcmp(got, req, sizeof(req) - 1) == 0);
+    struct iovec iov = {(void *)"x", 1};
+    char out[256];
+    size_t out_len = 0;
+    CHECK_INT(tls_conn_seal(&s, &iov, 1, out, sizeof(out), &out_len), -EPROTO);
+    kernel_send(&cl, &s, keys, &n, NULL); /* nothing, or a ticket the read made */
+    unsigned char rec[256];
+    size_t rl = kernel_seal(keys, n++, 23, "hello", 5, rec);
+    BIO_write(cl.rd, rec, (int)rl);
+    char back[16];
+    size_t r = 0;
+    CHECK(SSL_read_ex(cl.ssl, back, sizeof(back), &r) == 1);
+    CHECK_MEM(back, r, "hello");
+    CHECK(SSL_is_init_finished(cl.ssl));
+
+    /* close_notify: an alert record of two bytes, which the client takes as the end. */
+    tls_conn_close_notify(&s);
+    uint8_t type;
+    size_t len;
+    const unsigned char *p = tls_conn_record(&s, &type, &len);
+    CHECK(p != NULL);
+    CHECK_INT(type, 21);
+    CHECK_INT(len, 2);
+    CHECK(p && p[0] == 1 && p[1] == 0);
+    kernel_send(&cl, &s, keys, &n, NULL);
+    CHECK_INT(SSL_read_ex(cl.ssl, back, sizeof(back), &r), 0);
+    CHECK_INT(SSL_get_error(cl.ssl, 0), SSL_ERROR_ZERO_RETURN);
+    CHECK(!tls_conn_owes(&s));
+
+    SSL_shutdown(cl.ssl); /* answered: a session ended without it is not resumable */
+    SSL_SESSION *sess = SSL_get1_session(cl.ssl);
+    tls_conn_fini(&s);
+    client_fini(&cl);
+    return sess;
+}
+
+/* Every cipher kernel TLS takes, in TLS 1.2 and 1.3, full and resumed (TLS 1.2's abbreviated
+ * handshake has the server's Finished first, under the new keys). */
+TEST(tls_ktls_keys_and_records_decrypt)
+{
+    struct one o;
+    one_setup(&o);
+    static const struct {
+        int version;
+        const char *cipher; /* TLS 1.2 cipher list, or TLS 1.3 suite */
+        int type;
+    } cases[] = {
+        {TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256", TLS_CIPHER_AES_GCM_128},
+        {TLS1_2_VERSION, "ECDHE-ECDSA-AES256-GCM-SHA384", TLS_CIPHER_AES_GCM_256},
+        {TLS1_2_VERSION, "ECDHE-ECDSA-CHACHA20-POLY1305", TLS_CIPHER_CHACHA20_POLY1305},
+        {TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256", TLS_CIPHER_AES_GCM_128},
+        {TLS1_3_VERSION, "TLS_AES_256_GCM_SHA384", TLS_CIPHER_AES_GCM_256},
+        {TLS1_3_VERSION, "TLS_CHACHA20_POLY1305_SHA256", TLS_CIPHER_CHACHA20_POLY1305},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int v = cases[i].version;
+        SSL_SESSION *sess = ktls_case(&o, v, cases[i].cipher, cases[i].type, NULL);
+        CHECK(sess != NULL && SSL_SESSION_is_resumable(sess));
+        SSL_SESSION_free(ktls_case(&o, v, cases[i].cipher, cases[i].type, sess));
+        SSL_SESSION_free(sess);
+    }
+    one_teardown(&o);
+}
+
+/* Without tls_conn_ktls_allow, or when the cipher chosen is not one the kernel took (here the
+ * client's first choice, AES-256-GCM, with only AES-128-GCM allowed), OpenSSL encrypts. */
+TEST(tls_ktls_not_allowed_stays_in_user_space)
+{
+    struct one o;
+    one_setup(&o);
+    for (int allow = 0; allow < 2; allow++) {
+        struct client cl;
+        client_init(&cl, 0, "a.test", "\x08http/1.1", 9);
+        struct tls_conn s;
+        CHECK_INT(tls_conn_init(&s, o.ctx), 0);
+        if (allow)
+            tls_conn_ktls_allow(&s, KTLS_BIT(TLS_CIPHER_AES_GCM_128));
+        CHECK_INT(pump(&cl, &s), 1);
+        CHECK(strcmp(tls_conn_cipher(&s), "TLS_AES_256_GCM_SHA384") == 0);
+        CHECK_INT(tls_conn_ktls(&s), TLS_KTLS_NO);
+        uint8_t type;
+        size_t len;
+        CHECK(tls_conn_record(&s, &type, &len) == NULL);
+        exchange(&cl, &s);
+        tls_conn_fini(&s);
+        client_fini(&cl);
+    }
+    one_teardown(&o);
+}
+
+/* A TLS 1.3 client asking for a KeyUpdate: the kernel (6.1) cannot take new keys, and
+ * OpenSSL would answer only on its next SSL_write, which never comes after the switch. The
+ * connection reports TLS_KTLS_BROKEN (the caller sends no more application data) and
+ * close_notify, which the current keys may still seal, reaches the client. */
+TEST(tls_ktls_key_update_stops_the_send_side)
+{
+    struct one o;
+    one_setup(&o);
+    for (int ours = 0; ours < 2; ours++) {
+        struct client cl;
+        client_init(&cl, TLS1_3_VERSION, "a.test", NULL, 0);
+        struct tls_conn s;
+        CHECK_INT(tls_conn_init(&s, o.ctx), 0);
+        tls_conn_ktls_allow(&s, KTLS_ALL);
+        CHECK_INT(pump(&cl, &s), 1);
+        size_t klen;
+        const void *k = tls_conn_ktls_keys(&s, &klen);
+        CHECK(k != NULL);
+        if (!k)
+            return;
+        unsigned char keys[TLS_KTLS_KEYS_MAX];
+        memcpy(keys, k, klen);
+        tls_conn_ktls_installed(&s);
+        uint64_t n = 0;
+        kernel_send(&cl, &s, keys, &n, NULL);
+        char buf[64];
+        size_t r;
+        CHECK(SSL_read_ex(cl.ssl, buf, sizeof(buf), &r) == 0); /* takes the ticket */
+        uint8_t type;
+        size_t len;
+        if (ours) {
+            /* the guard: a KeyUpdate OpenSSL writes itself, and all after it, is dropped */
+            CHECK(SSL_key_update(s.ssl, SSL_KEY_UPDATE_NOT_REQUESTED) == 1);
+            CHECK(SSL_write_ex(s.ssl, "x", 1, &r) == 1);
+            CHECK_INT(tls_conn_ktls(&s), TLS_KTLS_BROKEN);
+            CHECK(tls_conn_record(&s, &type, &len) == NULL);
+            tls_conn_close_notify(&s);
+            CHECK(tls_conn_record(&s, &type, &len) == NULL);
+        } else {
+            CHECK(SSL_key_update(cl.ssl, SSL_KEY_UPDATE_REQUESTED) == 1);
+            CHECK(SSL_write_ex(cl.ssl, "GET / HTTP/1.1\r\n\r\n", 18, &r) == 1);
+            pump(&cl, &s);
+            CHECK_INT(tls_conn_read(&s, buf, sizeof(buf)), 18);
+            CHECK_INT(tls_conn_ktls(&s), TLS_KTLS_BROKEN);
+            CHECK(tls_conn_owes(&s));
+            CHECK(tls_conn_record(&s, &type, &len) == NULL); /* no KeyUpdate of ours */
+            tls_conn_close_notify(&s);
+            CHECK(tls_conn_record(&s, &type, &len) != NULL);
+            CHECK_INT(type, 21);
+            kernel_send(&cl, &s, keys, &n, NULL);
+            CHECK_INT(SSL_read_ex(cl.ssl, buf, sizeof(buf), &r), 0);
+            CHECK_INT(SSL_get_error(cl.ssl, 0), SSL_ERROR_ZERO_RETURN);
+        }
+        tls_conn_fini(&s);
+        client_fini(&cl);
+    }
     one_teardown(&o);
 }
