@@ -455,6 +455,9 @@ class Server:
         return (self.host, self.port)
 
     def stderr_text(self):
+        if self.proc.poll() is not None and not getattr(self, "_drained", False):
+            self._threads[0].join(timeout=5)  # exited: its last lines may still be in the pipe
+            self._drained = True
         with self._lock:
             return "".join(self._lines)
 
