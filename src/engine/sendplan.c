@@ -1,7 +1,10 @@
-/* The shared non-blocking send loop; see sendplan.h. */
+/* The shared non-blocking send loops; see sendplan.h. */
 #include "engine/sendplan.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 
@@ -15,34 +18,99 @@ bool sendplan_has_file(const struct plan *p)
     return false;
 }
 
+bool sendplan_interleaved(const struct plan *p)
+{
+    unsigned files = 0;
+    for (unsigned i = p->cur; i < p->nseg && files < 2; i++)
+        files += !p->segs[i].mem;
+    return files == 2;
+}
+
+uint64_t sendplan_file_run(const struct plan *p, int *fd, uint64_t *off)
+{
+    const struct seg *run = NULL;
+    uint64_t len = 0;
+    for (unsigned i = p->cur; i < p->nseg; i++) {
+        const struct seg *s = &p->segs[i];
+        if (s->mem)
+            continue;
+        if (run && (s->fd != run->fd || s->off != run->off + len))
+            break;
+        if (!run)
+            run = s;
+        len += s->len;
+    }
+    if (run) {
+        *fd = run->fd;
+        *off = run->off;
+    }
+    return len;
+}
+
 enum sendplan_path sendplan_choose(const struct plan *p, bool splice_mode, bool splice_ok)
 {
     const struct seg *s = p->cur < p->nseg ? &p->segs[p->cur] : NULL;
     bool at_file = s && !s->mem;
-    if (at_file && splice_mode && splice_ok)
+    if ((at_file || (s && sendplan_interleaved(p))) && splice_mode && splice_ok)
         return SENDPLAN_SPLICE;
     if (sendplan_has_file(p) && (!splice_mode || at_file))
         return SENDPLAN_SENDFILE;
     return SENDPLAN_MEMORY;
 }
 
-int sendplan_now(int fd, struct plan *p)
+/* The memory segments from the cursor, by one sendmsg. */
+static ssize_t send_mem(int fd, const struct plan *p)
+{
+    struct iovec iov[IOV_MAX_BATCH];
+    struct msghdr msg = {.msg_iov = iov};
+    msg.msg_iovlen = (size_t)plan_iov(p, iov, IOV_MAX_BATCH);
+    return sendmsg(fd, &msg, sendplan_flags(p, (unsigned)msg.msg_iovlen) | MSG_DONTWAIT);
+}
+
+/* TCP_CORK on or off; a socket that is not TCP refuses it, which changes nothing sent. */
+static void cork(int fd, int on)
+{
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+}
+
+/* The file segment s by sendfile; 0 when the file shrank under us. */
+static ssize_t send_file(int fd, const struct seg *s)
+{
+    off_t off = (off_t)s->off;
+    size_t len = s->len < 0x7ffff000 ? (size_t)s->len : 0x7ffff000;
+    return sendfile(fd, s->fd, &off, len);
+}
+
+/* What the pipe holds of the file segment at the cursor; 0 when the pipe held less than
+ * counted (never resend a guess). */
+static ssize_t send_piped(int fd, const struct plan *p, int pipe_rd, uint32_t *in_pipe)
+{
+    const struct seg *s = &p->segs[p->cur];
+    size_t len = s->len < *in_pipe ? (size_t)s->len : *in_pipe;
+    bool more = len < s->len || (sendplan_flags(p, 1) & MSG_MORE);
+    ssize_t n =
+        splice(pipe_rd, NULL, fd, NULL, len, SPLICE_F_NONBLOCK | (more ? SPLICE_F_MORE : 0));
+    if (n > 0)
+        *in_pipe -= (uint32_t)n;
+    return n;
+}
+
+/* Both loops: file bytes by sendfile, or from the pipe when pipe_rd >= 0. */
+static int send_loop(int fd, struct plan *p, int pipe_rd, uint32_t *in_pipe)
 {
     while (!plan_done(p)) {
         struct seg *s = plan_seg(p);
         ssize_t n;
-        if (s->mem) {
-            struct iovec iov[IOV_MAX_BATCH];
-            struct msghdr msg = {.msg_iov = iov};
-            msg.msg_iovlen = (size_t)plan_iov(p, iov, IOV_MAX_BATCH);
-            n = sendmsg(fd, &msg, sendplan_flags(p, (unsigned)msg.msg_iovlen) | MSG_DONTWAIT);
-        } else {
-            off_t off = (off_t)s->off;
-            size_t len = s->len < 0x7ffff000 ? (size_t)s->len : 0x7ffff000;
-            n = sendfile(fd, s->fd, &off, len);
-            if (n == 0)
-                return -EIO; /* the file shrank under us: the promised length can't be sent */
-        }
+        if (s->mem)
+            n = send_mem(fd, p);
+        else if (pipe_rd < 0)
+            n = send_file(fd, s);
+        else if (*in_pipe == 0)
+            return -ENODATA;
+        else
+            n = send_piped(fd, p, pipe_rd, in_pipe);
+        if (n == 0 && !s->mem)
+            return -EIO; /* the promised length can't be sent */
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -51,4 +119,23 @@ int sendplan_now(int fd, struct plan *p)
         plan_advance(p, (uint64_t)n);
     }
     return 0;
+}
+
+int sendplan_now(int fd, struct plan *p)
+{
+    /* sendfile pushes what it queued when it returns (it cannot say MSG_MORE), so an
+     * interleaved plan (HTTP/2 DATA: a 9-byte header, 16 KiB of file, ...) would leave in
+     * packets of one frame each; corked, the kernel packs them full until the uncork. */
+    bool corked = sendplan_interleaved(p);
+    if (corked)
+        cork(fd, 1);
+    int rc = send_loop(fd, p, -1, NULL);
+    if (corked)
+        cork(fd, 0);
+    return rc;
+}
+
+int sendplan_pipe(int fd, struct plan *p, int pipe_rd, uint32_t *in_pipe)
+{
+    return send_loop(fd, p, pipe_rd, in_pipe);
 }

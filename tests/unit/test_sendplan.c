@@ -168,3 +168,120 @@ TEST(sendplan_choose_paths)
     CHECK(sendplan_choose(&p, true, false) == SENDPLAN_SENDFILE);
     CHECK(sendplan_choose(&p, false, false) == SENDPLAN_SENDFILE);
 }
+
+TEST(sendplan_file_run_joins_continuing_file_segments)
+{
+    struct plan p;
+    int fd = -1;
+    uint64_t off = 0;
+    plan_init(&p);
+    plan_mem(&p, "h1", 2);
+    plan_file(&p, 7, 100, 10);
+    plan_mem(&p, "h2", 2);
+    plan_file(&p, 7, 110, 20); /* continues the first */
+    plan_mem(&p, "h3", 2);
+    plan_file(&p, 7, 500, 5); /* another range: a run of its own */
+    CHECK(sendplan_interleaved(&p));
+    CHECK_INT(sendplan_file_run(&p, &fd, &off), 30);
+    CHECK(fd == 7 && off == 100);
+    plan_advance(&p, 2 + 4); /* into the first file segment */
+    CHECK_INT(sendplan_file_run(&p, &fd, &off), 26);
+    CHECK_INT(off, 104);
+    plan_advance(&p, 6 + 2 + 20);
+    CHECK(!sendplan_interleaved(&p));
+    CHECK_INT(sendplan_file_run(&p, &fd, &off), 5);
+    CHECK_INT(off, 500);
+    plan_advance(&p, 2 + 5);
+    CHECK_INT(sendplan_file_run(&p, &fd, &off), 0);
+}
+
+/* HTTP/2's shape: a 9-byte frame header, then 16 KiB of the file, again and again, from an
+ * offset that is not page-aligned (a range request), sent through a pipe far smaller than the
+ * plan to a socket far smaller than the pipe: every fill and every send ends short somewhere,
+ * and each byte must still come out once, in order. */
+TEST(sendplan_pipe_interleaves_memory_with_the_pipes_file_bytes)
+{
+    enum { FRAMES = 19, FRAME = 16384, START = 4093 };
+    int sv[2], pfd[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    int small = 4096;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    CHECK(pipe2(pfd, O_NONBLOCK) == 0);
+    CHECK(fcntl(pfd[0], F_SETPIPE_SZ, 65536) >= 4096);
+
+    size_t fsize = START + (size_t)FRAMES * FRAME;
+    unsigned char *file = malloc(fsize);
+    for (size_t i = 0; i < fsize; i++)
+        file[i] = (unsigned char)(i * 13 + (i >> 9));
+    int ffd = temp_file_with(file, fsize);
+    CHECK(ffd >= 0);
+
+    char heads[FRAMES][9];
+    struct plan p;
+    plan_init(&p);
+    for (int i = 0; i < FRAMES; i++) {
+        memset(heads[i], 'a' + i, sizeof(heads[i]));
+        CHECK(plan_mem(&p, heads[i], sizeof(heads[i])));
+        CHECK(plan_file(&p, ffd, START + (uint64_t)i * FRAME, FRAME));
+    }
+    CHECK(plan_mem(&p, "end", 3));
+
+    size_t total = (size_t)p.bytes;
+    unsigned char *got = malloc(total);
+    size_t have = 0;
+    uint32_t in_pipe = 0;
+    int fills = 0, eagain = 0, rc;
+    while ((rc = sendplan_pipe(sv[0], &p, pfd[0], &in_pipe)) != 0) {
+        if (rc == -ENODATA) {
+            CHECK_INT(in_pipe, 0);
+            int fd;
+            uint64_t off;
+            uint64_t run = sendplan_file_run(&p, &fd, &off);
+            CHECK(run > 0 && fd == ffd);
+            loff_t at = (loff_t)off;
+            ssize_t n = splice(fd, &at, pfd[1], NULL, run, SPLICE_F_NONBLOCK);
+            CHECK(n > 0);
+            in_pipe = (uint32_t)n;
+            fills++;
+        } else {
+            CHECK_INT(rc, -EAGAIN);
+            eagain++;
+            have += drain(sv[1], got + have, total - have);
+        }
+    }
+    CHECK(plan_done(&p));
+    CHECK_INT(in_pipe, 0);
+    have += drain(sv[1], got + have, total - have);
+    CHECK_INT(have, total);
+    CHECK(fills >= 5 && eagain > 10); /* both kinds of resumption happened */
+    size_t at = 0;
+    for (int i = 0; i < FRAMES && have == total; i++) {
+        CHECK(memcmp(got + at, heads[i], 9) == 0);
+        at += 9;
+        CHECK(memcmp(got + at, file + START + (size_t)i * FRAME, FRAME) == 0);
+        at += FRAME;
+    }
+    CHECK(have != total || memcmp(got + at, "end", 3) == 0);
+
+    free(got);
+    free(file);
+    close(ffd);
+    close(pfd[0]);
+    close(pfd[1]);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+TEST(sendplan_choose_takes_an_interleaved_plan_through_the_pipe_from_its_start)
+{
+    struct plan p;
+    plan_init(&p);
+    plan_mem(&p, "hdr", 3);
+    plan_file(&p, 3, 0, 100);
+    plan_mem(&p, "hdr", 3);
+    plan_file(&p, 3, 100, 100);
+    CHECK(sendplan_choose(&p, true, true) == SENDPLAN_SPLICE);
+    CHECK(sendplan_choose(&p, true, false) == SENDPLAN_MEMORY);
+    CHECK(sendplan_choose(&p, false, false) == SENDPLAN_SENDFILE);
+}
