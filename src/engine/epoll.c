@@ -5,7 +5,14 @@
  * once and finishing it on readiness. Completions are never reported from inside the call that
  * started them: they go on a ready list the loop drains after each batch of events, so a
  * pipelined burst cannot recurse through conn and the engine. Each worker has its own
- * SO_REUSEPORT listener and epoll set, so no two workers wake for one connection. */
+ * SO_REUSEPORT listener and epoll set, so no two workers wake for one connection.
+ *
+ * Files go by sendfile from the loop (a cold file blocks it). An interleaved plan (HTTP/2 DATA
+ * frames: a 9-byte header per 16 KiB of file) would take a sendfile and a sendmsg per frame;
+ * while a pipe of the worker's pool (engine/pipepool.h, sized as the io_uring engine's) is
+ * free, its file run is spliced into the pipe once and the frames leave by sendplan_pipe. A
+ * connection keeps its pipe only while bytes wait in it; none is waited for or taken: without
+ * one, the plan goes corked by sendplan_now. */
 #include "engine/engine.h"
 
 #include <errno.h>
@@ -17,13 +24,17 @@
 
 #include "config.h"
 #include "conn.h"
+#include "engine/pipepool.h"
 #include "engine/sendplan.h"
 #include "engine/tag.h"
+#include "rt/pipesize.h"
 #include "rt/worker.h"
 
 #define MAX_EVENTS 512
 #define ACCEPT_BATCH 64 /* per readiness event: the listener is level-triggered */
 #define RECV_BUF 16384
+#define PIPE_BYTES (1u << 20) /* asked of F_SETPIPE_SZ, as the io_uring engine does */
+#define PIPE_IDLE 10          /* seconds a free pipe is kept before it is closed */
 
 enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
 
@@ -39,6 +50,7 @@ enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
 struct ep {
     int epfd;
     struct conn *ready;
+    struct pipepool pool; /* pipes for interleaved plans; pool.slots NULL when there are none */
     char buf[RECV_BUF];
 };
 
@@ -77,6 +89,18 @@ static void queue(struct ep *e, struct conn *c, uint32_t what)
     }
 }
 
+/* The worker's pipes for interleaved plans (made on first use). Without them (no memory),
+ * every plan goes by sendplan_now. */
+static void setup_pipes(struct worker *w, struct ep *e)
+{
+    struct pipe_limits lim;
+    struct pipe_plan plan;
+    pipesize_read(&lim);
+    pipesize_plan(&lim, w->cfg->splice_pipes, PIPE_BYTES, (unsigned)w->cfg->threads, &plan);
+    if (pipepool_init(&e->pool, w->cfg->max_conns, plan.count, plan.bytes) < 0)
+        e->pool.slots = NULL;
+}
+
 static int ep_init(struct worker *w)
 {
     struct ep *e = calloc(1, sizeof(*e));
@@ -94,6 +118,7 @@ static int ep_init(struct worker *w)
         free(e);
         return err;
     }
+    setup_pipes(w, e);
     w->engine_state = e;
     return 0;
 }
@@ -104,6 +129,8 @@ static void ep_fini(struct worker *w)
     if (!e)
         return;
     close(e->epfd);
+    if (e->pool.slots)
+        pipepool_fini(&e->pool);
     free(e);
     w->engine_state = NULL;
 }
@@ -116,10 +143,31 @@ static void ep_recv(struct worker *w, struct conn *c, bool on)
         queue(e, c, F_READ);
 }
 
+/* c's plan, its file bytes through a pipe (see the top of this file) when it is interleaved
+ * and a pipe is free, or already holds some of them. */
+static int pipe_send(struct worker *w, struct ep *e, struct conn *c)
+{
+    struct plan *p = c->out;
+    struct pipepool_slot *ph = pipepool_slot(&e->pool, c->slot);
+    uint32_t robbed; /* never set: this engine parks no pipe */
+    if (!ph->pipe && (!sendplan_interleaved(p) || !pipepool_acquire(&e->pool, c->slot, &robbed)))
+        return sendplan_now(c->fd, p);
+    int rc;
+    ssize_t n = 0;
+    while ((rc = sendplan_pipe(c->fd, p, ph->pipe->fd[0], &ph->in_pipe)) == -ENODATA &&
+           (n = sendplan_fill(p, ph->pipe->fd[1], ph->pipe->cap)) > 0)
+        ph->in_pipe = (uint32_t)n;
+    if (ph->in_pipe == 0)
+        pipepool_put(&e->pool, c->slot, w->now); /* kept only while bytes wait in it */
+    if (rc == -ENODATA) /* the fill failed; if only for now, the rest goes by sendplan_now */
+        rc = n == -EAGAIN ? sendplan_now(c->fd, p) : (int)n;
+    return rc;
+}
+
 static void ep_send(struct worker *w, struct conn *c)
 {
     struct ep *e = w->engine_state;
-    int rc = sendplan_now(c->fd, c->out);
+    int rc = e->pool.slots ? pipe_send(w, e, c) : sendplan_now(c->fd, c->out);
     if (rc == -EAGAIN) {
         ec(e, c)->flags |= F_WANT_OUT; /* EPOLLOUT's next edge resumes it */
         return;
@@ -140,6 +188,8 @@ static void ep_close(struct worker *w, struct conn *c)
      * by the CLOSING state now and by the generation once the slot is reused. */
     struct ep *e = w->engine_state;
     close(c->fd);
+    if (e->pool.slots)
+        pipepool_release(&e->pool, c->slot, w->now); /* a pipe with bytes in it is closed */
     ec(e, c)->flags &= ~(uint32_t)(F_WANT_OUT | F_READABLE);
     queue(e, c, F_CLOSED);
 }
@@ -296,6 +346,8 @@ static int ep_run(struct worker *w)
             }
         }
         run_ready(w, e);
+        if (e->pool.slots)
+            pipepool_trim(&e->pool, w->now, PIPE_IDLE);
     }
     return 0;
 }

@@ -139,3 +139,18 @@ int sendplan_pipe(int fd, struct plan *p, int pipe_rd, uint32_t *in_pipe)
 {
     return send_loop(fd, p, pipe_rd, in_pipe);
 }
+
+ssize_t sendplan_fill(const struct plan *p, int pipe_wr, uint32_t cap)
+{
+    int fd = -1;
+    uint64_t off = 0;
+    uint64_t run = sendplan_file_run(p, &fd, &off);
+    loff_t at = (loff_t)off;
+    ssize_t n;
+    do
+        n = splice(fd, &at, pipe_wr, NULL, run < cap ? (size_t)run : cap, SPLICE_F_NONBLOCK);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    return n > 0 ? n : -EIO; /* nothing: the file shrank under us */
+}

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "core/plan.h"
 
@@ -38,6 +39,12 @@ bool sendplan_interleaved(const struct plan *p);
  * read into a pipe may take for sendplan_pipe. Sets *fd and *off to where it starts; 0 when no
  * file segment is left. */
 uint64_t sendplan_file_run(const struct plan *p, int *fd, uint64_t *off);
+
+/* Reads the file run (at least one file segment is left) into the empty pipe pipe_wr, at most
+ * cap bytes, without waiting for room in the pipe (a read from disk may still block: this is
+ * for the loop of an engine that blocks on sendfile anyway). Returns the bytes it took (the new
+ * *in_pipe of sendplan_pipe), -EIO when the file shrank, -EAGAIN or another -errno. */
+ssize_t sendplan_fill(const struct plan *p, int pipe_wr, uint32_t cap);
 
 /* Flags for sending the next n memory segments of p: MSG_NOSIGNAL, and MSG_MORE while more of
  * the plan follows (headers share packets with the file) or when the close is to carry the tail
