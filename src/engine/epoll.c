@@ -10,12 +10,13 @@
  * Files go by sendfile from the loop (a cold file blocks it). An interleaved plan (HTTP/2 DATA
  * frames: a 9-byte header per 16 KiB of file) would take a sendfile and a sendmsg per frame;
  * while a pipe of the worker's pool (engine/pipepool.h, sized as the io_uring engine's) is
- * free, its file run is spliced into the pipe once and the frames leave by sendplan_pipe. A
- * connection keeps its pipe only while bytes wait in it; none is waited for or taken: without
- * one, the plan goes corked by sendplan_now. */
+ * free, its headers and file ranges are put into the pipe in order and leave by one splice per
+ * pipe-full (sendplan_composed). A connection keeps its pipe only while bytes wait in it; none
+ * is waited for or taken: without one, the plan goes corked by sendplan_now. */
 #include "engine/engine.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -152,15 +153,15 @@ static int pipe_send(struct worker *w, struct ep *e, struct conn *c)
     uint32_t robbed; /* never set: this engine parks no pipe */
     if (!ph->pipe && (!sendplan_interleaved(p) || !pipepool_acquire(&e->pool, c->slot, &robbed)))
         return sendplan_now(c->fd, p);
-    int rc;
-    ssize_t n = 0;
-    while ((rc = sendplan_pipe(c->fd, p, ph->pipe->fd[0], &ph->in_pipe)) == -ENODATA &&
-           (n = sendplan_fill(p, ph->pipe->fd[1], ph->pipe->cap)) > 0)
-        ph->in_pipe = (uint32_t)n;
+    /* The pool's pipes block (the io_uring engine's file splices wait in io-wq); here a full
+     * pipe must end the fill, not the loop. */
+    if (fcntl(ph->pipe->fd[1], F_SETFL, O_NONBLOCK) != 0)
+        return sendplan_now(c->fd, p); /* holds no byte yet: put back at the close */
+    int rc = sendplan_composed(c->fd, p, ph->pipe->fd, ph->pipe->cap, &ph->in_pipe);
     if (ph->in_pipe == 0)
         pipepool_put(&e->pool, c->slot, w->now); /* kept only while bytes wait in it */
-    if (rc == -ENODATA) /* the fill failed; if only for now, the rest goes by sendplan_now */
-        rc = n == -EAGAIN ? sendplan_now(c->fd, p) : (int)n;
+    if (rc == -ENODATA)
+        rc = sendplan_now(c->fd, p);
     return rc;
 }
 

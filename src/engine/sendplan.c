@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #define IOV_MAX_BATCH 16
 
@@ -140,17 +141,56 @@ int sendplan_pipe(int fd, struct plan *p, int pipe_rd, uint32_t *in_pipe)
     return send_loop(fd, p, pipe_rd, in_pipe);
 }
 
-ssize_t sendplan_fill(const struct plan *p, int pipe_wr, uint32_t cap)
+int sendplan_composed(int fd, struct plan *p, const int pipe_fd[2], uint32_t cap, uint32_t *in_pipe)
 {
-    int fd = -1;
-    uint64_t off = 0;
-    uint64_t run = sendplan_file_run(p, &fd, &off);
-    loff_t at = (loff_t)off;
-    ssize_t n;
-    do
-        n = splice(fd, &at, pipe_wr, NULL, run < cap ? (size_t)run : cap, SPLICE_F_NONBLOCK);
-    while (n < 0 && errno == EINTR);
-    if (n < 0)
-        return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-    return n > 0 ? n : -EIO; /* nothing: the file shrank under us */
+    for (;;) {
+        /* Fill: from the cursor + *in_pipe on, headers written, file ranges spliced. */
+        uint64_t skip = *in_pipe;
+        unsigned i = p->cur;
+        while (i < p->nseg && skip >= p->segs[i].len)
+            skip -= p->segs[i++].len;
+        while (i < p->nseg && *in_pipe < cap) {
+            const struct seg *s = &p->segs[i];
+            uint64_t left = s->len - skip;
+            size_t len = left < cap - *in_pipe ? (size_t)left : cap - *in_pipe;
+            ssize_t n;
+            if (s->mem) {
+                n = write(pipe_fd[1], s->mem + s->off + skip, len);
+            } else {
+                loff_t at = (loff_t)(s->off + skip);
+                n = splice(s->fd, &at, pipe_fd[1], NULL, len, SPLICE_F_NONBLOCK);
+                if (n == 0)
+                    return -EIO;
+            }
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && errno == EAGAIN)
+                break;
+            if (n < 0)
+                return -errno;
+            *in_pipe += (uint32_t)n;
+            skip += (uint64_t)n;
+            if (skip == s->len) {
+                i++;
+                skip = 0;
+            }
+            if ((size_t)n < len)
+                break;
+        }
+        if (*in_pipe == 0)
+            return plan_done(p) ? 0 : -ENODATA;
+        bool more = i < p->nseg || p->fin_carries_tail;
+        ssize_t n = splice(pipe_fd[0], NULL, fd, NULL, *in_pipe,
+                           SPLICE_F_NONBLOCK | (more ? SPLICE_F_MORE : 0));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+        if (n == 0)
+            return -EIO;
+        *in_pipe -= (uint32_t)n;
+        plan_advance(p, (uint64_t)n);
+        if (plan_done(p) && *in_pipe == 0)
+            return 0;
+    }
 }

@@ -9,7 +9,6 @@
 
 #include <stdint.h>
 #include <sys/socket.h>
-#include <sys/types.h>
 
 #include "core/plan.h"
 
@@ -40,12 +39,6 @@ bool sendplan_interleaved(const struct plan *p);
  * file segment is left. */
 uint64_t sendplan_file_run(const struct plan *p, int *fd, uint64_t *off);
 
-/* Reads the file run (at least one file segment is left) into the empty pipe pipe_wr, at most
- * cap bytes, without waiting for room in the pipe (a read from disk may still block: this is
- * for the loop of an engine that blocks on sendfile anyway). Returns the bytes it took (the new
- * *in_pipe of sendplan_pipe), -EIO when the file shrank, -EAGAIN or another -errno. */
-ssize_t sendplan_fill(const struct plan *p, int pipe_wr, uint32_t cap);
-
 /* Flags for sending the next n memory segments of p: MSG_NOSIGNAL, and MSG_MORE while more of
  * the plan follows (headers share packets with the file) or when the close is to carry the tail
  * (plan.fin_carries_tail). */
@@ -75,5 +68,17 @@ enum sendplan_path {
  * bytes); without it, a plan holding a file goes whole by sendplan_now.
  */
 enum sendplan_path sendplan_choose(const struct plan *p, bool splice_mode, bool splice_ok);
+
+/*
+ * The same again, for an engine that may read files from its loop (epoll): the pipe (pipe_fd:
+ * read end, then a non-blocking write end) holds the next *in_pipe bytes of p from the cursor,
+ * headers and file bytes alike, and is refilled up to cap bytes as it empties (headers by
+ * write, file ranges by splice) before one splice moves it to the socket: the socket sees a
+ * system call per pipe-full, not two per DATA frame. Returns 0 when p is done, -EAGAIN when
+ * the socket is full (the pipe keeps what it holds), -ENODATA when the pipe could take nothing
+ * though p is not done (send the rest another way), or another -errno.
+ */
+int sendplan_composed(int fd, struct plan *p, const int pipe_fd[2], uint32_t cap,
+                      uint32_t *in_pipe);
 
 #endif
