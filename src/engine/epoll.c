@@ -14,10 +14,18 @@
  * the finished reads and reports them. A connection closed while its read is with a thread gets
  * conn_closed only after the read ended, so the buffer stays valid and the slot is not reused.
  * epoll cannot do this in the kernel as io_uring does: Linux has no readiness for regular
- * files, and POSIX AIO is glibc's own threads with a lock per call. */
+ * files, and POSIX AIO is glibc's own threads with a lock per call.
+ *
+ * Files go by sendfile from the loop (a cold file blocks it). An interleaved plan (HTTP/2 DATA
+ * frames: a 9-byte header per 16 KiB of file) would take a sendfile and a sendmsg per frame;
+ * while a pipe of the worker's pool (engine/pipepool.h, sized as the io_uring engine's) is
+ * free, its headers and file ranges are put into the pipe in order and leave by one splice per
+ * pipe-full (sendplan_composed). A connection keeps its pipe only while bytes wait in it; none
+ * is waited for or taken: without one, the plan goes corked by sendplan_now. */
 #include "engine/engine.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -27,15 +35,19 @@
 
 #include "config.h"
 #include "conn.h"
+#include "engine/pipepool.h"
 #include "engine/sendplan.h"
 #include "engine/tag.h"
 #include "rt/offload.h"
+#include "rt/pipesize.h"
 #include "rt/worker.h"
 
 #define MAX_EVENTS 512
 #define ACCEPT_BATCH 64 /* per readiness event: the listener is level-triggered */
 #define RECV_BUF 16384
 #define READERS 4 /* reader threads per worker at most, started one by one as cold reads wait */
+#define PIPE_BYTES (1u << 20) /* asked of F_SETPIPE_SZ, as the io_uring engine does */
+#define PIPE_IDLE 10          /* seconds a free pipe is kept before it is closed */
 
 enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
 
@@ -67,6 +79,7 @@ struct ep {
     struct conn *ready;
     struct offload readers; /* threads for cold file reads, started on first use */
     struct rjob *jobs;      /* max_conns slots, made at the first cold read */
+    struct pipepool pool;   /* pipes for interleaved plans; pool.slots NULL when there are none */
     char buf[RECV_BUF];
 };
 
@@ -105,6 +118,18 @@ static void queue(struct ep *e, struct conn *c, uint32_t what)
     }
 }
 
+/* The worker's pipes for interleaved plans (made on first use). Without them (no memory),
+ * every plan goes by sendplan_now. */
+static void setup_pipes(struct worker *w, struct ep *e)
+{
+    struct pipe_limits lim;
+    struct pipe_plan plan;
+    pipesize_read(&lim);
+    pipesize_plan(&lim, w->cfg->splice_pipes, PIPE_BYTES, (unsigned)w->cfg->threads, &plan);
+    if (pipepool_init(&e->pool, w->cfg->max_conns, plan.count, plan.bytes) < 0)
+        e->pool.slots = NULL;
+}
+
 static int ep_init(struct worker *w)
 {
     struct ep *e = calloc(1, sizeof(*e));
@@ -127,6 +152,7 @@ static int ep_init(struct worker *w)
         free(e);
         return err;
     }
+    setup_pipes(w, e);
     w->engine_state = e;
     return 0;
 }
@@ -139,6 +165,8 @@ static void ep_fini(struct worker *w)
     close(e->epfd);
     offload_fini(&e->readers); /* every read was collected: its connection had to close */
     free(e->jobs);
+    if (e->pool.slots)
+        pipepool_fini(&e->pool);
     free(e);
     w->engine_state = NULL;
 }
@@ -151,10 +179,31 @@ static void ep_recv(struct worker *w, struct conn *c, bool on)
         queue(e, c, F_READ);
 }
 
+/* c's plan, its file bytes through a pipe (see the top of this file) when it is interleaved
+ * and a pipe is free, or already holds some of them. */
+static int pipe_send(struct worker *w, struct ep *e, struct conn *c)
+{
+    struct plan *p = c->out;
+    struct pipepool_slot *ph = pipepool_slot(&e->pool, c->slot);
+    uint32_t robbed; /* never set: this engine parks no pipe */
+    if (!ph->pipe && (!sendplan_interleaved(p) || !pipepool_acquire(&e->pool, c->slot, &robbed)))
+        return sendplan_now(c->fd, p);
+    /* The pool's pipes block (the io_uring engine's file splices wait in io-wq); here a full
+     * pipe must end the fill, not the loop. */
+    if (fcntl(ph->pipe->fd[1], F_SETFL, O_NONBLOCK) != 0)
+        return sendplan_now(c->fd, p); /* holds no byte yet: put back at the close */
+    int rc = sendplan_composed(c->fd, p, ph->pipe->fd, ph->pipe->cap, &ph->in_pipe);
+    if (ph->in_pipe == 0)
+        pipepool_put(&e->pool, c->slot, w->now); /* kept only while bytes wait in it */
+    if (rc == -ENODATA)
+        rc = sendplan_now(c->fd, p);
+    return rc;
+}
+
 static void ep_send(struct worker *w, struct conn *c)
 {
     struct ep *e = w->engine_state;
-    int rc = sendplan_now(c->fd, c->out);
+    int rc = e->pool.slots ? pipe_send(w, e, c) : sendplan_now(c->fd, c->out);
     if (rc == -EAGAIN) {
         ec(e, c)->flags |= F_WANT_OUT; /* EPOLLOUT's next edge resumes it */
         return;
@@ -175,6 +224,8 @@ static void ep_close(struct worker *w, struct conn *c)
      * by the CLOSING state now and by the generation once the slot is reused. */
     struct ep *e = w->engine_state;
     close(c->fd);
+    if (e->pool.slots)
+        pipepool_release(&e->pool, c->slot, w->now); /* a pipe with bytes in it is closed */
     ec(e, c)->flags &= ~(uint32_t)(F_WANT_OUT | F_READABLE);
     if (ec(e, c)->flags & F_READ_WAIT)
         ec(e, c)->flags |= F_CLOSE_WAIT; /* a thread still writes into the transport's buffer */
@@ -394,6 +445,8 @@ static int ep_run(struct worker *w)
         if (e->readers.count) /* reads with the threads: collected each loop turn */
             collect_reads(w, e);
         run_ready(w, e);
+        if (e->pool.slots)
+            pipepool_trim(&e->pool, w->now, PIPE_IDLE);
     }
     return 0;
 }

@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -95,6 +96,19 @@ static void put(struct pipepool *pp, struct pipepool_pipe *p, int64_t now)
     pp->free = p;
 }
 
+/* Links `slot` at the tail of one of the pool's lists of slots (each end slot + 1, 0 when
+ * empty); next_field is the offset of that list's link in struct pipepool_slot. The wait FIFO
+ * and the parked list grow the same way. */
+static void append(struct pipepool *pp, uint32_t *head, uint32_t *tail, size_t next_field,
+                   uint32_t slot)
+{
+    if (*tail)
+        *(uint32_t *)((char *)&pp->slots[*tail - 1] + next_field) = slot + 1;
+    else
+        *head = slot + 1;
+    *tail = slot + 1;
+}
+
 void pipepool_park(struct pipepool *pp, uint32_t slot)
 {
     struct pipepool_slot *s = &pp->slots[slot];
@@ -102,11 +116,7 @@ void pipepool_park(struct pipepool *pp, uint32_t slot)
     s->flags |= PIPEPOOL_PARKED;
     s->park_next = 0;
     s->park_prev = pp->park_tail;
-    if (pp->park_tail)
-        pp->slots[pp->park_tail - 1].park_next = slot + 1;
-    else
-        pp->park_head = slot + 1;
-    pp->park_tail = slot + 1;
+    append(pp, &pp->park_head, &pp->park_tail, offsetof(struct pipepool_slot, park_next), slot);
 }
 
 void pipepool_unpark(struct pipepool *pp, uint32_t slot)
@@ -173,11 +183,7 @@ void pipepool_wait(struct pipepool *pp, uint32_t slot, int64_t now)
     s->flags |= PIPEPOOL_WAITING;
     s->wait_since = now;
     s->wait_next = 0;
-    if (pp->wait_tail)
-        pp->slots[pp->wait_tail - 1].wait_next = slot + 1;
-    else
-        pp->wait_head = slot + 1;
-    pp->wait_tail = slot + 1;
+    append(pp, &pp->wait_head, &pp->wait_tail, offsetof(struct pipepool_slot, wait_next), slot);
 }
 
 bool pipepool_unwait(struct pipepool *pp, uint32_t slot)

@@ -1,7 +1,9 @@
-/* pipepool: the io_uring engine's bounded per-worker pool of splice pipes, and who holds,
- * waits for or may lose one: pipes made on first use up to a limit, a FIFO of connections
- * waiting for one, and the "parked" list of connections holding a pipe while they wait for
- * their socket to drain (their pipe may be taken by a waiter, oldest parked first).
+/* pipepool: an engine's bounded per-worker pool of splice pipes, and who holds, waits for or
+ * may lose one: pipes made on first use up to a limit, a FIFO of connections waiting for one,
+ * and the "parked" list of connections holding a pipe while they wait for their socket to
+ * drain (their pipe may be taken by a waiter, oldest parked first). The io_uring engine uses
+ * all of it; the epoll engine (HTTP/2 DATA through a pipe) only takes free pipes and puts
+ * them back. Pipes are blocking; a user that needs a non-blocking end sets it.
  * Must not: touch io_uring or know connections beyond their slot numbers; its system calls
  * are pipe2/fcntl/close and the non-blocking splice that empties a taken pipe into /dev/null.
  * Ownership: one worker; slots are the worker's connection slots. A slot's pipe is the slot's

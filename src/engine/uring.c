@@ -28,6 +28,12 @@
  *   (issue 10 item 7). Only with every pipe in a splice does a connection wait, in a FIFO
  *   queue, never failing. A pipe goes back to the pool only empty; one left with bytes by an
  *   error or a close is closed.
+ *   An interleaved plan (HTTP/2 DATA frames, multipart ranges: small memory segments between
+ *   file segments) would cost a splice pair, and a loop turn, per 16 KiB frame. Instead its
+ *   file run (segments that continue each other) is read into the pipe by one splice alone,
+ *   and on its completion the loop sends the frames with sendplan_pipe: each header by
+ *   sendmsg, each payload spliced from the pipe, MSG_MORE throughout (walk_fill, walk_next;
+ *   parking and taking pipes as above).
  * - sendfile: sendplan (sendfile from the loop, zero-copy) and a POLL_ADD when the socket is
  *   full; it blocks the loop while a cold file is read.
  * A transport that must copy file bytes (TLS) reads them (uring_read) with preadv2(RWF_NOWAIT)
@@ -113,6 +119,7 @@ enum op {
 #define X_OUT 0x2  /* an OP_SPLICE_OUT is in flight */
 #define X_FULL 0x8 /* the socket took less than offered: wait for POLLOUT before the next step */
 #define X_SENDFILE 0x10 /* waited too long for a pipe: the rest of this response by sendfile */
+#define X_WALK 0x20     /* the pipe holds file bytes of an interleaved plan: walk_next sends */
 
 /* A connection waits at most this long (seconds, give or take one) for a pipe before its
  * response goes by sendfile: clients that stop reading hold their pipes (with bytes in them)
@@ -405,6 +412,7 @@ static void note_short_pipes(struct worker *w, struct uring *u)
 }
 
 static void splice_step(struct uring *u, struct conn *c);
+static void uring_send(struct worker *w, struct conn *c);
 
 /* Hands free (or newly made, or taken) pipes to waiting connections, oldest first. */
 static void grant_waiters(struct worker *w, struct uring *u)
@@ -438,8 +446,31 @@ static void xfer_release(struct worker *w, struct uring *u, struct conn *c)
         grant_waiters(w, u);
 }
 
-/* One step of a file segment with a pipe held and no splice in flight: flush what the pipe
- * holds, else read up to a pipe-full and send it (two linked SQEs). */
+/*
+ * An interleaved plan (HTTP/2 DATA frames: 9 bytes of header, 16 KiB of file, ~19 times a
+ * plan) read into the empty pipe: its file run (the file segments that continue each other),
+ * up to a pipe-full, by one splice alone. Its completion sends the frames from the loop
+ * (walk_next: sendplan_pipe), so a plan costs one io-wq round trip, where a splice pair per
+ * frame cost two and a loop turn each (bench/README.md, HTTP/2).
+ */
+static void walk_fill(struct uring *u, struct conn *c)
+{
+    struct xfer *x = &u->xfers[c->slot];
+    struct pipepool_slot *ph = ps(u, c);
+    int fd = -1;
+    uint64_t off = 0;
+    uint64_t run = sendplan_file_run(c->out, &fd, &off);
+    assert(run > 0 && ph->in_pipe == 0);
+    uint32_t len = run < ph->pipe->cap ? (uint32_t)run : ph->pipe->cap;
+    struct io_uring_sqe *sqe = conn_sqe(u, c, OP_SPLICE_IN);
+    io_uring_prep_splice(sqe, fd, (int64_t)off, ph->pipe->fd[1], -1, len, 0);
+    x->want_in = len;
+    x->flags |= X_IN | X_WALK;
+}
+
+/* One step with a pipe held and no splice in flight. An interleaved plan, or one whose cursor
+ * is still at memory: walk_fill. A file segment: flush what the pipe holds, else read up to a
+ * pipe-full and send it (two linked SQEs). */
 static void splice_step(struct uring *u, struct conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
@@ -450,6 +481,13 @@ static void splice_step(struct uring *u, struct conn *c)
     bool more = p->cur + 1 < p->nseg;
     struct io_uring_sqe *sqe;
 
+    if (len == 0 && (s->mem || sendplan_interleaved(p))) {
+        walk_fill(u, c);
+        return;
+    }
+    /* A walk's bytes leave only by walk_next; X_WALK may outlive a pipe taken while parked. */
+    assert(!s->mem && (len == 0 || !(x->flags & X_WALK)));
+    x->flags &= ~(uint32_t)X_WALK;
     if (len == 0) {
         len = s->len < ph->pipe->cap ? (uint32_t)s->len : ph->pipe->cap;
         more = more || len < s->len;
@@ -541,10 +579,11 @@ static void uring_send(struct worker *w, struct conn *c)
     struct plan *p = c->out;
 
     bool splice_mode = u->xfers != NULL;
-    /* The slot's splice state is read only when a file segment is next: its page is cold for
-     * connections that send from memory. */
+    /* The slot's splice state is read only when a file segment is next (or the plan is
+     * interleaved): its page is cold for connections that send from memory. */
     const struct seg *s = plan_seg(p);
-    bool splice_ok = splice_mode && s && !s->mem && !(u->xfers[c->slot].flags & X_SENDFILE);
+    bool splice_ok = splice_mode && s && (!s->mem || sendplan_interleaved(p)) &&
+                     !(u->xfers[c->slot].flags & X_SENDFILE);
     enum sendplan_path path = sendplan_choose(p, splice_mode, splice_ok);
     if (path == SENDPLAN_SPLICE) {
         if (file_send(w, u, c))
@@ -761,6 +800,29 @@ static void on_send(struct worker *w, struct uring *u, struct conn *c, int res)
         uring_send(w, c); /* short send: continue where it stopped */
 }
 
+/* c's pipe is empty and no splice of c is in flight: the pipe goes back to the pool (to a
+ * waiter first), then c's plan is reported done or goes on through uring_send. */
+static void pipe_put_go_on(struct worker *w, struct uring *u, struct conn *c)
+{
+    u->xfers[c->slot].flags = 0;
+    pipepool_put(&u->pool, c->slot, w->now);
+    grant_waiters(w, u);
+    if (plan_done(c->out))
+        conn_sent(w, c, 0);
+    else
+        uring_send(w, c);
+}
+
+/* The socket took less than offered: wait for POLLOUT, parked (whoever needs a pipe until
+ * then may take c's: someone does now if anyone waits). */
+static void park_until_writable(struct worker *w, struct uring *u, struct conn *c)
+{
+    io_uring_prep_poll_add(conn_sqe(u, c, OP_POLL), c->fd, POLLOUT);
+    pipepool_park(&u->pool, c->slot);
+    if (u->pool.wait_head)
+        grant_waiters(w, u);
+}
+
 /* Both splices of a step have completed: report, continue, or wait for the socket. */
 static void splice_next(struct worker *w, struct uring *u, struct conn *c)
 {
@@ -775,22 +837,12 @@ static void splice_next(struct worker *w, struct uring *u, struct conn *c)
     }
     struct seg *s = plan_seg(p);
     if (ph->in_pipe == 0 && (!s || s->mem)) {
-        /* The file segment is done and the pipe empty: back to the pool, then go on. */
-        x->flags = 0;
-        pipepool_put(&u->pool, c->slot, w->now);
-        grant_waiters(w, u);
-        if (plan_done(p))
-            conn_sent(w, c, 0);
-        else
-            uring_send(w, c);
+        pipe_put_go_on(w, u, c); /* the file segment is done and the pipe empty */
         return;
     }
     if (x->flags & X_FULL) {
         x->flags &= ~(uint32_t)X_FULL;
-        io_uring_prep_poll_add(conn_sqe(u, c, OP_POLL), c->fd, POLLOUT);
-        pipepool_park(&u->pool, c->slot); /* until POLLOUT, whoever needs a pipe may take it */
-        if (u->pool.wait_head)
-            grant_waiters(w, u); /* ... and someone does now */
+        park_until_writable(w, u, c);
         return;
     }
     if (ph->in_pipe == 0 && u->pool.wait_head) {
@@ -802,6 +854,37 @@ static void splice_next(struct worker *w, struct uring *u, struct conn *c)
         return;
     }
     splice_step(u, c);
+}
+
+/* An interleaved plan's step after its fill (or POLLOUT): the pipe's file bytes and the
+ * memory around them go out from the loop (sendplan_pipe, non-blocking, no disk read: the
+ * bytes are in the pipe); then the plan is done, waits for the socket (parked, as a splice
+ * pair does), or has the emptied pipe filled again. */
+static void walk_next(struct worker *w, struct uring *u, struct conn *c)
+{
+    struct xfer *x = &u->xfers[c->slot];
+    struct pipepool_slot *ph = ps(u, c);
+    struct plan *p = c->out;
+    int rc = x->err;
+    x->err = 0;
+    if (rc == 0)
+        rc = sendplan_pipe(c->fd, p, ph->pipe->fd[0], &ph->in_pipe);
+    if (rc != 0 && rc != -EAGAIN && rc != -ENODATA) {
+        conn_sent(w, c, rc); /* it closes; the pipe is released (or dropped) at the close */
+        return;
+    }
+    assert(rc != 0 || ph->in_pipe == 0); /* a fill never takes more than the plan's file bytes */
+    if (ph->in_pipe == 0 && (rc == 0 || !sendplan_has_file(p) || u->pool.wait_head)) {
+        /* No file byte left (the rest, if any, is memory), or others wait for a pipe: this
+         * one goes back (to them first) and the plan goes on through uring_send. */
+        pipe_put_go_on(w, u, c);
+        return;
+    }
+    if (rc == -EAGAIN) {
+        park_until_writable(w, u, c);
+        return;
+    }
+    walk_fill(u, c); /* -ENODATA: the pipe is empty and file bytes are next */
 }
 
 /* Once per loop turn: a connection that has waited PIPE_WAIT_MAX for a pipe goes on by
@@ -842,7 +925,13 @@ static bool flush_now(struct worker *w, struct uring *u, struct conn *c)
 {
     struct xfer *x = u->xfers ? &u->xfers[c->slot] : NULL;
     struct pipepool_slot *ph = x ? ps(u, c) : NULL;
-    if (!x || !ph->pipe || ph->in_pipe == 0 || (x->flags & (X_IN | X_OUT)))
+    if (!x || !ph->pipe || (x->flags & (X_IN | X_OUT)))
+        return false;
+    if (x->flags & X_WALK) {
+        walk_next(w, u, c);
+        return true;
+    }
+    if (ph->in_pipe == 0)
         return false;
     struct plan *p = c->out;
     bool more = p->cur + 1 < p->nseg || ph->in_pipe < plan_seg(p)->len;
@@ -878,7 +967,11 @@ static void on_splice(struct worker *w, struct uring *u, struct conn *c, enum op
         return;
     }
     op_done(w, u, c);
-    if (!(x->flags & (X_IN | X_OUT)))
+    if (x->flags & (X_IN | X_OUT))
+        return;
+    if (x->flags & X_WALK)
+        walk_next(w, u, c);
+    else
         splice_next(w, u, c);
 }
 
