@@ -140,12 +140,18 @@ fuzz:
 	done
 
 # Not in `make check`: boots Debian's packaged kernel (6.1, the oldest we support) in qemu
-# without KVM and runs a smoke subset of the integration suite there on both engines (about
-# 3-6 minutes; scripts/vm.sh says how). `make test-vm VM_ARGS='-k keepalive'` passes pytest args;
-# VM_TESTS='tests/integration/test_x.py' runs those files instead of the smoke subset.
+# without KVM: tests/vm/selftest.sh checks scripts/vm/run (which says how the guest is made),
+# then scripts/vm/test runs in the guest: the kernel and its tls ULP, build/unit, a smoke subset
+# of the integration suite and the tests marked `vm`, on both engines.
+# `make test-vm VM_ARGS='-k keepalive'` passes pytest args; VM_TESTS='tests/integration/test_x.py'
+# runs those files instead of the smoke subset;
+# VM_SCHEMES=http,https runs the smoke files over TLS too (cleartext only by default).
 test-vm: all venv
 	@scripts/deps.sh vm
-	scripts/vm.sh run $(VM_ARGS)
+	tests/vm/selftest.sh
+	@rm -rf build/vm/out && mkdir -p build/vm/out
+	scripts/vm/run -w build/vm/out -- env VM_TESTS='$(VM_TESTS)' \
+	    RINGHTTPD_SCHEMES='$(VM_SCHEMES)' scripts/vm/test $(VM_ARGS)
 
 # The binary, ringhttpd(8), the systemd units (ExecStart pointed at the installed binary) and the
 # bpftrace scripts when there are any. `make uninstall` removes exactly these files.

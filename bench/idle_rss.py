@@ -5,16 +5,24 @@ Starts ringhttpd with one worker, opens N connections that each make one keep-al
 then stay idle, and reports the server's RSS delta divided by N. Loopback only; bounded; every
 process it starts is stopped by PID.
 
-    bench/idle_rss.py [--binary build/ringhttpd] [--engine uring] [-n 10000] [--h2 | --tls]
+    bench/idle_rss.py [--binary build/ringhttpd] [--engine uring] [-n 10000] [--h2] [--tls]
+                      [--nginx]
 
---h2: each connection is prior-knowledge HTTP/2 (h2c) and makes its one request on stream 1.
+--h2: each connection is prior-knowledge HTTP/2 (h2c) and makes its one request on stream 1
+(connections opened one after the other, the first as the warm-up); --streams K makes K
+requests at once first, as a page load does (then the connections measured are a second n,
+opened once the first n have idled a few seconds).
 
 --tls (issue 14) does the same over TLS 1.3 (a P-256 certificate made with openssl in the
-temporary directory; handshakes one after the other); --nginx measures nginx's worker instead
-(one worker, the same certificate, ssl_protocols TLSv1.3), for the figure beside it:
+temporary directory; handshakes one after the other); with --h2 too, the connections choose h2
+by ALPN. --nginx measures nginx's worker instead (one worker, the same certificate,
+ssl_protocols TLSv1.3; h2c on a listener of its own marked `http2`, as nginx 1.22 wants), for
+the figure beside it:
 
     bench/idle_rss.py --tls -n 2000
     bench/idle_rss.py --tls --nginx -n 2000
+    bench/idle_rss.py --h2 --nginx -n 2000
+    bench/idle_rss.py --tls --h2 [--nginx] -n 2000
 """
 import argparse
 import os
@@ -30,6 +38,31 @@ import tempfile
 import time
 
 
+# preface, empty SETTINGS, HEADERS (GET, http, :path /a.txt, :authority x) END_STREAM
+H2_BLOCK = b"\x82\x86\x04\x06/a.txt\x01\x01x"
+H2_REQUEST = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" +
+              len(H2_BLOCK).to_bytes(3, "big") + b"\x01\x05\x00\x00\x00\x01" + H2_BLOCK)
+H1_REQUEST = b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def h2_request(streams):
+    """The preface, SETTINGS and `streams` GETs of /a.txt on streams 1, 3, 5..."""
+    return H2_REQUEST + b"".join(len(H2_BLOCK).to_bytes(3, "big") + b"\x01\x05" +
+                                 (2 * i + 1).to_bytes(4, "big") + H2_BLOCK
+                                 for i in range(1, streams))
+
+
+def h2_answered(buf, streams=1):
+    """Whether buf (what an h2 server sent) holds the ends of `streams` responses."""
+    at = ended = 0
+    while len(buf) - at >= 9 + int.from_bytes(buf[at:at + 3], "big"):
+        n = int.from_bytes(buf[at:at + 3], "big")
+        if buf[at + 3] in (0, 1) and buf[at + 4] & 1:
+            ended += 1
+        at += 9 + n
+    return ended >= streams
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1))
@@ -42,10 +75,12 @@ def main():
     ap.add_argument("-n", type=int, default=10000)
     ap.add_argument("--h2", action="store_true", help="h2c connections instead of HTTP/1.1")
     ap.add_argument("--tls", action="store_true", help="idle TLS connections")
-    ap.add_argument("--nginx", action="store_true", help="measure nginx (with --tls)")
+    ap.add_argument("--nginx", action="store_true", help="measure nginx's worker instead")
+    ap.add_argument("--streams", type=int, default=1,
+                    help="with --h2: requests per connection before it idles (a page load)")
     args = ap.parse_args()
-    if args.tls:
-        return tls_main(args)
+    if args.tls or args.nginx or args.h2:
+        return one_by_one_main(args)
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard < args.n + 100:
@@ -75,12 +110,7 @@ def main():
         time.sleep(0.5)
         before = rss_kib(proc.pid)
 
-        req = b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n"
-        if args.h2:
-            # preface, empty SETTINGS, HEADERS (GET, http, :path /a.txt, :authority x) END_STREAM
-            block = b"\x82\x86\x04\x06/a.txt\x01\x01x"
-            req = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" +
-                   len(block).to_bytes(3, "big") + b"\x01\x05\x00\x00\x00\x01" + block)
+        req = H1_REQUEST
         sel = selectors.DefaultSelector()
         pending = {}
         deadline = time.monotonic() + 120
@@ -107,8 +137,7 @@ def main():
         time.sleep(1)
         after = rss_kib(proc.pid)
         per = (after - before) * 1024 / args.n
-        print(f"idle_rss: engine {m.group(2)}, {args.n} idle {'h2c' if args.h2 else 'keep-alive'} "
-              f"connections: "
+        print(f"idle_rss: engine {m.group(2)}, {args.n} idle keep-alive connections: "
               f"RSS {before} KiB -> {after} KiB, {per:.0f} bytes per connection")
     finally:
         for s in socks:
@@ -131,13 +160,14 @@ events {{ worker_connections {nofile}; use epoll; }}
 http {{
     access_log off;
     keepalive_timeout 120s;
+    http2_idle_timeout 120s;
     client_body_temp_path {root}/tmp;
     proxy_temp_path {root}/tmp;
     fastcgi_temp_path {root}/tmp;
     uwsgi_temp_path {root}/tmp;
     scgi_temp_path {root}/tmp;
     server {{
-        listen 127.0.0.1:{port} ssl backlog=4096;
+        listen 127.0.0.1:{port}{listen} backlog=4096;
         ssl_certificate {root}/c.pem;
         ssl_certificate_key {root}/k.pem;
         ssl_protocols TLSv1.3;
@@ -153,8 +183,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def tls_main(args):
-    """Idle TLS keep-alive connections: ringhttpd's --tls-port, or nginx's worker."""
+def one_by_one_main(args):
+    """Idle connections opened one after the other (TLS handshakes, or nginx): ringhttpd's
+    cleartext or --tls-port, or nginx's worker; HTTP/1.1 keep-alive or HTTP/2 (--h2)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     root = tempfile.mkdtemp(prefix="idle-rss-tls-")
@@ -169,8 +200,9 @@ def tls_main(args):
                    capture_output=True)
     if args.nginx:
         port = free_port()
+        listen = (" ssl" if args.tls else "") + (" http2" if args.h2 else "")
         with open(f"{root}/nginx.conf", "w") as f:
-            f.write(NGINX_CONF.format(root=root, port=port, nofile=args.n + 1000))
+            f.write(NGINX_CONF.format(root=root, port=port, nofile=2 * args.n + 1000, listen=listen))
         proc = subprocess.Popen(["nginx", "-c", f"{root}/nginx.conf"], stderr=subprocess.PIPE,
                                 text=True)
         time.sleep(1)
@@ -180,7 +212,7 @@ def tls_main(args):
     else:
         proc = subprocess.Popen(
             [args.binary, "-p", "0", "-b", "127.0.0.1", "-t", "1", "--engine", args.engine,
-             "--keepalive-timeout", "120", "--max-conns", str(args.n + 100), "--access-log",
+             "--keepalive-timeout", "120", "--max-conns", str(2 * args.n + 100), "--access-log",
              "off", "--tls-port", "0", "--tls-cert", f"{root}/c.pem", "--tls-key",
              f"{root}/k.pem", "--tls-min", "1.3", f"{root}/www"],
             stderr=subprocess.PIPE, text=True)
@@ -189,37 +221,53 @@ def tls_main(args):
             line = proc.stderr.readline()
             if not line:
                 sys.exit("idle_rss: server did not start")
-            m = re.search(r"https://127.0.0.1:(\d+)/", line)
-        port = int(m.group(1))
+            m = re.search(r"(https?)://127.0.0.1:(\d+)/", line)
+            if m and (m.group(1) == "https") != args.tls:
+                m = None
+        port = int(m.group(2))
         measured = proc.pid
         what = f"ringhttpd ({args.engine})"
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    req = b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n"
+    ctx.set_alpn_protocols(["h2"] if args.h2 else ["http/1.1"])
+    req = h2_request(args.streams) if args.h2 else H1_REQUEST
 
     def one():
-        s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10))
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        if args.tls:
+            s = ctx.wrap_socket(s)
+            if args.h2 and s.selected_alpn_protocol() != "h2":
+                sys.exit(f"idle_rss: ALPN chose {s.selected_alpn_protocol()}, not h2")
         s.sendall(req)
-        got = 0
-        while got < 1024 + 100:
+        got = b""
+        while not (h2_answered(got, args.streams) if args.h2 else len(got) >= 1024 + 100):
             data = s.recv(65536)
             if not data:
                 sys.exit("idle_rss: server closed a connection")
-            got += len(data)
+            got += data
         return s
 
     socks = []
+    kind = ("TLS 1.3 " if args.tls else "") + ("HTTP/2" if args.h2 else "keep-alive")
+    if args.h2 and args.streams > 1:
+        kind += f" ({args.streams} requests each)"
     try:
         socks.append(one())  # warm up
+        if args.h2 and args.streams > 1:
+            # A server that has run a while: what earlier connections gave back when they went
+            # idle is in the heap's free lists. Measure the next n connections against that.
+            for _ in range(args.n):
+                socks.append(one())
+            time.sleep(3)
         time.sleep(0.5)
         before = rss_kib(measured)
         for _ in range(args.n):
             socks.append(one())
-        time.sleep(1)
+        time.sleep(3)  # ringhttpd's h2 sessions give back a burst's leftovers 2 s into idling
         after = rss_kib(measured)
         per = (after - before) * 1024 / args.n
-        print(f"idle_rss: {what}, {args.n} idle TLS 1.3 keep-alive connections: "
+        print(f"idle_rss: {what}, {args.n} idle {kind} connections: "
               f"RSS {before} KiB -> {after} KiB, {per:.0f} bytes per connection")
     finally:
         for s in socks:

@@ -18,7 +18,9 @@
 #   scripts/deps.sh systemd test + systemd-nspawn (systemd-container), which `make test-systemd`
 #                           boots a container with to run the units under a real systemd
 #   scripts/deps.sh vm      test + what `make test-vm` boots: Debian's packaged kernel
-#                           (linux-image-amd64, 6.1 on Debian 12) and its modules, qemu, busybox
+#                           (linux-image-amd64, 6.1 on Debian 12) and its modules, qemu
+#                           (qemu-system-x86: its 9p shares), busybox-static and cpio for the
+#                           guest's initramfs (scripts/vm/run), kmod (its modprobe)
 set -eu
 
 want=()
@@ -65,10 +67,12 @@ if [ "$what" = systemd ]; then
     command -v systemd-nspawn >/dev/null || need_pkg systemd-container
 fi
 if [ "$what" = vm ]; then
-    ls /boot/vmlinuz-6.1* >/dev/null 2>&1 || need_pkg linux-image-amd64
+    { ls /boot/vmlinuz-6.1* && ls -d /lib/modules/6.1*/kernel; } >/dev/null 2>&1 ||
+        need_pkg linux-image-amd64
     command -v qemu-system-x86_64 >/dev/null || need_pkg qemu-system-x86
     dpkg -s busybox-static >/dev/null 2>&1 || need_pkg busybox-static
     command -v cpio >/dev/null || need_pkg cpio
+    [ -x /sbin/modprobe ] || need_pkg kmod # the guest loads modules on demand with it
 fi
 
 # h2spec is no Debian package: built once here (never at test time) from the module versions

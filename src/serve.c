@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,7 @@ struct response *serve_response_get(struct worker *w)
     struct response *r = bufpool_get(&w->outbufs);
     if (r) {
         r->hold[0] = r->hold[1] = NULL;
+        r->block = NULL;
         r->heap = NULL;
     }
     return r;
@@ -73,9 +75,15 @@ struct response *serve_response_get(struct worker *w)
 
 void serve_response_put(struct worker *w, struct response *r)
 {
+    if (r->block) { /* before the holds: the entry owns the block */
+        r->block->users--;
+        r->block = NULL;
+    }
     release_holds(w, r);
-    free(r->heap);
-    r->heap = NULL;
+    if (r->heap) { /* a listing: rare, and free(NULL) is still a call */
+        free(r->heap);
+        r->heap = NULL;
+    }
     bufpool_put(&w->outbufs, r);
 }
 
@@ -290,10 +298,111 @@ static void negotiate(struct job *j, struct fentry *e, struct static_file *f)
     }
 }
 
+/* e's prebuilt answer for this second (see struct fblock), made now if need be; NULL when both
+ * of e's blocks are still being sent from (the caller then copies). The second block lets a new
+ * Date begin while sends of the old one finish. */
+static struct fblock *block_of(struct job *j, struct fentry *e, const struct fok *ok)
+{
+    struct fblock *b = e->block[0];
+    if (b && b->wall == j->w->wall && b->all == j->ctx.all_headers)
+        return b;
+    int slot = !e->block[1] || !e->block[1]->users ? 1 : !b || !b->users ? 0 : -1;
+    if (slot < 0)
+        return NULL;
+    size_t all_len = j->ctx.all_headers ? j->ctx.all_len : 0;
+    size_t need = j->ctx.ok_head_len + all_len + ok->len + e->size;
+    struct fblock *n = fcache_block(j->w->cache, e, slot, need);
+    if (!n)
+        return NULL;
+    struct static_ctx ctx = j->ctx;
+    ctx.buf = n->data;
+    ctx.cap = n->cap;
+    ctx.used = 0;
+    ctx.head = false;
+    struct plan p;
+    n->wall = INT64_MIN;
+    if (!static_ok_plan(ok->data, ok->len, e->data, e->fd, e->size, &ctx, &p) || p.nseg != 1)
+        return NULL;
+    n->wall = j->w->wall;
+    n->all = j->ctx.all_headers;
+    n->head_len = p.head_len;
+    n->len = p.bytes;
+    if (slot == 1) { /* the newer one first */
+        e->block[1] = e->block[0];
+        e->block[0] = n;
+    }
+    return n;
+}
+
+/* The most common request: a plain GET of a file whose representation does not depend on the
+ * request (nothing to negotiate, or a client that accepts no coding). Its header lines come
+ * from e->ok, made by static_ok_fields the first time and again when what they depend on
+ * changed; static_ok_plan then copies them. Returns false, having done nothing, when the
+ * general path must answer. Measured in bench/README.md ("What each optimisation bought"). */
+static bool send_plain(struct job *j, struct fentry *e)
+{
+    if (!static_ok_applies(j->req, &j->ctx))
+        return false;
+    struct fok *ok = &e->ok;
+    unsigned mask = variants_of(j, e);
+    /* compressible() depends on the site's options and the entry alone: kept with the lines */
+    bool squeeze = ok->cfg == j->cfg ? ok->squeeze : compressible(j, e);
+    if ((mask || squeeze) && j->req->accept_encoding.p)
+        return false;
+    if (ok->cfg != j->cfg || ok->extra != j->ctx.extra_headers ||
+        ok->extra_len != j->ctx.extra_len || ok->variants != mask || ok->squeeze != squeeze) {
+        struct static_file f;
+        char lines[1024];
+        negotiate(j, e, &f); /* e itself: see above */
+        size_t n = static_ok_fields(lines, sizeof(lines), &f, &j->ctx);
+        if (n < sizeof(lines) && n > ok->cap) {
+            char *data = malloc(n);
+            if (!data)
+                return false;
+            free(ok->data);
+            ok->data = data;
+            ok->cap = n;
+        }
+        if (n <= ok->cap)
+            memcpy(ok->data, lines, n);
+        for (int i = 0; i < 2; i++) /* made from the old lines */
+            if (e->block[i])
+                e->block[i]->wall = INT64_MIN;
+        *ok = (struct fok){.data = ok->data,
+                           .cap = ok->cap,
+                           .len = n < sizeof(lines) ? n : SIZE_MAX, /* SIZE_MAX: did not fit */
+                           .cfg = j->cfg,
+                           .extra = j->ctx.extra_headers,
+                           .extra_len = j->ctx.extra_len,
+                           .variants = (uint8_t)mask,
+                           .squeeze = squeeze};
+    }
+    if (ok->len == SIZE_MAX)
+        return false;
+    hold(j->r, e);
+    /* A small body, keep-alive HTTP/1.1: the plan points into the entry's answer for this
+     * second, and nothing is copied (bench/README.md). */
+    if (j->ctx.keep_alive && j->ctx.minor && j->ctx.ok_head && e->data &&
+        e->size <= sizeof(j->r->buf)) {
+        struct fblock *b = block_of(j, e, ok);
+        if (b) {
+            b->users++;
+            j->r->block = b;
+            static_ok_prebuilt(b->data, b->head_len, b->len, &j->ctx, &j->r->plan);
+            return true;
+        }
+    }
+    if (!static_ok_plan(ok->data, ok->len, e->data, e->fd, e->size, &j->ctx, &j->r->plan))
+        error(j, 500, NULL);
+    return true;
+}
+
 /* Sends file e (already held by the job's response) as negotiate() chooses. */
 static void send_file(struct job *j, struct fentry *e, int status)
 {
     struct static_file f;
+    if (status == 200 && send_plain(j, e))
+        return;
     hold(j->r, e);
     negotiate(j, e, &f);
     int rc = status == 200 ? static_file_plan(j->req, &f, &j->ctx, &j->r->plan)
@@ -529,23 +638,27 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
     j->r = r;
     r->quiet = false;
     j->query = (struct http_str){NULL, 0};
-    j->ctx = (struct static_ctx){
-        .syntax = pol->syntax,
-        .date = w->date,
-        .ok_head = h1 && w->ok_head_len < sizeof(w->ok_head) ? w->ok_head : NULL,
-        .ok_head_len = w->ok_head_len,
-        .extra_headers = j->cfg->extra_headers,
-        .extra_len = j->cfg->extra_headers_len,
-        .all_headers = pol->secure && j->cfg->hsts ? j->cfg->hsts_line : NULL,
-        .all_len = j->cfg->hsts_len,
-        .keep_alive = pol->keep_alive,
-        .send_continue = pol->send_continue,
-        .head = req && req->method == HTTP_HEAD,
-        .minor = req ? req->minor : 1,
-        .buf = r->buf,
-        .cap = sizeof(r->buf),
-    };
+    /* Member by member: a compound literal is zeroed first ("rep stos"), then written. Every
+     * member is set; the assertion below fails the build when one is added. */
+    struct static_ctx *ctx = &j->ctx;
+    ctx->syntax = pol->syntax;
+    ctx->date = w->date;
+    ctx->ok_head = h1 && w->ok_head_len < sizeof(w->ok_head) ? w->ok_head : NULL;
+    ctx->ok_head_len = w->ok_head_len;
+    ctx->extra_headers = j->cfg->extra_headers;
+    ctx->extra_len = j->cfg->extra_headers_len;
+    ctx->all_headers = pol->secure && j->cfg->hsts ? j->cfg->hsts_line : NULL;
+    ctx->all_len = j->cfg->hsts_len;
+    ctx->keep_alive = pol->keep_alive;
+    ctx->head = req && req->method == HTTP_HEAD;
+    ctx->send_continue = pol->send_continue;
+    ctx->minor = req ? req->minor : 1;
+    ctx->buf = r->buf;
+    ctx->cap = sizeof(r->buf);
+    ctx->used = 0;
 }
+_Static_assert(offsetof(struct static_ctx, used) + sizeof(size_t) == sizeof(struct static_ctx),
+               "init_job sets every member of struct static_ctx: set the new one too");
 
 /* --redirect-https on the cleartext port: 308 to the same URL over https (400 without a Host
  * that can be written into a URL). */

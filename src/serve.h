@@ -18,6 +18,7 @@
 
 struct worker;
 struct fentry;
+struct fblock;
 
 #define RESPONSE_BUF 4096 /* header block, multipart part headers, small error bodies */
 
@@ -25,6 +26,7 @@ struct response {
     struct plan plan;       /* the structured answer: status, header section, body (core/plan.h) */
     struct obs_req obs;     /* the request's start and, with the access log on, its line's fields */
     struct fentry *hold[2]; /* cache entries the plan reads from */
+    struct fblock *block;   /* a prebuilt answer of hold[0] the plan points into, or NULL */
     char *heap;             /* a generated body (directory listing), freed on release */
     bool quiet;             /* not logged (--health) */
     char buf[RESPONSE_BUF];

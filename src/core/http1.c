@@ -198,15 +198,21 @@ static const char *parse_request_line(const char *p, const char *end, struct htt
     static const char proto[] = "HTTP/#.#"; /* '#' stands for one digit */
     const char *start = p;
 
-    p = skip_tchar(p, end);
-    if (p == end)
-        goto need_more;
-    if (*p != ' ' || p == start)
-        goto bad;
-    req->method_name.p = start;
-    req->method_name.len = (size_t)(p - start);
-    req->method = http1_method(start, req->method_name.len);
-    p++;
+    if (end - p >= 4 && memcmp(p, "GET ", 4) == 0) { /* most requests: one compare */
+        req->method_name = (struct http_str){start, 3};
+        req->method = HTTP_GET;
+        p += 4;
+    } else {
+        p = skip_tchar(p, end);
+        if (p == end)
+            goto need_more;
+        if (*p != ' ' || p == start)
+            goto bad;
+        req->method_name.p = start;
+        req->method_name.len = (size_t)(p - start);
+        req->method = http1_method(start, req->method_name.len);
+        p++;
+    }
 
     start = p;
     p = skip_target(p, end);

@@ -66,6 +66,47 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
                      struct static_ctx *ctx, struct plan *p);
 
 /*
+ * The 200 to a plain request for a file, in two steps so that the first can be kept: most
+ * requests for a file are answered with the same header lines, so their owner formats them once
+ * per file version and site settings instead of once per request.
+ *
+ * static_ok_applies: req is answered by static_file_plan with a 200 whose header lines are
+ * static_ok_fields' (HTTP/1 syntax, no 100 Continue, no conditional field, no Range).
+ * static_ok_fields: writes into out[0..cap) the lines static_file_plan puts between the Date
+ * (and ctx->all_headers) and the Connection line of such a 200 for f, then the blank line (what
+ * follows them when there is no Connection line): they depend on f and on ctx->extra_headers
+ * only. Returns their length; when that is >= cap, out must not be used.
+ * static_ok_plan: the plan static_file_plan builds for such a request, given those lines and
+ * f's body (data, or else fd) and size: the same bytes and segments. Returns 200, or 0 when
+ * ctx->buf is too small.
+ */
+static inline bool static_ok_applies(const struct http_request *req, const struct static_ctx *ctx)
+{
+    return ctx->syntax == RESP_H1 && !ctx->send_continue && !req->if_match.p &&
+           !req->if_none_match.p && !req->if_modified_since.p && !req->if_unmodified_since.p &&
+           !req->range.p;
+}
+size_t static_ok_fields(char *out, size_t cap, const struct static_file *f,
+                        const struct static_ctx *ctx);
+int static_ok_plan(const char *fields, size_t len, const char *data, int fd, uint64_t size,
+                   struct static_ctx *ctx, struct plan *p);
+/* The plan of such a 200 whose bytes static_ok_plan already wrote, as one segment, at
+ * mem[0..len) (head_len of them the header block), for a request with the same date, HSTS
+ * lines, keep-alive and version: the whole of it, or the header block for HEAD. */
+static inline void static_ok_prebuilt(const char *mem, size_t head_len, size_t len,
+                                      const struct static_ctx *ctx, struct plan *p)
+{
+    p->status = 200;
+    p->close = !ctx->keep_alive;
+    p->fin_carries_tail = false;
+    p->head_len = head_len;
+    p->bytes = ctx->head ? head_len : len;
+    p->nseg = 1;
+    p->cur = 0;
+    p->segs[0] = (struct seg){.mem = mem, .fd = -1, .off = 0, .len = p->bytes};
+}
+
+/*
  * An error or other body-less-by-default response: status line, Date, Server, Connection,
  * the `extra` header lines given (e.g. "Allow: GET, HEAD\r\n"; may be NULL), and a short HTML
  * body naming the status (none for 204, 304 and HEAD). Returns the status, or 0 when ctx->buf

@@ -5,7 +5,7 @@
  * Must not: touch a socket, read a file or a clock (`now` is passed in), or allocate per
  * request: stream records are pooled per session, nghttp2's allocations are counted against a
  * per-session bound (H2_MEM_MAX) and fail past it, and its small blocks are recycled per
- * session (up to 64 KiB of them kept).
+ * session (up to 64 KiB of them kept; h2_trim gives back all but one stream's worth).
  * Ownership: a session belongs to one connection (one worker thread). A body and the field
  * values handed to h2_respond stay the caller's and must stay alive until the hook `done`
  * returns its token;
@@ -24,7 +24,9 @@
 #define H2_MAX_HEADER_LIST 16384 /* SETTINGS_MAX_HEADER_LIST_SIZE: HTTP1_MAX_HEAD, as for h1 */
 #define H2_HPACK_TABLE 4096      /* both HPACK dynamic tables, bytes */
 #define H2_OUT_CAP 32768         /* frame bytes one output plan holds */
-#define H2_MEM_MAX (4u << 20)    /* nghttp2 memory per session: past it, GOAWAY and close */
+/* The session's buffer: output frames, then the header block being read (as HTTP/1 text) */
+#define H2_BUF_SIZE (H2_OUT_CAP + HTTP1_MAX_HEAD)
+#define H2_MEM_MAX (4u << 20) /* nghttp2 memory per session: past it, GOAWAY and close */
 
 /* Flood budgets, counted per H2_WINDOW_MS: exceeding one ends the connection with GOAWAY
  * (ENHANCE_YOUR_CALM). Browsers cancel a few streams per page and send a handful of SETTINGS
@@ -58,6 +60,11 @@ struct h2_hooks {
      * -ECONNRESET when the stream was reset or the session ended first. Never called from
      * inside h2_respond. */
     void (*done)(void *user, void *token, int err);
+    /* A buffer of H2_BUF_SIZE bytes, or NULL when none can be had. The session holds one only
+     * while it has output in it or a header block half read, and gives it back with buf_put
+     * when idle, so that an idle connection holds none (issue 18: idle memory). */
+    void *(*buf_get)(void *user);
+    void (*buf_put)(void *user, void *buf);
 };
 
 /* Per-connection options (from the configuration). */
@@ -120,6 +127,10 @@ struct plan *h2_output(struct h2_session *s);
 /* The plan from h2_output was sent whole: responses finished before it are done (hooks.done),
  * and `now` (ms) counts as progress for h2_check. */
 void h2_sent(struct h2_session *s, int64_t now);
+
+/* For a connection idle a while (no stream open): frees what a burst of streams left for
+ * reuse (nghttp2's blocks, stream records) beyond what one stream needs. */
+void h2_trim(struct h2_session *s);
 
 /* Graceful end (drain, idle timeout): GOAWAY with the last stream taken, so streams in flight
  * finish and the client opens new ones elsewhere. */

@@ -3,7 +3,9 @@
  * Timers: while a stream is open or output is in flight the connection's timer is the stall
  * deadline (H2_STALL_S without a send completing or a request arriving: the client stopped
  * reading, or keeps its window shut); idle, it is --keepalive-timeout. Either ends with GOAWAY
- * and, H2_BYE_S later if the client has not gone, the close. */
+ * and, H2_BYE_S later if the client has not gone, the close. The idle one comes in two parts:
+ * after H2_TRIM_S the session gives back what its last burst of streams left (h2_trim), then
+ * the rest of the keep-alive time runs. */
 #include "h2/h2conn.h"
 
 #include <errno.h>
@@ -25,6 +27,7 @@
 #define H2_STALL_S 60  /* as HTTP/1's send timeout */
 #define H2_BYE_S 5     /* after our GOAWAY, the client's time to finish and close */
 #define H2_DEFERRED 16 /* streams waiting for a password check at once; more are refused */
+#define H2_TRIM_S 2    /* idle this long, h2_trim (not at once: load comes in bursts) */
 
 struct h2conn {
     struct h2_session *s;
@@ -35,6 +38,7 @@ struct h2conn {
     bool busy;     /* the timer is the stall deadline (else the idle one) */
     bool bye;      /* our GOAWAY is out: the next timeout closes */
     bool closing;  /* finished, write side shut: input is dropped until the client closes */
+    bool trim;     /* the idle timer is H2_TRIM_S, for h2_trim; the keep-alive rest follows */
     unsigned ndeferred;
     int32_t
         deferred[H2_DEFERRED]; /* streams whose request h2_hold keeps for a check off the loop */
@@ -99,7 +103,19 @@ static void on_done(void *user, void *token, int err)
     serve_response_put(h->w, r);
 }
 
-static const struct h2_hooks hooks = {on_request, on_done};
+static void *on_buf_get(void *user)
+{
+    struct h2conn *h = user;
+    return bufpool_get(&h->w->h2bufs);
+}
+
+static void on_buf_put(void *user, void *buf)
+{
+    struct h2conn *h = user;
+    bufpool_put(&h->w->h2bufs, buf);
+}
+
+static const struct h2_hooks hooks = {on_request, on_done, on_buf_get, on_buf_put};
 
 /* Sends what the session has, closes when it is finished, and keeps the timer right. */
 static void after(struct worker *w, struct conn *c, struct h2conn *h)
@@ -129,10 +145,12 @@ static void after(struct worker *w, struct conn *c, struct h2conn *h)
     if (h->bye)
         return;
     bool busy = h->sending || h2_open_streams(h->s) > 0;
+    unsigned keepalive = w->cfg->keepalive_timeout;
     if (busy && (h->progress || !h->busy))
         conn_arm(w, c, H2_STALL_S);
     else if (!busy)
-        conn_arm(w, c, w->cfg->keepalive_timeout);
+        conn_arm(w, c, keepalive > H2_TRIM_S ? H2_TRIM_S : keepalive);
+    h->trim = !busy && keepalive > H2_TRIM_S;
     h->busy = busy;
     h->progress = false;
 }
@@ -143,13 +161,13 @@ static int h2c_open(struct worker *w, struct conn *c)
     if (!h)
         return -ENOMEM;
     const struct h2_opts opts = {.stall_ms = H2_STALL_S * 1000};
+    h->w = w;
+    h->c = c;
     int rc = h2_new(&h->s, &opts, &hooks, h);
     if (rc < 0) {
         free(h);
         return rc;
     }
-    h->w = w;
-    h->c = c;
     c->pstate = h;
     return 0;
 }
@@ -201,6 +219,12 @@ static void h2c_timeout(struct worker *w, struct conn *c)
     struct h2conn *h = c->pstate;
     if (h->bye || h->closing) {
         conn_close(w, c);
+        return;
+    }
+    if (h->trim) {
+        h->trim = false;
+        h2_trim(h->s);
+        conn_arm(w, c, w->cfg->keepalive_timeout - H2_TRIM_S);
         return;
     }
     bye(w, c, h, h->busy);

@@ -28,6 +28,34 @@ struct fderived {
     int64_t made; /* monotonic second it was made, for the caller's own expiry */
 };
 
+/* serve's copy of the header lines a plain request for an entry is answered with
+ * (static_ok_fields), and what they were made from: kept with the entry, so a new version of the
+ * file (a new entry) or a reload (which empties the cache) starts over. */
+struct fok {
+    char *data; /* malloc'd, cap bytes; NULL: none yet */
+    size_t cap;
+    size_t len;
+    const void *cfg;   /* made for this site's options, */
+    const char *extra; /* these extra header lines, */
+    size_t extra_len;
+    uint8_t variants; /* and what negotiation saw: the precompressed siblings, */
+    bool squeeze;     /* whether --compress applies */
+};
+
+/* serve's whole answer to a plain keep-alive HTTP/1.1 GET of a small entry, for one Date: the
+ * status line and Date, the kept lines, the body (see serve.c). A response whose plan points
+ * into it counts itself in users and holds the entry too, so a block never outlives its entry;
+ * one that no plan points into any more is rewritten for the next Date. */
+struct fblock {
+    uint32_t users;
+    int64_t wall;    /* the Date it carries (UNIX seconds); INT64_MIN: out of date */
+    const char *all; /* made with these lines for every response (HSTS), or NULL */
+    size_t head_len; /* of the len bytes in data, the header block */
+    size_t len;
+    size_t cap;
+    char data[];
+};
+
 struct fentry {
     struct fentry *hnext;               /* hash chain */
     struct fentry *lru_next, *lru_prev; /* LRU list, oldest first after the head */
@@ -57,6 +85,8 @@ struct fentry {
     char rep_headers[224]; /* static_rep_headers(), when it fits (rep_len < sizeof) */
     size_t rep_len;
     struct fderived derived[FCACHE_DERIVED];
+    struct fok ok;
+    struct fblock *block[2]; /* the current one, and the one before (maybe still sent from) */
     size_t path_len;
     char path[]; /* relative to the document root, NUL-terminated */
 };
@@ -117,6 +147,11 @@ struct fentry *fcache_variant_get(struct fcache *fc, const struct fentry *base, 
  */
 int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char *tag,
                        size_t tag_len, char *data, size_t len, const char *etag_suffix);
+
+/* e's block `slot` (0 or 1, not in use) with room for cap bytes: the one there when it is large
+ * enough, else a new one (its bytes counted in the cache's, evicting older entries to make
+ * room; the old one is freed). Returns NULL when memory runs out. */
+struct fblock *fcache_block(struct fcache *fc, struct fentry *e, int slot, size_t cap);
 
 /* Bytes of variants held (what --compress-cache bounds) and how many variants there are. */
 size_t fcache_variant_bytes(const struct fcache *fc);

@@ -19,6 +19,7 @@
 #include "core/date.h"
 #include "core/static.h"
 #include "engine/engine.h"
+#include "h2/h2.h"
 #include "h2/h2conn.h"
 #include "handover.h"
 #include "rt/compress.h"
@@ -72,8 +73,9 @@ static void trim_pools(struct worker *w)
     if (w->trimmed_at == w->now)
         return;
     w->trimmed_at = w->now;
-    size_t freed =
-        bufpool_trim(&w->inbufs, BUFPOOL_LOW_WATER) + bufpool_trim(&w->outbufs, BUFPOOL_LOW_WATER);
+    size_t freed = bufpool_trim(&w->inbufs, BUFPOOL_LOW_WATER) +
+                   bufpool_trim(&w->outbufs, BUFPOOL_LOW_WATER) +
+                   bufpool_trim(&w->h2bufs, BUFPOOL_LOW_WATER);
     if (freed >= (1u << 20))
         malloc_trim(0);
 }
@@ -146,6 +148,7 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     timer_wheel_init(&w->wheel, w->now);
     w->inbufs.size = CONN_INPUT_CAP;
     w->outbufs.size = sizeof(struct response);
+    w->h2bufs.size = H2_BUF_SIZE;
 
     w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (w->wake_fd < 0) {
@@ -203,9 +206,11 @@ void worker_fini(struct worker *w)
     fcache_free(w->cache);
     conn_held_close(w);
     /* A worker that drained has every buffer back (one that stopped on an error may not). */
-    assert(w->active != 0 || (w->inbufs.count == 0 && w->outbufs.count == 0));
+    assert(w->active != 0 ||
+           (w->inbufs.count == 0 && w->outbufs.count == 0 && w->h2bufs.count == 0));
     bufpool_trim(&w->inbufs, 0);
     bufpool_trim(&w->outbufs, 0);
+    bufpool_trim(&w->h2bufs, 0);
     conn_pool_fini(w);
     close(w->wake_fd);
     close_listeners(w);

@@ -128,6 +128,7 @@ struct worker {
 
     struct bufpool inbufs;  /* partial request heads */
     struct bufpool outbufs; /* response headers and plans */
+    struct bufpool h2bufs;  /* HTTP/2 sessions' output and header-block buffers (h2.h) */
     size_t in_bytes;        /* input buffers held by connections, bounded by --head-memory */
     int64_t trimmed_at;     /* w->now of the last pool trim */
     struct errlog_limit log_accept, log_full, log_heads;

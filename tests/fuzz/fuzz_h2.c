@@ -49,7 +49,19 @@ static void on_done(void *user, void *token, int err)
     c->done++;
 }
 
-static const struct h2_hooks hooks = {on_request, on_done};
+static void *on_buf_get(void *user)
+{
+    (void)user;
+    return malloc(H2_BUF_SIZE);
+}
+
+static void on_buf_put(void *user, void *buf)
+{
+    (void)user;
+    free(buf);
+}
+
+static const struct h2_hooks hooks = {on_request, on_done, on_buf_get, on_buf_put};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import (BIG, ETAG_RE, HELLO, HELLO_LAST_MODIFIED, IMF_FIXDATE, INDEX_HTML,
                       SUB_INDEX_HTML, UNICODE_NAME, Conn, connect, fetch, parse_http_date,
-                      recv_all, request)
+                      recv_all, request, wait_for)
 
 # Issue 14: each server test runs over TLS too (conftest: scheme).
 pytestmark = pytest.mark.schemes("http", "https")
@@ -95,6 +95,24 @@ def test_head_then_get_on_one_connection(server):
         c.send(request("GET", "/hello.txt"))
         g = c.read("GET")
         assert g.status == 200 and g.body == HELLO
+
+
+def test_date_moves_on_for_a_file_asked_for_again_and_again(server):
+    """A small file's whole answer is kept per second and sent from there (issue 15): the Date
+    must still move on, for GET and HEAD alike, on one keep-alive connection."""
+    with Conn(server) as c:
+        first = c.request("GET", "/hello.txt")
+        assert first.body == HELLO
+        since = parse_http_date(first.header("date"))
+
+        def moved_on():
+            for method, body in (("GET", HELLO), ("HEAD", b"")):
+                r = c.request(method, "/hello.txt")
+                assert (r.status, r.body) == (200, body)
+                assert r.header("content-length") == "1024"
+            return parse_http_date(r.header("date")) > since
+
+        assert wait_for(moved_on)
 
 
 def test_standard_headers(server):

@@ -4,7 +4,7 @@ import gzip
 
 import pytest
 
-from conftest import INDEX_HTML, Conn, fetch, request
+from conftest import INDEX_HTML, Conn, fetch, request, wait_for
 
 # Issue 14: each server test runs over TLS too (conftest: scheme).
 pytestmark = pytest.mark.schemes("http", "https")
@@ -150,6 +150,23 @@ def test_variants_on_one_connection(pre_server):
         for ae, enc in (("br", "br"), ("identity", None), ("gzip", "gzip"), ("zstd", "zstd")):
             c.send(request("GET", "/x.css", headers=[("Accept-Encoding", ae)]))
             assert_variant(c.read(), enc)
+
+
+def test_sibling_that_appears_later_is_offered(pre_server, docroot):
+    """The header lines of a file's plain answer are kept with it (issue 15): a sibling that
+    appears later must still bring Vary, and be served, within the second the server takes to
+    see it."""
+    with Conn(pre_server) as c:
+        for _ in range(3):
+            r = c.request("GET", "/z.css")
+            assert r.body == CSS and r.header("vary") is None
+        (docroot / "z.css.gz").write_bytes(ENCODED["gzip"])
+        assert wait_for(lambda: "accept-encoding" in c.request("GET", "/z.css").tokens("vary"))
+        r = c.request("GET", "/z.css")
+        assert r.body == CSS and encoding_of(r) is None
+        c.send(request("GET", "/z.css", headers=[("Accept-Encoding", "gzip")]))
+        r = c.read()
+        assert r.body == ENCODED["gzip"] and encoding_of(r) == "gzip"
 
 
 def test_missing_original_is_404_even_with_sibling(make_server, docroot):

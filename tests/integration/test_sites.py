@@ -128,6 +128,36 @@ def test_each_site_has_its_own_root_headers_and_error_pages(make_server, sites):
             assert c.request("GET", "/hello.txt", host=host).body == body
 
 
+def test_one_file_under_two_cache_rules_and_a_reload(make_server, sites, tmp_path):
+    """A file's header lines are kept with it (bench/README.md, issue 15): the lines kept for one
+    request must not answer another that a different rule, or a reloaded file, gives other
+    headers. /docs/ and /docs/index.html are one file under two rules."""
+    root = site_root(tmp_path, "d", {"docs/index.html": b"docs\n"})
+    conf = tmp_path / "d.yaml"
+    text = f"""sites:
+  - hosts: [d.test]
+    root: {root}
+    header: "X-Gen: 1"
+    cache-control-for:
+      - {{path: "/docs/index.html", value: "max-age=5"}}
+      - "/* no-cache"
+"""
+    conf.write_text(text)
+    s = make_server(args=["--config", str(conf)])
+    with Conn(s) as c:
+        for _ in range(3):
+            for path, cc in (("/docs/index.html", ["max-age=5"]), ("/docs/", ["no-cache"])):
+                r = c.request("GET", path, host="d.test")
+                assert (r.status, r.body) == (200, b"docs\n")
+                assert r.header_all("cache-control") == cc, path
+                assert r.header("x-gen") == "1"
+        conf.write_text(text.replace("X-Gen: 1", "X-Gen: 2"))
+        s.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: c.request("GET", "/docs/", host="d.test").header("x-gen") == "2")
+        r = c.request("GET", "/docs/index.html", host="d.test")
+        assert r.header("x-gen") == "2" and r.header_all("cache-control") == ["max-age=5"]
+
+
 # --------------------------------------------------------------------------- redirects
 
 def test_canonical_host_and_redirect_rules(make_server, sites):

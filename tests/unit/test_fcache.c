@@ -357,3 +357,36 @@ TEST(fcache_site_mime_table)
     teardown(&b);
     mime_table_free(&types);
 }
+
+/* serve's prebuilt answers count in the cache's bytes, are reused while large enough, make
+ * room by evicting older entries, and are given back with their entry (fcache_free asserts
+ * that the bytes come back to zero). */
+TEST(fcache_blocks_count_in_the_cache_bytes)
+{
+    struct fixture f;
+    setup(&f, 1000, 1000);
+    put_file(&f, "a.txt", "hello");
+    put_file(&f, "b.txt", "world");
+    struct fentry *b = get(&f, "b.txt", 1);
+    fcache_put(f.fc, b); /* in the table only: the older entry, evictable */
+    struct fentry *a = get(&f, "a.txt", 1);
+    struct fblock *k = fcache_block(f.fc, a, 0, 100);
+    CHECK(k && k->cap == 100 && k->users == 0 && k->wall == INT64_MIN && a->block[0] == k);
+    CHECK_INT(stat_get(&f.st->cache_bytes), 5 + 5 + 100);
+    CHECK(fcache_block(f.fc, a, 0, 60) == k); /* large enough: the same one */
+    k = fcache_block(f.fc, a, 1, 893);        /* 1003 bytes wanted of 1000: b goes, not a */
+    CHECK(k && a->block[1] == k);
+    CHECK_INT(stat_get(&f.st->cache_bytes), 5 + 100 + 893);
+    struct fentry *again = get(&f, "a.txt", 1);
+    CHECK(again == a); /* still in the table */
+    fcache_put(f.fc, again);
+    CHECK_INT(stat_get(&f.st->cache_misses), 2);
+    b = get(&f, "b.txt", 1);
+    CHECK(b->err == 0);
+    CHECK_INT(stat_get(&f.st->cache_misses), 3); /* loaded again: it was evicted */
+    fcache_put(f.fc, b);
+    k = fcache_block(f.fc, a, 0, 200); /* grows: the old one is freed, its bytes given back */
+    CHECK(k && k->cap == 200);
+    fcache_put(f.fc, a);
+    teardown(&f);
+}

@@ -33,6 +33,7 @@ struct pair {
     char last_req[256];
     bool answer; /* the hook answers at once */
     bool hold;   /* ... or keeps the request with h2_hold */
+    int bufs;    /* buffers the session holds (hooks.buf_get) */
     int held_rc;
     struct plan bodies[CSTREAMS];
     const char *mem_body;
@@ -94,7 +95,21 @@ static void srv_done(void *user, void *token, int err)
         p->done_errs++;
 }
 
-static const struct h2_hooks hooks = {srv_request, srv_done};
+static void *srv_buf_get(void *user)
+{
+    struct pair *p = user;
+    p->bufs++;
+    return malloc(H2_BUF_SIZE);
+}
+
+static void srv_buf_put(void *user, void *buf)
+{
+    struct pair *p = user;
+    p->bufs--;
+    free(buf);
+}
+
+static const struct h2_hooks hooks = {srv_request, srv_done, srv_buf_get, srv_buf_put};
 
 /* ---- client callbacks ---- */
 
@@ -177,6 +192,7 @@ static void pair_init(struct pair *p, const nghttp2_settings_entry *settings, si
 static void pair_free(struct pair *p)
 {
     h2_free(p->srv);
+    CHECK_INT(p->bufs, 0);
     nghttp2_session_del(p->cl);
     for (int i = 0; i < CSTREAMS; i++)
         free(p->cs[i].body);
@@ -271,6 +287,7 @@ TEST(h2_get_memory_body)
     CHECK_INT(p.done_errs, 0);
     CHECK_INT(h2_open_streams(p.srv), 0);
     CHECK(!h2_finished(p.srv));
+    CHECK_INT(p.bufs, 0); /* idle: the buffer went back */
     pair_free(&p);
 }
 
@@ -293,6 +310,28 @@ TEST(h2_many_streams_one_connection)
         CHECK_MEM(c->body, c->body_len, "0123456789");
     }
     CHECK_INT(p.dones, 100);
+    pair_free(&p);
+}
+
+/* An idle session gives back what a burst left (h2_trim) and serves the next burst as well;
+ * with streams open it keeps everything. */
+TEST(h2_trim_between_bursts)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    p.mem_body = "burst";
+    for (int round = 0; round < 3; round++) {
+        int32_t ids[60];
+        for (int i = 0; i < 60; i++)
+            ids[i] = get(&p, "/b", NULL, 0);
+        h2_trim(p.srv); /* requests not even read yet: nothing open, nothing to give */
+        pump(&p);
+        for (int i = 0; i < 60; i++)
+            CHECK_MEM(cstream(&p, ids[i])->body, cstream(&p, ids[i])->body_len, "burst");
+        h2_trim(p.srv);
+    }
+    CHECK_INT(p.dones, 180);
+    CHECK_INT(p.done_errs, 0);
     pair_free(&p);
 }
 

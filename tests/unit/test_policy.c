@@ -1,5 +1,7 @@
 /* test_policy: the core's request result (core/policy.h) and the structured response both
- * protocols serialise (core/static.h in RESP_H1 and RESP_FIELDS syntax, plan_field_next).
+ * protocols serialise (core/static.h in RESP_H1 and RESP_FIELDS syntax, plan_field_next), and
+ * the 200 to a plain request built from kept header lines (static_ok_fields + static_ok_plan),
+ * which must be the plan static_file_plan builds, byte for byte and segment for segment.
  * Must not: depend on anything but the core.
  * Ownership: each test owns its buffers. */
 #include "unit.h"
@@ -191,4 +193,196 @@ TEST(static_malformed_request_status_closes)
     CHECK_INT(static_status_plan(404, NULL, &ctx, &p), 404);
     CHECK(strncmp(p.segs[0].mem, "Server: ", 8) == 0);
     CHECK(p.bytes > p.head_len); /* the HTML body follows the fields */
+}
+
+/* ---- static_ok_*: kept header lines ---- */
+
+#define DATE "Mon, 23 Nov 2026 15:00:00 GMT"
+
+static char body_1k[1024];
+
+/* Two plans are the same when every field is, and every segment is: memory inside their own
+ * buffers at the same offset with the same bytes, or the same memory or file range elsewhere. */
+static void check_same(const struct plan *a, const char *abuf, const struct plan *b,
+                       const char *bbuf, size_t cap)
+{
+    CHECK_INT(a->status, b->status);
+    CHECK(a->close == b->close && a->fin_carries_tail == b->fin_carries_tail);
+    CHECK_INT(a->bytes, b->bytes);
+    CHECK_INT(a->head_len, b->head_len);
+    CHECK_INT(a->nseg, b->nseg);
+    CHECK_INT(a->cur, b->cur);
+    for (unsigned i = 0; i < a->nseg && i < b->nseg; i++) {
+        const struct seg *x = &a->segs[i], *y = &b->segs[i];
+        CHECK_INT(x->fd, y->fd);
+        CHECK_INT(x->off, y->off);
+        CHECK_INT(x->len, y->len);
+        bool x_in = x->mem >= abuf && x->mem < abuf + cap;
+        bool y_in = y->mem >= bbuf && y->mem < bbuf + cap;
+        CHECK(x_in == y_in);
+        if (x_in && y_in) {
+            CHECK_INT(x->mem - abuf, y->mem - bbuf);
+            CHECK(memcmp(x->mem, y->mem, x->len) == 0);
+        } else {
+            CHECK(x->mem == y->mem);
+        }
+    }
+}
+
+TEST(static_ok_plan_is_static_file_plan)
+{
+    static char abuf[4608], bbuf[4608];
+    char ok_head[96], lines[1024];
+    size_t ok_len = static_ok_head(ok_head, sizeof(ok_head), DATE);
+    memset(body_1k, 'x', sizeof(body_1k));
+    const char *get = "GET /f HTTP/1.1\r\nHost: a\r\n\r\n";
+    const char *get10 = "GET /f HTTP/1.0\r\n\r\n";
+    struct http_request req11, req10;
+    CHECK(http1_parse(unit_guard_str(get), strlen(get), &req11) > 0);
+    CHECK(http1_parse(unit_guard_str(get10), strlen(get10), &req10) > 0);
+
+    const struct static_file base = hello;
+    char rep[224];
+    size_t rep_len = static_rep_headers(rep, sizeof(rep), &base);
+    size_t caps[] = {sizeof(abuf), 600, 300, 40};
+    unsigned cases = 0;
+
+    for (unsigned bits = 0; bits < 256; bits++) {
+        struct static_file f = base;
+        switch (bits & 3) {
+        case 1: /* a body in memory that may not fit behind the headers */
+            f.data = body_1k;
+            f.size = sizeof(body_1k);
+            break;
+        case 2: /* sent from the file */
+            f.data = NULL;
+            f.fd = 7;
+            f.size = 100000;
+            break;
+        case 3: /* empty */
+            f.data = "";
+            f.size = 0;
+            break;
+        }
+        if (bits & 4) {
+            f.rep_headers = rep;
+            f.rep_len = rep_len;
+        }
+        if (bits & 8) {
+            f.vary = "Accept-Encoding";
+            f.more_headers = "Use-As-Dictionary: match=\"/app*.js\"\r\n";
+        }
+        bool keep = bits & 16, head = bits & 32, secure = bits & 64, v10 = bits & 128;
+        for (size_t c = 0; c < sizeof(caps) / sizeof(caps[0]); c++) {
+            for (int with_ok = 0; with_ok < 2; with_ok++) {
+                struct static_ctx ctx = {
+                    .syntax = RESP_H1,
+                    .date = DATE,
+                    .ok_head = with_ok ? ok_head : NULL,
+                    .ok_head_len = ok_len,
+                    .extra_headers = c & 1 ? "Cache-Control: max-age=60\r\nX-A: b\r\n" : "",
+                    .all_headers = secure ? "Strict-Transport-Security: max-age=9\r\n" : NULL,
+                    .all_len = secure ? 38 : 0,
+                    .keep_alive = keep,
+                    .head = head,
+                    .minor = v10 ? 0 : 1,
+                    .cap = caps[c],
+                };
+                ctx.extra_len = strlen(ctx.extra_headers);
+                const struct http_request *req = v10 ? &req10 : &req11;
+                CHECK(static_ok_applies(req, &ctx));
+                size_t n = static_ok_fields(lines, sizeof(lines), &f, &ctx);
+                CHECK(n < sizeof(lines));
+
+                struct static_ctx a = ctx, b = ctx;
+                struct plan pa, pb;
+                a.buf = abuf;
+                b.buf = bbuf;
+                memset(abuf, 0, sizeof(abuf));
+                memset(bbuf, 1, sizeof(bbuf));
+                int ra = static_file_plan(req, &f, &a, &pa);
+                int rb = static_ok_plan(lines, n, f.data, f.fd, f.size, &b, &pb);
+                CHECK_INT(rb, ra);
+                if (ra && rb) {
+                    CHECK_INT(b.used, a.used);
+                    check_same(&pa, abuf, &pb, bbuf, sizeof(abuf));
+                    cases++;
+                }
+            }
+        }
+    }
+    CHECK(cases > 1000); /* most combinations fit; the 40-byte buffer fits none */
+}
+
+TEST(static_ok_applies_only_to_plain_requests)
+{
+    char buf[64];
+    struct static_ctx ctx = {.syntax = RESP_H1, .buf = buf, .cap = sizeof(buf), .minor = 1};
+    const char *plain = "GET /f HTTP/1.1\r\nHost: a\r\nAccept-Encoding: gzip\r\n\r\n";
+    const char *not_plain[] = {
+        "GET /f HTTP/1.1\r\nHost: a\r\nIf-None-Match: \"e\"\r\n\r\n",
+        "GET /f HTTP/1.1\r\nHost: a\r\nIf-Modified-Since: " DATE "\r\n\r\n",
+        "GET /f HTTP/1.1\r\nHost: a\r\nIf-Match: \"e\"\r\n\r\n",
+        "GET /f HTTP/1.1\r\nHost: a\r\nIf-Unmodified-Since: " DATE "\r\n\r\n",
+        "GET /f HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1\r\n\r\n",
+        "HEAD /f HTTP/1.1\r\nHost: a\r\nRange: bytes=0-1\r\n\r\n",
+    };
+    struct http_request req;
+    CHECK(http1_parse(unit_guard_str(plain), strlen(plain), &req) > 0);
+    CHECK(static_ok_applies(&req, &ctx));
+    ctx.send_continue = true;
+    CHECK(!static_ok_applies(&req, &ctx));
+    ctx.send_continue = false;
+    ctx.syntax = RESP_FIELDS; /* HTTP/2 serialises the fields itself */
+    CHECK(!static_ok_applies(&req, &ctx));
+    ctx.syntax = RESP_H1;
+    for (size_t i = 0; i < sizeof(not_plain) / sizeof(not_plain[0]); i++) {
+        CHECK(http1_parse(unit_guard_str(not_plain[i]), strlen(not_plain[i]), &req) > 0);
+        CHECK(!static_ok_applies(&req, &ctx));
+    }
+}
+
+/* A whole 200 written once (static_ok_plan into a buffer of its own) and then answered from
+ * (static_ok_prebuilt) is the same response as static_file_plan's, for GET and for HEAD. */
+TEST(static_ok_prebuilt_is_static_file_plan)
+{
+    char ok_head[96], lines[512], block[2048], buf[4096], a[4096], b[4096];
+    size_t ok_len = static_ok_head(ok_head, sizeof(ok_head), DATE);
+    const char *get = "GET /f HTTP/1.1\r\nHost: a\r\n\r\n";
+    struct http_request req;
+    CHECK(http1_parse(unit_guard_str(get), strlen(get), &req) > 0);
+    for (int secure = 0; secure < 2; secure++) {
+        struct static_ctx ctx = {
+            .syntax = RESP_H1,
+            .date = DATE,
+            .ok_head = ok_head,
+            .ok_head_len = ok_len,
+            .extra_headers = "X-A: b\r\n",
+            .extra_len = 8,
+            .all_headers = secure ? "Strict-Transport-Security: max-age=9\r\n" : NULL,
+            .all_len = secure ? 38 : 0,
+            .keep_alive = true,
+            .minor = 1,
+        };
+        size_t n = static_ok_fields(lines, sizeof(lines), &hello, &ctx);
+        struct static_ctx w = ctx;
+        struct plan made, p, want;
+        w.buf = block;
+        w.cap = sizeof(block);
+        CHECK_INT(static_ok_plan(lines, n, hello.data, hello.fd, hello.size, &w, &made), 200);
+        CHECK_INT(made.nseg, 1);
+        for (int head = 0; head < 2; head++) {
+            struct static_ctx c = ctx;
+            c.head = head;
+            static_ok_prebuilt(block, made.head_len, made.bytes, &c, &p);
+            c.buf = buf;
+            c.cap = sizeof(buf);
+            CHECK_INT(static_file_plan(&req, &hello, &c, &want), 200);
+            CHECK(p.status == want.status && p.close == want.close && !p.fin_carries_tail);
+            CHECK_INT(p.head_len, want.head_len);
+            CHECK_INT(p.bytes, want.bytes);
+            size_t la = flatten(&p, a, sizeof(a)), lb = flatten(&want, b, sizeof(b));
+            CHECK(la == lb && memcmp(a, b, la) == 0);
+        }
+    }
 }
