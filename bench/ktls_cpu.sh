@@ -9,7 +9,7 @@ set -eu
 engine=${1:-uring} mib=${2:-64} runs=${3:-3}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 dir=$(mktemp -d)
-trap 'kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
+trap '[ -z "$pid" ] || kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 pid=
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$dir/k.pem" \
     -out "$dir/c.pem" -subj /CN=localhost -addext subjectAltName=DNS:localhost -days 1 2>/dev/null
