@@ -50,6 +50,12 @@ def log_lines(path):
     return data.splitlines()
 
 
+# While HTTP/2 is on, the cleartext port closes a first line that cannot be HTTP/1 at all (a
+# broken HTTP/2 preface, h2spec 3.5/2) without an answer or a log line; the tests that log such
+# lines as 400s turn HTTP/2 off, as a port serving only HTTP/1 does.
+H1_ONLY = ("--http2", "off")
+
+
 def logged_server(make_server, docroot, tmp_path, fmt="combined", extra=()):
     path = tmp_path / "access.log"
     srv = make_server(docroot, args=["--access-log", str(path), "--log-format", fmt, *extra])
@@ -81,7 +87,7 @@ def traffic(srv):
 
 
 def test_combined_lines(make_server, docroot, tmp_path):
-    srv, path = logged_server(make_server, docroot, tmp_path)
+    srv, path = logged_server(make_server, docroot, tmp_path, extra=H1_ONLY)
     want = traffic(srv)
     assert srv.stop() == 0
     got = [combined(line) for line in log_lines(path)]
@@ -108,7 +114,7 @@ def test_common_format(make_server, docroot, tmp_path):
 
 
 def test_json_lines(make_server, docroot, tmp_path):
-    srv, path = logged_server(make_server, docroot, tmp_path, fmt="json")
+    srv, path = logged_server(make_server, docroot, tmp_path, fmt="json", extra=H1_ONLY)
     want = traffic(srv)
     with Conn(srv) as c:  # keep-alive: the second request reuses the connection
         assert c.request("GET", "/hello.txt").status == 200
@@ -182,7 +188,7 @@ def test_hostile_bytes_escaped(make_server, docroot, tmp_path, fmt):
 
 
 def test_parse_failures_logged(make_server, docroot, tmp_path):
-    srv, path = logged_server(make_server, docroot, tmp_path)
+    srv, path = logged_server(make_server, docroot, tmp_path, extra=H1_ONLY)
     assert raw(srv, b"\x00\x01garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
     long_target = b"/" + b"a" * 9000
     assert raw(srv, b"GET " + long_target + b" HTTP/1.1\r\nHost: x\r\n\r\n").startswith(

@@ -92,7 +92,8 @@ class Tracer:
 
 
 def test_request_done_events(bpftrace_ok, make_server, docroot):
-    srv = make_server(docroot, args=["--access-log", "off"])
+    # HTTP/2 off: with it on, a first line that cannot be HTTP/1 is closed unanswered
+    srv = make_server(docroot, args=["--access-log", "off", "--http2", "off"])
     prog = ('BEGIN { printf("Tracing ringhttpd\\n"); } '
             f"usdt:{RINGHTTPD}:ringhttpd:request_done "
             '{ printf("done %d %d\\n", arg2, arg3); }')
