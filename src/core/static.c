@@ -374,6 +374,7 @@ int static_ok_plan(const char *fields, size_t len, const char *data, int fd, uin
     p->status = 200;
     p->close = !ctx->keep_alive;
     p->fin_carries_tail = false;
+    p->tls_record = 0;
     p->head_len = head_len;
     p->bytes = n;
     p->nseg = 1;

@@ -99,6 +99,7 @@ static inline void static_ok_prebuilt(const char *mem, size_t head_len, size_t l
     p->status = 200;
     p->close = !ctx->keep_alive;
     p->fin_carries_tail = false;
+    p->tls_record = 0;
     p->head_len = head_len;
     p->bytes = ctx->head ? head_len : len;
     p->nseg = 1;
