@@ -397,7 +397,7 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
 
         struct req_policy pol = policy_h1(req, c->keep_alive && !w->draining, len - used);
         pol.secure = c->xport && c->xport->secure;
-        pol.tls = tls_xport_conn(c);
+        pol.tls = c->xport ? tls_xport_conn(c) : NULL; /* a call only over a transport */
         c->keep_alive = pol.keep_alive;
         c->discard = pol.discard;
         struct response *r = serve_response_get(w);

@@ -1074,17 +1074,19 @@ static int uring_run(struct worker *w)
 
     while (worker_tick(w)) {
         accept_more(w, u);
-        struct io_uring_cqe *cqe;
         sqe_flush(&u->ring, &u->spill);
         rc = io_uring_submit_and_wait(&u->ring, 1);
         if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
             return rc;
 
-        unsigned head, count = 0;
-        io_uring_for_each_cqe(&u->ring, head, cqe) {
-            handle(w, u, cqe);
-            count++;
-        }
+        /* The tail read once (io_uring_for_each_cqe reloads it and recomputes the index's
+         * shift per CQE): a completion posted meanwhile waits for the next turn, whose wait
+         * then returns at once. The rings have 16-byte CQEs (no IORING_SETUP_CQE32). */
+        struct io_uring_cq *cq = &u->ring.cq;
+        unsigned head = *cq->khead, tail = io_uring_smp_load_acquire(cq->ktail);
+        unsigned count = tail - head;
+        for (; head != tail; head++)
+            handle(w, u, &cq->cqes[head & cq->ring_mask]);
         io_uring_cq_advance(&u->ring, count);
         obs_loop_turn(w, 1, count);
         if (u->buf_returned) {

@@ -39,7 +39,7 @@ void obs_conn_closed(struct worker *w, struct conn *c)
 }
 
 /* The peer's address, looked up once per connection, and only when a line needs it. */
-static void peer_of(struct conn *c)
+__attribute__((noinline, cold)) static void peer_of(struct conn *c)
 {
     struct obs_conn *o = &c->obs;
     struct sockaddr_storage ss;
@@ -63,25 +63,26 @@ static void peer_of(struct conn *c)
     o->peer_known = 1;
 }
 
-/* Marks the start of a request on r; returns whether its line is to be captured. */
-static bool start(struct worker *w, struct conn *c, struct response *r, uint8_t method)
-{
-    struct obs_req *q = &r->obs;
-    q->start_ns = mono_ns();
-    q->method = method;
-    q->reused = c->obs.requests++ > 0;
-    q->captured = w->alog != NULL && !r->quiet;
-    if (q->captured && !c->obs.peer_known)
-        peer_of(c);
-    return q->captured;
-}
-
 static bool has_file(const struct plan *p)
 {
     for (unsigned i = 0; i < p->nseg; i++)
         if (!p->segs[i].mem)
             return true;
     return false;
+}
+
+/* Marks the start of a request on r; returns whether its line is to be captured. */
+static inline bool start(struct worker *w, struct conn *c, struct response *r, uint8_t method)
+{
+    struct obs_req *q = &r->obs;
+    q->start_ns = mono_ns();
+    q->method = method;
+    q->file = has_file(&r->plan); /* the plan is built: its segments' kinds stay as they are */
+    q->reused = c->obs.requests++ > 0;
+    q->captured = w->alog != NULL && !r->quiet;
+    if (q->captured && !c->obs.peer_known)
+        peer_of(c);
+    return q->captured;
 }
 
 void obs_request(struct worker *w, struct conn *c, const struct http_request *req,
@@ -101,7 +102,7 @@ void obs_request(struct worker *w, struct conn *c, const struct http_request *re
     }
     PROBE(request_start, w->id, c->slot, req->method_name.p, req->method_name.len, req->target.p,
           req->target.len);
-    if (has_file(&r->plan))
+    if (r->obs.file)
         PROBE(file_send_start, w->id, c->slot, r->plan.bytes);
 }
 
@@ -140,7 +141,7 @@ void obs_request_done(struct worker *w, struct conn *c, struct response *r, int 
     stat_add(&st->duration_bucket[b], 1);
     if (q->reused)
         stat_add(&st->reused, 1);
-    if (has_file(p))
+    if (q->file)
         PROBE(file_send_done, w->id, c->slot, err);
     PROBE(request_done, w->id, c->slot, status, sent, us, q->method);
 

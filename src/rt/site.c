@@ -244,29 +244,37 @@ void site_put(struct site *s)
 
 /* ---- per request (worker thread) ---- */
 
-const struct vhost *site_route(struct worker *w, const struct http_request *req)
+/* The vhost a request's Host names among several sites; out of line so that the one-site path's
+ * frame has no Host key buffer to set up. */
+__attribute__((noinline)) static const struct vhost *route_host(struct worker *w,
+                                                                const struct http_request *req)
 {
     const struct site *s = w->site;
     const struct vhost *v = &s->vh[s->dflt];
-    if (req && s->nvh > 1) {
-        struct http_str h = vhost_request_host(req);
-        if (h.p && h.len == w->route.len && w->route.gen == w->site_gen &&
-            memcmp(h.p, w->route.host, h.len) == 0) {
-            v = &s->vh[w->route.vh];
-        } else {
-            char key[VHOST_NAME_MAX + 1];
-            size_t n = vhost_key(h, key);
-            int i = n ? vhost_lookup(&s->hosts, key, n) : -1;
-            if (i >= 0)
-                v = &s->vh[i];
-            if (h.p && h.len <= sizeof(w->route.host)) {
-                memcpy(w->route.host, h.p, h.len);
-                w->route.len = (uint8_t)h.len;
-                w->route.vh = (int16_t)(v - s->vh);
-                w->route.gen = w->site_gen;
-            }
+    struct http_str h = vhost_request_host(req);
+    if (h.p && h.len == w->route.len && w->route.gen == w->site_gen &&
+        memcmp(h.p, w->route.host, h.len) == 0) {
+        v = &s->vh[w->route.vh];
+    } else {
+        char key[VHOST_NAME_MAX + 1];
+        size_t n = vhost_key(h, key);
+        int i = n ? vhost_lookup(&s->hosts, key, n) : -1;
+        if (i >= 0)
+            v = &s->vh[i];
+        if (h.p && h.len <= sizeof(w->route.host)) {
+            memcpy(w->route.host, h.p, h.len);
+            w->route.len = (uint8_t)h.len;
+            w->route.vh = (int16_t)(v - s->vh);
+            w->route.gen = w->site_gen;
         }
     }
+    return v;
+}
+
+const struct vhost *site_route(struct worker *w, const struct http_request *req)
+{
+    const struct site *s = w->site;
+    const struct vhost *v = req && s->nvh > 1 ? route_host(w, req) : &s->vh[s->dflt];
     fcache_root(w->cache, v->id, v->root_fd, v->types);
     return v;
 }
@@ -392,32 +400,47 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
     return false;
 }
 
+/* --health's answer; out of line, as site_defer's check below, so that the common path's frame
+ * sets up nothing. */
+__attribute__((noinline)) static bool answer_health(struct worker *w, struct static_ctx *ctx,
+                                                    struct plan *plan, bool *quiet)
+{
+    static const char ok[] = "ok\n";
+    struct static_file f = {.size = 2 + 1, .content_type = "text/plain", .data = ok, .fd = -1};
+    *quiet = true; /* a probe every few seconds is not worth a log line */
+    ctx->extra_headers = "Cache-Control: no-store\r\n";
+    ctx->extra_len = strlen(ctx->extra_headers);
+    if (w->draining || w->delaying)
+        return static_status_plan(503, NULL, ctx, plan) != 0;
+    return static_body_plan(200, &f, ctx, plan) != 0;
+}
+
+__attribute__((noinline)) static bool answer(struct worker *w, const struct vhost *v,
+                                             const struct http_request *req, bool secure,
+                                             const char *path, size_t len, bool slash,
+                                             struct http_str query, struct static_ctx *ctx,
+                                             struct plan *plan, bool *quiet)
+{
+    const char *health = w->cfg->health; /* "/healthz": compared without its '/' */
+    if (health && len == w->site->health_len && !slash && memcmp(health + 1, path, len) == 0)
+        return answer_health(w, ctx, plan, quiet);
+    if (!v->rules)
+        return false;
+    return site_rules(w, v, req, secure, path, len, slash, query, ctx, plan);
+}
+
 bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
                  bool secure, const char *path, size_t len, bool slash, struct http_str query,
                  struct static_ctx *ctx, struct plan *plan, bool *quiet)
 {
-    const char *health = w->cfg->health; /* "/healthz": compared without its '/' */
-    if (health && len == w->site->health_len && !slash && memcmp(health + 1, path, len) == 0) {
-        static const char ok[] = "ok\n";
-        struct static_file f = {.size = 2 + 1, .content_type = "text/plain", .data = ok, .fd = -1};
-        *quiet = true; /* a probe every few seconds is not worth a log line */
-        ctx->extra_headers = "Cache-Control: no-store\r\n";
-        ctx->extra_len = strlen(ctx->extra_headers);
-        if (w->draining || w->delaying)
-            return static_status_plan(503, NULL, ctx, plan) != 0;
-        return static_body_plan(200, &f, ctx, plan) != 0;
-    }
-    if (!v->rules)
-        return false; /* the common case: a site without redirects, auth or cache rules */
-    return site_rules(w, v, req, secure, path, len, slash, query, ctx, plan);
+    if (!w->cfg->health && !v->rules)
+        return false; /* the common case: no --health, a site without redirects, auth or rules */
+    return answer(w, v, req, secure, path, len, slash, query, ctx, plan, quiet);
 }
 
-bool site_defer(struct worker *w, struct conn *c, const struct http_request *req)
+__attribute__((noinline)) static bool defer_auth(struct worker *w, struct conn *c,
+                                                 const struct http_request *req)
 {
-    const struct site *s = w->site;
-    w->route.granted = NULL;
-    if (!s->any_auth)
-        return false; /* the common case: no site has --basic-auth, nothing to route here */
     const struct vhost *v = site_route(w, req);
     const struct config *cfg = v->cfg;
     if (!cfg->num_auths)
@@ -437,6 +460,14 @@ bool site_defer(struct worker *w, struct conn *c, const struct http_request *req
         }
     }
     return false;
+}
+
+bool site_defer(struct worker *w, struct conn *c, const struct http_request *req)
+{
+    w->route.granted = NULL;
+    if (!w->site->any_auth)
+        return false; /* the common case: no site has --basic-auth, nothing to route here */
+    return defer_auth(w, c, req);
 }
 
 void site_slot_init(struct site_slot *slot, struct site *first)
