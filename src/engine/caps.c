@@ -198,7 +198,7 @@ static const char *result_name(const struct caps_try *t, char *buf, size_t len)
 void caps_print(const struct engine_caps *caps, FILE *f)
 {
     if (caps->probed) {
-        char b1[64], b2[64], b3[64], b4[64], b5[64], b6[64];
+        char b1[64], b2[64], b3[64], b4[64], b5[64];
         const char *why;
         int rc = caps_decide(caps, &why);
         fprintf(f, "ringhttpd: io_uring: ring %s, setup %s, features 0x%x%s\n",
@@ -214,12 +214,11 @@ void caps_print(const struct engine_caps *caps, FILE *f)
         fprintf(f, "\n");
         fprintf(f,
                 "ringhttpd: io_uring: tried: buffer ring %s, multishot accept %s, multishot recv "
-                "%s, cancel fd/all %s, incremental buffers %s\n",
+                "%s, cancel fd/all %s\n",
                 result_name(&caps->buf_ring, b2, sizeof(b2)),
                 result_name(&caps->accept_ms, b3, sizeof(b3)),
                 result_name(&caps->recv_ms, b4, sizeof(b4)),
-                result_name(&caps->cancel_all, b5, sizeof(b5)),
-                result_name(&caps->buf_inc, b6, sizeof(b6)));
+                result_name(&caps->cancel_all, b5, sizeof(b5)));
         if (rc == 0)
             fprintf(f, "ringhttpd: io_uring: usable\n");
         else

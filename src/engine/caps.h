@@ -53,10 +53,7 @@ struct engine_caps {
     struct caps_try accept_ms;  /* a multishot accept, on a real listener (5.19) */
     struct caps_try recv_ms;    /* a multishot recv into the buffer ring, with data (6.0) */
     struct caps_try cancel_all; /* ASYNC_CANCEL by fd with IORING_ASYNC_CANCEL_ALL (5.19) */
-    /* Optional: a buffer ring consumed incrementally (IOU_PBUF_RING_INC, 6.12); without it the
-     * workers' ring hands out whole buffers. */
-    struct caps_try buf_inc;
-    bool cqe_skip; /* IOSQE_CQE_SKIP_SUCCESS (IORING_FEAT_CQE_SKIP, 5.17) */
+    bool cqe_skip;              /* IOSQE_CQE_SKIP_SUCCESS (IORING_FEAT_CQE_SKIP, 5.17) */
     /* Kernel TLS, for the TLS transport: "tls" is a TCP upper-layer protocol here, seen in
      * /proc/sys/net/ipv4/tcp_available_ulp or accepted by setsockopt(TCP_ULP) on a connected
      * loopback socket (which loads the module where it can be loaded). */

@@ -81,15 +81,6 @@
 #define CQ_ENTRIES 16384
 #define BUF_COUNT 1024 /* power of two */
 #define BUF_SIZE 4096
-/* Incremental consumption of provided buffers (6.12): a recv takes only the bytes it needs
- * from the ring's head buffer, and the next recv goes on in the same buffer, so small requests
- * pack one after another instead of taking 4 KiB each. liburing 2.3 predates both names. */
-#ifndef IOU_PBUF_RING_INC
-#define IOU_PBUF_RING_INC 2 /* io_uring_buf_reg.flags (liburing 2.3 calls the field pad) */
-#endif
-#ifndef IORING_CQE_F_BUF_MORE
-#define IORING_CQE_F_BUF_MORE (1U << 4) /* the buffer is not finished: more data will follow */
-#endif
 #define BGID 0
 #define PIPE_BYTES (1u << 20) /* asked of F_SETPIPE_SZ: one splice step moves at most this */
 #define PIPE_IDLE 10          /* seconds a free pipe is kept before it is closed */
@@ -157,8 +148,6 @@ struct uring {
     struct io_uring_buf_ring *br;
     char *bufs;
     unsigned buf_returned;         /* buffers added since the last advance */
-    bool buf_inc;                  /* the ring consumes buffers incrementally (IOU_PBUF_RING_INC) */
-    uint16_t *buf_off;             /* with buf_inc: per buffer, the bytes completions took */
     bool accept_armed[LISTEN_MAX]; /* a multishot accept is armed on that listener */
     bool cqe_skip;                 /* IOSQE_CQE_SKIP_SUCCESS works (5.17) */
     uint64_t wake_val;
@@ -232,7 +221,7 @@ static int setup_ring(struct uring *u, const struct engine_caps *caps)
     return io_uring_queue_init_params(SQ_ENTRIES, &u->ring, &p);
 }
 
-static int setup_buffers(struct uring *u, const struct engine_caps *caps)
+static int setup_buffers(struct uring *u)
 {
     size_t ring_size = BUF_COUNT * sizeof(struct io_uring_buf);
     void *mem = mmap(NULL, ring_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -240,18 +229,11 @@ static int setup_buffers(struct uring *u, const struct engine_caps *caps)
         return -errno;
     u->br = mem;
     io_uring_buf_ring_init(u->br);
-    /* RINGHTTPD_TEST_NO_BUF_INC: the tests' way to run the whole-buffer path on a kernel that
-     * has incremental consumption. */
-    u->buf_inc = caps->buf_inc.result == CAPS_OK && !getenv("RINGHTTPD_TEST_NO_BUF_INC");
-    struct io_uring_buf_reg reg = {.ring_addr = (unsigned long)mem,
-                                   .ring_entries = BUF_COUNT,
-                                   .bgid = BGID,
-                                   .pad = u->buf_inc ? IOU_PBUF_RING_INC : 0};
+    struct io_uring_buf_reg reg = {
+        .ring_addr = (unsigned long)mem, .ring_entries = BUF_COUNT, .bgid = BGID};
     int rc = io_uring_register_buf_ring(&u->ring, &reg, 0);
     if (rc < 0)
         return rc;
-    if (u->buf_inc && !(u->buf_off = calloc(BUF_COUNT, sizeof(*u->buf_off))))
-        return -ENOMEM;
     u->bufs = malloc((size_t)BUF_COUNT * BUF_SIZE);
     if (!u->bufs)
         return -ENOMEM;
@@ -267,7 +249,6 @@ static void release_buffers(struct uring *u)
     if (u->br)
         munmap(u->br, BUF_COUNT * sizeof(struct io_uring_buf));
     free(u->bufs);
-    free(u->buf_off);
 }
 
 /* --file-send splice: the per-slot state and the pool's slots (pipes are made on first use).
@@ -335,7 +316,7 @@ static int uring_init(struct worker *w)
     u->sends = calloc(w->cfg->max_conns, sizeof(*u->sends));
     if (!u->sends)
         rc = -ENOMEM;
-    if (rc < 0 || (rc = setup_buffers(u, w->caps)) < 0 || (rc = setup_splice(w, u)) < 0) {
+    if (rc < 0 || (rc = setup_buffers(u)) < 0 || (rc = setup_splice(w, u)) < 0) {
         free(u->sends);
         release_splice(w, u);
         release_buffers(u);
@@ -773,29 +754,6 @@ static void recycle(struct uring *u, unsigned bid)
     u->buf_returned++;
 }
 
-/* The bytes a completion carrying a buffer received (res of them), and what is done with that
- * buffer: handed back to the ring at once unless an incremental ring goes on filling it
- * (IORING_CQE_F_BUF_MORE), in which case its next completion starts where this one ends. The
- * data stays valid until the handler returns: a buffer goes back to the kernel only at the
- * ring's advance, after the turn's completions. */
-static char *take_buf(struct uring *u, const struct io_uring_cqe *cqe)
-{
-    unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-    char *data = u->bufs + (size_t)bid * BUF_SIZE;
-    if (!u->buf_inc) {
-        recycle(u, bid);
-        return data;
-    }
-    data += u->buf_off[bid];
-    if (cqe->flags & IORING_CQE_F_BUF_MORE) {
-        u->buf_off[bid] += (uint16_t)(cqe->res > 0 ? cqe->res : 0);
-    } else {
-        u->buf_off[bid] = 0;
-        recycle(u, bid);
-    }
-    return data;
-}
-
 static void on_recv(struct worker *w, struct uring *u, struct conn *c,
                     const struct io_uring_cqe *cqe)
 {
@@ -804,9 +762,10 @@ static void on_recv(struct worker *w, struct uring *u, struct conn *c,
     if (!more) /* before conn sees the data, so it does not cancel a finished recv */
         uc(u, c)->flags &= ~(uint32_t)(F_RECV | F_RECV_CANCEL);
     if (res > 0) {
-        char *data = take_buf(u, cqe);
+        unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
         if (!(uc(u, c)->flags & F_CLOSING))
-            conn_received(w, c, data, res);
+            conn_received(w, c, u->bufs + (size_t)bid * BUF_SIZE, res);
+        recycle(u, bid);
     } else if (res == 0 || (res < 0 && res != -ENOBUFS && res != -ECANCELED)) {
         if (!(uc(u, c)->flags & F_CLOSING))
             conn_received(w, c, NULL, res);
@@ -1042,7 +1001,7 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
         /* Stale: cannot happen while slots wait for their last completion, but a buffer it
          * carries must still go back. */
         if (cqe->flags & IORING_CQE_F_BUFFER)
-            take_buf(u, cqe);
+            recycle(u, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
         return;
     }
     switch (op) {
@@ -1293,14 +1252,6 @@ out_fds:
     if (lfd >= 0)
         close(lfd);
     io_uring_unregister_buf_ring(ring, BGID);
-    /* Optional, so after the others: the same ring again, consumed incrementally. A kernel
-     * before 6.12 refuses the flag (EINVAL; before 6.7 the field was padding it checked). */
-    io_uring_buf_ring_init(br);
-    reg.pad = IOU_PBUF_RING_INC;
-    rc = io_uring_register_buf_ring(ring, &reg, 0);
-    try_set(&caps->buf_inc, rc == 0, rc);
-    if (rc == 0)
-        io_uring_unregister_buf_ring(ring, BGID);
 out_unmap:
     munmap(mem, br_size);
 }

@@ -173,8 +173,7 @@ def test_verbose_fallback_names_the_failed_requirement(make_server, launcher, do
     assert len(probe) == 4, text
     assert probe[0].startswith(f"ringhttpd: io_uring: ring no ({ERRNOS[errno_name]}), "), text
     assert probe[2] == ("ringhttpd: io_uring: tried: buffer ring untried, multishot accept "
-                        "untried, multishot recv untried, cancel fd/all untried, incremental "
-                        "buffers untried"), text
+                        "untried, multishot recv untried, cancel fd/all untried"), text
     assert probe[3] == ("ringhttpd: io_uring: not usable: io_uring_setup failed "
                         f"({ERRNOS[errno_name]})"), text
     fell = [l for l in text.splitlines() if "falling back to epoll" in l]
@@ -223,8 +222,7 @@ def test_auto_falls_back_when_a_tried_feature_fails(make_server, launcher, docro
     probe = [l for l in text.splitlines() if l.startswith("ringhttpd: io_uring: ")]
     assert probe[0].startswith("ringhttpd: io_uring: ring yes, "), text
     assert probe[2] == ("ringhttpd: io_uring: tried: buffer ring no (Invalid argument), multishot "
-                        "accept untried, multishot recv untried, cancel fd/all untried, "
-                        "incremental buffers untried"), text
+                        "accept untried, multishot recv untried, cancel fd/all untried"), text
     fell = [l for l in text.splitlines() if "falling back to epoll" in l]
     assert fell == ["ringhttpd: io_uring unavailable: registering a provided buffer ring failed "
                     "(needs kernel 5.19) (EINVAL: Invalid argument); falling back to epoll"], text

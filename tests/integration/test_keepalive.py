@@ -417,37 +417,3 @@ def test_half_close_right_behind_a_request_is_seen_at_once(make_server, docroot)
     finally:
         for s in socks:
             s.close()
-
-
-@pytest.mark.parametrize("buffers", ["default", "whole"])
-def test_requests_of_many_connections_each_answered_with_their_own_file(make_server, docroot,
-                                                                         buffers):
-    """Issue 15: with incremental buffer consumption (kernel 6.12) the io_uring engine's
-    receive buffers hold the requests of many connections one after another, each completion
-    starting where the last one in that buffer ended; "whole" runs the one-buffer-per-receive
-    path (RINGHTTPD_TEST_NO_BUF_INC, what an older kernel gets) on the same traffic. 40
-    connections ask in turn for files whose bodies name them, and pipeline two now and then, so
-    requests also straddle buffer ends: each must get its own file back."""
-    names = [f"f{i:02d}-{'x' * (i % 13)}.txt" for i in range(40)]
-    for n in names:
-        (docroot / n).write_bytes(f"this is {n}\n".encode())
-    env = {"RINGHTTPD_TEST_NO_BUF_INC": "1"} if buffers == "whole" else None
-    server = make_server(docroot, env=env)
-    conns = [Conn(server, timeout=10) for _ in names]
-    try:
-        for rnd in range(12):
-            want = []
-            for i, c in enumerate(conns):
-                paths = [names[(i + rnd) % len(names)]]
-                if (i + rnd) % 5 == 0:
-                    paths.append(names[(i * 3 + rnd) % len(names)])
-                c.send(b"".join(request("GET", "/" + p) for p in paths))
-                want.append(paths)
-            for i, c in enumerate(conns):
-                for p in want[i]:
-                    r = c.read()
-                    assert r.status == 200, (rnd, i, p)
-                    assert r.body == f"this is {p}\n".encode(), (rnd, i, p, r.body)
-    finally:
-        for c in conns:
-            c.close()
