@@ -17,8 +17,9 @@
 
 #include "core/token.h"
 
-/* http1_parse clears the interpreted fields one by one: a field added after referer must be
- * cleared there too, and this fails the build until it is. */
+/* clear_fields zeroes the interpreted fields as the struct's tail from host to referer: a field
+ * added after referer, or before host, must be placed between them, and this fails the build
+ * for the first case. */
 _Static_assert(offsetof(struct http_request, referer) + sizeof(struct http_str) ==
                    sizeof(struct http_request),
                "clear every new field of struct http_request in http1_parse");
@@ -130,6 +131,26 @@ static inline const char *skip_tchar(const char *p, const char *end)
     while (p < end && token_tchar[(unsigned char)*p])
         p++;
     return p;
+}
+
+/* Zeroes the interpreted fields: the struct's tail from host on (the assertion at the top keeps
+ * referer last), all zero when empty. Sixteen bytes a store, the last one overlapping: gcc -O2
+ * makes a memset of this size a "rep stos", which cost 5% of a 700-byte parse. */
+static inline void clear_fields(struct http_request *req)
+{
+    char *z = (char *)&req->host;
+    const size_t n = sizeof(*req) - offsetof(struct http_request, host);
+#ifdef __SSE2__
+    _Static_assert(sizeof(struct http_request) - offsetof(struct http_request, host) >= 16,
+                   "the last store overlaps the one before it");
+    const __m128i zero = _mm_setzero_si128();
+#pragma GCC unroll 16
+    for (size_t i = 0; i + 16 <= n; i += 16)
+        _mm_storeu_si128((__m128i *)(z + i), zero);
+    _mm_storeu_si128((__m128i *)(z + n - 16), zero);
+#else
+    memset(z, 0, n);
+#endif
 }
 
 /* Consumes a line end (CRLF or LF) at p < end. Returns the byte after it, or NULL with *status
@@ -451,27 +472,8 @@ int http1_parse(const char *buf, size_t len, struct http_request *req)
     req->status = 0;
     req->num_headers = 0;
     /* Only the interpreted fields, not the 1.5 KiB header array, are cleared: the array is
-     * written up to num_headers and nothing beyond it is read. Field by field rather than one
-     * memset, which gcc -O2 turns into a "rep stos" costing 5% of a 700-byte parse. */
-    const struct http_str none = {NULL, 0};
-    req->host = none;
-    req->has_host = false;
-    req->content_length = 0;
-    req->has_content_length = false;
-    req->has_transfer_encoding = false;
-    req->keep_alive = false;
-    req->expect_continue = false;
-    req->expect_other = false;
-    req->if_none_match = none;
-    req->if_match = none;
-    req->if_modified_since = none;
-    req->if_unmodified_since = none;
-    req->range = none;
-    req->if_range = none;
-    req->accept = none;
-    req->accept_encoding = none;
-    req->user_agent = none;
-    req->referer = none;
+     * written up to num_headers and nothing beyond it is read. */
+    clear_fields(req);
 
     /* RFC 9112 2.2: empty lines before the request line (left over from a previous body) are
      * skipped. */

@@ -329,6 +329,10 @@ struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64
     if (e) { /* most recently used moves to the tail */
         stat_add(&fc->st->cache_hits, 1);
         PROBE(cache_hit, (const char *)e->path, len);
+        if (fc->lru.lru_prev == e) { /* the tail already (the same file again): it stays */
+            e->refs++;
+            return e;
+        }
         e->lru_next->lru_prev = e->lru_prev;
         e->lru_prev->lru_next = e->lru_next;
     } else if (!(e = miss(fc, path, len, hash, now))) {
