@@ -1,11 +1,14 @@
 /* HTTP/2 server session on libnghttp2; see h2.h.
  *
- * Requests: each header block is written out as the HTTP/1.1 head it stands for ("GET /x
- * HTTP/1.1", host from :authority, the fields) and given to http1_parse, so both protocols
- * share one request parser and its limits and verdicts (400, 431...); nothing else in the
- * server needs to know a request came over HTTP/2. Pseudo-header fields come before regular
- * ones (nghttp2 enforces it), so the request line is written when the first regular field or
- * the end of the block arrives.
+ * Requests: each header block stands for the HTTP/1.1 head "GET /x HTTP/1.1", host from
+ * :authority, the fields; both protocols share one request parser and its limits and verdicts
+ * (400, 431...), and nothing else in the server needs to know a request came over HTTP/2. The
+ * fields go to http1_split_* one by one as they are decoded (the verdicts http1_parse gives that
+ * head's text, without scanning it again); the text is written too, into the session's buffer
+ * where the fields' bytes are kept anyway, for the rare request that needs its head later
+ * (h2_hold, a request with a body), which http1_parse then reads. Pseudo-header fields come
+ * before regular ones (nghttp2 enforces it), so the request line is made when the first
+ * regular field or the end of the block arrives.
  *
  * Output: every DATA frame is made with NGHTTP2_DATA_FLAG_NO_COPY, so its payload is placed by
  * our send_data callback: memory bodies are copied beside the frame header, file bodies become
@@ -98,6 +101,8 @@ struct h2_session {
     nghttp2_rcbuf *method, *path, *authority;
     size_t head_len;
     char *head;
+    struct http_request *req; /* in the buffer, behind head: the fields as they come */
+    struct http1_split split;
 
     /* the request in hooks.request now (for h2_hold) */
     struct stream *dlv;
@@ -220,6 +225,7 @@ static bool buf_take(struct h2_session *s)
     if (!s->out)
         return false;
     s->head = s->out + H2_OUT_CAP;
+    s->req = (struct http_request *)(void *)(s->head + HEAD_CAP);
     return true;
 }
 
@@ -230,6 +236,7 @@ static void buf_give_back(struct h2_session *s)
         return;
     s->hooks->buf_put(s->user, s->out);
     s->out = s->head = NULL;
+    s->req = NULL;
 }
 
 /* ---- streams ---- */
@@ -388,40 +395,50 @@ static void blk_field(struct h2_session *s, nghttp2_vec n, nghttp2_vec v)
         s->blk_status = 431;
         return;
     }
-    char *o = s->head + s->head_len;
-    memcpy(o, n.base, n.len);
-    o += n.len;
-    o[0] = ':', o[1] = ' ';
-    memcpy(o + 2, v.base, v.len);
-    o += 2 + v.len;
-    o[0] = '\r', o[1] = '\n';
-    s->head_len = (size_t)(o + 2 - s->head);
+    char *name = s->head + s->head_len, *value = name + n.len + 2;
+    memcpy(name, n.base, n.len);
+    name[n.len] = ':', name[n.len + 1] = ' ';
+    memcpy(value, v.base, v.len);
+    value[v.len] = '\r', value[v.len + 1] = '\n';
+    s->head_len = (size_t)(value + v.len + 2 - s->head);
+    http1_split_field(s->req, &s->split, name, n.len, value, v.len);
 }
 
-static void put_rcbuf(struct h2_session *s, nghttp2_rcbuf *rc)
+/* Writes the bytes of rc, returning where they went (the bound is blk_put's). */
+static const char *put_rcbuf(struct h2_session *s, nghttp2_rcbuf *rc, size_t *len)
 {
     nghttp2_vec v = nghttp2_rcbuf_get_buf(rc);
+    const char *at = s->head + s->head_len;
     blk_put(s, v.base, v.len);
+    *len = v.len;
+    return at;
 }
 
-/* Writes "METHOD target HTTP/1.1\r\nhost: authority\r\n" once the pseudo-header fields are in. */
+/* Makes "METHOD target HTTP/1.1\r\nhost: authority\r\n" once the pseudo-header fields are in. */
 static void blk_request_line(struct h2_session *s)
 {
     if (s->blk_line)
         return;
     s->blk_line = true;
+    const char *method = "", *target = "*"; /* CONNECT has no :path */
+    size_t method_len = 0, target_len = 1;
     if (s->method)
-        put_rcbuf(s, s->method);
+        method = put_rcbuf(s, s->method, &method_len);
     BLK_LIT(s, " ");
     if (s->path)
-        put_rcbuf(s, s->path);
+        target = put_rcbuf(s, s->path, &target_len);
     else
-        BLK_LIT(s, "*"); /* CONNECT has no :path */
+        BLK_LIT(s, "*");
     BLK_LIT(s, " HTTP/1.1\r\n");
+    if (!s->blk_status) /* else cut short (431): end_headers parses what was written */
+        http1_split_start(s->req, &s->split, method, method_len, target, target_len);
     if (s->authority) {
         BLK_LIT(s, "host: ");
-        put_rcbuf(s, s->authority);
+        size_t len;
+        const char *value = put_rcbuf(s, s->authority, &len);
         BLK_LIT(s, "\r\n");
+        if (!s->blk_status)
+            http1_split_field(s->req, &s->split, "host", 4, value, len);
     }
 }
 
@@ -505,8 +522,22 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, nghttp2_rc
     return 0;
 }
 
-/* Parses the head of stream st (from the block buffer, or kept with the stream) and hands the
- * request to the caller. */
+/* Hands the request on stream st, whose head is the text head[0..len), to the caller. */
+static void deliver_req(struct h2_session *s, struct stream *st, struct http_request *req,
+                        const char *head, size_t len, int status)
+{
+    if (status == 505 || status == 501)
+        status = 400; /* the version line is ours; an h2 request cannot have a bad one */
+    req->keep_alive = true;
+    s->dlv = st;
+    s->dlv_head = head;
+    s->dlv_len = len;
+    s->hooks->request(s->user, st->id, req, status);
+    s->dlv = NULL;
+}
+
+/* Parses the head of stream st (kept with the stream, or cut short in the block buffer) and
+ * hands the request to the caller. */
 static void deliver(struct h2_session *s, struct stream *st, const char *head, size_t len,
                     int status)
 {
@@ -514,14 +545,7 @@ static void deliver(struct h2_session *s, struct stream *st, const char *head, s
     int rc = http1_parse(head, len, &req);
     if (!status && rc < 0)
         status = rc == HTTP1_ERROR ? req.status : 400;
-    if (status == 505 || status == 501)
-        status = 400; /* the version line is ours; an h2 request cannot have a bad one */
-    req.keep_alive = true;
-    s->dlv = st;
-    s->dlv_head = head;
-    s->dlv_len = len;
-    s->hooks->request(s->user, st->id, &req, status);
-    s->dlv = NULL;
+    deliver_req(s, st, &req, head, len, status);
 }
 
 /* The end of a request header block. */
@@ -534,7 +558,12 @@ static int end_headers(struct h2_session *s, const nghttp2_frame *frame)
     BLK_LIT(s, "\r\n");
     blk_clear(s);
     if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
-        deliver(s, st, s->head, s->head_len, s->blk_status);
+        /* The fields went to http1_split as they came, unless the block was cut short (431):
+         * then the text written up to the cut is parsed, as for a kept head. */
+        if (s->blk_status)
+            deliver(s, st, s->head, s->head_len, s->blk_status);
+        else
+            deliver_req(s, st, s->req, s->head, s->head_len, http1_split_end(s->req, &s->split));
         return 0;
     }
     /* A body follows: answer once it has ended (it is read and dropped), as a server answers
