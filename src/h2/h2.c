@@ -938,31 +938,32 @@ static const char *known_name(const char *name, size_t n)
     return name_folds_to(name, lit, n) ? lit : NULL;
 }
 
-int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_field *fields,
-               size_t nfields, struct plan *body, void *token)
+/* Appends the field name: value to nv[*n] unless it is HTTP/1-only. Values stay the caller's
+ * until `done`, which comes after the stream closed, so after its HEADERS frame was written (or
+ * dropped unwritten with the stream): nghttp2 need not copy them. Names every response has go as
+ * lower-case literals, not copied either; others nghttp2 copies and lower-cases
+ * (nghttp2_nv_array_copy). */
+static inline void nv_add(nghttp2_nv *nv, size_t *n, const char *name, size_t name_len,
+                          const char *value, size_t value_len)
+{
+    const char *known = known_name(name, name_len);
+    if (!known && h1_only(name, name_len))
+        return;
+    nv[(*n)++] =
+        (nghttp2_nv){(uint8_t *)(known ? known : name), (uint8_t *)value, name_len, value_len,
+                     NGHTTP2_NV_FLAG_NO_COPY_VALUE | (known ? NGHTTP2_NV_FLAG_NO_COPY_NAME : 0)};
+}
+
+/* nv[0] is left for :status, which respond fills. */
+static int respond(struct h2_session *s, int32_t id, int status, nghttp2_nv *nv, size_t n,
+                   struct plan *body, void *token)
 {
     struct stream *st = nghttp2_session_get_stream_user_data(s->ng, id);
     if (!st || st->answered)
         return -ENOENT;
-
     char code[3] = {(char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10),
                     (char)('0' + status % 10)};
-    nghttp2_nv nv[RESP_FIELDS + 1];
-    size_t n = 0;
-    nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE};
-    for (size_t i = 0; i < nfields && n < RESP_FIELDS + 1; i++) {
-        const struct h2_field *f = &fields[i];
-        if (h1_only(f->name, f->name_len))
-            continue;
-        /* Values stay the caller's until `done`, which comes after the stream closed, so after
-         * its HEADERS frame was written (or dropped unwritten with the stream): nghttp2 need not
-         * copy them. Other names it copies and lower-cases (nghttp2_nv_array_copy). */
-        const char *known = known_name(f->name, f->name_len);
-        nv[n++] = (nghttp2_nv){
-            (uint8_t *)(known ? known : f->name), (uint8_t *)f->value, f->name_len, f->value_len,
-            NGHTTP2_NV_FLAG_NO_COPY_VALUE | (known ? NGHTTP2_NV_FLAG_NO_COPY_NAME : 0)};
-    }
-
+    nv[0] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE};
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = on_read};
     bool has_body = body && plan_left(body) > 0;
     st->body = has_body ? body : NULL;
@@ -976,15 +977,26 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
     return 0;
 }
 
+int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_field *fields,
+               size_t nfields, struct plan *body, void *token)
+{
+    nghttp2_nv nv[RESP_FIELDS + 1];
+    size_t n = 1;
+    for (size_t i = 0; i < nfields && n < RESP_FIELDS + 1; i++)
+        nv_add(nv, &n, fields[i].name, fields[i].name_len, fields[i].value, fields[i].value_len);
+    return respond(s, id, status, nv, n, body, token);
+}
+
 int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *token)
 {
-    struct h2_field fields[RESP_FIELDS];
-    size_t nf = 0, pos = 0;
-    while (nf < RESP_FIELDS && plan_field_next(p, &pos, &fields[nf].name, &fields[nf].name_len,
-                                               &fields[nf].value, &fields[nf].value_len))
-        nf++;
+    /* The field lines go straight into nv (no h2_field array between). */
+    nghttp2_nv nv[RESP_FIELDS + 1];
+    size_t n = 1, pos = 0, name_len, value_len;
+    const char *name, *value;
+    while (n < RESP_FIELDS + 1 && plan_field_next(p, &pos, &name, &name_len, &value, &value_len))
+        nv_add(nv, &n, name, name_len, value, value_len);
     plan_advance(p, p->head_len);
-    return h2_respond(s, id, p->status, fields, nf, p, token);
+    return respond(s, id, p->status, nv, n, p, token);
 }
 
 int h2_hold(struct h2_session *s, int32_t id)
