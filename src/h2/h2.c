@@ -93,9 +93,10 @@ struct h2_session {
 
     /* the header block being read */
     int32_t blk_id;
-    bool blk_request; /* a request's head (not trailers) */
-    bool blk_line;    /* the request line is written */
-    int blk_status;   /* 0, or the error status the request gets */
+    struct stream *blk_st; /* its stream's record (blocks never interleave: RFC 9113 6.10) */
+    bool blk_request;      /* a request's head (not trailers) */
+    bool blk_line;         /* the request line is written */
+    int blk_status;        /* 0, or the error status the request gets */
     size_t blk_decoded;
     unsigned blk_cont;
     nghttp2_rcbuf *method, *path, *authority;
@@ -469,6 +470,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
     nghttp2_session_set_stream_user_data(ng, st->id, st);
     blk_clear(s);
     s->blk_id = st->id;
+    s->blk_st = st;
     s->blk_request = true;
     s->blk_line = false;
     s->blk_status = 0;
@@ -504,10 +506,11 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, nghttp2_rc
         return 0;
 
     if (n.len && n.base[0] == ':') {
-        nghttp2_rcbuf **slot = is(n, ":method")      ? &s->method
-                               : is(n, ":path")      ? &s->path
-                               : is(n, ":authority") ? &s->authority
-                                                     : NULL;
+        nghttp2_rcbuf **slot = n.len == 5 && memcmp(n.base, ":path", 5) == 0     ? &s->path
+                               : n.len == 7 && memcmp(n.base, ":method", 7) == 0 ? &s->method
+                               : n.len == 10 && memcmp(n.base, ":authority", 10) == 0
+                                   ? &s->authority
+                                   : NULL;
         if (slot && !*slot) {
             nghttp2_rcbuf_incref(value);
             *slot = value;
@@ -551,9 +554,10 @@ static void deliver(struct h2_session *s, struct stream *st, const char *head, s
 /* The end of a request header block. */
 static int end_headers(struct h2_session *s, const nghttp2_frame *frame)
 {
-    struct stream *st = nghttp2_session_get_stream_user_data(s->ng, frame->hd.stream_id);
-    if (!st || !s->blk_request || s->blk_id != frame->hd.stream_id)
+    /* A block still open is its stream's: on_stream_close ends the block with the stream. */
+    if (!s->blk_request || s->blk_id != frame->hd.stream_id)
         return 0;
+    struct stream *st = s->blk_st;
     blk_request_line(s);
     BLK_LIT(s, "\r\n");
     blk_clear(s);
@@ -735,6 +739,8 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
         memset(s->out + s->out_len, 0, pad - 1);
         out_grow(s, pad - 1);
     }
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        st->sent_all = true;
     return 0;
 }
 
@@ -743,8 +749,8 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
     struct h2_session *s = ud;
     if (frame->hd.type == NGHTTP2_GOAWAY && s->end == H2_END_NONE)
         s->end = frame->goaway.error_code == NGHTTP2_NO_ERROR ? H2_END_DONE : H2_END_PROTOCOL;
-    if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
-        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    /* (a DATA frame's END_STREAM is seen in on_send_data, which knows its stream) */
+    if (frame->hd.type == NGHTTP2_HEADERS && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         struct stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
         if (st)
             st->sent_all = true;
@@ -958,7 +964,9 @@ static inline void nv_add(nghttp2_nv *nv, size_t *n, const char *name, size_t na
 static int respond(struct h2_session *s, int32_t id, int status, nghttp2_nv *nv, size_t n,
                    struct plan *body, void *token)
 {
-    struct stream *st = nghttp2_session_get_stream_user_data(s->ng, id);
+    /* Most responses are made inside hooks.request, for the stream being delivered. */
+    struct stream *st =
+        s->dlv && s->dlv->id == id ? s->dlv : nghttp2_session_get_stream_user_data(s->ng, id);
     if (!st || st->answered)
         return -ENOENT;
     char code[3] = {(char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10),
