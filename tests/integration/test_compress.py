@@ -20,7 +20,7 @@ import brotli
 import pytest
 import zstandard
 
-from conftest import Conn, fetch, request
+from conftest import Conn, fetch, request, wait_for
 
 WORDS = ("function", "return", "const", "let", "value", "index", "element", "document",
          "window", "length", "push", "this", "prototype", "undefined", "null", "true")
@@ -446,3 +446,44 @@ def test_deltas_against_different_dictionaries_have_different_etags(make_server,
         assert ETAG.match(r.header("etag")), r.header("etag")
         tags.add(r.header("etag"))
     assert len(tags) == 2, tags
+
+
+def test_dictionary_bound_is_the_sites_compress_max(make_server, tmp_path):
+    """A dictionary is bounded by the --compress-max of the site the request was routed to, as
+    the body is (it was the top level's): the same 20 KB dictionary is used where the site's
+    bound is 64K and never where it is 8K, whatever the top level says."""
+    old = js_text(20_000, seed=21)
+    new = old[:3000] + b"// release 2\n" + old[3000:6000]
+    roots = {}
+    for name in ("small", "big"):
+        roots[name] = tmp_path / name
+        (roots[name] / "assets").mkdir(parents=True)
+        (roots[name] / "assets" / "app.v1.js").write_bytes(old)
+        (roots[name] / "assets" / "app.v2.js").write_bytes(new)
+    conf = tmp_path / "c.yaml"
+    hdr = [("Available-Dictionary", b64hash(old))]
+    for top in ("12K", "32K"):  # below the dictionary, then above it
+        conf.write_text(f"""compress-max: {top}
+dictionary: /assets/*.js
+sites:
+  - hosts: [small.test]
+    default: true
+    root: {roots["small"]}
+    compress-max: 8K
+  - hosts: [big.test]
+    root: {roots["big"]}
+    compress-max: 64K
+""")
+        s = make_server(args=["--config", str(conf), "-t", "1"])
+
+        def ask(host):
+            return fetch(s, "/assets/app.v2.js", host=host,
+                         headers=hdr + [("Accept-Encoding", "dcz")])
+
+        assert wait_for(lambda: encoding(ask("big.test")) == "dcz"), top
+        assert dcz_decode(ask("big.test").body, old) == new
+        for _ in range(20):  # the small site's job would have been done by now (one worker)
+            r = ask("small.test")
+            assert (r.status, encoding(r), r.body) == (200, None, new), top
+            time.sleep(0.02)
+        s.stop()
