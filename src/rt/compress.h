@@ -5,9 +5,11 @@
  * Must not: let the compressor thread touch the worker's cache, connections or counters: a job
  * carries copies of what the thread reads (the body's bytes or fd, the dictionary's location)
  * and its result goes into the cache on the worker's thread, in compress_collect.
- * Ownership: each worker owns one struct compressor and its thread (started on first use,
- * joined by compress_free). A job in flight holds a reference to its base fentry, taken and
- * dropped on the worker's thread, so the file's fd and bytes outlive the job. */
+ * Ownership: each worker owns at most one struct compressor, made when it starts or adopts a
+ * configuration in which some site compresses (a reload may turn compression on) and kept
+ * until it stops, and its thread (started on first use, joined by compress_free). A job in
+ * flight holds a reference to its base fentry, taken and dropped on the worker's thread, so
+ * the file's fd and bytes outlive the job. */
 #ifndef RT_COMPRESS_H
 #define RT_COMPRESS_H
 
