@@ -1350,10 +1350,11 @@ static const char *restart_needed(const struct config *a, const struct config *b
         return "port/bind";
     if (a->threads != b->threads || a->engine != b->engine)
         return "threads/engine";
+    /* Compression itself may be turned on or off (a worker makes its compressor when it adopts
+     * a configuration that compresses); the cache its variants are kept in is sized at start. */
     if (a->max_conns != b->max_conns || a->cache_size != b->cache_size ||
-        a->cache_max_file != b->cache_max_file || (config_compresses(b) && !config_compresses(a)))
-        return "max-conns/cache-size/cache-max-file/compress"; /* the compressors are made at start
-                                                                */
+        a->cache_max_file != b->cache_max_file || a->compress_cache != b->compress_cache)
+        return "max-conns/cache-size/cache-max-file/compress-cache";
     if ((a->access_log == NULL) != (b->access_log == NULL) || a->log_format != b->log_format ||
         (a->metrics_bind == NULL) != (b->metrics_bind == NULL))
         return "access-log/log-format/metrics";
