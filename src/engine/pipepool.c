@@ -46,8 +46,8 @@ void pipepool_fini(struct pipepool *pp)
     for (unsigned i = 0; pp->pipes && i < pp->max; i++)
         if (pp->pipes[i].fd[0] >= 0)
             destroy(pp, &pp->pipes[i]);
-    assert(pp->count == 0);
     pipepool_scratch_reset(pp);
+    assert(pp->count == 0);
     if (pp->devnull >= 0)
         close(pp->devnull);
     free(pp->pipes);
@@ -281,6 +281,8 @@ void pipepool_trim(struct pipepool *pp, int64_t now, int64_t idle)
     if (pp->trimmed == now)
         return;
     pp->trimmed = now;
+    if (pp->scratch.fd[0] >= 0 && now - pp->scratch.freed_at >= idle)
+        pipepool_scratch_reset(pp);
     for (struct pipepool_pipe **link = &pp->free; *link;) {
         struct pipepool_pipe *p = *link;
         if (now - p->freed_at >= idle) {
@@ -294,12 +296,16 @@ void pipepool_trim(struct pipepool *pp, int64_t now, int64_t idle)
 
 struct pipepool_pipe *pipepool_scratch(struct pipepool *pp)
 {
-    if (pp->scratch.fd[0] < 0 && !make(pp, &pp->scratch))
-        return NULL;
+    if (pp->scratch.fd[0] < 0) {
+        if (pp->count == pp->max || !make(pp, &pp->scratch))
+            return NULL;
+        pp->count++;
+        pp->scratch.freed_at = pp->trimmed;
+    }
     return &pp->scratch;
 }
 
-void pipepool_exchange(struct pipepool *pp, uint32_t slot)
+void pipepool_exchange(struct pipepool *pp, uint32_t slot, int64_t now)
 {
     struct pipepool_pipe *p = pp->slots[slot].pipe, *t = &pp->scratch;
     assert(p && t->fd[0] >= 0);
@@ -311,13 +317,11 @@ void pipepool_exchange(struct pipepool *pp, uint32_t slot)
     t->fd[0] = fd0;
     t->fd[1] = fd1;
     t->cap = cap;
+    t->freed_at = now;
 }
 
 void pipepool_scratch_reset(struct pipepool *pp)
 {
-    if (pp->scratch.fd[0] < 0)
-        return;
-    close(pp->scratch.fd[0]);
-    close(pp->scratch.fd[1]);
-    pp->scratch.fd[0] = pp->scratch.fd[1] = -1;
+    if (pp->scratch.fd[0] >= 0)
+        destroy(pp, &pp->scratch);
 }

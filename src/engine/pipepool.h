@@ -101,20 +101,21 @@ void pipepool_put(struct pipepool *pp, uint32_t slot, int64_t now);
  * another's socket). No splice of the slot may be in flight. */
 void pipepool_release(struct pipepool *pp, uint32_t slot, int64_t now);
 
-/* The worker's scratch pipe (made on first use, sized as the others; NULL when it cannot be
- * made now): empty whenever the worker is between two steps, so a step may fill it and hand
- * it to a slot with pipepool_exchange. */
+/* The worker's scratch pipe, made on first use as the others are and counted among the `max`
+ * (NULL when it cannot be made now): empty whenever the worker is between two steps, so a step
+ * may fill it and hand it to a slot with pipepool_exchange. Closed by pipepool_trim once
+ * unused for `idle` seconds. */
 struct pipepool_pipe *pipepool_scratch(struct pipepool *pp);
 
 /* `slot`'s pipe and the scratch change places (their fds and sizes): the slot gets what was
  * composed into the scratch, the scratch the slot's pipe, which must be empty now. */
-void pipepool_exchange(struct pipepool *pp, uint32_t slot);
+void pipepool_exchange(struct pipepool *pp, uint32_t slot, int64_t now);
 
 /* Closes the scratch (after a failed step that may have left bytes in it); the next
  * pipepool_scratch makes a new one. */
 void pipepool_scratch_reset(struct pipepool *pp);
 
-/* Closes pipes free for idle seconds or more (at most once per `now`). */
+/* Closes pipes free (and a scratch unused) for idle seconds or more (at most once per `now`). */
 void pipepool_trim(struct pipepool *pp, int64_t now, int64_t idle);
 
 #endif

@@ -877,7 +877,7 @@ static void splice_next(struct worker *w, struct uring *u, struct conn *c)
  * pipe, which becomes c's (the emptied pipe is the next scratch): the plan from its cursor in
  * order, for sendplan_drain. Page references move from pipe to pipe: no disk read, no copy.
  * False, c's pipe untouched, when there is no scratch pipe (its bytes go by sendplan_pipe). */
-static bool walk_compose(struct uring *u, struct conn *c, int *rc)
+static bool walk_compose(struct worker *w, struct uring *u, struct conn *c, int *rc)
 {
     struct pipepool_slot *ph = ps(u, c);
     struct pipepool_pipe *t = pipepool_scratch(&u->pool);
@@ -892,7 +892,7 @@ static bool walk_compose(struct uring *u, struct conn *c, int *rc)
         *rc = *rc == -ENOSPC ? -EIO : *rc;
         return true;
     }
-    pipepool_exchange(&u->pool, c->slot);
+    pipepool_exchange(&u->pool, c->slot, w->now);
     ph->in_pipe = in;
     u->xfers[c->slot].flags |= X_COMPOSED;
     return true;
@@ -911,7 +911,7 @@ static void walk_next(struct worker *w, struct uring *u, struct conn *c)
     x->err = 0;
     bool composed = x->flags & X_COMPOSED;
     if (rc == 0 && !composed && (x->flags & X_FITS) && ph->in_pipe > 0)
-        composed = walk_compose(u, c, &rc);
+        composed = walk_compose(w, u, c, &rc);
     if (rc == 0 && composed) {
         rc = sendplan_drain(c->fd, p, ph->pipe->fd[0], &ph->in_pipe);
         if (rc == 0) {
@@ -1145,7 +1145,7 @@ static int uring_run(struct worker *w)
         }
         if (u->pool.wait_head)
             unstall_waiters(w, u);
-        if (u->pool.free)
+        if (u->pool.free || (u->xfers && u->pool.scratch.fd[0] >= 0))
             pipepool_trim(&u->pool, w->now, PIPE_IDLE);
         run_ready(w, u);
     }
