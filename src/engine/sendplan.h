@@ -1,6 +1,7 @@
 /* sendplan: the synchronous, non-blocking send loops both engines share: memory segments by
  * sendmsg (MSG_MORE while more follows, so headers and file share packets), file ranges by
- * sendfile or from a splice pipe already filled with them, partial sends recorded with
+ * sendfile or from a splice pipe already filled with them, or a plan composed into a pipe
+ * (headers written, file pages spliced in) and sent by one splice; partial sends recorded with
  * plan_advance; a kernel TLS control record (plan.tls_record) by sendmsg with its content type in
  * a TLS_SET_RECORD_TYPE cmsg.
  * Must not: block (the socket is non-blocking) or keep state: the plan's cursor is the state.

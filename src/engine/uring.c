@@ -30,10 +30,13 @@
  *   error or a close is closed.
  *   An interleaved plan (HTTP/2 DATA frames, multipart ranges: small memory segments between
  *   file segments) would cost a splice pair, and a loop turn, per 16 KiB frame. Instead its
- *   file run (segments that continue each other) is read into the pipe by one splice alone,
- *   and on its completion the loop sends the frames with sendplan_pipe: each header by
- *   sendmsg, each payload spliced from the pipe, MSG_MORE throughout (walk_fill, walk_next;
- *   parking and taking pipes as above).
+ *   file run (segments that continue each other), as much as fits once composed, is read into
+ *   the pipe by one splice alone (io-wq: a cold file still never blocks the loop); on its
+ *   completion the loop composes the frames into the worker's scratch pipe (each header
+ *   written, each payload's page references spliced from pipe to pipe), the two pipes trade
+ *   places, and one splice sends the plan (walk_fill, walk_compose, walk_next; parking and
+ *   taking pipes as above). Without a scratch pipe (--splice-pipes 1) the frames leave one by
+ *   one from the filled pipe (sendplan_pipe: a header sendmsg, a payload splice).
  * - sendfile: sendplan (sendfile from the loop, zero-copy) and a POLL_ADD when the socket is
  *   full; it blocks the loop while a cold file is read.
  * A transport that must copy file bytes (TLS) reads them (uring_read) with preadv2(RWF_NOWAIT)
