@@ -87,7 +87,8 @@ unit: all asan
 	build/asan/unit
 
 # The TLS dimension (conftest: scheme) runs on the normal build only: the ASan pass would
-# repeat the same TLS code paths test_tls.py and test_tls_fuzz.py already run under it.
+# repeat the same TLS code paths test_tls.py and test_tls_fuzz.py already run under it (a
+# module marked schemes("https") only, test_tls_io.py, runs over TLS in both passes).
 integration: all asan venv $(H2SPEC)
 	RINGHTTPD=$(abspath $(BUILD)/ringhttpd) $(PY) -m pytest -q tests/integration
 	RINGHTTPD=$(abspath build/asan/ringhttpd) RINGHTTPD_SCHEMES=http $(PY) -m pytest -q \

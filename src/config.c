@@ -46,8 +46,9 @@ static const char usage_text[] =
     "      --file-send MODE       how io_uring sends larger files: splice (file -> pipe ->\n"
     "                             socket as io_uring operations: the file is read off the loop)\n"
     "                             or sendfile (from the loop); default splice. epoll: sendfile\n"
-    "      --splice-pipes N       most pipes per worker for --file-send splice (64; fewer or\n"
-    "                             smaller when the pipe and fd limits say so, see -v); more\n"
+    "      --splice-pipes N       most pipes per worker, for io_uring's --file-send splice and\n"
+    "                             for HTTP/2 DATA frames of files on both engines (64; fewer\n"
+    "                             or smaller when the pipe and fd limits say so, see -v); more\n"
     "                             concurrent downloads wait their turn, none fails\n"
     "      --send-lowat BYTES     most unsent bytes queued on a socket (TCP_NOTSENT_LOWAT,\n"
     "                             128K; K/M/G); 0 leaves the kernel's unlimited default\n"
@@ -1349,10 +1350,11 @@ static const char *restart_needed(const struct config *a, const struct config *b
         return "port/bind";
     if (a->threads != b->threads || a->engine != b->engine)
         return "threads/engine";
+    /* Compression itself may be turned on or off (a worker makes its compressor when it adopts
+     * a configuration that compresses); the cache its variants are kept in is sized at start. */
     if (a->max_conns != b->max_conns || a->cache_size != b->cache_size ||
-        a->cache_max_file != b->cache_max_file || (config_compresses(b) && !config_compresses(a)))
-        return "max-conns/cache-size/cache-max-file/compress"; /* the compressors are made at start
-                                                                */
+        a->cache_max_file != b->cache_max_file || a->compress_cache != b->compress_cache)
+        return "max-conns/cache-size/cache-max-file/compress-cache";
     if ((a->access_log == NULL) != (b->access_log == NULL) || a->log_format != b->log_format ||
         (a->metrics_bind == NULL) != (b->metrics_bind == NULL))
         return "access-log/log-format/metrics";

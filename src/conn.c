@@ -343,6 +343,21 @@ static void fail(struct worker *w, struct conn *c, int status, bool head, const 
     start_send(w, c, r);
 }
 
+/* Closes, unanswered, a first line that cannot be HTTP/1 on a port shared with h2c (its peer
+ * would not read an HTTP/1 answer: h2spec 3.5/2), logging it with status 444 as nginx logs a
+ * connection it closed without a response; data[0..len) is what was read of it. */
+static void refuse(struct worker *w, struct conn *c, const char *data, size_t len)
+{
+    struct response *r = serve_response_get(w);
+    if (r) {
+        r->plan = (struct plan){.status = 444};
+        obs_parse_failed(w, c, data, len, r);
+        obs_request_done(w, c, r, 0);
+        serve_response_put(w, r);
+    }
+    conn_close(w, c);
+}
+
 /* Parses and answers requests from data; returns how many bytes were used. Stops after
  * starting a send: the rest waits for conn_sent. */
 static size_t consume(struct worker *w, struct conn *c, const char *data, size_t len)
@@ -381,10 +396,8 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
             break;
         }
         if (n == HTTP1_ERROR) {
-            /* With h2c on this port, a first line that is not HTTP/1 (a broken HTTP/2 preface)
-             * gets no HTTP/1 answer: its peer would not read one. */
             if (!c->served && w->h2 && policy_not_http1(data + used, len - used)) {
-                conn_close(w, c);
+                refuse(w, c, data + used, len - used);
                 return len;
             }
             fail(w, c, req->status, req->method == HTTP_HEAD && req->method_name.p, data + used,

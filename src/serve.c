@@ -224,7 +224,7 @@ static struct fentry *variant(struct job *j, struct fentry *e, int coding,
     if (!v &&
         (queue || (e->data && coding != COMPRESS_DCZ &&
                    compress_cost_ns(coding, e->size) <= COMPRESS_LOOP_NS)) &&
-        compress_request(j->w, e, coding, dict_hash, pattern) == 0)
+        compress_request(j->w, e, coding, dict_hash, pattern, j->cfg->compress_max) == 0)
         v = fcache_variant_get(j->w->cache, e, tag, tag_len);
     if (v && v->err) { /* compressing did not pay, or the dictionary is unknown */
         fcache_put(j->w->cache, v);

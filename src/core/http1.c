@@ -27,14 +27,6 @@ _Static_assert(offsetof(struct http_request, referer) + sizeof(struct http_str) 
 /* Internal results of the helpers below; a positive value is an HTTP status. */
 #define NEED_MORE 0
 
-/* The state a head needs beyond struct http_request, decided when the last field is seen. */
-struct fields {
-    bool conn_close;
-    bool conn_keep_alive;
-    bool te_chunked_seen;
-    bool te_chunked_last; /* the final transfer coding seen so far is "chunked" */
-};
-
 /* n bytes at p equal the lower-case literal lit, ignoring ASCII case. */
 static inline bool ieq(const char *p, const char *lit, size_t n)
 {
@@ -306,7 +298,7 @@ static bool parse_content_length(const char *p, const char *end, uint64_t *out)
 
 /* Transfer-Encoding: a list of codings, of which only a final "chunked" is understood (the rest
  * is decided in finish()). "chunked" applied twice is malformed (RFC 9112 6.1): 400 at once. */
-static int parse_transfer_encoding(const char *p, const char *end, struct fields *f)
+static int parse_transfer_encoding(const char *p, const char *end, struct http1_fields *f)
 {
     for (;;) {
         const char *elem = p;
@@ -333,7 +325,7 @@ static int parse_transfer_encoding(const char *p, const char *end, struct fields
 }
 
 /* Connection (RFC 9110 7.6.1): a list of option tokens; "close" and "keep-alive" matter. */
-static void parse_connection(const char *p, const char *end, struct fields *f)
+static void parse_connection(const char *p, const char *end, struct http1_fields *f)
 {
     while (p < end) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
@@ -356,7 +348,7 @@ static void parse_connection(const char *p, const char *end, struct fields *f)
 
 /* Interprets one field the server acts on. Returns 0 or an HTTP status. Dispatch is on the name
  * length first, so most fields cost one switch and at most two short compares. */
-static int interpret(struct http_request *req, struct fields *f, struct http_str name,
+static int interpret(struct http_request *req, struct http1_fields *f, struct http_str name,
                      struct http_str value)
 {
     const char *n = name.p, *v = value.p, *vend = value.p + value.len;
@@ -446,7 +438,7 @@ static int interpret(struct http_request *req, struct fields *f, struct http_str
 }
 
 /* Checks that need every field: decided once the blank line is seen. */
-static int finish(struct http_request *req, const struct fields *f)
+static int finish(struct http_request *req, const struct http1_fields *f)
 {
     if (req->has_transfer_encoding && !f->te_chunked_last)
         return 501;
@@ -456,25 +448,30 @@ static int finish(struct http_request *req, const struct fields *f)
     return 0;
 }
 
+/* Clears what a parse sets. Only the interpreted fields, not the 1.5 KiB header array: the
+ * array is written up to num_headers and nothing beyond it is read. */
+static void clear(struct http_request *req)
+{
+    const struct http_str none = {NULL, 0};
+    req->method = HTTP_OTHER;
+    req->method_name = none;
+    req->target = none;
+    req->minor = 0;
+    req->status = 0;
+    req->num_headers = 0;
+    clear_fields(req);
+}
+
 int http1_parse(const char *buf, size_t len, struct http_request *req)
 {
     /* Past HTTP1_MAX_HEAD bytes nothing can complete a head, so the scan never looks further;
      * capped says that running out of bytes there is an error rather than a reason to wait. */
     bool capped = len >= HTTP1_MAX_HEAD;
     const char *p = buf, *end = buf + (capped ? HTTP1_MAX_HEAD : len);
-    struct fields f = {false, false, false, false};
+    struct http1_fields f = {false, false, false, false};
     int status = 0;
 
-    req->method = HTTP_OTHER;
-    req->method_name = (struct http_str){NULL, 0};
-    req->target = (struct http_str){NULL, 0};
-    req->minor = 0;
-    req->status = 0;
-    req->num_headers = 0;
-    /* Only the interpreted fields, not the 1.5 KiB header array, are cleared: the array is
-     * written up to num_headers and nothing beyond it is read. */
-    clear_fields(req);
-
+    clear(req);
     /* RFC 9112 2.2: empty lines before the request line (left over from a previous body) are
      * skipped. */
     while (p < end && (*p == '\r' || *p == '\n')) {
@@ -567,4 +564,60 @@ bad:
 error:
     req->status = status;
     return HTTP1_ERROR;
+}
+
+/* ---- the structured entry (http1_split_*): the verdicts of the head's text, unwritten ---- */
+
+static int split_fail(struct http_request *req, struct http1_split *sp, int status)
+{
+    sp->status = status;
+    req->status = status;
+    return status;
+}
+
+int http1_split_start(struct http_request *req, struct http1_split *sp, const char *method,
+                      size_t method_len, const char *target, size_t target_len)
+{
+    clear(req);
+    sp->f = (struct http1_fields){false, false, false, false};
+    sp->status = 0;
+    /* parse_request_line on "METHOD SP target SP HTTP/1.1": a method of tchars only, then a
+     * target of visible bytes only (the first other byte ends it, and what follows cannot be
+     * " HTTP/1.1" then), 414 when the run of visible bytes it starts with is too long. */
+    if (method_len == 0 || skip_tchar(method, method + method_len) != method + method_len)
+        return split_fail(req, sp, 400);
+    req->method_name = (struct http_str){method, method_len};
+    req->method = http1_method(method, method_len);
+    const char *stop = skip_target(target, target + target_len);
+    if ((size_t)(stop - target) > HTTP1_MAX_TARGET)
+        return split_fail(req, sp, 414);
+    if (target_len == 0 || stop != target + target_len)
+        return split_fail(req, sp, 400);
+    req->target = (struct http_str){target, target_len};
+    req->minor = 1;
+    return 0;
+}
+
+int http1_split_field(struct http_request *req, struct http1_split *sp, const char *name,
+                      size_t name_len, const char *value, size_t value_len)
+{
+    if (sp->status)
+        return sp->status;
+    if (req->num_headers == HTTP1_MAX_HEADERS)
+        return split_fail(req, sp, 431);
+    /* The name and value are as a line would have carried them (http1.h): nothing to check or
+     * trim here. */
+    struct http_header *h = &req->headers[req->num_headers++];
+    h->name = (struct http_str){name, name_len};
+    h->value = (struct http_str){value, value_len};
+    int status = interpret(req, &sp->f, h->name, h->value);
+    return status ? split_fail(req, sp, status) : 0;
+}
+
+int http1_split_end(struct http_request *req, struct http1_split *sp)
+{
+    if (sp->status)
+        return sp->status;
+    int status = finish(req, &sp->f);
+    return status ? split_fail(req, sp, status) : 0;
 }

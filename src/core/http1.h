@@ -94,6 +94,39 @@ struct http_request {
  */
 int http1_parse(const char *buf, size_t len, struct http_request *req);
 
+/* The state a head needs beyond struct http_request, decided when the last field is seen
+ * (http1.c's; in this header for struct http1_split). */
+struct http1_fields {
+    bool conn_close;
+    bool conn_keep_alive;
+    bool te_chunked_seen;
+    bool te_chunked_last; /* the final transfer coding seen so far is "chunked" */
+};
+
+/*
+ * The structured entry, for a protocol whose framing delivers a request already split into
+ * method, target and fields (HTTP/2): the verdicts and struct http_request that http1_parse
+ * gives the HTTP/1.1 head "METHOD SP target SP HTTP/1.1 CRLF" followed by the line
+ * "name: value CRLF" for each field in the same order, without that text being written and
+ * scanned again. http1_split_start, http1_split_field per field, then http1_split_end; each
+ * returns 0, or the status of the first error (also in req->status), after which later calls
+ * only return it again. Pointers in req point to the caller's bytes, as with http1_parse.
+ * The method and target are checked as the request line would be (400, 414). Names and values
+ * are taken as they are: the caller guarantees what RFC 9113 8.2.1 requires of HTTP/2 fields
+ * (nghttp2 drops any other before delivering it): a name of tchars, a value of no control byte
+ * but HTAB, no DEL, and no leading or trailing SP or HTAB; for these, http1_parse's line rules
+ * accept the line and change nothing.
+ */
+struct http1_split {
+    struct http1_fields f;
+    int status;
+};
+int http1_split_start(struct http_request *req, struct http1_split *sp, const char *method,
+                      size_t method_len, const char *target, size_t target_len);
+int http1_split_field(struct http_request *req, struct http1_split *sp, const char *name,
+                      size_t name_len, const char *value, size_t value_len);
+int http1_split_end(struct http_request *req, struct http1_split *sp);
+
 /* The method named by the n bytes at m (case-sensitive, RFC 9110 9.1), HTTP_OTHER for any other. */
 enum http_method http1_method(const char *m, size_t n);
 

@@ -60,26 +60,3 @@ void plan_advance(struct plan *p, uint64_t n)
             p->cur++;
     }
 }
-
-bool plan_field_next(const struct plan *p, size_t *pos, const char **name, size_t *name_len,
-                     const char **value, size_t *value_len)
-{
-    assert(p->cur == 0 && (p->head_len == 0 || p->segs[0].off == 0));
-    if (p->nseg == 0 || *pos >= p->head_len)
-        return false;
-    const char *line = p->segs[0].mem + *pos;
-    const char *end = p->segs[0].mem + p->head_len;
-    const char *colon = memchr(line, ':', (size_t)(end - line));
-    const char *eol = colon ? memchr(colon, '\r', (size_t)(end - colon)) : NULL;
-    if (!eol) /* not a field line: the section is HTTP/1's, or damaged; stop */
-        return false;
-    const char *v = colon + 1;
-    while (v < eol && (*v == ' ' || *v == '\t'))
-        v++;
-    *name = line;
-    *name_len = (size_t)(colon - line);
-    *value = v;
-    *value_len = (size_t)(eol - v);
-    *pos = (size_t)(eol + 2 - p->segs[0].mem);
-    return true;
-}

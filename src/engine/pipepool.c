@@ -22,6 +22,7 @@ int pipepool_init(struct pipepool *pp, uint32_t nslots, unsigned max, unsigned b
     }
     for (unsigned i = 0; i < max; i++)
         pp->pipes[i].fd[0] = pp->pipes[i].fd[1] = -1;
+    pp->scratch.fd[0] = pp->scratch.fd[1] = -1;
     pp->devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (pp->devnull < 0) {
         int err = -errno;
@@ -45,6 +46,7 @@ void pipepool_fini(struct pipepool *pp)
     for (unsigned i = 0; pp->pipes && i < pp->max; i++)
         if (pp->pipes[i].fd[0] >= 0)
             destroy(pp, &pp->pipes[i]);
+    pipepool_scratch_reset(pp);
     assert(pp->count == 0);
     if (pp->devnull >= 0)
         close(pp->devnull);
@@ -53,6 +55,34 @@ void pipepool_fini(struct pipepool *pp)
     pp->pipes = NULL;
     pp->slots = NULL;
     pp->devnull = -1;
+}
+
+/* A new pipe in p, sized as asked where the kernel allows. */
+static bool make(struct pipepool *pp, struct pipepool_pipe *p)
+{
+    /* The read end blocks (the socket splice passes SPLICE_F_NONBLOCK); the write end does
+     * not, so a header written from the loop (sendplan_recompose) never waits for room. A
+     * file splice into it still reads the disk (io-wq's, or the epoll loop's): O_NONBLOCK
+     * only keeps it from waiting for room, and fills start on an empty pipe. */
+    if (pipe2(p->fd, O_CLOEXEC) < 0) {
+        p->fd[0] = p->fd[1] = -1;
+        return false;
+    }
+    if (fcntl(p->fd[1], F_SETFL, O_NONBLOCK) != 0) {
+        close(p->fd[0]);
+        close(p->fd[1]);
+        p->fd[0] = p->fd[1] = -1;
+        return false;
+    }
+    /* Past fs.pipe-user-pages-soft an unprivileged user is refused (EPERM): keep the
+     * default size then, a smaller step but a working one. */
+    int sz = fcntl(p->fd[0], F_SETPIPE_SZ, (int)pp->bytes);
+    if (sz < 0) {
+        sz = fcntl(p->fd[0], F_GETPIPE_SZ);
+        pp->short_pipes++;
+    }
+    p->cap = sz > 0 ? (unsigned)sz : 4096;
+    return true;
 }
 
 /* A free pipe, or a new one while the pool has room; NULL when none can be had now. */
@@ -69,20 +99,8 @@ static struct pipepool_pipe *get(struct pipepool *pp)
         p = &pp->pipes[i];
         if (p->fd[0] >= 0)
             continue;
-        /* Blocking pipe: the file splice runs in an io-wq worker, where it may wait for the
-         * disk; the socket splice passes SPLICE_F_NONBLOCK. */
-        if (pipe2(p->fd, O_CLOEXEC) < 0) {
-            p->fd[0] = p->fd[1] = -1;
+        if (!make(pp, p))
             return NULL;
-        }
-        /* Past fs.pipe-user-pages-soft an unprivileged user is refused (EPERM): keep the
-         * default size then, a smaller step but a working one. */
-        int sz = fcntl(p->fd[0], F_SETPIPE_SZ, (int)pp->bytes);
-        if (sz < 0) {
-            sz = fcntl(p->fd[0], F_GETPIPE_SZ);
-            pp->short_pipes++;
-        }
-        p->cap = sz > 0 ? (unsigned)sz : 4096;
         pp->count++;
         return p;
     }
@@ -263,6 +281,8 @@ void pipepool_trim(struct pipepool *pp, int64_t now, int64_t idle)
     if (pp->trimmed == now)
         return;
     pp->trimmed = now;
+    if (pp->scratch.fd[0] >= 0 && now - pp->scratch.freed_at >= idle)
+        pipepool_scratch_reset(pp);
     for (struct pipepool_pipe **link = &pp->free; *link;) {
         struct pipepool_pipe *p = *link;
         if (now - p->freed_at >= idle) {
@@ -272,4 +292,36 @@ void pipepool_trim(struct pipepool *pp, int64_t now, int64_t idle)
             link = &p->next;
         }
     }
+}
+
+struct pipepool_pipe *pipepool_scratch(struct pipepool *pp)
+{
+    if (pp->scratch.fd[0] < 0) {
+        if (pp->count == pp->max || !make(pp, &pp->scratch))
+            return NULL;
+        pp->count++;
+        pp->scratch.freed_at = pp->trimmed;
+    }
+    return &pp->scratch;
+}
+
+void pipepool_exchange(struct pipepool *pp, uint32_t slot, int64_t now)
+{
+    struct pipepool_pipe *p = pp->slots[slot].pipe, *t = &pp->scratch;
+    assert(p && t->fd[0] >= 0);
+    int fd0 = p->fd[0], fd1 = p->fd[1];
+    unsigned cap = p->cap;
+    p->fd[0] = t->fd[0];
+    p->fd[1] = t->fd[1];
+    p->cap = t->cap;
+    t->fd[0] = fd0;
+    t->fd[1] = fd1;
+    t->cap = cap;
+    t->freed_at = now;
+}
+
+void pipepool_scratch_reset(struct pipepool *pp)
+{
+    if (pp->scratch.fd[0] >= 0)
+        destroy(pp, &pp->scratch);
 }

@@ -3,7 +3,8 @@
  * and the "parked" list of connections holding a pipe while they wait for their socket to
  * drain (their pipe may be taken by a waiter, oldest parked first). The io_uring engine uses
  * all of it; the epoll engine (HTTP/2 DATA through a pipe) only takes free pipes and puts
- * them back. Pipes are blocking; a user that needs a non-blocking end sets it.
+ * them back. A pipe's read end blocks, its write end does not. One more pipe,
+ * the scratch, is the worker's for composing a slot's pipe into (io_uring, HTTP/2 DATA).
  * Must not: touch io_uring or know connections beyond their slot numbers; its system calls
  * are pipe2/fcntl/close and the non-blocking splice that empties a taken pipe into /dev/null.
  * Ownership: one worker; slots are the worker's connection slots. A slot's pipe is the slot's
@@ -46,6 +47,7 @@ struct pipepool {
     uint32_t wait_head, wait_tail; /* FIFO of waiting slots, slot + 1 */
     uint32_t park_head, park_tail; /* parked slots, oldest first, slot + 1 */
     int devnull;                   /* where a taken pipe's bytes are dropped */
+    struct pipepool_pipe scratch;  /* empty between calls: see pipepool_scratch */
     int64_t trimmed;               /* `now` of the last trim */
 };
 
@@ -99,7 +101,21 @@ void pipepool_put(struct pipepool *pp, uint32_t slot, int64_t now);
  * another's socket). No splice of the slot may be in flight. */
 void pipepool_release(struct pipepool *pp, uint32_t slot, int64_t now);
 
-/* Closes pipes free for idle seconds or more (at most once per `now`). */
+/* The worker's scratch pipe, made on first use as the others are and counted among the `max`
+ * (NULL when it cannot be made now): empty whenever the worker is between two steps, so a step
+ * may fill it and hand it to a slot with pipepool_exchange. Closed by pipepool_trim once
+ * unused for `idle` seconds. */
+struct pipepool_pipe *pipepool_scratch(struct pipepool *pp);
+
+/* `slot`'s pipe and the scratch change places (their fds and sizes): the slot gets what was
+ * composed into the scratch, the scratch the slot's pipe, which must be empty now. */
+void pipepool_exchange(struct pipepool *pp, uint32_t slot, int64_t now);
+
+/* Closes the scratch (after a failed step that may have left bytes in it); the next
+ * pipepool_scratch makes a new one. */
+void pipepool_scratch_reset(struct pipepool *pp);
+
+/* Closes pipes free (and a scratch unused) for idle seconds or more (at most once per `now`). */
 void pipepool_trim(struct pipepool *pp, int64_t now, int64_t idle);
 
 #endif

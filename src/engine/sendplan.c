@@ -49,6 +49,39 @@ uint64_t sendplan_file_run(const struct plan *p, int *fd, uint64_t *off)
     return len;
 }
 
+uint64_t sendplan_fill_len(const struct plan *p, unsigned slots, unsigned page, int *fd,
+                           uint64_t *off)
+{
+    const struct seg *run = NULL;
+    uint64_t len = 0;
+    unsigned used = 0;
+    for (unsigned i = p->cur; i < p->nseg && used < slots; i++) {
+        const struct seg *s = &p->segs[i];
+        if (s->mem) {
+            /* A write may start a page of its own, and end in one more. */
+            used += (unsigned)((s->len + page - 1) / page) + 1;
+            continue;
+        }
+        if (run && (s->fd != run->fd || s->off != run->off + len))
+            break;
+        /* File bytes come a page reference each (the page cache's pages, split by splice). */
+        uint64_t lead = s->off % page;
+        uint64_t fits = (uint64_t)(slots - used) * page - lead;
+        uint64_t take = s->len < fits ? s->len : fits;
+        if (!run)
+            run = s;
+        len += take;
+        used += (unsigned)((lead + take + page - 1) / page);
+        if (take < s->len)
+            break;
+    }
+    if (run) {
+        *fd = run->fd;
+        *off = run->off;
+    }
+    return len;
+}
+
 enum sendplan_path sendplan_choose(const struct plan *p, bool splice_mode, bool splice_ok)
 {
     const struct seg *s = p->cur < p->nseg ? &p->segs[p->cur] : NULL;
@@ -162,56 +195,115 @@ int sendplan_pipe(int fd, struct plan *p, int pipe_rd, uint32_t *in_pipe)
     return send_loop(fd, p, pipe_rd, in_pipe);
 }
 
+/* Whether bytes of p follow the first n from the cursor (or the close is to carry the tail):
+ * a send of those n says MSG_MORE / SPLICE_F_MORE. */
+static bool more_after(const struct plan *p, uint64_t n)
+{
+    for (unsigned i = p->cur; i < p->nseg; i++) {
+        if (p->segs[i].len > n)
+            return true;
+        n -= p->segs[i].len;
+    }
+    return p->fin_carries_tail;
+}
+
+/*
+ * Appends p's bytes after the cursor + *in_pipe to the pipe dst_wr (non-blocking: RWF_NOWAIT
+ * is refused by a pipe whose last buffer is a spliced page), up to cap in it: memory by write, file
+ * bytes spliced from the file (src_rd < 0) or from the pipe src_rd, which holds the next *src_left
+ * file bytes of p in order. Stops at a full dst, at cap, at p's end, or at a file segment when
+ * src is empty. 0, or -errno (-EIO: the file shrank).
+ */
+static int compose(struct plan *p, int dst_wr, uint32_t cap, uint32_t *in_pipe, int src_rd,
+                   uint32_t *src_left)
+{
+    uint64_t skip = *in_pipe;
+    unsigned i = p->cur;
+    while (i < p->nseg && skip >= p->segs[i].len)
+        skip -= p->segs[i++].len;
+    while (i < p->nseg && *in_pipe < cap) {
+        const struct seg *s = &p->segs[i];
+        uint64_t left = s->len - skip;
+        size_t len = left < cap - *in_pipe ? (size_t)left : cap - *in_pipe;
+        ssize_t n;
+        if (s->mem) {
+            n = write(dst_wr, s->mem + s->off + skip, len);
+        } else if (src_rd >= 0) {
+            if (*src_left == 0)
+                break;
+            len = len < *src_left ? len : *src_left;
+            n = splice(src_rd, NULL, dst_wr, NULL, len, SPLICE_F_NONBLOCK);
+            if (n > 0)
+                *src_left -= (uint32_t)n;
+        } else {
+            loff_t at = (loff_t)(s->off + skip);
+            n = splice(s->fd, &at, dst_wr, NULL, len, SPLICE_F_NONBLOCK);
+        }
+        if (n == 0)
+            return -EIO; /* a file that shrank, or a source pipe that held less than counted */
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            break;
+        if (n < 0)
+            return -errno;
+        *in_pipe += (uint32_t)n;
+        skip += (uint64_t)n;
+        if (skip == s->len) {
+            i++;
+            skip = 0;
+        }
+        if ((size_t)n < len)
+            break;
+    }
+    return 0;
+}
+
+/* One splice of what the pipe holds to the socket; the bytes it took are sent. */
+static int drain_once(int fd, struct plan *p, int pipe_rd, uint32_t *in_pipe)
+{
+    bool more = more_after(p, *in_pipe);
+    ssize_t n =
+        splice(pipe_rd, NULL, fd, NULL, *in_pipe, SPLICE_F_NONBLOCK | (more ? SPLICE_F_MORE : 0));
+    if (n < 0)
+        return errno == EINTR ? 0 : errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    if (n == 0)
+        return -EIO;
+    *in_pipe -= (uint32_t)n;
+    plan_advance(p, (uint64_t)n);
+    return 0;
+}
+
 int sendplan_composed(int fd, struct plan *p, const int pipe_fd[2], uint32_t cap, uint32_t *in_pipe)
 {
     for (;;) {
-        /* Fill: from the cursor + *in_pipe on, headers written, file ranges spliced. */
-        uint64_t skip = *in_pipe;
-        unsigned i = p->cur;
-        while (i < p->nseg && skip >= p->segs[i].len)
-            skip -= p->segs[i++].len;
-        while (i < p->nseg && *in_pipe < cap) {
-            const struct seg *s = &p->segs[i];
-            uint64_t left = s->len - skip;
-            size_t len = left < cap - *in_pipe ? (size_t)left : cap - *in_pipe;
-            ssize_t n;
-            if (s->mem) {
-                n = write(pipe_fd[1], s->mem + s->off + skip, len);
-            } else {
-                loff_t at = (loff_t)(s->off + skip);
-                n = splice(s->fd, &at, pipe_fd[1], NULL, len, SPLICE_F_NONBLOCK);
-                if (n == 0)
-                    return -EIO;
-            }
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0 && errno == EAGAIN)
-                break;
-            if (n < 0)
-                return -errno;
-            *in_pipe += (uint32_t)n;
-            skip += (uint64_t)n;
-            if (skip == s->len) {
-                i++;
-                skip = 0;
-            }
-            if ((size_t)n < len)
-                break;
-        }
+        int rc = compose(p, pipe_fd[1], cap, in_pipe, -1, NULL);
+        if (rc < 0)
+            return rc;
         if (*in_pipe == 0)
             return plan_done(p) ? 0 : -ENODATA;
-        bool more = i < p->nseg || p->fin_carries_tail;
-        ssize_t n = splice(pipe_fd[0], NULL, fd, NULL, *in_pipe,
-                           SPLICE_F_NONBLOCK | (more ? SPLICE_F_MORE : 0));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-        if (n == 0)
-            return -EIO;
-        *in_pipe -= (uint32_t)n;
-        plan_advance(p, (uint64_t)n);
+        if ((rc = drain_once(fd, p, pipe_fd[0], in_pipe)) < 0)
+            return rc;
         if (plan_done(p) && *in_pipe == 0)
             return 0;
     }
+}
+
+int sendplan_recompose(struct plan *p, int src_rd, uint32_t *src_left, int dst_wr, uint32_t cap,
+                       uint32_t *in_dst)
+{
+    int rc = compose(p, dst_wr, cap, in_dst, src_rd, src_left);
+    if (rc == 0 && *src_left > 0)
+        rc = -ENOSPC;
+    return rc;
+}
+
+int sendplan_drain(int fd, struct plan *p, int pipe_rd, uint32_t *in_pipe)
+{
+    while (*in_pipe > 0) {
+        int rc = drain_once(fd, p, pipe_rd, in_pipe);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }

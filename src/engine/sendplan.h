@@ -1,6 +1,7 @@
 /* sendplan: the synchronous, non-blocking send loops both engines share: memory segments by
  * sendmsg (MSG_MORE while more follows, so headers and file share packets), file ranges by
- * sendfile or from a splice pipe already filled with them, partial sends recorded with
+ * sendfile or from a splice pipe already filled with them, or a plan composed into a pipe
+ * (headers written, file pages spliced in) and sent by one splice; partial sends recorded with
  * plan_advance; a kernel TLS control record (plan.tls_record) by sendmsg with its content type in
  * a TLS_SET_RECORD_TYPE cmsg.
  * Must not: block (the socket is non-blocking) or keep state: the plan's cursor is the state.
@@ -39,6 +40,16 @@ bool sendplan_interleaved(const struct plan *p);
  * read into a pipe may take for sendplan_pipe. Sets *fd and *off to where it starts; 0 when no
  * file segment is left. */
 uint64_t sendplan_file_run(const struct plan *p, int *fd, uint64_t *off);
+
+/*
+ * The part of sendplan_file_run's range that one fill of an empty pipe may take when the plan
+ * is then composed from it (sendplan_recompose) into another empty pipe of `slots` buffers of
+ * `page` bytes: what comes before and between the file bytes counted at the most a write can
+ * take (its length in pages, plus one), file bytes a buffer per page they touch. Sets *fd and
+ * *off as sendplan_file_run; 0 when no file segment is left or none fits.
+ */
+uint64_t sendplan_fill_len(const struct plan *p, unsigned slots, unsigned page, int *fd,
+                           uint64_t *off);
 
 /* Flags for sending the next n memory segments of p: MSG_NOSIGNAL, and MSG_MORE while more of
  * the plan follows (headers share packets with the file) or when the close is to carry the tail
@@ -82,5 +93,22 @@ enum sendplan_path sendplan_choose(const struct plan *p, bool splice_mode, bool 
  */
 int sendplan_composed(int fd, struct plan *p, const int pipe_fd[2], uint32_t cap,
                       uint32_t *in_pipe);
+
+/*
+ * Composes p into a pipe from another pipe: src_rd holds the next *src_left file bytes of p
+ * from the cursor + *in_dst on (a fill of sendplan_fill_len's range); those and the memory
+ * segments around them are appended in plan order to the pipe dst_wr (its write end set
+ * O_NONBLOCK), up to cap bytes in it. Page references move
+ * between the pipes, so no disk is read and nothing is copied but the headers. Returns 0 when
+ * src is empty (*src_left == 0), -ENOSPC when dst filled first, or another -errno. *in_dst
+ * counts the bytes in dst (sendplan_drain's *in_pipe).
+ */
+int sendplan_recompose(struct plan *p, int src_rd, uint32_t *src_left, int dst_wr, uint32_t cap,
+                       uint32_t *in_dst);
+
+/* Sends what a composed pipe holds (pipe_rd: the next *in_pipe bytes of p from its cursor, in
+ * order) by splice, SPLICE_F_MORE while more of p follows. 0 when the pipe is empty, -EAGAIN
+ * when the socket is full, or another -errno. */
+int sendplan_drain(int fd, struct plan *p, int pipe_rd, uint32_t *in_pipe);
 
 #endif

@@ -30,10 +30,13 @@
  *   error or a close is closed.
  *   An interleaved plan (HTTP/2 DATA frames, multipart ranges: small memory segments between
  *   file segments) would cost a splice pair, and a loop turn, per 16 KiB frame. Instead its
- *   file run (segments that continue each other) is read into the pipe by one splice alone,
- *   and on its completion the loop sends the frames with sendplan_pipe: each header by
- *   sendmsg, each payload spliced from the pipe, MSG_MORE throughout (walk_fill, walk_next;
- *   parking and taking pipes as above).
+ *   file run (segments that continue each other), as much as fits once composed, is read into
+ *   the pipe by one splice alone (io-wq: a cold file still never blocks the loop); on its
+ *   completion the loop composes the frames into the worker's scratch pipe (each header
+ *   written, each payload's page references spliced from pipe to pipe), the two pipes trade
+ *   places, and one splice sends the plan (walk_fill, walk_compose, walk_next; parking and
+ *   taking pipes as above). Without a scratch pipe (--splice-pipes 1) the frames leave one by
+ *   one from the filled pipe (sendplan_pipe: a header sendmsg, a payload splice).
  * - sendfile: sendplan (sendfile from the loop, zero-copy) and a POLL_ADD when the socket is
  *   full; it blocks the loop while a cold file is read.
  * A transport that must copy file bytes (TLS) reads them (uring_read) with preadv2(RWF_NOWAIT)
@@ -120,6 +123,8 @@ enum op {
 #define X_FULL 0x8 /* the socket took less than offered: wait for POLLOUT before the next step */
 #define X_SENDFILE 0x10 /* waited too long for a pipe: the rest of this response by sendfile */
 #define X_WALK 0x20     /* the pipe holds file bytes of an interleaved plan: walk_next sends */
+#define X_FITS 0x40     /* ... read by a fill sized to be composed into the scratch pipe */
+#define X_COMPOSED 0x80 /* ... composed: the plan's bytes from the cursor, headers included */
 
 /* A connection waits at most this long (seconds, give or take one) for a pipe before its
  * response goes by sendfile: clients that stop reading hold their pipes (with bytes in them)
@@ -156,6 +161,7 @@ struct uring {
     /* --file-send splice; xfers is NULL in sendfile mode */
     struct xfer *xfers;
     struct pipepool pool;  /* its pipes; pool.slots is NULL until set up */
+    unsigned page;         /* bytes a pipe buffer holds (the page size) */
     unsigned short_logged; /* pool.short_pipes already warned about */
     struct errlog_limit log_pipe;
 };
@@ -272,6 +278,8 @@ static int setup_splice(struct worker *w, struct uring *u)
         return rc;
     if (!(u->xfers = calloc(cfg->max_conns, sizeof(*u->xfers))))
         return -ENOMEM;
+    long page = sysconf(_SC_PAGESIZE);
+    u->page = page > 0 ? (unsigned)page : 4096;
     if ((cfg->verbose || plan.shrunk) && w->id == 0)
         fprintf(stderr,
                 "ringhttpd: files by io_uring splice: up to %u pipes of %u KiB per worker (asked "
@@ -449,17 +457,29 @@ static void xfer_release(struct worker *w, struct uring *u, struct conn *c)
 /*
  * An interleaved plan (HTTP/2 DATA frames: 9 bytes of header, 16 KiB of file, ~19 times a
  * plan) read into the empty pipe: its file run (the file segments that continue each other),
- * up to a pipe-full, by one splice alone. Its completion sends the frames from the loop
- * (walk_next: sendplan_pipe), so a plan costs one io-wq round trip, where a splice pair per
- * frame cost two and a loop turn each (bench/README.md, HTTP/2).
+ * up to what the worker's scratch pipe holds once the headers are put between the pieces
+ * (sendplan_fill_len), by one splice alone: io-wq reads it, so a cold file never blocks the
+ * loop. Its completion composes the frames into the scratch pipe from the loop and sends them
+ * by one splice (walk_next), so a plan costs one io-wq round trip and one socket call, where a
+ * header sendmsg and a payload splice per frame cost 98% of a core at 1.4 GB/s (bench/README.md,
+ * "h2uring"). Without a scratch pipe the fill is the whole run and the frames go by
+ * sendplan_pipe.
  */
 static void walk_fill(struct uring *u, struct conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
     struct pipepool_slot *ph = ps(u, c);
     int fd = -1;
-    uint64_t off = 0;
-    uint64_t run = sendplan_file_run(c->out, &fd, &off);
+    uint64_t off = 0, run = 0;
+    struct pipepool_pipe *t = pipepool_scratch(&u->pool);
+    x->flags &= ~(uint32_t)(X_FITS | X_COMPOSED);
+    if (t) {
+        unsigned cap = t->cap < ph->pipe->cap ? t->cap : ph->pipe->cap;
+        run = sendplan_fill_len(c->out, cap / u->page, u->page, &fd, &off);
+        x->flags |= run ? X_FITS : 0;
+    }
+    if (!run)
+        run = sendplan_file_run(c->out, &fd, &off);
     assert(run > 0 && ph->in_pipe == 0);
     uint32_t len = run < ph->pipe->cap ? (uint32_t)run : ph->pipe->cap;
     struct io_uring_sqe *sqe = conn_sqe(u, c, OP_SPLICE_IN);
@@ -487,7 +507,7 @@ static void splice_step(struct uring *u, struct conn *c)
     }
     /* A walk's bytes leave only by walk_next; X_WALK may outlive a pipe taken while parked. */
     assert(!s->mem && (len == 0 || !(x->flags & X_WALK)));
-    x->flags &= ~(uint32_t)X_WALK;
+    x->flags &= ~(uint32_t)(X_WALK | X_FITS | X_COMPOSED);
     if (len == 0) {
         len = s->len < ph->pipe->cap ? (uint32_t)s->len : ph->pipe->cap;
         more = more || len < s->len;
@@ -856,10 +876,35 @@ static void splice_next(struct worker *w, struct uring *u, struct conn *c)
     splice_step(u, c);
 }
 
-/* An interleaved plan's step after its fill (or POLLOUT): the pipe's file bytes and the
- * memory around them go out from the loop (sendplan_pipe, non-blocking, no disk read: the
- * bytes are in the pipe); then the plan is done, waits for the socket (parked, as a splice
- * pair does), or has the emptied pipe filled again. */
+/* A fill sized for it (X_FITS) and the memory segments around it composed into the scratch
+ * pipe, which becomes c's (the emptied pipe is the next scratch): the plan from its cursor in
+ * order, for sendplan_drain. Page references move from pipe to pipe: no disk read, no copy.
+ * False, c's pipe untouched, when there is no scratch pipe (its bytes go by sendplan_pipe). */
+static bool walk_compose(struct worker *w, struct uring *u, struct conn *c, int *rc)
+{
+    struct pipepool_slot *ph = ps(u, c);
+    struct pipepool_pipe *t = pipepool_scratch(&u->pool);
+    if (!t)
+        return false;
+    uint32_t in = 0;
+    *rc = sendplan_recompose(c->out, ph->pipe->fd[0], &ph->in_pipe, t->fd[1], t->cap, &in);
+    if (*rc < 0) {
+        /* Bytes may be left in both pipes: c's is closed at its close (in_pipe counts what it
+         * still holds), the scratch now. -ENOSPC breaks sendplan_fill_len's promise. */
+        pipepool_scratch_reset(&u->pool);
+        *rc = *rc == -ENOSPC ? -EIO : *rc;
+        return true;
+    }
+    pipepool_exchange(&u->pool, c->slot, w->now);
+    ph->in_pipe = in;
+    u->xfers[c->slot].flags |= X_COMPOSED;
+    return true;
+}
+
+/* An interleaved plan's step after its fill (or POLLOUT): the pipe's bytes go out from the
+ * loop (non-blocking, no disk read: the bytes are in the pipe), composed with their headers
+ * (walk_compose, then sendplan_drain) or, raw, by sendplan_pipe; then the plan is done, waits
+ * for the socket (parked, as a splice pair does), or has the emptied pipe filled again. */
 static void walk_next(struct worker *w, struct uring *u, struct conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
@@ -867,8 +912,18 @@ static void walk_next(struct worker *w, struct uring *u, struct conn *c)
     struct plan *p = c->out;
     int rc = x->err;
     x->err = 0;
-    if (rc == 0)
+    bool composed = x->flags & X_COMPOSED;
+    if (rc == 0 && !composed && (x->flags & X_FITS) && ph->in_pipe > 0)
+        composed = walk_compose(w, u, c, &rc);
+    if (rc == 0 && composed) {
+        rc = sendplan_drain(c->fd, p, ph->pipe->fd[0], &ph->in_pipe);
+        if (rc == 0) {
+            x->flags &= ~(uint32_t)X_COMPOSED;
+            rc = plan_done(p) ? 0 : -ENODATA;
+        }
+    } else if (rc == 0) {
         rc = sendplan_pipe(c->fd, p, ph->pipe->fd[0], &ph->in_pipe);
+    }
     if (rc != 0 && rc != -EAGAIN && rc != -ENODATA) {
         conn_sent(w, c, rc); /* it closes; the pipe is released (or dropped) at the close */
         return;
@@ -1095,7 +1150,7 @@ static int uring_run(struct worker *w)
         }
         if (u->pool.wait_head)
             unstall_waiters(w, u);
-        if (u->pool.free)
+        if (u->pool.free || (u->xfers && u->pool.scratch.fd[0] >= 0))
             pipepool_trim(&u->pool, w->now, PIPE_IDLE);
         run_ready(w, u);
     }

@@ -1,11 +1,14 @@
 /* HTTP/2 server session on libnghttp2; see h2.h.
  *
- * Requests: each header block is written out as the HTTP/1.1 head it stands for ("GET /x
- * HTTP/1.1", host from :authority, the fields) and given to http1_parse, so both protocols
- * share one request parser and its limits and verdicts (400, 431...); nothing else in the
- * server needs to know a request came over HTTP/2. Pseudo-header fields come before regular
- * ones (nghttp2 enforces it), so the request line is written when the first regular field or
- * the end of the block arrives.
+ * Requests: each header block stands for the HTTP/1.1 head "GET /x HTTP/1.1", host from
+ * :authority, the fields; both protocols share one request parser and its limits and verdicts
+ * (400, 431...), and nothing else in the server needs to know a request came over HTTP/2. The
+ * fields go to http1_split_* one by one as they are decoded (the verdicts http1_parse gives that
+ * head's text, without scanning it again); the text is written too, into the session's buffer
+ * where the fields' bytes are kept anyway, for the rare request that needs its head later
+ * (h2_hold, a request with a body), which http1_parse then reads. Pseudo-header fields come
+ * before regular ones (nghttp2 enforces it), so the request line is made when the first
+ * regular field or the end of the block arrives.
  *
  * Output: every DATA frame is made with NGHTTP2_DATA_FLAG_NO_COPY, so its payload is placed by
  * our send_data callback: memory bodies are copied beside the frame header, file bodies become
@@ -90,14 +93,17 @@ struct h2_session {
 
     /* the header block being read */
     int32_t blk_id;
-    bool blk_request; /* a request's head (not trailers) */
-    bool blk_line;    /* the request line is written */
-    int blk_status;   /* 0, or the error status the request gets */
+    struct stream *blk_st; /* its stream's record (blocks never interleave: RFC 9113 6.10) */
+    bool blk_request;      /* a request's head (not trailers) */
+    bool blk_line;         /* the request line is written */
+    int blk_status;        /* 0, or the error status the request gets */
     size_t blk_decoded;
     unsigned blk_cont;
     nghttp2_rcbuf *method, *path, *authority;
     size_t head_len;
     char *head;
+    struct http_request *req; /* in the buffer, behind head: the fields as they come */
+    struct http1_split split;
 
     /* the request in hooks.request now (for h2_hold) */
     struct stream *dlv;
@@ -220,6 +226,7 @@ static bool buf_take(struct h2_session *s)
     if (!s->out)
         return false;
     s->head = s->out + H2_OUT_CAP;
+    s->req = (struct http_request *)(void *)(s->head + HEAD_CAP);
     return true;
 }
 
@@ -230,6 +237,7 @@ static void buf_give_back(struct h2_session *s)
         return;
     s->hooks->buf_put(s->user, s->out);
     s->out = s->head = NULL;
+    s->req = NULL;
 }
 
 /* ---- streams ---- */
@@ -388,40 +396,50 @@ static void blk_field(struct h2_session *s, nghttp2_vec n, nghttp2_vec v)
         s->blk_status = 431;
         return;
     }
-    char *o = s->head + s->head_len;
-    memcpy(o, n.base, n.len);
-    o += n.len;
-    o[0] = ':', o[1] = ' ';
-    memcpy(o + 2, v.base, v.len);
-    o += 2 + v.len;
-    o[0] = '\r', o[1] = '\n';
-    s->head_len = (size_t)(o + 2 - s->head);
+    char *name = s->head + s->head_len, *value = name + n.len + 2;
+    memcpy(name, n.base, n.len);
+    name[n.len] = ':', name[n.len + 1] = ' ';
+    memcpy(value, v.base, v.len);
+    value[v.len] = '\r', value[v.len + 1] = '\n';
+    s->head_len = (size_t)(value + v.len + 2 - s->head);
+    http1_split_field(s->req, &s->split, name, n.len, value, v.len);
 }
 
-static void put_rcbuf(struct h2_session *s, nghttp2_rcbuf *rc)
+/* Writes the bytes of rc, returning where they went (the bound is blk_put's). */
+static const char *put_rcbuf(struct h2_session *s, nghttp2_rcbuf *rc, size_t *len)
 {
     nghttp2_vec v = nghttp2_rcbuf_get_buf(rc);
+    const char *at = s->head + s->head_len;
     blk_put(s, v.base, v.len);
+    *len = v.len;
+    return at;
 }
 
-/* Writes "METHOD target HTTP/1.1\r\nhost: authority\r\n" once the pseudo-header fields are in. */
+/* Makes "METHOD target HTTP/1.1\r\nhost: authority\r\n" once the pseudo-header fields are in. */
 static void blk_request_line(struct h2_session *s)
 {
     if (s->blk_line)
         return;
     s->blk_line = true;
+    const char *method = "", *target = "*"; /* CONNECT has no :path */
+    size_t method_len = 0, target_len = 1;
     if (s->method)
-        put_rcbuf(s, s->method);
+        method = put_rcbuf(s, s->method, &method_len);
     BLK_LIT(s, " ");
     if (s->path)
-        put_rcbuf(s, s->path);
+        target = put_rcbuf(s, s->path, &target_len);
     else
-        BLK_LIT(s, "*"); /* CONNECT has no :path */
+        BLK_LIT(s, "*");
     BLK_LIT(s, " HTTP/1.1\r\n");
+    if (!s->blk_status) /* else cut short (431): end_headers parses what was written */
+        http1_split_start(s->req, &s->split, method, method_len, target, target_len);
     if (s->authority) {
         BLK_LIT(s, "host: ");
-        put_rcbuf(s, s->authority);
+        size_t len;
+        const char *value = put_rcbuf(s, s->authority, &len);
         BLK_LIT(s, "\r\n");
+        if (!s->blk_status)
+            http1_split_field(s->req, &s->split, "host", 4, value, len);
     }
 }
 
@@ -452,6 +470,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
     nghttp2_session_set_stream_user_data(ng, st->id, st);
     blk_clear(s);
     s->blk_id = st->id;
+    s->blk_st = st;
     s->blk_request = true;
     s->blk_line = false;
     s->blk_status = 0;
@@ -487,10 +506,11 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, nghttp2_rc
         return 0;
 
     if (n.len && n.base[0] == ':') {
-        nghttp2_rcbuf **slot = is(n, ":method")      ? &s->method
-                               : is(n, ":path")      ? &s->path
-                               : is(n, ":authority") ? &s->authority
-                                                     : NULL;
+        nghttp2_rcbuf **slot = n.len == 5 && memcmp(n.base, ":path", 5) == 0     ? &s->path
+                               : n.len == 7 && memcmp(n.base, ":method", 7) == 0 ? &s->method
+                               : n.len == 10 && memcmp(n.base, ":authority", 10) == 0
+                                   ? &s->authority
+                                   : NULL;
         if (slot && !*slot) {
             nghttp2_rcbuf_incref(value);
             *slot = value;
@@ -505,8 +525,22 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, nghttp2_rc
     return 0;
 }
 
-/* Parses the head of stream st (from the block buffer, or kept with the stream) and hands the
- * request to the caller. */
+/* Hands the request on stream st, whose head is the text head[0..len), to the caller. */
+static void deliver_req(struct h2_session *s, struct stream *st, struct http_request *req,
+                        const char *head, size_t len, int status)
+{
+    if (status == 505 || status == 501)
+        status = 400; /* the version line is ours; an h2 request cannot have a bad one */
+    req->keep_alive = true;
+    s->dlv = st;
+    s->dlv_head = head;
+    s->dlv_len = len;
+    s->hooks->request(s->user, st->id, req, status);
+    s->dlv = NULL;
+}
+
+/* Parses the head of stream st (kept with the stream, or cut short in the block buffer) and
+ * hands the request to the caller. */
 static void deliver(struct h2_session *s, struct stream *st, const char *head, size_t len,
                     int status)
 {
@@ -514,27 +548,26 @@ static void deliver(struct h2_session *s, struct stream *st, const char *head, s
     int rc = http1_parse(head, len, &req);
     if (!status && rc < 0)
         status = rc == HTTP1_ERROR ? req.status : 400;
-    if (status == 505 || status == 501)
-        status = 400; /* the version line is ours; an h2 request cannot have a bad one */
-    req.keep_alive = true;
-    s->dlv = st;
-    s->dlv_head = head;
-    s->dlv_len = len;
-    s->hooks->request(s->user, st->id, &req, status);
-    s->dlv = NULL;
+    deliver_req(s, st, &req, head, len, status);
 }
 
 /* The end of a request header block. */
 static int end_headers(struct h2_session *s, const nghttp2_frame *frame)
 {
-    struct stream *st = nghttp2_session_get_stream_user_data(s->ng, frame->hd.stream_id);
-    if (!st || !s->blk_request || s->blk_id != frame->hd.stream_id)
+    /* A block still open is its stream's: on_stream_close ends the block with the stream. */
+    if (!s->blk_request || s->blk_id != frame->hd.stream_id)
         return 0;
+    struct stream *st = s->blk_st;
     blk_request_line(s);
     BLK_LIT(s, "\r\n");
     blk_clear(s);
     if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
-        deliver(s, st, s->head, s->head_len, s->blk_status);
+        /* The fields went to http1_split as they came, unless the block was cut short (431):
+         * then the text written up to the cut is parsed, as for a kept head. */
+        if (s->blk_status)
+            deliver(s, st, s->head, s->head_len, s->blk_status);
+        else
+            deliver_req(s, st, s->req, s->head, s->head_len, http1_split_end(s->req, &s->split));
         return 0;
     }
     /* A body follows: answer once it has ended (it is read and dropped), as a server answers
@@ -706,6 +739,8 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
         memset(s->out + s->out_len, 0, pad - 1);
         out_grow(s, pad - 1);
     }
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        st->sent_all = true;
     return 0;
 }
 
@@ -714,8 +749,8 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
     struct h2_session *s = ud;
     if (frame->hd.type == NGHTTP2_GOAWAY && s->end == H2_END_NONE)
         s->end = frame->goaway.error_code == NGHTTP2_NO_ERROR ? H2_END_DONE : H2_END_PROTOCOL;
-    if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
-        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    /* (a DATA frame's END_STREAM is seen in on_send_data, which knows its stream) */
+    if (frame->hd.type == NGHTTP2_HEADERS && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         struct stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
         if (st)
             st->sent_all = true;
@@ -909,31 +944,34 @@ static const char *known_name(const char *name, size_t n)
     return name_folds_to(name, lit, n) ? lit : NULL;
 }
 
-int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_field *fields,
-               size_t nfields, struct plan *body, void *token)
+/* Appends the field name: value to nv[*n] unless it is HTTP/1-only. Values stay the caller's
+ * until `done`, which comes after the stream closed, so after its HEADERS frame was written (or
+ * dropped unwritten with the stream): nghttp2 need not copy them. Names every response has go as
+ * lower-case literals, not copied either; others nghttp2 copies and lower-cases
+ * (nghttp2_nv_array_copy). */
+static inline void nv_add(nghttp2_nv *nv, size_t *n, const char *name, size_t name_len,
+                          const char *value, size_t value_len)
 {
-    struct stream *st = nghttp2_session_get_stream_user_data(s->ng, id);
+    const char *known = known_name(name, name_len);
+    if (!known && h1_only(name, name_len))
+        return;
+    nv[(*n)++] =
+        (nghttp2_nv){(uint8_t *)(known ? known : name), (uint8_t *)value, name_len, value_len,
+                     NGHTTP2_NV_FLAG_NO_COPY_VALUE | (known ? NGHTTP2_NV_FLAG_NO_COPY_NAME : 0)};
+}
+
+/* nv[0] is left for :status, which respond fills. */
+static int respond(struct h2_session *s, int32_t id, int status, nghttp2_nv *nv, size_t n,
+                   struct plan *body, void *token)
+{
+    /* Most responses are made inside hooks.request, for the stream being delivered. */
+    struct stream *st =
+        s->dlv && s->dlv->id == id ? s->dlv : nghttp2_session_get_stream_user_data(s->ng, id);
     if (!st || st->answered)
         return -ENOENT;
-
     char code[3] = {(char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10),
                     (char)('0' + status % 10)};
-    nghttp2_nv nv[RESP_FIELDS + 1];
-    size_t n = 0;
-    nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE};
-    for (size_t i = 0; i < nfields && n < RESP_FIELDS + 1; i++) {
-        const struct h2_field *f = &fields[i];
-        if (h1_only(f->name, f->name_len))
-            continue;
-        /* Values stay the caller's until `done`, which comes after the stream closed, so after
-         * its HEADERS frame was written (or dropped unwritten with the stream): nghttp2 need not
-         * copy them. Other names it copies and lower-cases (nghttp2_nv_array_copy). */
-        const char *known = known_name(f->name, f->name_len);
-        nv[n++] = (nghttp2_nv){
-            (uint8_t *)(known ? known : f->name), (uint8_t *)f->value, f->name_len, f->value_len,
-            NGHTTP2_NV_FLAG_NO_COPY_VALUE | (known ? NGHTTP2_NV_FLAG_NO_COPY_NAME : 0)};
-    }
-
+    nv[0] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE};
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = on_read};
     bool has_body = body && plan_left(body) > 0;
     st->body = has_body ? body : NULL;
@@ -947,15 +985,26 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
     return 0;
 }
 
+int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_field *fields,
+               size_t nfields, struct plan *body, void *token)
+{
+    nghttp2_nv nv[RESP_FIELDS + 1];
+    size_t n = 1;
+    for (size_t i = 0; i < nfields && n < RESP_FIELDS + 1; i++)
+        nv_add(nv, &n, fields[i].name, fields[i].name_len, fields[i].value, fields[i].value_len);
+    return respond(s, id, status, nv, n, body, token);
+}
+
 int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *token)
 {
-    struct h2_field fields[RESP_FIELDS];
-    size_t nf = 0, pos = 0;
-    while (nf < RESP_FIELDS && plan_field_next(p, &pos, &fields[nf].name, &fields[nf].name_len,
-                                               &fields[nf].value, &fields[nf].value_len))
-        nf++;
+    /* The field lines go straight into nv (no h2_field array between). */
+    nghttp2_nv nv[RESP_FIELDS + 1];
+    size_t n = 1, pos = 0, name_len, value_len;
+    const char *name, *value;
+    while (n < RESP_FIELDS + 1 && plan_field_next(p, &pos, &name, &name_len, &value, &value_len))
+        nv_add(nv, &n, name, name_len, value, value_len);
     plan_advance(p, p->head_len);
-    return h2_respond(s, id, p->status, fields, nf, p, token);
+    return respond(s, id, p->status, nv, n, p, token);
 }
 
 int h2_hold(struct h2_session *s, int32_t id)

@@ -24,8 +24,10 @@
 #define H2_MAX_HEADER_LIST 16384 /* SETTINGS_MAX_HEADER_LIST_SIZE: HTTP1_MAX_HEAD, as for h1 */
 #define H2_HPACK_TABLE 4096      /* both HPACK dynamic tables, bytes */
 #define H2_OUT_CAP 32768         /* frame bytes one output plan holds */
-/* The session's buffer: output frames, then the header block being read (as HTTP/1 text) */
-#define H2_BUF_SIZE (H2_OUT_CAP + HTTP1_MAX_HEAD)
+/* The session's buffer: output frames, then the header block being read (as HTTP/1 text, for
+ * h2_hold and bodies), then the request it makes (struct http_request, through http1_split) */
+#define H2_REQ_SIZE ((sizeof(struct http_request) + 15) & ~(size_t)15)
+#define H2_BUF_SIZE (H2_OUT_CAP + HTTP1_MAX_HEAD + H2_REQ_SIZE)
 #define H2_MEM_MAX (4u << 20) /* nghttp2 memory per session: past it, GOAWAY and close */
 
 /* Flood budgets, counted per H2_WINDOW_MS: exceeding one ends the connection with GOAWAY

@@ -402,7 +402,7 @@ void compress_collect(struct worker *w)
 }
 
 int compress_request(struct worker *w, struct fentry *base, int coding,
-                     const unsigned char *dict_hash, const char *pattern)
+                     const unsigned char *dict_hash, const char *pattern, size_t max_dict)
 {
     struct compressor *c = w->compress;
     if (!c)
@@ -426,7 +426,7 @@ int compress_request(struct worker *w, struct fentry *base, int coding,
         .path = base->path,
         .pattern = pattern,
         .root_fd = -1,
-        .max_dict = w->cfg->compress_max,
+        .max_dict = max_dict,
     };
     if (coding == COMPRESS_DCZ) {
         memcpy(j->dict_hash, dict_hash, ACCEPT_DICT_HASH);

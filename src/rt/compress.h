@@ -5,9 +5,11 @@
  * Must not: let the compressor thread touch the worker's cache, connections or counters: a job
  * carries copies of what the thread reads (the body's bytes or fd, the dictionary's location)
  * and its result goes into the cache on the worker's thread, in compress_collect.
- * Ownership: each worker owns one struct compressor and its thread (started on first use,
- * joined by compress_free). A job in flight holds a reference to its base fentry, taken and
- * dropped on the worker's thread, so the file's fd and bytes outlive the job. */
+ * Ownership: each worker owns at most one struct compressor, made when it starts or adopts a
+ * configuration in which some site compresses (a reload may turn compression on) and kept
+ * until it stops, and its thread (started on first use, joined by compress_free). A job in
+ * flight holds a reference to its base fentry, taken and dropped on the worker's thread, so
+ * the file's fd and bytes outlive the job. */
 #ifndef RT_COMPRESS_H
 #define RT_COMPRESS_H
 
@@ -35,14 +37,15 @@ void compress_free(struct worker *w, struct compressor *c);
 
 /*
  * Asks for the variant `coding` of base (for COMPRESS_DCZ: against the dictionary whose
- * SHA-256 is dict_hash, found among the files matching the --dictionary pattern `pattern`).
+ * SHA-256 is dict_hash, found among the files matching the --dictionary pattern `pattern` and
+ * no larger than max_dict: the --compress-max of the site the request was routed to).
  * Returns 0 when the variant has just been made on the loop (fcache_variant_get now finds it),
  * -EINPROGRESS when it is being made off the loop (already, or queued now), -EAGAIN when the
  * queue is full, or another -errno. Never blocks and never compresses more than the cost model
  * allows on the loop.
  */
 int compress_request(struct worker *w, struct fentry *base, int coding,
-                     const unsigned char *dict_hash, const char *pattern);
+                     const unsigned char *dict_hash, const char *pattern, size_t max_dict);
 
 /* Moves finished jobs' variants into the worker's cache; called by worker_tick. */
 void compress_collect(struct worker *w);

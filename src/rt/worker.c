@@ -274,7 +274,13 @@ void worker_close_listener(struct worker *w, unsigned lst,
     l->fd = -1;
 }
 
-/* A reload or a moved document root published a new site: serve from it from now on. */
+/* A reload or a moved document root published a new site: serve from it from now on.
+ * A reload may turn compression on where no site compressed before: the compressor is made
+ * here, on the worker's own thread, as worker_init would have (no thread starts until a job
+ * needs one). One turning it off keeps the compressor, idle, for a later reload: freeing it
+ * would join a thread that may be compressing for seconds, on the loop. The variants already
+ * made go with every other entry in fcache_reset, and --compress-cache bounds the variants
+ * from the start either way (the cache is made with it whether or not anything compresses). */
 static void switch_site(struct worker *w)
 {
     unsigned gen;
@@ -284,6 +290,11 @@ static void switch_site(struct worker *w)
     site_put(w->site);
     w->site = s;
     w->site_gen = gen;
+    /* s->owned: the configuration file re-read for s; without one, the start's options */
+    if (!w->compress && config_compresses(s->owned ? s->owned : w->cfg) &&
+        !(w->compress = compress_new()))
+        errlog(ERRLOG_WARN, "worker %d: reload: no memory for a compressor: not compressing",
+               w->id);
 }
 
 bool worker_tick(struct worker *w)

@@ -44,7 +44,8 @@ scheme
     listener's (.clear_port keeps the cleartext one, .scheme says which), and connect(), Conn,
     raw(), fetch() and stalled_download() speak TLS (ALPN http/1.1, SNI localhost, the test CA)
     to it; SSL_CERT_FILE and CURL_CA_BUNDLE point at the test CA for the test (httpx, curl).
-    $RINGHTTPD_SCHEMES (comma-separated, e.g. "http") narrows the dimension for a whole run.
+    $RINGHTTPD_SCHEMES (comma-separated, e.g. "http") narrows the dimension for a whole run;
+    a module marked with one scheme only (``schemes("https")``, a TLS-only module) keeps it.
 random_file (session scope)
     random_file(size) -> (path, sha256 hex): one file of random bytes per size for the whole
     session, to os.link into a docroot (large-transfer tests without writing GiBs to /tmp).
@@ -309,7 +310,10 @@ def pytest_generate_tests(metafunc):
     if "scheme" not in metafunc.fixturenames:
         return
     marker = metafunc.definition.get_closest_marker("schemes")
-    schemes = [s for s in (marker.args if marker else ("http",)) if s in SCHEMES] or ["http"]
+    # $RINGHTTPD_SCHEMES narrows a module that runs over several schemes; a module that names
+    # one (schemes("https"): its tests are about TLS) runs over it always, never in clear text.
+    named = marker.args if marker else ("http",)
+    schemes = [s for s in named if s in SCHEMES] or list(named[:1]) or ["http"]
     if metafunc.definition.get_closest_marker("no_tls"):
         schemes = [s for s in schemes if s != "https"] or ["http"]
     if marker:

@@ -51,8 +51,9 @@ def log_lines(path):
 
 
 # While HTTP/2 is on, the cleartext port closes a first line that cannot be HTTP/1 at all (a
-# broken HTTP/2 preface, h2spec 3.5/2) without an answer or a log line; the tests that log such
-# lines as 400s turn HTTP/2 off, as a port serving only HTTP/1 does.
+# broken HTTP/2 preface, h2spec 3.5/2) without an answer, logged as 444
+# (test_not_http1_closed_and_logged_444); the tests that log such lines as 400s turn HTTP/2 off,
+# as a port serving only HTTP/1 does.
 H1_ONLY = ("--http2", "off")
 
 
@@ -202,6 +203,24 @@ def test_parse_failures_logged(make_server, docroot, tmp_path):
     assert got[0]["request"] == b"\x00\x01garbage"
     assert got[1]["request"].startswith(b"GET /aaaa") and len(got[1]["request"]) <= 1536
     assert got[2]["request"] == b"GET /hello.txt HTTP/1.1"
+
+
+def test_not_http1_closed_and_logged_444(make_server, docroot, tmp_path):
+    """With h2c sharing the port, a first line that is neither HTTP/1 nor the HTTP/2 preface is
+    closed unanswered, and still leaves an access-log line (444, nginx's "closed without a
+    response") and a count in the metrics; HTTP/1 garbage keeps its 400."""
+    srv, path = logged_server(make_server, docroot, tmp_path)
+    assert raw(srv, b"NOT HTTP AT ALL\r\n\r\n") == b""
+    assert raw(srv, b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n") == b""
+    assert raw(srv, b"GET /x HTTX/1.1\r\n\r\n").startswith(b"HTTP/1.1 400")
+    assert fetch(srv, "/hello.txt").status == 200
+    assert srv.stop() == 0
+    got = sorted(((g["status"], g["request"], g["bytes"]) for g in map(combined,
+                                                                      log_lines(path))))
+    assert [(s, r) for s, r, _ in got] == [
+        (200, b"GET /hello.txt HTTP/1.1"), (400, b"GET /x HTTX/1.1"),
+        (444, b"NOT HTTP AT ALL"), (444, b"PRI * HTTP/2.0")]
+    assert [b for s, _, b in got if s == 444] == [0, 0]
 
 
 @pytest.mark.parametrize("trusted,xff,want", [

@@ -13,6 +13,7 @@ import hashlib
 import os
 import random
 import re
+import signal
 import threading
 import time
 
@@ -20,7 +21,7 @@ import brotli
 import pytest
 import zstandard
 
-from conftest import Conn, fetch, request
+from conftest import Conn, fetch, request, wait_for
 
 WORDS = ("function", "return", "const", "let", "value", "index", "element", "document",
          "window", "length", "push", "this", "prototype", "undefined", "null", "true")
@@ -446,3 +447,88 @@ def test_deltas_against_different_dictionaries_have_different_etags(make_server,
         assert ETAG.match(r.header("etag")), r.header("etag")
         tags.add(r.header("etag"))
     assert len(tags) == 2, tags
+
+
+@pytest.mark.parametrize("layout", ["top", "site"])
+def test_reload_turns_compression_on_and_off(make_server, site, tmp_path, layout):
+    """As `nginx -s reload` turns gzip on: SIGHUP re-reading --config with compression on where
+    no site had it at start (the workers made no compressor, and the reload was reported as
+    needing a restart). An open keep-alive connection gets each coding, byte-exact, without a
+    restart; off again, the identity body (the variants went with the cache); on again, the
+    compressor kept from the first time."""
+    conf = tmp_path / "c.yaml"
+
+    def write(state):
+        conf.write_text(f"compress: {state}\n" if layout == "top" else f"""sites:
+  - hosts: [a.test]
+    default: true
+    root: {site}
+    compress: {state}
+""")
+
+    write("off")
+    s = make_server(site if layout == "top" else None, args=["--config", str(conf), "-t", "1"])
+    with Conn(s) as c:
+        def coding(ae):
+            r = c.request("GET", "/app.js", headers=[("Accept-Encoding", ae)])
+            assert r.status == 200 and DECODE[encoding(r)](r.body) == JS
+            return encoding(r)
+
+        assert coding("br, zstd, gzip") is None
+        for state in ("on", "off", "on"):
+            write(state)
+            s.proc.send_signal(signal.SIGHUP)
+            for ae in ("gzip", "br", "zstd"):
+                want = ae if state == "on" else None
+                assert wait_for(lambda: coding(ae) == want), (state, ae)
+        assert c.request("GET", "/small.js", headers=[("Accept-Encoding", "gzip")]).header(
+            "content-encoding") == "gzip"  # made on the loop, by the same worker
+    assert "next restart" not in s.stderr_text()
+    # The variant cache is sized at start: a new bound is reported, not silently ignored.
+    conf.write_text(conf.read_text() + "compress-cache: 1M\n" if layout == "top" else
+                    "compress-cache: 1M\n" + conf.read_text())
+    s.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: "compress-cache changed" in s.stderr_text())
+    assert "takes effect at the next restart" in s.stderr_text()
+    assert gzip.decompress(until_encoded(s, "/app.js", "gzip", "gzip").body) == JS
+
+
+def test_dictionary_bound_is_the_sites_compress_max(make_server, tmp_path):
+    """A dictionary is bounded by the --compress-max of the site the request was routed to, as
+    the body is (it was the top level's): the same 20 KB dictionary is used where the site's
+    bound is 64K and never where it is 8K, whatever the top level says."""
+    old = js_text(20_000, seed=21)
+    new = old[:3000] + b"// release 2\n" + old[3000:6000]
+    roots = {}
+    for name in ("small", "big"):
+        roots[name] = tmp_path / name
+        (roots[name] / "assets").mkdir(parents=True)
+        (roots[name] / "assets" / "app.v1.js").write_bytes(old)
+        (roots[name] / "assets" / "app.v2.js").write_bytes(new)
+    conf = tmp_path / "c.yaml"
+    hdr = [("Available-Dictionary", b64hash(old))]
+    for top in ("12K", "32K"):  # below the dictionary, then above it
+        conf.write_text(f"""compress-max: {top}
+dictionary: /assets/*.js
+sites:
+  - hosts: [small.test]
+    default: true
+    root: {roots["small"]}
+    compress-max: 8K
+  - hosts: [big.test]
+    root: {roots["big"]}
+    compress-max: 64K
+""")
+        s = make_server(args=["--config", str(conf), "-t", "1"])
+
+        def ask(host):
+            return fetch(s, "/assets/app.v2.js", host=host,
+                         headers=hdr + [("Accept-Encoding", "dcz")])
+
+        assert wait_for(lambda: encoding(ask("big.test")) == "dcz"), top
+        assert dcz_decode(ask("big.test").body, old) == new
+        for _ in range(20):  # the small site's job would have been done by now (one worker)
+            r = ask("small.test")
+            assert (r.status, encoding(r), r.body) == (200, None, new), top
+            time.sleep(0.02)
+        s.stop()

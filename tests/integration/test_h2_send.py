@@ -1,14 +1,20 @@
 """How HTTP/2 responses leave the engines (issue 18, 64 MiB over h2c): a plan of alternating
 9-byte DATA frame headers and 16 KiB file pieces. The io_uring engine reads a plan's file bytes
-into a splice pipe and sends the frames from it (engine/sendplan.c sendplan_pipe), the epoll
-engine corks its sendfiles. Every test reads raw frames and checks each byte of each body, so a
-byte sent twice, dropped or out of order breaks the framing or the comparison."""
+into a splice pipe (io-wq), composes them with their headers into the worker's scratch pipe and
+sends that by one splice (engine/sendplan.c sendplan_recompose, sendplan_drain; without a
+scratch pipe, frame by frame: sendplan_pipe); the epoll engine composes straight from the file
+(sendplan_composed), or corks its sendfiles. Every test reads raw frames and checks each byte of
+each body, so a byte sent twice, dropped or out of order breaks the framing or the comparison."""
 import random
 import re
 import socket
 import struct
 import subprocess
 
+import pytest
+
+from conftest import HELLO, fetch
+from test_tls_io import slow  # noqa: F401 (fixture: a file whose reads wait for the test)
 from test_h2 import (DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, RST_STREAM, SETTINGS,
                      WINDOW_UPDATE, ACK, frame, get_block, hpack_str, need, open_h2)
 
@@ -109,12 +115,16 @@ def test_multipart_ranges_of_large_parts_byte_exact(make_server, docroot):
         assert body == FILE[a:b + 1], (a, b)
 
 
-def test_stalled_reader_loses_its_pipe_and_resumes_byte_exact(make_server, docroot):
-    """One pipe for the worker: a client that stops reading mid-download is parked with bytes
+@pytest.mark.parametrize("pipes", [1, 2])
+def test_stalled_reader_loses_its_pipe_and_resumes_byte_exact(make_server, docroot, pipes):
+    """Few pipes for the worker: a client that stops reading mid-download is parked with bytes
     in its pipe; a second download takes that pipe (its bytes dropped); when the first client
-    reads again its response resumes from the file at exactly the byte the socket last took."""
+    reads again its response resumes from the file at exactly the byte the socket last took.
+    With one pipe the io_uring engine sends raw fills (no scratch pipe fits the bound), with
+    two the pipe taken holds composed frames (headers and file bytes) and the second download
+    composes through the scratch pipe."""
     path = put_file(docroot)
-    srv = make_server(docroot, args=["-t", "1", "--splice-pipes", "1"])
+    srv = make_server(docroot, args=["-t", "1", "--splice-pipes", str(pipes)])
     a = socket.socket()
     a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
     a.connect(srv.addr)
@@ -157,4 +167,26 @@ def test_client_resets_mid_frame_and_the_connection_goes_on(make_server, docroot
     assert r.until_ended(5) == HELLO
     assert 1 not in r.ended or len(r.bodies[1]) == SIZE
     assert not [f for f in r.seen if f[0] == RST_STREAM and f[2] != 1]
+    s.close()
+
+
+def test_loop_serves_others_while_an_h2c_fill_reads_a_cold_file(make_server, docroot, slow,
+                                                                 engine):
+    """io_uring: a plan's file bytes are read into its pipe by io-wq, never on the loop (the
+    frames are composed from the pipe afterwards), so while slowfs holds that read the same
+    worker keeps answering. The epoll engine reads files on its loop by design: skipped."""
+    if engine == "epoll":
+        pytest.skip("the epoll engine splices and sendfiles on its loop (epoll.c)")
+    srv = make_server(docroot, args=["-t", "1", "--compress", "off"])
+    s = big_window(srv)
+    s.sendall(get(1, b"/cold/slow.bin"))
+    r = Reader(s)
+    try:
+        assert slow.wait_read(), "the server never read the file"
+        for _ in range(3):
+            got = fetch(srv, "/hello.txt")
+            assert got.status == 200 and got.body == HELLO
+    finally:
+        slow.release()
+    assert r.until_ended(1) == slow.data
     s.close()

@@ -16,7 +16,6 @@ import contextlib
 import hashlib
 import os
 import re
-import socket
 import struct
 import subprocess
 import time
@@ -25,24 +24,22 @@ import urllib.request
 import pytest
 
 from conftest import BIG, HELLO, StrictReader, request, wait_for
-from test_probe import _kernel_has_tls_ulp
+from test_probe import _kernel_has_tls_ulp, tls_ulp_socket
 from test_tls import make_tls, pki, read_to_close_notify  # noqa: F401 (make_tls, pki: fixtures)
 
-SOL_TLS, TLS_TX, TCP_ULP = 282, 1, 31
+SOL_TLS, TLS_TX = 282, 1
 
 
 def _kernel_seals_aes_gcm():
     """Whether the kernel takes AES-128-GCM keys (TLS_TX) on a loopback socket with the ULP: the
     ULP can be there while the crypto modules cannot be loaded (a VM without modprobe), and then
     the server rightly stays in user space (its probe tries the same)."""
-    with socket.socket() as lsock, socket.socket() as csock:
-        lsock.bind(("127.0.0.1", 0))
-        lsock.listen(1)
-        csock.connect(lsock.getsockname())
+    with tls_ulp_socket() as s:
+        if s is None:
+            return False
         try:
-            csock.setsockopt(socket.IPPROTO_TCP, TCP_ULP, b"tls")
             # struct tls12_crypto_info_aes_gcm_128: version, cipher_type, iv, key, salt, rec_seq
-            csock.setsockopt(SOL_TLS, TLS_TX, struct.pack("<HH", 0x0304, 51) + bytes(36))
+            s.setsockopt(SOL_TLS, TLS_TX, struct.pack("<HH", 0x0304, 51) + bytes(36))
             return True
         except OSError:
             return False

@@ -9,6 +9,7 @@ ULP is the same question asked from Python: setsockopt(TCP_ULP, "tls") on a conn
 socket, or the ULP listed in /proc/sys/net/ipv4/tcp_available_ulp. What -v says when io_uring is
 refused is in test_fallback.py.
 """
+import contextlib
 import re
 import socket
 
@@ -19,20 +20,28 @@ REQUIRED_OPS = ["ACCEPT", "RECV", "SEND", "SENDMSG", "POLL_ADD", "ASYNC_CANCEL",
                 "TIMEOUT", "SHUTDOWN"]
 
 
-def _kernel_has_tls_ulp():
-    """True when this kernel has (or loads on demand) the tls ULP, asked as the server asks."""
-    with open("/proc/sys/net/ipv4/tcp_available_ulp") as f:
-        if "tls" in f.read().split():
-            return True
+@contextlib.contextmanager
+def tls_ulp_socket():
+    """A connected loopback TCP socket with the kernel's tls ULP set on it, as the server's probe
+    sets it, or None when the kernel refuses the ULP."""
     with socket.socket() as lsock, socket.socket() as csock:
         lsock.bind(("127.0.0.1", 0))
         lsock.listen(1)
         csock.connect(lsock.getsockname())
         try:
             csock.setsockopt(socket.IPPROTO_TCP, TCP_ULP, b"tls")
-            return True
         except OSError:
-            return False
+            csock = None
+        yield csock
+
+
+def _kernel_has_tls_ulp():
+    """True when this kernel has (or loads on demand) the tls ULP, asked as the server asks."""
+    with open("/proc/sys/net/ipv4/tcp_available_ulp") as f:
+        if "tls" in f.read().split():
+            return True
+    with tls_ulp_socket() as s:
+        return s is not None
 
 
 def _tls_line(text):

@@ -36,18 +36,12 @@ def slow(docroot):
         fs.unmount()
 
 
-def asan_epoll(engine):
-    """Known issue, not understood yet: under the ASan build, the epoll worker stops answering
-    while slowfs holds a TLS body's read (the normal build passes the same test on both
-    engines; ASan with io_uring passes)."""
-    if engine == "epoll" and "asan" in os.environ.get("RINGHTTPD", ""):
-        pytest.skip("ASan build with epoll: the worker blocks while slowfs holds a read "
-                    "(open defect; the normal build runs this test)")
-
-
 def one_worker(make_server, docroot, *args):
     # One worker: the client that must keep getting answers shares the downloader's loop.
-    return make_server(docroot, args=["-t", "1", "--compress", "off", *args])
+    server = make_server(docroot, args=["-t", "1", "--compress", "off", *args])
+    # In clear text the epoll engine's sendfile waits for slowfs on the loop: not what is tested.
+    assert server.scheme == "https"
+    return server
 
 
 def download(server, path, timeout=60):
@@ -56,8 +50,7 @@ def download(server, path, timeout=60):
         return StrictReader(s, timeout=timeout).read("GET")
 
 
-def test_loop_serves_others_while_a_tls_file_read_waits(make_server, docroot, slow, engine):
-    asan_epoll(engine)
+def test_loop_serves_others_while_a_tls_file_read_waits(make_server, docroot, slow):
     server = one_worker(make_server, docroot)
     result = {}
     t = threading.Thread(target=lambda: result.update(r=download(server, "/cold/slow.bin")))
@@ -86,8 +79,7 @@ def reset(sock):
     sock.close()
 
 
-def test_reset_while_a_tls_file_read_waits(make_server, docroot, slow, engine):
-    asan_epoll(engine)
+def test_reset_while_a_tls_file_read_waits(make_server, docroot, slow):
     """The client resets while its body's read is outstanding: the connection closes only once
     the read ended (the read's buffer is the connection's), and the worker goes on."""
     server = one_worker(make_server, docroot)

@@ -31,9 +31,10 @@ struct pair {
     int dones, done_errs;
     int last_status; /* status given to the request hook */
     char last_req[256];
-    bool answer; /* the hook answers at once */
-    bool hold;   /* ... or keeps the request with h2_hold */
-    int bufs;    /* buffers the session holds (hooks.buf_get) */
+    char last_more[256]; /* more of it: the fields the core reads */
+    bool answer;         /* the hook answers at once */
+    bool hold;           /* ... or keeps the request with h2_hold */
+    int bufs;            /* buffers the session holds (hooks.buf_get) */
     int held_rc;
     struct plan bodies[CSTREAMS];
     const char *mem_body;
@@ -64,6 +65,11 @@ static void srv_request(void *user, int32_t id, const struct http_request *req, 
              (int)req->target.len, req->target.p ? req->target.p : "", (int)req->host.len,
              req->host.p ? req->host.p : "", (int)req->if_modified_since.len,
              req->if_modified_since.p ? req->if_modified_since.p : "");
+    snprintf(p->last_more, sizeof(p->last_more), "n=%zu range=%.*s ae=%.*s ua=%.*s exp=%d/%d",
+             req->num_headers, (int)req->range.len, req->range.p ? req->range.p : "",
+             (int)req->accept_encoding.len, req->accept_encoding.p ? req->accept_encoding.p : "",
+             (int)req->user_agent.len, req->user_agent.p ? req->user_agent.p : "",
+             req->expect_continue, req->expect_other);
     if (p->hold) {
         p->held_rc = h2_hold(p->srv, id);
         return;
@@ -582,6 +588,55 @@ TEST(h2_request_with_body)
     CHECK(strncmp(p.last_req, "POST /form host=h", 17) == 0);
     CHECK_INT(cstream(&p, id)->status, 200);
     CHECK(cstream(&p, id)->closed);
+    pair_free(&p);
+}
+
+/* The fields reach the core as the HTTP/1.1 head they stand for would (http1_split): host from
+ * :authority (a host field beside it dropped), Expect: 100-continue dropped, the core's verdicts
+ * on the target (414, 400 for a byte a request line cannot carry) and on other Expect values. */
+TEST(h2_request_fields_reach_the_core)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+#define NV(n, v)                                                                                   \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, 0                            \
+    }
+    const nghttp2_nv extra[] = {
+        NV("range", "bytes=0-1"),     NV("host", "other.test"), NV("accept-encoding", "br, gzip"),
+        NV("expect", "100-continue"), NV("user-agent", "t/1"),  NV("x-foo", ""),
+    };
+    int32_t id = get(&p, "/f?x=1", extra, sizeof(extra) / sizeof(extra[0]));
+    pump(&p);
+    CHECK_INT(p.last_status, 0);
+    CHECK(strcmp(p.last_req, "GET /f?x=1 host=example.test ims=") == 0);
+    CHECK(strcmp(p.last_more, "n=5 range=bytes=0-1 ae=br, gzip ua=t/1 exp=0/0") == 0);
+    CHECK_INT(cstream(&p, id)->status, 200);
+
+    const nghttp2_nv expect[] = {NV("expect", "nope")};
+    get(&p, "/e", expect, 1);
+    pump(&p);
+    CHECK_INT(p.last_status, 0);
+    CHECK(strcmp(p.last_more, "n=2 range= ae= ua= exp=0/1") == 0);
+#undef NV
+
+    static char long_path[HTTP1_MAX_TARGET + 2];
+    memset(long_path, 'a', sizeof(long_path) - 1);
+    long_path[0] = '/';
+    id = get(&p, long_path, NULL, 0);
+    pump(&p);
+    CHECK_INT(p.last_status, 414);
+    CHECK_INT(cstream(&p, id)->status, 414);
+
+    id = get(&p, "/caf\xc3\xa9", NULL, 0); /* nghttp2 lets obs-text through; a target is ASCII */
+    pump(&p);
+    CHECK_INT(p.last_status, 400);
+    CHECK_INT(cstream(&p, id)->status, 400);
+
+    id = get(&p, "/after", NULL, 0);
+    pump(&p);
+    CHECK_INT(p.last_status, 0);
+    CHECK_INT(cstream(&p, id)->status, 200);
     pair_free(&p);
 }
 

@@ -21,89 +21,99 @@ static const struct log_end END_200 = {
     .reused = true,
 };
 
-TEST(logfmt_combined_line)
-{
+/* One captured request and the line buffer the tests format it into. */
+struct logged {
     struct http_request req;
     struct log_capture cap;
+    struct logfmt_clock clk;
     char line[LOGFMT_LINE_MAX];
-    struct logfmt_clock clk = {0};
-    parse_head("GET /a?b=1 HTTP/1.1\r\nHost: x\r\nReferer: http://r/\r\nUser-Agent: ua/1\r\n\r\n",
-               &req);
-    logfmt_capture(&cap, "192.0.2.1", 9, &req);
-    size_t n = logfmt_line(LOG_COMBINED, &cap, &END_200, &clk, line);
-    CHECK_MEM(line, n,
-              "192.0.2.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a?b=1 HTTP/1.1\" 200 1024 "
-              "\"http://r/\" \"ua/1\"\n");
-    n = logfmt_line(LOG_COMMON, &cap, &END_200, &clk, line);
-    CHECK_MEM(line, n,
-              "192.0.2.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a?b=1 HTTP/1.1\" 200 1024\n");
+};
+
+static struct logged *capture(struct logged *l, const char *head, const char *addr)
+{
+    memset(&l->clk, 0, sizeof(l->clk));
+    parse_head(head, &l->req);
+    logfmt_capture(&l->cap, addr, strlen(addr), &l->req);
+    return l;
 }
 
-TEST(logfmt_absent_fields_are_dashes_or_null)
+static struct logged *capture_raw(struct logged *l, const char *data, size_t len)
 {
-    struct http_request req;
-    struct log_capture cap;
-    char line[LOGFMT_LINE_MAX];
-    struct logfmt_clock clk = {0};
-    parse_head("HEAD / HTTP/1.0\r\n\r\n", &req);
-    logfmt_capture(&cap, "::1", 3, &req);
-    size_t n = logfmt_line(LOG_COMBINED, &cap, &END_200, &clk, line);
-    CHECK_MEM(line, n,
-              "::1 - - [06/Nov/1994:08:49:37 +0000] \"HEAD / HTTP/1.0\" 200 1024 \"-\" "
-              "\"-\"\n");
-    n = logfmt_line(LOG_JSON, &cap, &END_200, &clk, line);
-    CHECK_MEM(line, n,
-              "{\"time\":\"1994-11-06T08:49:37.123Z\",\"remote_addr\":\"::1\",\"method\":\"HEAD\","
-              "\"target\":\"/\",\"protocol\":\"HTTP/1.0\",\"status\":200,\"body_bytes_sent\":1024,"
-              "\"referer\":null,\"user_agent\":null,\"request_time_us\":42,"
-              "\"connection_reused\":true}\n");
+    memset(&l->clk, 0, sizeof(l->clk));
+    logfmt_capture_raw(&l->cap, "-", 1, data, len);
+    return l;
 }
 
-TEST(logfmt_escapes_like_nginx)
+static size_t line_of(struct logged *l, enum log_format fmt, const struct log_end *end)
 {
-    struct http_request req;
-    struct log_capture cap;
-    char line[LOGFMT_LINE_MAX];
-    struct logfmt_clock clk = {0};
-    parse_head("GET /q\"\\ HTTP/1.1\r\nHost: x\r\nUser-Agent: a\"b\\c\x80\xff\tz\r\n\r\n", &req);
-    logfmt_capture(&cap, "1.2.3.4", 7, &req);
-    size_t n = logfmt_line(LOG_COMBINED, &cap, &END_200, &clk, line);
-    CHECK_MEM(line, n,
-              "1.2.3.4 - - [06/Nov/1994:08:49:37 +0000] \"GET /q\\x22\\x5C HTTP/1.1\" 200 "
-              "1024 \"-\" \"a\\x22b\\x5Cc\\x80\\xFF\\x09z\"\n");
+    return logfmt_line(fmt, &l->cap, end, &l->clk, l->line);
+}
+
+static bool line_has(struct logged *l, size_t n, const char *want)
+{
+    return memmem(l->line, n, want, strlen(want)) != NULL;
+}
+
+/* Whole lines: the formats, absent fields, nginx's escaping. */
+TEST(logfmt_exact_lines)
+{
+    static const struct {
+        const char *head, *addr;
+        enum log_format fmt;
+        const char *want;
+    } cases[] = {
+        {"GET /a?b=1 HTTP/1.1\r\nHost: x\r\nReferer: http://r/\r\nUser-Agent: ua/1\r\n\r\n",
+         "192.0.2.1", LOG_COMBINED,
+         "192.0.2.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a?b=1 HTTP/1.1\" 200 1024 "
+         "\"http://r/\" \"ua/1\"\n"},
+        {"GET /a?b=1 HTTP/1.1\r\nHost: x\r\nReferer: http://r/\r\nUser-Agent: ua/1\r\n\r\n",
+         "192.0.2.1", LOG_COMMON,
+         "192.0.2.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a?b=1 HTTP/1.1\" 200 1024\n"},
+        {"HEAD / HTTP/1.0\r\n\r\n", "::1", LOG_COMBINED,
+         "::1 - - [06/Nov/1994:08:49:37 +0000] \"HEAD / HTTP/1.0\" 200 1024 \"-\" \"-\"\n"},
+        {"HEAD / HTTP/1.0\r\n\r\n", "::1", LOG_JSON,
+         "{\"time\":\"1994-11-06T08:49:37.123Z\",\"remote_addr\":\"::1\",\"method\":\"HEAD\","
+         "\"target\":\"/\",\"protocol\":\"HTTP/1.0\",\"status\":200,\"body_bytes_sent\":1024,"
+         "\"referer\":null,\"user_agent\":null,\"request_time_us\":42,"
+         "\"connection_reused\":true}\n"},
+        {"GET /q\"\\ HTTP/1.1\r\nHost: x\r\nUser-Agent: a\"b\\c\x80\xff\tz\r\n\r\n", "1.2.3.4",
+         LOG_COMBINED,
+         "1.2.3.4 - - [06/Nov/1994:08:49:37 +0000] \"GET /q\\x22\\x5C HTTP/1.1\" 200 "
+         "1024 \"-\" \"a\\x22b\\x5Cc\\x80\\xFF\\x09z\"\n"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct logged l;
+        size_t n = line_of(capture(&l, cases[i].head, cases[i].addr), cases[i].fmt, &END_200);
+        CHECK_MEM(l.line, n, cases[i].want);
+    }
 }
 
 TEST(logfmt_json_keeps_utf8_and_escapes_the_rest)
 {
-    struct log_capture cap;
-    char line[LOGFMT_LINE_MAX];
-    struct logfmt_clock clk = {0};
+    struct logged l;
     /* A request line that did not parse: valid UTF-8 (é, €), an invalid byte, controls. */
     static const char raw[] = "\r\nGE\x01T /\xc3\xa9\xe2\x82\xac\xff\"\\\x7f x\r\nHost: y\r\n";
-    logfmt_capture_raw(&cap, "-", 1, raw, sizeof(raw) - 1);
+    capture_raw(&l, raw, sizeof(raw) - 1);
     struct log_end end = END_200;
     end.status = 400;
-    size_t n = logfmt_line(LOG_JSON, &cap, &end, &clk, line);
-    const char *want = "\"request\":\"GE\\u0001T /\xc3\xa9\xe2\x82\xac\\u00FF\\\"\\\\\\u007F x\"";
-    CHECK(memmem(line, n, want, strlen(want)) != NULL);
-    CHECK(memmem(line, n, "\"method\":null", 13) != NULL);
-    n = logfmt_line(LOG_COMBINED, &cap, &end, &clk, line);
-    want = "\"GE\\x01T /\\xC3\\xA9\\xE2\\x82\\xAC\\xFF\\x22\\x5C\\x7F x\" 400";
-    CHECK(memmem(line, n, want, strlen(want)) != NULL);
+    size_t n = line_of(&l, LOG_JSON, &end);
+    CHECK(line_has(&l, n,
+                   "\"request\":\"GE\\u0001T /\xc3\xa9\xe2\x82\xac\\u00FF\\\"\\\\\\u007F x\""));
+    CHECK(line_has(&l, n, "\"method\":null"));
+    n = line_of(&l, LOG_COMBINED, &end);
+    CHECK(line_has(&l, n, "\"GE\\x01T /\\xC3\\xA9\\xE2\\x82\\xAC\\xFF\\x22\\x5C\\x7F x\" 400"));
 }
 
 TEST(logfmt_utf8_validation)
 {
-    struct log_capture cap;
-    char line[LOGFMT_LINE_MAX];
-    struct logfmt_clock clk = {0};
+    struct logged l;
     /* overlong, surrogate, past U+10FFFF, truncated: each byte escaped */
     static const char raw[] = "\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\xe2\x82";
-    logfmt_capture_raw(&cap, "-", 1, raw, sizeof(raw) - 1);
-    size_t n = logfmt_line(LOG_JSON, &cap, &END_200, &clk, line);
-    const char *want = "\\u00C0\\u00AF\\u00ED\\u00A0\\u0080\\u00F4\\u0090\\u0080\\u0080\\u00E2"
-                       "\\u0082\"";
-    CHECK(memmem(line, n, want, strlen(want)) != NULL);
+    capture_raw(&l, raw, sizeof(raw) - 1);
+    size_t n = line_of(&l, LOG_JSON, &END_200);
+    CHECK(line_has(&l, n,
+                   "\\u00C0\\u00AF\\u00ED\\u00A0\\u0080\\u00F4\\u0090\\u0080\\u0080\\u00E2"
+                   "\\u0082\""));
 }
 
 TEST(logfmt_line_bounded_whatever_the_input)
@@ -194,21 +204,13 @@ TEST(logfmt_real_ip_recursive)
 
 TEST(logfmt_clock_follows_the_second)
 {
-    struct http_request req;
-    struct log_capture cap;
-    char line[LOGFMT_LINE_MAX];
-    struct logfmt_clock clk = {0};
-    parse_head("GET / HTTP/1.1\r\nHost: x\r\n\r\n", &req);
-    logfmt_capture(&cap, "1.2.3.4", 7, &req);
+    struct logged l;
+    capture(&l, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "1.2.3.4");
     struct log_end end = END_200;
-    size_t n = logfmt_line(LOG_COMBINED, &cap, &end, &clk, line);
-    CHECK(memmem(line, n, "[06/Nov/1994:08:49:37 +0000]", 28) != NULL);
+    CHECK(line_has(&l, line_of(&l, LOG_COMBINED, &end), "[06/Nov/1994:08:49:37 +0000]"));
     end.wall_ms += 999 - 123; /* same second */
-    n = logfmt_line(LOG_JSON, &cap, &end, &clk, line);
-    CHECK(memmem(line, n, "\"1994-11-06T08:49:37.999Z\"", 26) != NULL);
+    CHECK(line_has(&l, line_of(&l, LOG_JSON, &end), "\"1994-11-06T08:49:37.999Z\""));
     end.wall_ms += 1; /* the next one */
-    n = logfmt_line(LOG_COMBINED, &cap, &end, &clk, line);
-    CHECK(memmem(line, n, "[06/Nov/1994:08:49:38 +0000]", 28) != NULL);
-    n = logfmt_line(LOG_JSON, &cap, &end, &clk, line);
-    CHECK(memmem(line, n, "\"1994-11-06T08:49:38.000Z\"", 26) != NULL);
+    CHECK(line_has(&l, line_of(&l, LOG_COMBINED, &end), "[06/Nov/1994:08:49:38 +0000]"));
+    CHECK(line_has(&l, line_of(&l, LOG_JSON, &end), "\"1994-11-06T08:49:38.000Z\""));
 }

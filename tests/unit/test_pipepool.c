@@ -148,3 +148,36 @@ TEST(pipepool_stalled_waiters_and_trim)
     CHECK(pp.free == NULL);
     pipepool_fini(&pp);
 }
+
+/* The scratch pipe (HTTP/2 DATA composed on io_uring) counts among the pool's pipes, trades
+ * places with a slot's, and is closed when unused. */
+TEST(pipepool_scratch_counts_exchanges_and_trims)
+{
+    struct pipepool pp;
+    uint32_t robbed;
+    CHECK_INT(pipepool_init(&pp, 4, 2, 65536), 0);
+    CHECK(pipepool_acquire(&pp, 0, &robbed));
+    struct pipepool_pipe *t = pipepool_scratch(&pp);
+    CHECK(t != NULL && t->cap >= 4096);
+    CHECK(fcntl(t->fd[1], F_GETFL) & O_NONBLOCK); /* a header written from the loop never waits */
+    CHECK_INT(pp.count, 2);
+    CHECK(!pipepool_acquire(&pp, 1, &robbed)); /* the bound holds the scratch too */
+    CHECK(pipepool_scratch(&pp) == t);
+    int slot_rd = pipepool_slot(&pp, 0)->pipe->fd[0], scratch_rd = t->fd[0];
+    CHECK(write(t->fd[1], "composed", 8) == 8);
+    pipepool_exchange(&pp, 0, 50);
+    CHECK_INT(pipepool_slot(&pp, 0)->pipe->fd[0], scratch_rd);
+    CHECK_INT(t->fd[0], slot_rd);
+    CHECK_INT(queued(pipepool_slot(&pp, 0)->pipe), 8);
+    CHECK_INT(queued(t), 0);
+    pipepool_trim(&pp, 55, 10); /* used 5 s ago: kept */
+    CHECK(t->fd[0] >= 0);
+    pipepool_trim(&pp, 61, 10);
+    CHECK(t->fd[0] < 0);
+    CHECK_INT(pp.count, 1);
+    pipepool_scratch_reset(&pp); /* none: nothing to do */
+    pipepool_slot(&pp, 0)->in_pipe = 8;
+    pipepool_release(&pp, 0, 62); /* holds bytes: closed */
+    CHECK_INT(pp.count, 0);
+    pipepool_fini(&pp);
+}

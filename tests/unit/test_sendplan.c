@@ -365,3 +365,102 @@ TEST(sendplan_choose_takes_an_interleaved_plan_through_the_pipe_from_its_start)
     CHECK(sendplan_choose(&p, true, false) == SENDPLAN_MEMORY);
     CHECK(sendplan_choose(&p, false, false) == SENDPLAN_SENDFILE);
 }
+
+/* What one fill may take so that, composed with its headers, it fits a pipe of `slots` pages:
+ * the two pages a 9-byte header may touch, a page per page each file piece touches (an
+ * unaligned 16 KiB frame touches five). */
+TEST(sendplan_fill_len_counts_the_pipe_buffers_of_headers_and_pages)
+{
+    struct h2shape h;
+    h2shape_make(&h, 4093);
+    int fd = -1;
+    uint64_t off = 0;
+    /* 2 + 5 + 2 + 5 + 2 = 16: two frames, the third header fills the pipe. */
+    CHECK_INT(sendplan_fill_len(&h.p, 16, 4096, &fd, &off), 2 * FRAME);
+    CHECK(fd == h.fd && off == 4093);
+    /* 17: a page of the third frame, up to its first page boundary. */
+    CHECK_INT(sendplan_fill_len(&h.p, 17, 4096, &fd, &off), 2 * FRAME + 3);
+    CHECK_INT(sendplan_fill_len(&h.p, 2, 4096, &fd, &off), 0); /* the header alone fills it */
+    CHECK_INT(sendplan_fill_len(&h.p, 1000, 4096, &fd, &off), (uint64_t)FRAMES * FRAME);
+    plan_advance(&h.p, 9 + 100); /* into the first frame: it continues from there */
+    /* 4 pages (it now ends on a boundary) + 2 + 5 + 2, and 3 pages of the third frame. */
+    CHECK_INT(sendplan_fill_len(&h.p, 16, 4096, &fd, &off), FRAME - 100 + FRAME + 3 * 4096 - 4093);
+    CHECK_INT(off, 4093 + 100);
+    free(h.file);
+    close(h.fd);
+}
+
+/* The io_uring engine's walk (uring.c walk_fill, walk_compose, walk_next) with real pipes:
+ * each fill (sendplan_fill_len into an empty pipe, as io-wq's splice does) is composed with
+ * its headers into the other pipe, which trades places with it and drains to a destination
+ * that takes little at a time. Pipes of 4, 16 and 256 pages, starts on and off page
+ * boundaries: a fill must never leave bytes behind (-ENOSPC), and the bytes come out once
+ * each, in order. */
+static void recompose_walk(unsigned start, int pipe_bytes)
+{
+    int dst[2], a[2], b[2];
+    CHECK(pipe2(dst, O_NONBLOCK) == 0);
+    CHECK(fcntl(dst[0], F_SETPIPE_SZ, 4096) == 4096);
+    CHECK(pipe2(a, 0) == 0 && pipe2(b, 0) == 0);
+    fcntl(a[1], F_SETFL, O_NONBLOCK);
+    fcntl(b[1], F_SETFL, O_NONBLOCK);
+    CHECK_INT(fcntl(a[0], F_SETPIPE_SZ, pipe_bytes), pipe_bytes);
+    CHECK_INT(fcntl(b[0], F_SETPIPE_SZ, pipe_bytes), pipe_bytes);
+    int *slot = a, *scratch = b;
+    struct h2shape h;
+    h2shape_make(&h, start);
+
+    unsigned char *got = malloc(h.total);
+    size_t have = 0;
+    uint32_t in_pipe = 0;
+    int fills = 0, rc = 0;
+    ssize_t n;
+    while (!plan_done(&h.p)) {
+        if (in_pipe == 0) {
+            int fd;
+            uint64_t off;
+            uint64_t len = sendplan_fill_len(&h.p, (unsigned)pipe_bytes / 4096, 4096, &fd, &off);
+            CHECK(len > 0);
+            loff_t at = (loff_t)off;
+            n = splice(fd, &at, slot[1], NULL, len, 0);
+            CHECK(n > 0);
+            uint32_t raw = (uint32_t)n;
+            fills++;
+            rc =
+                sendplan_recompose(&h.p, slot[0], &raw, scratch[1], (uint32_t)pipe_bytes, &in_pipe);
+            CHECK_INT(rc, 0);
+            CHECK_INT(raw, 0);
+            int *t = slot;
+            slot = scratch;
+            scratch = t;
+            if (rc != 0)
+                break;
+        }
+        rc = sendplan_drain(dst[1], &h.p, slot[0], &in_pipe);
+        if (rc != 0 && rc != -EAGAIN)
+            break;
+        while (have < h.total && (n = read(dst[0], got + have, h.total - have)) > 0)
+            have += (size_t)n;
+    }
+    CHECK_INT(rc, 0);
+    CHECK_INT(in_pipe, 0);
+    CHECK(fills >= (pipe_bytes > 65536 ? 1 : 5));
+    while (have < h.total && (n = read(dst[0], got + have, h.total - have)) > 0)
+        have += (size_t)n;
+    h2shape_check_free(&h, got, have);
+    free(got);
+    close(a[0]);
+    close(a[1]);
+    close(b[0]);
+    close(b[1]);
+    close(dst[0]);
+    close(dst[1]);
+}
+
+TEST(sendplan_recompose_moves_each_fill_whole_through_a_second_pipe_in_order)
+{
+    recompose_walk(0, 16384);
+    recompose_walk(4093, 16384);
+    recompose_walk(5001, 65536);
+    recompose_walk(4093, 1 << 20);
+}
