@@ -80,8 +80,9 @@ static const char usage_text[] =
     "                             profile) or 1.3 (TLS 1.3 only, Mozilla's modern profile)\n"
     "      --ktls on|off          after the handshake, the kernel encrypts responses (files\n"
     "                             leave zero-copy) where it has the tls module (on)\n"
-    "      --tls-seal on|off      without kernel TLS, seal response records in ringhttpd\n"
-    "                             with the keys OpenSSL hands over (off: OpenSSL seals)\n"
+    "      --tls-seal on|off      without kernel TLS, ringhttpd seals the records itself\n"
+    "                             with the keys OpenSSL hands over, from the plaintext where\n"
+    "                             it lies (on); off: OpenSSL's SSL_write seals them\n"
     "      --hsts SECONDS         send Strict-Transport-Security: max-age=SECONDS on HTTPS\n"
     "                             responses\n"
     "      --redirect-https       the cleartext port answers every request with 308 to the\n"
@@ -1075,6 +1076,7 @@ void config_init(struct config *cfg)
         .compress_cache = 32u << 20,
         .http2 = true,
         .ktls = true,
+        .tls_seal = true,
         .landlock = true,
         .auth_realm = "restricted",
     };
