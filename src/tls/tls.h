@@ -170,7 +170,8 @@ ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap);
  * c has pending, then records of up to TLS_RECORD_PLAIN bytes, as many as fit, gathering small
  * segments into full records. Advances *out_len; returns the plaintext bytes taken (0 when out
  * is too full for a record; call again with room), -EPROTO, or -ESHUTDOWN (the sealer stopped
- * at a KeyUpdate request: send what is pending, then close). Needs an established c. */
+ * at a KeyUpdate request it could not answer: send what is pending, then close). Needs an
+ * established c. */
 ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, char *out,
                       size_t cap, size_t *out_len);
 
