@@ -12,7 +12,6 @@
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
-#include <openssl/kdf.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
@@ -331,105 +330,6 @@ static size_t seal_overhead(const struct tls_conn *c)
     return 5 + 16 + (c->seal == SEAL_13 ? 1 : c->seal == SEAL_12_GCM ? 8 : 0);
 }
 
-/* The keylog line of the server's first application traffic secret, kept by a connection with
- * the sealer allowed for the KeyUpdates it may have to answer. */
-static void keylog_cb(const SSL *ssl, const char *line)
-{
-    static const char tag[] = "SERVER_TRAFFIC_SECRET_0 ";
-    struct tls_conn *c = SSL_get_app_data(ssl);
-    if (!c || !c->seal_allowed || strncmp(line, tag, sizeof(tag) - 1) != 0)
-        return;
-    const char *p = strchr(line + sizeof(tag) - 1, ' '); /* after the client random */
-    size_t n = 0;
-    for (p = p ? p + 1 : ""; p[0] && p[1] && n < sizeof(c->seal_secret); p += 2) {
-        unsigned v;
-        if (sscanf(p, "%2x", &v) != 1)
-            break;
-        c->seal_secret[n++] = (unsigned char)v;
-    }
-    c->seal_secret_len = (uint8_t)(n == 32 || n == 48 ? n : 0);
-}
-
-/* A TLS 1.3 handshake message OpenSSL read: a KeyUpdate with update_requested (RFC 8446 4.6.3)
- * has to be answered before our next record, which tls_conn_read sees to. */
-static void seal_msg_cb(int write_p, int version, int type, const void *buf, size_t len, SSL *ssl,
-                        void *arg)
-{
-    (void)version, (void)arg;
-    const unsigned char *m = buf;
-    struct tls_conn *c = SSL_get_app_data(ssl);
-    if (!write_p && type == CT_HANDSHAKE && len == 5 && m[0] == HS_KEY_UPDATE && m[4] == 1 && c)
-        c->seal_rekey = true;
-}
-
-/* HKDF-Expand-Label(secret, label, "", len) of TLS 1.3 (RFC 8446 7.1): 0 or -1. */
-static int expand_label(const char *digest, const unsigned char *secret, size_t secret_len,
-                        const char *label, unsigned char *out, size_t len)
-{
-    unsigned char info[2 + 1 + 6 + 16 + 1];
-    size_t n = 0, ll = strlen(label);
-    info[n++] = (unsigned char)(len >> 8);
-    info[n++] = (unsigned char)len;
-    info[n++] = (unsigned char)(6 + ll);
-    memcpy(info + n, "tls13 ", 6);
-    memcpy(info + n + 6, label, ll);
-    n += 6 + ll;
-    info[n++] = 0; /* no context */
-    int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
-    OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)digest, 0),
-        OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
-        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)secret, secret_len),
-        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, n),
-        OSSL_PARAM_construct_end(),
-    };
-    EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
-    EVP_KDF_CTX *k = kdf ? EVP_KDF_CTX_new(kdf) : NULL;
-    int rc = k && EVP_KDF_derive(k, out, len, params) == 1 ? 0 : -1;
-    EVP_KDF_CTX_free(k);
-    EVP_KDF_free(kdf);
-    return rc;
-}
-
-static size_t seal_record(struct tls_conn *c, uint8_t type, const struct iovec *iov, int *i,
-                          size_t *off, size_t len, unsigned char *out);
-
-/* Answers the peer's KeyUpdate request: our KeyUpdate (update_not_requested) sealed under the
- * current keys, then the next traffic secret, key and IV, sequence number 0. 0, or -1 (no
- * secret, or OpenSSL failed): the caller stops sending. */
-static int seal_rekey(struct tls_conn *c)
-{
-    static const unsigned char msg[5] = {HS_KEY_UPDATE, 0, 0, 1, 0};
-    const char *digest = c->seal_type == TLS_CIPHER_AES_GCM_256 ? "SHA384" : "SHA256";
-    size_t hash = c->seal_type == TLS_CIPHER_AES_GCM_256 ? 48 : 32;
-    size_t key_len = c->seal_type == TLS_CIPHER_AES_GCM_128 ? 16 : 32;
-    unsigned char rec[64], next[48], key[32], iv[12];
-    struct iovec iov = {(void *)msg, sizeof(msg)};
-    int i = 0, rc = -1;
-    size_t off = 0, n;
-    c->seal_rekey = false;
-    if (c->seal_secret_len != hash ||
-        expand_label(digest, c->seal_secret, hash, "traffic upd", next, hash) != 0 ||
-        expand_label(digest, next, hash, "key", key, key_len) != 0 ||
-        expand_label(digest, next, hash, "iv", iv, sizeof(iv)) != 0)
-        goto out;
-    if (!(n = seal_record(c, CT_HANDSHAKE, &iov, &i, &off, sizeof(msg), rec)) ||
-        queue_append(&c->out, rec, n) != 0)
-        goto out;
-    if (EVP_EncryptInit_ex(c->seal_ctx, NULL, NULL, key, NULL) != 1)
-        goto out;
-    memcpy(c->seal_secret, next, hash);
-    memcpy(c->seal_iv, iv, sizeof(iv));
-    c->seal_seq = 0;
-    rc = 0;
-out:
-    OPENSSL_cleanse(next, sizeof(next));
-    OPENSSL_cleanse(key, sizeof(key));
-    OPENSSL_cleanse(iv, sizeof(iv));
-    ERR_clear_error();
-    return rc;
-}
-
 /* Takes the write keys instead of kernel TLS (the same struct tls12_crypto_info_*): 1 when
  * taken (OpenSSL then writes plaintext records), 0 to leave encrypting to OpenSSL. */
 static long seal_take(struct tls_conn *c, const void *info)
@@ -476,9 +376,6 @@ static long seal_take(struct tls_conn *c, const void *info)
     if (ci->version == TLS_1_2_VERSION && gcm)
         memset(c->seal_iv + 4, 0, 8);
     c->seal = ci->version == TLS_1_3_VERSION ? SEAL_13 : gcm ? SEAL_12_GCM : SEAL_12_CHACHA;
-    c->seal_type = (uint8_t)ci->cipher_type;
-    if (c->seal == SEAL_13)
-        SSL_set_msg_callback(c->ssl, seal_msg_cb); /* to see KeyUpdate requests */
     c->ktls_type = 0;
     c->ktls_open = 0;
     return 1;
@@ -835,7 +732,6 @@ static SSL_CTX *make_ssl_ctx(struct tls_ctx *ctx, const struct tls_settings *s)
         return NULL;
     }
     SSL_CTX_set_alpn_select_cb(ssl, alpn_cb, ctx);
-    SSL_CTX_set_keylog_callback(ssl, keylog_cb);
     return ssl;
 }
 
@@ -1010,7 +906,6 @@ void tls_conn_fini(struct tls_conn *c)
     OPENSSL_cleanse(c->ktls_keys, sizeof(c->ktls_keys));
     EVP_CIPHER_CTX_free(c->seal_ctx); /* cleanses its key */
     OPENSSL_cleanse(c->seal_iv, sizeof(c->seal_iv));
-    OPENSSL_cleanse(c->seal_secret, sizeof(c->seal_secret));
     tls_ctx_put(c->ctx);
     *c = (struct tls_conn){0};
 }
@@ -1093,7 +988,7 @@ ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap)
          * SSL_write (never called once the keys are here): this side stops instead */
         if (seal_flush(c) != 0)
             return -EPROTO;
-        if (c->seal_rekey && seal_rekey(c) != 0 && !c->seal_stop) {
+        if (SSL_get_key_update_type(c->ssl) != SSL_KEY_UPDATE_NONE && !c->seal_stop) {
             tls_conn_close_notify(c);
             c->seal_stop = true;
         }

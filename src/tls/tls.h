@@ -89,11 +89,7 @@ struct tls_conn {
     unsigned char seal_iv[12]; /* TLS 1.3 and ChaCha20: the IV; TLS 1.2 GCM: salt, then 0s */
     uint8_t seal;              /* enum seal_mode in tls.c: 0 while OpenSSL seals */
     bool seal_allowed;
-    bool seal_stop;    /* new keys were asked for and could not be made: close_notify, end */
-    bool seal_rekey;   /* the peer asked for new keys (TLS 1.3 KeyUpdate): seal_rekey's work */
-    uint8_t seal_type; /* the kernel's cipher_type of the keys */
-    uint8_t seal_secret_len;
-    unsigned char seal_secret[48]; /* TLS 1.3: the server's application traffic secret */
+    bool seal_stop; /* the peer asked for new keys: close_notify, then no more records */
     uint8_t state;
     bool closing; /* close_notify queued */
     bool by_site; /* SNI named a site whose own pair was chosen */
@@ -183,11 +179,9 @@ ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, c
  * no copy into OpenSSL's write buffer; OpenSSL's own later records (tickets, TLS 1.2's Finished,
  * alerts, close_notify) are sealed in order with the same sequence numbers and wait in
  * tls_conn_pending. Kernel TLS, when allowed too and the kernel takes the cipher, comes first.
- * A peer's KeyUpdate request (TLS 1.3) is answered here: our KeyUpdate, sealed under the
- * current keys, then the next keys derived from the traffic secret (RFC 8446 7.2, the secret
- * from OpenSSL's keylog callback). Should that fail, close_notify is queued, tls_conn_seal
- * returns -ESHUTDOWN and tls_conn_read -EPROTO from then on (close after sending what is
- * pending). Receiving stays in OpenSSL.
+ * A peer's KeyUpdate request (TLS 1.3) is not answered with new keys: close_notify is queued,
+ * tls_conn_seal returns -ESHUTDOWN and tls_conn_read -EPROTO from then on (close after sending
+ * what is pending). Receiving stays in OpenSSL.
  */
 void tls_conn_seal_allow(struct tls_conn *c);
 bool tls_conn_sealing(const struct tls_conn *c); /* the keys were taken: this module seals */

@@ -1170,58 +1170,37 @@ TEST(tls_sealer_yields_to_ktls)
     one_teardown(&o);
 }
 
-/* A TLS 1.3 client asking for a KeyUpdate, twice: the sealer answers with its own KeyUpdate
- * under the current keys and seals what follows with the next ones (RFC 8446 7.2), which the
- * client can only decrypt when both are right. Without the traffic secret (here wiped) it
- * cannot: close_notify under the current keys, no more application data, reading ends. */
-TEST(tls_sealer_key_update_request_answered_or_closed)
+/* A TLS 1.3 client asking for a KeyUpdate: the sealer does not derive new keys; the request it
+ * came with is read, then close_notify (sealed with the current keys, which the client still
+ * reads with) is queued, no more application data is sealed, and reading ends. */
+TEST(tls_sealer_key_update_request_ends_with_close_notify)
 {
     struct one o;
     one_setup(&o);
-    static const char *const suites[] = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
-                                         "TLS_CHACHA20_POLY1305_SHA256"};
-    for (int k = 0; k < 4; k++) {
-        bool wiped = k == 3;
-        struct client cl;
-        client_init(&cl, TLS1_3_VERSION, "a.test", NULL, 0);
-        CHECK(SSL_set_ciphersuites(cl.ssl, suites[k % 3]) == 1);
-        struct tls_conn s;
-        CHECK_INT(tls_conn_init(&s, o.ctx), 0);
-        tls_conn_seal_allow(&s);
-        CHECK_INT(pump(&cl, &s), 1);
-        CHECK(tls_conn_sealing(&s));
-        exchange(&cl, &s);
-        if (wiped)
-            s.seal_secret_len = 0;
-        size_t r;
-        char buf[64];
-        for (int round = 0; round < (wiped ? 1 : 2); round++) {
-            CHECK(SSL_key_update(cl.ssl, SSL_KEY_UPDATE_REQUESTED) == 1);
-            CHECK(SSL_write_ex(cl.ssl, "GET / HTTP/1.1\r\n\r\n", 18, &r) == 1);
-            pump(&cl, &s);
-            CHECK_INT(tls_conn_read(&s, buf, sizeof(buf)), 18);
-            struct iovec iov = {(void *)"answer", 6};
-            char out[256];
-            size_t out_len = 0;
-            if (wiped) {
-                CHECK_INT(tls_conn_read(&s, buf, sizeof(buf)), -EPROTO);
-                CHECK(tls_conn_owes(&s));
-                CHECK_INT(tls_conn_seal(&s, &iov, 1, out, sizeof(out), &out_len), -ESHUTDOWN);
-                CHECK_INT(out_len, 0);
-                pump(&cl, &s);
-                CHECK_INT(SSL_read_ex(cl.ssl, buf, sizeof(buf), &r), 0);
-                CHECK_INT(SSL_get_error(cl.ssl, 0), SSL_ERROR_ZERO_RETURN);
-                break;
-            }
-            CHECK_INT(tls_conn_read(&s, buf, sizeof(buf)), TLS_AGAIN);
-            CHECK(tls_conn_pending(&s) > 0); /* our KeyUpdate */
-            CHECK_INT(tls_conn_seal(&s, &iov, 1, out, sizeof(out), &out_len), 6);
-            BIO_write(cl.rd, out, (int)out_len); /* after the KeyUpdate the seal drained */
-            CHECK(SSL_read_ex(cl.ssl, buf, sizeof(buf), &r) == 1);
-            CHECK_MEM(buf, r, "answer");
-        }
-        tls_conn_fini(&s);
-        client_fini(&cl);
-    }
+    struct client cl;
+    client_init(&cl, TLS1_3_VERSION, "a.test", NULL, 0);
+    struct tls_conn s;
+    CHECK_INT(tls_conn_init(&s, o.ctx), 0);
+    tls_conn_seal_allow(&s);
+    CHECK_INT(pump(&cl, &s), 1);
+    exchange(&cl, &s);
+    size_t r;
+    char buf[64];
+    CHECK(SSL_key_update(cl.ssl, SSL_KEY_UPDATE_REQUESTED) == 1);
+    CHECK(SSL_write_ex(cl.ssl, "GET / HTTP/1.1\r\n\r\n", 18, &r) == 1);
+    pump(&cl, &s);
+    CHECK_INT(tls_conn_read(&s, buf, sizeof(buf)), 18);
+    CHECK_INT(tls_conn_read(&s, buf, sizeof(buf)), -EPROTO);
+    CHECK(tls_conn_owes(&s));
+    struct iovec iov = {(void *)"late", 4};
+    char out[256];
+    size_t out_len = 0;
+    CHECK_INT(tls_conn_seal(&s, &iov, 1, out, sizeof(out), &out_len), -ESHUTDOWN);
+    CHECK_INT(out_len, 0);
+    pump(&cl, &s);
+    CHECK_INT(SSL_read_ex(cl.ssl, buf, sizeof(buf), &r), 0);
+    CHECK_INT(SSL_get_error(cl.ssl, 0), SSL_ERROR_ZERO_RETURN);
+    tls_conn_fini(&s);
+    client_fini(&cl);
     one_teardown(&o);
 }
