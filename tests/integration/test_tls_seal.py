@@ -3,9 +3,9 @@ hands the write keys over as it would to kernel TLS, and tls.c seals every recor
 ChaCha20-Poly1305, TLS 1.2 and 1.3) from the plaintext where it lies. Real clients decrypting
 bodies byte-exact (1 KiB, 1 MiB, 64 MiB, ranges) with each version and cipher prove the keys,
 nonces and sequence numbers; also keep-alive and pipelining, resumption on a second connection
-(its ticket sealed by us), close_notify on a clean close, and a client's KeyUpdate requests,
-answered with ours and the next keys. The unit tests (tests/unit/test_tls.c, tls_sealer_*)
-decrypt the records with an OpenSSL client."""
+(its ticket sealed by us), close_notify on a clean close, and a client's KeyUpdate request,
+which ends the connection with close_notify (the sealer does not derive new keys). The unit
+tests (tests/unit/test_tls.c, tls_sealer_*) decrypt the records with an OpenSSL client."""
 import contextlib
 import os
 import select
