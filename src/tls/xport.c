@@ -202,8 +202,8 @@ static ssize_t fill(struct worker *w, struct conn *c, struct xconn *x)
             }
         }
         if (taken == -ESHUTDOWN && len > 0) {
-            /* the sealer stopped (a KeyUpdate request it could not answer): close_notify
-             * goes, then the plan fails at the next fill */
+            /* the sealer stopped (a KeyUpdate request): close_notify goes, then the plan
+             * fails at the next fill */
             x->fatal = true;
             break;
         }
