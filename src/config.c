@@ -80,6 +80,9 @@ static const char usage_text[] =
     "                             profile) or 1.3 (TLS 1.3 only, Mozilla's modern profile)\n"
     "      --ktls on|off          after the handshake, the kernel encrypts responses (files\n"
     "                             leave zero-copy) where it has the tls module (on)\n"
+    "      --tls-seal on|off      without kernel TLS, ringhttpd seals the records itself\n"
+    "                             with the keys OpenSSL hands over, from the plaintext where\n"
+    "                             it lies (on); off: OpenSSL's SSL_write seals them\n"
     "      --hsts SECONDS         send Strict-Transport-Security: max-age=SECONDS on HTTPS\n"
     "                             responses\n"
     "      --redirect-https       the cleartext port answers every request with 308 to the\n"
@@ -152,6 +155,7 @@ enum {
     OPT_TLS_KEY,
     OPT_TLS_MIN,
     OPT_KTLS,
+    OPT_TLS_SEAL,
     OPT_HSTS,
     OPT_REDIRECT_HTTPS,
     OPT_REUSE_PORT,
@@ -211,6 +215,7 @@ static const struct option long_options[] = {
     {"tls-key", required_argument, NULL, OPT_TLS_KEY},
     {"tls-min", required_argument, NULL, OPT_TLS_MIN},
     {"ktls", required_argument, NULL, OPT_KTLS},
+    {"tls-seal", required_argument, NULL, OPT_TLS_SEAL},
     {"hsts", required_argument, NULL, OPT_HSTS},
     {"redirect-https", no_argument, NULL, OPT_REDIRECT_HTTPS},
     {"reuse-port", no_argument, NULL, OPT_REUSE_PORT},
@@ -445,6 +450,11 @@ static int tls_option(struct config *cfg, int opt, const char *arg)
         if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0)
             return usage_error("--ktls wants on or off, got '%s'", arg);
         cfg->ktls = strcmp(arg, "on") == 0;
+        return 0;
+    case OPT_TLS_SEAL:
+        if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0)
+            return usage_error("--tls-seal wants on or off, got '%s'", arg);
+        cfg->tls_seal = strcmp(arg, "on") == 0;
         return 0;
     case OPT_HSTS:
         if (parse_uint(arg, 0, 315360000, &v) != 0)
@@ -966,6 +976,7 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
     case OPT_TLS_KEY:
     case OPT_TLS_MIN:
     case OPT_KTLS:
+    case OPT_TLS_SEAL:
     case OPT_HSTS:
     case OPT_REDIRECT_HTTPS:
         return tls_option(cfg, opt, optarg);
@@ -1065,6 +1076,7 @@ void config_init(struct config *cfg)
         .compress_cache = 32u << 20,
         .http2 = true,
         .ktls = true,
+        .tls_seal = true,
         .landlock = true,
         .auth_realm = "restricted",
     };

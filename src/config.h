@@ -114,7 +114,8 @@ struct config {
     int num_tls_certs;
     int tls_lines[TLS_MAX_CERTS]; /* each pair's tls-key line in the file (0: command line) */
     int tls_min;                  /* 12 (TLS 1.2 and 1.3) or 13 (--tls-min 1.3) */
-    bool ktls; /* --ktls on|off: responses sealed by kernel TLS where the kernel has it */
+    bool ktls;     /* --ktls on|off: responses sealed by kernel TLS where the kernel has it */
+    bool tls_seal; /* --tls-seal on|off: otherwise sealed by tls.c with OpenSSL's keys */
     /* a site's own tls-cert/tls-key (issue 19): its tls_certs are its own pairs, which the
      * top level's tls_certs also list (after the process's), tagged with the site's hosts */
     bool site_tls;

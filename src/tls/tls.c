@@ -299,7 +299,7 @@ static int bio_write(BIO *b, const char *data, size_t len, size_t *done)
 {
     struct tls_conn *c = BIO_get_data(b);
     BIO_clear_retry_flags(b);
-    if (c->ktls != TLS_KTLS_NO) {
+    if (c->ktls != TLS_KTLS_NO || c->seal) {
         if (ktls_write(c, data, len) != 0)
             return 0;
         *done = len;
@@ -319,6 +319,160 @@ static int bio_write(BIO *b, const char *data, size_t len, size_t *done)
     return 1;
 }
 
+/* ---- the sealer: records sealed here with the keys OpenSSL hands over (tls.h) ------------ */
+
+enum seal_mode { SEAL_NONE, SEAL_13, SEAL_12_GCM, SEAL_12_CHACHA };
+
+/* Bytes a record adds to its plaintext: header, TLS 1.2 GCM's explicit nonce, TLS 1.3's inner
+ * content type, tag. */
+static size_t seal_overhead(const struct tls_conn *c)
+{
+    return 5 + 16 + (c->seal == SEAL_13 ? 1 : c->seal == SEAL_12_GCM ? 8 : 0);
+}
+
+/* Takes the write keys instead of kernel TLS (the same struct tls12_crypto_info_*): 1 when
+ * taken (OpenSSL then writes plaintext records), 0 to leave encrypting to OpenSSL. */
+static long seal_take(struct tls_conn *c, const void *info)
+{
+    const struct tls_crypto_info *ci = info;
+    const unsigned char *key, *rec_seq;
+    const EVP_CIPHER *cipher;
+    unsigned char iv[12];
+    if (ci->version != TLS_1_2_VERSION && ci->version != TLS_1_3_VERSION)
+        return 0;
+    bool gcm = ci->cipher_type != TLS_CIPHER_CHACHA20_POLY1305;
+    if (ci->cipher_type == TLS_CIPHER_AES_GCM_128) {
+        const struct tls12_crypto_info_aes_gcm_128 *k = info;
+        key = k->key, rec_seq = k->rec_seq, cipher = EVP_aes_128_gcm();
+        memcpy(iv, k->salt, 4);
+        memcpy(iv + 4, k->iv, 8);
+    } else if (ci->cipher_type == TLS_CIPHER_AES_GCM_256) {
+        const struct tls12_crypto_info_aes_gcm_256 *k = info;
+        key = k->key, rec_seq = k->rec_seq, cipher = EVP_aes_256_gcm();
+        memcpy(iv, k->salt, 4);
+        memcpy(iv + 4, k->iv, 8);
+    } else if (ci->cipher_type == TLS_CIPHER_CHACHA20_POLY1305) {
+        const struct tls12_crypto_info_chacha20_poly1305 *k = info;
+        key = k->key, rec_seq = k->rec_seq, cipher = EVP_chacha20_poly1305();
+        memcpy(iv, k->iv, 12);
+    } else {
+        return 0;
+    }
+    EVP_CIPHER_CTX *e = EVP_CIPHER_CTX_new();
+    if (!e || EVP_EncryptInit_ex(e, cipher, NULL, key, NULL) != 1) {
+        EVP_CIPHER_CTX_free(e);
+        ERR_clear_error();
+        OPENSSL_cleanse(iv, sizeof(iv));
+        return 0;
+    }
+    c->seal_ctx = e;
+    c->seal_seq = 0;
+    for (int i = 0; i < 8; i++)
+        c->seal_seq = c->seal_seq << 8 | rec_seq[i];
+    memcpy(c->seal_iv, iv, sizeof(iv));
+    OPENSSL_cleanse(iv, sizeof(iv));
+    /* TLS 1.2 GCM: the salt, then the explicit part, which is the sequence number (unique per
+     * key, as RFC 5288 asks) */
+    if (ci->version == TLS_1_2_VERSION && gcm)
+        memset(c->seal_iv + 4, 0, 8);
+    c->seal = ci->version == TLS_1_3_VERSION ? SEAL_13 : gcm ? SEAL_12_GCM : SEAL_12_CHACHA;
+    c->ktls_type = 0;
+    c->ktls_open = 0;
+    return 1;
+}
+
+/* Seals one record of type `type` from len plaintext bytes gathered from iov (from segment
+ * *i, offset *off, both advanced) into out, which has len + seal_overhead bytes: encrypted
+ * from where they are, no copy. Returns the record's length, or 0 (OpenSSL failed). */
+static size_t seal_record(struct tls_conn *c, uint8_t type, const struct iovec *iov, int *i,
+                          size_t *off, size_t len, unsigned char *out)
+{
+    EVP_CIPHER_CTX *e = c->seal_ctx;
+    unsigned char seq[8], nonce[12], aad[13];
+    for (int k = 0; k < 8; k++)
+        seq[k] = (unsigned char)(c->seal_seq >> (56 - 8 * k));
+    size_t body = len + seal_overhead(c) - 5, head = 5;
+    memcpy(nonce, c->seal_iv, 12);
+    for (int k = 0; k < 8; k++)
+        nonce[4 + k] ^= seq[k]; /* TLS 1.2 GCM: the explicit nonce is seq itself */
+    out[0] = c->seal == SEAL_13 ? CT_APPLICATION_DATA : type;
+    out[1] = 3, out[2] = 3;
+    out[3] = (unsigned char)(body >> 8), out[4] = (unsigned char)body;
+    size_t aad_len = 5;
+    if (c->seal == SEAL_13) {
+        memcpy(aad, out, 5);
+    } else {
+        memcpy(aad, seq, 8);
+        aad[8] = type, aad[9] = 3, aad[10] = 3;
+        aad[11] = (unsigned char)(len >> 8), aad[12] = (unsigned char)len;
+        aad_len = 13;
+    }
+    if (c->seal == SEAL_12_GCM) {
+        memcpy(out + 5, nonce + 4, 8);
+        head += 8;
+    }
+    unsigned char *ct = out + head;
+    int n;
+    if (EVP_EncryptInit_ex(e, NULL, NULL, NULL, nonce) != 1 ||
+        EVP_EncryptUpdate(e, NULL, &n, aad, (int)aad_len) != 1)
+        return 0;
+    size_t done = 0;
+    while (done < len) {
+        while (iov[*i].iov_len == *off) {
+            (*i)++;
+            *off = 0;
+        }
+        size_t piece = iov[*i].iov_len - *off;
+        if (piece > len - done)
+            piece = len - done;
+        if (EVP_EncryptUpdate(e, ct, &n, (const unsigned char *)iov[*i].iov_base + *off,
+                              (int)piece) != 1)
+            return 0;
+        ct += n;
+        *off += piece;
+        done += piece;
+    }
+    if (c->seal == SEAL_13) {
+        if (EVP_EncryptUpdate(e, ct, &n, &type, 1) != 1)
+            return 0;
+        ct += n;
+    }
+    if (EVP_EncryptFinal_ex(e, ct, &n) != 1)
+        return 0;
+    ct += n;
+    if (ct != out + head + len + (c->seal == SEAL_13) ||
+        EVP_CIPHER_CTX_ctrl(e, EVP_CTRL_AEAD_GET_TAG, 16, ct) != 1)
+        return 0;
+    c->seal_seq++;
+    return 5 + body;
+}
+
+/* Seals the records OpenSSL wrote since the keys were taken (ktls_out, each with its type)
+ * into the queue of ciphertext to send, in order: 0, or -EPROTO (the connection fails). */
+static int seal_flush(struct tls_conn *c)
+{
+    struct tls_queue *q = &c->ktls_out;
+    int rc = 0;
+    while (q->len >= KTLS_HEAD && rc == 0) {
+        const unsigned char *h = (const unsigned char *)q->data + q->off;
+        size_t len = (size_t)h[1] << 8 | h[2];
+        unsigned char rec[TLS_RECORD_PLAIN + TLS_RECORD_OVERHEAD];
+        struct iovec iov = {(void *)(h + KTLS_HEAD), len};
+        int i = 0;
+        size_t off = 0;
+        size_t n = seal_record(c, h[0], &iov, &i, &off, len, rec);
+        if (n == 0 || queue_append(&c->out, rec, n) != 0)
+            rc = -EPROTO;
+        queue_drop(q, KTLS_HEAD + len);
+    }
+    c->ktls_open = 0;
+    if (rc) {
+        ERR_clear_error();
+        c->state = ST_FAILED;
+    }
+    return rc;
+}
+
 /* ---- kernel TLS: the keys and the records OpenSSL hands over after the switch ----------- */
 
 /* OpenSSL switches the write side to kernel TLS (BIO_CTRL_SET_KTLS, is_tx): take the keys when
@@ -331,9 +485,11 @@ static long ktls_take(struct tls_conn *c, long is_tx, const void *info)
 {
     const struct tls_crypto_info *ci = info;
     size_t len;
-    if (!is_tx || c->ktls != TLS_KTLS_NO || !ci || ci->cipher_type < TLS_CIPHER_AES_GCM_128 ||
-        !(c->ktls_ciphers & (1u << (ci->cipher_type - TLS_CIPHER_AES_GCM_128))))
+    if (!is_tx || c->ktls != TLS_KTLS_NO || c->seal || !ci ||
+        ci->cipher_type < TLS_CIPHER_AES_GCM_128)
         return 0;
+    if (!(c->ktls_ciphers & (1u << (ci->cipher_type - TLS_CIPHER_AES_GCM_128))))
+        return c->seal_allowed ? seal_take(c, info) : 0;
     switch (ci->cipher_type) {
     case TLS_CIPHER_AES_GCM_128:
         len = sizeof(struct tls12_crypto_info_aes_gcm_128);
@@ -408,7 +564,7 @@ static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
     case BIO_CTRL_SET_KTLS:
         return ktls_take(c, num, ptr);
     case BIO_CTRL_GET_KTLS_SEND:
-        return c->ktls != TLS_KTLS_NO;
+        return c->ktls != TLS_KTLS_NO || c->seal;
     case BIO_CTRL_SET_KTLS_TX_SEND_CTRL_MSG:
     case BIO_CTRL_CLEAR_KTLS_TX_CTRL_MSG:
         c->ktls_type = cmd == BIO_CTRL_CLEAR_KTLS_TX_CTRL_MSG ? 0 : (uint8_t)num;
@@ -748,6 +904,8 @@ void tls_conn_fini(struct tls_conn *c)
     queue_free(&c->out);
     queue_free(&c->ktls_out);
     OPENSSL_cleanse(c->ktls_keys, sizeof(c->ktls_keys));
+    EVP_CIPHER_CTX_free(c->seal_ctx); /* cleanses its key */
+    OPENSSL_cleanse(c->seal_iv, sizeof(c->seal_iv));
     tls_ctx_put(c->ctx);
     *c = (struct tls_conn){0};
 }
@@ -804,6 +962,8 @@ int tls_conn_handshake(struct tls_conn *c)
     if (rc)
         return rc;
     int r = SSL_do_handshake(c->ssl);
+    if (c->seal && seal_flush(c) != 0)
+        return -EPROTO;
     if (r == 1) {
         c->state = ST_OPEN;
         return 1;
@@ -819,8 +979,20 @@ ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap)
         if (rc != 1)
             return rc;
     }
+    if (c->seal_stop)
+        return -EPROTO;
     size_t n;
     int r = SSL_read_ex(c->ssl, buf, cap, &n);
+    if (c->seal) {
+        /* tickets, alerts; and a KeyUpdate request, which OpenSSL would answer only in its next
+         * SSL_write (never called once the keys are here): this side stops instead */
+        if (seal_flush(c) != 0)
+            return -EPROTO;
+        if (SSL_get_key_update_type(c->ssl) != SSL_KEY_UPDATE_NONE && !c->seal_stop) {
+            tls_conn_close_notify(c);
+            c->seal_stop = true;
+        }
+    }
     if (r == 1)
         return (ssize_t)n;
     return failure(c, r);
@@ -829,9 +1001,43 @@ ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap)
 /* Smallest record worth making when out has little room left: below this, wait for room. */
 #define RECORD_MIN 2048
 
+/* tls_conn_seal with the sealer: whole records from iov straight into out. */
+static ssize_t seal_own(struct tls_conn *c, const struct iovec *iov, int iovcnt, size_t left,
+                        char *out, size_t cap, size_t *out_len)
+{
+    (void)iovcnt;
+    size_t used = *out_len, over = seal_overhead(c);
+    ssize_t taken = 0;
+    int i = 0;
+    size_t off = 0;
+    while (left > 0 && cap - used > TLS_RECORD_OVERHEAD) {
+        size_t rec = cap - used - TLS_RECORD_OVERHEAD;
+        if (rec > TLS_RECORD_PLAIN)
+            rec = TLS_RECORD_PLAIN;
+        if (rec > left)
+            rec = left;
+        if (rec < left && rec < RECORD_MIN)
+            break;
+        size_t n =
+            seal_record(c, CT_APPLICATION_DATA, iov, &i, &off, rec, (unsigned char *)out + used);
+        if (n != rec + over) {
+            ERR_clear_error();
+            c->state = ST_FAILED;
+            return -EPROTO;
+        }
+        used += n;
+        taken += (ssize_t)rec;
+        left -= rec;
+    }
+    *out_len = used;
+    return taken;
+}
+
 ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, char *out,
                       size_t cap, size_t *out_len)
 {
+    if (c->seal_stop)
+        return -ESHUTDOWN;
     if (c->state != ST_OPEN || c->closing || c->ktls != TLS_KTLS_NO)
         return -EPROTO;
     size_t used = *out_len;
@@ -848,6 +1054,10 @@ ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, c
     size_t left = 0;
     for (int i = 0; i < iovcnt; i++)
         left += iov[i].iov_len;
+    if (c->seal) {
+        *out_len = used;
+        return seal_own(c, iov, iovcnt, left, out, cap, out_len);
+    }
     c->sink = out;
     c->sink_len = used;
     c->sink_cap = cap;
@@ -928,6 +1138,8 @@ void tls_conn_close_notify(struct tls_conn *c)
     c->closing = true;
     if (SSL_shutdown(c->ssl) < 0)
         ERR_clear_error();
+    if (c->seal)
+        seal_flush(c);
 }
 
 void tls_conn_trim(struct tls_conn *c)
@@ -945,6 +1157,17 @@ void tls_conn_ktls_allow(struct tls_conn *c, unsigned ciphers)
     c->ktls_ciphers = (uint8_t)ciphers;
     if (ciphers)
         SSL_set_options(c->ssl, SSL_OP_ENABLE_KTLS);
+}
+
+void tls_conn_seal_allow(struct tls_conn *c)
+{
+    c->seal_allowed = true;
+    SSL_set_options(c->ssl, SSL_OP_ENABLE_KTLS);
+}
+
+bool tls_conn_sealing(const struct tls_conn *c)
+{
+    return c->seal != 0;
 }
 
 enum tls_ktls tls_conn_ktls(const struct tls_conn *c)

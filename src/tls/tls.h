@@ -82,6 +82,14 @@ struct tls_conn {
     uint8_t ktls_type;     /* content type OpenSSL announced for its next record (0: none) */
     uint8_t ktls_keys_len; /* bytes of ktls_keys while TLS_KTLS_KEYS */
     unsigned char ktls_keys[TLS_KTLS_KEYS_MAX];
+    /* The sealer (tls_conn_seal_allow): the write keys OpenSSL handed over as for kernel TLS,
+     * kept here to seal records as the kernel would; NULL ctx while OpenSSL seals. */
+    struct evp_cipher_ctx_st *seal_ctx;
+    uint64_t seal_seq;         /* the next record's sequence number */
+    unsigned char seal_iv[12]; /* TLS 1.3 and ChaCha20: the IV; TLS 1.2 GCM: salt, then 0s */
+    uint8_t seal;              /* enum seal_mode in tls.c: 0 while OpenSSL seals */
+    bool seal_allowed;
+    bool seal_stop; /* the peer asked for new keys: close_notify, then no more records */
     uint8_t state;
     bool closing; /* close_notify queued */
     bool by_site; /* SNI named a site whose own pair was chosen */
@@ -157,9 +165,27 @@ ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap);
 /* Seals plaintext from iov into records appended at out + *out_len (up to cap): first whatever
  * c has pending, then records of up to TLS_RECORD_PLAIN bytes, as many as fit, gathering small
  * segments into full records. Advances *out_len; returns the plaintext bytes taken (0 when out
- * is too full for a record; call again with room), or -EPROTO. Needs an established c. */
+ * is too full for a record; call again with room), -EPROTO, or -ESHUTDOWN (the sealer stopped
+ * at a KeyUpdate request: send what is pending, then close). Needs an established c. */
 ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, char *out,
                       size_t cap, size_t *out_len);
+
+/*
+ * The sealer (README "HTTPS"), where kernel TLS is not used: tls_conn_seal_allow, before the
+ * handshake, has OpenSSL hand the application write keys over exactly as for kernel TLS, and
+ * from then on this module seals every record itself with AES-GCM or ChaCha20-Poly1305 (TLS 1.2
+ * and 1.3): tls_conn_seal encrypts the plaintext straight from the caller's iovec into out, with
+ * no copy into OpenSSL's write buffer; OpenSSL's own later records (tickets, TLS 1.2's Finished,
+ * alerts, close_notify) are sealed in order with the same sequence numbers and wait in
+ * tls_conn_pending. Kernel TLS, when allowed too and the kernel takes the cipher, comes first.
+ * A peer's KeyUpdate request (TLS 1.3) is not answered with new keys (deriving them needs the
+ * traffic secret, which OpenSSL 3.0 gives only to a keylog callback, and that callback costs
+ * every handshake ~15% more instructions in its sprintf): close_notify is queued,
+ * tls_conn_seal returns -ESHUTDOWN and tls_conn_read -EPROTO from then on (close after sending
+ * what is pending). Receiving stays in OpenSSL.
+ */
+void tls_conn_seal_allow(struct tls_conn *c);
+bool tls_conn_sealing(const struct tls_conn *c); /* the keys were taken: this module seals */
 
 /* Ciphertext waiting to be sent outside a seal, and where: the pointer is valid until the next
  * call on c. tls_conn_consume(c, n) drops n of them once sent. */

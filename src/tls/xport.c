@@ -126,6 +126,10 @@ static int tls_open(struct worker *w, struct conn *c, void *ctx)
      * encrypts in user space. */
     if (w->cfg->ktls && w->caps && w->caps->ktls_ciphers && conn_wire_ktls(w, c, NULL, 0) == 0)
         tls_conn_ktls_allow(&x->t, w->caps->ktls_ciphers);
+    /* Otherwise (or for a cipher the kernel lacks) tls.c seals records itself, from the
+     * plaintext where it lies: no copy into OpenSSL's write buffer and out of it again. */
+    if (w->cfg->tls_seal)
+        tls_conn_seal_allow(&x->t);
     return 0;
 }
 
@@ -196,6 +200,12 @@ static ssize_t fill(struct worker *w, struct conn *c, struct xconn *x)
                 x->rd_pos += (uint32_t)taken;
                 x->rd_len -= (uint32_t)taken;
             }
+        }
+        if (taken == -ESHUTDOWN && len > 0) {
+            /* the sealer stopped (a KeyUpdate request): close_notify goes, then the plan
+             * fails at the next fill */
+            x->fatal = true;
+            break;
         }
         if (taken < 0)
             return taken;

@@ -1031,3 +1031,176 @@ TEST(tls_ktls_key_update_stops_the_send_side)
     }
     one_teardown(&o);
 }
+
+/* ---- the sealer: records sealed by tls.c with the keys OpenSSL hands over --------------- */
+
+/* One connection with the sealer: the handshake, a small answer from three segments, 200000
+ * bytes through a small buffer (records cut to fit), close_notify; every record decrypted by
+ * an OpenSSL client, which proves the key, the nonce and the sequence numbers (OpenSSL's own
+ * records, the ticket or TLS 1.2's Finished, share them). Returns the client's session. */
+static SSL_SESSION *seal_case(struct one *o, int version, const char *cipher, const char *want,
+                              SSL_SESSION *resume)
+{
+    struct client cl;
+    client_init(&cl, version, "a.test", "\x08http/1.1", 9);
+    if (version == TLS1_3_VERSION)
+        CHECK(SSL_set_ciphersuites(cl.ssl, cipher) == 1);
+    else
+        CHECK(SSL_set_cipher_list(cl.ssl, cipher) == 1);
+    if (resume)
+        CHECK(SSL_set_session(cl.ssl, resume) == 1);
+    struct tls_conn s;
+    CHECK_INT(tls_conn_init(&s, o->ctx), 0);
+    tls_conn_seal_allow(&s);
+    CHECK_INT(pump(&cl, &s), 1);
+    CHECK(tls_conn_sealing(&s));
+    CHECK_INT(tls_conn_ktls(&s), TLS_KTLS_NO);
+    CHECK(strcmp(tls_conn_cipher(&s), want) == 0);
+    CHECK_INT(tls_conn_resumed(&s), resume != NULL);
+    exchange(&cl, &s);
+
+    enum { TOTAL = 200000, CAP = 6000 };
+    char *data = malloc(TOTAL), *got = malloc(TOTAL);
+    CHECK(data && got);
+    for (int i = 0; i < TOTAL; i++)
+        data[i] = (char)(i * 13 + i / 509);
+    size_t sent = 0, received = 0;
+    for (int calls = 0; sent < TOTAL && calls < 1000; calls++) {
+        char out[CAP];
+        size_t out_len = 0;
+        struct iovec iov[2] = {{data + sent, (TOTAL - sent) / 3}, {0, 0}};
+        iov[1].iov_base = data + sent + iov[0].iov_len; /* records across two segments */
+        iov[1].iov_len = TOTAL - sent - iov[0].iov_len;
+        ssize_t n = tls_conn_seal(&s, iov, 2, out, sizeof(out), &out_len);
+        CHECK(n > 0 && out_len <= CAP && out_len > (size_t)n);
+        if (n <= 0)
+            break;
+        sent += (size_t)n;
+        BIO_write(cl.rd, out, (int)out_len);
+        size_t r;
+        while (SSL_read_ex(cl.ssl, got + received, TOTAL - received, &r) == 1)
+            received += r;
+    }
+    CHECK_INT(received, TOTAL);
+    CHECK(memcmp(data, got, TOTAL) == 0);
+    /* full records with room: TLS 1.3 adds 22 bytes a record, 1.2 GCM 29, 1.2 ChaCha20 21 */
+    size_t big = TOTAL + 13 * TLS_RECORD_OVERHEAD, out_len = 0;
+    char *out = malloc(big);
+    struct iovec iov = {data, TOTAL};
+    CHECK_INT(tls_conn_seal(&s, &iov, 1, out, big, &out_len), TOTAL);
+    size_t per = version == TLS1_3_VERSION ? 22 : strstr(cipher, "CHACHA") ? 21 : 29;
+    CHECK_INT(out_len, TOTAL + 13 * per);
+    if (per == 29) {
+        /* TLS 1.2 GCM: the explicit nonce travels in the record, so any value decrypts; it
+         * must still never repeat under a key (here: it is the sequence number, going up) */
+        unsigned char last[8] = {0};
+        for (size_t at = 0, k = 0; at < out_len; k++) {
+            const unsigned char *h = (const unsigned char *)out + at;
+            CHECK(k == 0 || memcmp(h + 5, last, 8) > 0);
+            memcpy(last, h + 5, 8);
+            at += 5 + ((size_t)h[3] << 8 | h[4]);
+        }
+    }
+    BIO_write(cl.rd, out, (int)out_len);
+    received = 0;
+    size_t r;
+    while (SSL_read_ex(cl.ssl, got + received, TOTAL - received, &r) == 1)
+        received += r;
+    CHECK_INT(received, TOTAL);
+    CHECK(memcmp(data, got, TOTAL) == 0);
+    free(out);
+    free(data);
+    free(got);
+
+    tls_conn_close_notify(&s);
+    CHECK(tls_conn_pending(&s) > 0);
+    pump(&cl, &s);
+    char back[16];
+    CHECK_INT(SSL_read_ex(cl.ssl, back, sizeof(back), &r), 0);
+    CHECK_INT(SSL_get_error(cl.ssl, 0), SSL_ERROR_ZERO_RETURN);
+    CHECK(!tls_conn_owes(&s));
+    SSL_shutdown(cl.ssl);
+    SSL_SESSION *sess = SSL_get1_session(cl.ssl);
+    tls_conn_fini(&s);
+    client_fini(&cl);
+    return sess;
+}
+
+TEST(tls_sealer_records_decrypt_for_each_version_and_cipher)
+{
+    struct one o;
+    one_setup(&o);
+    static const struct {
+        int version;
+        const char *cipher, *name;
+    } cases[] = {
+        {TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256"},
+        {TLS1_2_VERSION, "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-ECDSA-AES256-GCM-SHA384"},
+        {TLS1_2_VERSION, "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-ECDSA-CHACHA20-POLY1305"},
+        {TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"},
+        {TLS1_3_VERSION, "TLS_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384"},
+        {TLS1_3_VERSION, "TLS_CHACHA20_POLY1305_SHA256", "TLS_CHACHA20_POLY1305_SHA256"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int v = cases[i].version;
+        SSL_SESSION *sess = seal_case(&o, v, cases[i].cipher, cases[i].name, NULL);
+        CHECK(sess != NULL && SSL_SESSION_is_resumable(sess));
+        SSL_SESSION_free(seal_case(&o, v, cases[i].cipher, cases[i].name, sess));
+        SSL_SESSION_free(sess);
+    }
+    one_teardown(&o);
+}
+
+/* Kernel TLS, where allowed and the kernel takes the cipher, comes before the sealer. */
+TEST(tls_sealer_yields_to_ktls)
+{
+    struct one o;
+    one_setup(&o);
+    struct client cl;
+    client_init(&cl, TLS1_3_VERSION, "a.test", NULL, 0);
+    struct tls_conn s;
+    CHECK_INT(tls_conn_init(&s, o.ctx), 0);
+    tls_conn_ktls_allow(&s, KTLS_ALL);
+    tls_conn_seal_allow(&s);
+    CHECK_INT(pump(&cl, &s), 1);
+    CHECK_INT(tls_conn_ktls(&s), TLS_KTLS_KEYS);
+    CHECK(!tls_conn_sealing(&s));
+    tls_conn_fini(&s);
+    client_fini(&cl);
+    one_teardown(&o);
+}
+
+/* A TLS 1.3 client asking for a KeyUpdate: the sealer does not derive new keys; the request it
+ * came with is read, then close_notify (sealed with the current keys, which the client still
+ * reads with) is queued, no more application data is sealed, and reading ends. */
+TEST(tls_sealer_key_update_request_ends_with_close_notify)
+{
+    struct one o;
+    one_setup(&o);
+    struct client cl;
+    client_init(&cl, TLS1_3_VERSION, "a.test", NULL, 0);
+    struct tls_conn s;
+    CHECK_INT(tls_conn_init(&s, o.ctx), 0);
+    tls_conn_seal_allow(&s);
+    CHECK_INT(pump(&cl, &s), 1);
+    exchange(&cl, &s);
+    size_t r;
+    char buf[64];
+    CHECK(SSL_key_update(cl.ssl, SSL_KEY_UPDATE_REQUESTED) == 1);
+    CHECK(SSL_write_ex(cl.ssl, "GET / HTTP/1.1\r\n\r\n", 18, &r) == 1);
+    pump(&cl, &s);
+    CHECK_INT(tls_conn_read(&s, buf, sizeof(buf)), 18);
+    CHECK_INT(tls_conn_read(&s, buf, sizeof(buf)), -EPROTO);
+    CHECK(tls_conn_owes(&s));
+    struct iovec iov = {(void *)"late", 4};
+    char out[256];
+    size_t out_len = 0;
+    CHECK_INT(tls_conn_seal(&s, &iov, 1, out, sizeof(out), &out_len), -ESHUTDOWN);
+    CHECK_INT(out_len, 0);
+    pump(&cl, &s);
+    CHECK_INT(SSL_read_ex(cl.ssl, buf, sizeof(buf), &r), 0);
+    CHECK_INT(SSL_get_error(cl.ssl, 0), SSL_ERROR_ZERO_RETURN);
+    tls_conn_fini(&s);
+    client_fini(&cl);
+    one_teardown(&o);
+}
