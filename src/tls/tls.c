@@ -1001,6 +1001,20 @@ ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap)
 /* Smallest record worth making when out has little room left: below this, wait for room. */
 #define RECORD_MIN 2048
 
+/* Plaintext bytes of the next record when room bytes of out are free and left bytes wait: a
+ * whole record, the rest, or 0 (wait for room rather than make a small record). */
+static size_t record_len(size_t room, size_t left)
+{
+    if (room <= TLS_RECORD_OVERHEAD)
+        return 0;
+    size_t rec = room - TLS_RECORD_OVERHEAD;
+    if (rec > TLS_RECORD_PLAIN)
+        rec = TLS_RECORD_PLAIN;
+    if (rec > left)
+        rec = left;
+    return rec < left && rec < RECORD_MIN ? 0 : rec;
+}
+
 /* tls_conn_seal with the sealer: whole records from iov straight into out. */
 static ssize_t seal_own(struct tls_conn *c, const struct iovec *iov, int iovcnt, size_t left,
                         char *out, size_t cap, size_t *out_len)
@@ -1010,14 +1024,8 @@ static ssize_t seal_own(struct tls_conn *c, const struct iovec *iov, int iovcnt,
     ssize_t taken = 0;
     int i = 0;
     size_t off = 0;
-    while (left > 0 && cap - used > TLS_RECORD_OVERHEAD) {
-        size_t rec = cap - used - TLS_RECORD_OVERHEAD;
-        if (rec > TLS_RECORD_PLAIN)
-            rec = TLS_RECORD_PLAIN;
-        if (rec > left)
-            rec = left;
-        if (rec < left && rec < RECORD_MIN)
-            break;
+    size_t rec;
+    while (left > 0 && (rec = record_len(cap - used, left)) > 0) {
         size_t n =
             seal_record(c, CT_APPLICATION_DATA, iov, &i, &off, rec, (unsigned char *)out + used);
         if (n != rec + over) {
@@ -1066,15 +1074,8 @@ ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, c
     size_t off = 0; /* into iov[i] */
     char gather[TLS_RECORD_PLAIN];
     while (left > 0) {
-        size_t room = c->sink_cap - c->sink_len;
-        if (room <= TLS_RECORD_OVERHEAD)
-            break;
-        size_t rec = room - TLS_RECORD_OVERHEAD;
-        if (rec > TLS_RECORD_PLAIN)
-            rec = TLS_RECORD_PLAIN;
-        if (rec > left)
-            rec = left;
-        if (rec < left && rec < RECORD_MIN)
+        size_t rec = record_len(c->sink_cap - c->sink_len, left);
+        if (rec == 0)
             break;
         while (iov[i].iov_len == off) {
             i++;

@@ -919,29 +919,33 @@ static SSL_SESSION *ktls_case(struct one *o, int version, const char *cipher, in
     return sess;
 }
 
+/* The version and cipher pairs kernel TLS and the sealer take: TLS 1.2 cipher list or TLS 1.3
+ * suite (also the name the session reports), and the kernel's cipher type. */
+static const struct {
+    int version;
+    const char *cipher;
+    int type;
+} CIPHER_CASES[] = {
+    {TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256", TLS_CIPHER_AES_GCM_128},
+    {TLS1_2_VERSION, "ECDHE-ECDSA-AES256-GCM-SHA384", TLS_CIPHER_AES_GCM_256},
+    {TLS1_2_VERSION, "ECDHE-ECDSA-CHACHA20-POLY1305", TLS_CIPHER_CHACHA20_POLY1305},
+    {TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256", TLS_CIPHER_AES_GCM_128},
+    {TLS1_3_VERSION, "TLS_AES_256_GCM_SHA384", TLS_CIPHER_AES_GCM_256},
+    {TLS1_3_VERSION, "TLS_CHACHA20_POLY1305_SHA256", TLS_CIPHER_CHACHA20_POLY1305},
+};
+
 /* Every cipher kernel TLS takes, in TLS 1.2 and 1.3, full and resumed (TLS 1.2's abbreviated
  * handshake has the server's Finished first, under the new keys). */
 TEST(tls_ktls_keys_and_records_decrypt)
 {
     struct one o;
     one_setup(&o);
-    static const struct {
-        int version;
-        const char *cipher; /* TLS 1.2 cipher list, or TLS 1.3 suite */
-        int type;
-    } cases[] = {
-        {TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256", TLS_CIPHER_AES_GCM_128},
-        {TLS1_2_VERSION, "ECDHE-ECDSA-AES256-GCM-SHA384", TLS_CIPHER_AES_GCM_256},
-        {TLS1_2_VERSION, "ECDHE-ECDSA-CHACHA20-POLY1305", TLS_CIPHER_CHACHA20_POLY1305},
-        {TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256", TLS_CIPHER_AES_GCM_128},
-        {TLS1_3_VERSION, "TLS_AES_256_GCM_SHA384", TLS_CIPHER_AES_GCM_256},
-        {TLS1_3_VERSION, "TLS_CHACHA20_POLY1305_SHA256", TLS_CIPHER_CHACHA20_POLY1305},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int v = cases[i].version;
-        SSL_SESSION *sess = ktls_case(&o, v, cases[i].cipher, cases[i].type, NULL);
+    for (size_t i = 0; i < sizeof(CIPHER_CASES) / sizeof(CIPHER_CASES[0]); i++) {
+        int v = CIPHER_CASES[i].version;
+        const char *cipher = CIPHER_CASES[i].cipher;
+        SSL_SESSION *sess = ktls_case(&o, v, cipher, CIPHER_CASES[i].type, NULL);
         CHECK(sess != NULL && SSL_SESSION_is_resumable(sess));
-        SSL_SESSION_free(ktls_case(&o, v, cases[i].cipher, cases[i].type, sess));
+        SSL_SESSION_free(ktls_case(&o, v, cipher, CIPHER_CASES[i].type, sess));
         SSL_SESSION_free(sess);
     }
     one_teardown(&o);
@@ -1130,22 +1134,12 @@ TEST(tls_sealer_records_decrypt_for_each_version_and_cipher)
 {
     struct one o;
     one_setup(&o);
-    static const struct {
-        int version;
-        const char *cipher, *name;
-    } cases[] = {
-        {TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256"},
-        {TLS1_2_VERSION, "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-ECDSA-AES256-GCM-SHA384"},
-        {TLS1_2_VERSION, "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-ECDSA-CHACHA20-POLY1305"},
-        {TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"},
-        {TLS1_3_VERSION, "TLS_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384"},
-        {TLS1_3_VERSION, "TLS_CHACHA20_POLY1305_SHA256", "TLS_CHACHA20_POLY1305_SHA256"},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int v = cases[i].version;
-        SSL_SESSION *sess = seal_case(&o, v, cases[i].cipher, cases[i].name, NULL);
+    for (size_t i = 0; i < sizeof(CIPHER_CASES) / sizeof(CIPHER_CASES[0]); i++) {
+        int v = CIPHER_CASES[i].version;
+        const char *cipher = CIPHER_CASES[i].cipher;
+        SSL_SESSION *sess = seal_case(&o, v, cipher, cipher, NULL);
         CHECK(sess != NULL && SSL_SESSION_is_resumable(sess));
-        SSL_SESSION_free(seal_case(&o, v, cases[i].cipher, cases[i].name, sess));
+        SSL_SESSION_free(seal_case(&o, v, cipher, cipher, sess));
         SSL_SESSION_free(sess);
     }
     one_teardown(&o);
