@@ -861,11 +861,16 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
         if ((rc = add_error_page(cfg, optarg)) != 0)
             return rc;
         break;
-    case OPT_FALLBACK:
+    case OPT_FALLBACK: {
+        /* The last one wins; a site's replaces the copy it inherited from the top level. */
         rc = 0;
-        if (!(cfg->fallback = url_path_option(cfg, "--fallback", optarg, &rc)))
+        const char *path = url_path_option(cfg, "--fallback", optarg, &rc);
+        if (!path)
             return rc;
+        free((char *)cfg->fallback);
+        cfg->fallback = path;
         break;
+    }
     case OPT_CACHE_SIZE:
         if (parse_size(optarg, &cfg->cache_size) != 0)
             return usage_error("--cache-size wants a byte count like 64M, got '%s'", optarg);
