@@ -188,10 +188,7 @@ static int pipe_send(struct worker *w, struct ep *e, struct conn *c)
     uint32_t robbed; /* never set: this engine parks no pipe */
     if (!ph->pipe && (!sendplan_interleaved(p) || !pipepool_acquire(&e->pool, c->slot, &robbed)))
         return sendplan_now(c->fd, p);
-    /* The pool's pipes block (the io_uring engine's file splices wait in io-wq); here a full
-     * pipe must end the fill, not the loop. */
-    if (fcntl(ph->pipe->fd[1], F_SETFL, O_NONBLOCK) != 0)
-        return sendplan_now(c->fd, p); /* holds no byte yet: put back at the close */
+    /* The pool made the write end non-blocking: a full pipe ends the fill, not the loop. */
     int rc = sendplan_composed(c->fd, p, ph->pipe->fd, ph->pipe->cap, &ph->in_pipe);
     if (ph->in_pipe == 0)
         pipepool_put(&e->pool, c->slot, w->now); /* kept only while bytes wait in it */

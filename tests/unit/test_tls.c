@@ -830,6 +830,32 @@ static void kernel_send(struct client *cl, struct tls_conn *s, const unsigned ch
     }
 }
 
+/* A client that offers only `cipher` (a TLS 1.2 cipher list or a TLS 1.3 suite) for `version`,
+ * resuming `resume` if given, and a fresh server side; cipher_pair_end answers the client's
+ * close_notify (a session ended without it is not resumable), frees both and returns the
+ * client's session. */
+static void cipher_pair(struct client *cl, struct tls_conn *s, struct one *o, int version,
+                        const char *cipher, SSL_SESSION *resume)
+{
+    client_init(cl, version, "a.test", "\x08http/1.1", 9);
+    if (version == TLS1_3_VERSION)
+        CHECK(SSL_set_ciphersuites(cl->ssl, cipher) == 1);
+    else
+        CHECK(SSL_set_cipher_list(cl->ssl, cipher) == 1);
+    if (resume)
+        CHECK(SSL_set_session(cl->ssl, resume) == 1);
+    CHECK_INT(tls_conn_init(s, o->ctx), 0);
+}
+
+static SSL_SESSION *cipher_pair_end(struct client *cl, struct tls_conn *s)
+{
+    SSL_shutdown(cl->ssl);
+    SSL_SESSION *sess = SSL_get1_session(cl->ssl);
+    tls_conn_fini(s);
+    client_fini(cl);
+    return sess;
+}
+
 /* One connection switched to kernel TLS: version, the client's only cipher (TLS 1.2 list or
  * TLS 1.3 suite), the cipher_type the keys must name, and the first record's type after the
  * switch (TLS 1.2: the server's Finished; 1.3: its ticket). Returns the client's session. */
@@ -837,15 +863,8 @@ static SSL_SESSION *ktls_case(struct one *o, int version, const char *cipher, in
                               SSL_SESSION *resume)
 {
     struct client cl;
-    client_init(&cl, version, "a.test", "\x08http/1.1", 9);
-    if (version == TLS1_3_VERSION)
-        CHECK(SSL_set_ciphersuites(cl.ssl, cipher) == 1);
-    else
-        CHECK(SSL_set_cipher_list(cl.ssl, cipher) == 1);
-    if (resume)
-        CHECK(SSL_set_session(cl.ssl, resume) == 1);
     struct tls_conn s;
-    CHECK_INT(tls_conn_init(&s, o->ctx), 0);
+    cipher_pair(&cl, &s, o, version, cipher, resume);
     tls_conn_ktls_allow(&s, KTLS_ALL);
     /* 1 once done, TLS_AGAIN for a resumed TLS 1.2 handshake (the client needs the server's
      * Finished, which comes after the switch) */
@@ -912,11 +931,7 @@ static SSL_SESSION *ktls_case(struct one *o, int version, const char *cipher, in
     CHECK_INT(SSL_get_error(cl.ssl, 0), SSL_ERROR_ZERO_RETURN);
     CHECK(!tls_conn_owes(&s));
 
-    SSL_shutdown(cl.ssl); /* answered: a session ended without it is not resumable */
-    SSL_SESSION *sess = SSL_get1_session(cl.ssl);
-    tls_conn_fini(&s);
-    client_fini(&cl);
-    return sess;
+    return cipher_pair_end(&cl, &s);
 }
 
 /* The version and cipher pairs kernel TLS and the sealer take: TLS 1.2 cipher list or TLS 1.3
@@ -1046,15 +1061,8 @@ static SSL_SESSION *seal_case(struct one *o, int version, const char *cipher, co
                               SSL_SESSION *resume)
 {
     struct client cl;
-    client_init(&cl, version, "a.test", "\x08http/1.1", 9);
-    if (version == TLS1_3_VERSION)
-        CHECK(SSL_set_ciphersuites(cl.ssl, cipher) == 1);
-    else
-        CHECK(SSL_set_cipher_list(cl.ssl, cipher) == 1);
-    if (resume)
-        CHECK(SSL_set_session(cl.ssl, resume) == 1);
     struct tls_conn s;
-    CHECK_INT(tls_conn_init(&s, o->ctx), 0);
+    cipher_pair(&cl, &s, o, version, cipher, resume);
     tls_conn_seal_allow(&s);
     CHECK_INT(pump(&cl, &s), 1);
     CHECK(tls_conn_sealing(&s));
@@ -1123,11 +1131,7 @@ static SSL_SESSION *seal_case(struct one *o, int version, const char *cipher, co
     CHECK_INT(SSL_read_ex(cl.ssl, back, sizeof(back), &r), 0);
     CHECK_INT(SSL_get_error(cl.ssl, 0), SSL_ERROR_ZERO_RETURN);
     CHECK(!tls_conn_owes(&s));
-    SSL_shutdown(cl.ssl);
-    SSL_SESSION *sess = SSL_get1_session(cl.ssl);
-    tls_conn_fini(&s);
-    client_fini(&cl);
-    return sess;
+    return cipher_pair_end(&cl, &s);
 }
 
 TEST(tls_sealer_records_decrypt_for_each_version_and_cipher)
