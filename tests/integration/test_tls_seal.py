@@ -152,3 +152,31 @@ def test_sealed_key_update_request_ends_with_close_notify(make_tls):
         proc.wait()
     assert b"HTTP/1.1 200" not in out, out[-2000:]
     assert b"closed" in out or b"DONE" in out, out[-2000:]
+
+
+def test_sealed_client_key_update_without_request_keeps_serving(make_tls):
+    """s_client's 'k': the client changes its own keys and asks nothing of ours; OpenSSL reads
+    with the new keys, the sealer goes on with the same ones, and the next request is answered
+    on the same connection."""
+    t = make_tls(args=SEAL)
+    proc = subprocess.Popen(["openssl", "s_client", "-connect", f"{t.host}:{t.port}", "-CAfile",
+                             t.ca, "-tls1_3", "-crlf"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        proc.stdin.write(b"GET /hello.txt HTTP/1.1\nHost: localhost\n\n")
+        proc.stdin.flush()
+        out = read_until(proc, HELLO)
+        assert HELLO in out, out[-2000:]
+        for _ in range(2):
+            proc.stdin.write(b"k\n")
+            proc.stdin.flush()
+            read_until(proc, b"KEYUPDATE")
+        proc.stdin.write(b"GET /big.bin HTTP/1.1\nHost: localhost\nConnection: close\n\n")
+        proc.stdin.flush()
+        out = read_until(proc, b"\x00never")  # to the end: the server closes after big.bin
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert b"HTTP/1.1 200" in out and BIG[-64:] in out, out[-2000:]
