@@ -89,10 +89,15 @@ unit: all asan
 # The TLS dimension (conftest: scheme) runs on the normal build only: the ASan pass would
 # repeat the same TLS code paths test_tls.py and test_tls_fuzz.py already run under it (a
 # module marked schemes("https") only, test_tls_io.py, runs over TLS in both passes).
+# Two pytest workers (pytest-xdist), a test file each at a time (module fixtures stay whole):
+# most tests wait on timeouts and clients, so two halve the wall time on two cores and keep
+# `make check` under 20 minutes. PYTEST_JOBS=0 runs them in one process.
+PYTEST_JOBS ?= 2
+PYTEST_PAR := $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadfile)
 integration: all asan venv $(H2SPEC)
-	RINGHTTPD=$(abspath $(BUILD)/ringhttpd) $(PY) -m pytest -q tests/integration
+	RINGHTTPD=$(abspath $(BUILD)/ringhttpd) $(PY) -m pytest -q $(PYTEST_PAR) tests/integration
 	RINGHTTPD=$(abspath build/asan/ringhttpd) RINGHTTPD_SCHEMES=http $(PY) -m pytest -q \
-	    -m "not slow" tests/integration
+	    $(PYTEST_PAR) -m "not slow" tests/integration
 
 # The zero-downtime restart under load (three restarts, zero failed requests, both engines),
 # HANDOVER_RUNS times in a row: the reliability check of issue 13. It is part of make check too.

@@ -418,7 +418,7 @@ def test_plain_http_to_the_tls_port_gets_a_readable_400(tls):
     b"\x16\x03\x01\xff\xff" + os.urandom(2000),   # a record longer than allowed
     os.urandom(1) + b"\x00" * 100,                 # not a TLS record, not HTTP
     b"\x80\x2e\x01\x00\x02" + os.urandom(44),      # SSLv2-style hello
-])
+], ids=["not-a-client-hello", "record-too-long", "not-tls-nor-http", "sslv2-hello"])
 def test_garbage_instead_of_a_handshake_is_closed(tls, data):
     if data[0] in range(ord("A"), ord("Z") + 1):
         data = b"\x00" + data
