@@ -17,7 +17,7 @@ TOOL_SRC   := $(wildcard tests/tools/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 
-.PHONY: all run check unit integration asan deps venv fuzz bench bench-quick clean format \
+.PHONY: all run check unit integration asan deps venv fuzz fuzz-deps bench bench-quick clean format \
 	format-check install uninstall static test-vm soak test-handover test-systemd
 
 PREFIX     ?= /usr/local
@@ -118,32 +118,40 @@ test-systemd: all
 check: deps
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
-	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
+	@$(MAKE) --no-print-directory -j2 fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 	@$(MAKE) --no-print-directory format-check
 
-# libFuzzer targets, one per parser; `make fuzz FUZZ_SECONDS=600` for a longer run. Target
-# fuzz_NAME starts from the seeds in tests/fuzz/seeds/NAME/ (and its own corpus in build/fuzz).
-FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+# libFuzzer targets, one per parser; `make fuzz FUZZ_SECONDS=600` for a longer run (`-j2` runs
+# two at once). Target fuzz_NAME starts from the seeds in tests/fuzz/seeds/NAME/ (and its own
+# corpus in build/fuzz). The code under test is compiled once for all of them (objects in
+# build/fuzz/obj), each target links what it needs.
+FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_NAMES := $(basename $(notdir $(FUZZ_SRC)))
+FUZZ_CFLAGS := -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer-no-link,address,undefined
+fuzz_obj = $(patsubst %.c,build/fuzz/obj/%.o,$(1))
+FUZZ_BASE := $(CORE_SRC) src/h2/h2.c
 # Targets that need more than the core: their sources and libraries.
-FUZZ_EXTRA_fuzz_config := src/config.c src/cfgfile.c src/rt/htpasswd.c src/tls/tls.c -lyaml -lcrypt \
-                          -lssl -lcrypto
+FUZZ_EXTRA_fuzz_config := src/config.c src/cfgfile.c src/rt/htpasswd.c src/tls/tls.c
+FUZZ_LIBS_fuzz_config  := -lyaml -lcrypt -lssl -lcrypto
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
-fuzz:
+build/fuzz/obj/%.o: %.c | fuzz-deps
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+-include $(shell find build/fuzz/obj -name '*.d' 2>/dev/null)
+.SECONDEXPANSION:
+build/fuzz/fuzz_%: $$(call fuzz_obj,tests/fuzz/fuzz_%.c $$(FUZZ_BASE) $$(FUZZ_EXTRA_fuzz_$$*))
+	clang -fsanitize=fuzzer,address,undefined $^ -o $@ $(FUZZ_LIBS_fuzz_$*) -lnghttp2
+fuzz-deps:
 	@scripts/deps.sh fuzz
-	@mkdir -p build/fuzz
-	@set -e; for f in $(FUZZ_SRC); do \
-	    n=$$(basename $$f .c); \
-	    extra=; [ $$n != fuzz_config ] || extra="$(FUZZ_EXTRA_fuzz_config)"; \
-	    clang -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer,address,undefined \
-	        $$f $(CORE_SRC) src/h2/h2.c $$extra -o build/fuzz/$$n -lnghttp2; \
-	    mkdir -p build/fuzz/corpus-$$n; \
-	    seeds=tests/fuzz/seeds/$${n#fuzz_}; [ -d $$seeds ] || seeds=; \
-	    echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
-	    build/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=20000 \
-	        build/fuzz/corpus-$$n $$seeds 2>build/fuzz/$$n.log || \
-	        { tail -40 build/fuzz/$$n.log; exit 1; }; \
-	done
+fuzz-run-%: build/fuzz/%
+	@mkdir -p build/fuzz/corpus-$*
+	@seeds=tests/fuzz/seeds/$(*:fuzz_%=%); [ -d $$seeds ] || seeds=; \
+	echo "fuzz: $* for $(FUZZ_SECONDS)s"; \
+	build/fuzz/$* -max_total_time=$(FUZZ_SECONDS) -max_len=20000 \
+	    -artifact_prefix=build/fuzz/ build/fuzz/corpus-$* $$seeds 2>build/fuzz/$*.log || \
+	    { tail -40 build/fuzz/$*.log; exit 1; }
+fuzz: $(addprefix fuzz-run-,$(FUZZ_NAMES))
 
 # Not in `make check`: boots Debian's packaged kernel (6.1, the oldest we support) in qemu
 # without KVM: tests/vm/selftest.sh checks scripts/vm/run (which says how the guest is made),
