@@ -571,4 +571,10 @@ def test_redirect_https(make_tls):
     assert r.header("location") == f"https://[::1]:{t.port}/"
     r = get_clear(t.srv, "/", host="bad host")
     assert r.status == 400
+    # absolute-form (RFC 9112 3.2.2): its authority is the host, its path and query the target
+    # (400 before: only origin-form was taken, though the cleartext port serves absolute-form)
+    r = get_clear(t.srv, "http://Other.test:81/a?q", host="localhost")
+    assert r.status == 308 and r.header("location") == f"https://Other.test:{t.port}/a?q"
+    r = get_clear(t.srv, "http://[::1]:81?q", host="localhost")
+    assert r.status == 308 and r.header("location") == f"https://[::1]:{t.port}/?q"
     assert get(t, "/hello.txt").body == HELLO  # TLS serves the files
