@@ -503,6 +503,32 @@ def test_close_notify_on_clean_close(tls):
     assert data.startswith(b"HTTP/1.1 200") and data.endswith(HELLO)
 
 
+def test_close_notify_when_an_idle_connection_is_closed(make_tls):
+    """A keep-alive connection closed between requests, by its keep-alive timeout or by a
+    drain, ends the TLS stream with close_notify too (RFC 8446 6.1; nginx does): a bare FIN
+    was sent before, which a strict client reports as a truncation attack."""
+    t = make_tls(args=["--keepalive-timeout", "1"])
+
+    def served():
+        s = t.connect(suppress_ragged_eofs=False, timeout=15)
+        s.sendall(request("GET", "/hello.txt"))
+        assert StrictReader(s).read("GET").body == HELLO
+        return s
+
+    def to_close_notify(s):
+        with contextlib.closing(s):
+            while s.recv(65536):  # SSLEOFError here: closed without close_notify
+                pass
+
+    to_close_notify(served())  # the keep-alive timeout
+    t = make_tls(args=["--keepalive-timeout", "60"])
+    idle = [served() for _ in range(4)]
+    t.srv.proc.send_signal(signal.SIGTERM)  # a drain
+    for s in idle:
+        to_close_notify(s)
+    assert t.srv.stop(timeout=20) == 0
+
+
 def test_garbage_records_after_the_handshake(tls):
     """A handshake and a request, then a record of garbage written beside the TLS session on
     the same socket: the server closes, and serves the next client."""
