@@ -383,7 +383,8 @@ def test_ecdsa_and_rsa_pairs_for_the_same_names(make_tls, pki):
 
 def test_resumption_on_every_worker(make_tls, tmp_path):
     """-sess_out on one connection, then -sess_in on many: every one resumes, and (per the
-    metrics' per-worker accept counters) they landed on both workers."""
+    metrics' per-worker counters of resumed handshakes) both workers resumed sessions, so one
+    resumed a ticket that the other made."""
     t = make_tls(args=["--metrics", "127.0.0.1:0"])
     sess = tmp_path / "sess.pem"
     for version in ("-tls1_3", "-tls1_2"):
@@ -399,8 +400,9 @@ def test_resumption_on_every_worker(make_tls, tmp_path):
     text = urllib.request.urlopen(f"http://{m.group(1)}:{m.group(2)}/metrics",
                                   timeout=5).read().decode()
     per_worker = {w: float(v) for w, v in re.findall(
-        r'ringhttpd_connections_accepted_total\{worker="(\d+)"\} (\S+)', text)}
+        r'ringhttpd_tls_resumed_handshakes_total\{worker="(\d+)"\} (\S+)', text)}
     assert len(per_worker) == 2 and all(v > 0 for v in per_worker.values()), per_worker
+    assert sum(per_worker.values()) == 24, per_worker
 
 
 # ---- what is not a TLS client ----------------------------------------------------------------
