@@ -606,6 +606,24 @@ static uint64_t bytes_left(const struct plan *p)
     return left;
 }
 
+/* Waiting for a request after a response (keep-alive), nothing of the next one arrived. */
+static bool between_requests(const struct conn *c)
+{
+    return c->state == CONN_READING && c->served && !c->in_request && c->in_len == 0 &&
+           c->discard == 0 && !c->eof;
+}
+
+/* A clean close of a connection between requests (its keep-alive timeout, a drain): a
+ * transport ends its stream first (TLS: close_notify, RFC 8446 6.1, as nginx does) by the
+ * lingering path; cleartext has nothing to end. */
+static void close_between_requests(struct worker *w, struct conn *c)
+{
+    if (c->xport)
+        linger(w, c);
+    else
+        conn_close(w, c);
+}
+
 static void timeout(struct worker *w, struct conn *c)
 {
     if (c->state == CONN_SENDING && c->resp) {
@@ -618,7 +636,10 @@ static void timeout(struct worker *w, struct conn *c)
         }
     }
     c->obs.end = CLOSE_TIMEOUT;
-    conn_close(w, c);
+    if (between_requests(c))
+        close_between_requests(w, c);
+    else
+        conn_close(w, c);
 }
 
 static void drain(struct worker *w, struct conn *c)
@@ -631,8 +652,10 @@ static void drain(struct worker *w, struct conn *c)
      * while a client that sent its request just before the signal must still be answered (its
      * record may not have been read yet): such a connection gets DRAIN_FIRST_REQUEST_S. */
     c->keep_alive = false;
-    if (c->state == CONN_LINGERING ||
-        (c->state == CONN_READING && (c->served || c->in_request || c->in_len)))
+    if (between_requests(c))
+        close_between_requests(w, c);
+    else if (c->state == CONN_LINGERING ||
+             (c->state == CONN_READING && (c->served || c->in_request || c->in_len)))
         conn_close(w, c);
     else if (c->state == CONN_READING && c->xport && c->xport->secure)
         arm(w, c, DRAIN_FIRST_REQUEST_S);

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 /* RFC 3986 reg-name characters we accept (unreserved; no percent-encoding or sub-delims: a Host
  * that needs them is refused rather than copied into a header). */
@@ -46,17 +47,43 @@ static size_t host_part(const char *h, size_t len)
     return i;
 }
 
+/* The length of an absolute-form target's "http://" or "https://", else 0. */
+static size_t scheme_len(const char *t, size_t len)
+{
+    if (len >= 7 && strncasecmp(t, "http://", 7) == 0)
+        return 7;
+    if (len >= 8 && strncasecmp(t, "https://", 8) == 0)
+        return 8;
+    return 0;
+}
+
 size_t redirect_https_location(const char *host, size_t host_len, const char *target,
                                size_t target_len, uint16_t tls_port, char *out, size_t cap)
 {
+    /* Absolute-form (RFC 9112 3.2.2): the authority is the host, the Host field is ignored; the
+     * rest is the target, "/" when it has no path ("http://h?q" names "/?q"). */
+    size_t skip = scheme_len(target, target_len);
+    const char *root = "";
+    if (skip) {
+        size_t end = skip;
+        while (end < target_len && target[end] != '/' && target[end] != '?')
+            end++;
+        host = target + skip;
+        host_len = end - skip;
+        target += end;
+        target_len -= end;
+        if (target_len == 0 || target[0] == '?')
+            root = "/";
+    }
     size_t name = host ? host_part(host, host_len) : 0;
-    if (name == 0 || target_len == 0 || target[0] != '/')
+    size_t root_len = strlen(root);
+    if (name == 0 || (!root_len && (target_len == 0 || target[0] != '/')))
         return 0;
     char port[8] = "";
     if (tls_port != 443)
         snprintf(port, sizeof(port), ":%u", (unsigned)tls_port);
     size_t port_len = strlen(port);
-    size_t need = 8 + name + port_len + target_len;
+    size_t need = 8 + name + port_len + root_len + target_len;
     if (need >= cap)
         return 0;
     char *p = out;
@@ -66,6 +93,8 @@ size_t redirect_https_location(const char *host, size_t host_len, const char *ta
     p += name;
     memcpy(p, port, port_len);
     p += port_len;
+    memcpy(p, root, root_len);
+    p += root_len;
     memcpy(p, target, target_len);
     p += target_len;
     *p = '\0';

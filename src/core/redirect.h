@@ -10,9 +10,11 @@
 
 /* Writes "https://HOST[:TLS_PORT]TARGET" into out: host is the request's Host field (a name,
  * an IPv4 address or a bracketed IPv6 literal, with an optional port, which is dropped), target
- * its origin-form request-target (path and query, as received). Returns the length, or 0 when
- * the host is missing or not a valid host, the target is not origin-form, or out is too small:
- * the caller answers 400 then (the issue's redirect never serves in clear text). */
+ * its request-target as received: origin-form (path and query), or absolute-form ("http://" or
+ * "https://" + authority + path and query), whose authority then stands for the Host field
+ * (RFC 9112 3.2.2) and whose empty path is "/". Returns the length, or 0 when the host is
+ * missing or not a valid host, the target is neither form, or out is too small: the caller
+ * answers 400 then (the issue's redirect never serves in clear text). */
 size_t redirect_https_location(const char *host, size_t host_len, const char *target,
                                size_t target_len, uint16_t tls_port, char *out, size_t cap);
 

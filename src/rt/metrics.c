@@ -188,6 +188,8 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
     PER_WORKER(f, "ringhttpd_tls_kernel_connections_total", "counter",
                "TLS connections whose responses the kernel encrypted (kernel TLS).", ws, n,
                ktls_conns);
+    PER_WORKER(f, "ringhttpd_tls_resumed_handshakes_total", "counter",
+               "TLS handshakes that resumed a session from a ticket.", ws, n, tls_resumed);
     PER_WORKER(f, "ringhttpd_file_cache_hits_total", "counter", "File-cache look-ups that hit.", ws,
                n, cache_hits);
     PER_WORKER(f, "ringhttpd_file_cache_misses_total", "counter",

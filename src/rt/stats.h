@@ -50,6 +50,7 @@ struct stats {
     stat_t completions; /* operations completed (io_uring CQEs, epoll events) */
     stat_t log_dropped; /* access-log lines dropped because the writer was stuck */
     stat_t ktls_conns;  /* TLS connections whose send side went to kernel TLS */
+    stat_t tls_resumed; /* TLS handshakes that resumed a session (a ticket) */
     /* Compression (rt/compress.c): variants made, kept (saved at least 5%), made on the loop,
      * requests not queued because the queue was full; identity bytes of the kept ones and what
      * they saved; CPU time compressing; gauge: bytes of variants the cache holds. */

@@ -348,6 +348,8 @@ static void tls_received(struct worker *w, struct conn *c, const char *data, ssi
             pump(w, c, x); /* the server's flight */
             return;
         }
+        if (tls_conn_resumed(&x->t))
+            stat_add(&w->stats.tls_resumed, 1);
         /* ALPN chose h2 and HTTP/2 is served: hand the connection over before any byte. */
         if (tls_conn_alpn(&x->t) == TLS_ALPN_H2 && w->h2 &&
             conn_set_proto(w, c, w->h2, NULL, 0) < 0)

@@ -334,6 +334,27 @@ def test_tls_min_13_refuses_tls12(make_tls):
     assert p.returncode == 0 and b"HTTP/1.1 200" in p.stdout
 
 
+def test_intermediate_profile_and_no_early_data(tls, tmp_path):
+    """Mozilla "intermediate": no TLS 1.1, no CBC or static-RSA suite, no group outside
+    X25519/P-256/P-384, no compression; and no 0-RTT: a resumed TLS 1.3 session offers none."""
+    for args in (["-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0"],
+                 ["-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-SHA"],
+                 ["-tls1_2", "-cipher", "AES128-GCM-SHA256"],
+                 ["-tls1_2", "-curves", "secp521r1"], ["-tls1_3", "-curves", "secp521r1"]):
+        p = tls.s_client(*args, data=b"")
+        assert p.returncode != 0 and b"Cipher is (NONE)" in p.stdout, (args, p.stdout[-600:])
+    p = tls.s_client("-tls1_2", data=b"")
+    assert b"Compression: NONE" in p.stdout and b"Cipher is ECDHE-ECDSA-" in p.stdout
+    sess, early = tmp_path / "sess.pem", tmp_path / "early.txt"
+    early.write_bytes(request("GET", "/hello.txt", close=True))
+    p = tls.s_client("-tls1_3", "-sess_out", sess, "-ign_eof", data=early.read_bytes())
+    assert p.returncode == 0 and b"HTTP/1.1 200" in p.stdout
+    p = tls.s_client("-tls1_3", "-sess_in", sess, "-early_data", early, data=b"")
+    out = p.stdout.decode(errors="replace")
+    assert "Reused, TLSv1.3" in out and "Early data was not sent" in out, out[-1500:]
+    assert "Max Early Data: 0" in openssl("sess_id", "-in", sess, "-text", "-noout").stdout.decode()
+
+
 def subject_cn(s_client_out):
     m = re.search(r"subject=.*?CN ?= ?([^\s,/]+)", s_client_out)
     return m and m.group(1)
@@ -362,7 +383,8 @@ def test_ecdsa_and_rsa_pairs_for_the_same_names(make_tls, pki):
 
 def test_resumption_on_every_worker(make_tls, tmp_path):
     """-sess_out on one connection, then -sess_in on many: every one resumes, and (per the
-    metrics' per-worker accept counters) they landed on both workers."""
+    metrics' per-worker counters of resumed handshakes) both workers resumed sessions, so one
+    resumed a ticket that the other made."""
     t = make_tls(args=["--metrics", "127.0.0.1:0"])
     sess = tmp_path / "sess.pem"
     for version in ("-tls1_3", "-tls1_2"):
@@ -378,25 +400,32 @@ def test_resumption_on_every_worker(make_tls, tmp_path):
     text = urllib.request.urlopen(f"http://{m.group(1)}:{m.group(2)}/metrics",
                                   timeout=5).read().decode()
     per_worker = {w: float(v) for w, v in re.findall(
-        r'ringhttpd_connections_accepted_total\{worker="(\d+)"\} (\S+)', text)}
+        r'ringhttpd_tls_resumed_handshakes_total\{worker="(\d+)"\} (\S+)', text)}
     assert len(per_worker) == 2 and all(v > 0 for v in per_worker.values()), per_worker
+    assert sum(per_worker.values()) == 24, per_worker
 
 
 # ---- what is not a TLS client ----------------------------------------------------------------
 
 
 def raw_tls(t, data, timeout=5.0):
+    """Everything the TLS port sends back to data until it closes (a FIN or a reset); fails
+    when it is still open after timeout seconds (far beyond a close at once, far below the
+    header timeout of make_tls's servers)."""
     out = []
     with contextlib.closing(socket.create_connection((t.host, t.port), timeout=timeout)) as s:
         with contextlib.suppress(OSError):
             s.sendall(data)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:
+            assert time.monotonic() < deadline, f"still open after {timeout} s: {out}"
             try:
                 s.settimeout(max(0.01, deadline - time.monotonic()))
                 chunk = s.recv(65536)
-            except (socket.timeout, ConnectionResetError):
+            except ConnectionResetError:
                 break
+            except socket.timeout:
+                continue
             if not chunk:
                 break
             out.append(chunk)
@@ -476,6 +505,32 @@ def test_close_notify_on_clean_close(tls):
     assert data.startswith(b"HTTP/1.1 200") and data.endswith(HELLO)
 
 
+def test_close_notify_when_an_idle_connection_is_closed(make_tls):
+    """A keep-alive connection closed between requests, by its keep-alive timeout or by a
+    drain, ends the TLS stream with close_notify too (RFC 8446 6.1; nginx does): a bare FIN
+    was sent before, which a strict client reports as a truncation attack."""
+    t = make_tls(args=["--keepalive-timeout", "1"])
+
+    def served():
+        s = t.connect(suppress_ragged_eofs=False, timeout=15)
+        s.sendall(request("GET", "/hello.txt"))
+        assert StrictReader(s).read("GET").body == HELLO
+        return s
+
+    def to_close_notify(s):
+        with contextlib.closing(s):
+            while s.recv(65536):  # SSLEOFError here: closed without close_notify
+                pass
+
+    to_close_notify(served())  # the keep-alive timeout
+    t = make_tls(args=["--keepalive-timeout", "60"])
+    idle = [served() for _ in range(4)]
+    t.srv.proc.send_signal(signal.SIGTERM)  # a drain
+    for s in idle:
+        to_close_notify(s)
+    assert t.srv.stop(timeout=20) == 0
+
+
 def test_garbage_records_after_the_handshake(tls):
     """A handshake and a request, then a record of garbage written beside the TLS session on
     the same socket: the server closes, and serves the next client."""
@@ -487,7 +542,7 @@ def test_garbage_records_after_the_handshake(tls):
     sock2.sendall(b"\x17\x03\x03\x00\x40" + os.urandom(64))  # bad MAC: the server gives up
     sock2.settimeout(5)
     end = b""
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(ConnectionResetError):  # a timeout fails: it must close
         while chunk := sock2.recv(4096):
             end += chunk
     sock2.close()
@@ -571,4 +626,10 @@ def test_redirect_https(make_tls):
     assert r.header("location") == f"https://[::1]:{t.port}/"
     r = get_clear(t.srv, "/", host="bad host")
     assert r.status == 400
+    # absolute-form (RFC 9112 3.2.2): its authority is the host, its path and query the target
+    # (400 before: only origin-form was taken, though the cleartext port serves absolute-form)
+    r = get_clear(t.srv, "http://Other.test:81/a?q", host="localhost")
+    assert r.status == 308 and r.header("location") == f"https://Other.test:{t.port}/a?q"
+    r = get_clear(t.srv, "http://[::1]:81?q", host="localhost")
+    assert r.status == 308 and r.header("location") == f"https://[::1]:{t.port}/?q"
     assert get(t, "/hello.txt").body == HELLO  # TLS serves the files

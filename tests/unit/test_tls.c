@@ -251,6 +251,8 @@ TEST(tls_handshake_tls13_alpn_http1_and_data)
     CHECK(tls_conn_sni(&c) && strcmp(tls_conn_sni(&c), "a.test") == 0);
     CHECK(!tls_conn_resumed(&c));
     exchange(&cl, &c);
+    /* an idle connection holds none of OpenSSL's record buffers either */
+    CHECK(SSL_get_mode(c.ssl) & SSL_MODE_RELEASE_BUFFERS);
     tls_conn_trim(&c);
     CHECK_INT(c.in.cap, 0);
     CHECK_INT(c.out.cap, 0);

@@ -29,6 +29,10 @@ TEST(tls_redirect_location_forms)
         {"[::1]:8080", "/x", 8443, "https://[::1]:8443/x"},
         {"[2001:db8::1]", "/x", 443, "https://[2001:db8::1]/x"},
         {"host:", "/x", 443, "https://host/x"},
+        /* absolute-form: the authority replaces the Host field (RFC 9112 3.2.2) */
+        {"h", "http://a.test:81/x?y", 8443, "https://a.test:8443/x?y"},
+        {"h", "HTTPS://[::1]:81", 443, "https://[::1]/"},
+        {NULL, "http://a.test?y", 443, "https://a.test/?y"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char out[256];
@@ -63,7 +67,10 @@ TEST(tls_redirect_location_refusals)
     }
     CHECK_INT(loc(NULL, "/", 443, out, sizeof(out)), 0);
     CHECK_INT(loc("h", "*", 443, out, sizeof(out)), 0);
-    CHECK_INT(loc("h", "http://h/x", 443, out, sizeof(out)), 0);
+    CHECK_INT(loc("h", "ftp://h/x", 443, out, sizeof(out)), 0);
+    CHECK_INT(loc("h", "http://", 443, out, sizeof(out)), 0);
+    CHECK_INT(loc("h", "http:///x", 443, out, sizeof(out)), 0);
+    CHECK_INT(loc("h", "http://u@h/x", 443, out, sizeof(out)), 0);
     /* "https://h:8443/x" is 16 bytes: it needs 17 with the NUL */
     CHECK_INT(loc("h", "/x", 8443, out, 16), 0);
     CHECK_INT(loc("h", "/x", 8443, out, 17), 16);
