@@ -1001,18 +1001,32 @@ ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap)
 /* Smallest record worth making when out has little room left: below this, wait for room. */
 #define RECORD_MIN 2048
 
-/* Plaintext bytes of the next record when room bytes of out are free and left bytes wait: a
- * whole record, the rest, or 0 (wait for room rather than make a small record). */
-static size_t record_len(size_t room, size_t left)
+/* Plaintext bytes of c's next record when room bytes of out are free and left bytes wait: a
+ * whole record (small while c warms up), the rest, or 0 (wait for room rather than make a
+ * record smaller than RECORD_MIN only because out is nearly full). */
+static size_t record_len(const struct tls_conn *c, size_t room, size_t left)
 {
+    size_t want = c->warm < TLS_RECORD_WARM ? TLS_RECORD_SMALL : TLS_RECORD_PLAIN;
+    if (want > left)
+        want = left;
     if (room <= TLS_RECORD_OVERHEAD)
         return 0;
-    size_t rec = room - TLS_RECORD_OVERHEAD;
-    if (rec > TLS_RECORD_PLAIN)
-        rec = TLS_RECORD_PLAIN;
-    if (rec > left)
-        rec = left;
-    return rec < left && rec < RECORD_MIN ? 0 : rec;
+    size_t fit = room - TLS_RECORD_OVERHEAD;
+    if (fit >= want)
+        return want;
+    return fit < RECORD_MIN ? 0 : fit;
+}
+
+/* rec bytes of application data were sealed. */
+static void warmed(struct tls_conn *c, size_t rec)
+{
+    if (c->warm < TLS_RECORD_WARM)
+        c->warm += (uint32_t)rec;
+}
+
+void tls_conn_rested(struct tls_conn *c)
+{
+    c->warm = 0;
 }
 
 /* tls_conn_seal with the sealer: whole records from iov straight into out. */
@@ -1025,7 +1039,7 @@ static ssize_t seal_own(struct tls_conn *c, const struct iovec *iov, int iovcnt,
     int i = 0;
     size_t off = 0;
     size_t rec;
-    while (left > 0 && (rec = record_len(cap - used, left)) > 0) {
+    while (left > 0 && (rec = record_len(c, cap - used, left)) > 0) {
         size_t n =
             seal_record(c, CT_APPLICATION_DATA, iov, &i, &off, rec, (unsigned char *)out + used);
         if (n != rec + over) {
@@ -1036,6 +1050,7 @@ static ssize_t seal_own(struct tls_conn *c, const struct iovec *iov, int iovcnt,
         used += n;
         taken += (ssize_t)rec;
         left -= rec;
+        warmed(c, rec);
     }
     *out_len = used;
     return taken;
@@ -1074,7 +1089,7 @@ ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, c
     size_t off = 0; /* into iov[i] */
     char gather[TLS_RECORD_PLAIN];
     while (left > 0) {
-        size_t rec = record_len(c->sink_cap - c->sink_len, left);
+        size_t rec = record_len(c, c->sink_cap - c->sink_len, left);
         if (rec == 0)
             break;
         while (iov[i].iov_len == off) {
@@ -1110,6 +1125,7 @@ ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, c
         }
         taken += (ssize_t)rec;
         left -= rec;
+        warmed(c, rec);
     }
     c->sink = NULL;
     *out_len = c->sink_len;

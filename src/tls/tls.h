@@ -30,6 +30,15 @@
 #define TLS_RECORD_PLAIN 16384
 #define TLS_RECORD_OVERHEAD 64
 
+/* A fresh or rested connection's first records are small, so the client decrypts its first
+ * bytes as the first TCP segments arrive instead of waiting for a 16 KiB record to complete
+ * (12 segments, more than an initial congestion window of 10): TLS_RECORD_SMALL bytes of
+ * plaintext fit one segment of a 1500-byte MTU path (IPv6, TCP timestamps, TLS 1.2 GCM's 29
+ * bytes, with a margin for tunnels); they last for the first TLS_RECORD_WARM bytes (about the
+ * first two flights of slow start), then records are whole. tls_conn_rested starts over. */
+#define TLS_RECORD_SMALL 1360
+#define TLS_RECORD_WARM (32 * TLS_RECORD_SMALL)
+
 /* The largest struct tls12_crypto_info_* (linux/tls.h) of the ciphers kernel TLS takes here:
  * AES-256-GCM and ChaCha20-Poly1305, 56 bytes. */
 #define TLS_KTLS_KEYS_MAX 56
@@ -90,6 +99,7 @@ struct tls_conn {
     uint8_t seal;              /* enum seal_mode in tls.c: 0 while OpenSSL seals */
     bool seal_allowed;
     bool seal_stop; /* the peer asked for new keys: close_notify, then no more records */
+    uint32_t warm;  /* application bytes sealed since the start or the last rest (saturates) */
     uint8_t state;
     bool closing; /* close_notify queued */
     bool by_site; /* SNI named a site whose own pair was chosen */
@@ -163,12 +173,17 @@ int tls_conn_handshake(struct tls_conn *c);
 ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap);
 
 /* Seals plaintext from iov into records appended at out + *out_len (up to cap): first whatever
- * c has pending, then records of up to TLS_RECORD_PLAIN bytes, as many as fit, gathering small
- * segments into full records. Advances *out_len; returns the plaintext bytes taken (0 when out
- * is too full for a record; call again with room), -EPROTO, or -ESHUTDOWN (the sealer stopped
- * at a KeyUpdate request: send what is pending, then close). Needs an established c. */
+ * c has pending, then records of up to TLS_RECORD_PLAIN bytes (TLS_RECORD_SMALL while warming
+ * up), as many as fit, gathering small segments into full records. Advances *out_len; returns the
+ * plaintext bytes taken (0 when out is too full for a record; call again with room), -EPROTO, or
+ * -ESHUTDOWN (the sealer stopped at a KeyUpdate request: send what is pending, then close). Needs
+ * an established c. */
 ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, char *out,
                       size_t cap, size_t *out_len);
+
+/* c sent nothing for a while (TCP restarts slow start after an idle period): its next records
+ * are small again, for TLS_RECORD_WARM bytes. */
+void tls_conn_rested(struct tls_conn *c);
 
 /*
  * The sealer (README "HTTPS"), where kernel TLS is not used: tls_conn_seal_allow, before the

@@ -42,6 +42,7 @@ struct xconn {
     uint32_t rd_pos;     /* buf->plain[rd_pos, rd_pos + rd_len) are the plan's next file */
     uint32_t rd_len;     /* bytes: read, not yet sealed */
     size_t olen;         /* sealed bytes in buf->out waiting for that read before they go */
+    int64_t idle_at;     /* w->now when it came to have nothing to send (0: it has) */
 };
 
 void tls_port_init(struct tls_port *port, struct tls_ctx *ctx)
@@ -233,6 +234,8 @@ static ssize_t fill(struct worker *w, struct conn *c, struct xconn *x)
  * protocol asked; a fatal connection closes. */
 static void idle(struct worker *w, struct conn *c, struct xconn *x)
 {
+    if (!x->idle_at)
+        x->idle_at = w->now;
     if (x->buf && !x->reading && x->rd_len == 0) {
         buf_put(x->port, x->buf);
         x->buf = NULL;
@@ -273,6 +276,11 @@ static void pump(struct worker *w, struct conn *c, struct xconn *x)
         conn_close(w, c);
         return;
     }
+    /* Rested for over a second (w->now counts seconds): TCP restarts slow start after an idle
+     * period, so the records restart small (TLS_RECORD_SMALL). */
+    if (x->idle_at && w->now - x->idle_at >= 2)
+        tls_conn_rested(&x->t);
+    x->idle_at = 0;
     ssize_t len = fill(w, c, x);
     if (len == -EINPROGRESS)
         return; /* read_done pumps */

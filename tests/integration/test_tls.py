@@ -633,3 +633,52 @@ def test_redirect_https(make_tls):
     r = get_clear(t.srv, "http://[::1]:81?q", host="localhost")
     assert r.status == 308 and r.header("location") == f"https://[::1]:{t.port}/?q"
     assert get(t, "/hello.txt").body == HELLO  # TLS serves the files
+
+
+def server_record_sizes(msgfile):
+    """The lengths of the application-data records the server sent, from s_client -msg."""
+    lines = msgfile.read_text(errors="replace").splitlines()
+    sizes = []
+    for head, hexes in zip(lines, lines[1:]):
+        b = hexes.split()
+        if head.startswith("<<< ") and "RecordHeader" in head and b[:3] == ["17", "03", "03"]:
+            sizes.append(int(b[3] + b[4], 16))
+    return sizes
+
+
+@pytest.mark.parametrize("seal", ["on", "off"])
+def test_first_records_are_small_and_again_after_a_rest(make_tls, tmp_path, seal):
+    """A new connection's first ~43 KB of records hold 1360 bytes each (one TCP segment: the
+    client decrypts as segments arrive), then records are whole (16 KiB); after more than a
+    second with nothing to send they start small again (README "HTTPS")."""
+    t = make_tls(args=("--tls-seal", seal))
+    msg = tmp_path / "msg.txt"
+    ask = request("GET", "/big.bin", headers=[("Range", "bytes=0-99999")])
+    proc = subprocess.Popen(["openssl", "s_client", "-connect", f"{t.host}:{t.port}", "-CAfile",
+                             t.ca, "-tls1_3", "-ciphersuites", "TLS_AES_128_GCM_SHA256", "-msg",
+                             "-msgfile", str(msg), "-ign_eof", "-quiet"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    try:
+        proc.stdin.write(ask)
+        proc.stdin.flush()
+        time.sleep(3.5)  # rested: w->now counts seconds, "over a second" is 2 ticks
+        proc.stdin.write(request("GET", "/big.bin", headers=[("Range", "bytes=0-99999")],
+                                 close=True))
+        proc.stdin.flush()
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert out.count(BIG[:100000]) == 2
+    plain = [n - 17 for n in server_record_sizes(msg)]  # TLS 1.3 AES-GCM: type 1 + tag 16
+    big = [i for i, n in enumerate(plain) if n == 16384]
+    assert len(big) >= 4, plain
+    # the first response: small body records, then whole ones
+    first = plain[:big[0]]
+    assert first.count(1360) >= 30, plain
+    # the second, after the rest: small again before its first whole record
+    second_start = next(i for i in range(big[0], len(plain)) if plain[i] == 1360)
+    assert plain[second_start:second_start + 30] == [1360] * 30, plain
+    assert all(n <= 16384 for n in plain)

@@ -1151,6 +1151,65 @@ TEST(tls_sealer_records_decrypt_for_each_version_and_cipher)
     one_teardown(&o);
 }
 
+/* A connection's first TLS_RECORD_WARM bytes go in records of TLS_RECORD_SMALL (one TCP
+ * segment each), then records are whole; after tls_conn_rested they are small again. Both
+ * sealers (OpenSSL's and ours); TLS 1.3 AES-128-GCM adds 17 bytes a record. */
+TEST(tls_records_start_small_and_again_after_a_rest)
+{
+    struct one o;
+    one_setup(&o);
+    enum { TOTAL = 100000 };
+    char *data = malloc(TOTAL), *got = malloc(TOTAL);
+    size_t cap = TOTAL + 128 * TLS_RECORD_OVERHEAD;
+    unsigned char *out = malloc(cap);
+    CHECK(data && got && out);
+    for (int i = 0; i < TOTAL; i++)
+        data[i] = (char)(i * 7 + i / 251);
+    for (int own = 0; own < 2; own++) {
+        struct client cl;
+        struct tls_conn s;
+        cipher_pair(&cl, &s, &o, TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256", NULL);
+        if (own)
+            tls_conn_seal_allow(&s);
+        CHECK_INT(pump(&cl, &s), 1);
+        CHECK_INT(tls_conn_sealing(&s), own);
+        exchange(&cl, &s); /* 43 bytes sealed: the warm-up has begun */
+        size_t warm = 43;
+        for (int round = 0; round < 2; round++) {
+            size_t out_len = 0, small = 0, whole = 0;
+            struct iovec iov = {data, TOTAL};
+            CHECK_INT(tls_conn_seal(&s, &iov, 1, (char *)out, cap, &out_len), TOTAL);
+            for (size_t at = 0; at + 5 <= out_len;) {
+                size_t len = (size_t)out[at + 3] << 8 | out[at + 4], plain = len - 17;
+                CHECK_INT(out[at], 23);
+                if (warm < TLS_RECORD_WARM) {
+                    CHECK_INT(plain, TLS_RECORD_SMALL);
+                    small++;
+                } else {
+                    CHECK(plain == TLS_RECORD_PLAIN || at + 5 + len == out_len);
+                    whole++;
+                }
+                warm += plain;
+                at += 5 + len;
+            }
+            CHECK(small >= 31 && whole >= 3);
+            BIO_write(cl.rd, out, (int)out_len);
+            size_t received = 0, r;
+            while (SSL_read_ex(cl.ssl, got + received, TOTAL - received, &r) == 1)
+                received += r;
+            CHECK_INT(received, TOTAL);
+            CHECK(memcmp(data, got, TOTAL) == 0);
+            tls_conn_rested(&s);
+            warm = 0;
+        }
+        SSL_SESSION_free(cipher_pair_end(&cl, &s));
+    }
+    free(data);
+    free(got);
+    free(out);
+    one_teardown(&o);
+}
+
 /* Kernel TLS, where allowed and the kernel takes the cipher, comes before the sealer. */
 TEST(tls_sealer_yields_to_ktls)
 {
