@@ -47,14 +47,15 @@ def _kernel_seals_aes_gcm():
 
 ULP = _kernel_has_tls_ulp()
 SEALS = ULP and _kernel_seals_aes_gcm()
+NO_ULP = ("this kernel has no tls ULP (kernel TLS): make test-vm runs these under Debian's 6.1 "
+          "kernel with tls.ko")
 pytestmark = [
     pytest.mark.vm,
-    pytest.mark.skipif(not ULP, reason="this kernel has no tls ULP (kernel TLS): make test-vm "
-                       "runs these under Debian's 6.1 kernel with tls.ko"),
+    pytest.mark.skipif(not ULP, reason=NO_ULP),
 ]
 # Every test but the last needs the kernel to seal AES-GCM and ChaCha20-Poly1305.
-seals = pytest.mark.skipif(not SEALS, reason="the tls ULP is there but TLS_TX refuses AES-GCM "
-                           "keys (its crypto modules could not be loaded)")
+seals = pytest.mark.skipif(not SEALS, reason=NO_ULP if not ULP else "the tls ULP is there but "
+                           "TLS_TX refuses AES-GCM keys (its crypto modules could not be loaded)")
 
 
 def tls_stat():
