@@ -7,6 +7,7 @@
 #   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss, tcpdump,
 #                           systemd (systemd-socket-activate, systemd-analyze), groff (man lint),
 #                           openssl (the TLS tests make certificates and run s_client),
+#                           certutil (libnss3-tools: the HTTPS browser test trusts its CA),
 #                           htpasswd (apache2-utils: the basic-auth tests' password files),
 #                           promtool (Debian's prometheus package: the metrics test checks the
 #                           exposition with it), bpftrace (the probe test attaches it), nghttp
@@ -53,6 +54,7 @@ if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = s
     command -v h2load >/dev/null || need_pkg nghttp2-client
     [ -x .tools/bin/h2spec ] || command -v go >/dev/null || need_pkg golang-go
     command -v openssl >/dev/null || need_pkg openssl
+    command -v certutil >/dev/null || need_pkg libnss3-tools # the browser test trusts its CA
     command -v htpasswd >/dev/null || need_pkg apache2-utils  # test_sites makes htpasswd files
 fi
 if [ "$what" = fuzz ]; then

@@ -55,6 +55,7 @@ CHROMIUM_FLAGS = [
     "--hide-scrollbars", "--mute-audio", "--password-store=basic",
     f"--window-size={WINDOW[0]},{WINDOW[1]}", "--remote-debugging-port=0",
 ]
+CHROMIUM_ENV = {}  # set by a module before its browser starts (test_tls_browser: HOME)
 
 
 def _load_site_builder():
@@ -176,7 +177,7 @@ def browser(chromium):
     profile = Path(tempfile.mkdtemp(prefix="ringhttpd-chromium-"))
     log = open(profile / "chromium.log", "w+b")
     proc = subprocess.Popen([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                             "about:blank"],
+                             "about:blank"], env={**os.environ, **CHROMIUM_ENV},
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                             start_new_session=True)
     cdp = None

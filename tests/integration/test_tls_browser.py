@@ -2,14 +2,14 @@
 succeeds, no console error, the page is a secure context, HSTS arrives, and Chromium used h2
 (issue 18: ALPN; the responses' protocol, performance entries, the access log).
 
-The certificate is signed by a CA this module makes (openssl); Chromium is told to trust it by
-its public key (--ignore-certificate-errors-spki-list, which needs the --user-data-dir the
-fixture gives it), so the page counts as a secure context with no certificate warning. Chromium
-and the site come from test_browser.py (skipped, never failed, where Chromium cannot run)."""
-import base64
-import hashlib
+The certificate is signed by a CA this module makes (openssl), which Chromium trusts as any
+operator's browser would: the CA is added to the NSS database Chromium reads on Linux
+($HOME/.pki/nssdb, HOME a directory of the test's; certutil from libnss3-tools), so the page
+counts as a secure context with no certificate warning. Chromium and the site come from
+test_browser.py (skipped, never failed, where Chromium cannot run)."""
 import json
 import re
+import subprocess
 
 import pytest
 
@@ -25,31 +25,36 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def site_pki(tmp_path_factory):
-    """A CA and a localhost certificate it signed; (cert, key, SPKI sha256 in base64)."""
+    """A CA and a localhost certificate it signed, and a HOME whose NSS database (the one
+    Chromium reads on Linux) trusts the CA: (cert, key, home)."""
     d = tmp_path_factory.mktemp("browser-pki")
     openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
             "-keyout", d / "ca.key", "-out", d / "ca.crt", "-subj", "/CN=ringhttpd browser CA",
-            "-days", "3")
+            "-days", "3", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
     openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
             "-keyout", d / "site.key", "-out", d / "site.csr", "-subj", "/CN=localhost")
     (d / "site.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n"
                                 "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
     openssl("x509", "-req", "-in", d / "site.csr", "-CA", d / "ca.crt", "-CAkey", d / "ca.key",
             "-CAcreateserial", "-days", "2", "-extfile", d / "site.ext", "-out", d / "site.crt")
-    spki = openssl("x509", "-in", d / "site.crt", "-noout", "-pubkey").stdout
-    der = openssl("pkey", "-pubin", "-outform", "DER", stdin=spki).stdout
-    return d / "site.crt", d / "site.key", base64.b64encode(hashlib.sha256(der).digest()).decode()
+    nssdb = d / "home" / ".pki" / "nssdb"
+    nssdb.mkdir(parents=True)
+    for args in (["-N", "--empty-password"],
+                 ["-A", "-n", "ringhttpd browser CA", "-t", "C,,", "-i", str(d / "ca.crt")]):
+        p = subprocess.run(["certutil", "-d", f"sql:{nssdb}", *args], capture_output=True)
+        assert p.returncode == 0, p.stderr.decode(errors="replace")
+    return d / "site.crt", d / "site.key", d / "home"
 
 
 @pytest.fixture(scope="module")
 def tls_browser(request, site_pki):
-    """test_browser's Chromium, started with one flag more: trust the site's public key."""
-    flag = f"--ignore-certificate-errors-spki-list={site_pki[2]}"
-    test_browser.CHROMIUM_FLAGS.append(flag)
+    """test_browser's Chromium, started with HOME where the test CA is trusted."""
+    test_browser.CHROMIUM_ENV["HOME"] = str(site_pki[2])
     try:
         return request.getfixturevalue("browser")
     finally:
-        test_browser.CHROMIUM_FLAGS.remove(flag)
+        del test_browser.CHROMIUM_ENV["HOME"]
 
 
 def test_site_over_https_in_chromium(make_server, engine, tls_browser, site_root, site_pki,
