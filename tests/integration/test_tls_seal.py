@@ -126,10 +126,10 @@ def read_until(proc, want, timeout=20):
     return got
 
 
-def test_sealed_key_update_request_ends_with_close_notify(make_tls):
-    """openssl s_client's 'K' sends a KeyUpdate with update_requested: the sealer answers with
-    close_notify (sealed with the keys the client still reads with) and the connection ends;
-    the request sent after it gets no answer."""
+def after_key_updates(make_tls, key, times, then):
+    """openssl s_client (TLS 1.3) to a sealing server: a first request answered, then `key`
+    (b"K": a KeyUpdate asking for ours; b"k": one that does not) typed `times` times, then the
+    request `then`; returns what s_client printed from there to its end."""
     t = make_tls(args=SEAL)
     proc = subprocess.Popen(["openssl", "s_client", "-connect", f"{t.host}:{t.port}", "-CAfile",
                              t.ca, "-tls1_3", "-crlf"], stdin=subprocess.PIPE,
@@ -139,10 +139,12 @@ def test_sealed_key_update_request_ends_with_close_notify(make_tls):
         proc.stdin.flush()
         out = read_until(proc, HELLO)
         assert HELLO in out, out[-2000:]
-        proc.stdin.write(b"K\n")
-        proc.stdin.flush()
-        out = read_until(proc, b"KEYUPDATE")
-        proc.stdin.write(b"GET /big.bin HTTP/1.1\nHost: localhost\n\n")
+        out = b""
+        for _ in range(times):
+            proc.stdin.write(key + b"\n")
+            proc.stdin.flush()
+            out += read_until(proc, b"KEYUPDATE")
+        proc.stdin.write(then)
         proc.stdin.flush()
         out += read_until(proc, b"\x00never")  # to the end of the output: the server closed
         assert proc.wait(timeout=20) is not None
@@ -150,6 +152,14 @@ def test_sealed_key_update_request_ends_with_close_notify(make_tls):
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+    return out
+
+
+def test_sealed_key_update_request_ends_with_close_notify(make_tls):
+    """openssl s_client's 'K' sends a KeyUpdate with update_requested: the sealer answers with
+    close_notify (sealed with the keys the client still reads with) and the connection ends;
+    the request sent after it gets no answer."""
+    out = after_key_updates(make_tls, b"K", 1, b"GET /big.bin HTTP/1.1\nHost: localhost\n\n")
     assert b"HTTP/1.1 200" not in out, out[-2000:]
     assert b"closed" in out or b"DONE" in out, out[-2000:]
 
@@ -158,25 +168,6 @@ def test_sealed_client_key_update_without_request_keeps_serving(make_tls):
     """s_client's 'k': the client changes its own keys and asks nothing of ours; OpenSSL reads
     with the new keys, the sealer goes on with the same ones, and the next request is answered
     on the same connection."""
-    t = make_tls(args=SEAL)
-    proc = subprocess.Popen(["openssl", "s_client", "-connect", f"{t.host}:{t.port}", "-CAfile",
-                             t.ca, "-tls1_3", "-crlf"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        proc.stdin.write(b"GET /hello.txt HTTP/1.1\nHost: localhost\n\n")
-        proc.stdin.flush()
-        out = read_until(proc, HELLO)
-        assert HELLO in out, out[-2000:]
-        for _ in range(2):
-            proc.stdin.write(b"k\n")
-            proc.stdin.flush()
-            read_until(proc, b"KEYUPDATE")
-        proc.stdin.write(b"GET /big.bin HTTP/1.1\nHost: localhost\nConnection: close\n\n")
-        proc.stdin.flush()
-        out = read_until(proc, b"\x00never")  # to the end: the server closes after big.bin
-        proc.wait(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+    out = after_key_updates(make_tls, b"k", 2, b"GET /big.bin HTTP/1.1\nHost: localhost\n"
+                            b"Connection: close\n\n")
     assert b"HTTP/1.1 200" in out and BIG[-64:] in out, out[-2000:]
