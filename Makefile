@@ -152,7 +152,9 @@ fuzz-run-%: build/fuzz/%
 	    -artifact_prefix=build/fuzz/ build/fuzz/corpus-$* $$seeds 2>build/fuzz/$*.log || \
 	    { tail -40 build/fuzz/$*.log; exit 1; }
 fuzz: $(addprefix fuzz-run-,$(FUZZ_NAMES))
-.SECONDARY: $(call fuzz_obj,$(FUZZ_SRC)) # kept: the next build links, not compiles
+# Kept, not removed as intermediates: the next run relinks nothing, and a crash can be replayed.
+.SECONDARY: $(call fuzz_obj,$(FUZZ_SRC) $(FUZZ_BASE) $(FUZZ_EXTRA_fuzz_config)) \
+            $(addprefix build/fuzz/,$(FUZZ_NAMES))
 
 # Not in `make check`: boots Debian's packaged kernel (6.1, the oldest we support) in qemu
 # without KVM: tests/vm/selftest.sh checks scripts/vm/run (which says how the guest is made),
