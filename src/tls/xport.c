@@ -280,8 +280,9 @@ static void pump(struct worker *w, struct conn *c, struct xconn *x)
      * period, so the records restart small (TLS_RECORD_SMALL). */
     if (x->idle_at && w->now - x->idle_at >= 2)
         tls_conn_rested(&x->t);
-    x->idle_at = 0;
     ssize_t len = fill(w, c, x);
+    if (len != 0)
+        x->idle_at = 0; /* a pump that finds nothing to send does not restart the rest */
     if (len == -EINPROGRESS)
         return; /* read_done pumps */
     if (len < 0) {
