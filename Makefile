@@ -45,7 +45,7 @@ $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 # memory against an OpenSSL client).
 UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine/pipepool.c \
              src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c src/handover.c \
-             $(wildcard src/h2/*.c) src/tls/tls.c src/tls/xport.c src/engine/ktls.c
+             $(wildcard src/h2/*.c) $(wildcard src/tls/*.c) src/engine/ktls.c
 # conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
 # around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
 # are left out.
@@ -131,7 +131,7 @@ FUZZ_CFLAGS := -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer-no-link,address,unde
 fuzz_obj = $(patsubst %.c,build/fuzz/obj/%.o,$(1))
 FUZZ_BASE := $(CORE_SRC) src/h2/h2.c
 # Targets that need more than the core: their sources and libraries.
-FUZZ_EXTRA_fuzz_config := src/config.c src/cfgfile.c src/rt/htpasswd.c src/tls/tls.c
+FUZZ_EXTRA_fuzz_config := src/config.c src/cfgfile.c src/rt/htpasswd.c $(wildcard src/tls/tls*.c)
 FUZZ_LIBS_fuzz_config  := -lyaml -lcrypt -lssl -lcrypto
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
