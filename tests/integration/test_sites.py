@@ -331,6 +331,62 @@ def test_verifications_per_client_address_are_bounded(make_server, sites):
     assert got.count(401) >= 1, got
 
 
+def _crypt_file(path, entries):
+    """An htpasswd file of SHA-crypt entries: (user, password, "-5"/"-6") by openssl passwd
+    (5000 rounds, its only choice), or (user, password, ROUNDS) by Python's crypt ($6$)."""
+    lines = []
+    for user, password, how in entries:
+        if isinstance(how, str):
+            h = subprocess.run(["openssl", "passwd", how, password], check=True,
+                               capture_output=True, text=True).stdout.strip()
+        else:
+            import warnings
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                import crypt
+            h = crypt.crypt(password, crypt.mksalt(crypt.METHOD_SHA512, rounds=how))
+        lines.append(f"{user}:{h}\n")
+    path.write_text("".join(lines))
+
+
+def _median_401_ms(conn, user, tries=7):
+    times = []
+    for i in range(tries):
+        t0 = time.monotonic()
+        r = conn.request("GET", "/private/x", headers=[basic(user, f"wrong{i}")])
+        times.append((time.monotonic() - t0) * 1000)
+        assert r.status == 401, (user, r.status)
+    return sorted(times)[tries // 2]
+
+
+@pytest.mark.parametrize("kind", ["bcrypt5", "bcrypt12", "sha256", "sha512", "sha512-rounds",
+                                  "mixed"])
+def test_unknown_user_costs_what_a_known_user_costs(make_server, sites, kind):
+    """Issue 25: an unknown user used to be checked against a fixed bcrypt hash of cost 10, so
+    with `htpasswd -B` (cost 5) a wrong password took 2 ms for a known user and 51 ms for an
+    unknown one (and the other way round at cost 12): timing told which users exist. Now the
+    dummy has the file's own algorithm and cost. Medians of 7 on one keep-alive connection and
+    one worker; the bound (3x either way) is generous, a different cost is 5x to 100x. A mixed
+    file (three users at cost 5, one at 12) makes the dummy with its most common setting."""
+    pw = sites["base"] / f"{kind}.htpasswd"
+    if kind.startswith("bcrypt"):
+        htpasswd(pw, "alice", "wonder", "-B" if kind == "bcrypt5" else "-B -C 12")
+    elif kind == "mixed":
+        for user in ["carol", "alice", "dave"]:
+            htpasswd(pw, user, "pw", "-B")
+        htpasswd(pw, "root", "pw", "-B -C 12")
+    else:
+        _crypt_file(pw, [("alice", "wonder", {"sha256": "-5", "sha512": "-6",
+                                              "sha512-rounds": 30000}[kind])])
+    s = make_server(sites["a"], args=["-t", "1", "--basic-auth", f"/private/={pw}"])
+    with Conn(s, timeout=30) as c:
+        _median_401_ms(c, "warm-up", 1)
+        known = _median_401_ms(c, "alice")
+        unknown = _median_401_ms(c, "mallory")
+    assert unknown / 3 < known < unknown * 3, (kind, f"known {known:.1f} ms",
+                                               f"unknown {unknown:.1f} ms")
+
+
 # --------------------------------------------------------------------------- health, drain
 
 def test_health_is_answered_not_logged_not_a_file(make_server, sites):
