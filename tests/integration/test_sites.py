@@ -608,6 +608,109 @@ def test_sighup_forgets_verified_passwords(make_server, sites):
     assert get(s, "/staff/pay.txt", "b.test", [basic("alice", "changed")]).status == 200
 
 
+# --------------------------------------------------------------------------- no root, no site
+
+NOTHING_TO_SERVE = "names no 'root' and no 'sites'"
+
+
+def test_truncated_file_on_reload_keeps_the_sites_and_never_serves_the_working_directory(
+        make_server, sites):
+    """Issue 25: a configuration file emptied by a tool that truncates before it writes, then
+    SIGHUP. The reload is refused and says why; the sites, their Basic auth and their routing
+    stay; nothing of the working directory (here the sites' parent, with a private key, the
+    htpasswd file and the configuration in it) is served, under any Host."""
+    base, conf = sites["base"], sites["conf"]
+    (base / "server.key").write_bytes(b"-----BEGIN PRIVATE KEY-----\nnot-a-real-key\n")
+    s = make_server(args=["--config", str(conf)], cwd=base)
+    assert get(s, "/staff/pay.txt", "b.test").status == 401
+    for text in ("", "port: 1\n", "# nothing yet\n"):
+        failed = s.stderr_text().count("reload (SIGHUP) failed")
+        conf.write_text(text)
+        s.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: s.stderr_text().count("reload (SIGHUP) failed") > failed), \
+            s.stderr_text()[-2000:]
+        assert NOTHING_TO_SERVE in s.stderr_text().split("reload (SIGHUP) failed")[-2], text
+        for host in ("a.test", "b.test", "unnamed.test"):
+            for leak in ("/server.key", "/staff.htpasswd", "/sites.yaml", "/b/staff/pay.txt",
+                         "/a/hello.txt"):
+                assert get(s, leak, host).status == 404, (text, host, leak)
+        assert get(s, "/staff/pay.txt", "b.test").status == 401
+        assert get(s, "/staff/pay.txt", "b.test", [basic("alice", "wonder")]).body == \
+            b"B's secret\n"
+        assert get(s, "/", "a.test").body == b"site A\n"
+    assert "serving ." not in s.stderr_text()
+
+
+def test_reload_that_drops_every_site_is_refused(make_server, sites):
+    """Issue 25: a file that still parses but keeps none of the running sites (only a root, or
+    sites under other names) is refused with the reason; one that keeps a site is adopted."""
+    base, conf = sites["base"], sites["conf"]
+    good = conf.read_text()
+    s = make_server(args=["--config", str(conf)])
+    c = site_root(base, "c", {"index.html": b"site C\n"})
+    for text in (f"root: {c}\n", f"sites:\n  - hosts: [c.test]\n    root: {c}\n"):
+        failed = s.stderr_text().count("reload (SIGHUP) failed")
+        conf.write_text(text)
+        s.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: s.stderr_text().count("reload (SIGHUP) failed") > failed), \
+            s.stderr_text()[-2000:]
+        assert "drop every site" in s.stderr_text().split("reload (SIGHUP) failed")[-1], text
+        assert get(s, "/", "c.test").body == b"site A\n"  # the default site, as before
+        assert get(s, "/", "b.test").body == b"site B\n"
+        assert get(s, "/staff/pay.txt", "b.test").status == 401
+    # Keeping one site (b.test) while replacing the other is an ordinary reload.
+    conf.write_text(good.replace("hosts: [a.test, \"*.a.test\"]", "hosts: [c.test]")
+                    .replace(f"root: {sites['a']}", f"root: {c}"))
+    s.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: get(s, "/", "c.test").body == b"site C\n")
+    assert get(s, "/staff/pay.txt", "b.test").status == 401
+
+
+@pytest.mark.parametrize("text", ["", "port: 1\n", "# comments only\n", "health: /h\n"])
+def test_a_file_with_no_root_and_no_sites_is_an_error(make_server, tmp_path, docroot, text):
+    """Issue 25: --check-config and the start refuse it (exit 1, the file named) rather than
+    serve the working directory; with DOCROOT on the command line it is a valid file."""
+    conf = tmp_path / "c.yaml"
+    conf.write_text(text)
+    p = check(conf)
+    assert p.returncode == 1 and "ok" not in p.stdout, (p.stdout, p.stderr)
+    assert f"{conf}: {NOTHING_TO_SERVE}" in p.stderr, p.stderr
+    s = make_server(args=["--config", str(conf)], cwd=docroot, ready=False)
+    assert s.proc.wait(timeout=10) == 1
+    assert NOTHING_TO_SERVE in s.stderr_text()
+    p = subprocess.run([RINGHTTPD, "--check-config", str(conf), str(docroot)],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0 and "ok (1 site)" in p.stdout, p.stderr
+    assert fetch(make_server(docroot, args=["--config", str(conf)]), "/hello.txt").body == HELLO
+
+
+def test_a_site_without_a_root_is_an_error(tmp_path):
+    """Issue 25: a site inherits the top level's root, never the working directory."""
+    conf = tmp_path / "c.yaml"
+    conf.write_text(f"sites:\n  - hosts: [a.test]\n    root: {tmp_path}\n"
+                    "  - hosts: [b.test]\n")
+    p = check(conf)
+    assert p.returncode == 1 and f"{conf}:4: site: no 'root'" in p.stderr, p.stderr
+    conf.write_text(f"root: {tmp_path}\n" + conf.read_text())
+    p = check(conf)
+    assert p.returncode == 0 and "ok (2 sites)" in p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("opening, closing", [("[", "]"), ("{a: ", "}")])
+def test_deep_nesting_is_refused_quickly(tmp_path, opening, closing):
+    """Issue 25: 100,000 levels of flow nesting (libyaml builds them in quadratic time: 26 s)
+    are refused at the first level past the bound, with the file and line. check()'s timeout
+    is a hang guard, not a timing assertion."""
+    conf = tmp_path / "deep.yaml"
+    n = 100_000
+    conf.write_text("port: 8080\nheader:\n  - " + opening * n + "x" + closing * n + "\n")
+    p = check(conf)
+    assert p.returncode == 1 and f"{conf}:3: " in p.stderr and "nested" in p.stderr, p.stderr
+    conf.write_text("- " * n + "x\n")  # block sequences, one line
+    p = check(conf)
+    assert p.returncode == 1 and f"{conf}:1: " in p.stderr and "nested" in p.stderr, p.stderr
+
+
 def test_readme_example_is_a_valid_file(tmp_path):
     """The annotated example in README "Sites and configuration file" passes --check-config
     (its directories and htpasswd file made here)."""
