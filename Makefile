@@ -40,11 +40,12 @@ $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 # The unit binary also links the engines' shared send loop (tested against real sockets), their
 # capability decision (caps.c needs no ring), the io_uring SQE source (on real rings), the timer
 # wheel, the file cache and its file helpers (tested against a real directory), the splice pipe
-# sizing and pool, the hand-over's steering (tested against loopback listeners), the HTTP/2
+# sizing and pool, the hand-over's and the client address's steering (tested against loopback
+# listeners), the HTTP/2
 # session (driven by an nghttp2 client session in memory) and the TLS module (handshakes in
 # memory against an OpenSSL client).
 UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine/pipepool.c \
-             src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c src/handover.c \
+             src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c src/handover.c src/steer.c \
              $(wildcard src/h2/*.c) $(wildcard src/tls/*.c) src/engine/ktls.c
 # conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
 # around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
