@@ -130,7 +130,7 @@ FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES := $(basename $(notdir $(FUZZ_SRC)))
 FUZZ_CFLAGS := -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer-no-link,address,undefined
 fuzz_obj = $(patsubst %.c,build/fuzz/obj/%.o,$(1))
-FUZZ_BASE := $(CORE_SRC) src/h2/h2.c
+FUZZ_BASE := $(CORE_SRC) src/h2/h2.c src/h2/hpack.c
 # Targets that need more than the core: their sources and libraries.
 FUZZ_EXTRA_fuzz_config := src/config.c src/cfgfile.c src/rt/htpasswd.c $(wildcard src/tls/tls*.c)
 FUZZ_LIBS_fuzz_config  := -lyaml -lcrypt -lssl -lcrypto
