@@ -11,7 +11,12 @@ VENV     := .venv
 PY       := $(VENV)/bin/python
 
 CORE_SRC   := $(wildcard src/core/*.c)
-SERVER_SRC := $(CORE_SRC) $(wildcard src/*.c src/engine/*.c src/rt/*.c src/h2/*.c src/tls/*.c)
+# The seams' test doubles (a transport that copies, a protocol of lines) are linked into the unit
+# binary and into build/ringhttpd-test (tests/seams/main.c picks them by the environment for
+# tests/integration/test_transport.py), never into the binary a user runs.
+SEAM_SRC   := src/transport_copy.c src/proto_lines.c
+SERVER_SRC := $(CORE_SRC) $(filter-out $(SEAM_SRC),$(wildcard src/*.c src/engine/*.c src/rt/*.c \
+                                                            src/h2/*.c src/tls/*.c))
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 
@@ -28,13 +33,16 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SHAREDIR   := $(PREFIX)/share/ringhttpd
 BPF_SCRIPTS := $(wildcard scripts/*.bt bpftrace/*.bt)
 
-all: $(BUILD)/ringhttpd $(BUILD)/unit $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
+all: $(BUILD)/ringhttpd $(BUILD)/ringhttpd-test $(BUILD)/unit $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -std=gnu11 $(WARN) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/ringhttpd-test: $(call obj,$(filter-out src/main.c,$(SERVER_SRC)) $(SEAM_SRC) tests/seams/main.c)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # The unit binary also links the engines' shared send loop (tested against real sockets), their
@@ -213,7 +221,7 @@ bench-quick:
 # of `make check`) lists the ones that differ and fails. Hand-aligned tables are fenced with
 # `// clang-format off` / `on`.
 FORMAT_SRC := $(sort $(wildcard src/*.[ch] src/*/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c \
-                                tests/tools/*.c))
+                                tests/tools/*.c tests/seams/*.c))
 format:
 	@scripts/deps.sh format
 	clang-format -i $(FORMAT_SRC)
