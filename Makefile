@@ -141,6 +141,8 @@ FUZZ_BASE := $(CORE_SRC) src/h2/h2.c
 # Targets that need more than the core: their sources and libraries.
 FUZZ_EXTRA_fuzz_config := src/config.c src/cfgfile.c src/rt/htpasswd.c $(wildcard src/tls/tls*.c)
 FUZZ_LIBS_fuzz_config  := -lyaml -lcrypt -lssl -lcrypto
+FUZZ_EXTRA_fuzz_htpasswd := src/rt/htpasswd.c
+FUZZ_LIBS_fuzz_htpasswd  := -lcrypt
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
 build/fuzz/obj/%.o: %.c | fuzz-deps
@@ -161,7 +163,8 @@ fuzz-run-%: build/fuzz/%
 	    { tail -40 build/fuzz/$*.log; exit 1; }
 fuzz: $(addprefix fuzz-run-,$(FUZZ_NAMES))
 # Kept, not removed as intermediates: the next run relinks nothing, and a crash can be replayed.
-.SECONDARY: $(call fuzz_obj,$(FUZZ_SRC) $(FUZZ_BASE) $(FUZZ_EXTRA_fuzz_config)) \
+.SECONDARY: $(call fuzz_obj,$(FUZZ_SRC) $(FUZZ_BASE) $(FUZZ_EXTRA_fuzz_config) \
+                            $(FUZZ_EXTRA_fuzz_htpasswd)) \
             $(addprefix build/fuzz/,$(FUZZ_NAMES))
 
 # Not in `make check`: boots Debian's packaged kernel (6.1, the oldest we support) in qemu
