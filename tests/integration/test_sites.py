@@ -274,6 +274,25 @@ def test_plain_and_apr1_htpasswd_refused_at_start(make_server, tmp_path):
         assert p.returncode == 1 and "line 2" in p.stderr
 
 
+def test_htpasswd_line_cut_short_refused_at_start(make_server, tmp_path):
+    """A hash cut short (a line truncated by an editor or a copy) is refused with its line, as a
+    weak one is, instead of being kept for a user who could then never log in: libcrypt's own
+    check judged only the hash's setting ("$2y$05$"), not whether the hash was all there."""
+    whole = tmp_path / "whole.htpasswd"
+    htpasswd(whole, "alice", "wonder")
+    bcrypt = whole.read_text().splitlines()[0]
+    for line, word in [(bcrypt[:-10], "bcrypt"), ("bob:$2y$05$", "setting"),
+                       ("carol:$6$saltsalt$", "sha512")]:
+        pw = tmp_path / f"{word}.htpasswd"
+        pw.write_text("# staff\n" + line + "\n")
+        s = make_server(tmp_path, args=["--basic-auth", f"/={pw}"], ready=False)
+        assert s.proc.wait(timeout=10) == 1, word
+        assert wait_for(lambda: f"{pw} line 2: the hash is malformed" in s.stderr_text()), \
+            s.stderr_text()
+    s = make_server(tmp_path, args=["--basic-auth", f"/={whole}"])  # the whole line starts
+    assert s.proc.poll() is None
+
+
 def test_wrong_password_flood_does_not_stall_other_clients(make_server, sites):
     """100 wrong bcrypt (cost 10) attempts from one client, while another keep-alive client on
     the same worker (one thread) fetches a file: its requests keep being answered promptly,
