@@ -103,7 +103,8 @@ static int make_dummy(struct auth_file *f)
     for (size_t i = 0; i < f->n; i++) {
         struct setting s = setting_of(f->users[i].hash);
         size_t k = 0;
-        while (k < kinds && (seen[k].cost != s.cost || strcmp(seen[k].prefix, s.prefix)))
+        /* $2a$, $2b$ and $2y$ are one algorithm: prefix[1] names the algorithm */
+        while (k < kinds && (seen[k].cost != s.cost || seen[k].prefix[1] != s.prefix[1]))
             k++;
         if (k == kinds)
             seen[kinds++] = s;
