@@ -20,8 +20,9 @@
 #define B12 "$2y$12$oCiyxOCQwsn5JqlhYhLaXuSWgHS7qsAhBJXn8bgrdgqNFd5nQeeXm"
 #define S5 "$5$saltsaltsaltsalt$hPfH.lFMBbYu3Qcw0Zye3FY8SYgvKNQIUPZtchNLz.D"
 #define S6R                                                                                        \
-    "$6$rounds=20000$saltsaltsaltsalt$3gQvD5bfCnqIXtkDYJf6f8zEXYM3dCFX5ILr6ZTTxiNyFNt"             \
-    "ar28Dd1HrUW/BEThvCmOgkFkBGGjYkz9AYgo0"
+    "$6$rounds=20000$saltsaltsaltsalt$YJ5EY/"                                                      \
+    "zAlcTC8OcccBQx2Pse17.TjfIdVweQXzoWv311W6aRVdjNjW5zxVih5"                                      \
+    "xEaJ1OUPJEZONSEZguWDLgK6."
 
 /* The dummy of a file with these lines (one "user:hash" each), in out. */
 static void dummy_of(const char *lines, char *out, size_t cap)
