@@ -4,7 +4,8 @@ BUILD    ?= build
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Werror
 CPPFLAGS += -D_GNU_SOURCE -Isrc -MMD -MP
-LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lnghttp2 -lssl -lcrypto -lyaml -lcrypt
+LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lnghttp2 -lssl -lcrypto -lyaml -lcrypt \
+            -lngtcp2_crypto_gnutls -lngtcp2 -lnghttp3 -lgnutls
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PORT     ?= 8080
 VENV     := .venv
@@ -16,7 +17,8 @@ CORE_SRC   := $(wildcard src/core/*.c)
 # tests/integration/test_transport.py), never into the binary a user runs.
 SEAM_SRC   := src/transport_copy.c src/proto_lines.c
 SERVER_SRC := $(CORE_SRC) $(filter-out $(SEAM_SRC),$(wildcard src/*.c src/engine/*.c src/rt/*.c \
-                                                            src/h2/*.c src/tls/*.c))
+                                                            src/h2/*.c src/tls/*.c \
+                                                            src/quic/*.c src/h3/*.c))
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 
@@ -54,7 +56,8 @@ $(BUILD)/ringhttpd-test: $(call obj,$(filter-out src/main.c,$(SERVER_SRC)) $(SEA
 # memory against an OpenSSL client).
 UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine/pipepool.c \
              src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c src/handover.c src/steer.c \
-             $(wildcard src/h2/*.c) $(wildcard src/tls/*.c) src/engine/ktls.c
+             $(wildcard src/h2/*.c) $(wildcard src/tls/*.c) src/engine/ktls.c \
+             $(wildcard src/quic/*.c) $(wildcard src/h3/*.c) src/engine/udp.c
 # conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
 # around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
 # are left out.

@@ -11,7 +11,7 @@
 #                           htpasswd (apache2-utils: the basic-auth tests' password files),
 #                           promtool (Debian's prometheus package: the metrics test checks the
 #                           exposition with it), bpftrace (the probe test attaches it), nghttp
-#                           and h2load (nghttp2-client), h2spec (built from its Go module,
+#                           and h2load (nghttp2-client), gtlsclient (ngtcp2-client: HTTP/3), h2spec (built from its Go module,
 #                           versions pinned in scripts/h2spec/go.mod, with Debian's golang-go
 #                           when no Go is installed, into build-independent .tools/bin)
 #   scripts/deps.sh fuzz    test + clang and its libFuzzer runtime
@@ -40,6 +40,12 @@ have_header sys/sdt.h || need_pkg systemtap-sdt-dev
 have_header nghttp2/nghttp2.h || need_pkg libnghttp2-dev
 have_header yaml.h || need_pkg libyaml-dev    # --config (issue 19)
 have_header crypt.h || need_pkg libcrypt-dev  # --basic-auth: bcrypt, SHA-crypt
+# HTTP/3 (issue 29): ngtcp2 (QUIC) with its GnuTLS crypto helper (Debian packages no other
+# backend: OpenSSL 3.0 has no QUIC API), nghttp3 (HTTP/3 framing, QPACK)
+have_header ngtcp2/ngtcp2.h || need_pkg libngtcp2-dev
+have_header ngtcp2/ngtcp2_crypto_gnutls.h || need_pkg libngtcp2-crypto-gnutls-dev
+have_header nghttp3/nghttp3.h || need_pkg libnghttp3-dev
+have_header gnutls/gnutls.h || need_pkg libgnutls28-dev
 if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = systemd ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv
     command -v curl >/dev/null || need_pkg curl
@@ -56,6 +62,7 @@ if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = s
     command -v openssl >/dev/null || need_pkg openssl
     command -v certutil >/dev/null || need_pkg libnss3-tools # the browser test trusts its CA
     command -v htpasswd >/dev/null || need_pkg apache2-utils  # test_sites makes htpasswd files
+    command -v gtlsclient >/dev/null || need_pkg ngtcp2-client # test_h3's second HTTP/3 client
 fi
 if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang

@@ -72,6 +72,10 @@ static const char usage_text[] =
     "                             sent as dcz deltas against an older one (repeatable, 8)\n"
     "      --http2 on|off         HTTP/2 on the cleartext port for clients that open with its\n"
     "                             preface (prior knowledge, h2c) and by ALPN over TLS (on)\n"
+    "      --http3 on|off         HTTP/3 (QUIC) on UDP at the --tls-port number, announced\n"
+    "                             by Alt-Svc on HTTPS responses (on with --tls-port)\n"
+    "      --http3-max-conns N    QUIC connections per worker (1024); past half of it new\n"
+    "                             clients must prove their address (Retry)\n"
     "      --tls-port PORT        also serve HTTPS on PORT (same --bind address; 0 picks one)\n"
     "      --tls-cert FILE        PEM certificate chain for --tls-port; repeat --tls-cert and\n"
     "                             --tls-key for more pairs, chosen by SNI (the first is the\n"
@@ -151,6 +155,8 @@ enum {
     OPT_COMPRESS_CACHE,
     OPT_DICTIONARY,
     OPT_HTTP2,
+    OPT_HTTP3,
+    OPT_HTTP3_MAX_CONNS,
     OPT_TLS_PORT,
     OPT_TLS_CERT,
     OPT_TLS_KEY,
@@ -211,6 +217,8 @@ static const struct option long_options[] = {
     {"compress-cache", required_argument, NULL, OPT_COMPRESS_CACHE},
     {"dictionary", required_argument, NULL, OPT_DICTIONARY},
     {"http2", required_argument, NULL, OPT_HTTP2},
+    {"http3", required_argument, NULL, OPT_HTTP3},
+    {"http3-max-conns", required_argument, NULL, OPT_HTTP3_MAX_CONNS},
     {"tls-port", required_argument, NULL, OPT_TLS_PORT},
     {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
     {"tls-key", required_argument, NULL, OPT_TLS_KEY},
@@ -979,6 +987,19 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
         else
             return usage_error("--http2 wants on or off, got '%s'", optarg);
         break;
+    case OPT_HTTP3:
+        if (strcmp(optarg, "on") == 0)
+            cfg->http3 = true;
+        else if (strcmp(optarg, "off") == 0)
+            cfg->http3 = false;
+        else
+            return usage_error("--http3 wants on or off, got '%s'", optarg);
+        break;
+    case OPT_HTTP3_MAX_CONNS:
+        if (parse_uint(optarg, 1, 1u << 20, &v) != 0)
+            return usage_error("--http3-max-conns wants 1..1048576, got '%s'", optarg);
+        cfg->http3_max_conns = (unsigned)v;
+        break;
     case OPT_TLS_PORT:
     case OPT_TLS_CERT:
     case OPT_TLS_KEY:
@@ -1083,6 +1104,8 @@ void config_init(struct config *cfg)
         .compress_max = 16u << 20,
         .compress_cache = 32u << 20,
         .http2 = true,
+        .http3 = true,
+        .http3_max_conns = 1024,
         .ktls = true,
         .tls_seal = true,
         .landlock = true,
@@ -1390,8 +1413,9 @@ static const char *restart_needed(const struct config *a, const struct config *b
         return "health";
     /* The pairs are the new file's (server.c builds the contexts from them); the listener and
      * the protocol settings are the start's. */
-    if (a->tls != b->tls || a->tls_min != b->tls_min || a->http2 != b->http2)
-        return "tls-port/tls-min/http2";
+    if (a->tls != b->tls || a->tls_min != b->tls_min || a->http2 != b->http2 ||
+        a->http3 != b->http3 || a->http3_max_conns != b->http3_max_conns)
+        return "tls-port/tls-min/http2/http3";
     return NULL;
 }
 

@@ -105,7 +105,9 @@ struct config {
     /* --dictionary URL path patterns ('*' wildcards, leading '/'), RFC 9842 */
     const char *dictionaries[CONFIG_MAX_DICTIONARIES];
     int num_dictionaries;
-    bool http2; /* --http2 on|off: h2c by its preface, h2 by ALPN */
+    bool http2;               /* --http2 on|off: h2c by its preface, h2 by ALPN */
+    bool http3;               /* --http3 on|off: QUIC on UDP at tls_port (only with --tls-port) */
+    unsigned http3_max_conns; /* --http3-max-conns: per worker */
     /* HTTPS (issue 14): a second listener on the same address; pairs are checked (files read,
      * keys matched) by tls_ctx_new at start and on every reload, not here. */
     bool tls;                                       /* --tls-port given */

@@ -627,6 +627,37 @@ static void serve_path(struct job *j, const char *path, size_t len, bool slash)
     error(j, status, NULL);
 }
 
+/* The lines every HTTPS response carries: the site's HSTS and, with HTTP/3, Alt-Svc (so a
+ * browser learns of HTTP/3 from its HTTP/1.1 or HTTP/2 answers). NULL for none. */
+static const char *secure_lines(struct worker *w, const struct config *cfg, size_t *len)
+{
+    *len = cfg->hsts_len;
+    if (!w->alt_svc_len)
+        return cfg->hsts ? cfg->hsts_line : NULL;
+    size_t n = sizeof(w->secure) / sizeof(w->secure[0]), i, free_at = n;
+    for (i = 0; i < n; i++) {
+        if (w->secure[i].cfg == cfg && w->secure[i].gen == w->site_gen)
+            break;
+        if (free_at == n && (!w->secure[i].cfg || w->secure[i].gen != w->site_gen))
+            free_at = i;
+    }
+    if (i == n) { /* more sites than slots: those beyond go without Alt-Svc */
+        if (free_at == n)
+            return cfg->hsts ? cfg->hsts_line : NULL;
+        i = free_at;
+        size_t hl = cfg->hsts ? cfg->hsts_len : 0;
+        if (hl + w->alt_svc_len > sizeof(w->secure[i].lines))
+            return cfg->hsts ? cfg->hsts_line : NULL;
+        memcpy(w->secure[i].lines, cfg->hsts_line, hl);
+        memcpy(w->secure[i].lines + hl, w->alt_svc, w->alt_svc_len);
+        w->secure[i].len = (unsigned)(hl + w->alt_svc_len);
+        w->secure[i].cfg = cfg;
+        w->secure[i].gen = w->site_gen;
+    }
+    *len = w->secure[i].len;
+    return w->secure[i].lines;
+}
+
 static void init_job(struct job *j, struct worker *w, const struct http_request *req,
                      const struct req_policy *pol, struct response *r)
 {
@@ -647,8 +678,7 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
     ctx->ok_head_len = w->ok_head_len;
     ctx->extra_headers = j->cfg->extra_headers;
     ctx->extra_len = j->cfg->extra_headers_len;
-    ctx->all_headers = pol->secure && j->cfg->hsts ? j->cfg->hsts_line : NULL;
-    ctx->all_len = j->cfg->hsts_len;
+    ctx->all_headers = pol->secure ? secure_lines(w, j->cfg, &ctx->all_len) : NULL;
     ctx->keep_alive = pol->keep_alive;
     ctx->head = req && req->method == HTTP_HEAD;
     ctx->send_continue = pol->send_continue;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -21,6 +22,9 @@
 #include "config.h"
 #include "engine/caps.h"
 #include "engine/engine.h"
+#include "engine/udp.h"
+#include "h3/h3.h"
+#include "quic/quic.h"
 #include "handover.h"
 #include "privs.h"
 #include "proto.h"
@@ -390,6 +394,51 @@ static uint64_t monotonic_usec(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* --http3: worker w's UDP socket on the TLS port's address and its QUIC endpoint, with the
+ * process's certificate pairs (read now, before the process is confined). secret is shared
+ * by every worker, so a Retry token or a reset made by one is good at another. */
+static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
+{
+    const struct config *cfg = sv->cfg;
+    const char *certs[TLS_MAX_CERTS + 1] = {0}, *keys[TLS_MAX_CERTS + 1] = {0};
+    for (int i = 0; i < cfg->num_tls_certs; i++) {
+        certs[i] = cfg->tls_certs[i].cert;
+        keys[i] = cfg->tls_certs[i].key;
+    }
+    unsigned max = cfg->http3_max_conns;
+    const struct quic_settings qs = {
+        .max_conns = max,
+        .max_streams = 100,
+        .idle_timeout_s = cfg->keepalive_timeout > 0 ? cfg->keepalive_timeout : 1,
+        .retry_above = max / 2,
+        .certs = certs,
+        .keys = keys,
+        .secret = secret,
+    };
+    char why[512] = "";
+    int fd = udp_socket_open((const struct sockaddr *)&sv->tls_addr.ss, sv->tls_addr.len);
+    if (fd < 0) {
+        fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s port %u: %s\n", cfg->bind,
+                cfg->tls_port, strerror(-fd));
+        return fd;
+    }
+    int rc;
+    w->udp = calloc(1, sizeof(*w->udp));
+    if (!w->udp) {
+        close(fd);
+        rc = -ENOMEM;
+    } else if ((rc = udp_port_init(w->udp, fd, true, NULL, NULL)) == 0 &&
+               (rc = quic_ep_new(&w->quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
+        fprintf(stderr, "ringhttpd: %s\n", why);
+    }
+    if (rc == 0)
+        w->alt_svc_len = h3_alt_svc(w->alt_svc, sizeof(w->alt_svc), cfg->tls_port);
+    if (rc == 0 && w->id == 0 && cfg->verbose)
+        fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO no (datagrams read by recvmmsg)\n",
+                w->udp->gso ? "yes" : "no (the kernel refuses UDP_SEGMENT)");
+    return rc;
+}
+
 /* --tls-port: the ticket secret, one context per worker (the files checked: a start-up error
  * names the one at fault), the listeners. -1 (or -2 for a usage error) after saying why. */
 static int tls_start(struct server *sv)
@@ -740,6 +789,11 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     sv.tls_handover.ours = cfg->tls ? cfg->threads : 0;
     if (!(sv.eng = engine_choose(cfg->engine, cfg->verbose, &sv.caps)))
         goto out;
+    uint8_t h3_secret[32];
+    if (cfg->tls && cfg->http3 && getrandom(h3_secret, sizeof(h3_secret), 0) != sizeof(h3_secret)) {
+        fprintf(stderr, "ringhttpd: HTTP/3: no random secret: %s\n", strerror(errno));
+        goto out;
+    }
 
     /* Every worker is set up before the process is confined (Landlock, --user): an engine reads
      * limits under /proc and opens /dev/null. Their threads start after, and so inherit it. */
@@ -767,6 +821,10 @@ int server_run(struct config *cfg, const struct server_seams *seams)
             goto stop;
         }
         w->alog = sv.alog;
+        if (cfg->tls && cfg->http3 && h3_start(&sv, w, h3_secret) != 0) {
+            worker_fini(w); /* set up, never counted in inited */
+            goto stop;
+        }
         if (seams->proto) /* the seam's test protocol stands in for HTTP/2 */
             w->h2 = seams->proto;
     }
@@ -809,7 +867,8 @@ int server_run(struct config *cfg, const struct server_seams *seams)
                     caps_ktls_names(&sv.caps, names, sizeof(names)));
     }
     if (cfg->tls)
-        fprintf(stderr, "ringhttpd: listening on %s (TLS)\n", sv.tls_url);
+        fprintf(stderr, "ringhttpd: listening on %s (TLS%s)\n", sv.tls_url,
+                cfg->http3 ? "; HTTP/3 on UDP" : "");
     fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s\n", sv.url, sv.eng->name,
             cfg->threads, cfg->threads == 1 ? "" : "s",
             sv.inherited ? " on sockets from systemd" : "");

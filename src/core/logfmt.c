@@ -298,6 +298,10 @@ static void put_protocol(struct wbuf *o, int minor)
         WBUF_LIT(o, "HTTP/2.0");
         return;
     }
+    if (minor == LOGFMT_HTTP3) {
+        WBUF_LIT(o, "HTTP/3.0");
+        return;
+    }
     WBUF_LIT(o, "HTTP/1.");
     char d = (char)('0' + minor);
     wbuf_put(o, &d, 1);

@@ -56,6 +56,8 @@ size_t logfmt_real_ip(const struct cidr *trusted, int ntrusted, int peer_family,
 
 /* log_capture.minor of a request that came over HTTP/2: logged as "HTTP/2.0", as nginx does. */
 #define LOGFMT_HTTP2 20
+/* ... and over HTTP/3: "HTTP/3.0", as nginx logs it. */
+#define LOGFMT_HTTP3 30
 
 /* What a finished request's line needs from its head, copied out of the request's buffer. */
 struct log_capture {

@@ -38,6 +38,7 @@
 #include "engine/pipepool.h"
 #include "engine/sendplan.h"
 #include "engine/tag.h"
+#include "engine/udp.h"
 #include "rt/offload.h"
 #include "rt/pipesize.h"
 #include "rt/worker.h"
@@ -49,7 +50,7 @@
 #define PIPE_BYTES (1u << 20) /* asked of F_SETPIPE_SZ, as the io_uring engine does */
 #define PIPE_IDLE 10          /* seconds a free pipe is kept before it is closed */
 
-enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
+enum kind { K_LISTEN = 1, K_WAKE, K_CONN, K_UDP };
 
 /* econn.flags bits */
 #define F_READABLE 0x1     /* an edge arrived and recv has not yet seen EAGAIN */
@@ -417,6 +418,11 @@ static int ep_run(struct worker *w)
     struct ep *e = w->engine_state;
     struct epoll_event events[MAX_EVENTS];
 
+    if (w->udp) { /* level-triggered: what one read leaves wakes the next turn */
+        struct epoll_event uev = {.events = EPOLLIN, .data.u64 = tag(K_UDP, NULL)};
+        if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->udp->fd, &uev) != 0)
+            return -errno;
+    }
     while (worker_tick(w)) {
         accept_more(w, e);
         int n = epoll_wait(e->epfd, events, MAX_EVENTS, e->ready ? 0 : worker_wait_ms(w));
@@ -429,6 +435,8 @@ static int ep_run(struct worker *w)
             if (k == K_LISTEN) {
                 if (t.slot < w->nlisteners)
                     do_accept(w, e, t.slot);
+            } else if (k == K_UDP) {
+                (void)udp_port_read(w->udp, UDP_TURN_BATCHES);
             } else if (k == K_WAKE) {
                 uint64_t v;
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)

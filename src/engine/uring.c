@@ -52,6 +52,7 @@
 #include "engine/uring_probe.h"
 #include "engine/uring_splice.h"
 #include "engine/uring_state.h"
+#include "engine/udp.h"
 #include "rt/errlog.h"
 #include "rt/worker.h"
 
@@ -184,6 +185,15 @@ static void arm_wake(struct worker *w, struct uring *u)
     struct io_uring_sqe *sqe = get_sqe(u);
     io_uring_prep_read(sqe, w->wake_fd, &u->wake_val, sizeof(u->wake_val), 0);
     io_uring_sqe_set_data64(sqe, ud(OP_WAKE, NULL));
+}
+
+/* HTTP/3's UDP socket: a multishot poll whose completions say "readable"; the datagrams are
+ * then read in batches (udp_port_read, recvmmsg), not by a recvmsg operation per datagram. */
+static void arm_udp(struct worker *w, struct uring *u)
+{
+    struct io_uring_sqe *sqe = get_sqe(u);
+    io_uring_prep_poll_multishot(sqe, w->udp->fd, POLLIN);
+    io_uring_sqe_set_data64(sqe, ud(OP_UDP, NULL));
 }
 
 /* One TIMEOUT per worker, re-armed as it fires, wakes the loop for the timer wheel. Waiting
@@ -524,6 +534,12 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
     case OP_WAKE:
         arm_wake(w, u); /* wakes come again: stop, reload, finished compression jobs */
         return;         /* the tick reads the stop flag and the site, and collects the jobs */
+    case OP_UDP:
+        /* Read until the socket is empty (a multishot poll fires on new arrivals only). */
+        (void)udp_port_read(w->udp, UDP_DRAIN_BATCHES);
+        if (!(cqe->flags & IORING_CQE_F_MORE))
+            arm_udp(w, u);
+        return;
     case OP_IGNORE:
         return;
     default:
@@ -604,6 +620,8 @@ static int uring_run(struct worker *w)
     arm_tick(w, u);
     for (unsigned i = 0; i < w->nlisteners; i++)
         arm_accept(w, u, i);
+    if (w->udp)
+        arm_udp(w, u);
 
     while (worker_tick(w)) {
         accept_more(w, u);

@@ -31,6 +31,7 @@ enum op {
     OP_SPLICE_OUT, /* pipe -> socket, linked behind OP_SPLICE_IN or alone to flush */
     OP_IGNORE,
     OP_FREAD, /* a transport's file read (engine_ops.read) */
+    OP_UDP,   /* multishot POLLIN on the worker's UDP socket (HTTP/3) */
 };
 
 /* xfer flags */

@@ -72,34 +72,54 @@ static bool has_file(const struct plan *p)
 }
 
 /* Marks the start of a request on r; returns whether its line is to be captured. */
-static inline bool start(struct worker *w, struct conn *c, struct response *r, uint8_t method)
+static inline bool start_at(struct worker *w, struct obs_conn *o, struct response *r,
+                            uint8_t method)
 {
     struct obs_req *q = &r->obs;
     q->start_ns = mono_ns();
     q->method = method;
     q->file = has_file(&r->plan); /* the plan is built: its segments' kinds stay as they are */
-    q->reused = c->obs.requests++ > 0;
+    q->reused = o->requests++ > 0;
     q->captured = w->alog != NULL && !r->quiet;
-    if (q->captured && !c->obs.peer_known)
-        peer_of(c);
     return q->captured;
+}
+
+static inline bool start(struct worker *w, struct conn *c, struct response *r, uint8_t method)
+{
+    bool captured = start_at(w, &c->obs, r, method);
+    if (captured && !c->obs.peer_known)
+        peer_of(c);
+    return captured;
+}
+
+static void capture(struct worker *w, struct obs_conn *o, const struct http_request *req,
+                    struct response *r)
+{
+    const struct config *cfg = w->cfg;
+    if (cfg->num_real_ip > 0 && o->peer_known == 1) {
+        char addr[LOGFMT_ADDR_MAX];
+        size_t n = logfmt_real_ip(cfg->real_ip_from, cfg->num_real_ip, o->peer_family, o->peer_addr,
+                                  o->peer, req, addr);
+        logfmt_capture(&r->obs.cap, addr, n, req);
+    } else {
+        logfmt_capture(&r->obs.cap, o->peer, strlen(o->peer), req);
+    }
+}
+
+void obs_request_peer(struct worker *w, struct obs_conn *o, const struct http_request *req,
+                      struct response *r)
+{
+    if (start_at(w, o, r, (uint8_t)req->method))
+        capture(w, o, req, r);
+    PROBE(request_start, w->id, UINT32_MAX, req->method_name.p, req->method_name.len, req->target.p,
+          req->target.len);
 }
 
 void obs_request(struct worker *w, struct conn *c, const struct http_request *req,
                  struct response *r)
 {
-    if (start(w, c, r, (uint8_t)req->method)) {
-        const struct config *cfg = w->cfg;
-        struct obs_conn *o = &c->obs;
-        if (cfg->num_real_ip > 0 && o->peer_known == 1) {
-            char addr[LOGFMT_ADDR_MAX];
-            size_t n = logfmt_real_ip(cfg->real_ip_from, cfg->num_real_ip, o->peer_family,
-                                      o->peer_addr, o->peer, req, addr);
-            logfmt_capture(&r->obs.cap, addr, n, req);
-        } else {
-            logfmt_capture(&r->obs.cap, o->peer, strlen(o->peer), req);
-        }
-    }
+    if (start(w, c, r, (uint8_t)req->method))
+        capture(w, &c->obs, req, r);
     PROBE(request_start, w->id, c->slot, req->method_name.p, req->method_name.len, req->target.p,
           req->target.len);
     if (r->obs.file)
@@ -122,7 +142,20 @@ static uint64_t bytes_sent(const struct plan *p)
     return p->bytes - left;
 }
 
+static void request_done(struct worker *w, uint32_t slot, struct response *r, int err);
+
 void obs_request_done(struct worker *w, struct conn *c, struct response *r, int err)
+{
+    request_done(w, c->slot, r, err);
+}
+
+void obs_request_peer_done(struct worker *w, struct obs_conn *o, struct response *r, int err)
+{
+    (void)o;
+    request_done(w, UINT32_MAX, r, err);
+}
+
+static void request_done(struct worker *w, uint32_t slot, struct response *r, int err)
 {
     struct obs_req *q = &r->obs;
     struct stats *st = &w->stats;
@@ -142,8 +175,8 @@ void obs_request_done(struct worker *w, struct conn *c, struct response *r, int 
     if (q->reused)
         stat_add(&st->reused, 1);
     if (q->file)
-        PROBE(file_send_done, w->id, c->slot, err);
-    PROBE(request_done, w->id, c->slot, status, sent, us, q->method);
+        PROBE(file_send_done, w->id, slot, err);
+    PROBE(request_done, w->id, slot, status, sent, us, q->method);
 
     if (!q->captured)
         return;

@@ -45,6 +45,12 @@ void obs_conn_closed(struct worker *w, struct conn *c);
 void obs_request(struct worker *w, struct conn *c, const struct http_request *req,
                  struct response *r);
 
+/* The same for a connection that is no struct conn (HTTP/3 over QUIC): o is its own, with
+ * the peer already known (o->peer_known 1). Probes name no slot (UINT32_MAX). */
+void obs_request_peer(struct worker *w, struct obs_conn *o, const struct http_request *req,
+                      struct response *r);
+void obs_request_peer_done(struct worker *w, struct obs_conn *o, struct response *r, int err);
+
 /* A request that did not parse was answered with r; data[0..len) holds what was read of it. */
 void obs_parse_failed(struct worker *w, struct conn *c, const char *data, size_t len,
                       struct response *r);

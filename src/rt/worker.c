@@ -21,13 +21,17 @@
 #include "engine/engine.h"
 #include "h2/h2.h"
 #include "h2/h2conn.h"
+#include "engine/udp.h"
 #include "handover.h"
+#include "quic/quic.h"
 #include "rt/compress.h"
 #include "rt/fcache.h"
 #include "rt/obs.h"
 #include "rt/auth.h"
 #include "rt/site.h"
 #include "serve.h"
+
+#define QUIC_TICK_MS 10
 
 void *bufpool_get(struct bufpool *bp)
 {
@@ -189,6 +193,11 @@ void worker_fini(struct worker *w)
     obs_tick(w, true); /* the last lines go to the writer, which outlives the workers */
     accesslog_buf_free(&w->logbuf);
     w->eng->fini(w);
+    if (w->quic) /* before the cache: its streams' responses hold entries */
+        quic_ep_free(w->quic);
+    if (w->udp)
+        udp_port_fini(w->udp);
+    free(w->udp);
     if (w->compress && w->cfg->verbose) {
         const struct stats *st = &w->stats;
         errlog(ERRLOG_INFO,
@@ -232,6 +241,8 @@ static void start_drain(struct worker *w, int how)
      * (after what is queued in it is accepted), so a plain stop takes milliseconds. */
     w->listen_close_at = w->now + (how == WORKER_HANDOVER ? 2 : 0);
     conn_held_close(w); /* sockets that waited for a slot: no slot is coming */
+    if (w->quic)
+        quic_ep_drain(w->quic); /* GOAWAY; idle connections close, busy ones finish */
     for (uint32_t i = 0; i < w->cfg->max_conns; i++) {
         struct conn *c = &w->conns[i];
         if (conn_open(c))
@@ -328,19 +339,27 @@ bool worker_tick(struct worker *w)
     struct timer *t;
     while ((t = timer_expired(&w->wheel, w->now)))
         t->fire(w, t);
+    if (w->quic)
+        quic_ep_tick(w->quic);
     if (w->draining && w->now >= w->drain_deadline) {
         for (uint32_t i = 0; i < w->cfg->max_conns; i++)
             if (conn_open(&w->conns[i]))
                 conn_close(w, &w->conns[i]);
     }
     trim_pools(w);
-    return !(w->draining && w->active == 0 && !worker_listening(w));
+    /* QUIC connections are waited for as TCP ones are, up to the drain deadline. */
+    bool quic_busy = w->quic && quic_ep_conns(w->quic) > 0 && w->now < w->drain_deadline;
+    return !(w->draining && w->active == 0 && !quic_busy && !worker_listening(w));
 }
 
 int worker_wait_ms(const struct worker *w)
 {
-    (void)w;
-    return 1000; /* the wheel's resolution; the stop request wakes us through wake_fd */
+    /* The wheel's resolution; the stop request wakes us through wake_fd. QUIC's timers (ACK
+     * delay, loss detection) are milliseconds: with connections open the wait is at most
+     * QUIC_TICK_MS, since io_uring's tick is armed once per expiry, not per loop turn. */
+    if (w->quic && quic_ep_conns(w->quic) > 0)
+        return quic_ep_wait_ms(w->quic, QUIC_TICK_MS);
+    return 1000;
 }
 
 void *worker_main(void *arg)

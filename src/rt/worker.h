@@ -29,6 +29,8 @@ struct site_slot;
 struct handover;
 struct transport_ops;
 struct proto_ops;
+struct udp_port;
+struct quic_ep;
 
 /* w->stop, set by the main thread: what the worker is asked to do. */
 enum worker_stop {
@@ -84,6 +86,22 @@ struct worker {
      * it opens with the HTTP/2 preface (h2c), or when its transport negotiated it (ALPN "h2":
      * the transport calls conn_set_proto(w, c, w->h2, NULL, 0)). Set before the engine starts. */
     const struct proto_ops *h2;
+    /* HTTP/3 (--http3): the worker's UDP socket on the TLS port number and the QUIC endpoint
+     * on it, or NULL. Set by the server before the engine runs; the engine reads the port when
+     * it is readable (udp_port_read), worker_tick runs the endpoint's timers and drain. */
+    struct udp_port *udp;
+    struct quic_ep *quic;
+    /* With HTTP/3: "Alt-Svc: h3=\":PORT\"; ma=86400\r\n" for HTTPS responses (h3_alt_svc), and
+     * that line after each site's HSTS line, composed once per site configuration (serve.c;
+     * a distinct buffer per configuration, as the prebuilt answers key on its address). */
+    char alt_svc[48];
+    unsigned alt_svc_len;
+    struct {
+        const struct config *cfg;
+        unsigned gen;
+        unsigned len;
+        char lines[112];
+    } secure[8];
     int wake_fd;      /* eventfd: stop, a new site, finished compression jobs */
     atomic_int stop;  /* enum worker_stop */
     atomic_bool done; /* set as the worker's thread ends, for the main thread's wait */

@@ -1,0 +1,168 @@
+/* A worker's UDP port: batched receive and GSO send; see udp.h. */
+#include "engine/udp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+
+int udp_socket_open(const struct sockaddr *addr, socklen_t len)
+{
+    int fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    /* The receive buffer takes a burst of Initials and a fast client's ACKs between turns. */
+    int rcv = 1 << 21;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
+        goto fail;
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &rcv, sizeof(rcv));
+    if (addr->sa_family == AF_INET6)
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, addr, len) != 0)
+        goto fail;
+    return fd;
+fail:;
+    int err = -errno;
+    close(fd);
+    return err;
+}
+
+int udp_port_init(struct udp_port *p, int fd, bool gso, const struct udp_upcall *up, void *user)
+{
+    memset(p, 0, sizeof(*p));
+    p->fd = fd;
+    p->up = up;
+    p->user = user;
+    p->local_len = sizeof(p->local);
+    if (getsockname(fd, (struct sockaddr *)&p->local, &p->local_len) != 0)
+        return -errno;
+    p->rbuf = malloc((size_t)UDP_BATCH * UDP_RBUF);
+    if (!p->rbuf)
+        return -ENOMEM;
+    /* The probe is the option itself: a kernel without UDP GSO (before 4.18) refuses it. */
+    int seg = 1200;
+    p->gso = gso && setsockopt(fd, SOL_UDP, UDP_SEGMENT, &seg, sizeof(seg)) == 0;
+    if (p->gso) {
+        seg = 0; /* per send from here on, in a control message */
+        (void)setsockopt(fd, SOL_UDP, UDP_SEGMENT, &seg, sizeof(seg));
+    }
+    return 0;
+}
+
+void udp_port_fini(struct udp_port *p)
+{
+    if (p->fd >= 0)
+        close(p->fd);
+    p->fd = -1;
+    free(p->rbuf);
+    p->rbuf = NULL;
+}
+
+int udp_port_read(struct udp_port *p, unsigned batches)
+{
+    struct mmsghdr msgs[UDP_BATCH];
+    struct iovec iov[UDP_BATCH];
+    struct sockaddr_storage peers[UDP_BATCH];
+    int total = 0, rc = 0;
+    for (unsigned b = 0; b < batches; b++) {
+        for (int i = 0; i < UDP_BATCH; i++) {
+            iov[i] = (struct iovec){p->rbuf + (size_t)i * UDP_RBUF, UDP_RBUF};
+            msgs[i].msg_hdr = (struct msghdr){.msg_name = &peers[i],
+                                              .msg_namelen = sizeof(peers[i]),
+                                              .msg_iov = &iov[i],
+                                              .msg_iovlen = 1};
+        }
+        int n = recvmmsg(p->fd, msgs, UDP_BATCH, MSG_DONTWAIT, NULL);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EINTR)
+                rc = -errno;
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
+                continue; /* larger than any QUIC datagram we accept */
+            struct udp_dgram d = {iov[i].iov_base, msgs[i].msg_len,
+                                  (const struct sockaddr *)&peers[i], msgs[i].msg_hdr.msg_namelen};
+            p->rx_dgrams++;
+            p->rx_bytes += d.len;
+            p->up->recv(p->user, &d);
+        }
+        total += n;
+        if (n < UDP_BATCH)
+            break;
+    }
+    p->up->flush(p->user);
+    return rc < 0 && total == 0 ? rc : total;
+}
+
+static int send_one(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
+                    const uint8_t *buf, size_t len, size_t seg)
+{
+    struct iovec iov = {(void *)buf, len};
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr msg = {
+        .msg_name = (void *)to, .msg_namelen = tolen, .msg_iov = &iov, .msg_iovlen = 1};
+    if (seg && len > seg) {
+        memset(&ctl, 0, sizeof(ctl));
+        msg.msg_control = ctl.buf;
+        msg.msg_controllen = sizeof(ctl.buf);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type = UDP_SEGMENT;
+        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        uint16_t s = (uint16_t)seg;
+        memcpy(CMSG_DATA(cm), &s, sizeof(s));
+    }
+    ssize_t n;
+    do
+        n = sendmsg(p->fd, &msg, 0);
+    while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : 0;
+}
+
+int udp_port_send(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
+                  const uint8_t *buf, size_t len, size_t seg)
+{
+    size_t count = seg ? (len + seg - 1) / seg : 1;
+    if (p->gso && count > 1) {
+        int rc = send_one(p, to, tolen, buf, len, seg);
+        if (rc == 0) {
+            p->tx_dgrams += count;
+            p->tx_bytes += len;
+            p->tx_gso_calls++;
+            return 0;
+        }
+        if (rc != -EIO && rc != -EINVAL) {
+            p->tx_dropped += count;
+            return rc;
+        }
+        p->gso = false; /* the route's device cannot segment: one datagram per call from now */
+    }
+    int rc = 0;
+    for (size_t off = 0; off < len; off += seg ? seg : len) {
+        size_t n = seg && len - off > seg ? seg : len - off;
+        int r = send_one(p, to, tolen, buf + off, n, 0);
+        if (r == 0) {
+            p->tx_dgrams++;
+            p->tx_bytes += n;
+        } else {
+            p->tx_dropped++;
+            rc = r;
+        }
+    }
+    return rc;
+}

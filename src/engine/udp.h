@@ -1,0 +1,67 @@
+/* udp: a worker's UDP port (QUIC on the TLS port number): datagrams in by the batch (recvmmsg)
+ * and out by the batch (sendmsg with UDP_SEGMENT where the kernel and the route have it).
+ * Must not: know QUIC; it moves datagrams between one socket and the upcall the upper layer
+ * installed (up), and never blocks: a send the socket refuses (EAGAIN) is dropped and counted,
+ * as QUIC's loss recovery expects of a full socket buffer.
+ * Ownership: the worker owns its port (w->udp) and the port its fd; one thread uses it. Both
+ * engines call udp_port_read when the socket is readable (epoll: EPOLLIN; io_uring: a
+ * multishot poll), so the read loop is written once, here. */
+#ifndef ENGINE_UDP_H
+#define ENGINE_UDP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define UDP_BATCH 32   /* datagrams per recvmmsg */
+#define UDP_RBUF 2048  /* bytes per received datagram; larger ones are dropped (MSG_TRUNC) */
+#define UDP_GSO_MAX 10 /* datagrams per GSO send */
+/* recvmmsg calls per readiness: epoll's is level-triggered (what is left wakes the next turn,
+ * so other sockets get theirs), io_uring's poll fires on arrivals only (read to the end). */
+#define UDP_TURN_BATCHES 4
+#define UDP_DRAIN_BATCHES 1024
+
+struct udp_dgram {
+    const uint8_t *data;
+    size_t len;
+    const struct sockaddr *peer;
+    socklen_t peer_len;
+};
+
+/* Installed by the layer above (quic): recv once per datagram, then flush once per batch. */
+struct udp_upcall {
+    void (*recv)(void *user, const struct udp_dgram *d);
+    void (*flush)(void *user);
+};
+
+struct udp_port {
+    int fd;
+    bool gso; /* UDP_SEGMENT accepted (probed at open, cleared when a send says EIO) */
+    const struct udp_upcall *up;
+    void *user;
+    struct sockaddr_storage local; /* the address the socket is bound to */
+    socklen_t local_len;
+    uint8_t *rbuf; /* UDP_BATCH * UDP_RBUF */
+    uint64_t rx_dgrams, rx_bytes, tx_dgrams, tx_bytes, tx_dropped, tx_gso_calls;
+};
+
+/* Opens a non-blocking UDP socket bound to addr with SO_REUSEPORT (one per worker, the kernel
+ * spreading clients by their 4-tuple): the fd, or -errno. */
+int udp_socket_open(const struct sockaddr *addr, socklen_t len);
+
+/* Takes over fd; gso false keeps UDP_SEGMENT off even where the kernel has it. 0 or -errno. */
+int udp_port_init(struct udp_port *p, int fd, bool gso, const struct udp_upcall *up, void *user);
+void udp_port_fini(struct udp_port *p);
+
+/* Reads what is queued (at most `batches` recvmmsg calls), handing each datagram to up->recv,
+ * then calls up->flush. Returns datagrams read, or -errno for a socket error. */
+int udp_port_read(struct udp_port *p, unsigned batches);
+
+/* Sends len bytes to `to` as datagrams of seg bytes each (the last may be shorter): one
+ * sendmsg with UDP_SEGMENT when p->gso, else one sendmsg per datagram. 0 or -errno (EAGAIN
+ * counted as dropped). */
+int udp_port_send(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
+                  const uint8_t *buf, size_t len, size_t seg);
+
+#endif

@@ -1,0 +1,921 @@
+/* A worker's QUIC endpoint; see quic.h.
+ *
+ * Connections are found by the connection ID the client sends to (ours, SCID_LEN random
+ * bytes, or its own first one while its Initials still carry it) in a chained hash table.
+ * Timers are ngtcp2's per-connection expiry, kept in qc->deadline; the endpoint remembers the
+ * earliest, so a loop turn with nothing due costs one comparison. Sends go out as the
+ * connection writes them, a batch of equal-size datagrams per sendmsg (GSO). */
+#include "quic/quic.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <netinet/in.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/udp.h"
+
+#define SCID_LEN 18
+#define MAX_CIDS 10      /* ours (active_connection_id_limit 8) and the client's first */
+#define CID_BUCKETS 4096 /* power of two */
+#define MTU_MAX 1500
+#define RETRY_TOKEN_TTL (10 * NGTCP2_SECONDS)
+#define RESETS_PER_TICK 64 /* stateless resets sent between two timer runs at most */
+#define CLOSE_RESEND_MAX 16
+#define WRITE_MAX 64 /* packets one connection writes per turn */
+
+_Static_assert(sizeof(struct quic_vec) == sizeof(ngtcp2_vec), "quic_vec is ngtcp2_vec");
+
+enum qstate { Q_OPEN, Q_CLOSING, Q_DRAINING };
+
+struct cid_ent {
+    ngtcp2_cid cid;
+    struct quic_conn *qc;
+    struct cid_ent *next;
+};
+
+struct quic_conn {
+    struct quic_ep *ep;
+    ngtcp2_conn *conn;
+    gnutls_session_t tls;
+    ngtcp2_crypto_conn_ref ref;
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+    ngtcp2_cid cids[MAX_CIDS];
+    unsigned ncids;
+    void *app;
+    ngtcp2_tstamp deadline;
+    enum qstate state;
+    bool dirty; /* read something this batch: write at the flush */
+    bool drain_told;
+    uint8_t *close_pkt; /* our CONNECTION_CLOSE, sent again when the peer keeps sending */
+    size_t close_len;
+    unsigned close_recv, close_sent;
+    char peer_text[INET6_ADDRSTRLEN];
+    int family;
+    uint8_t addr[16];
+    char sni[256];
+    struct quic_conn *prev, *next;
+};
+
+struct quic_ep {
+    struct udp_port *port;
+    struct quic_settings set;
+    uint8_t secret[32];
+    const struct quic_app *app;
+    void *ctx;
+    gnutls_certificate_credentials_t cred;
+    gnutls_priority_t prio;
+    struct cid_ent *buckets[CID_BUCKETS];
+    struct quic_conn *conns; /* every connection, newest first */
+    unsigned nconns;
+    unsigned resets_left;
+    bool draining;
+    ngtcp2_tstamp next; /* the earliest deadline, or UINT64_MAX */
+    struct quic_stats stats;
+    uint8_t out[UDP_GSO_MAX * MTU_MAX];
+};
+
+static ngtcp2_tstamp now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (ngtcp2_tstamp)ts.tv_sec * NGTCP2_SECONDS + (ngtcp2_tstamp)ts.tv_nsec;
+}
+
+static void rand_bytes(uint8_t *p, size_t n)
+{
+    if (gnutls_rnd(GNUTLS_RND_NONCE, p, n) != 0)
+        memset(p, 0, n); /* never: GnuTLS aborts when its generator fails */
+}
+
+static void on_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx)
+{
+    (void)ctx;
+    rand_bytes(dest, len);
+}
+
+/* The connection ID table. */
+static unsigned cid_hash(const uint8_t *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h & (CID_BUCKETS - 1);
+}
+
+static struct quic_conn *cid_find(struct quic_ep *ep, const uint8_t *p, size_t n)
+{
+    for (struct cid_ent *e = ep->buckets[cid_hash(p, n)]; e; e = e->next)
+        if (e->cid.datalen == n && memcmp(e->cid.data, p, n) == 0)
+            return e->qc;
+    return NULL;
+}
+
+static int cid_add(struct quic_ep *ep, struct quic_conn *qc, const ngtcp2_cid *cid)
+{
+    if (qc->ncids == MAX_CIDS)
+        return -ENOSPC;
+    struct cid_ent *e = malloc(sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    e->cid = *cid;
+    e->qc = qc;
+    unsigned b = cid_hash(cid->data, cid->datalen);
+    e->next = ep->buckets[b];
+    ep->buckets[b] = e;
+    qc->cids[qc->ncids++] = *cid;
+    return 0;
+}
+
+static void cid_del(struct quic_ep *ep, struct quic_conn *qc, const ngtcp2_cid *cid)
+{
+    for (struct cid_ent **pp = &ep->buckets[cid_hash(cid->data, cid->datalen)]; *pp;
+         pp = &(*pp)->next) {
+        struct cid_ent *e = *pp;
+        if (e->qc == qc && ngtcp2_cid_eq(&e->cid, cid)) {
+            *pp = e->next;
+            free(e);
+            break;
+        }
+    }
+    for (unsigned i = 0; i < qc->ncids; i++)
+        if (ngtcp2_cid_eq(&qc->cids[i], cid)) {
+            qc->cids[i] = qc->cids[--qc->ncids];
+            break;
+        }
+}
+
+static void set_deadline(struct quic_ep *ep, struct quic_conn *qc, ngtcp2_tstamp t)
+{
+    qc->deadline = t;
+    if (t < ep->next)
+        ep->next = t;
+}
+
+static void conn_free(struct quic_ep *ep, struct quic_conn *qc)
+{
+    if (qc->app)
+        ep->app->free(qc->app);
+    while (qc->ncids)
+        cid_del(ep, qc, &qc->cids[qc->ncids - 1]);
+    if (qc->conn)
+        ngtcp2_conn_del(qc->conn);
+    if (qc->tls)
+        gnutls_deinit(qc->tls);
+    free(qc->close_pkt);
+    if (qc->prev)
+        qc->prev->next = qc->next;
+    else
+        ep->conns = qc->next;
+    if (qc->next)
+        qc->next->prev = qc->prev;
+    ep->nconns--;
+    ep->stats.open = ep->nconns;
+    ep->stats.closed++;
+    free(qc);
+}
+
+static void send_to(struct quic_ep *ep, const struct sockaddr *to, socklen_t tolen,
+                    const uint8_t *buf, size_t len, size_t seg)
+{
+    (void)udp_port_send(ep->port, to, tolen, buf, len, seg);
+}
+
+static ngtcp2_path path_of(struct quic_ep *ep, struct quic_conn *qc)
+{
+    return (ngtcp2_path){
+        .local = {(ngtcp2_sockaddr *)&ep->port->local, ep->port->local_len},
+        .remote = {(ngtcp2_sockaddr *)&qc->peer, qc->peer_len},
+    };
+}
+
+/* Ends qc with ccerr: CONNECTION_CLOSE out, then the closing period (3 PTO) before the free. */
+static void start_close(struct quic_ep *ep, struct quic_conn *qc,
+                        const ngtcp2_connection_close_error *ccerr)
+{
+    if (qc->state != Q_OPEN)
+        return;
+    ngtcp2_tstamp now = now_ns();
+    ngtcp2_path ps = path_of(ep, qc);
+    ngtcp2_pkt_info pi;
+    uint8_t buf[MTU_MAX];
+    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
+        qc->conn, &ps, &pi, buf, sizeof(buf) < 1452 ? sizeof(buf) : 1452, ccerr, now);
+    qc->state = Q_CLOSING;
+    set_deadline(ep, qc, now + 3 * ngtcp2_conn_get_pto(qc->conn));
+    if (n <= 0)
+        return; /* nothing to say (no keys yet): the closing period only */
+    qc->close_pkt = malloc((size_t)n);
+    if (qc->close_pkt) {
+        memcpy(qc->close_pkt, buf, (size_t)n);
+        qc->close_len = (size_t)n;
+    }
+    send_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len, buf, (size_t)n, 0);
+}
+
+static void close_liberr(struct quic_ep *ep, struct quic_conn *qc, int liberr)
+{
+    ngtcp2_connection_close_error ccerr;
+    ngtcp2_connection_close_error_default(&ccerr);
+    if (liberr == NGTCP2_ERR_CRYPTO)
+        ngtcp2_connection_close_error_set_transport_error_tls_alert(
+            &ccerr, ngtcp2_conn_get_tls_alert(qc->conn), NULL, 0);
+    else
+        ngtcp2_connection_close_error_set_transport_error_liberr(&ccerr, liberr, NULL, 0);
+    start_close(ep, qc, &ccerr);
+}
+
+/* Writes what qc has to send, in GSO batches. */
+static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
+{
+    if (qc->state != Q_OPEN)
+        return;
+    ngtcp2_tstamp now = now_ns();
+    ngtcp2_path ps = path_of(ep, qc);
+    ngtcp2_pkt_info pi;
+    size_t mtu = ngtcp2_conn_get_path_max_tx_udp_payload_size(qc->conn);
+    if (mtu > MTU_MAX)
+        mtu = MTU_MAX;
+    uint8_t *buf = ep->out, *p = buf;
+    size_t npkts = 0, total = 0;
+    for (;;) {
+        int64_t sid = -1;
+        bool fin = false;
+        struct quic_vec vec[16];
+        int nvec = 0;
+        if (qc->app) {
+            nvec = ep->app->pull(qc->app, &sid, &fin, vec, 16);
+            if (nvec < 0) {
+                close_liberr(ep, qc, NGTCP2_ERR_INTERNAL);
+                return;
+            }
+        }
+        uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
+        ngtcp2_ssize ndatalen = -1;
+        ngtcp2_ssize n = ngtcp2_conn_writev_stream(qc->conn, &ps, &pi, p, mtu, &ndatalen, flags,
+                                                   sid, (const ngtcp2_vec *)vec, (size_t)nvec, now);
+        if (n < 0) {
+            if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED || n == NGTCP2_ERR_STREAM_SHUT_WR) {
+                ep->app->blocked(qc->app, sid, n == NGTCP2_ERR_STREAM_SHUT_WR);
+                continue;
+            }
+            if (n == NGTCP2_ERR_WRITE_MORE) {
+                if (ep->app->wrote(qc->app, sid, (size_t)ndatalen) < 0) {
+                    close_liberr(ep, qc, NGTCP2_ERR_INTERNAL);
+                    return;
+                }
+                continue;
+            }
+            close_liberr(ep, qc, (int)n);
+            return;
+        }
+        if (ndatalen >= 0 && sid >= 0 && ep->app->wrote(qc->app, sid, (size_t)ndatalen) < 0) {
+            close_liberr(ep, qc, NGTCP2_ERR_INTERNAL);
+            return;
+        }
+        if (n == 0) {
+            if (p != buf)
+                send_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len, buf, (size_t)(p - buf),
+                        mtu);
+            ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
+            break;
+        }
+        p += n;
+        npkts++;
+        total++;
+        /* GSO: every datagram but the last of a batch is mtu long; a short one ends it. */
+        if ((size_t)n < mtu || npkts == UDP_GSO_MAX || total == WRITE_MAX) {
+            send_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len, buf, (size_t)(p - buf), mtu);
+            p = buf;
+            npkts = 0;
+            if (total == WRITE_MAX) {
+                /* Enough for one turn: the next ACK or the timer brings the rest, and other
+                 * connections get their turn meanwhile. */
+                ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
+                break;
+            }
+        }
+    }
+    set_deadline(ep, qc, ngtcp2_conn_get_expiry(qc->conn));
+}
+
+/* ngtcp2's callbacks. */
+static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref)
+{
+    struct quic_conn *qc = ref->user_data;
+    return qc->conn;
+}
+
+static int on_handshake_completed(ngtcp2_conn *conn, void *user)
+{
+    struct quic_conn *qc = user;
+    (void)conn;
+    gnutls_datum_t alpn;
+    if (gnutls_alpn_get_selected_protocol(qc->tls, &alpn) != 0 || alpn.size != 2 ||
+        memcmp(alpn.data, "h3", 2) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    qc->app = qc->ep->app->open(qc->ep->ctx, qc);
+    if (!qc->app)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    if (qc->ep->draining) {
+        qc->drain_told = true;
+        qc->ep->app->drain(qc->app);
+    }
+    return 0;
+}
+
+static int on_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64_t off,
+                               const uint8_t *data, size_t len, void *user, void *sud)
+{
+    struct quic_conn *qc = user;
+    (void)conn, (void)off, (void)sud;
+    if (!qc->app)
+        return NGTCP2_ERR_CALLBACK_FAILURE; /* 0-RTT is off: no stream before the handshake */
+    return qc->ep->app->recv(qc->app, sid, data, len, flags & NGTCP2_STREAM_DATA_FLAG_FIN) < 0
+               ? NGTCP2_ERR_CALLBACK_FAILURE
+               : 0;
+}
+
+static int on_acked(ngtcp2_conn *conn, int64_t sid, uint64_t off, uint64_t len, void *user,
+                    void *sud)
+{
+    struct quic_conn *qc = user;
+    (void)conn, (void)off, (void)sud;
+    if (!qc->app)
+        return 0;
+    return qc->ep->app->acked(qc->app, sid, len) < 0 ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
+}
+
+static int on_stream_close(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64_t code,
+                           void *user, void *sud)
+{
+    struct quic_conn *qc = user;
+    (void)sud;
+    if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
+        code = 0;
+    /* A closed request stream frees its place: the client may open another. */
+    if (ngtcp2_is_bidi_stream(sid) && !ngtcp2_conn_is_local_stream(conn, sid))
+        ngtcp2_conn_extend_max_streams_bidi(conn, 1);
+    if (!qc->app)
+        return 0;
+    return qc->ep->app->closed(qc->app, sid, code) < 0 ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
+}
+
+static int on_stream_reset(ngtcp2_conn *conn, int64_t sid, uint64_t final_size, uint64_t code,
+                           void *user, void *sud)
+{
+    struct quic_conn *qc = user;
+    (void)conn, (void)final_size, (void)sud;
+    if (!qc->app)
+        return 0;
+    return qc->ep->app->reset(qc->app, sid, code) < 0 ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
+}
+
+static int on_stop_sending(ngtcp2_conn *conn, int64_t sid, uint64_t code, void *user, void *sud)
+{
+    return on_stream_reset(conn, sid, 0, code, user, sud);
+}
+
+static int on_more_streams(ngtcp2_conn *conn, uint64_t max, void *user)
+{
+    struct quic_conn *qc = user;
+    (void)conn;
+    if (qc->app)
+        qc->ep->app->more_streams(qc->app, max);
+    return 0;
+}
+
+static int on_max_stream_data(ngtcp2_conn *conn, int64_t sid, uint64_t max, void *user, void *sud)
+{
+    struct quic_conn *qc = user;
+    (void)conn, (void)max, (void)sud;
+    if (qc->app)
+        qc->ep->app->unblocked(qc->app, sid);
+    return 0;
+}
+
+static int on_new_cid(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t len, void *user)
+{
+    struct quic_conn *qc = user;
+    (void)conn;
+    rand_bytes(cid->data, len);
+    cid->datalen = len;
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, qc->ep->secret, sizeof(qc->ep->secret),
+                                                     cid) != 0)
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    return cid_add(qc->ep, qc, cid) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int on_remove_cid(ngtcp2_conn *conn, const ngtcp2_cid *cid, void *user)
+{
+    struct quic_conn *qc = user;
+    (void)conn;
+    cid_del(qc->ep, qc, cid);
+    return 0;
+}
+
+static const ngtcp2_callbacks callbacks = {
+    .recv_client_initial = ngtcp2_crypto_recv_client_initial_cb,
+    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
+    .handshake_completed = on_handshake_completed,
+    .encrypt = ngtcp2_crypto_encrypt_cb,
+    .decrypt = ngtcp2_crypto_decrypt_cb,
+    .hp_mask = ngtcp2_crypto_hp_mask_cb,
+    .recv_stream_data = on_recv_stream_data,
+    .acked_stream_data_offset = on_acked,
+    .stream_close = on_stream_close,
+    .rand = on_rand,
+    .get_new_connection_id = on_new_cid,
+    .remove_connection_id = on_remove_cid,
+    .update_key = ngtcp2_crypto_update_key_cb,
+    .stream_reset = on_stream_reset,
+    .extend_max_remote_streams_bidi = on_more_streams,
+    .extend_max_stream_data = on_max_stream_data,
+    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
+    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
+    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
+    .stream_stop_sending = on_stop_sending,
+    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
+};
+
+/* GnuTLS post-client-hello: remembers the SNI (for the 421 rule and the log). */
+static int on_client_hello(gnutls_session_t s, unsigned htype, unsigned when, unsigned incoming,
+                           const gnutls_datum_t *msg)
+{
+    (void)htype, (void)when, (void)incoming, (void)msg;
+    struct quic_conn *qc = ((ngtcp2_crypto_conn_ref *)gnutls_session_get_ptr(s))->user_data;
+    size_t len = sizeof(qc->sni) - 1;
+    unsigned type;
+    if (gnutls_server_name_get(s, qc->sni, &len, &type, 0) != 0 || type != GNUTLS_NAME_DNS)
+        qc->sni[0] = '\0';
+    return 0;
+}
+
+static int tls_setup(struct quic_ep *ep, struct quic_conn *qc)
+{
+    static const gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
+    if (gnutls_init(&qc->tls, GNUTLS_SERVER | GNUTLS_NO_AUTO_SEND_TICKET |
+                                  GNUTLS_NO_END_OF_EARLY_DATA) != 0) {
+        qc->tls = NULL;
+        return -ENOMEM;
+    }
+    qc->ref = (ngtcp2_crypto_conn_ref){get_conn, qc};
+    gnutls_session_set_ptr(qc->tls, &qc->ref);
+    if (gnutls_priority_set(qc->tls, ep->prio) != 0 ||
+        ngtcp2_crypto_gnutls_configure_server_session(qc->tls) != 0 ||
+        gnutls_credentials_set(qc->tls, GNUTLS_CRD_CERTIFICATE, ep->cred) != 0 ||
+        gnutls_alpn_set_protocols(qc->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0)
+        return -EINVAL;
+    gnutls_handshake_set_hook_function(qc->tls, GNUTLS_HANDSHAKE_CLIENT_HELLO, GNUTLS_HOOK_POST,
+                                       on_client_hello);
+    ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
+    return 0;
+}
+
+static void peer_text(struct quic_conn *qc)
+{
+    qc->family = qc->peer.ss_family;
+    if (qc->peer.ss_family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)&qc->peer;
+        memcpy(qc->addr, &v4->sin_addr, 4);
+        inet_ntop(AF_INET, &v4->sin_addr, qc->peer_text, sizeof(qc->peer_text));
+    } else if (qc->peer.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&qc->peer;
+        memcpy(qc->addr, &v6->sin6_addr, 16);
+        inet_ntop(AF_INET6, &v6->sin6_addr, qc->peer_text, sizeof(qc->peer_text));
+    } else {
+        strcpy(qc->peer_text, "-");
+    }
+}
+
+/* A new connection from a client Initial hd (odcid: the client's first DCID when it came back
+ * with our Retry token, the address then proven). */
+static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
+                                  const struct udp_dgram *d, const ngtcp2_cid *odcid)
+{
+    struct quic_conn *qc = calloc(1, sizeof(*qc));
+    if (!qc)
+        return NULL;
+    qc->ep = ep;
+    memcpy(&qc->peer, d->peer, d->peer_len);
+    qc->peer_len = d->peer_len;
+    peer_text(qc);
+    qc->deadline = UINT64_MAX;
+    qc->next = ep->conns;
+    if (ep->conns)
+        ep->conns->prev = qc;
+    ep->conns = qc;
+    ep->nconns++;
+    ep->stats.open = ep->nconns;
+
+    ngtcp2_tstamp now = now_ns();
+    ngtcp2_cid scid = {.datalen = SCID_LEN};
+    rand_bytes(scid.data, SCID_LEN);
+    ngtcp2_settings st;
+    ngtcp2_settings_default(&st);
+    st.initial_ts = now;
+    st.max_window = 6u << 20;
+    st.max_stream_window = 6u << 20;
+    st.handshake_timeout = 10 * NGTCP2_SECONDS; /* a client that never finishes goes */
+    ngtcp2_transport_params tp;
+    ngtcp2_transport_params_default(&tp);
+    tp.initial_max_stream_data_bidi_local = 256u << 10;
+    tp.initial_max_stream_data_bidi_remote = 64u << 10; /* request bodies are dropped anyway */
+    tp.initial_max_stream_data_uni = 256u << 10;
+    tp.initial_max_data = 1u << 20;
+    tp.initial_max_streams_bidi = ep->set.max_streams;
+    tp.initial_max_streams_uni = 3; /* the client's control and QPACK streams */
+    tp.max_idle_timeout = (ngtcp2_duration)ep->set.idle_timeout_s * NGTCP2_SECONDS;
+    tp.active_connection_id_limit = 7;
+    tp.stateless_reset_token_present = 1;
+    if (odcid) {
+        tp.original_dcid = *odcid;
+        tp.retry_scid = hd->dcid;
+        tp.retry_scid_present = 1;
+        st.token = hd->token; /* validated: no amplification limit from here */
+    } else {
+        tp.original_dcid = hd->dcid;
+    }
+    ngtcp2_path path = path_of(ep, qc);
+    if (ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, ep->secret,
+                                                     sizeof(ep->secret), &scid) != 0 ||
+        ngtcp2_conn_server_new(&qc->conn, &hd->scid, &scid, &path, hd->version, &callbacks, &st,
+                               &tp, NULL, qc) != 0) {
+        qc->conn = NULL;
+        goto fail;
+    }
+    if (tls_setup(ep, qc) != 0 || cid_add(ep, qc, &scid) != 0 || cid_add(ep, qc, &hd->dcid) != 0)
+        goto fail;
+    ep->stats.accepted++;
+    return qc;
+fail:
+    conn_free(ep, qc);
+    ep->stats.closed--; /* never opened */
+    return NULL;
+}
+
+/* Feeds one datagram to qc. */
+static void conn_read(struct quic_ep *ep, struct quic_conn *qc, const struct udp_dgram *d)
+{
+    if (qc->state == Q_DRAINING)
+        return;
+    if (qc->state == Q_CLOSING) {
+        /* RFC 9000 10.2.1: answer with the close again, less and less often. */
+        qc->close_recv++;
+        if (qc->close_pkt && qc->close_sent < CLOSE_RESEND_MAX &&
+            (qc->close_recv & (qc->close_recv - 1)) == 0) {
+            qc->close_sent++;
+            send_to(ep, d->peer, d->peer_len, qc->close_pkt, qc->close_len, 0);
+        }
+        return;
+    }
+    ngtcp2_path path = {
+        .local = {(ngtcp2_sockaddr *)&ep->port->local, ep->port->local_len},
+        .remote = {(ngtcp2_sockaddr *)d->peer, d->peer_len},
+    };
+    ngtcp2_pkt_info pi = {0};
+    ngtcp2_tstamp now = now_ns();
+    int rv = ngtcp2_conn_read_pkt(qc->conn, &path, &pi, d->data, d->len, now);
+    if (rv == 0) {
+        /* The path ngtcp2 now uses (a migrated client is answered at its new address). */
+        const ngtcp2_path *cur = ngtcp2_conn_get_path(qc->conn);
+        if (cur->remote.addrlen <= sizeof(qc->peer) &&
+            (cur->remote.addrlen != qc->peer_len ||
+             memcmp(cur->remote.addr, &qc->peer, qc->peer_len) != 0)) {
+            memcpy(&qc->peer, cur->remote.addr, cur->remote.addrlen);
+            qc->peer_len = cur->remote.addrlen;
+        }
+        qc->dirty = true;
+        return;
+    }
+    if (rv == NGTCP2_ERR_DRAINING) {
+        qc->state = Q_DRAINING;
+        set_deadline(ep, qc, now + 3 * ngtcp2_conn_get_pto(qc->conn));
+        return;
+    }
+    if (rv == NGTCP2_ERR_DROP_CONN) {
+        qc->state = Q_DRAINING;
+        set_deadline(ep, qc, now);
+        return;
+    }
+    close_liberr(ep, qc, rv);
+}
+
+static void send_vn(struct quic_ep *ep, const ngtcp2_version_cid *vc, const struct udp_dgram *d)
+{
+    /* Only to a datagram as large as a client's first (1200 bytes): a small forged one must
+     * not make us answer at all (RFC 9000 6.1, amplification). */
+    if (d->len < 1200)
+        return;
+    static const uint32_t versions[] = {NGTCP2_PROTO_VER_V1};
+    uint8_t buf[256], r;
+    rand_bytes(&r, 1);
+    ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(
+        buf, sizeof(buf), r, vc->scid, vc->scidlen, vc->dcid, vc->dcidlen, versions, 1);
+    if (n > 0) {
+        ep->stats.vn_sent++;
+        send_to(ep, d->peer, d->peer_len, buf, (size_t)n, 0);
+    }
+}
+
+/* A short-header packet for no connection of ours: a client whose state we lost (a restart,
+ * a connection closed) learns it at once (RFC 9000 10.3) rather than by its idle timer. */
+static void send_reset(struct quic_ep *ep, const ngtcp2_version_cid *vc, const struct udp_dgram *d)
+{
+    /* Smaller than what came, so that two endpoints cannot ping-pong resets forever; at least
+     * the 21 bytes a reset needs to look like a packet; bounded per timer run. */
+    if (d->len < 43 || ep->resets_left == 0 || vc->dcidlen == 0)
+        return;
+    ep->resets_left--;
+    ngtcp2_cid cid;
+    ngtcp2_cid_init(&cid, vc->dcid, vc->dcidlen);
+    uint8_t token[NGTCP2_STATELESS_RESET_TOKENLEN], rnd[64], buf[128];
+    size_t randlen = d->len - 1 - NGTCP2_STATELESS_RESET_TOKENLEN - 1;
+    if (randlen > sizeof(rnd))
+        randlen = sizeof(rnd);
+    rand_bytes(rnd, randlen);
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, ep->secret, sizeof(ep->secret), &cid) !=
+        0)
+        return;
+    ngtcp2_ssize n = ngtcp2_pkt_write_stateless_reset(buf, sizeof(buf), token, rnd, randlen);
+    if (n > 0) {
+        ep->stats.resets_sent++;
+        send_to(ep, d->peer, d->peer_len, buf, (size_t)n, 0);
+    }
+}
+
+static void send_retry(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const struct udp_dgram *d)
+{
+    ngtcp2_cid scid = {.datalen = SCID_LEN};
+    rand_bytes(scid.data, SCID_LEN);
+    uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], buf[MTU_MAX];
+    ngtcp2_ssize tlen = ngtcp2_crypto_generate_retry_token(
+        token, ep->secret, sizeof(ep->secret), hd->version, (const ngtcp2_sockaddr *)d->peer,
+        d->peer_len, &scid, &hd->dcid, now_ns());
+    if (tlen < 0)
+        return;
+    ngtcp2_ssize n = ngtcp2_crypto_write_retry(buf, sizeof(buf), hd->version, &hd->scid, &scid,
+                                               &hd->dcid, token, (size_t)tlen);
+    if (n > 0) {
+        ep->stats.retries++;
+        send_to(ep, d->peer, d->peer_len, buf, (size_t)n, 0);
+    }
+}
+
+static void send_refusal(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const struct udp_dgram *d,
+                         uint64_t code)
+{
+    uint8_t buf[MTU_MAX];
+    ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(buf, sizeof(buf), hd->version, &hd->scid,
+                                                          &hd->dcid, code, NULL, 0);
+    ep->stats.refused++;
+    if (n > 0 && (size_t)n <= 3 * d->len)
+        send_to(ep, d->peer, d->peer_len, buf, (size_t)n, 0);
+}
+
+static void on_datagram(void *user, const struct udp_dgram *d)
+{
+    struct quic_ep *ep = user;
+    ngtcp2_version_cid vc;
+    int rv = ngtcp2_pkt_decode_version_cid(&vc, d->data, d->len, SCID_LEN);
+    if (rv == NGTCP2_ERR_VERSION_NEGOTIATION) {
+        send_vn(ep, &vc, d);
+        return;
+    }
+    if (rv != 0) {
+        ep->stats.dropped++;
+        return;
+    }
+    struct quic_conn *qc = cid_find(ep, vc.dcid, vc.dcidlen);
+    if (qc) {
+        conn_read(ep, qc, d);
+        return;
+    }
+    if (!(d->data[0] & 0x80)) {
+        send_reset(ep, &vc, d);
+        return;
+    }
+    ngtcp2_pkt_hd hd;
+    if (ngtcp2_accept(&hd, d->data, d->len) != 0 || hd.type != NGTCP2_PKT_INITIAL) {
+        ep->stats.dropped++; /* 0-RTT, or not a valid first packet */
+        return;
+    }
+    if (ep->draining || ep->nconns >= ep->set.max_conns) {
+        send_refusal(ep, &hd, d, NGTCP2_CONNECTION_REFUSED);
+        return;
+    }
+    ngtcp2_cid odcid;
+    const ngtcp2_cid *validated = NULL;
+    if (hd.token.len && hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY) {
+        if (ngtcp2_crypto_verify_retry_token(&odcid, hd.token.base, hd.token.len, ep->secret,
+                                             sizeof(ep->secret), hd.version,
+                                             (const ngtcp2_sockaddr *)d->peer, d->peer_len,
+                                             &hd.dcid, RETRY_TOKEN_TTL, now_ns()) != 0) {
+            send_refusal(ep, &hd, d, NGTCP2_INVALID_TOKEN);
+            return;
+        }
+        validated = &odcid;
+    } else if (ep->nconns >= ep->set.retry_above) {
+        send_retry(ep, &hd, d); /* under load: the client proves its address first */
+        return;
+    }
+    qc = conn_new(ep, &hd, d, validated);
+    if (!qc) {
+        ep->stats.dropped++;
+        return;
+    }
+    conn_read(ep, qc, d);
+}
+
+static void on_flush(void *user)
+{
+    struct quic_ep *ep = user;
+    for (struct quic_conn *qc = ep->conns, *next; qc; qc = next) {
+        next = qc->next;
+        if (qc->dirty) {
+            qc->dirty = false;
+            conn_write(ep, qc);
+        }
+    }
+}
+
+static const struct udp_upcall upcall = {on_datagram, on_flush};
+
+void quic_ep_tick(struct quic_ep *ep)
+{
+    ep->resets_left = RESETS_PER_TICK;
+    ngtcp2_tstamp now = now_ns();
+    if (now < ep->next)
+        return;
+    ep->next = UINT64_MAX;
+    for (struct quic_conn *qc = ep->conns, *next; qc; qc = next) {
+        next = qc->next;
+        if (qc->deadline > now) {
+            if (qc->deadline < ep->next)
+                ep->next = qc->deadline;
+            continue;
+        }
+        if (qc->state != Q_OPEN) {
+            conn_free(ep, qc);
+            continue;
+        }
+        int rv = ngtcp2_conn_handle_expiry(qc->conn, now);
+        if (rv == NGTCP2_ERR_IDLE_CLOSE) {
+            conn_free(ep, qc); /* idle: silently (RFC 9000 10.1) */
+            continue;
+        }
+        if (rv != 0) {
+            close_liberr(ep, qc, rv);
+            continue;
+        }
+        conn_write(ep, qc);
+        if (ep->draining && qc->app && ep->app->idle(qc->app)) {
+            ngtcp2_connection_close_error ccerr;
+            ngtcp2_connection_close_error_default(&ccerr);
+            ngtcp2_connection_close_error_set_application_error(&ccerr, 0x100, NULL, 0);
+            start_close(ep, qc, &ccerr);
+        }
+    }
+}
+
+int quic_ep_wait_ms(const struct quic_ep *ep, int max_ms)
+{
+    if (ep->next == UINT64_MAX)
+        return max_ms;
+    ngtcp2_tstamp now = now_ns();
+    if (ep->next <= now)
+        return 0;
+    uint64_t ms = (ep->next - now + NGTCP2_MILLISECONDS - 1) / NGTCP2_MILLISECONDS;
+    return ms < (uint64_t)max_ms ? (int)ms : max_ms;
+}
+
+void quic_ep_drain(struct quic_ep *ep)
+{
+    ep->draining = true;
+    for (struct quic_conn *qc = ep->conns, *next; qc; qc = next) {
+        next = qc->next;
+        if (qc->state != Q_OPEN)
+            continue;
+        if (qc->app && !qc->drain_told) {
+            qc->drain_told = true;
+            ep->app->drain(qc->app);
+        }
+        if (!qc->app || ep->app->idle(qc->app)) {
+            ngtcp2_connection_close_error ccerr;
+            ngtcp2_connection_close_error_default(&ccerr);
+            ngtcp2_connection_close_error_set_application_error(&ccerr, 0x100, NULL, 0);
+            conn_write(ep, qc); /* the GOAWAY first */
+            start_close(ep, qc, &ccerr);
+        } else {
+            conn_write(ep, qc);
+        }
+    }
+}
+
+unsigned quic_ep_conns(const struct quic_ep *ep)
+{
+    return ep->nconns;
+}
+
+const struct quic_stats *quic_ep_stats(const struct quic_ep *ep)
+{
+    return &ep->stats;
+}
+
+int quic_open_uni(struct quic_conn *qc, int64_t *sid)
+{
+    return ngtcp2_conn_open_uni_stream(qc->conn, sid, NULL) == 0 ? 0 : -EAGAIN;
+}
+
+void quic_consume(struct quic_conn *qc, int64_t sid, size_t n)
+{
+    ngtcp2_conn_extend_max_stream_offset(qc->conn, sid, n);
+    ngtcp2_conn_extend_max_offset(qc->conn, n);
+}
+
+void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code)
+{
+    ngtcp2_conn_shutdown_stream(qc->conn, sid, code);
+}
+
+const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **addr)
+{
+    *family = qc->family;
+    *addr = qc->addr;
+    return qc->peer_text;
+}
+
+const char *quic_sni(struct quic_conn *qc)
+{
+    return qc->sni;
+}
+
+int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_settings *s,
+                const struct quic_app *app, void *ctx, char *why, size_t why_len)
+{
+    struct quic_ep *ep = calloc(1, sizeof(*ep));
+    if (!ep)
+        return -ENOMEM;
+    ep->port = port;
+    ep->set = *s;
+    ep->app = app;
+    ep->ctx = ctx;
+    ep->next = UINT64_MAX;
+    ep->resets_left = RESETS_PER_TICK;
+    memcpy(ep->secret, s->secret, sizeof(ep->secret));
+    int rc = gnutls_certificate_allocate_credentials(&ep->cred);
+    if (rc != 0) {
+        ep->cred = NULL;
+        snprintf(why, why_len, "HTTP/3: %s", gnutls_strerror(rc));
+        goto fail;
+    }
+    /* Each pair in the order given; GnuTLS picks the one whose names match the SNI, the first
+     * when none does, as the TLS port does. */
+    for (int i = 0; s->certs[i]; i++) {
+        rc = gnutls_certificate_set_x509_key_file2(ep->cred, s->certs[i], s->keys[i],
+                                                   GNUTLS_X509_FMT_PEM, NULL, 0);
+        if (rc < 0) {
+            snprintf(why, why_len, "HTTP/3: %s: %s", s->certs[i], gnutls_strerror(rc));
+            goto fail;
+        }
+    }
+    /* TLS 1.3 only (RFC 9001 4.2); no middlebox compatibility mode (RFC 9001 8.4). */
+    rc = gnutls_priority_init2(&ep->prio,
+                               "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3:"
+                               "-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"
+                               "+AES-128-CCM",
+                               NULL, 0);
+    if (rc != 0) {
+        ep->prio = NULL;
+        snprintf(why, why_len, "HTTP/3: priority: %s", gnutls_strerror(rc));
+        goto fail;
+    }
+    port->up = &upcall;
+    port->user = ep;
+    *out = ep;
+    return 0;
+fail:
+    quic_ep_free(ep);
+    return -EINVAL;
+}
+
+void quic_ep_free(struct quic_ep *ep)
+{
+    if (!ep)
+        return;
+    while (ep->conns)
+        conn_free(ep, ep->conns);
+    if (ep->prio)
+        gnutls_priority_deinit(ep->prio);
+    if (ep->cred)
+        gnutls_certificate_free_credentials(ep->cred);
+    free(ep);
+}

@@ -1,0 +1,103 @@
+/* quic: a worker's QUIC endpoint on its UDP port (engine/udp.h): connections by connection ID,
+ * the handshake (ngtcp2 with GnuTLS, the same certificate files as the TLS port, chosen by
+ * SNI), Retry under load, stateless resets, version negotiation, timers, limits, drain.
+ * Must not: know HTTP; stream bytes go to and come from the application's table (struct
+ * quic_app, installed by h3), which is the only way up. No socket call but through udp_port.
+ * Ownership: one endpoint per worker, used by its thread alone; the endpoint owns its
+ * connections and each connection its application state (freed through app->free). */
+#ifndef QUIC_QUIC_H
+#define QUIC_QUIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct udp_port;
+struct quic_ep;
+struct quic_conn;
+
+/* One bytes range; layout-compatible with ngtcp2_vec and nghttp3_vec (checked in quic.c). */
+struct quic_vec {
+    uint8_t *base;
+    size_t len;
+};
+
+/* The application over QUIC (HTTP/3), called on the worker's thread. Negative returns are
+ * fatal for the connection (closed with an internal error). */
+struct quic_app {
+    /* The handshake finished: the application's state for qc, or NULL to close it. */
+    void *(*open)(void *ctx, struct quic_conn *qc);
+    /* Stream bytes in order (fin: the peer's last); consumed or not, flow control is the
+     * application's to give back with quic_consume. */
+    int (*recv)(void *a, int64_t sid, const uint8_t *data, size_t len, bool fin);
+    /* Up to cnt ranges of the next stream with bytes to send: their count, *sid (-1: none),
+     * *fin (the stream's last bytes). */
+    int (*pull)(void *a, int64_t *sid, bool *fin, struct quic_vec *v, size_t cnt);
+    /* n bytes of what pull gave for sid went into packets. */
+    int (*wrote)(void *a, int64_t sid, size_t n);
+    /* sid cannot take more now (flow control, or its write side shut). */
+    void (*blocked)(void *a, int64_t sid, bool shut);
+    /* The peer may take more on sid again. */
+    void (*unblocked)(void *a, int64_t sid);
+    /* The peer acknowledged n more bytes of sid. */
+    int (*acked)(void *a, int64_t sid, uint64_t n);
+    /* sid is closed (code: the application error, 0 for none); reset: the peer reset it or
+     * asked us to stop sending. */
+    int (*closed)(void *a, int64_t sid, uint64_t code);
+    int (*reset)(void *a, int64_t sid, uint64_t code);
+    /* The peer may open n more request streams (the limit grew). */
+    void (*more_streams)(void *a, uint64_t max);
+    /* The worker drains: announce the end (HTTP/3 GOAWAY), finish what is open. */
+    void (*drain)(void *a);
+    /* Whether the application has nothing in flight (a drain may close the connection). */
+    bool (*idle)(void *a);
+    void (*free)(void *a);
+};
+
+struct quic_settings {
+    unsigned max_conns;       /* per worker; a new connection beyond is refused */
+    unsigned max_streams;     /* concurrent request streams per connection */
+    unsigned idle_timeout_s;  /* a connection silent this long goes */
+    unsigned retry_above;     /* connections at which new clients must prove their address */
+    const char *const *certs; /* certificate files, NULL-terminated, the first the default */
+    const char *const *keys;  /* their keys */
+    const uint8_t *secret;    /* 32 bytes shared by every worker: Retry tokens, reset tokens */
+    bool gso;
+};
+
+/* Counters a metrics scrape reads (plain integers: the worker writes, the scrape tolerates a
+ * torn read as it does for every other counter). */
+struct quic_stats {
+    uint64_t accepted, refused, retries, resets_sent, vn_sent, closed, dropped;
+    uint64_t open; /* connections now */
+};
+
+/* Makes the endpoint on port (whose upcall it installs) for app with ctx. 0 or -errno, with
+ * a reason in why. */
+int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_settings *s,
+                const struct quic_app *app, void *ctx, char *why, size_t why_len);
+void quic_ep_free(struct quic_ep *ep);
+
+/* Timers: runs every connection whose deadline passed (now: CLOCK_MONOTONIC ns), sends. */
+void quic_ep_tick(struct quic_ep *ep);
+/* Milliseconds until the next deadline (at most max_ms). */
+int quic_ep_wait_ms(const struct quic_ep *ep, int max_ms);
+/* The worker drains: every connection announces its end; idle ones close now. */
+void quic_ep_drain(struct quic_ep *ep);
+/* Connections still open (a drain waits for them, as for TCP connections). */
+unsigned quic_ep_conns(const struct quic_ep *ep);
+const struct quic_stats *quic_ep_stats(const struct quic_ep *ep);
+
+/* For the application. */
+int quic_open_uni(struct quic_conn *qc, int64_t *sid);
+/* Gives n bytes of flow control back (stream sid and the connection). */
+void quic_consume(struct quic_conn *qc, int64_t sid, size_t n);
+/* Ends stream sid both ways with code (a refused or failed request). */
+void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code);
+/* The peer's address as text (for the access log) and as bytes. */
+const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **addr);
+/* The SNI the client sent, or "" */
+const char *quic_sni(struct quic_conn *qc);
+
+#endif
