@@ -758,6 +758,10 @@ void quic_ep_tick(struct quic_ep *ep)
     ep->next = UINT64_MAX;
     for (struct quic_conn *qc = ep->conns, *next; qc; qc = next) {
         next = qc->next;
+        /* Stopping: a connection that has said its CONNECTION_CLOSE does not hold the exit
+         * for its closing period; the client's next packet finds nobody, as after a restart. */
+        if (ep->draining && qc->state != Q_OPEN)
+            qc->deadline = now;
         if (qc->deadline > now) {
             if (qc->deadline < ep->next)
                 ep->next = qc->deadline;
@@ -818,6 +822,7 @@ void quic_ep_drain(struct quic_ep *ep)
             conn_write(ep, qc);
         }
     }
+    ep->next = 0; /* the next tick frees what closed */
 }
 
 unsigned quic_ep_conns(const struct quic_ep *ep)

@@ -193,6 +193,25 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
                ktls_conns);
     PER_WORKER(f, "ringhttpd_tls_resumed_handshakes_total", "counter",
                "TLS handshakes that resumed a session from a ticket.", ws, n, tls_resumed);
+    PER_WORKER(f, "ringhttpd_http3_connections", "gauge", "HTTP/3 (QUIC) connections open.", ws, n,
+               h3_conns);
+    PER_WORKER(f, "ringhttpd_http3_connections_accepted_total", "counter",
+               "QUIC connections accepted.", ws, n, h3_accepted);
+    PER_WORKER(f, "ringhttpd_http3_connections_refused_total", "counter",
+               "QUIC connections refused (limit, drain, invalid token).", ws, n, h3_refused);
+    PER_WORKER(f, "ringhttpd_http3_retries_total", "counter",
+               "QUIC Retry packets sent (address validation under load).", ws, n, h3_retries);
+    PER_WORKER(f, "ringhttpd_http3_stateless_resets_total", "counter",
+               "QUIC stateless resets sent for unknown connections.", ws, n, h3_resets);
+    PER_WORKER(f, "ringhttpd_http3_version_negotiations_total", "counter",
+               "QUIC version negotiation packets sent.", ws, n, h3_vn);
+    PER_WORKER(f, "ringhttpd_udp_datagrams_received_total", "counter",
+               "UDP datagrams received on the HTTP/3 port.", ws, n, udp_in);
+    PER_WORKER(f, "ringhttpd_udp_datagrams_sent_total", "counter",
+               "UDP datagrams sent from the HTTP/3 port.", ws, n, udp_out);
+    PER_WORKER(f, "ringhttpd_udp_datagrams_dropped_total", "counter",
+               "UDP datagrams not sent (socket buffer full); QUIC retransmits them.", ws, n,
+               udp_dropped);
     PER_WORKER(f, "ringhttpd_file_cache_hits_total", "counter", "File-cache look-ups that hit.", ws,
                n, cache_hits);
     PER_WORKER(f, "ringhttpd_file_cache_misses_total", "counter",

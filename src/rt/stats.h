@@ -62,6 +62,18 @@ struct stats {
     stat_t compress_saved_bytes;
     stat_t compress_ns;
     stat_t compress_cache_bytes;
+    /* HTTP/3 (quic/quic.h's counters, copied once per loop turn): connections open (gauge),
+     * accepted, refused (limit, drain, bad token), Retry packets, stateless resets, version
+     * negotiations sent; UDP datagrams in, out and dropped on send (socket buffer full). */
+    stat_t h3_conns;
+    stat_t h3_accepted;
+    stat_t h3_refused;
+    stat_t h3_retries;
+    stat_t h3_resets;
+    stat_t h3_vn;
+    stat_t udp_in;
+    stat_t udp_out;
+    stat_t udp_dropped;
 };
 
 static inline void stat_add(stat_t *c, uint64_t n)

@@ -308,6 +308,22 @@ static void switch_site(struct worker *w)
                w->id);
 }
 
+/* The QUIC endpoint's counters into the ones a metrics scrape reads. */
+static void publish_quic(struct worker *w)
+{
+    const struct quic_stats *q = quic_ep_stats(w->quic);
+    struct stats *st = &w->stats;
+    stat_set(&st->h3_conns, q->open);
+    stat_set(&st->h3_accepted, q->accepted);
+    stat_set(&st->h3_refused, q->refused);
+    stat_set(&st->h3_retries, q->retries);
+    stat_set(&st->h3_resets, q->resets_sent);
+    stat_set(&st->h3_vn, q->vn_sent);
+    stat_set(&st->udp_in, w->udp->rx_dgrams);
+    stat_set(&st->udp_out, w->udp->tx_dgrams);
+    stat_set(&st->udp_dropped, w->udp->tx_dropped);
+}
+
 bool worker_tick(struct worker *w)
 {
     read_clock(w);
@@ -339,8 +355,10 @@ bool worker_tick(struct worker *w)
     struct timer *t;
     while ((t = timer_expired(&w->wheel, w->now)))
         t->fire(w, t);
-    if (w->quic)
+    if (w->quic) {
         quic_ep_tick(w->quic);
+        publish_quic(w);
+    }
     if (w->draining && w->now >= w->drain_deadline) {
         for (uint32_t i = 0; i < w->cfg->max_conns; i++)
             if (conn_open(&w->conns[i]))
