@@ -54,6 +54,10 @@ UNIT_LINK += src/conn.c src/serve.c src/config.c $(wildcard src/config/*.c) src/
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+# The option table as text, for the tests that hold README and the man page to it.
+$(BUILD)/tools/options: $(call obj,tests/tools/options.c src/config/options.c $(CORE_SRC))
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@
+
 $(BUILD)/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -std=gnu11 $(WARN) $(CFLAGS) $< -o $@
