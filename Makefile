@@ -56,6 +56,7 @@ $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
 
 # The option table as text, for the tests that hold README and the man page to it.
 $(BUILD)/tools/options: $(call obj,tests/tools/options.c src/config/options.c $(CORE_SRC))
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@
 
 $(BUILD)/tools/%: tests/tools/%.c
