@@ -15,8 +15,8 @@ CORE_SRC   := $(wildcard src/core/*.c)
 # binary and into build/ringhttpd-test (tests/seams/main.c picks them by the environment for
 # tests/integration/test_transport.py), never into the binary a user runs.
 SEAM_SRC   := src/transport_copy.c src/proto_lines.c
-SERVER_SRC := $(CORE_SRC) $(filter-out $(SEAM_SRC),$(wildcard src/*.c src/engine/*.c src/rt/*.c \
-                                                            src/h2/*.c src/tls/*.c))
+SERVER_SRC := $(CORE_SRC) $(filter-out $(SEAM_SRC),$(wildcard src/*.c src/config/*.c src/engine/*.c \
+                                                            src/rt/*.c src/h2/*.c src/tls/*.c))
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 
@@ -58,10 +58,15 @@ UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine
 # conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
 # around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
 # are left out.
-UNIT_LINK += src/conn.c src/serve.c src/config.c src/cfgfile.c src/transport_copy.c \
+UNIT_LINK += src/conn.c src/serve.c src/config.c $(wildcard src/config/*.c) src/transport_copy.c \
              $(filter-out src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c,$(wildcard src/rt/*.c))
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+# The option table as text, for the tests that hold README and the man page to it.
+$(BUILD)/tools/options: $(call obj,tests/tools/options.c src/config/options.c $(CORE_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@
 
 $(BUILD)/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
@@ -140,8 +145,8 @@ FUZZ_CFLAGS := -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer-no-link,address,unde
 fuzz_obj = $(patsubst %.c,build/fuzz/obj/%.o,$(1))
 FUZZ_BASE := $(CORE_SRC) src/h2/h2.c src/h2/hpack.c
 # Targets that need more than the core: their sources and libraries.
-FUZZ_EXTRA_fuzz_config := src/config.c src/cfgfile.c src/rt/htpasswd.c $(wildcard src/tls/tls*.c)
-FUZZ_LIBS_fuzz_config  := -lyaml -lcrypt -lssl -lcrypto
+FUZZ_EXTRA_fuzz_config := src/config/options.c src/config/cfgfile.c
+FUZZ_LIBS_fuzz_config  := -lyaml
 FUZZ_EXTRA_fuzz_htpasswd := src/rt/htpasswd.c
 FUZZ_LIBS_fuzz_htpasswd  := -lcrypt
 FUZZ_SECONDS ?= 60
