@@ -419,6 +419,15 @@ void hpack_enc_set_max(struct hpack_enc *e, uint32_t size)
     e->update = true;
 }
 
+void hpack_enc_forget(struct hpack_enc *e)
+{
+    if (e->t.n == 0 && !e->t.bytes)
+        return;
+    table_free(&e->t);
+    e->update_min = 0;
+    e->update = true;
+}
+
 size_t hpack_enc_begin(struct hpack_enc *e, uint8_t *out)
 {
     size_t n = 0;

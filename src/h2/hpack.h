@@ -94,6 +94,10 @@ void hpack_enc_free(struct hpack_enc *e);
  * the next block begins with the size update. */
 void hpack_enc_set_max(struct hpack_enc *e, uint32_t size);
 
+/* Forgets the table and frees its storage (an idle connection): the next block starts with a
+ * size update to 0 and back, so that the peer's copy empties too. */
+void hpack_enc_forget(struct hpack_enc *e);
+
 /* Starts a header block: writes the size updates due (at most HPACK_UPDATE_BOUND bytes).
  * Returns the bytes written. */
 size_t hpack_enc_begin(struct hpack_enc *e, uint8_t *out);

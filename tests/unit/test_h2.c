@@ -480,14 +480,14 @@ TEST(h2_refused_stream)
     pair_free(&p);
 }
 
-/* A DATA frame that did not fit the output waits inside nghttp2 with its stream as source; a
- * client resetting that stream meanwhile releases the response. The frame must still go out
- * whole (its length is counted in flow control) without reading the released body. */
+/* Bodies larger than one output: a client resetting their streams while an output is in
+ * flight releases the responses only once that output was sent (it still reads the bodies),
+ * and what follows never reads the released bodies. */
 TEST(h2_reset_while_frame_waits)
 {
     struct pair p;
     pair_init(&p, NULL, 0);
-    static char body[20001];
+    static char body[40001]; /* more than one output holds */
     memset(body, 'x', sizeof(body) - 1);
     p.mem_body = body;
     int32_t ids[3];
@@ -498,7 +498,7 @@ TEST(h2_reset_while_frame_waits)
     while ((n = nghttp2_session_mem_send(p.cl, &d)) > 0)
         h2_recv(p.srv, d, (size_t)n, p.now);
     CHECK_INT(p.requests, 3);
-    struct plan *o = h2_output(p.srv); /* full: a frame waits */
+    struct plan *o = h2_output(p.srv); /* full: the rest waits */
     CHECK(o != NULL);
     for (int i = 0; i < 3; i++)
         nghttp2_submit_rst_stream(p.cl, NGHTTP2_FLAG_NONE, ids[i], NGHTTP2_CANCEL);
@@ -507,7 +507,7 @@ TEST(h2_reset_while_frame_waits)
     CHECK_INT(p.dones, 0); /* the output in flight still reads the bodies */
     deliver_output(&p);    /* the same plan, now sent */
     CHECK_INT(p.dones, 3);
-    pump(&p); /* the waiting frame goes out; the released bodies are not read */
+    pump(&p); /* the released bodies are not read */
     CHECK_INT(p.done_errs, 3);
     CHECK_INT(h2_open_streams(p.srv), 0);
     /* the connection goes on */
