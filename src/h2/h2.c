@@ -1759,7 +1759,7 @@ int h2_recv(struct h2_session *s, const void *data, size_t len, int64_t now)
         size_t n = POLICY_H2_PREFACE_LEN - s->preface;
         if (n > len)
             n = len;
-        if (memcmp(p, POLICY_H2_PREFACE + s->preface, n) != 0) {
+        if (memcmp(p, &POLICY_H2_PREFACE[s->preface], n) != 0) {
             conn_error(s, E_PROTOCOL);
             return -EPROTO;
         }
