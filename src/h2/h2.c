@@ -76,7 +76,7 @@ enum {
 #define GOAWAY_LEN (HDR + 8)
 #define URGENCIES 8 /* RFC 9218 4.1 */
 #define URGENCY_DEFAULT 3
-#define STREAMS_IDLE_KEEP 2     /* stream records h2_trim keeps */
+#define STREAMS_IDLE_KEEP 0     /* stream records h2_trim keeps */
 #define HEAD_CAP HTTP1_MAX_HEAD /* the request head; past it, 431 */
 #define FIELD_GAP 2             /* ": " between a decoded name and its value */
 
@@ -144,14 +144,14 @@ struct h2_session {
 
     /* the buffer (hooks.buf_get) while one is held, else NULL, and its areas */
     char *buf;
-    size_t ctl_len;   /* control frames waiting */
-    size_t frame_len; /* a frame read in part */
-    size_t tail_len;  /* a header field's encoding read in part */
+    uint32_t ctl_len;   /* control frames waiting */
+    uint32_t frame_len; /* a frame read in part */
+    uint32_t tail_len;  /* a header field's encoding read in part */
 
     /* output */
     bool busy; /* plan handed out, not yet sent */
-    size_t out_len;
-    struct plan plan;
+    uint32_t out_len;
+    struct plan *plan; /* in the buffer (an idle session holds none) */
 
     /* streams */
     unsigned open;
@@ -159,7 +159,7 @@ struct h2_session {
     struct stream *free_list;
     unsigned nfree; /* records on free_list */
     unsigned nrecords;
-    size_t kept; /* bytes of heads kept */
+    uint32_t kept; /* bytes of heads kept */
     struct stream *done_head, **done_tail;
     struct queue headers;         /* responses whose HEADERS are to be written, in order */
     struct queue data[URGENCIES]; /* responses with DATA to send and window to send it */
@@ -179,18 +179,18 @@ struct h2_session {
     struct stream *blk_st;
     unsigned blk_cont;
     int blk_status; /* 0, or the error status the request gets */
-    size_t blk_decoded;
+    uint32_t blk_decoded;
     uint16_t method_len, authority_len, pseudo_len;
     uint16_t path_len;
     bool has_method, has_path, has_scheme, has_authority, has_host, is_connect;
-    size_t head_len;
+    uint32_t head_len;
     struct http_request *req; /* in the buffer, behind head: the fields as they come */
     struct http1_split split;
 
     /* the request in hooks.request now (for h2_hold) */
     struct stream *dlv;
     const char *dlv_head;
-    size_t dlv_len;
+    uint32_t dlv_len;
 
     /* flood budgets */
     int64_t now, window_start, progress;
@@ -201,7 +201,7 @@ struct h2_session {
 
 static char *out_area(struct h2_session *s)
 {
-    return s->buf;
+    return s->buf + H2_PLAN_SIZE;
 }
 static char *ctl_area(struct h2_session *s)
 {
@@ -232,6 +232,9 @@ static bool buf_take(struct h2_session *s)
     if (!s->buf)
         return false;
     s->req = (struct http_request *)(void *)(head_area(s) + H2_HEAD_CAP);
+    s->plan = (struct plan *)(void *)s->buf;
+    plan_init(s->plan);
+    s->out_len = 0;
     return true;
 }
 
@@ -243,6 +246,7 @@ static void buf_give_back(struct h2_session *s)
     s->hooks->buf_put(s->user, s->buf);
     s->buf = NULL;
     s->req = NULL;
+    s->plan = NULL;
 }
 
 /* ---- frames ---- */
@@ -1351,7 +1355,7 @@ static void frame_in(struct h2_session *s, const uint8_t *h, const uint8_t *p, s
 static void out_grow(struct h2_session *s, size_t n)
 {
     char *at = out_area(s) + s->out_len;
-    struct plan *o = &s->plan;
+    struct plan *o = s->plan;
     s->out_len += n;
     if (n == 0)
         return;
@@ -1503,7 +1507,7 @@ static bool write_data(struct h2_session *s, struct stream *st)
     /* What fits: memory payload beside the header in the buffer, and for each file piece a
      * segment (and one for the memory after it) in the plan. */
     size_t room = out_room(s);
-    unsigned nseg = s->plan.nseg + 1;
+    unsigned nseg = s->plan->nseg + 1;
     if (room <= HDR || nseg > PLAN_MAX_SEGS)
         return false;
     uint64_t n = 0, mem = 0;
@@ -1536,7 +1540,7 @@ static bool write_data(struct h2_session *s, struct stream *st)
         if (g->mem)
             out_put(s, g->mem + g->off, (size_t)take);
         else
-            plan_file(&s->plan, g->fd, g->off, take);
+            plan_file(s->plan, g->fd, g->off, take);
         plan_advance(b, take);
         rem -= take;
     }
@@ -1668,7 +1672,6 @@ int h2_new(struct h2_session **out, const struct h2_opts *opts, const struct h2_
     s->recv_window = WINDOW;
     hpack_dec_init(&s->dec, H2_HPACK_TABLE);
     hpack_enc_init(&s->enc);
-    plan_init(&s->plan);
     *out = s;
     return 0;
 }
@@ -1861,28 +1864,29 @@ void h2_reset(struct h2_session *s, int32_t id)
 struct plan *h2_output(struct h2_session *s)
 {
     if (s->busy)
-        return &s->plan;
+        return s->plan;
     release_done(s);
-    s->out_len = 0;
-    plan_init(&s->plan);
     if (!have_output(s) || !buf_take(s)) {
         buf_give_back(s);
         return NULL;
     }
+    s->out_len = 0;
+    plan_init(s->plan);
     write_output(s);
-    if (s->plan.nseg == 0) {
+    if (s->plan->nseg == 0) {
         buf_give_back(s);
         return NULL;
     }
     s->busy = true;
-    return &s->plan;
+    return s->plan;
 }
 
 void h2_sent(struct h2_session *s, int64_t now)
 {
     s->busy = false;
     s->out_len = 0;
-    plan_init(&s->plan);
+    if (s->plan)
+        plan_init(s->plan);
     s->progress = now;
     release_done(s);
     buf_give_back(s);

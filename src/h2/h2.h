@@ -32,14 +32,15 @@
 #define H2_HEAD_CAP                                                                                \
     (HTTP1_MAX_HEAD + 4096 + 64) /* the head, + room to decode one field past it                   \
                                   */
-/* The session's buffer: output frames, control frames, a frame read in parts, a header field
- * split across frames, the pseudo-header fields, the header block being read (as HTTP/1 text,
- * for h2_hold and bodies), then the request it makes (struct http_request, through
+/* The session's buffer: the output plan, its frames, control frames, a frame read in parts, a
+ * header field split across frames, the pseudo-header fields, the header block being read (as
+ * HTTP/1 text, for h2_hold and bodies), then the request it makes (struct http_request, through
  * http1_split) */
 #define H2_REQ_SIZE ((sizeof(struct http_request) + 15) & ~(size_t)15)
+#define H2_PLAN_SIZE ((sizeof(struct plan) + 15) & ~(size_t)15)
 #define H2_BUF_SIZE                                                                                \
-    (H2_OUT_CAP + H2_CTL_CAP + H2_FRAME_CAP + H2_TAIL_CAP + H2_PSEUDO_CAP + H2_HEAD_CAP +          \
-     H2_REQ_SIZE)
+    (H2_PLAN_SIZE + H2_OUT_CAP + H2_CTL_CAP + H2_FRAME_CAP + H2_TAIL_CAP + H2_PSEUDO_CAP +         \
+     H2_HEAD_CAP + H2_REQ_SIZE)
 #define H2_MEM_MAX (4u << 20) /* what h2_mem may reach: streams, kept heads, HPACK tables */
 
 /* Flood budgets, counted per H2_WINDOW_MS: exceeding one ends the connection with GOAWAY
