@@ -1650,8 +1650,10 @@ static void write_output(struct h2_session *s)
         if (!st || !write_data(s, st))
             break;
     }
-    if (s->ctl_len && s->ctl_len <= H2_OUT_CAP - s->out_len) {
-        out_put(s, ctl_area(s), s->ctl_len); /* the RST_STREAMs ending streams just sent */
+    /* the RST_STREAMs ending streams just sent, when the buffer and the plan have room (a
+     * plan full of file pieces leaves them to the next output) */
+    if (s->ctl_len && s->ctl_len <= H2_OUT_CAP - s->out_len && s->plan->nseg < PLAN_MAX_SEGS) {
+        out_put(s, ctl_area(s), s->ctl_len);
         s->ctl_len = 0;
     }
 }
