@@ -135,6 +135,7 @@ struct h2_session {
     bool goaway_due;   /* our GOAWAY is to be written */
     bool goaway_sent;  /* ... and was */
     bool peer_goaway;  /* the client's came */
+    bool responded;    /* a HEADERS frame went out */
     uint32_t goaway_code;
     int32_t goaway_last; /* streams above it are ignored once our GOAWAY is out */
     uint32_t peer_frame; /* the client's SETTINGS_MAX_FRAME_SIZE */
@@ -1459,12 +1460,16 @@ static bool write_headers(struct h2_session *s, struct stream *st)
     size_t n = hpack_enc_begin(&s->enc, b);
     char code[3] = {(char)('0' + st->status / 100 % 10), (char)('0' + st->status / 10 % 10),
                     (char)('0' + st->status % 10)};
-    n += hpack_enc_field(&s->enc, b + n, ":status", 7, code, 3, HPACK_INDEX);
+    /* The first response's fields are not indexed: a table is worth its memory once a second
+     * response can use it, and a connection that asks one thing then idles holds none. */
+    unsigned index = s->responded ? HPACK_INDEX : HPACK_NO_INDEX;
+    s->responded = true;
+    n += hpack_enc_field(&s->enc, b + n, ":status", 7, code, 3, index);
     size_t pos = 0, name_len, value_len;
     const char *name, *value;
     while (field_next(st, &pos, &name, &name_len, &value, &value_len))
         if (!h1_only(name, name_len))
-            n += hpack_enc_field(&s->enc, b + n, name, name_len, value, value_len, HPACK_INDEX);
+            n += hpack_enc_field(&s->enc, b + n, name, name_len, value, value_len, index);
     bool end_stream = !st->body;
     /* Split into frames of the client's maximum size: each later part moves up to make room
      * for a CONTINUATION header before it (rare: response heads are small). */
