@@ -441,11 +441,22 @@ size_t hpack_enc_begin(struct hpack_enc *e, uint8_t *out)
     return n;
 }
 
-/* Whether a[0, n) equals b[0, n) with the bits of `fold` set in every byte of a: words of
- * eight or four bytes, the last overlapping the one before; response fields are short, so
+/* Whether the words x and y are equal, or (fold) differ only in the case of letters where y
+ * has a lower-case one: bit 0x20 may differ in a byte of y that has bit 0x40 (a letter; not
+ * '-', ':' or a digit, so "\x1astatus" is not ":status"). */
+static inline bool word_eq(uint64_t x, uint64_t y, bool fold)
+{
+    uint64_t d = x ^ y;
+    if (fold)
+        d &= ~(y >> 1) | ~0x2020202020202020u;
+    return d == 0;
+}
+
+/* Whether a[0, n) equals b[0, n), in any case of a's letters when `fold` (b lower-case): words
+ * of eight or four bytes, the last overlapping the one before; response fields are short, so
  * this costs less than a call to memcmp. */
 static inline __attribute__((always_inline)) bool eq_folded(const char *a, const char *b, size_t n,
-                                                            uint64_t fold)
+                                                            bool fold)
 {
     uint64_t x, y;
     uint32_t u, v;
@@ -453,7 +464,7 @@ static inline __attribute__((always_inline)) bool eq_folded(const char *a, const
         for (size_t i = 0;; i += 8) {
             size_t at = i + 8 <= n ? i : n - 8;
             memcpy(&x, a + at, 8), memcpy(&y, b + at, 8);
-            if ((x | fold) != y)
+            if (!word_eq(x, y, fold))
                 return false;
             if (at + 8 == n)
                 return true;
@@ -461,22 +472,20 @@ static inline __attribute__((always_inline)) bool eq_folded(const char *a, const
     }
     if (n >= 4) {
         memcpy(&u, a, 4), memcpy(&v, b, 4);
-        bool head = (u | (uint32_t)fold) == v;
+        bool head = word_eq(u, v, fold);
         memcpy(&u, a + n - 4, 4), memcpy(&v, b + n - 4, 4);
-        return head && (u | (uint32_t)fold) == v;
+        return head && word_eq(u, v, fold);
     }
     for (size_t i = 0; i < n; i++)
-        if ((char)(a[i] | (char)fold) != b[i])
+        if (!word_eq((uint8_t)a[i], (uint8_t)b[i], fold))
             return false;
     return true;
 }
 
-/* Whether the token name[0, n) is lower[0, n) in any case: setting 0x20 folds its letters,
- * and of the bytes a token may hold it folds no other onto a letter, '-' or ':' (every byte of
- * the static table's names). */
+/* Whether name[0, n) is lower[0, n) in any case. */
 static bool fold_eq(const char *name, const char *lower, size_t n)
 {
-    return eq_folded(name, lower, n, 0x2020202020202020u);
+    return eq_folded(name, lower, n, true);
 }
 
 /* The first static index with this name (in any case), or 0: one probe and one compare, so
@@ -516,8 +525,8 @@ static unsigned dynamic_find(const struct hpack_table *t, unsigned sidx, const c
         const struct hpack_entry *e = table_get(t, age);
         const char *en = t->bytes + e->off;
         if (e->sidx == sidx && e->name_len == name_len && e->value_len == value_len &&
-            eq_folded(en + name_len, value, value_len, 0) &&
-            (sidx || eq_folded(en, name, name_len, 0)))
+            eq_folded(en + name_len, value, value_len, false) &&
+            (sidx || eq_folded(en, name, name_len, false)))
             return HPACK_STATIC_N + 1 + age;
         seq1 = e->chain;
     }
@@ -559,7 +568,7 @@ size_t hpack_enc_field(struct hpack_enc *e, uint8_t *out, const char *name, size
     if (sidx) { /* the whole field in the static table (:status 200, :method GET...)? */
         for (unsigned i = sidx;; i++) {
             const struct hpack_static *s = &hpack_static[i - 1];
-            if (s->value_len == value_len && eq_folded(s->value, value, value_len, 0))
+            if (s->value_len == value_len && eq_folded(s->value, value, value_len, false))
                 return write_int(out, 0x80, 7, i);
             if (!s->more)
                 break;
