@@ -4,7 +4,7 @@ BUILD    ?= build
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Werror
 CPPFLAGS += -D_GNU_SOURCE -Isrc -MMD -MP
-LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lnghttp2 -lssl -lcrypto -lyaml -lcrypt
+LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lssl -lcrypto -lyaml -lcrypt
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PORT     ?= 8080
 VENV     := .venv
@@ -60,8 +60,9 @@ UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine
 # are left out.
 UNIT_LINK += src/conn.c src/serve.c src/config.c $(wildcard src/config/*.c) src/transport_copy.c \
              $(filter-out src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c,$(wildcard src/rt/*.c))
+# libnghttp2 is the unit tests' HTTP/2 client and HPACK oracle only: the server has its own.
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lnghttp2
 
 # The option table as text, for the tests that hold README and the man page to it.
 $(BUILD)/tools/options: $(call obj,tests/tools/options.c src/config/options.c $(CORE_SRC))
