@@ -18,7 +18,8 @@ TOOL_SRC   := $(wildcard tests/tools/*.c)
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 
 .PHONY: all run check unit integration asan deps venv fuzz fuzz-deps bench bench-quick clean format \
-	format-check install uninstall static test-vm soak test-handover test-systemd
+	format-check install uninstall static test-vm soak test-handover test-systemd deb \
+	test-packaging
 
 PREFIX     ?= /usr/local
 DESTDIR    ?=
@@ -195,6 +196,29 @@ uninstall:
 static:
 	@$(MAKE) --no-print-directory BUILD=build/static LDFLAGS="-static" \
 	    LDLIBS="$(LDLIBS) -lbrotlicommon -lm" build/static/ringhttpd
+
+# A Debian package (debian/, debhelper), built by dpkg-buildpackage from a copy of the tree's
+# files (tracked, and new ones git does not ignore) in build/deb/, so the build and its
+# artefacts stay out of the source tree: build/deb/ringhttpd_VERSION_ARCH.deb.
+DEB_TREE := build/deb/ringhttpd
+deb:
+	@scripts/deps.sh deb
+	rm -rf build/deb && mkdir -p $(DEB_TREE)
+	git ls-files -z --cached --others --exclude-standard | \
+	    xargs -0 cp --parents -t $(DEB_TREE) 2>/dev/null || tar -C . --exclude=./build \
+	    --exclude=./.venv --exclude=./.tools --exclude=./.cache --exclude=./.git -cf - . | \
+	    tar -C $(DEB_TREE) -xf -
+	cd $(DEB_TREE) && dpkg-buildpackage -b -us -uc >../build.log 2>&1 || \
+	    { tail -40 ../build.log; exit 1; }
+	@ls build/deb/*.deb
+
+# The .deb (lintian; installed, run under systemd, removed and purged in a fresh Debian 12 root)
+# and the Containerfile (built and run with podman, or its build stage in a fresh root):
+# tests/packaging, root, minutes; not in `make check` (its 20 minutes are taken): .ci/run runs it
+# after. Debian roots are cached in .cache/packaging (PACKAGING_FRESH=1 makes them anew).
+test-packaging: deb venv
+	@scripts/deps.sh packaging
+	$(PY) -m pytest -q tests/packaging
 
 # Minutes of mixed, partly hostile load against the ASan build on both engines, then fds and
 # RSS after an idle period against the start (tests/soak/soak.py). Not part of `check`.
