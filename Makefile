@@ -198,18 +198,22 @@ static:
 	    LDLIBS="$(LDLIBS) -lbrotlicommon -lm" build/static/ringhttpd
 
 # A Debian package (debian/, debhelper), built by dpkg-buildpackage from a copy of the tree's
-# files (tracked, and new ones git does not ignore) in build/deb/, so the build and its
-# artefacts stay out of the source tree: build/deb/ringhttpd_VERSION_ARCH.deb.
-DEB_TREE := build/deb/ringhttpd
+# files (tracked, and new ones git does not ignore) in a temporary directory, so the build stays
+# out of the source tree; the results land in build/deb: ringhttpd_VERSION_ARCH.deb, its
+# .changes and .buildinfo, the -dbgsym package and build.log.
 deb:
 	@scripts/deps.sh deb
-	rm -rf build/deb && mkdir -p $(DEB_TREE)
-	git ls-files -z --cached --others --exclude-standard | \
-	    xargs -0 cp --parents -t $(DEB_TREE) 2>/dev/null || tar -C . --exclude=./build \
+	@rm -rf build/deb && mkdir -p build/deb
+	@t=$$(mktemp -d /tmp/ringhttpd-deb.XXXXXX) && trap 'rm -rf "$$t"' EXIT && \
+	mkdir "$$t/ringhttpd" && \
+	{ git ls-files -z --cached --others --exclude-standard | \
+	    xargs -0 cp --parents -t "$$t/ringhttpd" 2>/dev/null || tar -C . --exclude=./build \
 	    --exclude=./.venv --exclude=./.tools --exclude=./.cache --exclude=./.git -cf - . | \
-	    tar -C $(DEB_TREE) -xf -
-	cd $(DEB_TREE) && dpkg-buildpackage -b -us -uc >../build.log 2>&1 || \
-	    { tail -40 ../build.log; exit 1; }
+	    tar -C "$$t/ringhttpd" -xf -; } && \
+	echo "deb: dpkg-buildpackage -b -us -uc in $$t/ringhttpd" && \
+	(cd "$$t/ringhttpd" && dpkg-buildpackage -b -us -uc) >build/deb/build.log 2>&1 || \
+	    { tail -40 build/deb/build.log; exit 1; }; \
+	cp "$$t"/*.deb "$$t"/*.changes "$$t"/*.buildinfo build/deb/
 	@ls build/deb/*.deb
 
 # The .deb (lintian; installed, run under systemd, removed and purged in a fresh Debian 12 root)
