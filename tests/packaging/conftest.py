@@ -43,8 +43,8 @@ def debian_root(includes):
     if not fresh:
         CACHE.mkdir(parents=True, exist_ok=True)
         part = tarball.with_suffix(".part.tar")
-        cmd = ["mmdebstrap", "--quiet", "--variant=minbase", "--include=" + ",".join(includes),
-               SUITE, str(part)]
+        cmd = ["mmdebstrap", "--quiet", "--variant=minbase",
+               *(["--include=" + ",".join(includes)] if includes else []), SUITE, str(part)]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
         assert p.returncode == 0, f"{' '.join(cmd)}:\n{p.stdout}{p.stderr}"
         part.rename(tarball)
