@@ -206,7 +206,7 @@ deb:
 	@rm -rf build/deb && mkdir -p build/deb
 	@t=$$(mktemp -d /tmp/ringhttpd-deb.XXXXXX) && trap 'rm -rf "$$t"' EXIT && \
 	mkdir "$$t/ringhttpd" && \
-	{ git ls-files -z --cached --others --exclude-standard | \
+	{ git ls-files -z --cached --others --exclude-standard 2>/dev/null | \
 	    xargs -0 cp --parents -t "$$t/ringhttpd" 2>/dev/null || tar -C . --exclude=./build \
 	    --exclude=./.venv --exclude=./.tools --exclude=./.cache --exclude=./.git -cf - . | \
 	    tar -C "$$t/ringhttpd" -xf -; } && \

@@ -23,7 +23,8 @@
 #                           (linux-image-amd64, 6.1 on Debian 12) and its modules, qemu
 #                           (qemu-system-x86: its 9p shares), busybox-static and cpio for the
 #                           guest's initramfs (scripts/vm/run), kmod (its modprobe)
-#   scripts/deps.sh deb     build + dpkg-dev and debhelper (make deb: dpkg-buildpackage)
+#   scripts/deps.sh deb     build + dpkg-dev, debhelper and build-essential (make deb:
+#                           dpkg-buildpackage)
 #   scripts/deps.sh packaging  deb + what `make test-packaging` uses: lintian, mmdebstrap (fresh
 #                           Debian 12 roots), systemd-nspawn (systemd-container) to boot one,
 #                           podman and runc (crun, podman's default, refuses this kind of
@@ -76,6 +77,8 @@ done
 if [ "$what" = deb ] || [ "$what" = packaging ]; then
     command -v dpkg-buildpackage >/dev/null || need_pkg dpkg-dev
     command -v dh >/dev/null || need_pkg debhelper
+    # dpkg-buildpackage requires it beside Build-Depends
+    dpkg -s build-essential >/dev/null 2>&1 || need_pkg build-essential
 fi
 if [ "$what" = packaging ]; then
     command -v lintian >/dev/null || need_pkg lintian
@@ -83,6 +86,7 @@ if [ "$what" = packaging ]; then
     command -v systemd-nspawn >/dev/null || need_pkg systemd-container
     command -v podman >/dev/null || need_pkg podman
     command -v runc >/dev/null || need_pkg runc
+    command -v pgrep >/dev/null || need_pkg procps
 fi
 if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = systemd ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv

@@ -87,6 +87,10 @@ def test_containerfile_builds_and_serves_as_non_root(tmp_path, capsys):
     tarball = debian_root([])
     base = f"localhost/ringhttpd-build-base:{tarball.stem}-{int(tarball.stat().st_mtime)}"
     if shutil.which("podman") and subprocess.run(PODMAN + ["image", "exists", base]).returncode:
+        old = subprocess.run(PODMAN + ["images", "-q", base.split(":")[0]], capture_output=True,
+                             text=True).stdout.split()
+        if old:  # made from an older tarball
+            subprocess.run(PODMAN + ["rmi", *old], capture_output=True)
         subprocess.run(PODMAN + ["import", str(tarball), base], check=True, capture_output=True)
     with capsys.disabled():
         if podman_works(base):
@@ -131,6 +135,9 @@ def run_with_podman(base, tmp_path):
         assert "ringhttpd" in files and not [f for f in files if ".so" in f or "lib" in f], files
     finally:
         subprocess.run(PODMAN + ["stop", "-t", "5", cid], capture_output=True)
+        # The image and its build stage's (some 600 MB, left untagged): not kept run after run.
+        subprocess.run(PODMAN + ["rmi", tag], capture_output=True)
+        subprocess.run(PODMAN + ["image", "prune", "-f"], capture_output=True)
 
 
 def copy_in(src, dest):
@@ -200,3 +207,4 @@ def run_in_roots(tarball, tmp_path):
         if srv.poll() is None:
             srv.kill()  # --kill-child: the server goes with it
             srv.wait()
+        shutil.rmtree(root)

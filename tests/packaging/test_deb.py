@@ -4,6 +4,7 @@ the service starts from its unit as the ringhttpd user and serves the default pa
 reopens its access log on SIGUSR1 (systemctl kill, and logrotate's postrotate), runs behind its
 socket unit, stops cleanly, and the package removes and purges without leaving files behind."""
 import re
+import shutil
 import subprocess
 import time
 
@@ -61,6 +62,7 @@ def ct(deb, tmp_path_factory):
     booted.deb = f"/root/{deb.name}"
     yield booted
     booted.stop()
+    shutil.rmtree(root)  # some 300 MB
 
 
 def wait_for(ct, cmd, what, tries=100):
