@@ -81,6 +81,8 @@ def test_dpkg_installs_it_and_leaves_the_units_disabled(ct):
     assert ct.check("getent passwd ringhttpd | cut -d: -f7").strip() in (
         "/usr/sbin/nologin", "/bin/false")
     assert ct.check("stat -c %U:%G:%a /var/log/ringhttpd").strip() == "ringhttpd:adm:750"
+    assert ct.check("stat -c %U:%G:%a /var/log/ringhttpd/access.log").strip() == \
+        "ringhttpd:adm:640"
     for unit in ("ringhttpd.service", "ringhttpd.socket"):
         assert ct.run(f"systemctl is-enabled {unit}").stdout.strip() == "disabled", unit
         assert ct.run(f"systemctl is-active {unit}").stdout.strip() == "inactive", unit
