@@ -2,8 +2,8 @@
 
 debian_root(includes) -> path of a Debian 12 root tarball made by mmdebstrap (minbase variant
     plus `includes`), cached in .cache/packaging under a name that hashes the variant and the
-    package list, made anew after a week or with PACKAGING_FRESH=1. mmdebstrap downloads Debian
-    packages; nothing else here uses the network.
+    package list, made anew after a week or with PACKAGING_FRESH=1 (and those a week old
+    removed). mmdebstrap downloads Debian packages; nothing else here uses the network.
 deb (session fixture) -> pathlib.Path of build/deb/ringhttpd_*_ARCH.deb, built by `make deb`
     unless make test-packaging already did.
 Booted(root, name): a systemd-nspawn container booted (-b) from the extracted root `root` with a
@@ -48,6 +48,9 @@ def debian_root(includes):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
         assert p.returncode == 0, f"{' '.join(cmd)}:\n{p.stdout}{p.stderr}"
         part.rename(tarball)
+        for old in CACHE.glob("*.tar"):  # roots no test asked for in a week
+            if time.time() - old.stat().st_mtime > MAX_AGE:
+                old.unlink()
         print(f"\nmade {tarball.name} with mmdebstrap ({len(includes)} packages included)")
     return tarball
 
