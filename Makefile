@@ -18,8 +18,7 @@ TOOL_SRC   := $(wildcard tests/tools/*.c)
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 
 .PHONY: all run check unit integration asan deps venv fuzz fuzz-deps bench bench-quick clean format \
-	format-check install uninstall static test-vm soak test-handover test-systemd deb \
-	test-packaging
+	format-check install uninstall static test-vm soak test-handover test-systemd
 
 PREFIX     ?= /usr/local
 DESTDIR    ?=
