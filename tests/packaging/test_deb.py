@@ -1,8 +1,9 @@
 """The Debian package (issue 31), as an operator meets it: lintian finds no error in it; in a
 fresh Debian 12 root booted under systemd-nspawn, `dpkg -i` installs it (units left disabled),
 the service starts from its unit as the ringhttpd user and serves the default page on loopback,
-reopens its access log on SIGUSR1 (systemctl kill, and logrotate's postrotate), runs behind its
-socket unit, stops cleanly, and the package removes and purges without leaving files behind."""
+takes an edited configuration file on reload (found failing: /bin/kill is procps's), reopens
+its access log on SIGUSR1 (systemctl kill, and logrotate's postrotate), runs behind its socket
+unit, stops cleanly, and the package removes and purges without leaving files behind."""
 import re
 import shutil
 import subprocess
@@ -48,7 +49,8 @@ def test_package_holds_what_an_operator_expects(deb):
     assert "/etc/ringhttpd/ringhttpd.yaml" in conffiles.split()
     # ${shlibs:Depends}: the libraries the binary links, each with its version floor.
     deps = depends_packages(deb)
-    for lib in ("libc6", "liburing2", "libssl3", "libnghttp2-14", "libyaml-0-2", "adduser"):
+    for lib in ("libc6", "liburing2", "libssl3", "libnghttp2-14", "libyaml-0-2", "adduser",
+                "procps"):
         assert lib in deps, deps
 
 
@@ -100,6 +102,14 @@ def test_the_service_starts_from_its_unit_and_serves_the_default_page(ct):
     assert uid == ct.check("id -u ringhttpd").strip()
     wait_for(ct, "grep -q '\"GET / HTTP/1.1\" 200' /var/log/ringhttpd/access.log",
              "the request logged in /var/log/ringhttpd/access.log")
+
+
+def test_an_edited_configuration_takes_effect_on_reload(ct):
+    ct.check("echo 'header: \"X-Reloaded: yes\"' >>/etc/ringhttpd/ringhttpd.yaml")
+    ct.check("ringhttpd --check-config /etc/ringhttpd/ringhttpd.yaml")
+    ct.check("systemctl reload ringhttpd.service")
+    wait_for(ct, "curl -fsSI http://127.0.0.1/ | grep -qi '^X-Reloaded: yes'",
+             "the edited file's header after systemctl reload")
 
 
 def test_usr1_from_systemctl_kill_reopens_the_access_log(ct):
