@@ -4,8 +4,15 @@ BUILD    ?= build
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Werror
 CPPFLAGS += -D_GNU_SOURCE -Isrc -MMD -MP
-LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lssl -lcrypto -lyaml -lcrypt \
-            -lngtcp2_crypto_gnutls -lngtcp2 -lnghttp3 -lgnutls
+LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lssl -lcrypto -lyaml -lcrypt
+# HTTP/3 (src/quic, src/h3). HTTP3=no leaves it out: make static does, as Debian ships GnuTLS's
+# p11-kit and libunistring without static libraries.
+HTTP3    ?= yes
+ifeq ($(HTTP3),yes)
+LDLIBS   += -lngtcp2_crypto_gnutls -lngtcp2 -lnghttp3 -lgnutls
+else
+CPPFLAGS += -DRINGHTTPD_NO_HTTP3
+endif
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PORT     ?= 8080
 VENV     := .venv
@@ -18,7 +25,7 @@ CORE_SRC   := $(wildcard src/core/*.c)
 SEAM_SRC   := src/transport_copy.c src/proto_lines.c
 SERVER_SRC := $(CORE_SRC) $(filter-out $(SEAM_SRC),$(wildcard src/*.c src/config/*.c src/engine/*.c \
                                                             src/rt/*.c src/h2/*.c src/tls/*.c \
-                                                            src/quic/*.c src/h3/*.c))
+                                                            $(if $(filter yes,$(HTTP3)),src/quic/*.c src/h3/*.c)))
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 
@@ -213,8 +220,9 @@ uninstall:
 # build/static/ringhttpd. A static link names what the shared libraries pull in themselves
 # (libbrotlicommon, libm). The linker warns about getpwnam/getgrnam: with a static glibc, --user
 # needs the host's NSS libraries, so a container runs as a non-root USER instead (Containerfile).
+# Without HTTP/3 (HTTP3=no above): --http3 is then ignored with a warning.
 static:
-	@$(MAKE) --no-print-directory BUILD=build/static LDFLAGS="-static" \
+	@$(MAKE) --no-print-directory BUILD=build/static LDFLAGS="-static" HTTP3=no \
 	    LDLIBS="$(LDLIBS) -lbrotlicommon -lm" build/static/ringhttpd
 
 # A Debian package (debian/, debhelper), built by dpkg-buildpackage from a copy of the tree's

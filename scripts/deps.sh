@@ -12,9 +12,10 @@
 #                           htpasswd (apache2-utils: the basic-auth tests' password files),
 #                           promtool (Debian's prometheus package: the metrics test checks the
 #                           exposition with it), bpftrace (the probe test attaches it), nghttp
-#                           and h2load (nghttp2-client), h2spec (built from its Go module,
-#                           versions pinned in scripts/h2spec/go.mod, with Debian's golang-go
-#                           when no Go is installed, into build-independent .tools/bin)
+#                           and h2load (nghttp2-client), gtlsclient (ngtcp2-client: HTTP/3),
+#                           h2spec (built from its Go module, versions pinned in
+#                           scripts/h2spec/go.mod, with Debian's golang-go when no Go is
+#                           installed, into build-independent .tools/bin)
 #   scripts/deps.sh fuzz    test + clang and its libFuzzer runtime
 #   scripts/deps.sh format  clang-format (make format, make format-check)
 #   scripts/deps.sh systemd test + systemd-nspawn (systemd-container), which `make test-systemd`
@@ -55,7 +56,13 @@ BUILD_DEPS=(
     "libnghttp2-dev     header nghttp2/nghttp2.h"
     "libyaml-dev        header yaml.h"
     "libcrypt-dev       header crypt.h"
+    "libngtcp2-dev      header ngtcp2/ngtcp2.h"
+    "libngtcp2-crypto-gnutls-dev header ngtcp2/ngtcp2_crypto_gnutls.h"
+    "libnghttp3-dev     header nghttp3/nghttp3.h"
+    "libgnutls28-dev    header gnutls/gnutls.h"
 )
+# The last four: HTTP/3 (issue 29), ngtcp2 (QUIC) with its GnuTLS crypto helper (the only
+# backend Debian packages: OpenSSL 3.0 has no QUIC API) and nghttp3 (HTTP/3 framing, QPACK).
 
 if [ "${1:-}" = --list ]; then
     [ "${2:-}" = build ] || { echo "usage: deps.sh --list build" >&2; exit 2; }
@@ -104,6 +111,7 @@ if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = s
     command -v openssl >/dev/null || need_pkg openssl
     command -v certutil >/dev/null || need_pkg libnss3-tools # the browser test trusts its CA
     command -v htpasswd >/dev/null || need_pkg apache2-utils  # test_sites makes htpasswd files
+    command -v gtlsclient >/dev/null || need_pkg ngtcp2-client # test_h3's second HTTP/3 client
 fi
 if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang

@@ -394,6 +394,7 @@ static uint64_t monotonic_usec(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+#ifndef RINGHTTPD_NO_HTTP3
 /* --http3: worker w's UDP socket on the TLS port's address and its QUIC endpoint, with the
  * process's certificate pairs (read now, before the process is confined). secret is shared
  * by every worker, so a Retry token or a reset made by one is good at another. */
@@ -427,7 +428,7 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
     if (!w->udp) {
         close(fd);
         rc = -ENOMEM;
-    } else if ((rc = udp_port_init(w->udp, fd, true, NULL, NULL)) == 0 &&
+    } else if ((rc = udp_port_init(w->udp, fd, cfg->http3_gso, NULL, NULL)) == 0 &&
                (rc = quic_ep_new(&w->quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
         fprintf(stderr, "ringhttpd: %s\n", why);
     }
@@ -435,9 +436,23 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
         w->alt_svc_len = h3_alt_svc(w->alt_svc, sizeof(w->alt_svc), cfg->tls_port);
     if (rc == 0 && w->id == 0 && cfg->verbose)
         fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO no (datagrams read by recvmmsg)\n",
-                w->udp->gso ? "yes" : "no (the kernel refuses UDP_SEGMENT)");
+                w->udp->gso       ? "yes"
+                : !cfg->http3_gso ? "no (--http3-gso off)"
+                                  : "no (the kernel refuses UDP_SEGMENT)");
     return rc;
 }
+
+#else
+/* A build without HTTP/3 (make static: Debian ships no static p11-kit for GnuTLS). */
+static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
+{
+    (void)secret;
+    if (w->id == 0)
+        errlog(ERRLOG_WARN, "HTTP/3: not in this build (--http3 is ignored); HTTPS on TCP port %u",
+               sv->cfg->tls_port);
+    return 0;
+}
+#endif
 
 /* --tls-port: the ticket secret, one context per worker (the files checked: a start-up error
  * names the one at fault), the listeners. -1 (or -2 for a usage error) after saying why. */

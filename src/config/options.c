@@ -869,6 +869,13 @@ static const struct option_info table[] = {
      .wants = "",
      .help = "QUIC connections per worker (1024); past half of it new\n"
              "clients must prove their address first (Retry)"},
+    {.name = "http3-gso",
+     .metavar = "on|off",
+     PROCESS,
+     FIELD(FIELD_BOOL, http3_gso),
+     .set = set_onoff,
+     .help = "send HTTP/3's datagrams in batches the kernel splits (UDP\n"
+             "GSO) where it can (on); off: one sendmsg per datagram"},
     {.name = "tls-port",
      .metavar = "PORT",
      PROCESS,
@@ -1259,6 +1266,7 @@ void options_init(struct config *cfg)
         .http2 = true,
         .http3 = true,
         .http3_max_conns = 1024,
+        .http3_gso = true,
         .ktls = true,
         .tls_seal = true,
         .landlock = true,

@@ -126,9 +126,10 @@ struct config {
     /* --dictionary URL path patterns ('*' wildcards, leading '/'), RFC 9842 */
     const char *dictionaries[CONFIG_MAX_DICTIONARIES];
     int num_dictionaries;
-    bool http2; /* --http2 on|off: h2c by its preface, h2 by ALPN */
+    bool http2;               /* --http2 on|off: h2c by its preface, h2 by ALPN */
     bool http3;               /* --http3 on|off: QUIC on UDP at tls_port (only with TLS) */
     unsigned http3_max_conns; /* --http3-max-conns: QUIC connections per worker */
+    bool http3_gso;           /* --http3-gso on|off: UDP_SEGMENT where the kernel has it */
     /* HTTPS (issue 14): a second listener on the same address; pairs are checked (files read,
      * keys matched) by tls_ctx_new at start and on every reload, not here. */
     bool tls;                                       /* --tls-port given */

@@ -193,8 +193,10 @@ void worker_fini(struct worker *w)
     obs_tick(w, true); /* the last lines go to the writer, which outlives the workers */
     accesslog_buf_free(&w->logbuf);
     w->eng->fini(w);
+#ifndef RINGHTTPD_NO_HTTP3
     if (w->quic) /* before the cache: its streams' responses hold entries */
         quic_ep_free(w->quic);
+#endif
     if (w->udp)
         udp_port_fini(w->udp);
     free(w->udp);
@@ -241,8 +243,10 @@ static void start_drain(struct worker *w, int how)
      * (after what is queued in it is accepted), so a plain stop takes milliseconds. */
     w->listen_close_at = w->now + (how == WORKER_HANDOVER ? 2 : 0);
     conn_held_close(w); /* sockets that waited for a slot: no slot is coming */
+#ifndef RINGHTTPD_NO_HTTP3
     if (w->quic)
         quic_ep_drain(w->quic); /* GOAWAY; idle connections close, busy ones finish */
+#endif
     for (uint32_t i = 0; i < w->cfg->max_conns; i++) {
         struct conn *c = &w->conns[i];
         if (conn_open(c))
@@ -308,6 +312,7 @@ static void switch_site(struct worker *w)
                w->id);
 }
 
+#ifndef RINGHTTPD_NO_HTTP3
 /* The QUIC endpoint's counters into the ones a metrics scrape reads. */
 static void publish_quic(struct worker *w)
 {
@@ -323,6 +328,7 @@ static void publish_quic(struct worker *w)
     stat_set(&st->udp_out, w->udp->tx_dgrams);
     stat_set(&st->udp_dropped, w->udp->tx_dropped);
 }
+#endif
 
 bool worker_tick(struct worker *w)
 {
@@ -355,10 +361,12 @@ bool worker_tick(struct worker *w)
     struct timer *t;
     while ((t = timer_expired(&w->wheel, w->now)))
         t->fire(w, t);
+#ifndef RINGHTTPD_NO_HTTP3
     if (w->quic) {
         quic_ep_tick(w->quic);
         publish_quic(w);
     }
+#endif
     if (w->draining && w->now >= w->drain_deadline) {
         for (uint32_t i = 0; i < w->cfg->max_conns; i++)
             if (conn_open(&w->conns[i]))
@@ -366,7 +374,11 @@ bool worker_tick(struct worker *w)
     }
     trim_pools(w);
     /* QUIC connections are waited for as TCP ones are, up to the drain deadline. */
+#ifndef RINGHTTPD_NO_HTTP3
     bool quic_busy = w->quic && quic_ep_conns(w->quic) > 0 && w->now < w->drain_deadline;
+#else
+    bool quic_busy = false;
+#endif
     return !(w->draining && w->active == 0 && !quic_busy && !worker_listening(w));
 }
 
@@ -375,8 +387,12 @@ int worker_wait_ms(const struct worker *w)
     /* The wheel's resolution; the stop request wakes us through wake_fd. QUIC's timers (ACK
      * delay, loss detection) are milliseconds: with connections open the wait is at most
      * QUIC_TICK_MS, since io_uring's tick is armed once per expiry, not per loop turn. */
+#ifndef RINGHTTPD_NO_HTTP3
     if (w->quic && quic_ep_conns(w->quic) > 0)
         return quic_ep_wait_ms(w->quic, QUIC_TICK_MS);
+#else
+    (void)w;
+#endif
     return 1000;
 }
 
