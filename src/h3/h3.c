@@ -400,6 +400,10 @@ static void *app_open(void *ctx, struct quic_conn *qc)
         free(hc);
         return NULL;
     }
+    /* The streams the transport parameters allow, or nghttp3 takes a PRIORITY_UPDATE for a
+     * stream not yet opened (Chromium sends one before its first request) as naming a
+     * stream that cannot exist, and ends the connection (H3_ID_ERROR). */
+    nghttp3_conn_set_max_client_streams_bidi(hc->h3, quic_max_streams(qc));
     return hc;
 }
 

@@ -851,6 +851,11 @@ void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code)
     ngtcp2_conn_shutdown_stream(qc->conn, sid, code);
 }
 
+uint64_t quic_max_streams(const struct quic_conn *qc)
+{
+    return qc->ep->set.max_streams;
+}
+
 const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **addr)
 {
     *family = qc->family;

@@ -95,6 +95,8 @@ int quic_open_uni(struct quic_conn *qc, int64_t *sid);
 void quic_consume(struct quic_conn *qc, int64_t sid, size_t n);
 /* Ends stream sid both ways with code (a refused or failed request). */
 void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code);
+/* The request streams the client may open at first (initial_max_streams_bidi). */
+uint64_t quic_max_streams(const struct quic_conn *qc);
 /* The peer's address as text (for the access log) and as bytes. */
 const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **addr);
 /* The SNI the client sent, or "" */

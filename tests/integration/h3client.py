@@ -72,6 +72,13 @@ class _Proto(QuicConnectionProtocol):
             if getattr(ev, "stream_ended", False) and not fut.done():
                 fut.set_result(resp)
 
+    def send_control(self, frame_type, payload):
+        """A frame on our control stream (after SETTINGS), as a browser sends PRIORITY_UPDATE."""
+        from aioquic.h3.connection import encode_frame
+        self._quic.send_stream_data(self.h3._local_control_stream_id,
+                                    encode_frame(frame_type, payload))
+        self.transmit()
+
     async def request(self, method, path, headers=(), authority="localhost", body=b""):
         sid = self._quic.get_next_available_stream_id()
         fields = [(b":method", method.encode()), (b":scheme", b"https"),
@@ -96,10 +103,13 @@ def configuration(ca, server_name="localhost", logger=None):
     return cfg
 
 
-async def _run(host, port, ca, reqs, parallel, timeout, server_name, logger, authority):
+async def _run(host, port, ca, reqs, parallel, timeout, server_name, logger, authority,
+               control):
     cfg = configuration(ca, server_name, logger)
     async with connect(host, port, configuration=cfg, create_protocol=_Proto,
                        wait_connected=True) as client:
+        for frame_type, payload in control:
+            client.send_control(frame_type, payload)
         async def one(r):
             method, path, *rest = r
             headers = rest[0] if rest else ()
@@ -114,10 +124,12 @@ async def _run(host, port, ca, reqs, parallel, timeout, server_name, logger, aut
 
 
 def h3_get(host, port, ca, reqs, parallel=False, timeout=20, server_name="localhost",
-           logger=None, authority=None):
-    """reqs: [(method, path[, [(name, value)...]])]; their Responses, on one connection."""
+           logger=None, authority=None, control=()):
+    """reqs: [(method, path[, [(name, value)...]])]; their Responses, on one connection.
+    control: [(frame type, payload)] sent on the control stream before the requests."""
     return asyncio.run(asyncio.wait_for(
-        _run(host, port, ca, reqs, parallel, timeout + 5, server_name, logger, authority),
+        _run(host, port, ca, reqs, parallel, timeout + 5, server_name, logger, authority,
+             control),
         timeout + 10))
 
 

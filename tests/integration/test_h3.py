@@ -101,6 +101,34 @@ def test_same_answers_as_https(make_server, docroot):
     assert got[2].body == b"" and got[2].header("content-length") == str(len(HELLO))
 
 
+@pytest.mark.parametrize("gso", ["on", "off"])
+def test_gso_and_without(make_server, docroot, gso):
+    """-v says whether UDP GSO is used; with it off (as where the kernel lacks it) every
+    datagram goes by its own sendmsg, and a large file still arrives whole."""
+    srv = make_server(docroot, args=("-v", "--http3-gso", gso))
+    expect = "UDP GSO yes" if gso == "on" else "UDP GSO no (--http3-gso off)"
+    assert expect in srv.stderr_text(), srv.stderr_text()
+    r, = h3(srv, [("GET", "/big.bin")])
+    assert r.status == 200 and bytes(r.body) == BIG
+
+
+def test_too_many_streams_wait_their_turn(make_server, docroot):
+    """150 requests at once against a limit of 100 open streams: the client waits for
+    MAX_STREAMS as streams close, and every request is answered."""
+    srv = make_server(docroot)
+    got = h3(srv, [("GET", "/hello.txt")] * 150, parallel=True, timeout=60)
+    assert all(r.status == 200 and bytes(r.body) == HELLO for r in got)
+
+
+def test_priority_update_before_the_request(make_server, docroot):
+    """RFC 9218's PRIORITY_UPDATE for request stream 0, sent on the control stream before that
+    stream opens, as Chromium does: the request is answered (nghttp3 refused the connection
+    with H3_ID_ERROR until it was told how many streams the client may open)."""
+    srv = make_server(docroot)
+    r, = h3(srv, [("GET", "/hello.txt")], control=[(0xF0700, b"\x00u=0, i")])
+    assert r.status == 200 and bytes(r.body) == HELLO
+
+
 def test_conditional_on_etag(make_server, docroot):
     srv = make_server(docroot)
     first, = h3(srv, [("GET", "/hello.txt")])

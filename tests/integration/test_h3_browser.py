@@ -1,0 +1,94 @@
+"""The test site over HTTP/3 in headless Chromium (issue 29), on both engines: Chromium, told
+to use QUIC for the test origin (--origin-to-force-quic-on, the test CA trusted as in
+test_tls_browser), loads every resource with next-hop protocol h3, and the access log says
+HTTP/3.0. Skipped, never failed, where Chromium cannot run (test_browser's rule)."""
+import json
+import re
+import socket
+
+import pytest
+
+pytest.importorskip("websocket", reason="websocket-client is not installed")
+
+import test_browser
+from test_browser import EXPECTED, _assert_clean, _open, browser, chromium, site_root  # noqa
+from test_tls_browser import site_pki  # noqa
+from conftest import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port():
+    """A port free for TCP and UDP on 127.0.0.1 (the browser is told it before the server
+    starts)."""
+    for _ in range(50):
+        t = socket.socket()
+        t.bind(("127.0.0.1", 0))
+        port = t.getsockname()[1]
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            u.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            t.close()
+            u.close()
+    pytest.fail("no free port")
+
+
+@pytest.fixture(scope="module")
+def quic_port():
+    return _free_port()
+
+
+@pytest.fixture(scope="module")
+def h3_browser(request, site_pki, quic_port):
+    """test_browser's Chromium with QUIC on and forced for localhost:quic_port."""
+    flags = list(test_browser.CHROMIUM_FLAGS)
+    test_browser.CHROMIUM_FLAGS[:] = [f for f in flags if f != "--disable-quic"] + [
+        "--enable-quic", f"--origin-to-force-quic-on=localhost:{quic_port}",
+        # the server listens on 127.0.0.1: QUIC, unlike TCP, does not fall back from ::1
+        "--host-resolver-rules=MAP localhost 127.0.0.1"]
+    test_browser.CHROMIUM_ENV["HOME"] = str(site_pki[2])
+    try:
+        return request.getfixturevalue("browser")
+    finally:
+        test_browser.CHROMIUM_FLAGS[:] = flags
+        del test_browser.CHROMIUM_ENV["HOME"]
+
+
+def test_site_over_h3_in_chromium(make_server, engine, h3_browser, site_root, site_pki,
+                                  quic_port, tmp_path):
+    cert, key, _ = site_pki
+    log = tmp_path / "access.log"
+    server = make_server(docroot=str(site_root), engine=engine,
+                         args=("--tls-port", str(quic_port), "--tls-cert", str(cert),
+                               "--tls-key", str(key), "--access-log", str(log)))
+    page = _open(h3_browser, f"https://localhost:{quic_port}/")
+    try:
+        assert page.evaluate("window.isSecureContext") is True
+        assert page.poll("document.body.dataset.moduleRan === 'yes'"), page.console_errors()
+        _assert_clean(page, server)
+        got = {}
+        for p in page.events("Network.responseReceived"):
+            url = p["response"]["url"]
+            if url.startswith("https://"):
+                got[re.sub(r"^https://[^/]+", "", url) or "/"] = p["response"]
+        for path in EXPECTED:
+            assert path in got, f"{path} was never fetched: {sorted(got)}"
+            assert got[path]["status"] == 200, (path, got[path]["status"])
+            assert got[path]["protocol"] == "h3", (path, got[path]["protocol"])
+        hops = page.evaluate("JSON.stringify([performance.getEntriesByType('navigation')[0]"
+                             ".nextHopProtocol].concat(performance.getEntriesByType('resource')"
+                             ".map(e => e.nextHopProtocol)))")
+        assert set(json.loads(hops)) == {"h3"}, hops
+
+        def logged():  # the access log is written in batches
+            text = log.read_text() if log.exists() else ""
+            return all(f" {p} HTTP/" in text for p in EXPECTED) and text
+        text = wait_for(logged)
+        lines = [line for line in text.splitlines() if line.strip()]
+        assert lines and all("HTTP/3.0" in line for line in lines), lines[:5]
+    finally:
+        page.close()
