@@ -275,6 +275,35 @@ def test_metrics_count_http3(make_server, docroot):
     assert after.get(ok, 0) - before.get(ok, 0) == 2, [k for k in after if "requests" in k]
 
 
+def test_idle_timeout_and_connection_limit(make_server, docroot):
+    """With one connection per worker allowed, a second client is refused while the first is
+    open (CONNECTION_REFUSED); the first, idle past --keepalive-timeout, is let go."""
+    import asyncio
+    from aioquic.asyncio.client import connect
+    from h3client import _Proto, configuration
+    srv = make_server(docroot, args=("-t", "1", "--http3-max-conns", "1", "--keepalive-timeout",
+                                     "1", "--metrics", "127.0.0.1:0"))
+
+    async def scenario():
+        cfg = configuration(srv.ca)
+        async with connect("127.0.0.1", srv.port, configuration=cfg,
+                           create_protocol=_Proto) as first:
+            r = await asyncio.wait_for(first.request("GET", "/hello.txt"), 10)
+            assert r.status == 200
+            with pytest.raises(ConnectionError):
+                async with connect("127.0.0.1", srv.port, configuration=configuration(srv.ca),
+                                   create_protocol=_Proto) as second:
+                    await asyncio.wait_for(second.request("GET", "/hello.txt"), 10)
+            assert scrape(srv).get('ringhttpd_http3_connections{worker="0"}') == 1
+            for _ in range(100):  # the server's idle timer: 1 s (bounded wait: 10 s)
+                if scrape(srv).get('ringhttpd_http3_connections{worker="0"}') == 0:
+                    break
+                await asyncio.sleep(0.1)
+            assert scrape(srv).get('ringhttpd_http3_connections{worker="0"}') == 0
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert scrape(srv).get('ringhttpd_http3_connections_refused_total{worker="0"}', 0) >= 1
+
+
 def test_version_negotiation(make_server, docroot):
     srv = make_server(docroot)
     dcid, scid = os.urandom(8), os.urandom(8)
