@@ -19,6 +19,7 @@
 #include "core/policy.h"
 #include "quic/quic.h"
 #include "rt/obs.h"
+#include "rt/site.h"
 #include "rt/worker.h"
 #include "serve.h"
 
@@ -26,6 +27,7 @@
 #define H3_WINDOW (256u << 10)
 #define H3_FIELDS (HTTP1_MAX_HEADERS + 1) /* one more: the 431 of a head with too many */
 #define H3_RESP_FIELDS 48                 /* response fields submitted, as HTTP/2's */
+#define H3_AUTH_POLL_MS 5 /* a parked request asks again whether its password is verified */
 
 _Static_assert(sizeof(struct quic_vec) == sizeof(nghttp3_vec), "quic_vec is nghttp3_vec");
 
@@ -52,6 +54,7 @@ struct h3stream {
     uint64_t given, acked; /* body bytes handed to nghttp3, and acknowledged */
     struct chunk *chunks, *last;
     bool waiting; /* read_data said WOULDBLOCK: resume on the next acknowledgement */
+    bool parked;  /* its credentials are being verified off the loop: asked again later */
     bool answered;
     struct field f[H3_FIELDS + 3];
     char head[HTTP1_MAX_HEAD];
@@ -63,6 +66,7 @@ struct h3conn {
     nghttp3_conn *h3;
     struct h3stream *streams;
     unsigned nstreams;
+    unsigned nparked;
     struct obs_conn obs;
 };
 
@@ -74,6 +78,8 @@ unsigned h3_alt_svc(char *buf, unsigned cap, unsigned port)
 
 static void stream_free(struct h3conn *hc, struct h3stream *st)
 {
+    if (st->parked)
+        hc->nparked--;
     while (st->chunks) {
         struct chunk *c = st->chunks;
         st->chunks = c->next;
@@ -282,15 +288,11 @@ static const char *at(const struct h3stream *st, int32_t i, bool value, size_t *
     return st->head + (value ? f->value : f->name);
 }
 
-/* The request is complete: parse it as HTTP/2 does, answer it through serve. */
-static int on_end_stream(nghttp3_conn *conn, int64_t sid, void *user, void *sud)
+/* Parses st's request as HTTP/2 does and answers it through serve, or parks it while its
+ * Basic credentials are verified off the loop (0); a failed submission is negative. */
+static int answer(struct h3conn *hc, struct h3stream *st)
 {
-    struct h3conn *hc = user;
-    struct h3stream *st = sud;
     struct worker *w = hc->w;
-    (void)conn, (void)sid;
-    if (!st || st->r)
-        return 0;
     struct http_request *req = &w->req;
     struct http1_split sp;
     size_t ml = 0, pl = 1, al;
@@ -318,6 +320,12 @@ static int on_end_stream(nghttp3_conn *conn, int64_t sid, void *user, void *sud)
     if (status == 505 || status == 501)
         status = 400; /* the version line is ours, as in HTTP/2 */
     req->keep_alive = true;
+    if (!status && site_defer_peer(w, &hc->obs, req)) {
+        st->parked = true;
+        hc->nparked++;
+        quic_wake_in(hc->qc, H3_AUTH_POLL_MS);
+        return 0;
+    }
 
     struct response *r = serve_response_get(w);
     if (!r) {
@@ -334,7 +342,17 @@ static int on_end_stream(nghttp3_conn *conn, int64_t sid, void *user, void *sud)
     }
     obs_request_peer(w, &hc->obs, req, r);
     r->obs.cap.minor = LOGFMT_HTTP3;
-    return respond(hc, st) == 0 ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
+    return respond(hc, st);
+}
+
+/* The request is complete. */
+static int on_end_stream(nghttp3_conn *conn, int64_t sid, void *user, void *sud)
+{
+    struct h3stream *st = sud;
+    (void)conn, (void)sid;
+    if (!st || st->r || st->parked)
+        return 0;
+    return answer(user, st) == 0 ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
 }
 
 static int on_stream_close(nghttp3_conn *conn, int64_t sid, uint64_t code, void *user, void *sud)
@@ -479,6 +497,20 @@ static void app_drain(void *a)
     nghttp3_conn_shutdown(hc->h3); /* GOAWAY: streams opened so far are answered */
 }
 
+/* Parked requests ask again: answered once their verification is done, else parked anew. */
+static void app_woken(void *a)
+{
+    struct h3conn *hc = a;
+    for (struct h3stream *st = hc->streams; st && hc->nparked; st = st->next) {
+        if (!st->parked)
+            continue;
+        st->parked = false;
+        hc->nparked--;
+        if (answer(hc, st) < 0)
+            quic_stream_abort(hc->qc, st->id, NGHTTP3_H3_INTERNAL_ERROR);
+    }
+}
+
 static bool app_idle(void *a)
 {
     struct h3conn *hc = a;
@@ -506,6 +538,7 @@ const struct quic_app h3_app = {
     .reset = app_reset,
     .more_streams = app_more_streams,
     .drain = app_drain,
+    .woken = app_woken,
     .idle = app_idle,
     .free = app_free,
 };

@@ -52,6 +52,7 @@ struct quic_conn {
     unsigned ncids;
     void *app;
     ngtcp2_tstamp deadline;
+    ngtcp2_tstamp wake_at; /* quic_wake_in's, or 0 */
     enum qstate state;
     bool dirty; /* read something this batch: write at the flush */
     bool drain_told;
@@ -304,7 +305,8 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
             }
         }
     }
-    set_deadline(ep, qc, ngtcp2_conn_get_expiry(qc->conn));
+    ngtcp2_tstamp t = ngtcp2_conn_get_expiry(qc->conn);
+    set_deadline(ep, qc, qc->wake_at && qc->wake_at < t ? qc->wake_at : t);
 }
 
 /* ngtcp2's callbacks. */
@@ -771,6 +773,11 @@ void quic_ep_tick(struct quic_ep *ep)
             conn_free(ep, qc);
             continue;
         }
+        if (qc->wake_at && qc->wake_at <= now) {
+            qc->wake_at = 0;
+            if (qc->app)
+                ep->app->woken(qc->app);
+        }
         int rv = ngtcp2_conn_handle_expiry(qc->conn, now);
         if (rv == NGTCP2_ERR_IDLE_CLOSE) {
             conn_free(ep, qc); /* idle: silently (RFC 9000 10.1) */
@@ -838,6 +845,13 @@ const struct quic_stats *quic_ep_stats(const struct quic_ep *ep)
 int quic_open_uni(struct quic_conn *qc, int64_t *sid)
 {
     return ngtcp2_conn_open_uni_stream(qc->conn, sid, NULL) == 0 ? 0 : -EAGAIN;
+}
+
+void quic_wake_in(struct quic_conn *qc, unsigned ms)
+{
+    qc->wake_at = now_ns() + (ngtcp2_tstamp)ms * NGTCP2_MILLISECONDS;
+    if (qc->wake_at < qc->deadline)
+        set_deadline(qc->ep, qc, qc->wake_at);
 }
 
 void quic_consume(struct quic_conn *qc, int64_t sid, size_t n)

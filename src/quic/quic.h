@@ -50,6 +50,8 @@ struct quic_app {
     void (*more_streams)(void *a, uint64_t max);
     /* The worker drains: announce the end (HTTP/3 GOAWAY), finish what is open. */
     void (*drain)(void *a);
+    /* The time asked for with quic_wake_in has come. */
+    void (*woken)(void *a);
     /* Whether the application has nothing in flight (a drain may close the connection). */
     bool (*idle)(void *a);
     void (*free)(void *a);
@@ -91,6 +93,8 @@ const struct quic_stats *quic_ep_stats(const struct quic_ep *ep);
 
 /* For the application. */
 int quic_open_uni(struct quic_conn *qc, int64_t *sid);
+/* Calls app->woken in ms milliseconds (or sooner, with the connection's other timers). */
+void quic_wake_in(struct quic_conn *qc, unsigned ms);
 /* Gives n bytes of flow control back (stream sid and the connection). */
 void quic_consume(struct quic_conn *qc, int64_t sid, size_t n);
 /* Ends stream sid both ways with code (a refused or failed request). */

@@ -157,18 +157,35 @@ static void key_of(const struct auth_file *f, const char *cred, size_t n, unsign
     explicit_bzero(buf, sizeof(buf));
 }
 
-static unsigned inflight_from(const struct authstate *a, const struct conn *c)
+static unsigned inflight_from(const struct authstate *a, const struct obs_conn *peer)
 {
     unsigned n = 0;
     for (const struct offload_job *q = a->q.inflight; q; q = q->inext) {
         const struct vjob *j = (const struct vjob *)q;
-        n += j->family == c->obs.peer_family && memcmp(j->addr, c->obs.peer_addr, 16) == 0;
+        n += j->family == peer->peer_family && memcmp(j->addr, peer->peer_addr, 16) == 0;
     }
     return n;
 }
 
+static enum auth_verdict check(struct worker *w, struct conn *c, const struct obs_conn *peer,
+                               const struct auth_file *f, const struct http_request *req);
+
 enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth_file *f,
                              const struct http_request *req)
+{
+    return check(w, c, c ? &c->obs : NULL, f, req);
+}
+
+enum auth_verdict auth_check_peer(struct worker *w, const struct obs_conn *peer,
+                                  const struct auth_file *f, const struct http_request *req)
+{
+    return check(w, NULL, peer, f, req);
+}
+
+/* c: the connection a queued verification resumes; peer: the client's address, NULL for
+ * serve's own check (which queues nothing). */
+static enum auth_verdict check(struct worker *w, struct conn *c, const struct obs_conn *peer,
+                               const struct auth_file *f, const struct http_request *req)
 {
     struct authstate *a = w->auth;
     struct http_str value = {NULL, 0};
@@ -187,7 +204,7 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
         verdict = AUTH_GRANTED;
         goto out;
     }
-    if (!c) { /* serve's check: a verdict reached off the loop, or the bound hit */
+    if (!peer) { /* serve's check: a verdict reached off the loop, or the bound hit */
         verdict = failed(a, key, true) || !a->busy ? AUTH_DENIED : AUTH_BUSY;
         a->busy = false;
         goto out;
@@ -197,12 +214,13 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
         goto out; /* just verified and wrong: serve answers 401 */
     for (const struct offload_job *q = a->q.inflight; q; q = q->inext) {
         const struct vjob *j = (const struct vjob *)q;
-        if (j->c == c && j->gen == c->gen) {
+        /* a connection waits for its own job; a request on no connection for its key's */
+        if (c ? j->c == c && j->gen == c->gen : memcmp(j->key, key, sizeof(key)) == 0) {
             verdict = AUTH_WAIT;
             goto out;
         }
     }
-    if (c->obs.peer_known != 1) { /* the bound needs the address: look it up once */
+    if (c && c->obs.peer_known != 1) { /* the bound needs the address: look it up once */
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         c->obs.peer_known = 2;
@@ -214,7 +232,7 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
                 memcpy(c->obs.peer_addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
         }
     }
-    if (a->q.count >= MAX_JOBS || inflight_from(a, c) >= AUTH_PER_ADDR) {
+    if (a->q.count >= MAX_JOBS || inflight_from(a, peer) >= AUTH_PER_ADDR) {
         a->busy = true;
         verdict = AUTH_BUSY;
         goto out;
@@ -225,10 +243,10 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
     char *colon = memchr(cred, ':', n);
     *colon = '\0';
     j->c = c;
-    j->gen = c->gen;
+    j->gen = c ? c->gen : 0;
     memcpy(j->key, key, sizeof(key));
-    j->family = c->obs.peer_family;
-    memcpy(j->addr, c->obs.peer_addr, 16);
+    j->family = peer->peer_family;
+    memcpy(j->addr, peer->peer_addr, 16);
     memcpy(j->pass, colon + 1, (size_t)(cred + n - colon));
     for (size_t i = 0; i < f->n && !j->known; i++)
         if (strcmp(f->users[i].name, cred) == 0 && strlen(f->users[i].hash) < sizeof(j->hash)) {
@@ -271,7 +289,7 @@ void auth_collect(struct worker *w)
         uint32_t gen = j->gen;
         explicit_bzero(j, sizeof(*j));
         free(j);
-        if (c->gen == gen)
+        if (c && c->gen == gen) /* none: its requester asks again (auth_check_peer) */
             conn_resume(w, c);
     }
 }

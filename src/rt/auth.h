@@ -35,6 +35,13 @@ enum auth_verdict {
 enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth_file *f,
                              const struct http_request *req);
 
+struct obs_conn;
+/* The same for a request on no struct conn (HTTP/3), from the client whose address peer
+ * holds: AUTH_WAIT queues the verification (once per credentials) and resumes nobody; the
+ * caller asks again later, and the answer comes from the cache once it is done. */
+enum auth_verdict auth_check_peer(struct worker *w, const struct obs_conn *peer,
+                                  const struct auth_file *f, const struct http_request *req);
+
 /* Per worker. */
 struct authstate;
 struct authstate *auth_state_new(int wake_fd);

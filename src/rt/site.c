@@ -438,6 +438,7 @@ bool site_answer(struct worker *w, const struct vhost *v, const struct http_requ
 }
 
 __attribute__((noinline)) static bool defer_auth(struct worker *w, struct conn *c,
+                                                 const struct obs_conn *peer,
                                                  const struct http_request *req)
 {
     const struct vhost *v = site_route(w, req);
@@ -452,7 +453,8 @@ __attribute__((noinline)) static bool defer_auth(struct worker *w, struct conn *
     for (int i = 0; i < cfg->num_auths && ul; i++) {
         size_t pl = strlen(cfg->auths[i].prefix);
         if (ul >= pl && memcmp(url, cfg->auths[i].prefix, pl) == 0) {
-            enum auth_verdict verdict = auth_check(w, c, v->auth[i], req);
+            enum auth_verdict verdict =
+                c ? auth_check(w, c, v->auth[i], req) : auth_check_peer(w, peer, v->auth[i], req);
             /* serve_request answers this very request next: it need not hash it again */
             w->route.granted = verdict == AUTH_GRANTED ? req : NULL;
             return verdict == AUTH_WAIT;
@@ -466,7 +468,15 @@ bool site_defer(struct worker *w, struct conn *c, const struct http_request *req
     w->route.granted = NULL;
     if (!w->site->any_auth)
         return false; /* the common case: no site has --basic-auth, nothing to route here */
-    return defer_auth(w, c, req);
+    return defer_auth(w, c, NULL, req);
+}
+
+bool site_defer_peer(struct worker *w, const struct obs_conn *peer, const struct http_request *req)
+{
+    w->route.granted = NULL;
+    if (!w->site->any_auth)
+        return false;
+    return defer_auth(w, NULL, peer, req);
 }
 
 void site_slot_init(struct site_slot *slot, struct site *first)

@@ -102,6 +102,11 @@ bool site_answer(struct worker *w, const struct vhost *v, const struct http_requ
  * can be answered; then it stays unparsed in c's input and conn_resume continues it. */
 bool site_defer(struct worker *w, struct conn *c, const struct http_request *req);
 
+struct obs_conn;
+/* The same for a request on no struct conn (HTTP/3), from the client at peer: true while its
+ * credentials are being verified; nothing resumes it, the caller asks again later. */
+bool site_defer_peer(struct worker *w, const struct obs_conn *peer, const struct http_request *req);
+
 /* Where the current site is published for the workers. */
 struct site_slot {
     pthread_mutex_t lock; /* taken only to publish or to pick up a new site, never per request */

@@ -182,25 +182,30 @@ def test_autoindex_and_error_page(make_server, docroot):
 
 
 def test_basic_auth(make_server, docroot, tmp_path):
-    """401 without or with wrong credentials; 200 with credentials the worker has verified
-    (here over HTTP/1.1 first: a verification off the loop is not yet waited for over
-    HTTP/3, README "HTTP/3")."""
+    """401 without or with wrong credentials; 200 with good ones, verified off the loop while
+    the request waits (bcrypt), and at once from the cache after; 401 bodies as HTTP/1.1's."""
     if not shutil.which("htpasswd"):
         pytest.fail("htpasswd is missing: scripts/deps.sh test installs it")
     pw = tmp_path / "htpasswd"
-    subprocess.run(["htpasswd", "-c", "-b", "-B", "-C", "4", str(pw), "alice", "secret"],
+    subprocess.run(["htpasswd", "-c", "-b", "-B", "-C", "8", str(pw), "alice", "secret"],
                    check=True, capture_output=True, timeout=30)
-    srv = make_server(docroot, args=("-t", "1", "--basic-auth", f"/={pw}"))
+    srv = make_server(docroot, args=("--basic-auth", f"/={pw}"))
     good = "Basic " + base64.b64encode(b"alice:secret").decode()
     bad = "Basic " + base64.b64encode(b"alice:wrong").decode()
-    assert fetch(srv, "/hello.txt", headers=[("Authorization", good)]).status == 200
-    none, ok, wrong = h3(srv, [("GET", "/hello.txt"),
-                               ("GET", "/hello.txt", [("authorization", good)]),
-                               ("GET", "/hello.txt", [("authorization", bad)])])
+    none, ok, wrong, again = h3(srv, [("GET", "/hello.txt"),
+                                      ("GET", "/hello.txt", [("authorization", good)]),
+                                      ("GET", "/hello.txt", [("authorization", bad)]),
+                                      ("GET", "/hello.txt", [("authorization", good)])])
     assert none.status == 401 and none.header("www-authenticate").startswith("Basic")
     assert bytes(none.body) == fetch(srv, "/hello.txt").body
     assert ok.status == 200 and bytes(ok.body) == HELLO
     assert wrong.status == 401
+    assert again.status == 200 and bytes(again.body) == HELLO
+    # several streams waiting for the same verification at once
+    fresh = "Basic " + base64.b64encode(b"bob:x").decode()
+    got = h3(srv, [("GET", "/hello.txt", [("authorization", good)])] * 5 +
+             [("GET", "/hello.txt", [("authorization", fresh)])] * 3, parallel=True)
+    assert [r.status for r in got] == [200] * 5 + [401] * 3
 
 
 def test_alt_svc_and_off(make_server, docroot):
