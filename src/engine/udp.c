@@ -94,9 +94,7 @@ int udp_port_read(struct udp_port *p, unsigned batches)
                 continue; /* larger than any QUIC datagram we accept */
             struct udp_dgram d = {iov[i].iov_base, msgs[i].msg_len,
                                   (const struct sockaddr *)&peers[i], msgs[i].msg_hdr.msg_namelen};
-            p->rx_dgrams++;
-            p->rx_bytes += d.len;
-            p->up->recv(p->user, &d);
+            udp_port_deliver(p, &d);
         }
         total += n;
         if (n < UDP_BATCH)
@@ -104,6 +102,18 @@ int udp_port_read(struct udp_port *p, unsigned batches)
     }
     p->up->flush(p->user);
     return rc < 0 && total == 0 ? rc : total;
+}
+
+void udp_port_deliver(struct udp_port *p, const struct udp_dgram *d)
+{
+    p->rx_dgrams++;
+    p->rx_bytes += d->len;
+    p->up->recv(p->user, d);
+}
+
+void udp_port_flush(struct udp_port *p)
+{
+    p->up->flush(p->user);
 }
 
 static int send_one(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,

@@ -58,6 +58,11 @@ void udp_port_fini(struct udp_port *p);
  * then calls up->flush. Returns datagrams read, or -errno for a socket error. */
 int udp_port_read(struct udp_port *p, unsigned batches);
 
+/* One datagram an engine received by itself (io_uring's RECVMSG): counted and handed to
+ * up->recv; udp_port_flush after the turn's last. */
+void udp_port_deliver(struct udp_port *p, const struct udp_dgram *d);
+void udp_port_flush(struct udp_port *p);
+
 /* Sends len bytes to `to` as datagrams of seg bytes each (the last may be shorter): one
  * sendmsg with UDP_SEGMENT when p->gso, else one sendmsg per datagram. 0 or -errno (EAGAIN
  * counted as dropped). */

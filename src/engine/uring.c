@@ -53,6 +53,7 @@
 #include "engine/uring_splice.h"
 #include "engine/uring_state.h"
 #include "engine/udp.h"
+#include "engine/uring_udp.h"
 #include "rt/errlog.h"
 #include "rt/worker.h"
 
@@ -162,6 +163,7 @@ static void uring_fini(struct worker *w)
     if (!u)
         return;
     io_uring_queue_exit(&u->ring);
+    uring_udp_stop(u); /* its buffers, now that no operation can write them */
     sqe_spill_free(&u->spill);
     uring_splice_release(w, u);
     release_buffers(u);
@@ -540,6 +542,14 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
         if (!(cqe->flags & IORING_CQE_F_MORE))
             arm_udp(w, u);
         return;
+    case OP_UDP_RECV:
+        if (cqe->res == -EINVAL || cqe->res == -EOPNOTSUPP) { /* no multishot RECVMSG here */
+            uring_udp_stop(u);
+            arm_udp(w, u);
+            return;
+        }
+        uring_udp_complete(w, u, cqe);
+        return;
     case OP_IGNORE:
         return;
     default:
@@ -620,7 +630,9 @@ static int uring_run(struct worker *w)
     arm_tick(w, u);
     for (unsigned i = 0; i < w->nlisteners; i++)
         arm_accept(w, u, i);
-    if (w->udp)
+    /* HTTP/3: a multishot RECVMSG into provided buffers; a kernel without it (before 6.0)
+     * refuses the buffer ring or the operation, and the socket is polled instead. */
+    if (w->udp && uring_udp_start(w, u) != 0)
         arm_udp(w, u);
 
     while (worker_tick(w)) {
@@ -640,6 +652,8 @@ static int uring_run(struct worker *w)
             handle(w, u, &cq->cqes[head & cq->ring_mask]);
         io_uring_cq_advance(&u->ring, count);
         obs_loop_turn(w, 1, count);
+        if (u->udp)
+            uring_udp_flush(w, u);
         if (u->buf_returned) {
             io_uring_buf_ring_advance(u->br, (int)u->buf_returned);
             u->buf_returned = 0;

@@ -30,8 +30,9 @@ enum op {
     OP_SPLICE_IN,  /* file -> pipe */
     OP_SPLICE_OUT, /* pipe -> socket, linked behind OP_SPLICE_IN or alone to flush */
     OP_IGNORE,
-    OP_FREAD, /* a transport's file read (engine_ops.read) */
-    OP_UDP,   /* multishot POLLIN on the worker's UDP socket (HTTP/3) */
+    OP_FREAD,    /* a transport's file read (engine_ops.read) */
+    OP_UDP,      /* multishot POLLIN on the worker's UDP socket (HTTP/3), where RECVMSG fails */
+    OP_UDP_RECV, /* multishot RECVMSG on it into provided buffers (engine/uring_udp.h) */
 };
 
 /* xfer flags */
@@ -53,6 +54,7 @@ struct xfer {
 };
 
 struct usend;
+struct uring_udp;
 
 struct uring {
     struct io_uring ring;
@@ -72,6 +74,7 @@ struct uring {
     unsigned page;         /* bytes a pipe buffer holds (the page size) */
     unsigned short_logged; /* pool.short_pipes already warned about */
     struct errlog_limit log_pipe;
+    struct uring_udp *udp; /* HTTP/3's receive (engine/uring_udp.h), or NULL */
 };
 
 /* The engine's state of c (flags F_*, err for F_SENT, next on the ready list). */
