@@ -93,25 +93,10 @@ static int setup_ring(struct uring *u, const struct engine_caps *caps)
 
 static int setup_buffers(struct uring *u)
 {
-    size_t ring_size = BUF_COUNT * sizeof(struct io_uring_buf);
-    void *mem = mmap(NULL, ring_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED)
-        return -errno;
-    u->br = mem;
-    io_uring_buf_ring_init(u->br);
-    struct io_uring_buf_reg reg = {
-        .ring_addr = (unsigned long)mem, .ring_entries = BUF_COUNT, .bgid = BGID};
-    int rc = io_uring_register_buf_ring(&u->ring, &reg, 0);
-    if (rc < 0)
-        return rc;
     u->bufs = malloc((size_t)BUF_COUNT * BUF_SIZE);
     if (!u->bufs)
         return -ENOMEM;
-    for (unsigned i = 0; i < BUF_COUNT; i++)
-        io_uring_buf_ring_add(u->br, u->bufs + (size_t)i * BUF_SIZE, BUF_SIZE, (unsigned short)i,
-                              io_uring_buf_ring_mask(BUF_COUNT), (int)i);
-    io_uring_buf_ring_advance(u->br, BUF_COUNT);
-    return 0;
+    return buf_ring_setup(&u->ring, BGID, BUF_COUNT, u->bufs, BUF_SIZE, &u->br);
 }
 
 static void release_buffers(struct uring *u)

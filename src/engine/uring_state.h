@@ -6,9 +6,11 @@
 #ifndef ENGINE_URING_STATE_H
 #define ENGINE_URING_STATE_H
 
+#include <errno.h>
 #include <liburing.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/mman.h>
 
 #include "conn.h"
 #include "engine/pipepool.h"
@@ -76,6 +78,33 @@ struct uring {
     struct errlog_limit log_pipe;
     struct uring_udp *udp; /* HTTP/3's receive (engine/uring_udp.h), or NULL */
 };
+
+/* A ring of count provided buffers of size bytes each, bufs[i * size], registered as group
+ * bgid and all given to the kernel: 0 with *out (munmap it, count entries, when done), or
+ * -errno. The TCP receive's and HTTP/3's UDP receive's. */
+static inline int buf_ring_setup(struct io_uring *ring, unsigned bgid, unsigned count, char *bufs,
+                                 size_t size, struct io_uring_buf_ring **out)
+{
+    size_t ring_size = count * sizeof(struct io_uring_buf);
+    void *mem = mmap(NULL, ring_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
+        return -errno;
+    struct io_uring_buf_ring *br = mem;
+    io_uring_buf_ring_init(br);
+    struct io_uring_buf_reg reg = {
+        .ring_addr = (unsigned long)mem, .ring_entries = count, .bgid = (uint16_t)bgid};
+    int rc = io_uring_register_buf_ring(ring, &reg, 0);
+    if (rc < 0) {
+        munmap(mem, ring_size);
+        return rc;
+    }
+    for (unsigned i = 0; i < count; i++)
+        io_uring_buf_ring_add(br, bufs + (size_t)i * size, (unsigned)size, (unsigned short)i,
+                              io_uring_buf_ring_mask(count), (int)i);
+    io_uring_buf_ring_advance(br, (int)count);
+    *out = br;
+    return 0;
+}
 
 /* The engine's state of c (flags F_*, err for F_SENT, next on the ready list). */
 static inline struct engine_conn *uc(struct uring *u, struct conn *c)

@@ -19,7 +19,7 @@
 
 struct uring_udp {
     struct io_uring_buf_ring *br;
-    uint8_t *bufs;
+    char *bufs;
     struct msghdr msg; /* the kernel reads msg_namelen and msg_controllen from it */
     unsigned returned; /* buffers added since the last advance */
     bool got;          /* datagrams delivered this turn: flush */
@@ -40,31 +40,14 @@ int uring_udp_start(struct worker *w, struct uring *u)
     struct uring_udp *x = calloc(1, sizeof(*x));
     if (!x)
         return -ENOMEM;
-    size_t ring_size = UDP_BUFS * sizeof(struct io_uring_buf);
-    void *mem = mmap(NULL, ring_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     x->bufs = malloc((size_t)UDP_BUFS * UDP_BUF);
-    if (mem == MAP_FAILED || !x->bufs) {
-        if (mem != MAP_FAILED)
-            munmap(mem, ring_size);
-        free(x->bufs);
-        free(x);
-        return -ENOMEM;
-    }
-    x->br = mem;
-    io_uring_buf_ring_init(x->br);
-    struct io_uring_buf_reg reg = {
-        .ring_addr = (unsigned long)mem, .ring_entries = UDP_BUFS, .bgid = UDP_BGID};
-    int rc = io_uring_register_buf_ring(&u->ring, &reg, 0);
+    int rc =
+        x->bufs ? buf_ring_setup(&u->ring, UDP_BGID, UDP_BUFS, x->bufs, UDP_BUF, &x->br) : -ENOMEM;
     if (rc < 0) {
-        munmap(mem, ring_size);
         free(x->bufs);
         free(x);
         return rc;
     }
-    for (unsigned i = 0; i < UDP_BUFS; i++)
-        io_uring_buf_ring_add(x->br, x->bufs + (size_t)i * UDP_BUF, UDP_BUF, (unsigned short)i,
-                              io_uring_buf_ring_mask(UDP_BUFS), (int)i);
-    io_uring_buf_ring_advance(x->br, UDP_BUFS);
     x->msg.msg_namelen = UDP_NAME;
     u->udp = x;
     arm(w, u);
@@ -76,7 +59,7 @@ void uring_udp_complete(struct worker *w, struct uring *u, const struct io_uring
     struct uring_udp *x = u->udp;
     if (cqe->res >= 0 && (cqe->flags & IORING_CQE_F_BUFFER)) {
         unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-        uint8_t *buf = x->bufs + (size_t)bid * UDP_BUF;
+        char *buf = x->bufs + (size_t)bid * UDP_BUF;
         struct io_uring_recvmsg_out *o = io_uring_recvmsg_validate(buf, cqe->res, &x->msg);
         if (o && !(o->flags & MSG_TRUNC) && o->namelen <= UDP_NAME) {
             struct udp_dgram d = {
