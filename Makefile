@@ -4,14 +4,16 @@ BUILD    ?= build
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Werror
 CPPFLAGS += -D_GNU_SOURCE -Isrc -MMD -MP
-LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lnghttp2 -lssl -lcrypto -lyaml -lcrypt
+LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lnghttp2 -lssl -lcrypto -lyaml -lcrypt \
+            -lcurl -ljansson
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PORT     ?= 8080
 VENV     := .venv
 PY       := $(VENV)/bin/python
 
 CORE_SRC   := $(wildcard src/core/*.c)
-SERVER_SRC := $(CORE_SRC) $(wildcard src/*.c src/engine/*.c src/rt/*.c src/h2/*.c src/tls/*.c)
+SERVER_SRC := $(CORE_SRC) $(wildcard src/*.c src/engine/*.c src/rt/*.c src/h2/*.c src/tls/*.c \
+                                    src/acme/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 
@@ -46,6 +48,9 @@ $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
 UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine/pipepool.c \
              src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c src/handover.c \
              $(wildcard src/h2/*.c) src/tls/tls.c src/tls/xport.c src/engine/ktls.c
+# ACME's pure parts (JWS, key authorizations, ARI IDs, renewal and backoff times), its state
+# directory and the challenge table.
+UNIT_LINK += src/acme/jws.c src/acme/when.c src/acme/store.c src/acme/tokens.c
 # conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
 # around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
 # are left out.

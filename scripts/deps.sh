@@ -9,6 +9,7 @@
 #                           openssl (the TLS tests make certificates and run s_client),
 #                           certutil (libnss3-tools: the HTTPS browser test trusts its CA),
 #                           htpasswd (apache2-utils: the basic-auth tests' password files),
+#                           pebble (Let's Encrypt's test CA, with pebble-challtestsrv: test_acme),
 #                           promtool (Debian's prometheus package: the metrics test checks the
 #                           exposition with it), bpftrace (the probe test attaches it), nghttp
 #                           and h2load (nghttp2-client), h2spec (built from its Go module,
@@ -40,6 +41,8 @@ have_header sys/sdt.h || need_pkg systemtap-sdt-dev
 have_header nghttp2/nghttp2.h || need_pkg libnghttp2-dev
 have_header yaml.h || need_pkg libyaml-dev    # --config (issue 19)
 have_header crypt.h || need_pkg libcrypt-dev  # --basic-auth: bcrypt, SHA-crypt
+have_header curl/curl.h || need_pkg libcurl4-openssl-dev # ACME (issue 27): the CA's HTTPS
+have_header jansson.h || need_pkg libjansson-dev         # ACME: its JSON documents
 if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = systemd ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv
     command -v curl >/dev/null || need_pkg curl
@@ -56,6 +59,7 @@ if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = s
     command -v openssl >/dev/null || need_pkg openssl
     command -v certutil >/dev/null || need_pkg libnss3-tools # the browser test trusts its CA
     command -v htpasswd >/dev/null || need_pkg apache2-utils  # test_sites makes htpasswd files
+    command -v pebble >/dev/null || need_pkg pebble # test_acme: a test CA (and pebble-challtestsrv)
 fi
 if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang

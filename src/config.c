@@ -87,6 +87,14 @@ static const char usage_text[] =
     "                             responses\n"
     "      --redirect-https       the cleartext port answers every request with 308 to the\n"
     "                             same URL over https: (at --tls-port)\n"
+    "      --acme-email ADDR      automatic HTTPS: get and renew certificates by ACME\n"
+    "                             (RFC 8555) for every non-wildcard host of every site, or\n"
+    "                             --acme-domain names; ADDR is the account's contact\n"
+    "      --acme-domain NAME     a name to get a certificate for (repeatable; all in one)\n"
+    "      --acme-ca URL          the ACME directory (Let's Encrypt's production one)\n"
+    "      --acme-ca-root FILE    trust this PEM for the ACME server's HTTPS (test CAs)\n"
+    "      --acme-state DIR       account key and certificates (/var/lib/ringhttpd/acme)\n"
+    "      --acme-challenge KIND  auto, http-01 or tls-alpn-01 (auto: what the CA offers)\n"
     "      --reuse-port           share the port with the ringhttpd already serving it (for\n"
     "                             a zero-downtime restart: start the new one with this\n"
     "                             option, then SIGTERM the old); without it a port in use\n"
@@ -158,6 +166,13 @@ enum {
     OPT_TLS_SEAL,
     OPT_HSTS,
     OPT_REDIRECT_HTTPS,
+    OPT_ACME_EMAIL, /* automatic HTTPS (issue 27) */
+    OPT_ACME_DOMAIN,
+    OPT_ACME_CA,
+    OPT_ACME_CA_ROOT,
+    OPT_ACME_STATE,
+    OPT_ACME_CHALLENGE,
+    OPT_ACME, /* file only: a site's "acme: off" */
     OPT_REUSE_PORT,
     OPT_USER,
     OPT_NO_LANDLOCK,
@@ -218,6 +233,12 @@ static const struct option long_options[] = {
     {"tls-seal", required_argument, NULL, OPT_TLS_SEAL},
     {"hsts", required_argument, NULL, OPT_HSTS},
     {"redirect-https", no_argument, NULL, OPT_REDIRECT_HTTPS},
+    {"acme-email", required_argument, NULL, OPT_ACME_EMAIL},
+    {"acme-domain", required_argument, NULL, OPT_ACME_DOMAIN},
+    {"acme-ca", required_argument, NULL, OPT_ACME_CA},
+    {"acme-ca-root", required_argument, NULL, OPT_ACME_CA_ROOT},
+    {"acme-state", required_argument, NULL, OPT_ACME_STATE},
+    {"acme-challenge", required_argument, NULL, OPT_ACME_CHALLENGE},
     {"reuse-port", no_argument, NULL, OPT_REUSE_PORT},
     {"user", required_argument, NULL, OPT_USER},
     {"no-landlock", no_argument, NULL, OPT_NO_LANDLOCK},
@@ -473,6 +494,58 @@ static int tls_option(struct config *cfg, int opt, const char *arg)
     }
 }
 
+static bool host_name_ok(const char *h, bool wildcard);
+
+/* The automatic HTTPS options (issue 27), one at a time: 0 or an exit status after one line. */
+static int acme_option(struct config *cfg, int opt, const char *arg)
+{
+    switch (opt) {
+    case OPT_ACME_EMAIL:
+        if (!strchr(arg, '@') || strpbrk(arg, " \t\r\n\"<>,"))
+            return usage_error("--acme-email wants an address like me@example.org, got '%s'", arg);
+        cfg->acme_email = arg;
+        return 0;
+    case OPT_ACME_DOMAIN:
+        if (!host_name_ok(arg, false))
+            return usage_error("--acme-domain wants a host name (no wildcard), got '%s'", arg);
+        if (cfg->num_acme_domains == CONFIG_MAX_RULES)
+            return usage_error("--acme-domain: at most %d names", CONFIG_MAX_RULES);
+        cfg->acme_domains[cfg->num_acme_domains++] = arg;
+        return 0;
+    case OPT_ACME_CA:
+        if (strncmp(arg, "https://", 8) != 0 && strncmp(arg, "http://", 7) != 0)
+            return usage_error("--acme-ca wants the directory's URL (https://...), got '%s'", arg);
+        cfg->acme_ca = arg;
+        return 0;
+    case OPT_ACME_CA_ROOT:
+        if (access(arg, R_OK) != 0)
+            return usage_error("--acme-ca-root '%s': %s", arg, strerror(errno));
+        cfg->acme_ca_root = arg;
+        return 0;
+    case OPT_ACME_STATE:
+        if (arg[0] != '/')
+            return usage_error("--acme-state wants an absolute directory, got '%s'", arg);
+        cfg->acme_state = arg;
+        return 0;
+    case OPT_ACME_CHALLENGE:
+        if (strcmp(arg, "auto") == 0)
+            cfg->acme_challenge = 0;
+        else if (strcmp(arg, "http-01") == 0)
+            cfg->acme_challenge = 1;
+        else if (strcmp(arg, "tls-alpn-01") == 0)
+            cfg->acme_challenge = 2;
+        else
+            return usage_error("--acme-challenge wants auto, http-01 or tls-alpn-01, got '%s'",
+                               arg);
+        return 0;
+    default: /* OPT_ACME: "acme: off" in a site */
+        if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0)
+            return usage_error("wants on or off, got '%s'", arg);
+        cfg->acme_off = strcmp(arg, "off") == 0;
+        return 0;
+    }
+}
+
 /* What the HTTPS options need of each other, once all are read. */
 static int tls_check(struct config *cfg)
 {
@@ -481,7 +554,17 @@ static int tls_check(struct config *cfg)
         cfg->tls_min = 12;
     if (n > 0 && !cfg->tls_certs[n - 1].key)
         return usage_error("--tls-cert '%s' has no --tls-key after it", cfg->tls_certs[n - 1].cert);
-    if (cfg->tls && n == 0 && !cfg->config_file) /* a file's sites may bring theirs */
+    if (cfg->acme_email && !cfg->tls)
+        return usage_error("--acme-email needs --tls-port%s", "");
+    if (!cfg->acme_email && cfg->num_acme_domains)
+        return usage_error("--acme-domain needs --acme-email%s", "");
+    if (cfg->num_acme_domains && cfg->config_file)
+        return usage_error("--acme-domain is for a command line without --config (the file's "
+                           "sites name the hosts)%s",
+                           "");
+    if (!cfg->acme_state)
+        cfg->acme_state = "/var/lib/ringhttpd/acme";
+    if (cfg->tls && n == 0 && !cfg->config_file && !cfg->acme_email) /* a file's sites may */
         return usage_error("--tls-port needs a --tls-cert FILE --tls-key FILE pair%s", "");
     if (!cfg->tls && n > 0)
         return usage_error("--tls-cert '%s' needs --tls-port", cfg->tls_certs[0].cert);
@@ -583,6 +666,7 @@ static bool per_site(int opt)
     case OPT_TLS_KEY:
     case OPT_HSTS:
     case OPT_REDIRECT_HTTPS:
+    case OPT_ACME:
         return true;
     default:
         return false;
@@ -985,6 +1069,14 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
     case OPT_HSTS:
     case OPT_REDIRECT_HTTPS:
         return tls_option(cfg, opt, optarg);
+    case OPT_ACME_EMAIL:
+    case OPT_ACME_DOMAIN:
+    case OPT_ACME_CA:
+    case OPT_ACME_CA_ROOT:
+    case OPT_ACME_STATE:
+    case OPT_ACME_CHALLENGE:
+    case OPT_ACME:
+        return acme_option(cfg, opt, optarg);
     case OPT_REUSE_PORT:
         cfg->reuse_port = true;
         break;
@@ -1159,7 +1251,7 @@ static int tls_sites(struct config *cfg)
             cfg->tls_certs[cfg->num_tls_certs++] = site->tls_certs[k];
         }
     }
-    if (cfg->tls && cfg->num_tls_certs == 0)
+    if (cfg->tls && cfg->num_tls_certs == 0 && !cfg->acme_email)
         return usage_error("--tls-port needs a --tls-cert FILE --tls-key FILE pair%s", "");
     return 0;
 }
@@ -1235,6 +1327,7 @@ int config_set(struct config *cfg, const char *key, const char *value)
         {"root", OPT_ROOT, required_argument},
         {"hosts", OPT_HOSTS, required_argument},
         {"default", OPT_DEFAULT, no_argument},
+        {"acme", OPT_ACME, required_argument},
     };
     int opt = 0, has_arg = required_argument;
     for (size_t i = 0; i < sizeof(file_only) / sizeof(file_only[0]) && !opt; i++)
