@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,8 @@ struct metrics {
     const char *engine;
     struct accesslog *al;
     double start_time;
+    _Atomic(const struct metrics_source *) source; /* metrics_add's, or NULL */
+    _Atomic(void *) source_arg;                    /* stored before source */
 };
 
 static const char *const method_names[STATS_METHODS] = {
@@ -274,12 +277,33 @@ static void serve_one(struct metrics *m, int fd)
     }
     size_t blen = 0;
     char *body = metrics_render(m->workers, m->nworkers, m->engine, m->al, m->start_time, &blen);
+    const struct metrics_source *src = atomic_load(&m->source);
+    if (body && src) {
+        char *more = NULL;
+        size_t mlen = 0;
+        FILE *f = open_memstream(&more, &mlen);
+        if (f) {
+            fwrite(body, 1, blen, f);
+            src->write(atomic_load(&m->source_arg), f);
+        }
+        free(body);
+        body = f && fclose(f) == 0 ? more : NULL;
+        blen = mlen;
+        if (!body)
+            free(more);
+    }
     if (!body) {
         answer(fd, 500, "Internal Server Error", "text/plain", "", 0, false);
         return;
     }
     answer(fd, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, blen, !is_head);
     free(body);
+}
+
+void metrics_add(struct metrics *m, const struct metrics_source *src, void *arg)
+{
+    atomic_store(&m->source_arg, arg);
+    atomic_store(&m->source, src);
 }
 
 static void *metrics_main(void *arg)

@@ -24,6 +24,9 @@
 
 #define TLS_MAX_CERTS 16
 
+struct x509_st;
+struct evp_pkey_st;
+
 /* Largest plaintext of one record (the protocol's maximum), and the most bytes a record adds
  * to its plaintext with the suites we allow (header 5, explicit nonce 8 in TLS 1.2 GCM, tag 16,
  * content type 1 in TLS 1.3), rounded up. */
@@ -56,9 +59,23 @@ struct tls_cert_files {
     int num_hosts;
 };
 
+/* Automatic HTTPS's hooks (issue 27), installed by the server: the TLS-ALPN-01 challenge
+ * certificate pending for SNI name name (RFC 8737), with a reference each for the caller; 0,
+ * or -ENOENT when there is none. */
+struct tls_challenge {
+    int (*cert)(void *arg, const char *name, struct x509_st **cert, struct evp_pkey_st **key);
+    void *arg; /* per context: the worker's reader of the challenge table */
+};
+
 struct tls_settings {
     const struct tls_cert_files *certs; /* the first pair is the default (no or unknown SNI) */
-    int num_certs;                      /* 1..TLS_MAX_CERTS */
+    int num_certs;                      /* 1..TLS_MAX_CERTS (0.. when certless) */
+    /* No default pair (automatic HTTPS with no --tls-cert): a name no pair covers (one still
+     * waiting for its certificate), or no SNI, gets the unrecognized_name alert. */
+    bool certless;
+    /* A ClientHello offering ALPN "acme-tls/1" is answered with challenge's certificate for its
+     * SNI name and nothing else: such a connection carries no data (tls_conn_read refuses). */
+    struct tls_challenge challenge; /* .cert NULL: none */
     int min_version;        /* 12: TLS 1.2 and 1.3, Mozilla "intermediate"; 13: TLS 1.3 only */
     bool alpn_h2;           /* the protocol layer serves HTTP/2: ALPN offers h2 before http/1.1 */
     unsigned ticket_rotate; /* seconds per ticket key; 0 means TLS_TICKET_ROTATE */
@@ -103,6 +120,7 @@ struct tls_conn {
     uint8_t state;
     bool closing; /* close_notify queued */
     bool by_site; /* SNI named a site whose own pair was chosen */
+    bool acme;    /* a TLS-ALPN-01 validation: the challenge certificate, no data */
     int8_t group; /* the certificate group chosen (0: the default) */
     /* The caller's (rt/site.c's) per-connection cache of its last "not misdirected" verdict:
      * the site a request was routed to and the generation of the sites it belongs to. */
