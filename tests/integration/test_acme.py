@@ -184,3 +184,303 @@ def test_first_issuance_then_https_serves_the_page(make_server, docroot, pebble,
     # Another name was never asked for: no certificate for it.
     rc, _ = curl_https("b.test", ports[1], root)
     assert rc != 0
+
+
+def test_several_names_in_one_order_metrics_and_verbose_state(make_server, docroot, pebble,
+                                                             ports, tmp_path):
+    from test_accesslog import scrape_text
+    pb = pebble()
+    state = tmp_path / "state"
+    srv = make_server(docroot, args=acme_args(pb, state, ports, "--acme-domain", "a.test",
+                                              "--acme-domain", "www.a.test", "--metrics",
+                                              "127.0.0.1:0", "-v"))
+    assert "a.test, www.a.test: no valid certificate yet" in srv.stderr_text()
+    wait_issued(srv, "a.test, www.a.test")
+    root = pb.root(tmp_path)
+    wait_https("a.test", ports[1], root)
+    wait_https("www.a.test", ports[1], root)
+    assert pb.orders() == 1
+    assert srv.stderr_text().count("ordering a certificate") == 1
+    text = scrape_text(srv)
+    for name in ("a.test", "www.a.test"):
+        line = [ln for ln in text.splitlines() if ln.startswith(
+            f'ringhttpd_tls_certificate_expiry_timestamp_seconds{{name="{name}"}}')]
+        assert line and float(line[0].split()[-1]) > time.time() + 3600, text
+    assert 'ringhttpd_acme_orders_total{outcome="issued"} 1' in text
+    assert 'ringhttpd_acme_orders_total{outcome="failed"} 0' in text
+
+
+def test_sites_own_pair_and_acme_off_left_alone(make_server, docroot, pebble, ports, tmp_path,
+                                                 test_ca):
+    ca, crt, key = test_ca
+    pb = pebble()
+    state = tmp_path / "state"
+    (docroot / "own").mkdir()
+    (docroot / "own" / "index.html").write_text("own site\n")
+    conf = tmp_path / "sites.yaml"
+    conf.write_text(f"""
+sites:
+  - hosts: [one.test, www.one.test]
+    root: {docroot}
+    default: true
+  - hosts: [localhost]
+    root: {docroot / 'own'}
+    tls-cert: {crt}
+    tls-key: {key}
+  - hosts: [off.test, '*.wild.test']
+    root: {docroot}
+    acme: off
+""")
+    srv = make_server(None, args=acme_args(pb, state, ports, "--config", str(conf)))
+    wait_issued(srv, "one.test, www.one.test")
+    root = pb.root(tmp_path)
+    wait_https("www.one.test", ports[1], root)
+    assert pb.orders() == 1
+    assert sorted(p.name for p in state.glob("*.pem")) == ["one.test.pem"]
+    # The site's own pair serves its name, untouched.
+    p = subprocess.run(["curl", "-sS", "--cacert", str(ca), f"https://localhost:{ports[1]}/"],
+                       capture_output=True, timeout=10)
+    assert p.returncode == 0 and b"own site" in p.stdout
+    assert "off.test" not in srv.stderr_text()
+
+
+def test_restart_finds_the_certificate_and_orders_nothing(make_server, docroot, pebble, ports,
+                                                          tmp_path):
+    pb = pebble()
+    state = tmp_path / "state"
+    args = acme_args(pb, state, ports, "--acme-domain", "a.test", "-v")
+    srv = make_server(docroot, args=args)
+    wait_issued(srv, "a.test")
+    root = pb.root(tmp_path)
+    wait_https("a.test", ports[1], root)
+    assert srv.stop() == 0
+    key = (state / "account.key").read_bytes()
+    srv2 = make_server(docroot, args=args)
+    assert "acme: a.test: valid until" in srv2.stderr_text()
+    # Live from the first handshake: no order, no wait.
+    rc, body = curl_https("a.test", ports[1], root)
+    assert rc == 0 and b"index" in body, body
+    time.sleep(1)
+    assert pb.orders() == 1
+    assert "ordering" not in srv2.stderr_text()
+    assert (state / "account.key").read_bytes() == key  # made once and kept
+
+
+def test_two_processes_sharing_the_state_order_once(make_server, docroot, pebble, tmp_path):
+    """A validates HTTP-01 on its cleartext port, B TLS-ALPN-01 on its TLS port (pebble's
+    httpPort and tlsPort), so whichever wins the lock can be validated; the other must pick
+    the certificate up from the directory."""
+    import fcntl
+    pa, pb_ports = (free_port(), free_port()), (free_port(), free_port())
+    pb = pebble(http_port=pa[0], tls_port=pb_ports[1])
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    # Both start while the certificate's lock is held, so both find it busy, then race for it.
+    with open(state / "a.test.pem.lock", "w") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX)
+        a = make_server(docroot, args=acme_args(pb, state, pa, "--acme-domain", "a.test",
+                                                challenge="http-01"))
+        b = make_server(docroot, args=acme_args(pb, state, pb_ports, "--acme-domain", "a.test",
+                                                challenge="tls-alpn-01"))
+        time.sleep(1.5)
+        assert pb.orders() == 0
+    root = pb.root(tmp_path)
+    wait_https("a.test", pa[1], root, timeout=ISSUE_TIMEOUT)
+    wait_https("a.test", pb_ports[1], root, timeout=ISSUE_TIMEOUT)
+    assert pb.orders() == 1
+    logs = a.stderr_text() + b.stderr_text()
+    assert logs.count("ordering a certificate") == 1, logs
+    assert "found in the state directory" in logs, logs
+
+
+def test_renewal_while_a_client_downloads_over_the_old_certificate(make_server, docroot, pebble,
+                                                                  ports, tmp_path, random_file):
+    pb = pebble(validity=30)  # renewed at two thirds: ~20 s
+    state = tmp_path / "state"
+    big, digest = random_file(64 << 20)
+    os.link(big, docroot / "renew.bin")
+    srv = make_server(docroot, args=acme_args(pb, state, ports, "--acme-domain", "a.test"))
+    wait_issued(srv, "a.test")
+    root = pb.root(tmp_path)
+    wait_https("a.test", ports[1], root)
+    first = (state / "a.test.pem").read_bytes()
+    # A download that lasts past the renewal: curl at 2 MB/s over the first certificate.
+    out = tmp_path / "big.out"
+    dl = subprocess.Popen(
+        ["curl", "-sS", "--limit-rate", "2M", "--max-time", "60", "--cacert", str(root),
+         "--resolve", f"a.test:{ports[1]}:127.0.0.1", "-o", str(out),
+         f"https://a.test:{ports[1]}/renew.bin"], stderr=subprocess.PIPE)
+    assert wait_for(lambda: "certificate for a.test renewed" in srv.stderr_text(), 40, 0.2), \
+        srv.stderr_text()[-3000:]
+    assert (state / "a.test.pem").read_bytes() != first
+    wait_https("a.test", ports[1], root)  # new connections: the new certificate
+    assert dl.wait(70) == 0, dl.stderr.read()
+    import hashlib
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == digest
+    assert pb.orders() == 2
+
+
+# ---- a CA that fails: the server keeps serving, logs the problem and tries again ----------
+
+
+class FakeCA(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+
+def fake_ca(mode):
+    """A CA whose every answer is broken as mode says; .hits counts directory requests. In
+    "pending" mode it is a CA that works until a challenge, whose authorization stays pending
+    (so its token stays published), with challenge token tok123 for a.test."""
+    hits = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def send(self, status, body, ctype="application/json", extra=()):
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Replay-Nonce", f"n{len(hits)}x{time.monotonic_ns()}")
+            for k, v in extra:
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def base(self):
+            return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+        def do_HEAD(self):
+            self.send(200, b"")
+
+        def do_GET(self):
+            hits.append(self.path)
+            if mode == "hang":
+                time.sleep(30)
+                return
+            if mode == "500":
+                return self.send(500, {"type": "urn:ietf:params:acme:error:serverInternal",
+                                       "detail": "fake outage"},
+                                 "application/problem+json", [("Retry-After", "1")])
+            if mode == "garbage":
+                return self.send(200, b"{\"newNonce\": [unterminated")
+            if mode == "type":
+                return self.send(200, b"<html>not an ACME directory</html>", "text/html")
+            b = self.base()
+            return self.send(200, {"newNonce": b + "/nonce", "newAccount": b + "/acct",
+                                   "newOrder": b + "/order"})
+
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length", "0"))
+            self.rfile.read(n)
+            b = self.base()
+            if self.path == "/acct":
+                return self.send(201, {"status": "valid"}, extra=[("Location", b + "/acct/1")])
+            if self.path == "/order":
+                return self.send(201, {"status": "pending", "authorizations": [b + "/authz"],
+                                       "finalize": b + "/fin"},
+                                 extra=[("Location", b + "/order/1")])
+            if self.path == "/authz":
+                return self.send(200, {"status": "pending",
+                                       "identifier": {"type": "dns", "value": "a.test"},
+                                       "challenges": [{"type": "http-01", "url": b + "/ch",
+                                                       "token": "tok123",
+                                                       "status": "pending"}]})
+            if self.path == "/ch":
+                return self.send(200, {"type": "http-01", "status": "processing"})
+            return self.send(404, b"{}")
+
+    srv = FakeCA(("127.0.0.1", 0), H)
+    srv.hits = hits
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+FAKE_ENV = {"RINGHTTPD_ACME_BACKOFF": "1", "RINGHTTPD_ACME_TIMEOUT": "2"}
+
+FAILURES = {
+    "500": "serverInternal: fake outage",
+    "garbage": "no JSON object",
+    "type": "Content-Type 'text/html', not JSON",
+    "hang": "Timeout",
+    "down": "Couldn't connect",
+}
+
+
+@pytest.mark.parametrize("mode", list(FAILURES))
+def test_a_failing_ca_never_stops_serving(make_server, docroot, ports, tmp_path, mode):
+    ca = None
+    if mode == "down":
+        url = f"http://127.0.0.1:{free_port()}/dir"
+    else:
+        ca = fake_ca(mode)
+        url = f"http://127.0.0.1:{ca.server_address[1]}/dir"
+    try:
+        srv = make_server(docroot, env=FAKE_ENV, args=[
+            "-p", str(ports[0]), "--tls-port", str(ports[1]), "--acme-email", "ops@example.org",
+            "--acme-ca", url, "--acme-state", str(tmp_path / "state"), "--acme-domain",
+            "a.test"])
+        # Requests are answered at once all along, however the CA misbehaves.
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            t0 = time.monotonic()
+            out = subprocess.run(["curl", "-sS", "--max-time", "2",
+                                  f"http://127.0.0.1:{ports[0]}/"], capture_output=True,
+                                 timeout=10)
+            assert out.returncode == 0 and b"index" in out.stdout
+            assert time.monotonic() - t0 < 1.5
+            time.sleep(0.2)
+        # The problem is logged, and tried again later (backoff shortened to a second).
+        assert wait_for(lambda: "(2 in a row" in srv.stderr_text(), 20), srv.stderr_text()
+        err = srv.stderr_text()
+        assert "acme: order for a.test failed" in err and FAILURES[mode] in err, err
+        if ca:
+            assert len(ca.hits) >= 2
+        # A handshake for the name still waiting gets a clear alert.
+        ctx = ssl.create_default_context()
+        with pytest.raises(ssl.SSLError, match="UNRECOGNIZED_NAME"):
+            with socket.create_connection(("127.0.0.1", ports[1]), timeout=5) as s:
+                ctx.wrap_socket(s, server_hostname="a.test")
+        assert not list((tmp_path / "state").glob("*.pem"))
+    finally:
+        if ca:
+            ca.shutdown()
+            ca.server_close()
+
+
+def test_challenge_answers_only_its_token_and_name_ahead_of_everything(make_server, docroot,
+                                                                       ports, tmp_path):
+    ca = fake_ca("pending")
+    (docroot / ".well-known" / "acme-challenge").mkdir(parents=True)
+    (docroot / ".well-known" / "acme-challenge" / "nope").write_text("a file\n")
+    htpasswd = tmp_path / "htpasswd"
+    subprocess.run(["htpasswd", "-cbB", str(htpasswd), "u", "p"], check=True,
+                   capture_output=True)
+    try:
+        make_server(docroot, env=FAKE_ENV, args=[
+            "-p", str(ports[0]), "--tls-port", str(ports[1]), "--acme-email", "ops@example.org",
+            "--acme-ca", f"http://127.0.0.1:{ca.server_address[1]}/dir", "--acme-state",
+            str(tmp_path / "state"), "--acme-domain", "a.test", "--redirect-https",
+            "--basic-auth", f"/={htpasswd}", "--acme-challenge", "http-01"])
+
+        def get(host, path):
+            p = subprocess.run(["curl", "-sS", "-o", "-", "-w", "\n%{http_code}", "-H",
+                                f"Host: {host}", f"http://127.0.0.1:{ports[0]}{path}"],
+                               capture_output=True, timeout=10)
+            body, _, code = p.stdout.rpartition(b"\n")
+            return int(code), body
+        tok = "/.well-known/acme-challenge/tok123"
+        assert wait_for(lambda: get("a.test", tok)[0] == 200, 20)
+        code, body = get(f"a.test:{ports[0]}", tok)
+        thumb = body.decode().split(".", 1)
+        assert code == 200 and thumb[0] == "tok123" and len(thumb[1]) == 43, body
+        # Never for another name, nor for a token it does not hold (a file there or not).
+        assert get("b.test", tok)[0] == 404
+        assert get("a.test", "/.well-known/acme-challenge/nope")[0] == 404
+        assert get("a.test", "/.well-known/acme-challenge/tok12")[0] == 404
+        # Everything else still meets --redirect-https first.
+        assert get("a.test", "/")[0] == 308
+    finally:
+        ca.shutdown()
+        ca.server_close()
