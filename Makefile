@@ -12,8 +12,10 @@ VENV     := .venv
 PY       := $(VENV)/bin/python
 
 CORE_SRC   := $(wildcard src/core/*.c)
-SERVER_SRC := $(CORE_SRC) $(wildcard src/*.c src/engine/*.c src/rt/*.c src/h2/*.c src/tls/*.c \
-                                    src/acme/*.c)
+# `make static` swaps the ACME client (libcurl has no static dependencies on Debian) for a stub.
+ACME_SRC   ?= $(wildcard src/acme/*.c)
+SERVER_SRC := $(CORE_SRC) $(wildcard src/*.c src/engine/*.c src/rt/*.c src/h2/*.c src/tls/*.c) \
+              $(ACME_SRC)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 
@@ -199,6 +201,8 @@ uninstall:
 # needs the host's NSS libraries, so a container runs as a non-root USER instead (Containerfile).
 static:
 	@$(MAKE) --no-print-directory BUILD=build/static LDFLAGS="-static" \
+	    ACME_SRC="$(filter-out src/acme/acme.c src/acme/client.c,$(wildcard src/acme/*.c)) \
+	              src/acme/static/acme_none.c" \
 	    LDLIBS="$(LDLIBS) -lbrotlicommon -lm" build/static/ringhttpd
 
 # Minutes of mixed, partly hostile load against the ASan build on both engines, then fds and

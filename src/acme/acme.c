@@ -221,16 +221,6 @@ void acme_pairs(struct acme *a, struct tls_cert_files *out, int *n, int max)
     pthread_mutex_unlock(&a->lock);
 }
 
-bool acme_waiting(struct acme *a)
-{
-    bool waiting = false;
-    pthread_mutex_lock(&a->lock);
-    for (int i = 0; i < a->ncerts; i++)
-        waiting |= !a->certs[i].live;
-    pthread_mutex_unlock(&a->lock);
-    return waiting;
-}
-
 /* ---- the challenge hooks: the token table ------------------------------------------------ */
 
 static int answer_put(void *arg, enum acme_kind kind, const char *host, const char *token,

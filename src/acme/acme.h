@@ -46,9 +46,6 @@ int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *to
  * *n advanced): each names its certificate's names as its hosts. Any thread but a worker's. */
 void acme_pairs(struct acme *a, struct tls_cert_files *out, int *n, int max);
 
-/* Whether certificates are still awaited (no pair yet for some names). */
-bool acme_waiting(struct acme *a);
-
 /* Starts the thread: 0 or -errno. */
 int acme_start(struct acme *a);
 

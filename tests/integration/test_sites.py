@@ -604,7 +604,7 @@ def test_every_option_is_per_site_or_rejected_in_a_site(tmp_path):
     section = text[text.index("- **Per site**"):text.index("An annotated example")]
     per_site, process = section.split("- **Process only**")
     named = lambda t: set(re.findall(r"`([a-z0-9-]+)`", t))  # noqa: E731
-    assert named(per_site) - {"root", "hosts", "default", "tls-port"} == PER_SITE
+    assert named(per_site) - {"root", "hosts", "default", "tls-port", "acme"} == PER_SITE
     assert options - PER_SITE <= named(process), options - PER_SITE - named(process)
 
 
