@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "acme/client.h"
 #include "acme/jws.h"
@@ -18,6 +19,7 @@
 #include "acme/tokens.h"
 #include "acme/when.h"
 #include "config.h"
+#include "privs.h"
 #include "rt/errlog.h"
 
 #define CERT_MAX (256 * 1024) /* a chain and its key, read back from the state directory */
@@ -44,6 +46,8 @@ struct acme {
     struct acme_hooks hooks;
     struct acme_store store;
     EVP_PKEY *account;
+    char *ca_root; /* --acme-ca-root's PEM, read at start */
+    size_t ca_root_len;
     unsigned kinds;
     const char *ca;
     int64_t backoff_base; /* seconds: RINGHTTPD_ACME_BACKOFF (a test hook), else 60 */
@@ -193,12 +197,28 @@ int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *to
         rc = -EINVAL;
         goto fail;
     }
+    if (cfg->acme_ca_root &&
+        (rc = store_read_path(cfg->acme_ca_root, &a->ca_root, &a->ca_root_len, CERT_MAX)) != 0) {
+        snprintf(why, why_len, "--acme-ca-root %s: %s", cfg->acme_ca_root, strerror(-rc));
+        goto fail;
+    }
     if ((rc = store_open(&a->store, cfg->acme_state)) != 0) {
         snprintf(why, why_len, "--acme-state %s: %s", cfg->acme_state, strerror(-rc));
         goto fail;
     }
     if ((rc = load_account(a, why, why_len)) != 0)
         goto fail;
+    /* --user: the thread writes here after the drop, as that user. */
+    uid_t uid;
+    gid_t gid;
+    if (cfg->user && geteuid() == 0 &&
+        ((rc = privs_user(cfg->user, &uid, &gid, why, why_len)) != 0 ||
+         (rc = store_chown(&a->store, uid, gid)) != 0)) {
+        if (rc != -ENOENT || !why[0])
+            snprintf(why, why_len, "--acme-state %s: cannot hand it to --user %s: %s",
+                     cfg->acme_state, cfg->user, strerror(-rc));
+        goto fail;
+    }
     int64_t now = (int64_t)time(NULL);
     for (int i = 0; i < a->ncerts; i++)
         a->certs[i].live = read_cert(a, &a->certs[i], now, &a->certs[i].facts);
@@ -275,7 +295,8 @@ static int ensure_client(struct acme *a)
     if (a->client_open)
         return 0;
     struct acme_client_cfg cc = {.directory = a->ca,
-                                 .ca_root = a->cfg->acme_ca_root,
+                                 .ca_root_pem = a->ca_root,
+                                 .ca_root_len = a->ca_root_len,
                                  .email = a->cfg->acme_email,
                                  .timeout = a->timeout,
                                  .stop = &a->stop};
@@ -509,6 +530,7 @@ void acme_free(struct acme *a)
     if (a->client_open)
         client_close(&a->client);
     EVP_PKEY_free(a->account);
+    free(a->ca_root);
     store_close(&a->store);
     pthread_cond_destroy(&a->wake);
     pthread_mutex_destroy(&a->lock);

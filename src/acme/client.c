@@ -137,8 +137,10 @@ static int exchange(struct acme_client *c, const char *url, const char *body, co
     curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->cfg.stop);
-    if (c->cfg.ca_root)
-        curl_easy_setopt(h, CURLOPT_CAINFO, c->cfg.ca_root);
+    if (c->cfg.ca_root_pem) {
+        struct curl_blob blob = {(void *)c->cfg.ca_root_pem, c->cfg.ca_root_len, CURL_BLOB_NOCOPY};
+        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+    }
     snprintf(acc, sizeof(acc), "Accept: %s", accept ? accept : "application/json");
     hdrs = curl_slist_append(hdrs, acc);
     if (body) {
@@ -421,8 +423,8 @@ static int authorize(struct acme_client *c, const char *url, const struct acme_a
         goto out;
     }
     /* The first kind we can answer, in our order of preference, that the CA offers. */
-    const char *curl_ch = NULL, *token = NULL;
-    for (unsigned k = ACME_HTTP01; k <= ACME_ALPN01 && !curl_ch; k <<= 1) {
+    const char *ch_url = NULL, *token = NULL;
+    for (unsigned k = ACME_HTTP01; k <= ACME_ALPN01 && !ch_url; k <<= 1) {
         if (!(ans->kinds & k))
             continue;
         size_t i;
@@ -433,14 +435,14 @@ static int authorize(struct acme_client *c, const char *url, const struct acme_a
             if (json_unpack(ch, "{s:s,s:s,s:s}", "type", &type, "url", &u, "token", &t) != 0)
                 continue;
             if (strcmp(type, k == ACME_HTTP01 ? "http-01" : "tls-alpn-01") == 0) {
-                curl_ch = u;
+                ch_url = u;
                 token = t;
                 p->kind = (enum acme_kind)k;
                 break;
             }
         }
     }
-    if (!curl_ch) {
+    if (!ch_url) {
         rc = fail(c, "%s: the CA offers no challenge for %s that a listener here can answer", url,
                   host);
         goto out;
@@ -458,7 +460,7 @@ static int authorize(struct acme_client *c, const char *url, const struct acme_a
         fail(c, "cannot publish the challenge answer for %s: %s", host, strerror(-rc));
         goto out;
     }
-    json_t *ack = post_json(c, curl_ch, "{}", &r, &rc);
+    json_t *ack = post_json(c, ch_url, "{}", &r, &rc);
     reply_free(&r);
     json_decref(ack);
     if (!ack)

@@ -11,6 +11,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct evp_pkey_st;
@@ -30,9 +31,12 @@ struct acme_answer {
 
 struct acme_client_cfg {
     const char *directory; /* the directory URL */
-    const char *ca_root;   /* a PEM file to trust for the server's HTTPS, or NULL (the system's) */
-    const char *email;     /* the account's contact, or NULL */
-    long timeout;          /* seconds one exchange may take */
+    /* PEM certificates to trust for the server's HTTPS (--acme-ca-root, read at start while
+     * the file is readable: before --user and Landlock), or NULL: the system's */
+    const char *ca_root_pem;
+    size_t ca_root_len;
+    const char *email;       /* the account's contact, or NULL */
+    long timeout;            /* seconds one exchange may take */
     const atomic_bool *stop; /* set: every transfer and wait gives up at once (-ECANCELED) */
 };
 

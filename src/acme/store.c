@@ -1,6 +1,7 @@
 /* The state directory; see store.h. */
 #include "acme/store.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -58,6 +59,26 @@ void store_close(struct acme_store *s)
     s->dir = -1;
 }
 
+int store_chown(struct acme_store *s, uid_t uid, gid_t gid)
+{
+    if (fchown(s->dir, uid, gid) != 0)
+        return -errno;
+    int fd = openat(s->dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    int rc = 0;
+    if (!d) {
+        rc = -errno;
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    for (struct dirent *e; rc == 0 && (e = readdir(d));)
+        if (e->d_type == DT_REG && fchownat(s->dir, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
+            rc = -errno;
+    closedir(d);
+    return rc;
+}
+
 static int write_all(int fd, const char *p, size_t len)
 {
     while (len) {
@@ -100,11 +121,9 @@ int store_write(struct acme_store *s, const char *name, const void *data, size_t
     return rc;
 }
 
-int store_read(struct acme_store *s, const char *name, char **data, size_t *len, size_t max)
+/* fd's contents (closed here) into a malloc'd, NUL-terminated buffer of at most max bytes. */
+static int read_fd(int fd, char **data, size_t *len, size_t max)
 {
-    int fd = openat(s->dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return -errno;
     struct stat st;
     char *buf = NULL;
     int rc = 0;
@@ -139,6 +158,18 @@ out:
     free(buf);
     close(fd);
     return rc;
+}
+
+int store_read(struct acme_store *s, const char *name, char **data, size_t *len, size_t max)
+{
+    int fd = openat(s->dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    return fd < 0 ? -errno : read_fd(fd, data, len, max);
+}
+
+int store_read_path(const char *path, char **data, size_t *len, size_t max)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : read_fd(fd, data, len, max);
 }
 
 int store_lock(struct acme_store *s, const char *name, int wait_ms)

@@ -20,12 +20,19 @@ struct acme_store {
 int store_open(struct acme_store *s, const char *path);
 void store_close(struct acme_store *s);
 
+/* Hands the directory and every file in it to uid:gid (started as root, serving as --user):
+ * 0 or -errno. */
+int store_chown(struct acme_store *s, uid_t uid, gid_t gid);
+
 /* Writes len bytes as name (a plain file name, no '/') with mode, atomically: 0 or -errno. */
 int store_write(struct acme_store *s, const char *name, const void *data, size_t len, mode_t mode);
 
 /* name's contents into a malloc'd, NUL-terminated buffer (*len bytes), at most max bytes:
  * 0, -ENOENT when it does not exist, -EFBIG, or -errno. */
 int store_read(struct acme_store *s, const char *name, char **data, size_t *len, size_t max);
+
+/* The same for a file anywhere (symbolic links followed): --acme-ca-root, read at start. */
+int store_read_path(const char *path, char **data, size_t *len, size_t max);
 
 /* Takes the lock named name (the file name.lock, made on first use), waiting for another
  * process that holds it for at most wait_ms (0: do not wait): the lock's fd, -EWOULDBLOCK when

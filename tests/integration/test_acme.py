@@ -186,6 +186,32 @@ def test_first_issuance_then_https_serves_the_page(make_server, docroot, pebble,
     assert rc != 0
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="--user needs root")
+def test_state_directory_belongs_to_the_user_served_as(make_server, docroot, pebble, ports,
+                                                       tmp_path):
+    """Made (as root) before --user drops: the thread writes there afterwards as the user."""
+    import pwd
+    import tempfile
+    nobody = pwd.getpwnam("nobody")
+    base = pathlib.Path(tempfile.mkdtemp(prefix="ringhttpd-acme-"))  # pytest's are root's only
+    try:
+        base.chmod(0o755)
+        www = base / "www"
+        www.mkdir(mode=0o755)
+        (www / "index.html").write_text("index\n")
+        (www / "index.html").chmod(0o644)
+        pb = pebble()
+        state = base / "state"
+        srv = make_server(www, args=acme_args(pb, state, ports, "--acme-domain", "a.test",
+                                              "--user", "nobody"))
+        wait_issued(srv, "a.test")
+        wait_https("a.test", ports[1], pb.root(tmp_path))
+        for f in (state, state / "account.key", state / "a.test.pem"):
+            assert f.stat().st_uid == nobody.pw_uid, f
+    finally:
+        shutil.rmtree(base)
+
+
 def test_several_names_in_one_order_metrics_and_verbose_state(make_server, docroot, pebble,
                                                              ports, tmp_path):
     from test_accesslog import scrape_text
