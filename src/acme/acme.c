@@ -303,7 +303,7 @@ static int ensure_client(struct acme *a)
     int rc = client_open(&a->client, &cc, a->account);
     if (rc == 0)
         a->client_open = true;
-    else if (rc != -ECANCELED) /* the failure stays in a->client.error for the caller's line */
+    else /* whatever it made goes; the failure stays in a->client.error for the caller's line */
         client_close(&a->client);
     return rc;
 }

@@ -192,14 +192,12 @@ static json_t *json_of(struct acme_client *c, const char *url, const struct repl
  * CA sent one. Returns -EAGAIN for a bad nonce (retry), -EPROTO otherwise. */
 static int problem(struct acme_client *c, const char *url, const struct reply *r)
 {
-    c->rate_limited = false;
     if (strcasecmp(r->type, "application/problem+json") == 0) {
         json_t *j = json_loadb(r->body ? r->body : "", r->len, 0, NULL);
         const char *type = "?", *detail = "";
         if (j && json_is_object(j)) {
             json_unpack(j, "{s?s,s?s}", "type", &type, "detail", &detail);
             fail(c, "%s: HTTP %ld: %s: %s", url, r->status, type, detail);
-            c->rate_limited = strcmp(type, "urn:ietf:params:acme:error:rateLimited") == 0;
             bool bad_nonce = strcmp(type, "urn:ietf:params:acme:error:badNonce") == 0;
             json_decref(j);
             return bad_nonce ? -EAGAIN : -EPROTO;

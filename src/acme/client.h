@@ -50,7 +50,6 @@ struct acme_client {
     char nonce[256];     /* the next Replay-Nonce, or "" */
     char error[768];     /* the last failure, one line (with the CA's problem document) */
     int64_t retry_after; /* seconds, from the last answer that had one (0: none) */
-    bool rate_limited;   /* the last problem was urn:ietf:params:acme:error:rateLimited */
 };
 
 /* Fetches the directory and finds (or makes) the account of key: 0 or -errno with c->error.

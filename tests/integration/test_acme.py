@@ -510,3 +510,21 @@ def test_challenge_answers_only_its_token_and_name_ahead_of_everything(make_serv
     finally:
         ca.shutdown()
         ca.server_close()
+
+
+def test_stop_abandons_a_hanging_exchange(make_server, docroot, ports, tmp_path):
+    """SIGTERM while the ACME thread waits on a CA that never answers (a minute's timeout):
+    the exchange is abandoned, the process drains and exits 0 at once (and, under ASan, frees
+    what the half-made client held)."""
+    ca = fake_ca("hang")
+    try:
+        srv = make_server(docroot, env={"RINGHTTPD_ACME_TIMEOUT": "60"}, args=[
+            "-p", str(ports[0]), "--tls-port", str(ports[1]), "--acme-email", "ops@example.org",
+            "--acme-ca", f"http://127.0.0.1:{ca.server_address[1]}/dir", "--acme-state",
+            str(tmp_path / "state"), "--acme-domain", "a.test"])
+        assert wait_for(lambda: ca.hits, 10)
+        assert srv.stop(timeout=10) == 0, srv.stderr_text()
+        assert "order for a.test failed" not in srv.stderr_text()
+    finally:
+        ca.shutdown()
+        ca.server_close()
