@@ -394,8 +394,15 @@ def fake_ca(mode):
             if mode == "type":
                 return self.send(200, b"<html>not an ACME directory</html>", "text/html")
             b = self.base()
-            return self.send(200, {"newNonce": b + "/nonce", "newAccount": b + "/acct",
-                                   "newOrder": b + "/order"})
+            if self.path.startswith("/renewalInfo/"):  # RFC 9773: a window an hour long
+                start = time.time() + (-7200 if mode == "ari-past" else 30 * 86400)
+                iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))  # noqa
+                return self.send(200, {"suggestedWindow": {"start": iso(start),
+                                                           "end": iso(start + 3600)}})
+            d = {"newNonce": b + "/nonce", "newAccount": b + "/acct", "newOrder": b + "/order"}
+            if mode.startswith("ari"):
+                d["renewalInfo"] = b + "/renewalInfo/"
+            return self.send(200, d)
 
         def do_POST(self):
             n = int(self.headers.get("Content-Length", "0"))
@@ -403,6 +410,9 @@ def fake_ca(mode):
             b = self.base()
             if self.path == "/acct":
                 return self.send(201, {"status": "valid"}, extra=[("Location", b + "/acct/1")])
+            if self.path == "/order" and mode.startswith("ari"):
+                return self.send(500, {"type": "urn:ietf:params:acme:error:serverInternal",
+                                       "detail": "no orders today"}, "application/problem+json")
             if self.path == "/order":
                 return self.send(201, {"status": "pending", "authorizations": [b + "/authz"],
                                        "finalize": b + "/fin"},
@@ -525,6 +535,52 @@ def test_stop_abandons_a_hanging_exchange(make_server, docroot, ports, tmp_path)
         assert wait_for(lambda: ca.hits, 10)
         assert srv.stop(timeout=10) == 0, srv.stderr_text()
         assert "order for a.test failed" not in srv.stderr_text()
+    finally:
+        ca.shutdown()
+        ca.server_close()
+
+
+@pytest.mark.parametrize("window", ["past", "future"])
+def test_ari_window_decides_the_renewal_and_a_failure_keeps_the_certificate(
+        make_server, docroot, ports, tmp_path, test_ca, window):
+    """A certificate valid for two days (renewal by lifetime: in 32 hours) found at start; the
+    CA's renewalInfo window, asked with the certificate's ARI ID, says now (past) or in a month
+    (future). Now: a renewal is ordered at once; the CA refuses it and the certificate, still
+    valid, keeps serving. Future: nothing is ordered."""
+    ca_crt, _, _ = test_ca
+    d = tmp_path / "pre"
+    d.mkdir()
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    subprocess.run(["openssl", "req", "-new", *ec, "-keyout", d / "k.pem", "-out", d / "r.csr",
+                    "-subj", "/CN=a.test"], check=True, capture_output=True)
+    (d / "ext").write_text("subjectAltName=DNS:a.test\nauthorityKeyIdentifier=keyid\n")
+    subprocess.run(["openssl", "x509", "-req", "-in", d / "r.csr", "-CA", ca_crt, "-CAkey",
+                    ca_crt.parent / "ca.key", "-set_serial", "0x87654321", "-days", "2",
+                    "-extfile", d / "ext", "-out", d / "c.pem"], check=True, capture_output=True)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "a.test.pem").write_bytes((d / "c.pem").read_bytes() + (d / "k.pem").read_bytes())
+    ca = fake_ca("ari-" + window)
+    try:
+        srv = make_server(docroot, env=FAKE_ENV, args=[
+            "-p", str(ports[0]), "--tls-port", str(ports[1]), "--acme-email", "ops@example.org",
+            "--acme-ca", f"http://127.0.0.1:{ca.server_address[1]}/dir", "--acme-state",
+            str(state), "--acme-domain", "a.test", "-v"])
+        assert "acme: a.test: valid until" in srv.stderr_text()
+        ari = wait_for(lambda: [h for h in ca.hits if h.startswith("/renewalInfo/")], 10)
+        # RFC 9773 4.1: base64url(AKI keyIdentifier) "." base64url(serial 00 87 65 43 21)
+        assert ari and ari[0].endswith(".AIdlQyE"), ca.hits
+        if window == "past":
+            assert wait_for(lambda: "(1 in a row" in srv.stderr_text(), 15), srv.stderr_text()
+            err = srv.stderr_text()
+            assert "ordering a certificate for a.test" in err and "(renewal)" in err
+            assert "no orders today" in err and "the current certificate stays" in err
+        else:
+            time.sleep(2)
+            assert "ordering" not in srv.stderr_text()
+        # Either way the certificate found is served.
+        rc, body = curl_https("a.test", ports[1], ca_crt)
+        assert rc == 0 and b"index" in body, body
     finally:
         ca.shutdown()
         ca.server_close()
