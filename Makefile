@@ -204,7 +204,7 @@ static:
 	@$(MAKE) --no-print-directory BUILD=build/static LDFLAGS="-static" \
 	    ACME_SRC="$(filter-out src/acme/acme.c src/acme/client.c,$(wildcard src/acme/*.c)) \
 	              src/acme/static/acme_none.c" \
-	    LDLIBS="$(LDLIBS) -lbrotlicommon -lm" build/static/ringhttpd
+	    LDLIBS="$(filter-out -lcurl,$(LDLIBS)) -lbrotlicommon -lm" build/static/ringhttpd
 
 # Minutes of mixed, partly hostile load against the ASan build on both engines, then fds and
 # RSS after an idle period against the start (tests/soak/soak.py). Not part of `check`.
