@@ -12,10 +12,14 @@ VENV     := .venv
 PY       := $(VENV)/bin/python
 
 CORE_SRC   := $(wildcard src/core/*.c)
+# The seams' test doubles (a transport that copies, a protocol of lines) are linked into the unit
+# binary and into build/ringhttpd-test (tests/seams/main.c picks them by the environment for
+# tests/integration/test_transport.py), never into the binary a user runs.
+SEAM_SRC   := src/transport_copy.c src/proto_lines.c
 # `make static` swaps the ACME client (libcurl has no static dependencies on Debian) for a stub.
 ACME_SRC   ?= $(wildcard src/acme/*.c)
-SERVER_SRC := $(CORE_SRC) $(wildcard src/*.c src/engine/*.c src/rt/*.c src/h2/*.c src/tls/*.c) \
-              $(ACME_SRC)
+SERVER_SRC := $(CORE_SRC) $(filter-out $(SEAM_SRC),$(wildcard src/*.c src/engine/*.c src/rt/*.c \
+                                                            src/h2/*.c src/tls/*.c)) $(ACME_SRC)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 
@@ -32,13 +36,16 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SHAREDIR   := $(PREFIX)/share/ringhttpd
 BPF_SCRIPTS := $(wildcard scripts/*.bt bpftrace/*.bt)
 
-all: $(BUILD)/ringhttpd $(BUILD)/unit $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
+all: $(BUILD)/ringhttpd $(BUILD)/ringhttpd-test $(BUILD)/unit $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -std=gnu11 $(WARN) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/ringhttpd: $(call obj,$(SERVER_SRC))
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/ringhttpd-test: $(call obj,$(filter-out src/main.c,$(SERVER_SRC)) $(SEAM_SRC) tests/seams/main.c)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # The unit binary also links the engines' shared send loop (tested against real sockets), their
@@ -141,6 +148,8 @@ FUZZ_BASE := $(CORE_SRC) src/h2/h2.c src/h2/hpack.c
 # Targets that need more than the core: their sources and libraries.
 FUZZ_EXTRA_fuzz_config := src/config.c src/cfgfile.c src/rt/htpasswd.c $(wildcard src/tls/tls*.c)
 FUZZ_LIBS_fuzz_config  := -lyaml -lcrypt -lssl -lcrypto
+FUZZ_EXTRA_fuzz_htpasswd := src/rt/htpasswd.c
+FUZZ_LIBS_fuzz_htpasswd  := -lcrypt
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
 build/fuzz/obj/%.o: %.c | fuzz-deps
@@ -161,7 +170,8 @@ fuzz-run-%: build/fuzz/%
 	    { tail -40 build/fuzz/$*.log; exit 1; }
 fuzz: $(addprefix fuzz-run-,$(FUZZ_NAMES))
 # Kept, not removed as intermediates: the next run relinks nothing, and a crash can be replayed.
-.SECONDARY: $(call fuzz_obj,$(FUZZ_SRC) $(FUZZ_BASE) $(FUZZ_EXTRA_fuzz_config)) \
+.SECONDARY: $(call fuzz_obj,$(FUZZ_SRC) $(FUZZ_BASE) $(FUZZ_EXTRA_fuzz_config) \
+                            $(FUZZ_EXTRA_fuzz_htpasswd)) \
             $(addprefix build/fuzz/,$(FUZZ_NAMES))
 
 # Not in `make check`: boots Debian's packaged kernel (6.1, the oldest we support) in qemu
@@ -223,7 +233,7 @@ bench-quick:
 # of `make check`) lists the ones that differ and fails. Hand-aligned tables are fenced with
 # `// clang-format off` / `on`.
 FORMAT_SRC := $(sort $(wildcard src/*.[ch] src/*/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c \
-                                tests/tools/*.c))
+                                tests/tools/*.c tests/seams/*.c))
 format:
 	@scripts/deps.sh format
 	clang-format -i $(FORMAT_SRC)
