@@ -1,7 +1,7 @@
 /* The ACME protocol; see client.h. libcurl for HTTPS (Debian's OpenSSL flavour: the same TLS
  * library the server links, proxies and timeouts for free); jansson for JSON (json_pack builds
  * a payload in one call, json_unpack checks a member's type while it reads it, and it refuses
- * invalid UTF-8 and duplicate-free garbage alike). */
+ * invalid UTF-8 and, asked to, duplicate members). */
 #include "acme/client.h"
 
 #include <curl/curl.h>
