@@ -420,9 +420,9 @@ def fake_ca(mode):
             if self.path == "/authz":
                 return self.send(200, {"status": "pending",
                                        "identifier": {"type": "dns", "value": "a.test"},
-                                       "challenges": [{"type": "http-01", "url": b + "/ch",
-                                                       "token": "tok123",
-                                                       "status": "pending"}]})
+                                       "challenges": [{"type": t, "url": b + "/ch",
+                                                       "token": "tok123", "status": "pending"}
+                                                      for t in ("http-01", "tls-alpn-01")]})
             if self.path == "/ch":
                 return self.send(200, {"type": "http-01", "status": "processing"})
             return self.send(404, b"{}")
@@ -581,6 +581,67 @@ def test_ari_window_decides_the_renewal_and_a_failure_keeps_the_certificate(
         # Either way the certificate found is served.
         rc, body = curl_https("a.test", ports[1], ca_crt)
         assert rc == 0 and b"index" in body, body
+    finally:
+        ca.shutdown()
+        ca.server_close()
+
+
+def thumbprint(state):
+    """RFC 7638 thumbprint of the account key ringhttpd made in state (P-256), computed here."""
+    import base64
+    import hashlib
+    der = subprocess.run(["openssl", "pkey", "-in", state / "account.key", "-pubout",
+                          "-outform", "DER"], check=True, capture_output=True).stdout
+    b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()  # noqa: E731
+    jwk = '{"crv":"P-256","kty":"EC","x":"%s","y":"%s"}' % (b64(der[-64:-32]), b64(der[-32:]))
+    return b64(hashlib.sha256(jwk.encode()).digest())
+
+
+def test_tls_alpn_challenge_certificate_for_its_name_only(make_server, docroot, ports,
+                                                          tmp_path):
+    """RFC 8737: ALPN acme-tls/1 with SNI a.test gets a self-signed certificate for a.test
+    whose critical acmeIdentifier holds SHA-256 of the key authorization; another name gets
+    nothing, the connection carries no HTTP, and an ordinary handshake for a.test (still
+    waiting) gets unrecognized_name."""
+    import hashlib
+    ca = fake_ca("pending")
+    state = tmp_path / "state"
+    try:
+        make_server(docroot, env=FAKE_ENV, args=[
+            "-p", str(ports[0]), "--tls-port", str(ports[1]), "--acme-email", "ops@example.org",
+            "--acme-ca", f"http://127.0.0.1:{ca.server_address[1]}/dir", "--acme-state",
+            str(state), "--acme-domain", "a.test", "--acme-challenge", "tls-alpn-01"])
+
+        def hello(name, alpn):
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            ctx.set_alpn_protocols([alpn])
+            s = socket.create_connection(("127.0.0.1", ports[1]), timeout=5)
+            return ctx.wrap_socket(s, server_hostname=name)
+        got = []
+
+        def answered():
+            try:
+                with hello("a.test", "acme-tls/1") as t:
+                    got[:] = [t.selected_alpn_protocol(), t.getpeercert(binary_form=True)]
+                    t.sendall(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+                    got.append(t.recv(4096))
+                return True
+            except (ssl.SSLError, OSError):
+                return False
+        assert wait_for(answered, 15)
+        proto, der, reply = got
+        assert proto == "acme-tls/1"
+        assert reply == b""  # closed: a validation carries no HTTP
+        digest = hashlib.sha256(("tok123." + thumbprint(state)).encode()).digest()
+        assert b"\x04\x20" + digest in der
+        text = subprocess.run(["openssl", "x509", "-inform", "DER", "-noout", "-text"],
+                              input=der, capture_output=True, check=True).stdout.decode()
+        assert "1.3.6.1.5.5.7.1.31: critical" in text and "DNS:a.test" in text, text
+        for name, alpn in (("b.test", "acme-tls/1"), ("a.test", "http/1.1")):
+            with pytest.raises(ssl.SSLError, match="UNRECOGNIZED_NAME"):
+                hello(name, alpn)
     finally:
         ca.shutdown()
         ca.server_close()
