@@ -183,7 +183,7 @@ int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *to
         rc = 0;
         for (int i = 0; i < cfg->num_sites && rc == 0; i++) {
             const struct config *s = &cfg->sites[i];
-            if (s->acme_off || s->site_tls)
+            if (!s->acme || s->site_tls)
                 continue; /* its own pair, or told not to */
             rc = add_cert(a, s->hosts, s->num_hosts, why, why_len);
         }
