@@ -803,8 +803,10 @@ RESTART_VALUES = {
     "verbose": "true",
 }
 # make_server's command line sets these (it overrides the file), a file cannot name another,
-# and tls-port needs a certificate pair.
-NOT_IN_THIS_TEST = {"port", "bind", "threads", "engine", "config", "tls-port"}
+# and tls-port needs a certificate pair; automatic HTTPS needs tls-port (and a CA:
+# test_acme.py).
+NOT_IN_THIS_TEST = {"port", "bind", "threads", "engine", "config", "tls-port", "acme-email",
+                    "acme-domain", "acme-ca", "acme-ca-root", "acme-state", "acme-challenge"}
 
 
 def test_reload_reports_every_option_it_cannot_change(make_server, sites):
