@@ -673,8 +673,11 @@ static void redirect_https(struct job *j)
         error(j, 400, NULL);
 }
 
-void serve_request(struct worker *w, const struct http_request *req, const struct req_policy *pol,
-                   struct response *r)
+/* Inlined into serve_request: it is the whole of it once the wait check says go. */
+static inline __attribute__((always_inline)) void answer_request(struct worker *w,
+                                                                 const struct http_request *req,
+                                                                 const struct req_policy *pol,
+                                                                 struct response *r)
 {
     struct job j;
     char path[PATH_MAX];
@@ -717,6 +720,16 @@ void serve_request(struct worker *w, const struct http_request *req, const struc
                     &r->plan, &r->quiet))
         return; /* health, redirect or basic auth */
     serve_path(&j, path, pr.len, pr.trailing_slash);
+}
+
+enum serve_result serve_request(struct worker *w, const struct http_request *req,
+                                const struct req_policy *pol, struct response *r)
+{
+    /* site_pending's own first test, read here: no call for a process without --basic-auth */
+    if (__builtin_expect(w->site->any_auth, 0) && site_pending(w, req, pol))
+        return SERVE_PENDING;
+    answer_request(w, req, pol, r);
+    return SERVE_DONE;
 }
 
 void serve_error(struct worker *w, int status, bool head, enum resp_syntax syntax,

@@ -6,12 +6,14 @@
 #define ENGINE_ENGINE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct worker;
 struct conn;
 struct config;
 struct engine_caps;
+struct peer;
 
 /* An engine's state of one connection. struct conn holds it (conn.eng) so that a completion,
  * which touches the connection anyway, finds it on the same cache lines rather than in a
@@ -59,7 +61,18 @@ struct engine_ops {
      * (TLS); at most one per connection. buf and fd stay valid until the read is reported, or,
      * when the connection closes meanwhile, until conn_closed (which waits for the read). */
     void (*read)(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len, uint64_t off);
+    /* Fills *out with the connection's client address (unknown when it cannot be had). conn
+     * asks once per connection; nobody else looks the address up. */
+    void (*peer)(struct worker *w, struct conn *c, struct peer *out);
+    /* Kernel TLS on the connection's socket (engine/ktls.h), with nothing being sent: keys NULL
+     * attaches the "tls" ULP; else installs the send keys (the kernel's crypto_info, len
+     * bytes), after which the socket seals whatever is sent. 0 or -errno. */
+    int (*ktls)(struct worker *w, struct conn *c, const void *keys, size_t len);
 };
+
+/* The peer and ktls operations both engines share: getpeername, setsockopt on the socket. */
+void engine_peer(struct worker *w, struct conn *c, struct peer *out);
+int engine_ktls(struct worker *w, struct conn *c, const void *keys, size_t len);
 
 extern const struct engine_ops engine_uring;
 extern const struct engine_ops engine_epoll;

@@ -459,4 +459,6 @@ const struct engine_ops engine_epoll = {
     .close = ep_close,
     .stop_accept = ep_stop_accept,
     .read = ep_read,
+    .peer = engine_peer,
+    .ktls = engine_ktls,
 };

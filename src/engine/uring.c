@@ -1370,4 +1370,6 @@ const struct engine_ops engine_uring = {
     .close = uring_close,
     .stop_accept = uring_stop_accept,
     .read = uring_read,
+    .peer = engine_peer,
+    .ktls = engine_ktls,
 };

@@ -1,10 +1,7 @@
 /* Milestone hooks: counters, access-log lines, probes; see obs.h. */
 #include "rt/obs.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 
 #include "config.h"
@@ -38,31 +35,6 @@ void obs_conn_closed(struct worker *w, struct conn *c)
     PROBE(conn_closed, w->id, c->slot, reason);
 }
 
-/* The peer's address, looked up once per connection, and only when a line needs it. */
-__attribute__((noinline, cold)) static void peer_of(struct conn *c)
-{
-    struct obs_conn *o = &c->obs;
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    o->peer_known = 2;
-    memcpy(o->peer, "-", 2);
-    if (getpeername(c->fd, (struct sockaddr *)&ss, &len) != 0)
-        return;
-    if (ss.ss_family == AF_INET) {
-        const struct sockaddr_in *v4 = (const struct sockaddr_in *)&ss;
-        memcpy(o->peer_addr, &v4->sin_addr, 4);
-        inet_ntop(AF_INET, &v4->sin_addr, o->peer, sizeof(o->peer));
-    } else if (ss.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&ss;
-        memcpy(o->peer_addr, &v6->sin6_addr, 16);
-        inet_ntop(AF_INET6, &v6->sin6_addr, o->peer, sizeof(o->peer));
-    } else {
-        return;
-    }
-    o->peer_family = (int8_t)ss.ss_family;
-    o->peer_known = 1;
-}
-
 static bool has_file(const struct plan *p)
 {
     for (unsigned i = 0; i < p->nseg; i++)
@@ -80,8 +52,6 @@ static inline bool start(struct worker *w, struct conn *c, struct response *r, u
     q->file = has_file(&r->plan); /* the plan is built: its segments' kinds stay as they are */
     q->reused = c->obs.requests++ > 0;
     q->captured = w->alog != NULL && !r->quiet;
-    if (q->captured && !c->obs.peer_known)
-        peer_of(c);
     return q->captured;
 }
 
@@ -90,14 +60,14 @@ void obs_request(struct worker *w, struct conn *c, const struct http_request *re
 {
     if (start(w, c, r, (uint8_t)req->method)) {
         const struct config *cfg = w->cfg;
-        struct obs_conn *o = &c->obs;
-        if (cfg->num_real_ip > 0 && o->peer_known == 1) {
+        const struct peer *p = conn_peer(c);
+        if (cfg->num_real_ip > 0 && p->known) {
             char addr[LOGFMT_ADDR_MAX];
-            size_t n = logfmt_real_ip(cfg->real_ip_from, cfg->num_real_ip, o->peer_family,
-                                      o->peer_addr, o->peer, req, addr);
+            size_t n = logfmt_real_ip(cfg->real_ip_from, cfg->num_real_ip, p->family, p->addr,
+                                      p->text, req, addr);
             logfmt_capture(&r->obs.cap, addr, n, req);
         } else {
-            logfmt_capture(&r->obs.cap, o->peer, strlen(o->peer), req);
+            logfmt_capture(&r->obs.cap, p->text, strlen(p->text), req);
         }
     }
     PROBE(request_start, w->id, c->slot, req->method_name.p, req->method_name.len, req->target.p,
@@ -110,7 +80,7 @@ void obs_parse_failed(struct worker *w, struct conn *c, const char *data, size_t
                       struct response *r)
 {
     if (start(w, c, r, HTTP_OTHER))
-        logfmt_capture_raw(&r->obs.cap, c->obs.peer, strlen(c->obs.peer), data, len);
+        logfmt_capture_raw(&r->obs.cap, conn_peer(c)->text, strlen(conn_peer(c)->text), data, len);
     PROBE(request_start, w->id, c->slot, data, (size_t)0, data, (size_t)0);
 }
 

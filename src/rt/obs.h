@@ -2,7 +2,7 @@
  * ways of seeing the server: an access-log line, the worker's counters (stats.h) and a USDT
  * probe (probes.h). One call per milestone keeps conn's hooks to a line each.
  * Must not: block or lock (the access log hands buffers over, see accesslog.h), or allocate per
- * request; its one system call is a getpeername per logged connection.
+ * request; it reads the client's address from conn (conn_peer), never looks it up.
  * Ownership: struct obs_req lives in its response (serve.h); counters in the worker. */
 #ifndef RT_OBS_H
 #define RT_OBS_H
@@ -30,12 +30,8 @@ struct obs_req {
 
 /* Per connection, kept in struct conn. */
 struct obs_conn {
-    uint32_t requests;  /* requests answered or being answered */
-    uint8_t end;        /* enum close_reason, set where a close starts for a known reason */
-    uint8_t peer_known; /* 0 not looked up, 1 known, 2 unknown (getpeername failed) */
-    int8_t peer_family;
-    uint8_t peer_addr[16];
-    char peer[LOGFMT_ADDR_MAX];
+    uint32_t requests; /* requests answered or being answered */
+    uint8_t end;       /* enum close_reason, set where a close starts for a known reason */
 };
 
 void obs_conn_accepted(struct worker *w, struct conn *c);

@@ -22,6 +22,7 @@
 #include "h2/h2.h"
 #include "h2/h2conn.h"
 #include "handover.h"
+#include "http/h1.h"
 #include "rt/compress.h"
 #include "rt/fcache.h"
 #include "rt/obs.h"
@@ -137,6 +138,7 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     w->caps = caps;
     memcpy(w->listeners, ls, n * sizeof(*ls));
     w->nlisteners = n;
+    w->h1 = &proto_h1;
     w->h2 = cfg->http2 ? &proto_h2 : NULL;
     w->wall = -1;
     w->accepting = true;
@@ -146,7 +148,7 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     w->site = site_acquire(sites, &w->site_gen);
     read_clock(w);
     timer_wheel_init(&w->wheel, w->now);
-    w->inbufs.size = CONN_INPUT_CAP;
+    w->inbufs.size = H1_INPUT_CAP;
     w->outbufs.size = sizeof(struct response);
     w->h2bufs.size = H2_BUF_SIZE;
 
@@ -290,6 +292,7 @@ static void switch_site(struct worker *w)
     site_put(w->site);
     w->site = s;
     w->site_gen = gen;
+    w->want_peer = w->alog || s->any_auth;
     /* s->owned: the configuration file re-read for s; without one, the start's options */
     if (!w->compress && config_compresses(s->owned ? s->owned : w->cfg) &&
         !(w->compress = compress_new()))
@@ -297,12 +300,18 @@ static void switch_site(struct worker *w)
                w->id);
 }
 
+/* A verification off the loop ended: the request waiting for it is asked again. */
+static void resume(void *arg, struct resume_token t)
+{
+    conn_resume(arg, t);
+}
+
 bool worker_tick(struct worker *w)
 {
     read_clock(w);
     obs_tick(w, false);
     compress_collect(w);
-    auth_collect(w);
+    auth_collect(w->auth, resume, w);
     if (atomic_load_explicit(&w->sites->gen, memory_order_relaxed) != w->site_gen)
         switch_site(w);
     int stop = atomic_load_explicit(&w->stop, memory_order_relaxed);
@@ -346,6 +355,7 @@ int worker_wait_ms(const struct worker *w)
 void *worker_main(void *arg)
 {
     struct worker *w = arg;
+    w->want_peer = w->alog || w->site->any_auth; /* w->alog is set after worker_init */
     int rc = w->eng->run(w);
     if (rc < 0)
         errlog(ERRLOG_ERROR, "worker %d: %s", w->id, strerror(-rc));

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "conn.h"
 #include "core/http1.h"
 #include "rt/accesslog.h"
 #include "rt/stats.h"
@@ -50,11 +51,6 @@ struct bufpool {
 
 #define BUFPOOL_LOW_WATER 64 /* free buffers a pool keeps for the next burst */
 
-/* Connections in the order they joined a list (oldest first), linked through conn.lru_*. */
-struct conn_list {
-    struct conn *first, *last;
-};
-
 /* Accepted sockets waiting for a slot that a reclaimed idle connection is about to free. */
 #define HELD_MAX 64
 
@@ -80,6 +76,8 @@ struct worker {
     void *engine_state;
     struct listener listeners[LISTEN_MAX]; /* engines accept on each; tags carry the index */
     unsigned nlisteners;
+    /* The protocol every connection starts with (proto.h): HTTP/1.1 (http/h1.h). */
+    const struct proto_ops *h1;
     /* HTTP/2 when enabled (proto.h), or NULL: HTTP/1 only. A connection switches to it when
      * it opens with the HTTP/2 preface (h2c), or when its transport negotiated it (ALPN "h2":
      * the transport calls conn_set_proto(w, c, w->h2, NULL, 0)). Set before the engine starts. */
@@ -123,8 +121,8 @@ struct worker {
     uint32_t num_free;
     uint32_t active;
     uint32_t reclaiming;    /* idle connections closed to make room, not yet closed */
-    struct conn_list idle;  /* reclaimable at --max-conns: idle keep-alive, lingering */
-    struct conn_list heads; /* reading a request head with bytes buffered (evictable) */
+    struct conn_list idle;  /* reclaimable at --max-conns: idle of any protocol (conn_idle) */
+    struct conn_list heads; /* HTTP/1 reading a request head with bytes buffered (evictable) */
 
     struct bufpool inbufs;  /* partial request heads */
     struct bufpool outbufs; /* response headers and plans */
@@ -142,12 +140,15 @@ struct worker {
         uint8_t len;
         int16_t vh;
         unsigned gen; /* w->site_gen it was routed under; 0: none */
-        /* site_defer found this request's credentials verified: serve's check is done */
+        /* site_pending found this request's credentials verified: serve's check is done */
         const struct http_request *granted;
     } route;
 
     struct http_request req; /* scratch for the request being parsed */
-    struct accesslog *alog;  /* the process's access log, or NULL when off */
+    /* Whether a new connection's client address is looked up (conn_peer): the access log or a
+     * site's --basic-auth (its per-address bound) will read it. */
+    bool want_peer;
+    struct accesslog *alog; /* the process's access log, or NULL when off */
     struct accesslog_buf logbuf;
     char features[96];  /* the engine's features found, for the metrics' info line */
     struct stats stats; /* read by the metrics thread (stats.h) */

@@ -1,7 +1,7 @@
 /* test_conn: conn's lifecycle rules driven through a fake engine table (no socket, no ring):
  * pipelined requests answered one at a time and in order, partial heads buffered, the close
  * rules (Connection: close, malformed requests, bodies too large to discard), and the same
- * through the copy transport (transport.h).
+ * through the copy transport (transport.h). HTTP/1 (http/h1.h) is every connection's protocol.
  * Must not: open sockets; the only I/O is the file cache reading a temporary document root.
  * Ownership: one worker per test, built on a real config, site and file cache. */
 #include "unit.h"
@@ -16,6 +16,7 @@
 #include "core/plan.h"
 #include "engine/caps.h"
 #include "engine/engine.h"
+#include "http/h1.h"
 #include "rt/site.h"
 #include "rt/worker.h"
 #include "transport.h"
@@ -105,6 +106,13 @@ static void fake_stop_accept(struct worker *w)
     (void)w;
 }
 
+static void fake_peer(struct worker *w, struct conn *c, struct peer *out)
+{
+    (void)w;
+    (void)c;
+    peer_set(out, NULL, 0);
+}
+
 static const struct engine_ops fake_engine = {
     .name = "fake",
     .init = fake_init,
@@ -116,6 +124,7 @@ static const struct engine_ops fake_engine = {
     .close = fake_close,
     .stop_accept = fake_stop_accept,
     .read = fake_read,
+    .peer = fake_peer,
 };
 
 struct fixture {
@@ -222,13 +231,13 @@ static void pipelining(const struct transport_ops *xport)
     /* One response in flight; the others wait, unparsed, in the input buffer. */
     CHECK_INT(fake.sends, 1);
     CHECK_INT(count("HTTP/1.1 "), 1);
-    CHECK(c->state == CONN_SENDING && c->in != NULL);
+    CHECK(h1_of(c)->state == H1_SENDING && h1_of(c)->in != NULL);
     complete(&f);
     CHECK_INT(count("HTTP/1.1 200 OK"), 2);
     complete(&f);
     CHECK_INT(count("HTTP/1.1 404 "), 1);
     complete(&f);
-    CHECK(fake.sending == NULL && c->state == CONN_READING && c->in == NULL);
+    CHECK(fake.sending == NULL && h1_of(c)->state == H1_READING && h1_of(c)->in == NULL);
     CHECK_INT(count(HELLO), 2);
     CHECK(fake.recv_on && fake.closes == 0);
     CHECK_INT(f.w.outbufs.count, 0); /* every response back in the pool */
@@ -265,7 +274,7 @@ TEST(conn_copy_transport_reads_file_segments_through_the_engine)
     CHECK_INT(fake.sends, 2);
     CHECK_INT(count(HELLO), 1);
     complete(&f);
-    CHECK(fake.sending == NULL && c->state == CONN_READING);
+    CHECK(fake.sending == NULL && h1_of(c)->state == H1_READING);
     conn_close(&f.w, c);
     closed(&f, c);
     teardown(&f);
@@ -278,14 +287,14 @@ TEST(conn_partial_head_is_buffered_then_answered)
     struct conn *c = open_conn(&f);
     feed(&f, c, "GET /hello.txt HT");
     CHECK_INT(fake.sends, 0);
-    CHECK(c->in != NULL && c->in_len == 17 && c->in_request);
+    CHECK(h1_of(c)->in != NULL && h1_of(c)->in_len == 17 && h1_of(c)->in_request);
     feed(&f, c, "TP/1.1\r\nHost:");
     CHECK_INT(fake.sends, 0);
     feed(&f, c, " a\r\n\r\n");
     CHECK_INT(fake.sends, 1);
     complete(&f);
     CHECK_INT(count("HTTP/1.1 200 OK"), 1);
-    CHECK(c->in == NULL && c->state == CONN_READING);
+    CHECK(h1_of(c)->in == NULL && h1_of(c)->state == H1_READING);
     conn_close(&f.w, c);
     closed(&f, c);
     teardown(&f);
@@ -311,18 +320,18 @@ TEST(conn_close_rules)
     complete(&f);
     CHECK_INT(count("HTTP/1.1 400 "), 1);
     CHECK_INT(fake.shutdowns, 1);
-    CHECK(c->state == CONN_LINGERING);
+    CHECK(h1_of(c)->state == H1_LINGERING);
     feed(&f, c, "more junk");
-    CHECK(c->state == CONN_LINGERING);
+    CHECK(h1_of(c)->state == H1_LINGERING);
     conn_received(&f.w, c, NULL, 0); /* the client closes */
     closed(&f, c);
 
     /* A body past the discard limit: answered, then the connection ends. */
     c = open_conn(&f);
     feed(&f, c, "GET /hello.txt HTTP/1.1\r\nHost: a\r\nContent-Length: 9999999\r\n\r\nxx");
-    CHECK(!c->keep_alive);
+    CHECK(!h1_of(c)->keep_alive);
     complete(&f);
-    CHECK(c->state == CONN_LINGERING);
+    CHECK(h1_of(c)->state == H1_LINGERING);
     conn_close(&f.w, c);
     closed(&f, c);
 
@@ -330,11 +339,11 @@ TEST(conn_close_rules)
     c = open_conn(&f);
     feed(&f, c, "GET /hello.txt HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab");
     complete(&f);
-    CHECK(c->state == CONN_READING && c->discard == 3);
+    CHECK(h1_of(c)->state == H1_READING && h1_of(c)->discard == 3);
     feed(&f, c, "cde" GET);
-    CHECK(c->discard == 0 && fake.sending == c);
+    CHECK(h1_of(c)->discard == 0 && fake.sending == c);
     complete(&f);
-    CHECK(c->state == CONN_READING && c->keep_alive);
+    CHECK(h1_of(c)->state == H1_READING && h1_of(c)->keep_alive);
     conn_close(&f.w, c);
     closed(&f, c);
     CHECK_INT(f.w.active, 0);
@@ -353,7 +362,7 @@ TEST(conn_close_over_transport_ends_the_stream_first)
     CHECK_INT(count("Connection: close"), 1);
     CHECK_INT(fake.shutdowns, 1);
     CHECK_INT(fake.closes, 0);
-    CHECK(c->state == CONN_LINGERING);
+    CHECK(h1_of(c)->state == H1_LINGERING);
     conn_received(&f.w, c, NULL, 0); /* the client closes */
     closed(&f, c);
     /* The peer gone already: closed at once. */
