@@ -19,6 +19,10 @@
 
 /* Values applied from one file, aliases counted each time: more is a hostile document. */
 #define MAX_VALUES 20000
+/* Collections inside each other: the walk needs five (top level, sites, a site, a list, a
+ * mapping in it); libyaml takes time quadratic in the depth to build a document (100,000
+ * levels of '[': 26 s), so a file nested deeper is refused before it is built. */
+#define MAX_DEPTH 64
 
 struct cfgfile {
     yaml_document_t doc;
@@ -182,6 +186,37 @@ static int apply_keys(struct config *cfg, struct cfgfile *f, yaml_node_t *m, boo
     return first;
 }
 
+/* A first pass over the parser's events, which stops at the first collection deeper than
+ * MAX_DEPTH: 0, or 2 after naming its line. A syntax error is left to yaml_parser_load, which
+ * meets it at the same place and says what it is. */
+static int check_depth(const char *name, const char *text, size_t len)
+{
+    yaml_parser_t parser;
+    yaml_event_t ev;
+    int depth = 0, rc = 0;
+    bool end = false;
+    if (!yaml_parser_initialize(&parser)) {
+        fprintf(stderr, "ringhttpd: %s: out of memory\n", name);
+        return 1;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    while (!end && !rc && yaml_parser_parse(&parser, &ev)) {
+        if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT) {
+            if (++depth > MAX_DEPTH) {
+                fprintf(stderr, "ringhttpd: %s:%zu: nested more than %d levels deep\n", name,
+                        ev.start_mark.line + 1, MAX_DEPTH);
+                rc = 2;
+            }
+        } else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        }
+        end = ev.type == YAML_STREAM_END_EVENT;
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
 int cfgfile_load_buffer(struct config *cfg, const char *name, const char *text, size_t len,
                         struct cfgfile **out)
 {
@@ -196,6 +231,10 @@ int cfgfile_load_buffer(struct config *cfg, const char *name, const char *text, 
         return 1;
     }
     f->name = name;
+    if ((rc = check_depth(name, text, len)) != 0) {
+        free(f);
+        return rc;
+    }
     if (!yaml_parser_initialize(&parser)) {
         free(f);
         fprintf(stderr, "ringhttpd: %s: out of memory\n", name);
@@ -356,8 +395,17 @@ static int check_level(const struct config *top, const struct config *c,
                        const struct config *running)
 {
     int rc = 0;
-    int fd = open(c->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
+    int fd = c->docroot ? open(c->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (!c->docroot && c == top) {
+        fprintf(stderr,
+                "ringhttpd: %s: names no 'root' and no 'sites', and no DOCROOT is given: "
+                "nothing to serve (the working directory is never served by default with a "
+                "file)\n",
+                top->config_file);
+        rc = 1;
+    } else if (!c->docroot) {
+        rc = site_error(top, c, "no 'root' (nor one at the top level or as DOCROOT)%s", "");
+    } else if (fd < 0) {
         char why[PATH_MAX + 128];
         snprintf(why, sizeof(why), "cannot use document root '%s': %s", c->docroot,
                  strerror(errno));

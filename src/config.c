@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -544,6 +545,8 @@ static int load_mime_types(struct config *cfg, const char *file)
 
 static int open_docroot(struct config *cfg)
 {
+    if (!cfg->docroot) /* the file's sites each have their own */
+        return 0;
     cfg->docroot_fd = open(cfg->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (cfg->docroot_fd < 0) {
         fprintf(stderr, "ringhttpd: cannot use document root '%s': %s\n", cfg->docroot,
@@ -1055,7 +1058,7 @@ void config_init(struct config *cfg)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     *cfg = (struct config){
-        .docroot = ".",
+        .docroot = NULL, /* parse_layers: "." without a file, the file's or an error with one */
         .docroot_fd = -1,
         .bind = "0.0.0.0",
         .port = 8080,
@@ -1174,6 +1177,10 @@ static int parse_layers(struct config *cfg, int argc, char **argv)
     if (cfg->config_file && (rc = cfgfile_load(cfg, cfg->config_file, &doc)) != 0)
         return rc;
     rc = apply_argv(cfg, argc, argv, false);
+    /* The working directory is served only when nothing names a root: no file (issue 25: a
+     * file emptied by a tool that truncates before it writes must not serve it on SIGHUP). */
+    if (rc == 0 && !cfg->docroot && !cfg->config_file)
+        cfg->docroot = ".";
     if (rc == 0) /* before the sites copy the top level: they inherit its HSTS line */
         rc = tls_check(cfg);
     if (rc == 0 && doc)
@@ -1421,4 +1428,41 @@ int config_reread(const struct config *cfg, struct config **out, char *why, size
 out:
     free(argv);
     return rc;
+}
+
+/* Whether fresh has site a: one host name in common, or neither names any (the default). */
+static bool has_site(const struct config *fresh, const struct config *a)
+{
+    for (int j = 0; j < fresh->num_sites; j++) {
+        const struct config *b = &fresh->sites[j];
+        if (!a->num_hosts && !b->num_hosts)
+            return true;
+        for (int h = 0; h < a->num_hosts; h++)
+            for (int k = 0; k < b->num_hosts; k++)
+                if (strcasecmp(a->hosts[h], b->hosts[k]) == 0)
+                    return true;
+    }
+    return false;
+}
+
+int config_reload_keeps_a_site(const struct config *running, const struct config *fresh, char *why,
+                               size_t why_len)
+{
+    for (int i = 0; i < running->num_sites; i++)
+        if (has_site(fresh, &running->sites[i]))
+            return 0;
+    if (!running->num_sites)
+        return 0;
+    const struct config *first = &running->sites[0];
+    snprintf(why, why_len,
+             "%s would drop every site the running configuration has (%s%s): refused; a "
+             "restart replaces them all",
+             fresh->config_file, first->num_hosts ? first->hosts[0] : "the default site",
+             running->num_sites > 1 ? ", ..." : "");
+    return -EINVAL;
+}
+
+const char *config_serves(const struct config *cfg)
+{
+    return cfg->num_sites ? cfg->config_file : cfg->docroot;
 }

@@ -194,4 +194,13 @@ bool config_compresses(const struct config *cfg);
 int config_reread(const struct config *cfg, struct config **out, char *why, size_t why_len);
 void config_destroy(struct config *cfg);
 
+/* Whether a reload from running to fresh keeps at least one of running's sites (one sharing a
+ * host name; two sites without names are both the default one): 0, or -EINVAL with the reason
+ * in why (issue 25: a file that names other sites, or none, is refused rather than adopted). */
+int config_reload_keeps_a_site(const struct config *running, const struct config *fresh, char *why,
+                               size_t why_len);
+
+/* What cfg serves, for messages: its DOCROOT, or the file that names its sites. */
+const char *config_serves(const struct config *cfg);
+
 #endif

@@ -491,6 +491,12 @@ static bool publish(struct server *sv, struct site *s, bool renew, const char *w
     enum tls_reload tls = TLS_KEPT;
     const struct config *fresh = s->owned ? s->owned : sv->cfg;
     const struct config *running = sv->sites.cur->owned ? sv->sites.cur->owned : sv->cfg;
+    char why[512];
+    if (config_reload_keeps_a_site(running, fresh, why, sizeof(why)) != 0) {
+        errlog(ERRLOG_ERROR, "%s failed, still serving the previous configuration: %s", what, why);
+        site_put(s);
+        return false;
+    }
     if (sv->cfg->tls && (renew || !same_pairs(fresh, running))) {
         if (!(ctxs = calloc((size_t)n, sizeof(*ctxs)))) {
             errlog(ERRLOG_ERROR,
@@ -527,8 +533,9 @@ static void reload(struct server *sv, const char *what)
     if (site_open(sv->cfg, &s, why, sizeof(why)) != 0)
         errlog(ERRLOG_ERROR, "%s failed, still serving the previous configuration: %s", what, why);
     else if (publish(sv, s, true, what))
-        errlog(ERRLOG_NOTICE, "%s: serving %s", what, sv->cfg->docroot);
-    systemd_notify(sv->notify_fd, "READY=1\nSTATUS=serving %s on %s", sv->cfg->docroot, sv->url);
+        errlog(ERRLOG_NOTICE, "%s: serving %s", what, config_serves(s->owned ? s->owned : sv->cfg));
+    systemd_notify(sv->notify_fd, "READY=1\nSTATUS=serving %s on %s", config_serves(sv->cfg),
+                   sv->url);
 }
 
 /* Once a second: a DOCROOT symlink re-pointed, or the directory removed and recreated, is
@@ -548,7 +555,8 @@ static void follow_docroot(struct server *sv, struct errlog_limit *lim)
         return;
     }
     if (publish(sv, s, false, "document root change"))
-        errlog(ERRLOG_NOTICE, "document root %s changed: serving the new one", sv->cfg->docroot);
+        errlog(ERRLOG_NOTICE, "document root of %s changed: serving the new one",
+               config_serves(sv->cfg));
 }
 
 static bool all_done(const struct server *sv)
@@ -803,7 +811,7 @@ int server_run(struct config *cfg)
     fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s\n", sv.url, sv.eng->name,
             cfg->threads, cfg->threads == 1 ? "" : "s",
             sv.inherited ? " on sockets from systemd" : "");
-    systemd_notify(sv.notify_fd, "READY=1\nSTATUS=serving %s on %s", cfg->docroot, sv.url);
+    systemd_notify(sv.notify_fd, "READY=1\nSTATUS=serving %s on %s", config_serves(cfg), sv.url);
     supervise(&sv, &signals);
     rc = 0;
 stop:

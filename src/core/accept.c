@@ -308,3 +308,23 @@ bool accept_path_match(const char *pattern, const char *path, size_t len)
         pattern++;
     return *pattern == '\0';
 }
+
+int accept_pattern_split(char *arg, char **rest)
+{
+    size_t i = 0;
+    if (arg[0] != '/')
+        return -EINVAL;
+    for (; arg[i] && arg[i] != ' ' && arg[i] != '\t'; i++) {
+        unsigned char c = (unsigned char)arg[i];
+        if (c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '?' || c == '#')
+            return -EINVAL;
+    }
+    if (!arg[i])
+        return -EINVAL;
+    while (arg[i] == ' ' || arg[i] == '\t')
+        arg[i++] = '\0';
+    if (!arg[i])
+        return -EINVAL;
+    *rest = arg + i;
+    return 0;
+}

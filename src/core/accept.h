@@ -90,4 +90,12 @@ bool accept_type_listed(const char *type, const char *list);
  */
 bool accept_path_match(const char *pattern, const char *path, size_t len);
 
+/*
+ * Splits an option value "PATTERN REST" (--cors, --early-hints) in place: the run of spaces or
+ * tabs after PATTERN becomes NULs and *rest points past it. PATTERN must be a URL path pattern
+ * for accept_path_match: '/' first, visible ASCII but '"', '\\', '?' and '#'. REST must not be
+ * empty. 0 or -EINVAL.
+ */
+int accept_pattern_split(char *arg, char **rest);
+
 #endif

@@ -29,7 +29,7 @@ struct vjob {
     unsigned char key[SHA256_LEN];
     uint8_t addr[16];
     int8_t family;
-    bool known; /* the user exists (else a dummy hash is checked, for the same cost) */
+    bool known; /* the user exists; else hash is the file's dummy setting, for the same cost */
     bool ok;    /* the thread's verdict */
     char hash[256];
     char pass[CRED_MAX];
@@ -46,10 +46,6 @@ struct authstate {
     unsigned failed_next;
 };
 
-/* A bcrypt hash of a random password nobody knows: an unknown user costs a real verification,
- * so the answer's timing does not tell which users exist. */
-static const char dummy_hash[] = "$2b$10$rBwaGnn9CkeSJFLUaYqjYeDmwegeIrjrQ9fshAuFYd7eaxmbMkjGa";
-
 static bool ct_equal(const void *a, const void *b, size_t n)
 {
     const volatile unsigned char *x = a, *y = b;
@@ -63,7 +59,7 @@ static void verify(struct offload_job *oj)
 {
     struct vjob *j = (struct vjob *)oj;
     struct crypt_data *data = calloc(1, sizeof(*data));
-    const char *h = j->known ? j->hash : dummy_hash;
+    const char *h = j->hash;
     j->ok = false;
     if (data) {
         const char *out = crypt_rn(j->pass, h, data, sizeof(*data));
@@ -258,6 +254,10 @@ enum auth_verdict auth_check(struct authstate *a, const struct auth_file *f,
             j->known = true;
             strcpy(j->hash, f->users[i].hash);
         }
+    /* An unknown user is verified all the same, against a setting like the file's entries, so
+     * the answer's timing does not tell which users exist (htpasswd.h). */
+    if (!j->known)
+        snprintf(j->hash, sizeof(j->hash), "%s", f->dummy);
     j->job.run = verify;
     if (offload_submit(&a->q, &j->job) != 0) {
         explicit_bzero(j, sizeof(*j));

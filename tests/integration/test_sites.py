@@ -331,6 +331,62 @@ def test_verifications_per_client_address_are_bounded(make_server, sites):
     assert got.count(401) >= 1, got
 
 
+def _crypt_file(path, entries):
+    """An htpasswd file of SHA-crypt entries: (user, password, "-5"/"-6") by openssl passwd
+    (5000 rounds, its only choice), or (user, password, ROUNDS) by Python's crypt ($6$)."""
+    lines = []
+    for user, password, how in entries:
+        if isinstance(how, str):
+            h = subprocess.run(["openssl", "passwd", how, password], check=True,
+                               capture_output=True, text=True).stdout.strip()
+        else:
+            import warnings
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                import crypt
+            h = crypt.crypt(password, crypt.mksalt(crypt.METHOD_SHA512, rounds=how))
+        lines.append(f"{user}:{h}\n")
+    path.write_text("".join(lines))
+
+
+def _median_401_ms(conn, user, tries=7):
+    times = []
+    for i in range(tries):
+        t0 = time.monotonic()
+        r = conn.request("GET", "/private/x", headers=[basic(user, f"wrong{i}")])
+        times.append((time.monotonic() - t0) * 1000)
+        assert r.status == 401, (user, r.status)
+    return sorted(times)[tries // 2]
+
+
+@pytest.mark.parametrize("kind", ["bcrypt5", "bcrypt12", "sha256", "sha512", "sha512-rounds",
+                                  "mixed"])
+def test_unknown_user_costs_what_a_known_user_costs(make_server, sites, kind):
+    """Issue 25: an unknown user used to be checked against a fixed bcrypt hash of cost 10, so
+    with `htpasswd -B` (cost 5) a wrong password took 2 ms for a known user and 51 ms for an
+    unknown one (and the other way round at cost 12): timing told which users exist. Now the
+    dummy has the file's own algorithm and cost. Medians of 7 on one keep-alive connection and
+    one worker; the bound (3x either way) is generous, a different cost is 5x to 100x. A mixed
+    file (three users at cost 5, one at 12) makes the dummy with its most common setting."""
+    pw = sites["base"] / f"{kind}.htpasswd"
+    if kind.startswith("bcrypt"):
+        htpasswd(pw, "alice", "wonder", "-B" if kind == "bcrypt5" else "-B -C 12")
+    elif kind == "mixed":
+        for user in ["carol", "alice", "dave"]:
+            htpasswd(pw, user, "pw", "-B")
+        htpasswd(pw, "root", "pw", "-B -C 12")
+    else:
+        _crypt_file(pw, [("alice", "wonder", {"sha256": "-5", "sha512": "-6",
+                                              "sha512-rounds": 30000}[kind])])
+    s = make_server(sites["a"], args=["-t", "1", "--basic-auth", f"/private/={pw}"])
+    with Conn(s, timeout=30) as c:
+        _median_401_ms(c, "warm-up", 1)
+        known = _median_401_ms(c, "alice")
+        unknown = _median_401_ms(c, "mallory")
+    assert unknown / 3 < known < unknown * 3, (kind, f"known {known:.1f} ms",
+                                               f"unknown {unknown:.1f} ms")
+
+
 # --------------------------------------------------------------------------- health, drain
 
 def test_health_is_answered_not_logged_not_a_file(make_server, sites):
@@ -550,6 +606,109 @@ def test_sighup_forgets_verified_passwords(make_server, sites):
     s.proc.send_signal(signal.SIGHUP)
     assert wait_for(lambda: get(s, "/staff/pay.txt", "b.test", auth).status == 401)
     assert get(s, "/staff/pay.txt", "b.test", [basic("alice", "changed")]).status == 200
+
+
+# --------------------------------------------------------------------------- no root, no site
+
+NOTHING_TO_SERVE = "names no 'root' and no 'sites'"
+
+
+def test_truncated_file_on_reload_keeps_the_sites_and_never_serves_the_working_directory(
+        make_server, sites):
+    """Issue 25: a configuration file emptied by a tool that truncates before it writes, then
+    SIGHUP. The reload is refused and says why; the sites, their Basic auth and their routing
+    stay; nothing of the working directory (here the sites' parent, with a private key, the
+    htpasswd file and the configuration in it) is served, under any Host."""
+    base, conf = sites["base"], sites["conf"]
+    (base / "server.key").write_bytes(b"-----BEGIN PRIVATE KEY-----\nnot-a-real-key\n")
+    s = make_server(args=["--config", str(conf)], cwd=base)
+    assert get(s, "/staff/pay.txt", "b.test").status == 401
+    for text in ("", "port: 1\n", "# nothing yet\n"):
+        failed = s.stderr_text().count("reload (SIGHUP) failed")
+        conf.write_text(text)
+        s.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: s.stderr_text().count("reload (SIGHUP) failed") > failed), \
+            s.stderr_text()[-2000:]
+        assert NOTHING_TO_SERVE in s.stderr_text().split("reload (SIGHUP) failed")[-2], text
+        for host in ("a.test", "b.test", "unnamed.test"):
+            for leak in ("/server.key", "/staff.htpasswd", "/sites.yaml", "/b/staff/pay.txt",
+                         "/a/hello.txt"):
+                assert get(s, leak, host).status == 404, (text, host, leak)
+        assert get(s, "/staff/pay.txt", "b.test").status == 401
+        assert get(s, "/staff/pay.txt", "b.test", [basic("alice", "wonder")]).body == \
+            b"B's secret\n"
+        assert get(s, "/", "a.test").body == b"site A\n"
+    assert "serving ." not in s.stderr_text()
+
+
+def test_reload_that_drops_every_site_is_refused(make_server, sites):
+    """Issue 25: a file that still parses but keeps none of the running sites (only a root, or
+    sites under other names) is refused with the reason; one that keeps a site is adopted."""
+    base, conf = sites["base"], sites["conf"]
+    good = conf.read_text()
+    s = make_server(args=["--config", str(conf)])
+    c = site_root(base, "c", {"index.html": b"site C\n"})
+    for text in (f"root: {c}\n", f"sites:\n  - hosts: [c.test]\n    root: {c}\n"):
+        failed = s.stderr_text().count("reload (SIGHUP) failed")
+        conf.write_text(text)
+        s.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: s.stderr_text().count("reload (SIGHUP) failed") > failed), \
+            s.stderr_text()[-2000:]
+        assert "drop every site" in s.stderr_text().split("reload (SIGHUP) failed")[-1], text
+        assert get(s, "/", "c.test").body == b"site A\n"  # the default site, as before
+        assert get(s, "/", "b.test").body == b"site B\n"
+        assert get(s, "/staff/pay.txt", "b.test").status == 401
+    # Keeping one site (b.test) while replacing the other is an ordinary reload.
+    conf.write_text(good.replace("hosts: [a.test, \"*.a.test\"]", "hosts: [c.test]")
+                    .replace(f"root: {sites['a']}", f"root: {c}"))
+    s.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: get(s, "/", "c.test").body == b"site C\n")
+    assert get(s, "/staff/pay.txt", "b.test").status == 401
+
+
+@pytest.mark.parametrize("text", ["", "port: 1\n", "# comments only\n", "health: /h\n"])
+def test_a_file_with_no_root_and_no_sites_is_an_error(make_server, tmp_path, docroot, text):
+    """Issue 25: --check-config and the start refuse it (exit 1, the file named) rather than
+    serve the working directory; with DOCROOT on the command line it is a valid file."""
+    conf = tmp_path / "c.yaml"
+    conf.write_text(text)
+    p = check(conf)
+    assert p.returncode == 1 and "ok" not in p.stdout, (p.stdout, p.stderr)
+    assert f"{conf}: {NOTHING_TO_SERVE}" in p.stderr, p.stderr
+    s = make_server(args=["--config", str(conf)], cwd=docroot, ready=False)
+    assert s.proc.wait(timeout=10) == 1
+    assert NOTHING_TO_SERVE in s.stderr_text()
+    p = subprocess.run([RINGHTTPD, "--check-config", str(conf), str(docroot)],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0 and "ok (1 site)" in p.stdout, p.stderr
+    assert fetch(make_server(docroot, args=["--config", str(conf)]), "/hello.txt").body == HELLO
+
+
+def test_a_site_without_a_root_is_an_error(tmp_path):
+    """Issue 25: a site inherits the top level's root, never the working directory."""
+    conf = tmp_path / "c.yaml"
+    conf.write_text(f"sites:\n  - hosts: [a.test]\n    root: {tmp_path}\n"
+                    "  - hosts: [b.test]\n")
+    p = check(conf)
+    assert p.returncode == 1 and f"{conf}:4: site: no 'root'" in p.stderr, p.stderr
+    conf.write_text(f"root: {tmp_path}\n" + conf.read_text())
+    p = check(conf)
+    assert p.returncode == 0 and "ok (2 sites)" in p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("opening, closing", [("[", "]"), ("{a: ", "}")])
+def test_deep_nesting_is_refused_quickly(tmp_path, opening, closing):
+    """Issue 25: 100,000 levels of flow nesting (libyaml builds them in quadratic time: 26 s)
+    are refused at the first level past the bound, with the file and line. check()'s timeout
+    is a hang guard, not a timing assertion."""
+    conf = tmp_path / "deep.yaml"
+    n = 100_000
+    conf.write_text("port: 8080\nheader:\n  - " + opening * n + "x" + closing * n + "\n")
+    p = check(conf)
+    assert p.returncode == 1 and f"{conf}:3: " in p.stderr and "nested" in p.stderr, p.stderr
+    conf.write_text("- " * n + "x\n")  # block sequences, one line
+    p = check(conf)
+    assert p.returncode == 1 and f"{conf}:1: " in p.stderr and "nested" in p.stderr, p.stderr
 
 
 def test_readme_example_is_a_valid_file(tmp_path):
