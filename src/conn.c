@@ -18,7 +18,7 @@
 #include "engine/engine.h"
 #include "proto.h"
 #include "rt/errlog.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 #include "transport.h"
 
 static void idle_unlink(struct worker *w, struct conn *c)
@@ -175,10 +175,11 @@ struct conn *conn_accepted(struct worker *w, int fd, unsigned lst, bool *held)
         return NULL;
     }
     w->active++;
-    peer_set(&c->peer, NULL, 0);
+    c->obs.slot = c->slot;
+    peer_set(&c->obs.peer, NULL, 0);
     if (w->want_peer)
-        w->eng->peer(w, c, &c->peer);
-    obs_conn_accepted(w, c);
+        w->eng->peer(w, c, &c->obs.peer);
+    obs_conn_accepted(w, &c->obs, fd);
     return c;
 }
 
@@ -197,7 +198,7 @@ void conn_closed(struct worker *w, struct conn *c)
     assert(c->state == CONN_CLOSING && !c->idle);
     if (c->proto->release)
         c->proto->release(w, c);
-    obs_conn_closed(w, c);
+    obs_conn_closed(w, &c->obs);
     if (c->xport)
         c->xport->release(w, c);
     assert(w->active > 0 && !timer_armed(&c->timer));

@@ -18,6 +18,7 @@
 #include "core/policy.h"
 #include "engine/engine.h"
 #include "rt/obs.h"
+#include "rt/runtime.h"
 #include "rt/timer.h"
 #include "transport.h"
 
@@ -56,15 +57,8 @@ struct conn {
     void *xstate;                       /* the transport's, from open to release */
     void *pstate;                       /* the protocol's, from open to release */
     struct conn *idle_prev, *idle_next; /* w->idle: oldest first */
-    struct obs_conn obs;                /* request count, close reason (rt/obs.h) */
     _Alignas(8) unsigned char proto_mem[CONN_PROTO_MEM]; /* pstate may point here */
-    struct peer peer;                                    /* the client's address: conn_peer */
-};
-
-/* Connections in the order they joined a list (oldest first), linked through the list's own
- * links (conn.idle_*, h1's head_*). */
-struct conn_list {
-    struct conn *first, *last;
+    struct obs_conn obs; /* request count, close reason, the peer's address (rt/obs.h) */
 };
 
 /* Whether c is open to the engine: its socket is in use and its events matter. */
@@ -84,7 +78,7 @@ void conn_pool_fini(struct worker *w);
  * per-address bound); unknown (peer.known false, text "-") otherwise. Nobody else looks it up. */
 static inline const struct peer *conn_peer(const struct conn *c)
 {
-    return &c->peer;
+    return &c->obs.peer;
 }
 
 /* Engine callbacks. */

@@ -19,15 +19,15 @@
 #include "core/autoindex.h"
 #include "core/cond.h"
 #include "core/path.h"
+#include "core/rules.h"
 #include "core/redirect.h"
 #include "core/static.h"
 #include "rt/compress.h"
 #include "rt/fcache.h"
 #include "rt/file.h"
 #include "rt/site.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 
-#define ALLOW "Allow: GET, HEAD, OPTIONS\r\n"
 #define INDEX "index.html"
 
 /* The file name suffix of each precompressed sibling. */
@@ -670,7 +670,7 @@ static void redirect_https(struct job *j)
         redirect_https_location(req->has_host ? req->host.p : NULL, req->host.len, req->target.p,
                                 req->target.len, j->w->cfg->tls_port, loc, sizeof(loc));
     if (n == 0 || !static_redirect_plan(308, loc, n, &j->ctx, &j->r->plan))
-        error(j, 400, NULL);
+        error(j, RULES_NO_LOCATION, NULL);
 }
 
 /* Inlined into serve_request: it is the whole of it once the wait check says go. */
@@ -684,34 +684,33 @@ static inline __attribute__((always_inline)) void answer_request(struct worker *
     struct path_result pr;
 
     init_job(&j, w, req, pol, r);
-    if (pol->tls && site_misdirected(w, j.site, req, pol->tls)) {
-        error(&j, 421, NULL);
+    const struct rules_facts facts = {
+        .misdirected = pol->tls && site_misdirected(w, j.site, req, pol->tls),
+        .redirect_https = j.cfg->redirect_https && !pol->secure, /* a site's own, or the top's */
+    };
+    int status = rules_request(req, &facts);
+    if (status) {
+        if (status == 308) {
+            redirect_https(&j);
+            return;
+        }
+        if (status == 417)
+            j.ctx.send_continue = false;
+        error(&j, status, status == 405 ? RULES_ALLOW : NULL);
         return;
     }
-    if (j.cfg->redirect_https && !pol->secure) { /* a site's own, or the process's */
-        redirect_https(&j);
-        return;
-    }
-    if (req->expect_other) {
-        j.ctx.send_continue = false;
-        error(&j, 417, NULL);
-        return;
-    }
-    if (req->method != HTTP_GET && req->method != HTTP_HEAD && req->method != HTTP_OPTIONS) {
-        error(&j, 405, ALLOW);
-        return;
-    }
-    int status = path_normalize(req->target, path, sizeof(path) - 1, &pr);
+    status = path_normalize(req->target, path, sizeof(path) - 1, &pr);
     if (status) {
         error(&j, status, NULL);
         return;
     }
-    if (req->method == HTTP_OPTIONS) {
-        static_status_plan(204, ALLOW, &j.ctx, &r->plan);
+    status = rules_target(req, pr.asterisk);
+    if (status == 204) {
+        static_status_plan(204, RULES_ALLOW, &j.ctx, &r->plan);
         return;
     }
-    if (pr.asterisk) {
-        error(&j, 400, NULL);
+    if (status) {
+        error(&j, status, NULL);
         return;
     }
     path[pr.len] = '\0';

@@ -4,13 +4,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "config.h"
-#include "conn.h"
-#include "core/peer.h"
 #include "engine/caps.h"
-#include "engine/ktls.h"
 
 static const char *errno_name(int err)
 {
@@ -54,21 +50,4 @@ const struct engine_ops *engine_choose(int kind, bool verbose, struct engine_cap
     fprintf(stderr, "ringhttpd: io_uring unavailable: %s (%s: %s); falling back to epoll\n", why,
             errno_name(-rc), strerror(-rc));
     return &engine_epoll;
-}
-
-void engine_peer(struct worker *w, struct conn *c, struct peer *out)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    (void)w;
-    if (getpeername(c->fd, (struct sockaddr *)&ss, &len) == 0)
-        peer_set(out, (const struct sockaddr *)&ss, len);
-    else
-        peer_set(out, NULL, 0);
-}
-
-int engine_ktls(struct worker *w, struct conn *c, const void *keys, size_t len)
-{
-    (void)w;
-    return keys ? ktls_send_keys(c->fd, keys, len) : ktls_attach(c->fd);
 }

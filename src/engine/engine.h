@@ -1,6 +1,8 @@
-/* engine: the table of operations a worker's event loop offers to conn, and its selection.
- * Must not: know HTTP; engines only move bytes, and report every operation's end to conn
- * through the conn_* callbacks in conn.h. Only engine files mention io_uring or epoll.
+/* engine: the table of operations a worker's event loop offers to conn, the table of upcalls
+ * it reports through, and its selection.
+ * Must not: know HTTP; engines only move bytes, and report every operation's end upward
+ * through w->up (struct engine_upcalls), never by name. Only engine files mention io_uring or
+ * epoll.
  * Ownership: each worker owns one engine instance (w->engine_state); one thread uses it. */
 #ifndef ENGINE_ENGINE_H
 #define ENGINE_ENGINE_H
@@ -8,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct worker;
 struct conn;
@@ -70,9 +73,30 @@ struct engine_ops {
     int (*ktls)(struct worker *w, struct conn *c, const void *keys, size_t len);
 };
 
-/* The peer and ktls operations both engines share: getpeername, setsockopt on the socket. */
-void engine_peer(struct worker *w, struct conn *c, struct peer *out);
-int engine_ktls(struct worker *w, struct conn *c, const void *keys, size_t len);
+/*
+ * What an engine calls upward, all of it: the worker installs the table (w->up, worker.c)
+ * before the engine starts, and the engines name nothing above them. conn's ends of the
+ * operations (conn.h documents each), and the worker's loop hooks (rt/worker.h).
+ */
+struct engine_upcalls {
+    /* conn: a connection's life */
+    struct conn *(*accepted)(struct worker *w, int fd, unsigned lst, bool *held);
+    int (*held_take)(struct worker *w, unsigned *lst);
+    void (*received)(struct worker *w, struct conn *c, const char *data, ssize_t n);
+    void (*sent)(struct worker *w, struct conn *c, int err);
+    void (*read_done)(struct worker *w, struct conn *c, int res);
+    void (*close)(struct worker *w, struct conn *c);
+    void (*closed)(struct worker *w, struct conn *c);
+    /* the worker: its loop */
+    bool (*tick)(struct worker *w);
+    int (*wait_ms)(const struct worker *w);
+    bool (*listening)(const struct worker *w);
+    void (*close_listener)(struct worker *w, unsigned lst,
+                           bool (*accept_one)(struct worker *w, int fd, unsigned lst));
+    bool (*accept_failed)(struct worker *w, int err);
+    bool (*accept_resume)(struct worker *w);
+    void (*loop_turn)(struct worker *w, unsigned enters, unsigned completions);
+};
 
 extern const struct engine_ops engine_uring;
 extern const struct engine_ops engine_epoll;

@@ -18,7 +18,7 @@
 #include "core/policy.h"
 #include "h2/h2.h"
 #include "rt/obs.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 #include "serve.h"
 #include "tls/xport.h"
 #include "transport.h"
@@ -85,12 +85,12 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
             return;
         }
     }
-    obs_request(w, c, req, r);
+    obs_request(w, &c->obs, req, &r->obs, &r->plan, r->quiet);
     r->obs.cap.minor = LOGFMT_HTTP2; /* the access log says which protocol carried it */
     h->progress = true;
     int rc = h2_respond_plan(h->s, id, &r->plan, r);
     if (rc < 0) {
-        obs_request_done(w, c, r, rc);
+        obs_request_done(w, &c->obs, &r->obs, &r->plan, rc);
         serve_response_put(w, r);
     }
 }
@@ -99,7 +99,7 @@ static void on_done(void *user, void *token, int err)
 {
     struct h2conn *h = user;
     struct response *r = token;
-    obs_request_done(h->w, h->c, r, err);
+    obs_request_done(h->w, &h->c->obs, &r->obs, &r->plan, err);
     serve_response_put(h->w, r);
 }
 

@@ -14,7 +14,7 @@
 #include "config.h"
 #include "core/policy.h"
 #include "rt/errlog.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 #include "serve.h"
 #include "tls/xport.h"
 #include "transport.h"
@@ -180,7 +180,7 @@ static void fail(struct worker *w, struct conn *c, int status, bool head, const 
         return;
     }
     serve_error(w, status, head, RESP_H1, r);
-    obs_parse_failed(w, c, data, len, r);
+    obs_parse_failed(w, &c->obs, data, len, &r->obs, &r->plan, r->quiet);
     start_send(w, c, r);
 }
 
@@ -192,8 +192,8 @@ static void refuse(struct worker *w, struct conn *c, const char *data, size_t le
     struct response *r = serve_response_get(w);
     if (r) {
         r->plan = (struct plan){.status = 444};
-        obs_parse_failed(w, c, data, len, r);
-        obs_request_done(w, c, r, 0);
+        obs_parse_failed(w, &c->obs, data, len, &r->obs, &r->plan, r->quiet);
+        obs_request_done(w, &c->obs, &r->obs, &r->plan, 0);
         serve_response_put(w, r);
     }
     close_conn(w, c);
@@ -267,7 +267,7 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
         used += (size_t)n;
         h->keep_alive = pol.keep_alive;
         h->discard = pol.discard;
-        obs_request(w, c, req, r);
+        obs_request(w, &c->obs, req, &r->obs, &r->plan, r->quiet);
         r->plan.fin_carries_tail = pol.fin_carries_tail;
         start_send(w, c, r);
     }
@@ -436,7 +436,7 @@ static void sent(struct worker *w, struct conn *c, int err)
      * the peer has gone already. */
     if (c->xport && !c->eof)
         clean = false;
-    obs_request_done(w, c, h->resp, err);
+    obs_request_done(w, &c->obs, &h->resp->obs, &h->resp->plan, err);
     release_response(w, c);
     if (err)
         c->obs.end = CLOSE_ERROR;
@@ -568,7 +568,7 @@ static void h1_release(struct worker *w, struct conn *c)
 {
     struct h1 *h = h1_of(c);
     if (h->resp) /* closed mid-response (timeout, drain deadline): logged with what was sent */
-        obs_request_done(w, c, h->resp, -ECANCELED);
+        obs_request_done(w, &c->obs, &h->resp->obs, &h->resp->plan, -ECANCELED);
     release_response(w, c);
     release_input(w, c);
     c->pstate = NULL;

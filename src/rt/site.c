@@ -17,11 +17,12 @@
 #include "core/accept.h"
 #include "core/path.h"
 #include "core/policy.h"
+#include "core/rules.h"
 #include "rt/auth.h"
 #include "rt/htpasswd.h"
 #include "rt/errlog.h"
 #include "rt/fcache.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 #include "rt/file.h"
 #include "tls/tls.h"
 
@@ -366,7 +367,7 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
                                pl ? vhost_canonical(scheme, c->canonical_host, url + 1, pl - 1,
                                                     query, loc, sizeof(loc))
                                   : 0,
-                               301, ctx, plan);
+                               rules_canonical_host(), ctx, plan);
         }
     }
     size_t ul = url_path(url, sizeof(url), path, len, slash);
@@ -381,14 +382,14 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
         size_t pl = strlen(c->auths[i].prefix);
         if (ul < pl || memcmp(url, c->auths[i].prefix, pl) != 0)
             continue;
-        switch (granted ? AUTH_GRANTED : auth_check(w->auth, v->auth[i], req, NULL, NULL)) {
-        case AUTH_GRANTED:
-            break;
-        case AUTH_BUSY:
-            return static_status_plan(429, "Retry-After: 1\r\n", ctx, plan) != 0;
-        default:
-            return static_status_plan(401, v->challenge, ctx, plan) != 0;
-        }
+        enum auth_verdict a =
+            granted ? AUTH_GRANTED : auth_check(w->auth, v->auth[i], req, NULL, NULL);
+        int status = rules_auth(a == AUTH_GRANTED ? RULES_AUTH_GRANTED
+                                : a == AUTH_BUSY  ? RULES_AUTH_BUSY
+                                                  : RULES_AUTH_DENIED);
+        if (status)
+            return static_status_plan(status, status == 429 ? RULES_RETRY_AFTER : v->challenge, ctx,
+                                      plan) != 0;
         break; /* the first prefix that matches decides */
     }
     for (int i = 0; i < c->num_cache_rules && ul; i++) {
@@ -411,9 +412,10 @@ __attribute__((noinline)) static bool answer_health(struct worker *w, struct sta
     *quiet = true; /* a probe every few seconds is not worth a log line */
     ctx->extra_headers = "Cache-Control: no-store\r\n";
     ctx->extra_len = strlen(ctx->extra_headers);
-    if (w->draining || w->delaying)
-        return static_status_plan(503, NULL, ctx, plan) != 0;
-    return static_body_plan(200, &f, ctx, plan) != 0;
+    int status = rules_health(w->draining || w->delaying);
+    if (status != 200)
+        return static_status_plan(status, NULL, ctx, plan) != 0;
+    return static_body_plan(status, &f, ctx, plan) != 0;
 }
 
 __attribute__((noinline)) static bool answer(struct worker *w, const struct vhost *v,

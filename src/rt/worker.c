@@ -30,41 +30,6 @@
 #include "rt/site.h"
 #include "serve.h"
 
-void *bufpool_get(struct bufpool *bp)
-{
-    void *b = bp->free;
-    if (b) {
-        bp->free = *(void **)b;
-        bp->nfree--;
-    } else if (!(b = malloc(bp->size))) {
-        return NULL;
-    }
-    bp->count++;
-    return b;
-}
-
-void bufpool_put(struct bufpool *bp, void *buf)
-{
-    *(void **)buf = bp->free;
-    bp->free = buf;
-    bp->count--;
-    bp->nfree++;
-}
-
-/* Frees what the free list holds beyond keep buffers; returns the bytes freed. */
-static size_t bufpool_trim(struct bufpool *bp, unsigned keep)
-{
-    size_t freed = 0;
-    while (bp->nfree > keep) {
-        void *next = *(void **)bp->free;
-        free(bp->free);
-        bp->free = next;
-        bp->nfree--;
-        freed += bp->size;
-    }
-    return freed;
-}
-
 /* Issue 10: 10 000 partial heads grew a worker by ~200 MB that stayed after they closed.
  * Once a second, buffers beyond the low-water mark are freed, and malloc is asked to hand the
  * heap's free pages back (free() alone keeps them: 32 KiB buffers come from the heap, not from
@@ -125,6 +90,8 @@ static void close_listeners(struct worker *w)
     }
 }
 
+static const struct engine_upcalls upcalls;
+
 int worker_init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
                 const struct engine_caps *caps, const struct listener *ls, unsigned n,
                 struct site_slot *sites)
@@ -138,6 +105,7 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     w->caps = caps;
     memcpy(w->listeners, ls, n * sizeof(*ls));
     w->nlisteners = n;
+    w->up = &upcalls;
     w->h1 = &proto_h1;
     w->h2 = cfg->http2 ? &proto_h2 : NULL;
     w->wall = -1;
@@ -362,3 +330,21 @@ void *worker_main(void *arg)
     atomic_store(&w->done, true);
     return (void *)(intptr_t)rc;
 }
+
+/* The engine's upcalls: conn's ends of its operations, and this loop's hooks. */
+static const struct engine_upcalls upcalls = {
+    .accepted = conn_accepted,
+    .held_take = conn_held_take,
+    .received = conn_received,
+    .sent = conn_sent,
+    .read_done = conn_read_done,
+    .close = conn_close,
+    .closed = conn_closed,
+    .tick = worker_tick,
+    .wait_ms = worker_wait_ms,
+    .listening = worker_listening,
+    .close_listener = worker_close_listener,
+    .accept_failed = worker_accept_failed,
+    .accept_resume = worker_accept_resume,
+    .loop_turn = obs_loop_turn,
+};
