@@ -684,8 +684,10 @@ static int confine(const struct config *cfg)
     return 0;
 }
 
-int server_run(struct config *cfg)
+int server_run(struct config *cfg, const struct server_seams *seams)
 {
+    const struct server_seams none = {0};
+    seams = seams ? seams : &none;
     struct server sv = {.cfg = cfg, .notify_fd = -1};
     int inited = 0; /* workers set up; sv.started of them run */
     int rc = 1, stop_signals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2};
@@ -746,7 +748,7 @@ int server_run(struct config *cfg)
         /* The HTTP port's listener; a transport's port (TLS) adds its own here. */
         struct listener ls[LISTEN_MAX] = {{.fd = sv.listeners[inited],
                                            .owned = sv.inherited == 0,
-                                           .xport = transport_test_hook(),
+                                           .xport = seams->xport,
                                            .handover = &sv.handover}};
         unsigned nls = 1;
         sv.listeners[inited] = -1; /* the worker's now, even when it fails */
@@ -765,8 +767,8 @@ int server_run(struct config *cfg)
             goto stop;
         }
         w->alog = sv.alog;
-        if (proto_test_hook()) /* the seam's test protocol stands in for HTTP/2 */
-            w->h2 = proto_test_hook();
+        if (seams->proto) /* the seam's test protocol stands in for HTTP/2 */
+            w->h2 = seams->proto;
     }
     /* Bound before the process is confined; it only reads the workers' counters. */
     if (cfg->metrics_bind &&
@@ -782,15 +784,15 @@ int server_run(struct config *cfg)
             goto stop;
         }
     }
-    if (proto_test_hook())
+    if (seams->proto)
         fprintf(stderr,
                 "ringhttpd: test protocol %s after the HTTP/2 preface "
                 "(RINGHTTPD_TEST_PROTO)\n",
-                proto_test_hook()->name);
-    if (transport_test_hook())
+                seams->proto->name);
+    if (seams->xport)
         fprintf(stderr,
                 "ringhttpd: test transport %s on the HTTP port (RINGHTTPD_TEST_TRANSPORT)\n",
-                transport_test_hook()->name);
+                seams->xport->name);
     if (cfg->tls && cfg->verbose) {
         char names[96];
         if (!cfg->ktls)

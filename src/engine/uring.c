@@ -33,18 +33,15 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <liburing.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "config.h"

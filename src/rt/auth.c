@@ -10,9 +10,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "core/basic.h"
 #include "core/peer.h"
 #include "core/sha256.h"
-#include "core/token.h"
 #include "rt/htpasswd.h"
 #include "rt/offload.h"
 
@@ -144,37 +144,6 @@ static bool failed(struct authstate *a, const unsigned char *key, bool take)
     return false;
 }
 
-/* The decoded credentials of "Basic TOKEN" into out (NUL-terminated); 0 when malformed. */
-static size_t credentials(struct http_str v, char *out, size_t cap)
-{
-    if (v.len < 6 || strncasecmp(v.p, "basic ", 6) != 0)
-        return 0;
-    size_t i = 6, n = 0;
-    while (i < v.len && v.p[i] == ' ')
-        i++;
-    size_t end = v.len;
-    while (end > i && v.p[end - 1] == '=')
-        end--;
-    if ((end - i) % 4 == 1 || v.len - end > 2)
-        return 0;
-    unsigned acc = 0, bits = 0;
-    for (; i < end; i++) {
-        int d = token_b64(v.p[i]);
-        if (d < 0)
-            return 0;
-        acc = (acc << 6) | (unsigned)d;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (n + 1 >= cap)
-                return 0;
-            out[n++] = (char)((acc >> bits) & 0xff);
-        }
-    }
-    out[n] = '\0';
-    return memchr(out, ':', n) && !memchr(out, '\0', n) ? n : 0;
-}
-
 static void key_of(const struct auth_file *f, const char *cred, size_t n, unsigned char *key)
 {
     char buf[sizeof(f->id) + CRED_MAX];
@@ -211,7 +180,7 @@ enum auth_verdict auth_check(struct authstate *a, const struct auth_file *f,
     for (size_t i = 0; i < req->num_headers; i++)
         if (http_str_ieq(req->headers[i].name, "authorization"))
             value = req->headers[i].value;
-    size_t n = a && f && value.p ? credentials(value, cred, sizeof(cred)) : 0;
+    size_t n = a && f && value.p ? basic_credentials(value, cred, sizeof(cred)) : 0;
     if (n == 0)
         goto out; /* none, or malformed: 401 at once, nothing to verify */
     key_of(f, cred, n, key);

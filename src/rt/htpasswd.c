@@ -3,6 +3,7 @@
 
 #include <crypt.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,34 @@ void auth_file_free(struct auth_file *f)
     free(f);
 }
 
+/* Characters of crypt's base64 ("./0-9A-Za-z"): n of them at p, then the end of the string. */
+static bool crypt64(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!p[i] ||
+            !strchr("./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", p[i]))
+            return false;
+    return p[n] == '\0';
+}
+
+/* Whether a bcrypt or SHA-crypt hash is whole: libcrypt's crypt_checksalt judges only the
+ * setting at its start, so a line cut short ("alice:$2y$10$") passed it, and that user could
+ * never log in instead of the file being refused. bcrypt: "$2y$NN$" and 53 characters (salt and
+ * hash); SHA-crypt: "$5$" or "$6$", an optional "rounds=N$", a salt of up to 16 characters,
+ * "$", and 43 ($5$) or 86 ($6$) characters. */
+static bool whole(const char *hash)
+{
+    if (hash[1] == '2')
+        return hash[4] >= '0' && hash[4] <= '9' && hash[5] >= '0' && hash[5] <= '9' &&
+               hash[6] == '$' && crypt64(hash + 7, 53);
+    const char *salt = hash + 3, *end;
+    if (strncmp(salt, "rounds=", 7) == 0 && (salt = strchr(salt, '$')))
+        salt++;
+    if (!salt || !(end = strchr(salt, '$')) || end - salt > 16)
+        return false;
+    return crypt64(end + 1, hash[1] == '5' ? 43 : 86);
+}
+
 /* The hash formats libcrypt verifies that are worth having: bcrypt and SHA-crypt. */
 static const char *refuse(const char *hash)
 {
@@ -33,7 +62,7 @@ static const char *refuse(const char *hash)
                "plain text, {SHA}, crypt(3) DES and MD5 are refused";
     /* libxcrypt calls $5$ "legacy" and a low bcrypt cost "too cheap": both still verify */
     int ok = crypt_checksalt(hash);
-    if (ok == CRYPT_SALT_INVALID || ok == CRYPT_SALT_METHOD_DISABLED)
+    if (ok == CRYPT_SALT_INVALID || ok == CRYPT_SALT_METHOD_DISABLED || !whole(hash))
         return "the hash is malformed or libcrypt cannot check it";
     return NULL;
 }
@@ -74,7 +103,8 @@ static int make_dummy(struct auth_file *f)
     for (size_t i = 0; i < f->n; i++) {
         struct setting s = setting_of(f->users[i].hash);
         size_t k = 0;
-        while (k < kinds && (seen[k].cost != s.cost || strcmp(seen[k].prefix, s.prefix)))
+        /* $2a$, $2b$ and $2y$ are one algorithm: prefix[1] names the algorithm */
+        while (k < kinds && (seen[k].cost != s.cost || seen[k].prefix[1] != s.prefix[1]))
             k++;
         if (k == kinds)
             seen[kinds++] = s;

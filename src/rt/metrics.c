@@ -35,7 +35,8 @@ struct metrics {
     double start_time;
     /* the metrics thread only */
     struct errlog_limit accept_limit, full_limit;
-    struct mconn *conns; /* CONNS of them */
+    int64_t accept_rest_until; /* CLOCK_MONOTONIC ms: accept failed for want of fds */
+    struct mconn *conns;       /* CONNS of them */
 };
 
 static const char *const method_names[STATS_METHODS] = {
@@ -234,8 +235,9 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
 #define REQUEST_MAX 4096 /* a scrape's head is ~200 bytes; a longer one gets 431 */
 #define REQUEST_S 3
 #define ANSWER_S 10
-#define LINGER_MS                                                                                  \
-    1000 /* reading what a client still sends after its answer, so close sends no RST */
+/* reading what a client still sends after its answer, so that the close sends no RST */
+#define LINGER_MS 1000
+#define FULL_PAUSE_MS 100 /* out of fds (or memory) at accept: the listener rests this long */
 
 enum mstate { M_FREE, M_READ, M_WRITE, M_LINGER };
 
@@ -419,11 +421,13 @@ static void accept_all(struct metrics *m)
     for (;;) {
         int fd = accept4(m->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                errlog_limited(&m->accept_limit, ERRLOG_ERROR, "metrics: accept: %s",
-                               strerror(errno));
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
+            if (errno != EAGAIN) { /* EMFILE...: the listener stays readable, so it rests */
+                errlog_limited(&m->accept_limit, ERRLOG_ERROR, "metrics: accept: %s",
+                               strerror(errno));
+                m->accept_rest_until = now_ms() + FULL_PAUSE_MS;
+            }
             return;
         }
         struct mconn *c = slot_for_newcomer(m);
@@ -452,7 +456,9 @@ static void *metrics_main(void *arg)
         int64_t t = now_ms(), wake = -1;
         nfds_t n = 0;
         p[n++] = (struct pollfd){.fd = m->stop_fd, .events = POLLIN};
-        p[n++] = (struct pollfd){.fd = m->fd, .events = POLLIN};
+        p[n++] = (struct pollfd){.fd = m->fd, .events = t < m->accept_rest_until ? 0 : POLLIN};
+        if (t < m->accept_rest_until)
+            wake = m->accept_rest_until - t;
         for (int i = 0; i < CONNS; i++) {
             struct mconn *c = &m->conns[i];
             if (c->state == M_FREE)
@@ -476,7 +482,7 @@ static void *metrics_main(void *arg)
         for (nfds_t i = 2; i < n; i++)
             if (p[i].revents)
                 step(m, of[i]);
-        if (p[1].revents)
+        if (p[1].revents & POLLIN)
             accept_all(m);
     }
     for (int i = 0; i < CONNS; i++)

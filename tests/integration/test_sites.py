@@ -18,6 +18,7 @@ import pytest
 
 from conftest import (RINGHTTPD, HELLO, Conn, connect, fetch, raw, parse_response, recv_all,
                       stalled_download, wait_for)
+from optiontable import option_table
 
 
 
@@ -274,6 +275,25 @@ def test_plain_and_apr1_htpasswd_refused_at_start(make_server, tmp_path):
         assert p.returncode == 1 and "line 2" in p.stderr
 
 
+def test_htpasswd_line_cut_short_refused_at_start(make_server, tmp_path):
+    """A hash cut short (a line truncated by an editor or a copy) is refused with its line, as a
+    weak one is, instead of being kept for a user who could then never log in: libcrypt's own
+    check judged only the hash's setting ("$2y$05$"), not whether the hash was all there."""
+    whole = tmp_path / "whole.htpasswd"
+    htpasswd(whole, "alice", "wonder")
+    bcrypt = whole.read_text().splitlines()[0]
+    for line, word in [(bcrypt[:-10], "bcrypt"), ("bob:$2y$05$", "setting"),
+                       ("carol:$6$saltsalt$", "sha512")]:
+        pw = tmp_path / f"{word}.htpasswd"
+        pw.write_text("# staff\n" + line + "\n")
+        s = make_server(tmp_path, args=["--basic-auth", f"/={pw}"], ready=False)
+        assert s.proc.wait(timeout=10) == 1, word
+        assert wait_for(lambda: f"{pw} line 2: the hash is malformed" in s.stderr_text()), \
+            s.stderr_text()
+    s = make_server(tmp_path, args=["--basic-auth", f"/={whole}"])  # the whole line starts
+    assert s.proc.poll() is None
+
+
 def test_wrong_password_flood_does_not_stall_other_clients(make_server, sites):
     """100 wrong bcrypt (cost 10) attempts from one client, while another keep-alive client on
     the same worker (one thread) fetches a file: its requests keep being answered promptly,
@@ -349,14 +369,17 @@ def _crypt_file(path, entries):
     path.write_text("".join(lines))
 
 
-def _median_401_ms(conn, user, tries=7):
-    times = []
+def _median_401_ms(conn, users, tries=9):
+    """Median time of a 401 for each of users, sampled in turn (a, b, a, b...) so a burst of
+    other load on the machine falls on both sides rather than on one user's run."""
+    times = {u: [] for u in users}
     for i in range(tries):
-        t0 = time.monotonic()
-        r = conn.request("GET", "/private/x", headers=[basic(user, f"wrong{i}")])
-        times.append((time.monotonic() - t0) * 1000)
-        assert r.status == 401, (user, r.status)
-    return sorted(times)[tries // 2]
+        for user in users:
+            t0 = time.monotonic()
+            r = conn.request("GET", "/private/x", headers=[basic(user, f"wrong{i}")])
+            times[user].append((time.monotonic() - t0) * 1000)
+            assert r.status == 401, (user, r.status)
+    return [sorted(times[u])[tries // 2] for u in users]
 
 
 @pytest.mark.parametrize("kind", ["bcrypt5", "bcrypt12", "sha256", "sha512", "sha512-rounds",
@@ -365,9 +388,9 @@ def test_unknown_user_costs_what_a_known_user_costs(make_server, sites, kind):
     """Issue 25: an unknown user used to be checked against a fixed bcrypt hash of cost 10, so
     with `htpasswd -B` (cost 5) a wrong password took 2 ms for a known user and 51 ms for an
     unknown one (and the other way round at cost 12): timing told which users exist. Now the
-    dummy has the file's own algorithm and cost. Medians of 7 on one keep-alive connection and
-    one worker; the bound (3x either way) is generous, a different cost is 5x to 100x. A mixed
-    file (three users at cost 5, one at 12) makes the dummy with its most common setting."""
+    dummy has the file's own algorithm and cost. Medians of 9, known and unknown sampled in
+    turn on one keep-alive connection and one worker; the bound (3x either way) is generous, a
+    different cost is 5x to 100x. A mixed file (three users at cost 5, one at 12) makes the dummy with its most common setting."""
     pw = sites["base"] / f"{kind}.htpasswd"
     if kind.startswith("bcrypt"):
         htpasswd(pw, "alice", "wonder", "-B" if kind == "bcrypt5" else "-B -C 12")
@@ -380,11 +403,13 @@ def test_unknown_user_costs_what_a_known_user_costs(make_server, sites, kind):
                                               "sha512-rounds": 30000}[kind])])
     s = make_server(sites["a"], args=["-t", "1", "--basic-auth", f"/private/={pw}"])
     with Conn(s, timeout=30) as c:
-        _median_401_ms(c, "warm-up", 1)
-        known = _median_401_ms(c, "alice")
-        unknown = _median_401_ms(c, "mallory")
-    assert unknown / 3 < known < unknown * 3, (kind, f"known {known:.1f} ms",
-                                               f"unknown {unknown:.1f} ms")
+        _median_401_ms(c, ["warm-up"], 1)
+        known, unknown = _median_401_ms(c, ["alice", "mallory"])
+    # 3x either way, plus 3 ms for scheduling noise on a loaded machine (at cost 5 a check takes
+    # ~2 ms); the old build's gaps (2 against 51 ms, 200 against 51 ms) are far outside it.
+    slack = 3.0
+    assert unknown / 3 - slack < known < unknown * 3 + slack, (
+        kind, f"known {known:.1f} ms", f"unknown {unknown:.1f} ms")
 
 
 # --------------------------------------------------------------------------- health, drain
@@ -735,36 +760,75 @@ def test_readme_example_is_a_valid_file(tmp_path):
 
 # --------------------------------------------------------------------------- per-site options
 
-# The options a site may set (README "Sites and configuration file", "Per site"); every other
-# long option is the process's and is an error inside a site.
-PER_SITE = {"header", "cache-control", "cache-control-for", "mime-types", "error-page",
-            "fallback", "autoindex", "autoindex-limit", "compress", "compress-types",
-            "compress-min", "compress-max", "dictionary", "canonical-host", "redirect",
-            "basic-auth", "auth-realm", "tls-cert", "tls-key", "hsts", "redirect-https"}
-
-
 def test_every_option_is_per_site_or_rejected_in_a_site(tmp_path):
-    """Each long option of --help, set in a site: a per-site one is not refused as the
-    process's; any other is, with the file, line and key named. README lists both kinds."""
+    """Each long option of --help, set in a site: one the option table says a site may set is
+    not refused as the process's; any other is, with the file, line and key named. README
+    lists both kinds as the table does, and says a reload keeps every process option."""
     usage = subprocess.run([RINGHTTPD, "--help"], capture_output=True, text=True).stdout
     options = set(re.findall(r"^\s+(?:-\w, )?--([a-z0-9-]+)", usage, re.M))
     options -= {"help", "version", "check-config"}  # the command line's only
-    assert PER_SITE <= options and len(options) > 40, options
+    table = option_table()
+    per_site = {n for n, o in table.items() if o.scope == "site" and o.where != "file"}
+    process = {n for n, o in table.items() if o.scope == "process"}
+    file_keys = {n for n, o in table.items() if o.where == "file"}
+    assert options == per_site | process, options ^ (per_site | process)
+    assert all(table[n].reload for n in per_site) and not any(table[n].reload for n in process)
     conf = tmp_path / "c.yaml"
     for opt in sorted(options):
         conf.write_text(f"sites:\n  - hosts: [x.test]\n    root: {tmp_path}\n    {opt}: '1'\n")
         err = check(conf).stderr
         refused = f"{conf}:4: {opt}: '{opt}' is the process's, not a site's"
-        if opt in PER_SITE:
+        if opt in per_site:
             assert "is the process's" not in err, (opt, err)
         else:
             assert refused in err, (opt, err)
     text = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = text[text.index("- **Per site**"):text.index("An annotated example")]
-    per_site, process = section.split("- **Process only**")
+    readme_site, readme_process = section.split("- **Process only**")
     named = lambda t: set(re.findall(r"`([a-z0-9-]+)`", t))  # noqa: E731
-    assert named(per_site) - {"root", "hosts", "default", "tls-port"} == PER_SITE
-    assert options - PER_SITE <= named(process), options - PER_SITE - named(process)
+    assert named(readme_site) - file_keys - {"tls-port"} == per_site
+    argv_only = {n for n, o in table.items() if o.scope == "argv"}
+    assert named(readme_process) == process | argv_only, named(readme_process) ^ (process | argv_only)
+    assert "a reload cannot change them" in readme_process
+
+
+# A value other than the start's for each option a reload cannot change, set in the file.
+RESTART_VALUES = {
+    "keepalive-timeout": "7", "header-timeout": "7", "drain-timeout": "7", "max-conns": "100",
+    "head-memory": "1M", "cache-size": "1M", "cache-max-file": "1K", "file-send": "sendfile",
+    "splice-pipes": "3", "send-lowat": "0", "access-log": "off", "log-format": "json",
+    "real-ip-from": "10.0.0.0/8", "metrics": "127.0.0.1:0", "compress-cache": "1M",
+    "http2": "off", "tls-min": "'1.3'", "ktls": "off", "tls-seal": "off", "reuse-port": "true",
+    "user": "nobody", "no-landlock": "true", "health": "/hz", "drain-delay": "3",
+    "verbose": "true",
+}
+# make_server's command line sets these (it overrides the file), a file cannot name another,
+# and tls-port needs a certificate pair.
+NOT_IN_THIS_TEST = {"port", "bind", "threads", "engine", "config", "tls-port"}
+
+
+def test_reload_reports_every_option_it_cannot_change(make_server, sites):
+    """Every process option the table says a reload keeps is named when the file changes it
+    (a reload used to keep 14 of them silently: splice-pipes, file-send, real-ip-from...), and
+    the sites' part of the file is applied all the same."""
+    table = option_table()
+    assert {n for n, o in table.items() if o.scope == "process"} == \
+        set(RESTART_VALUES) | NOT_IN_THIS_TEST
+    conf = sites["conf"]
+    good = conf.read_text()
+    assert good.startswith("# two sites\nhealth: /healthz\n")
+    s = make_server(args=["--config", str(conf)])
+    for opt, value in RESTART_VALUES.items():
+        text = good.replace("health: /healthz\n", f"health: /healthz\n{opt}: {value}\n")
+        if opt == "health":
+            text = good.replace("health: /healthz", f"health: {value}")
+        # and site A's header, to see the sites' part applied
+        conf.write_text(text.replace('header: "X-Site: a"', f'header: "X-Site: {opt}"'))
+        s.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: f"{opt} changed in {conf}: takes effect at the next restart"
+                        in s.stderr_text()), (opt, s.stderr_text()[-1500:])
+        assert wait_for(lambda: get(s, "/", "a.test").header("x-site") == opt), opt
+    assert "failed" not in s.stderr_text()
 
 
 def test_site_mime_types_and_compression(make_server, tmp_path):
