@@ -11,7 +11,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "config.h"
 #include "core/plan.h"
@@ -83,7 +82,7 @@ int conn_held_take(struct worker *w, unsigned *lst)
 void conn_held_close(struct worker *w)
 {
     while (w->held_count) {
-        close(w->held[w->held_first]);
+        w->eng->drop(w, w->held[w->held_first]);
         w->held_first = (w->held_first + 1) % HELD_MAX;
         w->held_count--;
     }
@@ -218,9 +217,10 @@ void conn_recv_set(struct worker *w, struct conn *c, bool on)
 /* Plaintext up to the protocol; inline in conn_received, cleartext's every crossing. */
 static inline void input(struct worker *w, struct conn *c, const char *data, ssize_t n)
 {
-    if (n == 0) { /* the peer's orderly end: nothing more will arrive */
+    if (n == 0) { /* the peer's orderly end: nothing more will arrive, nothing more read */
+        if (c->recv_on)
+            conn_recv_set(w, c, false);
         c->eof = true;
-        c->recv_on = false;
     }
     c->proto->input(w, c, data, n);
     if (n < 0)

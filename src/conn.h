@@ -46,7 +46,7 @@ struct conn {
     uint32_t slot;
     uint32_t gen; /* changes on every reuse: completions for an older gen are stale */
     enum conn_state state;
-    bool recv_on;           /* the engine delivers received bytes (conn_recv) */
+    bool recv_on;           /* receiving asked on (conn_recv); the engine keeps its own copy */
     bool eof;               /* the peer shut down its side (a protocol saw its input end) */
     bool idle;              /* on the worker's idle queue (conn_idle) */
     bool reclaimed;         /* ended to make room at --max-conns (counted in w->reclaiming) */

@@ -71,6 +71,8 @@ struct engine_ops {
      * attaches the "tls" ULP; else installs the send keys (the kernel's crypto_info, len
      * bytes), after which the socket seals whatever is sent. 0 or -errno. */
     int (*ktls)(struct worker *w, struct conn *c, const void *keys, size_t len);
+    /* Closes a socket accepted but never started (held for a slot that did not come). */
+    void (*drop)(struct worker *w, int fd);
 };
 
 /*

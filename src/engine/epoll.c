@@ -63,6 +63,7 @@ enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
 #define F_READ_DONE 0x80   /* ready list: report conn_read_done (rres) */
 #define F_READ_WAIT 0x100  /* a reader thread reads for it */
 #define F_CLOSE_WAIT 0x200 /* closed while a thread reads for it: conn_closed after the read */
+#define F_RECV_OFF 0x400   /* conn asked receiving off (engine_ops.recv): read nothing */
 
 /* A cold file read handed to a reader thread; one per slot (a connection has one at most). */
 struct rjob {
@@ -174,9 +175,14 @@ static void ep_fini(struct worker *w)
 
 static void ep_recv(struct worker *w, struct conn *c, bool on)
 {
-    /* Off needs nothing: we simply stop reading. On again: read what the last edge left. */
+    /* Off: we simply stop reading. On again: read what the last edge left. */
     struct ep *e = w->engine_state;
-    if (on && (ec(e, c)->flags & F_READABLE))
+    if (!on) {
+        ec(e, c)->flags |= F_RECV_OFF;
+        return;
+    }
+    ec(e, c)->flags &= ~(uint32_t)F_RECV_OFF;
+    if (ec(e, c)->flags & F_READABLE)
         queue(e, c, F_READ);
 }
 
@@ -355,7 +361,7 @@ static void accept_more(struct worker *w, struct ep *e)
 
 static void do_read(struct worker *w, struct ep *e, struct conn *c)
 {
-    while (c->recv_on && conn_open(c)) {
+    while (!(ec(e, c)->flags & F_RECV_OFF) && conn_open(c)) {
         ssize_t n = recv(c->fd, e->buf, sizeof(e->buf), 0);
         if (n < 0 && errno == EINTR)
             continue;
@@ -462,4 +468,5 @@ const struct engine_ops engine_epoll = {
     .read = ep_read,
     .peer = sockops_peer,
     .ktls = sockops_ktls,
+    .drop = sockops_drop,
 };

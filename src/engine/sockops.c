@@ -2,6 +2,7 @@
 #include "engine/sockops.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "conn.h"
 #include "core/peer.h"
@@ -22,4 +23,10 @@ int sockops_ktls(struct worker *w, struct conn *c, const void *keys, size_t len)
 {
     (void)w;
     return keys ? ktls_send_keys(c->fd, keys, len) : ktls_attach(c->fd);
+}
+
+void sockops_drop(struct worker *w, int fd)
+{
+    (void)w;
+    close(fd);
 }

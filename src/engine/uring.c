@@ -73,6 +73,7 @@
 #define F_MULTI 0x80       /* the connection has had a request: its recvs are multishot */
 #define F_FREAD 0x100      /* an OP_FREAD is in flight */
 #define F_FREAD_DONE 0x200 /* ready list: report a file read that finished at once (rres) */
+#define F_RECV_OFF 0x400   /* conn asked receiving off (engine_ops.recv): re-arm nothing */
 
 /* A connection's SENDMSG scratch, by slot: the kernel reads it until the send completes. */
 struct usend {
@@ -258,6 +259,10 @@ static void op_done(struct worker *w, struct uring *u, struct conn *c)
 static void uring_recv(struct worker *w, struct conn *c, bool on)
 {
     struct uring *u = w->engine_state;
+    if (on)
+        uc(u, c)->flags &= ~(uint32_t)F_RECV_OFF;
+    else
+        uc(u, c)->flags |= F_RECV_OFF;
     if (uc(u, c)->flags & F_CLOSING)
         return;
     if (on && !(uc(u, c)->flags & F_RECV)) {
@@ -267,7 +272,7 @@ static void uring_recv(struct worker *w, struct conn *c, bool on)
         io_uring_prep_cancel64(sqe, ud(OP_RECV, c), 0);
         uc(u, c)->flags |= F_RECV_CANCEL;
     }
-    /* on while a cancellation is pending: the recv's final completion re-arms (recv_on). */
+    /* on while a cancellation is pending: the recv's final completion re-arms (no F_RECV_OFF). */
 }
 
 static void uring_send(struct worker *w, struct conn *c)
@@ -473,7 +478,7 @@ static void on_recv(struct worker *w, struct uring *u, struct conn *c,
         /* ENOBUFS, a cancellation we no longer want, or the kernel ending the multishot for
          * its own reasons: keep receiving if conn still wants to. */
         bool again = res > 0 || res == -ENOBUFS || res == -ECANCELED;
-        if (again && c->recv_on && !c->eof && !(uc(u, c)->flags & (F_CLOSING | F_RECV)))
+        if (again && !(uc(u, c)->flags & (F_CLOSING | F_RECV | F_RECV_OFF)))
             arm_recv(u, c);
         op_done(w, u, c);
     }
@@ -652,4 +657,5 @@ const struct engine_ops engine_uring = {
     .read = uring_read,
     .peer = sockops_peer,
     .ktls = sockops_ktls,
+    .drop = sockops_drop,
 };

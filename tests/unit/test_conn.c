@@ -106,6 +106,12 @@ static void fake_stop_accept(struct worker *w)
     (void)w;
 }
 
+static void fake_drop(struct worker *w, int fd)
+{
+    (void)w;
+    (void)fd; /* the fake's fds are made up */
+}
+
 static void fake_peer(struct worker *w, struct conn *c, struct peer *out)
 {
     (void)w;
@@ -125,6 +131,7 @@ static const struct engine_ops fake_engine = {
     .stop_accept = fake_stop_accept,
     .read = fake_read,
     .peer = fake_peer,
+    .drop = fake_drop,
 };
 
 struct fixture {
