@@ -22,12 +22,7 @@
 
 static void idle_unlink(struct worker *w, struct conn *c)
 {
-    conn_idle_on(&w->idle, c, false);
-}
-
-void conn_idle(struct worker *w, struct conn *c, bool idle)
-{
-    conn_idle_on(&w->idle, c, idle);
+    conn_idle(w, c, false);
 }
 
 /* --max-conns needs c's slot: its protocol ends it at once (HTTP/2 with GOAWAY first, as
@@ -86,14 +81,6 @@ void conn_held_close(struct worker *w)
         w->held_first = (w->held_first + 1) % HELD_MAX;
         w->held_count--;
     }
-}
-
-/* The clock has one-second resolution: `now + secs` could be reached after a few milliseconds,
- * so a deadline is rounded up and fires between secs and secs + 1 seconds from now. */
-void conn_arm(struct worker *w, struct conn *c, unsigned secs)
-{
-    if (conn_open(c)) /* a closing connection's timer stays cancelled */
-        timer_set(&w->wheel, &c->timer, w->now + secs + 1);
 }
 
 static void timer_fired(struct worker *w, struct timer *t)

@@ -193,12 +193,9 @@ void conn_shutdown(struct worker *w, struct conn *c);
  * connections of every protocol wait on one queue, oldest first, for --max-conns to reclaim
  * (proto_ops.reclaim) when a new connection finds every slot taken. Joining keeps the place of
  * a connection already on it. */
-void conn_idle(struct worker *w, struct conn *c, bool idle);
-
-/* conn_idle on the worker's queue q (w->idle) given by the caller, inline: HTTP/1 leaves and
- * joins it once each per request. */
-static inline void conn_idle_on(struct conn_list *q, struct conn *c, bool idle)
+static inline void conn_idle(struct worker *w, struct conn *c, bool idle)
 {
+    struct conn_list *q = &w->idle;
     if (idle == c->idle)
         return; /* joining keeps the place of a connection on the queue already */
     if (!idle) {
@@ -225,8 +222,15 @@ static inline void conn_idle_on(struct conn_list *q, struct conn *c, bool idle)
     q->last = c;
 }
 
-/* (Re)arms the connection's timer to fire in secs seconds (protocol's timeout). */
-void conn_arm(struct worker *w, struct conn *c, unsigned secs);
+/* (Re)arms the connection's timer to fire in secs seconds (protocol's timeout); a closing
+ * connection's timer stays cancelled. The clock has one-second resolution: `now + secs` could
+ * be reached after a few milliseconds, so a deadline is rounded up and fires between secs and
+ * secs + 1 seconds from now. Inline, as conn_idle: HTTP/1 arms twice per request. */
+static inline void conn_arm(struct worker *w, struct conn *c, unsigned secs)
+{
+    if (conn_open(c))
+        timer_set(&w->wheel, &c->timer, w->now + secs + 1);
+}
 
 /* Hands c over to protocol p (from HTTP/1, before any response was sent): p->open, then
  * p->input with data[0..len), the bytes already received for it (may be 0). -errno when open

@@ -38,14 +38,6 @@
 
 static void process(struct worker *w, struct conn *c);
 
-/* conn_arm, inline: two deadlines per request (send, then keep-alive) on the fast path, and
- * conn.h cannot see the worker's wheel. A closing connection's timer stays cancelled. */
-static inline void arm(struct worker *w, struct conn *c, unsigned secs)
-{
-    if (conn_open(c))
-        timer_set(&w->wheel, &c->timer, w->now + secs + 1);
-}
-
 /* Whether c was handed to another protocol (the HTTP/2 preface) during the call that is
  * returning: its HTTP/1 state is then only to be given back. */
 static inline bool switched(const struct conn *c)
@@ -99,7 +91,7 @@ static void update_lists(struct worker *w, struct conn *c)
         idle = !h->in_request && h->in_len == 0 && h->discard == 0;
         heads = !idle && h->in;
     }
-    conn_idle_on(&w->idle, c, idle);
+    conn_idle(w, c, idle);
     if (heads != h->on_heads) {
         if (heads)
             heads_link(w, c);
@@ -164,7 +156,7 @@ static void start_send(struct worker *w, struct conn *c, struct response *r)
         h->keep_alive = false;
     if (!h->keep_alive)
         conn_recv(w, c, false); /* nothing after this request will be read */
-    arm(w, c, SEND_TIMEOUT);
+    conn_arm(w, c, SEND_TIMEOUT);
     conn_send(w, c, &r->plan);
 }
 
@@ -222,7 +214,7 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
              * a response was sent, parsing starts at the connection's first byte. */
             int pre = policy_h2_preface(data + used, len - used);
             if (pre == 0) {
-                arm(w, c, w->cfg->header_timeout);
+                conn_arm(w, c, w->cfg->header_timeout);
                 break;
             }
             if (pre > 0) {
@@ -235,7 +227,7 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
         int n = http1_parse(data + used, len - used, req);
         if (n == HTTP1_PARTIAL) {
             if (first)
-                arm(w, c, w->cfg->header_timeout);
+                conn_arm(w, c, w->cfg->header_timeout);
             break;
         }
         if (n == HTTP1_ERROR) {
@@ -361,7 +353,7 @@ static void received(struct worker *w, struct conn *c, const char *data, ssize_t
         if (n <= 0)
             close_conn(w, c); /* the client has closed (or reset): done */
         else if (w->now < h->linger_end)
-            arm(w, c, LINGER_IDLE);
+            conn_arm(w, c, LINGER_IDLE);
         return; /* otherwise the timer closes it when it falls due */
     }
     if (n < 0) {
@@ -419,7 +411,7 @@ static void linger(struct worker *w, struct conn *c)
     h->discard = 0;
     h->state = H1_LINGERING;
     h->linger_end = w->now + LINGER_MAX;
-    arm(w, c, LINGER_IDLE);
+    conn_arm(w, c, LINGER_IDLE);
     conn_shutdown(w, c);
     conn_recv(w, c, true);
 }
@@ -448,7 +440,7 @@ static void sent(struct worker *w, struct conn *c, int err)
         return;
     }
     h->state = H1_READING;
-    arm(w, c, w->cfg->keepalive_timeout);
+    conn_arm(w, c, w->cfg->keepalive_timeout);
     process(w, c);
 }
 
@@ -486,7 +478,7 @@ static void timeout(struct worker *w, struct conn *c)
         uint64_t left = bytes_left(&h->resp->plan);
         if (left != h->send_left) {
             h->send_left = left;
-            arm(w, c, SEND_TIMEOUT);
+            conn_arm(w, c, SEND_TIMEOUT);
             return;
         }
     }
@@ -514,7 +506,7 @@ static void drain(struct worker *w, struct conn *c)
              (h->state == H1_READING && (h->served || h->in_request || h->in_len)))
         close_conn(w, c);
     else if (h->state == H1_READING && c->xport && c->xport->secure)
-        arm(w, c, DRAIN_FIRST_REQUEST_S);
+        conn_arm(w, c, DRAIN_FIRST_REQUEST_S);
 }
 
 /* The protocol operations: each ends by putting c on the queue its new state calls for. */
@@ -524,7 +516,7 @@ static int h1_open(struct worker *w, struct conn *c)
     struct h1 *h = h1_of(c);
     *h = (struct h1){.state = H1_READING, .keep_alive = true};
     c->pstate = h;
-    arm(w, c, w->cfg->header_timeout);
+    conn_arm(w, c, w->cfg->header_timeout);
     update_lists(w, c);
     return 0;
 }
