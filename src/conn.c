@@ -201,8 +201,19 @@ void conn_recv_set(struct worker *w, struct conn *c, bool on)
     w->eng->recv(w, c, on);
 }
 
-/* Plaintext up to the protocol; inline in conn_received, cleartext's every crossing. */
-static inline void input(struct worker *w, struct conn *c, const char *data, ssize_t n)
+void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
+{
+    if (c->xport)
+        c->xport->received(w, c, data, n);
+    else if (n > 0) /* cleartext bytes: straight up (a tail call) */
+        c->proto->input(w, c, data, n);
+    else
+        conn_input(w, c, data, n);
+}
+
+/* Out of line: conn_received's fast path above stays a tail call with no frame of its own. */
+__attribute__((noinline)) void conn_input(struct worker *w, struct conn *c, const char *data,
+                                          ssize_t n)
 {
     if (n == 0) { /* the peer's orderly end: nothing more will arrive, nothing more read */
         if (c->recv_on)
@@ -212,21 +223,6 @@ static inline void input(struct worker *w, struct conn *c, const char *data, ssi
     c->proto->input(w, c, data, n);
     if (n < 0)
         conn_close(w, c);
-}
-
-void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
-{
-    if (c->xport)
-        c->xport->received(w, c, data, n);
-    else if (n > 0) /* cleartext bytes: straight up (a tail call) */
-        c->proto->input(w, c, data, n);
-    else
-        input(w, c, data, n);
-}
-
-void conn_input(struct worker *w, struct conn *c, const char *data, ssize_t n)
-{
-    input(w, c, data, n);
 }
 
 void conn_sent(struct worker *w, struct conn *c, int err)
@@ -240,13 +236,6 @@ void conn_sent(struct worker *w, struct conn *c, int err)
 void conn_plan_sent(struct worker *w, struct conn *c, int err)
 {
     c->proto->sent(w, c, err);
-}
-
-void conn_wire_send(struct worker *w, struct conn *c, struct plan *p)
-{
-    assert(!plan_done(p));
-    c->out = p;
-    w->eng->send(w, c);
 }
 
 void conn_shutdown(struct worker *w, struct conn *c)

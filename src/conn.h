@@ -10,11 +10,13 @@
 #ifndef CONN_H
 #define CONN_H
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "core/peer.h"
+#include "core/plan.h"
 #include "core/policy.h"
 #include "engine/engine.h"
 #include "rt/obs.h"
@@ -145,7 +147,12 @@ void conn_input(struct worker *w, struct conn *c, const char *data, ssize_t n);
 
 /* The engine sends wire plan p (one at a time); its end comes back through conn_sent, which
  * hands it to the transport's sent. Cleartext: the protocol's plan itself. */
-void conn_wire_send(struct worker *w, struct conn *c, struct plan *p);
+static inline void conn_wire_send(struct worker *w, struct conn *c, struct plan *p)
+{
+    assert(!plan_done(p));
+    c->out = p;
+    w->eng->send(w, c);
+}
 
 /* The protocol's plan given to the transport's send is done (0) or failed (-errno). */
 void conn_plan_sent(struct worker *w, struct conn *c, int err);
