@@ -6,7 +6,9 @@
  * Ownership: one worker per test, built on a real config, site and file cache. */
 #include "unit.h"
 
+#include <crypt.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include "engine/caps.h"
 #include "engine/engine.h"
 #include "http/h1.h"
+#include "rt/auth.h"
 #include "rt/site.h"
 #include "rt/worker.h"
 #include "transport.h"
@@ -380,4 +383,67 @@ TEST(conn_close_over_transport_ends_the_stream_first)
     CHECK_INT(fake.shutdowns, 1);
     closed(&f, c);
     teardown(&f);
+}
+
+static void resume_cb(void *arg, struct resume_token t)
+{
+    conn_resume(arg, t);
+}
+
+/* Waits (10 s at most) for the worker's verifier to finish and hands its tokens back, as
+ * worker_tick does. */
+static void collect_auth(struct fixture *f)
+{
+    struct pollfd p = {.fd = f->w.wake_fd, .events = POLLIN};
+    CHECK_INT(poll(&p, 1, 10000), 1);
+    uint64_t n;
+    CHECK(read(f->w.wake_fd, &n, sizeof(n)) == (ssize_t)sizeof(n));
+    auth_collect(f->w.auth, resume_cb, &f->w);
+}
+
+/* Issue 26: a request whose password is being verified off the loop gets serve's
+ * SERVE_PENDING; HTTP/1 parks it unparsed (nothing is sent, the bytes stay in its input) and
+ * answers it when the verifier's resume token comes back through conn_resume. A token whose
+ * connection has closed meanwhile is dropped. */
+TEST(conn_request_waiting_for_a_password_is_parked_then_answered)
+{
+    char pw[] = "/tmp/test_conn_pw.XXXXXX";
+    int fd = mkstemp(pw);
+    CHECK(fd >= 0);
+    char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+    static struct crypt_data data; /* 32 KiB: not on the stack */
+    CHECK(crypt_gensalt_rn("$2b$", 4, NULL, 0, salt, sizeof(salt)) != NULL);
+    const char *hash = crypt_rn("wonder", salt, &data, sizeof(data));
+    CHECK(hash && hash[0] == '$');
+    CHECK(dprintf(fd, "alice:%s\n", hash) > 0);
+    close(fd);
+    char rule[64];
+    snprintf(rule, sizeof(rule), "/=%s", pw);
+
+    struct fixture f;
+    setup_args(&f, NULL, "--basic-auth", rule);
+    struct conn *c = open_conn(&f);
+    /* "alice:wonder", then a second request pipelined behind it */
+    feed(&f, c,
+         "GET /hello.txt HTTP/1.1\r\nHost: a\r\nAuthorization: Basic YWxpY2U6d29uZGVy\r\n\r\n" GET);
+    CHECK_INT(fake.sends, 0); /* parked: nothing answered yet */
+    CHECK(h1_of(c)->state == H1_READING && h1_of(c)->in != NULL);
+    collect_auth(&f);
+    CHECK_INT(fake.sends, 1);
+    CHECK_INT(count("HTTP/1.1 200 OK"), 1);
+    complete(&f);
+    CHECK_INT(count("HTTP/1.1 401 "), 1); /* the second had no credentials */
+    complete(&f);
+    CHECK(fake.sending == NULL && h1_of(c)->in == NULL);
+
+    /* A wrong password: the connection closes before the verdict; its token is stale. */
+    feed(&f, c, "GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Basic YWxpY2U6bm8=\r\n\r\n");
+    CHECK_INT(fake.sends, 2);
+    conn_close(&f.w, c);
+    closed(&f, c);
+    collect_auth(&f); /* conn_resume finds the slot free: nothing happens */
+    CHECK_INT(fake.sends, 2);
+    CHECK_INT(f.w.active, 0);
+    teardown(&f);
+    unlink(pw);
 }
