@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "acme/tokens.h"
 #include "config.h"
 #include "core/accept.h"
 #include "core/autoindex.h"
@@ -676,6 +677,38 @@ static void redirect_https(struct job *j)
         error(j, RULES_NO_LOCATION, NULL);
 }
 
+/* Automatic HTTPS (issue 27): /.well-known/acme-challenge/TOKEN on the cleartext port is
+ * answered from the worker's view of the pending challenges, before anything a site would do
+ * (its files, redirects, --redirect-https, Basic auth): the CA asks over http:// for the name
+ * it validates. An unknown token, or one pending for another name, is 404. False when the
+ * request is not one of these. */
+static bool acme_challenge(struct job *j)
+{
+    const struct http_request *req = j->req;
+    const size_t plen = sizeof(TOKENS_PREFIX) - 1;
+    if (req->target.len < plen || memcmp(req->target.p, TOKENS_PREFIX, plen) != 0 ||
+        (req->method != HTTP_GET && req->method != HTTP_HEAD))
+        return false;
+    char ka[256];
+    size_t n = tokens_http01(j->w->acme, req->has_host ? req->host.p : NULL, req->host.len,
+                             req->target.p + plen, req->target.len - plen, ka, sizeof(ka));
+    if (n == 0) {
+        error(j, 404, NULL);
+        return true;
+    }
+    /* The body lives at the end of the response's buffer, the header section before it: the
+     * plan points into it until the response is released. */
+    char *body = j->r->buf + sizeof(j->r->buf) - n;
+    memcpy(body, ka, n);
+    j->ctx.cap = sizeof(j->r->buf) - n;
+    struct static_file f = {
+        .size = n, .content_type = "application/octet-stream", .data = body, .fd = -1};
+    j->ctx.extra_len = 0; /* the key authorization alone: no site headers */
+    if (!static_body_plan(200, &f, &j->ctx, &j->r->plan))
+        error(j, 500, NULL);
+    return true;
+}
+
 /* Inlined into serve_request: it is the whole of it once the wait check says go. */
 static inline __attribute__((always_inline)) void answer_request(struct worker *w,
                                                                  const struct http_request *req,
@@ -687,6 +720,8 @@ static inline __attribute__((always_inline)) void answer_request(struct worker *
     struct path_result pr;
 
     init_job(&j, w, req, pol, r);
+    if (w->acme && !pol->secure && acme_challenge(&j))
+        return;
     const struct rules_facts facts = {
         .misdirected = pol->tls && site_misdirected(w, j.site, req, pol->tls),
         .redirect_https = j.cfg->redirect_https && !pol->secure, /* a site's own, or the top's */

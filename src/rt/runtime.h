@@ -34,6 +34,7 @@ struct site_slot;
 struct handover;
 struct transport_ops;
 struct proto_ops;
+struct tokens_reader;
 
 /* Connections in the order they joined a list (oldest first), linked through the list's own
  * links (conn.idle_*, h1's head_*). */
@@ -82,6 +83,9 @@ struct worker {
      * it opens with the HTTP/2 preface (h2c), or when its transport negotiated it (ALPN "h2":
      * the transport calls conn_set_proto(w, c, w->h2, NULL, 0)). Set before the engine starts. */
     const struct proto_ops *h2;
+    /* Automatic HTTPS (issue 27): this worker's reader of the HTTP-01 answers (acme/tokens.h),
+     * or NULL without --acme-email. Set by the server before the engine starts. */
+    struct tokens_reader *acme;
     int wake_fd;      /* eventfd: stop, a new site, finished compression jobs */
     atomic_int stop;  /* enum worker_stop */
     atomic_bool done; /* set as the worker's thread ends, for the main thread's wait */

@@ -94,7 +94,7 @@ ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap)
         if (rc != 1)
             return rc;
     }
-    if (c->seal_stop)
+    if (c->seal_stop || c->acme) /* RFC 8737 3: a validation carries no data */
         return -EPROTO;
     size_t n;
     int r = SSL_read_ex(c->ssl, buf, cap, &n);
