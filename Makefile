@@ -19,7 +19,8 @@ SEAM_SRC   := src/transport_copy.c src/proto_lines.c
 # `make static` swaps the ACME client (libcurl has no static dependencies on Debian) for a stub.
 ACME_SRC   ?= $(wildcard src/acme/*.c)
 SERVER_SRC := $(CORE_SRC) $(filter-out $(SEAM_SRC),$(wildcard src/*.c src/config/*.c src/engine/*.c \
-                                                            src/rt/*.c src/h2/*.c src/tls/*.c)) \
+                                                            src/rt/*.c src/h2/*.c src/tls/*.c \
+                                                            src/http/*.c)) \
               $(ACME_SRC)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
@@ -65,7 +66,8 @@ UNIT_LINK += src/acme/jws.c src/acme/when.c src/acme/store.c src/acme/tokens.c
 # conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
 # around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
 # are left out.
-UNIT_LINK += src/conn.c src/serve.c src/config.c $(wildcard src/config/*.c) src/transport_copy.c \
+UNIT_LINK += src/conn.c $(wildcard src/http/*.c) src/serve.c src/config.c $(wildcard src/config/*.c) \
+             src/transport_copy.c \
              $(filter-out src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c,$(wildcard src/rt/*.c))
 # libnghttp2 is the unit tests' HTTP/2 client and HPACK oracle only: the server has its own.
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
@@ -138,6 +140,7 @@ test-systemd: all
 	scripts/systemd-container.sh $(BUILD)/ringhttpd
 
 check: deps
+	@$(MAKE) --no-print-directory modgraph
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory -j2 fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
@@ -281,8 +284,7 @@ format-check:
 	    "(make format rewrites them):"; printf '  %s\n' $$bad; exit 1; }
 
 # The module graph (issue 26): a module is a .c with its .h, an #include of another module's .h
-# an edge; fails on any circle and prints one (scripts/modgraph). Not yet in `make check`: the
-# circle through conn, serve, worker and their neighbours is still being cut.
+# an edge; fails on any circle and prints one (scripts/modgraph). `make check` runs it first.
 modgraph:
 	@scripts/modgraph
 

@@ -23,7 +23,7 @@
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
 #include "rt/stats.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 
 struct metrics {
     int fd;
