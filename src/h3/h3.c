@@ -19,7 +19,6 @@
 #include "core/policy.h"
 #include "quic/quic.h"
 #include "rt/obs.h"
-#include "rt/site.h"
 #include "rt/worker.h"
 #include "serve.h"
 
@@ -67,6 +66,7 @@ struct h3conn {
     struct h3stream *streams;
     unsigned nstreams;
     unsigned nparked;
+    uint32_t token; /* its requests' resume token's generation (never 0: 0 cannot wait) */
     struct obs_conn obs;
 };
 
@@ -86,7 +86,8 @@ static void stream_free(struct h3conn *hc, struct h3stream *st)
         free(c);
     }
     if (st->r) {
-        obs_request_peer_done(hc->w, &hc->obs, st->r, st->answered ? 0 : -ECONNRESET);
+        obs_request_done(hc->w, &hc->obs, &st->r->obs, &st->r->plan,
+                         st->answered ? 0 : -ECONNRESET);
         serve_response_put(hc->w, st->r);
     }
     if (st->prev)
@@ -320,27 +321,32 @@ static int answer(struct h3conn *hc, struct h3stream *st)
     if (status == 505 || status == 501)
         status = 400; /* the version line is ours, as in HTTP/2 */
     req->keep_alive = true;
-    if (!status && site_defer_peer(w, &hc->obs, req)) {
-        st->parked = true;
-        hc->nparked++;
-        quic_wake_in(hc->qc, H3_AUTH_POLL_MS);
-        return 0;
-    }
 
     struct response *r = serve_response_get(w);
     if (!r) {
         quic_stream_abort(hc->qc, st->id, NGHTTP3_H3_INTERNAL_ERROR);
         return 0;
     }
-    st->r = r;
     if (status) {
         serve_error(w, status, req->method == HTTP_HEAD, RESP_FIELDS, r);
     } else {
         struct req_policy pol = policy_fields();
         pol.secure = true;
-        serve_request(w, req, &pol, r);
+        pol.peer = &hc->obs.peer;
+        /* No connection slot resumes it (conn_resume ignores an owner past the slots): a
+         * request waiting for its password asks again every H3_AUTH_POLL_MS, and the
+         * connection's streams share one verification in flight at a time. */
+        pol.resume = (struct resume_token){UINT32_MAX, hc->token};
+        if (serve_request(w, req, &pol, r) == SERVE_PENDING) {
+            serve_response_put(w, r);
+            st->parked = true;
+            hc->nparked++;
+            quic_wake_in(hc->qc, H3_AUTH_POLL_MS);
+            return 0;
+        }
     }
-    obs_request_peer(w, &hc->obs, req, r);
+    st->r = r;
+    obs_request(w, &hc->obs, req, &r->obs, &r->plan, r->quiet);
     r->obs.cap.minor = LOGFMT_HTTP3;
     return respond(hc, st);
 }
@@ -397,10 +403,12 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     const uint8_t *addr;
     int family;
     const char *text = quic_peer(qc, &family, &addr);
-    snprintf(hc->obs.peer, sizeof(hc->obs.peer), "%s", text);
-    hc->obs.peer_family = (int8_t)family;
-    memcpy(hc->obs.peer_addr, addr, sizeof(hc->obs.peer_addr));
-    hc->obs.peer_known = 1;
+    snprintf(hc->obs.peer.text, sizeof(hc->obs.peer.text), "%s", text);
+    hc->obs.peer.family = (int8_t)family;
+    memcpy(hc->obs.peer.addr, addr, sizeof(hc->obs.peer.addr));
+    hc->obs.peer.known = true;
+    hc->obs.slot = UINT32_MAX; /* no connection slot: the probes say so */
+    hc->token = (uint32_t)((uintptr_t)hc >> 4) | 1;
     nghttp3_settings s;
     nghttp3_settings_default(&s);
     s.max_field_section_size = HTTP1_MAX_HEAD;

@@ -15,11 +15,13 @@
 #include "config.h"
 #include "core/accept.h"
 #include "core/path.h"
+#include "core/policy.h"
+#include "core/rules.h"
 #include "rt/auth.h"
 #include "rt/htpasswd.h"
 #include "rt/errlog.h"
 #include "rt/fcache.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 #include "rt/file.h"
 #include "tls/tls.h"
 
@@ -351,7 +353,7 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
     const struct config *c = v->cfg;
     char url[PATH_MAX + 4];
     char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET + VHOST_NAME_MAX + 16];
-    bool granted = w->route.granted == req; /* site_defer verified this very request */
+    bool granted = w->route.granted == req; /* site_pending verified this very request */
     w->route.granted = NULL;
 
     if (c->canonical_host) {
@@ -364,7 +366,7 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
                                pl ? vhost_canonical(scheme, c->canonical_host, url + 1, pl - 1,
                                                     query, loc, sizeof(loc))
                                   : 0,
-                               301, ctx, plan);
+                               rules_canonical_host(), ctx, plan);
         }
     }
     size_t ul = url_path(url, sizeof(url), path, len, slash);
@@ -379,14 +381,14 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
         size_t pl = strlen(c->auths[i].prefix);
         if (ul < pl || memcmp(url, c->auths[i].prefix, pl) != 0)
             continue;
-        switch (granted ? AUTH_GRANTED : auth_check(w, NULL, v->auth[i], req)) {
-        case AUTH_GRANTED:
-            break;
-        case AUTH_BUSY:
-            return static_status_plan(429, "Retry-After: 1\r\n", ctx, plan) != 0;
-        default:
-            return static_status_plan(401, v->challenge, ctx, plan) != 0;
-        }
+        enum auth_verdict a =
+            granted ? AUTH_GRANTED : auth_check(w->auth, v->auth[i], req, NULL, NULL);
+        int status = rules_auth(a == AUTH_GRANTED ? RULES_AUTH_GRANTED
+                                : a == AUTH_BUSY  ? RULES_AUTH_BUSY
+                                                  : RULES_AUTH_DENIED);
+        if (status)
+            return static_status_plan(status, status == 429 ? RULES_RETRY_AFTER : v->challenge, ctx,
+                                      plan) != 0;
         break; /* the first prefix that matches decides */
     }
     for (int i = 0; i < c->num_cache_rules && ul; i++) {
@@ -399,7 +401,7 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
     return false;
 }
 
-/* --health's answer; out of line, as site_defer's check below, so that the common path's frame
+/* --health's answer; out of line, as site_pending's check below, so that the common path's frame
  * sets up nothing. */
 __attribute__((noinline)) static bool answer_health(struct worker *w, struct static_ctx *ctx,
                                                     struct plan *plan, bool *quiet)
@@ -409,9 +411,10 @@ __attribute__((noinline)) static bool answer_health(struct worker *w, struct sta
     *quiet = true; /* a probe every few seconds is not worth a log line */
     ctx->extra_headers = "Cache-Control: no-store\r\n";
     ctx->extra_len = strlen(ctx->extra_headers);
-    if (w->draining || w->delaying)
-        return static_status_plan(503, NULL, ctx, plan) != 0;
-    return static_body_plan(200, &f, ctx, plan) != 0;
+    int status = rules_health(w->draining || w->delaying);
+    if (status != 200)
+        return static_status_plan(status, NULL, ctx, plan) != 0;
+    return static_body_plan(status, &f, ctx, plan) != 0;
 }
 
 __attribute__((noinline)) static bool answer(struct worker *w, const struct vhost *v,
@@ -437,9 +440,8 @@ bool site_answer(struct worker *w, const struct vhost *v, const struct http_requ
     return answer(w, v, req, secure, path, len, slash, query, ctx, plan, quiet);
 }
 
-__attribute__((noinline)) static bool defer_auth(struct worker *w, struct conn *c,
-                                                 const struct obs_conn *peer,
-                                                 const struct http_request *req)
+__attribute__((noinline)) static bool pending_auth(struct worker *w, const struct http_request *req,
+                                                   const struct req_policy *pol)
 {
     const struct vhost *v = site_route(w, req);
     const struct config *cfg = v->cfg;
@@ -453,8 +455,8 @@ __attribute__((noinline)) static bool defer_auth(struct worker *w, struct conn *
     for (int i = 0; i < cfg->num_auths && ul; i++) {
         size_t pl = strlen(cfg->auths[i].prefix);
         if (ul >= pl && memcmp(url, cfg->auths[i].prefix, pl) == 0) {
-            enum auth_verdict verdict =
-                c ? auth_check(w, c, v->auth[i], req) : auth_check_peer(w, peer, v->auth[i], req);
+            enum auth_verdict verdict = auth_check(w->auth, v->auth[i], req, pol->peer,
+                                                   pol->resume.gen ? &pol->resume : NULL);
             /* serve_request answers this very request next: it need not hash it again */
             w->route.granted = verdict == AUTH_GRANTED ? req : NULL;
             return verdict == AUTH_WAIT;
@@ -463,20 +465,12 @@ __attribute__((noinline)) static bool defer_auth(struct worker *w, struct conn *
     return false;
 }
 
-bool site_defer(struct worker *w, struct conn *c, const struct http_request *req)
+bool site_pending(struct worker *w, const struct http_request *req, const struct req_policy *pol)
 {
     w->route.granted = NULL;
     if (!w->site->any_auth)
         return false; /* the common case: no site has --basic-auth, nothing to route here */
-    return defer_auth(w, c, NULL, req);
-}
-
-bool site_defer_peer(struct worker *w, const struct obs_conn *peer, const struct http_request *req)
-{
-    w->route.granted = NULL;
-    if (!w->site->any_auth)
-        return false;
-    return defer_auth(w, NULL, peer, req);
+    return pending_auth(w, req, pol);
 }
 
 void site_slot_init(struct site_slot *slot, struct site *first)

@@ -24,8 +24,8 @@
 struct auth_file;
 struct tls_conn;
 struct worker;
-struct conn;
 struct plan;
+struct req_policy;
 
 /* One site of the configuration (or the only one, without a sites section). */
 struct vhost {
@@ -56,7 +56,7 @@ struct site {
     int nvh;
     int dflt;          /* where a Host no site names goes */
     size_t health_len; /* of --health without its leading '/' */
-    bool any_auth;     /* some site has --basic-auth (else site_defer has nothing to do) */
+    bool any_auth;     /* some site has --basic-auth (else site_pending has nothing to do) */
     struct vhost_table hosts;
     struct vhost_slot *slots;
 };
@@ -98,14 +98,10 @@ bool site_answer(struct worker *w, const struct vhost *v, const struct http_requ
                  bool secure, const char *path, size_t len, bool slash, struct http_str query,
                  struct static_ctx *ctx, struct plan *plan, bool *quiet);
 
-/* Whether c's request must wait for work off the loop (a password being verified) before it
- * can be answered; then it stays unparsed in c's input and conn_resume continues it. */
-bool site_defer(struct worker *w, struct conn *c, const struct http_request *req);
-
-struct obs_conn;
-/* The same for a request on no struct conn (HTTP/3), from the client at peer: true while its
- * credentials are being verified; nothing resumes it, the caller asks again later. */
-bool site_defer_peer(struct worker *w, const struct obs_conn *peer, const struct http_request *req);
+/* Whether req must wait for work off the loop (a password being verified) before it can be
+ * answered: serve's SERVE_PENDING. The check reports its end with pol->resume (rt/auth.h);
+ * never true without a token. */
+bool site_pending(struct worker *w, const struct http_request *req, const struct req_policy *pol);
 
 /* Where the current site is published for the workers. */
 struct site_slot {
