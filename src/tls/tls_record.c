@@ -424,6 +424,11 @@ static int bio_destroy(BIO *b)
     return 1;
 }
 
+void tls_record_bind(struct tls_conn *c)
+{
+    BIO_set_data(SSL_get_rbio(c->ssl), c);
+}
+
 BIO_METHOD *tls_record_bio_method(void)
 {
     BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "ringhttpd");
@@ -524,6 +529,7 @@ ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, c
     c->sink = out;
     c->sink_len = used;
     c->sink_cap = cap;
+    tls_record_bind(c); /* SSL_write_ex below */
     ssize_t taken = 0;
     int i = 0;
     size_t off = 0; /* into iov[i] */

@@ -171,6 +171,11 @@ void tls_queue_free(struct tls_queue *q);
 /* For tls_ctx.c: the BIO method over a connection's queues (one per context), or NULL. */
 struct bio_method_st *tls_record_bio_method(void);
 
+/* For tls.c: points the BIO, which every connection on c's context shares, at c. Called before
+ * each OpenSSL call on c that may read, write or call back (handshake, read, write, shutdown,
+ * free): the BIO's data is the connection it works for. */
+void tls_record_bind(struct tls_conn *c);
+
 /* For tls.c, while the sealer has the keys: seals the records OpenSSL wrote since (tickets,
  * alerts...) into the queue of ciphertext to send, in order: 0, or -EPROTO (c failed). */
 int tls_record_seal_flush(struct tls_conn *c);
