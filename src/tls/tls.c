@@ -14,6 +14,7 @@ void tls_conn_fini(struct tls_conn *c)
 {
     if (!c->ssl)
         return;
+    tls_record_bind(c); /* SSL_free pops a handshake's buffering BIO off the shared one */
     SSL_free(c->ssl);
     tls_queue_free(&c->in);
     tls_queue_free(&c->out);
@@ -76,6 +77,7 @@ int tls_conn_handshake(struct tls_conn *c)
     int rc = sniff(c);
     if (rc)
         return rc;
+    tls_record_bind(c);
     int r = SSL_do_handshake(c->ssl);
     if (c->seal && tls_record_seal_flush(c) != 0)
         return -EPROTO;
@@ -97,6 +99,7 @@ ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap)
     if (c->seal_stop || c->acme) /* RFC 8737 3: a validation carries no data */
         return -EPROTO;
     size_t n;
+    tls_record_bind(c);
     int r = SSL_read_ex(c->ssl, buf, cap, &n);
     if (c->seal) {
         /* tickets, alerts; and a KeyUpdate request, which OpenSSL would answer only in its next
@@ -134,6 +137,7 @@ void tls_conn_close_notify(struct tls_conn *c)
     if (c->state != TLS_ST_OPEN || c->closing)
         return;
     c->closing = true;
+    tls_record_bind(c);
     if (SSL_shutdown(c->ssl) < 0)
         ERR_clear_error();
     if (c->seal)

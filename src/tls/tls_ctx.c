@@ -65,6 +65,10 @@ struct tls_ctx {
     char **name_copies;
     int num_names;
     BIO_METHOD *bio;
+    /* The one BIO every connection's SSL reads and writes through, pointed at the connection
+     * before each call into OpenSSL (tls_record_bind): the worker's thread makes one call at a
+     * time, and a BIO of its own (with its lock) cost every connection 208 bytes. */
+    BIO *wire;
     const struct tls_keys *keys;
     bool alpn_h2;
     unsigned rotate;
@@ -180,7 +184,10 @@ static int site_group(const struct tls_ctx *ctx, const char *name)
 static int servername_cb(SSL *ssl, int *alert, void *arg)
 {
     struct tls_ctx *ctx = arg;
-    struct tls_conn *c = SSL_get_app_data(ssl);
+    /* The connection is the BIO's data (tls_record_bind, before the handshake step that
+     * called this): SSL_set_app_data would cost every connection an ex_data stack, two
+     * allocations (~96 bytes) kept while it lives. */
+    struct tls_conn *c = BIO_get_data(SSL_get_rbio(ssl));
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
     bool certless = !ctx->groups[0].leaf;
     if (c->acme)
@@ -440,6 +447,7 @@ static void ctx_free(struct tls_ctx *ctx)
         free(ctx->name_copies[i]);
     free(ctx->name_copies);
     free(ctx->name_slots);
+    BIO_free(ctx->wire); /* the last connection's SSL has dropped its reference */
     BIO_meth_free(ctx->bio);
     OPENSSL_cleanse(&ctx->cur, sizeof(ctx->cur));
     OPENSSL_cleanse(&ctx->prev, sizeof(ctx->prev));
@@ -526,7 +534,7 @@ int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struc
     ctx->challenge = s->challenge;
     ctx->rotate = s->ticket_rotate ? s->ticket_rotate : TLS_TICKET_ROTATE;
     ctx->period = INT64_MIN;
-    if (!(ctx->bio = tls_record_bio_method())) {
+    if (!(ctx->bio = tls_record_bio_method()) || !(ctx->wire = BIO_new(ctx->bio))) {
         snprintf(why, why_len, "TLS: out of memory");
         rc = -ENOMEM;
         goto fail;
@@ -579,16 +587,13 @@ int tls_conn_init(struct tls_conn *c, struct tls_ctx *ctx)
 {
     *c = (struct tls_conn){0};
     SSL *ssl = SSL_new(ctx->groups[0].ssl);
-    BIO *b = ssl ? BIO_new(ctx->bio) : NULL;
-    if (!b) {
+    if (!ssl || !BIO_up_ref(ctx->wire)) {
         SSL_free(ssl);
         ERR_clear_error();
         return -ENOMEM;
     }
-    BIO_set_data(b, c);
-    SSL_set_bio(ssl, b, b); /* one BIO both ways: SSL takes its one reference */
+    SSL_set_bio(ssl, ctx->wire, ctx->wire); /* both ways: SSL takes the reference just added */
     SSL_set_accept_state(ssl);
-    SSL_set_app_data(ssl, c); /* for the SNI callback: which certificate it chose */
     c->ssl = ssl;
     c->ctx = ctx;
     c->state = TLS_ST_NEW;

@@ -2,6 +2,7 @@
 #include "tls/tls_record.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,42 +127,80 @@ static size_t seal_overhead(const struct tls_conn *c)
     return 5 + 16 + (c->seal == SEAL_13 ? 1 : c->seal == SEAL_12_GCM ? 8 : 0);
 }
 
+/* The cipher and key of the crypto_info the sealer keeps in c->ktls_keys, or NULL. */
+static const EVP_CIPHER *seal_cipher(const struct tls_conn *c, const unsigned char **key)
+{
+    struct tls_crypto_info ci;
+    memcpy(&ci, c->ktls_keys, sizeof(ci)); /* ktls_keys is a byte array: no alignment */
+    switch (ci.cipher_type) {
+    case TLS_CIPHER_AES_GCM_128:
+        *key = c->ktls_keys + offsetof(struct tls12_crypto_info_aes_gcm_128, key);
+        return EVP_aes_128_gcm();
+    case TLS_CIPHER_AES_GCM_256:
+        *key = c->ktls_keys + offsetof(struct tls12_crypto_info_aes_gcm_256, key);
+        return EVP_aes_256_gcm();
+    case TLS_CIPHER_CHACHA20_POLY1305:
+        *key = c->ktls_keys + offsetof(struct tls12_crypto_info_chacha20_poly1305, key);
+        return EVP_chacha20_poly1305();
+    default:
+        return NULL;
+    }
+}
+
+/* Makes the sealer's cipher context from the key it keeps: when the keys are taken, and at the
+ * first record after tls_conn_idle freed it. 0 or -EPROTO. */
+static int seal_key(struct tls_conn *c)
+{
+    const unsigned char *key = NULL;
+    const EVP_CIPHER *cipher = seal_cipher(c, &key);
+    EVP_CIPHER_CTX *e = cipher ? EVP_CIPHER_CTX_new() : NULL;
+    if (!e || EVP_EncryptInit_ex(e, cipher, NULL, key, NULL) != 1) {
+        EVP_CIPHER_CTX_free(e);
+        ERR_clear_error();
+        return -EPROTO;
+    }
+    c->seal_ctx = e;
+    return 0;
+}
+
 /* Takes the write keys instead of kernel TLS (the same struct tls12_crypto_info_*): 1 when
- * taken (OpenSSL then writes plaintext records), 0 to leave encrypting to OpenSSL. */
+ * taken (OpenSSL then writes plaintext records), 0 to leave encrypting to OpenSSL. The
+ * crypto_info is kept in c->ktls_keys (unused while this module seals: kernel TLS and the
+ * sealer never both take a connection's keys), so tls_conn_idle can free the cipher context. */
 static long seal_take(struct tls_conn *c, const void *info)
 {
     const struct tls_crypto_info *ci = info;
-    const unsigned char *key, *rec_seq;
-    const EVP_CIPHER *cipher;
+    const unsigned char *rec_seq;
     unsigned char iv[12];
+    size_t len;
     if (ci->version != TLS_1_2_VERSION && ci->version != TLS_1_3_VERSION)
         return 0;
     bool gcm = ci->cipher_type != TLS_CIPHER_CHACHA20_POLY1305;
     if (ci->cipher_type == TLS_CIPHER_AES_GCM_128) {
         const struct tls12_crypto_info_aes_gcm_128 *k = info;
-        key = k->key, rec_seq = k->rec_seq, cipher = EVP_aes_128_gcm();
+        len = sizeof(*k), rec_seq = k->rec_seq;
         memcpy(iv, k->salt, 4);
         memcpy(iv + 4, k->iv, 8);
     } else if (ci->cipher_type == TLS_CIPHER_AES_GCM_256) {
         const struct tls12_crypto_info_aes_gcm_256 *k = info;
-        key = k->key, rec_seq = k->rec_seq, cipher = EVP_aes_256_gcm();
+        len = sizeof(*k), rec_seq = k->rec_seq;
         memcpy(iv, k->salt, 4);
         memcpy(iv + 4, k->iv, 8);
     } else if (ci->cipher_type == TLS_CIPHER_CHACHA20_POLY1305) {
         const struct tls12_crypto_info_chacha20_poly1305 *k = info;
-        key = k->key, rec_seq = k->rec_seq, cipher = EVP_chacha20_poly1305();
+        len = sizeof(*k), rec_seq = k->rec_seq;
         memcpy(iv, k->iv, 12);
     } else {
         return 0;
     }
-    EVP_CIPHER_CTX *e = EVP_CIPHER_CTX_new();
-    if (!e || EVP_EncryptInit_ex(e, cipher, NULL, key, NULL) != 1) {
-        EVP_CIPHER_CTX_free(e);
-        ERR_clear_error();
+    memcpy(c->ktls_keys, info, len);
+    c->ktls_keys_len = (uint8_t)len;
+    if (seal_key(c) != 0) {
+        OPENSSL_cleanse(c->ktls_keys, sizeof(c->ktls_keys));
+        c->ktls_keys_len = 0;
         OPENSSL_cleanse(iv, sizeof(iv));
         return 0;
     }
-    c->seal_ctx = e;
     c->seal_seq = 0;
     for (int i = 0; i < 8; i++)
         c->seal_seq = c->seal_seq << 8 | rec_seq[i];
@@ -183,6 +222,8 @@ static long seal_take(struct tls_conn *c, const void *info)
 static size_t seal_record(struct tls_conn *c, uint8_t type, const struct iovec *iov, int *i,
                           size_t *off, size_t len, unsigned char *out)
 {
+    if (!c->seal_ctx && seal_key(c) != 0)
+        return 0; /* tls_conn_idle freed it */
     EVP_CIPHER_CTX *e = c->seal_ctx;
     unsigned char seq[8], nonce[12], aad[13];
     for (int k = 0; k < 8; k++)
@@ -383,6 +424,11 @@ static int bio_destroy(BIO *b)
     return 1;
 }
 
+void tls_record_bind(struct tls_conn *c)
+{
+    BIO_set_data(SSL_get_rbio(c->ssl), c);
+}
+
 BIO_METHOD *tls_record_bio_method(void)
 {
     BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "ringhttpd");
@@ -483,6 +529,7 @@ ssize_t tls_conn_seal(struct tls_conn *c, const struct iovec *iov, int iovcnt, c
     c->sink = out;
     c->sink_len = used;
     c->sink_cap = cap;
+    tls_record_bind(c); /* SSL_write_ex below */
     ssize_t taken = 0;
     int i = 0;
     size_t off = 0; /* into iov[i] */
@@ -547,6 +594,15 @@ void tls_conn_seal_allow(struct tls_conn *c)
 bool tls_conn_sealing(const struct tls_conn *c)
 {
     return c->seal != 0;
+}
+
+bool tls_conn_idle(struct tls_conn *c)
+{
+    if (!c->seal_ctx)
+        return false;
+    EVP_CIPHER_CTX_free(c->seal_ctx); /* cleanses its key schedule; the key stays in ktls_keys */
+    c->seal_ctx = NULL;
+    return true;
 }
 
 enum tls_ktls tls_conn_ktls(const struct tls_conn *c)

@@ -58,10 +58,13 @@ struct tls_conn {
     uint8_t ktls_ciphers;  /* tls_conn_ktls_allow's */
     bool ktls_stop;        /* a KeyUpdate of ours was written: nothing from it on is sent */
     uint8_t ktls_type;     /* content type OpenSSL announced for its next record (0: none) */
-    uint8_t ktls_keys_len; /* bytes of ktls_keys while TLS_KTLS_KEYS */
+    uint8_t ktls_keys_len; /* bytes of ktls_keys while TLS_KTLS_KEYS, or while sealing */
+    /* TLS_KTLS_KEYS: the kernel's crypto_info; while the sealer seals, the same crypto_info as
+     * it was handed over (its key remakes seal_ctx after tls_conn_idle) */
     unsigned char ktls_keys[TLS_KTLS_KEYS_MAX];
     /* The sealer (tls_conn_seal_allow): the write keys OpenSSL handed over as for kernel TLS,
-     * kept here to seal records as the kernel would; NULL ctx while OpenSSL seals. */
+     * kept here to seal records as the kernel would; NULL ctx while OpenSSL seals, and after
+     * tls_conn_idle until the next record. */
     struct evp_cipher_ctx_st *seal_ctx;
     uint64_t seal_seq;         /* the next record's sequence number */
     unsigned char seal_iv[12]; /* TLS 1.3 and ChaCha20: the IV; TLS 1.2 GCM: salt, then 0s */
@@ -125,6 +128,14 @@ void tls_conn_rested(struct tls_conn *c);
 void tls_conn_seal_allow(struct tls_conn *c);
 bool tls_conn_sealing(const struct tls_conn *c); /* the keys were taken: this module seals */
 
+/* c has nothing to send: frees the sealer's cipher context, OpenSSL's EVP_CIPHER_CTX with its
+ * key schedule and GHASH table, 1.2 KB of an idle TLS connection's ~18 KB (OpenSSL keeps its
+ * own write context too, unused once the keys are taken, and no API frees it). The key stays
+ * in c; the next record remakes the context, ~5,500 instructions where a keep-alive HTTPS
+ * request costs ~17,800, so the caller rations it (xport.c). True when there was one to free
+ * (not with kernel TLS, OpenSSL sealing, or one freed already). */
+bool tls_conn_idle(struct tls_conn *c);
+
 /*
  * Kernel TLS for the send side (README "HTTPS"). tls_conn_ktls_allow, before the handshake, says
  * the connection's socket has the "tls" ULP and which ciphers the kernel seals (bit (type -
@@ -160,6 +171,11 @@ void tls_queue_free(struct tls_queue *q);
 
 /* For tls_ctx.c: the BIO method over a connection's queues (one per context), or NULL. */
 struct bio_method_st *tls_record_bio_method(void);
+
+/* For tls.c: points the BIO, which every connection on c's context shares, at c. Called before
+ * each OpenSSL call on c that may read, write or call back (handshake, read, write, shutdown,
+ * free): the BIO's data is the connection it works for. */
+void tls_record_bind(struct tls_conn *c);
 
 /* For tls.c, while the sealer has the keys: seals the records OpenSSL wrote since (tickets,
  * alerts...) into the queue of ciphertext to send, in order: 0, or -EPROTO (c failed). */

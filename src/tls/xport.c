@@ -2,6 +2,7 @@
 #include "tls/xport.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,7 +45,21 @@ struct xconn {
     uint32_t rd_len;     /* bytes: read, not yet sealed */
     size_t olen;         /* sealed bytes in buf->out waiting for that read before they go */
     int64_t idle_at;     /* w->now when it came to have nothing to send (0: it has) */
+    struct timer rest;   /* REST_S after idle_at: tls_conn_idle (rest_fired) */
+    int64_t doze_from;   /* w->now when the current REST_S window of idle() frees began */
+    uint8_t dozes;       /* idle() frees of the sealer's context in that window */
 };
+
+/* An idle connection should not hold its sealer's cipher context (tls_conn_idle: 1.2 KB of
+ * ~18 KB), but remaking it costs ~5,500 instructions, a third of a keep-alive request. So
+ * idle() frees it at most DOZES times per REST_S seconds (a connection's first response
+ * usually goes out after its ticket: two frees leave a connection that went quiet after one
+ * request without it); past that budget the connection is busy and keeps it, and the rest
+ * timer frees it once the connection has had nothing to send for REST_S seconds (as long as
+ * TCP waits before restarting slow start here, see pump). Remaking costs a busy connection at
+ * most DOZES x 5,500 instructions per REST_S. */
+#define REST_S 2
+#define DOZES 2
 
 void tls_port_init(struct tls_port *port, struct tls_ctx *ctx)
 {
@@ -102,6 +117,19 @@ static void buf_put(struct tls_port *port, struct sendbuf *b)
     port->nfree++;
 }
 
+/* The rest timer: the connection has had nothing to send for REST_S seconds (or it has sent
+ * since, and its next idle() arms the timer again). */
+static void rest_fired(struct worker *w, struct timer *t)
+{
+    struct xconn *x = (struct xconn *)((char *)t - offsetof(struct xconn, rest));
+    if (!x->idle_at)
+        return;
+    if (w->now - x->idle_at < REST_S)
+        timer_set(&w->wheel, t, x->idle_at + REST_S + 1);
+    else
+        tls_conn_idle(&x->t);
+}
+
 static int tls_open(struct worker *w, struct conn *c, void *ctx)
 {
     struct tls_port *port = ctx;
@@ -122,6 +150,7 @@ static int tls_open(struct worker *w, struct conn *c, void *ctx)
         return -ENOMEM;
     }
     x->port = port;
+    x->rest.fire = rest_fired;
     c->xstate = x;
     /* Kernel TLS: the ULP goes on now, while the socket is surely established (a client that
      * has closed its side by the switch would refuse it); where it cannot, this connection
@@ -235,8 +264,19 @@ static ssize_t fill(struct worker *w, struct conn *c, struct xconn *x)
  * protocol asked; a fatal connection closes. */
 static void idle(struct worker *w, struct conn *c, struct xconn *x)
 {
-    if (!x->idle_at)
+    if (!x->idle_at) {
         x->idle_at = w->now;
+        /* Between keep-alive requests this only moves a deadline (the wheel re-links lazily). */
+        timer_set(&w->wheel, &x->rest, w->now + REST_S + 1);
+    }
+    if (tls_conn_established(&x->t)) {
+        if (w->now - x->doze_from >= REST_S) {
+            x->doze_from = w->now;
+            x->dozes = 0;
+        }
+        if (x->dozes < DOZES && tls_conn_idle(&x->t))
+            x->dozes++;
+    }
     if (x->buf && !x->reading && x->rd_len == 0) {
         buf_put(x->port, x->buf);
         x->buf = NULL;
@@ -520,6 +560,7 @@ static void tls_release(struct worker *w, struct conn *c)
 {
     (void)w;
     struct xconn *x = c->xstate;
+    timer_cancel(&x->rest);
     if (x->buf)
         buf_put(x->port, x->buf);
     tls_conn_fini(&x->t);

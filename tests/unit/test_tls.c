@@ -395,6 +395,86 @@ TEST(tls_sni_picks_the_pair_first_is_default)
     dir_remove(&d);
 }
 
+/* Every connection on a context reads and writes through the context's one BIO, pointed at
+ * the connection before each call into OpenSSL (tls_record_bind). Six handshakes advanced one
+ * flight at a time in turn (SNI choosing a.test or b.test, three sealing, three not), one
+ * abandoned mid-handshake, then the answers and close_notify in another order: each client
+ * gets its own certificate, bytes and alerts. */
+TEST(tls_connections_share_the_context_bio_interleaved)
+{
+    struct dir d;
+    dir_make(&d);
+    make_pair(&d, "a", "a.test", false, 0, 86400);
+    make_pair(&d, "b", "b.test", false, 0, 86400);
+    struct files fs;
+    const char *names[] = {"a", "b"};
+    struct tls_settings set = settings(&fs, &d, names, 2);
+    struct tls_keys *k;
+    CHECK_INT(tls_keys_new(&k), 0);
+    struct tls_ctx *ctx = ctx_ok(&set, k);
+    enum { N = 6 };
+    struct client cl[N];
+    struct tls_conn s[N];
+    int hs[N];
+    for (int i = 0; i < N; i++) {
+        client_init(&cl[i], i % 3 == 2 ? TLS1_2_VERSION : 0, i % 2 ? "b.test" : "a.test", NULL, 0);
+        CHECK_INT(tls_conn_init(&s[i], ctx), 0);
+        if (i < 3)
+            tls_conn_seal_allow(&s[i]);
+        hs[i] = TLS_AGAIN;
+    }
+    char buf[65536];
+    for (int round = 0; round < 16; round++) {
+        for (int i = 0; i < N; i++) {
+            if (i == 4 && round == 1) { /* abandoned: SSL_free mid-handshake */
+                tls_conn_fini(&s[i]);
+                hs[i] = 0;
+            }
+            if (hs[i] != TLS_AGAIN)
+                continue;
+            SSL_do_handshake(cl[i].ssl);
+            int n;
+            while ((n = BIO_read(cl[i].wr, buf, sizeof(buf))) > 0)
+                CHECK_INT(tls_conn_feed(&s[i], buf, (size_t)n), 0);
+            hs[i] = tls_conn_handshake(&s[i]);
+            size_t len;
+            const void *p;
+            while ((p = tls_conn_peek(&s[i], &len)), len > 0) {
+                BIO_write(cl[i].rd, p, (int)len);
+                tls_conn_consume(&s[i], len);
+            }
+        }
+    }
+    for (int i = N - 1; i >= 0; i--) {
+        if (i == 4)
+            continue;
+        CHECK_INT(hs[i], 1);
+        CHECK_INT(pump(&cl[i], &s[i]), 1); /* the client's side of its last flight */
+        CHECK(peer_is(&cl[i], i % 2 ? "b.test" : "a.test"));
+        CHECK_INT(tls_conn_sealing(&s[i]), i < 3);
+        exchange(&cl[i], &s[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        if (i == 4)
+            continue;
+        tls_conn_close_notify(&s[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        if (i == 4)
+            continue;
+        pump(&cl[i], &s[i]);
+        size_t r;
+        CHECK_INT(SSL_read_ex(cl[i].ssl, buf, sizeof(buf), &r), 0);
+        CHECK_INT(SSL_get_error(cl[i].ssl, 0), SSL_ERROR_ZERO_RETURN);
+        tls_conn_fini(&s[i]);
+        client_fini(&cl[i]);
+    }
+    client_fini(&cl[4]);
+    tls_ctx_put(ctx);
+    tls_keys_free(k);
+    dir_remove(&d);
+}
+
 TEST(tls_ecdsa_and_rsa_for_the_same_names)
 {
     struct dir d;
@@ -1073,6 +1153,12 @@ static SSL_SESSION *seal_case(struct one *o, int version, const char *cipher, co
     CHECK(strcmp(tls_conn_cipher(&s), want) == 0);
     CHECK_INT(tls_conn_resumed(&s), resume != NULL);
     exchange(&cl, &s);
+    /* Idle: the cipher context goes (an idle connection's 1.2 KB), the key stays; every
+     * record after it (remade context) still decrypts, sequence numbers going on. */
+    CHECK(s.seal_ctx != NULL);
+    CHECK(tls_conn_idle(&s));
+    CHECK(s.seal_ctx == NULL);
+    CHECK(!tls_conn_idle(&s));
 
     enum { TOTAL = 200000, CAP = 6000 };
     char *data = malloc(TOTAL), *got = malloc(TOTAL);
@@ -1095,6 +1181,8 @@ static SSL_SESSION *seal_case(struct one *o, int version, const char *cipher, co
         size_t r;
         while (SSL_read_ex(cl.ssl, got + received, TOTAL - received, &r) == 1)
             received += r;
+        if (calls % 5 == 2)
+            CHECK(tls_conn_idle(&s));
     }
     CHECK_INT(received, TOTAL);
     CHECK(memcmp(data, got, TOTAL) == 0);
@@ -1127,6 +1215,7 @@ static SSL_SESSION *seal_case(struct one *o, int version, const char *cipher, co
     free(data);
     free(got);
 
+    tls_conn_idle(&s); /* OpenSSL's own record (close_notify) after an idle period */
     tls_conn_close_notify(&s);
     CHECK(tls_conn_pending(&s) > 0);
     pump(&cl, &s);
@@ -1244,6 +1333,7 @@ TEST(tls_sealer_key_update_request_ends_with_close_notify)
     tls_conn_seal_allow(&s);
     CHECK_INT(pump(&cl, &s), 1);
     exchange(&cl, &s);
+    CHECK(tls_conn_idle(&s)); /* the close_notify below remakes the context */
     size_t r;
     char buf[64];
     CHECK(SSL_key_update(cl.ssl, SSL_KEY_UPDATE_REQUESTED) == 1);
