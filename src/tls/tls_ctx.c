@@ -181,13 +181,18 @@ static int site_group(const struct tls_ctx *ctx, const char *name)
     return n ? vhost_lookup(&ctx->names, key, n) : -1;
 }
 
+/* The connection a callback runs for is the BIO's data (tls_record_bind, before the handshake
+ * step that called the callback): SSL_set_app_data would cost every connection an ex_data
+ * stack, two allocations (~96 bytes) kept while it lives. */
+static struct tls_conn *conn_of(SSL *ssl)
+{
+    return BIO_get_data(SSL_get_rbio(ssl));
+}
+
 static int servername_cb(SSL *ssl, int *alert, void *arg)
 {
     struct tls_ctx *ctx = arg;
-    /* The connection is the BIO's data (tls_record_bind, before the handshake step that
-     * called this): SSL_set_app_data would cost every connection an ex_data stack, two
-     * allocations (~96 bytes) kept while it lives. */
-    struct tls_conn *c = BIO_get_data(SSL_get_rbio(ssl));
+    struct tls_conn *c = conn_of(ssl);
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
     bool certless = !ctx->groups[0].leaf;
     if (c->acme)
@@ -259,7 +264,7 @@ static bool hello_sni(SSL *ssl, char *out, size_t cap)
 static int client_hello_cb(SSL *ssl, int *alert, void *arg)
 {
     struct tls_ctx *ctx = arg;
-    struct tls_conn *c = SSL_get_app_data(ssl);
+    struct tls_conn *c = conn_of(ssl);
     char name[256];
     X509 *x = NULL;
     EVP_PKEY *k = NULL;
@@ -285,7 +290,7 @@ static int alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *out_len,
                    const unsigned char *in, unsigned in_len, void *arg)
 {
     const struct tls_ctx *ctx = arg;
-    const struct tls_conn *c = SSL_get_app_data(ssl);
+    const struct tls_conn *c = conn_of(ssl);
     const unsigned char *ours = ctx->alpn_h2 ? alpn_h2_http1 : alpn_http1;
     unsigned ours_len = ctx->alpn_h2 ? sizeof(alpn_h2_http1) - 1 : sizeof(alpn_http1) - 1;
     if (c->acme) { /* a validation: acme-tls/1 only */
