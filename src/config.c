@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/accept.h"
 #include "core/http1.h"
 #include "core/path.h"
 #include "core/token.h"
@@ -113,6 +114,19 @@ static const char usage_text[] =
     "      --auth-realm REALM     the realm 401 answers name (default \"restricted\")\n"
     "      --cache-control-for 'PATTERN VALUE'  Cache-Control VALUE for URL paths matching\n"
     "                             PATTERN ('*' wildcards; repeatable, first match wins)\n"
+    "      --limit-conn N         at most N open connections per client address (an IPv6\n"
+    "                             client's /64); more are closed at accept (limit_conn)\n"
+    "      --limit-req RATE[/s|/m][,burst=B][,nodelay]  requests per client address; past\n"
+    "                             the burst 429 with Retry-After (limit_req)\n"
+    "      --limit-req-for 'PATTERN RATE...'  the same for URL paths matching PATTERN\n"
+    "                             (repeatable, first match wins; --limit-req applies too)\n"
+    "      --limit-rate BYTES[/s] a response's send rate per connection (limit_rate)\n"
+    "      --limit-rate-after BYTES  sent at full speed before --limit-rate (0)\n"
+    "      --cors 'PATTERN ORIGIN|*'  scripts of ORIGIN (or any) may read URL paths matching\n"
+    "                             PATTERN: preflights answered, Access-Control-Allow-Origin\n"
+    "                             added (repeatable)\n"
+    "      --early-hints 'PATTERN LINK'  a 103 Early Hints with Link: LINK before the answer to\n"
+    "                             a GET matching PATTERN, LINK on the answer too (repeatable)\n"
     "  -v, --verbose              print what the kernel offers at start: io_uring's setup\n"
     "                             mode, opcodes and features tried for real, and whether it\n"
     "                             has kernel TLS (the tls ULP); the pipes obtained; each\n"
@@ -172,6 +186,14 @@ enum {
     OPT_BASIC_AUTH,
     OPT_AUTH_REALM,
     OPT_CACHE_CONTROL_FOR,
+    /* per-client limits and edge fields (issue 28) */
+    OPT_LIMIT_CONN,
+    OPT_LIMIT_REQ,
+    OPT_LIMIT_REQ_FOR,
+    OPT_LIMIT_RATE,
+    OPT_LIMIT_RATE_AFTER,
+    OPT_CORS,
+    OPT_EARLY_HINTS,
     OPT_HOSTS,   /* file only: a site's names */
     OPT_DEFAULT, /* file only: the default site */
     OPT_ROOT,    /* file only: DOCROOT */
@@ -233,6 +255,13 @@ static const struct option long_options[] = {
     {"basic-auth", required_argument, NULL, OPT_BASIC_AUTH},
     {"auth-realm", required_argument, NULL, OPT_AUTH_REALM},
     {"cache-control-for", required_argument, NULL, OPT_CACHE_CONTROL_FOR},
+    {"limit-conn", required_argument, NULL, OPT_LIMIT_CONN},
+    {"limit-req", required_argument, NULL, OPT_LIMIT_REQ},
+    {"limit-req-for", required_argument, NULL, OPT_LIMIT_REQ_FOR},
+    {"limit-rate", required_argument, NULL, OPT_LIMIT_RATE},
+    {"limit-rate-after", required_argument, NULL, OPT_LIMIT_RATE_AFTER},
+    {"cors", required_argument, NULL, OPT_CORS},
+    {"early-hints", required_argument, NULL, OPT_EARLY_HINTS},
     {NULL, 0, NULL, 0},
 };
 
@@ -575,6 +604,12 @@ static bool per_site(int opt)
     case OPT_BASIC_AUTH:
     case OPT_AUTH_REALM:
     case OPT_CACHE_CONTROL_FOR:
+    case OPT_LIMIT_REQ:
+    case OPT_LIMIT_REQ_FOR:
+    case OPT_LIMIT_RATE:
+    case OPT_LIMIT_RATE_AFTER:
+    case OPT_CORS:
+    case OPT_EARLY_HINTS:
     case OPT_HOSTS:
     case OPT_DEFAULT:
     case OPT_ROOT:
@@ -627,6 +662,15 @@ static int layer_begin(struct config *cfg, int opt)
         break;
     case OPT_CACHE_CONTROL_FOR:
         cfg->num_cache_rules = 0;
+        break;
+    case OPT_LIMIT_REQ_FOR:
+        cfg->num_limit_req_for = 0;
+        break;
+    case OPT_CORS:
+        cfg->num_cors = 0;
+        break;
+    case OPT_EARLY_HINTS:
+        cfg->num_hints = 0;
         break;
     case OPT_HOSTS:
         cfg->num_hosts = 0;
@@ -778,6 +822,58 @@ static int cache_rule_option(struct config *cfg, char *arg)
         return usage_error("--cache-control-for: at most 32 a site, '%s' is one too many", arg);
     cfg->cache_rules[cfg->num_cache_rules++] =
         (struct config_cache_rule){.pattern = pattern, .value = value};
+    return 0;
+}
+
+/* --limit-req-for, --cors, --early-hints: a rule parsed from a copy of arg (the parsers split
+ * it in place; argv is parsed again over a re-read file). */
+static int edge_rule_option(struct config *cfg, int opt, const char *arg)
+{
+    char *copy = config_strdup(cfg, arg, strlen(arg));
+    int *count = opt == OPT_CORS          ? &cfg->num_cors
+                 : opt == OPT_EARLY_HINTS ? &cfg->num_hints
+                                          : &cfg->num_limit_req_for;
+    if (!copy)
+        return usage_error("--%s: out of memory for '%s'", option_name(opt), arg);
+    if (*count == CONFIG_MAX_RULES)
+        return usage_error("--%s: at most 32 a site, '%s' is one too many", option_name(opt), arg);
+    if (opt == OPT_CORS) {
+        if (cors_rule_parse(copy, &cfg->cors[*count]) != 0)
+            return usage_error("--cors wants 'PATTERN ORIGIN' like '/api/* https://app.example' "
+                               "or '/fonts/* *', got '%s'",
+                               arg);
+    } else if (opt == OPT_EARLY_HINTS) {
+        if (hints_rule_parse(copy, &cfg->hints[*count]) != 0)
+            return usage_error("--early-hints wants 'PATTERN LINK' like '/ </style.css>; "
+                               "rel=preload; as=style', got '%s'",
+                               arg);
+    } else {
+        char *rate;
+        struct config_limit_rule *r = &cfg->limit_req_for[*count];
+        if (accept_pattern_split(copy, &rate) != 0 || limit_rate_parse(rate, &r->rate) != 0)
+            return usage_error("--limit-req-for wants 'PATTERN RATE' like '/api/* "
+                               "10r/s,burst=20,nodelay', got '%s'",
+                               arg);
+        r->pattern = copy;
+    }
+    (*count)++;
+    return 0;
+}
+
+/* --limit-rate, --limit-rate-after: a byte count (K, M, G), the first with an optional "/s". */
+static int rate_bytes_option(struct config *cfg, int opt, const char *arg, uint64_t *out)
+{
+    char num[32];
+    size_t n = strlen(arg), v;
+    if (opt == OPT_LIMIT_RATE && n > 2 && strcmp(arg + n - 2, "/s") == 0)
+        n -= 2;
+    if (n == 0 || n >= sizeof(num))
+        return usage_error("--%s wants a byte count like 1M, got '%s'", option_name(opt), arg);
+    memcpy(num, arg, n);
+    num[n] = '\0';
+    if (parse_size(num, &v) != 0 || (opt == OPT_LIMIT_RATE && v == 0))
+        return usage_error("--%s wants a byte count like 1M, got '%s'", option_name(opt), arg);
+    *out = v;
     return 0;
 }
 
@@ -1028,6 +1124,26 @@ static int apply(struct config *cfg, int opt, char *optarg, const char *raw)
         break;
     case OPT_CACHE_CONTROL_FOR:
         return cache_rule_option(cfg, optarg);
+    case OPT_LIMIT_CONN:
+        if (parse_uint(optarg, 1, 1000000, &v) != 0)
+            return usage_error("--limit-conn wants 1..1000000 connections, got '%s'", optarg);
+        cfg->limit_conn = (unsigned)v;
+        break;
+    case OPT_LIMIT_REQ:
+        if (limit_rate_parse(optarg, &cfg->limit_req) != 0)
+            return usage_error("--limit-req wants RATE[/s|/m][,burst=B][,nodelay] like "
+                               "10r/s,burst=20, got '%s'",
+                               optarg);
+        cfg->limit_req_on = true;
+        break;
+    case OPT_LIMIT_REQ_FOR:
+    case OPT_CORS:
+    case OPT_EARLY_HINTS:
+        return edge_rule_option(cfg, opt, optarg);
+    case OPT_LIMIT_RATE:
+        return rate_bytes_option(cfg, opt, optarg, &cfg->limit_rate);
+    case OPT_LIMIT_RATE_AFTER:
+        return rate_bytes_option(cfg, opt, optarg, &cfg->limit_rate_after);
     case OPT_DEFAULT:
         cfg->is_default = true;
         break;
@@ -1350,6 +1466,16 @@ void config_destroy(struct config *cfg)
         return;
     config_free(cfg);
     free(cfg);
+}
+
+bool config_limits_clients(const struct config *cfg)
+{
+    bool any = cfg->limit_conn > 0;
+    for (int i = -1; i < cfg->num_sites; i++) {
+        const struct config *c = i < 0 ? cfg : &cfg->sites[i];
+        any |= c->limit_req_on || c->num_limit_req_for > 0;
+    }
+    return any;
 }
 
 bool config_compresses(const struct config *cfg)

@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/cors.h"
+#include "core/hints.h"
+#include "core/limits.h"
 #include "core/logfmt.h"
 #include "core/mime.h"
 #include "tls/tls.h"
@@ -47,6 +50,12 @@ struct config_auth {
 struct config_cache_rule {
     const char *pattern;
     const char *value;
+};
+
+/* --limit-req-for 'PATTERN RATE': requests for paths matching PATTERN, per client (issue 28). */
+struct config_limit_rule {
+    const char *pattern;
+    struct limit_rate rate;
 };
 
 /* Where the options being applied come from, for error messages: a file's line and key, or the
@@ -140,6 +149,19 @@ struct config {
     int num_auths;
     struct config_cache_rule cache_rules[CONFIG_MAX_RULES];
     int num_cache_rules;
+    /* Per-client limits and edge fields (issue 28). --limit-conn is the process's (a
+     * connection's site is not known when it is accepted); the rest are a site's. */
+    unsigned limit_conn; /* --limit-conn N: open connections per client address; 0: off */
+    bool limit_req_on;   /* --limit-req given */
+    struct limit_rate limit_req;
+    struct config_limit_rule limit_req_for[CONFIG_MAX_RULES];
+    int num_limit_req_for;
+    uint64_t limit_rate;       /* --limit-rate: bytes per second per connection; 0: off */
+    uint64_t limit_rate_after; /* --limit-rate-after: bytes sent at full speed first */
+    struct cors_rule cors[CONFIG_MAX_RULES];
+    int num_cors;
+    struct hints_rule hints[CONFIG_MAX_RULES];
+    int num_hints;
     const char *hosts[CONFIG_MAX_RULES]; /* a site's names: "example.org", "*.example.org" */
     int num_hosts;
     bool is_default;      /* the site a Host no site names goes to */
@@ -183,6 +205,10 @@ int config_set(struct config *cfg, const char *key, const char *value);
 char *config_strdup(struct config *top, const char *s, size_t len);
 /* Makes site a copy of top, ready for the site's own keys: 0 or -ENOMEM. */
 int config_site_init(struct config *site, struct config *top);
+
+/* Whether cfg or any of its sites limits requests per client (--limit-req, --limit-req-for) or
+ * the process limits connections (--limit-conn): the listeners then steer by client address. */
+bool config_limits_clients(const struct config *cfg);
 
 /* Whether cfg or any of its sites compresses on the fly (the workers then make compressors). */
 bool config_compresses(const struct config *cfg);

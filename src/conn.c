@@ -24,6 +24,7 @@
 #include "engine/ktls.h"
 #include "proto.h"
 #include "rt/errlog.h"
+#include "rt/guard.h"
 #include "rt/site.h"
 #include "rt/stats.h"
 #include "rt/worker.h"
@@ -230,7 +231,15 @@ struct conn *conn_accepted(struct worker *w, int fd, unsigned lst, bool *held)
     c->state = CONN_READING;
     c->keep_alive = true;
     c->recv_on = true;
+    /* --limit-conn closes the client's connection past N here, before a handshake or a read
+     * spends anything on it (README: why not a 503). */
+    if (w->guard && !guard_accept(w, c)) {
+        slot_put(w, c);
+        return NULL; /* the engine closes fd */
+    }
     if (l->xport && l->xport->open(w, c, l->xport_ctx) < 0) {
+        if (c->limit_counted)
+            guard_closed(w, c);
         slot_put(w, c);
         return NULL; /* the engine closes fd */
     }
@@ -289,6 +298,8 @@ void conn_closed(struct worker *w, struct conn *c)
         c->proto->release(w, c);
     if (c->xport)
         c->xport->release(w, c);
+    if (c->limit_counted)
+        guard_closed(w, c);
     assert(w->active > 0 && !c->resp && !c->in && !timer_armed(&c->timer));
     slot_put(w, c);
     w->active--;
@@ -411,6 +422,7 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
         struct req_policy pol = policy_h1(req, c->keep_alive && !w->draining, len - used);
         pol.secure = c->xport && c->xport->secure;
         pol.tls = c->xport ? tls_xport_conn(c) : NULL; /* a call only over a transport */
+        pol.conn = c;
         c->keep_alive = pol.keep_alive;
         c->discard = pol.discard;
         struct response *r = serve_response_get(w);

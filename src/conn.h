@@ -52,6 +52,7 @@ struct conn {
     bool in_request;        /* bytes of a request have arrived since the last response */
     bool served;            /* a response has been started on this connection */
     bool reclaimed;         /* closed to make room at --max-conns (counted in w->reclaiming) */
+    bool limit_counted;     /* --limit-conn counts it for its client (rt/guard.h) */
     uint8_t lru;            /* which of the worker's lists c is on (conn.c's enum lru) */
     struct engine_conn eng; /* the engine's (engine/engine.h); conn never reads it */
     const struct transport_ops *xport; /* NULL: cleartext (transport.h) */

@@ -29,6 +29,10 @@ struct response {
     struct fblock *block;   /* a prebuilt answer of hold[0] the plan points into, or NULL */
     char *heap;             /* a generated body (directory listing), freed on release */
     bool quiet;             /* not logged (--health) */
+    /* HTTP/2: the field lines of a 103 Early Hints to send before the response (in buf), or
+     * interim_len 0; HTTP/1 has them in its header block already */
+    const char *interim;
+    size_t interim_len;
     char buf[RESPONSE_BUF];
 };
 

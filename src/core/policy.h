@@ -24,6 +24,7 @@
 enum resp_syntax { RESP_H1, RESP_FIELDS };
 
 struct tls_conn;
+struct conn;
 
 /* The core's request result: what answering the request does to the connection. */
 struct req_policy {
@@ -32,6 +33,9 @@ struct req_policy {
     /* its TLS state when it came over TLS, for the 421 of a Host its certificate is not for
      * (rt/site.h, site_misdirected); never dereferenced by the core */
     struct tls_conn *tls;
+    /* the connection it came on, for what serve asks about its client (the peer address, for
+     * per-client limits: rt/guard.h), or NULL (a test protocol); never dereferenced by the core */
+    struct conn *conn;
     bool keep_alive;    /* the connection stays open after the response */
     bool send_continue; /* the client waits for "100 Continue" before its body */
     uint64_t discard;   /* body bytes after the head to read and drop */

@@ -50,8 +50,12 @@ struct static_ctx {
                          * that closes (policy_status_closes), and the plan's close says so */
     bool head;          /* HEAD: headers as for GET, no body */
     bool send_continue; /* prefix "HTTP/1.1 100 Continue" (the client waits for it) */
-    int minor;          /* the request's HTTP minor version, for the Connection header */
-    char *buf;          /* header text (and small generated bodies) are written here */
+    /* RESP_H1: field lines of a "103 Early Hints" to prefix (after any 100 Continue), or
+     * interim_len 0; RESP_FIELDS ignores them (HTTP/2 sends its own HEADERS frame) */
+    const char *interim;
+    size_t interim_len;
+    int minor; /* the request's HTTP minor version, for the Connection header */
+    char *buf; /* header text (and small generated bodies) are written here */
     size_t cap;
     size_t used;
 };

@@ -1007,6 +1007,36 @@ int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *toke
     return respond(s, id, p->status, nv, n, p, token);
 }
 
+int h2_interim(struct h2_session *s, int32_t id, int status, const char *lines, size_t len)
+{
+    struct stream *st =
+        s->dlv && s->dlv->id == id ? s->dlv : nghttp2_session_get_stream_user_data(s->ng, id);
+    if (status < 100 || status > 199)
+        return -EINVAL;
+    if (!st || st->answered)
+        return -ENOENT;
+    struct plan p;
+    plan_init(&p);
+    if (!plan_mem(&p, lines, len))
+        return -EINVAL;
+    p.head_len = len;
+    nghttp2_nv nv[RESP_FIELDS + 1];
+    size_t n = 1, pos = 0, name_len, value_len;
+    const char *name, *value;
+    while (n < RESP_FIELDS + 1 && plan_field_next(&p, &pos, &name, &name_len, &value, &value_len))
+        nv_add(nv, &n, name, name_len, value, value_len);
+    /* The lines are the caller's only during the call: nghttp2 copies names and values. */
+    for (size_t i = 1; i < n; i++)
+        nv[i].flags = NGHTTP2_NV_FLAG_NONE;
+    char code[3] = {(char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10),
+                    (char)('0' + status % 10)};
+    nv[0] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE};
+    int rv = nghttp2_submit_headers(s->ng, NGHTTP2_FLAG_NONE, id, NULL, nv, n, NULL);
+    if (rv < 0)
+        return rv == NGHTTP2_ERR_NOMEM ? -ENOMEM : -ENOENT;
+    return 0;
+}
+
 int h2_hold(struct h2_session *s, int32_t id)
 {
     struct stream *st = s->dlv;

@@ -83,11 +83,14 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
         struct req_policy pol = policy_fields();
         pol.secure = c->xport && c->xport->secure;
         pol.tls = tls_xport_conn(c);
+        pol.conn = c;
         serve_request(w, req, &pol, r);
     }
     obs_request(w, c, req, r);
     r->obs.cap.minor = LOGFMT_HTTP2; /* the access log says which protocol carried it */
     h->progress = true;
+    if (r->interim_len) /* --early-hints: best effort, the final response carries them too */
+        (void)h2_interim(h->s, id, 103, r->interim, r->interim_len);
     int rc = h2_respond_plan(h->s, id, &r->plan, r);
     if (rc < 0) {
         obs_request_done(w, c, r, rc);

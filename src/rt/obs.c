@@ -63,6 +63,13 @@ __attribute__((noinline, cold)) static void peer_of(struct conn *c)
     o->peer_known = 1;
 }
 
+const struct obs_conn *obs_peer(struct conn *c)
+{
+    if (!c->obs.peer_known)
+        peer_of(c);
+    return &c->obs;
+}
+
 static bool has_file(const struct plan *p)
 {
     for (unsigned i = 0; i < p->nseg; i++)

@@ -39,6 +39,10 @@ struct obs_conn {
 };
 
 void obs_conn_accepted(struct worker *w, struct conn *c);
+
+/* c's peer address, looked up (getpeername) the first time something needs it: a logged
+ * request, a per-client limit. peer_known says whether it could be. */
+const struct obs_conn *obs_peer(struct conn *c);
 void obs_conn_closed(struct worker *w, struct conn *c);
 
 /* A request parsed and answered with r (its plan built); req is valid only during the call. */

@@ -15,8 +15,11 @@
 #include "cfgfile.h"
 #include "config.h"
 #include "core/accept.h"
+#include "core/cors.h"
+#include "core/hints.h"
 #include "core/path.h"
 #include "rt/auth.h"
+#include "rt/guard.h"
 #include "rt/htpasswd.h"
 #include "rt/errlog.h"
 #include "rt/fcache.h"
@@ -90,6 +93,7 @@ static int vhost_open(struct vhost *v, const struct config *c, int fd, uint32_t 
     if (!rc && v->types == &v->own)
         rc = config_load_mime(c->mime_file, &v->own, why, why_len);
     v->rules = c->canonical_host || c->num_redirects || c->num_auths || c->num_cache_rules;
+    v->edge = c->limit_req_on || c->num_limit_req_for || c->num_cors || c->num_hints;
     snprintf(v->challenge, sizeof(v->challenge),
              "WWW-Authenticate: Basic realm=\"%.255s\", charset=\"UTF-8\"\r\n", c->auth_realm);
     if (rc == -ENOMEM)
@@ -502,4 +506,86 @@ void site_slot_fini(struct site_slot *slot)
     site_put(slot->cur);
     slot->cur = NULL;
     pthread_mutex_destroy(&slot->lock);
+}
+
+/* A request field by name (lower case), {NULL, 0} when absent: the edge rules read fields the
+ * parser does not keep, only for a site that has such rules. */
+static struct http_str field_of(const struct http_request *req, const char *lower)
+{
+    for (size_t i = 0; i < req->num_headers; i++)
+        if (http_str_ieq(req->headers[i].name, lower))
+            return req->headers[i].value;
+    return (struct http_str){NULL, 0};
+}
+
+static struct cors_answer cors_of(const struct vhost *v, const struct http_request *req,
+                                  const char *url, size_t ul)
+{
+    const struct config *c = v->cfg;
+    if (!c->num_cors)
+        return (struct cors_answer){0};
+    return cors_decide(c->cors, (size_t)c->num_cors, req->method, url, ul, field_of(req, "origin"),
+                       field_of(req, "access-control-request-method"));
+}
+
+bool site_edge_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
+                      struct conn *conn, const char *path, size_t len, bool slash,
+                      struct static_ctx *ctx, struct plan *plan)
+{
+    const struct config *c = v->cfg;
+    char url[PATH_MAX + 4];
+    size_t ul = url_path(url, sizeof(url), path, len, slash);
+    if (!ul)
+        return false;
+    if (conn && (c->limit_req_on || c->num_limit_req_for)) {
+        uint32_t retry = guard_request(w, v, guard_client(w, conn, req), url, ul);
+        if (retry) {
+            char line[48];
+            snprintf(line, sizeof(line), "Retry-After: %u\r\n", retry);
+            return static_status_plan(429, line, ctx, plan) != 0;
+        }
+    }
+    struct cors_answer a = cors_of(v, req, url, ul);
+    if (!a.preflight)
+        return false;
+    char lines[1024];
+    size_t n = cors_preflight_fields(&a, lines, sizeof(lines));
+    return n && static_status_plan(204, lines, ctx, plan) != 0;
+}
+
+bool site_edge_fields(const struct vhost *v, const struct http_request *req, const char *path,
+                      size_t len, bool slash, struct static_ctx *ctx)
+{
+    const struct config *c = v->cfg;
+    char url[PATH_MAX + 4], lines[2048];
+    size_t ul = url_path(url, sizeof(url), path, len, slash);
+    if (!ul)
+        return false;
+    struct cors_answer a = cors_of(v, req, url, ul);
+    size_t nc = cors_fields(&a, lines, sizeof(lines));
+    size_t nh = c->num_hints ? hints_fields(c->hints, (size_t)c->num_hints, req->method, url, ul,
+                                            lines + nc, sizeof(lines) - nc)
+                             : 0;
+    size_t add = nc + nh, total = ctx->extra_len + add;
+    /* Half the buffer at most: the rest is for the response's own header lines. */
+    if (add == 0 || total > ctx->cap / 2)
+        return false;
+    char *at = ctx->buf + ctx->cap - total;
+    if (ctx->extra_len)
+        memcpy(at, ctx->extra_headers, ctx->extra_len);
+    memcpy(at + ctx->extra_len, lines, add);
+    ctx->extra_headers = at;
+    ctx->extra_len = total;
+    ctx->cap -= total;
+    /* 103 over HTTP/2; over HTTP/1.1 only to a browser's navigation: HTTP/1.0 must get no 1xx
+     * (RFC 9110 15.2), and some HTTP/1.1 clients take the 103 for the response (Python's
+     * http.client, so urllib and requests), while browsers act on hints over HTTP/2 only
+     * anyway (h2o and Fastly send none over HTTP/1.1 either). */
+    struct http_str mode =
+        ctx->syntax == RESP_H1 ? field_of(req, "sec-fetch-mode") : (struct http_str){NULL, 0};
+    if (nh && (ctx->syntax == RESP_FIELDS || (ctx->minor >= 1 && http_str_ieq(mode, "navigate")))) {
+        ctx->interim = at + ctx->extra_len - nh;
+        ctx->interim_len = nh;
+    }
+    return true;
 }

@@ -42,6 +42,7 @@ struct vhost {
     size_t cache_len[CONFIG_MAX_RULES];
     struct auth_file *auth[CONFIG_MAX_RULES]; /* per --basic-auth rule */
     bool rules; /* any canonical host, redirect, basic auth or cache rule to look at */
+    bool edge;  /* any --limit-req(-for), --cors or --early-hints to look at (issue 28) */
     char challenge[sizeof("WWW-Authenticate: Basic realm=\"\", charset=\"UTF-8\"\r\n") + 256];
 };
 
@@ -97,6 +98,21 @@ bool site_misdirected(struct worker *w, const struct vhost *v, const struct http
 bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
                  bool secure, const char *path, size_t len, bool slash, struct http_str query,
                  struct static_ctx *ctx, struct plan *plan, bool *quiet);
+
+/* A site with per-client limits or edge fields (v->edge; issue 28), first of all for a request
+ * whose path is normalised (as site_answer's): past --limit-req, a 429 with Retry-After; an
+ * allowed CORS preflight, its 204. Returns true with the plan written into ctx when it
+ * answered. conn is the request's connection (its client; NULL: none, no limit applies). */
+bool site_edge_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
+                      struct conn *conn, const char *path, size_t len, bool slash,
+                      struct static_ctx *ctx, struct plan *plan);
+
+/* Then, once site_answer left the request to a file: appends the CORS fields and the
+ * --early-hints Link lines to ctx's extra header lines (all of them copied to the end of ctx's
+ * buffer, which shrinks by as much) and sets ctx's interim to the Link lines. Returns whether
+ * it added anything: the response's header lines are then this request's own. */
+bool site_edge_fields(const struct vhost *v, const struct http_request *req, const char *path,
+                      size_t len, bool slash, struct static_ctx *ctx);
 
 /* Whether c's request must wait for work off the loop (a password being verified) before it
  * can be answered; then it stays unparsed in c's input and conn_resume continues it. */

@@ -2,6 +2,7 @@
 #include "rt/worker.h"
 
 #include "rt/errlog.h"
+#include "rt/guard.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -167,11 +168,14 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
         goto err_cache;
     if (!(w->auth = auth_state_new(w->wake_fd)))
         goto err_compress;
+    if ((rc = guard_new(w, &w->guard)) < 0)
+        goto err_compress;
     if ((rc = eng->init(w)) < 0)
         goto err_compress;
     return 0;
 
 err_compress:
+    guard_free(w->guard);
     auth_state_free(w->auth);
     compress_free(w, w->compress);
 err_cache:
@@ -205,6 +209,7 @@ void worker_fini(struct worker *w)
     auth_state_free(w->auth);
     fcache_free(w->cache);
     conn_held_close(w);
+    guard_free(w->guard); /* after the last conn_closed: connections counted in it are gone */
     /* A worker that drained has every buffer back (one that stopped on an error may not). */
     assert(w->active != 0 ||
            (w->inbufs.count == 0 && w->outbufs.count == 0 && w->h2bufs.count == 0));

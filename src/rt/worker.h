@@ -29,6 +29,7 @@ struct site_slot;
 struct handover;
 struct transport_ops;
 struct proto_ops;
+struct guard;
 
 /* w->stop, set by the main thread: what the worker is asked to do. */
 enum worker_stop {
@@ -131,7 +132,8 @@ struct worker {
     struct bufpool h2bufs;  /* HTTP/2 sessions' output and header-block buffers (h2.h) */
     size_t in_bytes;        /* input buffers held by connections, bounded by --head-memory */
     int64_t trimmed_at;     /* w->now of the last pool trim */
-    struct errlog_limit log_accept, log_full, log_heads;
+    struct errlog_limit log_accept, log_full, log_heads, log_limit;
+    struct guard *guard; /* per-client limits (rt/guard.h), or NULL when none is configured */
     struct fcache *cache;
     struct compressor *compress; /* NULL with --compress off */
     struct authstate *auth;      /* --basic-auth verifications (rt/auth.h) */
