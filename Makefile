@@ -50,7 +50,7 @@ UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine
 # conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
 # around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
 # are left out.
-UNIT_LINK += src/conn.c src/serve.c src/config.c src/cfgfile.c src/transport_copy.c \
+UNIT_LINK += src/conn.c src/pace.c src/serve.c src/config.c src/cfgfile.c src/transport_copy.c \
              $(filter-out src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c,$(wildcard src/rt/*.c))
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)

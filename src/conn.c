@@ -24,6 +24,7 @@
 #include "engine/ktls.h"
 #include "proto.h"
 #include "rt/errlog.h"
+#include "pace.h"
 #include "rt/guard.h"
 #include "rt/site.h"
 #include "rt/stats.h"
@@ -300,6 +301,7 @@ void conn_closed(struct worker *w, struct conn *c)
         c->xport->release(w, c);
     if (c->limit_counted)
         guard_closed(w, c);
+    pace_free(c);
     assert(w->active > 0 && !c->resp && !c->in && !timer_armed(&c->timer));
     slot_put(w, c);
     w->active--;
@@ -335,6 +337,9 @@ static void start_send(struct worker *w, struct conn *c, struct response *r)
     if (!c->keep_alive)
         set_recv(w, c, false); /* nothing after this request will be read */
     arm(w, c, SEND_TIMEOUT);
+    if (r->paced || c->pace) /* --limit-rate: this response's site's, or none after one */
+        pace_start(w, c, r->paced ? r->paced->limit_rate : 0,
+                   r->paced ? r->paced->limit_rate_after : 0);
     conn_send(w, c, &r->plan);
 }
 
@@ -697,6 +702,8 @@ void conn_input(struct worker *w, struct conn *c, const char *data, ssize_t n)
 
 void conn_sent(struct worker *w, struct conn *c, int err)
 {
+    if (c->pace && pace_sent(w, c, err))
+        return; /* a window of a paced plan: the rest goes now or at the next second */
     if (c->xport)
         c->xport->sent(w, c, err);
     else
@@ -725,6 +732,8 @@ void conn_wire_send(struct worker *w, struct conn *c, struct plan *p)
 {
     assert(!plan_done(p));
     c->out = p;
+    if (c->pace && !pace_window(w, c, p))
+        return; /* --limit-rate: this second's bytes are out, the wheel sends the next ones */
     w->eng->send(w, c);
 }
 

@@ -40,6 +40,8 @@ enum conn_state {
 
 /* Fields in the order a request touches them: the first two cache lines hold what every
  * completion reads (state, the engine's record, the layers' pointers, the plan on the wire). */
+struct pace;
+
 struct conn {
     struct timer timer; /* header, keep-alive or drain deadline */
     int fd;
@@ -69,6 +71,7 @@ struct conn {
     void *xstate;        /* the transport's, from open to release */
     void *pstate;        /* the protocol's, from conn_set_proto to release */
     struct obs_conn obs; /* request count, close reason, peer address (rt/obs.h) */
+    struct pace *pace;   /* --limit-rate's state (pace.h), or NULL: sent at full speed */
 };
 
 /* Whether c is open to the engine: its socket is in use and its events matter. */

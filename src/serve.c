@@ -639,6 +639,7 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
     j->r = r;
     r->quiet = false;
     r->interim_len = 0;
+    r->paced = NULL;
     j->query = (struct http_str){NULL, 0};
     j->own_lines = false;
     /* Member by member: a compound literal is zeroed first ("rep stos"), then written. Every
@@ -724,10 +725,14 @@ void serve_request(struct worker *w, const struct http_request *req, const struc
     if (site_answer(w, j.site, req, pol->secure, path, pr.len, pr.trailing_slash, pr.query, &j.ctx,
                     &r->plan, &r->quiet))
         return; /* health, redirect or basic auth */
-    if (j.site->edge && site_edge_fields(j.site, req, path, pr.len, pr.trailing_slash, &j.ctx)) {
-        j.own_lines = true;
-        r->interim = j.ctx.interim;
-        r->interim_len = j.ctx.syntax == RESP_FIELDS ? j.ctx.interim_len : 0;
+    if (j.site->edge) {
+        if (site_edge_fields(j.site, req, path, pr.len, pr.trailing_slash, &j.ctx)) {
+            j.own_lines = true;
+            r->interim = j.ctx.interim;
+            r->interim_len = j.ctx.syntax == RESP_FIELDS ? j.ctx.interim_len : 0;
+        }
+        if (j.cfg->limit_rate)
+            r->paced = j.cfg;
     }
     serve_path(&j, path, pr.len, pr.trailing_slash);
 }

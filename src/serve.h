@@ -19,6 +19,7 @@
 struct worker;
 struct fentry;
 struct fblock;
+struct config;
 
 #define RESPONSE_BUF 4096 /* header block, multipart part headers, small error bodies */
 
@@ -33,6 +34,7 @@ struct response {
      * interim_len 0; HTTP/1 has them in its header block already */
     const char *interim;
     size_t interim_len;
+    const struct config *paced; /* the site's options when it has --limit-rate, else NULL */
     char buf[RESPONSE_BUF];
 };
 

@@ -93,7 +93,8 @@ static int vhost_open(struct vhost *v, const struct config *c, int fd, uint32_t 
     if (!rc && v->types == &v->own)
         rc = config_load_mime(c->mime_file, &v->own, why, why_len);
     v->rules = c->canonical_host || c->num_redirects || c->num_auths || c->num_cache_rules;
-    v->edge = c->limit_req_on || c->num_limit_req_for || c->num_cors || c->num_hints;
+    v->edge =
+        c->limit_req_on || c->num_limit_req_for || c->num_cors || c->num_hints || c->limit_rate;
     snprintf(v->challenge, sizeof(v->challenge),
              "WWW-Authenticate: Basic realm=\"%.255s\", charset=\"UTF-8\"\r\n", c->auth_realm);
     if (rc == -ENOMEM)

@@ -42,7 +42,7 @@ struct vhost {
     size_t cache_len[CONFIG_MAX_RULES];
     struct auth_file *auth[CONFIG_MAX_RULES]; /* per --basic-auth rule */
     bool rules; /* any canonical host, redirect, basic auth or cache rule to look at */
-    bool edge;  /* any --limit-req(-for), --cors or --early-hints to look at (issue 28) */
+    bool edge;  /* any --limit-req(-for), --limit-rate, --cors or --early-hints (issue 28) */
     char challenge[sizeof("WWW-Authenticate: Basic realm=\"\", charset=\"UTF-8\"\r\n") + 256];
 };
 

@@ -4,7 +4,9 @@ behind --real-ip-from; --cors preflights and actual requests; --early-hints over
 curl and Python's clients, and over HTTP/2. Every loop is bounded; the only waits are the
 Retry-After a 429 names.
 """
+import hashlib
 import http.client
+import os
 import socket
 import subprocess
 import time
@@ -120,6 +122,34 @@ def test_limit_options_refused_when_malformed(make_server, docroot):
                  ["--limit-rate", "fast"]):
         srv = make_server(docroot, args=args, ready=False)
         assert srv.proc.wait(timeout=10) == 2, args
+
+
+# ---- --limit-rate ------------------------------------------------------------------------------
+
+
+def timed_download(server, path):
+    """(seconds, sha256 hex) of one GET of path, read whole."""
+    start = time.monotonic()
+    with ConnFrom(server, "127.0.0.1", timeout=30) as c:
+        r = c.request("GET", path)
+    assert r.status == 200
+    return time.monotonic() - start, hashlib.sha256(r.body).hexdigest()
+
+
+@pytest.mark.slow
+def test_limit_rate_paces_a_large_download(make_server, docroot, random_file):
+    """10 MiB at --limit-rate 1M takes about 10 s (a generous bound: the issue's), intact; with
+    --limit-rate-after 8M the first 8 MiB go at once; a small file is not held up."""
+    big, digest = random_file(10 << 20)
+    os.link(big, docroot / "paced.bin")
+    srv = make_server(docroot, args=["--limit-rate", "1M/s"])
+    took, got = timed_download(srv, "/paced.bin")
+    assert got == digest
+    assert 7 <= took <= 20, took
+    assert timed_download(srv, "/index.html")[0] < 2
+    srv = make_server(docroot, args=["--limit-rate", "1M", "--limit-rate-after", "8M"])
+    took, got = timed_download(srv, "/paced.bin")
+    assert got == digest and took < 5, took
 
 
 # ---- --cors ------------------------------------------------------------------------------------
