@@ -61,6 +61,7 @@ struct conn {
     const struct proto_ops *proto;     /* NULL: HTTP/1.1, built in (proto.h) */
     struct response *resp;             /* HTTP/1: the response in flight, or NULL */
     struct plan *out;                  /* the wire plan the engine is sending (conn_wire_send) */
+    struct pace *pace;                 /* --limit-rate (pace.h), or NULL: at full speed */
     struct conn *lru_prev, *lru_next;  /* w->idle or w->heads: oldest first */
     uint64_t discard;                  /* body bytes of the current request still to skip */
     uint64_t send_left;                /* bytes the response had left at the last timeout check */
@@ -71,7 +72,6 @@ struct conn {
     void *xstate;        /* the transport's, from open to release */
     void *pstate;        /* the protocol's, from conn_set_proto to release */
     struct obs_conn obs; /* request count, close reason, peer address (rt/obs.h) */
-    struct pace *pace;   /* --limit-rate's state (pace.h), or NULL: sent at full speed */
 };
 
 /* Whether c is open to the engine: its socket is in use and its events matter. */

@@ -46,7 +46,6 @@ struct job {
     struct static_ctx ctx;
     char use_as_dict[sizeof("Use-As-Dictionary: match=\"\"\r\n") + PATH_MAX];
     struct http_str query; /* after '?' in the target, still encoded; {NULL, 0} without one */
-    bool own_lines;        /* site_edge_fields added lines: this response's, never kept per file */
 };
 
 static void hold(struct response *r, struct fentry *e)
@@ -342,7 +341,7 @@ static struct fblock *block_of(struct job *j, struct fentry *e, const struct fok
  * general path must answer. Measured in bench/README.md ("What each optimisation bought"). */
 static bool send_plain(struct job *j, struct fentry *e)
 {
-    if (j->own_lines || !static_ok_applies(j->req, &j->ctx))
+    if (!static_ok_applies(j->req, &j->ctx))
         return false;
     struct fok *ok = &e->ok;
     unsigned mask = variants_of(j, e);
@@ -637,11 +636,9 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
     j->cfg = j->site->cfg;
     j->req = req;
     j->r = r;
-    r->quiet = false;
-    r->interim_len = 0;
-    r->paced = NULL;
+    r->note.quiet = false;
+    r->note.edge = false;
     j->query = (struct http_str){NULL, 0};
-    j->own_lines = false;
     /* Member by member: a compound literal is zeroed first ("rep stos"), then written. Every
      * member is set; the assertion below fails the build when one is added. */
     struct static_ctx *ctx = &j->ctx;
@@ -656,8 +653,8 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
     ctx->keep_alive = pol->keep_alive;
     ctx->head = req && req->method == HTTP_HEAD;
     ctx->send_continue = pol->send_continue;
-    ctx->interim = NULL;
     ctx->interim_len = 0;
+    ctx->own_lines = false;
     ctx->minor = req ? req->minor : 1;
     ctx->buf = r->buf;
     ctx->cap = sizeof(r->buf);
@@ -709,10 +706,10 @@ void serve_request(struct worker *w, const struct http_request *req, const struc
         error(&j, status, NULL);
         return;
     }
-    if (j.site->edge && site_edge_answer(w, j.site, req, pol->conn, path, pr.len, pr.trailing_slash,
-                                         &j.ctx, &r->plan))
-        return; /* 429 past --limit-req, or a CORS preflight's 204 */
     if (req->method == HTTP_OPTIONS) {
+        if (j.site->edge &&
+            site_preflight(j.site, req, path, pr.len, pr.trailing_slash, &j.ctx, &r->plan))
+            return; /* --cors */
         static_status_plan(204, ALLOW, &j.ctx, &r->plan);
         return;
     }
@@ -722,18 +719,9 @@ void serve_request(struct worker *w, const struct http_request *req, const struc
     }
     path[pr.len] = '\0';
     j.query = pr.query;
-    if (site_answer(w, j.site, req, pol->secure, path, pr.len, pr.trailing_slash, pr.query, &j.ctx,
-                    &r->plan, &r->quiet))
-        return; /* health, redirect or basic auth */
-    if (j.site->edge) {
-        if (site_edge_fields(j.site, req, path, pr.len, pr.trailing_slash, &j.ctx)) {
-            j.own_lines = true;
-            r->interim = j.ctx.interim;
-            r->interim_len = j.ctx.syntax == RESP_FIELDS ? j.ctx.interim_len : 0;
-        }
-        if (j.cfg->limit_rate)
-            r->paced = j.cfg;
-    }
+    if (site_answer(w, j.site, req, pol, path, pr.len, pr.trailing_slash, pr.query, &j.ctx,
+                    &r->plan, &r->note))
+        return; /* health, --limit-req, redirect or basic auth */
     serve_path(&j, path, pr.len, pr.trailing_slash);
 }
 

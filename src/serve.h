@@ -15,11 +15,11 @@
 #include "core/plan.h"
 #include "core/policy.h"
 #include "rt/obs.h"
+#include "rt/site.h"
 
 struct worker;
 struct fentry;
 struct fblock;
-struct config;
 
 #define RESPONSE_BUF 4096 /* header block, multipart part headers, small error bodies */
 
@@ -29,12 +29,8 @@ struct response {
     struct fentry *hold[2]; /* cache entries the plan reads from */
     struct fblock *block;   /* a prebuilt answer of hold[0] the plan points into, or NULL */
     char *heap;             /* a generated body (directory listing), freed on release */
-    bool quiet;             /* not logged (--health) */
-    /* HTTP/2: the field lines of a 103 Early Hints to send before the response (in buf), or
-     * interim_len 0; HTTP/1 has them in its header block already */
-    const char *interim;
-    size_t interim_len;
-    const struct config *paced; /* the site's options when it has --limit-rate, else NULL */
+    /* not logged (--health); issue 28's 103 for HTTP/2 and --limit-rate (rt/site.h) */
+    struct site_note note;
     char buf[RESPONSE_BUF];
 };
 

@@ -89,8 +89,8 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
     obs_request(w, c, req, r);
     r->obs.cap.minor = LOGFMT_HTTP2; /* the access log says which protocol carried it */
     h->progress = true;
-    if (r->interim_len) /* --early-hints: best effort, the final response carries them too */
-        (void)h2_interim(h->s, id, 103, r->interim, r->interim_len);
+    if (r->note.edge && r->note.interim_len) /* --early-hints: best effort (the 200 has them) */
+        (void)h2_interim(h->s, id, 103, r->note.interim, r->note.interim_len);
     int rc = h2_respond_plan(h->s, id, &r->plan, r);
     if (rc < 0) {
         obs_request_done(w, c, r, rc);

@@ -86,7 +86,7 @@ static inline bool start(struct worker *w, struct conn *c, struct response *r, u
     q->method = method;
     q->file = has_file(&r->plan); /* the plan is built: its segments' kinds stay as they are */
     q->reused = c->obs.requests++ > 0;
-    q->captured = w->alog != NULL && !r->quiet;
+    q->captured = w->alog != NULL && !r->note.quiet;
     if (q->captured && !c->obs.peer_known)
         peer_of(c);
     return q->captured;

@@ -92,9 +92,10 @@ static int vhost_open(struct vhost *v, const struct config *c, int fd, uint32_t 
         rc = auth_file_load(c->auths[i].htpasswd, &v->auth[i], why, why_len);
     if (!rc && v->types == &v->own)
         rc = config_load_mime(c->mime_file, &v->own, why, why_len);
-    v->rules = c->canonical_host || c->num_redirects || c->num_auths || c->num_cache_rules;
-    v->edge =
-        c->limit_req_on || c->num_limit_req_for || c->num_cors || c->num_hints || c->limit_rate;
+    v->limits = c->limit_req_on || c->num_limit_req_for;
+    v->edge = c->num_cors || c->num_hints || c->limit_rate;
+    v->rules = c->canonical_host || c->num_redirects || c->num_auths || c->num_cache_rules ||
+               v->limits || v->edge;
     snprintf(v->challenge, sizeof(v->challenge),
              "WWW-Authenticate: Basic realm=\"%.255s\", charset=\"UTF-8\"\r\n", c->auth_realm);
     if (rc == -ENOMEM)
@@ -345,15 +346,104 @@ static bool redirect_to(const char *loc, size_t n, int status, struct static_ctx
     return static_status_plan(status, line, ctx, plan) != 0;
 }
 
+/* A request field by name (lower case), {NULL, 0} when absent: the edge rules read fields the
+ * parser does not keep, only for a site that has such rules. */
+static struct http_str field_of(const struct http_request *req, const char *lower)
+{
+    for (size_t i = 0; i < req->num_headers; i++)
+        if (http_str_ieq(req->headers[i].name, lower))
+            return req->headers[i].value;
+    return (struct http_str){NULL, 0};
+}
+
+static struct cors_answer cors_of(const struct vhost *v, const struct http_request *req,
+                                  const char *url, size_t ul)
+{
+    const struct config *c = v->cfg;
+    if (!c->num_cors)
+        return (struct cors_answer){0};
+    return cors_decide(c->cors, (size_t)c->num_cors, req->method, url, ul, field_of(req, "origin"),
+                       field_of(req, "access-control-request-method"));
+}
+
+/* --limit-req: the 429 for a client past it, or false. */
+static bool limited(struct worker *w, const struct vhost *v, const struct http_request *req,
+                    struct conn *conn, const char *url, size_t ul, struct static_ctx *ctx,
+                    struct plan *plan)
+{
+    uint32_t retry = guard_request(w, v, guard_client(w, conn, req), url, ul);
+    if (!retry)
+        return false;
+    char line[48];
+    snprintf(line, sizeof(line), "Retry-After: %u\r\n", retry);
+    return static_status_plan(429, line, ctx, plan) != 0;
+}
+
+/* The CORS fields and Link lines of a response to be served from a file, after ctx's extra
+ * lines (see site_answer); --limit-rate into note. */
+static void edge_fields(const struct vhost *v, const struct http_request *req, const char *url,
+                        size_t ul, struct static_ctx *ctx, struct site_note *note)
+{
+    const struct config *c = v->cfg;
+    char lines[2048];
+    note->edge = true;
+    note->interim_len = 0;
+    note->rate = c->limit_rate;
+    note->after = c->limit_rate_after;
+    struct cors_answer a = cors_of(v, req, url, ul);
+    size_t nc = cors_fields(&a, lines, sizeof(lines));
+    size_t nh = c->num_hints ? hints_fields(c->hints, (size_t)c->num_hints, req->method, url, ul,
+                                            lines + nc, sizeof(lines) - nc)
+                             : 0;
+    size_t add = nc + nh, total = ctx->extra_len + add;
+    /* Half the buffer at most: the rest is for the response's own header lines. */
+    if (add == 0 || total > ctx->cap / 2)
+        return;
+    char *at = ctx->buf + ctx->cap - total;
+    if (ctx->extra_len)
+        memcpy(at, ctx->extra_headers, ctx->extra_len);
+    memcpy(at + ctx->extra_len, lines, add);
+    ctx->extra_headers = at;
+    ctx->extra_len = total;
+    ctx->cap -= total;
+    ctx->own_lines = true;
+    /* 103 over HTTP/2; over HTTP/1.1 only to a browser's navigation: HTTP/1.0 must get no 1xx
+     * (RFC 9110 15.2), and some HTTP/1.1 clients take the 103 for the response (Python's
+     * http.client, so urllib and requests), while browsers act on hints over HTTP/2 only
+     * anyway (h2o and Fastly send none over HTTP/1.1 either). */
+    if (!nh)
+        return;
+    if (ctx->syntax == RESP_FIELDS) {
+        note->interim = at + total - nh;
+        note->interim_len = (uint16_t)nh;
+    } else if (ctx->minor >= 1 && http_str_ieq(field_of(req, "sec-fetch-mode"), "navigate")) {
+        ctx->interim_len = nh; /* the last nh bytes of the extra lines */
+    }
+}
+
+bool site_preflight(const struct vhost *v, const struct http_request *req, const char *path,
+                    size_t len, bool slash, struct static_ctx *ctx, struct plan *plan)
+{
+    char url[PATH_MAX + 4], lines[1024];
+    size_t ul = url_path(url, sizeof(url), path, len, slash);
+    if (!ul)
+        return false;
+    struct cors_answer a = cors_of(v, req, url, ul);
+    if (!a.preflight)
+        return false;
+    size_t n = cors_preflight_fields(&a, lines, sizeof(lines));
+    return n && static_status_plan(204, lines, ctx, plan) != 0;
+}
+
 /* A site's canonical host, redirects, basic auth and cache rules. Apart from site_answer so
  * that its Location buffers (tens of KB of stack, probed page by page) cost nothing to a site
  * that has none of them. */
-static __attribute__((noinline)) bool site_rules(struct worker *w, const struct vhost *v,
-                                                 const struct http_request *req, bool secure,
-                                                 const char *path, size_t len, bool slash,
-                                                 struct http_str query, struct static_ctx *ctx,
-                                                 struct plan *plan)
+static __attribute__((noinline)) bool
+site_rules(struct worker *w, const struct vhost *v, const struct http_request *req,
+           const struct req_policy *pol, const char *path, size_t len, bool slash,
+           struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
 {
+    bool secure = pol->secure;
     const struct config *c = v->cfg;
     char url[PATH_MAX + 4];
     char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET + VHOST_NAME_MAX + 16];
@@ -374,6 +464,8 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
         }
     }
     size_t ul = url_path(url, sizeof(url), path, len, slash);
+    if (v->limits && pol->conn && ul && limited(w, v, req, pol->conn, url, ul, ctx, plan))
+        return true;
     for (int i = 0; i < c->num_redirects && ul; i++) {
         struct http_str rest;
         if (vhost_from_matches(c->redirects[i].from, url, ul, &rest))
@@ -402,6 +494,8 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
             break;
         }
     }
+    if (v->edge && ul)
+        edge_fields(v, req, url, ul, ctx, note);
     return false;
 }
 
@@ -420,27 +514,27 @@ __attribute__((noinline)) static bool answer_health(struct worker *w, struct sta
     return static_body_plan(200, &f, ctx, plan) != 0;
 }
 
-__attribute__((noinline)) static bool answer(struct worker *w, const struct vhost *v,
-                                             const struct http_request *req, bool secure,
-                                             const char *path, size_t len, bool slash,
-                                             struct http_str query, struct static_ctx *ctx,
-                                             struct plan *plan, bool *quiet)
+__attribute__((noinline)) static bool
+answer(struct worker *w, const struct vhost *v, const struct http_request *req,
+       const struct req_policy *pol, const char *path, size_t len, bool slash,
+       struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
 {
     const char *health = w->cfg->health; /* "/healthz": compared without its '/' */
     if (health && len == w->site->health_len && !slash && memcmp(health + 1, path, len) == 0)
-        return answer_health(w, ctx, plan, quiet);
+        return answer_health(w, ctx, plan, &note->quiet);
     if (!v->rules)
         return false;
-    return site_rules(w, v, req, secure, path, len, slash, query, ctx, plan);
+    return site_rules(w, v, req, pol, path, len, slash, query, ctx, plan, note);
 }
 
 bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
-                 bool secure, const char *path, size_t len, bool slash, struct http_str query,
-                 struct static_ctx *ctx, struct plan *plan, bool *quiet)
+                 const struct req_policy *pol, const char *path, size_t len, bool slash,
+                 struct http_str query, struct static_ctx *ctx, struct plan *plan,
+                 struct site_note *note)
 {
     if (!w->cfg->health && !v->rules)
         return false; /* the common case: no --health, a site without redirects, auth or rules */
-    return answer(w, v, req, secure, path, len, slash, query, ctx, plan, quiet);
+    return answer(w, v, req, pol, path, len, slash, query, ctx, plan, note);
 }
 
 __attribute__((noinline)) static bool defer_auth(struct worker *w, struct conn *c,
@@ -507,86 +601,4 @@ void site_slot_fini(struct site_slot *slot)
     site_put(slot->cur);
     slot->cur = NULL;
     pthread_mutex_destroy(&slot->lock);
-}
-
-/* A request field by name (lower case), {NULL, 0} when absent: the edge rules read fields the
- * parser does not keep, only for a site that has such rules. */
-static struct http_str field_of(const struct http_request *req, const char *lower)
-{
-    for (size_t i = 0; i < req->num_headers; i++)
-        if (http_str_ieq(req->headers[i].name, lower))
-            return req->headers[i].value;
-    return (struct http_str){NULL, 0};
-}
-
-static struct cors_answer cors_of(const struct vhost *v, const struct http_request *req,
-                                  const char *url, size_t ul)
-{
-    const struct config *c = v->cfg;
-    if (!c->num_cors)
-        return (struct cors_answer){0};
-    return cors_decide(c->cors, (size_t)c->num_cors, req->method, url, ul, field_of(req, "origin"),
-                       field_of(req, "access-control-request-method"));
-}
-
-bool site_edge_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
-                      struct conn *conn, const char *path, size_t len, bool slash,
-                      struct static_ctx *ctx, struct plan *plan)
-{
-    const struct config *c = v->cfg;
-    char url[PATH_MAX + 4];
-    size_t ul = url_path(url, sizeof(url), path, len, slash);
-    if (!ul)
-        return false;
-    if (conn && (c->limit_req_on || c->num_limit_req_for)) {
-        uint32_t retry = guard_request(w, v, guard_client(w, conn, req), url, ul);
-        if (retry) {
-            char line[48];
-            snprintf(line, sizeof(line), "Retry-After: %u\r\n", retry);
-            return static_status_plan(429, line, ctx, plan) != 0;
-        }
-    }
-    struct cors_answer a = cors_of(v, req, url, ul);
-    if (!a.preflight)
-        return false;
-    char lines[1024];
-    size_t n = cors_preflight_fields(&a, lines, sizeof(lines));
-    return n && static_status_plan(204, lines, ctx, plan) != 0;
-}
-
-bool site_edge_fields(const struct vhost *v, const struct http_request *req, const char *path,
-                      size_t len, bool slash, struct static_ctx *ctx)
-{
-    const struct config *c = v->cfg;
-    char url[PATH_MAX + 4], lines[2048];
-    size_t ul = url_path(url, sizeof(url), path, len, slash);
-    if (!ul)
-        return false;
-    struct cors_answer a = cors_of(v, req, url, ul);
-    size_t nc = cors_fields(&a, lines, sizeof(lines));
-    size_t nh = c->num_hints ? hints_fields(c->hints, (size_t)c->num_hints, req->method, url, ul,
-                                            lines + nc, sizeof(lines) - nc)
-                             : 0;
-    size_t add = nc + nh, total = ctx->extra_len + add;
-    /* Half the buffer at most: the rest is for the response's own header lines. */
-    if (add == 0 || total > ctx->cap / 2)
-        return false;
-    char *at = ctx->buf + ctx->cap - total;
-    if (ctx->extra_len)
-        memcpy(at, ctx->extra_headers, ctx->extra_len);
-    memcpy(at + ctx->extra_len, lines, add);
-    ctx->extra_headers = at;
-    ctx->extra_len = total;
-    ctx->cap -= total;
-    /* 103 over HTTP/2; over HTTP/1.1 only to a browser's navigation: HTTP/1.0 must get no 1xx
-     * (RFC 9110 15.2), and some HTTP/1.1 clients take the 103 for the response (Python's
-     * http.client, so urllib and requests), while browsers act on hints over HTTP/2 only
-     * anyway (h2o and Fastly send none over HTTP/1.1 either). */
-    struct http_str mode =
-        ctx->syntax == RESP_H1 ? field_of(req, "sec-fetch-mode") : (struct http_str){NULL, 0};
-    if (nh && (ctx->syntax == RESP_FIELDS || (ctx->minor >= 1 && http_str_ieq(mode, "navigate")))) {
-        ctx->interim = at + ctx->extra_len - nh;
-        ctx->interim_len = nh;
-    }
-    return true;
 }

@@ -581,7 +581,8 @@ def test_readme_example_is_a_valid_file(tmp_path):
 PER_SITE = {"header", "cache-control", "cache-control-for", "mime-types", "error-page",
             "fallback", "autoindex", "autoindex-limit", "compress", "compress-types",
             "compress-min", "compress-max", "dictionary", "canonical-host", "redirect",
-            "basic-auth", "auth-realm", "tls-cert", "tls-key", "hsts", "redirect-https"}
+            "basic-auth", "auth-realm", "tls-cert", "tls-key", "hsts", "redirect-https",
+            "limit-req", "limit-req-for", "limit-rate", "limit-rate-after", "cors", "early-hints"}
 
 
 def test_every_option_is_per_site_or_rejected_in_a_site(tmp_path):
