@@ -100,6 +100,8 @@ struct limit_key guard_client(struct worker *w, struct conn *c, const struct htt
     const struct obs_conn *o = obs_peer(c);
     if (o->peer_known != 1)
         return (struct limit_key){{0}};
+    if (!w->cfg->num_real_ip)
+        return limit_key_of(o->peer_family, o->peer_addr);
     int family = o->peer_family;
     uint8_t addr[16];
     memcpy(addr, o->peer_addr, 16);

@@ -94,8 +94,8 @@ static int vhost_open(struct vhost *v, const struct config *c, int fd, uint32_t 
         rc = config_load_mime(c->mime_file, &v->own, why, why_len);
     v->limits = c->limit_req_on || c->num_limit_req_for;
     v->edge = c->num_cors || c->num_hints || c->limit_rate;
-    v->rules = c->canonical_host || c->num_redirects || c->num_auths || c->num_cache_rules ||
-               v->limits || v->edge;
+    v->classic = c->canonical_host || c->num_redirects || c->num_auths || c->num_cache_rules;
+    v->rules = v->classic || v->limits || v->edge;
     snprintf(v->challenge, sizeof(v->challenge),
              "WWW-Authenticate: Basic realm=\"%.255s\", charset=\"UTF-8\"\r\n", c->auth_realm);
     if (rc == -ENOMEM)
@@ -438,10 +438,11 @@ bool site_preflight(const struct vhost *v, const struct http_request *req, const
 /* A site's canonical host, redirects, basic auth and cache rules. Apart from site_answer so
  * that its Location buffers (tens of KB of stack, probed page by page) cost nothing to a site
  * that has none of them. */
-static __attribute__((noinline)) bool
-site_rules(struct worker *w, const struct vhost *v, const struct http_request *req,
-           const struct req_policy *pol, const char *path, size_t len, bool slash,
-           struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
+static __attribute__((noinline)) bool site_rules(struct worker *w, const struct vhost *v,
+                                                 const struct http_request *req,
+                                                 const struct req_policy *pol, const char *path,
+                                                 size_t len, bool slash, struct http_str query,
+                                                 struct static_ctx *ctx, struct plan *plan)
 {
     bool secure = pol->secure;
     const struct config *c = v->cfg;
@@ -464,8 +465,6 @@ site_rules(struct worker *w, const struct vhost *v, const struct http_request *r
         }
     }
     size_t ul = url_path(url, sizeof(url), path, len, slash);
-    if (v->limits && pol->conn && ul && limited(w, v, req, pol->conn, url, ul, ctx, plan))
-        return true;
     for (int i = 0; i < c->num_redirects && ul; i++) {
         struct http_str rest;
         if (vhost_from_matches(c->redirects[i].from, url, ul, &rest))
@@ -494,6 +493,23 @@ site_rules(struct worker *w, const struct vhost *v, const struct http_request *r
             break;
         }
     }
+    return false;
+}
+
+/* Issue 28's rules around site_rules: --limit-req first (a 429 before a redirect or a password
+ * check spends anything), the CORS fields and Link lines last (after a cache rule chose the
+ * extra lines they join). Apart from site_rules: its Location buffers are not probed here. */
+static __attribute__((noinline)) bool
+edge_rules(struct worker *w, const struct vhost *v, const struct http_request *req,
+           const struct req_policy *pol, const char *path, size_t len, bool slash,
+           struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
+{
+    char url[PATH_MAX + 4];
+    size_t ul = url_path(url, sizeof(url), path, len, slash);
+    if (v->limits && pol->conn && ul && limited(w, v, req, pol->conn, url, ul, ctx, plan))
+        return true;
+    if (v->classic && site_rules(w, v, req, pol, path, len, slash, query, ctx, plan))
+        return true;
     if (v->edge && ul)
         edge_fields(v, req, url, ul, ctx, note);
     return false;
@@ -524,7 +540,9 @@ answer(struct worker *w, const struct vhost *v, const struct http_request *req,
         return answer_health(w, ctx, plan, &note->quiet);
     if (!v->rules)
         return false;
-    return site_rules(w, v, req, pol, path, len, slash, query, ctx, plan, note);
+    if (v->limits || v->edge)
+        return edge_rules(w, v, req, pol, path, len, slash, query, ctx, plan, note);
+    return site_rules(w, v, req, pol, path, len, slash, query, ctx, plan);
 }
 
 bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,

@@ -51,9 +51,10 @@ struct vhost {
     char *cache_headers[CONFIG_MAX_RULES];
     size_t cache_len[CONFIG_MAX_RULES];
     struct auth_file *auth[CONFIG_MAX_RULES]; /* per --basic-auth rule */
-    bool rules;  /* any canonical host, redirect, basic auth, cache or issue 28 rule to look at */
-    bool limits; /* any --limit-req(-for) (issue 28) */
-    bool edge;   /* any --limit-rate, --cors or --early-hints (issue 28) */
+    bool rules;                               /* any rule below to look at */
+    bool classic; /* any canonical host, redirect, basic auth or cache rule */
+    bool limits;  /* any --limit-req(-for) (issue 28) */
+    bool edge;    /* any --limit-rate, --cors or --early-hints (issue 28) */
     char challenge[sizeof("WWW-Authenticate: Basic realm=\"\", charset=\"UTF-8\"\r\n") + 256];
 };
 
