@@ -358,9 +358,9 @@ static void fail(struct worker *w, struct conn *c, int status, bool head, const 
     start_send(w, c, r);
 }
 
-/* Closes, unanswered, a first line that cannot be HTTP/1 on a port shared with h2c (its peer
- * would not read an HTTP/1 answer: h2spec 3.5/2), logging it with status 444 as nginx logs a
- * connection it closed without a response; data[0..len) is what was read of it. */
+/* Closes, unanswered, a first line that cannot be HTTP/1 on a cleartext port shared with h2c
+ * (its peer would not read an HTTP/1 answer: h2spec 3.5/2), logging it with status 444 as nginx
+ * logs a connection it closed without a response; data[0..len) is what was read of it. */
 static void refuse(struct worker *w, struct conn *c, const char *data, size_t len)
 {
     struct response *r = serve_response_get(w);
@@ -411,7 +411,8 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
             break;
         }
         if (n == HTTP1_ERROR) {
-            if (!c->served && w->h2 && policy_not_http1(data + used, len - used)) {
+            if (!c->served && policy_close_unanswered(data + used, len - used, w->h2 != NULL,
+                                                      c->xport && c->xport->secure)) {
                 refuse(w, c, data + used, len - used);
                 return len;
             }

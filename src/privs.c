@@ -102,11 +102,14 @@ static int parent_dir(const char *path, char *out)
 static int allow_level(int rs, const struct config *c, char *why, size_t why_len)
 {
     char dir[PATH_MAX], resolved[PATH_MAX];
-    int rc = parent_dir(c->docroot, dir);
-    if (rc == 0)
-        rc = add_rule(rs, dir, LL_READ, why, why_len);
-    if (rc == 0 && realpath(c->docroot, resolved) && parent_dir(resolved, dir) == 0)
-        rc = add_rule(rs, dir, LL_READ, why, why_len);
+    int rc = 0;
+    if (c->docroot) { /* the top level has none when only its sites name roots */
+        rc = parent_dir(c->docroot, dir);
+        if (rc == 0)
+            rc = add_rule(rs, dir, LL_READ, why, why_len);
+        if (rc == 0 && realpath(c->docroot, resolved) && parent_dir(resolved, dir) == 0)
+            rc = add_rule(rs, dir, LL_READ, why, why_len);
+    }
     for (int i = 0; i < c->num_auths && rc == 0; i++)
         rc = add_rule(rs, c->auths[i].htpasswd, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
     if (rc == 0 && c->mime_file) /* a site's own --mime-types, re-read by a reload */

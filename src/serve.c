@@ -68,7 +68,6 @@ struct response *serve_response_get(struct worker *w)
     if (r) {
         r->hold[0] = r->hold[1] = NULL;
         r->block = NULL;
-        r->heap = NULL;
     }
     return r;
 }
@@ -80,10 +79,6 @@ void serve_response_put(struct worker *w, struct response *r)
         r->block = NULL;
     }
     release_holds(w, r);
-    if (r->heap) { /* a listing: rare, and free(NULL) is still a call */
-        free(r->heap);
-        r->heap = NULL;
-    }
     bufpool_put(&w->outbufs, r);
 }
 
@@ -513,16 +508,18 @@ out:
     return status;
 }
 /* --autoindex: answers with dir's listing (HTML, or JSON for Accept: application/json), kept
- * with dir in the file cache. Takes the caller's reference to dir. */
+ * with dir in the file cache and compressed through its variants as a file is (the first
+ * request for a coding may get identity while the variant is made off the loop). Takes the
+ * caller's reference to dir. */
 static void listing(struct job *j, struct fentry *dir, const char *path, size_t len)
 {
     enum autoindex_format fmt = accept_prefers(j->req->accept, "application/json", "text/html")
                                     ? AUTOINDEX_JSON
                                     : AUTOINDEX_HTML;
-    const struct fderived *d = &dir->derived[fmt];
-    struct fderived own; /* a listing too large to keep: the response's own */
-    hold(j->r, dir);     /* keeps dir, and the listing it holds, until the response is sent */
-    if (!d->data || j->w->now - d->made >= LISTING_TTL) {
+    struct fentry *le = dir->derived[fmt];
+    if (le && j->w->now - le->checked < LISTING_TTL) {
+        fcache_hold(le);
+    } else {
         char url[PATH_MAX + 2];
         url[0] = '/';
         memcpy(url + 1, path, len);
@@ -531,38 +528,44 @@ static void listing(struct job *j, struct fentry *dir, const char *path, size_t 
         char *body;
         size_t body_len;
         int status = render_listing(j, path, len, fmt, url, &body, &body_len);
-        if (status) {
-            error(j, status, NULL);
+        le = status ? NULL
+                    : fcache_derive(j->w->cache, dir, fmt, body, body_len,
+                                    fmt == AUTOINDEX_JSON ? "application/json"
+                                                          : "text/html; charset=utf-8",
+                                    j->w->now);
+        if (!le) {
+            fcache_put(j->w->cache, dir);
+            error(j, status ? status : 500, NULL);
             return;
         }
-        d = fcache_set_derived(j->w->cache, dir, fmt, body, body_len, j->w->now);
-        if (!d) { /* too large to keep: this response owns it */
-            j->r->heap = body;
-            own = (struct fderived){.data = body, .len = body_len};
-            d = &own;
-        }
     }
+    /* One too large to keep is rendered for each request: a variant of it would not be found
+     * again, so none is made. */
+    bool kept = dir->derived[fmt] == le;
+    fcache_put(j->w->cache, dir);
+    hold(j->r, le);
     struct static_file f = {
-        .size = d->len,
-        .content_type = fmt == AUTOINDEX_JSON ? "application/json" : "text/html; charset=utf-8",
-        .data = d->data,
+        .size = le->size,
+        .content_type = le->mime,
+        .data = le->data,
         .fd = -1,
         .vary = "Accept", /* HTML or JSON */
     };
-    if (j->w->compress && j->cfg->compress && d->len >= j->cfg->compress_min) {
-        /* Compressed for this response, on the loop when that is cheap, else sent as it is. */
+    if (kept && compressible(j, le)) {
         enum accept_coding order[ACCEPT_CODINGS];
-        char *packed;
-        size_t packed_len;
-        f.vary = "Accept, Accept-Encoding";
-        if (accept_encodings(j->req->accept_encoding, order) > 0 &&
-            compress_now((int)order[0], d->data, d->len, &packed, &packed_len) == 0) {
-            free(j->r->heap); /* a listing too large to keep, now replaced by packed */
-            j->r->heap = packed;
-            f.data = packed;
-            f.size = packed_len;
-            f.encoding = accept_coding_name(order[0]);
+        size_t n = accept_encodings(j->req->accept_encoding, order);
+        struct fentry *v = NULL;
+        size_t i = 0;
+        /* Only the client's first choice is queued, as in negotiate(). */
+        for (; i < n && !v; i++)
+            v = variant(j, le, (int)order[i], NULL, NULL, i == 0);
+        if (v) {
+            hold(j->r, v);
+            f.size = v->size;
+            f.data = v->data;
+            f.encoding = accept_coding_name(order[i - 1]);
         }
+        f.vary = "Accept, Accept-Encoding";
     }
     if (!static_body_plan(200, &f, &j->ctx, &j->r->plan))
         error(j, 500, NULL);

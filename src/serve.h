@@ -4,7 +4,7 @@
  * Must not: touch sockets or connection state; its only I/O is the file cache and, for
  * --autoindex, reading a directory.
  * Ownership: a struct response comes from the worker's pool (serve_response_get) and holds what
- * its plan points to (cache references, a generated body) until serve_response_put. Responses
+ * its plan points to (cache references; a listing is one too) until serve_response_put. Responses
  * are independent: a protocol with many requests in flight (HTTP/2 streams) holds one each. */
 #ifndef SERVE_H
 #define SERVE_H
@@ -28,7 +28,6 @@ struct response {
     struct obs_req obs;     /* the request's start and, with the access log on, its line's fields */
     struct fentry *hold[2]; /* cache entries the plan reads from */
     struct fblock *block;   /* a prebuilt answer of hold[0] the plan points into, or NULL */
-    char *heap;             /* a generated body (directory listing), freed on release */
     /* not logged (--health); issue 28's 103 for HTTP/2 and --limit-rate (rt/site.h) */
     struct site_note note;
     char buf[RESPONSE_BUF];
@@ -37,7 +36,7 @@ struct response {
 /* An empty response from the worker's pool, or NULL when memory is short. */
 struct response *serve_response_get(struct worker *w);
 
-/* Drops what r holds (cache references, a generated body) and returns it to the pool. Only
+/* Drops what r holds (cache references) and returns it to the pool. Only
  * after the last byte its plan points to has been sent (or the send abandoned). */
 void serve_response_put(struct worker *w, struct response *r);
 

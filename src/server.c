@@ -528,6 +528,12 @@ static bool publish(struct server *sv, struct site *s, bool renew, const char *w
     enum tls_reload tls = TLS_KEPT;
     const struct config *fresh = s->owned ? s->owned : sv->cfg;
     const struct config *running = sv->sites.cur->owned ? sv->sites.cur->owned : sv->cfg;
+    char why[512];
+    if (config_reload_keeps_a_site(running, fresh, why, sizeof(why)) != 0) {
+        errlog(ERRLOG_ERROR, "%s failed, still serving the previous configuration: %s", what, why);
+        site_put(s);
+        return false;
+    }
     if (sv->cfg->tls && (renew || !same_pairs(fresh, running))) {
         if (!(ctxs = calloc((size_t)n, sizeof(*ctxs)))) {
             errlog(ERRLOG_ERROR,
@@ -564,8 +570,9 @@ static void reload(struct server *sv, const char *what)
     if (site_open(sv->cfg, &s, why, sizeof(why)) != 0)
         errlog(ERRLOG_ERROR, "%s failed, still serving the previous configuration: %s", what, why);
     else if (publish(sv, s, true, what))
-        errlog(ERRLOG_NOTICE, "%s: serving %s", what, sv->cfg->docroot);
-    systemd_notify(sv->notify_fd, "READY=1\nSTATUS=serving %s on %s", sv->cfg->docroot, sv->url);
+        errlog(ERRLOG_NOTICE, "%s: serving %s", what, config_serves(s->owned ? s->owned : sv->cfg));
+    systemd_notify(sv->notify_fd, "READY=1\nSTATUS=serving %s on %s", config_serves(sv->cfg),
+                   sv->url);
 }
 
 /* Once a second: a DOCROOT symlink re-pointed, or the directory removed and recreated, is
@@ -585,7 +592,8 @@ static void follow_docroot(struct server *sv, struct errlog_limit *lim)
         return;
     }
     if (publish(sv, s, false, "document root change"))
-        errlog(ERRLOG_NOTICE, "document root %s changed: serving the new one", sv->cfg->docroot);
+        errlog(ERRLOG_NOTICE, "document root of %s changed: serving the new one",
+               config_serves(sv->cfg));
 }
 
 static bool all_done(const struct server *sv)
@@ -715,8 +723,10 @@ static int confine(const struct config *cfg)
     return 0;
 }
 
-int server_run(struct config *cfg)
+int server_run(struct config *cfg, const struct server_seams *seams)
 {
+    const struct server_seams none = {0};
+    seams = seams ? seams : &none;
     struct server sv = {.cfg = cfg, .notify_fd = -1};
     int inited = 0; /* workers set up; sv.started of them run */
     int rc = 1, stop_signals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2};
@@ -777,7 +787,7 @@ int server_run(struct config *cfg)
         /* The HTTP port's listener; a transport's port (TLS) adds its own here. */
         struct listener ls[LISTEN_MAX] = {{.fd = sv.listeners[inited],
                                            .owned = sv.inherited == 0,
-                                           .xport = transport_test_hook(),
+                                           .xport = seams->xport,
                                            .handover = &sv.handover}};
         unsigned nls = 1;
         sv.listeners[inited] = -1; /* the worker's now, even when it fails */
@@ -796,8 +806,8 @@ int server_run(struct config *cfg)
             goto stop;
         }
         w->alog = sv.alog;
-        if (proto_test_hook()) /* the seam's test protocol stands in for HTTP/2 */
-            w->h2 = proto_test_hook();
+        if (seams->proto) /* the seam's test protocol stands in for HTTP/2 */
+            w->h2 = seams->proto;
     }
     /* Bound before the process is confined; it only reads the workers' counters. */
     if (cfg->metrics_bind &&
@@ -816,15 +826,15 @@ int server_run(struct config *cfg)
     sv.steer = config_limits_clients(cfg) && !sv.inherited &&
                getrandom(&sv.steer_seed, sizeof(sv.steer_seed), 0) == sizeof(sv.steer_seed);
     steer_clients(&sv);
-    if (proto_test_hook())
+    if (seams->proto)
         fprintf(stderr,
                 "ringhttpd: test protocol %s after the HTTP/2 preface "
                 "(RINGHTTPD_TEST_PROTO)\n",
-                proto_test_hook()->name);
-    if (transport_test_hook())
+                seams->proto->name);
+    if (seams->xport)
         fprintf(stderr,
                 "ringhttpd: test transport %s on the HTTP port (RINGHTTPD_TEST_TRANSPORT)\n",
-                transport_test_hook()->name);
+                seams->xport->name);
     if (cfg->tls && cfg->verbose) {
         char names[96];
         if (!cfg->ktls)
@@ -845,7 +855,7 @@ int server_run(struct config *cfg)
     fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s\n", sv.url, sv.eng->name,
             cfg->threads, cfg->threads == 1 ? "" : "s",
             sv.inherited ? " on sockets from systemd" : "");
-    systemd_notify(sv.notify_fd, "READY=1\nSTATUS=serving %s on %s", cfg->docroot, sv.url);
+    systemd_notify(sv.notify_fd, "READY=1\nSTATUS=serving %s on %s", config_serves(cfg), sv.url);
     supervise(&sv, &signals);
     rc = 0;
 stop:

@@ -8,8 +8,18 @@
 #define SERVER_H
 
 struct config;
+struct transport_ops;
+struct proto_ops;
+
+/* Test doubles of the seams, for a test build only (tests/seams/main.c, build/ringhttpd-test):
+ * a transport for the HTTP port in place of cleartext, a protocol in place of HTTP/2 after its
+ * preface. NULL members (or no struct at all, as ringhttpd passes) change nothing. */
+struct server_seams {
+    const struct transport_ops *xport;
+    const struct proto_ops *proto;
+};
 
 /* Runs until a stop signal; returns the process exit status (0 after a clean drain). */
-int server_run(struct config *cfg);
+int server_run(struct config *cfg, const struct server_seams *seams);
 
 #endif

@@ -48,3 +48,8 @@ bool policy_not_http1(const char *data, size_t len)
     }
     return true;
 }
+
+bool policy_close_unanswered(const char *data, size_t len, bool h2_on, bool secure)
+{
+    return h2_on && !secure && policy_not_http1(data, len);
+}

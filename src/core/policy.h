@@ -95,6 +95,14 @@ int policy_h2_preface(const char *data, size_t len);
  * "G\1T /x HTTP/1.1") keeps its 400. */
 bool policy_not_http1(const char *data, size_t len);
 
+/* Whether the first request of a connection, data[0..len) that http1_parse refused, is closed
+ * without an answer (logged 444) rather than answered as malformed: only on a cleartext
+ * connection where HTTP/2 may open unannounced (h2c: HTTP/2 on, not secure) and from a peer
+ * policy_not_http1 takes for another protocol. Over TLS the handshake and ALPN (http/1.1, or
+ * none) settled HTTP/1 before the first byte, so whatever that line is, it is a malformed
+ * HTTP/1 request and gets its 400 and the close (with close_notify) of any other (issue 25). */
+bool policy_close_unanswered(const char *data, size_t len, bool h2_on, bool secure);
+
 /* Whether a response with this status must close an HTTP/1 connection: a malformed request
  * (400, 414, 431) leaves the stream's framing in doubt. */
 bool policy_status_closes(int status);

@@ -74,7 +74,7 @@ extern const struct engine_ops engine_epoll;
 const struct engine_ops *engine_choose(int kind, bool verbose, struct engine_caps *caps);
 
 /* Fills caps with what io_uring offers here, trying for real what its opcode probe cannot tell
- * (uring.c); never fails: caps_decide judges the result. */
+ * (uring_probe.c); never fails: caps_decide judges the result. */
 void uring_probe(struct engine_caps *caps);
 
 #endif

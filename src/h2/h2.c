@@ -110,6 +110,11 @@ struct h2_session {
     const char *dlv_head;
     size_t dlv_len;
 
+    /* input: the frame headers nghttp2 is fed between (see ng_recv) */
+    uint32_t in_left; /* bytes to pass before the next frame header: magic, then payloads */
+    uint8_t in_hd[9]; /* a frame header cut by the end of a read, */
+    uint8_t in_held;  /* its bytes so far (held back from nghttp2) */
+
     /* flood budgets */
     int64_t now, window_start, progress;
     unsigned resets, control, empty, refused;
@@ -773,6 +778,7 @@ int h2_new(struct h2_session **out, const struct h2_opts *opts, const struct h2_
     s->user = user;
     s->opts = *opts;
     s->done_tail = &s->done_head;
+    s->in_left = NGHTTP2_CLIENT_MAGIC_LEN; /* nghttp2 checks it */
     plan_init(&s->plan);
 
     if (nghttp2_session_callbacks_new(&cb) != 0)
@@ -847,12 +853,65 @@ void h2_free(struct h2_session *s)
     free(s);
 }
 
+/* ---- input: streams past the limit refused, not the connection ----
+ *
+ * README and RFC 9113 5.1.2: a stream past SETTINGS_MAX_CONCURRENT_STREAMS gets
+ * RST_STREAM(REFUSED_STREAM), which the client may retry. nghttp2 does that only while our
+ * SETTINGS are unacknowledged; once the client's ACK applies them it ends the whole
+ * connection with GOAWAY(PROTOCOL_ERROR) instead (by design, nghttp2 issue 687). So the
+ * client's SETTINGS ACKs (empty, stream 0) are not fed to nghttp2: our settings stay pending
+ * for it, its limit is the refusing one, and it keeps as many closed streams (priorities) as
+ * before. The settings nghttp2 would apply on the ACK change nothing else: MAX_HEADER_LIST_SIZE
+ * and ENABLE_PUSH are not enforced by it on a server, and HEADER_TABLE_SIZE is its default. */
+_Static_assert(H2_HPACK_TABLE == NGHTTP2_DEFAULT_HEADER_TABLE_SIZE,
+               "nghttp2 never applies our HEADER_TABLE_SIZE (see ng_recv)");
+
+static ssize_t feed(struct h2_session *s, const uint8_t *p, size_t n)
+{
+    return n ? nghttp2_session_mem_recv(s->ng, p, n) : 0;
+}
+
+/* Feeds p[0..len) to nghttp2 in as few spans as the ACKs in it allow; <0 on nghttp2's error. */
+static ssize_t ng_recv(struct h2_session *s, const uint8_t *p, size_t len)
+{
+    size_t from = 0, i = 0; /* p[from..i) is passed, not fed yet */
+    ssize_t rv = 0;
+    while (i < len && rv >= 0) {
+        if (s->in_left) {
+            size_t n = len - i < s->in_left ? len - i : s->in_left;
+            s->in_left -= (uint32_t)n;
+            i += n;
+            continue;
+        }
+        size_t held = s->in_held, n = len - i < 9 - held ? len - i : 9 - held;
+        memcpy(s->in_hd + held, p + i, n);
+        if (held + n < 9) { /* the read ends inside a header: held until it is whole */
+            s->in_held = (uint8_t)(held + n);
+            return feed(s, p + from, i - from);
+        }
+        s->in_held = 0;
+        const uint8_t *h = s->in_hd;
+        uint32_t flen = (uint32_t)h[0] << 16 | (uint32_t)h[1] << 8 | h[2];
+        if (h[3] == NGHTTP2_SETTINGS && (h[4] & NGHTTP2_FLAG_ACK) && flen == 0 && !(h[5] & 0x7f) &&
+            !h[6] && !h[7] && !h[8]) {
+            rv = feed(s, p + from, i - from); /* up to it; a held part was never fed */
+            from = i += n;
+            continue;
+        }
+        if (held) /* only ever at the start of a read: from == i == 0 */
+            rv = feed(s, h, held);
+        i += n;
+        s->in_left = flen;
+    }
+    return rv < 0 ? rv : feed(s, p + from, len - from);
+}
+
 int h2_recv(struct h2_session *s, const void *data, size_t len, int64_t now)
 {
     s->now = now;
     if (s->end != H2_END_NONE && s->end != H2_END_DONE)
         return -EPROTO;
-    ssize_t rv = nghttp2_session_mem_recv(s->ng, data, len);
+    ssize_t rv = ng_recv(s, data, len);
     buf_give_back(s);
     if (rv >= 0 && !s->mem_refused)
         return 0;

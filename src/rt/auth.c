@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "core/basic.h"
 #include "core/sha256.h"
-#include "core/token.h"
 #include "rt/htpasswd.h"
 #include "rt/offload.h"
 #include "rt/worker.h"
@@ -33,7 +33,7 @@ struct vjob {
     unsigned char key[SHA256_LEN];
     uint8_t addr[16];
     int8_t family;
-    bool known; /* the user exists (else a dummy hash is checked, for the same cost) */
+    bool known; /* the user exists; else hash is the file's dummy setting, for the same cost */
     bool ok;    /* the thread's verdict */
     char hash[256];
     char pass[CRED_MAX];
@@ -50,10 +50,6 @@ struct authstate {
     unsigned failed_next;
 };
 
-/* A bcrypt hash of a random password nobody knows: an unknown user costs a real verification,
- * so the answer's timing does not tell which users exist. */
-static const char dummy_hash[] = "$2b$10$rBwaGnn9CkeSJFLUaYqjYeDmwegeIrjrQ9fshAuFYd7eaxmbMkjGa";
-
 static bool ct_equal(const void *a, const void *b, size_t n)
 {
     const volatile unsigned char *x = a, *y = b;
@@ -67,7 +63,7 @@ static void verify(struct offload_job *oj)
 {
     struct vjob *j = (struct vjob *)oj;
     struct crypt_data *data = calloc(1, sizeof(*data));
-    const char *h = j->known ? j->hash : dummy_hash;
+    const char *h = j->hash;
     j->ok = false;
     if (data) {
         const char *out = crypt_rn(j->pass, h, data, sizeof(*data));
@@ -152,37 +148,6 @@ static bool failed(struct authstate *a, const unsigned char *key, bool take)
     return false;
 }
 
-/* The decoded credentials of "Basic TOKEN" into out (NUL-terminated); 0 when malformed. */
-static size_t credentials(struct http_str v, char *out, size_t cap)
-{
-    if (v.len < 6 || strncasecmp(v.p, "basic ", 6) != 0)
-        return 0;
-    size_t i = 6, n = 0;
-    while (i < v.len && v.p[i] == ' ')
-        i++;
-    size_t end = v.len;
-    while (end > i && v.p[end - 1] == '=')
-        end--;
-    if ((end - i) % 4 == 1 || v.len - end > 2)
-        return 0;
-    unsigned acc = 0, bits = 0;
-    for (; i < end; i++) {
-        int d = token_b64(v.p[i]);
-        if (d < 0)
-            return 0;
-        acc = (acc << 6) | (unsigned)d;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (n + 1 >= cap)
-                return 0;
-            out[n++] = (char)((acc >> bits) & 0xff);
-        }
-    }
-    out[n] = '\0';
-    return memchr(out, ':', n) && !memchr(out, '\0', n) ? n : 0;
-}
-
 static void key_of(const struct auth_file *f, const char *cred, size_t n, unsigned char *key)
 {
     char buf[sizeof(f->id) + CRED_MAX];
@@ -214,7 +179,7 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
     for (size_t i = 0; i < req->num_headers; i++)
         if (http_str_ieq(req->headers[i].name, "authorization"))
             value = req->headers[i].value;
-    size_t n = a && f && value.p ? credentials(value, cred, sizeof(cred)) : 0;
+    size_t n = a && f && value.p ? basic_credentials(value, cred, sizeof(cred)) : 0;
     if (n == 0)
         goto out; /* none, or malformed: 401 at once, nothing to verify */
     key_of(f, cred, n, key);
@@ -270,6 +235,10 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
             j->known = true;
             strcpy(j->hash, f->users[i].hash);
         }
+    /* An unknown user is verified all the same, against a setting like the file's entries, so
+     * the answer's timing does not tell which users exist (htpasswd.h). */
+    if (!j->known)
+        snprintf(j->hash, sizeof(j->hash), "%s", f->dummy);
     j->job.run = verify;
     if (offload_submit(&a->q, &j->job) != 0) {
         explicit_bzero(j, sizeof(*j));

@@ -202,25 +202,6 @@ int compress_encode(int coding, int level, const void *in, size_t len, const voi
     return 0;
 }
 
-int compress_now(int coding, const void *in, size_t len, char **out, size_t *out_len)
-{
-    /* ns per byte at these levels, rounded up from bench/levels.c (bench/README.md) */
-    static const struct {
-        int level;
-        uint64_t per_byte;
-    } fast[ACCEPT_CODINGS] = {
-        [ACCEPT_BR] = {5, 30}, [ACCEPT_ZSTD] = {3, 10}, [ACCEPT_GZIP] = {6, 15}};
-    if (coding < 0 || coding >= ACCEPT_CODINGS || len * fast[coding].per_byte > COMPRESS_LOOP_NS)
-        return -E2BIG;
-    int rc = compress_encode(coding, fast[coding].level, in, len, NULL, 0, NULL, out, out_len);
-    if (rc == 0 && *out_len > len - len / 20) {
-        free(*out);
-        *out = NULL;
-        rc = -E2BIG;
-    }
-    return rc;
-}
-
 static uint64_t cpu_ns(void)
 {
     struct timespec ts;

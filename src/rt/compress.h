@@ -9,7 +9,8 @@
  * configuration in which some site compresses (a reload may turn compression on) and kept
  * until it stops, and its thread (started on first use, joined by compress_free). A job in
  * flight holds a reference to its base fentry, taken and dropped on the worker's thread, so
- * the file's fd and bytes outlive the job. */
+ * the file's fd and bytes outlive the job (a derived body, a directory listing, is never
+ * rewritten in place: a new rendering is a new entry, fcache_derive). */
 #ifndef RT_COMPRESS_H
 #define RT_COMPRESS_H
 
@@ -63,14 +64,6 @@ uint64_t compress_cost_ns(int coding, uint64_t size);
  */
 int compress_encode(int coding, int level, const void *in, size_t len, const void *dict,
                     size_t dict_len, const unsigned char *dict_hash, char **out, size_t *out_len);
-
-/*
- * Compresses a body made for one response (a directory listing) on the loop, at a fast level
- * (br 5, zstd 3, libdeflate 6), when the cost model puts it under COMPRESS_LOOP_NS and the
- * result saves at least 5%. Returns 0 with *out malloc'd, -E2BIG when it would cost too much or
- * not pay, or another -errno.
- */
-int compress_now(int coding, const void *in, size_t len, char **out, size_t *out_len);
 
 /* The tag a variant is cached under (fcache_variant_get): the coding's name, and for dcz the
  * dictionary hash after it. Returns its length. */

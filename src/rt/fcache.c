@@ -39,6 +39,7 @@ struct fcache {
     struct fentry vlru; /* the variants' LRU, apart so files and variants have their own bounds */
     struct fentry *bucket[BUCKETS];
     struct stats *st;
+    uint64_t generation; /* the last derived body's (fcache_derive) */
 };
 
 static inline uint64_t load8(const char *p)
@@ -113,25 +114,26 @@ struct fcache *fcache_new(int root_fd, const struct mime_table *mime, size_t max
     return fc;
 }
 
-static void drop_derived(struct fcache *fc, struct fderived *d)
+/* A derived body too large to keep (fcache_derive) is the response's alone: not counted. */
+static bool counted(const struct fcache *fc, const struct fentry *e)
 {
-    if (d->data)
-        fc->bytes -= d->len;
-    free(d->data);
-    *d = (struct fderived){0};
+    return e->data && !e->is_variant && !(e->is_derived && e->size > fc->max_bytes / 8);
 }
 
 static void destroy(struct fcache *fc, struct fentry *e)
 {
     for (int i = 0; i < FCACHE_DERIVED; i++)
-        drop_derived(fc, &e->derived[i]);
+        if (e->derived[i])
+            fcache_put(fc, e->derived[i]);
     if (e->fd >= 0)
         close(e->fd);
     if (e->data && e->is_variant) {
         fc->vbytes -= e->size;
         stat_set(&fc->st->compress_cache_bytes, fc->vbytes);
-    } else if (e->data)
+    } else if (counted(fc, e)) {
         fc->bytes -= e->size;
+        stat_set(&fc->st->cache_bytes, fc->bytes);
+    }
     free(e->data);
     free(e->ok.data);
     for (int i = 0; i < 2; i++) {
@@ -350,8 +352,9 @@ struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64
 static size_t variant_key(char *key, size_t cap, const struct fentry *base, const char *tag,
                           size_t tag_len)
 {
-    uint64_t version[5] = {base->ino, base->dev, base->size, (uint64_t)base->mtime_ns,
-                           (uint64_t)base->ctime_ns};
+    uint64_t version[6] = {
+        base->ino,       base->dev, base->size, (uint64_t)base->mtime_ns, (uint64_t)base->ctime_ns,
+        base->generation};
     size_t n = base->path_len + 1 + sizeof(version) + tag_len;
     if (n > cap)
         return 0;
@@ -378,10 +381,22 @@ static void lru_append(struct fentry *head, struct fentry *e)
     head->lru_prev = e;
 }
 
+/* The fields an entry made from base in memory (a variant, a derived body) shares with it. */
+static void made_from(struct fentry *e, const struct fentry *base)
+{
+    e->fd = -1;
+    e->variants_checked = -1;
+    e->ino = base->ino;
+    e->dev = base->dev;
+    e->mtime = base->mtime;
+    e->mtime_ns = base->mtime_ns;
+    e->ctime_ns = base->ctime_ns;
+}
+
 struct fentry *fcache_variant_get(struct fcache *fc, const struct fentry *base, const char *tag,
                                   size_t tag_len)
 {
-    char key[PATH_MAX + 40 + FCACHE_TAG_MAX + 1];
+    char key[PATH_MAX + 48 + FCACHE_TAG_MAX + 1];
     size_t len = variant_key(key, sizeof(key), base, tag, tag_len);
     if (!len)
         return NULL;
@@ -398,7 +413,7 @@ struct fentry *fcache_variant_get(struct fcache *fc, const struct fentry *base, 
 int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char *tag,
                        size_t tag_len, char *data, size_t len, const char *etag_suffix)
 {
-    char key[PATH_MAX + 40 + FCACHE_TAG_MAX + 1];
+    char key[PATH_MAX + 48 + FCACHE_TAG_MAX + 1];
     size_t klen = variant_key(key, sizeof(key), base, tag, tag_len);
     if (!klen) {
         free(data);
@@ -427,14 +442,8 @@ int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char 
     e->hash = hash;
     e->refs = 1;
     e->is_variant = true;
-    e->fd = -1;
-    e->variants_checked = -1;
+    made_from(e, base);
     e->checked = base->checked;
-    e->ino = base->ino;
-    e->dev = base->dev;
-    e->mtime = base->mtime;
-    e->mtime_ns = base->mtime_ns;
-    e->ctime_ns = base->ctime_ns;
     e->mime = base->mime;
     memcpy(e->last_modified, base->last_modified, sizeof(e->last_modified));
     if (!data) {
@@ -444,6 +453,8 @@ int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char 
         e->size = len;
         fc->vbytes += len;
         stat_set(&fc->st->compress_cache_bytes, fc->vbytes);
+    }
+    if (data && base->etag_len) {
         char etag[COND_ETAG_MAX];
         size_t n =
             cond_etag(etag, sizeof(etag), base->ino, base->size, base->ctime_ns, etag_suffix);
@@ -458,6 +469,8 @@ int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char 
                                     .content_type = e->mime};
             e->rep_len = static_rep_headers(e->rep_headers, sizeof(e->rep_headers), &f);
         }
+    } else {
+        e->rep_len = sizeof(e->rep_headers); /* no validators to prebuild with */
     }
     e->hnext = fc->bucket[hash & (BUCKETS - 1)];
     fc->bucket[hash & (BUCKETS - 1)] = e;
@@ -471,18 +484,51 @@ size_t fcache_variant_bytes(const struct fcache *fc)
     return fc->vbytes;
 }
 
-const struct fderived *fcache_set_derived(struct fcache *fc, struct fentry *e, int slot, char *data,
-                                          size_t len, int64_t now)
+struct fentry *fcache_derive(struct fcache *fc, struct fentry *e, int slot, char *data, size_t len,
+                             const char *type, int64_t now)
 {
-    struct fderived *d = &e->derived[slot];
-    drop_derived(fc, d);
-    if (len > fc->max_bytes / 8)
+    struct fentry *old = e->derived[slot];
+    /* A listing re-rendered with nothing changed: its variants stay valid, and are not made
+     * again (a large one costs the compressor thread a second every LISTING_TTL otherwise). */
+    if (old && old->size == len && memcmp(old->data, data, len) == 0) {
+        free(data);
+        old->checked = now;
+        old->refs++;
+        return old;
+    }
+    struct fentry *d = calloc(1, sizeof(*d) + e->path_len + 2);
+    if (!d) {
+        free(data);
         return NULL;
-    /* e may be evicted from the table here; the caller's reference keeps it, and its bytes
-     * are given back when the last reference goes. */
-    evict(fc, len);
-    *d = (struct fderived){.data = data, .len = len, .made = now};
-    fc->bytes += len;
+    }
+    /* "dir/": the URL path without its '/', as the compressor's log line shows it */
+    memcpy(d->path, e->path, e->path_len);
+    d->path_len = e->path_len;
+    if (e->path_len)
+        d->path[d->path_len++] = '/';
+    d->refs = 1;
+    d->root = e->root;
+    d->is_derived = true;
+    made_from(d, e);
+    d->data = data;
+    d->size = len;
+    d->checked = now;
+    d->generation = ++fc->generation;
+    d->compressible = -1;
+    d->mime = type;
+    if (old) {
+        e->derived[slot] = NULL;
+        fcache_put(fc, old);
+    }
+    if (counted(fc, d)) {
+        /* e may be evicted from the table here; the caller's reference keeps it, and the
+         * body's bytes are given back when its last reference goes. */
+        evict(fc, len);
+        fc->bytes += len;
+        stat_set(&fc->st->cache_bytes, fc->bytes);
+        e->derived[slot] = d;
+        d->refs++;
+    }
     return d;
 }
 

@@ -18,15 +18,10 @@
 #include "core/date.h"
 #include "core/mime.h"
 
-/* A body made from an entry and kept with it (a directory's rendered listing, one per format):
- * freed with the entry, so a directory that changes drops its listings at its next
- * revalidation, and counted in the cache's bytes. */
+/* Bodies made from an entry (a directory's rendered listing, one per format) are entries of
+ * their own (fcache_derive), so their compressed variants are keyed like a file's and a body
+ * never changes while a response or a compression job holds it. */
 #define FCACHE_DERIVED 2
-struct fderived {
-    char *data; /* NULL: none */
-    size_t len;
-    int64_t made; /* monotonic second it was made, for the caller's own expiry */
-};
 
 /* serve's copy of the header lines a plain request for an entry is answered with
  * (static_ok_fields), and what they were made from: kept with the entry, so a new version of the
@@ -64,6 +59,7 @@ struct fentry {
     uint32_t root; /* the site (fcache_root) whose root path is relative to */
     bool is_dir;
     bool is_variant; /* a compressed variant: data holds it, fd is -1 */
+    bool is_derived; /* a body made from a directory (fcache_derive): data holds it, fd is -1 */
     int err;         /* 0, or -errno for a remembered miss */
     int fd;          /* open for regular files, else -1 */
     uint64_t size;
@@ -73,7 +69,8 @@ struct fentry {
     int64_t mtime_ns;         /* full resolution, for change detection */
     int64_t ctime_ns;         /* change detection and the ETag: users cannot set it back */
     uint32_t mode;            /* st_mode: a chmod is seen at the next revalidation */
-    int64_t checked;          /* monotonic second of the last validation */
+    int64_t checked;          /* monotonic second of the last validation (derived: made) */
+    uint64_t generation;      /* a derived body's, unique in its cache; 0 for a file */
     int64_t variants_checked; /* when variants was last computed (-1: never) */
     uint8_t variants;         /* bit (1 << enc) for each precompressed sibling present */
     int8_t compressible;      /* serve's memo of --compress-types: -1 not yet known */
@@ -84,7 +81,7 @@ struct fentry {
     char last_modified[HTTPDATE_LEN + 1];
     char rep_headers[224]; /* static_rep_headers(), when it fits (rep_len < sizeof) */
     size_t rep_len;
-    struct fderived derived[FCACHE_DERIVED];
+    struct fentry *derived[FCACHE_DERIVED]; /* a directory's kept bodies, a reference each */
     struct fok ok;
     struct fblock *block[2]; /* the current one, and the one before (maybe still sent from) */
     size_t path_len;
@@ -131,17 +128,18 @@ void fcache_put(struct fcache *fc, struct fentry *e);
 
 /*
  * The variant `tag` (a coding name, or "dcz" followed by the dictionary's SHA-256) of the file
- * version `base` describes, or NULL. A variant is keyed by the base's path, inode, device, size,
- * mtime and ctime, so one made from an older version of the file is never found again (it ages out
- * of the LRU). A variant with err == -ENODATA records "compressing did not pay": send identity.
- * The caller owns one reference.
+ * version or derived body `base` describes, or NULL. A variant is keyed by the base's path,
+ * inode, device, size, mtime, ctime and generation, so one made from an older version of the
+ * file, or an older body, is never found again (it ages out of the LRU). A variant with err ==
+ * -ENODATA records "compressing did not pay": send identity. The caller owns one reference.
  */
 struct fentry *fcache_variant_get(struct fcache *fc, const struct fentry *base, const char *tag,
                                   size_t tag_len);
 
 /*
  * Stores a variant of base: `data` (malloc'd, len bytes; ownership passes to the cache, also on
- * failure) with Content-Encoding etag_suffix in its ETag, or data NULL for "did not pay".
+ * failure) with Content-Encoding etag_suffix in its ETag (none when base has none: a derived
+ * body), or data NULL for "did not pay".
  * Evicts the least recently used variants to stay within the variant byte budget; a variant
  * larger than the whole budget is recorded as "did not pay". Returns 0 or -ENOMEM.
  */
@@ -156,11 +154,17 @@ struct fblock *fcache_block(struct fcache *fc, struct fentry *e, int slot, size_
 /* Bytes of variants held (what --compress-cache bounds) and how many variants there are. */
 size_t fcache_variant_bytes(const struct fcache *fc);
 
-/* Keeps data (malloc'ed, len bytes) as e's derived body in slot, replacing what was there, and
- * evicts older entries to make room; the cache then owns data. Keeps nothing when len is over
- * an eighth of the cache's bytes (one body must not empty the cache). Returns the slot's body,
- * or NULL when it was not kept: data then stays the caller's. */
-const struct fderived *fcache_set_derived(struct fcache *fc, struct fentry *e, int slot, char *data,
-                                          size_t len, int64_t now);
+/*
+ * Makes data (malloc'd, len bytes, of media type `type`; the cache owns it from now on, also on
+ * failure) a body derived from e at `now`: an entry of its own, outside the table, with a
+ * generation no other body of this cache has, so its variants (fcache_variant_get) are its own
+ * and one made from an older body is never found again. Keeps it as e's body in slot (the old
+ * one lives on while referenced), counted in the cache's bytes, unless len is over an eighth of
+ * them (one body must not empty the cache): then only the caller holds it. When the bytes are
+ * those of the body already in the slot, that entry stays, made anew at now, with its variants.
+ * Returns the body with a reference for the caller, or NULL when memory runs out.
+ */
+struct fentry *fcache_derive(struct fcache *fc, struct fentry *e, int slot, char *data, size_t len,
+                             const char *type, int64_t now);
 
 #endif

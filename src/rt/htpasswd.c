@@ -3,6 +3,7 @@
 
 #include <crypt.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,36 @@ void auth_file_free(struct auth_file *f)
         free(f->users[i].hash);
     }
     free(f->users);
+    free(f->dummy);
     free(f);
+}
+
+/* Characters of crypt's base64 ("./0-9A-Za-z"): n of them at p, then the end of the string. */
+static bool crypt64(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!p[i] ||
+            !strchr("./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", p[i]))
+            return false;
+    return p[n] == '\0';
+}
+
+/* Whether a bcrypt or SHA-crypt hash is whole: libcrypt's crypt_checksalt judges only the
+ * setting at its start, so a line cut short ("alice:$2y$10$") passed it, and that user could
+ * never log in instead of the file being refused. bcrypt: "$2y$NN$" and 53 characters (salt and
+ * hash); SHA-crypt: "$5$" or "$6$", an optional "rounds=N$", a salt of up to 16 characters,
+ * "$", and 43 ($5$) or 86 ($6$) characters. */
+static bool whole(const char *hash)
+{
+    if (hash[1] == '2')
+        return hash[4] >= '0' && hash[4] <= '9' && hash[5] >= '0' && hash[5] <= '9' &&
+               hash[6] == '$' && crypt64(hash + 7, 53);
+    const char *salt = hash + 3, *end;
+    if (strncmp(salt, "rounds=", 7) == 0 && (salt = strchr(salt, '$')))
+        salt++;
+    if (!salt || !(end = strchr(salt, '$')) || end - salt > 16)
+        return false;
+    return crypt64(end + 1, hash[1] == '5' ? 43 : 86);
 }
 
 /* The hash formats libcrypt verifies that are worth having: bcrypt and SHA-crypt. */
@@ -32,9 +62,65 @@ static const char *refuse(const char *hash)
                "plain text, {SHA}, crypt(3) DES and MD5 are refused";
     /* libxcrypt calls $5$ "legacy" and a low bcrypt cost "too cheap": both still verify */
     int ok = crypt_checksalt(hash);
-    if (ok == CRYPT_SALT_INVALID || ok == CRYPT_SALT_METHOD_DISABLED)
+    if (ok == CRYPT_SALT_INVALID || ok == CRYPT_SALT_METHOD_DISABLED || !whole(hash))
         return "the hash is malformed or libcrypt cannot check it";
     return NULL;
+}
+
+/* What makes a hash cost what it costs: its prefix ("$2y$", "$5$", ...) and its cost (bcrypt's
+ * log2 rounds; SHA-crypt's rounds, 5000 when the hash names none, as libcrypt reads it). */
+struct setting {
+    char prefix[5];
+    unsigned long cost;
+    size_t count; /* entries that have it */
+};
+
+static struct setting setting_of(const char *hash)
+{
+    struct setting s = {{0}, 0, 1};
+    if (hash[1] == '2') { /* $2?$NN$: refuse() let only well-formed ones through */
+        memcpy(s.prefix, hash, 4);
+        s.cost = strtoul(hash + 4, NULL, 10);
+    } else {
+        memcpy(s.prefix, hash, 3);
+        s.cost = strncmp(hash + 3, "rounds=", 7) == 0 ? strtoul(hash + 10, NULL, 10) : 5000;
+    }
+    return s;
+}
+
+/* The dummy setting for f (see htpasswd.h). A mixed file (cost raised over the years, or
+ * $5$ and bcrypt users side by side) gets its most common setting, the first in the file on a
+ * tie: an unknown user then looks like the most users, so timing can single out only the few
+ * entries whose cost differs, and never the many. (The most expensive setting would protect
+ * the few costly entries, typically one admin, and expose everyone else.) */
+static int make_dummy(struct auth_file *f)
+{
+    struct setting *seen = calloc(f->n, sizeof(*seen));
+    size_t kinds = 0, best = 0;
+    int rc = -ENOMEM;
+    if (!seen)
+        return rc;
+    for (size_t i = 0; i < f->n; i++) {
+        struct setting s = setting_of(f->users[i].hash);
+        size_t k = 0;
+        /* $2a$, $2b$ and $2y$ are one algorithm: prefix[1] names the algorithm */
+        while (k < kinds && (seen[k].cost != s.cost || seen[k].prefix[1] != s.prefix[1]))
+            k++;
+        if (k == kinds)
+            seen[kinds++] = s;
+        else
+            seen[k].count++;
+        if (seen[k].count > seen[best].count)
+            best = k;
+    }
+    /* no random bytes given: libcrypt draws the salt from the kernel's generator */
+    char out[CRYPT_GENSALT_OUTPUT_SIZE];
+    if (crypt_gensalt_rn(seen[best].prefix, seen[best].cost, NULL, 0, out, sizeof(out)))
+        rc = (f->dummy = strdup(out)) ? 0 : -ENOMEM;
+    else
+        rc = errno ? -errno : -EINVAL;
+    free(seen);
+    return rc;
 }
 
 int auth_file_load(const char *path, struct auth_file **out, char *why, size_t why_len)
@@ -81,6 +167,11 @@ int auth_file_load(const char *path, struct auth_file **out, char *why, size_t w
     }
     if (getrandom(f->id, sizeof(f->id), 0) != (ssize_t)sizeof(f->id))
         goto nomem;
+    if ((rc = make_dummy(f)) != 0) {
+        snprintf(why, why_len, "--basic-auth: '%s': cannot make a dummy salt like its entries: %s",
+                 path, strerror(-rc));
+        goto out;
+    }
     *out = f;
     f = NULL;
     rc = 0;

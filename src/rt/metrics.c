@@ -13,17 +13,16 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "core/http1.h"
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
 #include "rt/stats.h"
 #include "rt/worker.h"
-
-#define REQUEST_MAX 4096
-#define IO_TIMEOUT_S 5 /* a scraper that stalls mid-request or mid-response is dropped */
 
 struct metrics {
     int fd;
@@ -34,6 +33,10 @@ struct metrics {
     const char *engine;
     struct accesslog *al;
     double start_time;
+    /* the metrics thread only */
+    struct errlog_limit accept_limit, full_limit;
+    int64_t accept_rest_until; /* CLOCK_MONOTONIC ms: accept failed for want of fds */
+    struct mconn *conns;       /* CONNS of them */
 };
 
 static const char *const method_names[STATS_METHODS] = {
@@ -225,94 +228,274 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
     return text;
 }
 
-static int write_all(int fd, const char *p, size_t len)
+/* ---- the listener: one poll loop on the metrics thread ----
+ *
+ * A scraper sends one small request and reads one answer; anything else (a client trickling
+ * bytes, connections left open, garbage) must not keep the next scrape waiting. So every
+ * connection is non-blocking and served side by side from one poll loop, a request head must
+ * be complete within REQUEST_S of the accept whatever the client trickles, the answer must be
+ * gone within ANSWER_S, and at most CONNS are open: a newcomer past the bound closes the oldest
+ * connection still waiting for its request head (which is a scraper's first packet, so a real
+ * scraper's is never the one waiting long), or is refused when every connection is being
+ * answered. */
+
+#define CONNS 16
+#define REQUEST_MAX 4096 /* a scrape's head is ~200 bytes; a longer one gets 431 */
+#define REQUEST_S 3
+#define ANSWER_S 10
+/* reading what a client still sends after its answer, so that the close sends no RST */
+#define LINGER_MS 1000
+#define FULL_PAUSE_MS 100 /* out of fds (or memory) at accept: the listener rests this long */
+
+enum mstate { M_FREE, M_READ, M_WRITE, M_LINGER };
+
+struct mconn {
+    enum mstate state;
+    int fd;
+    int64_t deadline_ms; /* CLOCK_MONOTONIC */
+    int64_t accepted_ms; /* the bound closes the oldest reader */
+    size_t len;          /* request bytes in buf */
+    char head[256];      /* the answer: head[0..head_len) then body[0..body_len) */
+    size_t head_len;
+    char *body; /* malloc'd, or NULL */
+    size_t body_len;
+    size_t sent; /* of head then body */
+    char buf[REQUEST_MAX];
+};
+
+static int64_t now_ms(void)
 {
-    while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void answer(int fd, int status, const char *reason, const char *type, const char *body,
+static void drop(struct mconn *c)
+{
+    close(c->fd);
+    free(c->body);
+    c->body = NULL;
+    c->state = M_FREE;
+}
+
+/* Prepares the answer in c (status line and fields in head, body only if with_body). */
+static void answer(struct mconn *c, int status, const char *reason, const char *type, char *body,
                    size_t len, bool with_body)
 {
-    char hdr[256];
-    int n = snprintf(hdr, sizeof(hdr),
+    int n = snprintf(c->head, sizeof(c->head),
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                      "Connection: close\r\n\r\n",
                      status, reason, type, len);
-    if (write_all(fd, hdr, (size_t)n) == 0 && with_body)
-        write_all(fd, body, len);
+    c->head_len = (size_t)n < sizeof(c->head) ? (size_t)n : sizeof(c->head) - 1;
+    c->body = with_body ? body : NULL;
+    c->body_len = with_body ? len : 0;
+    if (!with_body)
+        free(body);
+    c->sent = 0;
+    c->state = M_WRITE;
+    c->deadline_ms = now_ms() + ANSWER_S * 1000;
 }
 
-static void serve_one(struct metrics *m, int fd)
+static void answer_text(struct mconn *c, int status, const char *reason, const char *msg,
+                        bool with_body)
 {
-    char req[REQUEST_MAX + 1];
-    size_t len = 0;
-    struct timeval tv = {.tv_sec = IO_TIMEOUT_S};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    while (len < REQUEST_MAX) {
-        ssize_t n = recv(fd, req + len, REQUEST_MAX - len, 0);
-        if (n <= 0)
-            return;
-        len += (size_t)n;
-        req[len] = '\0';
-        if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
-            break;
+    char *body = strdup(msg);
+    answer(c, status, reason, "text/plain", body, body ? strlen(msg) : 0, with_body && body);
+}
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 414:
+        return "URI Too Long";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 501:
+        return "Not Implemented";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Bad Request";
     }
-    bool get = strncmp(req, "GET ", 4) == 0, is_head = strncmp(req, "HEAD ", 5) == 0;
-    const char *target = get ? req + 4 : is_head ? req + 5 : NULL;
-    if (!target) {
-        static const char msg[] = "only GET and HEAD\n";
-        answer(fd, 405, "Method Not Allowed", "text/plain", msg, sizeof(msg) - 1, true);
+}
+
+/* The answer to the head in c->buf, once it is complete (core/http1.h parses it as a worker
+ * would: a malformed head gets the parser's 4xx/5xx, and the connection closes). */
+static void respond(struct metrics *m, struct mconn *c)
+{
+    struct http_request req;
+    int r = http1_parse(c->buf, c->len, &req);
+    if (r == HTTP1_PARTIAL && c->len < sizeof(c->buf))
+        return; /* more to come */
+    if (r == HTTP1_PARTIAL) {
+        answer_text(c, 431, "Request Header Fields Too Large", "a scrape's head is short\n", true);
         return;
     }
-    if (strncmp(target, "/metrics", 8) != 0 || (target[8] != ' ' && target[8] != '?')) {
-        static const char msg[] = "metrics are at /metrics\n";
-        answer(fd, 404, "Not Found", "text/plain", msg, sizeof(msg) - 1, !is_head);
+    if (r == HTTP1_ERROR) {
+        answer_text(c, req.status, reason(req.status), "not a request this listener takes\n", true);
+        return;
+    }
+    bool is_head = req.method == HTTP_HEAD;
+    if (req.method != HTTP_GET && !is_head) {
+        answer_text(c, 405, "Method Not Allowed", "only GET and HEAD\n", true);
+        return;
+    }
+    struct http_str t = req.target;
+    if (t.len < 8 || memcmp(t.p, "/metrics", 8) != 0 || (t.len > 8 && t.p[8] != '?')) {
+        answer_text(c, 404, "Not Found", "metrics are at /metrics\n", !is_head);
         return;
     }
     size_t blen = 0;
     char *body = metrics_render(m->workers, m->nworkers, m->engine, m->al, m->start_time, &blen);
-    if (!body) {
-        answer(fd, 500, "Internal Server Error", "text/plain", "", 0, false);
-        return;
+    if (!body)
+        answer(c, 500, "Internal Server Error", "text/plain", NULL, 0, false);
+    else
+        answer(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, blen, !is_head);
+}
+
+/* Moves c along as far as its socket lets it, without blocking. */
+static void step(struct metrics *m, struct mconn *c)
+{
+    if (c->state == M_READ) {
+        ssize_t n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+            drop(c);
+            return;
+        }
+        if (n < 0)
+            return;
+        c->len += (size_t)n;
+        respond(m, c);
     }
-    answer(fd, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body, blen, !is_head);
-    free(body);
+    if (c->state == M_WRITE) {
+        while (c->sent < c->head_len + c->body_len) {
+            struct iovec iov[2];
+            int k = 0;
+            if (c->sent < c->head_len)
+                iov[k++] = (struct iovec){c->head + c->sent, c->head_len - c->sent};
+            size_t boff = c->sent > c->head_len ? c->sent - c->head_len : 0;
+            if (c->body_len > boff)
+                iov[k++] = (struct iovec){c->body + boff, c->body_len - boff};
+            struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)k};
+            ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+            if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+            if (n < 0) {
+                drop(c);
+                return;
+            }
+            c->sent += (size_t)n;
+        }
+        /* All sent: end our side, and read what the client may still send until it closes
+         * (a close with unread bytes would reset the connection and could lose the answer). */
+        shutdown(c->fd, SHUT_WR);
+        free(c->body);
+        c->body = NULL;
+        c->state = M_LINGER;
+        c->deadline_ms = now_ms() + LINGER_MS;
+    }
+    if (c->state == M_LINGER) {
+        ssize_t n;
+        while ((n = recv(c->fd, c->buf, sizeof(c->buf), 0)) > 0)
+            ;
+        if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            drop(c);
+    }
+}
+
+/* A slot for a newcomer: a free one, else the oldest still reading its head (closed), else
+ * NULL (every connection is being answered: the newcomer is refused). */
+static struct mconn *slot_for_newcomer(struct metrics *m)
+{
+    struct mconn *oldest = NULL;
+    for (int i = 0; i < CONNS; i++) {
+        struct mconn *c = &m->conns[i];
+        if (c->state == M_FREE)
+            return c;
+        if ((c->state == M_READ || c->state == M_LINGER) &&
+            (!oldest || c->accepted_ms < oldest->accepted_ms))
+            oldest = c;
+    }
+    if (oldest) {
+        errlog_limited(&m->full_limit, ERRLOG_WARN,
+                       "metrics: %d connections open: closed the oldest waiting one", CONNS);
+        drop(oldest);
+    }
+    return oldest;
+}
+
+static void accept_all(struct metrics *m)
+{
+    for (;;) {
+        int fd = accept4(m->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN) { /* EMFILE...: the listener stays readable, so it rests */
+                errlog_limited(&m->accept_limit, ERRLOG_ERROR, "metrics: accept: %s",
+                               strerror(errno));
+                m->accept_rest_until = now_ms() + FULL_PAUSE_MS;
+            }
+            return;
+        }
+        struct mconn *c = slot_for_newcomer(m);
+        if (!c) {
+            errlog_limited(&m->full_limit, ERRLOG_WARN,
+                           "metrics: %d connections being answered: refused one", CONNS);
+            close(fd);
+            continue;
+        }
+        int64_t t = now_ms();
+        c->state = M_READ;
+        c->fd = fd;
+        c->len = 0;
+        c->accepted_ms = t;
+        c->deadline_ms = t + REQUEST_S * 1000;
+        step(m, c); /* a scraper's request often came with its connection */
+    }
 }
 
 static void *metrics_main(void *arg)
 {
     struct metrics *m = arg;
-    struct errlog_limit accept_limit = {0};
-    struct pollfd p[2] = {{.fd = m->fd, .events = POLLIN}, {.fd = m->stop_fd, .events = POLLIN}};
+    struct pollfd p[2 + CONNS];
+    struct mconn *of[2 + CONNS];
     for (;;) {
-        if (poll(p, 2, -1) < 0) {
+        int64_t t = now_ms(), wake = -1;
+        nfds_t n = 0;
+        p[n++] = (struct pollfd){.fd = m->stop_fd, .events = POLLIN};
+        p[n++] = (struct pollfd){.fd = m->fd, .events = t < m->accept_rest_until ? 0 : POLLIN};
+        if (t < m->accept_rest_until)
+            wake = m->accept_rest_until - t;
+        for (int i = 0; i < CONNS; i++) {
+            struct mconn *c = &m->conns[i];
+            if (c->state == M_FREE)
+                continue;
+            if (c->deadline_ms <= t) { /* too slow, whatever it was doing */
+                drop(c);
+                continue;
+            }
+            wake = wake < 0 || c->deadline_ms - t < wake ? c->deadline_ms - t : wake;
+            of[n] = c;
+            p[n++] = (struct pollfd){.fd = c->fd, .events = c->state == M_WRITE ? POLLOUT : POLLIN};
+        }
+        if (poll(p, n, (int)wake) < 0) {
             if (errno == EINTR)
                 continue;
             errlog(ERRLOG_ERROR, "metrics: poll: %s", strerror(errno));
             break;
         }
-        if (p[1].revents)
+        if (p[0].revents)
             break;
-        int fd = accept4(m->fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                errlog_limited(&accept_limit, ERRLOG_ERROR, "metrics: accept: %s", strerror(errno));
-            continue;
-        }
-        serve_one(m, fd);
-        close(fd);
+        for (nfds_t i = 2; i < n; i++)
+            if (p[i].revents)
+                step(m, of[i]);
+        if (p[1].revents & POLLIN)
+            accept_all(m);
     }
+    for (int i = 0; i < CONNS; i++)
+        if (m->conns[i].state != M_FREE)
+            drop(&m->conns[i]);
     return NULL;
 }
 
@@ -375,6 +558,8 @@ int metrics_start(struct metrics **out, const struct config *cfg, struct worker 
                           .engine = engine,
                           .al = al,
                           .start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9};
+    if (!(m->conns = calloc(CONNS, sizeof(*m->conns))))
+        goto err_free;
     if ((rc = m->fd = listen_on(cfg->metrics_bind, cfg->metrics_port, shown, sizeof(shown))) < 0)
         goto err_free;
     if ((m->stop_fd = eventfd(0, EFD_CLOEXEC)) < 0) {
@@ -392,6 +577,7 @@ err_event:
 err_listen:
     close(m->fd);
 err_free:
+    free(m->conns);
     free(m);
 err:
     fprintf(stderr, "ringhttpd: --metrics %s:%u: %s\n", cfg->metrics_bind, cfg->metrics_port,
@@ -407,5 +593,6 @@ void metrics_stop(struct metrics *m)
     pthread_join(m->thread, NULL);
     close(m->stop_fd);
     close(m->fd);
+    free(m->conns);
     free(m);
 }

@@ -1,8 +1,10 @@
 /* metrics: the --metrics listener: a thread of its own that answers GET /metrics with the
  * Prometheus text exposition format (version 0.0.4), summing nothing on the workers' side:
  * each scrape reads every worker's counters (stats.h) and writes them per worker.
- * Must not: run on a worker or the public port, or write to anything a worker reads; one
- * scrape at a time, each connection closed after its answer (a scraper's habit anyway).
+ * Its connections are non-blocking, served side by side by one poll loop on that thread, the
+ * request read by core/http1 with a deadline for the whole head; at most 16 are open.
+ * Must not: run on a worker or the public port, write to anything a worker reads, or wait on
+ * one client: each connection is closed after its answer (a scraper's habit anyway).
  * Ownership: server starts it after the workers and stops it before they are joined. */
 #ifndef RT_METRICS_H
 #define RT_METRICS_H

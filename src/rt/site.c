@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cfgfile.h"
 #include "config.h"
 #include "core/accept.h"
 #include "core/cors.h"

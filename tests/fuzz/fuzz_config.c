@@ -1,5 +1,5 @@
 /* libFuzzer target for the --config YAML reader (cfgfile.c) and the option parser behind it
- * (config_set): any bytes give either a configuration (top level and sites, freed without a
+ * (options_set): any bytes give either a configuration (top level and sites, freed without a
  * leak) or an exit status of 1 or 2 after messages, never a crash, a hang on aliases, or a read
  * past the input. (Every rejected key prints a line on stderr: the fuzz log holds them.) */
 #include <assert.h>
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cfgfile.h"
-#include "config.h"
+#include "config/cfgfile.h"
+#include "config/options.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data, size);
     struct config cfg;
     struct cfgfile *doc = NULL;
-    config_init(&cfg);
+    options_init(&cfg);
     int rc = cfgfile_load_buffer(&cfg, "fuzz.yaml", text, size, &doc);
     assert(rc == 0 || rc == 1 || rc == 2);
     assert((rc == 0) == (doc != NULL) || (rc == 0 && size == 0));
@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             assert(cfg.sites[i].pool_owner == &cfg && cfg.sites[i].num_hosts <= CONFIG_MAX_RULES);
     }
     cfgfile_free(doc);
-    config_free(&cfg);
+    options_free(&cfg);
     free(text);
     return 0;
 }

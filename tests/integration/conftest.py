@@ -11,7 +11,7 @@ engine
     "uring" or "epoll" (test ids ``[uring]`` / ``[epoll]``). The uring case is skipped, not
     failed, when this kernel refuses io_uring_setup (seccomp, sysctl, old kernel).
 make_server(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True,
-            pass_fds=())
+            pass_fds=(), binary=None)
     Factory. Starts ``[*wrapper, $RINGHTTPD, '-p', '0', '-b', '127.0.0.1', '-t', '2',
     '--engine', ENGINE, *args, docroot]`` (docroot omitted when None; ENGINE is the ``engine``
     fixture's value unless ``engine=`` is given, e.g. "auto"). Options in ``args`` come after the
@@ -25,6 +25,8 @@ make_server(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, 
     expected to refuse to start); ``cwd`` is the server's working directory (the default
     DOCROOT is "."). ``pass_fds`` are file descriptors the server inherits at the same numbers
     (subprocess.Popen's pass_fds), e.g. a listening socket the test holds as systemd would.
+    ``binary`` runs another build in place of $RINGHTTPD: RINGHTTPD_TEST for the seams' test
+    doubles (skipped when it is not built).
     Because it depends on ``engine``, any test using make_server runs for both engines; a test
     module may override the ``engine`` fixture (e.g. to return "auto") to run once.
 docroot
@@ -109,7 +111,9 @@ Response
     server said close), .header(name) -> first value or None, .header_all(name) -> [values],
     .tokens(name) -> set of lower-case comma-separated tokens over all occurrences.
 
-Module data: RINGHTTPD (the binary's path), DOCROOT_FILES (relative path -> bytes of regular
+Module data: RINGHTTPD (the binary's path), RINGHTTPD_TEST ($RINGHTTPD_TEST, default
+$RINGHTTPD with "-test" appended: the same server linked with the seams' test doubles, which
+RINGHTTPD_TEST_TRANSPORT / RINGHTTPD_TEST_PROTO select; `make all` builds it), DOCROOT_FILES (relative path -> bytes of regular
 files in the docroot), HELLO (the 1 KiB text), BIG (the 1 MiB binary), INDEX_HTML,
 SUB_INDEX_HTML, UNICODE_NAME, HELLO_MTIME / HELLO_LAST_MODIFIED, OUTSIDE_CONTENT,
 SECRET_CONTENT, SANITIZER_MARKERS, LISTEN_RE, IMF_FIXDATE, ETAG_RE; functions
@@ -136,6 +140,7 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RINGHTTPD = os.environ.get("RINGHTTPD") or str(REPO / "build" / "ringhttpd")
+RINGHTTPD_TEST = os.environ.get("RINGHTTPD_TEST") or RINGHTTPD + "-test"
 
 START_TIMEOUT = 10.0
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
@@ -376,9 +381,9 @@ def tls_wrap(server, sock):
 # The server process.
 
 
-def _require_binary():
-    if not os.access(RINGHTTPD, os.X_OK):
-        pytest.skip(f"server binary {RINGHTTPD} not built (set $RINGHTTPD or run make)")
+def _require_binary(binary=RINGHTTPD):
+    if not os.access(binary, os.X_OK):
+        pytest.skip(f"server binary {binary} not built (set $RINGHTTPD or run make)")
 
 
 class Server:
@@ -507,10 +512,10 @@ def make_server(engine, scheme, request):
         mp.setenv("CURL_CA_BUNDLE", str(ca))
 
     def factory(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True,
-                pass_fds=()):
-        _require_binary()
+                pass_fds=(), binary=None):
+        _require_binary(binary or RINGHTTPD)
         eng = engine if engine is not None else default_engine
-        argv = [*wrapper, RINGHTTPD, "-p", "0", "-b", "127.0.0.1", "-t", "2",
+        argv = [*wrapper, binary or RINGHTTPD, "-p", "0", "-b", "127.0.0.1", "-t", "2",
                 "--engine", eng, *tls_args, *args]
         if docroot is not None:
             argv.append(str(docroot))

@@ -9,11 +9,8 @@ import pytest
 
 from conftest import HELLO, INDEX_HTML, LISTEN_RE, RINGHTTPD, _require_binary, fetch, \
     uring_available
+from optiontable import option_table
 
-LONG_OPTIONS = ["--port", "--bind", "--threads", "--engine", "--keepalive-timeout",
-                "--header-timeout", "--verbose", "--help", "--version", "--autoindex",
-                "--cache-control", "--header", "--mime-types", "--error-page", "--fallback",
-                "--cache-size"]
 
 
 def run(*args, timeout=10):
@@ -38,7 +35,8 @@ def test_help(flag):
     assert p.stderr == b"", "--help prints to stdout only"
     text = p.stdout.decode()
     assert text.startswith("Usage: ringhttpd [options] [DOCROOT]\n"), text[:80]
-    missing = [o for o in LONG_OPTIONS if o not in text]
+    missing = ["--" + o.name for o in option_table().values()
+               if o.where != "file" and "--" + o.name not in text]
     assert not missing, f"--help does not mention {missing}"
 
 

@@ -10,6 +10,7 @@ cache, so tests that follow a variant across requests run one worker (-t 1).
 import base64
 import gzip
 import hashlib
+import json
 import os
 import random
 import re
@@ -22,6 +23,8 @@ import pytest
 import zstandard
 
 from conftest import Conn, fetch, request, wait_for
+from test_accesslog import scrape
+from test_metrics import total
 
 WORDS = ("function", "return", "const", "let", "value", "index", "element", "document",
          "window", "length", "push", "this", "prototype", "undefined", "null", "true")
@@ -403,22 +406,111 @@ def test_dictionary_above_the_size_bound(make_server, releases):
         time.sleep(0.02)
 
 
-def test_autoindex_listing_compressed(make_server, docroot):
-    d = docroot / "many"
+def listing_dir(docroot, name, n):
+    d = docroot / name
     d.mkdir()
-    for i in range(60):
-        (d / f"file-with-a-longish-name-{i:03d}.txt").write_bytes(b"x")
+    for i in range(n):
+        (d / f"file-with-a-longish-name-{i:05d}.txt").write_bytes(b"x" * (i % 13))
+    return d
+
+
+def test_autoindex_listing_compressed(make_server, docroot):
+    """A listing is compressed through the variant cache as a file is: made off the loop above
+    about a millisecond's work (identity meanwhile), on the loop below, so that the first
+    response to ask for it carries it."""
+    listing_dir(docroot, "many", 60)
+    listing_dir(docroot, "few", 9)  # about 1.8 KB: gzip 12 costs a fraction of a millisecond
     s = make_server(docroot, args=["-t", "1", "--autoindex"])
+    few = get(s, "/few/", "gzip")
+    assert encoding(few) == "gzip" and gzip.decompress(few.body) == get(s, "/few/").body
     plain = get(s, "/many/")
     assert plain.status == 200 and encoding(plain) is None and len(plain.body) > 1024
     assert plain.tokens("vary") >= {"accept", "accept-encoding"}
     for enc in ("br", "zstd", "gzip"):
-        r = get(s, "/many/", enc)  # made for the response itself: the first one is compressed
-        assert r.status == 200 and encoding(r) == enc, r.headers
+        r = until_encoded(s, "/many/", enc, enc)
         assert DECODE[enc](r.body) == plain.body
         assert r.tokens("vary") >= {"accept", "accept-encoding"}
-    j = get(s, "/many/", "gzip", headers=[("Accept", "application/json")])
-    assert encoding(j) == "gzip" and b"file-with-a-longish-name-059.txt" in gzip.decompress(j.body)
+    j = until_encoded(s, "/many/", "gzip", "gzip", headers=[("Accept", "application/json")])
+    assert b"file-with-a-longish-name-00059.txt" in gzip.decompress(j.body)
+    assert j.header("content-type") == "application/json"
+
+
+@pytest.mark.parametrize("enc", ["br", "zstd", "gzip"])
+def test_large_listing_compressed(make_server, docroot, enc):
+    """A listing of 1,500 entries (about 200 KB of HTML) costs more than a loop turn to
+    compress: it is made off the loop and later requests carry it; the build before the variant
+    cache served it identity forever. HEAD and conditional requests (a listing has no
+    validators: they never match) describe the same bytes."""
+    listing_dir(docroot, "big", 1500)
+    s = make_server(docroot, args=["-t", "1", "--autoindex"])
+    plain = get(s, "/big/")
+    assert plain.status == 200 and encoding(plain) is None and len(plain.body) > 150_000
+    assert plain.header("etag") is None and plain.header("last-modified") is None
+    r = until_encoded(s, "/big/", enc, enc)
+    assert DECODE[enc](r.body) == plain.body
+    assert len(r.body) < len(plain.body) // 4
+    assert r.header("content-length") == str(len(r.body))
+    assert r.header("content-type") == "text/html; charset=utf-8"
+    assert r.tokens("vary") >= {"accept", "accept-encoding"}
+    assert r.header("etag") is None and r.header("last-modified") is None
+    head = get(s, "/big/", enc, method="HEAD")
+    assert head.status == 200 and head.body == b"" and encoding(head) == enc
+    assert head.header("content-length") == str(len(r.body))
+    for cond in (("If-None-Match", '"abc"'), ("If-None-Match", plain.header("date")),
+                 ("If-Modified-Since", "Fri, 01 Jan 2100 00:00:00 GMT")):
+        c = get(s, "/big/", enc, headers=[cond])
+        assert c.status == 200 and encoding(c) == enc and c.body == r.body, cond
+    j = until_encoded(s, "/big/", enc, enc, headers=[("Accept", "application/json")])
+    assert j.header("content-type") == "application/json"
+    names = [e["name"] for e in json.loads(DECODE[enc](j.body))["entries"]]
+    assert len(names) == 1500 and names[-1] == "file-with-a-longish-name-01499.txt"
+
+
+def test_small_listing_compressed_once(make_server, docroot):
+    """Asked again and again, a listing is compressed once per coding (a re-rendering with the
+    same bytes, after the listing's 5 s reuse time, keeps its variants), not once per request."""
+    listing_dir(docroot, "many", 60)
+    s = make_server(docroot, args=["-t", "1", "--autoindex", "--metrics", "127.0.0.1:0"])
+    plain = get(s, "/many/")
+    until_encoded(s, "/many/", "gzip", "gzip")
+    with Conn(s) as c:
+        for _ in range(30):
+            r = c.request("GET", "/many/", headers=[("Accept-Encoding", "gzip")])
+            assert encoding(r) == "gzip" and gzip.decompress(r.body) == plain.body
+    made = total(scrape(s), "ringhttpd_compress_variants_made_total")
+    assert made == 1
+
+
+def until_listed(server, path, enc, needle, seconds):
+    """Asks until the listing comes as `enc` and shows needle; bounded."""
+    deadline = time.monotonic() + seconds
+    while True:
+        r = get(server, path, enc)
+        if encoding(r) == enc and needle in DECODE[enc](r.body):
+            return
+        assert time.monotonic() < deadline, f"{needle} never in the {enc} listing"
+        time.sleep(0.1)
+
+
+def test_listing_changed_is_never_served_stale_compressed(make_server, docroot):
+    """A listing rendered anew (an entry added: the directory changed; a file's size changed
+    in place: the listing's 5 s reuse time ran out) is a new body, and its compressed variant
+    is made from it: the old variant is never sent for it."""
+    d = listing_dir(docroot, "many", 40)
+    s = make_server(docroot, args=["-t", "1", "--autoindex"])
+    for enc in ("br", "gzip"):
+        until_encoded(s, "/many/", enc, enc)
+    (d / "new-entry.txt").write_bytes(b"n")
+    for enc in ("br", "gzip"):
+        until_listed(s, "/many/", enc, b"new-entry.txt", 10)
+    (d / "file-with-a-longish-name-00001.txt").write_bytes(b"y" * 5000)
+    for enc in ("br", "gzip"):
+        until_listed(s, "/many/", enc, b"4.9 KiB", 15)
+    # Whatever it comes as, the compressed listing is the identity one.
+    plain = get(s, "/many/")
+    for enc in ("br", "gzip"):
+        r = until_encoded(s, "/many/", enc, enc)
+        assert DECODE[enc](r.body) == plain.body
 
 
 def test_error_page_compressed(make_server, site):

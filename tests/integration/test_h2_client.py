@@ -59,7 +59,7 @@ class H2Client:
         # A large connection window: DATA already in flight on streams this client reset is
         # dropped by h2 without always giving its window back.
         self.conn.increment_flow_control_window(1 << 30)
-        if stream_window:
+        if stream_window is not None:
             self.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE:
                                        stream_window})
         self.hold = set()  # streams whose window is never given back
@@ -203,3 +203,39 @@ def test_client_resets_streams(site):
         assert bytes(c2.streams[sid].body) == HELLO
     finally:
         c2.close()
+
+
+@pytest.mark.parametrize("excess", [1, 40])
+def test_streams_past_the_limit_are_refused_not_the_connection(make_server, docroot, excess):
+    """Issue 25, RFC 9113 5.1.2: a stream past SETTINGS_MAX_CONCURRENT_STREAMS gets
+    RST_STREAM(REFUSED_STREAM), which the client may retry, and the connection goes on serving
+    the streams it has. nghttp2 does that only while its SETTINGS are unacknowledged: after the
+    client's ACK it sent GOAWAY(PROTOCOL_ERROR) and every stream was lost. The 128 streams are
+    kept open by a zero stream window (each response waits for it after its HEADERS); the
+    client is made to ignore the limit (as one that races a lowered limit would), once with
+    one stream too many, once with a burst of 40 (well under the refused-stream budget)."""
+    srv = make_server(docroot)
+    c = H2Client(srv, stream_window=0)
+    try:
+        c.pump(lambda: c.conn.remote_settings.max_concurrent_streams == 128)  # and ACKed
+        held = [c.get("/hello.txt") for _ in range(128)]
+        c.pump(lambda: all(c.streams[s].headers for s in held))  # all 128 open on the server
+        mcs = h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
+        c.conn.remote_settings[mcs] = 1 << 20  # past the limit
+        c.conn.remote_settings.acknowledge()
+        extra = [c.get("/hello.txt") for _ in range(excess)]
+        c.pump(lambda: all(c.streams[s].done for s in extra))
+        assert [c.streams[s].reset for s in extra] == \
+            [h2.errors.ErrorCodes.REFUSED_STREAM] * excess
+        assert not any(c.streams[s].done for s in held)
+        # The window opens: the 128 finish on the same connection; a refused one is retried.
+        c.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 65535})
+        c.flush()
+        c.pump(lambda: all(c.streams[s].done for s in held))
+        for s in held:
+            assert (c.streams[s].status, bytes(c.streams[s].body)) == (200, HELLO)
+        sid = c.get("/hello.txt")
+        c.pump(lambda: c.streams[sid].done)
+        assert (c.streams[sid].status, bytes(c.streams[sid].body)) == (200, HELLO)
+    finally:
+        c.close()

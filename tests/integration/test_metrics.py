@@ -2,11 +2,14 @@
 match the traffic the test sent, and promtool accepts the output."""
 
 import shutil
+import socket
 import subprocess
+import threading
+import time
 
 import pytest
 
-from conftest import HELLO, Conn, fetch, raw
+from conftest import HELLO, Conn, fetch, raw, wait_for
 from test_accesslog import metrics_addr, scrape, scrape_text
 
 
@@ -134,3 +137,102 @@ def test_metrics_count_compression(make_server, docroot):
     # Served from the cache from now on: nothing more is made.
     until_encoded(srv, "/app.js", "br", "br")
     assert total(scrape(srv), "ringhttpd_compress_variants_made_total") == 2
+
+
+# ------------------------------------------------ issue 25: no client keeps a scrape waiting
+
+def _metrics_request(srv, data, timeout=3.0):
+    """Sends data to the metrics listener and returns everything until it closes; raises
+    socket.timeout if it neither answers nor closes within timeout."""
+    with socket.create_connection(metrics_addr(srv), timeout=timeout) as s:
+        s.sendall(data)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+        return out
+
+
+def _scrape_ok(srv):
+    data = _metrics_request(srv, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    return data.startswith(b"HTTP/1.1 200") and b"ringhttpd_workers" in data
+
+
+def test_trickling_client_does_not_stop_scrapes(make_server, docroot):
+    """A client sending its request a byte a second (the old listener served one connection at
+    a time and restarted a 5 s receive timeout on every byte: every scrape failed for as long
+    as the client liked). Scrapes go on being answered, and the trickler is closed at the
+    request deadline (a few seconds) long before it has sent its 12 bytes."""
+    srv = make_server(docroot, args=["--metrics", "127.0.0.1:0"])
+    closed = []
+
+    def trickle():
+        with socket.create_connection(metrics_addr(srv), timeout=5) as s:
+            for b in b"GET /metrics":
+                try:
+                    s.sendall(bytes([b]))
+                    time.sleep(1.0)
+                    s.setblocking(False)
+                    try:
+                        if s.recv(100) == b"":
+                            closed.append(True)
+                            return
+                    except BlockingIOError:
+                        pass
+                    finally:
+                        s.setblocking(True)
+                except OSError:
+                    closed.append(True)
+                    return
+
+    t = threading.Thread(target=trickle)
+    t.start()
+    oks = []
+    try:
+        time.sleep(0.5)
+        while t.is_alive() and len(oks) < 8:
+            try:
+                oks.append(_scrape_ok(srv))
+            except OSError:
+                oks.append(False)
+            time.sleep(0.5)
+    finally:
+        t.join()
+    assert oks and all(oks), oks
+    assert closed, "the trickling client was never closed"
+
+
+def test_idle_connections_do_not_stop_scrapes(make_server, docroot):
+    """~100 connections opened and left silent (the old listener took 40-65 to stop every
+    scrape): scrapes are answered while they stay open; past the bound on open metrics
+    connections the oldest silent one is closed for each newcomer, and that is logged."""
+    srv = make_server(docroot, args=["--metrics", "127.0.0.1:0"])
+    idle = []
+    try:
+        for _ in range(100):
+            idle.append(socket.create_connection(metrics_addr(srv), timeout=5))
+        for _ in range(3):
+            assert _scrape_ok(srv)
+    finally:
+        for s in idle:
+            s.close()
+    assert wait_for(lambda: "closed the oldest waiting one" in srv.stderr_text()), \
+        srv.stderr_text()
+    assert _scrape_ok(srv)
+
+
+@pytest.mark.parametrize("garbage", [b"k\r\n", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
+                                     + bytes(range(256)) * 2 + b"\r\n\r\n",
+                                     b"GET /metrics HTTP/1.1\r\nno colon\r\n\r\n",
+                                     b"GET /metrics HTTP/2.0\r\nHost: x\r\n\r\n",
+                                     b"x" * 5000],
+                         ids=["k", "tls-hello", "no-colon", "http-2.0", "no-line-end"])
+def test_metrics_listener_answers_garbage_and_closes(make_server, docroot, garbage):
+    """What is not an HTTP/1 request gets the parser's error status (400, 431, 505) at once and
+    the connection closes, as on the public port; the listener never waits on it (the old one
+    waited for a blank line, 5 s a byte)."""
+    srv = make_server(docroot, args=["--metrics", "127.0.0.1:0"])
+    data = _metrics_request(srv, garbage, timeout=2.0)
+    status = int(data.split(b" ", 2)[1])
+    assert data.startswith(b"HTTP/1.1 ") and status in (400, 431, 505), data[:200]
+    assert b"\r\nConnection: close\r\n" in data
+    assert _scrape_ok(srv)

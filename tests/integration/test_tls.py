@@ -683,3 +683,25 @@ def test_first_records_are_small_and_again_after_a_rest(make_tls, tmp_path, seal
     second_start = next(i for i in range(big[0], len(plain)) if plain[i] == 1360)
     assert plain[second_start:second_start + 30] == [1360] * 30, plain
     assert all(n <= 16384 for n in plain)
+
+
+@pytest.mark.parametrize("first,status", [(b"k\r\n", 400), (b"NOT HTTP AT ALL\r\n\r\n", 400),
+                                          (b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", 505)],
+                         ids=["k", "not-http", "broken-preface"])
+def test_first_line_not_http_over_tls_is_answered_with_close_notify(tls, first, status):
+    """Issue 25: the cleartext port closes a first line that cannot be HTTP/1 unanswered (its
+    peer may be an HTTP/2 client with a broken preface: it would not read an HTTP/1 answer).
+    After a TLS handshake that settled HTTP/1 (ALPN http/1.1) there is no such peer: the line
+    is a malformed request and gets the parser's status (400; 505 for HTTP/2.0), then
+    close_notify, as any other (it got nothing, and a bare FIN)."""
+    with contextlib.closing(tls.connect(suppress_ragged_eofs=False)) as s:
+        assert s.selected_alpn_protocol() in (None, "http/1.1")
+        s.sendall(first)
+        data = b""
+        while chunk := s.recv(65536):  # SSLEOFError here: no close_notify
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 %d " % status), data
+    assert b"\r\nConnection: close\r\n" in data
+    # openssl s_client sees the answer too.
+    p = tls.s_client("-alpn", "http/1.1", "-servername", "localhost", "-ign_eof", data=first)
+    assert b"HTTP/1.1 %d " % status in p.stdout, p.stdout[-2000:]

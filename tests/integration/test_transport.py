@@ -1,26 +1,46 @@
 """The transport seam (issue 11 item 5): a transport that does not keep file segments zero-copy
-carries every kind of response unchanged, on both engines. The server's test-only "copy"
-transport (RINGHTTPD_TEST_TRANSPORT=copy) does what TLS does with buffers and sequencing, minus
-the cipher: received bytes reach HTTP/1 from its own buffer, and a plan leaves as 16 KiB chunks
-copied from memory or pread from the file, one chunk in flight at a time."""
+carries every kind of response unchanged, on both engines. The test build's "copy" transport
+(RINGHTTPD_TEST_TRANSPORT=copy in build/ringhttpd-test, conftest's RINGHTTPD_TEST) does what
+TLS does with buffers and sequencing, minus the cipher: received bytes reach HTTP/1 from its own
+buffer, and a plan leaves as 16 KiB chunks copied from memory or pread from the file, one chunk
+in flight at a time. The binary a user runs links neither test double (issue 26)."""
 
 import hashlib
 import os
+import shutil
 import socket
+import subprocess
 import time
 
 import pytest
 
-from conftest import BIG, HELLO, INDEX_HTML, Conn, fetch, request
+from conftest import BIG, HELLO, INDEX_HTML, RINGHTTPD, RINGHTTPD_TEST, Conn, fetch, request
 
 ENV = {"RINGHTTPD_TEST_TRANSPORT": "copy"}
 
 
 @pytest.fixture
 def copy_server(make_server, docroot):
-    srv = make_server(docroot, env=ENV)
+    srv = make_server(docroot, env=ENV, binary=RINGHTTPD_TEST)
     assert "test transport copy" in srv.stderr_text()
     return srv
+
+
+def test_the_binary_a_user_runs_has_no_test_double(make_server, docroot):
+    """Issue 26: the seams' test doubles are linked into the test build only. The binary a user
+    runs has none of their symbols, and the variables that pick them change nothing."""
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) is not installed")
+    symbols = subprocess.run([nm, RINGHTTPD], capture_output=True, text=True, check=True).stdout
+    names = {line.split()[-1] for line in symbols.splitlines() if line.strip()}
+    doubles = {"transport_copy", "proto_lines", "transport_test_hook", "proto_test_hook"}
+    assert not names & doubles, sorted(names & doubles)
+    env = {**ENV, "RINGHTTPD_TEST_PROTO": "lines"}
+    srv = make_server(docroot, env=env)
+    assert "test transport" not in srv.stderr_text()
+    assert "test protocol" not in srv.stderr_text()
+    assert fetch(srv, "/hello.txt").body == HELLO
 
 
 def test_small_and_large_files(copy_server):
@@ -33,7 +53,7 @@ def test_file_larger_than_memory_budget_by_sha256(make_server, docroot, random_f
     """64 MiB through a 16 KiB buffer: the plan is turned into chunks with backpressure."""
     path, digest = random_file(64 << 20)
     os.link(path, docroot / "huge.bin")
-    srv = make_server(docroot, env=ENV)
+    srv = make_server(docroot, env=ENV, binary=RINGHTTPD_TEST)
     with socket.create_connection(srv.addr, timeout=30) as s:
         s.sendall(request("GET", "/huge.bin", close=True))
         data = bytearray()
@@ -124,7 +144,7 @@ def lines_server(request, make_server, docroot):
     env = {"RINGHTTPD_TEST_PROTO": "lines"}
     if request.param == "copy":
         env.update(ENV)
-    srv = make_server(docroot, env=env)
+    srv = make_server(docroot, env=env, binary=RINGHTTPD_TEST)
     assert "test protocol lines" in srv.stderr_text()
     return srv
 

@@ -208,31 +208,6 @@ TEST(fcache_chmod_000_is_eacces)
     teardown(&f);
 }
 
-TEST(fcache_derived_bodies_live_and_die_with_their_entry)
-{
-    struct fixture f;
-    setup(&f, 1 << 20, 1 << 16);
-    CHECK_INT(mkdirat(f.root, "d", 0755), 0);
-    struct fentry *d = get(&f, "d", 1);
-    CHECK(d->is_dir);
-    char *body = malloc(100);
-    memset(body, 'x', 100);
-    const struct fderived *k = fcache_set_derived(f.fc, d, 0, body, 100, 1);
-    CHECK(k && k->data == body && k->len == 100 && k->made == 1);
-    /* Too large to keep (over an eighth of the cache): the caller keeps it. */
-    char *huge = malloc((1 << 20) / 8 + 1);
-    CHECK(fcache_set_derived(f.fc, d, 1, huge, (1 << 20) / 8 + 1, 1) == NULL);
-    free(huge);
-    fcache_put(f.fc, d);
-    /* The directory changes: its entry, and the body with it, is replaced (ASan: no leak). */
-    usleep(20000);
-    CHECK_INT(mkdirat(f.root, "d/sub", 0755), 0);
-    d = get(&f, "d", 2);
-    CHECK(d->derived[0].data == NULL);
-    fcache_put(f.fc, d);
-    teardown(&f);
-}
-
 TEST(fcache_counts_hits_misses_and_bytes)
 {
     struct fixture f;
@@ -259,6 +234,55 @@ static char *dup_bytes(const char *s, size_t n)
     CHECK(p != NULL);
     memcpy(p, s, n);
     return p;
+}
+
+TEST(fcache_derived_bodies_live_and_die_with_their_entry)
+{
+    struct fixture f;
+    setup(&f, 1 << 20, 1 << 16);
+    CHECK_INT(mkdirat(f.root, "d", 0755), 0);
+    struct fentry *d = get(&f, "d", 1);
+    CHECK(d->is_dir);
+    struct fentry *k = fcache_derive(f.fc, d, 0, dup_bytes("<html>one", 9), 9, "text/html", 1);
+    CHECK(k && k == d->derived[0] && k->is_derived && k->size == 9 && k->checked == 1);
+    CHECK(memcmp(k->data, "<html>one", 9) == 0 && strcmp(k->mime, "text/html") == 0);
+    CHECK(k->path_len == 2 && memcmp(k->path, "d/", 2) == 0 && k->fd == -1);
+    CHECK_INT(f.st->cache_bytes, 9);
+    /* Its variants are its own. */
+    CHECK_INT(fcache_variant_add(f.fc, k, "br", 2, dup_bytes("BR", 2), 2, "br"), 0);
+    struct fentry *v = fcache_variant_get(f.fc, k, "br", 2);
+    CHECK(v && v->err == 0 && v->etag_len == 0); /* a listing has no validators */
+    fcache_put(f.fc, v);
+    /* The same bytes made again: the same body, with its variants. */
+    struct fentry *same = fcache_derive(f.fc, d, 0, dup_bytes("<html>one", 9), 9, "text/html", 6);
+    CHECK(same == k && k->checked == 6 && d->derived[0] == k);
+    fcache_put(f.fc, same);
+    /* Other bytes: a new body, whose variants are not the old one's; the old body lives on
+     * while the caller holds it, and the bytes count the new one only. */
+    struct fentry *k2 = fcache_derive(f.fc, d, 0, dup_bytes("<html>two!", 10), 10, "text/html", 11);
+    CHECK(k2 && k2 != k && d->derived[0] == k2 && k2->generation != k->generation);
+    CHECK(fcache_variant_get(f.fc, k2, "br", 2) == NULL);
+    CHECK(memcmp(k->data, "<html>one", 9) == 0);
+    fcache_put(f.fc, k);
+    CHECK_INT(f.st->cache_bytes, 10);
+    /* Too large to keep (over an eighth of the cache): the caller's alone, not counted. */
+    size_t big = (1 << 20) / 8 + 1;
+    char *huge = malloc(big);
+    CHECK(huge != NULL);
+    memset(huge, 'x', big);
+    struct fentry *h = fcache_derive(f.fc, d, 1, huge, big, "application/json", 11);
+    CHECK(h && h->size == big && d->derived[1] == NULL);
+    fcache_put(f.fc, h);
+    CHECK_INT(f.st->cache_bytes, 10);
+    fcache_put(f.fc, k2);
+    fcache_put(f.fc, d);
+    /* The directory changes: its entry, and the body with it, is replaced (ASan: no leak). */
+    usleep(20000);
+    CHECK_INT(mkdirat(f.root, "d/sub", 0755), 0);
+    d = get(&f, "d", 12);
+    CHECK(d->derived[0] == NULL);
+    fcache_put(f.fc, d);
+    teardown(&f);
 }
 
 TEST(fcache_variants_are_keyed_by_version_and_bounded)

@@ -926,6 +926,49 @@ TEST(h2_too_many_streams_goaway)
     CHECK_INT(code, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
+/* Issue 25, RFC 9113 5.1.2: after the client's SETTINGS ACK, streams past the limit are still
+ * refused one by one (nghttp2 alone ends the connection with PROTOCOL_ERROR then), however the
+ * reads cut the frames, the ACK included (h2.c ng_recv holds a cut frame header back). */
+TEST(h2_streams_past_the_limit_refused_after_the_ack)
+{
+    static const size_t cuts[] = {4096, 7, 1};
+    for (size_t k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
+        raw_start(&r);
+        frame(&r, NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK, 0, NULL, 0);
+        for (uint32_t id = 1; id < 2 * (H2_MAX_STREAMS + 3); id += 2)
+            frame(&r, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, id, get_block, sizeof(get_block));
+        frame(&r, NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK, 0, NULL, 0); /* one too many: ignored */
+        struct pair p;
+        pair_init(&p, NULL, 0);
+        for (size_t at = 0; at < r.len; at += cuts[k])
+            CHECK_INT(h2_recv(p.srv, r.b + at, r.len - at < cuts[k] ? r.len - at : cuts[k], p.now),
+                      0);
+        unsigned refused = 0, goaways = 0;
+        uint32_t first = 0;
+        struct plan *o;
+        while ((o = h2_output(p.srv))) {
+            for (unsigned i = 0; i < o->nseg; i++) {
+                const uint8_t *m = (const uint8_t *)o->segs[i].mem;
+                for (size_t at = 0; m && at + 9 <= o->segs[i].len;) {
+                    size_t flen = (size_t)m[at] << 16 | (size_t)m[at + 1] << 8 | m[at + 2];
+                    uint32_t id = (uint32_t)m[at + 7] << 8 | m[at + 8];
+                    if (m[at + 3] == NGHTTP2_RST_STREAM && m[at + 12] == NGHTTP2_REFUSED_STREAM) {
+                        first = refused++ ? first : id;
+                    }
+                    goaways += m[at + 3] == NGHTTP2_GOAWAY;
+                    at += 9 + flen;
+                }
+            }
+            h2_sent(p.srv, p.now);
+        }
+        CHECK_INT(refused, 3);
+        CHECK_INT(first, 2 * H2_MAX_STREAMS + 1);
+        CHECK_INT(goaways, 0);
+        CHECK_INT(h2_end(p.srv), H2_END_NONE);
+        pair_free(&p);
+    }
+}
+
 TEST(h2_bad_preface_ends)
 {
     r.len = 0;

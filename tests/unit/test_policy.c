@@ -81,6 +81,20 @@ static bool not_http1(const char *s, size_t n)
 }
 #define NOT_HTTP1(lit) not_http1((lit), sizeof(lit) - 1)
 
+/* Issue 25: over TLS the protocol was settled by the handshake: 400, never closed unanswered. */
+TEST(policy_close_unanswered_only_on_cleartext_h2c)
+{
+    static const char k[] = "k\r\n";
+    struct http_request req;
+    const char *buf = unit_guard(k, sizeof(k) - 1);
+    CHECK_INT(http1_parse(buf, sizeof(k) - 1, &req), HTTP1_ERROR);
+    CHECK(policy_close_unanswered(buf, sizeof(k) - 1, true, false));
+    CHECK(!policy_close_unanswered(buf, sizeof(k) - 1, true, true));
+    CHECK(!policy_close_unanswered(buf, sizeof(k) - 1, false, false));
+    static const char get[] = "GET / HTTX/1.1\r\n\r\n";
+    CHECK(!policy_close_unanswered(get, sizeof(get) - 1, true, false));
+}
+
 TEST(policy_not_http1_only_for_other_protocols)
 {
     CHECK(NOT_HTTP1("INVALID CONNECTION PREFACE\r\n\r\n")); /* h2spec 3.5/2 */

@@ -1,12 +1,13 @@
-/* cfgfile: the --config YAML file. Its keys are the long options' names (config_set applies
+/* cfgfile: the --config YAML file. Its keys are the long options' names (options_set applies
  * each, so a key and its option cannot disagree), plus 'root' (DOCROOT) and 'sites', a list of
  * sites whose keys are the per-site options plus 'hosts' and 'default'. Lists of scalars give a
  * repeatable option several values; a few options also take a mapping ({from, to, status} for
  * redirect, {path, htpasswd} for basic-auth, {path, value} for cache-control-for).
- * Must not: keep the YAML document past cfgfile_sites, or accept a key it does not know.
- * Ownership: the strings it applies live in the top-level config's pool (config_strdup). */
-#ifndef CFGFILE_H
-#define CFGFILE_H
+ * Must not: keep the YAML document past cfgfile_sites, accept a key it does not know, or check
+ * what the options name (roots, files: config.c does).
+ * Ownership: the strings it applies live in the top-level config's pool (options_strdup). */
+#ifndef CONFIG_CFGFILE_H
+#define CONFIG_CFGFILE_H
 
 #include <stddef.h>
 
@@ -25,12 +26,5 @@ int cfgfile_load_buffer(struct config *cfg, const char *name, const char *text, 
 int cfgfile_sites(struct config *cfg, struct cfgfile *doc);
 
 void cfgfile_free(struct cfgfile *doc);
-
-/* What holds the sites together: at most one default, no host name twice, every root a
- * directory, every htpasswd and a site's own --mime-types file readable and valid, every TLS
- * pair's key matching its certificate (on a reload, with running the configuration serving
- * now, only the pairs it does not have). 0, or 1 after printing each problem (with its file
- * line, and for a pair its key). */
-int cfgfile_check(const struct config *cfg, const struct config *running);
 
 #endif

@@ -1,24 +1,23 @@
 /* The YAML configuration file; see cfgfile.h. libyaml builds the document (aliases stay
  * references to one node), and the walk below is three levels deep at most: top level, a
  * site, a value's list or mapping; anything deeper is an error, never a recursion. */
-#include "cfgfile.h"
+#include "config/cfgfile.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "rt/htpasswd.h"
+#include "config/options.h"
 
 /* Values applied from one file, aliases counted each time: more is a hostile document. */
 #define MAX_VALUES 20000
+/* Collections inside each other: the walk needs five (top level, sites, a site, a list, a
+ * mapping in it); libyaml takes time quadratic in the depth to build a document (100,000
+ * levels of '[': 26 s), so a file nested deeper is refused before it is built. */
+#define MAX_DEPTH 64
 
 struct cfgfile {
     yaml_document_t doc;
@@ -50,7 +49,7 @@ static int set(struct config *cfg, struct cfgfile *f, const yaml_node_t *at, con
         return fail(f, at, key, "too many values (aliases?)");
     cfg->src->line = line_of(at);
     cfg->src->key = key;
-    return config_set(cfg, key, value);
+    return options_set(cfg, key, value);
 }
 
 /* The value of sub-key `name` in mapping m, or NULL; any sub-key not in `known` is an error. */
@@ -182,6 +181,37 @@ static int apply_keys(struct config *cfg, struct cfgfile *f, yaml_node_t *m, boo
     return first;
 }
 
+/* A first pass over the parser's events, which stops at the first collection deeper than
+ * MAX_DEPTH: 0, or 2 after naming its line. A syntax error is left to yaml_parser_load, which
+ * meets it at the same place and says what it is. */
+static int check_depth(const char *name, const char *text, size_t len)
+{
+    yaml_parser_t parser;
+    yaml_event_t ev;
+    int depth = 0, rc = 0;
+    bool end = false;
+    if (!yaml_parser_initialize(&parser)) {
+        fprintf(stderr, "ringhttpd: %s: out of memory\n", name);
+        return 1;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    while (!end && !rc && yaml_parser_parse(&parser, &ev)) {
+        if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT) {
+            if (++depth > MAX_DEPTH) {
+                fprintf(stderr, "ringhttpd: %s:%zu: nested more than %d levels deep\n", name,
+                        ev.start_mark.line + 1, MAX_DEPTH);
+                rc = 2;
+            }
+        } else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        }
+        end = ev.type == YAML_STREAM_END_EVENT;
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
 int cfgfile_load_buffer(struct config *cfg, const char *name, const char *text, size_t len,
                         struct cfgfile **out)
 {
@@ -196,6 +226,10 @@ int cfgfile_load_buffer(struct config *cfg, const char *name, const char *text, 
         return 1;
     }
     f->name = name;
+    if ((rc = check_depth(name, text, len)) != 0) {
+        free(f);
+        return rc;
+    }
     if (!yaml_parser_initialize(&parser)) {
         free(f);
         fprintf(stderr, "ringhttpd: %s: out of memory\n", name);
@@ -276,7 +310,7 @@ int cfgfile_sites(struct config *cfg, struct cfgfile *f)
         struct config *site = &cfg->sites[i];
         struct config_src src = {.file = f->name, .site = true};
         int rc;
-        if (config_site_init(site, cfg) != 0) {
+        if (options_site_init(site, cfg) != 0) {
             cfg->num_sites = (int)i + 1;
             return fail(f, m, "sites", "out of memory");
         }
@@ -301,106 +335,4 @@ void cfgfile_free(struct cfgfile *f)
         return;
     yaml_document_delete(&f->doc);
     free(f);
-}
-
-static int site_error(const struct config *top, const struct config *site, const char *fmt,
-                      const char *arg)
-{
-    fprintf(stderr, "ringhttpd: ");
-    if (top->config_file && site->line)
-        fprintf(stderr, "%s:%d: site: ", top->config_file, site->line);
-    fprintf(stderr, fmt, arg);
-    fputc('\n', stderr);
-    return 1;
-}
-
-/* Whether running (the configuration serving now) has the pair f: same files, same site. */
-static bool pair_running(const struct config *running, const struct tls_cert_files *f)
-{
-    for (int i = 0; running && i < running->num_tls_certs; i++) {
-        const struct tls_cert_files *r = &running->tls_certs[i];
-        if (strcmp(r->cert, f->cert) == 0 && strcmp(r->key, f->key) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* One level's own TLS pairs, read as the server's start reads them: a site's tls-cert/tls-key,
- * or the process's (the top level lists the sites' pairs too: those are checked with them), so
- * that a key that does not match its certificate is named with its file, line and key. A
- * reload (running set) reads only the pairs the running configuration does not have: one
- * running as --user may not read a key that only root can, and the reload keeps those
- * contexts when it cannot read them again (server.c). */
-static int check_pairs(const struct config *top, const struct config *c,
-                       const struct config *running)
-{
-    int rc = 0;
-    for (int i = 0; i < c->num_tls_certs && (c == top || c->site_tls); i++) {
-        const struct tls_cert_files *f = &c->tls_certs[i];
-        char why[PATH_MAX + 256];
-        if ((c == top && f->hosts) || pair_running(running, f) ||
-            tls_pair_check(f, why, sizeof(why)) == 0)
-            continue;
-        rc = 1;
-        if (top->config_file && c->tls_lines[i]) /* tls_pair_check names the file at fault */
-            fprintf(stderr, "ringhttpd: %s:%d: %s: %s\n", top->config_file, c->tls_lines[i],
-                    strncmp(why, "--tls-key", 9) == 0 ? "tls-key" : "tls-cert", why);
-        else
-            site_error(top, c, "%s", why);
-    }
-    return rc;
-}
-
-/* One level's own files: its root, its htpasswd files, --mime-types and TLS pairs. */
-static int check_level(const struct config *top, const struct config *c,
-                       const struct config *running)
-{
-    int rc = 0;
-    int fd = open(c->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        char why[PATH_MAX + 128];
-        snprintf(why, sizeof(why), "cannot use document root '%s': %s", c->docroot,
-                 strerror(errno));
-        rc = site_error(top, c, "%s", why);
-    } else {
-        close(fd);
-    }
-    for (int i = 0; i < c->num_auths; i++) {
-        char why[512];
-        if (auth_file_check(c->auths[i].htpasswd, why, sizeof(why)) != 0)
-            rc = site_error(top, c, "%s", why);
-    }
-    if (c != top && c->mime_file && (!top->mime_file || strcmp(c->mime_file, top->mime_file))) {
-        struct mime_table types = {0};
-        char why[PATH_MAX + 128];
-        if (config_load_mime(c->mime_file, &types, why, sizeof(why)) != 0)
-            rc = site_error(top, c, "%s", why);
-        mime_table_free(&types);
-    }
-    return check_pairs(top, c, running) ? 1 : rc;
-}
-
-int cfgfile_check(const struct config *cfg, const struct config *running)
-{
-    int rc = 0, defaults = 0;
-    if (!cfg->num_sites)
-        return check_level(cfg, cfg, running);
-    rc = check_pairs(cfg, cfg, running);
-    for (int i = 0; i < cfg->num_sites; i++) {
-        const struct config *s = &cfg->sites[i];
-        defaults += s->is_default;
-        if (!s->num_hosts && !s->is_default)
-            rc = site_error(cfg, s, "a site needs 'hosts' (or 'default: true')%s", "");
-        if (s->is_default && defaults > 1)
-            rc = site_error(cfg, s, "a second 'default: true' site%s", "");
-        if (check_level(cfg, s, running))
-            rc = 1;
-        for (int h = 0; h < s->num_hosts; h++)
-            for (int j = 0; j <= i; j++)
-                for (int k = 0; k < (j == i ? h : cfg->sites[j].num_hosts); k++)
-                    if (strcasecmp(s->hosts[h], cfg->sites[j].hosts[k]) == 0)
-                        rc = site_error(cfg, s, "host '%s' is named by an earlier site too",
-                                        s->hosts[h]);
-    }
-    return rc;
 }

@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""Generates src/h2/hpack_tables.h: the constant tables of HPACK (RFC 7541) that hpack.c reads.
+
+    scripts/hpack_tables.py > src/h2/hpack_tables.h
+
+- the static table (Appendix A) and a hash of its names for the encoder's lookup (one probe,
+  then a compare; the script picks multipliers under which no two names collide);
+- the Huffman code (Appendix B) for encoding: code and length per byte;
+- the Huffman decoder as a state machine taking 4 bits at a time: a state is an inner node of
+  the code's tree (256 of them); each (state, nibble) gives the next state, at most one symbol
+  (no code is shorter than 5 bits), whether the bits read since the last symbol could be
+  padding (a prefix of EOS, all ones, at most 7 bits: RFC 7541 5.2) and whether EOS was read.
+The output is committed; rerun the script only to change the tables' layout.
+"""
+
+HUFFMAN = [  # (code, bits) for bytes 0..255 and EOS (256), RFC 7541 Appendix B
+    (0x1ff8, 13), (0x7fffd8, 23), (0xfffffe2, 28), (0xfffffe3, 28),
+    (0xfffffe4, 28), (0xfffffe5, 28), (0xfffffe6, 28), (0xfffffe7, 28),
+    (0xfffffe8, 28), (0xffffea, 24), (0x3ffffffc, 30), (0xfffffe9, 28),
+    (0xfffffea, 28), (0x3ffffffd, 30), (0xfffffeb, 28), (0xfffffec, 28),
+    (0xfffffed, 28), (0xfffffee, 28), (0xfffffef, 28), (0xffffff0, 28),
+    (0xffffff1, 28), (0xffffff2, 28), (0x3ffffffe, 30), (0xffffff3, 28),
+    (0xffffff4, 28), (0xffffff5, 28), (0xffffff6, 28), (0xffffff7, 28),
+    (0xffffff8, 28), (0xffffff9, 28), (0xffffffa, 28), (0xffffffb, 28),
+    (0x14, 6), (0x3f8, 10), (0x3f9, 10), (0xffa, 12),
+    (0x1ff9, 13), (0x15, 6), (0xf8, 8), (0x7fa, 11),
+    (0x3fa, 10), (0x3fb, 10), (0xf9, 8), (0x7fb, 11),
+    (0xfa, 8), (0x16, 6), (0x17, 6), (0x18, 6),
+    (0x0, 5), (0x1, 5), (0x2, 5), (0x19, 6),
+    (0x1a, 6), (0x1b, 6), (0x1c, 6), (0x1d, 6),
+    (0x1e, 6), (0x1f, 6), (0x5c, 7), (0xfb, 8),
+    (0x7ffc, 15), (0x20, 6), (0xffb, 12), (0x3fc, 10),
+    (0x1ffa, 13), (0x21, 6), (0x5d, 7), (0x5e, 7),
+    (0x5f, 7), (0x60, 7), (0x61, 7), (0x62, 7),
+    (0x63, 7), (0x64, 7), (0x65, 7), (0x66, 7),
+    (0x67, 7), (0x68, 7), (0x69, 7), (0x6a, 7),
+    (0x6b, 7), (0x6c, 7), (0x6d, 7), (0x6e, 7),
+    (0x6f, 7), (0x70, 7), (0x71, 7), (0x72, 7),
+    (0xfc, 8), (0x73, 7), (0xfd, 8), (0x1ffb, 13),
+    (0x7fff0, 19), (0x1ffc, 13), (0x3ffc, 14), (0x22, 6),
+    (0x7ffd, 15), (0x3, 5), (0x23, 6), (0x4, 5),
+    (0x24, 6), (0x5, 5), (0x25, 6), (0x26, 6),
+    (0x27, 6), (0x6, 5), (0x74, 7), (0x75, 7),
+    (0x28, 6), (0x29, 6), (0x2a, 6), (0x7, 5),
+    (0x2b, 6), (0x76, 7), (0x2c, 6), (0x8, 5),
+    (0x9, 5), (0x2d, 6), (0x77, 7), (0x78, 7),
+    (0x79, 7), (0x7a, 7), (0x7b, 7), (0x7ffe, 15),
+    (0x7fc, 11), (0x3ffd, 14), (0x1ffd, 13), (0xffffffc, 28),
+    (0xfffe6, 20), (0x3fffd2, 22), (0xfffe7, 20), (0xfffe8, 20),
+    (0x3fffd3, 22), (0x3fffd4, 22), (0x3fffd5, 22), (0x7fffd9, 23),
+    (0x3fffd6, 22), (0x7fffda, 23), (0x7fffdb, 23), (0x7fffdc, 23),
+    (0x7fffdd, 23), (0x7fffde, 23), (0xffffeb, 24), (0x7fffdf, 23),
+    (0xffffec, 24), (0xffffed, 24), (0x3fffd7, 22), (0x7fffe0, 23),
+    (0xffffee, 24), (0x7fffe1, 23), (0x7fffe2, 23), (0x7fffe3, 23),
+    (0x7fffe4, 23), (0x1fffdc, 21), (0x3fffd8, 22), (0x7fffe5, 23),
+    (0x3fffd9, 22), (0x7fffe6, 23), (0x7fffe7, 23), (0xffffef, 24),
+    (0x3fffda, 22), (0x1fffdd, 21), (0xfffe9, 20), (0x3fffdb, 22),
+    (0x3fffdc, 22), (0x7fffe8, 23), (0x7fffe9, 23), (0x1fffde, 21),
+    (0x7fffea, 23), (0x3fffdd, 22), (0x3fffde, 22), (0xfffff0, 24),
+    (0x1fffdf, 21), (0x3fffdf, 22), (0x7fffeb, 23), (0x7fffec, 23),
+    (0x1fffe0, 21), (0x1fffe1, 21), (0x3fffe0, 22), (0x1fffe2, 21),
+    (0x7fffed, 23), (0x3fffe1, 22), (0x7fffee, 23), (0x7fffef, 23),
+    (0xfffea, 20), (0x3fffe2, 22), (0x3fffe3, 22), (0x3fffe4, 22),
+    (0x7ffff0, 23), (0x3fffe5, 22), (0x3fffe6, 22), (0x7ffff1, 23),
+    (0x3ffffe0, 26), (0x3ffffe1, 26), (0xfffeb, 20), (0x7fff1, 19),
+    (0x3fffe7, 22), (0x7ffff2, 23), (0x3fffe8, 22), (0x1ffffec, 25),
+    (0x3ffffe2, 26), (0x3ffffe3, 26), (0x3ffffe4, 26), (0x7ffffde, 27),
+    (0x7ffffdf, 27), (0x3ffffe5, 26), (0xfffff1, 24), (0x1ffffed, 25),
+    (0x7fff2, 19), (0x1fffe3, 21), (0x3ffffe6, 26), (0x7ffffe0, 27),
+    (0x7ffffe1, 27), (0x3ffffe7, 26), (0x7ffffe2, 27), (0xfffff2, 24),
+    (0x1fffe4, 21), (0x1fffe5, 21), (0x3ffffe8, 26), (0x3ffffe9, 26),
+    (0xffffffd, 28), (0x7ffffe3, 27), (0x7ffffe4, 27), (0x7ffffe5, 27),
+    (0xfffec, 20), (0xfffff3, 24), (0xfffed, 20), (0x1fffe6, 21),
+    (0x3fffe9, 22), (0x1fffe7, 21), (0x1fffe8, 21), (0x7ffff3, 23),
+    (0x3fffea, 22), (0x3fffeb, 22), (0x1ffffee, 25), (0x1ffffef, 25),
+    (0xfffff4, 24), (0xfffff5, 24), (0x3ffffea, 26), (0x7ffff4, 23),
+    (0x3ffffeb, 26), (0x7ffffe6, 27), (0x3ffffec, 26), (0x3ffffed, 26),
+    (0x7ffffe7, 27), (0x7ffffe8, 27), (0x7ffffe9, 27), (0x7ffffea, 27),
+    (0x7ffffeb, 27), (0xffffffe, 28), (0x7ffffec, 27), (0x7ffffed, 27),
+    (0x7ffffee, 27), (0x7ffffef, 27), (0x7fffff0, 27), (0x3ffffee, 26),
+    (0x3fffffff, 30),
+]
+
+STATIC = [  # RFC 7541 Appendix A, index 1..61
+    (':authority', ''),
+    (':method', 'GET'),
+    (':method', 'POST'),
+    (':path', '/'),
+    (':path', '/index.html'),
+    (':scheme', 'http'),
+    (':scheme', 'https'),
+    (':status', '200'),
+    (':status', '204'),
+    (':status', '206'),
+    (':status', '304'),
+    (':status', '400'),
+    (':status', '404'),
+    (':status', '500'),
+    ('accept-charset', ''),
+    ('accept-encoding', 'gzip, deflate'),
+    ('accept-language', ''),
+    ('accept-ranges', ''),
+    ('accept', ''),
+    ('access-control-allow-origin', ''),
+    ('age', ''),
+    ('allow', ''),
+    ('authorization', ''),
+    ('cache-control', ''),
+    ('content-disposition', ''),
+    ('content-encoding', ''),
+    ('content-language', ''),
+    ('content-length', ''),
+    ('content-location', ''),
+    ('content-range', ''),
+    ('content-type', ''),
+    ('cookie', ''),
+    ('date', ''),
+    ('etag', ''),
+    ('expect', ''),
+    ('expires', ''),
+    ('from', ''),
+    ('host', ''),
+    ('if-match', ''),
+    ('if-modified-since', ''),
+    ('if-none-match', ''),
+    ('if-range', ''),
+    ('if-unmodified-since', ''),
+    ('last-modified', ''),
+    ('link', ''),
+    ('location', ''),
+    ('max-forwards', ''),
+    ('proxy-authenticate', ''),
+    ('proxy-authorization', ''),
+    ('range', ''),
+    ('referer', ''),
+    ('refresh', ''),
+    ('retry-after', ''),
+    ('server', ''),
+    ('set-cookie', ''),
+    ('strict-transport-security', ''),
+    ('transfer-encoding', ''),
+    ('user-agent', ''),
+    ('vary', ''),
+    ('via', ''),
+    ('www-authenticate', ''),
+]
+
+
+def name_hash(name, a, b):
+    return (len(name) * a + name[0] * b + name[1] + name[-1]) & 255
+
+
+def pick_hash():
+    names = sorted({n.encode() for n, _ in STATIC})
+    for a in range(1, 64):
+        for b in range(1, 64):
+            if len({name_hash(n, a, b) for n in names}) == len(names):
+                return a, b
+    raise SystemExit("no collision-free name hash")
+
+
+def huffman_states():
+    # tree: node -> [child0, child1]; leaves are ("sym", s)
+    tree = [[None, None]]
+    for sym, (code, bits) in enumerate(HUFFMAN):
+        node = 0
+        for i in range(bits - 1, -1, -1):
+            bit = (code >> i) & 1
+            if i == 0:
+                tree[node][bit] = ("sym", sym)
+            else:
+                if tree[node][bit] is None:
+                    tree.append([None, None])
+                    tree[node][bit] = len(tree) - 1
+                node = tree[node][bit]
+    # depth and all-ones path per inner node
+    depth, ones = {0: 0}, {0: True}
+    for node in range(len(tree)):
+        for bit in (0, 1):
+            child = tree[node][bit]
+            if isinstance(child, int):
+                depth[child] = depth[node] + 1
+                ones[child] = ones[node] and bit == 1
+    table = []
+    for state in range(len(tree)):
+        row = []
+        for nibble in range(16):
+            node, sym, flags = state, 0, 0
+            for i in (3, 2, 1, 0):
+                child = tree[node][(nibble >> i) & 1]
+                if isinstance(child, tuple):
+                    if child[1] == 256:
+                        flags |= 4
+                        node = 0
+                        break
+                    sym, flags, node = child[1], flags | 1, 0
+                else:
+                    node = child
+            if not flags & 4 and ones[node] and depth[node] <= 7:
+                flags |= 2
+            row.append((node if not flags & 4 else 0, flags, sym))
+        table.append(row)
+    return table
+
+
+def c_string(s):
+    return '"' + s.replace('\\', '\\\\').replace('"', '\\"') + '"'
+
+
+def main():
+    out = []
+    w = out.append
+    w("/* Generated by scripts/hpack_tables.py: do not edit. RFC 7541 Appendices A and B. */")
+    w("#ifndef H2_HPACK_TABLES_H")
+    w("#define H2_HPACK_TABLES_H")
+    w("")
+    w("#include <stdint.h>")
+    w("")
+    w("// clang-format off")
+    w("#define HPACK_STATIC_N %d" % len(STATIC))
+    w("")
+    w("/* index 1..61 at [index - 1] */")
+    w("static const struct hpack_static {")
+    w("    const char *name, *value;")
+    w("    uint8_t name_len, value_len;")
+    w("} hpack_static[HPACK_STATIC_N] = {")
+    for n, v in STATIC:
+        w("    {%s, %s, %d, %d}," % (c_string(n), c_string(v), len(n), len(v)))
+    w("};")
+    w("")
+    a, b = pick_hash()
+    slots = [0] * 256
+    for i, (n, _) in enumerate(STATIC):
+        h = name_hash(n.encode(), a, b)
+        if not slots[h]:
+            slots[h] = i + 1
+    w("/* The first static index with a name of len >= 2, at HPACK_NAME_HASH(name, len): 0 for none. */")
+    w("#define HPACK_NAME_HASH(p, n) \\\n    (((n) * %du + (uint8_t)(p)[0] * %du + (uint8_t)(p)[1] + (uint8_t)(p)[(n) - 1]) & 255)"
+      % (a, b))
+    w("static const uint8_t hpack_static_by_hash[256] = {")
+    for i in range(0, 256, 16):
+        w("    " + " ".join("%d," % s for s in slots[i:i + 16]))
+    w("};")
+    w("")
+    w("static const struct hpack_huff_code {")
+    w("    uint32_t code;")
+    w("    uint8_t bits;")
+    w("} hpack_huff_code[257] = {")
+    for i in range(0, 257, 4):
+        w("    " + " ".join("{0x%x, %d}," % c for c in HUFFMAN[i:i + 4]))
+    w("};")
+    w("")
+    w("#define HPACK_HUFF_SYM 1    /* the step ends a symbol */")
+    w("#define HPACK_HUFF_ACCEPT 2 /* the bits since the last symbol may be padding */")
+    w("#define HPACK_HUFF_FAIL 4   /* the step read EOS */")
+    w("static const struct hpack_huff_step {")
+    w("    uint8_t next, flags, sym;")
+    w("} hpack_huff_dec[256][16] = {")
+    for row in huffman_states():
+        w("    {" + " ".join("{%d, %d, %d}," % e for e in row) + "},")
+    w("};")
+    w("// clang-format on")
+    w("")
+    w("#endif")
+    print("\n".join(out))
+
+
+main()

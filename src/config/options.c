@@ -1,0 +1,1436 @@
+/* The option table and its setters; see options.h. Every rejected value gets one line naming
+ * the option (and, from a file, its file, line and key), and exit status 2. */
+#include "config/options.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/accept.h"
+#include "core/http1.h"
+#include "core/path.h"
+#include "core/token.h"
+
+/* ---- errors and values ---- */
+
+int options_error(const struct config *cfg, const char *fmt, ...)
+{
+    const struct config_src *src = cfg->src;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ringhttpd: ", stderr);
+    if (src && src->file)
+        fprintf(stderr, "%s:%d: %s: ", src->file, src->line, src->key);
+    vfprintf(stderr, fmt, ap);
+    fputs(src && src->file ? "\n" : " (see --help)\n", stderr);
+    va_end(ap);
+    return 2;
+}
+#define usage_error(...) options_error(cfg, __VA_ARGS__)
+
+/* Parses a decimal in [min, max]; 0 or -EINVAL. */
+static int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+{
+    char *end;
+    if (*s < '0' || *s > '9')
+        return -EINVAL;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+/* A byte count with an optional K, M or G suffix (powers of 1024). */
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    if (*s < '0' || *s > '9')
+        return -EINVAL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = 0;
+    switch (token_lower((unsigned char)*end)) {
+    case 'k':
+        shift = 10;
+        break;
+    case 'm':
+        shift = 20;
+        break;
+    case 'g':
+        shift = 30;
+        break;
+    }
+    if (shift)
+        end++;
+    if (errno || *end || v > (SIZE_MAX >> shift))
+        return -EINVAL;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+static bool valid_field_value(const char *v)
+{
+    for (; *v; v++)
+        if ((unsigned char)*v < 0x20 && *v != '\t')
+            return false;
+    return true;
+}
+
+/* The field an entry names, for the generic setters and the reload's comparison. */
+static void *field(struct config *cfg, const struct option_info *o)
+{
+    return (char *)cfg + o->off;
+}
+
+static const void *cfield(const struct config *cfg, const struct option_info *o)
+{
+    return (const char *)cfg + o->off;
+}
+
+/* ---- generic setters: what the table's columns say ---- */
+
+/* A flag: arg is NULL (the command line) or "true"/"false" (the file). */
+static int set_flag(struct config *cfg, const struct option_info *o, char *arg)
+{
+    bool on = !arg || strcmp(arg, "true") == 0;
+    *(bool *)field(cfg, o) = on != o->invert;
+    return 0;
+}
+
+static int set_onoff(struct config *cfg, const struct option_info *o, char *arg)
+{
+    if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0)
+        return usage_error("--%s wants on or off, got '%s'", o->name, arg);
+    *(bool *)field(cfg, o) = strcmp(arg, "on") == 0;
+    return 0;
+}
+
+static int set_number(struct config *cfg, const struct option_info *o, char *arg)
+{
+    unsigned long v;
+    if (parse_uint(arg, o->min, o->max, &v) != 0)
+        return usage_error("--%s wants %lu..%lu%s, got '%s'", o->name, o->min, o->max, o->wants,
+                           arg);
+    if (o->kind == FIELD_PORT)
+        *(uint16_t *)field(cfg, o) = (uint16_t)v;
+    else if (o->kind == FIELD_INT)
+        *(int *)field(cfg, o) = (int)v;
+    else
+        *(unsigned *)field(cfg, o) = (unsigned)v;
+    return 0;
+}
+
+/* A byte count in [min, max]; o->wants completes the message ("a byte count like 64M"). */
+static int set_size(struct config *cfg, const struct option_info *o, char *arg)
+{
+    size_t v;
+    if (parse_size(arg, &v) != 0 || v < o->min || v > o->max)
+        return usage_error("--%s wants a byte count%s, got '%s'", o->name, o->wants, arg);
+    *(size_t *)field(cfg, o) = v;
+    return 0;
+}
+
+static int set_string(struct config *cfg, const struct option_info *o, char *arg)
+{
+    *(const char **)field(cfg, o) = arg;
+    return 0;
+}
+
+/* ---- the options' own setters ---- */
+
+/* One of the names in o->choices, each standing for a value of the int (or enum) field. */
+static int set_choice(struct config *cfg, const struct option_info *o, char *arg)
+{
+    for (const struct option_choice *c = o->choices; c->name; c++)
+        if (strcmp(arg, c->name) == 0) {
+            *(int *)field(cfg, o) = c->value;
+            return 0;
+        }
+    return usage_error("--%s wants %s, got '%s'", o->name, o->wants, arg);
+}
+
+static int append_header(struct config *cfg, const char *name, size_t name_len, const char *value)
+{
+    size_t value_len = strlen(value);
+    size_t add = name_len + 2 + value_len + 2;
+    char *p = realloc(cfg->extra_headers, cfg->extra_headers_len + add + 1);
+    if (!p)
+        return -ENOMEM;
+    cfg->extra_headers = p;
+    p += cfg->extra_headers_len;
+    memcpy(p, name, name_len);
+    memcpy(p + name_len, ": ", 2);
+    memcpy(p + name_len + 2, value, value_len);
+    memcpy(p + name_len + 2 + value_len, "\r\n", 3);
+    cfg->extra_headers_len += add;
+    return 0;
+}
+
+static int set_cache_control(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (!*arg || !valid_field_value(arg))
+        return usage_error("--cache-control: invalid value '%s'", arg);
+    if (append_header(cfg, "Cache-Control", 13, arg) != 0)
+        return 2;
+    return 0;
+}
+
+static int set_header(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    const char *colon = strchr(arg, ':');
+    if (!colon || colon == arg)
+        return usage_error("--header wants 'Name: value', got '%s'", arg);
+    for (const char *p = arg; p < colon; p++)
+        if (!token_is_tchar((unsigned char)*p))
+            return usage_error("--header: invalid field name in '%s'", arg);
+    const char *value = colon + 1;
+    while (token_is_ows(*value))
+        value++;
+    if (!valid_field_value(value))
+        return usage_error("--header: control character in '%s'", arg);
+    if (append_header(cfg, arg, (size_t)(colon - arg), value) != 0)
+        return usage_error("--header: out of memory for '%s'", arg);
+    return 0;
+}
+
+/* Error pages and the fallback name a URL path; it is normalised here, once, the same way a
+ * request's path is, so the file they name is looked up exactly like a request for it. */
+static const char *url_path_option(const struct config *cfg, const char *opt, const char *value,
+                                   int *rc)
+{
+    char buf[PATH_MAX];
+    struct path_result res;
+    struct http_str target = {value, strlen(value)};
+    if (value[0] != '/' || path_normalize(target, buf, sizeof(buf) - 1, &res) != 0 ||
+        res.len == 0 || res.query.p) {
+        *rc =
+            usage_error("%s wants a file path below the root like /404.html, got '%s'", opt, value);
+        return NULL;
+    }
+    buf[res.len] = '\0';
+    char *copy = strdup(buf);
+    if (!copy)
+        *rc = 2;
+    return copy;
+}
+
+static int set_error_page(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    const char *eq = strchr(arg, '=');
+    unsigned long code;
+    char num[8];
+    if (!eq || (size_t)(eq - arg) >= sizeof(num))
+        return usage_error("--error-page wants CODE=PATH, got '%s'", arg);
+    memcpy(num, arg, (size_t)(eq - arg));
+    num[eq - arg] = '\0';
+    if (parse_uint(num, 400, 599, &code) != 0)
+        return usage_error("--error-page: CODE must be 400..599 in '%s'", arg);
+    if (cfg->num_error_pages == CONFIG_MAX_ERROR_PAGES)
+        return usage_error("--error-page: at most 16, '%s' is one too many", arg);
+    int rc = 0;
+    const char *path = url_path_option(cfg, "--error-page", eq + 1, &rc);
+    if (!path)
+        return rc;
+    cfg->error_pages[cfg->num_error_pages].status = (int)code;
+    cfg->error_pages[cfg->num_error_pages].path = path;
+    cfg->num_error_pages++;
+    return 0;
+}
+
+/* The last one wins; a site's replaces the copy it inherited from the top level. */
+static int set_fallback(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    int rc = 0;
+    const char *path = url_path_option(cfg, "--fallback", arg, &rc);
+    if (!path)
+        return rc;
+    free((char *)cfg->fallback);
+    cfg->fallback = path;
+    return 0;
+}
+
+static int set_access_log(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    cfg->access_log = strcmp(arg, "off") == 0 ? NULL : arg;
+    if (cfg->access_log && !*arg)
+        return usage_error("--access-log wants a file, - or off, got '%s'", arg);
+    return 0;
+}
+
+static int set_real_ip(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (cfg->num_real_ip == CONFIG_MAX_REAL_IP)
+        return usage_error("--real-ip-from: at most 32, '%s' is one too many", arg);
+    if (cidr_parse(arg, &cfg->real_ip_from[cfg->num_real_ip]) != 0)
+        return usage_error("--real-ip-from wants an address or CIDR like 10.0.0.0/8, "
+                           "got '%s'",
+                           arg);
+    cfg->num_real_ip++;
+    return 0;
+}
+
+/* "ADDR:PORT", "[V6]:PORT"; the address is checked when the listener opens. */
+static int set_metrics(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    char *colon = strrchr(arg, ':');
+    unsigned long port;
+    if (!colon || colon == arg || parse_uint(colon + 1, 0, 65535, &port) != 0 ||
+        (strchr(arg, ':') != colon && (arg[0] != '[' || colon[-1] != ']')))
+        return usage_error("--metrics wants ADDR:PORT like 127.0.0.1:9100 or [::1]:9100, got "
+                           "'%s'",
+                           arg);
+    *colon = '\0';
+    cfg->metrics_bind = arg;
+    cfg->metrics_port = (uint16_t)port;
+    return 0;
+}
+
+static int set_compress_types(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (!valid_field_value(arg))
+        return usage_error("--compress-types: invalid list '%s'", arg);
+    cfg->compress_types = arg;
+    return 0;
+}
+
+static int set_dictionary(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (arg[0] != '/' || strchr(arg, '"') || strchr(arg, '\\') || !valid_field_value(arg))
+        return usage_error("--dictionary wants a URL path pattern like /assets/*.js, "
+                           "got '%s'",
+                           arg);
+    /* the older releases are found by listing one directory */
+    if (strchr(arg, '*') && strchr(arg, '*') < strrchr(arg, '/'))
+        return usage_error("--dictionary: '*' only in the last path segment, got '%s'", arg);
+    if (cfg->num_dictionaries == CONFIG_MAX_DICTIONARIES)
+        return usage_error("--dictionary: at most 8 patterns; '%s' is one more", arg);
+    cfg->dictionaries[cfg->num_dictionaries++] = arg;
+    return 0;
+}
+
+/* HTTPS (issue 14). The pairs are checked (files read, keys matched) by tls_ctx_new at start
+ * and on every reload, not here; what the options need of each other, config.c's tls_check. */
+static int set_tls_port(struct config *cfg, const struct option_info *o, char *arg)
+{
+    int rc = set_number(cfg, o, arg);
+    if (rc == 0)
+        cfg->tls = true;
+    return rc;
+}
+
+static int set_tls_cert(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    int n = cfg->num_tls_certs;
+    if (n > 0 && !cfg->tls_certs[n - 1].key)
+        return usage_error("--tls-cert '%s': the --tls-cert before it has no --tls-key", arg);
+    if (n == TLS_MAX_CERTS)
+        return usage_error("--tls-cert: at most 16 pairs; '%s' is one more", arg);
+    if (!*arg)
+        return usage_error("--tls-cert wants a file%s", "");
+    cfg->tls_certs[cfg->num_tls_certs++] = (struct tls_cert_files){.cert = arg};
+    if (cfg->src && cfg->src->site)
+        cfg->site_tls = true;
+    return 0;
+}
+
+static int set_tls_key(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    int n = cfg->num_tls_certs;
+    if (n == 0 || cfg->tls_certs[n - 1].key)
+        return usage_error("--tls-key '%s' follows no --tls-cert of its own", arg);
+    if (!*arg)
+        return usage_error("--tls-key wants a file%s", "");
+    cfg->tls_certs[n - 1].key = arg;
+    cfg->tls_lines[n - 1] = cfg->src && cfg->src->file ? cfg->src->line : 0;
+    return 0;
+}
+
+static int set_hsts(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    unsigned long v;
+    if (parse_uint(arg, 0, 315360000, &v) != 0)
+        return usage_error("--hsts wants 0..315360000 seconds (0 tells browsers to "
+                           "forget), got '%s'",
+                           arg);
+    cfg->hsts = true;
+    cfg->hsts_max_age = (unsigned)v;
+    cfg->hsts_len =
+        (size_t)snprintf(cfg->hsts_line, sizeof(cfg->hsts_line),
+                         "Strict-Transport-Security: max-age=%u\r\n", cfg->hsts_max_age);
+    return 0;
+}
+
+static int set_user(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (!*arg || *arg == ':')
+        return usage_error("--user wants USER or USER:GROUP, got '%s'", arg);
+    cfg->user = arg;
+    return 0;
+}
+
+/* --config and --check-config. */
+static int set_config(struct config *cfg, const struct option_info *o, char *arg)
+{
+    if (cfg->src && cfg->src->file)
+        return usage_error("a configuration file cannot name another ('%s')", arg);
+    cfg->config_file = arg;
+    cfg->check_only = strcmp(o->name, "check-config") == 0;
+    return 0;
+}
+
+static int set_health(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (arg[0] != '/' || strpbrk(arg, "?#%\"") || !valid_field_value(arg))
+        return usage_error("--health wants a plain URL path like /healthz, got '%s'", arg);
+    cfg->health = arg;
+    return 0;
+}
+
+/* A host name as a site names it: letters, digits, '-', '.', an optional "*." in front. */
+static bool host_name_ok(const char *h, bool wildcard)
+{
+    if (wildcard && h[0] == '*' && h[1] == '.')
+        h += 2;
+    if (!*h || *h == '.' || strlen(h) > 253)
+        return false;
+    for (; *h; h++)
+        if (!((*h >= 'a' && *h <= 'z') || (*h >= 'A' && *h <= 'Z') || (*h >= '0' && *h <= '9') ||
+              *h == '-' || *h == '.' || *h == '_'))
+            return false;
+    return true;
+}
+
+/* --canonical-host, and a site's hosts. */
+static int set_host(struct config *cfg, const struct option_info *o, char *arg)
+{
+    for (char *p = arg; *p; p++) /* names compare case-insensitively: kept in lower case */
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+    if (o->list != LIST_HOSTS) {
+        if (!host_name_ok(arg, false))
+            return usage_error("--canonical-host wants a host name like example.org, got '%s'",
+                               arg);
+        cfg->canonical_host = arg;
+        return 0;
+    }
+    if (!host_name_ok(arg, true))
+        return usage_error("hosts want names like example.org or *.example.org, got '%s'", arg);
+    if (cfg->num_hosts == CONFIG_MAX_RULES)
+        return usage_error("hosts: at most 32 names a site, '%s' is one too many", arg);
+    cfg->hosts[cfg->num_hosts++] = arg;
+    return 0;
+}
+
+/* The authority of an absolute redirect target: a host name, maybe ":PORT", then '/' or end. */
+static bool url_host_ok(const char *h)
+{
+    size_t n = strcspn(h, "/:");
+    char name[256];
+    if (n == 0 || n >= sizeof(name))
+        return false;
+    memcpy(name, h, n);
+    name[n] = '\0';
+    if (!host_name_ok(name, false))
+        return false;
+    if (h[n] == ':') {
+        size_t d = strspn(h + n + 1, "0123456789");
+        if (d == 0 || d > 5 || (h[n + 1 + d] != '/' && h[n + 1 + d] != '\0'))
+            return false;
+    }
+    return true;
+}
+
+/* A URL path pattern: '/' first, no byte a header or a Location would need to quote. */
+static bool url_pattern_ok(const char *p)
+{
+    if (p[0] != '/' || strpbrk(p, "\"\\?# ") || !valid_field_value(p))
+        return false;
+    return true;
+}
+
+/* Splits "A B [C]" at runs of spaces: fields[0..n), returns n (at most max). */
+static int split_fields(char *arg, char **fields, int max)
+{
+    int n = 0;
+    for (char *save = NULL, *f = strtok_r(arg, " \t", &save); f; f = strtok_r(NULL, " \t", &save)) {
+        if (n == max)
+            return max + 1;
+        fields[n++] = f;
+    }
+    return n;
+}
+
+static int set_redirect(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    char *f[3];
+    unsigned long status = 301;
+    char *copy = options_strdup(cfg, arg, strlen(arg)); /* the message needs the original */
+    if (!copy)
+        return usage_error("--redirect: out of memory for '%s'", arg);
+    int n = split_fields(copy, f, 3);
+    if (n < 2 || n > 3 || !url_pattern_ok(f[0]) ||
+        (strchr(f[0], '*') && strchr(f[0], '*') != f[0] + strlen(f[0]) - 1))
+        return usage_error("--redirect wants 'FROM TO [STATUS]', FROM a path like /old/* "
+                           "('*' at the end only), got '%s'",
+                           arg);
+    size_t tl = strlen(f[1]);
+    bool abs = strncmp(f[1], "http://", 7) == 0 || strncmp(f[1], "https://", 8) == 0;
+    const char *host = abs ? strchr(f[1], ':') + 3 : NULL;
+    /* A '*' only as the last byte, after a '/': what it carries can never become a host. */
+    if ((!abs && f[1][0] != '/') || (!abs && f[1][1] == '/') || (abs && !url_host_ok(host)) ||
+        strpbrk(f[1], "\"\\ ") || !valid_field_value(f[1]) ||
+        (strchr(f[1], '*') && (f[1][tl - 1] != '*' || strchr(f[1], '*') != f[1] + tl - 1 ||
+                               tl < 2 || f[1][tl - 2] != '/')))
+        return usage_error("--redirect: TO must be a path (/new/) or an http(s) URL, with "
+                           "'*' only after its last '/', in '%s'",
+                           arg);
+    if (n == 3 && (parse_uint(f[2], 301, 308, &status) != 0 ||
+                   (status != 301 && status != 302 && status != 307 && status != 308)))
+        return usage_error("--redirect: STATUS must be 301, 302, 307 or 308 in '%s'", arg);
+    if (cfg->num_redirects == CONFIG_MAX_RULES)
+        return usage_error("--redirect: at most 32 a site, '%s' is one too many", arg);
+    cfg->redirects[cfg->num_redirects++] =
+        (struct config_redirect){.from = f[0], .to = f[1], .status = (int)status};
+    return 0;
+}
+
+static int set_basic_auth(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    char *eq = strchr(arg, '=');
+    if (!eq || arg[0] != '/' || !eq[1])
+        return usage_error("--basic-auth wants PREFIX=HTPASSWD like /staff/=/etc/ringhttpd/"
+                           "staff.htpasswd, got '%s'",
+                           arg);
+    if (cfg->num_auths == CONFIG_MAX_RULES)
+        return usage_error("--basic-auth: at most 32 a site, '%s' is one too many", arg);
+    char *prefix = options_strdup(cfg, arg, (size_t)(eq - arg));
+    if (!prefix)
+        return usage_error("--basic-auth: out of memory for '%s'", arg);
+    cfg->auths[cfg->num_auths++] = (struct config_auth){.prefix = prefix, .htpasswd = eq + 1};
+    return 0;
+}
+
+static int set_auth_realm(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (!*arg || strpbrk(arg, "\"\\") || !valid_field_value(arg))
+        return usage_error("--auth-realm: no quotes, backslashes or controls in '%s'", arg);
+    cfg->auth_realm = arg;
+    return 0;
+}
+
+static int set_cache_rule(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    const char *sp = strpbrk(arg, " \t");
+    const char *value = sp;
+    while (value && (*value == ' ' || *value == '\t'))
+        value++;
+    if (!sp || !value || !*value || !valid_field_value(value))
+        return usage_error("--cache-control-for wants 'PATTERN VALUE' like '/assets/* "
+                           "max-age=31536000', got '%s'",
+                           arg);
+    char *pattern = options_strdup(cfg, arg, (size_t)(sp - arg));
+    if (!pattern || !url_pattern_ok(pattern))
+        return usage_error("--cache-control-for: PATTERN must be a URL path in '%s'", arg);
+    if (cfg->num_cache_rules == CONFIG_MAX_RULES)
+        return usage_error("--cache-control-for: at most 32 a site, '%s' is one too many", arg);
+    cfg->cache_rules[cfg->num_cache_rules++] =
+        (struct config_cache_rule){.pattern = pattern, .value = value};
+    return 0;
+}
+
+static int set_limit_req(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (limit_rate_parse(arg, &cfg->limit_req) != 0)
+        return usage_error("--limit-req wants RATE[/s|/m][,burst=B][,nodelay] like "
+                           "10r/s,burst=20, got '%s'",
+                           arg);
+    cfg->limit_req_on = true;
+    return 0;
+}
+
+/* --limit-req-for, --cors, --early-hints: a rule parsed from a copy of arg (the parsers split
+ * it in place; argv is applied again over a re-read file). */
+static int set_edge_rule(struct config *cfg, const struct option_info *o, char *arg)
+{
+    char *copy = options_strdup(cfg, arg, strlen(arg));
+    int *count = o->list == LIST_CORS    ? &cfg->num_cors
+                 : o->list == LIST_HINTS ? &cfg->num_hints
+                                         : &cfg->num_limit_req_for;
+    if (!copy)
+        return usage_error("--%s: out of memory for '%s'", o->name, arg);
+    if (*count == CONFIG_MAX_RULES)
+        return usage_error("--%s: at most 32 a site, '%s' is one too many", o->name, arg);
+    if (o->list == LIST_CORS) {
+        if (cors_rule_parse(copy, &cfg->cors[*count]) != 0)
+            return usage_error("--cors wants 'PATTERN ORIGIN' like '/api/* https://app.example' "
+                               "or '/fonts/* *', got '%s'",
+                               arg);
+    } else if (o->list == LIST_HINTS) {
+        if (hints_rule_parse(copy, &cfg->hints[*count]) != 0)
+            return usage_error("--early-hints wants 'PATTERN LINK' like '/ </style.css>; "
+                               "rel=preload; as=style', got '%s'",
+                               arg);
+    } else {
+        char *rate;
+        struct config_limit_rule *r = &cfg->limit_req_for[*count];
+        if (accept_pattern_split(copy, &rate) != 0 || limit_rate_parse(rate, &r->rate) != 0)
+            return usage_error("--limit-req-for wants 'PATTERN RATE' like '/api/* "
+                               "10r/s,burst=20,nodelay', got '%s'",
+                               arg);
+        r->pattern = copy;
+    }
+    (*count)++;
+    return 0;
+}
+
+/* --limit-rate: a byte count, with nginx's optional "/s". */
+static int set_rate_bytes(struct config *cfg, const struct option_info *o, char *arg)
+{
+    size_t n = strlen(arg);
+    if (n > 2 && strcmp(arg + n - 2, "/s") == 0)
+        arg[n - 2] = '\0'; /* arg is the option's own copy (argv, or the file's pool) */
+    return set_size(cfg, o, arg);
+}
+
+static int set_help(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)cfg, (void)o, (void)arg;
+    options_help(stdout);
+    return CONFIG_DONE;
+}
+
+static int set_version(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)cfg, (void)o, (void)arg;
+    printf("ringhttpd %s\n", RINGHTTPD_VERSION);
+    return CONFIG_DONE;
+}
+
+/* ---- compound values, for the reload's comparison ---- */
+
+static bool same_string(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static bool same_metrics(const struct config *a, const struct config *b)
+{
+    return same_string(a->metrics_bind, b->metrics_bind) && a->metrics_port == b->metrics_port;
+}
+
+/* a is the running configuration, whose tls-port 0 the server replaced by the port it got: a
+ * file that still says 0 asks for no other. */
+static bool same_tls_port(const struct config *a, const struct config *b)
+{
+    return a->tls == b->tls && (b->tls_port == 0 || a->tls_port == b->tls_port);
+}
+
+static bool same_real_ip(const struct config *a, const struct config *b)
+{
+    return a->num_real_ip == b->num_real_ip &&
+           memcmp(a->real_ip_from, b->real_ip_from,
+                  (size_t)a->num_real_ip * sizeof(a->real_ip_from[0])) == 0;
+}
+
+/* ---- the table ---- */
+
+#define FIELD(k, f) .kind = (k), .off = offsetof(struct config, f)
+#define PROCESS .scope = SCOPE_PROCESS, .reload = false
+#define SITE .scope = SCOPE_SITE, .reload = true
+#define SECONDS(lo) .set = set_number, .min = (lo), .max = 86400, .wants = " seconds"
+#define BYTES(lo, hi, says) .set = set_size, .min = (lo), .max = (hi), .wants = (says)
+
+/* In --help's order; the file's own keys (no command-line option, no help line) last. */
+static const struct option_info table[] = {
+    {.name = "port",
+     .short_name = 'p',
+     .metavar = "PORT",
+     PROCESS,
+     FIELD(FIELD_PORT, port),
+     .set = set_number,
+     .max = 65535,
+     .wants = "",
+     .help = "TCP port to listen on (default 8080; 0 picks a free one)"},
+    {.name = "bind",
+     .short_name = 'b',
+     .metavar = "ADDR",
+     PROCESS,
+     FIELD(FIELD_STRING, bind),
+     .set = set_string,
+     .help = "address to listen on (default 0.0.0.0; IPv6 literals too)"},
+    {.name = "threads",
+     .short_name = 't',
+     .metavar = "N",
+     PROCESS,
+     FIELD(FIELD_INT, threads),
+     .set = set_number,
+     .min = 1,
+     .max = 1024,
+     .wants = "",
+     .help = "worker threads, one ring or epoll set each (default: CPUs)"},
+    {.name = "engine",
+     .metavar = "NAME",
+     PROCESS,
+     FIELD(FIELD_INT, engine),
+     .set = set_choice,
+     .choices = (const struct option_choice[]){{"auto", ENGINE_AUTO},
+                                               {"uring", ENGINE_URING},
+                                               {"io_uring", ENGINE_URING},
+                                               {"epoll", ENGINE_EPOLL},
+                                               {NULL, 0}},
+     .wants = "auto, uring or epoll",
+     .help = "auto, uring or epoll (default auto: io_uring when the\n"
+             "kernel allows it, epoll otherwise)"},
+    {.name = "keepalive-timeout",
+     .metavar = "S",
+     PROCESS,
+     FIELD(FIELD_UNSIGNED, keepalive_timeout),
+     SECONDS(1),
+     .help = "close idle keep-alive connections after S seconds (15)"},
+    {.name = "header-timeout",
+     .metavar = "S",
+     PROCESS,
+     FIELD(FIELD_UNSIGNED, header_timeout),
+     SECONDS(1),
+     .help = "close connections whose request head takes longer (10)"},
+    {.name = "drain-timeout",
+     .metavar = "S",
+     PROCESS,
+     FIELD(FIELD_UNSIGNED, drain_timeout),
+     SECONDS(1),
+     .help = "on SIGTERM, wait at most S seconds for responses (10)"},
+    {.name = "max-conns",
+     .metavar = "N",
+     PROCESS,
+     FIELD(FIELD_UNSIGNED, max_conns),
+     .set = set_number,
+     .min = 1,
+     .max = 1u << 20,
+     .wants = "",
+     .help = "connections per worker (16384); when all are taken, idle\n"
+             "keep-alive connections are closed for new ones, oldest first"},
+    {.name = "head-memory",
+     .metavar = "BYTES",
+     PROCESS,
+     FIELD(FIELD_SIZE, head_memory),
+     BYTES(64u << 10, SIZE_MAX, " of at least 64K"),
+     .help = "input buffers of partial request heads per worker (32M;\n"
+             "K/M/G, at least 64K); past it the oldest partial heads close"},
+    {.name = "autoindex",
+     SITE,
+     FIELD(FIELD_BOOL, autoindex),
+     .set = set_flag,
+     .help = "list directories that have no index.html"},
+    {.name = "autoindex-limit",
+     .metavar = "N",
+     SITE,
+     FIELD(FIELD_UNSIGNED, autoindex_limit),
+     .set = set_number,
+     .min = 1,
+     .max = 1u << 24,
+     .wants = "",
+     .help = "entries a listing shows, the rest counted in a note (10000)"},
+    {.name = "cache-control",
+     .metavar = "VALUE",
+     SITE,
+     .list = LIST_HEADERS,
+     .set = set_cache_control,
+     .help = "Cache-Control header for successful responses"},
+    {.name = "header",
+     .metavar = "'NAME: VALUE'",
+     SITE,
+     .list = LIST_HEADERS,
+     .set = set_header,
+     .help = "extra header for successful responses (repeatable)"},
+    {.name = "mime-types",
+     .metavar = "FILE",
+     SITE,
+     FIELD(FIELD_STRING, mime_file),
+     .set = set_string,
+     .help = "extra types in /etc/mime.types format"},
+    {.name = "error-page",
+     .metavar = "CODE=PATH",
+     SITE,
+     .list = LIST_ERROR_PAGES,
+     .set = set_error_page,
+     .help = "serve PATH (below DOCROOT) as the body of CODE errors"},
+    {.name = "fallback",
+     .metavar = "PATH",
+     SITE,
+     .set = set_fallback,
+     .help = "serve PATH with 200 when a file is missing and the client\n"
+             "accepts text/html (single-page applications)"},
+    {.name = "cache-size",
+     .metavar = "BYTES",
+     PROCESS,
+     FIELD(FIELD_SIZE, cache_size),
+     BYTES(0, SIZE_MAX, " like 64M"),
+     .help = "file contents each worker keeps in memory (64M; K/M/G)"},
+    {.name = "cache-max-file",
+     .metavar = "BYTES",
+     PROCESS,
+     FIELD(FIELD_SIZE, cache_max_file),
+     BYTES(0, SIZE_MAX, " like 256K"),
+     .help = "largest file kept in memory (256K; K/M/G)"},
+    {.name = "file-send",
+     .metavar = "MODE",
+     PROCESS,
+     FIELD(FIELD_INT, file_send),
+     .set = set_choice,
+     .choices = (const struct option_choice[]){{"splice", FILE_SEND_SPLICE},
+                                               {"sendfile", FILE_SEND_SENDFILE},
+                                               {NULL, 0}},
+     .wants = "splice or sendfile",
+     .help = "how io_uring sends larger files: splice (file -> pipe ->\n"
+             "socket as io_uring operations: the file is read off the loop)\n"
+             "or sendfile (from the loop); default splice. epoll: sendfile"},
+    {.name = "splice-pipes",
+     .metavar = "N",
+     PROCESS,
+     FIELD(FIELD_UNSIGNED, splice_pipes),
+     .set = set_number,
+     .min = 1,
+     .max = 4096,
+     .wants = "",
+     .help = "most pipes per worker, for io_uring's --file-send splice and\n"
+             "for HTTP/2 DATA frames of files on both engines (64; fewer\n"
+             "or smaller when the pipe and fd limits say so, see -v); more\n"
+             "concurrent downloads wait their turn, none fails"},
+    {.name = "send-lowat",
+     .metavar = "BYTES",
+     PROCESS,
+     FIELD(FIELD_SIZE, send_lowat),
+     BYTES(0, INT_MAX, " like 128K (0 for none)"),
+     .help = "most unsent bytes queued on a socket (TCP_NOTSENT_LOWAT,\n"
+             "128K; K/M/G); 0 leaves the kernel's unlimited default"},
+    {.name = "access-log",
+     .metavar = "PATH",
+     PROCESS,
+     FIELD(FIELD_STRING, access_log),
+     .set = set_access_log,
+     .help = "where to log one line per request: a file, - for standard\n"
+             "output (the default), or off; SIGUSR1 reopens the file"},
+    {.name = "log-format",
+     .metavar = "FORMAT",
+     PROCESS,
+     FIELD(FIELD_INT, log_format),
+     .set = set_choice,
+     .choices =
+         (const struct option_choice[]){
+             {"combined", LOG_COMBINED}, {"common", LOG_COMMON}, {"json", LOG_JSON}, {NULL, 0}},
+     .wants = "combined, common or json",
+     .help = "combined (the default; Apache/nginx), common or json"},
+    {.name = "real-ip-from",
+     .metavar = "CIDR",
+     PROCESS,
+     .list = LIST_REAL_IP,
+     .same = same_real_ip,
+     .set = set_real_ip,
+     .help = "a trusted proxy: log the client from its X-Forwarded-For\n"
+             "(rightmost untrusted address; repeatable, up to 32)"},
+    {.name = "metrics",
+     .metavar = "ADDR:PORT",
+     PROCESS,
+     .same = same_metrics,
+     .set = set_metrics,
+     .help = "serve Prometheus metrics at http://ADDR:PORT/metrics on a\n"
+             "listener of their own (off by default)"},
+    {.name = "compress",
+     .metavar = "on|off",
+     SITE,
+     FIELD(FIELD_BOOL, compress),
+     .set = set_onoff,
+     .help = "compress text on the fly with br, zstd or gzip, once per\n"
+             "file version, kept in memory (default on)"},
+    {.name = "compress-types",
+     .metavar = "LIST",
+     SITE,
+     .set = set_compress_types,
+     .help = "media types compressed (text/*, JavaScript, JSON, XML, SVG,\n"
+             "wasm, ttf/otf fonts: '+xml', 'text/*' forms allowed)"},
+    {.name = "compress-min",
+     .metavar = "BYTES",
+     SITE,
+     FIELD(FIELD_SIZE, compress_min),
+     BYTES(0, SIZE_MAX, " like 1K"),
+     .help = "smaller bodies are sent as they are (1K)"},
+    {.name = "compress-max",
+     .metavar = "BYTES",
+     SITE,
+     FIELD(FIELD_SIZE, compress_max),
+     BYTES(0, SIZE_MAX, " like 16M"),
+     .help = "larger bodies are sent as they are (16M)"},
+    /* Compression itself may be turned on or off by a reload (a worker makes its compressor
+     * when it adopts a configuration that compresses); the cache its variants are kept in is
+     * sized at start. */
+    {.name = "compress-cache",
+     .metavar = "BYTES",
+     PROCESS,
+     FIELD(FIELD_SIZE, compress_cache),
+     BYTES(0, SIZE_MAX, " like 32M"),
+     .help = "compressed variants each worker keeps, LRU (32M)"},
+    {.name = "dictionary",
+     .metavar = "PATTERN",
+     SITE,
+     .list = LIST_DICTIONARIES,
+     .set = set_dictionary,
+     .help = "URL paths ('*' wildcards, e.g. '/assets/*.js') whose files\n"
+             "are offered as compression dictionaries (RFC 9842) and\n"
+             "sent as dcz deltas against an older one (repeatable, 8)"},
+    {.name = "http2",
+     .metavar = "on|off",
+     PROCESS,
+     FIELD(FIELD_BOOL, http2),
+     .set = set_onoff,
+     .help = "HTTP/2 on the cleartext port for clients that open with its\n"
+             "preface (prior knowledge, h2c) and by ALPN over TLS (on)"},
+    {.name = "tls-port",
+     .metavar = "PORT",
+     PROCESS,
+     FIELD(FIELD_PORT, tls_port),
+     .same = same_tls_port,
+     .set = set_tls_port,
+     .max = 65535,
+     .wants = "",
+     .help = "also serve HTTPS on PORT (same --bind address; 0 picks one)"},
+    /* A reload re-reads the pairs the new file names (server.c builds their contexts). */
+    {.name = "tls-cert",
+     .metavar = "FILE",
+     SITE,
+     .list = LIST_TLS_CERTS,
+     .set = set_tls_cert,
+     .help = "PEM certificate chain for --tls-port; repeat --tls-cert and\n"
+             "--tls-key for more pairs, chosen by SNI (the first is the\n"
+             "default; ECDSA and RSA for the same names may both be given)"},
+    {.name = "tls-key",
+     .metavar = "FILE",
+     SITE,
+     .set = set_tls_key,
+     .help = "PEM private key of the --tls-cert before it"},
+    {.name = "tls-min",
+     .metavar = "VERSION",
+     PROCESS,
+     FIELD(FIELD_INT, tls_min),
+     .set = set_choice,
+     .choices = (const struct option_choice[]){{"1.2", 12}, {"1.3", 13}, {NULL, 0}},
+     .wants = "1.2 or 1.3",
+     .help = "1.2 (default: TLS 1.2 and 1.3, Mozilla's intermediate\n"
+             "profile) or 1.3 (TLS 1.3 only, Mozilla's modern profile)"},
+    {.name = "ktls",
+     .metavar = "on|off",
+     PROCESS,
+     FIELD(FIELD_BOOL, ktls),
+     .set = set_onoff,
+     .help = "after the handshake, the kernel encrypts responses (files\n"
+             "leave zero-copy) where it has the tls module (on)"},
+    {.name = "tls-seal",
+     .metavar = "on|off",
+     PROCESS,
+     FIELD(FIELD_BOOL, tls_seal),
+     .set = set_onoff,
+     .help = "without kernel TLS, ringhttpd seals the records itself\n"
+             "with the keys OpenSSL hands over, from the plaintext where\n"
+             "it lies (on); off: OpenSSL's SSL_write seals them"},
+    {.name = "hsts",
+     .metavar = "SECONDS",
+     SITE,
+     .set = set_hsts,
+     .help = "send Strict-Transport-Security: max-age=SECONDS on HTTPS\n"
+             "responses"},
+    {.name = "redirect-https",
+     SITE,
+     FIELD(FIELD_BOOL, redirect_https),
+     .set = set_flag,
+     .help = "the cleartext port answers every request with 308 to the\n"
+             "same URL over https: (at --tls-port)"},
+    {.name = "reuse-port",
+     PROCESS,
+     FIELD(FIELD_BOOL, reuse_port),
+     .set = set_flag,
+     .help = "share the port with the ringhttpd already serving it (for\n"
+             "a zero-downtime restart: start the new one with this\n"
+             "option, then SIGTERM the old); without it a port in use\n"
+             "is an error"},
+    {.name = "user",
+     .metavar = "USER[:GROUP]",
+     PROCESS,
+     FIELD(FIELD_STRING, user),
+     .set = set_user,
+     .help = "started as root: bind, then serve as USER (and GROUP, else\n"
+             "USER's group), supplementary groups cleared"},
+    {.name = "no-landlock",
+     PROCESS,
+     FIELD(FIELD_BOOL, landlock),
+     .invert = true,
+     .set = set_flag,
+     .help = "do not confine file access with Landlock (on by default\n"
+             "where the kernel has it: reads below DOCROOT's directory)"},
+    {.name = "config",
+     .metavar = "FILE",
+     PROCESS,
+     .first = true,
+     FIELD(FIELD_STRING, config_file),
+     .set = set_config,
+     .help = "read options and sites from a YAML file whose keys are the\n"
+             "long options' names, plus 'root' and 'sites'; the command\n"
+             "line overrides it; SIGHUP re-reads it"},
+    {.name = "check-config",
+     .metavar = "FILE",
+     .scope = SCOPE_ARGV,
+     .first = true,
+     .set = set_config,
+     .help = "check a configuration file and exit: 0, or 1 with each\n"
+             "error's file, line and key"},
+    {.name = "health",
+     .metavar = "PATH",
+     PROCESS,
+     FIELD(FIELD_STRING, health),
+     .set = set_health,
+     .help = "answer GET PATH with 200 ok (503 during --drain-delay),\n"
+             "not logged, never a file"},
+    {.name = "drain-delay",
+     .metavar = "S",
+     PROCESS,
+     FIELD(FIELD_UNSIGNED, drain_delay),
+     .set = set_number,
+     .max = 3600,
+     .wants = " seconds",
+     .help = "on SIGTERM, keep the listeners open S seconds more, the\n"
+             "health path answering 503 (0)"},
+    {.name = "canonical-host",
+     .metavar = "NAME",
+     SITE,
+     .set = set_host,
+     .help = "redirect (301) requests for the site's other names to NAME"},
+    {.name = "redirect",
+     .metavar = "'FROM TO [STATUS]'",
+     SITE,
+     .list = LIST_REDIRECTS,
+     .set = set_redirect,
+     .help = "redirect FROM (a path; '*' at its end: a prefix)\n"
+             "to TO with 301 (or 302, 307, 308); a TO ending in '*' gets\n"
+             "the rest of the path and the query (repeatable)"},
+    {.name = "basic-auth",
+     .metavar = "PREFIX=FILE",
+     SITE,
+     .list = LIST_AUTHS,
+     .set = set_basic_auth,
+     .help = "paths starting with PREFIX need a user and password of\n"
+             "the htpasswd FILE (bcrypt, $5$, $6$; repeatable)"},
+    {.name = "auth-realm",
+     .metavar = "REALM",
+     SITE,
+     .set = set_auth_realm,
+     .help = "the realm 401 answers name (default \"restricted\")"},
+    {.name = "cache-control-for",
+     .metavar = "'PATTERN VALUE'",
+     SITE,
+     .list = LIST_CACHE_RULES,
+     .set = set_cache_rule,
+     .help = "Cache-Control VALUE for URL paths matching\n"
+             "PATTERN ('*' wildcards; repeatable, first match wins)"},
+    {.name = "limit-conn",
+     .metavar = "N",
+     PROCESS,
+     FIELD(FIELD_UNSIGNED, limit_conn),
+     .set = set_number,
+     .min = 1,
+     .max = 1000000,
+     .wants = " connections",
+     .help = "at most N open connections per client address (an IPv6\n"
+             "client's /64); more are closed at accept (limit_conn)"},
+    {.name = "limit-req",
+     .metavar = "RATE[/s|/m][,burst=B][,nodelay]",
+     SITE,
+     .set = set_limit_req,
+     .help = "requests per client address; past the\n"
+             "burst 429 with Retry-After (limit_req)"},
+    {.name = "limit-req-for",
+     .metavar = "'PATTERN RATE...'",
+     SITE,
+     .list = LIST_LIMIT_REQ_FOR,
+     .set = set_edge_rule,
+     .help = "the same for URL paths matching PATTERN\n"
+             "(repeatable, first match wins; --limit-req applies too)"},
+    {.name = "limit-rate",
+     .metavar = "BYTES[/s]",
+     SITE,
+     FIELD(FIELD_SIZE, limit_rate),
+     .set = set_rate_bytes,
+     .min = 1,
+     .max = (size_t)1 << 40,
+     .wants = " like 1M",
+     .help = "a response's send rate per connection (limit_rate)"},
+    {.name = "limit-rate-after",
+     .metavar = "BYTES",
+     SITE,
+     FIELD(FIELD_SIZE, limit_rate_after),
+     BYTES(0, (size_t)1 << 40, " like 1M"),
+     .help = "sent at full speed before --limit-rate (0)"},
+    {.name = "cors",
+     .metavar = "'PATTERN ORIGIN|*'",
+     SITE,
+     .list = LIST_CORS,
+     .set = set_edge_rule,
+     .help = "scripts of ORIGIN (or any) may read URL paths matching\n"
+             "PATTERN: preflights answered, Access-Control-Allow-Origin\n"
+             "added (repeatable)"},
+    {.name = "early-hints",
+     .metavar = "'PATTERN LINK'",
+     SITE,
+     .list = LIST_HINTS,
+     .set = set_edge_rule,
+     .help = "a 103 Early Hints with Link: LINK before the answer to\n"
+             "a GET matching PATTERN, LINK on the answer too (repeatable)"},
+    {.name = "verbose",
+     .short_name = 'v',
+     PROCESS,
+     FIELD(FIELD_BOOL, verbose),
+     .set = set_flag,
+     .help = "print what the kernel offers at start: io_uring's setup\n"
+             "mode, opcodes and features tried for real, and whether it\n"
+             "has kernel TLS (the tls ULP); the pipes obtained; each\n"
+             "compressed variant made"},
+    {.name = "help",
+     .short_name = 'h',
+     .scope = SCOPE_ARGV,
+     .first = true,
+     .set = set_help,
+     .help = "print this help and exit"},
+    {.name = "version",
+     .scope = SCOPE_ARGV,
+     .first = true,
+     .set = set_version,
+     .help = "print the version and exit"},
+    /* the file's own keys */
+    {.name = "root",
+     .metavar = "DIR",
+     SITE,
+     .file_only = true,
+     FIELD(FIELD_STRING, docroot),
+     .set = set_string},
+    {.name = "hosts",
+     .metavar = "NAME",
+     .scope = SCOPE_SITE_OWN,
+     .reload = true,
+     .file_only = true,
+     .list = LIST_HOSTS,
+     .set = set_host},
+    {.name = "default",
+     .scope = SCOPE_SITE_OWN,
+     .reload = true,
+     .file_only = true,
+     FIELD(FIELD_BOOL, is_default),
+     .set = set_flag},
+};
+
+#define NOPTIONS (sizeof(table) / sizeof(table[0]))
+
+const struct option_info *options_table(size_t *n)
+{
+    *n = NOPTIONS;
+    return table;
+}
+
+const struct option_info *options_find(const char *name)
+{
+    for (size_t i = 0; i < NOPTIONS; i++)
+        if (strcmp(table[i].name, name) == 0)
+            return &table[i];
+    return NULL;
+}
+
+/* --help: "  -p, --port PORT", the help text from column 29 (two spaces further when the
+ * option is longer), its later lines indented to that column. */
+void options_help(FILE *out)
+{
+    enum { COLUMN = 29 };
+    fputs("Usage: ringhttpd [options] [DOCROOT]\n"
+          "Serve the files below DOCROOT (default: the current directory) over HTTP/1.1.\n"
+          "\n",
+          out);
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const struct option_info *o = &table[i];
+        if (!o->help)
+            continue;
+        int n = o->short_name ? fprintf(out, "  -%c, ", o->short_name) : fprintf(out, "      ");
+        n += fprintf(out, "--%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        fprintf(out, "%*s", n < COLUMN ? COLUMN - n : 2, "");
+        for (const char *h = o->help; *h;) {
+            size_t len = strcspn(h, "\n");
+            fprintf(out, "%.*s\n", (int)len, h);
+            h += len;
+            if (*h == '\n' && *++h)
+                fprintf(out, "%*s", COLUMN, "");
+        }
+    }
+}
+
+/* ---- applying an option ---- */
+
+/* Whether a site of the file may set o. */
+static bool site_may(const struct option_info *o)
+{
+    return o->scope == SCOPE_SITE || o->scope == SCOPE_SITE_OWN;
+}
+
+/* The first use of a repeatable option in a layer replaces the list an outer layer made (as
+ * nginx's add_header does); later uses in the same layer add to it. */
+static void layer_begin(struct config *cfg, enum option_list list)
+{
+    struct config_src *src = cfg->src;
+    if (!src || list == LIST_NONE || src->seen[list])
+        return;
+    src->seen[list] = 1;
+    switch (list) {
+    case LIST_HEADERS:
+        free(cfg->extra_headers);
+        cfg->extra_headers = NULL;
+        cfg->extra_headers_len = 0;
+        break;
+    case LIST_ERROR_PAGES:
+        for (int i = 0; i < cfg->num_error_pages; i++)
+            free((char *)cfg->error_pages[i].path);
+        cfg->num_error_pages = 0;
+        break;
+    case LIST_REAL_IP:
+        cfg->num_real_ip = 0;
+        break;
+    case LIST_DICTIONARIES:
+        cfg->num_dictionaries = 0;
+        break;
+    case LIST_REDIRECTS:
+        cfg->num_redirects = 0;
+        break;
+    case LIST_AUTHS:
+        cfg->num_auths = 0;
+        break;
+    case LIST_CACHE_RULES:
+        cfg->num_cache_rules = 0;
+        break;
+    case LIST_HOSTS:
+        cfg->num_hosts = 0;
+        break;
+    case LIST_TLS_CERTS:
+        cfg->num_tls_certs = 0; /* a site's own pairs, not the process's */
+        break;
+    case LIST_LIMIT_REQ_FOR:
+        cfg->num_limit_req_for = 0;
+        break;
+    case LIST_CORS:
+        cfg->num_cors = 0;
+        break;
+    case LIST_HINTS:
+        cfg->num_hints = 0;
+        break;
+    case LIST_NONE:
+    case OPTION_LISTS:
+        break;
+    }
+}
+
+int options_apply(struct config *cfg, const struct option_info *o, char *arg)
+{
+    if (cfg->src && cfg->src->site && !site_may(o))
+        return usage_error("'%s' is the process's, not a site's (set it at the top level)",
+                           cfg->src->key);
+    layer_begin(cfg, o->list);
+    return o->set(cfg, o, arg);
+}
+
+int options_set(struct config *cfg, const char *key, const char *value)
+{
+    const struct option_info *o = options_find(key);
+    if (!o || o->scope == SCOPE_ARGV)
+        return usage_error("unknown key '%s' (keys are the long options' names, see --help)", key);
+    if (!cfg->src->site && o->scope == SCOPE_SITE_OWN)
+        return usage_error("'%s' belongs in a site (under 'sites')", key);
+    if (cfg->src->site && !site_may(o)) /* before the value: that is not what is wrong */
+        return options_apply(cfg, o, NULL);
+    if (!o->metavar) {
+        bool on =
+            strcmp(value, "true") == 0 || strcmp(value, "yes") == 0 || strcmp(value, "on") == 0;
+        if (!on && strcmp(value, "false") != 0 && strcmp(value, "no") != 0 &&
+            strcmp(value, "off") != 0)
+            return usage_error("wants true or false, got '%s'", value);
+        /* "false" is the flag's opposite: a site can turn off what its parent set */
+        return options_apply(cfg, o, on ? "true" : "false");
+    }
+    char *copy = options_strdup(cfg, value, strlen(value));
+    if (!copy)
+        return usage_error("out of memory for '%s'", key);
+    return options_apply(cfg, o, copy);
+}
+
+/* ---- what a reload cannot change ---- */
+
+static bool same_field(const struct config *a, const struct config *b, const struct option_info *o)
+{
+    const void *x = cfield(a, o), *y = cfield(b, o);
+    switch (o->kind) {
+    case FIELD_BOOL:
+        return *(const bool *)x == *(const bool *)y;
+    case FIELD_UNSIGNED:
+        return *(const unsigned *)x == *(const unsigned *)y;
+    case FIELD_INT:
+        return *(const int *)x == *(const int *)y;
+    case FIELD_PORT:
+        return *(const uint16_t *)x == *(const uint16_t *)y;
+    case FIELD_SIZE:
+        return *(const size_t *)x == *(const size_t *)y;
+    case FIELD_STRING:
+        return same_string(*(const char *const *)x, *(const char *const *)y);
+    case FIELD_NONE:
+        break;
+    }
+    return true;
+}
+
+bool options_restart_needed(const struct config *a, const struct config *b, char *out,
+                            size_t out_len)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const struct option_info *o = &table[i];
+        if (o->reload || (o->same ? o->same(a, b) : same_field(a, b, o)))
+            continue;
+        int n = snprintf(out + len, out_len - len, "%s%s", len ? "/" : "", o->name);
+        if (n < 0 || (size_t)n >= out_len - len)
+            break;
+        len += (size_t)n;
+    }
+    return out[0] != '\0';
+}
+
+/* ---- a struct config's memory ---- */
+
+void options_init(struct config *cfg)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    *cfg = (struct config){
+        .docroot = NULL,
+        .docroot_fd = -1,
+        .bind = "0.0.0.0",
+        .port = 8080,
+        .threads = cpus > 0 ? (int)cpus : 1,
+        .engine = ENGINE_AUTO,
+        .keepalive_timeout = 15,
+        .header_timeout = 10,
+        .drain_timeout = 10,
+        .max_conns = 16384,
+        .head_memory = 32u << 20,
+        .autoindex_limit = 10000,
+        .cache_size = 64u << 20,
+        .cache_max_file = 256u << 10,
+        .file_send = FILE_SEND_SPLICE,
+        .splice_pipes = 64,
+        .send_lowat = 128u << 10,
+        .access_log = "-",
+        .log_format = LOG_COMBINED,
+        .compress = true,
+        .compress_types = CONFIG_COMPRESS_TYPES,
+        .compress_min = 1u << 10,
+        .compress_max = 16u << 20,
+        .compress_cache = 32u << 20,
+        .http2 = true,
+        .ktls = true,
+        .tls_seal = true,
+        .landlock = true,
+        .auth_realm = "restricted",
+    };
+}
+
+struct options_pool {
+    struct options_pool *next;
+    char s[];
+};
+
+char *options_strdup(struct config *cfg, const char *s, size_t len)
+{
+    struct options_pool **top = cfg->pool_owner ? &cfg->pool_owner->pool : &cfg->pool;
+    struct options_pool *p = malloc(sizeof(*p) + len + 1);
+    if (!p)
+        return NULL;
+    memcpy(p->s, s, len);
+    p->s[len] = '\0';
+    p->next = *top;
+    *top = p;
+    return p->s;
+}
+
+int options_site_init(struct config *site, struct config *top)
+{
+    *site = *top;
+    site->docroot_fd = -1;
+    site->sites = NULL;
+    site->num_sites = 0;
+    site->pool = NULL;
+    site->pool_owner = top;
+    site->src = NULL;
+    memset(&site->mime_extra, 0, sizeof(site->mime_extra));
+    site->extra_headers = NULL;
+    site->num_error_pages = 0;
+    site->fallback = NULL;
+    if (top->extra_headers &&
+        !(site->extra_headers = strndup(top->extra_headers, top->extra_headers_len)))
+        return -ENOMEM;
+    if (top->fallback && !(site->fallback = strdup(top->fallback)))
+        return -ENOMEM;
+    for (int i = 0; i < top->num_error_pages; i++) {
+        site->error_pages[i] = top->error_pages[i];
+        if (!(site->error_pages[i].path = strdup(top->error_pages[i].path)))
+            return -ENOMEM;
+        site->num_error_pages++;
+    }
+    return 0;
+}
+
+/* What one level holds of its own (not the pool, which is its top level's). */
+static void release(struct config *cfg)
+{
+    if (cfg->docroot_fd >= 0)
+        close(cfg->docroot_fd);
+    free(cfg->extra_headers);
+    mime_table_free(&cfg->mime_extra);
+    for (int i = 0; i < cfg->num_error_pages; i++)
+        free((char *)cfg->error_pages[i].path);
+    free((char *)cfg->fallback);
+}
+
+void options_free(struct config *cfg)
+{
+    release(cfg);
+    for (int i = 0; i < cfg->num_sites; i++)
+        release(&cfg->sites[i]);
+    free(cfg->sites);
+    while (cfg->pool) {
+        struct options_pool *p = cfg->pool;
+        cfg->pool = p->next;
+        free(p);
+    }
+}

@@ -1,0 +1,296 @@
+/* options: every option's facts in one table (name, argument, scope, whether a reload can change
+ * it, setter, --help line), the struct config the setters fill, its defaults and its memory.
+ * --help, getopt's list, the check of what a site may set and the reload's "needs a restart"
+ * list all come from the table, so they cannot disagree.
+ * Must not: read a file, know YAML or the order of the layers (config.c does), or print
+ * anything but an option's own error line and --help/--version.
+ * Ownership: a struct config owns what its setters allocated; a site's strings live in its top
+ * level's pool (options_strdup). Once built, a struct config is read by every thread unlocked. */
+#ifndef CONFIG_OPTIONS_H
+#define CONFIG_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/cors.h"
+#include "core/hints.h"
+#include "core/limits.h"
+#include "core/logfmt.h"
+#include "core/mime.h"
+#include "tls/tls.h"
+
+/* The lists a repeatable option fills. A layer's first use of one replaces what an outer layer
+ * (the file under the command line, a site's parent) put there; later uses add to it. */
+enum option_list {
+    LIST_NONE,
+    LIST_HEADERS, /* --header and --cache-control: one header block */
+    LIST_ERROR_PAGES,
+    LIST_REAL_IP,
+    LIST_DICTIONARIES,
+    LIST_REDIRECTS,
+    LIST_AUTHS,
+    LIST_CACHE_RULES,
+    LIST_HOSTS,
+    LIST_TLS_CERTS, /* in a site: its own pairs, not the process's */
+    LIST_LIMIT_REQ_FOR,
+    LIST_CORS,
+    LIST_HINTS,
+    OPTION_LISTS
+};
+
+#define RINGHTTPD_VERSION "0.1.0"
+#define CONFIG_MAX_ERROR_PAGES 16
+#define CONFIG_MAX_REAL_IP 32
+#define CONFIG_MAX_DICTIONARIES 8
+#define CONFIG_MAX_RULES 32 /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
+
+enum engine_kind { ENGINE_AUTO, ENGINE_URING, ENGINE_EPOLL };
+
+/* How the io_uring engine sends file ranges (the epoll engine always uses sendfile). */
+enum file_send { FILE_SEND_SPLICE, FILE_SEND_SENDFILE };
+
+struct error_page {
+    int status;
+    const char *path; /* URL path below the document root, without the leading '/' */
+};
+
+/* --redirect 'FROM TO [STATUS]': FROM is a path or a prefix ending in '*'; a TO ending in '*'
+ * gets what FROM's '*' matched, and the query, appended. */
+struct config_redirect {
+    const char *from;
+    const char *to;
+    int status; /* 301, 302, 307 or 308 */
+};
+
+/* --basic-auth PREFIX=HTPASSWD: requests whose path starts with PREFIX need a user of HTPASSWD. */
+struct config_auth {
+    const char *prefix;
+    const char *htpasswd;
+};
+
+/* --cache-control-for 'PATTERN VALUE': Cache-Control VALUE for paths matching PATTERN. */
+struct config_cache_rule {
+    const char *pattern;
+    const char *value;
+};
+
+/* --limit-req-for 'PATTERN RATE': requests for paths matching PATTERN, per client (issue 28). */
+struct config_limit_rule {
+    const char *pattern;
+    struct limit_rate rate;
+};
+
+/* Where the options being applied come from, for error messages: a file's line and key, or the
+ * command line (file NULL). Also which repeatable options this layer has set already: the first
+ * one replaces what an outer layer (the file under the command line, a site's parent) set. */
+struct config_src {
+    const char *file;
+    int line;
+    const char *key;
+    bool site; /* a site's keys: only the per-site options apply */
+    unsigned char seen[OPTION_LISTS];
+};
+
+struct config {
+    const char *docroot;
+    int docroot_fd; /* checked at start; server hands it to the first struct site (-1 then) */
+    const char *bind;
+    uint16_t port;
+    int threads;
+    enum engine_kind engine;
+    unsigned keepalive_timeout; /* seconds */
+    unsigned header_timeout;    /* seconds */
+    unsigned drain_timeout;     /* seconds a SIGTERM waits for responses in flight */
+    unsigned max_conns;         /* per worker */
+    size_t head_memory;         /* per worker: input buffers of connections, in bytes */
+    bool verbose;
+    bool autoindex;
+    unsigned autoindex_limit; /* entries a listing shows; the rest are counted in a note */
+    size_t cache_size;        /* bytes of file contents each worker may hold in memory */
+    size_t cache_max_file;    /* files up to this size are held in memory */
+    enum file_send file_send;
+    unsigned splice_pipes; /* per worker: the most file ranges spliced at once */
+    size_t send_lowat;     /* TCP_NOTSENT_LOWAT of every connection; 0: the kernel's default */
+    /* "Name: value\r\n" lines sent with every successful response (--header, --cache-control) */
+    char *extra_headers;
+    size_t extra_headers_len;
+    struct mime_table mime_extra; /* moves into the first struct site, like docroot_fd */
+    const char *mime_file;        /* --mime-types, re-read by a reload; a site may have its own */
+    bool reuse_port;              /* --reuse-port: join listeners already on the port */
+    const char *user;             /* --user USER[:GROUP], or NULL */
+    bool landlock;                /* false with --no-landlock */
+    struct error_page error_pages[CONFIG_MAX_ERROR_PAGES];
+    int num_error_pages;
+    const char *fallback;   /* URL path below the root, without the leading '/', or NULL */
+    const char *access_log; /* file path, "-" for standard output, NULL when off */
+    enum log_format log_format;
+    struct cidr real_ip_from[CONFIG_MAX_REAL_IP]; /* trusted proxies (--real-ip-from) */
+    int num_real_ip;
+    const char *metrics_bind; /* --metrics ADDR:PORT split: the address, or NULL when off */
+    uint16_t metrics_port;
+    bool compress;              /* on-the-fly compression (--compress on|off) */
+    const char *compress_types; /* media types compressed: accept_type_listed() syntax */
+    size_t compress_min;        /* smallest body compressed */
+    size_t compress_max;        /* largest body compressed (and largest dictionary) */
+    size_t compress_cache;      /* bytes of compressed variants each worker keeps */
+    /* --dictionary URL path patterns ('*' wildcards, leading '/'), RFC 9842 */
+    const char *dictionaries[CONFIG_MAX_DICTIONARIES];
+    int num_dictionaries;
+    bool http2; /* --http2 on|off: h2c by its preface, h2 by ALPN */
+    /* HTTPS (issue 14): a second listener on the same address; pairs are checked (files read,
+     * keys matched) by tls_ctx_new at start and on every reload, not here. */
+    bool tls;                                       /* --tls-port given */
+    uint16_t tls_port;                              /* 0 picks a free one */
+    struct tls_cert_files tls_certs[TLS_MAX_CERTS]; /* --tls-cert/--tls-key, the first default */
+    int num_tls_certs;
+    int tls_lines[TLS_MAX_CERTS]; /* each pair's tls-key line in the file (0: command line) */
+    int tls_min;                  /* 12 (TLS 1.2 and 1.3) or 13 (--tls-min 1.3) */
+    bool ktls;     /* --ktls on|off: responses sealed by kernel TLS where the kernel has it */
+    bool tls_seal; /* --tls-seal on|off: otherwise sealed by tls.c with OpenSSL's keys */
+    /* a site's own tls-cert/tls-key (issue 19): its tls_certs are its own pairs, which the
+     * top level's tls_certs also list (after the process's), tagged with the site's hosts */
+    bool site_tls;
+    bool hsts; /* --hsts SECONDS: Strict-Transport-Security on TLS responses */
+    unsigned hsts_max_age;
+    char hsts_line[64]; /* its header line, "Strict-Transport-Security: ...\r\n" */
+    size_t hsts_len;
+    bool redirect_https; /* the cleartext port answers 308 to the https: URL */
+
+    /* Sites and the configuration file (issue 19, README "Sites and configuration file"). The
+     * top-level struct is the default site too; each entry of sites is a copy of it with the
+     * site's own keys applied (only per-site options may differ). */
+    const char *config_file;    /* --config FILE (or --check-config FILE); re-read by SIGHUP */
+    bool check_only;            /* --check-config: validate and exit */
+    const char *health;         /* --health PATH: 200 "ok" while serving, 503 in a drain delay */
+    unsigned drain_delay;       /* --drain-delay S: listeners stay open S seconds into a drain */
+    const char *canonical_host; /* --canonical-host NAME: other Host names get a 301 to it */
+    const char *auth_realm;     /* --auth-realm REALM (default "restricted") */
+    struct config_redirect redirects[CONFIG_MAX_RULES];
+    int num_redirects;
+    struct config_auth auths[CONFIG_MAX_RULES];
+    int num_auths;
+    struct config_cache_rule cache_rules[CONFIG_MAX_RULES];
+    int num_cache_rules;
+    /* Per-client limits and edge fields (issue 28). --limit-conn is the process's (a
+     * connection's site is not known when it is accepted); the rest are a site's. */
+    unsigned limit_conn; /* --limit-conn N: open connections per client address; 0: off */
+    bool limit_req_on;   /* --limit-req given */
+    struct limit_rate limit_req;
+    struct config_limit_rule limit_req_for[CONFIG_MAX_RULES];
+    int num_limit_req_for;
+    size_t limit_rate;       /* --limit-rate: bytes per second per connection; 0: off */
+    size_t limit_rate_after; /* --limit-rate-after: bytes sent at full speed first */
+    struct cors_rule cors[CONFIG_MAX_RULES];
+    int num_cors;
+    struct hints_rule hints[CONFIG_MAX_RULES];
+    int num_hints;
+    const char *hosts[CONFIG_MAX_RULES]; /* a site's names: "example.org", "*.example.org" */
+    int num_hosts;
+    bool is_default;      /* the site a Host no site names goes to */
+    int line;             /* a site's line in the file, for messages */
+    struct config *sites; /* the file's sites section (top level only) */
+    int num_sites;
+    struct config_src *src;    /* while parsing only */
+    struct options_pool *pool; /* the file's strings (top level only) */
+    struct config *pool_owner; /* a site's top level, whose pool holds its strings */
+    int argc;                  /* the command line, applied again over a re-read file */
+    char **argv;
+};
+
+/* The default of --compress-types. */
+#define CONFIG_COMPRESS_TYPES                                                                      \
+    "text/*, application/javascript, application/json, application/xml, +json, +xml, "             \
+    "application/wasm, font/ttf, font/otf, application/vnd.ms-fontobject"
+
+/* Who may set an option. */
+enum option_scope {
+    SCOPE_PROCESS,  /* the command line or the file's top level */
+    SCOPE_SITE,     /* also each site of the file (the top level's value is the sites' default) */
+    SCOPE_SITE_OWN, /* only a site of the file: its hosts, default */
+    SCOPE_ARGV,     /* the command line only: --check-config, --help, --version */
+};
+
+/* How a value is compared, for the reload's "needs a restart" list (and set, for flags). */
+enum option_field {
+    FIELD_NONE,
+    FIELD_BOOL,
+    FIELD_UNSIGNED, /* unsigned int */
+    FIELD_INT,      /* int, or an enum */
+    FIELD_PORT,     /* uint16_t */
+    FIELD_SIZE,     /* size_t */
+    FIELD_STRING,   /* const char *, NULL when unset */
+};
+
+/* A name an option's value may be, and what it stands for (set_choice). */
+struct option_choice {
+    const char *name;
+    int value;
+};
+
+struct option_info {
+    const char *name;    /* the long option, and the file's key */
+    char short_name;     /* -p for --port, or 0 */
+    const char *metavar; /* the value's name in --help; NULL: a flag (true/false in a file) */
+    enum option_scope scope;
+    bool file_only;         /* a key of the file with no command-line option: root, hosts... */
+    bool reload;            /* a reload applies a new value; else it is reported and kept */
+    bool first;             /* read before the file: --config, --check-config, -h, --version */
+    enum option_list list;  /* repeatable: the list it fills */
+    enum option_field kind; /* the field at off; FIELD_NONE: compared by same() if any */
+    size_t off;
+    bool invert;                         /* a flag that clears its field (--no-landlock) */
+    unsigned long min, max;              /* set_number's and set_size's bounds */
+    const struct option_choice *choices; /* set_choice's names, up to one with a NULL name */
+    const char *wants; /* its message's account of a good value: " seconds", " like 64M"... */
+    bool (*same)(const struct config *a, const struct config *b); /* for compound values */
+    /* Applies arg (NULL for a flag on the command line, "true"/"false" from a file): 0, or
+     * an exit status after one line naming the option (or CONFIG_DONE after --help). */
+    int (*set)(struct config *cfg, const struct option_info *o, char *arg);
+    const char *help; /* --help's text, lines after the first on lines of their own; NULL: none */
+};
+
+/* config_parse's answer when it printed --help or --version: nothing to run, exit 0. */
+#define CONFIG_DONE (-1)
+
+/* The table, in --help's order, its entries without a help line last; *n its length. */
+const struct option_info *options_table(size_t *n);
+
+/* The entry named name (a long option or a file-only key), or NULL. */
+const struct option_info *options_find(const char *name);
+
+/* Prints --help from the table. */
+void options_help(FILE *out);
+
+/* Applies o with arg to cfg: the site check, the layer's list rule, then o's setter. 0, or an
+ * exit status after one line (CONFIG_DONE after --help or --version). */
+int options_apply(struct config *cfg, const struct option_info *o, char *arg);
+
+/* For the configuration file: applies key (a long option's name, or a file-only key) with
+ * value, "true"/"false"/"yes"/"no"/"on"/"off" for a flag, copied into the pool. 0, or an exit
+ * status after printing one line that names cfg->src's file, line and key. */
+int options_set(struct config *cfg, const char *key, const char *value);
+
+/* One line on stderr naming the option (with a file: its file, line and key); returns 2. */
+int options_error(const struct config *cfg, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The options a reload cannot change that differ between a (the running configuration) and b
+ * (a re-read one), as "port/bind" into out; false when none does. */
+bool options_restart_needed(const struct config *a, const struct config *b, char *out,
+                            size_t out_len);
+
+/* Every option at its default; DOCROOT none (config.c decides what stands for it). */
+void options_init(struct config *cfg);
+
+/* A copy of s that lives as long as the top-level configuration; NULL without memory. */
+char *options_strdup(struct config *top, const char *s, size_t len);
+
+/* Makes site a copy of top, ready for the site's own keys: 0 or -ENOMEM. */
+int options_site_init(struct config *site, struct config *top);
+
+/* Releases what the setters allocated, the sites' too, and the pool (not cfg itself). */
+void options_free(struct config *cfg);
+
+#endif

@@ -1,0 +1,108 @@
+/* uring_state: the io_uring engine's per-worker state and the helpers its loop (uring.c) and its
+ * splice walk (uring_splice.c) share: the operations a tag names, the ring, the SQE helpers.
+ * Must not: be included outside the io_uring engine's files; hold functions with a body of more
+ * than a few lines. Ownership: struct uring is one worker's (w->engine_state), used by its thread.
+ */
+#ifndef ENGINE_URING_STATE_H
+#define ENGINE_URING_STATE_H
+
+#include <liburing.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "engine/pipepool.h"
+#include "engine/sqe.h"
+#include "engine/tag.h"
+#include "rt/errlog.h"
+#include "rt/worker.h"
+
+enum op {
+    OP_ACCEPT = 1,
+    OP_RECV,
+    OP_SEND,   /* SEND or SENDMSG of memory segments */
+    OP_POLL,   /* POLLOUT wait for a sendplan that hit EAGAIN */
+    OP_CANCEL, /* cancellation of a connection's operations */
+    OP_CLOSE,
+    OP_SHUTDOWN,   /* SHUT_WR before a lingering close */
+    OP_WAKE,       /* read of the worker's eventfd */
+    OP_TICK,       /* the worker's one-second timeout: the timer wheel's clock */
+    OP_SPLICE_IN,  /* file -> pipe */
+    OP_SPLICE_OUT, /* pipe -> socket, linked behind OP_SPLICE_IN or alone to flush */
+    OP_IGNORE,
+    OP_FREAD, /* a transport's file read (engine_ops.read) */
+};
+
+/* xfer flags */
+#define X_IN 0x1   /* an OP_SPLICE_IN is in flight */
+#define X_OUT 0x2  /* an OP_SPLICE_OUT is in flight */
+#define X_FULL 0x8 /* the socket took less than offered: wait for POLLOUT before the next step */
+#define X_SENDFILE 0x10 /* waited too long for a pipe: the rest of this response by sendfile */
+#define X_WALK 0x20     /* the pipe holds file bytes of an interleaved plan: walk_next sends */
+#define X_FITS 0x40     /* ... read by a fill sized to be composed into the scratch pipe */
+#define X_COMPOSED 0x80 /* ... composed: the plan's bytes from the cursor, headers included */
+
+/* A connection's splice steps, by slot (these pages are touched only by slots that send files);
+ * its pipe, and its place among the waiting and parked, are the pool's (engine/pipepool.h). */
+struct xfer {
+    uint32_t want_in;  /* length of the OP_SPLICE_IN in flight */
+    uint32_t want_out; /* length of the OP_SPLICE_OUT in flight */
+    uint32_t flags;
+    int err; /* first failure of the current step */
+};
+
+struct usend;
+
+struct uring {
+    struct io_uring ring;
+    struct usend *sends;    /* max_conns slots, touched only by slots that send several segments */
+    struct sqe_spill spill; /* SQEs the kernel would not take yet (engine/sqe.h) */
+    struct io_uring_buf_ring *br;
+    char *bufs;
+    unsigned buf_returned;         /* buffers added since the last advance */
+    bool accept_armed[LISTEN_MAX]; /* a multishot accept is armed on that listener */
+    bool cqe_skip;                 /* IOSQE_CQE_SKIP_SUCCESS works (5.17) */
+    uint64_t wake_val;
+    struct __kernel_timespec tick; /* read by the kernel when the TIMEOUT is submitted */
+    struct conn *ready;            /* connections with a completion to report from the loop */
+    /* --file-send splice; xfers is NULL in sendfile mode */
+    struct xfer *xfers;
+    struct pipepool pool;  /* its pipes; pool.slots is NULL until set up */
+    unsigned page;         /* bytes a pipe buffer holds (the page size) */
+    unsigned short_logged; /* pool.short_pipes already warned about */
+    struct errlog_limit log_pipe;
+};
+
+/* The engine's state of c (flags F_*, err for F_SENT, next on the ready list). */
+static inline struct engine_conn *uc(struct uring *u, struct conn *c)
+{
+    (void)u;
+    return &c->eng;
+}
+
+static inline struct pipepool_slot *ps(struct uring *u, const struct conn *c)
+{
+    return pipepool_slot(&u->pool, c->slot);
+}
+
+/* An operation's user_data (engine/tag.h): for c, or for the worker when c is NULL. */
+static inline uint64_t ud(enum op op, const struct conn *c)
+{
+    return c ? tag_encode(op, c->gen, c->slot) : tag_encode(op, 0, 0);
+}
+
+static inline struct io_uring_sqe *get_sqe(struct uring *u)
+{
+    return sqe_get(&u->ring, &u->spill);
+}
+
+/* Every SQE prepared for a connection counts until its final CQE. */
+static inline struct io_uring_sqe *conn_sqe(struct uring *u, struct conn *c, enum op op)
+{
+    struct io_uring_sqe *sqe = get_sqe(u);
+    io_uring_sqe_set_data64(sqe, ud(op, c));
+    uc(u, c)->inflight++;
+    return sqe;
+}
+
+#endif

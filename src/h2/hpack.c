@@ -1,0 +1,543 @@
+/* HPACK (RFC 7541); see hpack.h.
+ *
+ * The dynamic table keeps its entries' bytes in one buffer in insertion order, so an entry is
+ * never split and an index is a pointer: insertions append at `end`, evictions move `start`;
+ * when `end` reaches the buffer's end the live bytes move to its start, and the buffer is twice
+ * the largest live size, so a move comes after at least as many bytes were inserted as it moves.
+ *
+ * The encoder finds a field in its table through a chain per name bucket (newest first, a few
+ * steps at most): a response's fields are looked up on every response, and a table full of
+ * stale Date values must not make that a scan. */
+#include "h2/hpack.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h2/hpack_tables.h"
+
+#define ENTRY_OVERHEAD 32 /* RFC 7541 4.1 */
+#define BUCKETS 32
+#define CHAIN_STEPS 8   /* entries of one bucket compared before giving up (and inserting) */
+#define INT_MAX_BITS 28 /* integers past 2^28 are nobody's header length: an error */
+#define NAME_MAX_LC 128 /* longer names are sent as literals, lower-cased on the way */
+
+/* ---- the dynamic table ---- */
+
+static size_t entry_size(const struct hpack_entry *e)
+{
+    return (size_t)e->name_len + e->value_len + ENTRY_OVERHEAD;
+}
+
+/* Entry i, 0 the newest. */
+static struct hpack_entry *table_get(const struct hpack_table *t, unsigned i)
+{
+    return &t->ent[(t->first + t->n - 1 - i) & (t->ent_cap - 1)];
+}
+
+static void table_evict(struct hpack_table *t)
+{
+    struct hpack_entry *e = &t->ent[t->first];
+    t->size -= (uint32_t)entry_size(e);
+    t->first = (uint16_t)((t->first + 1) & (t->ent_cap - 1));
+    if (--t->n == 0)
+        t->start = t->end = 0;
+    else
+        t->start = t->ent[t->first].off;
+}
+
+static void table_shrink(struct hpack_table *t, uint32_t max)
+{
+    t->max = max;
+    while (t->size > max)
+        table_evict(t);
+}
+
+static void table_free(struct hpack_table *t)
+{
+    free(t->ent);
+    free(t->bytes);
+    free(t->bucket);
+    *t = (struct hpack_table){.max = t->max};
+}
+
+size_t hpack_table_mem(const struct hpack_table *t)
+{
+    return (size_t)t->ent_cap * sizeof(*t->ent) + t->bytes_cap +
+           (t->bucket ? BUCKETS * sizeof(*t->bucket) : 0);
+}
+
+/* Room for one more entry of len bytes (name and value): 0 or -ENOMEM. */
+static int table_room(struct hpack_table *t, size_t len)
+{
+    if (t->n == t->ent_cap) {
+        unsigned cap = t->ent_cap ? 2u * t->ent_cap : 8;
+        struct hpack_entry *ent = malloc(cap * sizeof(*ent));
+        if (!ent)
+            return -ENOMEM;
+        for (unsigned i = 0; i < t->n; i++)
+            ent[i] = t->ent[(t->first + i) & (t->ent_cap - 1)];
+        free(t->ent);
+        t->ent = ent;
+        t->ent_cap = (uint16_t)cap;
+        t->first = 0;
+    }
+    if (t->end + len <= t->bytes_cap)
+        return 0;
+    size_t live = (size_t)t->end - t->start;
+    if (2 * (live + len) > t->bytes_cap) {
+        size_t cap = 64;
+        while (cap < 2 * (live + len))
+            cap *= 2;
+        char *bytes = realloc(t->bytes, cap);
+        if (!bytes)
+            return -ENOMEM;
+        t->bytes = bytes;
+        t->bytes_cap = (uint16_t)(cap < UINT16_MAX ? cap : UINT16_MAX);
+    }
+    memmove(t->bytes, t->bytes + t->start, live);
+    for (unsigned i = 0; i < t->n; i++)
+        t->ent[(t->first + i) & (t->ent_cap - 1)].off -= t->start;
+    t->end = (uint16_t)live;
+    t->start = 0;
+    return 0;
+}
+
+/* Adds name: value as the newest entry, evicting as needed (RFC 7541 4.4: one larger than the
+ * table empties it and is not kept). Returns the entry, NULL when not kept, or sets *err. */
+static struct hpack_entry *table_insert(struct hpack_table *t, const char *name, size_t name_len,
+                                        const char *value, size_t value_len, int *err)
+{
+    size_t len = name_len + value_len;
+    while (t->n && t->size + len + ENTRY_OVERHEAD > t->max)
+        table_evict(t);
+    if (len + ENTRY_OVERHEAD > t->max)
+        return NULL;
+    if ((*err = table_room(t, len)) < 0)
+        return NULL;
+    struct hpack_entry *e = &t->ent[(t->first + t->n) & (t->ent_cap - 1)];
+    *e = (struct hpack_entry){
+        .off = t->end, .name_len = (uint16_t)name_len, .value_len = (uint16_t)value_len};
+    memcpy(t->bytes + t->end, name, name_len);
+    memcpy(t->bytes + t->end + name_len, value, value_len);
+    t->end = (uint16_t)(t->end + len);
+    t->n++;
+    t->size += (uint32_t)(len + ENTRY_OVERHEAD);
+    t->ins++;
+    return e;
+}
+
+/* ---- integers and strings ---- */
+
+/* Reads an integer with an n-bit prefix (RFC 7541 5.1). 1, 0 (more bytes needed), -EPROTO. */
+static int read_int(const uint8_t *in, size_t len, size_t *pos, unsigned n, uint32_t *v)
+{
+    size_t p = *pos;
+    uint32_t max = (1u << n) - 1, x = in[p++] & max;
+    if (x == max) {
+        for (unsigned shift = 0;; shift += 7) {
+            if (p == len)
+                return 0;
+            uint8_t b = in[p++];
+            if (shift > INT_MAX_BITS - 7)
+                return -EPROTO;
+            x += (uint32_t)(b & 0x7f) << shift;
+            if (!(b & 0x80))
+                break;
+        }
+    }
+    *v = x;
+    *pos = p;
+    return 1;
+}
+
+static size_t write_int(uint8_t *out, uint8_t first, unsigned n, size_t v)
+{
+    size_t max = ((size_t)1 << n) - 1, i = 0;
+    if (v < max) {
+        out[i++] = (uint8_t)(first | v);
+        return i;
+    }
+    out[i++] = (uint8_t)(first | max);
+    for (v -= max; v >= 128; v >>= 7)
+        out[i++] = (uint8_t)(0x80 | (v & 0x7f));
+    out[i++] = (uint8_t)v;
+    return i;
+}
+
+long hpack_huff_decode(const uint8_t *in, size_t n, char *out, size_t cap)
+{
+    unsigned state = 0;
+    bool accept = true;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct hpack_huff_step *a = &hpack_huff_dec[state][in[i] >> 4];
+        const struct hpack_huff_step *b = &hpack_huff_dec[a->next][in[i] & 15];
+        if ((a->flags | b->flags) & HPACK_HUFF_FAIL)
+            return -EPROTO;
+        if (a->flags & HPACK_HUFF_SYM) {
+            if (out && len == cap)
+                return -ENOSPC;
+            if (out)
+                out[len] = (char)a->sym;
+            len++;
+        }
+        if (b->flags & HPACK_HUFF_SYM) {
+            if (out && len == cap)
+                return -ENOSPC;
+            if (out)
+                out[len] = (char)b->sym;
+            len++;
+        }
+        state = b->next;
+        accept = b->flags & HPACK_HUFF_ACCEPT;
+    }
+    return accept ? (long)len : -EPROTO;
+}
+
+/* A string literal's header (RFC 7541 5.2): its encoded bytes at in + *at, n of them. */
+struct str {
+    const uint8_t *at;
+    size_t n;
+    bool huff;
+};
+
+static int read_str(const uint8_t *in, size_t len, size_t *pos, struct str *s)
+{
+    uint32_t n;
+    size_t p = *pos;
+    if (p == len)
+        return 0;
+    s->huff = in[p] & 0x80;
+    int rc = read_int(in, len, &p, 7, &n);
+    if (rc <= 0)
+        return rc;
+    if (len - p < n)
+        return 0;
+    s->at = in + p;
+    s->n = n;
+    *pos = p + n;
+    return 1;
+}
+
+/* Decodes s into out (cap bytes; NULL: only checks and counts). The length or -errno. */
+static long str_decode(const struct str *s, char *out, size_t cap)
+{
+    if (s->huff)
+        return hpack_huff_decode(s->at, s->n, out, cap);
+    if (out) {
+        if (s->n > cap)
+            return -ENOSPC;
+        memcpy(out, s->at, s->n);
+    }
+    return (long)s->n;
+}
+
+static size_t huff_len(const char *s, size_t n)
+{
+    size_t bits = 0;
+    for (size_t i = 0; i < n; i++)
+        bits += hpack_huff_code[(uint8_t)s[i]].bits;
+    return (bits + 7) / 8;
+}
+
+static size_t huff_encode(uint8_t *out, const char *s, size_t n)
+{
+    uint64_t acc = 0;
+    unsigned bits = 0;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct hpack_huff_code *c = &hpack_huff_code[(uint8_t)s[i]];
+        acc = acc << c->bits | c->code;
+        bits += c->bits;
+        while (bits >= 8) {
+            bits -= 8;
+            out[o++] = (uint8_t)(acc >> bits);
+        }
+    }
+    if (bits) /* pad with the most significant bits of EOS: ones */
+        out[o++] = (uint8_t)(acc << (8 - bits) | (0xffu >> bits));
+    return o;
+}
+
+/* Writes s as a string literal, in Huffman code where shorter unless told not to. */
+static size_t write_str(uint8_t *out, const char *s, size_t n, unsigned flags)
+{
+    size_t h = flags & HPACK_NO_HUFFMAN ? n + 1 : huff_len(s, n);
+    if (h < n || (h == n && (flags & HPACK_HUFFMAN))) {
+        size_t i = write_int(out, 0x80, 7, h);
+        return i + huff_encode(out + i, s, n);
+    }
+    size_t i = write_int(out, 0, 7, n);
+    memcpy(out + i, s, n);
+    return i + n;
+}
+
+/* ---- decoding ---- */
+
+void hpack_dec_init(struct hpack_dec *d, uint32_t limit)
+{
+    *d = (struct hpack_dec){.limit = limit};
+    d->t.max = limit;
+}
+
+void hpack_dec_free(struct hpack_dec *d)
+{
+    table_free(&d->t);
+}
+
+/* The name and value of index i (1-based over the static table, then the dynamic one). */
+static int lookup(const struct hpack_dec *d, uint32_t i, const char **name, size_t *name_len,
+                  const char **value, size_t *value_len)
+{
+    if (i == 0)
+        return -EPROTO;
+    if (i <= HPACK_STATIC_N) {
+        const struct hpack_static *s = &hpack_static[i - 1];
+        *name = s->name, *name_len = s->name_len;
+        *value = s->value, *value_len = s->value_len;
+        return 0;
+    }
+    if (i - HPACK_STATIC_N > d->t.n)
+        return -EPROTO;
+    const struct hpack_entry *e = table_get(&d->t, i - HPACK_STATIC_N - 1);
+    *name = d->t.bytes + e->off, *name_len = e->name_len;
+    *value = *name + e->name_len, *value_len = e->value_len;
+    return 0;
+}
+
+int hpack_decode(struct hpack_dec *d, const uint8_t *in, size_t len, size_t *pos, bool first,
+                 char *out, size_t cap, size_t gap, struct hpack_field *f)
+{
+    size_t p = *pos;
+    uint32_t v;
+    int rc;
+    /* dynamic table size updates (RFC 7541 6.3): only before the block's first field */
+    while (p < len && (in[p] & 0xe0) == 0x20) {
+        if (!first)
+            return -EPROTO;
+        if ((rc = read_int(in, len, &p, 5, &v)) <= 0)
+            return rc;
+        if (v > d->limit)
+            return -EPROTO;
+        table_shrink(&d->t, v);
+        *pos = p;
+    }
+    if (p == len)
+        return 0;
+
+    uint8_t b = in[p];
+    const char *name = NULL, *value = NULL;
+    size_t name_len = 0, value_len = 0;
+    if (b & 0x80) { /* indexed field (6.1) */
+        if ((rc = read_int(in, len, &p, 7, &v)) <= 0)
+            return rc;
+        if (lookup(d, v, &name, &name_len, &value, &value_len) < 0)
+            return -EPROTO;
+        f->name_len = name_len, f->value_len = value_len;
+        if (name_len + gap + value_len <= cap) {
+            memcpy(out, name, name_len);
+            memcpy(out + name_len + gap, value, value_len);
+            f->name = out, f->value = out + name_len + gap;
+        } else {
+            f->name = f->value = NULL;
+        }
+        *pos = p;
+        return 1;
+    }
+
+    /* a literal (6.2): with incremental indexing 01, without 0000, never indexed 0001 */
+    bool index = b & 0x40;
+    if ((rc = read_int(in, len, &p, index ? 6 : 4, &v)) <= 0)
+        return rc;
+    struct str sn = {0}, sv;
+    if (v && lookup(d, v, &name, &name_len, &value, &value_len) < 0)
+        return -EPROTO;
+    if (!v && (rc = read_str(in, len, &p, &sn)) <= 0)
+        return rc;
+    if ((rc = read_str(in, len, &p, &sv)) <= 0)
+        return rc;
+
+    /* Everything is here: decode. The name first, then the value behind it. */
+    long nl = v ? (long)name_len : str_decode(&sn, out, cap);
+    if (nl == -ENOSPC)
+        nl = str_decode(&sn, NULL, 0);
+    if (nl < 0)
+        return (int)nl;
+    bool fits = (size_t)nl + gap <= cap;
+    if (v && fits)
+        memcpy(out, name, name_len);
+    long vl = fits ? str_decode(&sv, out + nl + gap, cap - (size_t)nl - gap) : -ENOSPC;
+    if (vl == -ENOSPC) {
+        fits = false;
+        vl = str_decode(&sv, NULL, 0);
+    }
+    if (vl < 0)
+        return (int)vl;
+    f->name_len = (size_t)nl, f->value_len = (size_t)vl;
+    f->name = fits ? out : NULL;
+    f->value = fits ? out + nl + gap : NULL;
+    if (index) {
+        if (!fits && (size_t)(nl + vl) + ENTRY_OVERHEAD <= d->t.max)
+            return -ENOSPC;
+        int err = 0;
+        uint32_t max = d->t.max;
+        if (fits) {
+            table_insert(&d->t, f->name, f->name_len, f->value, f->value_len, &err);
+        } else { /* larger than the table: it empties the table (RFC 7541 4.4) */
+            table_shrink(&d->t, 0);
+            d->t.max = max;
+        }
+        if (err < 0)
+            return err;
+    }
+    *pos = p;
+    return 1;
+}
+
+/* ---- encoding ---- */
+
+void hpack_enc_init(struct hpack_enc *e)
+{
+    *e = (struct hpack_enc){.t.max = HPACK_TABLE_MAX, .update_min = HPACK_TABLE_MAX};
+}
+
+void hpack_enc_free(struct hpack_enc *e)
+{
+    table_free(&e->t);
+}
+
+void hpack_enc_set_max(struct hpack_enc *e, uint32_t size)
+{
+    if (size > HPACK_TABLE_MAX)
+        size = HPACK_TABLE_MAX;
+    if (size == e->t.max)
+        return;
+    table_shrink(&e->t, size);
+    if (size < e->update_min)
+        e->update_min = size;
+    e->update = true;
+}
+
+size_t hpack_enc_begin(struct hpack_enc *e, uint8_t *out)
+{
+    size_t n = 0;
+    if (!e->update)
+        return 0;
+    if (e->update_min < e->t.max)
+        n += write_int(out, 0x20, 5, e->update_min);
+    n += write_int(out + n, 0x20, 5, e->t.max);
+    e->update = false;
+    e->update_min = e->t.max;
+    return n;
+}
+
+/* The first static index with this (lower-case) name, or 0. */
+static unsigned static_name(const char *name, size_t n)
+{
+    if (n < 2)
+        return 0;
+    unsigned i = hpack_static_by_hash[HPACK_NAME_HASH(name, n)];
+    if (i && hpack_static[i - 1].name_len == n && memcmp(hpack_static[i - 1].name, name, n) == 0)
+        return i;
+    return 0;
+}
+
+static unsigned bucket_of(const char *name, size_t n)
+{
+    if (n == 0)
+        return 0;
+    return (unsigned)(n * 7 + (uint8_t)name[0] + (uint8_t)name[n - 1]) % BUCKETS;
+}
+
+/* The dynamic index (62...) holding name: value, or 0. */
+static unsigned dynamic_find(const struct hpack_table *t, const char *name, size_t name_len,
+                             const char *value, size_t value_len)
+{
+    if (!t->bucket || !name_len)
+        return 0;
+    uint32_t seq1 = t->bucket[bucket_of(name, name_len)];
+    for (unsigned step = 0; seq1 && step < CHAIN_STEPS; step++) {
+        uint32_t age = t->ins - seq1; /* 0 for the newest entry */
+        if (age >= t->n)
+            break; /* evicted, and every older one with it */
+        const struct hpack_entry *e = table_get(t, age);
+        const char *en = t->bytes + e->off;
+        if (e->name_len == name_len && e->value_len == value_len &&
+            memcmp(en + name_len, value, value_len) == 0 && memcmp(en, name, name_len) == 0)
+            return HPACK_STATIC_N + 1 + age;
+        seq1 = e->chain;
+    }
+    return 0;
+}
+
+static void enc_insert(struct hpack_enc *e, const char *name, size_t name_len, const char *value,
+                       size_t value_len)
+{
+    struct hpack_table *t = &e->t;
+    if (!t->bucket && !(t->bucket = calloc(BUCKETS, sizeof(*t->bucket)))) {
+        table_shrink(t, 0); /* keeps the peer's count right: it inserts, we forget at once */
+        return;
+    }
+    int err = 0;
+    struct hpack_entry *ent = table_insert(t, name, name_len, value, value_len, &err);
+    if (err < 0) {
+        /* Out of memory: the peer inserted it, so evict everything in step with it. The size
+         * budget stays, so later fields are inserted and evicted alike. */
+        uint32_t max = t->max;
+        table_shrink(t, 0);
+        t->max = max;
+        return;
+    }
+    if (!ent)
+        return;
+    uint32_t *b = &t->bucket[bucket_of(name, name_len)];
+    ent->chain = *b;
+    *b = t->ins; /* 1 + this entry's sequence number (ins - 1) */
+}
+
+size_t hpack_enc_field(struct hpack_enc *e, uint8_t *out, const char *name, size_t name_len,
+                       const char *value, size_t value_len, unsigned flags)
+{
+    char lc[NAME_MAX_LC];
+    bool short_name = name_len <= sizeof(lc);
+    if (short_name) {
+        for (size_t i = 0; i < name_len; i++)
+            lc[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] | 0x20 : name[i]);
+        name = lc;
+    }
+    unsigned sidx = short_name ? static_name(name, name_len) : 0;
+    if (sidx) { /* the whole field in the static table (:status 200, :method GET...) */
+        for (unsigned i = sidx; i <= HPACK_STATIC_N; i++) {
+            const struct hpack_static *s = &hpack_static[i - 1];
+            if (s->name_len != name_len || memcmp(s->name, name, name_len) != 0)
+                break;
+            if (s->value_len == value_len && memcmp(s->value, value, value_len) == 0)
+                return write_int(out, 0x80, 7, i);
+        }
+    }
+    unsigned didx = short_name ? dynamic_find(&e->t, name, name_len, value, value_len) : 0;
+    if (didx)
+        return write_int(out, 0x80, 7, didx);
+
+    unsigned kind = flags & 3;
+    bool index =
+        kind == HPACK_INDEX && short_name && name_len + value_len + ENTRY_OVERHEAD <= e->t.max;
+    size_t o = index                       ? write_int(out, 0x40, 6, sidx)
+               : kind == HPACK_NEVER_INDEX ? write_int(out, 0x10, 4, sidx)
+                                           : write_int(out, 0x00, 4, sidx);
+    if (!sidx) {
+        if (short_name) {
+            o += write_str(out + o, name, name_len, flags);
+        } else { /* long names lower-cased in place, never Huffman-coded: rare */
+            o += write_int(out + o, 0, 7, name_len);
+            for (size_t i = 0; i < name_len; i++)
+                out[o + i] = (uint8_t)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] | 0x20 : name[i]);
+            o += name_len;
+        }
+    }
+    o += write_str(out + o, value, value_len, flags);
+    if (index)
+        enc_insert(e, name, name_len, value, value_len);
+    return o;
+}

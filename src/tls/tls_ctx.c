@@ -1,0 +1,547 @@
+/* TLS contexts and certificates; see tls_ctx.h. */
+#include "tls/tls_ctx.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/bio.h>
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "core/vhost.h"
+
+/* Mozilla's server-side TLS guidelines, "intermediate" (v5.7): TLS 1.2 suites with forward
+ * secrecy and AEAD only; TLS 1.3 keeps OpenSSL's three suites. DHE uses the RFC 7919 group
+ * OpenSSL picks for the certificate's strength (SSL_CTX_set_dh_auto). */
+static const char intermediate_ciphers[] =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305";
+static const char tls13_suites[] =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+static const char groups_list[] = "X25519:P-256:P-384";
+
+/* ALPN in wire format, server preference first. */
+static const unsigned char alpn_http1[] = "\x08http/1.1";
+static const unsigned char alpn_h2_http1[] = "\x02h2\x08http/1.1";
+
+struct tls_keys {
+    unsigned char secret[32];
+};
+
+struct ticket_key {
+    unsigned char name[16];
+    unsigned char aes[32];  /* AES-256-CBC, as OpenSSL's own ticket keys */
+    unsigned char hmac[32]; /* HMAC-SHA256 */
+};
+
+/* One OpenSSL context: the pairs that share a name set (at most one per key type). */
+struct tls_group {
+    SSL_CTX *ssl;
+    X509 *leaf;      /* its first certificate, which SNI names are matched against */
+    char *site_name; /* the first name of the first site whose pair it holds, or NULL */
+};
+
+struct tls_ctx {
+    unsigned refs; /* the owner's one, plus one per connection: the worker's thread only */
+    struct tls_group groups[TLS_MAX_CERTS];
+    int num_groups;
+    /* the sites' names (issue 19), each naming the group of its site's pair: SNI looks here
+     * first, exact then wildcard, as a Host is routed */
+    struct vhost_table names;
+    struct vhost_slot *name_slots;
+    char **name_copies;
+    int num_names;
+    BIO_METHOD *bio;
+    const struct tls_keys *keys;
+    bool alpn_h2;
+    unsigned rotate;
+    int64_t period; /* of cur; prev is period - 1 */
+    struct ticket_key cur, prev;
+    char warnings[1024];
+};
+
+int tls_keys_new(struct tls_keys **out)
+{
+    struct tls_keys *k = calloc(1, sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    if (RAND_priv_bytes(k->secret, sizeof(k->secret)) != 1) {
+        ERR_clear_error();
+        free(k);
+        return -EIO;
+    }
+    *out = k;
+    return 0;
+}
+
+void tls_keys_free(struct tls_keys *keys)
+{
+    if (keys)
+        OPENSSL_cleanse(keys->secret, sizeof(keys->secret));
+    free(keys);
+}
+
+/* ---- tickets ---------------------------------------------------------------------------- */
+
+/* The key of a period, a function of the secret and the period only, so every worker (and every
+ * context a reload makes) derives the same one without sharing anything mutable. */
+static int derive_key(const struct tls_keys *keys, int64_t period, struct ticket_key *k)
+{
+    unsigned char msg[24], mac[64];
+    size_t mac_len;
+    memcpy(msg, "ringhttpd ticket", 16);
+    for (int i = 0; i < 8; i++)
+        msg[16 + i] = (unsigned char)((uint64_t)period >> (56 - 8 * i));
+    if (!EVP_Q_mac(NULL, "HMAC", NULL, "SHA512", NULL, keys->secret, sizeof(keys->secret), msg,
+                   sizeof(msg), mac, sizeof(mac), &mac_len))
+        return -EIO;
+    memcpy(k->aes, mac, 32);
+    memcpy(k->hmac, mac + 32, 32);
+    memcpy(msg, "ringhttpd tkname", 16);
+    if (!EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, keys->secret, sizeof(keys->secret), msg,
+                   sizeof(msg), mac, sizeof(mac), &mac_len))
+        return -EIO;
+    memcpy(k->name, mac, 16);
+    OPENSSL_cleanse(mac, sizeof(mac));
+    return 0;
+}
+
+void tls_ctx_set_time(struct tls_ctx *ctx, int64_t wall)
+{
+    int64_t period = wall / ctx->rotate;
+    if (period == ctx->period)
+        return;
+    /* A failed derivation leaves keys no ticket matches, and full handshakes go on. */
+    if (derive_key(ctx->keys, period, &ctx->cur) != 0 ||
+        derive_key(ctx->keys, period - 1, &ctx->prev) != 0) {
+        ERR_clear_error();
+        memset(&ctx->cur, 0, sizeof(ctx->cur));
+        memset(&ctx->prev, 0, sizeof(ctx->prev));
+    }
+    ctx->period = period;
+}
+
+static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
+                     EVP_MAC_CTX *hctx, int enc)
+{
+    struct tls_ctx *ctx = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    const struct ticket_key *k;
+    int rc = 1;
+    if (enc) {
+        k = &ctx->cur;
+        if (RAND_bytes(iv, 16) != 1)
+            return -1;
+        memcpy(name, k->name, 16);
+    } else if (memcmp(name, ctx->cur.name, 16) == 0) {
+        k = &ctx->cur;
+    } else if (memcmp(name, ctx->prev.name, 16) == 0) {
+        k = &ctx->prev;
+        rc = 2; /* good, but issue a ticket under the current key */
+    } else {
+        return 0; /* unknown key: a full handshake */
+    }
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+        OSSL_PARAM_construct_end(),
+    };
+    if (!EVP_MAC_init(hctx, k->hmac, sizeof(k->hmac), params))
+        return -1;
+    if (enc ? !EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv)
+            : !EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv))
+        return -1;
+    return rc;
+}
+
+/* ---- SNI and ALPN ----------------------------------------------------------------------- */
+
+/* The group of the site whose names include name (exact, else the longest wildcard), or -1. */
+static int site_group(const struct tls_ctx *ctx, const char *name)
+{
+    char key[VHOST_NAME_MAX + 1];
+    if (!ctx->num_names)
+        return -1;
+    size_t n = vhost_key((struct http_str){name, strlen(name)}, key);
+    return n ? vhost_lookup(&ctx->names, key, n) : -1;
+}
+
+static int servername_cb(SSL *ssl, int *alert, void *arg)
+{
+    (void)alert;
+    struct tls_ctx *ctx = arg;
+    struct tls_conn *c = SSL_get_app_data(ssl);
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    c->by_site = false;
+    c->group = 0;
+    if (!name || ctx->num_groups < 2)
+        return SSL_TLSEXT_ERR_OK;
+    int g = site_group(ctx, name);
+    if (g >= 0)
+        c->by_site = true;
+    for (int i = 0; i < ctx->num_groups && g < 0; i++)
+        if (X509_check_host(ctx->groups[i].leaf, name, 0, 0, NULL) == 1)
+            g = i;
+    /* An unknown name gets the default certificate, as nginx's default server does. */
+    if (g > 0 && !SSL_set_SSL_CTX(ssl, ctx->groups[g].ssl))
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    if (g > 0)
+        c->group = (int8_t)g;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+static int alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *out_len,
+                   const unsigned char *in, unsigned in_len, void *arg)
+{
+    (void)ssl;
+    const struct tls_ctx *ctx = arg;
+    const unsigned char *ours = ctx->alpn_h2 ? alpn_h2_http1 : alpn_http1;
+    unsigned ours_len = ctx->alpn_h2 ? sizeof(alpn_h2_http1) - 1 : sizeof(alpn_http1) - 1;
+    unsigned char *chosen;
+    if (SSL_select_next_proto(&chosen, out_len, ours, ours_len, in, in_len) !=
+        OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_NOACK; /* no common protocol: go on without ALPN, as nginx */
+    *out = chosen;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* ---- loading certificates --------------------------------------------------------------- */
+
+static void warn(struct tls_ctx *ctx, const char *fmt, const char *file, const ASN1_TIME *t)
+{
+    struct tm tm;
+    char when[32] = "?";
+    if (ASN1_TIME_to_tm(t, &tm))
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+    size_t used = strlen(ctx->warnings);
+    snprintf(ctx->warnings + used, sizeof(ctx->warnings) - used, fmt, file, when);
+}
+
+struct pair {
+    X509 *leaf;
+    STACK_OF(X509) * chain;
+    EVP_PKEY *key;
+};
+
+static void pair_free(struct pair *p)
+{
+    X509_free(p->leaf);
+    sk_X509_pop_free(p->chain, X509_free);
+    EVP_PKEY_free(p->key);
+}
+
+static int load_pair(struct tls_ctx *ctx, const struct tls_cert_files *f, struct pair *p, char *why,
+                     size_t why_len)
+{
+    int rc = -EINVAL;
+    FILE *cf = NULL, *kf = NULL;
+    *p = (struct pair){0};
+    if (!(cf = fopen(f->cert, "re"))) {
+        rc = -errno;
+        snprintf(why, why_len, "--tls-cert '%s': %s", f->cert, strerror(errno));
+        goto out;
+    }
+    if (!(p->leaf = PEM_read_X509(cf, NULL, NULL, NULL))) {
+        snprintf(why, why_len, "--tls-cert '%s': no PEM certificate in it", f->cert);
+        goto out;
+    }
+    if (!(p->chain = sk_X509_new_null())) {
+        rc = -ENOMEM;
+        snprintf(why, why_len, "--tls-cert '%s': out of memory", f->cert);
+        goto out;
+    }
+    X509 *x;
+    while ((x = PEM_read_X509(cf, NULL, NULL, NULL))) {
+        if (!sk_X509_push(p->chain, x)) {
+            X509_free(x);
+            rc = -ENOMEM;
+            snprintf(why, why_len, "--tls-cert '%s': out of memory", f->cert);
+            goto out;
+        }
+    }
+    ERR_clear_error(); /* the end of the file reads as "no start line" */
+    if (!(kf = fopen(f->key, "re"))) {
+        rc = -errno;
+        snprintf(why, why_len, "--tls-key '%s': %s", f->key, strerror(errno));
+        goto out;
+    }
+    if (!(p->key = PEM_read_PrivateKey(kf, NULL, NULL, NULL))) {
+        snprintf(why, why_len, "--tls-key '%s': no PEM private key in it (or it is encrypted)",
+                 f->key);
+        goto out;
+    }
+    if (X509_check_private_key(p->leaf, p->key) != 1) {
+        snprintf(why, why_len, "--tls-key '%s' does not match the certificate in '%s'", f->key,
+                 f->cert);
+        goto out;
+    }
+    if (X509_cmp_current_time(X509_get0_notAfter(p->leaf)) < 0)
+        warn(ctx, "--tls-cert '%s' expired on %s; clients will refuse it\n", f->cert,
+             X509_get0_notAfter(p->leaf));
+    else if (X509_cmp_current_time(X509_get0_notBefore(p->leaf)) > 0)
+        warn(ctx, "--tls-cert '%s' is not valid before %s; clients will refuse it\n", f->cert,
+             X509_get0_notBefore(p->leaf));
+    rc = 0;
+out:
+    if (rc)
+        pair_free(p);
+    if (kf)
+        fclose(kf);
+    if (cf)
+        fclose(cf);
+    ERR_clear_error();
+    return rc;
+}
+
+/* Whether two certificates name the same hosts: same subject and same subjectAltName. */
+static bool same_names(X509 *a, X509 *b)
+{
+    if (X509_NAME_cmp(X509_get_subject_name(a), X509_get_subject_name(b)) != 0)
+        return false;
+    int ia = X509_get_ext_by_NID(a, NID_subject_alt_name, -1);
+    int ib = X509_get_ext_by_NID(b, NID_subject_alt_name, -1);
+    if (ia < 0 || ib < 0)
+        return ia == ib;
+    return ASN1_OCTET_STRING_cmp(X509_EXTENSION_get_data(X509_get_ext(a, ia)),
+                                 X509_EXTENSION_get_data(X509_get_ext(b, ib))) == 0;
+}
+
+static SSL_CTX *make_ssl_ctx(struct tls_ctx *ctx, const struct tls_settings *s)
+{
+    SSL_CTX *ssl = SSL_CTX_new(TLS_server_method());
+    if (!ssl)
+        return NULL;
+    /* SSL_MODE_RELEASE_BUFFERS: an idle connection holds no record buffers. No renegotiation,
+     * no compression, no 0-RTT (max early data stays 0); tickets only, no server-side cache. */
+    SSL_CTX_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_options(ssl, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_clear_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE); /* "intermediate": off */
+    SSL_CTX_set_session_cache_mode(ssl, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_max_early_data(ssl, 0);
+    /* One TLS 1.3 ticket per full handshake (OpenSSL sends 2): each costs an encryption, and a
+     * client resumes with one; a ticket used is replaced by the resumed handshake. */
+    SSL_CTX_set_num_tickets(ssl, 1);
+    /* A session lives as long as its ticket key can decrypt it: two periods (a day by
+     * default, Mozilla's ssl_session_timeout). */
+    SSL_CTX_set_timeout(ssl, (long)ctx->rotate * 2);
+    if (!SSL_CTX_set_min_proto_version(ssl,
+                                       s->min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION) ||
+        !SSL_CTX_set_cipher_list(ssl, intermediate_ciphers) ||
+        !SSL_CTX_set_ciphersuites(ssl, tls13_suites) ||
+        !SSL_CTX_set1_groups_list(ssl, groups_list) || !SSL_CTX_set_dh_auto(ssl, 1) ||
+        !SSL_CTX_set_tlsext_ticket_key_evp_cb(ssl, ticket_cb) ||
+        !SSL_CTX_set_tlsext_servername_callback(ssl, servername_cb) ||
+        !SSL_CTX_set_tlsext_servername_arg(ssl, ctx) || !SSL_CTX_set_app_data(ssl, ctx)) {
+        SSL_CTX_free(ssl);
+        return NULL;
+    }
+    SSL_CTX_set_alpn_select_cb(ssl, alpn_cb, ctx);
+    return ssl;
+}
+
+static void ctx_free(struct tls_ctx *ctx)
+{
+    for (int i = 0; i < ctx->num_groups; i++) {
+        SSL_CTX_free(ctx->groups[i].ssl);
+        X509_free(ctx->groups[i].leaf);
+        free(ctx->groups[i].site_name);
+    }
+    for (int i = 0; i < ctx->num_names; i++)
+        free(ctx->name_copies[i]);
+    free(ctx->name_copies);
+    free(ctx->name_slots);
+    BIO_meth_free(ctx->bio);
+    OPENSSL_cleanse(&ctx->cur, sizeof(ctx->cur));
+    OPENSSL_cleanse(&ctx->prev, sizeof(ctx->prev));
+    free(ctx);
+}
+
+/* A site's names, each naming group g (a name another pair's site named first keeps that one). */
+static int add_site_names(struct tls_ctx *ctx, const struct tls_cert_files *f, int g)
+{
+    for (int i = 0; i < f->num_hosts; i++) {
+        char *copy = strdup(f->hosts[i]);
+        if (!copy)
+            return -ENOMEM;
+        for (char *q = copy; *q; q++)
+            if (*q >= 'A' && *q <= 'Z')
+                *q = (char)(*q - 'A' + 'a');
+        ctx->name_copies[ctx->num_names++] = copy;
+        int rc = vhost_table_add(&ctx->names, copy, g);
+        if (rc != 0 && rc != -EEXIST)
+            return rc;
+        /* the site's name as a route key: an exact name, or a wildcard as its ".suffix" */
+        if (!ctx->groups[g].site_name &&
+            !(ctx->groups[g].site_name = strdup(copy[0] == '*' ? copy + 1 : copy)))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int add_pair(struct tls_ctx *ctx, const struct tls_settings *s, int i, char *why,
+                    size_t why_len)
+{
+    struct pair p;
+    int rc = load_pair(ctx, &s->certs[i], &p, why, why_len);
+    if (rc)
+        return rc;
+    struct tls_group *g = NULL;
+    for (int j = 0; j < ctx->num_groups && !g; j++)
+        if (same_names(ctx->groups[j].leaf, p.leaf))
+            g = &ctx->groups[j];
+    if (!g) {
+        g = &ctx->groups[ctx->num_groups];
+        if (!(g->ssl = make_ssl_ctx(ctx, s))) {
+            snprintf(why, why_len, "TLS: cannot set up OpenSSL's context");
+            rc = -ENOMEM;
+            goto out;
+        }
+        X509_up_ref(p.leaf);
+        g->leaf = p.leaf;
+        ctx->num_groups++;
+    }
+    /* override 0: a second certificate of a key type the names already have is refused */
+    if (SSL_CTX_use_cert_and_key(g->ssl, p.leaf, p.key, p.chain, 0) != 1) {
+        snprintf(why, why_len,
+                 "--tls-cert '%s': its names already have a certificate of this key type, or "
+                 "OpenSSL refuses its key",
+                 s->certs[i].cert);
+        rc = -EINVAL;
+        goto out;
+    }
+    if ((rc = add_site_names(ctx, &s->certs[i], (int)(g - ctx->groups))) != 0)
+        snprintf(why, why_len, "TLS: out of memory");
+out:
+    ERR_clear_error();
+    pair_free(&p);
+    return rc;
+}
+
+int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struct tls_ctx **out,
+                char *why, size_t why_len)
+{
+    int rc = -EINVAL;
+    if (s->num_certs < 1 || s->num_certs > TLS_MAX_CERTS) {
+        snprintf(why, why_len, "TLS needs 1 to %d --tls-cert/--tls-key pairs", TLS_MAX_CERTS);
+        return -EINVAL;
+    }
+    struct tls_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx) {
+        snprintf(why, why_len, "TLS: out of memory");
+        return -ENOMEM;
+    }
+    ctx->refs = 1;
+    ctx->keys = keys;
+    ctx->alpn_h2 = s->alpn_h2;
+    ctx->rotate = s->ticket_rotate ? s->ticket_rotate : TLS_TICKET_ROTATE;
+    ctx->period = INT64_MIN;
+    if (!(ctx->bio = tls_record_bio_method())) {
+        snprintf(why, why_len, "TLS: out of memory");
+        rc = -ENOMEM;
+        goto fail;
+    }
+    size_t names = 0;
+    for (int i = 0; i < s->num_certs; i++)
+        names += (size_t)s->certs[i].num_hosts;
+    if (names) {
+        size_t slots = vhost_slots_for(names);
+        ctx->name_slots = calloc(slots, sizeof(*ctx->name_slots));
+        ctx->name_copies = calloc(names, sizeof(*ctx->name_copies));
+        if (!ctx->name_slots || !ctx->name_copies) {
+            snprintf(why, why_len, "TLS: out of memory");
+            rc = -ENOMEM;
+            goto fail;
+        }
+        vhost_table_init(&ctx->names, ctx->name_slots, slots);
+    }
+    for (int i = 0; i < s->num_certs; i++)
+        if ((rc = add_pair(ctx, s, i, why, why_len)) != 0)
+            goto fail;
+    tls_ctx_set_time(ctx, 0);
+    *out = ctx;
+    return 0;
+fail:
+    ctx_free(ctx);
+    return rc;
+}
+
+const char *tls_ctx_warnings(const struct tls_ctx *ctx)
+{
+    return ctx->warnings;
+}
+
+void tls_ctx_put(struct tls_ctx *ctx)
+{
+    if (ctx && --ctx->refs == 0)
+        ctx_free(ctx);
+}
+
+/* ---- a connection on the context -------------------------------------------------------- */
+
+int tls_conn_init(struct tls_conn *c, struct tls_ctx *ctx)
+{
+    *c = (struct tls_conn){0};
+    SSL *ssl = SSL_new(ctx->groups[0].ssl);
+    BIO *b = ssl ? BIO_new(ctx->bio) : NULL;
+    if (!b) {
+        SSL_free(ssl);
+        ERR_clear_error();
+        return -ENOMEM;
+    }
+    BIO_set_data(b, c);
+    SSL_set_bio(ssl, b, b); /* one BIO both ways: SSL takes its one reference */
+    SSL_set_accept_state(ssl);
+    SSL_set_app_data(ssl, c); /* for the SNI callback: which certificate it chose */
+    c->ssl = ssl;
+    c->ctx = ctx;
+    c->state = TLS_ST_NEW;
+    ctx->refs++;
+    return 0;
+}
+
+const char *tls_conn_site_name(const struct tls_conn *c)
+{
+    if (c->by_site)
+        return SSL_get_servername(c->ssl, TLSEXT_NAMETYPE_host_name);
+    return c->ctx->groups[c->group].site_name;
+}
+
+bool tls_conn_only_cert(const struct tls_conn *c)
+{
+    return c->ctx->num_groups < 2;
+}
+
+bool tls_conn_covers(struct tls_conn *c, const char *host, size_t len)
+{
+    if (tls_conn_only_cert(c) || (len == c->ok_host_len && memcmp(host, c->ok_host, len) == 0))
+        return true;
+    /* An address is no name a browser could have coalesced onto this connection (RFC 9110
+     * 15.5.20 is about names), and a load balancer's probe of https://ADDR/ must not get 421. */
+    X509 *leaf = c->ctx->groups[c->group].leaf;
+    bool ok = host[0] == '[' || X509_check_ip_asc(leaf, host, 0) >= 0 ||
+              X509_check_host(leaf, host, len, 0, NULL) == 1;
+    ERR_clear_error();
+    if (ok && len <= sizeof(c->ok_host)) {
+        memcpy(c->ok_host, host, len);
+        c->ok_host_len = (uint8_t)len;
+    }
+    return ok;
+}
+
+int tls_pair_check(const struct tls_cert_files *f, char *why, size_t why_len)
+{
+    struct tls_ctx scratch = {0}; /* load_pair's warnings go nowhere here */
+    struct pair p;
+    int rc = load_pair(&scratch, f, &p, why, why_len);
+    if (rc == 0)
+        pair_free(&p);
+    return rc;
+}

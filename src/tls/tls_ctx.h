@@ -1,0 +1,83 @@
+/* tls_ctx: the per-worker TLS context: certificates loaded and grouped by the names they share,
+ * chosen by SNI (a site's own names first), Mozilla "intermediate" defaults or TLS 1.3 only,
+ * ALPN, and session tickets whose keys every worker derives alike; a connection started on it.
+ * Must not: touch a socket or any fd after tls_ctx_new; read the clock (the worker passes its
+ * time); log (start-up problems come back as text). Ownership: one struct tls_keys per process
+ * (read-only once made); one struct tls_ctx per worker, counted by its connections (see tls.h). */
+#ifndef TLS_TLS_CTX_H
+#define TLS_TLS_CTX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tls/tls_record.h"
+
+#define TLS_MAX_CERTS 16
+
+/* Ticket keys change every 12 hours; a ticket made with the previous key is still accepted
+ * (then replaced by a fresh one), so a ticket lives 12 to 24 hours. */
+#define TLS_TICKET_ROTATE (12 * 3600)
+
+struct tls_cert_files {
+    const char *cert; /* PEM: the certificate, then its chain */
+    const char *key;  /* PEM: its private key (ECDSA, RSA, Ed25519...) */
+    /* A site's own pair (issue 19): the site's names ("example.org", "*.example.org"), which
+     * SNI matches before any certificate's own names; NULL/0 for a process-level pair. */
+    const char *const *hosts;
+    int num_hosts;
+};
+
+struct tls_settings {
+    const struct tls_cert_files *certs; /* the first pair is the default (no or unknown SNI) */
+    int num_certs;                      /* 1..TLS_MAX_CERTS */
+    int min_version;        /* 12: TLS 1.2 and 1.3, Mozilla "intermediate"; 13: TLS 1.3 only */
+    bool alpn_h2;           /* the protocol layer serves HTTP/2: ALPN offers h2 before http/1.1 */
+    unsigned ticket_rotate; /* seconds per ticket key; 0 means TLS_TICKET_ROTATE */
+};
+
+struct tls_keys;
+
+/* The process's ticket secret, from the system's random source: 0 or -errno. */
+int tls_keys_new(struct tls_keys **out);
+void tls_keys_free(struct tls_keys *keys);
+
+/* Builds a worker's context: reads every pair, checks that each key matches its certificate,
+ * and groups pairs with the same names (one ECDSA and one RSA certificate for a host) into one
+ * OpenSSL context. 0 with *out, or -errno with one line in why naming the file at fault.
+ * A certificate that has expired or is not valid yet is not an error: the context is made and
+ * tls_ctx_warnings says so. keys must outlive the context. */
+int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struct tls_ctx **out,
+                char *why, size_t why_len);
+
+/* Lines ("--tls-cert 'FILE' expired on ...\n") about what loaded but looks wrong, or "". */
+const char *tls_ctx_warnings(const struct tls_ctx *ctx);
+
+/* The wall clock (UNIX seconds) that picks the ticket key; the worker calls it once a second.
+ * Every context given the same keys and time encrypts and accepts the same tickets. */
+void tls_ctx_set_time(struct tls_ctx *ctx, int64_t wall);
+
+/* Drops the owner's reference; the context goes when its last connection is finished too. */
+void tls_ctx_put(struct tls_ctx *ctx);
+
+/* Starts the server side of a connection on ctx: 0 or -ENOMEM. */
+int tls_conn_init(struct tls_conn *c, struct tls_ctx *ctx);
+
+/* Which site the connection's certificate belongs to (issue 19): the SNI name when it picked
+ * a site's own pair, else the first name of the site whose pair was chosen, or NULL when the
+ * certificate is a process-level pair (then ask tls_conn_covers). */
+const char *tls_conn_site_name(const struct tls_conn *c);
+
+/* Whether the process has one certificate group only (no other certificate to be had). */
+bool tls_conn_only_cert(const struct tls_conn *c);
+
+/* Whether the connection's certificate names host (lower case, no port: a vhost_key); true
+ * too for an IP address (no name to coalesce) and when tls_conn_only_cert. The last host found
+ * covered is remembered, so a connection's next requests with it cost a compare. */
+bool tls_conn_covers(struct tls_conn *c, const char *host, size_t len);
+
+/* Checks one pair as tls_ctx_new would (files read, key matches the certificate): 0, or -errno
+ * with one line in why naming the file at fault. For --check-config. */
+int tls_pair_check(const struct tls_cert_files *f, char *why, size_t why_len);
+
+#endif

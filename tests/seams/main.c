@@ -1,0 +1,20 @@
+/* ringhttpd-test: ringhttpd with the seams' test doubles, which the environment picks:
+ * RINGHTTPD_TEST_TRANSPORT=copy (src/transport_copy.c) on the HTTP port and
+ * RINGHTTPD_TEST_PROTO=lines (src/proto_lines.c) after the HTTP/2 preface. Built beside the
+ * server (build/ringhttpd-test) for tests/integration/test_transport.py; the binary a user runs
+ * (src/main.c) links neither double and reads neither variable. */
+#include "config.h"
+#include "proto.h"
+#include "server.h"
+#include "transport.h"
+
+int main(int argc, char **argv)
+{
+    const struct server_seams seams = {.xport = transport_test_hook(), .proto = proto_test_hook()};
+    struct config cfg;
+    int rc = config_parse(&cfg, argc, argv);
+    if (rc == 0)
+        rc = server_run(&cfg, &seams);
+    config_free(&cfg);
+    return rc == CONFIG_DONE ? 0 : rc;
+}

@@ -1,0 +1,369 @@
+/* test_hpack: RFC 7541 Appendix C (C.2 to C.6) both ways, with and without Huffman coding; the
+ * decoder's errors and bounds; the encoder's one byte per repeated response field. */
+#include "h2/hpack.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit.h"
+
+/* Hex to bytes ("8286 8441" -> 82 86 84 41); returns the length. */
+static size_t unhex(const char *hex, uint8_t *out)
+{
+    size_t n = 0;
+    for (const char *p = hex; *p;) {
+        if (*p == ' ') {
+            p++;
+            continue;
+        }
+        unsigned v;
+        sscanf(p, "%2x", &v);
+        out[n++] = (uint8_t)v;
+        p += 2;
+    }
+    return n;
+}
+
+struct pair {
+    const char *name, *value;
+};
+
+#define DATE1 "Mon, 21 Oct 2013 20:13:21 GMT"
+#define DATE2 "Mon, 21 Oct 2013 20:13:22 GMT"
+#define COOKIE "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1"
+
+static const struct pair req1[] = {{":method", "GET"},
+                                   {":scheme", "http"},
+                                   {":path", "/"},
+                                   {":authority", "www.example.com"},
+                                   {0}};
+static const struct pair req2[] = {{":method", "GET"},
+                                   {":scheme", "http"},
+                                   {":path", "/"},
+                                   {":authority", "www.example.com"},
+                                   {"cache-control", "no-cache"},
+                                   {0}};
+static const struct pair req3[] = {{":method", "GET"},
+                                   {":scheme", "https"},
+                                   {":path", "/index.html"},
+                                   {":authority", "www.example.com"},
+                                   {"custom-key", "custom-value"},
+                                   {0}};
+static const struct pair resp1[] = {{":status", "302"},
+                                    {"cache-control", "private"},
+                                    {"date", DATE1},
+                                    {"location", "https://www.example.com"},
+                                    {0}};
+static const struct pair resp2[] = {{":status", "307"},
+                                    {"cache-control", "private"},
+                                    {"date", DATE1},
+                                    {"location", "https://www.example.com"},
+                                    {0}};
+static const struct pair resp3[] = {{":status", "200"},
+                                    {"cache-control", "private"},
+                                    {"date", DATE2},
+                                    {"location", "https://www.example.com"},
+                                    {"content-encoding", "gzip"},
+                                    {"set-cookie", COOKIE},
+                                    {0}};
+
+struct chain {
+    uint32_t table;
+    unsigned flags; /* encoder flags that give the RFC's bytes */
+    const char *blocks[3];
+    const struct pair *lists[3];
+    uint32_t sizes[3]; /* the dynamic table's size after each block */
+};
+
+static const struct chain chains[] = {
+    {4096,
+     HPACK_NO_HUFFMAN, /* C.3 */
+     {"8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d", "8286 84be 5808 6e6f 2d63 6163 6865",
+      "8287 85bf 400a 6375 7374 6f6d 2d6b 6579 0c63 7573 746f 6d2d 7661 6c75 65"},
+     {req1, req2, req3},
+     {57, 110, 164}},
+    {4096,
+     HPACK_HUFFMAN, /* C.4 */
+     {"8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff", "8286 84be 5886 a8eb 1064 9cbf",
+      "8287 85bf 4088 25a8 49e9 5ba9 7d7f 8925 a849 e95b b8e8 b4bf"},
+     {req1, req2, req3},
+     {57, 110, 164}},
+    {256,
+     HPACK_NO_HUFFMAN, /* C.5 */
+     {"4803 3330 3258 0770 7269 7661 7465 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a "
+      "3133 3a32 3120 474d 546e 1768 7474 7073 3a2f 2f77 7777 2e65 7861 6d70 6c65 2e63 6f6d",
+      "4803 3330 37c1 c0bf",
+      "88c1 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a 3133 3a32 3220 474d 54c0 5a04 "
+      "677a 6970 7738 666f 6f3d 4153 444a 4b48 514b 425a 584f 5157 454f 5049 5541 5851 5745 4f49 "
+      "553b 206d 6178 2d61 6765 3d33 3630 303b 2076 6572 7369 6f6e 3d31"},
+     {resp1, resp2, resp3},
+     {222, 222, 215}},
+    {256,
+     HPACK_HUFFMAN, /* C.6 */
+     {"4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0 82a6 2d1b ff6e "
+      "919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3",
+      "4883 640e ffc1 c0bf",
+      "88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b d9ab 77ad 94e7 "
+      "821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f 9587 3160 65c0 03ed "
+      "4ee5 b106 3d50 07"},
+     {resp1, resp2, resp3},
+     {222, 222, 215}},
+};
+
+static char out[HPACK_TABLE_MAX + 1024];
+
+/* Decodes the whole block; the fields must be `want`. */
+static void decode_block(struct hpack_dec *d, const uint8_t *in, size_t len,
+                         const struct pair *want)
+{
+    size_t pos = 0, i = 0;
+    bool first = true;
+    while (pos < len) {
+        struct hpack_field f;
+        int rc = hpack_decode(d, in, len, &pos, first, out, sizeof(out), 0, &f);
+        CHECK_INT(rc, 1);
+        if (rc != 1)
+            return;
+        first = false;
+        CHECK(want[i].name);
+        if (!want[i].name)
+            return;
+        CHECK_MEM(f.name, f.name_len, want[i].name);
+        CHECK_MEM(f.value, f.value_len, want[i].value);
+        i++;
+    }
+    CHECK(!want[i].name);
+}
+
+TEST(hpack_appendix_c3_to_c6_decode)
+{
+    for (size_t c = 0; c < sizeof(chains) / sizeof(chains[0]); c++) {
+        struct hpack_dec d;
+        hpack_dec_init(&d, chains[c].table);
+        for (int b = 0; b < 3; b++) {
+            uint8_t in[256];
+            size_t len = unhex(chains[c].blocks[b], in);
+            decode_block(&d, in, len, chains[c].lists[b]);
+            CHECK_INT(d.t.size, chains[c].sizes[b]);
+        }
+        hpack_dec_free(&d);
+    }
+}
+
+TEST(hpack_appendix_c3_to_c6_encode)
+{
+    for (size_t c = 0; c < sizeof(chains) / sizeof(chains[0]); c++) {
+        struct hpack_enc e;
+        hpack_enc_init(&e);
+        hpack_enc_set_max(&e, chains[c].table);
+        for (int b = 0; b < 3; b++) {
+            uint8_t want[256], got[512];
+            size_t want_len = unhex(chains[c].blocks[b], want), n = 0;
+            if (b == 0) { /* the size update a smaller SETTINGS_HEADER_TABLE_SIZE asks for */
+                n = hpack_enc_begin(&e, got);
+                CHECK_INT(n, chains[c].table == 4096 ? 0 : 3);
+                n = 0; /* the RFC's blocks assume the table was that size from the start */
+            }
+            for (const struct pair *p = chains[c].lists[b]; p->name; p++)
+                n += hpack_enc_field(&e, got + n, p->name, strlen(p->name), p->value,
+                                     strlen(p->value), chains[c].flags);
+            CHECK_INT(n, want_len);
+            CHECK(memcmp(got, want, want_len) == 0);
+            CHECK_INT(e.t.size, chains[c].sizes[b]);
+        }
+        hpack_enc_free(&e);
+    }
+}
+
+TEST(hpack_appendix_c2_representations)
+{
+    static const struct {
+        const char *hex, *name, *value;
+        unsigned flags;
+        uint32_t size;
+    } cases[] = {
+        {"400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572", "custom-key",
+         "custom-header", HPACK_INDEX | HPACK_NO_HUFFMAN, 55},
+        {"040c 2f73 616d 706c 652f 7061 7468", ":path", "/sample/path",
+         HPACK_NO_INDEX | HPACK_NO_HUFFMAN, 0},
+        {"1008 7061 7373 776f 7264 0673 6563 7265 74", "password", "secret",
+         HPACK_NEVER_INDEX | HPACK_NO_HUFFMAN, 0},
+        {"82", ":method", "GET", HPACK_INDEX, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint8_t in[64], got[64];
+        size_t len = unhex(cases[i].hex, in);
+        struct hpack_dec d;
+        hpack_dec_init(&d, 4096);
+        const struct pair want[] = {{cases[i].name, cases[i].value}, {0}};
+        decode_block(&d, in, len, want);
+        CHECK_INT(d.t.size, cases[i].size);
+        hpack_dec_free(&d);
+
+        struct hpack_enc e;
+        hpack_enc_init(&e);
+        size_t n = hpack_enc_field(&e, got, cases[i].name, strlen(cases[i].name), cases[i].value,
+                                   strlen(cases[i].value), cases[i].flags);
+        CHECK_INT(n, len);
+        CHECK(memcmp(got, in, len) == 0);
+        CHECK_INT(e.t.size, cases[i].size);
+        hpack_enc_free(&e);
+    }
+}
+
+static int decode_one(struct hpack_dec *d, const char *hex)
+{
+    uint8_t in[64];
+    size_t len = unhex(hex, in), pos = 0;
+    struct hpack_field f;
+    return hpack_decode(d, in, len, &pos, true, out, sizeof(out), 0, &f);
+}
+
+TEST(hpack_decode_errors)
+{
+    struct hpack_dec d;
+    hpack_dec_init(&d, 4096);
+    CHECK_INT(decode_one(&d, "80"), -EPROTO);             /* index 0 */
+    CHECK_INT(decode_one(&d, "be"), -EPROTO);             /* past the (empty) dynamic table */
+    CHECK_INT(decode_one(&d, "3fe21f"), -EPROTO);         /* a size update to 4097 */
+    CHECK_INT(decode_one(&d, "400a6375"), 0);             /* the name cut short */
+    CHECK_INT(decode_one(&d, "41"), 0);                   /* the value missing */
+    CHECK_INT(decode_one(&d, "0081ff00"), -EPROTO);       /* 8 bits of padding */
+    CHECK_INT(decode_one(&d, "00811800"), -EPROTO);       /* 'a' padded with zeros */
+    CHECK_INT(decode_one(&d, "00811f00"), 1);             /* 'a' padded with ones */
+    CHECK_INT(decode_one(&d, "0084ffffffff00"), -EPROTO); /* EOS (30 ones) in a string */
+    CHECK_INT(decode_one(&d, "00ffffffffff7f"), -EPROTO); /* a name length past 2^28 */
+    /* a size update after a field */
+    uint8_t in[] = {0x82, 0x20};
+    size_t pos = 0;
+    struct hpack_field f;
+    CHECK_INT(hpack_decode(&d, in, 2, &pos, true, out, sizeof(out), 0, &f), 1);
+    CHECK_INT(hpack_decode(&d, in, 2, &pos, false, out, sizeof(out), 0, &f), -EPROTO);
+    hpack_dec_free(&d);
+}
+
+TEST(hpack_size_update_evicts)
+{
+    struct hpack_dec d;
+    hpack_dec_init(&d, 4096);
+    uint8_t in[256];
+    size_t len = unhex(chains[0].blocks[0], in);
+    decode_block(&d, in, len, req1);
+    CHECK_INT(d.t.n, 1);
+    /* size 0, then :method GET */
+    len = unhex("20 82", in);
+    decode_block(&d, in, len, (const struct pair[]){{":method", "GET"}, {0}});
+    CHECK_INT(d.t.n, 0);
+    CHECK_INT(d.t.max, 0);
+    /* a literal with indexing larger than the table empties it and is not kept */
+    len = unhex("3fe11f 4001 6101 62", in); /* size 4096, then a: b */
+    decode_block(&d, in, len, (const struct pair[]){{"a", "b"}, {0}});
+    CHECK_INT(d.t.n, 1);
+    hpack_dec_free(&d);
+}
+
+TEST(hpack_bomb_costs_no_copy)
+{
+    /* One entry of 4000 bytes, then many one-byte references to it: past cap nothing is
+     * copied, only the lengths say what the list would have been. */
+    static uint8_t in[4100];
+    size_t n = 0;
+    in[n++] = 0x40, in[n++] = 1, in[n++] = 'x';
+    n += (size_t)(in[n] = 0x7f, 1); /* value length 4000: 127 + 3873 */
+    in[n++] = (uint8_t)(0x80 | ((4000 - 127) & 0x7f)), in[n++] = (uint8_t)((4000 - 127) >> 7);
+    memset(in + n, 'v', 4000);
+    n += 4000;
+    struct hpack_dec d;
+    hpack_dec_init(&d, 4096);
+    size_t pos = 0;
+    struct hpack_field f;
+    CHECK_INT(hpack_decode(&d, in, n, &pos, true, out, sizeof(out), 0, &f), 1);
+    CHECK_INT(f.value_len, 4000);
+    uint8_t ref = 0x80 | 62;
+    pos = 0;
+    char small[16];
+    CHECK_INT(hpack_decode(&d, &ref, 1, &pos, false, small, sizeof(small), 0, &f), 1);
+    CHECK(f.name == NULL && f.value == NULL);
+    CHECK_INT(f.name_len + f.value_len, 4001);
+    hpack_dec_free(&d);
+}
+
+TEST(hpack_huffman_round_trip_every_byte)
+{
+    char s[256], back[256];
+    uint8_t enc[1100];
+    for (int i = 0; i < 256; i++)
+        s[i] = (char)i;
+    struct hpack_enc e;
+    hpack_enc_init(&e);
+    /* All 256 byte values in one value (raw: Huffman is longer), then each alone. */
+    size_t n = hpack_enc_field(&e, enc, "x-all", 5, s, 256, HPACK_NO_INDEX);
+    struct hpack_dec d;
+    hpack_dec_init(&d, 4096);
+    size_t pos = 0;
+    struct hpack_field f;
+    CHECK_INT(hpack_decode(&d, enc, n, &pos, true, out, sizeof(out), 0, &f), 1);
+    CHECK_INT(f.value_len, 256);
+    CHECK(memcmp(f.value, s, 256) == 0);
+    for (int i = 0; i < 256; i++) { /* each byte alone, Huffman-coded */
+        char c = (char)i;
+        uint8_t buf[16];
+        n = hpack_enc_field(&e, buf, "a", 1, &c, 1, HPACK_NO_INDEX);
+        pos = 0;
+        CHECK_INT(hpack_decode(&d, buf, n, &pos, true, back, sizeof(back), 0, &f), 1);
+        CHECK_INT(f.value_len, 1);
+        CHECK(f.value[0] == c);
+    }
+    hpack_dec_free(&d);
+    hpack_enc_free(&e);
+}
+
+TEST(hpack_response_fields_one_byte_each_after_the_first)
+{
+    static const struct pair resp[] = {{":status", "200"},
+                                       {"Server", "ringhttpd"},
+                                       {"Content-Type", "text/html; charset=utf-8"},
+                                       {"Accept-Ranges", "bytes"},
+                                       {"Vary", "Accept-Encoding"},
+                                       {"Cache-Control", "max-age=60"},
+                                       {"ETag", "\"5f3a-1c2\""},
+                                       {0}};
+    struct hpack_enc e;
+    struct hpack_dec d;
+    hpack_enc_init(&e);
+    hpack_dec_init(&d, 4096);
+    for (int round = 0; round < 3; round++) {
+        uint8_t block[512];
+        size_t n = hpack_enc_begin(&e, block), nfields = 0;
+        for (const struct pair *p = resp; p->name; p++, nfields++)
+            n += hpack_enc_field(&e, block + n, p->name, strlen(p->name), p->value,
+                                 strlen(p->value), HPACK_INDEX);
+        if (round > 0)
+            CHECK_INT(n, nfields);
+        size_t pos = 0, i = 0;
+        while (pos < n) {
+            struct hpack_field f;
+            CHECK_INT(hpack_decode(&d, block, n, &pos, i == 0, out, sizeof(out), 0, &f), 1);
+            char lower[64];
+            size_t len = strlen(resp[i].name);
+            for (size_t j = 0; j <= len; j++)
+                lower[j] =
+                    (char)(resp[i].name[j] >= 'A' && resp[i].name[j] <= 'Z' ? resp[i].name[j] | 0x20
+                                                                            : resp[i].name[j]);
+            CHECK_MEM(f.name, f.name_len, lower);
+            CHECK_MEM(f.value, f.value_len, resp[i].value);
+            i++;
+        }
+        CHECK_INT(i, nfields);
+        CHECK_INT(d.t.size, e.t.size);
+    }
+    /* the peer shrinks its table: the next block starts with the update, the table empties */
+    hpack_enc_set_max(&e, 0);
+    uint8_t block[16];
+    CHECK_INT(hpack_enc_begin(&e, block), 1);
+    CHECK_INT(block[0], 0x20);
+    CHECK_INT(e.t.n, 0);
+    hpack_dec_free(&d);
+    hpack_enc_free(&e);
+}

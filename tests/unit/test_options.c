@@ -1,0 +1,123 @@
+/* The option table (src/config/options.c): what its columns promise of each other, --help as
+ * the table prints it, the reload's "needs a restart" comparison, and the file's flags. */
+#include <stdlib.h>
+
+#include "config/options.h"
+#include "unit.h"
+
+TEST(options_table_is_consistent)
+{
+    size_t n;
+    const struct option_info *t = options_table(&n);
+    CHECK(n > 50);
+    for (size_t i = 0; i < n; i++) {
+        const struct option_info *o = &t[i];
+        CHECK(o->set != NULL);
+        CHECK((o->help == NULL) == o->file_only); /* every command-line option has a line */
+        for (size_t j = 0; j < i; j++) {
+            CHECK(strcmp(o->name, t[j].name) != 0);
+            CHECK(!o->short_name || o->short_name != t[j].short_name);
+        }
+        if (i > 0 && t[i - 1].file_only)
+            CHECK(o->file_only); /* the file's own keys last: --help keeps the table's order */
+        /* A site's options are read through the site a reload builds; everything the process
+         * holds is kept, so a change must be comparable to be reported. */
+        if (o->scope == SCOPE_SITE || o->scope == SCOPE_SITE_OWN)
+            CHECK(o->reload);
+        if (o->scope == SCOPE_PROCESS)
+            CHECK(!o->reload && (o->kind != FIELD_NONE || o->same != NULL));
+        if (o->choices)
+            CHECK(o->wants != NULL && o->choices[0].name != NULL);
+        CHECK(!o->first || o->scope == SCOPE_ARGV || strcmp(o->name, "config") == 0);
+    }
+    CHECK(options_find("root") && options_find("root")->file_only);
+    CHECK(options_find("no-such-option") == NULL);
+}
+
+TEST(options_help_lists_every_option_within_100_columns)
+{
+    char *text = NULL;
+    size_t len = 0, n;
+    FILE *f = open_memstream(&text, &len);
+    options_help(f);
+    fclose(f);
+    const struct option_info *t = options_table(&n);
+    for (size_t i = 0; i < n; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "--%s ", t[i].name);
+        CHECK((strstr(text, want) != NULL) == !t[i].file_only);
+    }
+    for (char *line = text, *end; *line; line = end + 1) {
+        end = strchr(line, '\n');
+        CHECK(end && end - line <= 100);
+        if (!end)
+            break;
+    }
+    CHECK(strncmp(text, "Usage: ringhttpd [options] [DOCROOT]\n", 37) == 0);
+    CHECK(strstr(text, "  -p, --port PORT            TCP port") != NULL);
+    CHECK(strstr(text, "      --redirect 'FROM TO [STATUS]'  redirect FROM") != NULL);
+    free(text);
+}
+
+TEST(options_restart_needed_names_what_changed)
+{
+    struct config a, b;
+    char what[256];
+    options_init(&a);
+    options_init(&b);
+    CHECK(!options_restart_needed(&a, &b, what, sizeof(what)));
+    b.splice_pipes = 3;
+    b.verbose = true;
+    b.autoindex = true; /* a site's: a reload applies it */
+    CHECK(options_restart_needed(&a, &b, what, sizeof(what)));
+    CHECK(strcmp(what, "splice-pipes/verbose") == 0);
+    b = a;
+    b.landlock = false; /* --no-landlock */
+    b.access_log = "/var/log/x.log";
+    CHECK(options_restart_needed(&a, &b, what, sizeof(what)));
+    CHECK(strcmp(what, "access-log/no-landlock") == 0);
+    /* tls-port 0 in the re-read file asks for no other port than the one the server got */
+    a.tls = b.tls = true;
+    b = a;
+    a.tls_port = 8443;
+    CHECK(!options_restart_needed(&a, &b, what, sizeof(what)));
+    b.tls_port = 9443;
+    CHECK(options_restart_needed(&a, &b, what, sizeof(what)) && strcmp(what, "tls-port") == 0);
+}
+
+TEST(options_set_flags_and_scopes)
+{
+    struct config top, site;
+    struct config_src src = {.file = "f.yaml", .line = 1, .key = "autoindex"};
+    options_init(&top);
+    top.src = &src;
+    CHECK_INT(options_set(&top, "autoindex", "yes"), 0);
+    CHECK(top.autoindex);
+    CHECK_INT(options_set(&top, "no-landlock", "on"), 0);
+    CHECK(!top.landlock);
+    CHECK_INT(options_set(&top, "no-landlock", "false"), 0);
+    CHECK(top.landlock);
+    CHECK_INT(options_set(&top, "autoindex", "maybe"), 2);
+    CHECK_INT(options_set(&top, "hosts", "a.test"), 2); /* a site's own */
+    CHECK_INT(options_set(&top, "help", "true"), 2);    /* the command line's only */
+    CHECK_INT(options_set(&top, "engine", "epoll"), 0);
+    CHECK_INT(top.engine, ENGINE_EPOLL);
+    CHECK_INT(options_set(&top, "engine", "io_uring"), 0);
+    CHECK_INT(top.engine, ENGINE_URING);
+    CHECK_INT(options_set(&top, "threads", "0"), 2);
+    CHECK_INT(options_set(&top, "send-lowat", "3G"), 2); /* past INT_MAX */
+    CHECK_INT(options_site_init(&site, &top), 0);
+    struct config_src in_site = {.file = "f.yaml", .line = 3, .key = "port", .site = true};
+    site.src = &in_site;
+    CHECK_INT(options_set(&site, "port", "81"), 2); /* the process's */
+    CHECK_INT(options_set(&site, "hosts", "A.Test"), 0);
+    CHECK(site.num_hosts == 1 && strcmp(site.hosts[0], "a.test") == 0);
+    CHECK_INT(options_set(&site, "autoindex", "false"), 0); /* the opposite of its parent's */
+    CHECK(!site.autoindex && top.autoindex);
+    site.src = top.src = NULL;
+    top.sites = malloc(sizeof(site)); /* options_free releases a site with its top level */
+    CHECK(top.sites != NULL);
+    top.sites[0] = site;
+    top.num_sites = 1;
+    options_free(&top);
+}
