@@ -72,6 +72,25 @@ def test_limit_conn_refuses_the_next_connection_of_one_address(make_server, docr
     held[1].close()
 
 
+def test_limit_conn_is_exact_across_workers(make_server, docroot):
+    """Two workers: the listeners steer one address to one worker, so its table counts all of
+    the address's connections. With the kernel's hash they would split about 2 and 2 over the
+    workers, each worker below 4, and the next ones would get in."""
+    srv = make_server(docroot, args=["--limit-conn", "4"])
+    assert srv.threads == 2
+    held = [ConnFrom(srv, "127.0.0.1") for _ in range(4)]
+    try:
+        for c in held:
+            assert c.request("GET", "/index.html").status == 200
+        for _ in range(6):
+            with ConnFrom(srv, "127.0.0.1") as extra:
+                extra.send(request("GET", "/index.html"), ignore_errors=True)
+                assert extra.read_or_close() is None
+    finally:
+        for c in held:
+            c.close()
+
+
 # ---- --limit-req -------------------------------------------------------------------------------
 
 
