@@ -17,6 +17,7 @@
 #include "core/logfmt.h"
 #include "core/policy.h"
 #include "h2/h2.h"
+#include "pace.h"
 #include "rt/obs.h"
 #include "rt/site.h"
 #include "rt/worker.h"
@@ -89,8 +90,14 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
     obs_request(w, c, req, r);
     r->obs.cap.minor = LOGFMT_HTTP2; /* the access log says which protocol carried it */
     h->progress = true;
-    if (r->note.edge && r->note.interim_len) /* --early-hints: best effort (the 200 has them) */
-        (void)h2_interim(h->s, id, 103, r->note.interim, r->note.interim_len);
+    if (r->note.edge) {
+        if (r->note.interim_len) /* --early-hints: best effort (the 200 has them too) */
+            (void)h2_interim(h->s, id, 103, r->note.interim, r->note.interim_len);
+        /* --limit-rate: the connection's wire, once, at the first paced response's rate (its
+         * streams share it; nginx paces each request). */
+        if (r->note.rate && !c->pace)
+            (void)pace_start(w, c, r->note.rate, r->note.after);
+    }
     int rc = h2_respond_plan(h->s, id, &r->plan, r);
     if (rc < 0) {
         obs_request_done(w, c, r, rc);

@@ -171,6 +171,23 @@ def test_limit_rate_paces_a_large_download(make_server, docroot, random_file):
     assert got == digest and took < 5, took
 
 
+@pytest.mark.slow
+def test_limit_rate_paces_an_http2_connection(make_server, docroot, random_file, tmp_path):
+    """Over HTTP/2 the connection's wire is paced (its streams share the rate): 3 MiB at 1M
+    in about 2-3 s, intact."""
+    big, digest = random_file(3 << 20)
+    os.link(big, docroot / "paced.bin")
+    srv = make_server(docroot, args=["--limit-rate", "1M"])
+    out = tmp_path / "got.bin"
+    res = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-o", str(out), "-w",
+                          "%{http_version} %{time_total}", srv.url("/paced.bin")],
+                         capture_output=True, text=True, timeout=30)
+    version, took = res.stdout.split()
+    assert version == "2"
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == digest
+    assert 1.5 <= float(took) <= 10, took
+
+
 # ---- --cors ------------------------------------------------------------------------------------
 
 CORS = ["--cors", "/api/* https://app.example", "--cors", "/api/* https://other.example",
