@@ -301,7 +301,7 @@ void conn_closed(struct worker *w, struct conn *c)
         c->xport->release(w, c);
     if (c->limit_counted)
         guard_closed(w, c);
-    pace_free(c);
+    pace_free(&c->pace);
     assert(w->active > 0 && !c->resp && !c->in && !timer_armed(&c->timer));
     slot_put(w, c);
     w->active--;
@@ -338,7 +338,7 @@ static void start_send(struct worker *w, struct conn *c, struct response *r)
         set_recv(w, c, false); /* nothing after this request will be read */
     arm(w, c, SEND_TIMEOUT);
     if (r->note.edge || c->pace) /* --limit-rate: this response's site's, or none after one */
-        pace_start(w, c, r->note.edge ? r->note.rate : 0, r->note.edge ? r->note.after : 0);
+        conn_pace(w, c, r->note.edge ? r->note.rate : 0, r->note.edge ? r->note.after : 0);
     conn_send(w, c, &r->plan);
 }
 
@@ -702,21 +702,36 @@ void conn_input(struct worker *w, struct conn *c, const char *data, ssize_t n)
 
 /* --limit-rate's side of conn_sent and conn_wire_send: out of line, so that an unpaced
  * connection pays one test and tail calls (callgrind: no frame, nothing inlined differently). */
+__attribute__((cold, noinline)) static void paced_send(struct worker *w, struct conn *c,
+                                                       struct plan *p)
+{
+    if (pace_window(c->pace, &w->wheel, w->now, p))
+        w->eng->send(w, c); /* else this second's bytes are out: the wheel resumes it */
+}
+
 __attribute__((cold, noinline)) static void paced_sent(struct worker *w, struct conn *c, int err)
 {
-    if (pace_sent(w, c, err))
-        return; /* a window of a paced plan: the rest goes now or at the next second */
+    if (pace_restore(c->pace, c->out) && !err) {
+        paced_send(w, c, c->out); /* a window went: the rest, now or at the next second */
+        return;
+    }
     if (c->xport)
         c->xport->sent(w, c, err);
     else
         conn_plan_sent(w, c, err);
 }
 
-__attribute__((cold, noinline)) static void paced_send(struct worker *w, struct conn *c,
-                                                       struct plan *p)
+/* pace's call back (the wheel's next second): the next window of the plan in flight. */
+static void pace_resume(struct worker *w, void *owner)
 {
-    if (pace_window(w, c, p))
-        w->eng->send(w, c); /* else this second's bytes are out: the wheel sends the next */
+    struct conn *c = owner;
+    if (conn_open(c) && c->out && !plan_done(c->out))
+        paced_send(w, c, c->out);
+}
+
+int conn_pace(struct worker *w, struct conn *c, uint64_t rate, uint64_t after)
+{
+    return pace_start(&c->pace, w->now, rate, after, pace_resume, c);
 }
 
 void conn_sent(struct worker *w, struct conn *c, int err)

@@ -74,6 +74,10 @@ struct conn {
     struct obs_conn obs; /* request count, close reason, peer address (rt/obs.h) */
 };
 
+/* --limit-rate: paces c's wire at rate bytes a second after its next `after` bytes (rate 0:
+ * at full speed again). 0 or -ENOMEM (unpaced then). */
+int conn_pace(struct worker *w, struct conn *c, uint64_t rate, uint64_t after);
+
 /* Whether c is open to the engine: its socket is in use and its events matter. */
 static inline bool conn_open(const struct conn *c)
 {

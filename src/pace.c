@@ -4,50 +4,47 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "conn.h"
 #include "core/plan.h"
-#include "engine/engine.h"
-#include "rt/worker.h"
 
 static void fired(struct worker *w, struct timer *t)
 {
     struct pace *pc = (struct pace *)t; /* the timer is its first member */
-    struct conn *c = pc->c;
-    if (conn_open(c) && c->out && !pc->trimmed && !plan_done(c->out) && pace_window(w, c, c->out))
-        w->eng->send(w, c);
+    if (!pc->trimmed)
+        pc->resume(w, pc->owner);
 }
 
-int pace_start(struct worker *w, struct conn *c, uint64_t rate, uint64_t after)
+int pace_start(struct pace **slot, int64_t now, uint64_t rate, uint64_t after,
+               pace_resume_fn resume, void *owner)
 {
     if (rate == 0) {
-        pace_free(c);
+        pace_free(slot);
         return 0;
     }
-    struct pace *pc = c->pace;
+    struct pace *pc = *slot;
     if (!pc) {
         pc = calloc(1, sizeof(*pc));
         if (!pc)
             return -ENOMEM;
         pc->timer.fire = fired;
-        pc->c = c;
-        c->pace = pc;
+        *slot = pc;
     }
+    pc->resume = resume;
+    pc->owner = owner;
     pc->rate = rate;
     pc->budget = after + rate; /* this second's share, and the bytes before limiting starts */
-    pc->sec = w->now;
+    pc->sec = now;
     return 0;
 }
 
-bool pace_window(struct worker *w, struct conn *c, struct plan *p)
+bool pace_window(struct pace *pc, struct timer_wheel *wheel, int64_t now, struct plan *p)
 {
-    struct pace *pc = c->pace;
-    if (w->now > pc->sec) { /* a new second: its share; an unused one is not saved up */
-        pc->sec = w->now;
+    if (now > pc->sec) { /* a new second: its share; an unused one is not saved up */
+        pc->sec = now;
         if (pc->budget < pc->rate)
             pc->budget = pc->rate;
     }
     if (pc->budget == 0) {
-        timer_set(&w->wheel, &pc->timer, w->now + 1);
+        timer_set(wheel, &pc->timer, now + 1);
         return false;
     }
     uint64_t left = pc->budget;
@@ -72,30 +69,26 @@ bool pace_window(struct worker *w, struct conn *c, struct plan *p)
     return true;
 }
 
-bool pace_sent(struct worker *w, struct conn *c, int err)
+bool pace_restore(struct pace *pc, struct plan *p)
 {
-    struct pace *pc = c->pace;
-    struct plan *p = c->out;
     if (!pc->trimmed)
         return false;
     pc->trimmed = false;
-    p->segs[pc->cut].len = pc->rest;
+    p->segs[pc->cut].len += pc->rest; /* what the window left of it (0 when it all went) too */
     p->nseg = pc->nseg;
-    p->cur = pc->cut;
+    if (p->cur > pc->cut)
+        p->cur = pc->cut;
     p->fin_carries_tail = pc->fin;
-    if (err)
-        return false;
-    if (pace_window(w, c, p))
-        w->eng->send(w, c);
     return true;
 }
 
-void pace_free(struct conn *c)
+void pace_free(struct pace **slot)
 {
-    if (!c->pace)
+    struct pace *pc = *slot;
+    if (!pc)
         return;
-    if (timer_armed(&c->pace->timer))
-        timer_cancel(&c->pace->timer);
-    free(c->pace);
-    c->pace = NULL;
+    if (timer_armed(&pc->timer))
+        timer_cancel(&pc->timer);
+    free(pc);
+    *slot = NULL;
 }

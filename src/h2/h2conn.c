@@ -17,7 +17,6 @@
 #include "core/logfmt.h"
 #include "core/policy.h"
 #include "h2/h2.h"
-#include "pace.h"
 #include "rt/obs.h"
 #include "rt/site.h"
 #include "rt/worker.h"
@@ -96,7 +95,7 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
         /* --limit-rate: the connection's wire, once, at the first paced response's rate (its
          * streams share it; nginx paces each request). */
         if (r->note.rate && !c->pace)
-            (void)pace_start(w, c, r->note.rate, r->note.after);
+            (void)conn_pace(w, c, r->note.rate, r->note.after);
     }
     int rc = h2_respond_plan(h->s, id, &r->plan, r);
     if (rc < 0) {
