@@ -4,7 +4,7 @@ BUILD    ?= build
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Werror
 CPPFLAGS += -D_GNU_SOURCE -Isrc -MMD -MP
-LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lnghttp2 -lssl -lcrypto -lyaml -lcrypt
+LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lssl -lcrypto -lyaml -lcrypt
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PORT     ?= 8080
 VENV     := .venv
@@ -60,8 +60,9 @@ UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine
 # are left out.
 UNIT_LINK += src/conn.c src/pace.c src/serve.c src/config.c $(wildcard src/config/*.c) src/transport_copy.c \
              $(filter-out src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c,$(wildcard src/rt/*.c))
+# libnghttp2 is the unit tests' HTTP/2 client and HPACK oracle only: the server has its own.
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lnghttp2
 
 # The option table as text, for the tests that hold README and the man page to it.
 $(BUILD)/tools/options: $(call obj,tests/tools/options.c src/config/options.c $(CORE_SRC))
@@ -212,6 +213,33 @@ uninstall:
 static:
 	@$(MAKE) --no-print-directory BUILD=build/static LDFLAGS="-static" \
 	    LDLIBS="$(LDLIBS) -lbrotlicommon -lm" build/static/ringhttpd
+
+# A Debian package (debian/, debhelper), built by dpkg-buildpackage from a copy of the tree's
+# files (tracked, and new ones git does not ignore) in a temporary directory, so the build stays
+# out of the source tree; the results land in build/deb: ringhttpd_VERSION_ARCH.deb, its
+# .changes and .buildinfo, the -dbgsym package and build.log.
+deb:
+	@scripts/deps.sh deb
+	@rm -rf build/deb && mkdir -p build/deb
+	@t=$$(mktemp -d /tmp/ringhttpd-deb.XXXXXX) && trap 'rm -rf "$$t"' EXIT && \
+	mkdir "$$t/ringhttpd" && \
+	{ git ls-files -z --cached --others --exclude-standard 2>/dev/null | \
+	    xargs -0 cp --parents -t "$$t/ringhttpd" 2>/dev/null || tar -C . --exclude=./build \
+	    --exclude=./.venv --exclude=./.tools --exclude=./.cache --exclude=./.git -cf - . | \
+	    tar -C "$$t/ringhttpd" -xf -; } && \
+	echo "deb: dpkg-buildpackage -b -us -uc in $$t/ringhttpd" && \
+	(cd "$$t/ringhttpd" && dpkg-buildpackage -b -us -uc) >build/deb/build.log 2>&1 || \
+	    { tail -40 build/deb/build.log; exit 1; }; \
+	cp "$$t"/*.deb "$$t"/*.changes "$$t"/*.buildinfo build/deb/
+	@ls build/deb/*.deb
+
+# The .deb (lintian; installed, run under systemd, removed and purged in a fresh Debian 12 root)
+# and the Containerfile (built and run with podman, or its build stage in a fresh root):
+# tests/packaging, root, minutes; not in `make check` (its 20 minutes are taken): .ci/run runs it
+# after. Debian roots are cached in .cache/packaging (PACKAGING_FRESH=1 makes them anew).
+test-packaging: deb venv
+	@scripts/deps.sh packaging
+	$(PY) -m pytest -q tests/packaging
 
 # Minutes of mixed, partly hostile load against the ASan build on both engines, then fds and
 # RSS after an idle period against the start (tests/soak/soak.py). Not part of `check`.

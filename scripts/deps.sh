@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what `make` needs and is missing, on Debian/Ubuntu as root. Each need is checked
 # first, so a machine that has everything runs no package manager at all.
-#   scripts/deps.sh build   liburing, Brotli, zstd, libdeflate, nghttp2, OpenSSL 3 (libssl-dev:
-#                           the TLS transport), libyaml and libcrypt headers, pkg-config,
-#                           <sys/sdt.h> (USDT probes; a header only)
+#   scripts/deps.sh build   the toolchain (gcc, make, libc6-dev), liburing, Brotli, zstd,
+#                           libdeflate, nghttp2, OpenSSL 3 (libssl-dev: the TLS transport),
+#                           libyaml and libcrypt headers, pkg-config, <sys/sdt.h> (USDT probes; a
+#                           header only): BUILD_DEPS below, the one list of build dependencies
 #   scripts/deps.sh test    build + python3-venv (for the pytest virtualenv), curl, ss, tcpdump,
 #                           systemd (systemd-socket-activate, systemd-analyze), groff (man lint),
 #                           openssl (the TLS tests make certificates and run s_client),
@@ -22,6 +23,16 @@
 #                           (linux-image-amd64, 6.1 on Debian 12) and its modules, qemu
 #                           (qemu-system-x86: its 9p shares), busybox-static and cpio for the
 #                           guest's initramfs (scripts/vm/run), kmod (its modprobe)
+#   scripts/deps.sh deb     build + dpkg-dev, debhelper and build-essential (make deb:
+#                           dpkg-buildpackage)
+#   scripts/deps.sh packaging  deb + what `make test-packaging` uses: lintian, mmdebstrap (fresh
+#                           Debian 12 roots), systemd-nspawn (systemd-container) to boot one,
+#                           podman and runc (crun, podman's default, refuses this kind of
+#                           machine's hybrid cgroup hierarchy)
+#   scripts/deps.sh --list build   prints BUILD_DEPS' package names, one a line, whatever is
+#                           installed: the Containerfile's build stage installs exactly these, and
+#                           tests/integration/test_packaging.py checks debian/control's
+#                           Build-Depends against them
 set -eu
 
 want=()
@@ -29,17 +40,54 @@ need_pkg() { want+=("$1"); }
 
 have_header() { printf '#include <%s>\n' "$1" | cc -E -x c - >/dev/null 2>&1; }
 
+# The build dependencies, Debian 12's names: "package  how to tell it is installed".
+BUILD_DEPS=(
+    "gcc                cmd cc"
+    "make               cmd make"
+    "libc6-dev          header stdio.h"
+    "pkg-config         cmd pkg-config"
+    "liburing-dev       header liburing.h"
+    "libbrotli-dev      header brotli/encode.h"
+    "libzstd-dev        header zstd.h"
+    "libdeflate-dev     header libdeflate.h"
+    "libssl-dev         header openssl/ssl.h"
+    "systemtap-sdt-dev  header sys/sdt.h"
+    "libnghttp2-dev     header nghttp2/nghttp2.h"
+    "libyaml-dev        header yaml.h"
+    "libcrypt-dev       header crypt.h"
+)
+
+if [ "${1:-}" = --list ]; then
+    [ "${2:-}" = build ] || { echo "usage: deps.sh --list build" >&2; exit 2; }
+    for dep in "${BUILD_DEPS[@]}"; do
+        read -r pkg _ <<<"$dep"
+        echo "$pkg"
+    done
+    exit 0
+fi
+
 what=${1:-build}
-have_header liburing.h || need_pkg liburing-dev
-have_header brotli/encode.h || need_pkg libbrotli-dev
-have_header zstd.h || need_pkg libzstd-dev
-have_header libdeflate.h || need_pkg libdeflate-dev
-have_header openssl/ssl.h || need_pkg libssl-dev
-command -v pkg-config >/dev/null || need_pkg pkg-config
-have_header sys/sdt.h || need_pkg systemtap-sdt-dev
-have_header nghttp2/nghttp2.h || need_pkg libnghttp2-dev
-have_header yaml.h || need_pkg libyaml-dev    # --config (issue 19)
-have_header crypt.h || need_pkg libcrypt-dev  # --basic-auth: bcrypt, SHA-crypt
+for dep in "${BUILD_DEPS[@]}"; do
+    read -r pkg kind arg <<<"$dep"
+    case $kind in
+    cmd) command -v "$arg" >/dev/null || need_pkg "$pkg" ;;
+    header) command -v cc >/dev/null && have_header "$arg" || need_pkg "$pkg" ;;
+    esac
+done
+if [ "$what" = deb ] || [ "$what" = packaging ]; then
+    command -v dpkg-buildpackage >/dev/null || need_pkg dpkg-dev
+    command -v dh >/dev/null || need_pkg debhelper
+    # dpkg-buildpackage requires it beside Build-Depends
+    dpkg -s build-essential >/dev/null 2>&1 || need_pkg build-essential
+fi
+if [ "$what" = packaging ]; then
+    command -v lintian >/dev/null || need_pkg lintian
+    command -v mmdebstrap >/dev/null || need_pkg mmdebstrap
+    command -v systemd-nspawn >/dev/null || need_pkg systemd-container
+    command -v podman >/dev/null || need_pkg podman
+    command -v runc >/dev/null || need_pkg runc
+    command -v pgrep >/dev/null || need_pkg procps
+fi
 if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = systemd ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv
     command -v curl >/dev/null || need_pkg curl

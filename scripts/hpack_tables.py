@@ -223,9 +223,11 @@ def main():
     w("static const struct hpack_static {")
     w("    const char *name, *value;")
     w("    uint8_t name_len, value_len;")
+    w("    uint8_t more; /* the next entry has the same name */")
     w("} hpack_static[HPACK_STATIC_N] = {")
-    for n, v in STATIC:
-        w("    {%s, %s, %d, %d}," % (c_string(n), c_string(v), len(n), len(v)))
+    for i, (n, v) in enumerate(STATIC):
+        more = int(i + 1 < len(STATIC) and STATIC[i + 1][0] == n)
+        w("    {%s, %s, %d, %d, %d}," % (c_string(n), c_string(v), len(n), len(v), more))
     w("};")
     w("")
     a, b = pick_hash()
@@ -234,8 +236,9 @@ def main():
         h = name_hash(n.encode(), a, b)
         if not slots[h]:
             slots[h] = i + 1
-    w("/* The first static index with a name of len >= 2, at HPACK_NAME_HASH(name, len): 0 for none. */")
-    w("#define HPACK_NAME_HASH(p, n) \\\n    (((n) * %du + (uint8_t)(p)[0] * %du + (uint8_t)(p)[1] + (uint8_t)(p)[(n) - 1]) & 255)"
+    w("/* The first static index with a name of len >= 2, at HPACK_NAME_HASH of its length and its")
+    w(" * first, second and last bytes: 0 for none. */")
+    w("#define HPACK_NAME_HASH(n, first, second, last) \\\n    (((n) * %du + (first) * %du + (second) + (last)) & 255)"
       % (a, b))
     w("static const uint8_t hpack_static_by_hash[256] = {")
     for i in range(0, 256, 16):

@@ -1,11 +1,12 @@
-/* h2: one HTTP/2 server connection (RFC 9113) on libnghttp2, sans I/O: received bytes go in,
- * each stream's request comes out as the core's struct http_request, a response (status, header
- * fields, body as memory/file segments) goes in per stream, and what to send comes out as a
- * plan (frame bytes in memory, DATA payloads of file bodies as file segments, zero-copy).
+/* h2: one HTTP/2 server connection (RFC 9113), framing and HPACK (hpack.h) of its own, sans
+ * I/O: received bytes go in, each stream's request comes out as the core's struct http_request,
+ * a response (status, header fields, body as memory/file segments) goes in per stream, and what
+ * to send comes out as a plan (frame bytes in memory, DATA payloads of file bodies as file
+ * segments, zero-copy), its DATA frames ordered by RFC 9218 priorities. Server push is never
+ * sent; RFC 7540 priority frames are parsed and ignored.
  * Must not: touch a socket, read a file or a clock (`now` is passed in), or allocate per
- * request: stream records are pooled per session, nghttp2's allocations are counted against a
- * per-session bound (H2_MEM_MAX) and fail past it, and its small blocks are recycled per
- * session (up to 64 KiB of them kept; h2_trim gives back all but one stream's worth).
+ * request: stream records are pooled per session, and the buffer (hooks.buf_get) is held only
+ * while a frame, a header block or output is in it.
  * Ownership: a session belongs to one connection (one worker thread). A body and the field
  * values handed to h2_respond stay the caller's and must stay alive until the hook `done`
  * returns its token;
@@ -24,11 +25,23 @@
 #define H2_MAX_HEADER_LIST 16384 /* SETTINGS_MAX_HEADER_LIST_SIZE: HTTP1_MAX_HEAD, as for h1 */
 #define H2_HPACK_TABLE 4096      /* both HPACK dynamic tables, bytes */
 #define H2_OUT_CAP 32768         /* frame bytes one output plan holds */
-/* The session's buffer: output frames, then the header block being read (as HTTP/1 text, for
- * h2_hold and bodies), then the request it makes (struct http_request, through http1_split) */
+#define H2_CTL_CAP 4096          /* control frames (ACKs, RST_STREAM...) waiting for output */
+#define H2_FRAME_CAP 16400       /* one frame read in parts: SETTINGS_MAX_FRAME_SIZE + header */
+#define H2_TAIL_CAP 20480        /* a header field's encoding split across frames */
+#define H2_PSEUDO_CAP (HTTP1_MAX_TARGET + 512) /* :method, :path, :authority */
+#define H2_HEAD_CAP                                                                                \
+    (HTTP1_MAX_HEAD + 4096 + 64) /* the head, + room to decode one field past it                   \
+                                  */
+/* The session's buffer: the output plan, its frames, control frames, a frame read in parts, a
+ * header field split across frames, the pseudo-header fields, the header block being read (as
+ * HTTP/1 text, for h2_hold and bodies), then the request it makes (struct http_request, through
+ * http1_split) */
 #define H2_REQ_SIZE ((sizeof(struct http_request) + 15) & ~(size_t)15)
-#define H2_BUF_SIZE (H2_OUT_CAP + HTTP1_MAX_HEAD + H2_REQ_SIZE)
-#define H2_MEM_MAX (4u << 20) /* nghttp2 memory per session: past it, GOAWAY and close */
+#define H2_PLAN_SIZE ((sizeof(struct plan) + 15) & ~(size_t)15)
+#define H2_BUF_SIZE                                                                                \
+    (H2_PLAN_SIZE + H2_OUT_CAP + H2_CTL_CAP + H2_FRAME_CAP + H2_TAIL_CAP + H2_PSEUDO_CAP +         \
+     H2_HEAD_CAP + H2_REQ_SIZE)
+#define H2_MEM_MAX (4u << 20) /* what h2_mem may reach: streams, kept heads, HPACK tables */
 
 /* Flood budgets, counted per H2_WINDOW_MS: exceeding one ends the connection with GOAWAY
  * (ENHANCE_YOUR_CALM). Browsers cancel a few streams per page and send a handful of SETTINGS
@@ -110,9 +123,11 @@ int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *toke
 
 /* An interim response on stream `id` before its final one (103 Early Hints, RFC 8297): a
  * HEADERS frame without END_STREAM with :status `status` (100..199) and the field lines
- * lines[0..len) ("Name: value\r\n", as a RESP_FIELDS plan's head; copied). Only before
- * h2_respond for the stream. Returns 0, or -ENOENT when the stream is gone or answered, -ENOMEM,
- * -EINVAL for a status that is not 1xx. */
+ * lines[0..len) ("Name: value\r\n", as a RESP_FIELDS plan's head, at most 4 KiB), written
+ * just before the response's own HEADERS. The lines stay the caller's until then, as the
+ * response's fields do (until hooks.done). Only before h2_respond for the stream. Returns 0,
+ * or -ENOENT when the stream is gone or answered, -EINVAL for a status that is not 1xx or
+ * lines too long. */
 int h2_interim(struct h2_session *s, int32_t id, int status, const char *lines, size_t len);
 
 /* Keeps the head of the request on stream `id`, which hooks.request is being called for (only
@@ -138,7 +153,8 @@ struct plan *h2_output(struct h2_session *s);
 void h2_sent(struct h2_session *s, int64_t now);
 
 /* For a connection idle a while (no stream open): frees what a burst of streams left for
- * reuse (nghttp2's blocks, stream records) beyond what one stream needs. */
+ * reuse (stream records) beyond what one stream needs, and the encoder's table (the next
+ * response empties the client's copy with a size update). */
 void h2_trim(struct h2_session *s);
 
 /* Graceful end (drain, idle timeout): GOAWAY with the last stream taken, so streams in flight
@@ -158,7 +174,8 @@ unsigned h2_open_streams(const struct h2_session *s);
 
 enum h2_end h2_end(const struct h2_session *s);
 
-/* Bytes nghttp2 holds for the session now (for tests and the memory bound). */
+/* Bytes the session holds now besides its buffer: itself, stream records, kept heads, HPACK
+ * tables (for tests and the memory bound). */
 size_t h2_mem(const struct h2_session *s);
 
 #endif

@@ -419,6 +419,15 @@ void hpack_enc_set_max(struct hpack_enc *e, uint32_t size)
     e->update = true;
 }
 
+void hpack_enc_forget(struct hpack_enc *e)
+{
+    if (e->t.n == 0 && !e->t.bytes)
+        return;
+    table_free(&e->t);
+    e->update_min = 0;
+    e->update = true;
+}
+
 size_t hpack_enc_begin(struct hpack_enc *e, uint8_t *out)
 {
     size_t n = 0;
@@ -432,55 +441,108 @@ size_t hpack_enc_begin(struct hpack_enc *e, uint8_t *out)
     return n;
 }
 
-/* The first static index with this (lower-case) name, or 0. */
+/* Whether the words x and y are equal, or (fold) differ only in the case of letters where y
+ * has a lower-case one: bit 0x20 may differ in a byte of y that has bit 0x40 (a letter; not
+ * '-', ':' or a digit, so "\x1astatus" is not ":status"). */
+static inline bool word_eq(uint64_t x, uint64_t y, bool fold)
+{
+    uint64_t d = x ^ y;
+    if (fold)
+        d &= ~(y >> 1) | ~0x2020202020202020u;
+    return d == 0;
+}
+
+/* Whether a[0, n) equals b[0, n), in any case of a's letters when `fold` (b lower-case): words
+ * of eight or four bytes, the last overlapping the one before; response fields are short, so
+ * this costs less than a call to memcmp. */
+static inline __attribute__((always_inline)) bool eq_folded(const char *a, const char *b, size_t n,
+                                                            bool fold)
+{
+    uint64_t x, y;
+    uint32_t u, v;
+    if (n >= 8) {
+        for (size_t i = 0;; i += 8) {
+            size_t at = i + 8 <= n ? i : n - 8;
+            memcpy(&x, a + at, 8), memcpy(&y, b + at, 8);
+            if (!word_eq(x, y, fold))
+                return false;
+            if (at + 8 == n)
+                return true;
+        }
+    }
+    if (n >= 4) {
+        memcpy(&u, a, 4), memcpy(&v, b, 4);
+        bool head = word_eq(u, v, fold);
+        memcpy(&u, a + n - 4, 4), memcpy(&v, b + n - 4, 4);
+        return head && word_eq(u, v, fold);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!word_eq((uint8_t)a[i], (uint8_t)b[i], fold))
+            return false;
+    return true;
+}
+
+/* Whether name[0, n) is lower[0, n) in any case. */
+static bool fold_eq(const char *name, const char *lower, size_t n)
+{
+    return eq_folded(name, lower, n, true);
+}
+
+/* The first static index with this name (in any case), or 0: one probe and one compare, so
+ * that the usual response fields need no lower-casing. */
 static unsigned static_name(const char *name, size_t n)
 {
     if (n < 2)
         return 0;
-    unsigned i = hpack_static_by_hash[HPACK_NAME_HASH(name, n)];
-    if (i && hpack_static[i - 1].name_len == n && memcmp(hpack_static[i - 1].name, name, n) == 0)
+    unsigned i = hpack_static_by_hash[HPACK_NAME_HASH(
+        n, (uint8_t)(name[0] | 0x20), (uint8_t)(name[1] | 0x20), (uint8_t)(name[n - 1] | 0x20))];
+    if (i && hpack_static[i - 1].name_len == n && fold_eq(name, hpack_static[i - 1].name, n))
         return i;
     return 0;
 }
 
-static unsigned bucket_of(const char *name, size_t n)
+static unsigned bucket_of(unsigned sidx, const char *name, size_t n)
 {
+    if (sidx)
+        return sidx % BUCKETS;
     if (n == 0)
         return 0;
     return (unsigned)(n * 7 + (uint8_t)name[0] + (uint8_t)name[n - 1]) % BUCKETS;
 }
 
-/* The dynamic index (62...) holding name: value, or 0. */
-static unsigned dynamic_find(const struct hpack_table *t, const char *name, size_t name_len,
-                             const char *value, size_t value_len)
+/* The dynamic index (62...) holding name: value (a lower-case name, sidx its static index),
+ * or 0. */
+static unsigned dynamic_find(const struct hpack_table *t, unsigned sidx, const char *name,
+                             size_t name_len, const char *value, size_t value_len)
 {
     if (!t->bucket || !name_len)
         return 0;
-    uint32_t seq1 = t->bucket[bucket_of(name, name_len)];
+    uint32_t seq1 = t->bucket[bucket_of(sidx, name, name_len)];
     for (unsigned step = 0; seq1 && step < CHAIN_STEPS; step++) {
         uint32_t age = t->ins - seq1; /* 0 for the newest entry */
         if (age >= t->n)
             break; /* evicted, and every older one with it */
         const struct hpack_entry *e = table_get(t, age);
         const char *en = t->bytes + e->off;
-        if (e->name_len == name_len && e->value_len == value_len &&
-            memcmp(en + name_len, value, value_len) == 0 && memcmp(en, name, name_len) == 0)
+        if (e->sidx == sidx && e->name_len == name_len && e->value_len == value_len &&
+            eq_folded(en + name_len, value, value_len, false) &&
+            (sidx || eq_folded(en, name, name_len, false)))
             return HPACK_STATIC_N + 1 + age;
         seq1 = e->chain;
     }
     return 0;
 }
 
-static void enc_insert(struct hpack_enc *e, const char *name, size_t name_len, const char *value,
-                       size_t value_len)
+static void enc_insert(struct hpack_enc *e, unsigned sidx, const char *name, size_t name_len,
+                       const char *value, size_t value_len)
 {
     struct hpack_table *t = &e->t;
-    if (!t->bucket && !(t->bucket = calloc(BUCKETS, sizeof(*t->bucket)))) {
-        table_shrink(t, 0); /* keeps the peer's count right: it inserts, we forget at once */
-        return;
-    }
     int err = 0;
-    struct hpack_entry *ent = table_insert(t, name, name_len, value, value_len, &err);
+    struct hpack_entry *ent = NULL;
+    if (t->bucket || (t->bucket = calloc(BUCKETS, sizeof(*t->bucket))))
+        ent = table_insert(t, name, name_len, value, value_len, &err);
+    else
+        err = -ENOMEM;
     if (err < 0) {
         /* Out of memory: the peer inserted it, so evict everything in step with it. The size
          * budget stays, so later fields are inserted and evicted alike. */
@@ -491,7 +553,8 @@ static void enc_insert(struct hpack_enc *e, const char *name, size_t name_len, c
     }
     if (!ent)
         return;
-    uint32_t *b = &t->bucket[bucket_of(name, name_len)];
+    ent->sidx = (uint8_t)sidx;
+    uint32_t *b = &t->bucket[bucket_of(sidx, name, name_len)];
     ent->chain = *b;
     *b = t->ins; /* 1 + this entry's sequence number (ins - 1) */
 }
@@ -500,23 +563,25 @@ size_t hpack_enc_field(struct hpack_enc *e, uint8_t *out, const char *name, size
                        const char *value, size_t value_len, unsigned flags)
 {
     char lc[NAME_MAX_LC];
-    bool short_name = name_len <= sizeof(lc);
-    if (short_name) {
+    unsigned sidx = static_name(name, name_len);
+    bool short_name = true;
+    if (sidx) { /* the whole field in the static table (:status 200, :method GET...)? */
+        for (unsigned i = sidx;; i++) {
+            const struct hpack_static *s = &hpack_static[i - 1];
+            if (s->value_len == value_len && eq_folded(s->value, value, value_len, false))
+                return write_int(out, 0x80, 7, i);
+            if (!s->more)
+                break;
+        }
+        name = hpack_static[sidx - 1].name; /* the lower-case spelling */
+    } else if (name_len <= sizeof(lc)) {
         for (size_t i = 0; i < name_len; i++)
             lc[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] | 0x20 : name[i]);
         name = lc;
+    } else {
+        short_name = false;
     }
-    unsigned sidx = short_name ? static_name(name, name_len) : 0;
-    if (sidx) { /* the whole field in the static table (:status 200, :method GET...) */
-        for (unsigned i = sidx; i <= HPACK_STATIC_N; i++) {
-            const struct hpack_static *s = &hpack_static[i - 1];
-            if (s->name_len != name_len || memcmp(s->name, name, name_len) != 0)
-                break;
-            if (s->value_len == value_len && memcmp(s->value, value, value_len) == 0)
-                return write_int(out, 0x80, 7, i);
-        }
-    }
-    unsigned didx = short_name ? dynamic_find(&e->t, name, name_len, value, value_len) : 0;
+    unsigned didx = short_name ? dynamic_find(&e->t, sidx, name, name_len, value, value_len) : 0;
     if (didx)
         return write_int(out, 0x80, 7, didx);
 
@@ -538,6 +603,6 @@ size_t hpack_enc_field(struct hpack_enc *e, uint8_t *out, const char *name, size
     }
     o += write_str(out + o, value, value_len, flags);
     if (index)
-        enc_insert(e, name, name_len, value, value_len);
+        enc_insert(e, sidx, name, name_len, value, value_len);
     return o;
 }

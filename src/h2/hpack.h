@@ -20,6 +20,7 @@ struct hpack_entry {
     uint32_t chain; /* encoder: 1 + the sequence number of the previous entry of its bucket */
     uint16_t off;   /* name at bytes + off, value right behind it */
     uint16_t name_len, value_len;
+    uint8_t sidx; /* encoder: the static index of its name, or 0 */
 };
 
 /* A dynamic table (RFC 7541 2.3.2): entries in a ring, their bytes in one buffer, oldest first. */
@@ -94,11 +95,15 @@ void hpack_enc_free(struct hpack_enc *e);
  * the next block begins with the size update. */
 void hpack_enc_set_max(struct hpack_enc *e, uint32_t size);
 
+/* Forgets the table and frees its storage (an idle connection): the next block starts with a
+ * size update to 0 and back, so that the peer's copy empties too. */
+void hpack_enc_forget(struct hpack_enc *e);
+
 /* Starts a header block: writes the size updates due (at most HPACK_UPDATE_BOUND bytes).
  * Returns the bytes written. */
 size_t hpack_enc_begin(struct hpack_enc *e, uint8_t *out);
 
-/* Encodes the field name: value (a name in any case: it is sent in lower case) as an index
+/* Encodes the field name: value (a name in any case, a token: it is sent in lower case) as an index
  * when the static or dynamic table holds it, else as a literal (flags above), its strings in
  * Huffman code where that is shorter. out has room for HPACK_FIELD_BOUND. Returns the bytes
  * written. */

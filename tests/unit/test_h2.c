@@ -297,6 +297,54 @@ TEST(h2_get_memory_body)
     pair_free(&p);
 }
 
+/* The server's SETTINGS: RFC 9218 priorities (SETTINGS_NO_RFC7540_PRIORITIES), no push, the
+ * stream and header list limits. */
+TEST(h2_settings_announced)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    p.mem_body = "x";
+    get(&p, "/", NULL, 0);
+    pump(&p);
+    CHECK_INT(nghttp2_session_get_remote_settings(p.cl, NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES), 1);
+    CHECK_INT(nghttp2_session_get_remote_settings(p.cl, NGHTTP2_SETTINGS_ENABLE_PUSH), 0);
+    CHECK_INT(nghttp2_session_get_remote_settings(p.cl, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS),
+              H2_MAX_STREAMS);
+    CHECK_INT(nghttp2_session_get_remote_settings(p.cl, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE),
+              H2_MAX_HEADER_LIST);
+    pair_free(&p);
+}
+
+/* A request's `priority` field orders DATA (RFC 9218): three bodies larger than one output,
+ * asked for at urgencies 5, 3 and 0 in that order, end in the reverse order. */
+TEST(h2_priority_field_orders_data)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    static char body[50000];
+    memset(body, 'p', sizeof(body) - 1);
+    p.mem_body = body;
+    const nghttp2_nv u5 = {(uint8_t *)"priority", (uint8_t *)"u=5", 8, 3, 0};
+    const nghttp2_nv u3 = {(uint8_t *)"priority", (uint8_t *)"u=3, i", 8, 6, 0};
+    const nghttp2_nv u0 = {(uint8_t *)"priority", (uint8_t *)"u=0", 8, 3, 0};
+    int32_t a = get(&p, "/5", &u5, 1), b = get(&p, "/3", &u3, 1), c = get(&p, "/0", &u0, 1);
+    const uint8_t *d;
+    ssize_t n;
+    while ((n = nghttp2_session_mem_send(p.cl, &d)) > 0)
+        h2_recv(p.srv, d, (size_t)n, p.now);
+    CHECK_INT(p.requests, 3);
+    /* the first output: all of u=0 fits in 64 KiB windows over two outputs, before the rest */
+    deliver_output(&p);
+    CHECK(!cstream(&p, a)->closed && !cstream(&p, b)->closed);
+    CHECK_INT(cstream(&p, a)->body_len, 0);
+    CHECK_INT(cstream(&p, b)->body_len, 0);
+    pump(&p);
+    CHECK_INT(cstream(&p, c)->body_len, sizeof(body) - 1);
+    CHECK_INT(cstream(&p, b)->body_len, sizeof(body) - 1);
+    CHECK_INT(cstream(&p, a)->body_len, sizeof(body) - 1);
+    pair_free(&p);
+}
+
 TEST(h2_many_streams_one_connection)
 {
     struct pair p;
@@ -341,9 +389,8 @@ TEST(h2_trim_between_bursts)
     pair_free(&p);
 }
 
-/* nghttp2's blocks are recycled per session (h2.c mem_alloc): once nghttp2's own lists are
- * full, each round of streams leaves the counted memory where the previous one left it, and
- * the session ends with none leaked. */
+/* Stream records are pooled and the HPACK tables bounded: once the tables are full, each round
+ * of streams leaves the session's memory where the previous one left it. */
 TEST(h2_memory_recycled_between_rounds)
 {
     size_t after[6];
@@ -358,8 +405,8 @@ TEST(h2_memory_recycled_between_rounds)
     }
     CHECK_INT(p.requests, 300);
     CHECK_INT(p.dones, 300);
-    /* the first rounds grow HPACK's table and nghttp2's list of closed streams to their
-     * bounds; from then on every block freed is taken again */
+    /* the first rounds grow the HPACK tables to what the fields need; from then on every
+     * stream record freed is taken again */
     CHECK(after[4] == after[3]);
     CHECK(after[5] == after[3]);
     pair_free(&p);
@@ -399,22 +446,32 @@ TEST(h2_file_body_flow_control)
     pair_free(&p);
 }
 
+/* A request the hook leaves unanswered, and a plan of field lines `head` and the body "abc" with
+ * `status`, to answer it later. */
+static int32_t unanswered(struct pair *p, const char *path, struct plan *plan, const char *head,
+                          int status)
+{
+    pair_init(p, NULL, 0);
+    p->answer = false;
+    int32_t id = get(p, path, NULL, 0);
+    pump(p);
+    CHECK_INT(p->requests, 1);
+    plan_init(plan);
+    plan_mem(plan, head, strlen(head));
+    plan_mem(plan, "abc", 3);
+    plan->head_len = strlen(head);
+    plan->status = status;
+    return id;
+}
+
 TEST(h2_respond_fields_plan)
 {
     struct pair p;
-    pair_init(&p, NULL, 0);
-    p.answer = false;
-    int32_t id = get(&p, "/missing", NULL, 0);
-    pump(&p);
-    CHECK_INT(p.requests, 1);
-    static const char head[] = "Server: ringhttpd\r\nContent-Type: text/html\r\n"
-                               "Content-Length: 3\r\n";
     struct plan plan;
-    plan_init(&plan);
-    plan_mem(&plan, head, sizeof(head) - 1);
-    plan_mem(&plan, "abc", 3);
-    plan.head_len = sizeof(head) - 1;
-    plan.status = 404;
+    int32_t id = unanswered(&p, "/missing", &plan,
+                            "Server: ringhttpd\r\nContent-Type: text/html\r\n"
+                            "Content-Length: 3\r\n",
+                            404);
     CHECK_INT(h2_respond_plan(p.srv, id, &plan, &plan), 0);
     pump(&p);
     struct cstream *c = cstream(&p, id);
@@ -427,6 +484,31 @@ TEST(h2_respond_fields_plan)
     /* a stream already answered, or never opened, cannot be answered */
     CHECK_INT(h2_respond(p.srv, id, 200, NULL, 0, NULL, NULL), -ENOENT);
     CHECK_INT(h2_respond(p.srv, 99, 200, NULL, 0, NULL, NULL), -ENOENT);
+    pair_free(&p);
+}
+
+/* A 103 before the response (issue 28): its own HEADERS block, read by nghttp2's client as an
+ * interim response (the final status wins, both blocks' fields arrive); refused for a status
+ * that is not 1xx, and once the stream is answered. */
+TEST(h2_interim_before_the_response)
+{
+    struct pair p;
+    struct plan plan;
+    int32_t id = unanswered(&p, "/", &plan,
+                            "Content-Type: text/html\r\nLink: </a.css>; rel=preload\r\n", 200);
+    static const char hint[] = "Link: </a.css>; rel=preload\r\n";
+    CHECK_INT(h2_interim(p.srv, id, 200, hint, sizeof(hint) - 1), -EINVAL);
+    CHECK_INT(h2_interim(p.srv, id, 103, hint, sizeof(hint) - 1), 0);
+    CHECK_INT(h2_respond_plan(p.srv, id, &plan, &plan), 0);
+    CHECK_INT(h2_interim(p.srv, id, 103, hint, sizeof(hint) - 1), -ENOENT);
+    pump(&p);
+    struct cstream *c = cstream(&p, id);
+    CHECK_INT(c->status, 200);
+    CHECK_MEM(c->fields, c->fields_len,
+              "link: </a.css>; rel=preload\ncontent-type: text/html\n"
+              "link: </a.css>; rel=preload\n");
+    CHECK_MEM(c->body, c->body_len, "abc");
+    CHECK_INT(p.dones, 1);
     pair_free(&p);
 }
 
@@ -480,14 +562,14 @@ TEST(h2_refused_stream)
     pair_free(&p);
 }
 
-/* A DATA frame that did not fit the output waits inside nghttp2 with its stream as source; a
- * client resetting that stream meanwhile releases the response. The frame must still go out
- * whole (its length is counted in flow control) without reading the released body. */
+/* Bodies larger than one output: a client resetting their streams while an output is in
+ * flight releases the responses only once that output was sent (it still reads the bodies),
+ * and what follows never reads the released bodies. */
 TEST(h2_reset_while_frame_waits)
 {
     struct pair p;
     pair_init(&p, NULL, 0);
-    static char body[20001];
+    static char body[40001]; /* more than one output holds */
     memset(body, 'x', sizeof(body) - 1);
     p.mem_body = body;
     int32_t ids[3];
@@ -498,7 +580,7 @@ TEST(h2_reset_while_frame_waits)
     while ((n = nghttp2_session_mem_send(p.cl, &d)) > 0)
         h2_recv(p.srv, d, (size_t)n, p.now);
     CHECK_INT(p.requests, 3);
-    struct plan *o = h2_output(p.srv); /* full: a frame waits */
+    struct plan *o = h2_output(p.srv); /* full: the rest waits */
     CHECK(o != NULL);
     for (int i = 0; i < 3; i++)
         nghttp2_submit_rst_stream(p.cl, NGHTTP2_FLAG_NONE, ids[i], NGHTTP2_CANCEL);
@@ -507,7 +589,7 @@ TEST(h2_reset_while_frame_waits)
     CHECK_INT(p.dones, 0); /* the output in flight still reads the bodies */
     deliver_output(&p);    /* the same plan, now sent */
     CHECK_INT(p.dones, 3);
-    pump(&p); /* the waiting frame goes out; the released bodies are not read */
+    pump(&p); /* the released bodies are not read */
     CHECK_INT(p.done_errs, 3);
     CHECK_INT(h2_open_streams(p.srv), 0);
     /* the connection goes on */

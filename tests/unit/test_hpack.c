@@ -367,3 +367,28 @@ TEST(hpack_response_fields_one_byte_each_after_the_first)
     hpack_dec_free(&d);
     hpack_enc_free(&e);
 }
+
+/* Names are matched against the static table in any case of their letters, and only of their
+ * letters: a byte that differs from a static name's '-' or ':' by the case bit is not it. */
+TEST(hpack_name_case_folds_letters_only)
+{
+    static const struct pair cases[] = {
+        {"\x1astatus", "200"}, {"content\rtype", "x"}, {"CONTENT-TYPE", "text/plain"}, {0}};
+    static const char *const sent[] = {"\x1astatus", "content\rtype", "content-type"};
+    struct hpack_enc e;
+    struct hpack_dec d;
+    hpack_enc_init(&e);
+    hpack_dec_init(&d, 4096);
+    for (int i = 0; cases[i].name; i++) {
+        uint8_t block[64];
+        size_t n = hpack_enc_field(&e, block, cases[i].name, strlen(cases[i].name), cases[i].value,
+                                   strlen(cases[i].value), HPACK_INDEX);
+        size_t pos = 0;
+        struct hpack_field f;
+        CHECK_INT(hpack_decode(&d, block, n, &pos, true, out, sizeof(out), 0, &f), 1);
+        CHECK_MEM(f.name, f.name_len, sent[i]);
+        CHECK_MEM(f.value, f.value_len, cases[i].value);
+    }
+    hpack_dec_free(&d);
+    hpack_enc_free(&e);
+}

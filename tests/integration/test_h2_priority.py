@@ -1,0 +1,133 @@
+"""RFC 9218 priorities over HTTP/2 (issue 30), on both engines, over TLS (ALPN h2): a page whose
+stylesheets (urgency 0..2, the `priority` request field) arrive before its images (urgency 5)
+although the images were asked for first, and a PRIORITY_UPDATE frame that moves one response
+ahead of the others. Python's h2 is the client; its windows are opened wide, so that what the
+server sends first is its scheduler's choice and not flow control's."""
+import os
+import socket
+import ssl
+import struct
+import time
+
+import pytest
+
+h2 = pytest.importorskip("h2", reason="h2 is not installed (tests/requirements.txt)")
+import h2.config  # noqa: E402
+import h2.connection  # noqa: E402
+import h2.events  # noqa: E402
+import h2.settings  # noqa: E402
+
+pytestmark = pytest.mark.schemes("https")
+
+ASSET = 200 * 1024  # each stylesheet and image: many frames, so the order is the scheduler's
+IMAGES, STYLESHEETS = 30, 10
+PRIORITY_UPDATE = 0x10
+
+
+@pytest.fixture
+def page(make_server, docroot):
+    """index.html and its 40 assets, all ASSET bytes of distinct content."""
+    for i in range(IMAGES):
+        (docroot / f"img{i}.png").write_bytes(os.urandom(ASSET))
+    for i in range(STYLESHEETS):
+        (docroot / f"style{i}.css").write_bytes(b"/*" + os.urandom(ASSET - 4).hex()[:ASSET - 4]
+                                                .encode() + b"*/")
+    return make_server(docroot)
+
+
+class Client:
+    """One h2 connection over TLS that records the order in which streams end."""
+
+    def __init__(self, server):
+        sock = socket.create_connection(server.addr, timeout=30)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        ctx = ssl.create_default_context(cafile=str(server.ca))
+        ctx.set_alpn_protocols(["h2"])
+        self.sock = ctx.wrap_socket(sock, server_hostname="localhost")
+        assert self.sock.selected_alpn_protocol() == "h2"
+        self.conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding=None))
+        self.conn.initiate_connection()
+        self.conn.increment_flow_control_window(1 << 30)
+        self.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+        self.sock.sendall(self.conn.data_to_send())
+        self.ended = []      # stream ids in the order their last byte came
+        self.bytes = {}      # stream id -> body bytes so far
+        self.status = {}
+
+    def request(self, path, priority=None):
+        sid = self.conn.get_next_available_stream_id()
+        fields = [(":method", "GET"), (":scheme", "https"), (":authority", "localhost"),
+                  (":path", path)]
+        if priority:
+            fields.append(("priority", priority))
+        self.conn.send_headers(sid, fields, end_stream=True)
+        self.bytes[sid] = 0
+        return sid
+
+    def send(self, raw=b""):
+        self.sock.sendall(self.conn.data_to_send() + raw)
+
+    def pump(self, sids):
+        deadline = time.monotonic() + 60
+        while not all(s in self.ended for s in sids):
+            assert time.monotonic() < deadline, "timed out"
+            data = self.sock.recv(1 << 20)
+            assert data, "the server closed the connection"
+            for ev in self.conn.receive_data(data):
+                if isinstance(ev, h2.events.ResponseReceived):
+                    self.status[ev.stream_id] = int(dict(ev.headers)[b":status"])
+                elif isinstance(ev, h2.events.DataReceived):
+                    self.bytes[ev.stream_id] += len(ev.data)
+                    self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.StreamEnded):
+                    self.ended.append(ev.stream_id)
+                elif isinstance(ev, (h2.events.StreamReset, h2.events.ConnectionTerminated)):
+                    pytest.fail(f"unexpected {ev}")
+            data = self.conn.data_to_send()
+            if data:
+                self.sock.sendall(data)
+
+    def close(self):
+        self.sock.close()
+
+
+def test_stylesheets_before_images_asked_first(page):
+    """The browser asks for the images (u=5) before the stylesheets (u=0..2), all in one
+    flight: every stylesheet ends before any image does, each byte-complete."""
+    c = Client(page)
+    try:
+        html = c.request("/index.html", "u=0")
+        c.send()
+        c.pump([html])
+        images = [c.request(f"/img{i}.png", "u=5") for i in range(IMAGES)]
+        css = [c.request(f"/style{i}.css", f"u={i % 3}") for i in range(STYLESHEETS)]
+        c.send()
+        c.pump(images + css)
+        assert all(c.status[s] == 200 and c.bytes[s] == ASSET for s in images + css)
+        order = [s for s in c.ended if s in images or s in css]
+        last_css = max(order.index(s) for s in css)
+        first_image = min(order.index(s) for s in images)
+        assert last_css < first_image, f"stream end order {order}"
+    finally:
+        c.close()
+    assert page.alive()
+
+
+def test_priority_update_moves_a_response_ahead(page):
+    """Ten images of the same urgency, then a PRIORITY_UPDATE (RFC 9218 7.1) raising the last
+    one to urgency 0 in the same flight: it ends first."""
+    c = Client(page)
+    try:
+        sids = [c.request(f"/img{i}.png", "u=4") for i in range(10)]
+        value = b"u=0"
+        update = struct.pack(">I", sids[-1]) + value
+        frame = struct.pack(">I", len(update))[1:] + bytes([PRIORITY_UPDATE, 0]) + \
+            struct.pack(">I", 0) + update
+        c.send(frame)
+        c.pump(sids)
+        assert c.ended[0] == sids[-1], f"stream end order {c.ended}"
+        assert all(c.bytes[s] == ASSET for s in sids)
+    finally:
+        c.close()
+    assert page.alive()
