@@ -10,6 +10,7 @@
 #                           openssl (the TLS tests make certificates and run s_client),
 #                           certutil (libnss3-tools: the HTTPS browser test trusts its CA),
 #                           htpasswd (apache2-utils: the basic-auth tests' password files),
+#                           pebble (Let's Encrypt's test CA, with pebble-challtestsrv: test_acme),
 #                           promtool (Debian's prometheus package: the metrics test checks the
 #                           exposition with it), bpftrace (the probe test attaches it), nghttp
 #                           and h2load (nghttp2-client), h2spec (built from its Go module,
@@ -55,6 +56,8 @@ BUILD_DEPS=(
     "libnghttp2-dev     header nghttp2/nghttp2.h"
     "libyaml-dev        header yaml.h"
     "libcrypt-dev       header crypt.h"
+    "libcurl4-openssl-dev header curl/curl.h"
+    "libjansson-dev     header jansson.h"
 )
 
 if [ "${1:-}" = --list ]; then
@@ -104,6 +107,7 @@ if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = s
     command -v openssl >/dev/null || need_pkg openssl
     command -v certutil >/dev/null || need_pkg libnss3-tools # the browser test trusts its CA
     command -v htpasswd >/dev/null || need_pkg apache2-utils  # test_sites makes htpasswd files
+    command -v pebble >/dev/null || need_pkg pebble # test_acme: a test CA (and pebble-challtestsrv)
 fi
 if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang

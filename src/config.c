@@ -25,7 +25,16 @@ static int tls_check(struct config *cfg)
         cfg->tls_min = 12;
     if (n > 0 && !cfg->tls_certs[n - 1].key)
         return usage_error("--tls-cert '%s' has no --tls-key after it", cfg->tls_certs[n - 1].cert);
-    if (cfg->tls && n == 0 && !cfg->config_file) /* a file's sites may bring theirs */
+    if (cfg->acme_email && !cfg->tls)
+        return usage_error("--acme-email needs --tls-port%s", "");
+    if (!cfg->acme_email && cfg->num_acme_domains)
+        return usage_error("--acme-domain needs --acme-email%s", "");
+    if (cfg->num_acme_domains && cfg->config_file)
+        return usage_error("--acme-domain is for a command line without --config (the file's "
+                           "sites name the hosts)%s",
+                           "");
+    /* automatic HTTPS brings the pairs, or a file's sites may bring theirs */
+    if (cfg->tls && n == 0 && !cfg->config_file && !cfg->acme_email)
         return usage_error("--tls-port needs a --tls-cert FILE --tls-key FILE pair%s", "");
     if (!cfg->tls && n > 0)
         return usage_error("--tls-cert '%s' needs --tls-port", cfg->tls_certs[0].cert);
@@ -326,7 +335,7 @@ static int tls_sites(struct config *cfg)
             cfg->tls_certs[cfg->num_tls_certs++] = site->tls_certs[k];
         }
     }
-    if (cfg->tls && cfg->num_tls_certs == 0)
+    if (cfg->tls && cfg->num_tls_certs == 0 && !cfg->acme_email)
         return usage_error("--tls-port needs a --tls-cert FILE --tls-key FILE pair%s", "");
     return 0;
 }

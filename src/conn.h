@@ -1,77 +1,69 @@
-/* conn: a connection's lifecycle, gluing engine, transport and protocol (DESIGN.md): routes the
- * engine's bytes up through the connection's transport (none for cleartext) to its protocol,
- * and the protocol's plans down through the transport to the engine. HTTP/1.1 is the built-in
- * protocol: it feeds bytes to the parser, turns each request into a plan (through serve), hands
- * plans down in order, and owns keep-alive, pipelining, timeouts and close.
- * Must not: make socket calls (the engine does) or decide HTTP semantics (the core does:
- * core/policy.h says what a request does to the connection; conn executes it).
+/* conn: a connection's lifecycle, protocol-neutral (DESIGN.md): slots and generations, the
+ * protocol's timer, held sockets, the idle queue --max-conns reclaims from, and the routing
+ * between layers: the engine's bytes up through the connection's transport (none for
+ * cleartext) to its protocol (HTTP/1 from the accept, http/h1.h; HTTP/2 once it takes over),
+ * the protocol's plans down through the transport to the engine.
+ * Must not: decide HTTP semantics (the protocols and the core do) or make socket calls (the
+ * engine does: conn only asks it through w->eng).
  * Ownership: connections live in their worker's slot array; a slot is reused only after the
  * engine reports conn_closed, and its generation number changes with every reuse. */
 #ifndef CONN_H
 #define CONN_H
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "core/http1.h"
+#include "core/peer.h"
+#include "core/plan.h"
+#include "core/policy.h"
 #include "engine/engine.h"
 #include "rt/obs.h"
+#include "rt/runtime.h"
 #include "rt/timer.h"
-
-/* Size of a pooled input buffer: a whole request head and what pipelining sends behind it. */
-#define CONN_INPUT_CAP (HTTP1_MAX_HEAD + 16384)
+#include "transport.h"
 
 struct worker;
-struct response;
 struct plan;
 struct transport_ops;
 struct proto_ops;
+struct pace;
 
 enum conn_state {
     CONN_FREE,
-    CONN_READING,   /* waiting for (the rest of) a request */
-    CONN_SENDING,   /* a response is in flight; later requests wait in the input buffer */
-    CONN_LINGERING, /* the last response is out and the write side shut; input is read and
-                     * dropped until the client closes, so its unread bytes do not turn the
-                     * close into a reset that could destroy that response */
-    CONN_CLOSING,   /* engine close started; waiting for conn_closed */
+    CONN_OPEN,    /* its socket is in use and its events matter */
+    CONN_CLOSING, /* engine close started; waiting for conn_closed */
 };
 
-/* Fields in the order a request touches them: the first two cache lines hold what every
- * completion reads (state, the engine's record, the layers' pointers, the plan on the wire). */
-struct pace;
+/* Room for a protocol's per-connection state in the slot itself (HTTP/1's: a connection costs
+ * no allocation); a protocol with more (HTTP/2) allocates it and keeps the pointer in pstate. */
+#define CONN_PROTO_MEM 80
 
+/* Fields in the order a request touches them: the first two cache lines hold what every
+ * completion reads (state, the engine's record, the layers' pointers, the plan on the wire,
+ * and the protocol's own state inline). */
 struct conn {
-    struct timer timer; /* header, keep-alive or drain deadline */
+    struct timer timer; /* the protocol's deadline (conn_arm) */
     int fd;
     uint32_t slot;
     uint32_t gen; /* changes on every reuse: completions for an older gen are stale */
     enum conn_state state;
-    bool keep_alive;
-    bool recv_on;
-    bool eof;               /* the peer shut down its side */
-    bool in_request;        /* bytes of a request have arrived since the last response */
-    bool served;            /* a response has been started on this connection */
-    bool reclaimed;         /* closed to make room at --max-conns (counted in w->reclaiming) */
+    bool recv_on;           /* receiving asked on (conn_recv); the engine keeps its own copy */
+    bool eof;               /* the peer shut down its side (a protocol saw its input end) */
+    bool idle;              /* on the worker's idle queue (conn_idle) */
+    bool reclaimed;         /* ended to make room at --max-conns (counted in w->reclaiming) */
     bool limit_counted;     /* --limit-conn counts it for its client (rt/guard.h) */
-    uint8_t lru;            /* which of the worker's lists c is on (conn.c's enum lru) */
     struct engine_conn eng; /* the engine's (engine/engine.h); conn never reads it */
-    const struct transport_ops *xport; /* NULL: cleartext (transport.h) */
-    const struct proto_ops *proto;     /* NULL: HTTP/1.1, built in (proto.h) */
-    struct response *resp;             /* HTTP/1: the response in flight, or NULL */
-    struct plan *out;                  /* the wire plan the engine is sending (conn_wire_send) */
-    struct pace *pace;                 /* --limit-rate (pace.h), or NULL: at full speed */
-    struct conn *lru_prev, *lru_next;  /* w->idle or w->heads: oldest first */
-    uint64_t discard;                  /* body bytes of the current request still to skip */
-    uint64_t send_left;                /* bytes the response had left at the last timeout check */
-    int64_t linger_end; /* CONN_LINGERING: when to close even if the client still sends */
-    char *in;           /* buffered unparsed input, or NULL */
-    uint32_t in_len;
-    uint32_t in_cap;     /* a pool buffer's size, or more for one grown on the heap */
-    void *xstate;        /* the transport's, from open to release */
-    void *pstate;        /* the protocol's, from conn_set_proto to release */
-    struct obs_conn obs; /* request count, close reason, peer address (rt/obs.h) */
+    const struct transport_ops *xport;  /* NULL: cleartext (transport.h) */
+    const struct proto_ops *proto;      /* HTTP/1 from the accept, until conn_set_proto */
+    struct plan *out;                   /* the wire plan the engine is sending (conn_wire_send) */
+    struct pace *pace;                  /* --limit-rate (pace.h), or NULL: at full speed */
+    void *xstate;                       /* the transport's, from open to release */
+    void *pstate;                       /* the protocol's, from open to release */
+    struct conn *idle_prev, *idle_next; /* w->idle: oldest first */
+    _Alignas(8) unsigned char proto_mem[CONN_PROTO_MEM]; /* pstate may point here */
+    struct obs_conn obs; /* request count, close reason, the peer's address (rt/obs.h) */
 };
 
 /* --limit-rate: paces c's wire at rate bytes a second after its next `after` bytes (rate 0:
@@ -81,7 +73,7 @@ int conn_pace(struct worker *w, struct conn *c, uint64_t rate, uint64_t after);
 /* Whether c is open to the engine: its socket is in use and its events matter. */
 static inline bool conn_open(const struct conn *c)
 {
-    return c->state == CONN_READING || c->state == CONN_SENDING || c->state == CONN_LINGERING;
+    return c->state == CONN_OPEN;
 }
 
 /* The worker's connection slots (w->conns, cfg->max_conns of them): made at worker start,
@@ -89,6 +81,15 @@ static inline bool conn_open(const struct conn *c)
  * 0 or -ENOMEM. */
 int conn_pool_init(struct worker *w);
 void conn_pool_fini(struct worker *w);
+
+/* The connection's client address, one fact per connection: looked up once, by the engine, when
+ * the connection is accepted and something will read it (the access log, --basic-auth's
+ * per-address bound, the per-client limits of rt/guard); unknown (peer.known false, text "-")
+ * otherwise. Nobody else looks it up. */
+static inline const struct peer *conn_peer(const struct conn *c)
+{
+    return &c->obs.peer;
+}
 
 /* Engine callbacks. */
 
@@ -128,8 +129,16 @@ void conn_closed(struct worker *w, struct conn *c);
 /* The connection's timer expired. */
 void conn_timeout(struct worker *w, struct conn *c);
 
-/* A request that waited for work off the loop (site_defer) can be answered now. */
-void conn_resume(struct worker *w, struct conn *c);
+/* The token a request of c waits with (serve's SERVE_PENDING): c's slot and generation. */
+static inline struct resume_token conn_token(const struct conn *c)
+{
+    return (struct resume_token){c->slot, c->gen};
+}
+
+/* A request that waited for work off the loop can be asked again: the protocol of the
+ * connection t names resumes what it parked. A token whose connection has closed since (its
+ * slot free or reused) is dropped. */
+void conn_resume(struct worker *w, struct resume_token t);
 
 /* Starts closing c unless it is mid-response, in which case it closes when that ends. */
 void conn_drain(struct worker *w, struct conn *c);
@@ -144,9 +153,21 @@ void conn_close(struct worker *w, struct conn *c);
  * end, n < 0 a failure (-errno). */
 void conn_input(struct worker *w, struct conn *c, const char *data, ssize_t n);
 
+/* --limit-rate's side of conn_wire_send (out of line: an unpaced connection pays one test). */
+void conn_paced_send(struct worker *w, struct conn *c, struct plan *p);
+
 /* The engine sends wire plan p (one at a time); its end comes back through conn_sent, which
  * hands it to the transport's sent. Cleartext: the protocol's plan itself. */
-void conn_wire_send(struct worker *w, struct conn *c, struct plan *p);
+static inline void conn_wire_send(struct worker *w, struct conn *c, struct plan *p)
+{
+    assert(!plan_done(p));
+    c->out = p;
+    if (__builtin_expect(c->pace != NULL, 0)) { /* --limit-rate: this second's window of p */
+        conn_paced_send(w, c, p);
+        return;
+    }
+    w->eng->send(w, c);
+}
 
 /* The protocol's plan given to the transport's send is done (0) or failed (-errno). */
 void conn_plan_sent(struct worker *w, struct conn *c, int err);
@@ -156,7 +177,7 @@ void conn_wire_shutdown(struct worker *w, struct conn *c);
 
 /* Kernel TLS (engine/ktls.h), with nothing being sent: keys NULL attaches the "tls" ULP to the
  * socket; else installs the send keys (the kernel's crypto_info, len bytes), after which the
- * socket seals whatever is sent. 0 or -errno. */
+ * socket seals whatever is sent. The engine's operation (engine_ops.ktls). 0 or -errno. */
 int conn_wire_ktls(struct worker *w, struct conn *c, const void *keys, size_t len);
 
 /* The engine reads up to len bytes of file fd at off into buf (the transport's, valid until
@@ -168,17 +189,75 @@ void conn_file_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_
 
 /* Sends the protocol's plan p (non-empty, one at a time) through the transport; the protocol's
  * sent reports its end. p and what it points to stay valid until then. */
-void conn_send(struct worker *w, struct conn *c, struct plan *p);
+static inline void conn_send(struct worker *w, struct conn *c, struct plan *p)
+{
+    if (c->xport)
+        c->xport->send(w, c, p);
+    else
+        conn_wire_send(w, c, p);
+}
 
-/* Turns receiving on or off (off: the protocol has more buffered than it wants). */
-void conn_recv(struct worker *w, struct conn *c, bool on);
+/* Turns receiving on or off (off: the protocol has more buffered than it wants); nothing once
+ * the peer has ended its side. */
+void conn_recv_set(struct worker *w, struct conn *c, bool on);
+static inline void conn_recv(struct worker *w, struct conn *c, bool on)
+{
+    if (c->recv_on != on && !c->eof)
+        conn_recv_set(w, c, on);
+}
 
-/* (Re)arms the connection's timer to fire in secs seconds (protocol's timeout). */
-void conn_arm(struct worker *w, struct conn *c, unsigned secs);
+/* The protocol has sent its last byte: the transport ends its stream (TLS: close_notify), then
+ * the engine shuts the socket's write side; receiving goes on (a lingering close). */
+void conn_shutdown(struct worker *w, struct conn *c);
+
+/* The protocol says whether c is idle: open, nothing in flight, waiting for its client (HTTP/1
+ * between requests or lingering; HTTP/2 with no stream open and nothing to send). Idle
+ * connections of every protocol wait on one queue, oldest first, for --max-conns to reclaim
+ * (proto_ops.reclaim) when a new connection finds every slot taken. Joining keeps the place of
+ * a connection already on it. */
+static inline void conn_idle(struct worker *w, struct conn *c, bool idle)
+{
+    struct conn_list *q = &w->idle;
+    if (idle == c->idle)
+        return; /* joining keeps the place of a connection on the queue already */
+    if (!idle) {
+        if (c->idle_prev)
+            c->idle_prev->idle_next = c->idle_next;
+        else
+            q->first = c->idle_next;
+        if (c->idle_next)
+            c->idle_next->idle_prev = c->idle_prev;
+        else
+            q->last = c->idle_prev;
+        c->idle_prev = c->idle_next = NULL;
+        c->idle = false;
+        return;
+    }
+    if (c->reclaimed || !conn_open(c))
+        return; /* being closed: not to be picked again */
+    c->idle = true;
+    c->idle_prev = q->last;
+    if (q->last)
+        q->last->idle_next = c;
+    else
+        q->first = c;
+    q->last = c;
+}
+
+/* (Re)arms the connection's timer to fire in secs seconds (protocol's timeout); a closing
+ * connection's timer stays cancelled. The clock has one-second resolution: `now + secs` could
+ * be reached after a few milliseconds, so a deadline is rounded up and fires between secs and
+ * secs + 1 seconds from now. Inline, as conn_idle: HTTP/1 arms twice per request. */
+static inline void conn_arm(struct worker *w, struct conn *c, unsigned secs)
+{
+    if (conn_open(c))
+        timer_set(&w->wheel, &c->timer, w->now + secs + 1);
+}
 
 /* Hands c over to protocol p (from HTTP/1, before any response was sent): p->open, then
  * p->input with data[0..len), the bytes already received for it (may be 0). -errno when open
- * failed (conn then closes c). */
+ * failed (c stays with its protocol, which closes it). The protocol that gives c up releases
+ * its own state itself: conn calls only the new one's release at the close. */
 int conn_set_proto(struct worker *w, struct conn *c, const struct proto_ops *p, const char *data,
                    size_t len);
 

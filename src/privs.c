@@ -18,7 +18,7 @@
 
 #include "config.h"
 
-int privs_drop(const char *spec, char *why, size_t why_len)
+int privs_user(const char *spec, uid_t *uid, gid_t *gid, char *why, size_t why_len)
 {
     char name[256];
     const char *colon = strchr(spec, ':');
@@ -30,26 +30,36 @@ int privs_drop(const char *spec, char *why, size_t why_len)
     }
     memcpy(name, spec, len);
     name[len] = '\0';
-    if (geteuid() != 0) {
-        snprintf(why, why_len, "--user %s: only a process started as root can change user", spec);
-        return -EPERM;
-    }
     /* getpwnam is done here, before any confinement, while /etc/passwd is still readable. */
     struct passwd *pw = getpwnam(name);
     if (!pw) {
         snprintf(why, why_len, "--user: no user '%s'", name);
         return -ENOENT;
     }
-    uid_t uid = pw->pw_uid;
-    gid_t gid = pw->pw_gid;
+    *uid = pw->pw_uid;
+    *gid = pw->pw_gid;
     if (colon) {
         struct group *gr = getgrnam(colon + 1);
         if (!gr) {
             snprintf(why, why_len, "--user: no group '%s'", colon + 1);
             return -ENOENT;
         }
-        gid = gr->gr_gid;
+        *gid = gr->gr_gid;
     }
+    return 0;
+}
+
+int privs_drop(const char *spec, char *why, size_t why_len)
+{
+    uid_t uid;
+    gid_t gid;
+    if (geteuid() != 0) {
+        snprintf(why, why_len, "--user %s: only a process started as root can change user", spec);
+        return -EPERM;
+    }
+    int rc = privs_user(spec, &uid, &gid, why, why_len);
+    if (rc)
+        return rc;
     if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
         int err = errno;
         snprintf(why, why_len, "--user %s: %s", spec, strerror(err));

@@ -7,12 +7,17 @@
 #define PRIVS_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 struct config;
 
 /* Becomes USER (and GROUP, else USER's primary group) from "USER[:GROUP]", with no
  * supplementary groups. 0, or -errno with a one-line reason in why (unknown user, not root). */
 int privs_drop(const char *spec, char *why, size_t why_len);
+
+/* The user and group "USER[:GROUP]" names (for what must belong to them before the drop: the
+ * ACME state directory). 0, or -errno with a one-line reason in why. */
+int privs_user(const char *spec, uid_t *uid, gid_t *gid, char *why, size_t why_len);
 
 /* Restricts the process to reading files and directories beneath the directory that holds
  * DOCROOT and beneath the one that holds what DOCROOT resolves to (so a re-pointed symlink or a

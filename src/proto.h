@@ -1,7 +1,8 @@
-/* proto: the protocol slot above the transport. HTTP/1.1 is built into conn (conn.proto ==
- * NULL, the fast path); another protocol (HTTP/2) implements these operations and takes a
- * connection over, from its first bytes (the h2c preface) or from the transport's choice
- * (ALPN), with conn_set_proto.
+/* proto: the protocol slot above the transport. HTTP/1.1 (http/h1.h) and HTTP/2 (h2/h2conn.h)
+ * are peers behind these operations: every connection starts with HTTP/1.1 (w->h1), and another
+ * protocol takes it over, from its first bytes (the h2c preface) or from the transport's choice
+ * (ALPN), with conn_set_proto. A request that must wait for work off the loop gets serve's
+ * SERVE_PENDING; every protocol parks it and asks again when resume is called.
  * Must not: decide file semantics (serve and the core answer every protocol's requests) or
  * touch the socket; its output goes down with conn_send, one plan at a time.
  * Ownership: a protocol's per-connection state hangs off conn.pstate, made when it takes the
@@ -19,11 +20,12 @@ struct conn;
 
 struct proto_ops {
     const char *name;
-    /* Takes the connection over: allocate pstate. 0, or -errno (conn closes). */
+    /* Takes the connection over: set pstate (allocated, or in conn.proto_mem). 0, or -errno
+     * (conn closes). */
     int (*open)(struct worker *w, struct conn *c);
     /* The protocol's bytes (plaintext) arrived: n > 0 bytes at data, valid only during the
-     * call (copy what must be kept); n == 0: the peer ended its side; n < 0: -errno, the
-     * connection is dead (conn closes it after the call). */
+     * call (copy what must be kept); n == 0: the peer ended its side (conn.eof is set); n < 0:
+     * -errno, the connection is dead (conn closes it after the call). */
     void (*input)(struct worker *w, struct conn *c, const char *data, ssize_t n);
     /* The plan last given to conn_send is on the wire (0) or failed (-errno). */
     void (*sent)(struct worker *w, struct conn *c, int err);
@@ -34,9 +36,12 @@ struct proto_ops {
     /* The connection has closed and no operation is in flight: release pstate and every
      * response still held. */
     void (*release)(struct worker *w, struct conn *c);
-    /* Work the protocol put aside for a check off the loop (site_defer: a password being
-     * verified) may go on now (conn_resume). */
+    /* Requests the protocol parked on serve's SERVE_PENDING (a password being verified off
+     * the loop) may be asked again (conn_resume with the connection's token). */
     void (*resume)(struct worker *w, struct conn *c);
+    /* --max-conns needs the slot of this idle connection (conn_idle): end it at once, politely
+     * (HTTP/2: GOAWAY, then conn_close as soon as it is sent). Optional: conn_close. */
+    void (*reclaim)(struct worker *w, struct conn *c);
 };
 
 /* A protocol for tests of the seam (RINGHTTPD_TEST_PROTO=lines in the environment), selected by

@@ -17,7 +17,7 @@
 #include "conn.h"
 #include "core/plan.h"
 #include "core/policy.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 #include "serve.h"
 
 #define LINES_MAX 8 /* requests served ahead, like concurrent streams */

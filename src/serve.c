@@ -14,20 +14,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "acme/tokens.h"
 #include "config.h"
 #include "core/accept.h"
 #include "core/autoindex.h"
 #include "core/cond.h"
 #include "core/path.h"
+#include "core/rules.h"
 #include "core/redirect.h"
 #include "core/static.h"
 #include "rt/compress.h"
 #include "rt/fcache.h"
 #include "rt/file.h"
 #include "rt/site.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 
-#define ALLOW "Allow: GET, HEAD, OPTIONS\r\n"
 #define INDEX "index.html"
 
 /* The file name suffix of each precompressed sibling. */
@@ -676,48 +677,84 @@ static void redirect_https(struct job *j)
         redirect_https_location(req->has_host ? req->host.p : NULL, req->host.len, req->target.p,
                                 req->target.len, j->w->cfg->tls_port, loc, sizeof(loc));
     if (n == 0 || !static_redirect_plan(308, loc, n, &j->ctx, &j->r->plan))
-        error(j, 400, NULL);
+        error(j, RULES_NO_LOCATION, NULL);
 }
 
-void serve_request(struct worker *w, const struct http_request *req, const struct req_policy *pol,
-                   struct response *r)
+/* Automatic HTTPS (issue 27): /.well-known/acme-challenge/TOKEN on the cleartext port is
+ * answered from the worker's view of the pending challenges, before anything a site would do
+ * (its files, redirects, --redirect-https, Basic auth): the CA asks over http:// for the name
+ * it validates. An unknown token, or one pending for another name, is 404. False when the
+ * request is not one of these. */
+static bool acme_challenge(struct job *j)
+{
+    const struct http_request *req = j->req;
+    const size_t plen = sizeof(TOKENS_PREFIX) - 1;
+    if (req->target.len < plen || memcmp(req->target.p, TOKENS_PREFIX, plen) != 0 ||
+        (req->method != HTTP_GET && req->method != HTTP_HEAD))
+        return false;
+    char ka[256];
+    size_t n = tokens_http01(j->w->acme, req->has_host ? req->host.p : NULL, req->host.len,
+                             req->target.p + plen, req->target.len - plen, ka, sizeof(ka));
+    if (n == 0) {
+        error(j, 404, NULL);
+        return true;
+    }
+    /* The body lives at the end of the response's buffer, the header section before it: the
+     * plan points into it until the response is released. */
+    char *body = j->r->buf + sizeof(j->r->buf) - n;
+    memcpy(body, ka, n);
+    j->ctx.cap = sizeof(j->r->buf) - n;
+    struct static_file f = {
+        .size = n, .content_type = "application/octet-stream", .data = body, .fd = -1};
+    j->ctx.extra_len = 0; /* the key authorization alone: no site headers */
+    if (!static_body_plan(200, &f, &j->ctx, &j->r->plan))
+        error(j, 500, NULL);
+    return true;
+}
+
+/* Inlined into serve_request: it is the whole of it once the wait check says go. */
+static inline __attribute__((always_inline)) void answer_request(struct worker *w,
+                                                                 const struct http_request *req,
+                                                                 const struct req_policy *pol,
+                                                                 struct response *r)
 {
     struct job j;
     char path[PATH_MAX];
     struct path_result pr;
 
     init_job(&j, w, req, pol, r);
-    if (pol->tls && site_misdirected(w, j.site, req, pol->tls)) {
-        error(&j, 421, NULL);
+    if (w->acme && !pol->secure && acme_challenge(&j))
+        return;
+    const struct rules_facts facts = {
+        .misdirected = pol->tls && site_misdirected(w, j.site, req, pol->tls),
+        .redirect_https = j.cfg->redirect_https && !pol->secure, /* a site's own, or the top's */
+    };
+    int status = rules_request(req, &facts);
+    if (status) {
+        if (status == 308) {
+            redirect_https(&j);
+            return;
+        }
+        if (status == 417)
+            j.ctx.send_continue = false;
+        error(&j, status, status == 405 ? RULES_ALLOW : NULL);
         return;
     }
-    if (j.cfg->redirect_https && !pol->secure) { /* a site's own, or the process's */
-        redirect_https(&j);
-        return;
-    }
-    if (req->expect_other) {
-        j.ctx.send_continue = false;
-        error(&j, 417, NULL);
-        return;
-    }
-    if (req->method != HTTP_GET && req->method != HTTP_HEAD && req->method != HTTP_OPTIONS) {
-        error(&j, 405, ALLOW);
-        return;
-    }
-    int status = path_normalize(req->target, path, sizeof(path) - 1, &pr);
+    status = path_normalize(req->target, path, sizeof(path) - 1, &pr);
     if (status) {
         error(&j, status, NULL);
         return;
     }
-    if (req->method == HTTP_OPTIONS) {
+    status = rules_target(req, pr.asterisk);
+    if (status == 204) {
         if (j.site->edge &&
             site_preflight(j.site, req, path, pr.len, pr.trailing_slash, &j.ctx, &r->plan))
             return; /* --cors */
-        static_status_plan(204, ALLOW, &j.ctx, &r->plan);
+        static_status_plan(204, RULES_ALLOW, &j.ctx, &r->plan);
         return;
     }
-    if (pr.asterisk) {
-        error(&j, 400, NULL);
+    if (status) {
+        error(&j, status, NULL);
         return;
     }
     path[pr.len] = '\0';
@@ -726,6 +763,16 @@ void serve_request(struct worker *w, const struct http_request *req, const struc
                     &r->plan, &r->note))
         return; /* health, --limit-req, redirect or basic auth */
     serve_path(&j, path, pr.len, pr.trailing_slash);
+}
+
+enum serve_result serve_request(struct worker *w, const struct http_request *req,
+                                const struct req_policy *pol, struct response *r)
+{
+    /* site_pending's own first test, read here: no call for a process without --basic-auth */
+    if (__builtin_expect(w->site->any_auth, 0) && site_pending(w, req, pol))
+        return SERVE_PENDING;
+    answer_request(w, req, pol, r);
+    return SERVE_DONE;
 }
 
 void serve_error(struct worker *w, int status, bool head, enum resp_syntax syntax,

@@ -40,10 +40,18 @@ struct response *serve_response_get(struct worker *w);
  * after the last byte its plan points to has been sent (or the send abandoned). */
 void serve_response_put(struct worker *w, struct response *r);
 
+enum serve_result {
+    SERVE_DONE,    /* r holds the answer */
+    SERVE_PENDING, /* the answer waits for work off the loop: r is untouched, and the protocol
+                    * parks the request as it is (unanswered, its bytes kept) until
+                    * conn_resume(pol->resume) says to ask again */
+};
+
 /* Fills r with the answer to req under the protocol's policy (core/policy.h: header syntax,
- * keep-alive, 100 Continue). r->plan.close is set when the connection must close after it. */
-void serve_request(struct worker *w, const struct http_request *req, const struct req_policy *pol,
-                   struct response *r);
+ * keep-alive, 100 Continue), or says it must wait (SERVE_PENDING, only with a resume token).
+ * r->plan.close is set when the connection must close after it. */
+enum serve_result serve_request(struct worker *w, const struct http_request *req,
+                                const struct req_policy *pol, struct response *r);
 
 /* Fills r with an error response for a request that could not be parsed (head: it was a HEAD
  * request, so no body), in the given syntax; an HTTP/1 connection closes after it. */

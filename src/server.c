@@ -32,6 +32,8 @@
 #include "rt/site.h"
 #include "rt/worker.h"
 #include "systemd.h"
+#include "acme/acme.h"
+#include "acme/tokens.h"
 #include "tls/tls.h"
 #include "tls/xport.h"
 #include "transport.h"
@@ -184,17 +186,32 @@ struct server {
     char tls_url[INET6_ADDRSTRLEN + 16];
     int *tls_listeners;
     struct tls_port *tls_ports; /* one per worker: its TLS listener's transport context */
+    /* --acme-email (issue 27): the ACME thread, the challenge answers the workers read, and
+     * the flag its hook raises when a certificate on disk is new (supervise makes it live) */
+    struct acme *acme;
+    struct acme_tokens tokens;
+    bool tokens_made;
+    atomic_bool acme_changed;
 };
 
-/* The pairs are pairs's (the start's configuration, or a re-read file's); the protocol
- * settings are always the start's (the workers' protocol layers were made for them). */
-static struct tls_settings tls_settings(const struct config *cfg, const struct config *pairs)
+/* The pairs are pairs's (the start's configuration, or a re-read file's) followed by the
+ * certificates automatic HTTPS keeps (issue 27), into all; the protocol settings are always
+ * the start's (the workers' protocol layers were made for them). */
+static struct tls_settings tls_settings(struct server *sv, const struct config *pairs,
+                                        struct tls_cert_files all[TLS_MAX_CERTS])
 {
+    int n = pairs->num_tls_certs;
+    memcpy(all, pairs->tls_certs, (size_t)n * sizeof(all[0]));
+    if (sv->acme)
+        acme_pairs(sv->acme, all, &n, TLS_MAX_CERTS - 1);
     return (struct tls_settings){
-        .certs = pairs->tls_certs,
-        .num_certs = pairs->num_tls_certs,
-        .min_version = cfg->tls_min,
-        .alpn_h2 = cfg->http2, /* ALPN offers h2 first; xport.c hands such a connection to w->h2 */
+        .certs = all,
+        .num_certs = n,
+        /* no pair of the operator's: a name still waiting for its certificate is refused */
+        .certless = sv->acme && pairs->num_tls_certs == 0,
+        .min_version = sv->cfg->tls_min,
+        .alpn_h2 =
+            sv->cfg->http2, /* ALPN offers h2 first; xport.c hands such a connection to w->h2 */
     };
 }
 
@@ -204,10 +221,14 @@ static struct tls_settings tls_settings(const struct config *cfg, const struct c
 static int tls_load(struct server *sv, const struct config *pairs, struct tls_ctx **out, char *why,
                     size_t why_len)
 {
-    struct tls_settings s = tls_settings(sv->cfg, pairs);
+    struct tls_cert_files all[TLS_MAX_CERTS];
+    struct tls_settings s = tls_settings(sv, pairs, all);
     int n = sv->cfg->threads, rc = 0, i;
-    for (i = 0; i < n && rc == 0; i++)
+    for (i = 0; i < n && rc == 0; i++) {
+        if (sv->acme) /* TLS-ALPN-01: each worker's context reads the table through its slot */
+            s.challenge = (struct tls_challenge){tokens_alpn, tokens_reader(&sv->tokens, i)};
         rc = tls_ctx_new(&s, sv->tls_keys, &out[i], why, why_len);
+    }
     if (rc != 0) {
         for (int j = 0; j < i - 1; j++)
             tls_ctx_put(out[j]);
@@ -459,6 +480,35 @@ static int tls_start(struct server *sv)
     return open_tls_listeners(sv);
 }
 
+/* The ACME thread's hook: a certificate on disk is new. Only a flag: supervise, on the main
+ * thread, makes the contexts (it must not block the ACME thread on the workers, nor race a
+ * SIGHUP's reload). */
+static void acme_on_change(void *arg)
+{
+    struct server *sv = arg;
+    atomic_store(&sv->acme_changed, true);
+}
+
+/* --acme-email: the challenge table (a reader per worker) and the ACME state (account key,
+ * certificates already on disk), before the TLS contexts that serve them; its thread starts
+ * once the workers run. -1 after saying why. */
+static int acme_setup(struct server *sv)
+{
+    char why[512] = "";
+    struct acme_hooks hooks = {.changed = acme_on_change, .arg = sv};
+    int rc = tokens_init(&sv->tokens, sv->cfg->threads);
+    if (rc == 0) {
+        sv->tokens_made = true;
+        rc = acme_new(&sv->acme, sv->cfg, &sv->tokens, &hooks, why, sizeof(why));
+    } else {
+        snprintf(why, sizeof(why), "acme: out of memory");
+    }
+    if (rc == 0)
+        return 0;
+    fprintf(stderr, "ringhttpd: %s\n", why);
+    return -1;
+}
+
 /* After the workers are joined: their ports' contexts and buffers, listeners never handed
  * over, the secret. */
 static void tls_stop(struct server *sv)
@@ -560,6 +610,26 @@ static bool publish(struct server *sv, struct site *s, bool renew, const char *w
     return true;
 }
 
+/* A certificate automatic HTTPS obtained (or renewed, or found written by another process)
+ * goes live as a SIGHUP's certificates do: new contexts for every worker, adopted at their
+ * next accept; connections in flight keep the context (and certificate) they started on. */
+static void acme_install(struct server *sv)
+{
+    int n = sv->cfg->threads;
+    const struct config *running = sv->sites.cur->owned ? sv->sites.cur->owned : sv->cfg;
+    struct tls_ctx **ctxs = calloc((size_t)n, sizeof(*ctxs));
+    char why[512] = "";
+    if (!ctxs || tls_load(sv, running, ctxs, why, sizeof(why)) != 0) {
+        errlog(ERRLOG_ERROR, "acme: the new certificate is not live, the previous ones stay: %s",
+               ctxs ? why : "out of memory");
+        free(ctxs);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        tls_port_publish(&sv->tls_ports[i], ctxs[i]);
+    free(ctxs);
+}
+
 /* SIGHUP: a new site and certificates, or the old ones kept with the reason. */
 static void reload(struct server *sv, const char *what)
 {
@@ -620,6 +690,8 @@ static void supervise(struct server *sv, const sigset_t *signals)
                 follow_docroot(sv, &lim);
                 steer_clients(sv);
             }
+            if (!stopping && atomic_exchange(&sv->acme_changed, false))
+                acme_install(sv);
             continue;
         }
         switch (sig) {
@@ -771,6 +843,8 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         goto out;
     }
     format_addr(&sv.addr, "http", sv.url, sizeof(sv.url));
+    if (cfg->acme_email && acme_setup(&sv) != 0)
+        goto out;
     if (cfg->tls && (lrc = tls_start(&sv)) < 0) {
         rc = lrc == -2 ? 2 : 1;
         goto out;
@@ -806,6 +880,8 @@ int server_run(struct config *cfg, const struct server_seams *seams)
             goto stop;
         }
         w->alog = sv.alog;
+        if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
+            w->acme = tokens_reader(&sv.tokens, inited);
         if (seams->proto) /* the seam's test protocol stands in for HTTP/2 */
             w->h2 = seams->proto;
     }
@@ -813,6 +889,18 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     if (cfg->metrics_bind &&
         metrics_start(&sv.metrics, cfg, sv.workers, cfg->threads, sv.eng->name, sv.alog) < 0)
         goto stop;
+    static const struct metrics_source acme_source = {acme_metrics};
+    if (sv.metrics && sv.acme)
+        metrics_add(sv.metrics, &acme_source, sv.acme);
+    /* Before the process is confined: Landlock binds the calling thread and the threads it
+     * makes after, so the ACME thread keeps what it needs that a worker must not have (the
+     * state directory's writes, the system's CA bundle, the resolver's files); --user applies
+     * to it as to every thread. Issuance never delays the start: it runs beside the workers,
+     * and its first challenge waits for the listeners, which are open already. */
+    if (sv.acme && (lrc = acme_start(sv.acme)) != 0) {
+        fprintf(stderr, "ringhttpd: acme: cannot start its thread: %s\n", strerror(-lrc));
+        goto stop;
+    }
     if (confine(cfg) != 0)
         goto stop;
     for (sv.started = 0; sv.started < cfg->threads; sv.started++) {
@@ -850,6 +938,8 @@ int server_run(struct config *cfg, const struct server_seams *seams)
                     "handshake with %s)\n",
                     caps_ktls_names(&sv.caps, names, sizeof(names)));
     }
+    if (sv.acme && cfg->verbose)
+        acme_describe(sv.acme, stderr);
     if (cfg->tls)
         fprintf(stderr, "ringhttpd: listening on %s (TLS)\n", sv.tls_url);
     fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s\n", sv.url, sv.eng->name,
@@ -861,6 +951,8 @@ int server_run(struct config *cfg, const struct server_seams *seams)
 stop:
     if (sv.metrics)
         metrics_stop(sv.metrics);
+    acme_free(sv.acme); /* before the workers go: its table waits on their slots */
+    sv.acme = NULL;
     if (rc != 0)
         stop_workers(&sv, WORKER_ABORT);
     for (int i = 0; i < sv.started; i++) {
@@ -873,6 +965,9 @@ stop:
     for (int i = sv.started; i < inited; i++) /* set up, never started */
         worker_fini(&sv.workers[i]);
 out:
+    acme_free(sv.acme);
+    if (sv.tokens_made)
+        tokens_fini(&sv.tokens);
     for (int i = 0; i < sv.nlisten; i++)
         if (sv.listeners && sv.listeners[i] >= 0)
             close(sv.listeners[i]);

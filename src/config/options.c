@@ -440,6 +440,55 @@ static int set_host(struct config *cfg, const struct option_info *o, char *arg)
     return 0;
 }
 
+/* ---- automatic HTTPS (issue 27); what they need of each other: config.c's tls_check ---- */
+
+static int set_acme_email(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (!strchr(arg, '@') || strpbrk(arg, " \t\r\n\"<>,"))
+        return usage_error("--acme-email wants an address like me@example.org, got '%s'", arg);
+    cfg->acme_email = arg;
+    return 0;
+}
+
+static int set_acme_domain(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (!host_name_ok(arg, false))
+        return usage_error("--acme-domain wants a host name (no wildcard), got '%s'", arg);
+    if (cfg->num_acme_domains == CONFIG_MAX_RULES)
+        return usage_error("--acme-domain: at most %d names", CONFIG_MAX_RULES);
+    cfg->acme_domains[cfg->num_acme_domains++] = arg;
+    return 0;
+}
+
+static int set_acme_ca(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (strncmp(arg, "https://", 8) != 0 && strncmp(arg, "http://", 7) != 0)
+        return usage_error("--acme-ca wants the directory's URL (https://...), got '%s'", arg);
+    cfg->acme_ca = arg;
+    return 0;
+}
+
+static int set_acme_ca_root(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (access(arg, R_OK) != 0)
+        return usage_error("--acme-ca-root '%s': %s", arg, strerror(errno));
+    cfg->acme_ca_root = arg;
+    return 0;
+}
+
+static int set_acme_state(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (arg[0] != '/')
+        return usage_error("--acme-state wants an absolute directory, got '%s'", arg);
+    cfg->acme_state = arg;
+    return 0;
+}
+
 /* The authority of an absolute redirect target: a host name, maybe ":PORT", then '/' or end. */
 static bool url_host_ok(const char *h)
 {
@@ -654,6 +703,16 @@ static bool same_real_ip(const struct config *a, const struct config *b)
     return a->num_real_ip == b->num_real_ip &&
            memcmp(a->real_ip_from, b->real_ip_from,
                   (size_t)a->num_real_ip * sizeof(a->real_ip_from[0])) == 0;
+}
+
+static bool same_acme_domains(const struct config *a, const struct config *b)
+{
+    if (a->num_acme_domains != b->num_acme_domains)
+        return false;
+    for (int i = 0; i < a->num_acme_domains; i++)
+        if (strcmp(a->acme_domains[i], b->acme_domains[i]) != 0)
+            return false;
+    return true;
 }
 
 /* ---- the table ---- */
@@ -967,6 +1026,48 @@ static const struct option_info table[] = {
      .set = set_flag,
      .help = "the cleartext port answers every request with 308 to the\n"
              "same URL over https: (at --tls-port)"},
+    {.name = "acme-email",
+     .metavar = "ADDR",
+     PROCESS,
+     FIELD(FIELD_STRING, acme_email),
+     .set = set_acme_email,
+     .help = "automatic HTTPS: get and renew certificates by ACME\n"
+             "(RFC 8555) for every non-wildcard host of every site, or\n"
+             "--acme-domain names; ADDR is the account's contact"},
+    {.name = "acme-domain",
+     .metavar = "NAME",
+     PROCESS,
+     .list = LIST_ACME_DOMAINS,
+     .same = same_acme_domains,
+     .set = set_acme_domain,
+     .help = "a name to get a certificate for (repeatable; all in one)"},
+    {.name = "acme-ca",
+     .metavar = "URL",
+     PROCESS,
+     FIELD(FIELD_STRING, acme_ca),
+     .set = set_acme_ca,
+     .help = "the ACME directory (Let's Encrypt's production one)"},
+    {.name = "acme-ca-root",
+     .metavar = "FILE",
+     PROCESS,
+     FIELD(FIELD_STRING, acme_ca_root),
+     .set = set_acme_ca_root,
+     .help = "trust this PEM for the ACME server's HTTPS (test CAs)"},
+    {.name = "acme-state",
+     .metavar = "DIR",
+     PROCESS,
+     FIELD(FIELD_STRING, acme_state),
+     .set = set_acme_state,
+     .help = "account key and certificates (/var/lib/ringhttpd/acme)"},
+    {.name = "acme-challenge",
+     .metavar = "KIND",
+     PROCESS,
+     FIELD(FIELD_INT, acme_challenge),
+     .set = set_choice,
+     .choices =
+         (const struct option_choice[]){{"auto", 0}, {"http-01", 1}, {"tls-alpn-01", 2}, {NULL, 0}},
+     .wants = "auto, http-01 or tls-alpn-01",
+     .help = "auto, http-01 or tls-alpn-01 (auto: what the CA offers)"},
     {.name = "reuse-port",
      PROCESS,
      FIELD(FIELD_BOOL, reuse_port),
@@ -1140,6 +1241,14 @@ static const struct option_info table[] = {
      .file_only = true,
      .list = LIST_HOSTS,
      .set = set_host},
+    /* "acme: off": no automatic certificate for the site's names (it brings its own pair, or
+     * is served over cleartext only). */
+    {.name = "acme",
+     .metavar = "on|off",
+     SITE,
+     .file_only = true,
+     FIELD(FIELD_BOOL, acme),
+     .set = set_onoff},
     {.name = "default",
      .scope = SCOPE_SITE_OWN,
      .reload = true,
@@ -1234,6 +1343,9 @@ static void layer_begin(struct config *cfg, enum option_list list)
         break;
     case LIST_HOSTS:
         cfg->num_hosts = 0;
+        break;
+    case LIST_ACME_DOMAINS:
+        cfg->num_acme_domains = 0;
         break;
     case LIST_TLS_CERTS:
         cfg->num_tls_certs = 0; /* a site's own pairs, not the process's */
@@ -1362,6 +1474,8 @@ void options_init(struct config *cfg)
         .tls_seal = true,
         .landlock = true,
         .auth_realm = "restricted",
+        .acme_state = "/var/lib/ringhttpd/acme",
+        .acme = true,
     };
 }
 

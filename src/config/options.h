@@ -37,6 +37,7 @@ enum option_list {
     LIST_LIMIT_REQ_FOR,
     LIST_CORS,
     LIST_HINTS,
+    LIST_ACME_DOMAINS,
     OPTION_LISTS
 };
 
@@ -157,6 +158,15 @@ struct config {
     char hsts_line[64]; /* its header line, "Strict-Transport-Security: ...\r\n" */
     size_t hsts_len;
     bool redirect_https; /* the cleartext port answers 308 to the https: URL */
+    /* Automatic HTTPS (issue 27, src/acme/acme.h): on with --acme-email. */
+    const char *acme_email;
+    const char *acme_domains[CONFIG_MAX_RULES]; /* --acme-domain, without a --config file */
+    int num_acme_domains;
+    const char *acme_ca;      /* the directory URL; NULL: Let's Encrypt's production one */
+    const char *acme_ca_root; /* a PEM file the ACME client trusts, or NULL (the system's) */
+    const char *acme_state;   /* the state directory (default /var/lib/ringhttpd/acme) */
+    int acme_challenge;       /* 1 http-01, 2 tls-alpn-01 (enum acme_kind); 0: both */
+    bool acme;                /* a site's "acme: off" clears it: no certificate for its names */
 
     /* Sites and the configuration file (issue 19, README "Sites and configuration file"). The
      * top-level struct is the default site too; each entry of sites is a copy of it with the

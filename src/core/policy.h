@@ -24,24 +24,36 @@
 enum resp_syntax { RESP_H1, RESP_FIELDS };
 
 struct tls_conn;
-struct conn;
 
 /* The core's request result: what answering the request does to the connection. */
+struct peer;
+
+/* Whom to wake when a request that had to wait (serve's SERVE_PENDING: a password being
+ * verified off the loop) can go on: the connection's slot and that slot's generation, so a
+ * token outliving its connection is recognised and dropped. gen 0: the protocol cannot wait
+ * (the request gets the verdict known now). */
+struct resume_token {
+    uint32_t owner;
+    uint32_t gen;
+};
+
 struct req_policy {
     enum resp_syntax syntax;
     bool secure; /* the request came over an encrypting transport (https) */
     /* its TLS state when it came over TLS, for the 421 of a Host its certificate is not for
      * (rt/site.h, site_misdirected); never dereferenced by the core */
     struct tls_conn *tls;
-    /* the connection it came on, for what serve asks about its client (the peer address, for
-     * per-client limits: rt/guard.h), or NULL (a test protocol); never dereferenced by the core */
-    struct conn *conn;
     bool keep_alive;    /* the connection stays open after the response */
     bool send_continue; /* the client waits for "100 Continue" before its body */
     uint64_t discard;   /* body bytes after the head to read and drop */
     /* The client asked to close and sent nothing behind its request: the close follows the
      * response at once and no unread bytes can turn it into a reset (see plan.fin_carries_tail). */
     bool fin_carries_tail;
+    /* The connection's client (conn_peer: --basic-auth bounds verifications per address,
+     * --limit-req counts requests per client) and its resume token; set by the protocol, read
+     * by serve only when the request must wait or its site limits requests. */
+    const struct peer *peer;
+    struct resume_token resume;
 };
 
 /*

@@ -1,17 +1,22 @@
-/* engine: the table of operations a worker's event loop offers to conn, and its selection.
- * Must not: know HTTP; engines only move bytes, and report every operation's end to conn
- * through the conn_* callbacks in conn.h. Only engine files mention io_uring or epoll.
+/* engine: the table of operations a worker's event loop offers to conn, the table of upcalls
+ * it reports through, and its selection.
+ * Must not: know HTTP; engines only move bytes, and report every operation's end upward
+ * through w->up (struct engine_upcalls), never by name. Only engine files mention io_uring or
+ * epoll.
  * Ownership: each worker owns one engine instance (w->engine_state); one thread uses it. */
 #ifndef ENGINE_ENGINE_H
 #define ENGINE_ENGINE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct worker;
 struct conn;
 struct config;
 struct engine_caps;
+struct peer;
 
 /* An engine's state of one connection. struct conn holds it (conn.eng) so that a completion,
  * which touches the connection anyway, finds it on the same cache lines rather than in a
@@ -59,6 +64,40 @@ struct engine_ops {
      * (TLS); at most one per connection. buf and fd stay valid until the read is reported, or,
      * when the connection closes meanwhile, until conn_closed (which waits for the read). */
     void (*read)(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len, uint64_t off);
+    /* Fills *out with the connection's client address (unknown when it cannot be had). conn
+     * asks once per connection; nobody else looks the address up. */
+    void (*peer)(struct worker *w, struct conn *c, struct peer *out);
+    /* Kernel TLS on the connection's socket (engine/ktls.h), with nothing being sent: keys NULL
+     * attaches the "tls" ULP; else installs the send keys (the kernel's crypto_info, len
+     * bytes), after which the socket seals whatever is sent. 0 or -errno. */
+    int (*ktls)(struct worker *w, struct conn *c, const void *keys, size_t len);
+    /* Closes a socket accepted but never started (held for a slot that did not come). */
+    void (*drop)(struct worker *w, int fd);
+};
+
+/*
+ * What an engine calls upward, all of it: the worker installs the table (w->up, worker.c)
+ * before the engine starts, and the engines name nothing above them. conn's ends of the
+ * operations (conn.h documents each), and the worker's loop hooks (rt/worker.h).
+ */
+struct engine_upcalls {
+    /* conn: a connection's life */
+    struct conn *(*accepted)(struct worker *w, int fd, unsigned lst, bool *held);
+    int (*held_take)(struct worker *w, unsigned *lst);
+    void (*received)(struct worker *w, struct conn *c, const char *data, ssize_t n);
+    void (*sent)(struct worker *w, struct conn *c, int err);
+    void (*read_done)(struct worker *w, struct conn *c, int res);
+    void (*close)(struct worker *w, struct conn *c);
+    void (*closed)(struct worker *w, struct conn *c);
+    /* the worker: its loop */
+    bool (*tick)(struct worker *w);
+    int (*wait_ms)(const struct worker *w);
+    bool (*listening)(const struct worker *w);
+    void (*close_listener)(struct worker *w, unsigned lst,
+                           bool (*accept_one)(struct worker *w, int fd, unsigned lst));
+    bool (*accept_failed)(struct worker *w, int err);
+    bool (*accept_resume)(struct worker *w);
+    void (*loop_turn)(struct worker *w, unsigned enters, unsigned completions);
 };
 
 extern const struct engine_ops engine_uring;

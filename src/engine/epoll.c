@@ -37,10 +37,11 @@
 #include "conn.h"
 #include "engine/pipepool.h"
 #include "engine/sendplan.h"
+#include "engine/sockops.h"
 #include "engine/tag.h"
 #include "rt/offload.h"
 #include "rt/pipesize.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 
 #define MAX_EVENTS 512
 #define ACCEPT_BATCH 64 /* per readiness event: the listener is level-triggered */
@@ -62,6 +63,7 @@ enum kind { K_LISTEN = 1, K_WAKE, K_CONN };
 #define F_READ_DONE 0x80   /* ready list: report conn_read_done (rres) */
 #define F_READ_WAIT 0x100  /* a reader thread reads for it */
 #define F_CLOSE_WAIT 0x200 /* closed while a thread reads for it: conn_closed after the read */
+#define F_RECV_OFF 0x400   /* conn asked receiving off (engine_ops.recv): read nothing */
 
 /* A cold file read handed to a reader thread; one per slot (a connection has one at most). */
 struct rjob {
@@ -173,9 +175,14 @@ static void ep_fini(struct worker *w)
 
 static void ep_recv(struct worker *w, struct conn *c, bool on)
 {
-    /* Off needs nothing: we simply stop reading. On again: read what the last edge left. */
+    /* Off: we simply stop reading. On again: read what the last edge left. */
     struct ep *e = w->engine_state;
-    if (on && (ec(e, c)->flags & F_READABLE))
+    if (!on) {
+        ec(e, c)->flags |= F_RECV_OFF;
+        return;
+    }
+    ec(e, c)->flags &= ~(uint32_t)F_RECV_OFF;
+    if (ec(e, c)->flags & F_READABLE)
         queue(e, c, F_READ);
 }
 
@@ -292,7 +299,7 @@ static bool accept_one(struct worker *w, int fd, unsigned lst)
 {
     struct ep *e = w->engine_state;
     bool held;
-    struct conn *c = conn_accepted(w, fd, lst, &held);
+    struct conn *c = w->up->accepted(w, fd, lst, &held);
     if (!c) {
         if (!held)
             close(fd);
@@ -302,7 +309,7 @@ static bool accept_one(struct worker *w, int fd, unsigned lst)
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
                              .data.u64 = tag(K_CONN, c)};
     if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
-        conn_close(w, c);
+        w->up->close(w, c);
     return true;
 }
 
@@ -312,7 +319,7 @@ static void ep_stop_accept(struct worker *w)
     for (unsigned i = 0; i < w->nlisteners; i++) {
         if (w->listeners[i].fd >= 0)
             epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listeners[i].fd, NULL);
-        worker_close_listener(w, i, accept_one);
+        w->up->close_listener(w, i, accept_one);
     }
 }
 
@@ -327,7 +334,7 @@ static void do_accept(struct worker *w, struct ep *e, unsigned lst)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && worker_accept_failed(w, -errno)) {
+            if (errno != EAGAIN && w->up->accept_failed(w, -errno)) {
                 for (unsigned j = 0; j < w->nlisteners; j++)
                     if (w->listeners[j].fd >= 0)
                         epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->listeners[j].fd, NULL);
@@ -343,9 +350,9 @@ static void accept_more(struct worker *w, struct ep *e)
 {
     int fd;
     unsigned lst;
-    while ((fd = conn_held_take(w, &lst)) >= 0)
+    while ((fd = w->up->held_take(w, &lst)) >= 0)
         accept_one(w, fd, lst);
-    if (w->accept_paused && worker_listening(w) && worker_accept_resume(w)) {
+    if (w->accept_paused && w->up->listening(w) && w->up->accept_resume(w)) {
         for (unsigned i = 0; i < w->nlisteners; i++)
             if (w->listeners[i].fd >= 0)
                 listen_add(e, w, i);
@@ -354,7 +361,7 @@ static void accept_more(struct worker *w, struct ep *e)
 
 static void do_read(struct worker *w, struct ep *e, struct conn *c)
 {
-    while (c->recv_on && conn_open(c)) {
+    while (!(ec(e, c)->flags & F_RECV_OFF) && conn_open(c)) {
         ssize_t n = recv(c->fd, e->buf, sizeof(e->buf), 0);
         if (n < 0 && errno == EINTR)
             continue;
@@ -362,7 +369,7 @@ static void do_read(struct worker *w, struct ep *e, struct conn *c)
             ec(e, c)->flags &= ~(uint32_t)F_READABLE;
             return;
         }
-        conn_received(w, c, e->buf, n < 0 ? -errno : n);
+        w->up->received(w, c, e->buf, n < 0 ? -errno : n);
         if (n <= 0)
             return;
         /* A short read emptied the receive queue: bytes that arrive later raise a new edge, so
@@ -400,13 +407,13 @@ static void run_ready(struct worker *w, struct ep *e)
         ec(e, c)->flags &= ~(uint32_t)(F_QUEUED | F_SENT | F_READ | F_CLOSED | F_READ_DONE);
         if (what & F_CLOSED) {
             ec(e, c)->flags = 0;
-            conn_closed(w, c);
+            w->up->closed(w, c);
             continue;
         }
         if ((what & F_SENT) && conn_open(c))
-            conn_sent(w, c, ec(e, c)->err);
+            w->up->sent(w, c, ec(e, c)->err);
         if ((what & F_READ_DONE) && conn_open(c))
-            conn_read_done(w, c, ec(e, c)->rres);
+            w->up->read_done(w, c, ec(e, c)->rres);
         if ((what & F_READ) && (ec(e, c)->flags & F_READABLE))
             do_read(w, e, c);
     }
@@ -417,12 +424,12 @@ static int ep_run(struct worker *w)
     struct ep *e = w->engine_state;
     struct epoll_event events[MAX_EVENTS];
 
-    while (worker_tick(w)) {
+    while (w->up->tick(w)) {
         accept_more(w, e);
-        int n = epoll_wait(e->epfd, events, MAX_EVENTS, e->ready ? 0 : worker_wait_ms(w));
+        int n = epoll_wait(e->epfd, events, MAX_EVENTS, e->ready ? 0 : w->up->wait_ms(w));
         if (n < 0 && errno != EINTR)
             return -errno;
-        obs_loop_turn(w, 1, n > 0 ? (unsigned)n : 0);
+        w->up->loop_turn(w, 1, n > 0 ? (unsigned)n : 0);
         for (int i = 0; i < n; i++) {
             struct tag t = tag_decode(events[i].data.u64);
             enum kind k = (enum kind)t.op;
@@ -459,4 +466,7 @@ const struct engine_ops engine_epoll = {
     .close = ep_close,
     .stop_accept = ep_stop_accept,
     .read = ep_read,
+    .peer = sockops_peer,
+    .ktls = sockops_ktls,
+    .drop = sockops_drop,
 };

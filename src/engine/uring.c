@@ -48,12 +48,13 @@
 #include "conn.h"
 #include "engine/caps.h"
 #include "engine/sendplan.h"
+#include "engine/sockops.h"
 #include "engine/sqe.h"
 #include "engine/uring_probe.h"
 #include "engine/uring_splice.h"
 #include "engine/uring_state.h"
 #include "rt/errlog.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 
 #define BUF_COUNT 1024 /* power of two */
 #define BUF_SIZE 4096
@@ -72,6 +73,7 @@
 #define F_MULTI 0x80       /* the connection has had a request: its recvs are multishot */
 #define F_FREAD 0x100      /* an OP_FREAD is in flight */
 #define F_FREAD_DONE 0x200 /* ready list: report a file read that finished at once (rres) */
+#define F_RECV_OFF 0x400   /* conn asked receiving off (engine_ops.recv): re-arm nothing */
 
 /* A connection's SENDMSG scratch, by slot: the kernel reads it until the send completes. */
 struct usend {
@@ -193,7 +195,7 @@ static void arm_wake(struct worker *w, struct uring *u)
  * measurement is in bench/README.md, "Wait with io_uring_submit_and_wait"). */
 static void arm_tick(struct worker *w, struct uring *u)
 {
-    int ms = worker_wait_ms(w);
+    int ms = w->up->wait_ms(w);
     u->tick = (struct __kernel_timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
     struct io_uring_sqe *sqe = get_sqe(u);
     io_uring_prep_timeout(sqe, &u->tick, 0, 0);
@@ -250,13 +252,17 @@ static void op_done(struct worker *w, struct uring *u, struct conn *c)
         if (!(uc(u, c)->flags & F_CLOSE_SENT))
             submit_close(w, u, c);
         else
-            conn_closed(w, c);
+            w->up->closed(w, c);
     }
 }
 
 static void uring_recv(struct worker *w, struct conn *c, bool on)
 {
     struct uring *u = w->engine_state;
+    if (on)
+        uc(u, c)->flags &= ~(uint32_t)F_RECV_OFF;
+    else
+        uc(u, c)->flags |= F_RECV_OFF;
     if (uc(u, c)->flags & F_CLOSING)
         return;
     if (on && !(uc(u, c)->flags & F_RECV)) {
@@ -266,7 +272,7 @@ static void uring_recv(struct worker *w, struct conn *c, bool on)
         io_uring_prep_cancel64(sqe, ud(OP_RECV, c), 0);
         uc(u, c)->flags |= F_RECV_CANCEL;
     }
-    /* on while a cancellation is pending: the recv's final completion re-arms (recv_on). */
+    /* on while a cancellation is pending: the recv's final completion re-arms (no F_RECV_OFF). */
 }
 
 static void uring_send(struct worker *w, struct conn *c)
@@ -364,7 +370,7 @@ static void on_fread(struct worker *w, struct uring *u, struct conn *c, int res)
         return;
     }
     op_done(w, u, c);
-    conn_read_done(w, c, res);
+    w->up->read_done(w, c, res);
 }
 
 static void uring_shutdown(struct worker *w, struct conn *c)
@@ -379,7 +385,7 @@ static void uring_shutdown(struct worker *w, struct conn *c)
 static bool accept_one(struct worker *w, int fd, unsigned lst)
 {
     bool held;
-    struct conn *c = conn_accepted(w, fd, lst, &held);
+    struct conn *c = w->up->accepted(w, fd, lst, &held);
     if (c) {
         struct uring *u = w->engine_state;
         *uc(u, c) = (struct engine_conn){0};
@@ -396,7 +402,7 @@ static void uring_stop_accept(struct worker *w)
     struct uring *u = w->engine_state;
     for (unsigned i = 0; i < w->nlisteners; i++) {
         if (!u->accept_armed[i]) {
-            worker_close_listener(w, i, accept_one);
+            w->up->close_listener(w, i, accept_one);
             continue;
         }
         struct io_uring_sqe *sqe = get_sqe(u);
@@ -413,13 +419,13 @@ static void on_accept(struct worker *w, struct uring *u, const struct io_uring_c
     if (!(cqe->flags & IORING_CQE_F_MORE)) {
         u->accept_armed[lst] = false;
         if (w->draining && !w->accepting) {
-            worker_close_listener(w, lst, accept_one);
+            w->up->close_listener(w, lst, accept_one);
             return;
         }
         /* Out of fds or memory: the multishot accept ended, and re-armed at once it would fail
          * at once, every loop turn (issue 10: 100% CPU). It stays off until a connection
          * closes or a second passes (worker_accept_resume). */
-        if (cqe->res < 0 && worker_accept_failed(w, cqe->res))
+        if (cqe->res < 0 && w->up->accept_failed(w, cqe->res))
             return;
         if (!w->accept_paused)
             arm_accept(w, u, lst);
@@ -431,12 +437,12 @@ static void accept_more(struct worker *w, struct uring *u)
 {
     int fd;
     unsigned lst;
-    while ((fd = conn_held_take(w, &lst)) >= 0)
+    while ((fd = w->up->held_take(w, &lst)) >= 0)
         accept_one(w, fd, lst);
     bool idle = false; /* a listener is open and its accept is not armed */
     for (unsigned i = 0; i < w->nlisteners; i++)
         idle = idle || (!u->accept_armed[i] && w->listeners[i].fd >= 0 && w->accepting);
-    if (idle && worker_accept_resume(w)) {
+    if (idle && w->up->accept_resume(w)) {
         for (unsigned i = 0; i < w->nlisteners; i++)
             if (!u->accept_armed[i] && w->listeners[i].fd >= 0 && w->accepting)
                 arm_accept(w, u, i);
@@ -460,11 +466,11 @@ static void on_recv(struct worker *w, struct uring *u, struct conn *c,
     if (res > 0) {
         unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
         if (!(uc(u, c)->flags & F_CLOSING))
-            conn_received(w, c, u->bufs + (size_t)bid * BUF_SIZE, res);
+            w->up->received(w, c, u->bufs + (size_t)bid * BUF_SIZE, res);
         recycle(u, bid);
     } else if (res == 0 || (res < 0 && res != -ENOBUFS && res != -ECANCELED)) {
         if (!(uc(u, c)->flags & F_CLOSING))
-            conn_received(w, c, NULL, res);
+            w->up->received(w, c, NULL, res);
     }
     if (!more) {
         if (res > 0)
@@ -472,7 +478,7 @@ static void on_recv(struct worker *w, struct uring *u, struct conn *c,
         /* ENOBUFS, a cancellation we no longer want, or the kernel ending the multishot for
          * its own reasons: keep receiving if conn still wants to. */
         bool again = res > 0 || res == -ENOBUFS || res == -ECANCELED;
-        if (again && c->recv_on && !c->eof && !(uc(u, c)->flags & (F_CLOSING | F_RECV)))
+        if (again && !(uc(u, c)->flags & (F_CLOSING | F_RECV | F_RECV_OFF)))
             arm_recv(u, c);
         op_done(w, u, c);
     }
@@ -486,12 +492,12 @@ static void on_send(struct worker *w, struct uring *u, struct conn *c, int res)
     }
     op_done(w, u, c);
     if (res <= 0) {
-        conn_sent(w, c, res == 0 ? -EPIPE : res);
+        w->up->sent(w, c, res == 0 ? -EPIPE : res);
         return;
     }
     plan_advance(c->out, (uint64_t)res);
     if (plan_done(c->out))
-        conn_sent(w, c, 0);
+        w->up->sent(w, c, 0);
     else
         uring_send(w, c); /* short send: continue where it stopped */
 }
@@ -551,7 +557,7 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
         if (uc(u, c)->flags & F_CLOSING)
             break;
         if (cqe->res < 0)
-            conn_sent(w, c, cqe->res);
+            w->up->sent(w, c, cqe->res);
         else if (!uring_splice_flush(w, u, c))
             uring_send(w, c);
         break;
@@ -581,13 +587,13 @@ static void run_ready(struct worker *w, struct uring *u)
         uint32_t what = uc(u, c)->flags;
         uc(u, c)->flags &= ~(uint32_t)(F_READY | F_SENT | F_CLOSED | F_FREAD_DONE);
         if (what & F_CLOSED) {
-            conn_closed(w, c);
+            w->up->closed(w, c);
             continue;
         }
         if ((what & F_SENT) && !(what & F_CLOSING))
-            conn_sent(w, c, uc(u, c)->err);
+            w->up->sent(w, c, uc(u, c)->err);
         if ((what & F_FREAD_DONE) && !(uc(u, c)->flags & F_CLOSING))
-            conn_read_done(w, c, uc(u, c)->rres);
+            w->up->read_done(w, c, uc(u, c)->rres);
     }
 }
 
@@ -605,7 +611,7 @@ static int uring_run(struct worker *w)
     for (unsigned i = 0; i < w->nlisteners; i++)
         arm_accept(w, u, i);
 
-    while (worker_tick(w)) {
+    while (w->up->tick(w)) {
         accept_more(w, u);
         sqe_flush(&u->ring, &u->spill);
         rc = io_uring_submit_and_wait(&u->ring, 1);
@@ -621,7 +627,7 @@ static int uring_run(struct worker *w)
         for (; head != tail; head++)
             handle(w, u, &cq->cqes[head & cq->ring_mask]);
         io_uring_cq_advance(&u->ring, count);
-        obs_loop_turn(w, 1, count);
+        w->up->loop_turn(w, 1, count);
         if (u->buf_returned) {
             io_uring_buf_ring_advance(u->br, (int)u->buf_returned);
             u->buf_returned = 0;
@@ -649,4 +655,7 @@ const struct engine_ops engine_uring = {
     .close = uring_close,
     .stop_accept = uring_stop_accept,
     .read = uring_read,
+    .peer = sockops_peer,
+    .ktls = sockops_ktls,
+    .drop = sockops_drop,
 };

@@ -39,7 +39,7 @@
 #include "engine/engine.h"
 #include "engine/sendplan.h"
 #include "rt/pipesize.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 
 #define PIPE_BYTES (1u << 20) /* asked of F_SETPIPE_SZ: one splice step moves at most this */
 
@@ -239,7 +239,7 @@ static void pipe_put_go_on(struct worker *w, struct uring *u, struct conn *c)
     pipepool_put(&u->pool, c->slot, w->now);
     grant_waiters(w, u);
     if (plan_done(c->out))
-        conn_sent(w, c, 0);
+        w->up->sent(w, c, 0);
     else
         engine_uring.send(w, c);
 }
@@ -263,7 +263,7 @@ static void splice_next(struct worker *w, struct uring *u, struct conn *c)
     if (x->err) {
         int err = x->err;
         x->err = 0;
-        conn_sent(w, c, err); /* it closes; the pipe is released (or dropped) at the close */
+        w->up->sent(w, c, err); /* it closes; the pipe is released (or dropped) at the close */
         return;
     }
     struct seg *s = plan_seg(p);
@@ -336,7 +336,7 @@ static void walk_next(struct worker *w, struct uring *u, struct conn *c)
         rc = sendplan_pipe(c->fd, p, ph->pipe->fd[0], &ph->in_pipe);
     }
     if (rc != 0 && rc != -EAGAIN && rc != -ENODATA) {
-        conn_sent(w, c, rc); /* it closes; the pipe is released (or dropped) at the close */
+        w->up->sent(w, c, rc); /* it closes; the pipe is released (or dropped) at the close */
         return;
     }
     assert(rc != 0 || ph->in_pipe == 0); /* a fill never takes more than the plan's file bytes */

@@ -15,7 +15,7 @@
 #include "engine/sqe.h"
 #include "engine/tag.h"
 #include "rt/errlog.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 
 enum op {
     OP_ACCEPT = 1,

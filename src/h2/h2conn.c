@@ -18,8 +18,7 @@
 #include "core/policy.h"
 #include "h2/h2.h"
 #include "rt/obs.h"
-#include "rt/site.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 #include "serve.h"
 #include "tls/xport.h"
 #include "transport.h"
@@ -39,9 +38,9 @@ struct h2conn {
     bool bye;      /* our GOAWAY is out: the next timeout closes */
     bool closing;  /* finished, write side shut: input is dropped until the client closes */
     bool trim;     /* the idle timer is H2_TRIM_S, for h2_trim; the keep-alive rest follows */
+    bool reclaim;  /* --max-conns took the connection: close once our GOAWAY is sent */
     unsigned ndeferred;
-    int32_t
-        deferred[H2_DEFERRED]; /* streams whose request h2_hold keeps for a check off the loop */
+    int32_t deferred[H2_DEFERRED]; /* parked streams, whose request h2_hold keeps (SERVE_PENDING) */
 };
 
 static int64_t now_ms(const struct worker *w)
@@ -49,20 +48,17 @@ static int64_t now_ms(const struct worker *w)
     return w->now * 1000;
 }
 
-/* Basic auth whose verdict is not known yet: the stream waits (as an HTTP/1 request waits in
- * its connection's input) until the check off the loop ends and conn_resume calls h2c_resume.
- * True when the stream was put aside or refused. */
-static bool defer(struct h2conn *h, int32_t id, const struct http_request *req)
+/* serve said the request must wait (SERVE_PENDING): the stream is parked (as an HTTP/1
+ * request waits, unparsed, in its connection's input) until conn_resume calls h2c_resume, or
+ * refused when too many wait already. */
+static void park(struct h2conn *h, int32_t id)
 {
-    if (!site_defer(h->w, h->c, req))
-        return false;
     if (h->ndeferred == H2_DEFERRED || h2_hold(h->s, id) < 0) {
         h2_reset(h->s, id);
-        return true;
+        return;
     }
     h->deferred[h->ndeferred++] = id;
     h->progress = true;
-    return true;
 }
 
 static void on_request(void *user, int32_t id, const struct http_request *req, int status)
@@ -70,8 +66,6 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
     struct h2conn *h = user;
     struct worker *w = h->w;
     struct conn *c = h->c;
-    if (!status && defer(h, id, req))
-        return;
     struct response *r = serve_response_get(w);
     if (!r) {
         h2_reset(h->s, id);
@@ -83,10 +77,15 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
         struct req_policy pol = policy_fields();
         pol.secure = c->xport && c->xport->secure;
         pol.tls = tls_xport_conn(c);
-        pol.conn = c;
-        serve_request(w, req, &pol, r);
+        pol.peer = conn_peer(c);
+        pol.resume = conn_token(c);
+        if (serve_request(w, req, &pol, r) == SERVE_PENDING) {
+            serve_response_put(w, r);
+            park(h, id);
+            return;
+        }
     }
-    obs_request(w, c, req, r);
+    obs_request(w, &c->obs, req, &r->obs, &r->plan, r->note.quiet);
     r->obs.cap.minor = LOGFMT_HTTP2; /* the access log says which protocol carried it */
     h->progress = true;
     if (r->note.edge) {
@@ -99,7 +98,7 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
     }
     int rc = h2_respond_plan(h->s, id, &r->plan, r);
     if (rc < 0) {
-        obs_request_done(w, c, r, rc);
+        obs_request_done(w, &c->obs, &r->obs, &r->plan, rc);
         serve_response_put(w, r);
     }
 }
@@ -108,7 +107,7 @@ static void on_done(void *user, void *token, int err)
 {
     struct h2conn *h = user;
     struct response *r = token;
-    obs_request_done(h->w, h->c, r, err);
+    obs_request_done(h->w, &h->c->obs, &r->obs, &r->plan, err);
     serve_response_put(h->w, r);
 }
 
@@ -143,17 +142,17 @@ static void after(struct worker *w, struct conn *c, struct h2conn *h)
          * GOAWAY), and closing with unread bytes would reset the connection under our last
          * frames. Shut the write side, drop what arrives, close at its end or H2_BYE_S. */
         h->closing = true;
-        if (c->xport)
-            c->xport->shutdown(w, c);
-        else
-            conn_wire_shutdown(w, c);
-        if (conn_open(c))
+        conn_shutdown(w, c);
+        if (conn_open(c)) {
             conn_arm(w, c, H2_BYE_S);
+            conn_idle(w, c, true); /* as a lingering HTTP/1 connection: reclaimable */
+        }
         return;
     }
+    bool busy = h->sending || h2_open_streams(h->s) > 0;
+    conn_idle(w, c, !busy && h->ndeferred == 0);
     if (h->bye)
         return;
-    bool busy = h->sending || h2_open_streams(h->s) > 0;
     unsigned keepalive = w->cfg->keepalive_timeout;
     if (busy && (h->progress || !h->busy))
         conn_arm(w, c, H2_STALL_S);
@@ -185,8 +184,8 @@ static void h2c_input(struct worker *w, struct conn *c, const char *data, ssize_
 {
     struct h2conn *h = c->pstate;
     if (n < 0)
-        return;                 /* conn closes the connection */
-    if (n == 0 || h->closing) { /* the client is gone, or we are */
+        return;                               /* conn closes the connection */
+    if (n == 0 || h->closing || h->reclaim) { /* the client is gone, or we are */
         if (n == 0)
             conn_close(w, c);
         return;
@@ -199,7 +198,7 @@ static void h2c_sent(struct worker *w, struct conn *c, int err)
 {
     struct h2conn *h = c->pstate;
     h->sending = false;
-    if (err) {
+    if (err || h->reclaim) {
         conn_close(w, c);
         return;
     }
@@ -226,7 +225,7 @@ static void bye(struct worker *w, struct conn *c, struct h2conn *h, bool stalled
 static void h2c_timeout(struct worker *w, struct conn *c)
 {
     struct h2conn *h = c->pstate;
-    if (h->bye || h->closing) {
+    if (h->bye || h->closing || h->reclaim) {
         conn_close(w, c);
         return;
     }
@@ -262,6 +261,28 @@ static void h2c_resume(struct worker *w, struct conn *c)
         after(w, c, h);
 }
 
+/* --max-conns needs this idle connection's slot: GOAWAY (NO_ERROR, naming the last stream
+ * taken, so the client knows nothing was lost) and close as soon as it is on the wire, as
+ * nginx's idle handler does; no lingering, a new client waits for the slot. */
+static void h2c_reclaim(struct worker *w, struct conn *c)
+{
+    struct h2conn *h = c->pstate;
+    h->reclaim = true;
+    struct plan *p = NULL;
+    if (!h->closing && !h->sending) {
+        h2_goaway(h->s);
+        p = h2_output(h->s);
+    }
+    if (!p) {
+        conn_close(w, c);
+        return;
+    }
+    h->sending = true;
+    conn_send(w, c, p);
+    if (conn_open(c))
+        conn_arm(w, c, H2_BYE_S); /* a client that does not read: the timer closes it */
+}
+
 static void h2c_release(struct worker *w, struct conn *c)
 {
     struct h2conn *h = c->pstate;
@@ -280,4 +301,5 @@ const struct proto_ops proto_h2 = {
     .drain = h2c_drain,
     .release = h2c_release,
     .resume = h2c_resume,
+    .reclaim = h2c_reclaim,
 };

@@ -6,18 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
 #include <strings.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include "conn.h"
 #include "core/basic.h"
+#include "core/peer.h"
 #include "core/sha256.h"
 #include "rt/htpasswd.h"
 #include "rt/offload.h"
-#include "rt/worker.h"
 
 #define THREADS 2    /* verifier threads per worker, started on first use */
 #define MAX_JOBS 64  /* verifications in flight per worker; more get 429 */
@@ -27,9 +24,8 @@
 /* ---- verification off the loop ---- */
 
 struct vjob {
-    struct offload_job job; /* first: the verifier threads run it (verify) */
-    struct conn *c;
-    uint32_t gen;
+    struct offload_job job;     /* first: the verifier threads run it (verify) */
+    struct resume_token resume; /* the request waiting for the verdict */
     unsigned char key[SHA256_LEN];
     uint8_t addr[16];
     int8_t family;
@@ -42,7 +38,7 @@ struct vjob {
 struct authstate {
     struct offload q; /* the verifier threads */
     /* worker thread only */
-    bool busy; /* the last auth_check with a connection found its address at the bound */
+    bool busy; /* the last auth_check with a resume token found its address at the bound */
     unsigned char cache[AUTH_CACHE][SHA256_LEN];
     bool cached[AUTH_CACHE];
     unsigned char failed[FAILED][SHA256_LEN];
@@ -157,20 +153,25 @@ static void key_of(const struct auth_file *f, const char *cred, size_t n, unsign
     explicit_bzero(buf, sizeof(buf));
 }
 
-static unsigned inflight_from(const struct authstate *a, const struct conn *c)
+/* Verifications in flight for the client at (family, addr): an unknown address (family 0)
+ * shares one bound with every other unknown one. */
+static unsigned inflight_from(const struct authstate *a, int family, const uint8_t *addr)
 {
     unsigned n = 0;
     for (const struct offload_job *q = a->q.inflight; q; q = q->inext) {
         const struct vjob *j = (const struct vjob *)q;
-        n += j->family == c->obs.peer_family && memcmp(j->addr, c->obs.peer_addr, 16) == 0;
+        n += j->family == family && memcmp(j->addr, addr, 16) == 0;
     }
     return n;
 }
 
-enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth_file *f,
-                             const struct http_request *req)
+enum auth_verdict auth_check(struct authstate *a, const struct auth_file *f,
+                             const struct http_request *req, const struct peer *peer,
+                             const struct resume_token *resume)
 {
-    struct authstate *a = w->auth;
+    static const uint8_t unknown[16];
+    int family = peer && peer->known ? peer->family : 0;
+    const uint8_t *addr = peer && peer->known ? peer->addr : unknown;
     struct http_str value = {NULL, 0};
     char cred[CRED_MAX];
     unsigned char key[SHA256_LEN];
@@ -187,7 +188,7 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
         verdict = AUTH_GRANTED;
         goto out;
     }
-    if (!c) { /* serve's check: a verdict reached off the loop, or the bound hit */
+    if (!resume) { /* serve's check: a verdict reached off the loop, or the bound hit */
         verdict = failed(a, key, true) || !a->busy ? AUTH_DENIED : AUTH_BUSY;
         a->busy = false;
         goto out;
@@ -197,24 +198,12 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
         goto out; /* just verified and wrong: serve answers 401 */
     for (const struct offload_job *q = a->q.inflight; q; q = q->inext) {
         const struct vjob *j = (const struct vjob *)q;
-        if (j->c == c && j->gen == c->gen) {
+        if (j->resume.owner == resume->owner && j->resume.gen == resume->gen) {
             verdict = AUTH_WAIT;
             goto out;
         }
     }
-    if (c->obs.peer_known != 1) { /* the bound needs the address: look it up once */
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof(ss);
-        c->obs.peer_known = 2;
-        if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0) {
-            c->obs.peer_family = (int8_t)ss.ss_family;
-            if (ss.ss_family == AF_INET)
-                memcpy(c->obs.peer_addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
-            else if (ss.ss_family == AF_INET6)
-                memcpy(c->obs.peer_addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
-        }
-    }
-    if (a->q.count >= MAX_JOBS || inflight_from(a, c) >= AUTH_PER_ADDR) {
+    if (a->q.count >= MAX_JOBS || inflight_from(a, family, addr) >= AUTH_PER_ADDR) {
         a->busy = true;
         verdict = AUTH_BUSY;
         goto out;
@@ -224,11 +213,10 @@ enum auth_verdict auth_check(struct worker *w, struct conn *c, const struct auth
         goto out;
     char *colon = memchr(cred, ':', n);
     *colon = '\0';
-    j->c = c;
-    j->gen = c->gen;
+    j->resume = *resume;
     memcpy(j->key, key, sizeof(key));
-    j->family = c->obs.peer_family;
-    memcpy(j->addr, c->obs.peer_addr, 16);
+    j->family = (int8_t)family;
+    memcpy(j->addr, addr, 16);
     memcpy(j->pass, colon + 1, (size_t)(cred + n - colon));
     for (size_t i = 0; i < f->n && !j->known; i++)
         if (strcmp(f->users[i].name, cred) == 0 && strlen(f->users[i].hash) < sizeof(j->hash)) {
@@ -251,9 +239,8 @@ out:
     return verdict;
 }
 
-void auth_collect(struct worker *w)
+void auth_collect(struct authstate *a, void (*resume)(void *arg, struct resume_token t), void *arg)
 {
-    struct authstate *a = w->auth;
     if (!a || !a->q.count)
         return;
     struct vjob *done = (struct vjob *)offload_done(&a->q);
@@ -267,11 +254,9 @@ void auth_collect(struct worker *w)
             a->failed_used[a->failed_next] = true;
             a->failed_next = (a->failed_next + 1) % FAILED;
         }
-        struct conn *c = j->c;
-        uint32_t gen = j->gen;
+        struct resume_token t = j->resume;
         explicit_bzero(j, sizeof(*j));
         free(j);
-        if (c->gen == gen)
-            conn_resume(w, c);
+        resume(arg, t);
     }
 }

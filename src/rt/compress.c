@@ -28,7 +28,7 @@
 #include "rt/file.h"
 #include "rt/offload.h"
 #include "rt/site.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 
 #define LARGE (256u << 10) /* bodies above this get the faster levels */
 #define MAX_JOBS 64        /* per worker, in flight; more requests get what exists */

@@ -8,12 +8,11 @@
 #include <time.h>
 
 #include "config.h"
-#include "conn.h"
 #include "core/accept.h"
+#include "core/logfmt.h"
+#include "core/peer.h"
 #include "rt/errlog.h"
-#include "rt/obs.h"
-#include "rt/site.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 
 /* Buckets a worker keeps: a client's bucket matters only until it drains ((burst + 1) / rate
  * seconds), and a full set gives up the one that drains first, so this bounds memory (48 bytes
@@ -52,31 +51,29 @@ void guard_free(struct guard *g)
     free(g);
 }
 
-static struct limit_key peer_key(struct conn *c)
+static struct limit_key peer_key(const struct peer *p)
 {
-    const struct obs_conn *o = obs_peer(c);
-    if (o->peer_known != 1) /* not an IP socket: everyone such shares one key */
+    if (!p->known) /* not an IP socket: everyone such shares one key */
         return (struct limit_key){{0}};
-    return limit_key_of(o->peer_family, o->peer_addr);
+    return limit_key_of(p->family, p->addr);
 }
 
-bool guard_accept(struct worker *w, struct conn *c)
+bool guard_accept(struct worker *w, const struct peer *p, bool *counted)
 {
     struct guard *g = w->guard;
-    c->limit_counted = false;
+    *counted = false;
     if (!g || !g->conns.slots)
         return true;
-    const struct obs_conn *o = obs_peer(c);
     /* A trusted proxy's connections carry many clients: they are not one client's (nginx
      * counts limit_conn on the real address per request; here --limit-req does that part). */
-    for (int i = 0; o->peer_known == 1 && i < w->cfg->num_real_ip; i++)
-        if (cidr_match(&w->cfg->real_ip_from[i], o->peer_family, o->peer_addr))
+    for (int i = 0; p->known && i < w->cfg->num_real_ip; i++)
+        if (cidr_match(&w->cfg->real_ip_from[i], p->family, p->addr))
             return true;
-    int rc = limit_conn_acquire(&g->conns, peer_key(c), w->cfg->limit_conn);
+    int rc = limit_conn_acquire(&g->conns, peer_key(p), w->cfg->limit_conn);
     if (rc == -EBUSY) {
         stat_add(&w->stats.limit_conn_refused, 1);
         errlog_limited(&w->log_limit, ERRLOG_NOTICE,
-                       "limit-conn: %s has %u connections open: closing a new one", c->obs.peer,
+                       "limit-conn: %s has %u connections open: closing a new one", p->text,
                        w->cfg->limit_conn);
         return false;
     }
@@ -84,27 +81,25 @@ bool guard_accept(struct worker *w, struct conn *c)
         stat_add(&w->stats.limit_uncounted, 1);
         return true;
     }
-    c->limit_counted = true;
+    *counted = true;
     return true;
 }
 
-void guard_closed(struct worker *w, struct conn *c)
+void guard_closed(struct worker *w, const struct peer *p)
 {
-    if (c->limit_counted)
-        limit_conn_release(&w->guard->conns, peer_key(c));
-    c->limit_counted = false;
+    limit_conn_release(&w->guard->conns, peer_key(p));
 }
 
-struct limit_key guard_client(struct worker *w, struct conn *c, const struct http_request *req)
+struct limit_key guard_client(const struct worker *w, const struct peer *p,
+                              const struct http_request *req)
 {
-    const struct obs_conn *o = obs_peer(c);
-    if (o->peer_known != 1)
+    if (!p->known)
         return (struct limit_key){{0}};
     if (!w->cfg->num_real_ip)
-        return limit_key_of(o->peer_family, o->peer_addr);
-    int family = o->peer_family;
+        return limit_key_of(p->family, p->addr);
+    int family = p->family;
     uint8_t addr[16];
-    memcpy(addr, o->peer_addr, 16);
+    memcpy(addr, p->addr, 16);
     logfmt_real_addr(w->cfg->real_ip_from, w->cfg->num_real_ip, req, &family, addr);
     return limit_key_of(family, addr);
 }
@@ -129,10 +124,9 @@ static uint32_t take(struct worker *w, uint32_t rule, struct limit_key client,
     return d.verdict == LIMIT_REJECT ? d.retry_after : 0;
 }
 
-uint32_t guard_request(struct worker *w, const struct vhost *v, struct limit_key client,
-                       const char *path, size_t len)
+uint32_t guard_request(struct worker *w, const struct config *cfg, uint32_t site_id,
+                       struct limit_key client, const char *path, size_t len)
 {
-    const struct config *cfg = v->cfg;
     struct guard *g = w->guard;
     if (!g)
         return 0; /* a reload added a limit to a process started without any: see README */
@@ -145,7 +139,7 @@ uint32_t guard_request(struct worker *w, const struct vhost *v, struct limit_key
     }
     uint64_t now = now_ms();
     /* Rules are told apart by site and position: site id × (rules + 1), 0 for --limit-req. */
-    uint32_t base = v->id * (CONFIG_MAX_RULES + 1), retry = 0;
+    uint32_t base = site_id * (CONFIG_MAX_RULES + 1), retry = 0;
     for (int i = 0; i < cfg->num_limit_req_for; i++) {
         if (accept_path_match(cfg->limit_req_for[i].pattern, path, len)) {
             retry = take(w, base + 1 + (uint32_t)i, client, &cfg->limit_req_for[i].rate, now);

@@ -15,8 +15,8 @@
 #include "core/limits.h"
 
 struct worker;
-struct conn;
-struct vhost;
+struct config;
+struct peer;
 
 struct guard {
     struct limit_table conns; /* --limit-conn (slots NULL when off) */
@@ -28,21 +28,24 @@ struct guard {
 int guard_new(struct worker *w, struct guard **out);
 void guard_free(struct guard *g);
 
-/* A connection was accepted: false when its client already has --limit-conn connections open
- * (the caller closes it at once; counted and logged here). Looks up the peer address (one
- * getpeername per connection, only with --limit-conn). */
-bool guard_accept(struct worker *w, struct conn *c);
+/* A connection from client p (conn_peer: the engine looked it up at the accept, w->want_peer)
+ * was accepted: false when its client already has --limit-conn connections open (the caller
+ * closes it at once; counted and logged here). *counted says whether it was counted, so that
+ * its close calls guard_closed. */
+bool guard_accept(struct worker *w, const struct peer *p, bool *counted);
 
-/* c (accepted by guard_accept) is closed: its client has one connection fewer. */
-void guard_closed(struct worker *w, struct conn *c);
+/* A connection of client p that guard_accept counted is closed: one fewer for its client. */
+void guard_closed(struct worker *w, const struct peer *p);
 
-/* The client a request is counted for: the peer's key, or behind a --real-ip-from proxy the
- * forwarded address's. */
-struct limit_key guard_client(struct worker *w, struct conn *c, const struct http_request *req);
+/* The client a request from peer p is counted for: the peer's key, or behind a --real-ip-from
+ * proxy the forwarded address's (the access log's walk, core/logfmt.h). */
+struct limit_key guard_client(const struct worker *w, const struct peer *p,
+                              const struct http_request *req);
 
-/* --limit-req and the first matching --limit-req-for of site v for one request for path: 0 to
- * answer it, else the Retry-After (seconds) of the 429 to answer instead (counted here). */
-uint32_t guard_request(struct worker *w, const struct vhost *v, struct limit_key client,
-                       const char *path, size_t len);
+/* --limit-req and the first matching --limit-req-for of the site with options cfg and index
+ * site_id, for one request for path: 0 to answer it, else the Retry-After (seconds) of the 429
+ * to answer instead (counted here). */
+uint32_t guard_request(struct worker *w, const struct config *cfg, uint32_t site_id,
+                       struct limit_key client, const char *path, size_t len);
 
 #endif

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
 #include "rt/stats.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 
 struct metrics {
     int fd;
@@ -33,6 +34,8 @@ struct metrics {
     const char *engine;
     struct accesslog *al;
     double start_time;
+    _Atomic(const struct metrics_source *) source; /* metrics_add's, or NULL */
+    _Atomic(void *) source_arg;                    /* stored before source */
     /* the metrics thread only */
     struct errlog_limit accept_limit, full_limit;
     int64_t accept_rest_until; /* CLOCK_MONOTONIC ms: accept failed for want of fds */
@@ -347,6 +350,21 @@ static void respond(struct metrics *m, struct mconn *c)
     }
     size_t blen = 0;
     char *body = metrics_render(m->workers, m->nworkers, m->engine, m->al, m->start_time, &blen);
+    const struct metrics_source *src = atomic_load(&m->source);
+    if (body && src) { /* an upper layer's families (automatic HTTPS), after the workers' */
+        char *more = NULL;
+        size_t mlen = 0;
+        FILE *f = open_memstream(&more, &mlen);
+        if (f) {
+            fwrite(body, 1, blen, f);
+            src->write(atomic_load(&m->source_arg), f);
+        }
+        free(body);
+        body = f && fclose(f) == 0 ? more : NULL;
+        blen = mlen;
+        if (!body)
+            free(more);
+    }
     if (!body)
         answer(c, 500, "Internal Server Error", "text/plain", NULL, 0, false);
     else
@@ -453,6 +471,12 @@ static void accept_all(struct metrics *m)
         c->deadline_ms = t + REQUEST_S * 1000;
         step(m, c); /* a scraper's request often came with its connection */
     }
+}
+
+void metrics_add(struct metrics *m, const struct metrics_source *src, void *arg)
+{
+    atomic_store(&m->source_arg, arg);
+    atomic_store(&m->source, src);
 }
 
 static void *metrics_main(void *arg)

@@ -10,6 +10,7 @@
 #define RT_METRICS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 struct config;
 struct worker;
@@ -22,6 +23,14 @@ int metrics_start(struct metrics **out, const struct config *cfg, struct worker 
                   int nworkers, const char *engine, struct accesslog *al);
 
 void metrics_stop(struct metrics *m);
+
+/* More metrics from an upper layer (automatic HTTPS's certificates and orders): write appends
+ * its families to every scrape, on the metrics thread; it must take only its own locks. */
+struct metrics_source {
+    void (*write)(void *arg, FILE *f);
+};
+/* Adds src (one at most; it and arg outlive m) to m's scrapes, from any thread. */
+void metrics_add(struct metrics *m, const struct metrics_source *src, void *arg);
 
 /* Writes the exposition text of the workers' counters to a malloc'd string (*len bytes). */
 char *metrics_render(struct worker *workers, int nworkers, const char *engine, struct accesslog *al,

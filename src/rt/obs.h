@@ -1,9 +1,9 @@
-/* obs: what conn reports at a connection's and a request's milestones, turned into the three
- * ways of seeing the server: an access-log line, the worker's counters (stats.h) and a USDT
- * probe (probes.h). One call per milestone keeps conn's hooks to a line each.
- * Must not: block or lock (the access log hands buffers over, see accesslog.h), or allocate per
- * request; its one system call is a getpeername per logged connection.
- * Ownership: struct obs_req lives in its response (serve.h); counters in the worker. */
+/* obs: what conn and the protocols report at a connection's and a request's milestones, turned into
+ * the three ways of seeing the server: an access-log line, the worker's counters (stats.h) and a
+ * USDT probe (probes.h). One call per milestone keeps conn's hooks to a line each. Must not: block
+ * or lock (the access log hands buffers over, see accesslog.h), or allocate per request; it reads
+ * the client's address from conn (conn_peer), never looks it up. Ownership: struct obs_req lives in
+ * its response (serve.h); counters in the worker. */
 #ifndef RT_OBS_H
 #define RT_OBS_H
 
@@ -13,10 +13,10 @@
 
 #include "core/http1.h"
 #include "core/logfmt.h"
+#include "core/peer.h"
 
 struct worker;
-struct conn;
-struct response;
+struct plan;
 
 /* What the end of a request needs from its start. */
 struct obs_req {
@@ -28,33 +28,30 @@ struct obs_req {
     struct log_capture cap;
 };
 
-/* Per connection, kept in struct conn. */
+/* Per connection, kept in struct conn (conn.obs). */
 struct obs_conn {
-    uint32_t requests;  /* requests answered or being answered */
-    uint8_t end;        /* enum close_reason, set where a close starts for a known reason */
-    uint8_t peer_known; /* 0 not looked up, 1 known, 2 unknown (getpeername failed) */
-    int8_t peer_family;
-    uint8_t peer_addr[16];
-    char peer[LOGFMT_ADDR_MAX];
+    uint32_t requests; /* requests answered or being answered */
+    uint32_t slot;     /* the connection's, for the probes */
+    uint8_t end;       /* enum close_reason, set where a close starts for a known reason */
+    struct peer peer;  /* the client's address: set once at the accept, read via conn_peer */
 };
 
-void obs_conn_accepted(struct worker *w, struct conn *c);
+void obs_conn_accepted(struct worker *w, struct obs_conn *o, int fd);
+void obs_conn_closed(struct worker *w, struct obs_conn *o);
 
-/* c's peer address, looked up (getpeername) the first time something needs it: a logged
- * request, a per-client limit. peer_known says whether it could be. */
-const struct obs_conn *obs_peer(struct conn *c);
-void obs_conn_closed(struct worker *w, struct conn *c);
+/* A request parsed and answered with plan (built; quiet: not to be logged), its milestones
+ * kept in q (the response's); req is valid only during the call. */
+void obs_request(struct worker *w, struct obs_conn *o, const struct http_request *req,
+                 struct obs_req *q, const struct plan *plan, bool quiet);
 
-/* A request parsed and answered with r (its plan built); req is valid only during the call. */
-void obs_request(struct worker *w, struct conn *c, const struct http_request *req,
-                 struct response *r);
+/* A request that did not parse was answered with plan; data[0..len) holds what was read. */
+void obs_parse_failed(struct worker *w, struct obs_conn *o, const char *data, size_t len,
+                      struct obs_req *q, const struct plan *plan, bool quiet);
 
-/* A request that did not parse was answered with r; data[0..len) holds what was read of it. */
-void obs_parse_failed(struct worker *w, struct conn *c, const char *data, size_t len,
-                      struct response *r);
-
-/* r's send finished (err 0) or failed (-errno): counts it, logs its line, fires the probe. */
-void obs_request_done(struct worker *w, struct conn *c, struct response *r, int err);
+/* The send of the response q and p belong to finished (err 0) or failed (-errno): counts it,
+ * logs its line, fires the probe. */
+void obs_request_done(struct worker *w, struct obs_conn *o, struct obs_req *q, const struct plan *p,
+                      int err);
 
 /* Once per loop turn; force on the worker's way out. */
 void obs_tick(struct worker *w, bool force);

@@ -17,12 +17,14 @@
 #include "core/cors.h"
 #include "core/hints.h"
 #include "core/path.h"
+#include "core/policy.h"
+#include "core/rules.h"
 #include "rt/auth.h"
 #include "rt/guard.h"
 #include "rt/htpasswd.h"
 #include "rt/errlog.h"
 #include "rt/fcache.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 #include "rt/file.h"
 #include "tls/tls.h"
 
@@ -365,17 +367,18 @@ static struct cors_answer cors_of(const struct vhost *v, const struct http_reque
                        field_of(req, "access-control-request-method"));
 }
 
-/* --limit-req: the 429 for a client past it, or false. */
+/* --limit-req: the 429 for client peer past it, or false. */
 static bool limited(struct worker *w, const struct vhost *v, const struct http_request *req,
-                    struct conn *conn, const char *url, size_t ul, struct static_ctx *ctx,
+                    const struct peer *peer, const char *url, size_t ul, struct static_ctx *ctx,
                     struct plan *plan)
 {
-    uint32_t retry = guard_request(w, v, guard_client(w, conn, req), url, ul);
-    if (!retry)
+    uint32_t retry = guard_request(w, v->cfg, v->id, guard_client(w, peer, req), url, ul);
+    int status = rules_limit_req(retry);
+    if (!status)
         return false;
     char line[48];
     snprintf(line, sizeof(line), "Retry-After: %u\r\n", retry);
-    return static_status_plan(429, line, ctx, plan) != 0;
+    return static_status_plan(status, line, ctx, plan) != 0;
 }
 
 /* The CORS fields and Link lines of a response to be served from a file, after ctx's extra
@@ -406,17 +409,17 @@ static void edge_fields(const struct vhost *v, const struct http_request *req, c
     ctx->extra_len = total;
     ctx->cap -= total;
     ctx->own_lines = true;
-    /* 103 over HTTP/2; over HTTP/1.1 only to a browser's navigation: HTTP/1.0 must get no 1xx
-     * (RFC 9110 15.2), and some HTTP/1.1 clients take the 103 for the response (Python's
-     * http.client, so urllib and requests), while browsers act on hints over HTTP/2 only
-     * anyway (h2o and Fastly send none over HTTP/1.1 either). */
     if (!nh)
         return;
-    if (ctx->syntax == RESP_FIELDS) {
+    bool fields = ctx->syntax == RESP_FIELDS;
+    bool navigate = !fields && http_str_ieq(field_of(req, "sec-fetch-mode"), "navigate");
+    if (rules_early_hints(fields, ctx->minor, navigate) != 103)
+        return;
+    if (fields) { /* HTTP/2 sends the 103 as a HEADERS block of its own (h2_interim) */
         note->interim = at + total - nh;
         note->interim_len = (uint16_t)nh;
-    } else if (ctx->minor >= 1 && http_str_ieq(field_of(req, "sec-fetch-mode"), "navigate")) {
-        ctx->interim_len = nh; /* the last nh bytes of the extra lines */
+    } else {
+        ctx->interim_len = nh; /* the last nh bytes of the extra lines (core/static) */
     }
 }
 
@@ -428,10 +431,11 @@ bool site_preflight(const struct vhost *v, const struct http_request *req, const
     if (!ul)
         return false;
     struct cors_answer a = cors_of(v, req, url, ul);
-    if (!a.preflight)
+    int status = rules_preflight(a.preflight);
+    if (!status)
         return false;
     size_t n = cors_preflight_fields(&a, lines, sizeof(lines));
-    return n && static_status_plan(204, lines, ctx, plan) != 0;
+    return n && static_status_plan(status, lines, ctx, plan) != 0;
 }
 
 /* A site's canonical host, redirects, basic auth and cache rules. Apart from site_answer so
@@ -447,7 +451,7 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
     const struct config *c = v->cfg;
     char url[PATH_MAX + 4];
     char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET + VHOST_NAME_MAX + 16];
-    bool granted = w->route.granted == req; /* site_defer verified this very request */
+    bool granted = w->route.granted == req; /* site_pending verified this very request */
     w->route.granted = NULL;
 
     if (c->canonical_host) {
@@ -460,7 +464,7 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
                                pl ? vhost_canonical(scheme, c->canonical_host, url + 1, pl - 1,
                                                     query, loc, sizeof(loc))
                                   : 0,
-                               301, ctx, plan);
+                               rules_canonical_host(), ctx, plan);
         }
     }
     size_t ul = url_path(url, sizeof(url), path, len, slash);
@@ -475,14 +479,14 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
         size_t pl = strlen(c->auths[i].prefix);
         if (ul < pl || memcmp(url, c->auths[i].prefix, pl) != 0)
             continue;
-        switch (granted ? AUTH_GRANTED : auth_check(w, NULL, v->auth[i], req)) {
-        case AUTH_GRANTED:
-            break;
-        case AUTH_BUSY:
-            return static_status_plan(429, "Retry-After: 1\r\n", ctx, plan) != 0;
-        default:
-            return static_status_plan(401, v->challenge, ctx, plan) != 0;
-        }
+        enum auth_verdict a =
+            granted ? AUTH_GRANTED : auth_check(w->auth, v->auth[i], req, NULL, NULL);
+        int status = rules_auth(a == AUTH_GRANTED ? RULES_AUTH_GRANTED
+                                : a == AUTH_BUSY  ? RULES_AUTH_BUSY
+                                                  : RULES_AUTH_DENIED);
+        if (status)
+            return static_status_plan(status, status == 429 ? RULES_RETRY_AFTER : v->challenge, ctx,
+                                      plan) != 0;
         break; /* the first prefix that matches decides */
     }
     for (int i = 0; i < c->num_cache_rules && ul; i++) {
@@ -505,7 +509,7 @@ edge_rules(struct worker *w, const struct vhost *v, const struct http_request *r
 {
     char url[PATH_MAX + 4];
     size_t ul = url_path(url, sizeof(url), path, len, slash);
-    if (v->limits && pol->conn && ul && limited(w, v, req, pol->conn, url, ul, ctx, plan))
+    if (v->limits && pol->peer && ul && limited(w, v, req, pol->peer, url, ul, ctx, plan))
         return true;
     if (v->classic && site_rules(w, v, req, pol, path, len, slash, query, ctx, plan))
         return true;
@@ -514,7 +518,7 @@ edge_rules(struct worker *w, const struct vhost *v, const struct http_request *r
     return false;
 }
 
-/* --health's answer; out of line, as site_defer's check below, so that the common path's frame
+/* --health's answer; out of line, as site_pending's check below, so that the common path's frame
  * sets up nothing. */
 __attribute__((noinline)) static bool answer_health(struct worker *w, struct static_ctx *ctx,
                                                     struct plan *plan, bool *quiet)
@@ -524,9 +528,10 @@ __attribute__((noinline)) static bool answer_health(struct worker *w, struct sta
     *quiet = true; /* a probe every few seconds is not worth a log line */
     ctx->extra_headers = "Cache-Control: no-store\r\n";
     ctx->extra_len = strlen(ctx->extra_headers);
-    if (w->draining || w->delaying)
-        return static_status_plan(503, NULL, ctx, plan) != 0;
-    return static_body_plan(200, &f, ctx, plan) != 0;
+    int status = rules_health(w->draining || w->delaying);
+    if (status != 200)
+        return static_status_plan(status, NULL, ctx, plan) != 0;
+    return static_body_plan(status, &f, ctx, plan) != 0;
 }
 
 __attribute__((noinline)) static bool
@@ -554,8 +559,8 @@ bool site_answer(struct worker *w, const struct vhost *v, const struct http_requ
     return answer(w, v, req, pol, path, len, slash, query, ctx, plan, note);
 }
 
-__attribute__((noinline)) static bool defer_auth(struct worker *w, struct conn *c,
-                                                 const struct http_request *req)
+__attribute__((noinline)) static bool pending_auth(struct worker *w, const struct http_request *req,
+                                                   const struct req_policy *pol)
 {
     const struct vhost *v = site_route(w, req);
     const struct config *cfg = v->cfg;
@@ -569,7 +574,8 @@ __attribute__((noinline)) static bool defer_auth(struct worker *w, struct conn *
     for (int i = 0; i < cfg->num_auths && ul; i++) {
         size_t pl = strlen(cfg->auths[i].prefix);
         if (ul >= pl && memcmp(url, cfg->auths[i].prefix, pl) == 0) {
-            enum auth_verdict verdict = auth_check(w, c, v->auth[i], req);
+            enum auth_verdict verdict = auth_check(w->auth, v->auth[i], req, pol->peer,
+                                                   pol->resume.gen ? &pol->resume : NULL);
             /* serve_request answers this very request next: it need not hash it again */
             w->route.granted = verdict == AUTH_GRANTED ? req : NULL;
             return verdict == AUTH_WAIT;
@@ -578,12 +584,12 @@ __attribute__((noinline)) static bool defer_auth(struct worker *w, struct conn *
     return false;
 }
 
-bool site_defer(struct worker *w, struct conn *c, const struct http_request *req)
+bool site_pending(struct worker *w, const struct http_request *req, const struct req_policy *pol)
 {
     w->route.granted = NULL;
     if (!w->site->any_auth)
         return false; /* the common case: no site has --basic-auth, nothing to route here */
-    return defer_auth(w, c, req);
+    return pending_auth(w, req, pol);
 }
 
 void site_slot_init(struct site_slot *slot, struct site *first)

@@ -24,7 +24,6 @@
 struct auth_file;
 struct tls_conn;
 struct worker;
-struct conn;
 struct plan;
 struct req_policy;
 
@@ -69,7 +68,7 @@ struct site {
     int nvh;
     int dflt;          /* where a Host no site names goes */
     size_t health_len; /* of --health without its leading '/' */
-    bool any_auth;     /* some site has --basic-auth (else site_defer has nothing to do) */
+    bool any_auth;     /* some site has --basic-auth (else site_pending has nothing to do) */
     struct vhost_table hosts;
     struct vhost_slot *slots;
 };
@@ -122,9 +121,10 @@ bool site_answer(struct worker *w, const struct vhost *v, const struct http_requ
 bool site_preflight(const struct vhost *v, const struct http_request *req, const char *path,
                     size_t len, bool slash, struct static_ctx *ctx, struct plan *plan);
 
-/* Whether c's request must wait for work off the loop (a password being verified) before it
- * can be answered; then it stays unparsed in c's input and conn_resume continues it. */
-bool site_defer(struct worker *w, struct conn *c, const struct http_request *req);
+/* Whether req must wait for work off the loop (a password being verified) before it can be
+ * answered: serve's SERVE_PENDING. The check reports its end with pol->resume (rt/auth.h);
+ * never true without a token. */
+bool site_pending(struct worker *w, const struct http_request *req, const struct req_policy *pol);
 
 /* Where the current site is published for the workers. */
 struct site_slot {

@@ -23,47 +23,13 @@
 #include "h2/h2.h"
 #include "h2/h2conn.h"
 #include "handover.h"
+#include "http/h1.h"
 #include "rt/compress.h"
 #include "rt/fcache.h"
 #include "rt/obs.h"
 #include "rt/auth.h"
 #include "rt/site.h"
 #include "serve.h"
-
-void *bufpool_get(struct bufpool *bp)
-{
-    void *b = bp->free;
-    if (b) {
-        bp->free = *(void **)b;
-        bp->nfree--;
-    } else if (!(b = malloc(bp->size))) {
-        return NULL;
-    }
-    bp->count++;
-    return b;
-}
-
-void bufpool_put(struct bufpool *bp, void *buf)
-{
-    *(void **)buf = bp->free;
-    bp->free = buf;
-    bp->count--;
-    bp->nfree++;
-}
-
-/* Frees what the free list holds beyond keep buffers; returns the bytes freed. */
-static size_t bufpool_trim(struct bufpool *bp, unsigned keep)
-{
-    size_t freed = 0;
-    while (bp->nfree > keep) {
-        void *next = *(void **)bp->free;
-        free(bp->free);
-        bp->free = next;
-        bp->nfree--;
-        freed += bp->size;
-    }
-    return freed;
-}
 
 /* Issue 10: 10 000 partial heads grew a worker by ~200 MB that stayed after they closed.
  * Once a second, buffers beyond the low-water mark are freed, and malloc is asked to hand the
@@ -125,6 +91,8 @@ static void close_listeners(struct worker *w)
     }
 }
 
+static const struct engine_upcalls upcalls;
+
 int worker_init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
                 const struct engine_caps *caps, const struct listener *ls, unsigned n,
                 struct site_slot *sites)
@@ -138,6 +106,8 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     w->caps = caps;
     memcpy(w->listeners, ls, n * sizeof(*ls));
     w->nlisteners = n;
+    w->up = &upcalls;
+    w->h1 = &proto_h1;
     w->h2 = cfg->http2 ? &proto_h2 : NULL;
     w->wall = -1;
     w->accepting = true;
@@ -147,7 +117,7 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     w->site = site_acquire(sites, &w->site_gen);
     read_clock(w);
     timer_wheel_init(&w->wheel, w->now);
-    w->inbufs.size = CONN_INPUT_CAP;
+    w->inbufs.size = H1_INPUT_CAP;
     w->outbufs.size = sizeof(struct response);
     w->h2bufs.size = H2_BUF_SIZE;
 
@@ -295,6 +265,7 @@ static void switch_site(struct worker *w)
     site_put(w->site);
     w->site = s;
     w->site_gen = gen;
+    w->want_peer = w->alog || s->any_auth || w->guard;
     /* s->owned: the configuration file re-read for s; without one, the start's options */
     if (!w->compress && config_compresses(s->owned ? s->owned : w->cfg) &&
         !(w->compress = compress_new()))
@@ -302,12 +273,18 @@ static void switch_site(struct worker *w)
                w->id);
 }
 
+/* A verification off the loop ended: the request waiting for it is asked again. */
+static void resume(void *arg, struct resume_token t)
+{
+    conn_resume(arg, t);
+}
+
 bool worker_tick(struct worker *w)
 {
     read_clock(w);
     obs_tick(w, false);
     compress_collect(w);
-    auth_collect(w);
+    auth_collect(w->auth, resume, w);
     if (atomic_load_explicit(&w->sites->gen, memory_order_relaxed) != w->site_gen)
         switch_site(w);
     int stop = atomic_load_explicit(&w->stop, memory_order_relaxed);
@@ -351,9 +328,29 @@ int worker_wait_ms(const struct worker *w)
 void *worker_main(void *arg)
 {
     struct worker *w = arg;
+    /* w->alog is set after worker_init */
+    w->want_peer = w->alog || w->site->any_auth || w->guard;
     int rc = w->eng->run(w);
     if (rc < 0)
         errlog(ERRLOG_ERROR, "worker %d: %s", w->id, strerror(-rc));
     atomic_store(&w->done, true);
     return (void *)(intptr_t)rc;
 }
+
+/* The engine's upcalls: conn's ends of its operations, and this loop's hooks. */
+static const struct engine_upcalls upcalls = {
+    .accepted = conn_accepted,
+    .held_take = conn_held_take,
+    .received = conn_received,
+    .sent = conn_sent,
+    .read_done = conn_read_done,
+    .close = conn_close,
+    .closed = conn_closed,
+    .tick = worker_tick,
+    .wait_ms = worker_wait_ms,
+    .listening = worker_listening,
+    .close_listener = worker_close_listener,
+    .accept_failed = worker_accept_failed,
+    .accept_resume = worker_accept_resume,
+    .loop_turn = obs_loop_turn,
+};

@@ -1,5 +1,7 @@
-/* worker: one thread's share-nothing world: its listener, engine, connections, file cache,
- * timer wheel, buffers and clock. Everything on the request path is reached through it.
+/* worker: the per-thread composition root: sets up one thread's world (rt/runtime.h: its
+ * listeners, engine, connections, file cache, timer wheel, buffers and clock) from the layers
+ * below it, installs the protocols, runs the engine's loop and ticks the world once per turn
+ * (clock, timers, collected work off the loop, reloads, the drain).
  * Must not: be touched by another thread, except w->stop and w->done (atomics), w->wake_fd
  * (written by the main thread to stop it or publish a site, and by its compressor thread when
  * a variant is ready) and the shared site slot (under its lock).
@@ -7,154 +9,9 @@
 #ifndef RT_WORKER_H
 #define RT_WORKER_H
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
-#include <stdint.h>
 
-#include "core/http1.h"
-#include "rt/accesslog.h"
-#include "rt/stats.h"
-#include "rt/errlog.h"
-#include "rt/timer.h"
-
-struct config;
-struct engine_ops;
-struct engine_caps;
-struct conn;
-struct fcache;
-struct compressor;
-struct site;
-struct site_slot;
-struct handover;
-struct transport_ops;
-struct proto_ops;
-struct guard;
-
-/* w->stop, set by the main thread: what the worker is asked to do. */
-enum worker_stop {
-    WORKER_RUN,
-    WORKER_DRAIN,      /* finish responses in flight within the drain timeout, then end */
-    WORKER_HANDOVER,   /* the same, keeping the listener open 1-2 s for a successor's hand-over */
-    WORKER_SKIP_DELAY, /* a second stop signal during --drain-delay: the drain proper, now */
-    WORKER_ABORT,      /* a second stop signal (a third with --drain-delay): close everything now */
-};
-
-/* Fixed-size buffers recycled through a free list, so steady-state requests allocate nothing.
- * After a burst, worker_tick gives what is free beyond BUFPOOL_LOW_WATER back to the system. */
-struct bufpool {
-    void *free;
-    size_t size;
-    unsigned count; /* buffers handed out and not yet returned */
-    unsigned nfree; /* buffers on the free list */
-};
-
-#define BUFPOOL_LOW_WATER 64 /* free buffers a pool keeps for the next burst */
-
-/* Connections in the order they joined a list (oldest first), linked through conn.lru_*. */
-struct conn_list {
-    struct conn *first, *last;
-};
-
-/* Accepted sockets waiting for a slot that a reclaimed idle connection is about to free. */
-#define HELD_MAX 64
-
-/* Listening sockets per worker: the HTTP port, and one per further transport (TLS). */
-#define LISTEN_MAX 4
-
-/* One of a worker's listening sockets and the transport its connections get. */
-struct listener {
-    int fd;                            /* the worker's own fd (-1 once closed in a drain) */
-    bool owned;                        /* ours to drain: opened here, not inherited from systemd */
-    const struct transport_ops *xport; /* NULL: cleartext */
-    void *xport_ctx;                   /* what xport->open is given (e.g. TLS certificates) */
-    /* The server's hand-over of this listener's port to a successor (handover.h; one per port,
-     * each port its own reuseport group), or NULL: an owned listener is only shut and closed. */
-    struct handover *handover;
-};
-
-struct worker {
-    int id;
-    const struct config *cfg;
-    const struct engine_ops *eng;
-    const struct engine_caps *caps; /* what the kernel offers, probed once before the workers */
-    void *engine_state;
-    struct listener listeners[LISTEN_MAX]; /* engines accept on each; tags carry the index */
-    unsigned nlisteners;
-    /* HTTP/2 when enabled (proto.h), or NULL: HTTP/1 only. A connection switches to it when
-     * it opens with the HTTP/2 preface (h2c), or when its transport negotiated it (ALPN "h2":
-     * the transport calls conn_set_proto(w, c, w->h2, NULL, 0)). Set before the engine starts. */
-    const struct proto_ops *h2;
-    int wake_fd;      /* eventfd: stop, a new site, finished compression jobs */
-    atomic_int stop;  /* enum worker_stop */
-    atomic_bool done; /* set as the worker's thread ends, for the main thread's wait */
-    bool draining;
-    /* --drain-delay (issue 19): stopping, but the drain has not begun. The health path answers
-     * 503 while everything else is served as usual (keep-alive, HTTP/2 streams, new
-     * connections) until delay_end, when the drain proper starts as `delay_how` asked. */
-    bool delaying;
-    int delay_how; /* enum worker_stop */
-    int64_t delay_end;
-    bool accepting; /* false once a drain stopped accepting on the listener */
-    int64_t drain_deadline;
-    int64_t listen_close_at; /* draining: when the listener closes (after handshakes finish) */
-
-    struct site_slot *sites; /* where reloads publish; read once per loop turn */
-    struct site *site;       /* the root and MIME table this worker serves from */
-    unsigned site_gen;
-
-    /* Accepting pauses when the process is out of fds (EMFILE, ENFILE) or memory, and resumes
-     * when a connection closes or the clock second changes (worker_accept_resume). */
-    bool accept_paused;
-    bool slot_freed; /* a connection closed since the pause */
-    int64_t accept_paused_at;
-    int held[HELD_MAX];         /* FIFO ring of sockets accepted while full, see conn_accepted */
-    uint8_t held_lst[HELD_MAX]; /* ... and the listener each came from */
-    unsigned held_first, held_count;
-
-    int64_t now;      /* monotonic seconds, read once per loop turn */
-    int64_t wall;     /* UNIX seconds of date[] */
-    char date[32];    /* IMF-fixdate of wall, formatted at most once per second */
-    char ok_head[96]; /* static_ok_head(date): "HTTP/1.1 200 OK", Server, Date lines */
-    size_t ok_head_len;
-    struct timer_wheel wheel;
-
-    struct conn *conns; /* cfg->max_conns slots */
-    uint32_t *free_slots;
-    uint32_t num_free;
-    uint32_t active;
-    uint32_t reclaiming;    /* idle connections closed to make room, not yet closed */
-    struct conn_list idle;  /* reclaimable at --max-conns: idle keep-alive, lingering */
-    struct conn_list heads; /* reading a request head with bytes buffered (evictable) */
-
-    struct bufpool inbufs;  /* partial request heads */
-    struct bufpool outbufs; /* response headers and plans */
-    struct bufpool h2bufs;  /* HTTP/2 sessions' output and header-block buffers (h2.h) */
-    size_t in_bytes;        /* input buffers held by connections, bounded by --head-memory */
-    int64_t trimmed_at;     /* w->now of the last pool trim */
-    struct errlog_limit log_accept, log_full, log_heads, log_limit;
-    struct guard *guard; /* per-client limits (rt/guard.h), or NULL when none is configured */
-    struct fcache *cache;
-    struct compressor *compress; /* NULL with --compress off */
-    struct authstate *auth;      /* --basic-auth verifications (rt/auth.h) */
-    /* The last Host routed and the site it named (rt/site.c): a keep-alive client names the
-     * same one request after request, and a match costs a memcmp instead of a lookup. */
-    struct {
-        char host[64];
-        uint8_t len;
-        int16_t vh;
-        unsigned gen; /* w->site_gen it was routed under; 0: none */
-        /* site_defer found this request's credentials verified: serve's check is done */
-        const struct http_request *granted;
-    } route;
-
-    struct http_request req; /* scratch for the request being parsed */
-    struct accesslog *alog;  /* the process's access log, or NULL when off */
-    struct accesslog_buf logbuf;
-    char features[96];  /* the engine's features found, for the metrics' info line */
-    struct stats stats; /* read by the metrics thread (stats.h) */
-    pthread_t thread;
-};
+#include "rt/runtime.h"
 
 /* Sets w up to serve on listeners ls[0..n) (n <= LISTEN_MAX; w owns their fds from here on,
  * closed on failure too). */
@@ -191,8 +48,5 @@ bool worker_accept_failed(struct worker *w, int err);
 /* True once accepting may resume after a pause: a connection has closed (an fd is back) or a
  * clock second has passed. Clears the pause when it says so. */
 bool worker_accept_resume(struct worker *w);
-
-void *bufpool_get(struct bufpool *bp);
-void bufpool_put(struct bufpool *bp, void *buf);
 
 #endif

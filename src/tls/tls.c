@@ -94,7 +94,7 @@ ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap)
         if (rc != 1)
             return rc;
     }
-    if (c->seal_stop)
+    if (c->seal_stop || c->acme) /* RFC 8737 3: a validation carries no data */
         return -EPROTO;
     size_t n;
     int r = SSL_read_ex(c->ssl, buf, cap, &n);
@@ -191,18 +191,4 @@ const char *tls_conn_version(const struct tls_conn *c)
 const char *tls_conn_cipher(const struct tls_conn *c)
 {
     return SSL_get_cipher_name(c->ssl);
-}
-
-size_t tls_plain_http_400(char *buf, size_t cap, const char *date)
-{
-    static const char body[] =
-        "<html>\r\n<head><title>400 The plain HTTP request was sent to HTTPS port</title></head>"
-        "\r\n<body>\r\n<h1>400 Bad Request</h1>\r\n<p>The plain HTTP request was sent to HTTPS "
-        "port.</p>\r\n</body>\r\n</html>\r\n";
-    int n = snprintf(buf, cap,
-                     "HTTP/1.1 400 Bad Request\r\nServer: ringhttpd\r\nDate: %s\r\n"
-                     "Content-Type: text/html\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n"
-                     "%s",
-                     date, sizeof(body) - 1, body);
-    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }

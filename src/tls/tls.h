@@ -28,7 +28,7 @@
 
 /* Return values beside byte counts and -errno. */
 #define TLS_AGAIN (-EAGAIN)          /* needs more ciphertext (send what is pending first) */
-#define TLS_PLAIN_HTTP (-EPROTOTYPE) /* the first bytes are plain HTTP: see tls_plain_http_400 */
+#define TLS_PLAIN_HTTP (-EPROTOTYPE) /* the first bytes are plain HTTP: core/rules.h */
 
 enum tls_alpn { TLS_ALPN_NONE, TLS_ALPN_HTTP1, TLS_ALPN_H2 };
 
@@ -74,10 +74,5 @@ enum tls_alpn tls_conn_alpn(const struct tls_conn *c);
 const char *tls_conn_sni(const struct tls_conn *c);     /* the client's server name, or NULL */
 const char *tls_conn_version(const struct tls_conn *c); /* "TLSv1.3"... */
 const char *tls_conn_cipher(const struct tls_conn *c);
-
-/* The clear-text answer to plain HTTP on the TLS port (as nginx's "The plain HTTP request was
- * sent to HTTPS port"): a whole 400 response with Connection: close, written into buf with
- * date (an IMF-fixdate) in its Date field. Returns its length, or 0 when cap is too small. */
-size_t tls_plain_http_400(char *buf, size_t cap, const char *date);
 
 #endif

@@ -33,6 +33,8 @@ static const char groups_list[] = "X25519:P-256:P-384";
 /* ALPN in wire format, server preference first. */
 static const unsigned char alpn_http1[] = "\x08http/1.1";
 static const unsigned char alpn_h2_http1[] = "\x02h2\x08http/1.1";
+static const unsigned char alpn_acme[] = "\x0a"
+                                         "acme-tls/1"; /* RFC 8737 6.2 */
 
 struct tls_keys {
     unsigned char secret[32];
@@ -53,6 +55,7 @@ struct tls_group {
 
 struct tls_ctx {
     unsigned refs; /* the owner's one, plus one per connection: the worker's thread only */
+    struct tls_challenge challenge;
     struct tls_group groups[TLS_MAX_CERTS];
     int num_groups;
     /* the sites' names (issue 19), each naming the group of its site's pair: SNI looks here
@@ -176,20 +179,30 @@ static int site_group(const struct tls_ctx *ctx, const char *name)
 
 static int servername_cb(SSL *ssl, int *alert, void *arg)
 {
-    (void)alert;
     struct tls_ctx *ctx = arg;
     struct tls_conn *c = SSL_get_app_data(ssl);
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    bool certless = !ctx->groups[0].leaf;
+    if (c->acme)
+        return SSL_TLSEXT_ERR_OK; /* client_hello_cb gave it the challenge's certificate */
     c->by_site = false;
     c->group = 0;
-    if (!name || ctx->num_groups < 2)
-        return SSL_TLSEXT_ERR_OK;
+    if (!name || ctx->num_groups < 2) {
+        if (!certless)
+            return SSL_TLSEXT_ERR_OK;
+        *alert = SSL_AD_UNRECOGNIZED_NAME; /* no certificate yet (issue 27): say so */
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
     int g = site_group(ctx, name);
     if (g >= 0)
         c->by_site = true;
     for (int i = 0; i < ctx->num_groups && g < 0; i++)
-        if (X509_check_host(ctx->groups[i].leaf, name, 0, 0, NULL) == 1)
+        if (ctx->groups[i].leaf && X509_check_host(ctx->groups[i].leaf, name, 0, 0, NULL) == 1)
             g = i;
+    if (g < 0 && certless) {
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
     /* An unknown name gets the default certificate, as nginx's default server does. */
     if (g > 0 && !SSL_set_SSL_CTX(ssl, ctx->groups[g].ssl))
         return SSL_TLSEXT_ERR_ALERT_FATAL;
@@ -198,13 +211,80 @@ static int servername_cb(SSL *ssl, int *alert, void *arg)
     return SSL_TLSEXT_ERR_OK;
 }
 
+/* Whether the ClientHello's ALPN list (RFC 7301 3.1) offers acme-tls/1. */
+static bool offers_acme(SSL *ssl)
+{
+    const unsigned char *p;
+    size_t len;
+    if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &p,
+                                   &len) ||
+        len < 2 || (size_t)(p[0] << 8 | p[1]) != len - 2)
+        return false;
+    for (size_t i = 2; i < len;) {
+        size_t n = p[i];
+        if (i + 1 + n > len)
+            return false;
+        if (n == sizeof(alpn_acme) - 2 && memcmp(p + i + 1, alpn_acme + 1, n) == 0)
+            return true;
+        i += 1 + n;
+    }
+    return false;
+}
+
+/* The host_name of the ClientHello's server_name extension (RFC 6066 3) into out. */
+static bool hello_sni(SSL *ssl, char *out, size_t cap)
+{
+    const unsigned char *p;
+    size_t len;
+    if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &len) || len < 5 ||
+        (size_t)(p[0] << 8 | p[1]) != len - 2 || p[2] != TLSEXT_NAMETYPE_host_name)
+        return false;
+    size_t n = (size_t)(p[3] << 8 | p[4]);
+    if (n == 0 || n + 5 > len || n >= cap || memchr(p + 5, 0, n))
+        return false;
+    memcpy(out, p + 5, n);
+    out[n] = '\0';
+    return true;
+}
+
+/* RFC 8737: a ClientHello that offers acme-tls/1 is a CA validating a name. It gets the
+ * challenge certificate for its SNI name, if one is pending, and never a real one. */
+static int client_hello_cb(SSL *ssl, int *alert, void *arg)
+{
+    struct tls_ctx *ctx = arg;
+    struct tls_conn *c = SSL_get_app_data(ssl);
+    char name[256];
+    X509 *x = NULL;
+    EVP_PKEY *k = NULL;
+    if (!ctx->challenge.cert || !offers_acme(ssl))
+        return SSL_CLIENT_HELLO_SUCCESS;
+    if (!hello_sni(ssl, name, sizeof(name)) ||
+        ctx->challenge.cert(ctx->challenge.arg, name, &x, &k) != 0) {
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    int ok = SSL_use_cert_and_key(ssl, x, k, NULL, 1);
+    X509_free(x);
+    EVP_PKEY_free(k);
+    if (ok != 1) {
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    c->acme = true;
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
 static int alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *out_len,
                    const unsigned char *in, unsigned in_len, void *arg)
 {
-    (void)ssl;
     const struct tls_ctx *ctx = arg;
+    const struct tls_conn *c = SSL_get_app_data(ssl);
     const unsigned char *ours = ctx->alpn_h2 ? alpn_h2_http1 : alpn_http1;
     unsigned ours_len = ctx->alpn_h2 ? sizeof(alpn_h2_http1) - 1 : sizeof(alpn_http1) - 1;
+    if (c->acme) { /* a validation: acme-tls/1 only */
+        ours = alpn_acme;
+        ours_len = sizeof(alpn_acme) - 1;
+    }
     unsigned char *chosen;
     if (SSL_select_next_proto(&chosen, out_len, ours, ours_len, in, in_len) !=
         OPENSSL_NPN_NEGOTIATED)
@@ -344,6 +424,8 @@ static SSL_CTX *make_ssl_ctx(struct tls_ctx *ctx, const struct tls_settings *s)
         return NULL;
     }
     SSL_CTX_set_alpn_select_cb(ssl, alpn_cb, ctx);
+    if (ctx->challenge.cert)
+        SSL_CTX_set_client_hello_cb(ssl, client_hello_cb, ctx);
     return ssl;
 }
 
@@ -395,7 +477,7 @@ static int add_pair(struct tls_ctx *ctx, const struct tls_settings *s, int i, ch
         return rc;
     struct tls_group *g = NULL;
     for (int j = 0; j < ctx->num_groups && !g; j++)
-        if (same_names(ctx->groups[j].leaf, p.leaf))
+        if (ctx->groups[j].leaf && same_names(ctx->groups[j].leaf, p.leaf))
             g = &ctx->groups[j];
     if (!g) {
         g = &ctx->groups[ctx->num_groups];
@@ -429,7 +511,7 @@ int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struc
                 char *why, size_t why_len)
 {
     int rc = -EINVAL;
-    if (s->num_certs < 1 || s->num_certs > TLS_MAX_CERTS) {
+    if (s->num_certs < (s->certless ? 0 : 1) || s->num_certs > TLS_MAX_CERTS - s->certless) {
         snprintf(why, why_len, "TLS needs 1 to %d --tls-cert/--tls-key pairs", TLS_MAX_CERTS);
         return -EINVAL;
     }
@@ -441,6 +523,7 @@ int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struc
     ctx->refs = 1;
     ctx->keys = keys;
     ctx->alpn_h2 = s->alpn_h2;
+    ctx->challenge = s->challenge;
     ctx->rotate = s->ticket_rotate ? s->ticket_rotate : TLS_TICKET_ROTATE;
     ctx->period = INT64_MIN;
     if (!(ctx->bio = tls_record_bio_method())) {
@@ -461,6 +544,12 @@ int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struc
             goto fail;
         }
         vhost_table_init(&ctx->names, ctx->name_slots, slots);
+    }
+    /* Certless: group 0 is a context without a certificate, which only ever refuses. */
+    if (s->certless && !(ctx->groups[ctx->num_groups++].ssl = make_ssl_ctx(ctx, s))) {
+        snprintf(why, why_len, "TLS: cannot set up OpenSSL's context");
+        rc = -ENOMEM;
+        goto fail;
     }
     for (int i = 0; i < s->num_certs; i++)
         if ((rc = add_pair(ctx, s, i, why, why_len)) != 0)

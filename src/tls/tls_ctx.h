@@ -15,6 +15,9 @@
 
 #define TLS_MAX_CERTS 16
 
+struct x509_st;
+struct evp_pkey_st;
+
 /* Ticket keys change every 12 hours; a ticket made with the previous key is still accepted
  * (then replaced by a fresh one), so a ticket lives 12 to 24 hours. */
 #define TLS_TICKET_ROTATE (12 * 3600)
@@ -28,9 +31,23 @@ struct tls_cert_files {
     int num_hosts;
 };
 
+/* Automatic HTTPS's hook (issue 27), installed by the server: the TLS-ALPN-01 challenge
+ * certificate pending for SNI name name (RFC 8737), with a reference each for the caller; 0,
+ * or -ENOENT when there is none. */
+struct tls_challenge {
+    int (*cert)(void *arg, const char *name, struct x509_st **cert, struct evp_pkey_st **key);
+    void *arg; /* per context: the worker's reader of the challenge table */
+};
+
 struct tls_settings {
     const struct tls_cert_files *certs; /* the first pair is the default (no or unknown SNI) */
-    int num_certs;                      /* 1..TLS_MAX_CERTS */
+    int num_certs;                      /* 1..TLS_MAX_CERTS (0.. when certless) */
+    /* No default pair (automatic HTTPS with no --tls-cert): a name no pair covers (one still
+     * waiting for its certificate), or no SNI, gets the unrecognized_name alert. */
+    bool certless;
+    /* A ClientHello offering ALPN "acme-tls/1" is answered with challenge's certificate for its
+     * SNI name and nothing else: such a connection carries no data (tls_conn_read refuses). */
+    struct tls_challenge challenge; /* .cert NULL: none */
     int min_version;        /* 12: TLS 1.2 and 1.3, Mozilla "intermediate"; 13: TLS 1.3 only */
     bool alpn_h2;           /* the protocol layer serves HTTP/2: ALPN offers h2 before http/1.1 */
     unsigned ticket_rotate; /* seconds per ticket key; 0 means TLS_TICKET_ROTATE */

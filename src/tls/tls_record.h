@@ -72,6 +72,7 @@ struct tls_conn {
     uint8_t state;  /* enum tls_conn_state */
     bool closing;   /* close_notify queued */
     bool by_site;   /* SNI named a site whose own pair was chosen */
+    bool acme;      /* a TLS-ALPN-01 validation: the challenge certificate, no data */
     int8_t group;   /* the certificate group chosen (0: the default) */
     /* The caller's (rt/site.c's) per-connection cache of its last "not misdirected" verdict:
      * the site a request was routed to and the generation of the sites it belongs to. */

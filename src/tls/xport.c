@@ -8,9 +8,10 @@
 #include "config.h"
 #include "conn.h"
 #include "core/plan.h"
+#include "core/rules.h"
 #include "engine/caps.h"
 #include "rt/stats.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 #include "tls/tls.h"
 
 /* A wire chunk holds up to four full records: 64 KiB of plaintext per send. One record would
@@ -319,7 +320,7 @@ static void plain_http(struct worker *w, struct conn *c, struct xconn *x)
         conn_close(w, c);
         return;
     }
-    size_t len = tls_plain_http_400(x->buf->out, OUT_CAP, w->date);
+    size_t len = rules_plain_http_on_tls(x->buf->out, OUT_CAP, w->date);
     plan_init(&x->buf->wire);
     plan_mem(&x->buf->wire, x->buf->out, len);
     x->busy = true;

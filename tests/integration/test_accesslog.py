@@ -5,12 +5,14 @@ pipe), SIGUSR1 reopen, and a stuck log pipe that must not stop the server answer
 Lines are read from a file after the server has stopped (it hands every buffered line to the
 writer at exit), or from its standard output (a pipe: the default destination)."""
 
+import base64
 import json
 import os
 import shutil
 import re
 import signal
 import socket
+import subprocess
 import threading
 import time
 
@@ -491,3 +493,33 @@ def test_response_cut_short_is_logged(make_server, docroot, tmp_path):
     g = combined(line)
     assert g["request"] == b"GET /big.bin HTTP/1.1" and g["status"] == 200
     assert 0 < g["bytes"] < 1 << 20, g
+
+
+@pytest.mark.parametrize("trusted,want", [([], "127.0.0.1"), (["127.0.0.1"], "203.0.113.7")],
+                         ids=["peer", "real_ip"])
+def test_client_address_logged_after_basic_auth(make_server, docroot, tmp_path, trusted, want):
+    """Issue 26: a request that passed --basic-auth (verified off the loop, then from the
+    worker's cache) is logged with the client's address, and --real-ip-from applies to it as to
+    every other request: auth looked the peer up itself and marked it unknown, so those lines
+    had an empty first field."""
+    pw = tmp_path / "pw.htpasswd"
+    subprocess.run(["htpasswd", "-c", "-b", "-B", "-C", "5", str(pw), "alice", "secret"],
+                   check=True, capture_output=True)
+    (docroot / "private").mkdir()
+    (docroot / "private" / "x.txt").write_bytes(b"secret\n")
+    extra = ["-t", "1", "--basic-auth", f"/private/={pw}",
+             *[a for t in trusted for a in ("--real-ip-from", t)]]
+    srv, path = logged_server(make_server, docroot, tmp_path, extra=extra)
+    xff = ("X-Forwarded-For", "203.0.113.7")
+    cred = ("Authorization", "Basic " + base64.b64encode(b"alice:secret").decode())
+    assert fetch(srv, "/private/x.txt", headers=[xff]).status == 401
+    assert fetch(srv, "/private/x.txt", headers=[cred, xff]).body == b"secret\n"  # verified
+    assert fetch(srv, "/private/x.txt", headers=[cred, xff]).body == b"secret\n"  # remembered
+    with Conn(srv) as c:  # a keep-alive connection: the check waits, then its next request
+        assert c.request("GET", "/private/x.txt", headers=[
+            ("Authorization", "Basic " + base64.b64encode(b"alice:wrong").decode()), xff
+        ]).status == 401
+        assert c.request("GET", "/hello.txt", headers=[xff]).status == 200
+    assert srv.stop() == 0
+    got = [(combined(line)["addr"], combined(line)["status"]) for line in log_lines(path)]
+    assert got == [(want, 401), (want, 200), (want, 200), (want, 401), (want, 200)]

@@ -122,6 +122,43 @@ def test_max_conns_reclaims_oldest_idle_keepalive(make_server, docroot):
             c.close()
 
 
+def test_max_conns_reclaims_idle_h2c_with_goaway(make_server, docroot):
+    """Issue 26: idle HTTP/2 connections are reclaimed at --max-conns as idle HTTP/1.1 ones are
+    (the idle queue used to hold only HTTP/1, so two idle h2c connections made a third client
+    get a reset). The oldest goes first, told with GOAWAY (NO_ERROR) before its close, as nginx
+    does; the other keeps serving."""
+    from test_h2 import ACK, GOAWAY, HEADERS, NO_ERROR, SETTINGS, END_HEADERS, END_STREAM, \
+        frame, get_block, goaway_code, open_h2, read_frames
+
+    srv = make_server(docroot, args=["-t", "1", "--max-conns", "2", "--http2", "on"])
+    idle = []
+    try:
+        for _ in range(2):
+            s = open_h2(srv)
+            s.settimeout(5)
+            got = b""
+            while len(got) < 9 or got[3] != SETTINGS:  # the server's SETTINGS: preface taken
+                chunk = s.recv(65536)
+                assert chunk, "closed before its SETTINGS"
+                got += chunk
+            s.sendall(frame(SETTINGS, ACK, 0))
+            idle.append(s)
+        try:
+            r = fetch(srv, "/hello.txt")
+        except OSError as e:
+            pytest.fail(f"the third connection was refused while two h2c ones were idle: {e!r}")
+        assert r.status == 200 and r.body == HELLO
+        frames, closed = read_frames(idle[0], until_goaway=False, timeout=5)
+        assert goaway_code(frames) == NO_ERROR and closed
+        idle[1].sendall(frame(HEADERS, END_STREAM | END_HEADERS, 1, get_block(b"/hello.txt")))
+        frames, _ = read_frames(idle[1], until_goaway=False, timeout=2)
+        assert any(f[0] == HEADERS and f[2] == 1 for f in frames), frames
+        assert not any(f[0] == GOAWAY for f in frames), frames
+    finally:
+        for s in idle:
+            s.close()
+
+
 def test_max_conns_full_of_busy_connections_refuses_and_logs(make_server, docroot):
     """With every slot busy (requests half sent) there is nothing to reclaim: the newcomer is
     refused, the busy ones keep their slots, and the log says why."""

@@ -400,14 +400,15 @@ def test_unknown_user_costs_what_a_known_user_costs(make_server, sites, kind):
         htpasswd(pw, "root", "pw", "-B -C 12")
     else:
         _crypt_file(pw, [("alice", "wonder", {"sha256": "-5", "sha512": "-6",
-                                              "sha512-rounds": 30000}[kind])])
+                                              "sha512-rounds": 1000}[kind])])
     s = make_server(sites["a"], args=["-t", "1", "--basic-auth", f"/private/={pw}"])
     with Conn(s, timeout=30) as c:
         _median_401_ms(c, ["warm-up"], 1)
         known, unknown = _median_401_ms(c, ["alice", "mallory"])
-    # 3x either way, plus 3 ms for scheduling noise on a loaded machine (at cost 5 a check takes
-    # ~2 ms); the old build's gaps (2 against 51 ms, 200 against 51 ms) are far outside it.
-    slack = 3.0
+    # 3x either way, plus 10 ms for scheduling noise on a loaded machine (at cost 5 a check takes
+    # ~2 ms; 3 ms of slack still failed once under four engineers' load); the old build's gaps
+    # (2 against 51 ms: 51 > 3 * 2 + 10; 200 against 51 ms: 200 > 3 * 51 + 10) stay outside it.
+    slack = 10.0
     assert unknown / 3 - slack < known < unknown * 3 + slack, (
         kind, f"known {known:.1f} ms", f"unknown {unknown:.1f} ms")
 
@@ -803,8 +804,10 @@ RESTART_VALUES = {
     "verbose": "true", "limit-conn": "5",
 }
 # make_server's command line sets these (it overrides the file), a file cannot name another,
-# and tls-port needs a certificate pair.
-NOT_IN_THIS_TEST = {"port", "bind", "threads", "engine", "config", "tls-port"}
+# and tls-port needs a certificate pair; automatic HTTPS needs tls-port (and a CA:
+# test_acme.py).
+NOT_IN_THIS_TEST = {"port", "bind", "threads", "engine", "config", "tls-port", "acme-email",
+                    "acme-domain", "acme-ca", "acme-ca-root", "acme-state", "acme-challenge"}
 
 
 def test_reload_reports_every_option_it_cannot_change(make_server, sites):

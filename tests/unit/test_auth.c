@@ -1,12 +1,12 @@
 /* test_auth: Basic authentication's verdicts (rt/auth.h) against a real htpasswd file (bcrypt
  * and SHA-crypt hashes made here by libcrypt), verified by the real verifier threads, and the
  * htpasswd reader's refusals (rt/htpasswd.h).
- * Must not: resume a connection: each verification's connection is marked gone (its generation
- * moves on) before the verdict is collected, so auth_collect only records it, and the verdict
- * is then read as serve's check reads it (no connection).
- * Ownership: the worker (only its auth state), files and connections are each test's. */
+ * Must not: need a connection or a worker: auth knows a waiting request only by its resume
+ * token, which auth_collect hands back (checked here), and its client only by its address.
+ * Ownership: the auth state, files and tokens are each test's. */
 #include "unit.h"
 
+#include <arpa/inet.h>
 #include <crypt.h>
 #include <errno.h>
 #include <poll.h>
@@ -15,16 +15,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "conn.h"
+#include "core/peer.h"
+#include "core/policy.h"
 #include "rt/auth.h"
 #include "rt/htpasswd.h"
-#include "rt/worker.h"
 
 struct fixture {
     char dir[64], file[96];
-    struct worker *w;
+    int wake_fd;
+    struct authstate *a;
     struct auth_file *f;
-    int peer[2]; /* a socketpair: each connection's socket is a dup of peer[0] */
+    struct peer peer;           /* every request's client: one address */
+    uint32_t next;              /* the next token's owner */
+    struct resume_token got[8]; /* what auth_collect handed back */
+    unsigned ngot;
 };
 
 /* "user:HASH(password)" with a setting prefix ("$2b$", "$6$") at the lowest cost. */
@@ -48,6 +52,7 @@ static void write_file(const char *path, const char *text)
 
 static void setup(struct fixture *x)
 {
+    memset(x, 0, sizeof(*x));
     strcpy(x->dir, "/tmp/test_auth.XXXXXX");
     CHECK(mkdtemp(x->dir) != NULL);
     snprintf(x->file, sizeof(x->file), "%s/htpasswd", x->dir);
@@ -59,44 +64,32 @@ static void setup(struct fixture *x)
     fclose(fp);
     char why[256] = "";
     CHECK_INT(auth_file_load(x->file, &x->f, why, sizeof(why)), 0);
-    x->w = calloc(1, sizeof(*x->w));
-    CHECK(x->w != NULL);
-    x->w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    CHECK(x->w->wake_fd >= 0 && (x->w->auth = auth_state_new(x->w->wake_fd)) != NULL);
-    CHECK_INT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x->peer), 0);
+    x->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    CHECK(x->wake_fd >= 0 && (x->a = auth_state_new(x->wake_fd)) != NULL);
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+    peer_set(&x->peer, (const struct sockaddr *)&sin, sizeof(sin));
+    CHECK(x->peer.known);
 }
 
 static void teardown(struct fixture *x)
 {
-    auth_state_free(x->w->auth); /* joins the threads, frees verifications left in flight */
-    close(x->w->wake_fd);
-    free(x->w);
+    auth_state_free(x->a); /* joins the threads, frees verifications left in flight */
+    close(x->wake_fd);
     auth_file_free(x->f);
-    close(x->peer[0]);
-    close(x->peer[1]);
     unlink(x->file);
     rmdir(x->dir);
 }
 
-/* A connection of the worker's with its own socket (same peer as the others: one address). */
-static struct conn *connection(struct fixture *x)
+/* A request's resume token, as a protocol makes it from its connection. */
+static struct resume_token token(struct fixture *x)
 {
-    struct conn *c = calloc(1, sizeof(*c));
-    CHECK(c != NULL);
-    c->fd = dup(x->peer[0]);
-    c->gen = 1;
-    return c;
+    return (struct resume_token){x->next++, 7};
 }
 
-static void gone(struct conn *c)
-{
-    close(c->fd);
-    free(c);
-}
-
-/* The verdict on a request whose Authorization is value (none when NULL), for c (NULL: the
- * check serve makes). */
-static enum auth_verdict check(struct fixture *x, struct conn *c, const char *value)
+/* The verdict on a request whose Authorization is value (none when NULL), waiting with t
+ * (NULL: the check serve makes when it answers). */
+static enum auth_verdict check(struct fixture *x, const struct resume_token *t, const char *value)
 {
     struct http_request req;
     memset(&req, 0, sizeof(req));
@@ -105,28 +98,36 @@ static enum auth_verdict check(struct fixture *x, struct conn *c, const char *va
         req.headers[0].value = (struct http_str){unit_guard_str(value), strlen(value)};
         req.num_headers = 1;
     }
-    return auth_check(x->w, c, x->f, &req);
+    return auth_check(x->a, x->f, &req, &x->peer, t);
 }
 
-/* Waits (10 s at most) for a verification to finish, marks c gone, collects the verdict. */
-static void settle(struct fixture *x, struct conn *c)
+static void resumed(void *arg, struct resume_token t)
 {
-    struct pollfd p = {.fd = x->w->wake_fd, .events = POLLIN};
+    struct fixture *x = arg;
+    CHECK(x->ngot < sizeof(x->got) / sizeof(x->got[0]));
+    x->got[x->ngot++] = t;
+}
+
+/* Waits (10 s at most) for a verification to finish and collects it: its token comes back. */
+static void settle(struct fixture *x, struct resume_token t)
+{
+    struct pollfd p = {.fd = x->wake_fd, .events = POLLIN};
     CHECK_INT(poll(&p, 1, 10000), 1);
     uint64_t n;
-    CHECK(read(x->w->wake_fd, &n, sizeof(n)) == (ssize_t)sizeof(n));
-    c->gen++; /* the connection went away meanwhile: nothing to resume */
-    auth_collect(x->w);
+    CHECK(read(x->wake_fd, &n, sizeof(n)) == (ssize_t)sizeof(n));
+    x->ngot = 0;
+    auth_collect(x->a, resumed, x);
+    CHECK_INT(x->ngot, 1);
+    CHECK(x->got[0].owner == t.owner && x->got[0].gen == t.gen);
 }
 
 /* The verdict on value once verified off the loop: WAIT first, then what serve's check says. */
 static enum auth_verdict verified(struct fixture *x, const char *value)
 {
-    struct conn *c = connection(x);
-    CHECK_INT(check(x, c, value), AUTH_WAIT);
-    CHECK_INT(check(x, c, value), AUTH_WAIT); /* asked again while in flight: still waiting */
-    settle(x, c);
-    gone(c);
+    struct resume_token t = token(x);
+    CHECK_INT(check(x, &t, value), AUTH_WAIT);
+    CHECK_INT(check(x, &t, value), AUTH_WAIT); /* asked again while in flight: still waiting */
+    settle(x, t);
     return check(x, NULL, value);
 }
 
@@ -141,13 +142,12 @@ TEST(auth_without_credentials_is_denied_at_once)
 {
     struct fixture x;
     setup(&x);
-    struct conn *c = connection(&x);
-    CHECK_INT(check(&x, c, NULL), AUTH_DENIED);
-    CHECK_INT(check(&x, c, "Bearer YWxpY2U6d29uZGVy"), AUTH_DENIED);
-    CHECK_INT(check(&x, c, "Basic YWxpY2U6d29uZGVy!"), AUTH_DENIED); /* not base64 */
-    CHECK_INT(check(&x, c, "Basic YWxpY2U="), AUTH_DENIED);          /* "alice": no ':' */
+    struct resume_token t = token(&x);
+    CHECK_INT(check(&x, &t, NULL), AUTH_DENIED);
+    CHECK_INT(check(&x, &t, "Bearer YWxpY2U6d29uZGVy"), AUTH_DENIED);
+    CHECK_INT(check(&x, &t, "Basic YWxpY2U6d29uZGVy!"), AUTH_DENIED); /* not base64 */
+    CHECK_INT(check(&x, &t, "Basic YWxpY2U="), AUTH_DENIED);          /* "alice": no ':' */
     CHECK_INT(check(&x, NULL, ALICE), AUTH_DENIED); /* serve's check never starts one */
-    gone(c);
     teardown(&x);
 }
 
@@ -163,14 +163,13 @@ TEST(auth_verdicts_from_a_real_htpasswd_file)
     CHECK_INT(verified(&x, MALLORY), AUTH_DENIED); /* no such user (a dummy hash is checked) */
 
     /* A granted verdict is remembered: a connection's next request costs no verification. */
-    struct conn *c = connection(&x);
-    CHECK_INT(check(&x, c, ALICE), AUTH_GRANTED);
+    struct resume_token t = token(&x);
+    CHECK_INT(check(&x, &t, ALICE), AUTH_GRANTED);
     CHECK_INT(check(&x, NULL, BOB), AUTH_GRANTED);
     /* A failed one is read once, by the request it was for; the next attempt is verified. */
-    CHECK_INT(check(&x, c, ALICE_WRONG), AUTH_WAIT);
-    gone(c);
+    CHECK_INT(check(&x, &t, ALICE_WRONG), AUTH_WAIT);
     /* A reload forgets them all: the files may have changed. */
-    auth_forget(x.w->auth);
+    auth_forget(x.a);
     CHECK_INT(check(&x, NULL, ALICE), AUTH_DENIED);
     teardown(&x);
 }
@@ -179,20 +178,24 @@ TEST(auth_bounds_verifications_per_client_address)
 {
     struct fixture x;
     setup(&x);
-    struct conn *c[AUTH_PER_ADDR + 1];
+    struct resume_token t[AUTH_PER_ADDR + 1];
     const char *values[] = {ALICE_WRONG, BOB_WRONG, MALLORY};
     for (int i = 0; i < AUTH_PER_ADDR; i++) {
-        c[i] = connection(&x);
-        CHECK_INT(check(&x, c[i], values[i]), AUTH_WAIT);
+        t[i] = token(&x);
+        CHECK_INT(check(&x, &t[i], values[i]), AUTH_WAIT);
     }
     /* one more from the same address waits for none of them: 429 */
-    c[AUTH_PER_ADDR] = connection(&x);
-    CHECK_INT(check(&x, c[AUTH_PER_ADDR], values[AUTH_PER_ADDR]), AUTH_BUSY);
+    t[AUTH_PER_ADDR] = token(&x);
+    CHECK_INT(check(&x, &t[AUTH_PER_ADDR], values[AUTH_PER_ADDR]), AUTH_BUSY);
     CHECK_INT(check(&x, NULL, values[AUTH_PER_ADDR]), AUTH_BUSY);   /* serve's check agrees */
     CHECK_INT(check(&x, NULL, values[AUTH_PER_ADDR]), AUTH_DENIED); /* ... once */
-    teardown(&x); /* with two still in flight: they are abandoned, not leaked */
-    for (int i = 0; i <= AUTH_PER_ADDR; i++)
-        gone(c[i]);
+    /* another client address is not bound by this one's */
+    struct sockaddr_in other = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.2", &other.sin_addr);
+    peer_set(&x.peer, (const struct sockaddr *)&other, sizeof(other));
+    struct resume_token u = token(&x);
+    CHECK_INT(check(&x, &u, values[AUTH_PER_ADDR]), AUTH_WAIT);
+    teardown(&x); /* with three still in flight: they are abandoned, not leaked */
 }
 
 TEST(htpasswd_refuses_weak_or_malformed_files_with_the_line)

@@ -1,12 +1,14 @@
 /* test_conn: conn's lifecycle rules driven through a fake engine table (no socket, no ring):
  * pipelined requests answered one at a time and in order, partial heads buffered, the close
  * rules (Connection: close, malformed requests, bodies too large to discard), and the same
- * through the copy transport (transport.h).
+ * through the copy transport (transport.h). HTTP/1 (http/h1.h) is every connection's protocol.
  * Must not: open sockets; the only I/O is the file cache reading a temporary document root.
  * Ownership: one worker per test, built on a real config, site and file cache. */
 #include "unit.h"
 
+#include <crypt.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +18,8 @@
 #include "core/plan.h"
 #include "engine/caps.h"
 #include "engine/engine.h"
+#include "http/h1.h"
+#include "rt/auth.h"
 #include "rt/site.h"
 #include "rt/worker.h"
 #include "transport.h"
@@ -105,6 +109,19 @@ static void fake_stop_accept(struct worker *w)
     (void)w;
 }
 
+static void fake_drop(struct worker *w, int fd)
+{
+    (void)w;
+    (void)fd; /* the fake's fds are made up */
+}
+
+static void fake_peer(struct worker *w, struct conn *c, struct peer *out)
+{
+    (void)w;
+    (void)c;
+    peer_set(out, NULL, 0);
+}
+
 static const struct engine_ops fake_engine = {
     .name = "fake",
     .init = fake_init,
@@ -116,6 +133,8 @@ static const struct engine_ops fake_engine = {
     .close = fake_close,
     .stop_accept = fake_stop_accept,
     .read = fake_read,
+    .peer = fake_peer,
+    .drop = fake_drop,
 };
 
 struct fixture {
@@ -222,13 +241,13 @@ static void pipelining(const struct transport_ops *xport)
     /* One response in flight; the others wait, unparsed, in the input buffer. */
     CHECK_INT(fake.sends, 1);
     CHECK_INT(count("HTTP/1.1 "), 1);
-    CHECK(c->state == CONN_SENDING && c->in != NULL);
+    CHECK(h1_of(c)->state == H1_SENDING && h1_of(c)->in != NULL);
     complete(&f);
     CHECK_INT(count("HTTP/1.1 200 OK"), 2);
     complete(&f);
     CHECK_INT(count("HTTP/1.1 404 "), 1);
     complete(&f);
-    CHECK(fake.sending == NULL && c->state == CONN_READING && c->in == NULL);
+    CHECK(fake.sending == NULL && h1_of(c)->state == H1_READING && h1_of(c)->in == NULL);
     CHECK_INT(count(HELLO), 2);
     CHECK(fake.recv_on && fake.closes == 0);
     CHECK_INT(f.w.outbufs.count, 0); /* every response back in the pool */
@@ -265,7 +284,7 @@ TEST(conn_copy_transport_reads_file_segments_through_the_engine)
     CHECK_INT(fake.sends, 2);
     CHECK_INT(count(HELLO), 1);
     complete(&f);
-    CHECK(fake.sending == NULL && c->state == CONN_READING);
+    CHECK(fake.sending == NULL && h1_of(c)->state == H1_READING);
     conn_close(&f.w, c);
     closed(&f, c);
     teardown(&f);
@@ -278,14 +297,14 @@ TEST(conn_partial_head_is_buffered_then_answered)
     struct conn *c = open_conn(&f);
     feed(&f, c, "GET /hello.txt HT");
     CHECK_INT(fake.sends, 0);
-    CHECK(c->in != NULL && c->in_len == 17 && c->in_request);
+    CHECK(h1_of(c)->in != NULL && h1_of(c)->in_len == 17 && h1_of(c)->in_request);
     feed(&f, c, "TP/1.1\r\nHost:");
     CHECK_INT(fake.sends, 0);
     feed(&f, c, " a\r\n\r\n");
     CHECK_INT(fake.sends, 1);
     complete(&f);
     CHECK_INT(count("HTTP/1.1 200 OK"), 1);
-    CHECK(c->in == NULL && c->state == CONN_READING);
+    CHECK(h1_of(c)->in == NULL && h1_of(c)->state == H1_READING);
     conn_close(&f.w, c);
     closed(&f, c);
     teardown(&f);
@@ -311,18 +330,18 @@ TEST(conn_close_rules)
     complete(&f);
     CHECK_INT(count("HTTP/1.1 400 "), 1);
     CHECK_INT(fake.shutdowns, 1);
-    CHECK(c->state == CONN_LINGERING);
+    CHECK(h1_of(c)->state == H1_LINGERING);
     feed(&f, c, "more junk");
-    CHECK(c->state == CONN_LINGERING);
+    CHECK(h1_of(c)->state == H1_LINGERING);
     conn_received(&f.w, c, NULL, 0); /* the client closes */
     closed(&f, c);
 
     /* A body past the discard limit: answered, then the connection ends. */
     c = open_conn(&f);
     feed(&f, c, "GET /hello.txt HTTP/1.1\r\nHost: a\r\nContent-Length: 9999999\r\n\r\nxx");
-    CHECK(!c->keep_alive);
+    CHECK(!h1_of(c)->keep_alive);
     complete(&f);
-    CHECK(c->state == CONN_LINGERING);
+    CHECK(h1_of(c)->state == H1_LINGERING);
     conn_close(&f.w, c);
     closed(&f, c);
 
@@ -330,11 +349,11 @@ TEST(conn_close_rules)
     c = open_conn(&f);
     feed(&f, c, "GET /hello.txt HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab");
     complete(&f);
-    CHECK(c->state == CONN_READING && c->discard == 3);
+    CHECK(h1_of(c)->state == H1_READING && h1_of(c)->discard == 3);
     feed(&f, c, "cde" GET);
-    CHECK(c->discard == 0 && fake.sending == c);
+    CHECK(h1_of(c)->discard == 0 && fake.sending == c);
     complete(&f);
-    CHECK(c->state == CONN_READING && c->keep_alive);
+    CHECK(h1_of(c)->state == H1_READING && h1_of(c)->keep_alive);
     conn_close(&f.w, c);
     closed(&f, c);
     CHECK_INT(f.w.active, 0);
@@ -353,7 +372,7 @@ TEST(conn_close_over_transport_ends_the_stream_first)
     CHECK_INT(count("Connection: close"), 1);
     CHECK_INT(fake.shutdowns, 1);
     CHECK_INT(fake.closes, 0);
-    CHECK(c->state == CONN_LINGERING);
+    CHECK(h1_of(c)->state == H1_LINGERING);
     conn_received(&f.w, c, NULL, 0); /* the client closes */
     closed(&f, c);
     /* The peer gone already: closed at once. */
@@ -364,4 +383,67 @@ TEST(conn_close_over_transport_ends_the_stream_first)
     CHECK_INT(fake.shutdowns, 1);
     closed(&f, c);
     teardown(&f);
+}
+
+static void resume_cb(void *arg, struct resume_token t)
+{
+    conn_resume(arg, t);
+}
+
+/* Waits (10 s at most) for the worker's verifier to finish and hands its tokens back, as
+ * worker_tick does. */
+static void collect_auth(struct fixture *f)
+{
+    struct pollfd p = {.fd = f->w.wake_fd, .events = POLLIN};
+    CHECK_INT(poll(&p, 1, 10000), 1);
+    uint64_t n;
+    CHECK(read(f->w.wake_fd, &n, sizeof(n)) == (ssize_t)sizeof(n));
+    auth_collect(f->w.auth, resume_cb, &f->w);
+}
+
+/* Issue 26: a request whose password is being verified off the loop gets serve's
+ * SERVE_PENDING; HTTP/1 parks it unparsed (nothing is sent, the bytes stay in its input) and
+ * answers it when the verifier's resume token comes back through conn_resume. A token whose
+ * connection has closed meanwhile is dropped. */
+TEST(conn_request_waiting_for_a_password_is_parked_then_answered)
+{
+    char pw[] = "/tmp/test_conn_pw.XXXXXX";
+    int fd = mkstemp(pw);
+    CHECK(fd >= 0);
+    char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+    static struct crypt_data data; /* 32 KiB: not on the stack */
+    CHECK(crypt_gensalt_rn("$2b$", 4, NULL, 0, salt, sizeof(salt)) != NULL);
+    const char *hash = crypt_rn("wonder", salt, &data, sizeof(data));
+    CHECK(hash && hash[0] == '$');
+    CHECK(dprintf(fd, "alice:%s\n", hash) > 0);
+    close(fd);
+    char rule[64];
+    snprintf(rule, sizeof(rule), "/=%s", pw);
+
+    struct fixture f;
+    setup_args(&f, NULL, "--basic-auth", rule);
+    struct conn *c = open_conn(&f);
+    /* "alice:wonder", then a second request pipelined behind it */
+    feed(&f, c,
+         "GET /hello.txt HTTP/1.1\r\nHost: a\r\nAuthorization: Basic YWxpY2U6d29uZGVy\r\n\r\n" GET);
+    CHECK_INT(fake.sends, 0); /* parked: nothing answered yet */
+    CHECK(h1_of(c)->state == H1_READING && h1_of(c)->in != NULL);
+    collect_auth(&f);
+    CHECK_INT(fake.sends, 1);
+    CHECK_INT(count("HTTP/1.1 200 OK"), 1);
+    complete(&f);
+    CHECK_INT(count("HTTP/1.1 401 "), 1); /* the second had no credentials */
+    complete(&f);
+    CHECK(fake.sending == NULL && h1_of(c)->in == NULL);
+
+    /* A wrong password: the connection closes before the verdict; its token is stale. */
+    feed(&f, c, "GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Basic YWxpY2U6bm8=\r\n\r\n");
+    CHECK_INT(fake.sends, 2);
+    conn_close(&f.w, c);
+    closed(&f, c);
+    collect_auth(&f); /* conn_resume finds the slot free: nothing happens */
+    CHECK_INT(fake.sends, 2);
+    CHECK_INT(f.w.active, 0);
+    teardown(&f);
+    unlink(pw);
 }

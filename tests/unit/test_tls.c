@@ -20,6 +20,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "core/rules.h"
 #include "tls/tls.h"
 
 struct dir {
@@ -577,7 +578,7 @@ TEST(tls_plain_http_and_garbage_instead_of_a_hello)
     tls_conn_fini(&c);
 
     char answer[1024];
-    size_t n = tls_plain_http_400(answer, sizeof(answer), "Mon, 23 Nov 2026 10:00:00 GMT");
+    size_t n = rules_plain_http_on_tls(answer, sizeof(answer), "Mon, 23 Nov 2026 10:00:00 GMT");
     CHECK(n > 0 && strncmp(answer, "HTTP/1.1 400 Bad Request\r\n", 26) == 0);
     CHECK(n > 0 && strstr(answer, "\r\nConnection: close\r\n"));
     CHECK(n > 0 && strstr(answer, "The plain HTTP request was sent to HTTPS port"));
@@ -585,7 +586,7 @@ TEST(tls_plain_http_and_garbage_instead_of_a_hello)
     char want[48];
     snprintf(want, sizeof(want), "Content-Length: %zu\r\n", n - (size_t)(body + 4 - answer));
     CHECK(body && strstr(answer, want));
-    CHECK_INT(tls_plain_http_400(answer, 100, "x"), 0);
+    CHECK_INT(rules_plain_http_on_tls(answer, 100, "x"), 0);
 
     /* binary garbage, and garbage inside a handshake record */
     static const char zeros[8] = {0};

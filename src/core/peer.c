@@ -1,0 +1,26 @@
+/* A connection's client address; see peer.h. */
+#include "core/peer.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+
+void peer_set(struct peer *p, const struct sockaddr *sa, unsigned len)
+{
+    memset(p, 0, sizeof(*p));
+    memcpy(p->text, "-", 2);
+    if (sa && sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)sa;
+        memcpy(p->addr, &v4->sin_addr, 4);
+        inet_ntop(AF_INET, &v4->sin_addr, p->text, sizeof(p->text));
+    } else if (sa && sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)sa;
+        memcpy(p->addr, &v6->sin6_addr, 16);
+        inet_ntop(AF_INET6, &v6->sin6_addr, p->text, sizeof(p->text));
+    } else {
+        return;
+    }
+    p->family = (int8_t)sa->sa_family;
+    p->known = true;
+}

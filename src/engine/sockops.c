@@ -1,0 +1,32 @@
+/* The socket operations both engines share; see sockops.h. */
+#include "engine/sockops.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "core/peer.h"
+#include "engine/ktls.h"
+
+void sockops_peer(struct worker *w, struct conn *c, struct peer *out)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    (void)w;
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &len) == 0)
+        peer_set(out, (const struct sockaddr *)&ss, len);
+    else
+        peer_set(out, NULL, 0);
+}
+
+int sockops_ktls(struct worker *w, struct conn *c, const void *keys, size_t len)
+{
+    (void)w;
+    return keys ? ktls_send_keys(c->fd, keys, len) : ktls_attach(c->fd);
+}
+
+void sockops_drop(struct worker *w, int fd)
+{
+    (void)w;
+    close(fd);
+}
