@@ -72,6 +72,24 @@ def test_limit_conn_refuses_the_next_connection_of_one_address(make_server, docr
     held[1].close()
 
 
+def test_limit_conn_keys_on_the_address_with_the_access_log_off(make_server, docroot):
+    """The client address is looked up once, at the accept, only when something reads it: the
+    limits must ask for it themselves when the access log does not (else every client would
+    share one key, and 127.0.0.2 would be refused with 127.0.0.1)."""
+    # one worker: both addresses meet in one table (steering could put them apart)
+    srv = make_server(docroot, args=["--limit-conn", "1", "--access-log", "off", "--threads", "1"])
+    held = ConnFrom(srv, "127.0.0.1")
+    try:
+        assert held.request("GET", "/index.html").status == 200
+        with ConnFrom(srv, "127.0.0.1") as second:
+            second.send(request("GET", "/index.html"), ignore_errors=True)
+            assert second.read_or_close() is None
+        with ConnFrom(srv, "127.0.0.2") as other:
+            assert other.request("GET", "/index.html").status == 200
+    finally:
+        held.close()
+
+
 def test_limit_conn_is_exact_across_workers(make_server, docroot):
     """Two workers: the listeners steer one address to one worker, so its table counts all of
     the address's connections. With the kernel's hash they would split about 2 and 2 over the
