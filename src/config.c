@@ -398,6 +398,16 @@ void config_destroy(struct config *cfg)
     free(cfg);
 }
 
+bool config_limits_clients(const struct config *cfg)
+{
+    bool any = cfg->limit_conn > 0;
+    for (int i = -1; i < cfg->num_sites; i++) {
+        const struct config *c = i < 0 ? cfg : &cfg->sites[i];
+        any |= c->limit_req_on || c->num_limit_req_for > 0;
+    }
+    return any;
+}
+
 bool config_compresses(const struct config *cfg)
 {
     bool any = cfg->num_sites ? false : cfg->compress;

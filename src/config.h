@@ -25,6 +25,10 @@ int config_load_mime(const char *file, struct mime_table *out, char *why, size_t
 /* Releases what config_parse allocated and closes the document root. */
 void config_free(struct config *cfg);
 
+/* Whether cfg or any of its sites limits requests per client (--limit-req, --limit-req-for) or
+ * the process limits connections (--limit-conn): the listeners then steer by client address. */
+bool config_limits_clients(const struct config *cfg);
+
 /* Whether cfg or any of its sites compresses on the fly (the workers then make compressors). */
 bool config_compresses(const struct config *cfg);
 

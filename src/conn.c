@@ -15,8 +15,10 @@
 #include "config.h"
 #include "core/plan.h"
 #include "engine/engine.h"
+#include "pace.h"
 #include "proto.h"
 #include "rt/errlog.h"
+#include "rt/guard.h"
 #include "rt/runtime.h"
 #include "transport.h"
 
@@ -148,25 +150,33 @@ struct conn *conn_accepted(struct worker *w, int fd, unsigned lst, bool *held)
     c->fd = fd;
     c->state = CONN_OPEN;
     c->recv_on = true;
-    if (l->xport && l->xport->open(w, c, l->xport_ctx) < 0) {
+    peer_set(&c->obs.peer, NULL, 0);
+    if (w->want_peer)
+        w->eng->peer(w, c, &c->obs.peer);
+    /* --limit-conn closes the client's connection past N here, before a handshake or a read
+     * spends anything on it (README: why not a 503). */
+    if (w->guard && !guard_accept(w, conn_peer(c), &c->limit_counted)) {
         slot_put(w, c);
         return NULL; /* the engine closes fd */
     }
+    if (l->xport && l->xport->open(w, c, l->xport_ctx) < 0)
+        goto fail;
     c->xport = l->xport;
     c->proto = w->h1;
     if (c->proto->open(w, c) < 0) {
         if (c->xport)
             c->xport->release(w, c);
-        slot_put(w, c);
-        return NULL;
+        goto fail;
     }
     w->active++;
     c->obs.slot = c->slot;
-    peer_set(&c->obs.peer, NULL, 0);
-    if (w->want_peer)
-        w->eng->peer(w, c, &c->obs.peer);
     obs_conn_accepted(w, &c->obs, fd);
     return c;
+fail:
+    if (c->limit_counted)
+        guard_closed(w, conn_peer(c));
+    slot_put(w, c);
+    return NULL; /* the engine closes fd */
 }
 
 void conn_close(struct worker *w, struct conn *c)
@@ -187,6 +197,9 @@ void conn_closed(struct worker *w, struct conn *c)
     obs_conn_closed(w, &c->obs);
     if (c->xport)
         c->xport->release(w, c);
+    if (c->limit_counted)
+        guard_closed(w, conn_peer(c));
+    pace_free(&c->pace);
     assert(w->active > 0 && !timer_armed(&c->timer));
     slot_put(w, c);
     w->active--;
@@ -225,8 +238,46 @@ __attribute__((noinline)) void conn_input(struct worker *w, struct conn *c, cons
         conn_close(w, c);
 }
 
+/* --limit-rate's side of conn_sent and conn_wire_send: out of line, so that an unpaced
+ * connection pays one test and tail calls (callgrind: no frame, nothing inlined differently). */
+__attribute__((cold, noinline)) void conn_paced_send(struct worker *w, struct conn *c,
+                                                     struct plan *p)
+{
+    if (pace_window(c->pace, &w->wheel, w->now, p))
+        w->eng->send(w, c); /* else this second's bytes are out: the wheel resumes it */
+}
+
+__attribute__((cold, noinline)) static void paced_sent(struct worker *w, struct conn *c, int err)
+{
+    if (pace_restore(c->pace, c->out) && !err) {
+        conn_paced_send(w, c, c->out); /* a window went: the rest, now or at the next second */
+        return;
+    }
+    if (c->xport)
+        c->xport->sent(w, c, err);
+    else
+        c->proto->sent(w, c, err);
+}
+
+/* pace's call back (the wheel's next second): the next window of the plan in flight. */
+static void pace_resume(struct worker *w, void *owner)
+{
+    struct conn *c = owner;
+    if (conn_open(c) && c->out && !plan_done(c->out))
+        conn_paced_send(w, c, c->out);
+}
+
+int conn_pace(struct worker *w, struct conn *c, uint64_t rate, uint64_t after)
+{
+    return pace_start(&c->pace, w->now, rate, after, pace_resume, c);
+}
+
 void conn_sent(struct worker *w, struct conn *c, int err)
 {
+    if (__builtin_expect(c->pace != NULL, 0)) {
+        paced_sent(w, c, err);
+        return;
+    }
     if (c->xport)
         c->xport->sent(w, c, err);
     else

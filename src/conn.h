@@ -28,6 +28,7 @@ struct worker;
 struct plan;
 struct transport_ops;
 struct proto_ops;
+struct pace;
 
 enum conn_state {
     CONN_FREE,
@@ -52,16 +53,22 @@ struct conn {
     bool eof;               /* the peer shut down its side (a protocol saw its input end) */
     bool idle;              /* on the worker's idle queue (conn_idle) */
     bool reclaimed;         /* ended to make room at --max-conns (counted in w->reclaiming) */
+    bool limit_counted;     /* --limit-conn counts it for its client (rt/guard.h) */
     struct engine_conn eng; /* the engine's (engine/engine.h); conn never reads it */
     const struct transport_ops *xport;  /* NULL: cleartext (transport.h) */
     const struct proto_ops *proto;      /* HTTP/1 from the accept, until conn_set_proto */
     struct plan *out;                   /* the wire plan the engine is sending (conn_wire_send) */
+    struct pace *pace;                  /* --limit-rate (pace.h), or NULL: at full speed */
     void *xstate;                       /* the transport's, from open to release */
     void *pstate;                       /* the protocol's, from open to release */
     struct conn *idle_prev, *idle_next; /* w->idle: oldest first */
     _Alignas(8) unsigned char proto_mem[CONN_PROTO_MEM]; /* pstate may point here */
     struct obs_conn obs; /* request count, close reason, the peer's address (rt/obs.h) */
 };
+
+/* --limit-rate: paces c's wire at rate bytes a second after its next `after` bytes (rate 0:
+ * at full speed again). 0 or -ENOMEM (unpaced then). */
+int conn_pace(struct worker *w, struct conn *c, uint64_t rate, uint64_t after);
 
 /* Whether c is open to the engine: its socket is in use and its events matter. */
 static inline bool conn_open(const struct conn *c)
@@ -77,7 +84,8 @@ void conn_pool_fini(struct worker *w);
 
 /* The connection's client address, one fact per connection: looked up once, by the engine, when
  * the connection is accepted and something will read it (the access log, --basic-auth's
- * per-address bound); unknown (peer.known false, text "-") otherwise. Nobody else looks it up. */
+ * per-address bound, the per-client limits of rt/guard); unknown (peer.known false, text "-")
+ * otherwise. Nobody else looks it up. */
 static inline const struct peer *conn_peer(const struct conn *c)
 {
     return &c->obs.peer;
@@ -145,12 +153,19 @@ void conn_close(struct worker *w, struct conn *c);
  * end, n < 0 a failure (-errno). */
 void conn_input(struct worker *w, struct conn *c, const char *data, ssize_t n);
 
+/* --limit-rate's side of conn_wire_send (out of line: an unpaced connection pays one test). */
+void conn_paced_send(struct worker *w, struct conn *c, struct plan *p);
+
 /* The engine sends wire plan p (one at a time); its end comes back through conn_sent, which
  * hands it to the transport's sent. Cleartext: the protocol's plan itself. */
 static inline void conn_wire_send(struct worker *w, struct conn *c, struct plan *p)
 {
     assert(!plan_done(p));
     c->out = p;
+    if (__builtin_expect(c->pace != NULL, 0)) { /* --limit-rate: this second's window of p */
+        conn_paced_send(w, c, p);
+        return;
+    }
     w->eng->send(w, c);
 }
 

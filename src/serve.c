@@ -671,7 +671,8 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
     j->cfg = j->site->cfg;
     j->req = req;
     j->r = r;
-    r->quiet = false;
+    r->note.quiet = false;
+    r->note.edge = false;
     j->query = (struct http_str){NULL, 0};
     /* Member by member: a compound literal is zeroed first ("rep stos"), then written. Every
      * member is set; the assertion below fails the build when one is added. */
@@ -686,6 +687,8 @@ static void init_job(struct job *j, struct worker *w, const struct http_request 
     ctx->keep_alive = pol->keep_alive;
     ctx->head = req && req->method == HTTP_HEAD;
     ctx->send_continue = pol->send_continue;
+    ctx->interim_len = 0;
+    ctx->own_lines = false;
     ctx->minor = req ? req->minor : 1;
     ctx->buf = r->buf;
     ctx->cap = sizeof(r->buf);
@@ -774,6 +777,9 @@ static inline __attribute__((always_inline)) void answer_request(struct worker *
     }
     status = rules_target(req, pr.asterisk);
     if (status == 204) {
+        if (j.site->edge &&
+            site_preflight(j.site, req, path, pr.len, pr.trailing_slash, &j.ctx, &r->plan))
+            return; /* --cors */
         static_status_plan(204, RULES_ALLOW, &j.ctx, &r->plan);
         return;
     }
@@ -783,9 +789,9 @@ static inline __attribute__((always_inline)) void answer_request(struct worker *
     }
     path[pr.len] = '\0';
     j.query = pr.query;
-    if (site_answer(w, j.site, req, pol->secure, path, pr.len, pr.trailing_slash, pr.query, &j.ctx,
-                    &r->plan, &r->quiet))
-        return; /* health, redirect or basic auth */
+    if (site_answer(w, j.site, req, pol, path, pr.len, pr.trailing_slash, pr.query, &j.ctx,
+                    &r->plan, &r->note))
+        return; /* health, --limit-req, redirect or basic auth */
     serve_path(&j, path, pr.len, pr.trailing_slash);
 }
 

@@ -15,6 +15,7 @@
 #include "core/plan.h"
 #include "core/policy.h"
 #include "rt/obs.h"
+#include "rt/site.h"
 
 struct worker;
 struct fentry;
@@ -27,7 +28,8 @@ struct response {
     struct obs_req obs;     /* the request's start and, with the access log on, its line's fields */
     struct fentry *hold[2]; /* cache entries the plan reads from */
     struct fblock *block;   /* a prebuilt answer of hold[0] the plan points into, or NULL */
-    bool quiet;             /* not logged (--health) */
+    /* not logged (--health); issue 28's 103 for HTTP/2 and --limit-rate (rt/site.h) */
+    struct site_note note;
     char buf[RESPONSE_BUF];
 };
 

@@ -27,6 +27,7 @@
 #include "quic/quic.h"
 #include "handover.h"
 #include "privs.h"
+#include "steer.h"
 #include "proto.h"
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
@@ -178,6 +179,10 @@ struct server {
     struct metrics *metrics;      /* --metrics, or NULL */
     struct handover handover;     /* our listeners' release to a successor on the port */
     struct handover tls_handover; /* ... and on the TLS port (its own reuseport group) */
+    /* --limit-conn, --limit-req: each client address steered to one worker (steer.h) */
+    bool steer;
+    uint32_t steer_seed;
+    struct errlog_limit steer_log;
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */
     struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
     struct addr tls_addr;
@@ -374,6 +379,37 @@ static int steer_port(struct server *sv, struct handover *h, const struct addr *
         errlog(ERRLOG_NOTICE, "drain: cannot steer new connections to a successor: %s",
                strerror(-err));
     return theirs;
+}
+
+/* Steers by client address on the port of a, through fd (our listener there), when the port's
+ * reuseport group holds our listeners only: not while a predecessor or a successor shares it
+ * (the hand-over's steering is in charge then, and limits are exact per worker only). */
+static void steer_clients_on(struct server *sv, const struct addr *a, int fd)
+{
+    uint16_t port = ((const struct sockaddr_in *)&a->ss)->sin_port; /* same for v6 */
+    int n = sv->cfg->threads;
+    if (fd < 0 || handover_count_listeners(a->ss.ss_family, port) != n)
+        return;
+    int err = steer_attach(fd, (uint32_t)n, sv->steer_seed);
+    if (err < 0)
+        errlog_limited(&sv->steer_log, ERRLOG_WARN,
+                       "limits: cannot steer clients to workers (%s): per-client limits are "
+                       "counted per worker",
+                       strerror(-err));
+}
+
+/* --limit-conn and --limit-req count a client in one worker's tables, exact when all of its
+ * connections reach that worker: the steering program goes on at start, and again once a
+ * second (supervise), so that it comes back when a predecessor's hand-over, whose last program
+ * leaves the port to the kernel's hash, has ended. Socket activation is not steered: systemd's
+ * sockets may be fewer than the workers (README). */
+static void steer_clients(struct server *sv)
+{
+    if (!sv->steer || sv->started < sv->cfg->threads)
+        return;
+    steer_clients_on(sv, &sv->addr, sv->workers[0].listeners[0].fd);
+    if (sv->cfg->tls)
+        steer_clients_on(sv, &sv->tls_addr, sv->workers[0].listeners[1].fd);
 }
 
 /* The drain's start: on each port, steer new connections to a successor, if one listens, before
@@ -713,8 +749,10 @@ static void supervise(struct server *sv, const sigset_t *signals)
         if (sig < 0) {
             if (stopping && all_done(sv))
                 return;
-            if (!stopping)
+            if (!stopping) {
                 follow_docroot(sv, &lim);
+                steer_clients(sv);
+            }
             if (!stopping && atomic_exchange(&sv->acme_changed, false))
                 acme_install(sv);
             continue;
@@ -945,6 +983,9 @@ int server_run(struct config *cfg, const struct server_seams *seams)
             goto stop;
         }
     }
+    sv.steer = config_limits_clients(cfg) && !sv.inherited &&
+               getrandom(&sv.steer_seed, sizeof(sv.steer_seed), 0) == sizeof(sv.steer_seed);
+    steer_clients(&sv);
     if (seams->proto)
         fprintf(stderr,
                 "ringhttpd: test protocol %s after the HTTP/2 preface "

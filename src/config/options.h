@@ -14,6 +14,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/cors.h"
+#include "core/hints.h"
+#include "core/limits.h"
 #include "core/logfmt.h"
 #include "core/mime.h"
 #include "tls/tls.h"
@@ -31,6 +34,9 @@ enum option_list {
     LIST_CACHE_RULES,
     LIST_HOSTS,
     LIST_TLS_CERTS, /* in a site: its own pairs, not the process's */
+    LIST_LIMIT_REQ_FOR,
+    LIST_CORS,
+    LIST_HINTS,
     LIST_ACME_DOMAINS,
     OPTION_LISTS
 };
@@ -69,6 +75,12 @@ struct config_auth {
 struct config_cache_rule {
     const char *pattern;
     const char *value;
+};
+
+/* --limit-req-for 'PATTERN RATE': requests for paths matching PATTERN, per client (issue 28). */
+struct config_limit_rule {
+    const char *pattern;
+    struct limit_rate rate;
 };
 
 /* Where the options being applied come from, for error messages: a file's line and key, or the
@@ -174,6 +186,19 @@ struct config {
     int num_auths;
     struct config_cache_rule cache_rules[CONFIG_MAX_RULES];
     int num_cache_rules;
+    /* Per-client limits and edge fields (issue 28). --limit-conn is the process's (a
+     * connection's site is not known when it is accepted); the rest are a site's. */
+    unsigned limit_conn; /* --limit-conn N: open connections per client address; 0: off */
+    bool limit_req_on;   /* --limit-req given */
+    struct limit_rate limit_req;
+    struct config_limit_rule limit_req_for[CONFIG_MAX_RULES];
+    int num_limit_req_for;
+    size_t limit_rate;       /* --limit-rate: bytes per second per connection; 0: off */
+    size_t limit_rate_after; /* --limit-rate-after: bytes sent at full speed first */
+    struct cors_rule cors[CONFIG_MAX_RULES];
+    int num_cors;
+    struct hints_rule hints[CONFIG_MAX_RULES];
+    int num_hints;
     const char *hosts[CONFIG_MAX_RULES]; /* a site's names: "example.org", "*.example.org" */
     int num_hosts;
     bool is_default;      /* the site a Host no site names goes to */

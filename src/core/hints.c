@@ -44,15 +44,3 @@ size_t hints_fields(const struct hints_rule *rules, size_t n, enum http_method m
     }
     return len;
 }
-
-size_t hints_h1_interim(const char *fields, size_t len, char *out, size_t cap)
-{
-    static const char line[] = "HTTP/1.1 103 Early Hints\r\n";
-    size_t n = sizeof(line) - 1;
-    if (len == 0 || n + len + 2 > cap)
-        return 0;
-    memcpy(out, line, n);
-    memcpy(out + n, fields, len);
-    memcpy(out + n + len, "\r\n", 2);
-    return n + len + 2;
-}

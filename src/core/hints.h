@@ -1,6 +1,6 @@
 /* hints: 103 Early Hints (RFC 8297; issue 28, --early-hints 'PATTERN LINK'): which Link fields
  * a GET for a path gets, written once as field lines for the interim response and again for
- * the final one, and the HTTP/1.1 interim response itself.
+ * the final one (core/static writes the HTTP/1.1 interim response around them).
  * Must not: perform I/O or allocate; a LINK is checked once, when the option is parsed.
  * Ownership: rules and buffers are the caller's. */
 #ifndef CORE_HINTS_H
@@ -26,9 +26,5 @@ int hints_rule_parse(char *arg, struct hints_rule *rule);
  * matches, or the lines do not fit in cap). */
 size_t hints_fields(const struct hints_rule *rules, size_t n, enum http_method method,
                     const char *path, size_t path_len, char *out, size_t cap);
-
-/* The HTTP/1.1 interim response carrying the field lines fields[0..len): "HTTP/1.1 103 Early
- * Hints\r\n" fields "\r\n". Returns its length, 0 when it does not fit in cap. */
-size_t hints_h1_interim(const char *fields, size_t len, char *out, size_t cap);
 
 #endif

@@ -94,13 +94,12 @@ static size_t put_addr(char out[LOGFMT_ADDR_MAX], const char *s, size_t len)
     return len;
 }
 
-size_t logfmt_real_ip(const struct cidr *trusted, int ntrusted, int peer_family,
-                      const uint8_t *peer_addr, const char *peer_text,
-                      const struct http_request *req, char out[LOGFMT_ADDR_MAX])
+struct http_str logfmt_real_addr(const struct cidr *trusted, int ntrusted,
+                                 const struct http_request *req, int *family, uint8_t addr[16])
 {
-    size_t len = put_addr(out, peer_text, strlen(peer_text));
-    if (ntrusted == 0 || !trusted_addr(trusted, ntrusted, peer_family, peer_addr))
-        return len;
+    struct http_str chosen = {NULL, 0};
+    if (ntrusted == 0 || !trusted_addr(trusted, ntrusted, *family, addr))
+        return chosen;
     /* Walk the X-Forwarded-For fields from the last one back, each list from its right end. */
     for (size_t h = req->num_headers; h-- > 0;) {
         const struct http_header *f = &req->headers[h];
@@ -119,16 +118,29 @@ size_t logfmt_real_ip(const struct cidr *trusted, int ntrusted, int peer_family,
                 b--;
             if (a == b)
                 continue; /* an empty list element */
-            int family;
-            uint8_t addr[16];
-            if (!logfmt_parse_addr(a, (size_t)(b - a), &family, addr))
-                return len;
-            len = put_addr(out, a, (size_t)(b - a));
-            if (!trusted_addr(trusted, ntrusted, family, addr))
-                return len;
+            int fam;
+            uint8_t bin[16];
+            if (!logfmt_parse_addr(a, (size_t)(b - a), &fam, bin))
+                return chosen;
+            chosen = (struct http_str){a, (size_t)(b - a)};
+            *family = fam;
+            memcpy(addr, bin, 16);
+            if (!trusted_addr(trusted, ntrusted, fam, bin))
+                return chosen;
         }
     }
-    return len;
+    return chosen;
+}
+
+size_t logfmt_real_ip(const struct cidr *trusted, int ntrusted, int peer_family,
+                      const uint8_t *peer_addr, const char *peer_text,
+                      const struct http_request *req, char out[LOGFMT_ADDR_MAX])
+{
+    int family = peer_family;
+    uint8_t addr[16] = {0};
+    memcpy(addr, peer_addr, peer_family == AF_INET6 ? 16 : 4);
+    struct http_str s = logfmt_real_addr(trusted, ntrusted, req, &family, addr);
+    return s.p ? put_addr(out, s.p, s.len) : put_addr(out, peer_text, strlen(peer_text));
 }
 
 static uint16_t copy_field(char *dst, size_t cap, struct http_str s)

@@ -54,6 +54,12 @@ size_t logfmt_real_ip(const struct cidr *trusted, int ntrusted, int peer_family,
                       const uint8_t *peer_addr, const char *peer_text,
                       const struct http_request *req, char out[LOGFMT_ADDR_MAX]);
 
+/* The same walk on binary addresses, for the per-client limits (issue 28): *family and addr
+ * (AF_INET: its first 4 bytes) hold the peer on entry and the chosen client on return; returns
+ * the chosen X-Forwarded-For entry's text, or {NULL, 0} when the client is the peer itself. */
+struct http_str logfmt_real_addr(const struct cidr *trusted, int ntrusted,
+                                 const struct http_request *req, int *family, uint8_t addr[16]);
+
 /* log_capture.minor of a request that came over HTTP/2: logged as "HTTP/2.0", as nginx does. */
 #define LOGFMT_HTTP2 20
 /* ... and over HTTP/3: "HTTP/3.0", as nginx logs it. */

@@ -49,8 +49,9 @@ struct req_policy {
     /* The client asked to close and sent nothing behind its request: the close follows the
      * response at once and no unread bytes can turn it into a reset (see plan.fin_carries_tail). */
     bool fin_carries_tail;
-    /* The connection's client (conn_peer; --basic-auth bounds verifications per address) and
-     * its resume token; set by the protocol, read by serve only when the request must wait. */
+    /* The connection's client (conn_peer: --basic-auth bounds verifications per address,
+     * --limit-req counts requests per client) and its resume token; set by the protocol, read
+     * by serve only when the request must wait or its site limits requests. */
     const struct peer *peer;
     struct resume_token resume;
 };

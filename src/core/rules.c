@@ -25,6 +25,21 @@ int rules_auth(enum rules_auth verdict)
     }
 }
 
+int rules_limit_req(uint32_t retry_after)
+{
+    return retry_after ? 429 : 0;
+}
+
+int rules_preflight(bool allowed)
+{
+    return allowed ? 204 : 0;
+}
+
+int rules_early_hints(bool fields, int minor, bool navigate)
+{
+    return fields || (minor >= 1 && navigate) ? 103 : 0;
+}
+
 size_t rules_plain_http_on_tls(char *buf, size_t cap, const char *date)
 {
     static const char body[] =

@@ -1,7 +1,8 @@
 /* rules: every HTTP status the server chooses for a request before, or instead of, its file:
  * what the method and Expect allow, 421 for a Host the TLS connection's certificate is not for,
  * --redirect-https, OPTIONS and the asterisk form, --health, the canonical host, --basic-auth's
- * verdicts, and the 400 for plain HTTP on the TLS port. Facts in, a status out: serve, site and
+ * verdicts, --limit-req's 429, the CORS preflight's 204, the 103 of --early-hints, and the 400
+ * for plain HTTP on the TLS port. Facts in, a status out: serve, site and
  * the TLS transport apply it (build the plan, or send the canned bytes). The parser's statuses
  * (http1), the path's (path) and a file's (static) are core already.
  * Must not: do I/O, read a clock or allocate; learn a fact itself (site finds whether a request
@@ -12,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/http1.h"
 
@@ -68,6 +70,25 @@ enum rules_auth {
 /* 0 (granted: go on), 401 (with the site's challenge) or 429 (with RULES_RETRY_AFTER). */
 int rules_auth(enum rules_auth verdict);
 #define RULES_RETRY_AFTER "Retry-After: 1\r\n"
+
+/* --limit-req (issue 28): 429 (with Retry-After: retry_after) for a client its bucket refused
+ * (retry_after > 0 seconds, core/limits.h), 0 to go on. Ahead of redirects and --basic-auth: a
+ * refused client spends nothing more. */
+int rules_limit_req(uint32_t retry_after);
+
+/* --cors: 204 (with the CORS preflight fields, core/cors.h) for an OPTIONS the site's CORS
+ * rules take for an allowed preflight; 0: the usual OPTIONS answer (rules_target's 204 with
+ * RULES_ALLOW). */
+int rules_preflight(bool allowed);
+
+/* --early-hints: 103 when a response with Link lines to hint is preceded by a 103 Early Hints
+ * carrying them, 0 when it is not (the final response has them either way). Over HTTP/2
+ * (fields: the protocol writes its own header blocks) always; over HTTP/1.1 only to a
+ * browser's navigation (Sec-Fetch-Mode: navigate): HTTP/1.0 must get no 1xx (RFC 9110 15.2),
+ * some HTTP/1.1 clients take the 103 for the response (Python's http.client, so urllib and
+ * requests), and browsers act on hints over HTTP/2 only anyway (h2o and Fastly send none over
+ * HTTP/1.1 either). */
+int rules_early_hints(bool fields, int minor, bool navigate);
 
 /* Plain HTTP on the TLS port: the whole answer nginx gives (400, "The plain HTTP request was
  * sent to HTTPS port", Connection: close) with date, into buf; its length, 0 if it does not

@@ -93,6 +93,11 @@ static void put_head(struct wbuf *h, struct static_ctx *ctx, int status)
         ctx->keep_alive = false;
     if (ctx->send_continue)
         WBUF_LIT(h, "HTTP/1.1 100 Continue\r\n\r\n");
+    if (ctx->interim_len) {
+        WBUF_LIT(h, "HTTP/1.1 103 Early Hints\r\n");
+        wbuf_put(h, ctx->extra_headers + ctx->extra_len - ctx->interim_len, ctx->interim_len);
+        WBUF_LIT(h, "\r\n");
+    }
     if (status == 200 && ctx->ok_head) {
         wbuf_put(h, ctx->ok_head, ctx->ok_head_len);
     } else {

@@ -50,8 +50,15 @@ struct static_ctx {
                          * that closes (policy_status_closes), and the plan's close says so */
     bool head;          /* HEAD: headers as for GET, no body */
     bool send_continue; /* prefix "HTTP/1.1 100 Continue" (the client waits for it) */
-    int minor;          /* the request's HTTP minor version, for the Connection header */
-    char *buf;          /* header text (and small generated bodies) are written here */
+    /* RESP_H1: the last interim_len bytes of extra_headers also go in a "103 Early Hints"
+     * before the response (after any 100 Continue); RESP_FIELDS ignores it (HTTP/2 sends its
+     * own HEADERS frame) */
+    size_t interim_len;
+    /* extra_headers are this request's own (issue 28: CORS, Link): not a 200 whose header lines
+     * its owner may keep per file (static_ok_applies) */
+    bool own_lines;
+    int minor; /* the request's HTTP minor version, for the Connection header */
+    char *buf; /* header text (and small generated bodies) are written here */
     size_t cap;
     size_t used;
 };
@@ -82,7 +89,7 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
  */
 static inline bool static_ok_applies(const struct http_request *req, const struct static_ctx *ctx)
 {
-    return ctx->syntax == RESP_H1 && !ctx->send_continue && !req->if_match.p &&
+    return ctx->syntax == RESP_H1 && !ctx->send_continue && !ctx->own_lines && !req->if_match.p &&
            !req->if_none_match.p && !req->if_modified_since.p && !req->if_unmodified_since.p &&
            !req->range.p;
 }

@@ -107,6 +107,8 @@ struct stream {
     const struct plan *fields_plan; /* the response's fields: from h2_respond_plan, */
     struct h2_field *fields;        /* or copied from h2_respond's array */
     size_t nfields;
+    const char *interim; /* h2_interim's field lines (the caller's), sent before the fields */
+    uint16_t interim_len, interim_status;
     char *head; /* the request's head, kept until its body ends (rare), or by h2_hold */
     size_t head_len;
     int req_status;
@@ -1436,7 +1438,36 @@ static size_t block_bound(const struct h2_session *s, const struct stream *st)
         for (size_t i = 0; i < st->nfields; i++)
             n += HPACK_FIELD_BOUND(st->fields[i].name_len, st->fields[i].value_len);
     }
+    if (st->interim_len) /* its own block and frame, before */
+        n += HDR + HPACK_UPDATE_BOUND + HPACK_FIELD_BOUND(7, 3) + 3 * (size_t)st->interim_len;
     return HDR + n + (n / s->peer_frame + 1) * HDR;
+}
+
+/* h2_interim's HEADERS frame (no END_STREAM) at h, in the order of the header blocks on the
+ * wire, so that HPACK's state stays in step; its fields are not indexed. Returns its bytes, 0
+ * when it does not fit one frame (then it is left out: the final response carries the same
+ * fields). */
+static size_t write_interim(struct h2_session *s, struct stream *st, uint8_t *h)
+{
+    uint8_t *b = h + HDR;
+    struct plan lines;
+    plan_init(&lines);
+    plan_mem(&lines, st->interim, st->interim_len);
+    lines.head_len = st->interim_len;
+    char code[3] = {(char)('0' + st->interim_status / 100 % 10),
+                    (char)('0' + st->interim_status / 10 % 10),
+                    (char)('0' + st->interim_status % 10)};
+    size_t n = hpack_enc_begin(&s->enc, b), pos = 0, name_len, value_len;
+    n += hpack_enc_field(&s->enc, b + n, ":status", 7, code, 3, HPACK_NO_INDEX);
+    const char *name, *value;
+    while (plan_field_next(&lines, &pos, &name, &name_len, &value, &value_len))
+        if (!h1_only(name, name_len))
+            n += hpack_enc_field(&s->enc, b + n, name, name_len, value, value_len, HPACK_NO_INDEX);
+    st->interim_len = 0;
+    if (n > s->peer_frame)
+        return 0;
+    put_hdr(h, n, F_HEADERS, FL_END_HEADERS, (uint32_t)st->id);
+    return HDR + n;
 }
 
 /* After the stream's last frame: closes it, or (its request still coming) resets it so the
@@ -1456,7 +1487,13 @@ static bool write_headers(struct h2_session *s, struct stream *st)
     if (bound > out_room(s))
         return false;
     q_remove(s, st);
-    uint8_t *h = (uint8_t *)out_area(s) + s->out_len, *b = h + HDR;
+    uint8_t *h = (uint8_t *)out_area(s) + s->out_len;
+    if (st->interim_len) {
+        size_t i = write_interim(s, st, h);
+        out_grow(s, i);
+        h += i;
+    }
+    uint8_t *b = h + HDR;
     size_t n = hpack_enc_begin(&s->enc, b);
     char code[3] = {(char)('0' + st->status / 100 % 10), (char)('0' + st->status / 10 % 10),
                     (char)('0' + st->status % 10)};
@@ -1828,6 +1865,19 @@ int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *toke
     st->answered = true;
     st->token = token;
     q_push(s, st, IN_HEADERS);
+    return 0;
+}
+
+int h2_interim(struct h2_session *s, int32_t id, int status, const char *lines, size_t len)
+{
+    struct stream *st = stream_find(s, id);
+    if (status < 100 || status > 199 || len == 0 || len > 4096)
+        return -EINVAL;
+    if (!st || st->answered || ended(s))
+        return -ENOENT;
+    st->interim = lines;
+    st->interim_len = (uint16_t)len;
+    st->interim_status = (uint16_t)status;
     return 0;
 }
 

@@ -121,6 +121,15 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
  * the fields of its first head_len bytes; the rest is the body. */
 int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *token);
 
+/* An interim response on stream `id` before its final one (103 Early Hints, RFC 8297): a
+ * HEADERS frame without END_STREAM with :status `status` (100..199) and the field lines
+ * lines[0..len) ("Name: value\r\n", as a RESP_FIELDS plan's head, at most 4 KiB), written
+ * just before the response's own HEADERS. The lines stay the caller's until then, as the
+ * response's fields do (until hooks.done). Only before h2_respond for the stream. Returns 0,
+ * or -ENOENT when the stream is gone or answered, -EINVAL for a status that is not 1xx or
+ * lines too long. */
+int h2_interim(struct h2_session *s, int32_t id, int status, const char *lines, size_t len);
+
 /* Keeps the head of the request on stream `id`, which hooks.request is being called for (only
  * from inside that call), so that h2_replay can deliver it again: a request that waits for a
  * check off the loop. Returns 0, -ENOENT (not the request being delivered), -ENOMEM. */

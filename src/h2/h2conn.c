@@ -85,9 +85,17 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
             return;
         }
     }
-    obs_request(w, &c->obs, req, &r->obs, &r->plan, r->quiet);
+    obs_request(w, &c->obs, req, &r->obs, &r->plan, r->note.quiet);
     r->obs.cap.minor = LOGFMT_HTTP2; /* the access log says which protocol carried it */
     h->progress = true;
+    if (r->note.edge) {
+        if (r->note.interim_len) /* --early-hints: best effort (the 200 has them too) */
+            (void)h2_interim(h->s, id, 103, r->note.interim, r->note.interim_len);
+        /* --limit-rate: the connection's wire, once, at the first paced response's rate (its
+         * streams share it; nginx paces each request). */
+        if (r->note.rate && !c->pace)
+            (void)conn_pace(w, c, r->note.rate, r->note.after);
+    }
     int rc = h2_respond_plan(h->s, id, &r->plan, r);
     if (rc < 0) {
         obs_request_done(w, &c->obs, &r->obs, &r->plan, rc);

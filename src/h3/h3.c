@@ -346,7 +346,7 @@ static int answer(struct h3conn *hc, struct h3stream *st)
         }
     }
     st->r = r;
-    obs_request(w, &hc->obs, req, &r->obs, &r->plan, r->quiet);
+    obs_request(w, &hc->obs, req, &r->obs, &r->plan, r->note.quiet);
     r->obs.cap.minor = LOGFMT_HTTP3;
     return respond(hc, st);
 }

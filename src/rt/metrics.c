@@ -215,6 +215,14 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
     PER_WORKER(f, "ringhttpd_udp_datagrams_dropped_total", "counter",
                "UDP datagrams not sent (socket buffer full); QUIC retransmits them.", ws, n,
                udp_dropped);
+    PER_WORKER(f, "ringhttpd_limit_conn_refused_total", "counter",
+               "Connections closed at accept: their client had --limit-conn open.", ws, n,
+               limit_conn_refused);
+    PER_WORKER(f, "ringhttpd_limit_req_refused_total", "counter",
+               "Requests answered 429: their client was past --limit-req.", ws, n,
+               limit_req_refused);
+    PER_WORKER(f, "ringhttpd_limit_uncounted_total", "counter",
+               "Clients a full limit table could not count (let through).", ws, n, limit_uncounted);
     PER_WORKER(f, "ringhttpd_file_cache_hits_total", "counter", "File-cache look-ups that hit.", ws,
                n, cache_hits);
     PER_WORKER(f, "ringhttpd_file_cache_misses_total", "counter",

@@ -35,6 +35,7 @@ struct handover;
 struct transport_ops;
 struct proto_ops;
 struct tokens_reader;
+struct guard;
 
 /* Connections in the order they joined a list (oldest first), linked through the list's own
  * links (conn.idle_*, h1's head_*). */
@@ -152,7 +153,8 @@ struct worker {
     struct bufpool h2bufs;  /* HTTP/2 sessions' output and header-block buffers (h2.h) */
     size_t in_bytes;        /* input buffers held by connections, bounded by --head-memory */
     int64_t trimmed_at;     /* w->now of the last pool trim */
-    struct errlog_limit log_accept, log_full, log_heads;
+    struct errlog_limit log_accept, log_full, log_heads, log_limit;
+    struct guard *guard; /* per-client limits (rt/guard.h), or NULL when none is configured */
     struct fcache *cache;
     struct compressor *compress; /* NULL with --compress off */
     struct authstate *auth;      /* --basic-auth verifications (rt/auth.h) */
@@ -168,8 +170,9 @@ struct worker {
     } route;
 
     struct http_request req; /* scratch for the request being parsed */
-    /* Whether a new connection's client address is looked up (conn_peer): the access log or a
-     * site's --basic-auth (its per-address bound) will read it. */
+    /* Whether a new connection's client address is looked up (conn_peer): the access log, a
+     * site's --basic-auth (its per-address bound) or the per-client limits (w->guard) will read
+     * it. */
     bool want_peer;
     struct accesslog *alog; /* the process's access log, or NULL when off */
     struct accesslog_buf logbuf;

@@ -14,10 +14,13 @@
 
 #include "config.h"
 #include "core/accept.h"
+#include "core/cors.h"
+#include "core/hints.h"
 #include "core/path.h"
 #include "core/policy.h"
 #include "core/rules.h"
 #include "rt/auth.h"
+#include "rt/guard.h"
 #include "rt/htpasswd.h"
 #include "rt/errlog.h"
 #include "rt/fcache.h"
@@ -90,7 +93,10 @@ static int vhost_open(struct vhost *v, const struct config *c, int fd, uint32_t 
         rc = auth_file_load(c->auths[i].htpasswd, &v->auth[i], why, why_len);
     if (!rc && v->types == &v->own)
         rc = config_load_mime(c->mime_file, &v->own, why, why_len);
-    v->rules = c->canonical_host || c->num_redirects || c->num_auths || c->num_cache_rules;
+    v->limits = c->limit_req_on || c->num_limit_req_for;
+    v->edge = c->num_cors || c->num_hints || c->limit_rate;
+    v->classic = c->canonical_host || c->num_redirects || c->num_auths || c->num_cache_rules;
+    v->rules = v->classic || v->limits || v->edge;
     snprintf(v->challenge, sizeof(v->challenge),
              "WWW-Authenticate: Basic realm=\"%.255s\", charset=\"UTF-8\"\r\n", c->auth_realm);
     if (rc == -ENOMEM)
@@ -341,15 +347,107 @@ static bool redirect_to(const char *loc, size_t n, int status, struct static_ctx
     return static_status_plan(status, line, ctx, plan) != 0;
 }
 
+/* A request field by name (lower case), {NULL, 0} when absent: the edge rules read fields the
+ * parser does not keep, only for a site that has such rules. */
+static struct http_str field_of(const struct http_request *req, const char *lower)
+{
+    for (size_t i = 0; i < req->num_headers; i++)
+        if (http_str_ieq(req->headers[i].name, lower))
+            return req->headers[i].value;
+    return (struct http_str){NULL, 0};
+}
+
+static struct cors_answer cors_of(const struct vhost *v, const struct http_request *req,
+                                  const char *url, size_t ul)
+{
+    const struct config *c = v->cfg;
+    if (!c->num_cors)
+        return (struct cors_answer){0};
+    return cors_decide(c->cors, (size_t)c->num_cors, req->method, url, ul, field_of(req, "origin"),
+                       field_of(req, "access-control-request-method"));
+}
+
+/* --limit-req: the 429 for client peer past it, or false. */
+static bool limited(struct worker *w, const struct vhost *v, const struct http_request *req,
+                    const struct peer *peer, const char *url, size_t ul, struct static_ctx *ctx,
+                    struct plan *plan)
+{
+    uint32_t retry = guard_request(w, v->cfg, v->id, guard_client(w, peer, req), url, ul);
+    int status = rules_limit_req(retry);
+    if (!status)
+        return false;
+    char line[48];
+    snprintf(line, sizeof(line), "Retry-After: %u\r\n", retry);
+    return static_status_plan(status, line, ctx, plan) != 0;
+}
+
+/* The CORS fields and Link lines of a response to be served from a file, after ctx's extra
+ * lines (see site_answer); --limit-rate into note. */
+static void edge_fields(const struct vhost *v, const struct http_request *req, const char *url,
+                        size_t ul, struct static_ctx *ctx, struct site_note *note)
+{
+    const struct config *c = v->cfg;
+    char lines[2048];
+    note->edge = true;
+    note->interim_len = 0;
+    note->rate = c->limit_rate;
+    note->after = c->limit_rate_after;
+    struct cors_answer a = cors_of(v, req, url, ul);
+    size_t nc = cors_fields(&a, lines, sizeof(lines));
+    size_t nh = c->num_hints ? hints_fields(c->hints, (size_t)c->num_hints, req->method, url, ul,
+                                            lines + nc, sizeof(lines) - nc)
+                             : 0;
+    size_t add = nc + nh, total = ctx->extra_len + add;
+    /* Half the buffer at most: the rest is for the response's own header lines. */
+    if (add == 0 || total > ctx->cap / 2)
+        return;
+    char *at = ctx->buf + ctx->cap - total;
+    if (ctx->extra_len)
+        memcpy(at, ctx->extra_headers, ctx->extra_len);
+    memcpy(at + ctx->extra_len, lines, add);
+    ctx->extra_headers = at;
+    ctx->extra_len = total;
+    ctx->cap -= total;
+    ctx->own_lines = true;
+    if (!nh)
+        return;
+    bool fields = ctx->syntax == RESP_FIELDS;
+    bool navigate = !fields && http_str_ieq(field_of(req, "sec-fetch-mode"), "navigate");
+    if (rules_early_hints(fields, ctx->minor, navigate) != 103)
+        return;
+    if (fields) { /* HTTP/2 sends the 103 as a HEADERS block of its own (h2_interim) */
+        note->interim = at + total - nh;
+        note->interim_len = (uint16_t)nh;
+    } else {
+        ctx->interim_len = nh; /* the last nh bytes of the extra lines (core/static) */
+    }
+}
+
+bool site_preflight(const struct vhost *v, const struct http_request *req, const char *path,
+                    size_t len, bool slash, struct static_ctx *ctx, struct plan *plan)
+{
+    char url[PATH_MAX + 4], lines[1024];
+    size_t ul = url_path(url, sizeof(url), path, len, slash);
+    if (!ul)
+        return false;
+    struct cors_answer a = cors_of(v, req, url, ul);
+    int status = rules_preflight(a.preflight);
+    if (!status)
+        return false;
+    size_t n = cors_preflight_fields(&a, lines, sizeof(lines));
+    return n && static_status_plan(status, lines, ctx, plan) != 0;
+}
+
 /* A site's canonical host, redirects, basic auth and cache rules. Apart from site_answer so
  * that its Location buffers (tens of KB of stack, probed page by page) cost nothing to a site
  * that has none of them. */
 static __attribute__((noinline)) bool site_rules(struct worker *w, const struct vhost *v,
-                                                 const struct http_request *req, bool secure,
-                                                 const char *path, size_t len, bool slash,
-                                                 struct http_str query, struct static_ctx *ctx,
-                                                 struct plan *plan)
+                                                 const struct http_request *req,
+                                                 const struct req_policy *pol, const char *path,
+                                                 size_t len, bool slash, struct http_str query,
+                                                 struct static_ctx *ctx, struct plan *plan)
 {
+    bool secure = pol->secure;
     const struct config *c = v->cfg;
     char url[PATH_MAX + 4];
     char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET + VHOST_NAME_MAX + 16];
@@ -401,6 +499,25 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
     return false;
 }
 
+/* Issue 28's rules around site_rules: --limit-req first (a 429 before a redirect or a password
+ * check spends anything), the CORS fields and Link lines last (after a cache rule chose the
+ * extra lines they join). Apart from site_rules: its Location buffers are not probed here. */
+static __attribute__((noinline)) bool
+edge_rules(struct worker *w, const struct vhost *v, const struct http_request *req,
+           const struct req_policy *pol, const char *path, size_t len, bool slash,
+           struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
+{
+    char url[PATH_MAX + 4];
+    size_t ul = url_path(url, sizeof(url), path, len, slash);
+    if (v->limits && pol->peer && ul && limited(w, v, req, pol->peer, url, ul, ctx, plan))
+        return true;
+    if (v->classic && site_rules(w, v, req, pol, path, len, slash, query, ctx, plan))
+        return true;
+    if (v->edge && ul)
+        edge_fields(v, req, url, ul, ctx, note);
+    return false;
+}
+
 /* --health's answer; out of line, as site_pending's check below, so that the common path's frame
  * sets up nothing. */
 __attribute__((noinline)) static bool answer_health(struct worker *w, struct static_ctx *ctx,
@@ -417,27 +534,29 @@ __attribute__((noinline)) static bool answer_health(struct worker *w, struct sta
     return static_body_plan(status, &f, ctx, plan) != 0;
 }
 
-__attribute__((noinline)) static bool answer(struct worker *w, const struct vhost *v,
-                                             const struct http_request *req, bool secure,
-                                             const char *path, size_t len, bool slash,
-                                             struct http_str query, struct static_ctx *ctx,
-                                             struct plan *plan, bool *quiet)
+__attribute__((noinline)) static bool
+answer(struct worker *w, const struct vhost *v, const struct http_request *req,
+       const struct req_policy *pol, const char *path, size_t len, bool slash,
+       struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
 {
     const char *health = w->cfg->health; /* "/healthz": compared without its '/' */
     if (health && len == w->site->health_len && !slash && memcmp(health + 1, path, len) == 0)
-        return answer_health(w, ctx, plan, quiet);
+        return answer_health(w, ctx, plan, &note->quiet);
     if (!v->rules)
         return false;
-    return site_rules(w, v, req, secure, path, len, slash, query, ctx, plan);
+    if (v->limits || v->edge)
+        return edge_rules(w, v, req, pol, path, len, slash, query, ctx, plan, note);
+    return site_rules(w, v, req, pol, path, len, slash, query, ctx, plan);
 }
 
 bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
-                 bool secure, const char *path, size_t len, bool slash, struct http_str query,
-                 struct static_ctx *ctx, struct plan *plan, bool *quiet)
+                 const struct req_policy *pol, const char *path, size_t len, bool slash,
+                 struct http_str query, struct static_ctx *ctx, struct plan *plan,
+                 struct site_note *note)
 {
     if (!w->cfg->health && !v->rules)
         return false; /* the common case: no --health, a site without redirects, auth or rules */
-    return answer(w, v, req, secure, path, len, slash, query, ctx, plan, quiet);
+    return answer(w, v, req, pol, path, len, slash, query, ctx, plan, note);
 }
 
 __attribute__((noinline)) static bool pending_auth(struct worker *w, const struct http_request *req,

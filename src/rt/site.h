@@ -27,6 +27,15 @@ struct worker;
 struct plan;
 struct req_policy;
 
+/* What site_answer says about a response beyond its plan (struct response keeps one). */
+struct site_note {
+    bool quiet;           /* not logged (--health) */
+    bool edge;            /* issue 28: the members below are set (else they are stale) */
+    uint16_t interim_len; /* HTTP/2: field lines of a 103 to send first, at interim */
+    const char *interim;
+    uint64_t rate, after; /* --limit-rate, --limit-rate-after of the response (rate 0: none) */
+};
+
 /* One site of the configuration (or the only one, without a sites section). */
 struct vhost {
     const struct config *cfg; /* its options */
@@ -41,7 +50,10 @@ struct vhost {
     char *cache_headers[CONFIG_MAX_RULES];
     size_t cache_len[CONFIG_MAX_RULES];
     struct auth_file *auth[CONFIG_MAX_RULES]; /* per --basic-auth rule */
-    bool rules; /* any canonical host, redirect, basic auth or cache rule to look at */
+    bool rules;                               /* any rule below to look at */
+    bool classic; /* any canonical host, redirect, basic auth or cache rule */
+    bool limits;  /* any --limit-req(-for) (issue 28) */
+    bool edge;    /* any --limit-rate, --cors or --early-hints (issue 28) */
     char challenge[sizeof("WWW-Authenticate: Basic realm=\"\", charset=\"UTF-8\"\r\n") + 256];
 };
 
@@ -89,14 +101,25 @@ bool site_misdirected(struct worker *w, const struct vhost *v, const struct http
                       struct tls_conn *t);
 
 /* What a site answers before looking for a file, in this order: --health, the canonical host,
- * --redirect rules, --basic-auth. path[0..len) is the normalised path (no leading '/'), slash
- * whether the target ended in '/', secure whether it came over TLS (the scheme of a
- * canonical-host redirect). Returns true with r's plan written into ctx when it
- * answered; false to serve the file, with ctx's extra headers replaced when a
- * --cache-control-for rule matches path. */
+ * --limit-req (a 429 with Retry-After past it; issue 28), --redirect rules, --basic-auth.
+ * path[0..len) is the normalised path (no leading '/'), slash whether the target ended in '/',
+ * pol the request's policy (whether it came over TLS: the scheme of a canonical-host redirect;
+ * its connection: the client --limit-req counts). Returns true with r's plan written into ctx
+ * when it answered; false to serve the file, with ctx's extra headers replaced when a
+ * --cache-control-for rule matches path, and the CORS fields and --early-hints Link lines of
+ * the site added (copied with the extra lines to the end of ctx's buffer, which shrinks:
+ * ctx->own_lines; the Link lines are ctx's interim and, for HTTP/2, note's), and note's
+ * --limit-rate set. */
 bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
-                 bool secure, const char *path, size_t len, bool slash, struct http_str query,
-                 struct static_ctx *ctx, struct plan *plan, bool *quiet);
+                 const struct req_policy *pol, const char *path, size_t len, bool slash,
+                 struct http_str query, struct static_ctx *ctx, struct plan *plan,
+                 struct site_note *note);
+
+/* An OPTIONS request for a site with edge rules (v->edge): the 204 to an allowed CORS
+ * preflight (issue 28), written into ctx; false when it is not one (the usual OPTIONS answer
+ * applies). */
+bool site_preflight(const struct vhost *v, const struct http_request *req, const char *path,
+                    size_t len, bool slash, struct static_ctx *ctx, struct plan *plan);
 
 /* Whether req must wait for work off the loop (a password being verified) before it can be
  * answered: serve's SERVE_PENDING. The check reports its end with pol->resume (rt/auth.h);

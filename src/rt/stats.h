@@ -51,6 +51,11 @@ struct stats {
     stat_t log_dropped; /* access-log lines dropped because the writer was stuck */
     stat_t ktls_conns;  /* TLS connections whose send side went to kernel TLS */
     stat_t tls_resumed; /* TLS handshakes that resumed a session (a ticket) */
+    /* Per-client limits (issue 28): connections closed at accept by --limit-conn, requests
+     * answered 429 by --limit-req, and clients a full table could not count (let through). */
+    stat_t limit_conn_refused;
+    stat_t limit_req_refused;
+    stat_t limit_uncounted;
     /* Compression (rt/compress.c): variants made, kept (saved at least 5%), made on the loop,
      * requests not queued because the queue was full; identity bytes of the kept ones and what
      * they saved; CPU time compressing; gauge: bytes of variants the cache holds. */

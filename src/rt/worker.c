@@ -2,6 +2,7 @@
 #include "rt/worker.h"
 
 #include "rt/errlog.h"
+#include "rt/guard.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -141,11 +142,14 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
         goto err_cache;
     if (!(w->auth = auth_state_new(w->wake_fd)))
         goto err_compress;
+    if ((rc = guard_new(w, &w->guard)) < 0)
+        goto err_compress;
     if ((rc = eng->init(w)) < 0)
         goto err_compress;
     return 0;
 
 err_compress:
+    guard_free(w->guard);
     auth_state_free(w->auth);
     compress_free(w, w->compress);
 err_cache:
@@ -186,6 +190,7 @@ void worker_fini(struct worker *w)
     auth_state_free(w->auth);
     fcache_free(w->cache);
     conn_held_close(w);
+    guard_free(w->guard); /* after the last conn_closed: connections counted in it are gone */
     /* A worker that drained has every buffer back (one that stopped on an error may not). */
     assert(w->active != 0 ||
            (w->inbufs.count == 0 && w->outbufs.count == 0 && w->h2bufs.count == 0));
@@ -275,7 +280,7 @@ static void switch_site(struct worker *w)
     site_put(w->site);
     w->site = s;
     w->site_gen = gen;
-    w->want_peer = w->alog || s->any_auth;
+    w->want_peer = w->alog || s->any_auth || w->guard;
     /* s->owned: the configuration file re-read for s; without one, the start's options */
     if (!w->compress && config_compresses(s->owned ? s->owned : w->cfg) &&
         !(w->compress = compress_new()))
@@ -376,7 +381,8 @@ int worker_wait_ms(const struct worker *w)
 void *worker_main(void *arg)
 {
     struct worker *w = arg;
-    w->want_peer = w->alog || w->site->any_auth; /* w->alog is set after worker_init */
+    /* w->alog is set after worker_init */
+    w->want_peer = w->alog || w->site->any_auth || w->guard;
     int rc = w->eng->run(w);
     if (rc < 0)
         errlog(ERRLOG_ERROR, "worker %d: %s", w->id, strerror(-rc));

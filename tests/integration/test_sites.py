@@ -802,7 +802,7 @@ RESTART_VALUES = {
     "http2": "off", "http3": "off", "http3-max-conns": "7", "http3-gso": "off",
     "tls-min": "'1.3'", "ktls": "off", "tls-seal": "off", "reuse-port": "true",
     "user": "nobody", "no-landlock": "true", "health": "/hz", "drain-delay": "3",
-    "verbose": "true",
+    "verbose": "true", "limit-conn": "5",
 }
 # make_server's command line sets these (it overrides the file), a file cannot name another,
 # and tls-port needs a certificate pair; automatic HTTPS needs tls-port (and a CA:

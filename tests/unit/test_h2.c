@@ -446,22 +446,32 @@ TEST(h2_file_body_flow_control)
     pair_free(&p);
 }
 
+/* A request the hook leaves unanswered, and a plan of field lines `head` and the body "abc" with
+ * `status`, to answer it later. */
+static int32_t unanswered(struct pair *p, const char *path, struct plan *plan, const char *head,
+                          int status)
+{
+    pair_init(p, NULL, 0);
+    p->answer = false;
+    int32_t id = get(p, path, NULL, 0);
+    pump(p);
+    CHECK_INT(p->requests, 1);
+    plan_init(plan);
+    plan_mem(plan, head, strlen(head));
+    plan_mem(plan, "abc", 3);
+    plan->head_len = strlen(head);
+    plan->status = status;
+    return id;
+}
+
 TEST(h2_respond_fields_plan)
 {
     struct pair p;
-    pair_init(&p, NULL, 0);
-    p.answer = false;
-    int32_t id = get(&p, "/missing", NULL, 0);
-    pump(&p);
-    CHECK_INT(p.requests, 1);
-    static const char head[] = "Server: ringhttpd\r\nContent-Type: text/html\r\n"
-                               "Content-Length: 3\r\n";
     struct plan plan;
-    plan_init(&plan);
-    plan_mem(&plan, head, sizeof(head) - 1);
-    plan_mem(&plan, "abc", 3);
-    plan.head_len = sizeof(head) - 1;
-    plan.status = 404;
+    int32_t id = unanswered(&p, "/missing", &plan,
+                            "Server: ringhttpd\r\nContent-Type: text/html\r\n"
+                            "Content-Length: 3\r\n",
+                            404);
     CHECK_INT(h2_respond_plan(p.srv, id, &plan, &plan), 0);
     pump(&p);
     struct cstream *c = cstream(&p, id);
@@ -474,6 +484,31 @@ TEST(h2_respond_fields_plan)
     /* a stream already answered, or never opened, cannot be answered */
     CHECK_INT(h2_respond(p.srv, id, 200, NULL, 0, NULL, NULL), -ENOENT);
     CHECK_INT(h2_respond(p.srv, 99, 200, NULL, 0, NULL, NULL), -ENOENT);
+    pair_free(&p);
+}
+
+/* A 103 before the response (issue 28): its own HEADERS block, read by nghttp2's client as an
+ * interim response (the final status wins, both blocks' fields arrive); refused for a status
+ * that is not 1xx, and once the stream is answered. */
+TEST(h2_interim_before_the_response)
+{
+    struct pair p;
+    struct plan plan;
+    int32_t id = unanswered(&p, "/", &plan,
+                            "Content-Type: text/html\r\nLink: </a.css>; rel=preload\r\n", 200);
+    static const char hint[] = "Link: </a.css>; rel=preload\r\n";
+    CHECK_INT(h2_interim(p.srv, id, 200, hint, sizeof(hint) - 1), -EINVAL);
+    CHECK_INT(h2_interim(p.srv, id, 103, hint, sizeof(hint) - 1), 0);
+    CHECK_INT(h2_respond_plan(p.srv, id, &plan, &plan), 0);
+    CHECK_INT(h2_interim(p.srv, id, 103, hint, sizeof(hint) - 1), -ENOENT);
+    pump(&p);
+    struct cstream *c = cstream(&p, id);
+    CHECK_INT(c->status, 200);
+    CHECK_MEM(c->fields, c->fields_len,
+              "link: </a.css>; rel=preload\ncontent-type: text/html\n"
+              "link: </a.css>; rel=preload\n");
+    CHECK_MEM(c->body, c->body_len, "abc");
+    CHECK_INT(p.dones, 1);
     pair_free(&p);
 }
 

@@ -1,0 +1,157 @@
+/* guard: see guard.h. */
+#include "rt/guard.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "config.h"
+#include "core/accept.h"
+#include "core/logfmt.h"
+#include "core/peer.h"
+#include "rt/errlog.h"
+#include "rt/runtime.h"
+
+/* Buckets a worker keeps: a client's bucket matters only until it drains ((burst + 1) / rate
+ * seconds), and a full set gives up the one that drains first, so this bounds memory (48 bytes
+ * a slot: 3 MiB), not correctness for clients seen within that window. */
+#define GUARD_BUCKETS 65536
+
+int guard_new(struct worker *w, struct guard **out)
+{
+    *out = NULL;
+    if (!config_limits_clients(w->cfg))
+        return 0;
+    struct guard *g = calloc(1, sizeof(*g));
+    if (!g || getrandom(&g->seed, sizeof(g->seed), 0) != (ssize_t)sizeof(g->seed))
+        goto err;
+    if (w->cfg->limit_conn) {
+        /* Each open connection holds at most one slot: twice the slots keeps sets sparse. */
+        size_t n = limit_table_size((size_t)w->cfg->max_conns * 2);
+        struct limit_slot *s = calloc(n, sizeof(*s));
+        if (!s)
+            goto err;
+        limit_table_init(&g->conns, s, n, g->seed);
+    }
+    *out = g;
+    return 0;
+err:
+    free(g);
+    return -ENOMEM;
+}
+
+void guard_free(struct guard *g)
+{
+    if (!g)
+        return;
+    free(g->conns.slots);
+    free(g->reqs.slots);
+    free(g);
+}
+
+static struct limit_key peer_key(const struct peer *p)
+{
+    if (!p->known) /* not an IP socket: everyone such shares one key */
+        return (struct limit_key){{0}};
+    return limit_key_of(p->family, p->addr);
+}
+
+bool guard_accept(struct worker *w, const struct peer *p, bool *counted)
+{
+    struct guard *g = w->guard;
+    *counted = false;
+    if (!g || !g->conns.slots)
+        return true;
+    /* A trusted proxy's connections carry many clients: they are not one client's (nginx
+     * counts limit_conn on the real address per request; here --limit-req does that part). */
+    for (int i = 0; p->known && i < w->cfg->num_real_ip; i++)
+        if (cidr_match(&w->cfg->real_ip_from[i], p->family, p->addr))
+            return true;
+    int rc = limit_conn_acquire(&g->conns, peer_key(p), w->cfg->limit_conn);
+    if (rc == -EBUSY) {
+        stat_add(&w->stats.limit_conn_refused, 1);
+        errlog_limited(&w->log_limit, ERRLOG_NOTICE,
+                       "limit-conn: %s has %u connections open: closing a new one", p->text,
+                       w->cfg->limit_conn);
+        return false;
+    }
+    if (rc == -ENOSPC) {
+        stat_add(&w->stats.limit_uncounted, 1);
+        return true;
+    }
+    *counted = true;
+    return true;
+}
+
+void guard_closed(struct worker *w, const struct peer *p)
+{
+    limit_conn_release(&w->guard->conns, peer_key(p));
+}
+
+struct limit_key guard_client(const struct worker *w, const struct peer *p,
+                              const struct http_request *req)
+{
+    if (!p->known)
+        return (struct limit_key){{0}};
+    if (!w->cfg->num_real_ip)
+        return limit_key_of(p->family, p->addr);
+    int family = p->family;
+    uint8_t addr[16];
+    memcpy(addr, p->addr, 16);
+    logfmt_real_addr(w->cfg->real_ip_from, w->cfg->num_real_ip, req, &family, addr);
+    return limit_key_of(family, addr);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* a few ms of grain: nginx's is the loop's */
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* One bucket: 0, or the Retry-After of a refusal. */
+static uint32_t take(struct worker *w, uint32_t rule, struct limit_key client,
+                     const struct limit_rate *r, uint64_t now)
+{
+    bool evicted;
+    struct limit_decision d = limit_req_take(&w->guard->reqs, rule, client, r, now, &evicted);
+    if (evicted)
+        stat_add(&w->stats.limit_uncounted, 1);
+    /* Without nodelay nginx would hold the request delay_ms; ringhttpd never queues a request
+     * (it would hold the connection's memory), so the burst is answered at once. */
+    return d.verdict == LIMIT_REJECT ? d.retry_after : 0;
+}
+
+uint32_t guard_request(struct worker *w, const struct config *cfg, uint32_t site_id,
+                       struct limit_key client, const char *path, size_t len)
+{
+    struct guard *g = w->guard;
+    if (!g)
+        return 0; /* a reload added a limit to a process started without any: see README */
+    if (!g->reqs.slots) {
+        size_t n = limit_table_size(GUARD_BUCKETS);
+        struct limit_slot *s = calloc(n, sizeof(*s));
+        if (!s)
+            return 0; /* without memory, serve rather than refuse */
+        limit_table_init(&g->reqs, s, n, g->seed);
+    }
+    uint64_t now = now_ms();
+    /* Rules are told apart by site and position: site id × (rules + 1), 0 for --limit-req. */
+    uint32_t base = site_id * (CONFIG_MAX_RULES + 1), retry = 0;
+    for (int i = 0; i < cfg->num_limit_req_for; i++) {
+        if (accept_path_match(cfg->limit_req_for[i].pattern, path, len)) {
+            retry = take(w, base + 1 + (uint32_t)i, client, &cfg->limit_req_for[i].rate, now);
+            break;
+        }
+    }
+    if (!retry && cfg->limit_req_on)
+        retry = take(w, base, client, &cfg->limit_req, now);
+    if (retry) {
+        stat_add(&w->stats.limit_req_refused, 1);
+        errlog_limited(&w->log_limit, ERRLOG_NOTICE,
+                       "limit-req: a client past its rate: 429, Retry-After %u", retry);
+    }
+    return retry;
+}
