@@ -105,6 +105,7 @@ struct stream {
     void *token;
     struct plan *body;
     const struct plan *fields_plan; /* the response's fields: from h2_respond_plan, */
+    const struct hpack_pre *pre;    /* with a run of them pre-encoded (h2_respond_plan), */
     struct h2_field *fields;        /* or copied from h2_respond's array */
     size_t nfields;
     char *head; /* the request's head, kept until its body ends (rare), or by h2_hold */
@@ -1426,12 +1427,25 @@ static bool field_next(const struct stream *st, size_t *pos, const char **name, 
     return true;
 }
 
+/* Whether the field lines at `at` of the stream's plan begin with its pre-encoded run's text
+ * (only then is that run sent pre-encoded: any other response keeps its own fields). */
+static bool pre_at(const struct stream *st, size_t at)
+{
+    size_t key_len;
+    const char *key = hpack_pre_key(st->pre, &key_len);
+    const struct plan *p = st->fields_plan;
+    return key_len && p->head_len - at >= key_len && p->segs[0].mem[at] == key[0] &&
+           memcmp((const char *)p->segs[0].mem + at, key, key_len) == 0;
+}
+
 /* The most bytes the stream's header block (and its frames) can take. */
 static size_t block_bound(const struct h2_session *s, const struct stream *st)
 {
     size_t n = HPACK_UPDATE_BOUND + HPACK_FIELD_BOUND(7, 3);
     if (st->fields_plan) {
         n += 3 * st->fields_plan->head_len; /* a field line is at least 4 bytes */
+        if (st->pre)
+            n += hpack_pre_bound(st->pre);
     } else {
         for (size_t i = 0; i < st->nfields; i++)
             n += HPACK_FIELD_BOUND(st->fields[i].name_len, st->fields[i].value_len);
@@ -1467,9 +1481,17 @@ static bool write_headers(struct h2_session *s, struct stream *st)
     n += hpack_enc_field(&s->enc, b + n, ":status", 7, code, 3, index);
     size_t pos = 0, name_len, value_len;
     const char *name, *value;
-    while (field_next(st, &pos, &name, &name_len, &value, &value_len))
-        if (!h1_only(name, name_len))
+    for (size_t at = 0; field_next(st, &pos, &name, &name_len, &value, &value_len); at = pos) {
+        if (st->pre && pre_at(st, at)) { /* the pre-encoded run starts here */
+            size_t key_len;
+            hpack_pre_key(st->pre, &key_len);
+            n += hpack_enc_pre(&s->enc, b + n, st->pre, index);
+            pos = at + key_len;
+            st->pre = NULL;
+        } else if (!h1_only(name, name_len)) {
             n += hpack_enc_field(&s->enc, b + n, name, name_len, value, value_len, index);
+        }
+    }
     bool end_stream = !st->body;
     /* Split into frames of the client's maximum size: each later part moves up to make room
      * for a CONTINUATION header before it (rare: response heads are small). */
@@ -1489,6 +1511,7 @@ static bool write_headers(struct h2_session *s, struct stream *st)
     free(st->fields);
     st->fields = NULL;
     st->fields_plan = NULL;
+    st->pre = NULL;
     if (end_stream)
         send_ended(s, st);
     else
@@ -1814,7 +1837,8 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
     return 0;
 }
 
-int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *token)
+int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, const struct hpack_pre *pre,
+                    void *token)
 {
     struct stream *st = stream_find(s, id);
     if (!st || st->answered || ended(s))
@@ -1822,6 +1846,7 @@ int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *toke
     /* The field lines stay where they are (the plan is the caller's until done): they are
      * encoded when the HEADERS frame is written. */
     st->fields_plan = p;
+    st->pre = pre;
     st->status = p->status;
     plan_advance(p, p->head_len);
     st->body = plan_left(p) > 0 ? p : NULL;
@@ -1829,6 +1854,26 @@ int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *toke
     st->token = token;
     q_push(s, st, IN_HEADERS);
     return 0;
+}
+
+struct hpack_pre *h2_pre_new(const char *lines, size_t len, uint64_t id)
+{
+    struct plan p; /* read as a response's lines are: the same parse, the same fields */
+    plan_init(&p);
+    if (!plan_mem(&p, lines, len))
+        return NULL;
+    p.head_len = len;
+    struct hpack_field f[16];
+    size_t n = 0, pos = 0;
+    while (n < 16 &&
+           plan_field_next(&p, &pos, &f[n].name, &f[n].name_len, &f[n].value, &f[n].value_len)) {
+        if (h1_only(f[n].name, f[n].name_len))
+            return NULL;
+        n++;
+    }
+    if (pos != len)
+        return NULL;
+    return hpack_pre_new(f, n, lines, len, id);
 }
 
 int h2_hold(struct h2_session *s, int32_t id)

@@ -462,7 +462,7 @@ TEST(h2_respond_fields_plan)
     plan_mem(&plan, "abc", 3);
     plan.head_len = sizeof(head) - 1;
     plan.status = 404;
-    CHECK_INT(h2_respond_plan(p.srv, id, &plan, &plan), 0);
+    CHECK_INT(h2_respond_plan(p.srv, id, &plan, NULL, &plan), 0);
     pump(&p);
     struct cstream *c = cstream(&p, id);
     CHECK_INT(c->status, 404);
