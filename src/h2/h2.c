@@ -1463,6 +1463,30 @@ static void send_ended(struct h2_session *s, struct stream *st)
     stream_close(s, st);
 }
 
+/* The static table's index of ":status: status" (RFC 7541 Appendix A), or 0: the usual
+ * statuses without a look-up. */
+static uint8_t status_index(int status)
+{
+    switch (status) {
+    case 200:
+        return 8;
+    case 204:
+        return 9;
+    case 206:
+        return 10;
+    case 304:
+        return 11;
+    case 400:
+        return 12;
+    case 404:
+        return 13;
+    case 500:
+        return 14;
+    default:
+        return 0;
+    }
+}
+
 /* Writes the stream's HEADERS (and CONTINUATION) frames. False when they do not fit now. */
 static bool write_headers(struct h2_session *s, struct stream *st)
 {
@@ -1478,7 +1502,11 @@ static bool write_headers(struct h2_session *s, struct stream *st)
      * response can use it, and a connection that asks one thing then idles holds none. */
     unsigned index = s->responded ? HPACK_INDEX : HPACK_NO_INDEX;
     s->responded = true;
-    n += hpack_enc_field(&s->enc, b + n, ":status", 7, code, 3, index);
+    uint8_t sidx = status_index(st->status);
+    if (sidx)
+        b[n++] = (uint8_t)(0x80 | sidx);
+    else
+        n += hpack_enc_field(&s->enc, b + n, ":status", 7, code, 3, index);
     size_t pos = 0, name_len, value_len;
     const char *name, *value;
     for (size_t at = 0; field_next(st, &pos, &name, &name_len, &value, &value_len); at = pos) {
