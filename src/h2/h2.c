@@ -79,6 +79,8 @@ enum {
 #define STREAMS_IDLE_KEEP 0     /* stream records h2_trim keeps */
 #define HEAD_CAP HTTP1_MAX_HEAD /* the request head; past it, 431 */
 #define FIELD_GAP 2             /* ": " between a decoded name and its value */
+#define H2_LEAD_LINES 2         /* leading response field lines kept pre-encoded (lead_of) */
+#define H2_LEAD_ID (1ull << 55) /* the session's pre-encoded ids: above the file cache's */
 
 /* write_output's SETTINGS spell these out byte by byte */
 _Static_assert(H2_MAX_STREAMS < 256 && H2_MAX_HEADER_LIST % 256 == 0 &&
@@ -137,6 +139,11 @@ struct h2_session {
     bool goaway_sent;  /* ... and was */
     bool peer_goaway;  /* the client's came */
     bool responded;    /* a HEADERS frame went out */
+    /* The leading field lines of the last response (Server, Date: the same for a second),
+     * pre-encoded for the ones after it; its id is ours (H2_LEAD_ID | lead_n), apart from the
+     * file cache's. NULL until a second response, and after h2_trim. */
+    struct hpack_pre *lead;
+    uint64_t lead_n;
     uint32_t goaway_code;
     int32_t goaway_last; /* streams above it are ignored once our GOAWAY is out */
     uint32_t peer_frame; /* the client's SETTINGS_MAX_FRAME_SIZE */
@@ -1438,6 +1445,29 @@ static bool pre_at(const struct stream *st, size_t at)
            memcmp((const char *)p->segs[0].mem + at, key, key_len) == 0;
 }
 
+/* The session's pre-encoded first H2_LEAD_LINES field lines of st's response (Server and
+ * Date for the core's responses), made again when they differ from the last response's (a new
+ * second). NULL when the response has fewer lines or they cannot be kept. */
+static const struct hpack_pre *lead_of(struct h2_session *s, const struct stream *st)
+{
+    const struct plan *p = st->fields_plan;
+    if (!p || p->nseg == 0)
+        return NULL;
+    size_t key_len = 0;
+    const char *key = s->lead ? hpack_pre_key(s->lead, &key_len) : NULL;
+    if (key && p->head_len >= key_len && memcmp(p->segs[0].mem, key, key_len) == 0)
+        return s->lead; /* the key ends a line: a match is those very lines */
+    free(s->lead);
+    s->lead = NULL;
+    size_t pos = 0, nl, vl;
+    const char *name, *value;
+    for (int i = 0; i < H2_LEAD_LINES; i++)
+        if (!plan_field_next(p, &pos, &name, &nl, &value, &vl))
+            return NULL;
+    s->lead = h2_pre_new(p->segs[0].mem, pos, H2_LEAD_ID | ++s->lead_n);
+    return s->lead;
+}
+
 /* The most bytes the stream's header block (and its frames) can take. */
 static size_t block_bound(const struct h2_session *s, const struct stream *st)
 {
@@ -1509,7 +1539,12 @@ static bool write_headers(struct h2_session *s, struct stream *st)
         n += hpack_enc_field(&s->enc, b + n, ":status", 7, code, 3, index);
     size_t pos = 0, name_len, value_len;
     const char *name, *value;
-    for (size_t at = 0; field_next(st, &pos, &name, &name_len, &value, &value_len); at = pos) {
+    const struct hpack_pre *lead = index == HPACK_INDEX ? lead_of(s, st) : NULL;
+    if (lead) {
+        hpack_pre_key(lead, &pos);
+        n += hpack_enc_pre(&s->enc, b + n, lead, index);
+    }
+    for (size_t at = pos; field_next(st, &pos, &name, &name_len, &value, &value_len); at = pos) {
         if (st->pre && pre_at(st, at)) { /* the pre-encoded run starts here */
             size_t key_len;
             hpack_pre_key(st->pre, &key_len);
@@ -1750,6 +1785,7 @@ void h2_free(struct h2_session *s)
         s->hooks->buf_put(s->user, s->buf);
     hpack_dec_free(&s->dec);
     hpack_enc_free(&s->enc);
+    free(s->lead);
     free(s);
 }
 
@@ -1886,6 +1922,8 @@ int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, const stru
 
 struct hpack_pre *h2_pre_new(const char *lines, size_t len, uint64_t id)
 {
+    if (len == 0)
+        return NULL;
     struct plan p; /* read as a response's lines are: the same parse, the same fields */
     plan_init(&p);
     if (!plan_mem(&p, lines, len))
@@ -1980,6 +2018,8 @@ void h2_trim(struct h2_session *s)
         return;
     streams_trim(s, STREAMS_IDLE_KEEP);
     hpack_enc_forget(&s->enc);
+    free(s->lead);
+    s->lead = NULL;
 }
 
 void h2_goaway(struct h2_session *s)
