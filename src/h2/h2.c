@@ -79,6 +79,8 @@ enum {
 #define STREAMS_IDLE_KEEP 0     /* stream records h2_trim keeps */
 #define HEAD_CAP HTTP1_MAX_HEAD /* the request head; past it, 431 */
 #define FIELD_GAP 2             /* ": " between a decoded name and its value */
+#define H2_LEAD_LINES 2         /* leading response field lines kept pre-encoded (lead_of) */
+#define H2_LEAD_ID (1ull << 55) /* the session's pre-encoded ids: above the file cache's */
 
 /* write_output's SETTINGS spell these out byte by byte */
 _Static_assert(H2_MAX_STREAMS < 256 && H2_MAX_HEADER_LIST % 256 == 0 &&
@@ -105,6 +107,7 @@ struct stream {
     void *token;
     struct plan *body;
     const struct plan *fields_plan; /* the response's fields: from h2_respond_plan, */
+    const struct hpack_pre *pre;    /* with a run of them pre-encoded (h2_respond_plan), */
     struct h2_field *fields;        /* or copied from h2_respond's array */
     size_t nfields;
     const char *interim; /* h2_interim's field lines (the caller's), sent before the fields */
@@ -138,6 +141,11 @@ struct h2_session {
     bool goaway_sent;  /* ... and was */
     bool peer_goaway;  /* the client's came */
     bool responded;    /* a HEADERS frame went out */
+    /* The leading field lines of the last response (Server, Date: the same for a second),
+     * pre-encoded for the ones after it; its id is ours (H2_LEAD_ID | lead_n), apart from the
+     * file cache's. NULL until a second response, and after h2_trim. */
+    struct hpack_pre *lead;
+    uint64_t lead_n;
     uint32_t goaway_code;
     int32_t goaway_last; /* streams above it are ignored once our GOAWAY is out */
     uint32_t peer_frame; /* the client's SETTINGS_MAX_FRAME_SIZE */
@@ -1428,12 +1436,48 @@ static bool field_next(const struct stream *st, size_t *pos, const char **name, 
     return true;
 }
 
+/* Whether the field lines at `at` of the stream's plan begin with its pre-encoded run's text
+ * (only then is that run sent pre-encoded: any other response keeps its own fields). */
+static bool pre_at(const struct stream *st, size_t at)
+{
+    size_t key_len;
+    const char *key = hpack_pre_key(st->pre, &key_len);
+    const struct plan *p = st->fields_plan;
+    return key_len && p->head_len - at >= key_len && p->segs[0].mem[at] == key[0] &&
+           memcmp((const char *)p->segs[0].mem + at, key, key_len) == 0;
+}
+
+/* The session's pre-encoded first H2_LEAD_LINES field lines of st's response (Server and
+ * Date for the core's responses), made again when they differ from the last response's (a new
+ * second). NULL when the response has fewer lines or they cannot be kept. */
+static const struct hpack_pre *lead_of(struct h2_session *s, const struct stream *st)
+{
+    const struct plan *p = st->fields_plan;
+    if (!p || p->nseg == 0)
+        return NULL;
+    size_t key_len = 0;
+    const char *key = s->lead ? hpack_pre_key(s->lead, &key_len) : NULL;
+    if (key && p->head_len >= key_len && memcmp(p->segs[0].mem, key, key_len) == 0)
+        return s->lead; /* the key ends a line: a match is those very lines */
+    free(s->lead);
+    s->lead = NULL;
+    size_t pos = 0, nl, vl;
+    const char *name, *value;
+    for (int i = 0; i < H2_LEAD_LINES; i++)
+        if (!plan_field_next(p, &pos, &name, &nl, &value, &vl))
+            return NULL;
+    s->lead = h2_pre_new(p->segs[0].mem, pos, H2_LEAD_ID | ++s->lead_n);
+    return s->lead;
+}
+
 /* The most bytes the stream's header block (and its frames) can take. */
 static size_t block_bound(const struct h2_session *s, const struct stream *st)
 {
     size_t n = HPACK_UPDATE_BOUND + HPACK_FIELD_BOUND(7, 3);
     if (st->fields_plan) {
         n += 3 * st->fields_plan->head_len; /* a field line is at least 4 bytes */
+        if (st->pre)
+            n += hpack_pre_bound(st->pre);
     } else {
         for (size_t i = 0; i < st->nfields; i++)
             n += HPACK_FIELD_BOUND(st->fields[i].name_len, st->fields[i].value_len);
@@ -1480,6 +1524,30 @@ static void send_ended(struct h2_session *s, struct stream *st)
     stream_close(s, st);
 }
 
+/* The static table's index of ":status: status" (RFC 7541 Appendix A), or 0: the usual
+ * statuses without a look-up. */
+static uint8_t status_index(int status)
+{
+    switch (status) {
+    case 200:
+        return 8;
+    case 204:
+        return 9;
+    case 206:
+        return 10;
+    case 304:
+        return 11;
+    case 400:
+        return 12;
+    case 404:
+        return 13;
+    case 500:
+        return 14;
+    default:
+        return 0;
+    }
+}
+
 /* Writes the stream's HEADERS (and CONTINUATION) frames. False when they do not fit now. */
 static bool write_headers(struct h2_session *s, struct stream *st)
 {
@@ -1501,12 +1569,29 @@ static bool write_headers(struct h2_session *s, struct stream *st)
      * response can use it, and a connection that asks one thing then idles holds none. */
     unsigned index = s->responded ? HPACK_INDEX : HPACK_NO_INDEX;
     s->responded = true;
-    n += hpack_enc_field(&s->enc, b + n, ":status", 7, code, 3, index);
+    uint8_t sidx = status_index(st->status);
+    if (sidx)
+        b[n++] = (uint8_t)(0x80 | sidx);
+    else
+        n += hpack_enc_field(&s->enc, b + n, ":status", 7, code, 3, index);
     size_t pos = 0, name_len, value_len;
     const char *name, *value;
-    while (field_next(st, &pos, &name, &name_len, &value, &value_len))
-        if (!h1_only(name, name_len))
+    const struct hpack_pre *lead = index == HPACK_INDEX ? lead_of(s, st) : NULL;
+    if (lead) {
+        hpack_pre_key(lead, &pos);
+        n += hpack_enc_pre(&s->enc, b + n, lead, index);
+    }
+    for (size_t at = pos; field_next(st, &pos, &name, &name_len, &value, &value_len); at = pos) {
+        if (st->pre && pre_at(st, at)) { /* the pre-encoded run starts here */
+            size_t key_len;
+            hpack_pre_key(st->pre, &key_len);
+            n += hpack_enc_pre(&s->enc, b + n, st->pre, index);
+            pos = at + key_len;
+            st->pre = NULL;
+        } else if (!h1_only(name, name_len)) {
             n += hpack_enc_field(&s->enc, b + n, name, name_len, value, value_len, index);
+        }
+    }
     bool end_stream = !st->body;
     /* Split into frames of the client's maximum size: each later part moves up to make room
      * for a CONTINUATION header before it (rare: response heads are small). */
@@ -1526,6 +1611,7 @@ static bool write_headers(struct h2_session *s, struct stream *st)
     free(st->fields);
     st->fields = NULL;
     st->fields_plan = NULL;
+    st->pre = NULL;
     if (end_stream)
         send_ended(s, st);
     else
@@ -1736,6 +1822,7 @@ void h2_free(struct h2_session *s)
         s->hooks->buf_put(s->user, s->buf);
     hpack_dec_free(&s->dec);
     hpack_enc_free(&s->enc);
+    free(s->lead);
     free(s);
 }
 
@@ -1851,7 +1938,8 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
     return 0;
 }
 
-int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *token)
+int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, const struct hpack_pre *pre,
+                    void *token)
 {
     struct stream *st = stream_find(s, id);
     if (!st || st->answered || ended(s))
@@ -1859,6 +1947,7 @@ int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *toke
     /* The field lines stay where they are (the plan is the caller's until done): they are
      * encoded when the HEADERS frame is written. */
     st->fields_plan = p;
+    st->pre = pre;
     st->status = p->status;
     plan_advance(p, p->head_len);
     st->body = plan_left(p) > 0 ? p : NULL;
@@ -1879,6 +1968,28 @@ int h2_interim(struct h2_session *s, int32_t id, int status, const char *lines, 
     st->interim_len = (uint16_t)len;
     st->interim_status = (uint16_t)status;
     return 0;
+}
+
+struct hpack_pre *h2_pre_new(const char *lines, size_t len, uint64_t id)
+{
+    if (len == 0)
+        return NULL;
+    struct plan p; /* read as a response's lines are: the same parse, the same fields */
+    plan_init(&p);
+    if (!plan_mem(&p, lines, len))
+        return NULL;
+    p.head_len = len;
+    struct hpack_field f[16];
+    size_t n = 0, pos = 0;
+    while (n < 16 &&
+           plan_field_next(&p, &pos, &f[n].name, &f[n].name_len, &f[n].value, &f[n].value_len)) {
+        if (h1_only(f[n].name, f[n].name_len))
+            return NULL;
+        n++;
+    }
+    if (pos != len)
+        return NULL;
+    return hpack_pre_new(f, n, lines, len, id);
 }
 
 int h2_hold(struct h2_session *s, int32_t id)
@@ -1957,6 +2068,8 @@ void h2_trim(struct h2_session *s)
         return;
     streams_trim(s, STREAMS_IDLE_KEEP);
     hpack_enc_forget(&s->enc);
+    free(s->lead);
+    s->lead = NULL;
 }
 
 void h2_goaway(struct h2_session *s)

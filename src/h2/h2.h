@@ -118,8 +118,16 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
                size_t nfields, struct plan *body, void *token);
 
 /* The same, from a plan in the field-line syntax (core/policy.h RESP_FIELDS): its status,
- * the fields of its first head_len bytes; the rest is the body. */
-int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, void *token);
+ * the fields of its first head_len bytes; the rest is the body. pre (or NULL): fields kept
+ * pre-encoded (h2_pre_new), sent so where the plan's field lines contain its text; it must stay
+ * alive until the HEADERS frame is written (the responder holds what it came with until done). */
+struct hpack_pre;
+int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, const struct hpack_pre *pre,
+                    void *token);
+/* The pre-encoded form (hpack.h: struct hpack_pre, one block to free()) of the field lines
+ * lines[0, len) ("Name: value\r\n"...), which a response's field lines may contain verbatim;
+ * id as hpack_pre_new's. NULL when memory is short or they are not all field lines. */
+struct hpack_pre *h2_pre_new(const char *lines, size_t len, uint64_t id);
 
 /* An interim response on stream `id` before its final one (103 Early Hints, RFC 8297): a
  * HEADERS frame without END_STREAM with :status `status` (100..199) and the field lines

@@ -21,6 +21,14 @@
 #define CHAIN_STEPS 8   /* entries of one bucket compared before giving up (and inserting) */
 #define INT_MAX_BITS 28 /* integers past 2^28 are nobody's header length: an error */
 #define NAME_MAX_LC 128 /* longer names are sent as literals, lower-cased on the way */
+#define MEMO_SLOTS 32   /* pre-encoded fields whose index a connection remembers (a power of 2) */
+
+/* A pre-encoded field's place in one connection's table: inserted when the table's `ins` was
+ * seq (so it is entry ins - seq now, while that is below n: entries leave oldest first). */
+struct hpack_memo {
+    uint64_t key; /* the hpack_pre's id << 8 | the field's number; 0: empty */
+    uint32_t seq;
+};
 
 /* ---- the dynamic table ---- */
 
@@ -58,13 +66,15 @@ static void table_free(struct hpack_table *t)
     free(t->ent);
     free(t->bytes);
     free(t->bucket);
+    free(t->memo); /* sequence numbers start over: what it remembers is void */
     *t = (struct hpack_table){.max = t->max};
 }
 
 size_t hpack_table_mem(const struct hpack_table *t)
 {
     return (size_t)t->ent_cap * sizeof(*t->ent) + t->bytes_cap +
-           (t->bucket ? BUCKETS * sizeof(*t->bucket) : 0);
+           (t->bucket ? BUCKETS * sizeof(*t->bucket) : 0) +
+           (t->memo ? MEMO_SLOTS * sizeof(*t->memo) : 0);
 }
 
 /* Room for one more entry of len bytes (name and value): 0 or -ENOMEM. */
@@ -421,7 +431,7 @@ void hpack_enc_set_max(struct hpack_enc *e, uint32_t size)
 
 void hpack_enc_forget(struct hpack_enc *e)
 {
-    if (e->t.n == 0 && !e->t.bytes)
+    if (e->t.n == 0 && !e->t.bytes && !e->t.memo)
         return;
     table_free(&e->t);
     e->update_min = 0;
@@ -533,7 +543,9 @@ static unsigned dynamic_find(const struct hpack_table *t, unsigned sidx, const c
     return 0;
 }
 
-static void enc_insert(struct hpack_enc *e, unsigned sidx, const char *name, size_t name_len,
+/* Inserts name: value as the peer does on reading its literal with indexing. True when the
+ * table kept it (as its newest entry). */
+static bool enc_insert(struct hpack_enc *e, unsigned sidx, const char *name, size_t name_len,
                        const char *value, size_t value_len)
 {
     struct hpack_table *t = &e->t;
@@ -549,14 +561,15 @@ static void enc_insert(struct hpack_enc *e, unsigned sidx, const char *name, siz
         uint32_t max = t->max;
         table_shrink(t, 0);
         t->max = max;
-        return;
+        return false;
     }
     if (!ent)
-        return;
+        return false;
     ent->sidx = (uint8_t)sidx;
     uint32_t *b = &t->bucket[bucket_of(sidx, name, name_len)];
     ent->chain = *b;
     *b = t->ins; /* 1 + this entry's sequence number (ins - 1) */
+    return true;
 }
 
 size_t hpack_enc_field(struct hpack_enc *e, uint8_t *out, const char *name, size_t name_len,
@@ -604,5 +617,143 @@ size_t hpack_enc_field(struct hpack_enc *e, uint8_t *out, const char *name, size
     o += write_str(out + o, value, value_len, flags);
     if (index)
         enc_insert(e, sidx, name, name_len, value, value_len);
+    return o;
+}
+
+/* ---- pre-encoded fields ---- */
+
+struct hpack_pre_field {
+    uint16_t name_off, name_len, value_off, value_len; /* in bytes: the lower-case name, value */
+    uint16_t enc_off, enc_len; /* in bytes: its representation (an index, or a literal) */
+    uint8_t sidx;              /* its name's static index, or 0 */
+    bool whole;                /* enc is a static index of the whole field: no table entry */
+};
+
+struct hpack_pre {
+    uint64_t id;
+    size_t n, key_len, bound;
+    const char *key;            /* in bytes */
+    const char *bytes;          /* names, values, representations, key */
+    struct hpack_pre_field f[]; /* n of them, bytes behind */
+};
+
+struct hpack_pre *hpack_pre_new(const struct hpack_field *f, size_t n, const void *key,
+                                size_t key_len, uint64_t id)
+{
+    if (n > 255 || id == 0 || id >> 56)
+        return NULL;
+    size_t cap = key_len, bound = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (f[i].name_len > NAME_MAX_LC || f[i].name_len + f[i].value_len > UINT16_MAX / 4)
+            return NULL; /* not worth keeping: such fields take the general path */
+        cap += 2 * (f[i].name_len + f[i].value_len) + 12;
+        bound += HPACK_FIELD_BOUND(f[i].name_len, f[i].value_len);
+    }
+    if (cap > UINT16_MAX)
+        return NULL;
+    struct hpack_pre *p = malloc(sizeof(*p) + n * sizeof(p->f[0]) + cap);
+    if (!p)
+        return NULL;
+    char *b = (char *)&p->f[n];
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct hpack_pre_field *pf = &p->f[i];
+        const struct hpack_field *in = &f[i];
+        unsigned sidx = static_name(in->name, in->name_len);
+        *pf = (struct hpack_pre_field){
+            .sidx = (uint8_t)sidx, .name_off = (uint16_t)o, .name_len = (uint16_t)in->name_len};
+        for (size_t k = 0; k < in->name_len; k++)
+            b[o++] =
+                (char)(in->name[k] >= 'A' && in->name[k] <= 'Z' ? in->name[k] | 0x20 : in->name[k]);
+        pf->value_off = (uint16_t)o;
+        pf->value_len = (uint16_t)in->value_len;
+        memcpy(b + o, in->value, in->value_len);
+        o += in->value_len;
+        /* What hpack_enc_field writes for it into an empty table with HPACK_INDEX. */
+        uint8_t *enc = (uint8_t *)b + o;
+        size_t w = 0;
+        for (unsigned s = sidx; s && !w; s++) {
+            const struct hpack_static *st = &hpack_static[s - 1];
+            if (st->value_len == in->value_len &&
+                eq_folded(st->value, in->value, in->value_len, false))
+                w = write_int(enc, 0x80, 7, s), pf->whole = true;
+            if (!st->more)
+                break;
+        }
+        if (!w) {
+            w = write_int(enc, 0x40, 6, sidx);
+            if (!sidx)
+                w += write_str(enc + w, b + pf->name_off, in->name_len, 0);
+            w += write_str(enc + w, b + pf->value_off, in->value_len, 0);
+        }
+        pf->enc_off = (uint16_t)o;
+        pf->enc_len = (uint16_t)w;
+        o += w;
+    }
+    memcpy(b + o, key, key_len);
+    *p = (struct hpack_pre){
+        .id = id, .n = n, .key_len = key_len, .bound = bound, .key = b + o, .bytes = b};
+    return p;
+}
+
+const char *hpack_pre_key(const struct hpack_pre *p, size_t *key_len)
+{
+    *key_len = p->key_len;
+    return p->key;
+}
+
+size_t hpack_pre_bound(const struct hpack_pre *p)
+{
+    return p->bound;
+}
+
+/* Remembers that the field `key` is the table's entry inserted when ins was seq. */
+static void memo_put(struct hpack_table *t, uint64_t key, uint32_t seq)
+{
+    if (!t->memo && !(t->memo = calloc(MEMO_SLOTS, sizeof(*t->memo))))
+        return; /* forgetting costs only a lookup next time */
+    t->memo[(key * 0x9e3779b97f4a7c15u) >> 59 & (MEMO_SLOTS - 1)] =
+        (struct hpack_memo){.key = key, .seq = seq};
+}
+
+size_t hpack_enc_pre(struct hpack_enc *e, uint8_t *out, const struct hpack_pre *p, unsigned flags)
+{
+    struct hpack_table *t = &e->t;
+    size_t o = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const struct hpack_pre_field *f = &p->f[i];
+        const char *name = p->bytes + f->name_off, *value = p->bytes + f->value_off;
+        if (f->whole) {
+            memcpy(out + o, p->bytes + f->enc_off, f->enc_len);
+            o += f->enc_len;
+            continue;
+        }
+        if ((flags & 3) != HPACK_INDEX ||
+            (size_t)f->name_len + f->value_len + ENTRY_OVERHEAD > t->max) {
+            o += hpack_enc_field(e, out + o, name, f->name_len, value, f->value_len, flags);
+            continue;
+        }
+        uint64_t key = p->id << 8 | i;
+        if (t->memo) {
+            const struct hpack_memo *m =
+                &t->memo[(key * 0x9e3779b97f4a7c15u) >> 59 & (MEMO_SLOTS - 1)];
+            uint32_t age = t->ins - m->seq;
+            if (m->key == key && age < t->n) {
+                o += write_int(out + o, 0x80, 7, HPACK_STATIC_N + 1 + age);
+                continue;
+            }
+        }
+        /* Not remembered: the table may hold it all the same (another file's Content-Type). */
+        unsigned didx = dynamic_find(t, f->sidx, name, f->name_len, value, f->value_len);
+        if (didx) {
+            memo_put(t, key, t->ins - (didx - HPACK_STATIC_N - 1));
+            o += write_int(out + o, 0x80, 7, didx);
+            continue;
+        }
+        memcpy(out + o, p->bytes + f->enc_off, f->enc_len);
+        o += f->enc_len;
+        if (enc_insert(e, f->sidx, name, f->name_len, value, f->value_len))
+            memo_put(t, key, t->ins);
+    }
     return o;
 }

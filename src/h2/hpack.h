@@ -28,6 +28,7 @@ struct hpack_table {
     struct hpack_entry *ent; /* ent_cap entries (a power of two), the oldest at [first] */
     char *bytes;             /* bytes_cap bytes, live from start to end */
     uint32_t *bucket;        /* encoder only: 1 + the newest entry's sequence number per name */
+    struct hpack_memo *memo; /* encoder only: where pre-encoded fields (hpack_pre) went */
     uint32_t size;           /* RFC 7541 4.1: names, values and 32 per entry */
     uint32_t max;            /* the size it may reach now */
     uint32_t ins;            /* entries inserted so far (sequence numbers) */
@@ -109,6 +110,34 @@ size_t hpack_enc_begin(struct hpack_enc *e, uint8_t *out);
  * written. */
 size_t hpack_enc_field(struct hpack_enc *e, uint8_t *out, const char *name, size_t name_len,
                        const char *value, size_t value_len, unsigned flags);
+
+/* ---- pre-encoded fields ----
+ *
+ * Fields that every response of one thing carries unchanged (a cached file version's
+ * Last-Modified, ETag, Content-Type, Content-Length...), encoded once and kept with it: their
+ * literal-with-incremental-indexing bytes depend on no connection, so a connection's first use
+ * copies them and inserts the field; the index its table gave each one is remembered per
+ * connection (a small memo keyed by the fields' id), so later responses send one index byte
+ * without looking anything up. A connection's table still decides: evicted entries are seen by
+ * their sequence number, and a table too small, or a block that must not index, encodes the
+ * field as hpack_enc_field would.
+ * Ownership: one malloc'd block (free() it), immutable once made; any number of connections
+ * use it. Its id must never be reused by another set of fields while a connection lives that
+ * may have seen it (the file cache's counter). */
+struct hpack_pre;
+
+/* Makes the pre-encoded form of fields f[0, n) (names in any case, at most 255 fields), with id
+ * (non-zero), keeping key[0, key_len) verbatim for the caller to recognise the fields by (their
+ * text in a response). NULL when memory is short or n is too large. */
+struct hpack_pre *hpack_pre_new(const struct hpack_field *f, size_t n, const void *key,
+                                size_t key_len, uint64_t id);
+/* The key given to hpack_pre_new. */
+const char *hpack_pre_key(const struct hpack_pre *p, size_t *key_len);
+/* The bytes hpack_enc_pre may write (at most one field's HPACK_FIELD_BOUND per field). */
+size_t hpack_pre_bound(const struct hpack_pre *p);
+/* Encodes p's fields as hpack_enc_field would, with the same flags (HPACK_INDEX or
+ * HPACK_NO_INDEX). out has room for hpack_pre_bound(p). Returns the bytes written. */
+size_t hpack_enc_pre(struct hpack_enc *e, uint8_t *out, const struct hpack_pre *p, unsigned flags);
 
 /* Memory the tables hold (for tests and the session's accounting). */
 size_t hpack_table_mem(const struct hpack_table *t);

@@ -39,7 +39,7 @@ struct fcache {
     struct fentry vlru; /* the variants' LRU, apart so files and variants have their own bounds */
     struct fentry *bucket[BUCKETS];
     struct stats *st;
-    uint64_t generation; /* the last derived body's (fcache_derive) */
+    uint64_t generation; /* the last number given (a derived body's generation, fcache_id) */
 };
 
 static inline uint64_t load8(const char *p)
@@ -136,6 +136,7 @@ static void destroy(struct fcache *fc, struct fentry *e)
     }
     free(e->data);
     free(e->ok.data);
+    free(e->wire_parts);
     for (int i = 0; i < 2; i++) {
         if (e->block[i])
             fc->bytes -= e->block[i]->cap;
@@ -553,4 +554,9 @@ struct fblock *fcache_block(struct fcache *fc, struct fentry *e, int slot, size_
     fc->bytes += cap;
     stat_set(&fc->st->cache_bytes, fc->bytes);
     return b;
+}
+
+uint64_t fcache_id(struct fcache *fc)
+{
+    return ++fc->generation;
 }

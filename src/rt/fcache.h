@@ -84,6 +84,10 @@ struct fentry {
     struct fentry *derived[FCACHE_DERIVED]; /* a directory's kept bodies, a reference each */
     struct fok ok;
     struct fblock *block[2]; /* the current one, and the one before (maybe still sent from) */
+    /* A protocol's encoding of rep_headers, which never change for the entry (HTTP/2: its
+     * HPACK literals, h2_pre_new): one malloc'd block, made by its first response over that
+     * protocol, freed with the entry. NULL: none yet. */
+    void *wire_parts;
     size_t path_len;
     char path[]; /* relative to the document root, NUL-terminated */
 };
@@ -150,6 +154,9 @@ int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char 
  * enough, else a new one (its bytes counted in the cache's, evicting older entries to make
  * room; the old one is freed). Returns NULL when memory runs out. */
 struct fblock *fcache_block(struct fcache *fc, struct fentry *e, int slot, size_t cap);
+
+/* A number this cache never gave before (the id of an entry's wire_parts). */
+uint64_t fcache_id(struct fcache *fc);
 
 /* Bytes of variants held (what --compress-cache bounds) and how many variants there are. */
 size_t fcache_variant_bytes(const struct fcache *fc);

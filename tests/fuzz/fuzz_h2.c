@@ -3,7 +3,8 @@
  * arbitrary bytes split into reads at points the input chooses, or (first byte 'F') frames
  * the input describes one by one (type, flags, a small stream id, a payload), so that the
  * fuzzer reaches stream states without having to find frame headers first. Every request is
- * answered, some with bodies larger than the windows; every output plan is taken, some late.
+ * answered, some with bodies larger than the windows, some from field lines with pre-encoded
+ * fields (h2_respond_plan, as the server answers); every output plan is taken, some late.
  * Must not: be linked into the server; it aborts on the first broken invariant.
  * Ownership: libFuzzer owns data; the session is freed before returning. */
 #include "h2/h2.h"
@@ -28,7 +29,14 @@ struct ctx {
     unsigned answered, done;
     struct plan body[BODIES];
     unsigned next;
+    struct hpack_pre *pre; /* the "file's" fields, h2_pre_new */
 };
+
+/* Field lines as the core writes them: Server and Date (three seconds of them), then a file's. */
+#define FILE_LINES "ETag: \"1-2\"\r\nContent-Type: text/plain\r\n"
+static const char *const heads[] = {"Server: s\r\nDate: D0\r\n" FILE_LINES,
+                                    "Server: s\r\nDate: D1\r\n" FILE_LINES,
+                                    "Server: s\r\nDate: D2\r\nVary: x\r\n" FILE_LINES};
 
 static void on_request(void *user, int32_t id, const struct http_request *req, int status)
 {
@@ -44,6 +52,19 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
         plan_mem(b, large, sizeof(large) - (unsigned)id % 100);
     else
         plan_mem(b, text, 16 + (unsigned)id % 7);
+    if (id % 3 != 0 && !status) {
+        const char *head = heads[(unsigned)id / 3 % 3];
+        struct plan body = *b;
+        plan_init(b);
+        plan_mem(b, head, strlen(head));
+        for (unsigned i = 0; i < body.nseg; i++)
+            plan_mem(b, body.segs[i].mem, body.segs[i].len);
+        b->head_len = strlen(head);
+        b->status = 200;
+        if (h2_respond_plan(c->s, id, b, id % 7 ? c->pre : NULL, b) == 0)
+            c->answered++;
+        return;
+    }
     const struct h2_field f[] = {{"Content-Type", 12, "text/plain", 10}};
     if (h2_respond(c->s, id, status ? status : 200, f, 1, b, b) == 0)
         c->answered++;
@@ -111,6 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct ctx c = {0};
     const struct h2_opts opts = {.stall_ms = 1000};
     REQUIRE(h2_new(&c.s, &opts, &hooks, &c) == 0);
+    REQUIRE((c.pre = h2_pre_new(FILE_LINES, strlen(FILE_LINES), 1)) != NULL);
     int64_t now = 0;
     REQUIRE(h2_recv(c.s, preface, sizeof(preface) - 1, now) == 0);
     bool framed_mode = size > 0 && data[0] == 'F';
@@ -153,6 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < 1000 && h2_output(c.s); i++)
         h2_sent(c.s, now);
     h2_free(c.s);
+    free(c.pre);
     REQUIRE(c.done == c.answered);
     return 0;
 }

@@ -4,7 +4,9 @@
  * must accept it and give back the list, names in lower case.
  * Input: a series of records; each: a flags byte (bits 0-1 the representation, bit 2 no Huffman,
  * bit 3 force Huffman, bit 4 end the block here, bit 5 then set the peer's table size from the
- * next byte * 32), a name length byte, the name, a value length byte, the value.
+ * next byte * 32, bit 6 send it pre-encoded (hpack_enc_pre, the same pre-encoded field each time it
+ * recurs, as a file's fields are), bit 7 forget the table first (hpack_enc_forget, idle), a name
+ * length byte, the name, a value length byte, the value.
  * Must not: be linked into the server.
  * Ownership: libFuzzer owns data; everything is freed before returning. */
 #include <nghttp2/nghttp2.h>
@@ -23,6 +25,33 @@
     } while (0)
 
 #define MAX_FIELDS 256
+#define MAX_PRE 16
+
+/* The pre-encoded fields made so far: one per distinct field, each with an id of its own. */
+struct pres {
+    struct hpack_pre *p[MAX_PRE];
+    const uint8_t *name[MAX_PRE], *value[MAX_PRE];
+    size_t name_len[MAX_PRE], value_len[MAX_PRE], n;
+};
+
+static struct hpack_pre *pre_for(struct pres *ps, const uint8_t *name, size_t name_len,
+                                 const uint8_t *value, size_t value_len)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (ps->name_len[i] == name_len && ps->value_len[i] == value_len &&
+            !memcmp(ps->name[i], name, name_len) && !memcmp(ps->value[i], value, value_len))
+            return ps->p[i];
+    if (ps->n == MAX_PRE)
+        return NULL;
+    struct hpack_field hf = {(const char *)name, name_len, (const char *)value, value_len};
+    struct hpack_pre *p = hpack_pre_new(&hf, 1, "", 0, ps->n + 1);
+    if (!p)
+        return NULL;
+    size_t i = ps->n++;
+    ps->p[i] = p, ps->name[i] = name, ps->value[i] = value;
+    ps->name_len[i] = name_len, ps->value_len[i] = value_len;
+    return p;
+}
 
 struct field {
     const uint8_t *name, *value;
@@ -83,6 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct hpack_enc e;
     struct hpack_dec d;
     nghttp2_hd_inflater *inf;
+    struct pres ps = {.n = 0};
     hpack_enc_init(&e);
     hpack_dec_init(&d, HPACK_TABLE_MAX);
     REQUIRE(nghttp2_hd_inflate_new(&inf) == 0);
@@ -100,8 +130,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             x->value_len = size - at;
         x->value = data + at;
         at += x->value_len;
-        len += hpack_enc_field(&e, blk + len, (const char *)x->name, x->name_len,
-                               (const char *)x->value, x->value_len, flags & 15);
+        struct hpack_pre *pre =
+            flags & 64 ? pre_for(&ps, x->name, x->name_len, x->value, x->value_len) : NULL;
+        if ((flags & 128) && n == 0 && len == 0) {
+            hpack_enc_forget(&e);
+            len = hpack_enc_begin(&e, blk);
+        }
+        if (pre)
+            len += hpack_enc_pre(&e, blk + len, pre, flags & 1);
+        else
+            len += hpack_enc_field(&e, blk + len, (const char *)x->name, x->name_len,
+                                   (const char *)x->value, x->value_len, flags & 15);
         n++;
         if ((flags & 16) || n == MAX_FIELDS || at >= size) {
             check_block(inf, &d, blk, len, f, n);
@@ -116,5 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nghttp2_hd_inflate_del(inf);
     hpack_dec_free(&d);
     hpack_enc_free(&e);
+    for (size_t i = 0; i < ps.n; i++)
+        free(ps.p[i]);
     return 0;
 }

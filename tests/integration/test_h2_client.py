@@ -2,9 +2,11 @@
 cleartext port) and over TLS (ALPN h2, the scheme dimension of conftest): many concurrent
 streams on one connection with byte-exact bodies, a client resetting streams mid-body while
 the others finish, and the connection still serving after."""
+import gzip
 import hashlib
 import os
 import socket
+import subprocess
 import ssl
 import time
 
@@ -237,5 +239,63 @@ def test_streams_past_the_limit_are_refused_not_the_connection(make_server, docr
         sid = c.get("/hello.txt")
         c.pump(lambda: c.streams[sid].done)
         assert (c.streams[sid].status, bytes(c.streams[sid].body)) == (200, HELLO)
+    finally:
+        c.close()
+
+
+def h1_fields(server, path, *args):
+    """The fields an HTTP/1.1 HEAD gets: {name: value}, names in lower case."""
+    out = subprocess.run(["curl", "-sS", "--http1.1", "-I", *args, server.url(path)],
+                         capture_output=True, timeout=30, check=True).stdout.decode()
+    return {k.strip().lower(): v.strip() for k, v in
+            (line.split(":", 1) for line in out.splitlines()[1:] if ":" in line)}
+
+
+@pytest.mark.parametrize("table", [4096, 200, 0])
+def test_file_fields_right_on_every_response_whatever_the_table(make_server, docroot, table):
+    """A file's Last-Modified, ETag, Content-Type and Content-Length are HPACK-encoded once and
+    kept with the file, then indexed once per connection (issue 30): over one connection, 25
+    files (one a gzip variant) asked three times each, with the client's header table at
+    4096, 200 bytes (entries evicted all the time) or 0, every response carries the fields an
+    HTTP/1.1 HEAD of the same file gets, and the client's HPACK decoder never fails."""
+    names = [f"f{i}.{('txt', 'css', 'bin')[i % 3]}" for i in range(24)]
+    for i, n in enumerate(names):
+        (docroot / n).write_bytes(os.urandom(100 + 37 * i))
+    css = b"p { margin: 0 }\n" * 300
+    (docroot / "v.css").write_bytes(css)
+    (docroot / "v.css.gz").write_bytes(gzip.compress(css, mtime=0))
+    server = make_server(docroot, args=["--compress", "off"])
+    want = {n: h1_fields(server, "/" + n) for n in names}
+    want["v.css"] = h1_fields(server, "/v.css", "-H", "Accept-Encoding: gzip")
+    assert want["v.css"]["content-encoding"] == "gzip"
+    c = H2Client(server)
+    try:
+        c.conn.update_settings({h2.settings.SettingCodes.HEADER_TABLE_SIZE: table})
+        c.flush()
+        for rnd in range(3):
+            sids = {}
+            for n in names + ["v.css"]:
+                sid = c.conn.get_next_available_stream_id()
+                extra = [(b"accept-encoding", b"gzip")] if n == "v.css" else []
+                c.conn.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"http"),
+                                          (b":authority", b"localhost"),
+                                          (b":path", f"/{n}?r={rnd}".encode())] + extra,
+                                    end_stream=True)
+                c.streams[sid] = Stream(n)
+                sids[sid] = n
+            c.flush()
+            c.pump(lambda: all(c.streams[s].ended for s in sids))
+            for sid, n in sids.items():
+                got = {k.decode(): v.decode() for k, v in c.streams[sid].headers}
+                assert got[":status"] == "200", (n, got)
+                for k in ("last-modified", "etag", "content-type", "content-length",
+                          "accept-ranges", "content-encoding", "vary", "server"):
+                    assert got.get(k) == want[n].get(k), (rnd, n, k, got, want[n])
+                body = c.streams[sid].body
+                assert len(body) == int(want[n]["content-length"])
+                if n == "v.css":
+                    assert gzip.decompress(body) == css
+                else:
+                    assert body == (docroot / n).read_bytes()
     finally:
         c.close()

@@ -472,7 +472,7 @@ TEST(h2_respond_fields_plan)
                             "Server: ringhttpd\r\nContent-Type: text/html\r\n"
                             "Content-Length: 3\r\n",
                             404);
-    CHECK_INT(h2_respond_plan(p.srv, id, &plan, &plan), 0);
+    CHECK_INT(h2_respond_plan(p.srv, id, &plan, NULL, &plan), 0);
     pump(&p);
     struct cstream *c = cstream(&p, id);
     CHECK_INT(c->status, 404);
@@ -499,7 +499,7 @@ TEST(h2_interim_before_the_response)
     static const char hint[] = "Link: </a.css>; rel=preload\r\n";
     CHECK_INT(h2_interim(p.srv, id, 200, hint, sizeof(hint) - 1), -EINVAL);
     CHECK_INT(h2_interim(p.srv, id, 103, hint, sizeof(hint) - 1), 0);
-    CHECK_INT(h2_respond_plan(p.srv, id, &plan, &plan), 0);
+    CHECK_INT(h2_respond_plan(p.srv, id, &plan, NULL, &plan), 0);
     CHECK_INT(h2_interim(p.srv, id, 103, hint, sizeof(hint) - 1), -ENOENT);
     pump(&p);
     struct cstream *c = cstream(&p, id);
@@ -510,6 +510,60 @@ TEST(h2_interim_before_the_response)
     CHECK_MEM(c->body, c->body_len, "abc");
     CHECK_INT(p.dones, 1);
     pair_free(&p);
+}
+
+/* Fields kept pre-encoded (a cached file's, h2_pre_new; the session's own Server and Date
+ * lines) go out as the plan's lines say on every response of a connection: as literals the
+ * first time, as indexes after, again as literals when the Date changes, and not at all where
+ * the plan does not hold their text (another file's ETag): libnghttp2's inflater decodes each. */
+TEST(h2_respond_plan_pre_encoded)
+{
+    struct pair p;
+    pair_init(&p, NULL, 0);
+    p.answer = false;
+    static const char rep[] = "Last-Modified: Thu, 26 Nov 2026 14:05:10 GMT\r\nETag: \"1-2-3\"\r\n"
+                              "Accept-Ranges: bytes\r\nContent-Type: text/css\r\n"
+                              "Content-Length: 3\r\n";
+    static const char other[] =
+        "Last-Modified: Thu, 26 Nov 2026 14:05:10 GMT\r\nETag: \"1-2-4\"\r\n"
+        "Accept-Ranges: bytes\r\nContent-Type: text/css\r\n"
+        "Content-Length: 3\r\n";
+    struct hpack_pre *pre = h2_pre_new(rep, sizeof(rep) - 1, 1);
+    struct hpack_pre *pre2 = h2_pre_new(other, sizeof(other) - 1, 2);
+    CHECK(pre && pre2);
+    CHECK(!h2_pre_new("Connection: close\r\n", 19, 3)); /* HTTP/1-only: never kept */
+    CHECK(!h2_pre_new("no field line", 13, 3));
+    static const int second[] = {0, 0, 0, 1, 1, 2, 2, 2, 3, 3};
+    for (int k = 0; k < 10; k++) {
+        int32_t id = get(&p, "/a.css", NULL, 0);
+        pump(&p);
+        char head[512];
+        /* k 6: the other file's ETag in the plan, this file's pre given: not sent */
+        int n = snprintf(head, sizeof(head), "Server: ringhttpd\r\nDate: D%d\r\n%sX-After: a\r\n",
+                         second[k], k == 6 ? other : rep);
+        struct plan plan;
+        plan_init(&plan);
+        plan_mem(&plan, head, (size_t)n);
+        plan_mem(&plan, "abc", 3);
+        plan.head_len = (size_t)n;
+        plan.status = 200;
+        CHECK_INT(h2_respond_plan(p.srv, id, &plan, k == 7 ? pre2 : pre, &plan), 0);
+        pump(&p);
+        struct cstream *c = cstream(&p, id);
+        CHECK_INT(c->status, 200);
+        char want[512];
+        snprintf(want, sizeof(want),
+                 "server: ringhttpd\ndate: D%d\nlast-modified: Thu, 26 Nov 2026 14:05:10 GMT\n"
+                 "etag: \"1-2-%d\"\naccept-ranges: bytes\ncontent-type: text/css\n"
+                 "content-length: 3\nx-after: a\n",
+                 second[k], k == 6 ? 4 : 3);
+        CHECK_MEM(c->fields, c->fields_len, want);
+        CHECK_MEM(c->body, c->body_len, "abc");
+    }
+    CHECK_INT(p.dones, 10);
+    pair_free(&p);
+    free(pre);
+    free(pre2);
 }
 
 /* Names go out in lower case whatever their spelling, those h2.c knows (not copied) and the

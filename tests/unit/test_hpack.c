@@ -392,3 +392,82 @@ TEST(hpack_name_case_folds_letters_only)
     hpack_dec_free(&d);
     hpack_enc_free(&e);
 }
+
+/* Pre-encoded fields (hpack_pre): the same bytes as hpack_enc_field on a fresh table, then one
+ * index byte each once a connection has them; the peer's table stays in step through
+ * evictions (small tables, stale Date values pushing them out), a table that cannot hold them,
+ * a block that must not index, and a forgotten table. */
+TEST(hpack_pre_encoded_fields_stay_in_step)
+{
+    static const struct hpack_field fa[] = {
+        {"Last-Modified", 13, "Thu, 26 Nov 2026 14:05:10 GMT", 29},
+        {"ETag", 4, "\"98809e-400-18eb9d5f9a61a467\"", 29},
+        {"Accept-Ranges", 13, "bytes", 5},
+        {"Content-Type", 12, "application/octet-stream", 24},
+        {"X-Own", 5, "1", 1}};
+    static const struct hpack_field fb[] = {{"ETag", 4, "\"b\"", 3},
+                                            {"Content-Type", 12, "application/octet-stream", 24},
+                                            {":status", 7, "200", 3}};
+    struct hpack_pre *pa = hpack_pre_new(fa, 5, "ka", 2, 1), *pb = hpack_pre_new(fb, 3, "kb", 2, 2);
+    CHECK(pa && pb);
+    size_t klen;
+    CHECK_MEM(hpack_pre_key(pa, &klen), 2, "ka");
+    /* on a fresh table: what hpack_enc_field writes */
+    for (unsigned flags = 0; flags < 2; flags++) {
+        struct hpack_enc e1, e2;
+        hpack_enc_init(&e1), hpack_enc_init(&e2);
+        uint8_t b1[512], b2[512];
+        size_t n1 = hpack_enc_pre(&e1, b1, pa, flags), n2 = 0;
+        for (int i = 0; i < 5; i++)
+            n2 += hpack_enc_field(&e2, b2 + n2, fa[i].name, fa[i].name_len, fa[i].value,
+                                  fa[i].value_len, flags);
+        CHECK(n1 == n2 && memcmp(b1, b2, n1) == 0);
+        CHECK_INT(n1, n2);
+        CHECK(n1 <= hpack_pre_bound(pa));
+        hpack_enc_free(&e1), hpack_enc_free(&e2);
+    }
+    static const uint32_t sizes[] = {4096, 300, 150, 60, 0};
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        struct hpack_enc e;
+        struct hpack_dec d;
+        hpack_enc_init(&e);
+        hpack_dec_init(&d, 4096);
+        hpack_enc_set_max(&e, sizes[s]);
+        for (int blk = 0; blk < 40; blk++) {
+            if (blk == 25)
+                hpack_enc_forget(&e);
+            uint8_t b[1024];
+            unsigned flags = blk == 0 ? HPACK_NO_INDEX : HPACK_INDEX;
+            size_t n = hpack_enc_begin(&e, b);
+            char date[32];
+            int dl = snprintf(date, sizeof(date), "Thu, 26 Nov 2026 14:%02d:00 GMT", blk % 7);
+            n += hpack_enc_field(&e, b + n, "date", 4, date, (size_t)dl, flags);
+            const struct hpack_pre *p = blk % 3 == 2 ? pb : pa;
+            const struct hpack_field *want = p == pa ? fa : fb;
+            size_t nwant = p == pa ? 5 : 3, before = n;
+            n += hpack_enc_pre(&e, b + n, p, flags);
+            if (sizes[s] == 4096 && blk > 3 && blk < 25)
+                CHECK_INT(n - before, nwant); /* one byte each */
+            size_t pos = 0;
+            struct hpack_field f;
+            CHECK_INT(hpack_decode(&d, b, n, &pos, true, out, sizeof(out), 0, &f), 1);
+            CHECK_MEM(f.value, f.value_len, date);
+            for (size_t i = 0; i < nwant; i++) {
+                CHECK_INT(hpack_decode(&d, b, n, &pos, false, out, sizeof(out), 0, &f), 1);
+                char lc[32];
+                for (size_t k = 0; k < want[i].name_len; k++)
+                    lc[k] = (char)(want[i].name[k] | (want[i].name[k] >= 'A' ? 0x20 : 0));
+                lc[want[i].name_len] = '\0';
+                CHECK_MEM(f.name, f.name_len, lc);
+                CHECK_MEM(f.value, f.value_len, want[i].value);
+            }
+            CHECK_INT(pos, n);
+            CHECK_INT(d.t.size, e.t.size);
+            CHECK_INT(d.t.n, e.t.n);
+        }
+        hpack_dec_free(&d);
+        hpack_enc_free(&e);
+    }
+    free(pa);
+    free(pb);
+}
