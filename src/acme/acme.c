@@ -452,8 +452,9 @@ static void *watcher_main(void *arg)
     for (;;) {
         struct pollfd p[2] = {{.fd = a->stopfd, .events = POLLIN},
                               {.fd = a->watch, .events = POLLIN}};
-        /* without inotify (its limits reached), a look once a second */
-        int n = poll(p, a->watch >= 0 ? 2 : 1, a->watch >= 0 ? -1 : 1000);
+        /* inotify for promptness; a look once a second anyway, for a network volume whose
+         * other writers raise no event here (and when inotify's limits are reached) */
+        int n = poll(p, a->watch >= 0 ? 2 : 1, 1000);
         if (n < 0 && errno != EINTR)
             break;
         if (p[0].revents)
@@ -758,7 +759,7 @@ int acme_start(struct acme *a)
     if (a->watch >= 0 && inotify_add_watch(a->watch, a->cfg->acme_state,
                                            IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
                                                IN_CLOSE_WRITE) < 0) {
-        errlog(ERRLOG_WARN, "acme: cannot watch %s (%s): looking at it once a second",
+        errlog(ERRLOG_WARN, "acme: cannot watch %s (%s): reading it once a second only",
                a->cfg->acme_state, strerror(errno));
         close(a->watch);
         a->watch = -1;
