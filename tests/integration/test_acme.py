@@ -395,6 +395,31 @@ def test_shared_state_the_process_that_did_not_order_answers_the_challenge(
     assert wait_for(lambda: not list(state.glob("*.challenge")), 10, 0.2), list(state.iterdir())
 
 
+def test_shared_state_and_ports_every_validation_answered_whoever_gets_it(make_server, docroot,
+                                                                         pebble, tmp_path):
+    """Two processes with --reuse-port on the same ports and one state directory, as in a
+    zero-downtime restart: one orders a certificate for six names (six validations, each a new
+    connection the kernel hands to either process's listeners); all six succeed, in one
+    order."""
+    shared = (free_port(), free_port())
+    pb = pebble(http_port=shared[0], tls_port=shared[1])
+    state = tmp_path / "state"
+    names = ["a.test"] + [f"w{i}.a.test" for i in range(5)]
+    args = acme_args(pb, state, shared, "--reuse-port", *[x for n in names
+                                                          for x in ("--acme-domain", n)],
+                     challenge="http-01")
+    env = dict(os.environ, RINGHTTPD_ACME_BACKOFF="600")  # a failed validation is not retried
+    a = make_server(docroot, env=env, args=args)
+    b = make_server(docroot, env=env, args=args)
+    root = pb.root(tmp_path)
+    for n in names:
+        wait_https(n, shared[1], root, timeout=ISSUE_TIMEOUT)
+    logs = a.stderr_text() + b.stderr_text()
+    assert logs.count("ordering a certificate") == 1, logs
+    assert "failed" not in logs, logs
+    assert pb.orders() == 1
+
+
 def test_renewal_while_a_client_downloads_over_the_old_certificate(make_server, docroot, pebble,
                                                                   ports, tmp_path, random_file):
     pb = pebble(validity=30)  # renewed at two thirds: ~20 s
