@@ -664,6 +664,8 @@ static bool publish(struct server *sv, struct site *s, bool renew, const char *w
     }
     site_publish(&sv->sites, s);
     wake_workers(sv);
+    if (sv->acme && acme_names(sv->acme, fresh, why, sizeof(why)) != 0)
+        errlog(ERRLOG_ERROR, "%s: %s", what, why);
     if (tls == TLS_NEW) {
         for (int i = 0; i < n; i++)
             tls_port_publish(&sv->tls_ports[i], ctxs[i]);

@@ -5,10 +5,14 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,14 +29,19 @@
 #define CERT_MAX (256 * 1024) /* a chain and its key, read back from the state directory */
 #define RECHECK (6 * 3600)    /* a valid certificate's disk copy and ARI window, looked at again */
 #define LOCK_RETRY 1          /* seconds between looks at a lock another process holds */
+#define SHARED_MAX 64         /* challenge answers of other processes mirrored at once */
+#define SHARED_SUFFIX ".challenge"
+#define SHARED_AGE 3600 /* seconds: an older answer file is a crashed process's leftover */
+#define SHARED_HEADSTART_NS (250 * 1000000L) /* see answer_put */
 
 /* One certificate: its names, its file, what is known of it, and when to look at it next. */
 struct cert {
-    const char *names[ACME_MAX_NAMES];
+    const char *names[ACME_MAX_NAMES]; /* our own copies: a reload frees the config's */
     int n;
+    bool wanted;     /* named by the configuration now (else kept until it expires); under lock */
     char file[300];  /* in the state directory: "NAME.pem" (chain, then key) */
     char path[4400]; /* the same, whole, for the TLS contexts */
-    bool live;       /* a valid pair is on disk and handed to the TLS contexts */
+    bool live;       /* a valid pair is on disk and handed to the TLS contexts; under lock */
     struct jws_cert_facts facts;
     int64_t renew_at;  /* 0 until known */
     int64_t ari_until; /* the ARI window is good until then (0: none asked) */
@@ -53,7 +62,8 @@ struct acme {
     int64_t backoff_base; /* seconds: RINGHTTPD_ACME_BACKOFF (a test hook), else 60 */
     long timeout;         /* seconds per exchange: RINGHTTPD_ACME_TIMEOUT, else 30 */
     struct cert certs[ACME_MAX_CERTS];
-    int ncerts;
+    int ncerts;   /* grows under lock (acme_names); a cert is never removed */
+    bool renamed; /* acme_names changed the set: every cert is looked at again; under lock */
     struct acme_client client;
     bool client_open;
     pthread_t thread;
@@ -62,6 +72,17 @@ struct acme {
     pthread_mutex_t lock; /* certs' live/facts (the main and metrics threads read them); wait */
     pthread_cond_t wake;
     uint64_t issued, failed; /* orders: read by the metrics thread under lock */
+    /* The challenge answers of other processes sharing the directory, mirrored into our token
+     * table by the watcher thread (its own; inotify on the directory, stop by the eventfd). */
+    pthread_t watcher;
+    bool watching;
+    int watch, stopfd;
+    struct shared {
+        char file[300];
+        char key_auth[256];
+        bool seen;
+    } shared[SHARED_MAX];
+    int nshared;
 };
 
 static double random01(void)
@@ -77,27 +98,75 @@ static bool ip_literal(const char *h)
     return strspn(h, "0123456789.") == strlen(h) || strchr(h, ':') || h[0] == '[';
 }
 
-/* Names of one certificate from hosts (wildcards and IP addresses skipped: HTTP-01 and
- * TLS-ALPN-01 cannot prove them). */
+static bool has_name(const struct cert *c, const char *name)
+{
+    for (int i = 0; i < c->n; i++)
+        if (strcasecmp(c->names[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* The certificate for the names of hosts (wildcards and IP addresses skipped: HTTP-01 and
+ * TLS-ALPN-01 cannot prove them) is wanted: the one already known for exactly these names, or
+ * a new one. a->lock held (or a not yet shared). */
 static int add_cert(struct acme *a, const char *const *hosts, int n, char *why, size_t why_len)
 {
+    const char *pick[ACME_MAX_NAMES];
+    int k = 0;
+    for (int i = 0; i < n && k < ACME_MAX_NAMES; i++)
+        if (hosts[i][0] != '*' && !ip_literal(hosts[i]))
+            pick[k++] = hosts[i];
+    if (k == 0)
+        return 0;
+    for (int i = 0; i < a->ncerts; i++) {
+        struct cert *c = &a->certs[i];
+        bool same = c->n == k;
+        for (int j = 0; same && j < k; j++)
+            same = has_name(c, pick[j]);
+        if (same) {
+            c->wanted = true;
+            return 0;
+        }
+    }
     if (a->ncerts == ACME_MAX_CERTS) {
         snprintf(why, why_len, "acme: at most %d certificates", ACME_MAX_CERTS);
         return -E2BIG;
     }
     struct cert *c = &a->certs[a->ncerts];
-    *c = (struct cert){0};
-    for (int i = 0; i < n && c->n < ACME_MAX_NAMES; i++)
-        if (hosts[i][0] != '*' && !ip_literal(hosts[i]))
-            c->names[c->n++] = hosts[i];
-    if (c->n == 0)
-        return 0;
+    *c = (struct cert){.wanted = true};
+    for (int i = 0; i < k; i++) {
+        if (!(c->names[i] = strdup(pick[i]))) {
+            for (int j = 0; j < i; j++)
+                free((char *)c->names[j]);
+            snprintf(why, why_len, "acme: out of memory");
+            return -ENOMEM;
+        }
+    }
+    c->n = k;
     snprintf(c->file, sizeof(c->file), "%s.pem", c->names[0]);
     char path[sizeof(c->path)];
     snprintf(path, sizeof(path), "%s/%s", a->cfg->acme_state, c->file);
     memcpy(c->path, path, sizeof(path));
     a->ncerts++;
     return 0;
+}
+
+/* Every certificate cfg asks for (names from --acme-domain, or every non-wildcard host of
+ * every site without a pair of its own or "acme: off") marked wanted, the new ones added; the
+ * others are no longer wanted. a->lock held (or a not yet shared). */
+static int want(struct acme *a, const struct config *cfg, char *why, size_t why_len)
+{
+    int rc = 0;
+    for (int i = 0; i < a->ncerts; i++)
+        a->certs[i].wanted = false;
+    if (cfg->num_sites == 0)
+        return add_cert(a, cfg->acme_domains, cfg->num_acme_domains, why, why_len);
+    for (int i = 0; i < cfg->num_sites && rc == 0; i++) {
+        const struct config *site = &cfg->sites[i];
+        if (site->acme && !site->site_tls) /* else its own pair, or told not to */
+            rc = add_cert(a, site->hosts, site->num_hosts, why, why_len);
+    }
+    return rc;
 }
 
 static int load_account(struct acme *a, char *why, size_t why_len)
@@ -177,18 +246,8 @@ int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *to
     a->timeout = (long)env_seconds("RINGHTTPD_ACME_TIMEOUT", 30);
     pthread_mutex_init(&a->lock, NULL);
     pthread_cond_init(&a->wake, NULL);
-    if (cfg->num_sites == 0) {
-        rc = add_cert(a, cfg->acme_domains, cfg->num_acme_domains, why, why_len);
-    } else {
-        rc = 0;
-        for (int i = 0; i < cfg->num_sites && rc == 0; i++) {
-            const struct config *s = &cfg->sites[i];
-            if (!s->acme || s->site_tls)
-                continue; /* its own pair, or told not to */
-            rc = add_cert(a, s->hosts, s->num_hosts, why, why_len);
-        }
-    }
-    if (rc)
+    a->watch = a->stopfd = -1;
+    if ((rc = want(a, cfg, why, why_len)) != 0)
         goto fail;
     if (a->ncerts == 0) {
         snprintf(why, why_len,
@@ -243,12 +302,21 @@ void acme_pairs(struct acme *a, struct tls_cert_files *out, int *n, int max)
 
 /* ---- the challenge hooks: the token table ------------------------------------------------ */
 
-static int answer_put(void *arg, enum acme_kind kind, const char *host, const char *token,
-                      const char *key_auth)
+/* Several processes may share the directory and the ports (--reuse-port, or instances behind one
+ * address): the CA's validation may reach one that did not order. Every answer is also a file
+ * of the directory, which every process's watcher mirrors into its own table. */
+static void shared_name(enum acme_kind kind, const char *host, const char *token, char *out,
+                        size_t cap)
 {
-    struct acme *a = arg;
     if (kind == ACME_HTTP01)
-        return tokens_add_http(a->tokens, host, token, key_auth);
+        snprintf(out, cap, "http-01.%s.%s" SHARED_SUFFIX, token, host);
+    else
+        snprintf(out, cap, "tls-alpn-01.%s" SHARED_SUFFIX, host);
+}
+
+/* host's TLS-ALPN-01 certificate for key_auth into the table. */
+static int put_alpn(struct acme *a, const char *host, const char *key_auth)
+{
     unsigned char digest[32];
     X509 *x = NULL;
     EVP_PKEY *k = NULL;
@@ -261,10 +329,142 @@ static int answer_put(void *arg, enum acme_kind kind, const char *host, const ch
     return rc;
 }
 
+static int answer_put(void *arg, enum acme_kind kind, const char *host, const char *token,
+                      const char *key_auth)
+{
+    struct acme *a = arg;
+    int rc = kind == ACME_HTTP01 ? tokens_add_http(a->tokens, host, token, key_auth)
+                                 : put_alpn(a, host, key_auth);
+    if (rc)
+        return rc;
+    char name[300];
+    shared_name(kind, host, token, name, sizeof(name));
+    int err = store_write(&a->store, name, key_auth, strlen(key_auth), 0600);
+    if (err) { /* we still answer ourselves; only another process sharing the port cannot */
+        errlog(ERRLOG_WARN, "acme: cannot share the challenge answer as %s/%s: %s",
+               a->cfg->acme_state, name, strerror(-err));
+        return 0;
+    }
+    /* The other processes' watchers see the file within milliseconds (inotify); the CA may
+     * connect as soon as it is told the answer is ready, so they get a head start. */
+    struct timespec ts = {0, SHARED_HEADSTART_NS};
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
 static void answer_drop(void *arg, enum acme_kind kind, const char *host, const char *token)
 {
     struct acme *a = arg;
+    char name[300];
+    shared_name(kind, host, token, name, sizeof(name));
+    store_remove(&a->store, name);
     tokens_remove(a->tokens, host, kind == ACME_HTTP01 ? token : NULL);
+}
+
+/* ---- the watcher: other processes' answers ------------------------------------------------ */
+
+/* name's kind, host and token (NULL for TLS-ALPN-01), in buf; false when it is not ours. */
+static bool shared_parse(const char *name, char *buf, size_t cap, enum acme_kind *kind,
+                         const char **host, const char **token)
+{
+    size_t n = strlen(name), sl = strlen(SHARED_SUFFIX);
+    if (n >= cap || n <= sl)
+        return false;
+    memcpy(buf, name, n - sl);
+    buf[n - sl] = '\0';
+    if (strncmp(buf, "http-01.", 8) == 0) {
+        char *dot = strchr(buf + 8, '.');
+        if (!dot || dot == buf + 8)
+            return false;
+        *dot = '\0';
+        *kind = ACME_HTTP01;
+        *token = buf + 8;
+        *host = dot + 1;
+    } else if (strncmp(buf, "tls-alpn-01.", 12) == 0) {
+        *kind = ACME_ALPN01;
+        *token = NULL;
+        *host = buf + 12;
+    } else {
+        return false;
+    }
+    return **host != '\0';
+}
+
+static void shared_seen(void *arg, const char *name)
+{
+    struct acme *a = arg;
+    char buf[300], *data = NULL;
+    const char *host, *token;
+    enum acme_kind kind;
+    size_t len;
+    if (!shared_parse(name, buf, sizeof(buf), &kind, &host, &token) ||
+        store_read(&a->store, name, &data, &len, 255) != 0)
+        goto out;
+    int i = 0;
+    while (i < a->nshared && strcmp(a->shared[i].file, name) != 0)
+        i++;
+    if (i < a->nshared && strcmp(a->shared[i].key_auth, data) == 0) {
+        a->shared[i].seen = true;
+        goto out;
+    }
+    if (i == a->nshared && a->nshared == SHARED_MAX)
+        goto out;
+    int rc = kind == ACME_HTTP01 ? tokens_add_http(a->tokens, host, token, data)
+                                 : put_alpn(a, host, data);
+    if (rc)
+        goto out;
+    struct shared *sh = &a->shared[i];
+    snprintf(sh->file, sizeof(sh->file), "%s", name);
+    snprintf(sh->key_auth, sizeof(sh->key_auth), "%s", data);
+    sh->seen = true;
+    if (i == a->nshared)
+        a->nshared++;
+out:
+    free(data);
+}
+
+/* The table gets the answers now in the directory and loses those gone from it. */
+static void shared_refresh(struct acme *a)
+{
+    for (int i = 0; i < a->nshared; i++)
+        a->shared[i].seen = false;
+    if (store_list(&a->store, SHARED_SUFFIX, SHARED_AGE, shared_seen, a) != 0)
+        return;
+    for (int i = 0; i < a->nshared;) {
+        char buf[300];
+        const char *host, *token;
+        enum acme_kind kind;
+        if (a->shared[i].seen) {
+            i++;
+            continue;
+        }
+        if (shared_parse(a->shared[i].file, buf, sizeof(buf), &kind, &host, &token))
+            tokens_remove(a->tokens, host, token);
+        a->shared[i] = a->shared[--a->nshared];
+    }
+}
+
+static void *watcher_main(void *arg)
+{
+    struct acme *a = arg;
+    char events[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    shared_refresh(a);
+    for (;;) {
+        struct pollfd p[2] = {{.fd = a->stopfd, .events = POLLIN},
+                              {.fd = a->watch, .events = POLLIN}};
+        /* inotify for promptness; a look once a second anyway, for a network volume whose
+         * other writers raise no event here (and when inotify's limits are reached) */
+        int n = poll(p, a->watch >= 0 ? 2 : 1, 1000);
+        if (n < 0 && errno != EINTR)
+            break;
+        if (p[0].revents)
+            break;
+        if (a->watch >= 0 && p[1].revents)
+            while (read(a->watch, events, sizeof(events)) > 0)
+                continue; /* which file does not matter: the directory is read again */
+        shared_refresh(a);
+    }
+    return NULL;
 }
 
 /* ---- the thread ------------------------------------------------------------------------- */
@@ -433,10 +633,37 @@ static void schedule(struct cert *c, int64_t now)
     c->next = c->renew_at < now + RECHECK ? c->renew_at : now + RECHECK;
 }
 
+/* c's names left the configuration: its certificate serves them until it expires (a reload
+ * that dropped a site by mistake and is undone finds it), and is neither renewed nor ordered. */
+static void keep_until_expiry(struct acme *a, struct cert *c, bool valid, int64_t now)
+{
+    if (!valid && c->live) {
+        pthread_mutex_lock(&a->lock);
+        c->live = false;
+        pthread_mutex_unlock(&a->lock);
+        if (a->hooks.changed)
+            a->hooks.changed(a->hooks.arg);
+    }
+    c->next = valid && c->facts.not_after < now + RECHECK ? c->facts.not_after : now + RECHECK;
+}
+
 static void visit(struct acme *a, struct cert *c, int64_t now)
 {
     struct jws_cert_facts f;
     bool valid = read_cert(a, c, now, &f);
+    pthread_mutex_lock(&a->lock);
+    bool wanted = c->wanted;
+    pthread_mutex_unlock(&a->lock);
+    if (!wanted) {
+        if (valid && (!c->live || f.not_after != c->facts.not_after)) {
+            pthread_mutex_lock(&a->lock);
+            c->facts = f;
+            c->live = true;
+            pthread_mutex_unlock(&a->lock);
+        }
+        keep_until_expiry(a, c, valid, now);
+        return;
+    }
     if (valid && !adopt(a, c, &f, now)) {
         schedule(c, now);
         return;
@@ -489,8 +716,15 @@ static void *acme_main(void *arg)
     struct acme *a = arg;
     while (!stopping(a)) {
         int64_t now = (int64_t)time(NULL), next = now + RECHECK;
-        for (int i = 0; i < a->ncerts && !stopping(a); i++) {
+        pthread_mutex_lock(&a->lock);
+        int n = a->ncerts; /* the certs below n are complete: acme_names adds under the lock */
+        bool renamed = a->renamed;
+        a->renamed = false;
+        pthread_mutex_unlock(&a->lock);
+        for (int i = 0; i < n && !stopping(a); i++) {
             struct cert *c = &a->certs[i];
+            if (renamed) /* a new name orders at once; a valid certificate is only read again */
+                c->next = now;
             if (c->next <= now)
                 visit(a, c, now);
             now = (int64_t)time(NULL);
@@ -499,7 +733,7 @@ static void *acme_main(void *arg)
         }
         pthread_mutex_lock(&a->lock);
         struct timespec until = {.tv_sec = (time_t)next};
-        while (!stopping(a) && (int64_t)time(NULL) < next)
+        while (!stopping(a) && !a->renamed && (int64_t)time(NULL) < next)
             if (pthread_cond_timedwait(&a->wake, &a->lock, &until) == ETIMEDOUT)
                 break;
         pthread_mutex_unlock(&a->lock);
@@ -507,10 +741,34 @@ static void *acme_main(void *arg)
     return NULL;
 }
 
+int acme_names(struct acme *a, const struct config *cfg, char *why, size_t why_len)
+{
+    pthread_mutex_lock(&a->lock);
+    int rc = want(a, cfg, why, why_len);
+    a->renamed = true;
+    pthread_cond_broadcast(&a->wake);
+    pthread_mutex_unlock(&a->lock);
+    return rc;
+}
+
 int acme_start(struct acme *a)
 {
-    int err = pthread_create(&a->thread, NULL, acme_main, a);
+    if ((a->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+        return -errno;
+    a->watch = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (a->watch >= 0 && inotify_add_watch(a->watch, a->cfg->acme_state,
+                                           IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
+                                               IN_CLOSE_WRITE) < 0) {
+        errlog(ERRLOG_WARN, "acme: cannot watch %s (%s): reading it once a second only",
+               a->cfg->acme_state, strerror(errno));
+        close(a->watch);
+        a->watch = -1;
+    }
+    int err = pthread_create(&a->watcher, NULL, watcher_main, a);
     if (err)
+        return -err;
+    a->watching = true;
+    if ((err = pthread_create(&a->thread, NULL, acme_main, a)) != 0)
         return -err;
     a->started = true;
     return 0;
@@ -527,6 +785,20 @@ void acme_free(struct acme *a)
         pthread_mutex_unlock(&a->lock);
         pthread_join(a->thread, NULL);
     }
+    if (a->watching) {
+        uint64_t one = 1;
+        if (write(a->stopfd, &one, sizeof(one)) != sizeof(one))
+            errlog(ERRLOG_ERROR, "acme: cannot stop the watcher: %s", strerror(errno));
+        else
+            pthread_join(a->watcher, NULL);
+    }
+    if (a->watch >= 0)
+        close(a->watch);
+    if (a->stopfd >= 0)
+        close(a->stopfd);
+    for (int i = 0; i < a->ncerts; i++)
+        for (int k = 0; k < a->certs[i].n; k++)
+            free((char *)a->certs[i].names[k]);
     if (a->client_open)
         client_close(&a->client);
     EVP_PKEY_free(a->account);

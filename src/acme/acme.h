@@ -4,7 +4,8 @@
  * writes the chain and its key atomically, tells the server to make it live (the hook below:
  * the reload path's new TLS contexts), and renews it (ARI, else two thirds of its lifetime)
  * with backoff after failures. Several processes sharing the directory order once (a lock per
- * certificate; the others read the result from disk).
+ * certificate; the others read the result from disk), and every process answers every
+ * challenge: each answer is also a file of the directory that the others mirror.
  * Must not: run on a worker's thread or hold anything a worker waits for; drop a certificate
  * that is still valid because a renewal failed.
  * Ownership: the server makes one struct acme after the configuration and before the TLS
@@ -46,7 +47,15 @@ int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *to
  * *n advanced): each names its certificate's names as its hosts. Any thread but a worker's. */
 void acme_pairs(struct acme *a, struct tls_cert_files *out, int *n, int max);
 
-/* Starts the thread: 0 or -errno. */
+/* A reload's configuration (main thread): the certificates cfg asks for (as acme_new reads
+ * them) become the wanted set; the ACME thread orders those without a valid certificate at
+ * once, and keeps serving the certificates of names that left until they expire (their files
+ * stay). Takes only a's lock, never waits for the thread's exchanges. 0, or -errno with one
+ * line in why (too many certificates: the others are still wanted). */
+int acme_names(struct acme *a, const struct config *cfg, char *why, size_t why_len);
+
+/* Starts the thread and the watcher that mirrors other processes' challenge answers from the
+ * state directory into the token table: 0 or -errno. */
 int acme_start(struct acme *a);
 
 /* Stops the thread (an exchange in progress is abandoned) and frees a. */

@@ -172,6 +172,42 @@ int store_read_path(const char *path, char **data, size_t *len, size_t max)
     return fd < 0 ? -errno : read_fd(fd, data, len, max);
 }
 
+int store_remove(struct acme_store *s, const char *name)
+{
+    if (strchr(name, '/'))
+        return -EINVAL;
+    return unlinkat(s->dir, name, 0) == 0 ? 0 : -errno;
+}
+
+int store_list(struct acme_store *s, const char *suffix, long max_age,
+               void (*each)(void *arg, const char *name), void *arg)
+{
+    /* s->dir is O_PATH: a readable descriptor of its own for the listing */
+    int fd = openat(s->dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    size_t sl = strlen(suffix);
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t nl = strlen(e->d_name);
+        struct stat st;
+        if (e->d_name[0] == '.' || nl <= sl || strcmp(e->d_name + nl - sl, suffix) != 0 ||
+            fstatat(s->dir, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+            now - st.st_mtime > max_age)
+            continue;
+        each(arg, e->d_name);
+    }
+    closedir(d);
+    return 0;
+}
+
 int store_lock(struct acme_store *s, const char *name, int wait_ms)
 {
     char file[300];

@@ -34,6 +34,15 @@ int store_read(struct acme_store *s, const char *name, char **data, size_t *len,
 /* The same for a file anywhere (symbolic links followed): --acme-ca-root, read at start. */
 int store_read_path(const char *path, char **data, size_t *len, size_t max);
 
+/* Removes name (a plain file name): 0, or -errno (-ENOENT when it was not there). */
+int store_remove(struct acme_store *s, const char *name);
+
+/* Calls each(arg, name) for every file of the directory whose name ends in suffix and whose
+ * last change is at most max_age seconds old (a dot file, a write in progress, is skipped):
+ * 0 or -errno. */
+int store_list(struct acme_store *s, const char *suffix, long max_age,
+               void (*each)(void *arg, const char *name), void *arg);
+
 /* Takes the lock named name (the file name.lock, made on first use), waiting for another
  * process that holds it for at most wait_ms (0: do not wait): the lock's fd, -EWOULDBLOCK when
  * it is still held, or -errno. store_unlock releases it. */

@@ -319,6 +319,107 @@ def test_two_processes_sharing_the_state_order_once(make_server, docroot, pebble
     assert "found in the state directory" in logs, logs
 
 
+def test_reload_adds_a_site_and_its_name_is_ordered_at_once(make_server, docroot, pebble, ports,
+                                                           tmp_path):
+    """A site added to --config and loaded by SIGHUP gets its certificate without a restart;
+    the first site's certificate, valid, is only read again, not ordered anew."""
+    import signal
+    pb = pebble()
+    state = tmp_path / "state"
+    (docroot / "two").mkdir()
+    (docroot / "two" / "index.html").write_text("second site\n")
+    conf = tmp_path / "sites.yaml"
+    one = f"""
+sites:
+  - hosts: [one.test]
+    root: {docroot}
+    default: true
+"""
+    conf.write_text(one)
+    srv = make_server(None, args=acme_args(pb, state, ports, "--config", str(conf)))
+    wait_issued(srv, "one.test")
+    root = pb.root(tmp_path)
+    wait_https("one.test", ports[1], root)
+    assert pb.orders() == 1
+    conf.write_text(one + f"""  - hosts: [two.test, '*.two.test']
+    root: {docroot / 'two'}
+""")
+    srv.proc.send_signal(signal.SIGHUP)
+    wait_issued(srv, "two.test")
+    wait_https("two.test", ports[1], root, want=b"second site", timeout=ISSUE_TIMEOUT)
+    wait_https("one.test", ports[1], root)
+    assert pb.orders() == 2
+    logs = srv.stderr_text()
+    assert logs.count("ordering a certificate for one.test") == 1, logs
+    assert logs.count("ordering a certificate for two.test") == 1, logs
+    # A site that leaves keeps its certificate (files and serving) until it expires.
+    conf.write_text(one)
+    srv.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: logs != srv.stderr_text() and
+                    srv.stderr_text().count("reload (SIGHUP): serving") == 2, 15, 0.2)
+    rc, body = curl_https("two.test", ports[1], root)
+    assert rc == 0, body
+    assert (state / "two.test.pem").exists()
+    assert pb.orders() == 2
+
+
+@pytest.mark.parametrize("challenge", ["http-01", "tls-alpn-01"])
+def test_shared_state_the_process_that_did_not_order_answers_the_challenge(
+        make_server, docroot, pebble, tmp_path, challenge):
+    """Two processes share the state directory and, with --reuse-port, the ports the CA
+    validates on (pebble's httpPort and tlsPort). To make the non-ordering process the one that
+    answers, every time: A orders a.test while listening elsewhere (it stopped listening on the
+    shared ports, as a predecessor in a hand-over does); pebble reaches only B, whose own table
+    never had the token. B's own name (b.test) is ordered by B alongside, so B's ACME thread is
+    busy with an exchange of its own while A's answer must appear in B's table."""
+    shared, own = (free_port(), free_port()), (free_port(), free_port())
+    pb = pebble(http_port=shared[0], tls_port=shared[1])
+    state = tmp_path / "state"
+    env = dict(os.environ, RINGHTTPD_ACME_BACKOFF="600")  # a failed validation is not retried
+    b = make_server(docroot, env=env, args=acme_args(pb, state, shared, "--reuse-port",
+                                                     "--acme-domain", "b.test",
+                                                     challenge=challenge))
+    a = make_server(docroot, env=env, args=acme_args(pb, state, own, "--reuse-port",
+                                                     "--acme-domain", "a.test",
+                                                     challenge=challenge))
+    root = None
+    wait_issued(a, "a.test")
+    root = pb.root(tmp_path)
+    wait_https("a.test", own[1], root)
+    wait_issued(b, "b.test")
+    wait_https("b.test", shared[1], root)
+    assert "ordering a certificate for a.test" in a.stderr_text()
+    assert "ordering a certificate for a.test" not in b.stderr_text()
+    assert "failed" not in a.stderr_text() + b.stderr_text()
+    # The answers left the directory with the order.
+    assert wait_for(lambda: not list(state.glob("*.challenge")), 10, 0.2), list(state.iterdir())
+
+
+def test_shared_state_and_ports_every_validation_answered_whoever_gets_it(make_server, docroot,
+                                                                         pebble, tmp_path):
+    """Two processes with --reuse-port on the same ports and one state directory, as in a
+    zero-downtime restart: one orders a certificate for six names (six validations, each a new
+    connection the kernel hands to either process's listeners); all six succeed, in one
+    order."""
+    shared = (free_port(), free_port())
+    pb = pebble(http_port=shared[0], tls_port=shared[1])
+    state = tmp_path / "state"
+    names = ["a.test"] + [f"w{i}.a.test" for i in range(5)]
+    args = acme_args(pb, state, shared, "--reuse-port", *[x for n in names
+                                                          for x in ("--acme-domain", n)],
+                     challenge="http-01")
+    env = dict(os.environ, RINGHTTPD_ACME_BACKOFF="600")  # a failed validation is not retried
+    a = make_server(docroot, env=env, args=args)
+    b = make_server(docroot, env=env, args=args)
+    root = pb.root(tmp_path)
+    for n in names:
+        wait_https(n, shared[1], root, timeout=ISSUE_TIMEOUT)
+    logs = a.stderr_text() + b.stderr_text()
+    assert logs.count("ordering a certificate") == 1, logs
+    assert "failed" not in logs, logs
+    assert pb.orders() == 1
+
+
 def test_renewal_while_a_client_downloads_over_the_old_certificate(make_server, docroot, pebble,
                                                                   ports, tmp_path, random_file):
     pb = pebble(validity=30)  # renewed at two thirds: ~20 s
