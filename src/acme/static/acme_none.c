@@ -39,3 +39,10 @@ void acme_metrics(void *a, FILE *f)
 {
     (void)a, (void)f;
 }
+
+int acme_names(struct acme *a, const struct config *cfg, char *why, size_t why_len)
+{
+    (void)a, (void)cfg;
+    snprintf(why, why_len, "--acme-email: this build (make static) has no ACME client");
+    return -ENOTSUP;
+}
