@@ -22,16 +22,22 @@ def test_chromium_receives_early_hints(make_server, engine, tls_browser, site_ro
                          args=("--tls-port", "0", "--tls-cert", str(cert), "--tls-key", str(key),
                                "--early-hints", f"/ {HINT}"))
     port = int(HTTPS_RE.search(server.stderr_text()).group(2))
-    page = _open(tls_browser, f"https://localhost:{port}/")
-    try:
-        assert page.poll("document.body.dataset.moduleRan === 'yes'"), page.console_errors()
-        _assert_clean(page, server)
-        hints = page.events("Network.responseReceivedEarlyHints")
-        assert hints, "no 103 reached the page"
-        links = [v for h in hints for k, v in h["headers"].items() if k.lower() == "link"]
-        assert any("app.css" in v for v in links), hints
-        main = [p["response"] for p in page.events("Network.responseReceived")
-                if p["response"]["url"].rstrip("/").endswith(f":{port}")]
-        assert main and main[0]["protocol"] == "h2", main
-    finally:
-        page.close()
+    # DevTools misses Network.responseReceivedEarlyHints for about one load in five (seen with
+    # the server sending the 103 on every response: `nghttp -v` 30 of 30), so a load that
+    # reports none is tried again in a new tab, three times at most; every load must be clean.
+    for attempt in range(3):
+        page = _open(tls_browser, f"https://localhost:{port}/")
+        try:
+            assert page.poll("document.body.dataset.moduleRan === 'yes'"), page.console_errors()
+            _assert_clean(page, server)
+            main = [p["response"] for p in page.events("Network.responseReceived")
+                    if p["response"]["url"].rstrip("/").endswith(f":{port}")]
+            assert main and main[0]["protocol"] == "h2", main
+            hints = page.events("Network.responseReceivedEarlyHints")
+        finally:
+            page.close()
+        if hints:
+            break
+    assert hints, "no 103 reached the page in three loads"
+    links = [v for h in hints for k, v in h["headers"].items() if k.lower() == "link"]
+    assert any("app.css" in v for v in links), hints
