@@ -535,6 +535,25 @@ static void made_live(struct acme *a, struct cert *c, const char *how)
         a->hooks.changed(a->hooks.arg);
 }
 
+/* c serves the pair whose facts are f from now on (issued: counted as an issuance): the
+ * workers' next look-up sees it, its renewal is planned afresh, and it is logged and announced.
+ * One place for an order's result and a pair found on disk. */
+static void go_live(struct acme *a, struct cert *c, const struct jws_cert_facts *f, bool issued,
+                    int64_t now, const char *how)
+{
+    pthread_mutex_lock(&a->lock);
+    if (issued)
+        a->issued++;
+    c->facts = *f;
+    c->live = true;
+    pthread_mutex_unlock(&a->lock);
+    c->ari_until = 0;
+    c->renew_at = 0;
+    c->failures = 0;
+    plan_renewal(a, c, now);
+    made_live(a, c, how);
+}
+
 /* One order for c, under its lock: 0 when a new pair was written. */
 static int order(struct acme *a, struct cert *c, bool renewal)
 {
@@ -612,16 +631,7 @@ static bool adopt(struct acme *a, struct cert *c, const struct jws_cert_facts *f
     bool fresh =
         !c->live || strcmp(f->ari_id, c->facts.ari_id) != 0 || f->not_after != c->facts.not_after;
     if (fresh) {
-        bool was_live = c->live;
-        pthread_mutex_lock(&a->lock);
-        c->facts = *f;
-        c->live = true;
-        pthread_mutex_unlock(&a->lock);
-        c->ari_until = 0;
-        c->renew_at = 0;
-        c->failures = 0;
-        plan_renewal(a, c, now);
-        made_live(a, c, was_live ? "renewed on disk" : "found in the state directory");
+        go_live(a, c, f, false, now, c->live ? "renewed on disk" : "found in the state directory");
     } else {
         plan_renewal(a, c, now);
     }
@@ -698,16 +708,7 @@ static void visit(struct acme *a, struct cert *c, int64_t now)
         failed(a, c, now);
         return;
     }
-    pthread_mutex_lock(&a->lock);
-    a->issued++;
-    c->facts = f;
-    c->live = true;
-    pthread_mutex_unlock(&a->lock);
-    c->ari_until = 0;
-    c->renew_at = 0;
-    c->failures = 0;
-    plan_renewal(a, c, now);
-    made_live(a, c, renewal ? "renewed" : "issued");
+    go_live(a, c, &f, true, now, renewal ? "renewed" : "issued");
     schedule(c, now);
 }
 
