@@ -254,6 +254,18 @@ static inline void conn_arm(struct worker *w, struct conn *c, unsigned secs)
         timer_set(&w->wheel, &c->timer, w->now + secs + 1);
 }
 
+/* The wait for a client's own close after ours (a lingering close, HTTP/2's GOAWAY): `normal`
+ * seconds, or CONN_DRAIN_LINGER_S while the worker drains. The linger keeps a response from a
+ * reset by bytes still coming; at a stop, nginx closes idle connections at once, and a
+ * browser's pooled connection never reads our close_notify or GOAWAY until it reuses it, so
+ * the full wait held every stop for it (a TLS socket a browser opened and never used: 2 s for a
+ * first request, then 5 s of linger, past a 10 s stop in CI). */
+#define CONN_DRAIN_LINGER_S 1
+static inline unsigned conn_linger_s(const struct worker *w, unsigned normal)
+{
+    return w->draining && normal > CONN_DRAIN_LINGER_S ? CONN_DRAIN_LINGER_S : normal;
+}
+
 /* Hands c over to protocol p (from HTTP/1, before any response was sent): p->open, then
  * p->input with data[0..len), the bytes already received for it (may be 0). -errno when open
  * failed (c stays with its protocol, which closes it). The protocol that gives c up releases

@@ -168,7 +168,7 @@ static void after(struct worker *w, struct conn *c, struct h2conn *h)
         h->closing = true;
         conn_shutdown(w, c);
         if (conn_open(c)) {
-            conn_arm(w, c, H2_BYE_S);
+            conn_arm(w, c, conn_linger_s(w, H2_BYE_S));
             conn_idle(w, c, true); /* as a lingering HTTP/1 connection: reclaimable */
         }
         return;
@@ -243,7 +243,7 @@ static void bye(struct worker *w, struct conn *c, struct h2conn *h, bool stalled
     if (!conn_open(c))
         return;
     h->bye = true;
-    conn_arm(w, c, H2_BYE_S);
+    conn_arm(w, c, conn_linger_s(w, H2_BYE_S));
 }
 
 static void h2c_timeout(struct worker *w, struct conn *c)
@@ -268,6 +268,8 @@ static void h2c_drain(struct worker *w, struct conn *c)
     /* Streams in flight finish (the worker's drain deadline bounds them); new ones are refused. */
     h2_goaway(h->s);
     after(w, c, h);
+    if (conn_open(c) && (h->bye || h->closing))
+        conn_arm(w, c, conn_linger_s(w, H2_BYE_S)); /* already waiting for the client: less */
 }
 
 /* Checks off the loop ended: each waiting stream's request is parsed and answered again (or

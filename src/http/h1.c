@@ -363,7 +363,7 @@ static void received(struct worker *w, struct conn *c, const char *data, ssize_t
         if (n <= 0)
             close_conn(w, c); /* the client has closed (or reset): done */
         else if (w->now < h->linger_end)
-            conn_arm(w, c, LINGER_IDLE);
+            conn_arm(w, c, conn_linger_s(w, LINGER_IDLE));
         return; /* otherwise the timer closes it when it falls due */
     }
     if (n < 0) {
@@ -420,8 +420,8 @@ static void linger(struct worker *w, struct conn *c)
     release_input(w, c);
     h->discard = 0;
     h->state = H1_LINGERING;
-    h->linger_end = w->now + LINGER_MAX;
-    conn_arm(w, c, LINGER_IDLE);
+    h->linger_end = w->now + conn_linger_s(w, LINGER_MAX);
+    conn_arm(w, c, conn_linger_s(w, LINGER_IDLE));
     conn_shutdown(w, c);
     conn_recv(w, c, true);
 }
