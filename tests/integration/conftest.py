@@ -266,7 +266,13 @@ def docroot(tmp_path, _shared_big):
     (absolute) and outdir/ (-> the parent directory). Tests may add files before or after
     starting a server.
     """
-    return _make_docroot(tmp_path, _shared_big)
+    yield _make_docroot(tmp_path, _shared_big)
+    # A test that wrote through the link changed big.bin for every later test of the session
+    # (test_caching once did: 27 unrelated failures): it fails here, and the copy is put right.
+    if _shared_big.read_bytes() != BIG:
+        _shared_big.write_bytes(BIG)
+        pytest.fail("this test wrote to docroot/big.bin, the session's shared hard link "
+                    "(give the file an inode of its own first: write a copy, os.replace)")
 
 
 # ---------------------------------------------------------------------------------------------
