@@ -408,7 +408,7 @@ static void edge_fields(const struct vhost *v, const struct http_request *req, c
     ctx->extra_headers = at;
     ctx->extra_len = total;
     ctx->cap -= total;
-    ctx->own_lines = true;
+    ctx->ok_head = NULL; /* lines of its own: the general writer, nothing kept (core/static.h) */
     if (!nh)
         return;
     bool fields = ctx->syntax == RESP_FIELDS;
@@ -502,7 +502,7 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
 /* Issue 28's rules around site_rules: --limit-req first (a 429 before a redirect or a password
  * check spends anything), the CORS fields and Link lines last (after a cache rule chose the
  * extra lines they join). Apart from site_rules: its Location buffers are not probed here. */
-static __attribute__((noinline)) bool
+static __attribute__((noinline)) enum site_answer
 edge_rules(struct worker *w, const struct vhost *v, const struct http_request *req,
            const struct req_policy *pol, const char *path, size_t len, bool slash,
            struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
@@ -510,12 +510,13 @@ edge_rules(struct worker *w, const struct vhost *v, const struct http_request *r
     char url[PATH_MAX + 4];
     size_t ul = url_path(url, sizeof(url), path, len, slash);
     if (v->limits && pol->peer && ul && limited(w, v, req, pol->peer, url, ul, ctx, plan))
-        return true;
+        return SITE_ANSWERED;
     if (v->classic && site_rules(w, v, req, pol, path, len, slash, query, ctx, plan))
-        return true;
-    if (v->edge && ul)
-        edge_fields(v, req, url, ul, ctx, note);
-    return false;
+        return SITE_ANSWERED;
+    if (!v->edge || !ul)
+        return SITE_SERVE;
+    edge_fields(v, req, url, ul, ctx, note);
+    return SITE_NOTED;
 }
 
 /* --health's answer; out of line, as site_pending's check below, so that the common path's frame
@@ -534,28 +535,29 @@ __attribute__((noinline)) static bool answer_health(struct worker *w, struct sta
     return static_body_plan(status, &f, ctx, plan) != 0;
 }
 
-__attribute__((noinline)) static bool
+__attribute__((noinline)) static enum site_answer
 answer(struct worker *w, const struct vhost *v, const struct http_request *req,
        const struct req_policy *pol, const char *path, size_t len, bool slash,
        struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
 {
     const char *health = w->cfg->health; /* "/healthz": compared without its '/' */
     if (health && len == w->site->health_len && !slash && memcmp(health + 1, path, len) == 0)
-        return answer_health(w, ctx, plan, &note->quiet);
+        return answer_health(w, ctx, plan, &note->quiet) ? SITE_ANSWERED : SITE_SERVE;
     if (!v->rules)
-        return false;
+        return SITE_SERVE;
     if (v->limits || v->edge)
         return edge_rules(w, v, req, pol, path, len, slash, query, ctx, plan, note);
-    return site_rules(w, v, req, pol, path, len, slash, query, ctx, plan);
+    return site_rules(w, v, req, pol, path, len, slash, query, ctx, plan) ? SITE_ANSWERED
+                                                                          : SITE_SERVE;
 }
 
-bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
-                 const struct req_policy *pol, const char *path, size_t len, bool slash,
-                 struct http_str query, struct static_ctx *ctx, struct plan *plan,
-                 struct site_note *note)
+enum site_answer site_answer(struct worker *w, const struct vhost *v,
+                             const struct http_request *req, const struct req_policy *pol,
+                             const char *path, size_t len, bool slash, struct http_str query,
+                             struct static_ctx *ctx, struct plan *plan, struct site_note *note)
 {
     if (!w->cfg->health && !v->rules)
-        return false; /* the common case: no --health, a site without redirects, auth or rules */
+        return SITE_SERVE; /* the common case: no --health, no site rules */
     return answer(w, v, req, pol, path, len, slash, query, ctx, plan, note);
 }
 
