@@ -412,6 +412,16 @@ static void steer_clients(struct server *sv)
         steer_clients_on(sv, &sv->tls_addr, sv->workers[0].listeners[1].fd);
 }
 
+/* --limit-conn or --limit-req in force from cfg on (the start's, or a reload's that adds
+ * them): steering goes on (steer_clients), and stays on. */
+static void steer_from(struct server *sv, const struct config *cfg)
+{
+    if (sv->steer || sv->inherited || !config_limits_clients(cfg))
+        return;
+    sv->steer = getrandom(&sv->steer_seed, sizeof(sv->steer_seed), 0) == sizeof(sv->steer_seed);
+    steer_clients(sv);
+}
+
 /* The drain's start: on each port, steer new connections to a successor, if one listens, before
  * our listeners begin to close (each worker releases its own through the port's handover).
  * systemd's sockets outlive us with their queue: nothing to hand over there. The TLS port is
@@ -664,6 +674,7 @@ static bool publish(struct server *sv, struct site *s, bool renew, const char *w
     }
     site_publish(&sv->sites, s);
     wake_workers(sv);
+    steer_from(sv, fresh);
     if (sv->acme && acme_names(sv->acme, fresh, why, sizeof(why)) != 0)
         errlog(ERRLOG_ERROR, "%s: %s", what, why);
     if (tls == TLS_NEW) {
@@ -985,9 +996,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
             goto stop;
         }
     }
-    sv.steer = config_limits_clients(cfg) && !sv.inherited &&
-               getrandom(&sv.steer_seed, sizeof(sv.steer_seed), 0) == sizeof(sv.steer_seed);
-    steer_clients(&sv);
+    steer_from(&sv, cfg);
     if (seams->proto)
         fprintf(stderr,
                 "ringhttpd: test protocol %s after the HTTP/2 preface "

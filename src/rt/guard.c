@@ -19,27 +19,31 @@
  * a slot: 3 MiB), not correctness for clients seen within that window. */
 #define GUARD_BUCKETS 65536
 
-int guard_new(struct worker *w, struct guard **out)
+int guard_configure(struct worker *w, const struct config *cfg)
 {
-    *out = NULL;
-    if (!config_limits_clients(w->cfg))
+    struct guard *g = w->guard;
+    if (!g && !config_limits_clients(cfg))
         return 0;
-    struct guard *g = calloc(1, sizeof(*g));
-    if (!g || getrandom(&g->seed, sizeof(g->seed), 0) != (ssize_t)sizeof(g->seed))
-        goto err;
-    if (w->cfg->limit_conn) {
+    if (!g) {
+        g = calloc(1, sizeof(*g));
+        if (!g)
+            return -ENOMEM;
+        if (getrandom(&g->seed, sizeof(g->seed), 0) != (ssize_t)sizeof(g->seed)) {
+            free(g);
+            return -ENOMEM;
+        }
+        w->guard = g;
+    }
+    if (cfg->limit_conn && !g->conns.slots) {
         /* Each open connection holds at most one slot: twice the slots keeps sets sparse. */
         size_t n = limit_table_size((size_t)w->cfg->max_conns * 2);
         struct limit_slot *s = calloc(n, sizeof(*s));
         if (!s)
-            goto err;
+            return -ENOMEM;
         limit_table_init(&g->conns, s, n, g->seed);
     }
-    *out = g;
+    g->limit_conn = cfg->limit_conn;
     return 0;
-err:
-    free(g);
-    return -ENOMEM;
 }
 
 void guard_free(struct guard *g)
@@ -62,19 +66,19 @@ bool guard_accept(struct worker *w, const struct peer *p, bool *counted)
 {
     struct guard *g = w->guard;
     *counted = false;
-    if (!g || !g->conns.slots)
+    if (!g || !g->limit_conn)
         return true;
     /* A trusted proxy's connections carry many clients: they are not one client's (nginx
      * counts limit_conn on the real address per request; here --limit-req does that part). */
     for (int i = 0; p->known && i < w->cfg->num_real_ip; i++)
         if (cidr_match(&w->cfg->real_ip_from[i], p->family, p->addr))
             return true;
-    int rc = limit_conn_acquire(&g->conns, peer_key(p), w->cfg->limit_conn);
+    int rc = limit_conn_acquire(&g->conns, peer_key(p), g->limit_conn);
     if (rc == -EBUSY) {
         stat_add(&w->stats.limit_conn_refused, 1);
         errlog_limited(&w->log_limit, ERRLOG_NOTICE,
                        "limit-conn: %s has %u connections open: closing a new one", p->text,
-                       w->cfg->limit_conn);
+                       g->limit_conn);
         return false;
     }
     if (rc == -ENOSPC) {
@@ -129,7 +133,7 @@ uint32_t guard_request(struct worker *w, const struct config *cfg, uint32_t site
 {
     struct guard *g = w->guard;
     if (!g)
-        return 0; /* a reload added a limit to a process started without any: see README */
+        return 0; /* not yet in force in this worker (guard_configure) */
     if (!g->reqs.slots) {
         size_t n = limit_table_size(GUARD_BUCKETS);
         struct limit_slot *s = calloc(n, sizeof(*s));

@@ -19,13 +19,18 @@ struct config;
 struct peer;
 
 struct guard {
-    struct limit_table conns; /* --limit-conn (slots NULL when off) */
+    unsigned limit_conn;      /* --limit-conn of the configuration in force (0: off) */
+    struct limit_table conns; /* --limit-conn (slots NULL until it is first on) */
     struct limit_table reqs;  /* --limit-req buckets (slots made at the first limited request) */
     uint64_t seed;
 };
 
-/* The worker's guard (w->guard), or NULL when no limit is configured anywhere; -ENOMEM. */
-int guard_new(struct worker *w, struct guard **out);
+/* The worker's guard for the configuration cfg comes into force (the start's, or a reload's
+ * top level): w->guard made when cfg limits clients and the worker has none yet (a reload can
+ * add a limit to a process started without one), its --limit-conn table made at the first
+ * configuration that sets one, and the limit taken from cfg. A guard, once made, stays (NULL
+ * while nothing ever limited). 0 or -ENOMEM (the previous state kept). */
+int guard_configure(struct worker *w, const struct config *cfg);
 void guard_free(struct guard *g);
 
 /* A connection from client p (conn_peer: the engine looked it up at the accept, w->want_peer)

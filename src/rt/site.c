@@ -17,6 +17,7 @@
 #include "core/cors.h"
 #include "core/hints.h"
 #include "core/path.h"
+#include "core/peer.h"
 #include "core/policy.h"
 #include "core/rules.h"
 #include "rt/auth.h"
@@ -509,7 +510,10 @@ edge_rules(struct worker *w, const struct vhost *v, const struct http_request *r
 {
     char url[PATH_MAX + 4];
     size_t ul = url_path(url, sizeof(url), path, len, slash);
-    if (v->limits && pol->peer && ul && limited(w, v, req, pol->peer, url, ul, ctx, plan))
+    /* An unknown peer: its connection was accepted before a reload added the limit, when
+     * nothing looked its address up (conn_peer): not counted, rather than one key for all */
+    if (v->limits && pol->peer && pol->peer->known && ul &&
+        limited(w, v, req, pol->peer, url, ul, ctx, plan))
         return SITE_ANSWERED;
     if (v->classic && site_rules(w, v, req, pol, path, len, slash, query, ctx, plan))
         return SITE_ANSWERED;

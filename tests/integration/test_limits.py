@@ -7,6 +7,7 @@ Retry-After a 429 names.
 import hashlib
 import http.client
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -96,17 +97,53 @@ def test_limit_conn_is_exact_across_workers(make_server, docroot):
     workers, each worker below 4, and the next ones would get in."""
     srv = make_server(docroot, args=["--limit-conn", "4"])
     assert srv.threads == 2
-    held = [ConnFrom(srv, "127.0.0.1") for _ in range(4)]
+    held_then_refused(srv, "127.0.0.1", 4, 6, (200,))
+
+
+def held_then_refused(srv, src, n, tries, statuses):
+    """n connections from src held open (a request each, answered with one of statuses), then
+    each of `tries` more closed at accept."""
+    held = [ConnFrom(srv, src) for _ in range(n)]
     try:
         for c in held:
-            assert c.request("GET", "/index.html").status == 200
-        for _ in range(6):
-            with ConnFrom(srv, "127.0.0.1") as extra:
+            assert c.request("GET", "/index.html").status in statuses
+        for _ in range(tries):
+            with ConnFrom(srv, src) as extra:
                 extra.send(request("GET", "/index.html"), ignore_errors=True)
                 assert extra.read_or_close() is None
     finally:
         for c in held:
             c.close()
+
+
+def test_a_reload_adds_limits_to_a_process_started_without_them(make_server, docroot, tmp_path):
+    """SIGHUP with --limit-req and --limit-conn added to the file of a process started with
+    neither: in force at once (it used to take a restart: the workers had made no tables, and
+    limit-conn was reported as the process's), steered across the two workers, and for a
+    connection open from before."""
+    conf = tmp_path / "c.yaml"
+    conf.write_text("compress: off\n")
+    srv = make_server(docroot, args=["--config", str(conf)])
+    assert srv.threads == 2
+    old = ConnFrom(srv, "127.0.0.1")
+    try:
+        assert old.request("GET", "/index.html").status == 200
+        conf.write_text("compress: off\nlimit-req: 1r/m\nlimit-conn: 2\n")
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: "reload (SIGHUP): serving" in srv.stderr_text())
+
+        def refused_second():
+            with ConnFrom(srv, "127.0.0.2") as c:
+                c.request("GET", "/index.html")
+                return c.request("GET", "/index.html").status == 429
+        assert wait_for(refused_second)
+        assert "next restart" not in srv.stderr_text()
+        # from before the reload, its address known (the access log looked it up): counted
+        assert [old.request("GET", "/index.html").status for _ in range(2)] == [200, 429]
+        # every worker refuses the third: steered since the reload
+        held_then_refused(srv, "127.0.0.3", 2, 4, (200, 429))
+    finally:
+        old.close()
 
 
 # ---- --limit-req -------------------------------------------------------------------------------
