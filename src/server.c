@@ -28,6 +28,7 @@
 #include "handover.h"
 #include "privs.h"
 #include "steer.h"
+#include "rt/guard.h"
 #include "proto.h"
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
@@ -182,6 +183,7 @@ struct server {
     /* --limit-conn, --limit-req: each client address steered to one worker (steer.h) */
     bool steer;
     uint32_t steer_seed;
+    struct guard *guard; /* socket activation: the workers' one guard (rt/guard.h), or NULL */
     struct errlog_limit steer_log;
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */
     struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
@@ -401,8 +403,8 @@ static void steer_clients_on(struct server *sv, const struct addr *a, int fd)
 /* --limit-conn and --limit-req count a client in one worker's tables, exact when all of its
  * connections reach that worker: the steering program goes on at start, and again once a
  * second (supervise), so that it comes back when a predecessor's hand-over, whose last program
- * leaves the port to the kernel's hash, has ended. Socket activation is not steered: systemd's
- * sockets may be fewer than the workers (README). */
+ * leaves the port to the kernel's hash, has ended. Socket activation is not steered (systemd's
+ * sockets may be fewer than the workers): the workers share one guard there (sv->guard). */
 static void steer_clients(struct server *sv)
 {
     if (!sv->steer || sv->started < sv->cfg->threads)
@@ -961,6 +963,15 @@ int server_run(struct config *cfg, const struct server_seams *seams)
             goto stop;
         }
         w->alog = sv.alog;
+        /* systemd's sockets are not steered (steer_from): one client's connections reach any
+         * worker, so the workers count clients in one guard */
+        if (sv.inherited &&
+            ((!sv.guard && !(sv.guard = guard_shared_new())) || guard_share(w, sv.guard) < 0)) {
+            fprintf(stderr, "ringhttpd: starting worker %d: the per-client limits: %s\n", inited,
+                    strerror(ENOMEM));
+            worker_fini(w); /* set up, never counted in inited */
+            goto stop;
+        }
         if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
             w->acme = tokens_reader(&sv.tokens, inited);
         if (cfg->tls && cfg->http3 && h3_start(&sv, w, h3_secret) != 0) {
@@ -1048,6 +1059,8 @@ stop:
     }
     for (int i = sv.started; i < inited; i++) /* set up, never started */
         worker_fini(&sv.workers[i]);
+    guard_shared_free(sv.guard); /* after every worker's last conn_closed */
+    sv.guard = NULL;
 out:
     acme_free(sv.acme);
     if (sv.tokens_made)

@@ -1,13 +1,20 @@
 /* guard: the per-client limits of issue 28 applied in a worker: --limit-conn at accept and
  * close, --limit-req (and --limit-req-for) per request, on the worker's own tables
  * (core/limits.h). The listeners steer every connection of one client address to one worker
- * (steer.h), so these tables see all of a client and need no lock.
- * Must not: cost anything when no limit is configured (w->guard is NULL then, and serve only
- * calls guard_request for a site that limits requests), or block.
- * Ownership: the worker owns its struct guard (guard_new at start, guard_free at its end). */
+ * (steer.h), so these tables see all of a client and need no lock. Under systemd socket
+ * activation nothing steers (every worker accepts from systemd's sockets): the workers share
+ * one guard there (guard_shared_new), its tables behind one mutex taken at accept, at close
+ * and for a request of a site that limits requests, never otherwise.
+ * Must not: cost anything when no limit is configured (guard_on is false then, and serve only
+ * calls guard_request for a site that limits requests), or block but on the shared mutex.
+ * Ownership: the worker owns its struct guard (guard_configure makes it, guard_free at its
+ * end); a shared one is the server's (guard_shared_new, guard_shared_free after the
+ * workers). */
 #ifndef RT_GUARD_H
 #define RT_GUARD_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -23,7 +30,25 @@ struct guard {
     struct limit_table conns; /* --limit-conn (slots NULL until it is first on) */
     struct limit_table reqs;  /* --limit-req buckets (slots made at the first limited request) */
     uint64_t seed;
+    /* a limit in force: the workers look each client's address up (w->want_peer); atomic
+     * for the shared guard, which every worker configures */
+    atomic_bool on;
+    bool shared; /* the workers' one guard, its members behind lock */
+    pthread_mutex_t lock;
 };
+
+/* Whether the worker's guard g has a limit in force (g may be NULL). */
+static inline bool guard_on(const struct guard *g)
+{
+    return g && atomic_load_explicit(&g->on, memory_order_relaxed);
+}
+
+/* The workers' one guard under socket activation (no limit in force yet); NULL without
+ * memory. guard_share gives it to worker w (before w runs; a guard w made itself goes) and
+ * configures it for w's configuration. */
+struct guard *guard_shared_new(void);
+int guard_share(struct worker *w, struct guard *shared);
+void guard_shared_free(struct guard *g);
 
 /* The worker's guard for the configuration cfg comes into force (the start's, or a reload's
  * top level): w->guard made when cfg limits clients and the worker has none yet (a reload can

@@ -285,7 +285,7 @@ static void switch_site(struct worker *w)
     if (guard_configure(w, top) < 0) /* a limit added by the reload (issue 28) */
         errlog(ERRLOG_WARN, "worker %d: reload: no memory for the per-client limits' tables",
                w->id);
-    w->want_peer = w->alog || s->any_auth || w->guard;
+    w->want_peer = w->alog || s->any_auth || guard_on(w->guard);
     if (!w->compress && config_compresses(top) && !(w->compress = compress_new()))
         errlog(ERRLOG_WARN, "worker %d: reload: no memory for a compressor: not compressing",
                w->id);
@@ -385,7 +385,7 @@ void *worker_main(void *arg)
 {
     struct worker *w = arg;
     /* w->alog is set after worker_init */
-    w->want_peer = w->alog || w->site->any_auth || w->guard;
+    w->want_peer = w->alog || w->site->any_auth || guard_on(w->guard);
     int rc = w->eng->run(w);
     if (rc < 0)
         errlog(ERRLOG_ERROR, "worker %d: %s", w->id, strerror(-rc));

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import h2.connection
@@ -144,6 +145,43 @@ def test_a_reload_adds_limits_to_a_process_started_without_them(make_server, doc
         held_then_refused(srv, "127.0.0.3", 2, 4, (200, 429))
     finally:
         old.close()
+
+
+@pytest.fixture
+def activated(make_server, docroot):
+    """A server started as systemd's socket activation starts it: the test holds the listening
+    socket and hands it over as LISTEN_FDS fd 3 (test_operations' harness); two workers
+    accept from it, nothing steers."""
+    holders = []
+
+    def start(args):
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(64)
+        holders.append(holder)
+        wrapper = [sys.executable, "-c", "import os, sys; os.dup2(int(sys.argv[1]), 3); "
+                   "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1'); "
+                   "os.execvp(sys.argv[2], sys.argv[2:])", str(holder.fileno())]
+        srv = make_server(docroot, args=args, wrapper=wrapper, pass_fds=[holder.fileno()])
+        assert "on sockets from systemd" in srv.stderr_text() and srv.threads == 2
+        return srv
+
+    yield start
+    for h in holders:
+        h.close()
+
+
+def test_limits_are_exact_under_socket_activation(activated, docroot):
+    """Both workers accept from systemd's socket, a client's connections reaching either: the
+    workers count clients in one table (they counted per worker: the fifth connection, or the
+    second request on another connection, got in where the other worker had seen less)."""
+    (docroot / "api").mkdir()
+    (docroot / "api" / "x.json").write_text("{}")
+    srv = activated(["--limit-conn", "4", "--limit-req-for", "/api/* 1r/m"])
+    held_then_refused(srv, "127.0.0.1", 4, 6, (200,))
+    assert [get(srv, "/api/x.json", src="127.0.0.2").status for _ in range(6)] == \
+        [200] + [429] * 5
+    assert get(srv, "/api/x.json", src="127.0.0.3").status == 200  # another client
 
 
 # ---- --limit-req -------------------------------------------------------------------------------
