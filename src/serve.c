@@ -26,6 +26,7 @@
 #include "rt/compress.h"
 #include "rt/fcache.h"
 #include "rt/file.h"
+#include "rt/guard.h"
 #include "rt/site.h"
 #include "rt/runtime.h"
 
@@ -69,12 +70,15 @@ struct response *serve_response_get(struct worker *w)
     if (r) {
         r->hold[0] = r->hold[1] = NULL;
         r->block = NULL;
+        r->note.counted = false;
     }
     return r;
 }
 
 void serve_response_put(struct worker *w, struct response *r)
 {
+    if (__builtin_expect(r->note.counted, 0)) /* --limit-conn behind a proxy: one fewer */
+        guard_request_done(w, r->note.client);
     if (r->block) { /* before the holds: the entry owns the block */
         r->block->users--;
         r->block = NULL;

@@ -118,6 +118,41 @@ static struct limit_key peer_key(const struct peer *p)
     return limit_key_of(p->family, p->addr);
 }
 
+static bool trusted_proxy(const struct worker *w, const struct peer *p)
+{
+    for (int i = 0; p->known && i < w->cfg->num_real_ip; i++)
+        if (cidr_match(&w->cfg->real_ip_from[i], p->family, p->addr))
+            return true;
+    return false;
+}
+
+/* One more connection (or proxied request) of client key: 0, -EBUSY past --limit-conn (counted
+ * and logged, who naming the client), -ENOENT without the limit, -ENOSPC a full set. */
+static int acquire(struct worker *w, struct limit_key key, const char *who)
+{
+    struct guard *g = w->guard;
+    lock(g);
+    unsigned limit = g->limit_conn;
+    int rc = limit ? limit_conn_acquire(&g->conns, key, limit) : -ENOENT;
+    unlock(g);
+    if (rc == -EBUSY) {
+        stat_add(&w->stats.limit_conn_refused, 1);
+        errlog_limited(&w->log_limit, ERRLOG_NOTICE,
+                       "limit-conn: %s has %u connections open: refusing another", who, limit);
+    }
+    if (rc == -ENOSPC)
+        stat_add(&w->stats.limit_uncounted, 1);
+    return rc;
+}
+
+static void release(struct worker *w, struct limit_key key)
+{
+    struct guard *g = w->guard;
+    lock(g);
+    limit_conn_release(&g->conns, key);
+    unlock(g);
+}
+
 bool guard_accept(struct worker *w, const struct peer *p, bool *counted)
 {
     struct guard *g = w->guard;
@@ -125,36 +160,34 @@ bool guard_accept(struct worker *w, const struct peer *p, bool *counted)
     if (!guard_on(g))
         return true;
     /* A trusted proxy's connections carry many clients: they are not one client's (nginx
-     * counts limit_conn on the real address per request; here --limit-req does that part). */
-    for (int i = 0; p->known && i < w->cfg->num_real_ip; i++)
-        if (cidr_match(&w->cfg->real_ip_from[i], p->family, p->addr))
-            return true;
-    lock(g);
-    unsigned limit = g->limit_conn;
-    int rc = limit ? limit_conn_acquire(&g->conns, peer_key(p), limit) : -ENOENT;
-    unlock(g);
-    if (rc == -ENOENT) /* --limit-req alone */
+     * counts limit_conn on the real address per request: guard_proxied). */
+    if (trusted_proxy(w, p))
         return true;
-    if (rc == -EBUSY) {
-        stat_add(&w->stats.limit_conn_refused, 1);
-        errlog_limited(&w->log_limit, ERRLOG_NOTICE,
-                       "limit-conn: %s has %u connections open: closing a new one", p->text, limit);
+    int rc = acquire(w, peer_key(p), p->text);
+    if (rc == -EBUSY)
         return false;
-    }
-    if (rc == -ENOSPC) {
-        stat_add(&w->stats.limit_uncounted, 1);
-        return true;
-    }
-    *counted = true;
+    *counted = rc == 0;
     return true;
 }
 
 void guard_closed(struct worker *w, const struct peer *p)
 {
-    struct guard *g = w->guard;
-    lock(g);
-    limit_conn_release(&g->conns, peer_key(p));
-    unlock(g);
+    release(w, peer_key(p));
+}
+
+int guard_proxied(struct worker *w, const struct peer *p, const struct http_request *req,
+                  struct limit_key *key)
+{
+    if (!w->guard || !trusted_proxy(w, p))
+        return 0;
+    *key = guard_client(w, p, req);
+    int rc = acquire(w, *key, "a client behind a proxy");
+    return rc == 0 ? 1 : rc == -EBUSY ? -EBUSY : 0;
+}
+
+void guard_request_done(struct worker *w, struct limit_key key)
+{
+    release(w, key);
 }
 
 struct limit_key guard_client(const struct worker *w, const struct peer *p,

@@ -157,6 +157,10 @@ static int build(const struct config *cfg, int root_fd, struct site **out, char 
         s->vh[i].types = own ? &s->vh[i].own : &s->mime;
         if ((rc = vhost_open(&s->vh[i], c, s->vh[i].root_fd, (uint32_t)i, why, why_len)) != 0)
             goto fail;
+        /* --limit-conn and --real-ip-from are the process's: every site counts a proxy's
+         * requests for their forwarded address */
+        s->vh[i].proxied = cfg->limit_conn && cfg->num_real_ip;
+        s->vh[i].rules |= s->vh[i].proxied;
         s->any_auth |= c->num_auths > 0;
         for (int h = 0; h < c->num_hosts; h++)
             if (vhost_table_add(&s->hosts, c->hosts[h], i) != 0) {
@@ -512,9 +516,17 @@ edge_rules(struct worker *w, const struct vhost *v, const struct http_request *r
     size_t ul = url_path(url, sizeof(url), path, len, slash);
     /* An unknown peer: its connection was accepted before a reload added the limit, when
      * nothing looked its address up (conn_peer): not counted, rather than one key for all */
-    if (v->limits && pol->peer && pol->peer->known && ul &&
-        limited(w, v, req, pol->peer, url, ul, ctx, plan))
+    bool peer = pol->peer && pol->peer->known;
+    if (v->limits && peer && ul && limited(w, v, req, pol->peer, url, ul, ctx, plan))
         return SITE_ANSWERED;
+    if (v->proxied && peer) {
+        int rc = guard_proxied(w, pol->peer, req, &note->client);
+        int status = rules_limit_conn(rc == -EBUSY);
+        if (status)
+            return static_status_plan(status, RULES_RETRY_AFTER, ctx, plan) ? SITE_ANSWERED
+                                                                            : SITE_SERVE;
+        note->counted = rc > 0;
+    }
     if (v->classic && site_rules(w, v, req, pol, path, len, slash, query, ctx, plan))
         return SITE_ANSWERED;
     if (!v->edge || !ul)
@@ -549,7 +561,7 @@ answer(struct worker *w, const struct vhost *v, const struct http_request *req,
         return answer_health(w, ctx, plan, &note->quiet) ? SITE_ANSWERED : SITE_SERVE;
     if (!v->rules)
         return SITE_SERVE;
-    if (v->limits || v->edge)
+    if (v->limits || v->edge || v->proxied)
         return edge_rules(w, v, req, pol, path, len, slash, query, ctx, plan, note);
     return site_rules(w, v, req, pol, path, len, slash, query, ctx, plan) ? SITE_ANSWERED
                                                                           : SITE_SERVE;

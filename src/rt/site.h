@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "core/http1.h"
+#include "core/limits.h"
 #include "core/mime.h"
 #include "core/static.h"
 #include "core/vhost.h"
@@ -34,6 +35,10 @@ struct site_note {
     uint16_t interim_len; /* HTTP/2: field lines of a 103 to send first, at interim */
     const char *interim;
     uint64_t rate, after; /* --limit-rate, --limit-rate-after of the response (rate 0: none) */
+    /* --limit-conn behind --real-ip-from: the response counts for client until it is released
+     * (serve_response_put: guard_request_done); false from serve_response_get on */
+    bool counted;
+    struct limit_key client;
 };
 
 /* One site of the configuration (or the only one, without a sites section). */
@@ -53,6 +58,7 @@ struct vhost {
     bool rules;                               /* any rule below to look at */
     bool classic; /* any canonical host, redirect, basic auth or cache rule */
     bool limits;  /* any --limit-req(-for) (issue 28) */
+    bool proxied; /* --limit-conn behind --real-ip-from: a proxy's requests counted (issue 28) */
     bool edge;    /* any --limit-rate, --cors or --early-hints (issue 28) */
     char challenge[sizeof("WWW-Authenticate: Basic realm=\"\", charset=\"UTF-8\"\r\n") + 256];
 };

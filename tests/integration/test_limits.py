@@ -184,6 +184,38 @@ def test_limits_are_exact_under_socket_activation(activated, docroot):
     assert get(srv, "/api/x.json", src="127.0.0.3").status == 200  # another client
 
 
+def test_limit_conn_counts_requests_per_forwarded_address_behind_a_proxy(make_server, docroot,
+                                                                        random_file):
+    """Behind --real-ip-from, as nginx's limit_conn with realip: a proxy's connections are not
+    one client's, so each request counts for its forwarded address while it is answered, and
+    one past --limit-conn is a 503 with Retry-After (it used to be served: the proxy's
+    connections were not counted at all). An idle keep-alive connection holds no count."""
+    big, _ = random_file(1 << 20)
+    os.link(big, docroot / "slow.bin")
+    srv = make_server(docroot, args=["--limit-conn", "1", "--real-ip-from", "127.0.0.1",
+                                     "--limit-rate", "64K", "--metrics", "127.0.0.1:0"])
+    xff = lambda a: [("X-Forwarded-For", a)]  # noqa: E731
+    slow = ConnFrom(srv, "127.0.0.1")
+    try:  # a response in flight for 198.51.100.1 (paced: ~16 s, unread)
+        slow.send(request("GET", "/slow.bin", headers=xff("198.51.100.1")))
+
+        def refused():
+            r = get(srv, headers=xff("198.51.100.1"))
+            return r.status == 503 and r.header("retry-after") == "1"
+        assert wait_for(refused)
+        assert get(srv, headers=xff("198.51.100.2")).status == 200  # another client
+        assert get(srv, src="127.0.0.2").status == 200  # a client not behind the proxy
+        assert counter(srv, "ringhttpd_limit_conn_refused_total") >= 1
+    finally:
+        slow.close()
+    # the response released with its connection: 198.51.100.1 served again, and a kept-alive
+    # connection between requests counts for nobody
+    with ConnFrom(srv, "127.0.0.1") as idle:
+        assert wait_for(lambda: idle.request("GET", "/index.html",
+                                             headers=xff("198.51.100.1")).status == 200)
+        assert get(srv, headers=xff("198.51.100.1")).status == 200
+
+
 # ---- --limit-req -------------------------------------------------------------------------------
 
 
