@@ -70,7 +70,7 @@ struct response *serve_response_get(struct worker *w)
     if (r) {
         r->hold[0] = r->hold[1] = NULL;
         r->block = NULL;
-        r->note.counted = false;
+        r->note.counted = 0;
     }
     return r;
 }
@@ -78,7 +78,7 @@ struct response *serve_response_get(struct worker *w)
 void serve_response_put(struct worker *w, struct response *r)
 {
     if (__builtin_expect(r->note.counted, 0)) /* --limit-conn behind a proxy: one fewer */
-        guard_request_done(w, r->note.client);
+        guard_request_done(w, r->note.counted);
     if (r->block) { /* before the holds: the entry owns the block */
         r->block->users--;
         r->block = NULL;

@@ -126,14 +126,15 @@ static bool trusted_proxy(const struct worker *w, const struct peer *p)
     return false;
 }
 
-/* One more connection (or proxied request) of client key: 0, -EBUSY past --limit-conn (counted
- * and logged, who naming the client), -ENOENT without the limit, -ENOSPC a full set. */
-static int acquire(struct worker *w, struct limit_key key, const char *who)
+/* One more connection (or proxied request) of client key: 0 (*at: where it is counted),
+ * -EBUSY past --limit-conn (counted and logged, who naming the client), -ENOENT without the
+ * limit, -ENOSPC a full set. */
+static int acquire(struct worker *w, struct limit_key key, const char *who, uint32_t *at)
 {
     struct guard *g = w->guard;
     lock(g);
     unsigned limit = g->limit_conn;
-    int rc = limit ? limit_conn_acquire(&g->conns, key, limit) : -ENOENT;
+    int rc = limit ? limit_conn_acquire_at(&g->conns, key, limit, at) : -ENOENT;
     unlock(g);
     if (rc == -EBUSY) {
         stat_add(&w->stats.limit_conn_refused, 1);
@@ -143,14 +144,6 @@ static int acquire(struct worker *w, struct limit_key key, const char *who)
     if (rc == -ENOSPC)
         stat_add(&w->stats.limit_uncounted, 1);
     return rc;
-}
-
-static void release(struct worker *w, struct limit_key key)
-{
-    struct guard *g = w->guard;
-    lock(g);
-    limit_conn_release(&g->conns, key);
-    unlock(g);
 }
 
 bool guard_accept(struct worker *w, const struct peer *p, bool *counted)
@@ -163,7 +156,8 @@ bool guard_accept(struct worker *w, const struct peer *p, bool *counted)
      * counts limit_conn on the real address per request: guard_proxied). */
     if (trusted_proxy(w, p))
         return true;
-    int rc = acquire(w, peer_key(p), p->text);
+    uint32_t at;
+    int rc = acquire(w, peer_key(p), p->text, &at);
     if (rc == -EBUSY)
         return false;
     *counted = rc == 0;
@@ -172,22 +166,31 @@ bool guard_accept(struct worker *w, const struct peer *p, bool *counted)
 
 void guard_closed(struct worker *w, const struct peer *p)
 {
-    release(w, peer_key(p));
+    struct guard *g = w->guard;
+    lock(g);
+    limit_conn_release(&g->conns, peer_key(p));
+    unlock(g);
 }
 
 int guard_proxied(struct worker *w, const struct peer *p, const struct http_request *req,
-                  struct limit_key *key)
+                  uint32_t *ticket)
 {
     if (!w->guard || !trusted_proxy(w, p))
         return 0;
-    *key = guard_client(w, p, req);
-    int rc = acquire(w, *key, "a client behind a proxy");
-    return rc == 0 ? 1 : rc == -EBUSY ? -EBUSY : 0;
+    uint32_t at;
+    int rc = acquire(w, guard_client(w, p, req), "a client behind a proxy", &at);
+    if (rc == -EBUSY)
+        return -EBUSY;
+    *ticket = at + 1; /* 0 is "not counted" */
+    return rc == 0;
 }
 
-void guard_request_done(struct worker *w, struct limit_key key)
+void guard_request_done(struct worker *w, uint32_t ticket)
 {
-    release(w, key);
+    struct guard *g = w->guard;
+    lock(g);
+    limit_conn_release_at(&g->conns, ticket - 1);
+    unlock(g);
 }
 
 struct limit_key guard_client(const struct worker *w, const struct peer *p,

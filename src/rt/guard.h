@@ -69,13 +69,13 @@ void guard_closed(struct worker *w, const struct peer *p);
 
 /* --limit-conn behind --real-ip-from (nginx's limit_conn with realip): a request from a
  * trusted proxy (peer p; its connections are not counted at accept) is counted for its
- * forwarded address while it is answered, once its head is read. 1 with the client in *key
- * (guard_request_done when its response is released), -EBUSY when the client has
+ * forwarded address while it is answered, once its head is read. 1 with *ticket (nonzero)
+ * for guard_request_done when its response is released, -EBUSY when the client has
  * --limit-conn requests in flight already (the 503; counted and logged here), 0 when p is not
  * a trusted proxy, no limit is in force, or the table is full. */
 int guard_proxied(struct worker *w, const struct peer *p, const struct http_request *req,
-                  struct limit_key *key);
-void guard_request_done(struct worker *w, struct limit_key key);
+                  uint32_t *ticket);
+void guard_request_done(struct worker *w, uint32_t ticket);
 
 /* The client a request from peer p is counted for: the peer's key, or behind a --real-ip-from
  * proxy the forwarded address's (the access log's walk, core/logfmt.h). */

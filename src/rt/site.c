@@ -520,12 +520,13 @@ edge_rules(struct worker *w, const struct vhost *v, const struct http_request *r
     if (v->limits && peer && ul && limited(w, v, req, pol->peer, url, ul, ctx, plan))
         return SITE_ANSWERED;
     if (v->proxied && peer) {
-        int rc = guard_proxied(w, pol->peer, req, &note->client);
+        uint32_t ticket = 0;
+        int rc = guard_proxied(w, pol->peer, req, &ticket);
         int status = rules_limit_conn(rc == -EBUSY);
         if (status)
             return static_status_plan(status, RULES_RETRY_AFTER, ctx, plan) ? SITE_ANSWERED
                                                                             : SITE_SERVE;
-        note->counted = rc > 0;
+        note->counted = rc > 0 ? ticket : 0;
     }
     if (v->classic && site_rules(w, v, req, pol, path, len, slash, query, ctx, plan))
         return SITE_ANSWERED;
