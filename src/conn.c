@@ -9,6 +9,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,8 @@
 #include "rt/guard.h"
 #include "rt/runtime.h"
 #include "transport.h"
+
+static void paced_tables_free(struct worker *w);
 
 static void idle_unlink(struct worker *w, struct conn *c)
 {
@@ -108,6 +111,7 @@ int conn_pool_init(struct worker *w)
 
 void conn_pool_fini(struct worker *w)
 {
+    paced_tables_free(w);
     /* Every slot is free or still counted active (a worker stopped on an engine error). */
     assert(!w->conns || w->num_free + w->active == w->cfg->max_conns);
     free(w->free_slots);
@@ -238,25 +242,90 @@ __attribute__((noinline)) void conn_input(struct worker *w, struct conn *c, cons
         conn_close(w, c);
 }
 
-/* --limit-rate's side of conn_sent and conn_wire_send: out of line, so that an unpaced
- * connection pays one test and tail calls (callgrind: no frame, nothing inlined differently). */
-__attribute__((cold, noinline)) void conn_paced_send(struct worker *w, struct conn *c,
-                                                     struct plan *p)
+/* --limit-rate's tables: a worker with a paced site calls through copies of its engine's
+ * operations and its upcalls whose send and sent look at c->pace (conn_pacing); a worker
+ * without one calls the engine and conn_sent directly, so that an unpaced process pays
+ * nothing for pacing on a request (issue 28: callgrind, README). */
+struct paced_tables {
+    struct engine_ops eng;
+    struct engine_upcalls up;
+    const struct engine_ops *eng_real; /* the engine's own table */
+    const struct engine_upcalls *up_real;
+};
+
+static struct paced_tables *paced_tables_of(const struct worker *w);
+
+/* This second's window of the plan c->out (the wheel resumes what does not fit). */
+static void paced_window(struct worker *w, struct conn *c)
 {
-    if (pace_window(c->pace, &w->wheel, w->now, p))
-        w->eng->send(w, c); /* else this second's bytes are out: the wheel resumes it */
+    if (pace_window(c->pace, &w->wheel, w->now, c->out))
+        paced_tables_of(w)->eng_real->send(w, c);
 }
 
-__attribute__((cold, noinline)) static void paced_sent(struct worker *w, struct conn *c, int err)
+/* The paced table's send: c->out as it is for a connection not paced, else its window. A
+ * pacing for one HTTP/1 response (conn_pace_response) ends when the next request's bytes go. */
+static void paced_send(struct worker *w, struct conn *c)
 {
-    if (pace_restore(c->pace, c->out) && !err) {
-        conn_paced_send(w, c, c->out); /* a window went: the rest, now or at the next second */
+    struct pace *pc = c->pace;
+    if (pc && pc->once) {
+        if (!pc->stamped) {
+            pc->stamped = true;
+            pc->stamp = c->obs.requests;
+        } else if (pc->stamp != c->obs.requests) {
+            pace_free(&c->pace);
+        }
+    }
+    if (!c->pace) {
+        paced_tables_of(w)->eng_real->send(w, c);
         return;
     }
-    if (c->xport)
-        c->xport->sent(w, c, err);
-    else
-        c->proto->sent(w, c, err);
+    paced_window(w, c);
+}
+
+/* The paced table's sent: a window of c->out went; the rest follows (now or at the next
+ * second), or the plan is all out and goes up as conn_sent does. */
+static void paced_sent(struct worker *w, struct conn *c, int err)
+{
+    if (c->pace && pace_restore(c->pace, c->out) && !err) {
+        paced_window(w, c);
+        return;
+    }
+    conn_sent(w, c, err);
+}
+
+static struct paced_tables *paced_tables_of(const struct worker *w)
+{
+    assert(w->eng->send == paced_send);
+    return (struct paced_tables *)(uintptr_t)w->eng; /* eng is its first member */
+}
+
+int conn_pacing(struct worker *w)
+{
+    if (w->eng->send == paced_send)
+        return 0;
+    struct paced_tables *t = malloc(sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    t->eng_real = w->eng;
+    t->up_real = w->up;
+    t->eng = *w->eng;
+    t->eng.send = paced_send;
+    t->up = *w->up;
+    t->up.sent = paced_sent;
+    w->eng = &t->eng;
+    w->up = &t->up;
+    return 0;
+}
+
+/* conn_pacing's tables go: the worker's own again (its end). */
+static void paced_tables_free(struct worker *w)
+{
+    if (!w->eng || w->eng->send != paced_send)
+        return;
+    struct paced_tables *t = paced_tables_of(w);
+    w->eng = t->eng_real;
+    w->up = t->up_real;
+    free(t);
 }
 
 /* pace's call back (the wheel's next second): the next window of the plan in flight. */
@@ -264,20 +333,33 @@ static void pace_resume(struct worker *w, void *owner)
 {
     struct conn *c = owner;
     if (conn_open(c) && c->out && !plan_done(c->out))
-        conn_paced_send(w, c, c->out);
+        paced_window(w, c);
+}
+
+static int pace(struct worker *w, struct conn *c, uint64_t rate, uint64_t after, bool once)
+{
+    int rc = rate ? conn_pacing(w) : 0;
+    if (rc < 0)
+        return rc;
+    if ((rc = pace_start(&c->pace, w->now, rate, after, pace_resume, c)) < 0 || !c->pace)
+        return rc;
+    c->pace->once = once;
+    c->pace->stamped = false;
+    return 0;
 }
 
 int conn_pace(struct worker *w, struct conn *c, uint64_t rate, uint64_t after)
 {
-    return pace_start(&c->pace, w->now, rate, after, pace_resume, c);
+    return pace(w, c, rate, after, false);
+}
+
+int conn_pace_response(struct worker *w, struct conn *c, uint64_t rate, uint64_t after)
+{
+    return pace(w, c, rate, after, true);
 }
 
 void conn_sent(struct worker *w, struct conn *c, int err)
 {
-    if (__builtin_expect(c->pace != NULL, 0)) {
-        paced_sent(w, c, err);
-        return;
-    }
     if (c->xport)
         c->xport->sent(w, c, err);
     else

@@ -67,8 +67,19 @@ struct conn {
 };
 
 /* --limit-rate: paces c's wire at rate bytes a second after its next `after` bytes (rate 0:
- * at full speed again). 0 or -ENOMEM (unpaced then). */
+ * at full speed again), from now on (HTTP/2: its streams share the rate). 0 or -ENOMEM
+ * (unpaced then). */
 int conn_pace(struct worker *w, struct conn *c, uint64_t rate, uint64_t after);
+
+/* The same for the HTTP/1 response about to be sent only: its pacing ends when the bytes of a
+ * later request's response go (obs.requests has moved on). */
+int conn_pace_response(struct worker *w, struct conn *c, uint64_t rate, uint64_t after);
+
+/* Makes w send through the paced tables (w->eng's send and w->up's sent look at c->pace):
+ * before the first connection is paced (conn_pace does it too), idempotent; the worker's
+ * tables are its own again at conn_pool_fini. A worker with no --limit-rate never calls it
+ * and pays nothing for pacing. 0 or -ENOMEM. */
+int conn_pacing(struct worker *w);
 
 /* Whether c is open to the engine: its socket is in use and its events matter. */
 static inline bool conn_open(const struct conn *c)
@@ -153,20 +164,13 @@ void conn_close(struct worker *w, struct conn *c);
  * end, n < 0 a failure (-errno). */
 void conn_input(struct worker *w, struct conn *c, const char *data, ssize_t n);
 
-/* --limit-rate's side of conn_wire_send (out of line: an unpaced connection pays one test). */
-void conn_paced_send(struct worker *w, struct conn *c, struct plan *p);
-
 /* The engine sends wire plan p (one at a time); its end comes back through conn_sent, which
  * hands it to the transport's sent. Cleartext: the protocol's plan itself. */
 static inline void conn_wire_send(struct worker *w, struct conn *c, struct plan *p)
 {
     assert(!plan_done(p));
     c->out = p;
-    if (__builtin_expect(c->pace != NULL, 0)) { /* --limit-rate: this second's window of p */
-        conn_paced_send(w, c, p);
-        return;
-    }
-    w->eng->send(w, c);
+    w->eng->send(w, c); /* --limit-rate: the paced tables' send (conn_pacing) */
 }
 
 /* The protocol's plan given to the transport's send is done (0) or failed (-errno). */

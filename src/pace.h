@@ -33,6 +33,10 @@ struct pace {
     bool trimmed, fin;
     unsigned cut, nseg;
     uint64_t rest;
+    /* The owner's: pacing for one response only, and what tells that response from the next
+     * (conn: HTTP/1's request count, stamped at the response's first send). */
+    bool once, stamped;
+    uint32_t stamp;
 };
 
 /* Paces *slot's owner from second `now` at rate bytes a second after its first `after` bytes

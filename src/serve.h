@@ -45,6 +45,9 @@ enum serve_result {
     SERVE_PENDING, /* the answer waits for work off the loop: r is untouched, and the protocol
                     * parks the request as it is (unanswered, its bytes kept) until
                     * conn_resume(pol->resume) says to ask again */
+    SERVE_NOTED,   /* r holds the answer, and r->note issue 28's for the protocol (a 103 for
+                    * HTTP/2, --limit-rate): only for a site with such options, so that a
+                    * protocol reads the note only behind the test it makes for SERVE_PENDING */
 };
 
 /* Fills r with the answer to req under the protocol's policy (core/policy.h: header syntax,

@@ -28,6 +28,7 @@
 #include "handover.h"
 #include "privs.h"
 #include "steer.h"
+#include "rt/guard.h"
 #include "proto.h"
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
@@ -182,6 +183,7 @@ struct server {
     /* --limit-conn, --limit-req: each client address steered to one worker (steer.h) */
     bool steer;
     uint32_t steer_seed;
+    struct guard *guard; /* socket activation: the workers' one guard (rt/guard.h), or NULL */
     struct errlog_limit steer_log;
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */
     struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
@@ -401,8 +403,8 @@ static void steer_clients_on(struct server *sv, const struct addr *a, int fd)
 /* --limit-conn and --limit-req count a client in one worker's tables, exact when all of its
  * connections reach that worker: the steering program goes on at start, and again once a
  * second (supervise), so that it comes back when a predecessor's hand-over, whose last program
- * leaves the port to the kernel's hash, has ended. Socket activation is not steered: systemd's
- * sockets may be fewer than the workers (README). */
+ * leaves the port to the kernel's hash, has ended. Socket activation is not steered (systemd's
+ * sockets may be fewer than the workers): the workers share one guard there (sv->guard). */
 static void steer_clients(struct server *sv)
 {
     if (!sv->steer || sv->started < sv->cfg->threads)
@@ -410,6 +412,16 @@ static void steer_clients(struct server *sv)
     steer_clients_on(sv, &sv->addr, sv->workers[0].listeners[0].fd);
     if (sv->cfg->tls)
         steer_clients_on(sv, &sv->tls_addr, sv->workers[0].listeners[1].fd);
+}
+
+/* --limit-conn or --limit-req in force from cfg on (the start's, or a reload's that adds
+ * them): steering goes on (steer_clients), and stays on. */
+static void steer_from(struct server *sv, const struct config *cfg)
+{
+    if (sv->steer || sv->inherited || !config_limits_clients(cfg))
+        return;
+    sv->steer = getrandom(&sv->steer_seed, sizeof(sv->steer_seed), 0) == sizeof(sv->steer_seed);
+    steer_clients(sv);
 }
 
 /* The drain's start: on each port, steer new connections to a successor, if one listens, before
@@ -664,6 +676,7 @@ static bool publish(struct server *sv, struct site *s, bool renew, const char *w
     }
     site_publish(&sv->sites, s);
     wake_workers(sv);
+    steer_from(sv, fresh);
     if (sv->acme && acme_names(sv->acme, fresh, why, sizeof(why)) != 0)
         errlog(ERRLOG_ERROR, "%s: %s", what, why);
     if (tls == TLS_NEW) {
@@ -950,6 +963,15 @@ int server_run(struct config *cfg, const struct server_seams *seams)
             goto stop;
         }
         w->alog = sv.alog;
+        /* systemd's sockets are not steered (steer_from): one client's connections reach any
+         * worker, so the workers count clients in one guard */
+        if (sv.inherited &&
+            ((!sv.guard && !(sv.guard = guard_shared_new())) || guard_share(w, sv.guard) < 0)) {
+            fprintf(stderr, "ringhttpd: starting worker %d: the per-client limits: %s\n", inited,
+                    strerror(ENOMEM));
+            worker_fini(w); /* set up, never counted in inited */
+            goto stop;
+        }
         if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
             w->acme = tokens_reader(&sv.tokens, inited);
         if (cfg->tls && cfg->http3 && h3_start(&sv, w, h3_secret) != 0) {
@@ -985,9 +1007,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
             goto stop;
         }
     }
-    sv.steer = config_limits_clients(cfg) && !sv.inherited &&
-               getrandom(&sv.steer_seed, sizeof(sv.steer_seed), 0) == sizeof(sv.steer_seed);
-    steer_clients(&sv);
+    steer_from(&sv, cfg);
     if (seams->proto)
         fprintf(stderr,
                 "ringhttpd: test protocol %s after the HTTP/2 preface "
@@ -1039,6 +1059,8 @@ stop:
     }
     for (int i = sv.started; i < inited; i++) /* set up, never started */
         worker_fini(&sv.workers[i]);
+    guard_shared_free(sv.guard); /* after every worker's last conn_closed */
+    sv.guard = NULL;
 out:
     acme_free(sv.acme);
     if (sv.tokens_made)

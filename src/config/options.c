@@ -1180,7 +1180,8 @@ static const struct option_info table[] = {
              "PATTERN ('*' wildcards; repeatable, first match wins)"},
     {.name = "limit-conn",
      .metavar = "N",
-     PROCESS,
+     .scope = SCOPE_PROCESS,
+     .reload = true, /* the workers' guard_configure; steering goes on with it */
      FIELD(FIELD_UNSIGNED, limit_conn),
      .set = set_number,
      .min = 1,

@@ -208,30 +208,48 @@ struct limit_decision limit_req_take(struct limit_table *t, uint32_t rule, struc
 }
 
 /* A connection slot is held while it counts one: free_ms is UINT64_MAX then, 0 when empty. */
-int limit_conn_acquire(struct limit_table *t, struct limit_key key, uint32_t max)
+int limit_conn_acquire_at(struct limit_table *t, struct limit_key key, uint32_t max, uint32_t *at)
 {
     struct limit_slot *s = find(t, 0, key);
     if (s) {
         if (s->count >= max)
             return -EBUSY;
         s->count++;
-        return 0;
+    } else {
+        if (max == 0)
+            return -EBUSY;
+        s = claim(t, 0, key, 1, NULL); /* never another client's count: only an empty slot */
+        if (!s)
+            return -ENOSPC;
+        s->free_ms = UINT64_MAX;
+        s->count = 1;
     }
-    if (max == 0)
-        return -EBUSY;
-    s = claim(t, 0, key, 1, NULL); /* never another client's count: only an empty slot */
-    if (!s)
-        return -ENOSPC;
-    s->free_ms = UINT64_MAX;
-    s->count = 1;
+    *at = (uint32_t)(s - t->slots);
     return 0;
+}
+
+int limit_conn_acquire(struct limit_table *t, struct limit_key key, uint32_t max)
+{
+    uint32_t at;
+    return limit_conn_acquire_at(t, key, max, &at);
+}
+
+static void release_slot(struct limit_slot *s)
+{
+    if (s->count > 0 && --s->count == 0)
+        s->free_ms = 0;
 }
 
 void limit_conn_release(struct limit_table *t, struct limit_key key)
 {
     struct limit_slot *s = find(t, 0, key);
-    if (s && s->count > 0 && --s->count == 0)
-        s->free_ms = 0;
+    if (s)
+        release_slot(s);
+}
+
+void limit_conn_release_at(struct limit_table *t, uint32_t at)
+{
+    release_slot(&t->slots[at]);
 }
 
 uint32_t limit_conn_count(const struct limit_table *t, struct limit_key key)

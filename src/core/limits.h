@@ -99,8 +99,15 @@ struct limit_decision limit_req_take(struct limit_table *t, uint32_t rule, struc
  * cannot know; the caller lets the connection in uncounted rather than refuse a stranger). */
 int limit_conn_acquire(struct limit_table *t, struct limit_key key, uint32_t max);
 
+/* limit_conn_acquire that also says, on success, where key's count lives (*at: a slot index,
+ * the same for as long as key has a count), for limit_conn_release_at. */
+int limit_conn_acquire_at(struct limit_table *t, struct limit_key key, uint32_t max, uint32_t *at);
+
 /* Forgets one connection of key that limit_conn_acquire counted. */
 void limit_conn_release(struct limit_table *t, struct limit_key key);
+
+/* The same for the count at slot `at` (limit_conn_acquire_at's): no key to keep or look up. */
+void limit_conn_release_at(struct limit_table *t, uint32_t at);
 
 /* The open connections counted for key (0 when none). */
 uint32_t limit_conn_count(const struct limit_table *t, struct limit_key key);

@@ -30,6 +30,11 @@ int rules_limit_req(uint32_t retry_after)
     return retry_after ? 429 : 0;
 }
 
+int rules_limit_conn(bool refused)
+{
+    return refused ? 503 : 0;
+}
+
 int rules_preflight(bool allowed)
 {
     return allowed ? 204 : 0;

@@ -76,6 +76,11 @@ int rules_auth(enum rules_auth verdict);
  * refused client spends nothing more. */
 int rules_limit_req(uint32_t retry_after);
 
+/* --limit-conn behind --real-ip-from (issue 28): 503 (with Retry-After: 1, as nginx's
+ * limit_conn_status) for a proxied request whose forwarded client has --limit-conn requests
+ * in flight already (refused), 0 to go on. */
+int rules_limit_conn(bool refused);
+
 /* --cors: 204 (with the CORS preflight fields, core/cors.h) for an OPTIONS the site's CORS
  * rules take for an allowed preflight; 0: the usual OPTIONS answer (rules_target's 204 with
  * RULES_ALLOW). */

@@ -40,7 +40,10 @@ struct static_file {
 struct static_ctx {
     enum resp_syntax syntax; /* HTTP/1 header block, or field lines only (core/policy.h) */
     const char *date;        /* IMF-fixdate of now */
-    const char *ok_head;     /* static_ok_head() for this date, or NULL (RESP_H1 only) */
+    /* static_ok_head() for this date, or NULL (RESP_H1 only; NULL too for a response whose
+     * extra_headers are its own, issue 28's CORS and Link lines: the general writer then, and
+     * an owner keeps no 200 made from them) */
+    const char *ok_head;
     size_t ok_head_len;
     const char *extra_headers; /* "Name: value\r\n" lines for successful responses */
     size_t extra_len;
@@ -54,9 +57,6 @@ struct static_ctx {
      * before the response (after any 100 Continue); RESP_FIELDS ignores it (HTTP/2 sends its
      * own HEADERS frame) */
     size_t interim_len;
-    /* extra_headers are this request's own (issue 28: CORS, Link): not a 200 whose header lines
-     * its owner may keep per file (static_ok_applies) */
-    bool own_lines;
     int minor; /* the request's HTTP minor version, for the Connection header */
     char *buf; /* header text (and small generated bodies) are written here */
     size_t cap;
@@ -89,7 +89,7 @@ int static_file_plan(const struct http_request *req, const struct static_file *f
  */
 static inline bool static_ok_applies(const struct http_request *req, const struct static_ctx *ctx)
 {
-    return ctx->syntax == RESP_H1 && !ctx->send_continue && !ctx->own_lines && !req->if_match.p &&
+    return ctx->syntax == RESP_H1 && !ctx->send_continue && !req->if_match.p &&
            !req->if_none_match.p && !req->if_modified_since.p && !req->if_unmodified_since.p &&
            !req->range.p;
 }

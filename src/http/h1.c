@@ -144,12 +144,14 @@ static bool wants_input(const struct h1 *h)
     return h->keep_alive && h->in_len < INPUT_PAUSE;
 }
 
-/* --limit-rate: paces c at r's site's rate, or at full speed again after a paced response. Out
- * of line: a response without issue 28's options pays one test. */
-__attribute__((cold, noinline)) static void pace_response(struct worker *w, struct conn *c,
-                                                          const struct response *r)
+/* A response serve noted (SERVE_NOTED, issue 28): --limit-rate paces it (conn_pace_response:
+ * this response only). Out of line, and reached only through serve's result: a response
+ * without issue 28's options pays nothing here. */
+__attribute__((cold, noinline)) static void noted(struct worker *w, struct conn *c,
+                                                  const struct response *r)
 {
-    conn_pace(w, c, r->note.edge ? r->note.rate : 0, r->note.edge ? r->note.after : 0);
+    if (r->note.rate)
+        conn_pace_response(w, c, r->note.rate, r->note.after);
 }
 
 /* Hands a finished response down to the transport and engine. */
@@ -165,8 +167,6 @@ static void start_send(struct worker *w, struct conn *c, struct response *r)
     if (!h->keep_alive)
         conn_recv(w, c, false); /* nothing after this request will be read */
     conn_arm(w, c, SEND_TIMEOUT);
-    if (__builtin_expect(r->note.edge || c->pace != NULL, 0))
-        pace_response(w, c, r);
     conn_send(w, c, &r->plan);
 }
 
@@ -261,10 +261,14 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
             close_conn(w, c);
             return len;
         }
-        if (serve_request(w, req, &pol, r) == SERVE_PENDING) {
-            /* Parked unparsed in the input until h1_resume: then parsed and asked again. */
-            serve_response_put(w, r);
-            break;
+        enum serve_result sr = serve_request(w, req, &pol, r);
+        if (__builtin_expect(sr != SERVE_DONE, 0)) {
+            if (sr == SERVE_PENDING) {
+                /* Parked unparsed in the input until h1_resume: then parsed and asked again. */
+                serve_response_put(w, r);
+                break;
+            }
+            noted(w, c, r);
         }
         used += (size_t)n;
         h->keep_alive = pol.keep_alive;

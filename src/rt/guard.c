@@ -2,6 +2,7 @@
 #include "rt/guard.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -19,36 +20,95 @@
  * a slot: 3 MiB), not correctness for clients seen within that window. */
 #define GUARD_BUCKETS 65536
 
-int guard_new(struct worker *w, struct guard **out)
+static void lock(struct guard *g)
 {
-    *out = NULL;
-    if (!config_limits_clients(w->cfg))
-        return 0;
+    if (g->shared)
+        pthread_mutex_lock(&g->lock);
+}
+
+static void unlock(struct guard *g)
+{
+    if (g->shared)
+        pthread_mutex_unlock(&g->lock);
+}
+
+static struct guard *guard_make(void)
+{
     struct guard *g = calloc(1, sizeof(*g));
-    if (!g || getrandom(&g->seed, sizeof(g->seed), 0) != (ssize_t)sizeof(g->seed))
-        goto err;
-    if (w->cfg->limit_conn) {
+    if (g && getrandom(&g->seed, sizeof(g->seed), 0) != (ssize_t)sizeof(g->seed)) {
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* guard_configure's part under the lock. */
+static int configure(struct guard *g, const struct config *cfg, size_t max_conns)
+{
+    if (cfg->limit_conn && !g->conns.slots) {
         /* Each open connection holds at most one slot: twice the slots keeps sets sparse. */
-        size_t n = limit_table_size((size_t)w->cfg->max_conns * 2);
+        size_t n = limit_table_size(max_conns * 2);
         struct limit_slot *s = calloc(n, sizeof(*s));
         if (!s)
-            goto err;
+            return -ENOMEM;
         limit_table_init(&g->conns, s, n, g->seed);
     }
-    *out = g;
+    g->limit_conn = cfg->limit_conn;
+    atomic_store_explicit(&g->on, config_limits_clients(cfg), memory_order_relaxed);
     return 0;
-err:
+}
+
+int guard_configure(struct worker *w, const struct config *cfg)
+{
+    if (!w->guard && !config_limits_clients(cfg))
+        return 0;
+    if (!w->guard && !(w->guard = guard_make()))
+        return -ENOMEM;
+    struct guard *g = w->guard;
+    /* shared: every worker's connections, each worker's max_conns of them */
+    size_t max = (size_t)w->cfg->max_conns * (g->shared ? (size_t)w->cfg->threads : 1);
+    lock(g);
+    int rc = configure(g, cfg, max);
+    unlock(g);
+    return rc;
+}
+
+struct guard *guard_shared_new(void)
+{
+    struct guard *g = guard_make();
+    if (!g)
+        return NULL;
+    g->shared = true;
+    pthread_mutex_init(&g->lock, NULL);
+    return g;
+}
+
+int guard_share(struct worker *w, struct guard *shared)
+{
+    guard_free(w->guard); /* made for w alone at its start: no connection counted in it yet */
+    w->guard = shared;
+    return guard_configure(w, w->cfg);
+}
+
+static void tables_free(struct guard *g)
+{
+    free(g->conns.slots);
+    free(g->reqs.slots);
     free(g);
-    return -ENOMEM;
 }
 
 void guard_free(struct guard *g)
 {
+    if (g && !g->shared)
+        tables_free(g);
+}
+
+void guard_shared_free(struct guard *g)
+{
     if (!g)
         return;
-    free(g->conns.slots);
-    free(g->reqs.slots);
-    free(g);
+    pthread_mutex_destroy(&g->lock);
+    tables_free(g);
 }
 
 static struct limit_key peer_key(const struct peer *p)
@@ -58,36 +118,79 @@ static struct limit_key peer_key(const struct peer *p)
     return limit_key_of(p->family, p->addr);
 }
 
+static bool trusted_proxy(const struct worker *w, const struct peer *p)
+{
+    for (int i = 0; p->known && i < w->cfg->num_real_ip; i++)
+        if (cidr_match(&w->cfg->real_ip_from[i], p->family, p->addr))
+            return true;
+    return false;
+}
+
+/* One more connection (or proxied request) of client key: 0 (*at: where it is counted),
+ * -EBUSY past --limit-conn (counted and logged, who naming the client), -ENOENT without the
+ * limit, -ENOSPC a full set. */
+static int acquire(struct worker *w, struct limit_key key, const char *who, uint32_t *at)
+{
+    struct guard *g = w->guard;
+    lock(g);
+    unsigned limit = g->limit_conn;
+    int rc = limit ? limit_conn_acquire_at(&g->conns, key, limit, at) : -ENOENT;
+    unlock(g);
+    if (rc == -EBUSY) {
+        stat_add(&w->stats.limit_conn_refused, 1);
+        errlog_limited(&w->log_limit, ERRLOG_NOTICE,
+                       "limit-conn: %s has %u connections open: refusing another", who, limit);
+    }
+    if (rc == -ENOSPC)
+        stat_add(&w->stats.limit_uncounted, 1);
+    return rc;
+}
+
 bool guard_accept(struct worker *w, const struct peer *p, bool *counted)
 {
     struct guard *g = w->guard;
     *counted = false;
-    if (!g || !g->conns.slots)
+    if (!guard_on(g))
         return true;
     /* A trusted proxy's connections carry many clients: they are not one client's (nginx
-     * counts limit_conn on the real address per request; here --limit-req does that part). */
-    for (int i = 0; p->known && i < w->cfg->num_real_ip; i++)
-        if (cidr_match(&w->cfg->real_ip_from[i], p->family, p->addr))
-            return true;
-    int rc = limit_conn_acquire(&g->conns, peer_key(p), w->cfg->limit_conn);
-    if (rc == -EBUSY) {
-        stat_add(&w->stats.limit_conn_refused, 1);
-        errlog_limited(&w->log_limit, ERRLOG_NOTICE,
-                       "limit-conn: %s has %u connections open: closing a new one", p->text,
-                       w->cfg->limit_conn);
-        return false;
-    }
-    if (rc == -ENOSPC) {
-        stat_add(&w->stats.limit_uncounted, 1);
+     * counts limit_conn on the real address per request: guard_proxied). */
+    if (trusted_proxy(w, p))
         return true;
-    }
-    *counted = true;
+    uint32_t at;
+    int rc = acquire(w, peer_key(p), p->text, &at);
+    if (rc == -EBUSY)
+        return false;
+    *counted = rc == 0;
     return true;
 }
 
 void guard_closed(struct worker *w, const struct peer *p)
 {
-    limit_conn_release(&w->guard->conns, peer_key(p));
+    struct guard *g = w->guard;
+    lock(g);
+    limit_conn_release(&g->conns, peer_key(p));
+    unlock(g);
+}
+
+int guard_proxied(struct worker *w, const struct peer *p, const struct http_request *req,
+                  uint32_t *ticket)
+{
+    if (!w->guard || !trusted_proxy(w, p))
+        return 0;
+    uint32_t at;
+    int rc = acquire(w, guard_client(w, p, req), "a client behind a proxy", &at);
+    if (rc == -EBUSY)
+        return -EBUSY;
+    *ticket = at + 1; /* 0 is "not counted" */
+    return rc == 0;
+}
+
+void guard_request_done(struct worker *w, uint32_t ticket)
+{
+    struct guard *g = w->guard;
+    lock(g);
+    limit_conn_release_at(&g->conns, ticket - 1);
+    unlock(g);
 }
 
 struct limit_key guard_client(const struct worker *w, const struct peer *p,
@@ -129,12 +232,15 @@ uint32_t guard_request(struct worker *w, const struct config *cfg, uint32_t site
 {
     struct guard *g = w->guard;
     if (!g)
-        return 0; /* a reload added a limit to a process started without any: see README */
+        return 0; /* not yet in force in this worker (guard_configure) */
+    lock(g);
     if (!g->reqs.slots) {
         size_t n = limit_table_size(GUARD_BUCKETS);
         struct limit_slot *s = calloc(n, sizeof(*s));
-        if (!s)
+        if (!s) {
+            unlock(g);
             return 0; /* without memory, serve rather than refuse */
+        }
         limit_table_init(&g->reqs, s, n, g->seed);
     }
     uint64_t now = now_ms();
@@ -148,6 +254,7 @@ uint32_t guard_request(struct worker *w, const struct config *cfg, uint32_t site
     }
     if (!retry && cfg->limit_req_on)
         retry = take(w, base, client, &cfg->limit_req, now);
+    unlock(g);
     if (retry) {
         stat_add(&w->stats.limit_req_refused, 1);
         errlog_limited(&w->log_limit, ERRLOG_NOTICE,

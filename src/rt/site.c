@@ -17,6 +17,7 @@
 #include "core/cors.h"
 #include "core/hints.h"
 #include "core/path.h"
+#include "core/peer.h"
 #include "core/policy.h"
 #include "core/rules.h"
 #include "rt/auth.h"
@@ -156,6 +157,10 @@ static int build(const struct config *cfg, int root_fd, struct site **out, char 
         s->vh[i].types = own ? &s->vh[i].own : &s->mime;
         if ((rc = vhost_open(&s->vh[i], c, s->vh[i].root_fd, (uint32_t)i, why, why_len)) != 0)
             goto fail;
+        /* --limit-conn and --real-ip-from are the process's: every site counts a proxy's
+         * requests for their forwarded address */
+        s->vh[i].proxied = cfg->limit_conn && cfg->num_real_ip;
+        s->vh[i].rules |= s->vh[i].proxied;
         s->any_auth |= c->num_auths > 0;
         for (int h = 0; h < c->num_hosts; h++)
             if (vhost_table_add(&s->hosts, c->hosts[h], i) != 0) {
@@ -408,7 +413,7 @@ static void edge_fields(const struct vhost *v, const struct http_request *req, c
     ctx->extra_headers = at;
     ctx->extra_len = total;
     ctx->cap -= total;
-    ctx->own_lines = true;
+    ctx->ok_head = NULL; /* lines of its own: the general writer, nothing kept (core/static.h) */
     if (!nh)
         return;
     bool fields = ctx->syntax == RESP_FIELDS;
@@ -502,20 +507,33 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
 /* Issue 28's rules around site_rules: --limit-req first (a 429 before a redirect or a password
  * check spends anything), the CORS fields and Link lines last (after a cache rule chose the
  * extra lines they join). Apart from site_rules: its Location buffers are not probed here. */
-static __attribute__((noinline)) bool
+static __attribute__((noinline)) enum site_answer
 edge_rules(struct worker *w, const struct vhost *v, const struct http_request *req,
            const struct req_policy *pol, const char *path, size_t len, bool slash,
            struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
 {
     char url[PATH_MAX + 4];
     size_t ul = url_path(url, sizeof(url), path, len, slash);
-    if (v->limits && pol->peer && ul && limited(w, v, req, pol->peer, url, ul, ctx, plan))
-        return true;
+    /* An unknown peer: its connection was accepted before a reload added the limit, when
+     * nothing looked its address up (conn_peer): not counted, rather than one key for all */
+    bool peer = pol->peer && pol->peer->known;
+    if (v->limits && peer && ul && limited(w, v, req, pol->peer, url, ul, ctx, plan))
+        return SITE_ANSWERED;
+    if (v->proxied && peer) {
+        uint32_t ticket = 0;
+        int rc = guard_proxied(w, pol->peer, req, &ticket);
+        int status = rules_limit_conn(rc == -EBUSY);
+        if (status)
+            return static_status_plan(status, RULES_RETRY_AFTER, ctx, plan) ? SITE_ANSWERED
+                                                                            : SITE_SERVE;
+        note->counted = rc > 0 ? ticket : 0;
+    }
     if (v->classic && site_rules(w, v, req, pol, path, len, slash, query, ctx, plan))
-        return true;
-    if (v->edge && ul)
-        edge_fields(v, req, url, ul, ctx, note);
-    return false;
+        return SITE_ANSWERED;
+    if (!v->edge || !ul)
+        return SITE_SERVE;
+    edge_fields(v, req, url, ul, ctx, note);
+    return SITE_NOTED;
 }
 
 /* --health's answer; out of line, as site_pending's check below, so that the common path's frame
@@ -534,28 +552,29 @@ __attribute__((noinline)) static bool answer_health(struct worker *w, struct sta
     return static_body_plan(status, &f, ctx, plan) != 0;
 }
 
-__attribute__((noinline)) static bool
+__attribute__((noinline)) static enum site_answer
 answer(struct worker *w, const struct vhost *v, const struct http_request *req,
        const struct req_policy *pol, const char *path, size_t len, bool slash,
        struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
 {
     const char *health = w->cfg->health; /* "/healthz": compared without its '/' */
     if (health && len == w->site->health_len && !slash && memcmp(health + 1, path, len) == 0)
-        return answer_health(w, ctx, plan, &note->quiet);
+        return answer_health(w, ctx, plan, &note->quiet) ? SITE_ANSWERED : SITE_SERVE;
     if (!v->rules)
-        return false;
-    if (v->limits || v->edge)
+        return SITE_SERVE;
+    if (v->limits || v->edge || v->proxied)
         return edge_rules(w, v, req, pol, path, len, slash, query, ctx, plan, note);
-    return site_rules(w, v, req, pol, path, len, slash, query, ctx, plan);
+    return site_rules(w, v, req, pol, path, len, slash, query, ctx, plan) ? SITE_ANSWERED
+                                                                          : SITE_SERVE;
 }
 
-bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
-                 const struct req_policy *pol, const char *path, size_t len, bool slash,
-                 struct http_str query, struct static_ctx *ctx, struct plan *plan,
-                 struct site_note *note)
+enum site_answer site_answer(struct worker *w, const struct vhost *v,
+                             const struct http_request *req, const struct req_policy *pol,
+                             const char *path, size_t len, bool slash, struct http_str query,
+                             struct static_ctx *ctx, struct plan *plan, struct site_note *note)
 {
     if (!w->cfg->health && !v->rules)
-        return false; /* the common case: no --health, a site without redirects, auth or rules */
+        return SITE_SERVE; /* the common case: no --health, no site rules */
     return answer(w, v, req, pol, path, len, slash, query, ctx, plan, note);
 }
 

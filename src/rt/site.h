@@ -32,6 +32,11 @@ struct site_note {
     bool quiet;           /* not logged (--health) */
     bool edge;            /* issue 28: the members below are set (else they are stale) */
     uint16_t interim_len; /* HTTP/2: field lines of a 103 to send first, at interim */
+    /* --limit-conn behind --real-ip-from: the response counts for its forwarded client until
+     * it is released (serve_response_put: guard_request_done(counted)); 0 from
+     * serve_response_get on. In what was padding: the response is no larger (a larger one
+     * cost a simulated D1 miss a request, callgrind) */
+    uint32_t counted;
     const char *interim;
     uint64_t rate, after; /* --limit-rate, --limit-rate-after of the response (rate 0: none) */
 };
@@ -53,6 +58,7 @@ struct vhost {
     bool rules;                               /* any rule below to look at */
     bool classic; /* any canonical host, redirect, basic auth or cache rule */
     bool limits;  /* any --limit-req(-for) (issue 28) */
+    bool proxied; /* --limit-conn behind --real-ip-from: a proxy's requests counted (issue 28) */
     bool edge;    /* any --limit-rate, --cors or --early-hints (issue 28) */
     char challenge[sizeof("WWW-Authenticate: Basic realm=\"\", charset=\"UTF-8\"\r\n") + 256];
 };
@@ -100,20 +106,27 @@ const struct vhost *site_route(struct worker *w, const struct http_request *req)
 bool site_misdirected(struct worker *w, const struct vhost *v, const struct http_request *req,
                       struct tls_conn *t);
 
+/* What site_answer says. */
+enum site_answer {
+    SITE_SERVE,    /* serve the file */
+    SITE_ANSWERED, /* the plan is written */
+    SITE_NOTED,    /* serve the file; note has issue 28's members set (note->edge) */
+};
+
 /* What a site answers before looking for a file, in this order: --health, the canonical host,
  * --limit-req (a 429 with Retry-After past it; issue 28), --redirect rules, --basic-auth.
  * path[0..len) is the normalised path (no leading '/'), slash whether the target ended in '/',
  * pol the request's policy (whether it came over TLS: the scheme of a canonical-host redirect;
- * its connection: the client --limit-req counts). Returns true with r's plan written into ctx
- * when it answered; false to serve the file, with ctx's extra headers replaced when a
- * --cache-control-for rule matches path, and the CORS fields and --early-hints Link lines of
- * the site added (copied with the extra lines to the end of ctx's buffer, which shrinks:
- * ctx->own_lines; the Link lines are ctx's interim and, for HTTP/2, note's), and note's
- * --limit-rate set. */
-bool site_answer(struct worker *w, const struct vhost *v, const struct http_request *req,
-                 const struct req_policy *pol, const char *path, size_t len, bool slash,
-                 struct http_str query, struct static_ctx *ctx, struct plan *plan,
-                 struct site_note *note);
+ * its connection: the client --limit-req counts). SITE_ANSWERED with r's plan written into ctx
+ * when it answered; else the file is to be served, with ctx's extra headers replaced when a
+ * --cache-control-for rule matches path, and for a site with edge rules (v->edge: SITE_NOTED)
+ * the CORS fields and --early-hints Link lines of the site added (copied with the extra lines
+ * to the end of ctx's buffer, which shrinks; ctx->ok_head NULL; the Link lines are ctx's interim
+ * and, for HTTP/2, note's), and note's --limit-rate set. */
+enum site_answer site_answer(struct worker *w, const struct vhost *v,
+                             const struct http_request *req, const struct req_policy *pol,
+                             const char *path, size_t len, bool slash, struct http_str query,
+                             struct static_ctx *ctx, struct plan *plan, struct site_note *note);
 
 /* An OPTIONS request for a site with edge rules (v->edge): the 204 to an allowed CORS
  * preflight (issue 28), written into ctx; false when it is not one (the usual OPTIONS answer

@@ -142,7 +142,7 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
         goto err_cache;
     if (!(w->auth = auth_state_new(w->wake_fd)))
         goto err_compress;
-    if ((rc = guard_new(w, &w->guard)) < 0)
+    if ((rc = guard_configure(w, cfg)) < 0)
         goto err_compress;
     if ((rc = eng->init(w)) < 0)
         goto err_compress;
@@ -280,10 +280,13 @@ static void switch_site(struct worker *w)
     site_put(w->site);
     w->site = s;
     w->site_gen = gen;
-    w->want_peer = w->alog || s->any_auth || w->guard;
     /* s->owned: the configuration file re-read for s; without one, the start's options */
-    if (!w->compress && config_compresses(s->owned ? s->owned : w->cfg) &&
-        !(w->compress = compress_new()))
+    const struct config *top = s->owned ? s->owned : w->cfg;
+    if (guard_configure(w, top) < 0) /* a limit added by the reload (issue 28) */
+        errlog(ERRLOG_WARN, "worker %d: reload: no memory for the per-client limits' tables",
+               w->id);
+    w->want_peer = w->alog || s->any_auth || guard_on(w->guard);
+    if (!w->compress && config_compresses(top) && !(w->compress = compress_new()))
         errlog(ERRLOG_WARN, "worker %d: reload: no memory for a compressor: not compressing",
                w->id);
 }
@@ -382,7 +385,7 @@ void *worker_main(void *arg)
 {
     struct worker *w = arg;
     /* w->alog is set after worker_init */
-    w->want_peer = w->alog || w->site->any_auth || w->guard;
+    w->want_peer = w->alog || w->site->any_auth || guard_on(w->guard);
     int rc = w->eng->run(w);
     if (rc < 0)
         errlog(ERRLOG_ERROR, "worker %d: %s", w->id, strerror(-rc));

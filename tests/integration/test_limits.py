@@ -7,8 +7,10 @@ Retry-After a 429 names.
 import hashlib
 import http.client
 import os
+import signal
 import socket
 import subprocess
+import sys
 import time
 
 import h2.connection
@@ -96,17 +98,122 @@ def test_limit_conn_is_exact_across_workers(make_server, docroot):
     workers, each worker below 4, and the next ones would get in."""
     srv = make_server(docroot, args=["--limit-conn", "4"])
     assert srv.threads == 2
-    held = [ConnFrom(srv, "127.0.0.1") for _ in range(4)]
+    held_then_refused(srv, "127.0.0.1", 4, 6, (200,))
+
+
+def held_then_refused(srv, src, n, tries, statuses):
+    """n connections from src held open (a request each, answered with one of statuses), then
+    each of `tries` more closed at accept."""
+    held = [ConnFrom(srv, src) for _ in range(n)]
     try:
         for c in held:
-            assert c.request("GET", "/index.html").status == 200
-        for _ in range(6):
-            with ConnFrom(srv, "127.0.0.1") as extra:
+            assert c.request("GET", "/index.html").status in statuses
+        for _ in range(tries):
+            with ConnFrom(srv, src) as extra:
                 extra.send(request("GET", "/index.html"), ignore_errors=True)
                 assert extra.read_or_close() is None
     finally:
         for c in held:
             c.close()
+
+
+def test_a_reload_adds_limits_to_a_process_started_without_them(make_server, docroot, tmp_path):
+    """SIGHUP with --limit-req and --limit-conn added to the file of a process started with
+    neither: in force at once (it used to take a restart: the workers had made no tables, and
+    limit-conn was reported as the process's), steered across the two workers, and for a
+    connection open from before."""
+    conf = tmp_path / "c.yaml"
+    conf.write_text("compress: off\n")
+    srv = make_server(docroot, args=["--config", str(conf)])
+    assert srv.threads == 2
+    old = ConnFrom(srv, "127.0.0.1")
+    try:
+        assert old.request("GET", "/index.html").status == 200
+        conf.write_text("compress: off\nlimit-req: 1r/m\nlimit-conn: 2\n")
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: "reload (SIGHUP): serving" in srv.stderr_text())
+
+        def refused_second():
+            with ConnFrom(srv, "127.0.0.2") as c:
+                c.request("GET", "/index.html")
+                return c.request("GET", "/index.html").status == 429
+        assert wait_for(refused_second)
+        assert "next restart" not in srv.stderr_text()
+        # from before the reload, its address known (the access log looked it up): counted
+        assert [old.request("GET", "/index.html").status for _ in range(2)] == [200, 429]
+        # every worker refuses the third: steered since the reload
+        held_then_refused(srv, "127.0.0.3", 2, 4, (200, 429))
+    finally:
+        old.close()
+
+
+@pytest.fixture
+def activated(make_server, docroot):
+    """A server started as systemd's socket activation starts it: the test holds the listening
+    socket and hands it over as LISTEN_FDS fd 3 (test_operations' harness); two workers
+    accept from it, nothing steers."""
+    holders = []
+
+    def start(args):
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(64)
+        holders.append(holder)
+        wrapper = [sys.executable, "-c", "import os, sys; os.dup2(int(sys.argv[1]), 3); "
+                   "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1'); "
+                   "os.execvp(sys.argv[2], sys.argv[2:])", str(holder.fileno())]
+        srv = make_server(docroot, args=args, wrapper=wrapper, pass_fds=[holder.fileno()])
+        assert "on sockets from systemd" in srv.stderr_text() and srv.threads == 2
+        return srv
+
+    yield start
+    for h in holders:
+        h.close()
+
+
+def test_limits_are_exact_under_socket_activation(activated, docroot):
+    """Both workers accept from systemd's socket, a client's connections reaching either: the
+    workers count clients in one table (they counted per worker: the fifth connection, or the
+    second request on another connection, got in where the other worker had seen less)."""
+    (docroot / "api").mkdir()
+    (docroot / "api" / "x.json").write_text("{}")
+    srv = activated(["--limit-conn", "4", "--limit-req-for", "/api/* 1r/m"])
+    held_then_refused(srv, "127.0.0.1", 4, 6, (200,))
+    assert [get(srv, "/api/x.json", src="127.0.0.2").status for _ in range(6)] == \
+        [200] + [429] * 5
+    assert get(srv, "/api/x.json", src="127.0.0.3").status == 200  # another client
+
+
+def test_limit_conn_counts_requests_per_forwarded_address_behind_a_proxy(make_server, docroot,
+                                                                        random_file):
+    """Behind --real-ip-from, as nginx's limit_conn with realip: a proxy's connections are not
+    one client's, so each request counts for its forwarded address while it is answered, and
+    one past --limit-conn is a 503 with Retry-After (it used to be served: the proxy's
+    connections were not counted at all). An idle keep-alive connection holds no count."""
+    big, _ = random_file(1 << 20)
+    os.link(big, docroot / "slow.bin")
+    srv = make_server(docroot, args=["--limit-conn", "1", "--real-ip-from", "127.0.0.1",
+                                     "--limit-rate", "64K", "--metrics", "127.0.0.1:0"])
+    xff = lambda a: [("X-Forwarded-For", a)]  # noqa: E731
+    slow = ConnFrom(srv, "127.0.0.1")
+    try:  # a response in flight for 198.51.100.1 (paced: ~16 s, unread)
+        slow.send(request("GET", "/slow.bin", headers=xff("198.51.100.1")))
+
+        def refused():
+            r = get(srv, headers=xff("198.51.100.1"))
+            return r.status == 503 and r.header("retry-after") == "1"
+        assert wait_for(refused)
+        assert get(srv, headers=xff("198.51.100.2")).status == 200  # another client
+        assert get(srv, src="127.0.0.2").status == 200  # a client not behind the proxy
+        assert counter(srv, "ringhttpd_limit_conn_refused_total") >= 1
+    finally:
+        slow.close()
+    # the response released with its connection: 198.51.100.1 served again, and a kept-alive
+    # connection between requests counts for nobody
+    with ConnFrom(srv, "127.0.0.1") as idle:
+        assert wait_for(lambda: idle.request("GET", "/index.html",
+                                             headers=xff("198.51.100.1")).status == 200)
+        assert get(srv, headers=xff("198.51.100.1")).status == 200
 
 
 # ---- --limit-req -------------------------------------------------------------------------------

@@ -175,4 +175,16 @@ TEST(limits_conn_counts)
     CHECK_INT(limit_conn_count(&t, b), 1);
     limit_conn_release(&t, b);
     CHECK_INT(limit_conn_acquire(&t, a, 2), 0);
+    /* by slot (a proxied request keeps no key): the same slot for each count of a key, and the
+     * count goes with the last release */
+    uint32_t at1, at2;
+    CHECK_INT(limit_conn_acquire_at(&t, a, 3, &at1), 0);
+    CHECK_INT(limit_conn_acquire_at(&t, a, 3, &at2), 0);
+    CHECK_INT(at1, at2);
+    CHECK_INT(limit_conn_acquire_at(&t, a, 3, &at2), -EBUSY);
+    limit_conn_release_at(&t, at1);
+    limit_conn_release_at(&t, at1);
+    CHECK_INT(limit_conn_count(&t, a), 1);
+    limit_conn_release_at(&t, at1);
+    CHECK_INT(limit_conn_count(&t, a), 0);
 }
