@@ -115,7 +115,12 @@ class Pebble:
 
 @pytest.fixture
 def ports():
-    return free_port(), free_port()
+    # Both held while the second is picked: two binds to port 0 in a row can get the same port
+    # back once the first socket is closed (seen: "--tls-port must differ from --port").
+    with contextlib.closing(socket.socket()) as a, contextlib.closing(socket.socket()) as b:
+        a.bind(("127.0.0.1", 0))
+        b.bind(("127.0.0.1", 0))
+        return a.getsockname()[1], b.getsockname()[1]
 
 
 @pytest.fixture
