@@ -756,7 +756,7 @@ static inline __attribute__((always_inline)) void answer_request(struct worker *
     if (w->acme && !pol->secure && acme_challenge(&j))
         return;
     const struct rules_facts facts = {
-        .misdirected = pol->tls && site_misdirected(w, j.site, req, pol->tls),
+        .misdirected = pol->misdirected || (pol->tls && site_misdirected(w, j.site, req, pol->tls)),
         .redirect_https = j.cfg->redirect_https && !pol->secure, /* a site's own, or the top's */
     };
     int status = rules_request(req, &facts);

@@ -7,6 +7,7 @@
  * stream not yet acknowledged by the peer, so a slow reader holds a bounded amount. */
 #include "h3/h3.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <nghttp3/nghttp3.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "core/http1.h"
 #include "core/logfmt.h"
 #include "core/policy.h"
+#include "core/vhost.h"
 #include "quic/quic.h"
 #include "rt/obs.h"
 #include "rt/worker.h"
@@ -66,7 +68,9 @@ struct h3conn {
     struct h3stream *streams;
     unsigned nstreams;
     unsigned nparked;
-    uint32_t token; /* its requests' resume token's generation (never 0: 0 cannot wait) */
+    uint32_t token;      /* its requests' resume token's generation (never 0: 0 cannot wait) */
+    uint8_t ok_host_len; /* the last host its certificate was found to name (0: none) */
+    char ok_host[47];
     struct obs_conn obs;
 };
 
@@ -289,6 +293,27 @@ static const char *at(const struct h3stream *st, int32_t i, bool value, size_t *
     return st->head + (value ? f->value : f->name);
 }
 
+/* The 421 rule (RFC 9110 15.5.20) as the TLS port has it for a process-level certificate
+ * among several (QUIC presents no other): the certificate must name the request's host. An
+ * address never gets 421, as there (a load balancer's probe of https://ADDR/ is served); the
+ * last host found named is remembered. */
+static bool misdirected(struct h3conn *hc, const struct http_request *req)
+{
+    char key[VHOST_NAME_MAX + 1];
+    size_t n = vhost_key(vhost_request_host(req), key);
+    struct in_addr a4;
+    if (n == 0 || key[0] == '[' || (n == hc->ok_host_len && memcmp(key, hc->ok_host, n) == 0) ||
+        inet_pton(AF_INET, key, &a4) == 1)
+        return false;
+    if (!quic_cert_covers(hc->qc, key, n))
+        return true;
+    if (n <= sizeof(hc->ok_host)) {
+        memcpy(hc->ok_host, key, n);
+        hc->ok_host_len = (uint8_t)n;
+    }
+    return false;
+}
+
 /* Parses st's request as HTTP/2 does and answers it through serve, or parks it while its
  * Basic credentials are verified off the loop (0); a failed submission is negative. */
 static int answer(struct h3conn *hc, struct h3stream *st)
@@ -333,6 +358,7 @@ static int answer(struct h3conn *hc, struct h3stream *st)
         struct req_policy pol = policy_fields();
         pol.secure = true;
         pol.peer = &hc->obs.peer;
+        pol.misdirected = misdirected(hc, req);
         /* No connection slot resumes it (conn_resume ignores an owner past the slots): a
          * request waiting for its password asks again every H3_AUTH_POLL_MS, and the
          * connection's streams share one verification in flight at a time. */

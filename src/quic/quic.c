@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <netinet/in.h>
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
@@ -880,6 +881,24 @@ const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **a
 const char *quic_sni(struct quic_conn *qc)
 {
     return qc->sni;
+}
+
+bool quic_cert_covers(struct quic_conn *qc, const char *host, size_t len)
+{
+    if (!qc->ep->set.certs[0] || !qc->ep->set.certs[1])
+        return true; /* no other certificate to be had, as the TLS port: never 421 */
+    char name[256];
+    const gnutls_datum_t *der = gnutls_certificate_get_ours(qc->tls);
+    gnutls_x509_crt_t crt;
+    if (!der || len >= sizeof(name) || gnutls_x509_crt_init(&crt) != 0)
+        return false;
+    memcpy(name, host, len);
+    name[len] = '\0';
+    /* check_hostname2 matches an address against the certificate's IP addresses */
+    bool ok = gnutls_x509_crt_import(crt, der, GNUTLS_X509_FMT_DER) == 0 &&
+              gnutls_x509_crt_check_hostname2(crt, name, 0) != 0;
+    gnutls_x509_crt_deinit(crt);
+    return ok;
 }
 
 int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_settings *s,

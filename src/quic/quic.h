@@ -105,5 +105,9 @@ uint64_t quic_max_streams(const struct quic_conn *qc);
 const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **addr);
 /* The SNI the client sent, or "" */
 const char *quic_sni(struct quic_conn *qc);
+/* Whether the certificate qc's handshake presented names host[0..len) (a lower-case name or
+ * address without its port), or is the only certificate there is: the 421 rule's question
+ * (rt/site.h, site_misdirected), asked by HTTP/3 for a request's :authority. */
+bool quic_cert_covers(struct quic_conn *qc, const char *host, size_t len);
 
 #endif

@@ -113,7 +113,8 @@ async def _run(host, port, ca, reqs, parallel, timeout, server_name, logger, aut
         async def one(r):
             method, path, *rest = r
             headers = rest[0] if rest else ()
-            return await client.request(method, path, headers, authority or server_name)
+            host = rest[1] if len(rest) > 1 else authority or server_name
+            return await client.request(method, path, headers, host)
         if parallel:
             coros = [one(r) for r in reqs]
             return await asyncio.wait_for(asyncio.gather(*coros), timeout)
@@ -125,7 +126,8 @@ async def _run(host, port, ca, reqs, parallel, timeout, server_name, logger, aut
 
 def h3_get(host, port, ca, reqs, parallel=False, timeout=20, server_name="localhost",
            logger=None, authority=None, control=()):
-    """reqs: [(method, path[, [(name, value)...]])]; their Responses, on one connection.
+    """reqs: [(method, path[, [(name, value)...][, authority]])]; their Responses, on one
+    connection (authority: the request's own :authority, else `authority` or server_name).
     control: [(frame type, payload)] sent on the control stream before the requests."""
     return asyncio.run(asyncio.wait_for(
         _run(host, port, ca, reqs, parallel, timeout + 5, server_name, logger, authority,

@@ -20,6 +20,7 @@ import pytest
 from conftest import BIG, HELLO, HELLO_LAST_MODIFIED, INDEX_HTML, fetch, wait_for
 from h3client import h3_get, new_logger
 from test_accesslog import scrape
+from test_sites_tls import pki  # noqa: F401  (a fixture: a CA and pairs for a.test, b.test...)
 
 pytestmark = pytest.mark.schemes("https")
 
@@ -206,6 +207,22 @@ def test_basic_auth(make_server, docroot, tmp_path):
     got = h3(srv, [("GET", "/hello.txt", [("authorization", good)])] * 5 +
              [("GET", "/hello.txt", [("authorization", fresh)])] * 3, parallel=True)
     assert [r.status for r in got] == [200] * 5 + [401] * 3
+
+
+def test_misdirected_request_by_certificate(make_server, docroot, pki):
+    """The 421 rule over HTTP/3 as on the TLS port: with two certificate pairs, a request whose
+    :authority the certificate its connection got (by SNI) does not name is answered 421
+    Misdirected Request; a name it does, or an address, is served."""
+    srv = make_server(docroot, args=("--tls-cert", str(pki / "b.test.crt"),
+                                     "--tls-key", str(pki / "b.test.key")))
+    got = h3_get("127.0.0.1", srv.port, pki / "ca.crt",
+                 [("GET", "/hello.txt", (), "b.test"), ("GET", "/hello.txt", (), "localhost"),
+                  ("GET", "/hello.txt", (), "b.test:443"), ("GET", "/hello.txt", (), "[::1]"),
+                  ("GET", "/hello.txt", (), "127.0.0.1:443")], server_name="b.test")
+    assert [r.status for r in got] == [200, 421, 200, 200, 200], got
+    assert bytes(got[0].body) == HELLO
+    ok, other = h3(srv, [("GET", "/hello.txt"), ("GET", "/hello.txt", (), "b.test")])
+    assert (ok.status, other.status) == (200, 421)
 
 
 def test_alt_svc_and_off(make_server, docroot):
