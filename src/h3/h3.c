@@ -19,6 +19,7 @@
 #include "core/logfmt.h"
 #include "core/policy.h"
 #include "core/vhost.h"
+#include "h3/h3req.h"
 #include "quic/quic.h"
 #include "rt/obs.h"
 #include "rt/worker.h"
@@ -26,8 +27,7 @@
 
 #define H3_CHUNK (32u << 10)
 #define H3_WINDOW (256u << 10)
-#define H3_FIELDS (HTTP1_MAX_HEADERS + 1) /* one more: the 431 of a head with too many */
-#define H3_RESP_FIELDS 48                 /* response fields submitted, as HTTP/2's */
+#define H3_RESP_FIELDS 48 /* response fields submitted, as HTTP/2's */
 #define H3_AUTH_POLL_MS 5 /* a parked request asks again whether its password is verified */
 
 _Static_assert(sizeof(struct quic_vec) == sizeof(nghttp3_vec), "quic_vec is nghttp3_vec");
@@ -38,27 +38,18 @@ struct chunk {
     uint8_t data[];
 };
 
-struct field {
-    uint32_t name, value; /* offsets in head */
-    uint16_t name_len, value_len;
-};
-
 struct h3stream {
     int64_t id;
     struct h3conn *hc;
     struct h3stream *prev, *next;
-    struct response *r;              /* from the answer to the stream's close */
-    int status;                      /* a verdict before serve: 431 for a head too large */
-    int32_t method, path, authority; /* field indexes, -1 absent */
-    unsigned nf;
-    size_t head_len;
+    struct response *r;    /* from the answer to the stream's close */
     uint64_t given, acked; /* body bytes handed to nghttp3, and acknowledged */
     struct chunk *chunks, *last;
     bool waiting; /* read_data said WOULDBLOCK: resume on the next acknowledgement */
     bool parked;  /* its credentials are being verified off the loop: asked again later */
     bool answered;
-    struct field f[H3_FIELDS + 3];
-    char head[HTTP1_MAX_HEAD];
+    char code[3];   /* the response's :status, which nghttp3 reads when it encodes */
+    struct h3req q; /* the request; its head buffer then holds the response's names */
 };
 
 struct h3conn {
@@ -112,10 +103,10 @@ static int on_begin_headers(nghttp3_conn *conn, int64_t sid, void *user, void *s
     struct h3stream *st = malloc(sizeof(*st));
     if (!st)
         return NGHTTP3_ERR_CALLBACK_FAILURE;
-    memset(st, 0, offsetof(struct h3stream, f));
+    memset(st, 0, offsetof(struct h3stream, q));
+    h3req_init(&st->q);
     st->id = sid;
     st->hc = hc;
-    st->method = st->path = st->authority = -1;
     st->next = hc->streams;
     if (hc->streams)
         hc->streams->prev = st;
@@ -125,44 +116,15 @@ static int on_begin_headers(nghttp3_conn *conn, int64_t sid, void *user, void *s
     return 0;
 }
 
-static bool put(struct h3stream *st, nghttp3_vec v, uint32_t *off)
-{
-    if (sizeof(st->head) - st->head_len < v.len + 1)
-        return false;
-    *off = (uint32_t)st->head_len;
-    memcpy(st->head + st->head_len, v.base, v.len);
-    st->head_len += v.len;
-    return true;
-}
-
 static int on_header(nghttp3_conn *conn, int64_t sid, int32_t token, nghttp3_rcbuf *name,
                      nghttp3_rcbuf *value, uint8_t flags, void *user, void *sud)
 {
     struct h3stream *st = sud;
-    (void)conn, (void)sid, (void)flags, (void)user;
-    if (!st || st->status)
+    (void)conn, (void)sid, (void)token, (void)flags, (void)user;
+    if (!st)
         return 0;
     nghttp3_vec n = nghttp3_rcbuf_get_buf(name), v = nghttp3_rcbuf_get_buf(value);
-    int32_t *pseudo = token == NGHTTP3_QPACK_TOKEN__METHOD      ? &st->method
-                      : token == NGHTTP3_QPACK_TOKEN__PATH      ? &st->path
-                      : token == NGHTTP3_QPACK_TOKEN__AUTHORITY ? &st->authority
-                                                                : NULL;
-    if (n.len && n.base[0] == ':' && !pseudo)
-        return 0; /* :scheme; nghttp3 has checked the set */
-    if (st->nf == H3_FIELDS) {
-        st->status = 431;
-        return 0;
-    }
-    struct field *f = &st->f[st->nf];
-    if (!put(st, n, &f->name) || !put(st, v, &f->value)) {
-        st->status = 431; /* as HTTP/1's head past HTTP1_MAX_HEAD */
-        return 0;
-    }
-    f->name_len = (uint16_t)n.len;
-    f->value_len = (uint16_t)v.len;
-    if (pseudo)
-        *pseudo = (int32_t)st->nf;
-    st->nf++;
+    h3req_field(&st->q, n.base, n.len, v.base, v.len);
     return 0;
 }
 
@@ -256,27 +218,31 @@ static int on_acked(nghttp3_conn *conn, int64_t sid, uint64_t n, void *user, voi
 }
 
 /* The response's field lines as nghttp3 wants them: names in lower case (RFC 9114 4.2), kept
- * in the stream's head buffer (the request's text is no longer needed). */
+ * in the stream's head buffer (the request's text is no longer needed). Neither names nor
+ * values are copied by nghttp3 (NO_COPY): they live in the stream and its response, which
+ * last until the stream closes, past the encoding at the stream's first write. */
 static int respond(struct h3conn *hc, struct h3stream *st)
 {
+    const uint8_t keep = NGHTTP3_NV_FLAG_NO_COPY_NAME | NGHTTP3_NV_FLAG_NO_COPY_VALUE;
     struct plan *p = &st->r->plan;
     nghttp3_nv nv[H3_RESP_FIELDS + 1];
     unsigned code = (unsigned)p->status % 1000;
-    char status[3] = {(char)('0' + code / 100), (char)('0' + code / 10 % 10),
-                      (char)('0' + code % 10)};
-    nv[0] = (nghttp3_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP3_NV_FLAG_NONE};
+    st->code[0] = (char)('0' + code / 100);
+    st->code[1] = (char)('0' + code / 10 % 10);
+    st->code[2] = (char)('0' + code % 10);
+    nv[0] = (nghttp3_nv){(uint8_t *)":status", (uint8_t *)st->code, 7, 3, keep};
     size_t n = 1, pos = 0, name_len, value_len, used = 0;
     const char *name, *value;
     while (n < H3_RESP_FIELDS + 1 &&
            plan_field_next(p, &pos, &name, &name_len, &value, &value_len)) {
-        if (used + name_len > sizeof(st->head))
+        if (used + name_len > sizeof(st->q.head))
             break;
-        char *lower = st->head + used;
+        char *lower = st->q.head + used;
         for (size_t i = 0; i < name_len; i++)
             lower[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
         used += name_len;
-        nv[n++] = (nghttp3_nv){(uint8_t *)lower, (uint8_t *)(uintptr_t)value, name_len, value_len,
-                               NGHTTP3_NV_FLAG_NONE};
+        nv[n++] =
+            (nghttp3_nv){(uint8_t *)lower, (uint8_t *)(uintptr_t)value, name_len, value_len, keep};
     }
     plan_advance(p, p->head_len);
     nghttp3_data_reader dr = {read_data};
@@ -284,13 +250,6 @@ static int respond(struct h3conn *hc, struct h3stream *st)
     if (!body)
         st->answered = true;
     return nghttp3_conn_submit_response(hc->h3, st->id, nv, n, body ? &dr : NULL);
-}
-
-static const char *at(const struct h3stream *st, int32_t i, bool value, size_t *len)
-{
-    const struct field *f = &st->f[i];
-    *len = value ? f->value_len : f->name_len;
-    return st->head + (value ? f->value : f->name);
 }
 
 /* The 421 rule (RFC 9110 15.5.20) as the TLS port has it for a process-level certificate
@@ -320,32 +279,7 @@ static int answer(struct h3conn *hc, struct h3stream *st)
 {
     struct worker *w = hc->w;
     struct http_request *req = &w->req;
-    struct http1_split sp;
-    size_t ml = 0, pl = 1, al;
-    const char *m = st->method >= 0 ? at(st, st->method, true, &ml) : "";
-    const char *path = st->path >= 0 ? at(st, st->path, true, &pl) : "*";
-    int status = http1_split_start(req, &sp, m, ml, path, pl);
-    if (!status && st->authority >= 0) {
-        const char *a = at(st, st->authority, true, &al);
-        status = http1_split_field(req, &sp, "host", 4, a, al);
-    }
-    for (unsigned i = 0; i < st->nf && !status; i++) {
-        if ((int32_t)i == st->method || (int32_t)i == st->path || (int32_t)i == st->authority)
-            continue;
-        size_t nl, vl;
-        const char *name = at(st, (int32_t)i, false, &nl), *value = at(st, (int32_t)i, true, &vl);
-        /* :authority stands in for host (RFC 9114 4.3.1) */
-        if (nl == 4 && memcmp(name, "host", 4) == 0 && st->authority >= 0)
-            continue;
-        status = http1_split_field(req, &sp, name, nl, value, vl);
-    }
-    if (!status)
-        status = http1_split_end(req, &sp);
-    if (st->status)
-        status = st->status;
-    if (status == 505 || status == 501)
-        status = 400; /* the version line is ours, as in HTTP/2 */
-    req->keep_alive = true;
+    int status = h3req_parse(&st->q, req);
 
     struct response *r = serve_response_get(w);
     if (!r) {
