@@ -393,12 +393,20 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     return hc;
 }
 
+/* nghttp3's verdict on the peer (a QPACK or frame error, RFC 9114 8.1) or on us, as the
+ * HTTP/3 error code the connection closes with; -EPROTO. */
+static int fatal(struct h3conn *hc, int liberr)
+{
+    quic_app_error(hc->qc, nghttp3_err_infer_quic_app_error_code(liberr));
+    return -EPROTO;
+}
+
 static int app_recv(void *a, int64_t sid, const uint8_t *data, size_t len, bool fin)
 {
     struct h3conn *hc = a;
     nghttp3_ssize n = nghttp3_conn_read_stream(hc->h3, sid, data, len, fin);
     if (n < 0)
-        return -EPROTO;
+        return fatal(hc, (int)n);
     quic_consume(hc->qc, sid, (size_t)n);
     return 0;
 }
@@ -409,13 +417,14 @@ static int app_pull(void *a, int64_t *sid, bool *fin, struct quic_vec *v, size_t
     int f = 0;
     nghttp3_ssize n = nghttp3_conn_writev_stream(hc->h3, sid, &f, (nghttp3_vec *)v, cnt);
     *fin = f != 0;
-    return n < 0 ? -EPROTO : (int)n;
+    return n < 0 ? fatal(hc, (int)n) : (int)n;
 }
 
 static int app_wrote(void *a, int64_t sid, size_t n)
 {
     struct h3conn *hc = a;
-    return nghttp3_conn_add_write_offset(hc->h3, sid, n) == 0 ? 0 : -EPROTO;
+    int rv = nghttp3_conn_add_write_offset(hc->h3, sid, n);
+    return rv == 0 ? 0 : fatal(hc, rv);
 }
 
 static void app_blocked(void *a, int64_t sid, bool shut)
@@ -436,21 +445,23 @@ static void app_unblocked(void *a, int64_t sid)
 static int app_acked(void *a, int64_t sid, uint64_t n)
 {
     struct h3conn *hc = a;
-    return nghttp3_conn_add_ack_offset(hc->h3, sid, n) == 0 ? 0 : -EPROTO;
+    int rv = nghttp3_conn_add_ack_offset(hc->h3, sid, n);
+    return rv == 0 ? 0 : fatal(hc, rv);
 }
 
 static int app_closed(void *a, int64_t sid, uint64_t code)
 {
     struct h3conn *hc = a;
     int rv = nghttp3_conn_close_stream(hc->h3, sid, code ? code : NGHTTP3_H3_NO_ERROR);
-    return rv == 0 || rv == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : -EPROTO;
+    return rv == 0 || rv == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : fatal(hc, rv);
 }
 
 static int app_reset(void *a, int64_t sid, uint64_t code)
 {
     struct h3conn *hc = a;
     (void)code;
-    return nghttp3_conn_shutdown_stream_read(hc->h3, sid) == 0 ? 0 : -EPROTO;
+    int rv = nghttp3_conn_shutdown_stream_read(hc->h3, sid);
+    return rv == 0 ? 0 : fatal(hc, rv);
 }
 
 static void app_more_streams(void *a, uint64_t max)

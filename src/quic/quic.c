@@ -64,6 +64,7 @@ struct quic_conn {
     int family;
     uint8_t addr[16];
     char sni[256];
+    uint64_t app_error; /* quic_app_error's code for the close, or 0 (none: HTTP/3 has no 0) */
     struct quic_conn *prev, *next;
 };
 
@@ -227,7 +228,9 @@ static void close_liberr(struct quic_ep *ep, struct quic_conn *qc, int liberr)
 {
     ngtcp2_connection_close_error ccerr;
     ngtcp2_connection_close_error_default(&ccerr);
-    if (liberr == NGTCP2_ERR_CRYPTO)
+    if (qc->app_error)
+        ngtcp2_connection_close_error_set_application_error(&ccerr, qc->app_error, NULL, 0);
+    else if (liberr == NGTCP2_ERR_CRYPTO)
         ngtcp2_connection_close_error_set_transport_error_tls_alert(
             &ccerr, ngtcp2_conn_get_tls_alert(qc->conn), NULL, 0);
     else
@@ -859,6 +862,11 @@ void quic_consume(struct quic_conn *qc, int64_t sid, size_t n)
 {
     ngtcp2_conn_extend_max_stream_offset(qc->conn, sid, n);
     ngtcp2_conn_extend_max_offset(qc->conn, n);
+}
+
+void quic_app_error(struct quic_conn *qc, uint64_t code)
+{
+    qc->app_error = code;
 }
 
 void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code)

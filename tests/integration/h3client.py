@@ -141,3 +141,43 @@ def new_logger():
 
 def insecure_context():
     return ssl.create_default_context()
+
+
+def qpack_int(value, prefix_bits, first=0):
+    """An integer with an N-bit prefix (RFC 9204 4.1.1, RFC 7541 5.1); first: the bits above."""
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([first | value])
+    out = [first | limit]
+    value -= limit
+    while value >= 128:
+        out.append(value % 128 + 128)
+        value //= 128
+    out.append(value)
+    return bytes(out)
+
+
+def h3_frame(frame_type, payload):
+    from aioquic.h3.connection import encode_frame
+    return encode_frame(frame_type, payload)
+
+
+def h3_raw(host, port, ca, script, timeout=20, server_name="localhost"):
+    """Runs `await script(client)` on one connected aioquic client (a _Proto: client._quic is
+    the QUIC connection, client.h3 the HTTP/3 one, client.terminated the close, if any, and
+    client.request() asks as usual); returns what script returns."""
+    async def run():
+        cfg = configuration(ca, server_name)
+        async with connect(host, port, configuration=cfg, create_protocol=_Proto,
+                           wait_connected=True) as client:
+            return await asyncio.wait_for(script(client), timeout)
+    return asyncio.run(asyncio.wait_for(run(), timeout + 10))
+
+
+async def wait_closed(client, timeout):
+    """Until the peer closes the connection (client.terminated) or timeout seconds pass."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while client.terminated is None and loop.time() < end:
+        await asyncio.sleep(0.05)
+    return client.terminated

@@ -4,6 +4,7 @@ client and ngtcp2's gtlsclient as a second implementation; Alt-Svc; the access l
 careful QUIC server does (Retry, version negotiation, stateless reset, the 3x amplification
 limit, refusal past the connection limit, drain); hostile datagrams in bounded loops."""
 
+import asyncio
 import base64
 import gzip
 import hashlib
@@ -18,7 +19,7 @@ import time
 import pytest
 
 from conftest import BIG, HELLO, HELLO_LAST_MODIFIED, INDEX_HTML, fetch, wait_for
-from h3client import h3_get, new_logger
+from h3client import Response, h3_frame, h3_get, h3_raw, new_logger, qpack_int, wait_closed
 from test_accesslog import scrape
 from test_sites_tls import pki  # noqa: F401  (a fixture: a CA and pairs for a.test, b.test...)
 
@@ -406,6 +407,121 @@ def test_hostile_datagrams(make_server, docroot):
     r, = h3(srv, [("GET", "/big.bin")])
     assert bytes(r.body) == BIG
     assert rss_kib(srv.proc.pid) - before < 64 * 1024, "memory grew by more than 64 MiB"
+
+
+# QPACK (RFC 9204) instructions and field lines the bomb tests write by hand.
+QPACK_SET_CAPACITY = 0x20      # 001xxxxx: Set Dynamic Table Capacity
+QPACK_INSERT_LITERAL = 0x40    # 01Hxxxxx: Insert with Literal Name
+REQUEST_FIELDS = (b"\xd1"       # :method GET (static 17)
+                  b"\xd7"       # :scheme https (static 23)
+                  b"\xc1"       # :path / (static 1)
+                  b"\x50\x09localhost")  # :authority, name static 0, literal value
+
+
+def _insert(name, value):
+    return (qpack_int(len(name), 5, QPACK_INSERT_LITERAL) + name +
+            qpack_int(len(value), 7) + value)
+
+
+def test_qpack_encoder_past_our_table_is_a_connection_error(make_server, docroot):
+    """A client whose encoder stream sets a dynamic table larger than the 4 KiB we allow, or
+    inserts an entry larger than the table, loses its connection (QPACK_ENCODER_STREAM_ERROR,
+    RFC 9204 4.3.1), and the server goes on serving others."""
+    srv = make_server(docroot)
+
+    def abuse(instructions):
+        async def script(client):
+            await client.request("GET", "/hello.txt")  # our SETTINGS have arrived
+            client._quic.send_stream_data(client.h3._local_encoder_stream_id, instructions)
+            client.transmit()
+            return await wait_closed(client, 5)
+        return h3_raw("127.0.0.1", srv.port, srv.ca, script)
+
+    closed = abuse(qpack_int(1 << 20, 5, QPACK_SET_CAPACITY))
+    assert closed is not None and closed.error_code == 0x201, closed
+    closed = abuse(qpack_int(4096, 5, QPACK_SET_CAPACITY) + _insert(b"x-big", b"v" * 5000))
+    assert closed is not None and closed.error_code == 0x201, closed
+    r, = h3(srv, [("GET", "/hello.txt")])
+    assert bytes(r.body) == HELLO
+
+
+def test_qpack_bomb_is_bounded(make_server, docroot):
+    """A field section of 2,000 references to one 4,000-byte dynamic table entry (8 MB once
+    decoded, from 2 KB on the wire), 20 times on one connection: each is answered 431 (past
+    HTTP1_MAX_HEAD, as HTTP/1.1's) and the connection stays; so is a section of 40 KB of
+    literal value or of 70 fields; memory stays bounded and the server goes on serving."""
+    srv = make_server(docroot)
+    # Required Insert Count 1 (encoded as 1 % (2 * 4096 // 32) + 1 = 2), Base 1 (delta 0),
+    # then indexed field lines of relative index 0 (10xxxxxx: dynamic, the one entry).
+    section = b"\x02\x00" + REQUEST_FIELDS + b"\x80" * 2000
+    before = rss_kib(srv.proc.pid)
+
+    class OwnInserts:
+        """aioquic's encoder made none of the inserts our decoder stream acknowledges."""
+        def __init__(self, encoder):
+            self.encoder = encoder
+
+        def feed_decoder(self, data):
+            return None
+
+        def __getattr__(self, name):
+            return getattr(self.encoder, name)
+
+    async def script(client):
+        quic = client._quic
+        client.h3._encoder = OwnInserts(client.h3._encoder)
+        quic.send_stream_data(client.h3._local_encoder_stream_id,
+                              qpack_int(4096, 5, QPACK_SET_CAPACITY) +
+                              _insert(b"x-bomb", b"a" * 4000))
+        outcomes = []
+        for _ in range(20):
+            sid = quic.get_next_available_stream_id()
+            fut = asyncio.get_running_loop().create_future()
+            resp = Response()
+            client.pending[sid] = (resp, fut)
+            quic.send_stream_data(sid, h3_frame(0x01, section), end_stream=True)
+            client.transmit()
+            try:
+                outcomes.append((await asyncio.wait_for(fut, 5)).status)
+            except (asyncio.TimeoutError, ConnectionError):
+                outcomes.append(None)  # the stream was reset, or the connection closed
+            if client.terminated:
+                break
+        return outcomes, client.terminated
+
+    outcomes, closed = h3_raw("127.0.0.1", srv.port, srv.ca, script)
+    assert outcomes == [431] * 20 and closed is None, (outcomes, closed)
+    # a section that is large on the wire too: 40 KB of literal value, then 70 fields
+    big, many, r = h3(srv, [("GET", "/hello.txt", [("x-big", "b" * 40000)]),
+                            ("GET", "/hello.txt", [(f"x-f{i}", "v") for i in range(70)]),
+                            ("GET", "/hello.txt")])
+    assert (big.status, many.status, r.status) == (431, 431, 200)
+    assert bytes(r.body) == HELLO
+    assert rss_kib(srv.proc.pid) - before < 32 * 1024, "memory grew by more than 32 MiB"
+
+
+def test_streams_past_the_limit_close_the_connection(make_server, docroot):
+    """A client that opens request streams past the 100 the server allows (ignoring
+    MAX_STREAMS) loses its connection with STREAM_LIMIT_ERROR (RFC 9000 4.6); the server goes
+    on serving."""
+    srv = make_server(docroot)
+
+    async def script(client):
+        await client.request("GET", "/hello.txt")
+        quic = client._quic
+        quic._remote_max_streams_bidi = 1000  # pretend the server allowed it
+        for _ in range(150):
+            sid = quic.get_next_available_stream_id()
+            client.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
+                                         (b":authority", b"localhost"),
+                                         (b":path", b"/hello.txt")], end_stream=False)
+        client.transmit()
+        return await wait_closed(client, 5)
+
+    closed = h3_raw("127.0.0.1", srv.port, srv.ca, script)
+    assert closed is not None and closed.error_code == 0x4, closed  # STREAM_LIMIT_ERROR
+    r, = h3(srv, [("GET", "/hello.txt")])
+    assert bytes(r.body) == HELLO
 
 
 def test_initial_flood_is_bounded(make_server, docroot):
