@@ -28,7 +28,6 @@
 #define H3_CHUNK (32u << 10)
 #define H3_WINDOW (256u << 10)
 #define H3_RESP_FIELDS 48 /* response fields submitted, as HTTP/2's */
-#define H3_AUTH_POLL_MS 5 /* a parked request asks again whether its password is verified */
 
 _Static_assert(sizeof(struct quic_vec) == sizeof(nghttp3_vec), "quic_vec is nghttp3_vec");
 
@@ -46,7 +45,7 @@ struct h3stream {
     uint64_t given, acked; /* body bytes handed to nghttp3, and acknowledged */
     struct chunk *chunks, *last;
     bool waiting; /* read_data said WOULDBLOCK: resume on the next acknowledgement */
-    bool parked;  /* its credentials are being verified off the loop: asked again later */
+    bool parked;  /* its credentials are being verified off the loop: asked again on resume */
     bool answered;
     char code[3];   /* the response's :status, which nghttp3 reads when it encodes */
     struct h3req q; /* the request; its head buffer then holds the response's names */
@@ -57,6 +56,7 @@ struct h3conn {
     struct quic_conn *qc;
     nghttp3_conn *h3;
     struct h3stream *streams;
+    struct h3conn *prev, *next; /* the worker's connections (w->h3conns), for h3_resume */
     unsigned nstreams;
     unsigned nparked;
     uint32_t token;      /* its requests' resume token's generation (never 0: 0 cannot wait) */
@@ -293,15 +293,13 @@ static int answer(struct h3conn *hc, struct h3stream *st)
         pol.secure = true;
         pol.peer = &hc->obs.peer;
         pol.misdirected = misdirected(hc, req);
-        /* No connection slot resumes it (conn_resume ignores an owner past the slots): a
-         * request waiting for its password asks again every H3_AUTH_POLL_MS, and the
-         * connection's streams share one verification in flight at a time. */
-        pol.resume = (struct resume_token){UINT32_MAX, hc->token};
+        /* The token names the connection (h3_resume): its streams share one verification in
+         * flight at a time, and each parked one asks again when it ends. */
+        pol.resume = (struct resume_token){H3_RESUME_OWNER, hc->token};
         if (serve_request(w, req, &pol, r) == SERVE_PENDING) {
             serve_response_put(w, r);
             st->parked = true;
             hc->nparked++;
-            quic_wake_in(hc->qc, H3_AUTH_POLL_MS);
             return 0;
         }
     }
@@ -390,6 +388,10 @@ static void *app_open(void *ctx, struct quic_conn *qc)
      * stream not yet opened (Chromium sends one before its first request) as naming a
      * stream that cannot exist, and ends the connection (H3_ID_ERROR). */
     nghttp3_conn_set_max_client_streams_bidi(hc->h3, quic_max_streams(qc));
+    hc->next = w->h3conns;
+    if (hc->next)
+        hc->next->prev = hc;
+    w->h3conns = hc;
     return hc;
 }
 
@@ -476,6 +478,13 @@ static void app_drain(void *a)
     nghttp3_conn_shutdown(hc->h3); /* GOAWAY: streams opened so far are answered */
 }
 
+void h3_resume(struct worker *w, uint32_t gen)
+{
+    for (struct h3conn *hc = w->h3conns; hc; hc = hc->next)
+        if (hc->token == gen && hc->nparked)
+            quic_wake_in(hc->qc, 0); /* app_woken, then the connection writes */
+}
+
 /* Parked requests ask again: answered once their verification is done, else parked anew. */
 static void app_woken(void *a)
 {
@@ -501,6 +510,12 @@ static void app_free(void *a)
     struct h3conn *hc = a;
     while (hc->streams)
         stream_free(hc, hc->streams);
+    if (hc->prev)
+        hc->prev->next = hc->next;
+    else
+        hc->w->h3conns = hc->next;
+    if (hc->next)
+        hc->next->prev = hc->prev;
     nghttp3_conn_del(hc->h3);
     free(hc);
 }

@@ -9,11 +9,22 @@
 #define H3_H3_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct quic_app;
+struct worker;
+
+/* The owner an HTTP/3 request's resume token names (serve's SERVE_PENDING): no connection
+ * slot has it, so the worker hands such a token to h3_resume; its gen names the connection. */
+#define H3_RESUME_OWNER UINT32_MAX
 
 /* The application table for quic_ep_new; its ctx is the struct worker. */
 extern const struct quic_app h3_app;
+
+/* The verification the requests of connection gen waited for has ended: they are asked again
+ * at the endpoint's next timer run (the same worker_tick), answered or parked anew. A gen no
+ * connection has any more is ignored. */
+void h3_resume(struct worker *w, uint32_t gen);
 
 /* The Alt-Svc field line that advertises HTTP/3 on port ("Alt-Svc: h3=\":PORT\"; ma=86400\r\n")
  * into buf; its length, 0 when it does not fit. */

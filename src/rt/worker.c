@@ -22,6 +22,7 @@
 #include "engine/engine.h"
 #include "h2/h2.h"
 #include "h2/h2conn.h"
+#include "h3/h3.h"
 #include "engine/udp.h"
 #include "handover.h"
 #include "quic/quic.h"
@@ -309,6 +310,12 @@ static void publish_quic(struct worker *w)
 /* A verification off the loop ended: the request waiting for it is asked again. */
 static void resume(void *arg, struct resume_token t)
 {
+#ifndef RINGHTTPD_NO_HTTP3
+    if (t.owner == H3_RESUME_OWNER) {
+        h3_resume(arg, t.gen);
+        return;
+    }
+#endif
     conn_resume(arg, t);
 }
 
