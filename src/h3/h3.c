@@ -4,12 +4,16 @@
  * is read and dropped as it comes), as HTTP/2 answers after END_STREAM. The response body is
  * handed to nghttp3 by read_data: memory segments as they are (the response holds them until
  * the stream closes), file ranges through H3_CHUNK-byte reads, at most H3_WINDOW bytes a
- * stream not yet acknowledged by the peer, so a slow reader holds a bounded amount. */
+ * stream not yet acknowledged by the peer, so a slow reader holds a bounded amount. A chunk
+ * is read on the loop only when the page cache has it (preadv2 RWF_NOWAIT); a cold one, or
+ * any on a file system without RWF_NOWAIT, is read by a thread of the worker's (rt/offload.h)
+ * while its stream waits for h3_collect, as the epoll engine reads TLS bodies. */
 #include "h3/h3.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <nghttp3/nghttp3.h>
+#include <sys/uio.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +26,14 @@
 #include "h3/h3req.h"
 #include "quic/quic.h"
 #include "rt/obs.h"
+#include "rt/offload.h"
 #include "rt/worker.h"
 #include "serve.h"
 
 #define H3_CHUNK (32u << 10)
 #define H3_WINDOW (256u << 10)
 #define H3_RESP_FIELDS 48 /* response fields submitted, as HTTP/2's */
+#define H3_READERS 2      /* threads reading cold chunks, per worker */
 
 _Static_assert(sizeof(struct quic_vec) == sizeof(nghttp3_vec), "quic_vec is nghttp3_vec");
 
@@ -37,6 +43,25 @@ struct chunk {
     uint8_t data[];
 };
 
+/* A cold chunk being read off the loop. */
+struct h3read {
+    struct offload_job job;
+    struct h3stream *st; /* NULL once the stream is gone: then r is the job's to put back */
+    struct response *r;  /* the orphaned stream's response (its file stays open meanwhile) */
+    struct chunk *c;
+    int fd;
+    uint64_t off;
+    size_t len;
+    ssize_t got; /* the read's result, or -errno */
+};
+
+/* The worker's HTTP/3 state (w->h3): its connections, for h3_resume, and its cold readers. */
+struct h3worker {
+    struct h3conn *conns;
+    struct offload readers;
+    bool readers_on;
+};
+
 struct h3stream {
     int64_t id;
     struct h3conn *hc;
@@ -44,6 +69,9 @@ struct h3stream {
     struct response *r;    /* from the answer to the stream's close */
     uint64_t given, acked; /* body bytes handed to nghttp3, and acknowledged */
     struct chunk *chunks, *last;
+    struct h3read *reading; /* a cold chunk being read off the loop, at most one */
+    struct chunk *ready;    /* what it read, to be handed out next */
+    size_t ready_len;
     bool waiting; /* read_data said WOULDBLOCK: resume on the next acknowledgement */
     bool parked;  /* its credentials are being verified off the loop: asked again on resume */
     bool answered;
@@ -56,7 +84,7 @@ struct h3conn {
     struct quic_conn *qc;
     nghttp3_conn *h3;
     struct h3stream *streams;
-    struct h3conn *prev, *next; /* the worker's connections (w->h3conns), for h3_resume */
+    struct h3conn *prev, *next; /* the worker's connections (h3worker), for h3_resume */
     unsigned nstreams;
     unsigned nparked;
     uint32_t token;      /* its requests' resume token's generation (never 0: 0 cannot wait) */
@@ -80,11 +108,17 @@ static void stream_free(struct h3conn *hc, struct h3stream *st)
         st->chunks = c->next;
         free(c);
     }
+    free(st->ready);
     if (st->r) {
         obs_request_done(hc->w, &hc->obs, &st->r->obs, &st->r->plan,
                          st->answered ? 0 : -ECONNRESET);
-        serve_response_put(hc->w, st->r);
+        if (st->reading) /* its file is being read: the response goes back with the job */
+            st->reading->r = st->r;
+        else
+            serve_response_put(hc->w, st->r);
     }
+    if (st->reading)
+        st->reading->st = NULL;
     if (st->prev)
         st->prev->next = st->next;
     else
@@ -145,6 +179,36 @@ static int on_deferred_consume(nghttp3_conn *conn, int64_t sid, size_t n, void *
     return 0;
 }
 
+static void read_chunk(struct offload_job *job)
+{
+    struct h3read *j = (struct h3read *)job;
+    struct iovec iov = {j->c->data, j->len};
+    j->got = preadv2(j->fd, &iov, 1, (off_t)j->off, 0);
+    if (j->got < 0)
+        j->got = -errno;
+}
+
+/* Hands the read of len bytes of fd at off into c to the worker's readers: 0 or -errno. */
+static int read_off_loop(struct h3stream *st, struct chunk *c, int fd, uint64_t off, size_t len)
+{
+    struct h3worker *hw = st->hc->w->h3;
+    if (!hw->readers_on) {
+        if (offload_init(&hw->readers, H3_READERS, st->hc->w->wake_fd) != 0)
+            return -ENOMEM;
+        hw->readers_on = true;
+    }
+    struct h3read *j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    *j = (struct h3read){.job.run = read_chunk, .st = st, .c = c, .fd = fd, .off = off, .len = len};
+    if (offload_submit(&hw->readers, &j->job) != 0) {
+        free(j);
+        return -EAGAIN;
+    }
+    st->reading = j;
+    return 0;
+}
+
 static nghttp3_ssize read_data(nghttp3_conn *conn, int64_t sid, nghttp3_vec *vec, size_t cnt,
                                uint32_t *pflags, void *user, void *sud)
 {
@@ -163,14 +227,27 @@ static nghttp3_ssize read_data(nghttp3_conn *conn, int64_t sid, nghttp3_vec *vec
             st->given += len;
             continue;
         }
-        /* A file range: a chunk at a time, kept until acknowledged. The read is a page cache
-         * hit for a file the cache just opened and sized, but may wait on a cold disk (the
-         * TLS transport's engine read is not used here: README, "HTTP/3"). */
-        size_t len = s->len < H3_CHUNK ? (size_t)s->len : H3_CHUNK;
-        struct chunk *c = malloc(sizeof(*c) + len);
-        if (!c)
-            return NGHTTP3_ERR_CALLBACK_FAILURE;
-        ssize_t got = pread(s->fd, c->data, len, (off_t)s->off);
+        /* A file range: a chunk at a time, kept until acknowledged; read here when the page
+         * cache has it, else off the loop (the stream waits for h3_collect). */
+        struct chunk *c = st->ready;
+        ssize_t got = (ssize_t)st->ready_len;
+        st->ready = NULL;
+        if (!c && st->reading)
+            break;
+        if (!c) {
+            size_t len = s->len < H3_CHUNK ? (size_t)s->len : H3_CHUNK;
+            if (!(c = malloc(sizeof(*c) + len)))
+                return NGHTTP3_ERR_CALLBACK_FAILURE;
+            struct iovec iov = {c->data, len};
+            got = preadv2(s->fd, &iov, 1, (off_t)s->off, RWF_NOWAIT);
+            if (got < 0 && (errno == EAGAIN || errno == EOPNOTSUPP)) { /* cold, or no NOWAIT */
+                if (read_off_loop(st, c, s->fd, s->off, len) != 0) {
+                    free(c);
+                    return NGHTTP3_ERR_CALLBACK_FAILURE;
+                }
+                break;
+            }
+        }
         if (got <= 0) {
             free(c);
             return NGHTTP3_ERR_CALLBACK_FAILURE; /* the file shrank: the stream is reset */
@@ -353,6 +430,8 @@ static const nghttp3_callbacks callbacks = {
 static void *app_open(void *ctx, struct quic_conn *qc)
 {
     struct worker *w = ctx;
+    if (!w->h3 && !(w->h3 = calloc(1, sizeof(*w->h3))))
+        return NULL;
     struct h3conn *hc = calloc(1, sizeof(*hc));
     if (!hc)
         return NULL;
@@ -388,10 +467,10 @@ static void *app_open(void *ctx, struct quic_conn *qc)
      * stream not yet opened (Chromium sends one before its first request) as naming a
      * stream that cannot exist, and ends the connection (H3_ID_ERROR). */
     nghttp3_conn_set_max_client_streams_bidi(hc->h3, quic_max_streams(qc));
-    hc->next = w->h3conns;
+    hc->next = w->h3->conns;
     if (hc->next)
         hc->next->prev = hc;
-    w->h3conns = hc;
+    w->h3->conns = hc;
     return hc;
 }
 
@@ -480,9 +559,59 @@ static void app_drain(void *a)
 
 void h3_resume(struct worker *w, uint32_t gen)
 {
-    for (struct h3conn *hc = w->h3conns; hc; hc = hc->next)
+    for (struct h3conn *hc = w->h3 ? w->h3->conns : NULL; hc; hc = hc->next)
         if (hc->token == gen && hc->nparked)
             quic_wake_in(hc->qc, 0); /* app_woken, then the connection writes */
+}
+
+void h3_collect(struct worker *w)
+{
+    struct h3worker *hw = w->h3;
+    if (!hw || !hw->readers_on || !hw->readers.count)
+        return;
+    struct h3read *done = (struct h3read *)offload_done(&hw->readers);
+    while (done) {
+        struct h3read *j = done;
+        done = (struct h3read *)j->job.next;
+        struct h3stream *st = j->st;
+        if (!st) { /* its stream is gone */
+            free(j->c);
+            if (j->r)
+                serve_response_put(w, j->r);
+        } else if (j->got <= 0) {
+            st->reading = NULL;
+            free(j->c);
+            quic_stream_abort(st->hc->qc, st->id, NGHTTP3_H3_INTERNAL_ERROR);
+            quic_wake_in(st->hc->qc, 0);
+        } else {
+            st->reading = NULL;
+            st->ready = j->c;
+            st->ready_len = (size_t)j->got;
+            st->waiting = false;
+            nghttp3_conn_resume_stream(st->hc->h3, st->id);
+            quic_wake_in(st->hc->qc, 0); /* the endpoint's timer run writes it */
+        }
+        free(j);
+    }
+}
+
+void h3_worker_free(struct worker *w)
+{
+    struct h3worker *hw = w->h3;
+    if (!hw)
+        return;
+    if (hw->readers_on) { /* every stream is gone: each job's response is its own */
+        offload_fini(&hw->readers);
+        struct h3read *j;
+        while ((j = (struct h3read *)offload_abandon(&hw->readers))) {
+            free(j->c);
+            if (j->r)
+                serve_response_put(w, j->r);
+            free(j);
+        }
+    }
+    free(hw);
+    w->h3 = NULL;
 }
 
 /* Parked requests ask again: answered once their verification is done, else parked anew. */
@@ -513,7 +642,7 @@ static void app_free(void *a)
     if (hc->prev)
         hc->prev->next = hc->next;
     else
-        hc->w->h3conns = hc->next;
+        hc->w->h3->conns = hc->next;
     if (hc->next)
         hc->next->prev = hc->prev;
     nghttp3_conn_del(hc->h3);

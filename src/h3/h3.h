@@ -26,6 +26,13 @@ extern const struct quic_app h3_app;
  * connection has any more is ignored. */
 void h3_resume(struct worker *w, uint32_t gen);
 
+/* Cold file chunks read off the loop since the last call: their streams go on (at the
+ * endpoint's next timer run, in the same worker_tick). */
+void h3_collect(struct worker *w);
+
+/* The worker's HTTP/3 state, after quic_ep_free (every connection gone). */
+void h3_worker_free(struct worker *w);
+
 /* The Alt-Svc field line that advertises HTTP/3 on port ("Alt-Svc: h3=\":PORT\"; ma=86400\r\n")
  * into buf; its length, 0 when it does not fit. */
 unsigned h3_alt_svc(char *buf, unsigned cap, unsigned port);

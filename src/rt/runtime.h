@@ -92,7 +92,7 @@ struct worker {
      * it is readable (udp_port_read), worker_tick runs the endpoint's timers and drain. */
     struct udp_port *udp;
     struct quic_ep *quic;
-    struct h3conn *h3conns; /* the endpoint's HTTP/3 connections, h3.c's list (h3_resume) */
+    struct h3worker *h3; /* h3.c's state (its connections, its cold-file readers), or NULL */
     /* With HTTP/3: "Alt-Svc: h3=\":PORT\"; ma=86400\r\n" for HTTPS responses (h3_alt_svc), and
      * that line after each site's HSTS line, composed once per site configuration (serve.c;
      * a distinct buffer per configuration, as the prebuilt answers key on its address). */

@@ -171,6 +171,7 @@ void worker_fini(struct worker *w)
 #ifndef RINGHTTPD_NO_HTTP3
     if (w->quic) /* before the cache: its streams' responses hold entries */
         quic_ep_free(w->quic);
+    h3_worker_free(w); /* its readers' jobs may hold responses too */
 #endif
     if (w->udp)
         udp_port_fini(w->udp);
@@ -325,6 +326,9 @@ bool worker_tick(struct worker *w)
     obs_tick(w, false);
     compress_collect(w);
     auth_collect(w->auth, resume, w);
+#ifndef RINGHTTPD_NO_HTTP3
+    h3_collect(w);
+#endif
     if (atomic_load_explicit(&w->sites->gen, memory_order_relaxed) != w->site_gen)
         switch_site(w);
     int stop = atomic_load_explicit(&w->stop, memory_order_relaxed);

@@ -14,11 +14,13 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
 
 from conftest import BIG, HELLO, HELLO_LAST_MODIFIED, INDEX_HTML, fetch, wait_for
+from slowfs import SlowFS
 from h3client import Response, h3_frame, h3_get, h3_raw, new_logger, qpack_int, wait_closed
 from test_accesslog import scrape
 from test_sites_tls import pki  # noqa: F401  (a fixture: a CA and pairs for a.test, b.test...)
@@ -259,6 +261,37 @@ def test_basic_auth_wait_is_resumed_by_its_token(make_server, docroot, tmp_path)
     assert r.status == 200 and bytes(r.body) == HELLO
     assert took > 0.2, f"the check took {took:.3f} s: too short to tell"
     assert woke < 140 * took, f"{woke} wake-ups in {took:.3f} s"
+
+
+def test_cold_file_is_read_off_the_loop(make_server, docroot):
+    """A file chunk the page cache does not have is read by a thread, not on the loop: while
+    slowfs (FUSE) holds the read of a 1 MiB file, the same worker answers other HTTP/3
+    requests (with pread on the loop they waited for the release); then the file arrives
+    byte-exact."""
+    data = os.urandom(1 << 20)  # past what the file cache keeps in memory: a file range
+    try:
+        fs = SlowFS(docroot / "cold", "slow.bin", data)
+    except OSError as e:
+        pytest.skip(f"cannot mount a FUSE file system here: {e}")
+    try:
+        srv = make_server(docroot, args=("-t", "1", "--compress", "off"))
+        result = {}
+        t = threading.Thread(target=lambda: result.update(
+            r=h3(srv, [("GET", "/cold/slow.bin")], timeout=60)[0]))
+        t.start()
+        try:
+            assert fs.wait_read(), "the server never read the file"
+            r, = h3(srv, [("GET", "/hello.txt")], timeout=5)
+            assert r.status == 200 and bytes(r.body) == HELLO
+        finally:
+            fs.release()
+            t.join(timeout=60)
+        r = result["r"]
+        assert r.status == 200 and hashlib.sha256(r.body).digest() == hashlib.sha256(data).digest()
+        # the server's file cache holds the file open: the mount ends with the server
+        assert srv.stop(signal.SIGTERM, timeout=10) == 0
+    finally:
+        fs.unmount()
 
 
 def test_alt_svc_and_off(make_server, docroot):
