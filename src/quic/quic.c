@@ -75,6 +75,7 @@ struct quic_ep {
     const struct quic_app *app;
     void *ctx;
     gnutls_certificate_credentials_t cred;
+    unsigned ncerts; /* pairs in cred (set.certs and set.keys are the caller's, read at start) */
     gnutls_priority_t prio;
     struct cid_ent *buckets[CID_BUCKETS];
     struct quic_conn *conns; /* every connection, newest first */
@@ -893,7 +894,7 @@ const char *quic_sni(struct quic_conn *qc)
 
 bool quic_cert_covers(struct quic_conn *qc, const char *host, size_t len)
 {
-    if (!qc->ep->set.certs[0] || !qc->ep->set.certs[1])
+    if (qc->ep->ncerts < 2)
         return true; /* no other certificate to be had, as the TLS port: never 421 */
     char name[256];
     const gnutls_datum_t *der = gnutls_certificate_get_ours(qc->tls);
@@ -937,7 +938,9 @@ int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_s
             snprintf(why, why_len, "HTTP/3: %s: %s", s->certs[i], gnutls_strerror(rc));
             goto fail;
         }
+        ep->ncerts++;
     }
+    ep->set.certs = ep->set.keys = NULL; /* the caller's arrays, valid only during this call */
     /* TLS 1.3 only (RFC 9001 4.2); no middlebox compatibility mode (RFC 9001 8.4). */
     rc = gnutls_priority_init2(&ep->prio,
                                "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3:"
