@@ -23,6 +23,7 @@
 #include "core/logfmt.h"
 #include "core/policy.h"
 #include "core/vhost.h"
+#include "h3/h3mem.h"
 #include "h3/h3req.h"
 #include "quic/quic.h"
 #include "rt/obs.h"
@@ -58,6 +59,7 @@ struct h3read {
 /* The worker's HTTP/3 state (w->h3): its connections, for h3_resume, and its cold readers. */
 struct h3worker {
     struct h3conn *conns;
+    struct h3mem mem; /* nghttp3's blocks, for every connection of the worker */
     struct offload readers;
     bool readers_on;
 };
@@ -430,8 +432,11 @@ static const nghttp3_callbacks callbacks = {
 static void *app_open(void *ctx, struct quic_conn *qc)
 {
     struct worker *w = ctx;
-    if (!w->h3 && !(w->h3 = calloc(1, sizeof(*w->h3))))
-        return NULL;
+    if (!w->h3) {
+        if (!(w->h3 = calloc(1, sizeof(*w->h3))))
+            return NULL;
+        h3mem_init(&w->h3->mem);
+    }
     struct h3conn *hc = calloc(1, sizeof(*hc));
     if (!hc)
         return NULL;
@@ -452,7 +457,7 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     s.qpack_max_dtable_capacity = 4096; /* the QPACK table a client may make us keep */
     s.qpack_blocked_streams = 16;
     int64_t ctrl, qenc, qdec;
-    if (nghttp3_conn_server_new(&hc->h3, &callbacks, &s, NULL, hc) != 0) {
+    if (nghttp3_conn_server_new(&hc->h3, &callbacks, &s, &w->h3->mem.mem, hc) != 0) {
         free(hc);
         return NULL;
     }
@@ -610,6 +615,7 @@ void h3_worker_free(struct worker *w)
             free(j);
         }
     }
+    h3mem_fini(&hw->mem);
     free(hw);
     w->h3 = NULL;
 }
