@@ -374,7 +374,7 @@ static int answer(struct h3conn *hc, struct h3stream *st)
         pol.misdirected = misdirected(hc, req);
         /* The token names the connection (h3_resume): its streams share one verification in
          * flight at a time, and each parked one asks again when it ends. */
-        pol.resume = (struct resume_token){H3_RESUME_OWNER, hc->token};
+        pol.resume = (struct resume_token){WORKER_RESUME_H3, hc->token};
         if (serve_request(w, req, &pol, r) == SERVE_PENDING) {
             serve_response_put(w, r);
             st->parked = true;
@@ -562,14 +562,14 @@ static void app_drain(void *a)
     nghttp3_conn_shutdown(hc->h3); /* GOAWAY: streams opened so far are answered */
 }
 
-void h3_resume(struct worker *w, uint32_t gen)
+static void h3_resume(struct worker *w, uint32_t gen)
 {
     for (struct h3conn *hc = w->h3 ? w->h3->conns : NULL; hc; hc = hc->next)
         if (hc->token == gen && hc->nparked)
             quic_wake_in(hc->qc, 0); /* app_woken, then the connection writes */
 }
 
-void h3_collect(struct worker *w)
+static void h3_collect(struct worker *w)
 {
     struct h3worker *hw = w->h3;
     if (!hw || !hw->readers_on || !hw->readers.count)
@@ -600,7 +600,7 @@ void h3_collect(struct worker *w)
     }
 }
 
-void h3_worker_free(struct worker *w)
+static void h3_worker_free(struct worker *w)
 {
     struct h3worker *hw = w->h3;
     if (!hw)
@@ -654,6 +654,12 @@ static void app_free(void *a)
     nghttp3_conn_del(hc->h3);
     free(hc);
 }
+
+const struct worker_h3_ops h3_worker_ops = {
+    .resume = h3_resume,
+    .collect = h3_collect,
+    .fini = h3_worker_free,
+};
 
 const struct quic_app h3_app = {
     .open = app_open,

@@ -12,26 +12,18 @@
 #include <stdint.h>
 
 struct quic_app;
-struct worker;
-
-/* The owner an HTTP/3 request's resume token names (serve's SERVE_PENDING): no connection
- * slot has it, so the worker hands such a token to h3_resume; its gen names the connection. */
-#define H3_RESUME_OWNER UINT32_MAX
+struct worker_h3_ops;
 
 /* The application table for quic_ep_new; its ctx is the struct worker. */
 extern const struct quic_app h3_app;
 
-/* The verification the requests of connection gen waited for has ended: they are asked again
- * at the endpoint's next timer run (the same worker_tick), answered or parked anew. A gen no
- * connection has any more is ignored. */
-void h3_resume(struct worker *w, uint32_t gen);
-
-/* Cold file chunks read off the loop since the last call: their streams go on (at the
- * endpoint's next timer run, in the same worker_tick). */
-void h3_collect(struct worker *w);
-
-/* The worker's HTTP/3 state, after quic_ep_free (every connection gone). */
-void h3_worker_free(struct worker *w);
+/* The worker loop's table (w->h3ops, rt/runtime.h), installed with the endpoint:
+ * resume: the verification the requests of connection gen (a WORKER_RESUME_H3 token) waited
+ *   for has ended: they are asked again at the endpoint's next timer run (the same
+ *   worker_tick), answered or parked anew; a gen no connection has any more is ignored.
+ * collect: cold file chunks read off the loop since the last call: their streams go on.
+ * fini: the worker's HTTP/3 state, after quic_ep_free (every connection gone). */
+extern const struct worker_h3_ops h3_worker_ops;
 
 /* The Alt-Svc field line that advertises HTTP/3 on port ("Alt-Svc: h3=\":PORT\"; ma=86400\r\n")
  * into buf; its length, 0 when it does not fit. */

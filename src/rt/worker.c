@@ -22,7 +22,6 @@
 #include "engine/engine.h"
 #include "h2/h2.h"
 #include "h2/h2conn.h"
-#include "h3/h3.h"
 #include "engine/udp.h"
 #include "handover.h"
 #include "quic/quic.h"
@@ -171,7 +170,8 @@ void worker_fini(struct worker *w)
 #ifndef RINGHTTPD_NO_HTTP3
     if (w->quic) /* before the cache: its streams' responses hold entries */
         quic_ep_free(w->quic);
-    h3_worker_free(w); /* its readers' jobs may hold responses too */
+    if (w->h3ops)
+        w->h3ops->fini(w); /* its readers' jobs may hold responses too */
 #endif
     if (w->udp)
         udp_port_fini(w->udp);
@@ -312,8 +312,10 @@ static void publish_quic(struct worker *w)
 static void resume(void *arg, struct resume_token t)
 {
 #ifndef RINGHTTPD_NO_HTTP3
-    if (t.owner == H3_RESUME_OWNER) {
-        h3_resume(arg, t.gen);
+    struct worker *w = arg;
+    if (t.owner == WORKER_RESUME_H3) {
+        if (w->h3ops)
+            w->h3ops->resume(w, t.gen);
         return;
     }
 #endif
@@ -327,7 +329,8 @@ bool worker_tick(struct worker *w)
     compress_collect(w);
     auth_collect(w->auth, resume, w);
 #ifndef RINGHTTPD_NO_HTTP3
-    h3_collect(w);
+    if (w->h3ops)
+        w->h3ops->collect(w);
 #endif
     if (atomic_load_explicit(&w->sites->gen, memory_order_relaxed) != w->site_gen)
         switch_site(w);
