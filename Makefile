@@ -174,6 +174,8 @@ FUZZ_EXTRA_fuzz_config := src/config/options.c src/config/cfgfile.c
 FUZZ_LIBS_fuzz_config  := -lyaml
 FUZZ_EXTRA_fuzz_htpasswd := src/rt/htpasswd.c
 FUZZ_LIBS_fuzz_htpasswd  := -lcrypt
+FUZZ_EXTRA_fuzz_h3 := src/h3/h3req.c
+FUZZ_LIBS_fuzz_h3  := -lnghttp3
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
 build/fuzz/obj/%.o: %.c | fuzz-deps
@@ -195,7 +197,7 @@ fuzz-run-%: build/fuzz/%
 fuzz: $(addprefix fuzz-run-,$(FUZZ_NAMES))
 # Kept, not removed as intermediates: the next run relinks nothing, and a crash can be replayed.
 .SECONDARY: $(call fuzz_obj,$(FUZZ_SRC) $(FUZZ_BASE) $(FUZZ_EXTRA_fuzz_config) \
-                            $(FUZZ_EXTRA_fuzz_htpasswd)) \
+                            $(FUZZ_EXTRA_fuzz_htpasswd) $(FUZZ_EXTRA_fuzz_h3)) \
             $(addprefix build/fuzz/,$(FUZZ_NAMES))
 
 # Not in `make check`: boots Debian's packaged kernel (6.1, the oldest we support) in qemu
@@ -276,6 +278,14 @@ soak: asan venv
 
 bench:
 	bench/run
+
+# The HTTP/3 load client the bench runs (h2load from Debian speaks no HTTP/3): quic-go, at the
+# versions bench/h3load/go.sum pins, fetched by go from the module proxy on the first build.
+# It needs Go 1.26 or later (quic-go's go.mod); bench/run reports the h3 scenarios missing
+# when it does not build.
+build/h3load: bench/h3load/main.go bench/h3load/go.mod bench/h3load/go.sum
+	@mkdir -p build
+	cd bench/h3load && GOFLAGS=-modcacherw go build -trimpath -o ../../build/h3load .
 
 bench-quick:
 	bench/run --quick

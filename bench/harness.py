@@ -34,6 +34,10 @@ RINGHTTPD = os.environ.get("BENCH_RINGHTTPD") or os.path.join(ROOT, "build", "ri
 # Extra ringhttpd options for every ringhttpd run, e.g. "--file-send sendfile" (split on spaces).
 RINGHTTPD_ARGS = os.environ.get("BENCH_RINGHTTPD_ARGS", "").split()
 CEILING = os.path.join(WORK, "bin", "ceiling")
+# The HTTP/3 load client (bench/h3load, `make build/h3load`) and caddy (bench/run installs it
+# with `go install` into WORK/bin).
+H3LOAD = os.path.join(ROOT, "build", "h3load")
+CADDY = os.path.join(WORK, "bin", "caddy")
 REPORT_LUA = os.path.join(BENCH, "conf", "report.lua")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SERVER_CPU, WRK_CPU = "0", "1"
@@ -231,11 +235,12 @@ class Scenario:
                 "saturated": "rps"}[self.kind]
 
     def url(self, server):
-        port = server.ports.get(self.scheme)
+        port = (getattr(server, "h3_port", None) if self.scheme == "h3"
+                else server.ports.get(self.scheme))
         if port is None:
             return None
-        return "%s://%s:%d%s" % ("https" if self.scheme == "https" else "http", HOST, port,
-                                 self.path)
+        return "%s://%s:%d%s" % ("https" if self.scheme in ("https", "h3") else "http", HOST,
+                                 port, self.path)
 
     def command(self, server, duration, client=0):
         """Client 0 runs on WRK_CPU; client 1 (saturated mode's second client, for the scenarios
@@ -417,6 +422,7 @@ class RinghttpdTls(Tls, Ringhttpd):
     def __init__(self, name, port, tls_port, engine):
         Ringhttpd.__init__(self, name, port, engine, 1)
         self.tls(tls_port)
+        self.h3_port = tls_port  # --http3 is on with --tls-port: QUIC on the same port number
 
     def command(self):
         cmd = Ringhttpd.command(self)
@@ -449,10 +455,37 @@ class H2oTls(OwnConfig, Tls, H2o):
         self.tls(tls_port)
 
 
+class Caddy(OwnConfig, Tls, Server):
+    """caddy v2 (HTTP/3 by quic-go), serving the docroot over HTTPS with HTTP/1.1, HTTP/2 and
+    HTTP/3 on tls_port, the bench certificate, no access log (bench/conf/Caddyfile)."""
+
+    def __init__(self, port, tls_port):
+        Server.__init__(self, "caddy", "caddy", port)
+        self.own_config("caddy", "Caddyfile", "Caddyfile", TLS_PORT=tls_port, CERT=CERT,
+                        KEY=KEY)
+        self.tls(tls_port)
+        self.h3_port = tls_port
+        del self.ports["h2c"], self.ports["http"]  # it serves HTTPS only (no redirects)
+
+    def prepare(self):
+        if not os.access(CADDY, os.X_OK):
+            self.state = "missing"
+            return "missing (bench/run installs it with go install; is Go 1.25+ on PATH?)"
+        OwnConfig.prepare(self)
+        return None
+
+    def command(self):
+        # XDG_DATA_HOME/XDG_CONFIG_HOME: caddy's storage in its own directory, not ~/.local.
+        return ["env", "XDG_DATA_HOME=" + self.dir, "XDG_CONFIG_HOME=" + self.dir,
+                "GOMAXPROCS=1", CADDY, "run", "--adapter", "caddyfile", "--config",
+                os.path.join(self.dir, "Caddyfile")]
+
+
 def tls_servers():
     return [RinghttpdTls("ringhttpd-uring-tls", 18101, 18102, "uring"),
             RinghttpdTls("ringhttpd-epoll-tls", 18103, 18104, "epoll"),
-            NginxTls(18105, 18106), LighttpdTls(18107, 18108), H2oTls(18109, 18110)]
+            NginxTls(18105, 18106), LighttpdTls(18107, 18108), H2oTls(18109, 18110),
+            Caddy(18111, 18112)]
 
 
 class STime(Scenario):
@@ -530,6 +563,16 @@ class H2load(Scenario):
                 "status": sum(int(x) for x in codes.groups()), "timeout": timeout}
 
 
+class H3load(H2load):
+    """HTTP/3 (QUIC on the server's TLS port number, UDP) with bench/h3load, which takes
+    h2load's -c, -m and -D and prints h2load's summary lines (traffic: body bytes only)."""
+
+    def command(self, server, duration, client=0):
+        return ["taskset", "-c", (WRK_CPU, SERVER_CPU)[client], H3LOAD,
+                "-c%d" % max(1, self.conns // self.clients), "-m%d" % self.streams,
+                "-D", str(duration), self.url(server)]
+
+
 PAGE_ASSETS = 40  # the page-load mix: /page/index.html and 40 assets, 1-24 KiB
 PAGE_URIS = ["/page/index.html"] + ["/page/a%02d.%s" % (i, ("css", "js")[i % 2])
                                     for i in range(PAGE_ASSETS)]
@@ -552,6 +595,9 @@ def write_page_docroot():
 
 TLS_SERVERS = ["ringhttpd-uring-tls", "ringhttpd-epoll-tls", "nginx-tls", "lighttpd-tls",
                "h2o-tls"]
+# HTTP/3: ringhttpd (QUIC on its TLS port number) and caddy; Debian's nginx and h2o are built
+# without it.
+H3_SERVERS = ["ringhttpd-uring-tls", "ringhttpd-epoll-tls", "caddy"]
 SCENARIOS += [
     # Saturated, one wrk thread (which decrypts every response) cannot keep a server at 40%
     # busy: a second wrk process on the server's core, as in close-1k-sat.
@@ -582,6 +628,11 @@ SCENARIOS += [
     H2load("h2c-64m", "A 64 MiB file over h2c, one connection, one stream (throughput)",
            "/64m.bin", 1, TLS_SERVERS, kind="throughput",
            scheme="h2c", timeout="30s", quick=False),
+    H3load("h3-1k", "HTTP/3 (QUIC, TLS 1.3), GET of a 1 KiB file, h3load -c4 -m100",
+           "/1k.bin", 4, H3_SERVERS, streams=100, scheme="h3", saturate=True, sat_clients=2),
+    H3load("h3-64m", "A 64 MiB file over HTTP/3, one connection, one stream (throughput; "
+           "beside h2c-64m)", "/64m.bin", 1, H3_SERVERS, kind="throughput", scheme="h3",
+           quick=False),
     H2load("h1-64m", "The same 64 MiB file over HTTP/1.1 (h2load --h1), one connection: "
            "the yardstick for h2c-64m (nginx-tls has no HTTP/1.1 cleartext port)", "/64m.bin",
            1, [n for n in TLS_SERVERS if n != "nginx-tls"], kind="throughput", scheme="http",
@@ -1010,6 +1061,10 @@ def build(log, want_ringhttpd):
             f.flush()
             r = subprocess.run(["make", "-C", ROOT, "build/ringhttpd"], stdout=f, stderr=f)
             ok["ringhttpd"] = r.returncode == 0 and os.access(RINGHTTPD, os.X_OK)
+        f.write("\n$ make -C %s build/h3load\n" % ROOT)
+        f.flush()
+        r = subprocess.run(["make", "-C", ROOT, "build/h3load"], stdout=f, stderr=f)
+        ok["h3load"] = r.returncode == 0 and os.access(H3LOAD, os.X_OK)
     Ringhttpd.built = ok["ringhttpd"]
     os.makedirs(os.path.dirname(CEILING), exist_ok=True)
     cc = os.environ.get("CC", "cc")
@@ -1049,6 +1104,7 @@ def machine_info():
     info["lighttpd"] = first_line(["lighttpd", "-v"])
     info["h2o"] = first_line(["h2o", "--version"])
     info["wrk"] = first_line(["wrk", "-v"])
+    info["caddy"] = first_line([CADDY, "version"])
     info["liburing"] = first_line(["dpkg-query", "-W", "-f", "${Version}", "liburing-dev"])
     info["cc"] = first_line([os.environ.get("CC", "cc"), "--version"])
     commit = first_line(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
@@ -1400,6 +1456,9 @@ def main(argv):
     built = build(build_log, any(s.group == "ringhttpd" for s in servers))
     if not built["ringhttpd"] and any(s.group == "ringhttpd" for s in servers):
         print("bench: ringhttpd did not build; its runs are reported missing", flush=True)
+    if not built["h3load"]:
+        print("bench: the HTTP/3 load client did not build (Go 1.26+ needed): %s; the h3 "
+              "scenarios fail" % log_tail(build_log), flush=True)
     if not built["ceiling"]:
         print("bench: the ceiling server did not build: %s" % log_tail(build_log), flush=True)
     print("bench: writing the docroot in %s" % os.path.relpath(DOCROOT, ROOT), flush=True)

@@ -775,7 +775,7 @@ answer_request(struct worker *w, const struct http_request *req, const struct re
     if (w->acme && !pol->secure && acme_challenge(&j))
         return SERVE_DONE;
     const struct rules_facts facts = {
-        .misdirected = pol->tls && site_misdirected(w, j.site, req, pol->tls),
+        .misdirected = pol->misdirected || (pol->tls && site_misdirected(w, j.site, req, pol->tls)),
         .redirect_https = j.cfg->redirect_https && !pol->secure, /* a site's own, or the top's */
     };
     int status = rules_request(req, &facts);

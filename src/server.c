@@ -501,8 +501,10 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
                (rc = quic_ep_new(&w->quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
         fprintf(stderr, "ringhttpd: %s\n", why);
     }
-    if (rc == 0)
+    if (rc == 0) {
         w->alt_svc_len = h3_alt_svc(w->alt_svc, sizeof(w->alt_svc), cfg->tls_port);
+        w->h3ops = &h3_worker_ops;
+    }
     if (rc == 0 && w->id == 0 && cfg->verbose)
         fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO no (datagrams read by recvmmsg)\n",
                 w->udp->gso       ? "yes"

@@ -43,6 +43,9 @@ struct req_policy {
     /* its TLS state when it came over TLS, for the 421 of a Host its certificate is not for
      * (rt/site.h, site_misdirected); never dereferenced by the core */
     struct tls_conn *tls;
+    /* the 421 verdict of a transport that decides it itself (QUIC: h3.c asks quic whether its
+     * certificate names the request's host); serve adds site_misdirected's for tls */
+    bool misdirected;
     bool keep_alive;    /* the connection stays open after the response */
     bool send_continue; /* the client waits for "100 Continue" before its body */
     uint64_t discard;   /* body bytes after the head to read and drop */

@@ -4,11 +4,16 @@
  * is read and dropped as it comes), as HTTP/2 answers after END_STREAM. The response body is
  * handed to nghttp3 by read_data: memory segments as they are (the response holds them until
  * the stream closes), file ranges through H3_CHUNK-byte reads, at most H3_WINDOW bytes a
- * stream not yet acknowledged by the peer, so a slow reader holds a bounded amount. */
+ * stream not yet acknowledged by the peer, so a slow reader holds a bounded amount. A chunk
+ * is read on the loop only when the page cache has it (preadv2 RWF_NOWAIT); a cold one, or
+ * any on a file system without RWF_NOWAIT, is read by a thread of the worker's (rt/offload.h)
+ * while its stream waits for h3_collect, as the epoll engine reads TLS bodies. */
 #include "h3/h3.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <nghttp3/nghttp3.h>
+#include <sys/uio.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,16 +22,19 @@
 #include "core/http1.h"
 #include "core/logfmt.h"
 #include "core/policy.h"
+#include "core/vhost.h"
+#include "h3/h3mem.h"
+#include "h3/h3req.h"
 #include "quic/quic.h"
 #include "rt/obs.h"
+#include "rt/offload.h"
 #include "rt/worker.h"
 #include "serve.h"
 
 #define H3_CHUNK (32u << 10)
 #define H3_WINDOW (256u << 10)
-#define H3_FIELDS (HTTP1_MAX_HEADERS + 1) /* one more: the 431 of a head with too many */
-#define H3_RESP_FIELDS 48                 /* response fields submitted, as HTTP/2's */
-#define H3_AUTH_POLL_MS 5 /* a parked request asks again whether its password is verified */
+#define H3_RESP_FIELDS 48 /* response fields submitted, as HTTP/2's */
+#define H3_READERS 2      /* threads reading cold chunks, per worker */
 
 _Static_assert(sizeof(struct quic_vec) == sizeof(nghttp3_vec), "quic_vec is nghttp3_vec");
 
@@ -36,27 +44,41 @@ struct chunk {
     uint8_t data[];
 };
 
-struct field {
-    uint32_t name, value; /* offsets in head */
-    uint16_t name_len, value_len;
+/* A cold chunk being read off the loop. */
+struct h3read {
+    struct offload_job job;
+    struct h3stream *st; /* NULL once the stream is gone: then r is the job's to put back */
+    struct response *r;  /* the orphaned stream's response (its file stays open meanwhile) */
+    struct chunk *c;
+    int fd;
+    uint64_t off;
+    size_t len;
+    ssize_t got; /* the read's result, or -errno */
+};
+
+/* The worker's HTTP/3 state (w->h3): its connections, for h3_resume, and its cold readers. */
+struct h3worker {
+    struct h3conn *conns;
+    struct h3mem mem; /* nghttp3's blocks, for every connection of the worker */
+    struct offload readers;
+    bool readers_on;
 };
 
 struct h3stream {
     int64_t id;
     struct h3conn *hc;
     struct h3stream *prev, *next;
-    struct response *r;              /* from the answer to the stream's close */
-    int status;                      /* a verdict before serve: 431 for a head too large */
-    int32_t method, path, authority; /* field indexes, -1 absent */
-    unsigned nf;
-    size_t head_len;
+    struct response *r;    /* from the answer to the stream's close */
     uint64_t given, acked; /* body bytes handed to nghttp3, and acknowledged */
     struct chunk *chunks, *last;
+    struct h3read *reading; /* a cold chunk being read off the loop, at most one */
+    struct chunk *ready;    /* what it read, to be handed out next */
+    size_t ready_len;
     bool waiting; /* read_data said WOULDBLOCK: resume on the next acknowledgement */
-    bool parked;  /* its credentials are being verified off the loop: asked again later */
+    bool parked;  /* its credentials are being verified off the loop: asked again on resume */
     bool answered;
-    struct field f[H3_FIELDS + 3];
-    char head[HTTP1_MAX_HEAD];
+    char code[3];   /* the response's :status, which nghttp3 reads when it encodes */
+    struct h3req q; /* the request; its head buffer then holds the response's names */
 };
 
 struct h3conn {
@@ -64,9 +86,12 @@ struct h3conn {
     struct quic_conn *qc;
     nghttp3_conn *h3;
     struct h3stream *streams;
+    struct h3conn *prev, *next; /* the worker's connections (h3worker), for h3_resume */
     unsigned nstreams;
     unsigned nparked;
-    uint32_t token; /* its requests' resume token's generation (never 0: 0 cannot wait) */
+    uint32_t token;      /* its requests' resume token's generation (never 0: 0 cannot wait) */
+    uint8_t ok_host_len; /* the last host its certificate was found to name (0: none) */
+    char ok_host[47];
     struct obs_conn obs;
 };
 
@@ -85,11 +110,17 @@ static void stream_free(struct h3conn *hc, struct h3stream *st)
         st->chunks = c->next;
         free(c);
     }
+    free(st->ready);
     if (st->r) {
         obs_request_done(hc->w, &hc->obs, &st->r->obs, &st->r->plan,
                          st->answered ? 0 : -ECONNRESET);
-        serve_response_put(hc->w, st->r);
+        if (st->reading) /* its file is being read: the response goes back with the job */
+            st->reading->r = st->r;
+        else
+            serve_response_put(hc->w, st->r);
     }
+    if (st->reading)
+        st->reading->st = NULL;
     if (st->prev)
         st->prev->next = st->next;
     else
@@ -108,10 +139,10 @@ static int on_begin_headers(nghttp3_conn *conn, int64_t sid, void *user, void *s
     struct h3stream *st = malloc(sizeof(*st));
     if (!st)
         return NGHTTP3_ERR_CALLBACK_FAILURE;
-    memset(st, 0, offsetof(struct h3stream, f));
+    memset(st, 0, offsetof(struct h3stream, q));
+    h3req_init(&st->q);
     st->id = sid;
     st->hc = hc;
-    st->method = st->path = st->authority = -1;
     st->next = hc->streams;
     if (hc->streams)
         hc->streams->prev = st;
@@ -121,44 +152,15 @@ static int on_begin_headers(nghttp3_conn *conn, int64_t sid, void *user, void *s
     return 0;
 }
 
-static bool put(struct h3stream *st, nghttp3_vec v, uint32_t *off)
-{
-    if (sizeof(st->head) - st->head_len < v.len + 1)
-        return false;
-    *off = (uint32_t)st->head_len;
-    memcpy(st->head + st->head_len, v.base, v.len);
-    st->head_len += v.len;
-    return true;
-}
-
 static int on_header(nghttp3_conn *conn, int64_t sid, int32_t token, nghttp3_rcbuf *name,
                      nghttp3_rcbuf *value, uint8_t flags, void *user, void *sud)
 {
     struct h3stream *st = sud;
-    (void)conn, (void)sid, (void)flags, (void)user;
-    if (!st || st->status)
+    (void)conn, (void)sid, (void)token, (void)flags, (void)user;
+    if (!st)
         return 0;
     nghttp3_vec n = nghttp3_rcbuf_get_buf(name), v = nghttp3_rcbuf_get_buf(value);
-    int32_t *pseudo = token == NGHTTP3_QPACK_TOKEN__METHOD      ? &st->method
-                      : token == NGHTTP3_QPACK_TOKEN__PATH      ? &st->path
-                      : token == NGHTTP3_QPACK_TOKEN__AUTHORITY ? &st->authority
-                                                                : NULL;
-    if (n.len && n.base[0] == ':' && !pseudo)
-        return 0; /* :scheme; nghttp3 has checked the set */
-    if (st->nf == H3_FIELDS) {
-        st->status = 431;
-        return 0;
-    }
-    struct field *f = &st->f[st->nf];
-    if (!put(st, n, &f->name) || !put(st, v, &f->value)) {
-        st->status = 431; /* as HTTP/1's head past HTTP1_MAX_HEAD */
-        return 0;
-    }
-    f->name_len = (uint16_t)n.len;
-    f->value_len = (uint16_t)v.len;
-    if (pseudo)
-        *pseudo = (int32_t)st->nf;
-    st->nf++;
+    h3req_field(&st->q, n.base, n.len, v.base, v.len);
     return 0;
 }
 
@@ -176,6 +178,36 @@ static int on_deferred_consume(nghttp3_conn *conn, int64_t sid, size_t n, void *
     struct h3conn *hc = user;
     (void)conn, (void)sud;
     quic_consume(hc->qc, sid, n);
+    return 0;
+}
+
+static void read_chunk(struct offload_job *job)
+{
+    struct h3read *j = (struct h3read *)job;
+    struct iovec iov = {j->c->data, j->len};
+    j->got = preadv2(j->fd, &iov, 1, (off_t)j->off, 0);
+    if (j->got < 0)
+        j->got = -errno;
+}
+
+/* Hands the read of len bytes of fd at off into c to the worker's readers: 0 or -errno. */
+static int read_off_loop(struct h3stream *st, struct chunk *c, int fd, uint64_t off, size_t len)
+{
+    struct h3worker *hw = st->hc->w->h3;
+    if (!hw->readers_on) {
+        if (offload_init(&hw->readers, H3_READERS, st->hc->w->wake_fd) != 0)
+            return -ENOMEM;
+        hw->readers_on = true;
+    }
+    struct h3read *j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    *j = (struct h3read){.job.run = read_chunk, .st = st, .c = c, .fd = fd, .off = off, .len = len};
+    if (offload_submit(&hw->readers, &j->job) != 0) {
+        free(j);
+        return -EAGAIN;
+    }
+    st->reading = j;
     return 0;
 }
 
@@ -197,14 +229,27 @@ static nghttp3_ssize read_data(nghttp3_conn *conn, int64_t sid, nghttp3_vec *vec
             st->given += len;
             continue;
         }
-        /* A file range: a chunk at a time, kept until acknowledged. The read is a page cache
-         * hit for a file the cache just opened and sized, but may wait on a cold disk (the
-         * TLS transport's engine read is not used here: README, "HTTP/3"). */
-        size_t len = s->len < H3_CHUNK ? (size_t)s->len : H3_CHUNK;
-        struct chunk *c = malloc(sizeof(*c) + len);
-        if (!c)
-            return NGHTTP3_ERR_CALLBACK_FAILURE;
-        ssize_t got = pread(s->fd, c->data, len, (off_t)s->off);
+        /* A file range: a chunk at a time, kept until acknowledged; read here when the page
+         * cache has it, else off the loop (the stream waits for h3_collect). */
+        struct chunk *c = st->ready;
+        ssize_t got = (ssize_t)st->ready_len;
+        st->ready = NULL;
+        if (!c && st->reading)
+            break;
+        if (!c) {
+            size_t len = s->len < H3_CHUNK ? (size_t)s->len : H3_CHUNK;
+            if (!(c = malloc(sizeof(*c) + len)))
+                return NGHTTP3_ERR_CALLBACK_FAILURE;
+            struct iovec iov = {c->data, len};
+            got = preadv2(s->fd, &iov, 1, (off_t)s->off, RWF_NOWAIT);
+            if (got < 0 && (errno == EAGAIN || errno == EOPNOTSUPP)) { /* cold, or no NOWAIT */
+                if (read_off_loop(st, c, s->fd, s->off, len) != 0) {
+                    free(c);
+                    return NGHTTP3_ERR_CALLBACK_FAILURE;
+                }
+                break;
+            }
+        }
         if (got <= 0) {
             free(c);
             return NGHTTP3_ERR_CALLBACK_FAILURE; /* the file shrank: the stream is reset */
@@ -252,27 +297,31 @@ static int on_acked(nghttp3_conn *conn, int64_t sid, uint64_t n, void *user, voi
 }
 
 /* The response's field lines as nghttp3 wants them: names in lower case (RFC 9114 4.2), kept
- * in the stream's head buffer (the request's text is no longer needed). */
+ * in the stream's head buffer (the request's text is no longer needed). Neither names nor
+ * values are copied by nghttp3 (NO_COPY): they live in the stream and its response, which
+ * last until the stream closes, past the encoding at the stream's first write. */
 static int respond(struct h3conn *hc, struct h3stream *st)
 {
+    const uint8_t keep = NGHTTP3_NV_FLAG_NO_COPY_NAME | NGHTTP3_NV_FLAG_NO_COPY_VALUE;
     struct plan *p = &st->r->plan;
     nghttp3_nv nv[H3_RESP_FIELDS + 1];
     unsigned code = (unsigned)p->status % 1000;
-    char status[3] = {(char)('0' + code / 100), (char)('0' + code / 10 % 10),
-                      (char)('0' + code % 10)};
-    nv[0] = (nghttp3_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP3_NV_FLAG_NONE};
+    st->code[0] = (char)('0' + code / 100);
+    st->code[1] = (char)('0' + code / 10 % 10);
+    st->code[2] = (char)('0' + code % 10);
+    nv[0] = (nghttp3_nv){(uint8_t *)":status", (uint8_t *)st->code, 7, 3, keep};
     size_t n = 1, pos = 0, name_len, value_len, used = 0;
     const char *name, *value;
     while (n < H3_RESP_FIELDS + 1 &&
            plan_field_next(p, &pos, &name, &name_len, &value, &value_len)) {
-        if (used + name_len > sizeof(st->head))
+        if (used + name_len > sizeof(st->q.head))
             break;
-        char *lower = st->head + used;
+        char *lower = st->q.head + used;
         for (size_t i = 0; i < name_len; i++)
             lower[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
         used += name_len;
-        nv[n++] = (nghttp3_nv){(uint8_t *)lower, (uint8_t *)(uintptr_t)value, name_len, value_len,
-                               NGHTTP3_NV_FLAG_NONE};
+        nv[n++] =
+            (nghttp3_nv){(uint8_t *)lower, (uint8_t *)(uintptr_t)value, name_len, value_len, keep};
     }
     plan_advance(p, p->head_len);
     nghttp3_data_reader dr = {read_data};
@@ -282,11 +331,25 @@ static int respond(struct h3conn *hc, struct h3stream *st)
     return nghttp3_conn_submit_response(hc->h3, st->id, nv, n, body ? &dr : NULL);
 }
 
-static const char *at(const struct h3stream *st, int32_t i, bool value, size_t *len)
+/* The 421 rule (RFC 9110 15.5.20) as the TLS port has it for a process-level certificate
+ * among several (QUIC presents no other): the certificate must name the request's host. An
+ * address never gets 421, as there (a load balancer's probe of https://ADDR/ is served); the
+ * last host found named is remembered. */
+static bool misdirected(struct h3conn *hc, const struct http_request *req)
 {
-    const struct field *f = &st->f[i];
-    *len = value ? f->value_len : f->name_len;
-    return st->head + (value ? f->value : f->name);
+    char key[VHOST_NAME_MAX + 1];
+    size_t n = vhost_key(vhost_request_host(req), key);
+    struct in_addr a4;
+    if (n == 0 || key[0] == '[' || (n == hc->ok_host_len && memcmp(key, hc->ok_host, n) == 0) ||
+        inet_pton(AF_INET, key, &a4) == 1)
+        return false;
+    if (!quic_cert_covers(hc->qc, key, n))
+        return true;
+    if (n <= sizeof(hc->ok_host)) {
+        memcpy(hc->ok_host, key, n);
+        hc->ok_host_len = (uint8_t)n;
+    }
+    return false;
 }
 
 /* Parses st's request as HTTP/2 does and answers it through serve, or parks it while its
@@ -295,32 +358,7 @@ static int answer(struct h3conn *hc, struct h3stream *st)
 {
     struct worker *w = hc->w;
     struct http_request *req = &w->req;
-    struct http1_split sp;
-    size_t ml = 0, pl = 1, al;
-    const char *m = st->method >= 0 ? at(st, st->method, true, &ml) : "";
-    const char *path = st->path >= 0 ? at(st, st->path, true, &pl) : "*";
-    int status = http1_split_start(req, &sp, m, ml, path, pl);
-    if (!status && st->authority >= 0) {
-        const char *a = at(st, st->authority, true, &al);
-        status = http1_split_field(req, &sp, "host", 4, a, al);
-    }
-    for (unsigned i = 0; i < st->nf && !status; i++) {
-        if ((int32_t)i == st->method || (int32_t)i == st->path || (int32_t)i == st->authority)
-            continue;
-        size_t nl, vl;
-        const char *name = at(st, (int32_t)i, false, &nl), *value = at(st, (int32_t)i, true, &vl);
-        /* :authority stands in for host (RFC 9114 4.3.1) */
-        if (nl == 4 && memcmp(name, "host", 4) == 0 && st->authority >= 0)
-            continue;
-        status = http1_split_field(req, &sp, name, nl, value, vl);
-    }
-    if (!status)
-        status = http1_split_end(req, &sp);
-    if (st->status)
-        status = st->status;
-    if (status == 505 || status == 501)
-        status = 400; /* the version line is ours, as in HTTP/2 */
-    req->keep_alive = true;
+    int status = h3req_parse(&st->q, req);
 
     struct response *r = serve_response_get(w);
     if (!r) {
@@ -333,15 +371,14 @@ static int answer(struct h3conn *hc, struct h3stream *st)
         struct req_policy pol = policy_fields();
         pol.secure = true;
         pol.peer = &hc->obs.peer;
-        /* No connection slot resumes it (conn_resume ignores an owner past the slots): a
-         * request waiting for its password asks again every H3_AUTH_POLL_MS, and the
-         * connection's streams share one verification in flight at a time. */
-        pol.resume = (struct resume_token){UINT32_MAX, hc->token};
+        pol.misdirected = misdirected(hc, req);
+        /* The token names the connection (h3_resume): its streams share one verification in
+         * flight at a time, and each parked one asks again when it ends. */
+        pol.resume = (struct resume_token){WORKER_RESUME_H3, hc->token};
         if (serve_request(w, req, &pol, r) == SERVE_PENDING) {
             serve_response_put(w, r);
             st->parked = true;
             hc->nparked++;
-            quic_wake_in(hc->qc, H3_AUTH_POLL_MS);
             return 0;
         }
     }
@@ -395,6 +432,11 @@ static const nghttp3_callbacks callbacks = {
 static void *app_open(void *ctx, struct quic_conn *qc)
 {
     struct worker *w = ctx;
+    if (!w->h3) {
+        if (!(w->h3 = calloc(1, sizeof(*w->h3))))
+            return NULL;
+        h3mem_init(&w->h3->mem);
+    }
     struct h3conn *hc = calloc(1, sizeof(*hc));
     if (!hc)
         return NULL;
@@ -415,7 +457,7 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     s.qpack_max_dtable_capacity = 4096; /* the QPACK table a client may make us keep */
     s.qpack_blocked_streams = 16;
     int64_t ctrl, qenc, qdec;
-    if (nghttp3_conn_server_new(&hc->h3, &callbacks, &s, NULL, hc) != 0) {
+    if (nghttp3_conn_server_new(&hc->h3, &callbacks, &s, &w->h3->mem.mem, hc) != 0) {
         free(hc);
         return NULL;
     }
@@ -430,7 +472,19 @@ static void *app_open(void *ctx, struct quic_conn *qc)
      * stream not yet opened (Chromium sends one before its first request) as naming a
      * stream that cannot exist, and ends the connection (H3_ID_ERROR). */
     nghttp3_conn_set_max_client_streams_bidi(hc->h3, quic_max_streams(qc));
+    hc->next = w->h3->conns;
+    if (hc->next)
+        hc->next->prev = hc;
+    w->h3->conns = hc;
     return hc;
+}
+
+/* nghttp3's verdict on the peer (a QPACK or frame error, RFC 9114 8.1) or on us, as the
+ * HTTP/3 error code the connection closes with; -EPROTO. */
+static int fatal(struct h3conn *hc, int liberr)
+{
+    quic_app_error(hc->qc, nghttp3_err_infer_quic_app_error_code(liberr));
+    return -EPROTO;
 }
 
 static int app_recv(void *a, int64_t sid, const uint8_t *data, size_t len, bool fin)
@@ -438,7 +492,7 @@ static int app_recv(void *a, int64_t sid, const uint8_t *data, size_t len, bool 
     struct h3conn *hc = a;
     nghttp3_ssize n = nghttp3_conn_read_stream(hc->h3, sid, data, len, fin);
     if (n < 0)
-        return -EPROTO;
+        return fatal(hc, (int)n);
     quic_consume(hc->qc, sid, (size_t)n);
     return 0;
 }
@@ -449,13 +503,14 @@ static int app_pull(void *a, int64_t *sid, bool *fin, struct quic_vec *v, size_t
     int f = 0;
     nghttp3_ssize n = nghttp3_conn_writev_stream(hc->h3, sid, &f, (nghttp3_vec *)v, cnt);
     *fin = f != 0;
-    return n < 0 ? -EPROTO : (int)n;
+    return n < 0 ? fatal(hc, (int)n) : (int)n;
 }
 
 static int app_wrote(void *a, int64_t sid, size_t n)
 {
     struct h3conn *hc = a;
-    return nghttp3_conn_add_write_offset(hc->h3, sid, n) == 0 ? 0 : -EPROTO;
+    int rv = nghttp3_conn_add_write_offset(hc->h3, sid, n);
+    return rv == 0 ? 0 : fatal(hc, rv);
 }
 
 static void app_blocked(void *a, int64_t sid, bool shut)
@@ -476,21 +531,23 @@ static void app_unblocked(void *a, int64_t sid)
 static int app_acked(void *a, int64_t sid, uint64_t n)
 {
     struct h3conn *hc = a;
-    return nghttp3_conn_add_ack_offset(hc->h3, sid, n) == 0 ? 0 : -EPROTO;
+    int rv = nghttp3_conn_add_ack_offset(hc->h3, sid, n);
+    return rv == 0 ? 0 : fatal(hc, rv);
 }
 
 static int app_closed(void *a, int64_t sid, uint64_t code)
 {
     struct h3conn *hc = a;
     int rv = nghttp3_conn_close_stream(hc->h3, sid, code ? code : NGHTTP3_H3_NO_ERROR);
-    return rv == 0 || rv == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : -EPROTO;
+    return rv == 0 || rv == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : fatal(hc, rv);
 }
 
 static int app_reset(void *a, int64_t sid, uint64_t code)
 {
     struct h3conn *hc = a;
     (void)code;
-    return nghttp3_conn_shutdown_stream_read(hc->h3, sid) == 0 ? 0 : -EPROTO;
+    int rv = nghttp3_conn_shutdown_stream_read(hc->h3, sid);
+    return rv == 0 ? 0 : fatal(hc, rv);
 }
 
 static void app_more_streams(void *a, uint64_t max)
@@ -503,6 +560,64 @@ static void app_drain(void *a)
 {
     struct h3conn *hc = a;
     nghttp3_conn_shutdown(hc->h3); /* GOAWAY: streams opened so far are answered */
+}
+
+static void h3_resume(struct worker *w, uint32_t gen)
+{
+    for (struct h3conn *hc = w->h3 ? w->h3->conns : NULL; hc; hc = hc->next)
+        if (hc->token == gen && hc->nparked)
+            quic_wake_in(hc->qc, 0); /* app_woken, then the connection writes */
+}
+
+static void h3_collect(struct worker *w)
+{
+    struct h3worker *hw = w->h3;
+    if (!hw || !hw->readers_on || !hw->readers.count)
+        return;
+    struct h3read *done = (struct h3read *)offload_done(&hw->readers);
+    while (done) {
+        struct h3read *j = done;
+        done = (struct h3read *)j->job.next;
+        struct h3stream *st = j->st;
+        if (!st) { /* its stream is gone */
+            free(j->c);
+            if (j->r)
+                serve_response_put(w, j->r);
+        } else if (j->got <= 0) {
+            st->reading = NULL;
+            free(j->c);
+            quic_stream_abort(st->hc->qc, st->id, NGHTTP3_H3_INTERNAL_ERROR);
+            quic_wake_in(st->hc->qc, 0);
+        } else {
+            st->reading = NULL;
+            st->ready = j->c;
+            st->ready_len = (size_t)j->got;
+            st->waiting = false;
+            nghttp3_conn_resume_stream(st->hc->h3, st->id);
+            quic_wake_in(st->hc->qc, 0); /* the endpoint's timer run writes it */
+        }
+        free(j);
+    }
+}
+
+static void h3_worker_free(struct worker *w)
+{
+    struct h3worker *hw = w->h3;
+    if (!hw)
+        return;
+    if (hw->readers_on) { /* every stream is gone: each job's response is its own */
+        offload_fini(&hw->readers);
+        struct h3read *j;
+        while ((j = (struct h3read *)offload_abandon(&hw->readers))) {
+            free(j->c);
+            if (j->r)
+                serve_response_put(w, j->r);
+            free(j);
+        }
+    }
+    h3mem_fini(&hw->mem);
+    free(hw);
+    w->h3 = NULL;
 }
 
 /* Parked requests ask again: answered once their verification is done, else parked anew. */
@@ -530,9 +645,21 @@ static void app_free(void *a)
     struct h3conn *hc = a;
     while (hc->streams)
         stream_free(hc, hc->streams);
+    if (hc->prev)
+        hc->prev->next = hc->next;
+    else
+        hc->w->h3->conns = hc->next;
+    if (hc->next)
+        hc->next->prev = hc->prev;
     nghttp3_conn_del(hc->h3);
     free(hc);
 }
+
+const struct worker_h3_ops h3_worker_ops = {
+    .resume = h3_resume,
+    .collect = h3_collect,
+    .fini = h3_worker_free,
+};
 
 const struct quic_app h3_app = {
     .open = app_open,

@@ -9,11 +9,21 @@
 #define H3_H3_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct quic_app;
+struct worker_h3_ops;
 
 /* The application table for quic_ep_new; its ctx is the struct worker. */
 extern const struct quic_app h3_app;
+
+/* The worker loop's table (w->h3ops, rt/runtime.h), installed with the endpoint:
+ * resume: the verification the requests of connection gen (a WORKER_RESUME_H3 token) waited
+ *   for has ended: they are asked again at the endpoint's next timer run (the same
+ *   worker_tick), answered or parked anew; a gen no connection has any more is ignored.
+ * collect: cold file chunks read off the loop since the last call: their streams go on.
+ * fini: the worker's HTTP/3 state, after quic_ep_free (every connection gone). */
+extern const struct worker_h3_ops h3_worker_ops;
 
 /* The Alt-Svc field line that advertises HTTP/3 on port ("Alt-Svc: h3=\":PORT\"; ma=86400\r\n")
  * into buf; its length, 0 when it does not fit. */

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <netinet/in.h>
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
@@ -63,6 +64,7 @@ struct quic_conn {
     int family;
     uint8_t addr[16];
     char sni[256];
+    uint64_t app_error; /* quic_app_error's code for the close, or 0 (none: HTTP/3 has no 0) */
     struct quic_conn *prev, *next;
 };
 
@@ -73,6 +75,7 @@ struct quic_ep {
     const struct quic_app *app;
     void *ctx;
     gnutls_certificate_credentials_t cred;
+    unsigned ncerts; /* pairs in cred (set.certs and set.keys are the caller's, read at start) */
     gnutls_priority_t prio;
     struct cid_ent *buckets[CID_BUCKETS];
     struct quic_conn *conns; /* every connection, newest first */
@@ -226,7 +229,9 @@ static void close_liberr(struct quic_ep *ep, struct quic_conn *qc, int liberr)
 {
     ngtcp2_connection_close_error ccerr;
     ngtcp2_connection_close_error_default(&ccerr);
-    if (liberr == NGTCP2_ERR_CRYPTO)
+    if (qc->app_error)
+        ngtcp2_connection_close_error_set_application_error(&ccerr, qc->app_error, NULL, 0);
+    else if (liberr == NGTCP2_ERR_CRYPTO)
         ngtcp2_connection_close_error_set_transport_error_tls_alert(
             &ccerr, ngtcp2_conn_get_tls_alert(qc->conn), NULL, 0);
     else
@@ -860,6 +865,11 @@ void quic_consume(struct quic_conn *qc, int64_t sid, size_t n)
     ngtcp2_conn_extend_max_offset(qc->conn, n);
 }
 
+void quic_app_error(struct quic_conn *qc, uint64_t code)
+{
+    qc->app_error = code;
+}
+
 void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code)
 {
     ngtcp2_conn_shutdown_stream(qc->conn, sid, code);
@@ -880,6 +890,24 @@ const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **a
 const char *quic_sni(struct quic_conn *qc)
 {
     return qc->sni;
+}
+
+bool quic_cert_covers(struct quic_conn *qc, const char *host, size_t len)
+{
+    if (qc->ep->ncerts < 2)
+        return true; /* no other certificate to be had, as the TLS port: never 421 */
+    char name[256];
+    const gnutls_datum_t *der = gnutls_certificate_get_ours(qc->tls);
+    gnutls_x509_crt_t crt;
+    if (!der || len >= sizeof(name) || gnutls_x509_crt_init(&crt) != 0)
+        return false;
+    memcpy(name, host, len);
+    name[len] = '\0';
+    /* check_hostname2 matches an address against the certificate's IP addresses */
+    bool ok = gnutls_x509_crt_import(crt, der, GNUTLS_X509_FMT_DER) == 0 &&
+              gnutls_x509_crt_check_hostname2(crt, name, 0) != 0;
+    gnutls_x509_crt_deinit(crt);
+    return ok;
 }
 
 int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_settings *s,
@@ -910,7 +938,9 @@ int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_s
             snprintf(why, why_len, "HTTP/3: %s: %s", s->certs[i], gnutls_strerror(rc));
             goto fail;
         }
+        ep->ncerts++;
     }
+    ep->set.certs = ep->set.keys = NULL; /* the caller's arrays, valid only during this call */
     /* TLS 1.3 only (RFC 9001 4.2); no middlebox compatibility mode (RFC 9001 8.4). */
     rc = gnutls_priority_init2(&ep->prio,
                                "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3:"

@@ -24,7 +24,8 @@ struct quic_vec {
 };
 
 /* The application over QUIC (HTTP/3), called on the worker's thread. Negative returns are
- * fatal for the connection (closed with an internal error). */
+ * fatal for the connection (closed with an internal error, or with the application's error
+ * code given by quic_app_error first). */
 struct quic_app {
     /* The handshake finished: the application's state for qc, or NULL to close it. */
     void *(*open)(void *ctx, struct quic_conn *qc);
@@ -93,6 +94,9 @@ const struct quic_stats *quic_ep_stats(const struct quic_ep *ep);
 
 /* For the application. */
 int quic_open_uni(struct quic_conn *qc, int64_t *sid);
+/* The application error code (RFC 9000 20.2; HTTP/3's, RFC 9114 8.1) the connection's
+ * CONNECTION_CLOSE carries when the application's callback now returns a fatal error. */
+void quic_app_error(struct quic_conn *qc, uint64_t code);
 /* Calls app->woken in ms milliseconds (or sooner, with the connection's other timers). */
 void quic_wake_in(struct quic_conn *qc, unsigned ms);
 /* Gives n bytes of flow control back (stream sid and the connection). */
@@ -105,5 +109,9 @@ uint64_t quic_max_streams(const struct quic_conn *qc);
 const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **addr);
 /* The SNI the client sent, or "" */
 const char *quic_sni(struct quic_conn *qc);
+/* Whether the certificate qc's handshake presented names host[0..len) (a lower-case name or
+ * address without its port), or is the only certificate there is: the 421 rule's question
+ * (rt/site.h, site_misdirected), asked by HTTP/3 for a request's :authority. */
+bool quic_cert_covers(struct quic_conn *qc, const char *host, size_t len);
 
 #endif

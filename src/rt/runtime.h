@@ -58,6 +58,17 @@ enum worker_stop {
 /* Listening sockets per worker: the HTTP port, and one per further transport (TLS). */
 #define LISTEN_MAX 4
 
+/* A resume token's owner for an HTTP/3 request (no connection slot has it; its gen names the
+ * connection): worker_tick hands it to h3ops->resume instead of conn_resume. */
+#define WORKER_RESUME_H3 UINT32_MAX
+
+/* What the worker loop asks of HTTP/3 (h3.h's h3_worker_ops), which sits above it. */
+struct worker_h3_ops {
+    void (*resume)(struct worker *w, uint32_t gen); /* a WORKER_RESUME_H3 token's check ended */
+    void (*collect)(struct worker *w); /* each worker_tick, before the QUIC endpoint's timers */
+    void (*fini)(struct worker *w);    /* after quic_ep_free */
+};
+
 /* One of a worker's listening sockets and the transport its connections get. */
 struct listener {
     int fd;                            /* the worker's own fd (-1 once closed in a drain) */
@@ -92,6 +103,8 @@ struct worker {
      * it is readable (udp_port_read), worker_tick runs the endpoint's timers and drain. */
     struct udp_port *udp;
     struct quic_ep *quic;
+    struct h3worker *h3; /* h3.c's state (its connections, its cold-file readers), or NULL */
+    const struct worker_h3_ops *h3ops; /* h3.c's, installed with the endpoint, or NULL */
     /* With HTTP/3: "Alt-Svc: h3=\":PORT\"; ma=86400\r\n" for HTTPS responses (h3_alt_svc), and
      * that line after each site's HSTS line, composed once per site configuration (serve.c;
      * a distinct buffer per configuration, as the prebuilt answers key on its address). */

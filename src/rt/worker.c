@@ -170,6 +170,8 @@ void worker_fini(struct worker *w)
 #ifndef RINGHTTPD_NO_HTTP3
     if (w->quic) /* before the cache: its streams' responses hold entries */
         quic_ep_free(w->quic);
+    if (w->h3ops)
+        w->h3ops->fini(w); /* its readers' jobs may hold responses too */
 #endif
     if (w->udp)
         udp_port_fini(w->udp);
@@ -312,6 +314,14 @@ static void publish_quic(struct worker *w)
 /* A verification off the loop ended: the request waiting for it is asked again. */
 static void resume(void *arg, struct resume_token t)
 {
+#ifndef RINGHTTPD_NO_HTTP3
+    struct worker *w = arg;
+    if (t.owner == WORKER_RESUME_H3) {
+        if (w->h3ops)
+            w->h3ops->resume(w, t.gen);
+        return;
+    }
+#endif
     conn_resume(arg, t);
 }
 
@@ -321,6 +331,10 @@ bool worker_tick(struct worker *w)
     obs_tick(w, false);
     compress_collect(w);
     auth_collect(w->auth, resume, w);
+#ifndef RINGHTTPD_NO_HTTP3
+    if (w->h3ops)
+        w->h3ops->collect(w);
+#endif
     if (atomic_load_explicit(&w->sites->gen, memory_order_relaxed) != w->site_gen)
         switch_site(w);
     int stop = atomic_load_explicit(&w->stop, memory_order_relaxed);

@@ -113,7 +113,8 @@ async def _run(host, port, ca, reqs, parallel, timeout, server_name, logger, aut
         async def one(r):
             method, path, *rest = r
             headers = rest[0] if rest else ()
-            return await client.request(method, path, headers, authority or server_name)
+            host = rest[1] if len(rest) > 1 else authority or server_name
+            return await client.request(method, path, headers, host)
         if parallel:
             coros = [one(r) for r in reqs]
             return await asyncio.wait_for(asyncio.gather(*coros), timeout)
@@ -125,12 +126,13 @@ async def _run(host, port, ca, reqs, parallel, timeout, server_name, logger, aut
 
 def h3_get(host, port, ca, reqs, parallel=False, timeout=20, server_name="localhost",
            logger=None, authority=None, control=()):
-    """reqs: [(method, path[, [(name, value)...]])]; their Responses, on one connection.
+    """reqs: [(method, path[, [(name, value)...][, authority]])]; their Responses, on one
+    connection (authority: the request's own :authority, else `authority` or server_name).
     control: [(frame type, payload)] sent on the control stream before the requests."""
     return asyncio.run(asyncio.wait_for(
         _run(host, port, ca, reqs, parallel, timeout + 5, server_name, logger, authority,
              control),
-        timeout + 10))
+        timeout + min(10, timeout)))  # a short timeout: a server expected not to answer
 
 
 def new_logger():
@@ -139,3 +141,43 @@ def new_logger():
 
 def insecure_context():
     return ssl.create_default_context()
+
+
+def qpack_int(value, prefix_bits, first=0):
+    """An integer with an N-bit prefix (RFC 9204 4.1.1, RFC 7541 5.1); first: the bits above."""
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([first | value])
+    out = [first | limit]
+    value -= limit
+    while value >= 128:
+        out.append(value % 128 + 128)
+        value //= 128
+    out.append(value)
+    return bytes(out)
+
+
+def h3_frame(frame_type, payload):
+    from aioquic.h3.connection import encode_frame
+    return encode_frame(frame_type, payload)
+
+
+def h3_raw(host, port, ca, script, timeout=20, server_name="localhost"):
+    """Runs `await script(client)` on one connected aioquic client (a _Proto: client._quic is
+    the QUIC connection, client.h3 the HTTP/3 one, client.terminated the close, if any, and
+    client.request() asks as usual); returns what script returns."""
+    async def run():
+        cfg = configuration(ca, server_name)
+        async with connect(host, port, configuration=cfg, create_protocol=_Proto,
+                           wait_connected=True) as client:
+            return await asyncio.wait_for(script(client), timeout)
+    return asyncio.run(asyncio.wait_for(run(), timeout + 10))
+
+
+async def wait_closed(client, timeout):
+    """Until the peer closes the connection (client.terminated) or timeout seconds pass."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while client.terminated is None and loop.time() < end:
+        await asyncio.sleep(0.05)
+    return client.terminated

@@ -1,0 +1,89 @@
+/* Unit tests for src/h3's sans-I/O parts: h3mem (nghttp3's allocator: sizes, reuse, realloc)
+ * and h3req (a field section into an http_request, :authority as Host, the 431 limits). */
+#include "h3/h3mem.h"
+#include "h3/h3req.h"
+
+#include "unit.h"
+
+TEST(h3mem_blocks_hold_their_size_and_are_reused)
+{
+    struct h3mem m;
+    h3mem_init(&m);
+    const nghttp3_mem *mem = &m.mem;
+    static const size_t sizes[] = {1, 63, 64, 65, 500, 2048, 2049, 100000};
+    void *p[sizeof(sizes) / sizeof(sizes[0])];
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        p[i] = mem->malloc(sizes[i], mem->user_data);
+        CHECK(p[i] != NULL && (uintptr_t)p[i] % 16 == 0);
+        memset(p[i], (int)i, sizes[i]);
+    }
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        CHECK(((unsigned char *)p[i])[sizes[i] - 1] == (unsigned char)i);
+        mem->free(p[i], mem->user_data);
+    }
+    mem->free(NULL, mem->user_data);
+    unsigned char *z = mem->calloc(10, 30, mem->user_data);
+    CHECK(z != NULL);
+    for (size_t i = 0; i < 300; i++)
+        CHECK(z[i] == 0);
+    memcpy(z, "abc", 3);
+    z = mem->realloc(z, 200, mem->user_data); /* fits its class: the same block */
+    CHECK(z != NULL && memcmp(z, "abc", 3) == 0);
+    z = mem->realloc(z, 5000, mem->user_data); /* moves past the classes */
+    CHECK(z != NULL && memcmp(z, "abc", 3) == 0);
+    mem->free(z, mem->user_data);
+    h3mem_fini(&m);
+}
+
+static const uint8_t *u(const char *s)
+{
+    return (const uint8_t *)s;
+}
+
+static void field(struct h3req *q, const char *n, const char *v)
+{
+    h3req_field(q, u(n), strlen(n), u(v), strlen(v));
+}
+
+/* A section begun with :method and :path (the request's own text is in static storage). */
+static struct h3req *begin(const char *method, const char *path)
+{
+    static struct h3req q;
+    h3req_init(&q);
+    field(&q, ":method", method);
+    field(&q, ":path", path);
+    return &q;
+}
+
+TEST(h3req_authority_stands_in_for_host)
+{
+    static struct http_request req;
+    struct h3req *q = begin("GET", "/x?y");
+    field(q, ":scheme", "https");
+    field(q, ":authority", "a.test:443");
+    field(q, "host", "other.test");
+    field(q, "accept-encoding", "gzip");
+    CHECK(h3req_parse(q, &req) == 0);
+    CHECK(req.method == HTTP_GET && req.has_host && req.keep_alive);
+    CHECK_MEM(req.host.p, req.host.len, "a.test:443");
+    CHECK_MEM(req.target.p, req.target.len, "/x?y");
+    CHECK_MEM(req.accept_encoding.p, req.accept_encoding.len, "gzip");
+
+    q = begin("", "/"); /* an empty :method: 400, as HTTP/2 */
+    CHECK(h3req_parse(q, &req) == 400);
+}
+
+TEST(h3req_too_many_or_too_large_is_431)
+{
+    static struct http_request req;
+    struct h3req *q = begin("GET", "/");
+    for (int i = 0; i < HTTP1_MAX_HEADERS; i++)
+        field(q, "x-f", "v");
+    CHECK(h3req_parse(q, &req) == 431);
+
+    static char big[HTTP1_MAX_HEAD];
+    memset(big, 'b', sizeof(big) - 1);
+    q = begin("GET", "/");
+    field(q, "x-big", big);
+    CHECK(q->status == 431 && h3req_parse(q, &req) == 431);
+}
