@@ -182,6 +182,7 @@ struct server {
     /* --limit-conn, --limit-req: each client address steered to one worker (steer.h) */
     bool steer;
     uint32_t steer_seed;
+    bool quic_steer; /* the UDP port's group is ours alone: route by connection ID */
     struct errlog_limit steer_log;
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */
     struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
@@ -452,6 +453,27 @@ static uint64_t monotonic_usec(void)
 }
 
 #ifndef RINGHTTPD_NO_HTTP3
+/* Once every worker's UDP socket is bound (w: the last): the program that brings each datagram
+ * to the worker whose connection ID it carries (steer.h), when the group is ours alone: its
+ * socket i is worker i's. A successor that starts beside us finds the port in use and attaches
+ * nothing; ours, the same function, is right for its sockets once ours are gone. */
+static void quic_steer(struct server *sv, struct worker *w)
+{
+    const struct config *cfg = sv->cfg;
+    int err = sv->quic_steer ? steer_quic_attach(w->udp->fd, (uint32_t)cfg->threads) : -EBUSY;
+    sv->quic_steer = err == 0;
+    if (err < 0 && err != -EBUSY)
+        errlog(ERRLOG_WARN,
+               "HTTP/3: cannot route datagrams to workers by connection ID (%s): a client "
+               "whose address changes may land on another worker and reconnect",
+               strerror(-err));
+    if (cfg->verbose)
+        fprintf(stderr, "ringhttpd: HTTP/3: datagrams routed to workers by connection ID: %s\n",
+                err == 0        ? "yes"
+                : err == -EBUSY ? "no (another process shares the UDP port)"
+                                : strerror(-err));
+}
+
 /* --http3: worker w's UDP socket on the TLS port's address and its QUIC endpoint, with the
  * process's certificate pairs (read now, before the process is confined). secret is shared
  * by every worker, so a Retry token or a reset made by one is good at another. */
@@ -472,8 +494,14 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
         .certs = certs,
         .keys = keys,
         .secret = secret,
+        .worker = (unsigned)w->id,
+        .workers = (unsigned)cfg->threads,
     };
     char why[512] = "";
+    /* Before the first of ours binds: whether the port's group will be ours alone. */
+    if (w->id == 0)
+        sv->quic_steer =
+            udp_addr_in_use((const struct sockaddr *)&sv->tls_addr.ss, sv->tls_addr.len) == 0;
     int fd = udp_socket_open((const struct sockaddr *)&sv->tls_addr.ss, sv->tls_addr.len);
     if (fd < 0) {
         fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s port %u: %s\n", cfg->bind,
@@ -491,6 +519,8 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
     }
     if (rc == 0)
         w->alt_svc_len = h3_alt_svc(w->alt_svc, sizeof(w->alt_svc), cfg->tls_port);
+    if (rc == 0 && w->id == cfg->threads - 1)
+        quic_steer(sv, w);
     if (rc == 0 && w->id == 0 && cfg->verbose)
         fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO no (datagrams read by recvmmsg)\n",
                 w->udp->gso       ? "yes"

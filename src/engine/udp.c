@@ -38,6 +38,20 @@ fail:;
     return err;
 }
 
+int udp_addr_in_use(const struct sockaddr *addr, socklen_t len)
+{
+    int fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
+    if (fd < 0)
+        return -errno;
+    int one = 1, rc = 0;
+    if (addr->sa_family == AF_INET6)
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, addr, len) != 0)
+        rc = errno == EADDRINUSE ? 1 : -errno;
+    close(fd);
+    return rc;
+}
+
 int udp_port_init(struct udp_port *p, int fd, bool gso, const struct udp_upcall *up, void *user)
 {
     memset(p, 0, sizeof(*p));

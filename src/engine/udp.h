@@ -50,6 +50,10 @@ struct udp_port {
  * spreading clients by their 4-tuple): the fd, or -errno. */
 int udp_socket_open(const struct sockaddr *addr, socklen_t len);
 
+/* Whether another socket holds addr's UDP port already (a predecessor's, in a restart with
+ * --reuse-port): 1, 0, or -errno. A bind without SO_REUSEPORT or SO_REUSEADDR tells. */
+int udp_addr_in_use(const struct sockaddr *addr, socklen_t len);
+
 /* Takes over fd; gso false keeps UDP_SEGMENT off even where the kernel has it. 0 or -errno. */
 int udp_port_init(struct udp_port *p, int fd, bool gso, const struct udp_upcall *up, void *user);
 void udp_port_fini(struct udp_port *p);

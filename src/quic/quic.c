@@ -2,6 +2,8 @@
  *
  * Connections are found by the connection ID the client sends to (ours, SCID_LEN random
  * bytes, or its own first one while its Initials still carry it) in a chained hash table.
+ * Our IDs are made (steer_cid_make) so that the port's reuseport program brings every datagram
+ * sent to them to this worker, from whatever address: a client that moved is found here.
  * Timers are ngtcp2's per-connection expiry, kept in qc->deadline; the endpoint remembers the
  * earliest, so a loop turn with nothing due costs one comparison. Sends go out as the
  * connection writes them, a batch of equal-size datagrams per sendmsg (GSO). */
@@ -21,6 +23,7 @@
 #include <time.h>
 
 #include "engine/udp.h"
+#include "steer.h"
 
 #define SCID_LEN 18
 #define MAX_CIDS 10      /* ours (active_connection_id_limit 8) and the client's first */
@@ -101,6 +104,16 @@ static void on_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx)
 {
     (void)ctx;
     rand_bytes(dest, len);
+}
+
+/* A new connection ID of ours: random, made to steer to this worker. */
+static void make_cid(const struct quic_ep *ep, ngtcp2_cid *cid, size_t len)
+{
+    _Static_assert(SCID_LEN >= STEER_CID_BYTES, "our IDs carry the steering bytes");
+    rand_bytes(cid->data, len);
+    cid->datalen = len;
+    if (ep->set.workers > 1 && len >= STEER_CID_BYTES)
+        steer_cid_make(cid->data, ep->set.worker, ep->set.workers);
 }
 
 /* The connection ID table. */
@@ -190,14 +203,6 @@ static void send_to(struct quic_ep *ep, const struct sockaddr *to, socklen_t tol
     (void)udp_port_send(ep->port, to, tolen, buf, len, seg);
 }
 
-static ngtcp2_path path_of(struct quic_ep *ep, struct quic_conn *qc)
-{
-    return (ngtcp2_path){
-        .local = {(ngtcp2_sockaddr *)&ep->port->local, ep->port->local_len},
-        .remote = {(ngtcp2_sockaddr *)&qc->peer, qc->peer_len},
-    };
-}
-
 /* Ends qc with ccerr: CONNECTION_CLOSE out, then the closing period (3 PTO) before the free. */
 static void start_close(struct quic_ep *ep, struct quic_conn *qc,
                         const ngtcp2_connection_close_error *ccerr)
@@ -205,11 +210,12 @@ static void start_close(struct quic_ep *ep, struct quic_conn *qc,
     if (qc->state != Q_OPEN)
         return;
     ngtcp2_tstamp now = now_ns();
-    ngtcp2_path ps = path_of(ep, qc);
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
     uint8_t buf[MTU_MAX];
     ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
-        qc->conn, &ps, &pi, buf, sizeof(buf) < 1452 ? sizeof(buf) : 1452, ccerr, now);
+        qc->conn, &ps.path, &pi, buf, sizeof(buf) < 1452 ? sizeof(buf) : 1452, ccerr, now);
     qc->state = Q_CLOSING;
     set_deadline(ep, qc, now + 3 * ngtcp2_conn_get_pto(qc->conn));
     if (n <= 0)
@@ -219,7 +225,7 @@ static void start_close(struct quic_ep *ep, struct quic_conn *qc,
         memcpy(qc->close_pkt, buf, (size_t)n);
         qc->close_len = (size_t)n;
     }
-    send_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len, buf, (size_t)n, 0);
+    send_to(ep, (struct sockaddr *)ps.path.remote.addr, ps.path.remote.addrlen, buf, (size_t)n, 0);
 }
 
 static void close_liberr(struct quic_ep *ep, struct quic_conn *qc, int liberr)
@@ -234,13 +240,34 @@ static void close_liberr(struct quic_ep *ep, struct quic_conn *qc, int liberr)
     start_close(ep, qc, &ccerr);
 }
 
-/* Writes what qc has to send, in GSO batches. */
+/* The path of a datagram between our port and peer. */
+static ngtcp2_path path_to(struct quic_ep *ep, const struct sockaddr *peer, socklen_t len)
+{
+    return (ngtcp2_path){
+        .local = {(ngtcp2_sockaddr *)&ep->port->local, ep->port->local_len},
+        .remote = {(ngtcp2_sockaddr *)peer, len},
+    };
+}
+
+/* Sends the batch [buf, end) to where its packets go. */
+static void send_batch(struct quic_ep *ep, const ngtcp2_path *to, const uint8_t *buf,
+                       const uint8_t *end, size_t mtu)
+{
+    if (end != buf)
+        send_to(ep, (const struct sockaddr *)to->remote.addr, to->remote.addrlen, buf,
+                (size_t)(end - buf), mtu);
+}
+
+/* Writes what qc has to send, in GSO batches: equal-size datagrams to one address each (a
+ * migration's path validation sends to the old address and the new one in turn). */
 static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
 {
     if (qc->state != Q_OPEN)
         return;
     ngtcp2_tstamp now = now_ns();
-    ngtcp2_path ps = path_of(ep, qc);
+    ngtcp2_path_storage ps, batch_ps; /* the last packet's path; the batch's */
+    ngtcp2_path_storage_zero(&ps);
+    ngtcp2_path_storage_zero(&batch_ps);
     ngtcp2_pkt_info pi;
     size_t mtu = ngtcp2_conn_get_path_max_tx_udp_payload_size(qc->conn);
     if (mtu > MTU_MAX)
@@ -261,8 +288,9 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
         }
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
         ngtcp2_ssize ndatalen = -1;
-        ngtcp2_ssize n = ngtcp2_conn_writev_stream(qc->conn, &ps, &pi, p, mtu, &ndatalen, flags,
-                                                   sid, (const ngtcp2_vec *)vec, (size_t)nvec, now);
+        ngtcp2_ssize n =
+            ngtcp2_conn_writev_stream(qc->conn, &ps.path, &pi, p, mtu, &ndatalen, flags, sid,
+                                      (const ngtcp2_vec *)vec, (size_t)nvec, now);
         if (n < 0) {
             if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED || n == NGTCP2_ERR_STREAM_SHUT_WR) {
                 ep->app->blocked(qc->app, sid, n == NGTCP2_ERR_STREAM_SHUT_WR);
@@ -283,18 +311,26 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
             return;
         }
         if (n == 0) {
-            if (p != buf)
-                send_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len, buf, (size_t)(p - buf),
-                        mtu);
+            send_batch(ep, &batch_ps.path, buf, p, mtu);
             ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
             break;
+        }
+        if (p == buf) {
+            ngtcp2_path_copy(&batch_ps.path, &ps.path);
+        } else if (!ngtcp2_path_eq(&batch_ps.path, &ps.path)) {
+            /* Another address: what is batched goes first, the new packet opens a batch. */
+            send_batch(ep, &batch_ps.path, buf, p, mtu);
+            memmove(buf, p, (size_t)n);
+            p = buf;
+            npkts = 0;
+            ngtcp2_path_copy(&batch_ps.path, &ps.path);
         }
         p += n;
         npkts++;
         total++;
         /* GSO: every datagram but the last of a batch is mtu long; a short one ends it. */
         if ((size_t)n < mtu || npkts == UDP_GSO_MAX || total == WRITE_MAX) {
-            send_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len, buf, (size_t)(p - buf), mtu);
+            send_batch(ep, &batch_ps.path, buf, p, mtu);
             p = buf;
             npkts = 0;
             if (total == WRITE_MAX) {
@@ -408,8 +444,7 @@ static int on_new_cid(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t
 {
     struct quic_conn *qc = user;
     (void)conn;
-    rand_bytes(cid->data, len);
-    cid->datalen = len;
+    make_cid(qc->ep, cid, len);
     if (ngtcp2_crypto_generate_stateless_reset_token(token, qc->ep->secret, sizeof(qc->ep->secret),
                                                      cid) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
@@ -519,8 +554,8 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     ep->stats.open = ep->nconns;
 
     ngtcp2_tstamp now = now_ns();
-    ngtcp2_cid scid = {.datalen = SCID_LEN};
-    rand_bytes(scid.data, SCID_LEN);
+    ngtcp2_cid scid;
+    make_cid(ep, &scid, SCID_LEN);
     ngtcp2_settings st;
     ngtcp2_settings_default(&st);
     st.initial_ts = now;
@@ -546,7 +581,7 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     } else {
         tp.original_dcid = hd->dcid;
     }
-    ngtcp2_path path = path_of(ep, qc);
+    ngtcp2_path path = path_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len);
     if (ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, ep->secret,
                                                      sizeof(ep->secret), &scid) != 0 ||
         ngtcp2_conn_server_new(&qc->conn, &hd->scid, &scid, &path, hd->version, &callbacks, &st,
@@ -579,22 +614,14 @@ static void conn_read(struct quic_ep *ep, struct quic_conn *qc, const struct udp
         }
         return;
     }
-    ngtcp2_path path = {
-        .local = {(ngtcp2_sockaddr *)&ep->port->local, ep->port->local_len},
-        .remote = {(ngtcp2_sockaddr *)d->peer, d->peer_len},
-    };
+    ngtcp2_path path = path_to(ep, d->peer, d->peer_len);
     ngtcp2_pkt_info pi = {0};
     ngtcp2_tstamp now = now_ns();
     int rv = ngtcp2_conn_read_pkt(qc->conn, &path, &pi, d->data, d->len, now);
     if (rv == 0) {
-        /* The path ngtcp2 now uses (a migrated client is answered at its new address). */
-        const ngtcp2_path *cur = ngtcp2_conn_get_path(qc->conn);
-        if (cur->remote.addrlen <= sizeof(qc->peer) &&
-            (cur->remote.addrlen != qc->peer_len ||
-             memcmp(cur->remote.addr, &qc->peer, qc->peer_len) != 0)) {
-            memcpy(&qc->peer, cur->remote.addr, cur->remote.addrlen);
-            qc->peer_len = cur->remote.addrlen;
-        }
+        /* A client that moved (NAT rebinding, migration) is answered where ngtcp2 says,
+         * each packet's path from its write: the new address once validated. The access
+         * log keeps the handshake's address (h3 reads it once, as TCP's is read once). */
         qc->dirty = true;
         return;
     }
@@ -656,8 +683,8 @@ static void send_reset(struct quic_ep *ep, const ngtcp2_version_cid *vc, const s
 
 static void send_retry(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const struct udp_dgram *d)
 {
-    ngtcp2_cid scid = {.datalen = SCID_LEN};
-    rand_bytes(scid.data, SCID_LEN);
+    ngtcp2_cid scid;
+    make_cid(ep, &scid, SCID_LEN); /* the client's next Initial comes back here */
     uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], buf[MTU_MAX];
     ngtcp2_ssize tlen = ngtcp2_crypto_generate_retry_token(
         token, ep->secret, sizeof(ep->secret), hd->version, (const ngtcp2_sockaddr *)d->peer,

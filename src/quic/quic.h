@@ -65,6 +65,7 @@ struct quic_settings {
     const char *const *certs; /* certificate files, NULL-terminated, the first the default */
     const char *const *keys;  /* their keys */
     const uint8_t *secret;    /* 32 bytes shared by every worker: Retry tokens, reset tokens */
+    unsigned worker, workers; /* our IDs steer to socket `worker` of `workers` (steer.h) */
     bool gso;
 };
 
