@@ -477,14 +477,46 @@ static void quic_steer(struct server *sv, struct worker *w)
 /* --http3: worker w's UDP socket on the TLS port's address and its QUIC endpoint, with the
  * process's certificate pairs (read now, before the process is confined). secret is shared
  * by every worker, so a Retry token or a reset made by one is good at another. */
+/* The certificate and key files of pairs for QUIC: the TLS port's (with automatic HTTPS's),
+ * NULL-terminated. */
+static void h3_files(struct server *sv, const struct config *pairs,
+                     const char *certs[TLS_MAX_CERTS + 1], const char *keys[TLS_MAX_CERTS + 1])
+{
+    struct tls_cert_files all[TLS_MAX_CERTS];
+    struct tls_settings s = tls_settings(sv, pairs, all);
+    int i = 0;
+    for (; i < s.num_certs; i++) {
+        certs[i] = all[i].cert;
+        keys[i] = all[i].key;
+    }
+    certs[i] = keys[i] = NULL;
+}
+
+/* A reload's certificates for every worker's QUIC endpoint, as tls_port_publish does for the
+ * TLS port: new handshakes get them, connections keep theirs. Read once per worker (each
+ * counts its set on its own thread); when they cannot be read the previous ones stay. */
+static void h3_publish(struct server *sv, const struct config *pairs, const char *what)
+{
+    const char *certs[TLS_MAX_CERTS + 1], *keys[TLS_MAX_CERTS + 1];
+    char why[512] = "";
+    h3_files(sv, pairs, certs, keys);
+    for (int i = 0; i < sv->cfg->threads; i++) {
+        struct quic_certs *c;
+        if (!sv->workers[i].quic)
+            continue;
+        if (quic_certs_new(&c, certs, keys, why, sizeof(why)) != 0) {
+            errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: %s", what, why);
+            return;
+        }
+        quic_ep_publish(sv->workers[i].quic, c);
+    }
+}
+
 static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
 {
     const struct config *cfg = sv->cfg;
-    const char *certs[TLS_MAX_CERTS + 1] = {0}, *keys[TLS_MAX_CERTS + 1] = {0};
-    for (int i = 0; i < cfg->num_tls_certs; i++) {
-        certs[i] = cfg->tls_certs[i].cert;
-        keys[i] = cfg->tls_certs[i].key;
-    }
+    const char *certs[TLS_MAX_CERTS + 1], *keys[TLS_MAX_CERTS + 1];
+    h3_files(sv, cfg, certs, keys);
     unsigned max = cfg->http3_max_conns;
     const struct quic_settings qs = {
         .max_conns = max,
@@ -531,6 +563,11 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
 
 #else
 /* A build without HTTP/3 (make static: Debian ships no static p11-kit for GnuTLS). */
+static void h3_publish(struct server *sv, const struct config *pairs, const char *what)
+{
+    (void)sv, (void)pairs, (void)what;
+}
+
 static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
 {
     (void)secret;
@@ -699,6 +736,7 @@ static bool publish(struct server *sv, struct site *s, bool renew, const char *w
     if (tls == TLS_NEW) {
         for (int i = 0; i < n; i++)
             tls_port_publish(&sv->tls_ports[i], ctxs[i]);
+        h3_publish(sv, fresh, what);
         errlog(ERRLOG_NOTICE, "%s: TLS certificates re-read", what);
     }
     free(ctxs);
@@ -722,6 +760,7 @@ static void acme_install(struct server *sv)
     }
     for (int i = 0; i < n; i++)
         tls_port_publish(&sv->tls_ports[i], ctxs[i]);
+    h3_publish(sv, running, "acme");
     free(ctxs);
 }
 

@@ -17,6 +17,7 @@
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,11 @@ _Static_assert(sizeof(struct quic_vec) == sizeof(ngtcp2_vec), "quic_vec is ngtcp
 
 enum qstate { Q_OPEN, Q_CLOSING, Q_DRAINING };
 
+struct quic_certs {
+    gnutls_certificate_credentials_t cred;
+    unsigned refs; /* the endpoint's, while current, and each connection's made with it */
+};
+
 struct cid_ent {
     ngtcp2_cid cid;
     struct quic_conn *qc;
@@ -48,6 +54,7 @@ struct quic_conn {
     struct quic_ep *ep;
     ngtcp2_conn *conn;
     gnutls_session_t tls;
+    struct quic_certs *certs; /* what its handshake was given: a reload does not change it */
     ngtcp2_crypto_conn_ref ref;
     struct sockaddr_storage peer;
     socklen_t peer_len;
@@ -75,7 +82,8 @@ struct quic_ep {
     uint8_t secret[32];
     const struct quic_app *app;
     void *ctx;
-    gnutls_certificate_credentials_t cred;
+    struct quic_certs *certs;              /* for new handshakes */
+    struct quic_certs *_Atomic next_certs; /* a reload's, adopted at the next new connection */
     gnutls_priority_t prio;
     struct cid_ent *buckets[CID_BUCKETS];
     struct quic_conn *conns; /* every connection, newest first */
@@ -184,6 +192,8 @@ static void conn_free(struct quic_ep *ep, struct quic_conn *qc)
         ngtcp2_conn_del(qc->conn);
     if (qc->tls)
         gnutls_deinit(qc->tls);
+    if (qc->certs)
+        quic_certs_put(qc->certs);
     free(qc->close_pkt);
     if (qc->prev)
         qc->prev->next = qc->next;
@@ -506,9 +516,11 @@ static int tls_setup(struct quic_ep *ep, struct quic_conn *qc)
     }
     qc->ref = (ngtcp2_crypto_conn_ref){get_conn, qc};
     gnutls_session_set_ptr(qc->tls, &qc->ref);
+    qc->certs = ep->certs;
+    qc->certs->refs++;
     if (gnutls_priority_set(qc->tls, ep->prio) != 0 ||
         ngtcp2_crypto_gnutls_configure_server_session(qc->tls) != 0 ||
-        gnutls_credentials_set(qc->tls, GNUTLS_CRD_CERTIFICATE, ep->cred) != 0 ||
+        gnutls_credentials_set(qc->tls, GNUTLS_CRD_CERTIFICATE, qc->certs->cred) != 0 ||
         gnutls_alpn_set_protocols(qc->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0)
         return -EINVAL;
     gnutls_handshake_set_hook_function(qc->tls, GNUTLS_HANDSHAKE_CLIENT_HELLO, GNUTLS_HOOK_POST,
@@ -756,6 +768,11 @@ static void on_datagram(void *user, const struct udp_dgram *d)
         send_retry(ep, &hd, d); /* under load: the client proves its address first */
         return;
     }
+    /* A reload's certificates: one load per new connection, nothing per packet. */
+    if (atomic_load_explicit(&ep->next_certs, memory_order_relaxed)) {
+        quic_certs_put(ep->certs);
+        ep->certs = atomic_exchange(&ep->next_certs, NULL);
+    }
     qc = conn_new(ep, &hd, d, validated);
     if (!qc) {
         ep->stats.dropped++;
@@ -922,22 +939,9 @@ int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_s
     ep->next = UINT64_MAX;
     ep->resets_left = RESETS_PER_TICK;
     memcpy(ep->secret, s->secret, sizeof(ep->secret));
-    int rc = gnutls_certificate_allocate_credentials(&ep->cred);
-    if (rc != 0) {
-        ep->cred = NULL;
-        snprintf(why, why_len, "HTTP/3: %s", gnutls_strerror(rc));
+    int rc = quic_certs_new(&ep->certs, s->certs, s->keys, why, why_len);
+    if (rc != 0)
         goto fail;
-    }
-    /* Each pair in the order given; GnuTLS picks the one whose names match the SNI, the first
-     * when none does, as the TLS port does. */
-    for (int i = 0; s->certs[i]; i++) {
-        rc = gnutls_certificate_set_x509_key_file2(ep->cred, s->certs[i], s->keys[i],
-                                                   GNUTLS_X509_FMT_PEM, NULL, 0);
-        if (rc < 0) {
-            snprintf(why, why_len, "HTTP/3: %s: %s", s->certs[i], gnutls_strerror(rc));
-            goto fail;
-        }
-    }
     /* TLS 1.3 only (RFC 9001 4.2); no middlebox compatibility mode (RFC 9001 8.4). */
     rc = gnutls_priority_init2(&ep->prio,
                                "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3:"
@@ -966,7 +970,50 @@ void quic_ep_free(struct quic_ep *ep)
         conn_free(ep, ep->conns);
     if (ep->prio)
         gnutls_priority_deinit(ep->prio);
-    if (ep->cred)
-        gnutls_certificate_free_credentials(ep->cred);
+    if (ep->certs)
+        quic_certs_put(ep->certs);
+    quic_certs_put(atomic_exchange(&ep->next_certs, NULL));
     free(ep);
+}
+
+int quic_certs_new(struct quic_certs **out, const char *const *certs, const char *const *keys,
+                   char *why, size_t why_len)
+{
+    struct quic_certs *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->refs = 1;
+    int rc = gnutls_certificate_allocate_credentials(&c->cred);
+    if (rc != 0) {
+        free(c);
+        snprintf(why, why_len, "HTTP/3: %s", gnutls_strerror(rc));
+        return -ENOMEM;
+    }
+    /* Each pair in the order given; GnuTLS picks the one whose names match the SNI, the first
+     * when none does, as the TLS port does. */
+    for (int i = 0; certs[i]; i++) {
+        rc = gnutls_certificate_set_x509_key_file2(c->cred, certs[i], keys[i], GNUTLS_X509_FMT_PEM,
+                                                   NULL, 0);
+        if (rc < 0) {
+            snprintf(why, why_len, "HTTP/3: %s: %s", certs[i], gnutls_strerror(rc));
+            quic_certs_put(c);
+            return -EINVAL;
+        }
+    }
+    *out = c;
+    return 0;
+}
+
+void quic_certs_put(struct quic_certs *c)
+{
+    if (c && --c->refs == 0) {
+        gnutls_certificate_free_credentials(c->cred);
+        free(c);
+    }
+}
+
+void quic_ep_publish(struct quic_ep *ep, struct quic_certs *c)
+{
+    /* Never adopted: nothing else refers to the one replaced. */
+    quic_certs_put(atomic_exchange(&ep->next_certs, c));
 }

@@ -1,12 +1,16 @@
 """HTTP/3's transport (issue 29): a client whose address changes mid-download keeps its
 connection on a server with two workers (datagrams routed to the worker by connection ID,
-whatever their source), and the download arrives byte-exact."""
+whatever their source), and the download arrives byte-exact; SIGHUP's certificates reach
+QUIC handshakes."""
 
 import random
+import shutil
+import signal
 
 import pytest
 
-from h3client import h3_get_moving
+from conftest import _openssl, wait_for
+from h3client import h3_get, h3_get_moving
 
 pytestmark = pytest.mark.schemes("https")
 
@@ -37,3 +41,39 @@ def test_client_that_moves_keeps_its_connection(make_server, h3root):
         assert bytes(resp.body) == LARGE
         assert [a[0] for a in moved] == ["::ffff:127.0.0.2", "::ffff:127.0.0.1",
                                          "::ffff:127.0.0.2"], moved
+
+
+def _leaf(ca, d, name):
+    """A pair for DNS name `name`, signed by the session's CA: (crt, key)."""
+    key, csr, crt, ext = (d / f"{name}.{x}" for x in ("key", "csr", "crt", "ext"))
+    ext.write_text(f"subjectAltName=DNS:{name}\nbasicConstraints=CA:FALSE\n"
+                   "extendedKeyUsage=serverAuth\n")
+    _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", key, "-out", csr, "-subj", f"/CN={name}")
+    _openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca.parent / "ca.key",
+             "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", crt)
+    return crt, key
+
+
+def test_sighup_gives_new_handshakes_the_new_certificate(make_server, h3root, tmp_path,
+                                                        test_ca):
+    """A site's pair re-read on SIGHUP serves QUIC handshakes as it serves TLS ones: before,
+    the client asking for b.test gets the default (localhost) certificate and refuses it;
+    after the files become b.test's and the reload, it gets b.test's."""
+    srv_ca = test_ca[0]
+    old_crt, old_key = _leaf(srv_ca, tmp_path, "old.test")
+    new_crt, new_key = _leaf(srv_ca, tmp_path, "b.test")
+    crt, key = tmp_path / "site.crt", tmp_path / "site.key"
+    shutil.copy(old_crt, crt)
+    shutil.copy(old_key, key)
+    srv = make_server(h3root, args=("--tls-cert", str(crt), "--tls-key", str(key)))
+    with pytest.raises(Exception):
+        h3_get("127.0.0.1", srv.port, srv.ca, [("GET", "/large.bin")], server_name="b.test",
+               timeout=3)
+    shutil.copy(new_crt, crt)
+    shutil.copy(new_key, key)
+    srv.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "TLS certificates re-read" in srv.stderr_text(), timeout=10)
+    r, = h3_get("127.0.0.1", srv.port, srv.ca, [("HEAD", "/large.bin")], server_name="b.test",
+                timeout=5)
+    assert r.status == 200 and r.header("content-length") == str(len(LARGE))
