@@ -545,7 +545,7 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
     if (!w->udp) {
         close(fd);
         rc = -ENOMEM;
-    } else if ((rc = udp_port_init(w->udp, fd, cfg->http3_gso, NULL, NULL)) == 0 &&
+    } else if ((rc = udp_port_init(w->udp, fd, cfg->http3_gso, cfg->http3_gro, NULL, NULL)) == 0 &&
                (rc = quic_ep_new(&w->quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
         fprintf(stderr, "ringhttpd: %s\n", why);
     }
@@ -554,10 +554,13 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
     if (rc == 0 && w->id == cfg->threads - 1)
         quic_steer(sv, w);
     if (rc == 0 && w->id == 0 && cfg->verbose)
-        fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO no (datagrams read by recvmmsg)\n",
+        fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO %s\n",
                 w->udp->gso       ? "yes"
                 : !cfg->http3_gso ? "no (--http3-gso off)"
-                                  : "no (the kernel refuses UDP_SEGMENT)");
+                                  : "no (the kernel refuses UDP_SEGMENT)",
+                w->udp->gro       ? "yes"
+                : !cfg->http3_gro ? "no (--http3-gro off)"
+                                  : "no (the kernel refuses UDP_GRO)");
     return rc;
 }
 

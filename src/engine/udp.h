@@ -1,5 +1,6 @@
-/* udp: a worker's UDP port (QUIC on the TLS port number): datagrams in by the batch (recvmmsg)
- * and out by the batch (sendmsg with UDP_SEGMENT where the kernel and the route have it).
+/* udp: a worker's UDP port (QUIC on the TLS port number): datagrams in by the batch (recvmmsg;
+ * with UDP_GRO a client's train of equal-size datagrams comes as one buffer, split here) and
+ * out by the batch (sendmsg with UDP_SEGMENT where the kernel and the route have it).
  * Must not: know QUIC; it moves datagrams between one socket and the upcall the upper layer
  * installed (up), and never blocks: a send the socket refuses (EAGAIN) is dropped and counted,
  * as QUIC's loss recovery expects of a full socket buffer.
@@ -14,8 +15,12 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#define UDP_BATCH 32   /* datagrams per recvmmsg */
-#define UDP_RBUF 2048  /* bytes per received datagram; larger ones are dropped (MSG_TRUNC) */
+#define UDP_BATCH 32  /* datagrams per recvmmsg */
+#define UDP_RBUF 2048 /* bytes per received datagram; larger ones are dropped (MSG_TRUNC) */
+/* With GRO a buffer takes a train the kernel coalesced: up to 64 KiB (a GSO skb's limit), so
+ * fewer of them a call. Pages are touched only as far as trains fill them. */
+#define UDP_GRO_BATCH 8
+#define UDP_GRO_RBUF 65536
 #define UDP_GSO_MAX 10 /* datagrams per GSO send */
 /* recvmmsg calls per readiness: epoll's is level-triggered (what is left wakes the next turn,
  * so other sockets get theirs), io_uring's poll fires on arrivals only (read to the end). */
@@ -38,12 +43,15 @@ struct udp_upcall {
 struct udp_port {
     int fd;
     bool gso; /* UDP_SEGMENT accepted (probed at open, cleared when a send says EIO) */
+    bool gro; /* UDP_GRO on: a received buffer may hold several datagrams (its cmsg says) */
     const struct udp_upcall *up;
     void *user;
     struct sockaddr_storage local; /* the address the socket is bound to */
     socklen_t local_len;
-    uint8_t *rbuf; /* UDP_BATCH * UDP_RBUF */
-    uint64_t rx_dgrams, rx_bytes, tx_dgrams, tx_bytes, tx_dropped, tx_gso_calls;
+    uint8_t *rbuf;   /* rslots * rslot bytes, for udp_port_read */
+    unsigned rslots; /* UDP_BATCH, or UDP_GRO_BATCH with GRO */
+    size_t rslot;    /* UDP_RBUF, or UDP_GRO_RBUF with GRO */
+    uint64_t rx_dgrams, rx_bytes, rx_gro_trains, tx_dgrams, tx_bytes, tx_dropped, tx_gso_calls;
 };
 
 /* Opens a non-blocking UDP socket bound to addr with SO_REUSEPORT (one per worker, the kernel
@@ -54,17 +62,25 @@ int udp_socket_open(const struct sockaddr *addr, socklen_t len);
  * --reuse-port): 1, 0, or -errno. A bind without SO_REUSEPORT or SO_REUSEADDR tells. */
 int udp_addr_in_use(const struct sockaddr *addr, socklen_t len);
 
-/* Takes over fd; gso false keeps UDP_SEGMENT off even where the kernel has it. 0 or -errno. */
-int udp_port_init(struct udp_port *p, int fd, bool gso, const struct udp_upcall *up, void *user);
+/* Takes over fd; gso (gro) false keeps UDP_SEGMENT (UDP_GRO) off even where the kernel has
+ * it. 0 or -errno. */
+int udp_port_init(struct udp_port *p, int fd, bool gso, bool gro, const struct udp_upcall *up,
+                  void *user);
 void udp_port_fini(struct udp_port *p);
 
 /* Reads what is queued (at most `batches` recvmmsg calls), handing each datagram to up->recv,
  * then calls up->flush. Returns datagrams read, or -errno for a socket error. */
 int udp_port_read(struct udp_port *p, unsigned batches);
 
-/* One datagram an engine received by itself (io_uring's RECVMSG): counted and handed to
- * up->recv; udp_port_flush after the turn's last. */
-void udp_port_deliver(struct udp_port *p, const struct udp_dgram *d);
+/* What an engine received by itself (io_uring's RECVMSG): one datagram, or with seg (the
+ * UDP_GRO control message's size) a train of seg-byte datagrams (the last may be shorter),
+ * each counted and handed to up->recv; udp_port_flush after the turn's last. */
+void udp_port_deliver(struct udp_port *p, const struct udp_dgram *d, size_t seg);
+/* The datagram size of a GRO train from one control message (cm: a received cmsghdr), or 0
+ * when cm is not UDP_GRO's. */
+size_t udp_gro_size(const struct cmsghdr *cm);
+/* Control-message space a receive needs for udp_gro_size. */
+#define UDP_CMSG_SPACE CMSG_SPACE(sizeof(int))
 void udp_port_flush(struct udp_port *p);
 
 /* Sends len bytes to `to` as datagrams of seg bytes each (the last may be shorter): one

@@ -14,12 +14,22 @@
 
 #define UDP_BGID 1   /* the TCP receive's group is 0 */
 #define UDP_BUFS 256 /* datagrams the kernel can hold for us between two loop turns */
-#define UDP_NAME 28  /* sockaddr_in6 */
-#define UDP_BUF (sizeof(struct io_uring_recvmsg_out) + UDP_NAME + UDP_RBUF)
+/* With GRO a buffer holds a train of up to 64 KiB; fewer of them (4 MiB of address space, of
+ * which only what trains fill is touched). */
+#define UDP_GRO_BUFS 64
+/* Room for a sockaddr_in6 (28 bytes), rounded up so that the control message after it is
+ * aligned for struct cmsghdr (the kernel lays them out at these offsets). */
+#define UDP_NAME 32
+_Static_assert((sizeof(struct io_uring_recvmsg_out) + UDP_NAME) % _Alignof(struct cmsghdr) == 0,
+               "the control message is aligned");
+/* A buffer: io_uring's header, the source address, the control message, the payload. */
+#define UDP_HEAD (sizeof(struct io_uring_recvmsg_out) + UDP_NAME + UDP_CMSG_SPACE)
 
 struct uring_udp {
     struct io_uring_buf_ring *br;
     char *bufs;
+    unsigned nbufs;    /* UDP_BUFS, or UDP_GRO_BUFS with GRO */
+    size_t size;       /* bytes per buffer */
     struct msghdr msg; /* the kernel reads msg_namelen and msg_controllen from it */
     unsigned returned; /* buffers added since the last advance */
     bool got;          /* datagrams delivered this turn: flush */
@@ -40,15 +50,19 @@ int uring_udp_start(struct worker *w, struct uring *u)
     struct uring_udp *x = calloc(1, sizeof(*x));
     if (!x)
         return -ENOMEM;
-    x->bufs = malloc((size_t)UDP_BUFS * UDP_BUF);
+    bool gro = w->udp->gro;
+    x->nbufs = gro ? UDP_GRO_BUFS : UDP_BUFS;
+    x->size = UDP_HEAD + (gro ? UDP_GRO_RBUF : UDP_RBUF);
+    x->bufs = malloc(x->nbufs * x->size);
     int rc =
-        x->bufs ? buf_ring_setup(&u->ring, UDP_BGID, UDP_BUFS, x->bufs, UDP_BUF, &x->br) : -ENOMEM;
+        x->bufs ? buf_ring_setup(&u->ring, UDP_BGID, x->nbufs, x->bufs, x->size, &x->br) : -ENOMEM;
     if (rc < 0) {
         free(x->bufs);
         free(x);
         return rc;
     }
     x->msg.msg_namelen = UDP_NAME;
+    x->msg.msg_controllen = gro ? UDP_CMSG_SPACE : 0;
     u->udp = x;
     arm(w, u);
     return 0;
@@ -59,7 +73,7 @@ void uring_udp_complete(struct worker *w, struct uring *u, const struct io_uring
     struct uring_udp *x = u->udp;
     if (cqe->res >= 0 && (cqe->flags & IORING_CQE_F_BUFFER)) {
         unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-        char *buf = x->bufs + (size_t)bid * UDP_BUF;
+        char *buf = x->bufs + (size_t)bid * x->size;
         struct io_uring_recvmsg_out *o = io_uring_recvmsg_validate(buf, cqe->res, &x->msg);
         if (o && !(o->flags & MSG_TRUNC) && o->namelen <= UDP_NAME) {
             struct udp_dgram d = {
@@ -68,11 +82,15 @@ void uring_udp_complete(struct worker *w, struct uring *u, const struct io_uring
                 .peer = io_uring_recvmsg_name(o),
                 .peer_len = o->namelen,
             };
-            udp_port_deliver(w->udp, &d);
+            size_t seg = 0;
+            for (struct cmsghdr *cm = io_uring_recvmsg_cmsg_firsthdr(o, &x->msg); cm && !seg;
+                 cm = io_uring_recvmsg_cmsg_nexthdr(o, &x->msg, cm))
+                seg = udp_gro_size(cm);
+            udp_port_deliver(w->udp, &d, seg);
             x->got = true;
         }
-        io_uring_buf_ring_add(x->br, buf, UDP_BUF, (unsigned short)bid,
-                              io_uring_buf_ring_mask(UDP_BUFS), (int)x->returned++);
+        io_uring_buf_ring_add(x->br, buf, (unsigned)x->size, (unsigned short)bid,
+                              io_uring_buf_ring_mask(x->nbufs), (int)x->returned++);
     }
     /* ENOBUFS (every buffer taken before this turn gave them back) or the end of the
      * multishot: arm again; the datagrams wait in the socket meanwhile. */
@@ -98,7 +116,7 @@ void uring_udp_stop(struct uring *u)
     struct uring_udp *x = u->udp;
     if (!x)
         return;
-    munmap(x->br, UDP_BUFS * sizeof(struct io_uring_buf));
+    munmap(x->br, x->nbufs * sizeof(struct io_uring_buf));
     free(x->bufs);
     free(x);
     u->udp = NULL;

@@ -1,6 +1,7 @@
 /* uring_udp: the io_uring engine's HTTP/3 receive path: one multishot RECVMSG on the worker's
- * UDP socket into a ring of provided buffers of its own (one datagram, its source address and
- * io_uring's header per buffer), each datagram handed to the port's upcall as it completes.
+ * UDP socket into a ring of provided buffers of its own (one datagram or UDP GRO train, its
+ * source address, control message and io_uring's header per buffer), each datagram handed to
+ * the port's upcall (udp_port_deliver, which splits a train) as it completes.
  * Must not: send (udp_port_send does, synchronously) or know QUIC.
  * Ownership: the uring engine's state (struct uring.udp), set up by uring_udp_start on the
  * worker's thread and freed by uring_udp_stop; the buffers are the kernel's while in the ring. */

@@ -1,11 +1,14 @@
 """HTTP/3's transport (issue 29): a client whose address changes mid-download keeps its
 connection on a server with two workers (datagrams routed to the worker by connection ID,
 whatever their source), and the download arrives byte-exact; SIGHUP's certificates reach
-QUIC handshakes."""
+QUIC handshakes; a train of datagrams coalesced by UDP GRO is split, and served as without."""
 
 import random
 import shutil
 import signal
+import socket
+import struct
+import time
 
 import pytest
 
@@ -15,6 +18,7 @@ from h3client import h3_get, h3_get_moving
 pytestmark = pytest.mark.schemes("https")
 
 LARGE = random.Random(29).randbytes(3 << 20)
+UDP_SEGMENT = 103  # linux/udp.h
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +81,48 @@ def test_sighup_gives_new_handshakes_the_new_certificate(make_server, h3root, tm
     r, = h3_get("127.0.0.1", srv.port, srv.ca, [("HEAD", "/large.bin")], server_name="b.test",
                 timeout=5)
     assert r.status == 200 and r.header("content-length") == str(len(LARGE))
+
+
+def _initials(count):
+    """`count` client Initials (aioquic's, 1200 bytes each, a connection each): their bytes
+    and the IDs the server's answers carry (each client's own)."""
+    from aioquic.quic.connection import QuicConnection
+    from h3client import configuration
+    out = []
+    for _ in range(count):
+        conn = QuicConnection(configuration=configuration(__file__))  # never verified
+        conn.connect(("127.0.0.1", 1), now=time.monotonic())
+        d, = [d for d, _ in conn.datagrams_to_send(now=time.monotonic())]
+        out.append((d, conn.host_cid))
+    return out
+
+
+@pytest.mark.parametrize("gro", ["on", "off"])
+def test_a_train_of_datagrams_is_split_with_gro(make_server, h3root, gro):
+    """Four client Initials sent as one GSO train (one sendmsg with UDP_SEGMENT): with GRO on
+    the server's socket receives them as one 4,800-byte buffer, which the server splits by
+    the segment size; off, the kernel splits them first. Either way each of the four clients
+    gets its answer (its own ID as the destination of the server's Initial), and -v says
+    whether GRO is used."""
+    srv = make_server(h3root, args=("-v", "--http3-gro", gro))
+    assert f"GRO {'yes' if gro == 'on' else 'no (--http3-gro off)'}" in srv.stderr_text()
+    initials = _initials(4)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(0.2)
+    try:
+        train = b"".join(d for d, _ in initials)
+        s.sendmsg([train], [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("H", 1200))], 0,
+                  ("127.0.0.1", srv.port))
+        want, answered = {cid for _, cid in initials}, set()
+        deadline = time.monotonic() + 5
+        while answered != want and time.monotonic() < deadline:
+            try:
+                d = s.recv(65536)
+            except socket.timeout:
+                continue
+            if d[0] & 0x80:  # a long header: its destination ID's length at 5, the ID at 6
+                answered.add(d[6:6 + d[5]])
+        assert answered == want, (answered, want)
+    finally:
+        s.close()
