@@ -164,13 +164,16 @@ err_mem:
 
 void worker_fini(struct worker *w)
 {
+#ifndef RINGHTTPD_NO_HTTP3
+    /* Before the cache (its streams' responses hold entries) and before the last log lines
+     * go: a connection still open (--drain-timeout cut it) logs its requests as it goes. */
+    if (w->quic)
+        quic_ep_free(w->quic);
+    w->quic = NULL;
+#endif
     obs_tick(w, true); /* the last lines go to the writer, which outlives the workers */
     accesslog_buf_free(&w->logbuf);
     w->eng->fini(w);
-#ifndef RINGHTTPD_NO_HTTP3
-    if (w->quic) /* before the cache: its streams' responses hold entries */
-        quic_ep_free(w->quic);
-#endif
     if (w->udp)
         udp_port_fini(w->udp);
     free(w->udp);

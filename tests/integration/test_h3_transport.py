@@ -1,19 +1,24 @@
 """HTTP/3's transport (issue 29): a client whose address changes mid-download keeps its
 connection on a server with two workers (datagrams routed to the worker by connection ID,
 whatever their source), and the download arrives byte-exact; SIGHUP's certificates reach
-QUIC handshakes; a train of datagrams coalesced by UDP GRO is split, and served as without."""
+QUIC handshakes; a train of datagrams coalesced by UDP GRO is split, and served as without;
+clients that abuse flow control (never extend it, send past it) hold nothing unbounded."""
 
+import asyncio
 import random
 import shutil
 import signal
 import socket
 import struct
+import threading
 import time
 
 import pytest
 
+from aioquic.asyncio.client import connect
 from conftest import _openssl, wait_for
-from h3client import h3_get, h3_get_moving
+from h3client import _Proto, configuration, h3_get, h3_get_moving
+from test_h3 import rss_kib
 
 pytestmark = pytest.mark.schemes("https")
 
@@ -126,3 +131,101 @@ def test_a_train_of_datagrams_is_split_with_gro(make_server, h3root, gro):
         assert answered == want, (answered, want)
     finally:
         s.close()
+
+
+class _Stingy(threading.Thread):
+    """A client that never extends flow control: 16 KiB for the connection and 4 KiB a
+    stream, no MAX_DATA or MAX_STREAM_DATA ever after, 20 downloads of LARGE at once; it
+    keeps the connection alive (PINGs) until told to stop. .got: body bytes per stream;
+    .error: what ended it, if anything did."""
+
+    def __init__(self, srv):
+        super().__init__(daemon=True)
+        self.srv, self.got, self.error = srv, {}, None
+        self.stop = threading.Event()
+
+    def run(self):
+        try:
+            asyncio.run(asyncio.wait_for(self._run(), 60))
+        except Exception as e:  # reported through .error, asserted by the test
+            self.error = e
+
+    async def _run(self):
+        cfg = configuration(self.srv.ca)
+        cfg.max_data, cfg.max_stream_data = 16384, 4096
+        async with connect("127.0.0.1", self.srv.port, configuration=cfg,
+                           create_protocol=_Proto, wait_connected=True) as client:
+            quic = client._quic
+            quic._write_connection_limits = lambda *a, **k: None
+            quic._write_stream_limits = lambda *a, **k: None
+            tasks = [asyncio.ensure_future(client.request("GET", "/large.bin"))
+                     for _ in range(20)]
+            while not self.stop.is_set():
+                for sid, (resp, _) in client.pending.items():
+                    self.got[sid] = len(resp.body)
+                if client.terminated:
+                    raise ConnectionError(client.terminated)
+                client._quic.send_ping(0)
+                client.transmit()
+                await asyncio.sleep(0.05)
+            for t in tasks:
+                t.cancel()
+
+
+def test_client_that_never_extends_flow_control(make_server, h3root):
+    """The server sends no byte past the limits the client gave (the client, aioquic, would
+    close with FLOW_CONTROL_ERROR), holds a bounded amount for the stalled responses, serves
+    another client meanwhile, and a SIGTERM ends the stalled connection at --drain-timeout."""
+    srv = make_server(h3root, args=("--drain-timeout", "1"))
+    before = rss_kib(srv.proc.pid)
+    stingy = _Stingy(srv)
+    stingy.start()
+    try:
+        # Stalled: every byte the connection allows has arrived (the headers take a few).
+        wait_for(lambda: stingy.error or sum(stingy.got.values()) >= 12 * 1024, timeout=10)
+        assert stingy.error is None, stingy.error
+        time.sleep(0.5)  # room for a server that would overrun the limit to do so
+        assert stingy.error is None, stingy.error
+        assert sum(stingy.got.values()) <= 16384, stingy.got
+        assert all(n <= 4096 for n in stingy.got.values()), stingy.got
+        r, = h3_get("127.0.0.1", srv.port, srv.ca, [("GET", "/large.bin")], timeout=10)
+        assert bytes(r.body) == LARGE
+        assert rss_kib(srv.proc.pid) - before < 32 * 1024
+        start = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        srv.proc.wait(timeout=10)
+        assert time.monotonic() - start < 8
+    finally:
+        stingy.stop.set()
+        stingy.join(timeout=10)
+
+
+def test_client_that_sends_past_the_stream_limit(make_server, h3root):
+    """A request stream whose first bytes sit at 1 MiB, past the 64 KiB a request stream may
+    send (the client's own flow control bypassed: its sender hands out that frame): the
+    server closes the connection with FLOW_CONTROL_ERROR (RFC 9000 4.1) and goes on
+    serving. (No request precedes it, so the stream cannot have been answered and forgotten
+    before the frame arrives.)"""
+    from aioquic.quic.packet import QuicStreamFrame
+    srv = make_server(h3root)
+
+    async def overrun():
+        async with connect("127.0.0.1", srv.port, configuration=configuration(srv.ca),
+                           create_protocol=_Proto, wait_connected=True) as client:
+            quic = client._quic
+            sid = quic.get_next_available_stream_id()
+            quic.send_stream_data(sid, b"y")
+            sender = quic._get_or_create_stream_for_send(sid).sender
+            frames = [QuicStreamFrame(data=b"y", offset=1 << 20)]
+            sender.get_frame = lambda *a, **k: frames.pop() if frames else None
+            client.transmit()
+            for _ in range(100):
+                if client.terminated:
+                    return client.terminated
+                await asyncio.sleep(0.05)
+            return None
+
+    ended = asyncio.run(asyncio.wait_for(overrun(), 30))
+    assert ended is not None and ended.error_code == 0x3, ended  # FLOW_CONTROL_ERROR
+    r, = h3_get("127.0.0.1", srv.port, srv.ca, [("GET", "/large.bin")], timeout=10)
+    assert bytes(r.body) == LARGE
