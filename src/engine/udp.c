@@ -199,8 +199,9 @@ static int send_one(struct udp_port *p, const struct sockaddr *to, socklen_t tol
     return n < 0 ? -errno : 0;
 }
 
-int udp_port_send(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
-                  const uint8_t *buf, size_t len, size_t seg)
+/* Sends at once, with sendmsg: GSO when the port has it, else datagram by datagram. */
+static int send_now(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
+                    const uint8_t *buf, size_t len, size_t seg)
 {
     size_t count = seg ? (len + seg - 1) / seg : 1;
     if (p->gso && count > 1) {
@@ -230,4 +231,36 @@ int udp_port_send(struct udp_port *p, const struct sockaddr *to, socklen_t tolen
         }
     }
     return rc;
+}
+
+int udp_port_send(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
+                  const uint8_t *buf, size_t len, size_t seg)
+{
+    if (seg >= len)
+        seg = 0; /* one datagram */
+    if (p->sender && len <= UDP_SEND_MAX &&
+        p->sender->send(p->sender_ctx, to, tolen, buf, len, seg, p->gso) == 0) {
+        p->tx_queued++;
+        return 0;
+    }
+    return send_now(p, to, tolen, buf, len, seg);
+}
+
+void udp_port_sent(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
+                   const uint8_t *buf, size_t len, size_t seg, int res)
+{
+    size_t count = seg ? (len + seg - 1) / seg : 1;
+    if (res >= 0) {
+        p->tx_dgrams += count;
+        p->tx_bytes += len;
+        if (count > 1)
+            p->tx_gso_calls++;
+        return;
+    }
+    if (count > 1 && (res == -EIO || res == -EINVAL)) {
+        p->gso = false; /* as send_now: the route's device cannot segment */
+        (void)send_now(p, to, tolen, buf, len, seg);
+        return;
+    }
+    p->tx_dropped += count; /* EAGAIN (a full socket buffer) among them: QUIC resends */
 }

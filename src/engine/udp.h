@@ -21,7 +21,8 @@
  * fewer of them a call. Pages are touched only as far as trains fill them. */
 #define UDP_GRO_BATCH 8
 #define UDP_GRO_RBUF 65536
-#define UDP_GSO_MAX 10 /* datagrams per GSO send */
+#define UDP_GSO_MAX 10                    /* datagrams per GSO send */
+#define UDP_SEND_MAX (UDP_GSO_MAX * 1500) /* bytes one udp_port_send carries at most */
 /* recvmmsg calls per readiness: epoll's is level-triggered (what is left wakes the next turn,
  * so other sockets get theirs), io_uring's poll fires on arrivals only (read to the end). */
 #define UDP_TURN_BATCHES 4
@@ -40,18 +41,30 @@ struct udp_upcall {
     void (*flush)(void *user);
 };
 
+/* Installed by an engine that sends by itself (io_uring): queues a copy of len bytes of
+ * datagrams for `to` (seg bytes each; gso: as one send with UDP_SEGMENT, else one send each)
+ * on the loop turn's submission, and later reports each send's end with udp_port_sent. 0, or
+ * -ENOBUFS when it has no room (the port then sends them at once with sendmsg). */
+struct udp_sender {
+    int (*send)(void *ctx, const struct sockaddr *to, socklen_t tolen, const uint8_t *buf,
+                size_t len, size_t seg, bool gso);
+};
+
 struct udp_port {
     int fd;
     bool gso; /* UDP_SEGMENT accepted (probed at open, cleared when a send says EIO) */
     bool gro; /* UDP_GRO on: a received buffer may hold several datagrams (its cmsg says) */
     const struct udp_upcall *up;
     void *user;
+    const struct udp_sender *sender; /* NULL: sendmsg, synchronously */
+    void *sender_ctx;
     struct sockaddr_storage local; /* the address the socket is bound to */
     socklen_t local_len;
     uint8_t *rbuf;   /* rslots * rslot bytes, for udp_port_read */
     unsigned rslots; /* UDP_BATCH, or UDP_GRO_BATCH with GRO */
     size_t rslot;    /* UDP_RBUF, or UDP_GRO_RBUF with GRO */
     uint64_t rx_dgrams, rx_bytes, rx_gro_trains, tx_dgrams, tx_bytes, tx_dropped, tx_gso_calls;
+    uint64_t tx_queued; /* sends handed to the engine's sender */
 };
 
 /* Opens a non-blocking UDP socket bound to addr with SO_REUSEPORT (one per worker, the kernel
@@ -83,10 +96,16 @@ size_t udp_gro_size(const struct cmsghdr *cm);
 #define UDP_CMSG_SPACE CMSG_SPACE(sizeof(int))
 void udp_port_flush(struct udp_port *p);
 
-/* Sends len bytes to `to` as datagrams of seg bytes each (the last may be shorter): one
- * sendmsg with UDP_SEGMENT when p->gso, else one sendmsg per datagram. 0 or -errno (EAGAIN
- * counted as dropped). */
+/* Sends len bytes (at most UDP_SEND_MAX) to `to` as datagrams of seg bytes each (the last may
+ * be shorter): through the engine's sender when it has one and room, else at once; one send
+ * with UDP_SEGMENT when p->gso, else one per datagram. 0 or -errno (EAGAIN counted as
+ * dropped); a queued send's failure is counted when it ends. */
 int udp_port_send(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
                   const uint8_t *buf, size_t len, size_t seg);
+/* The engine's sender reports one send of len bytes (seg: its UDP_SEGMENT size, 0 without)
+ * that ended with res (bytes, or -errno): counted; a GSO send the route refused (EIO) turns
+ * GSO off and goes again at once, one datagram a sendmsg. buf is still the sender's. */
+void udp_port_sent(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
+                   const uint8_t *buf, size_t len, size_t seg, int res);
 
 #endif

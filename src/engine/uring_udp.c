@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <liburing.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -11,6 +13,10 @@
 #include "engine/udp.h"
 #include "engine/uring_state.h"
 #include "rt/worker.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
 
 #define UDP_BGID 1   /* the TCP receive's group is 0 */
 #define UDP_BUFS 256 /* datagrams the kernel can hold for us between two loop turns */
@@ -120,4 +126,126 @@ void uring_udp_stop(struct uring *u)
     free(x->bufs);
     free(x);
     u->udp = NULL;
+}
+
+/* Sends: a pool of copies of what udp_port_send was given; pages are touched only by the
+ * slots that a turn's sends need. 64 copies take the ~7 GSO batches each of ~9 busy
+ * connections write in one turn; past them the port sends synchronously. */
+#define UDP_TX_SLOTS 64
+
+struct udp_tx_slot {
+    struct sockaddr_storage to;
+    socklen_t tolen;
+    uint16_t seg;     /* UDP_SEGMENT's size, 0 for one datagram a send */
+    unsigned pending; /* its sends not yet completed */
+    int next_free;
+    struct msghdr msg[UDP_GSO_MAX];
+    struct iovec iov[UDP_GSO_MAX];
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } ctl;
+    uint8_t data[UDP_SEND_MAX];
+};
+
+struct uring_udp_tx {
+    struct uring *u;
+    int fd; /* the port's */
+    struct udp_tx_slot *slots;
+    int free_head; /* -1: none */
+};
+
+static int tx_send(void *ctx, const struct sockaddr *to, socklen_t tolen, const uint8_t *buf,
+                   size_t len, size_t seg, bool gso)
+{
+    struct uring_udp_tx *tx = ctx;
+    if (tx->free_head < 0 || tolen > sizeof(struct sockaddr_storage))
+        return -ENOBUFS;
+    int idx = tx->free_head;
+    struct udp_tx_slot *s = &tx->slots[idx];
+    tx->free_head = s->next_free;
+    memcpy(&s->to, to, tolen);
+    s->tolen = tolen;
+    memcpy(s->data, buf, len);
+    size_t count = seg ? (len + seg - 1) / seg : 1;
+    s->seg = gso && count > 1 ? (uint16_t)seg : 0;
+    unsigned sends = s->seg || count == 1 ? 1 : (unsigned)count;
+    if (s->seg) {
+        struct cmsghdr *cm = (struct cmsghdr *)s->ctl.buf;
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type = UDP_SEGMENT;
+        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        memcpy(CMSG_DATA(cm), &s->seg, sizeof(s->seg));
+    }
+    for (unsigned i = 0; i < sends; i++) {
+        size_t off = sends == 1 ? 0 : i * seg;
+        size_t n = sends == 1 ? len : (len - off < seg ? len - off : seg);
+        s->iov[i] = (struct iovec){s->data + off, n};
+        s->msg[i] = (struct msghdr){.msg_name = &s->to,
+                                    .msg_namelen = s->tolen,
+                                    .msg_iov = &s->iov[i],
+                                    .msg_iovlen = 1,
+                                    .msg_control = s->seg ? s->ctl.buf : NULL,
+                                    .msg_controllen = s->seg ? sizeof(s->ctl.buf) : 0};
+        struct io_uring_sqe *sqe = get_sqe(tx->u);
+        io_uring_prep_sendmsg(sqe, tx->fd, &s->msg[i], MSG_DONTWAIT);
+        io_uring_sqe_set_data64(sqe, tag_encode(OP_UDP_SEND, 0, (uint32_t)idx));
+    }
+    s->pending = sends;
+    return 0;
+}
+
+static const struct udp_sender tx_sender = {tx_send};
+
+int uring_udp_tx_start(struct worker *w, struct uring *u)
+{
+    struct uring_udp_tx *tx = calloc(1, sizeof(*tx));
+    if (!tx)
+        return -ENOMEM;
+    tx->slots = malloc(UDP_TX_SLOTS * sizeof(*tx->slots));
+    if (!tx->slots) {
+        free(tx);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < UDP_TX_SLOTS; i++)
+        tx->slots[i].next_free = i + 1 < UDP_TX_SLOTS ? i + 1 : -1;
+    tx->free_head = 0;
+    tx->u = u;
+    u->udp_tx = tx;
+    tx->fd = w->udp->fd;
+    w->udp->sender = &tx_sender;
+    w->udp->sender_ctx = tx;
+    return 0;
+}
+
+void uring_udp_sent(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe,
+                    uint32_t slot)
+{
+    struct uring_udp_tx *tx = u->udp_tx;
+    if (!tx || slot >= UDP_TX_SLOTS)
+        return;
+    struct udp_tx_slot *s = &tx->slots[slot];
+    /* Which of the slot's sends this was does not matter for the count, but its length
+     * does: without GSO every send but the last is one full datagram of the same size. */
+    unsigned i = s->seg ? 0 : s->pending - 1;
+    udp_port_sent(w->udp, (struct sockaddr *)&s->to, s->tolen, s->iov[i].iov_base,
+                  s->iov[i].iov_len, s->seg, cqe->res);
+    if (--s->pending == 0) {
+        s->next_free = tx->free_head;
+        tx->free_head = (int)slot;
+    }
+}
+
+void uring_udp_tx_stop(struct worker *w, struct uring *u)
+{
+    struct uring_udp_tx *tx = u->udp_tx;
+    if (!tx)
+        return;
+    if (w->udp && w->udp->sender_ctx == tx) {
+        w->udp->sender = NULL;
+        w->udp->sender_ctx = NULL;
+    }
+    free(tx->slots);
+    free(tx);
+    u->udp_tx = NULL;
 }

@@ -36,6 +36,7 @@
 #define WRITE_MAX 64 /* packets one connection writes per turn */
 
 _Static_assert(sizeof(struct quic_vec) == sizeof(ngtcp2_vec), "quic_vec is ngtcp2_vec");
+_Static_assert(UDP_GSO_MAX *MTU_MAX <= UDP_SEND_MAX, "a batch fits one udp_port_send");
 
 enum qstate { Q_OPEN, Q_CLOSING, Q_DRAINING };
 

@@ -306,6 +306,8 @@ static void publish_quic(struct worker *w)
     stat_set(&st->udp_in, w->udp->rx_dgrams);
     stat_set(&st->udp_out, w->udp->tx_dgrams);
     stat_set(&st->udp_dropped, w->udp->tx_dropped);
+    stat_set(&st->udp_gro_trains, w->udp->rx_gro_trains);
+    stat_set(&st->udp_ring_sends, w->udp->tx_queued);
 }
 #endif
 

@@ -2,7 +2,8 @@
 connection on a server with two workers (datagrams routed to the worker by connection ID,
 whatever their source), and the download arrives byte-exact; SIGHUP's certificates reach
 QUIC handshakes; a train of datagrams coalesced by UDP GRO is split, and served as without;
-clients that abuse flow control (never extend it, send past it) hold nothing unbounded."""
+clients that abuse flow control (never extend it, send past it) hold nothing unbounded; sends
+are io_uring operations on the io_uring engine."""
 
 import asyncio
 import random
@@ -18,6 +19,7 @@ import pytest
 from aioquic.asyncio.client import connect
 from conftest import _openssl, wait_for
 from h3client import _Proto, configuration, h3_get, h3_get_moving
+from test_accesslog import scrape
 from test_h3 import rss_kib
 
 pytestmark = pytest.mark.schemes("https")
@@ -109,7 +111,7 @@ def test_a_train_of_datagrams_is_split_with_gro(make_server, h3root, gro):
     the segment size; off, the kernel splits them first. Either way each of the four clients
     gets its answer (its own ID as the destination of the server's Initial), and -v says
     whether GRO is used."""
-    srv = make_server(h3root, args=("-v", "--http3-gro", gro))
+    srv = make_server(h3root, args=("-v", "--http3-gro", gro, "--metrics", "127.0.0.1:0"))
     assert f"GRO {'yes' if gro == 'on' else 'no (--http3-gro off)'}" in srv.stderr_text()
     initials = _initials(4)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -129,8 +131,33 @@ def test_a_train_of_datagrams_is_split_with_gro(make_server, h3root, gro):
             if d[0] & 0x80:  # a long header: its destination ID's length at 5, the ID at 6
                 answered.add(d[6:6 + d[5]])
         assert answered == want, (answered, want)
+        def trains():
+            return sum(v for k, v in scrape(srv).items()
+                       if k.startswith("ringhttpd_udp_gro_trains_total"))
+        if gro == "on":  # the counters are published at the worker's next timer run
+            wait_for(lambda: trains() >= 1, timeout=5)
+        assert trains() == (1 if gro == "on" else 0), trains()
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("gso", ["on", "off"])
+def test_sends_are_io_uring_operations_on_io_uring(make_server, h3root, engine, gso):
+    """On the io_uring engine the port's datagrams leave as SENDMSG operations (with
+    UDP_SEGMENT, or one per datagram with GSO off) submitted with the loop turn's others; on
+    epoll by sendmsg. Either way a 3 MiB download on two connections arrives whole."""
+    srv = make_server(h3root, args=("-v", "--http3-gso", gso, "--metrics", "127.0.0.1:0"))
+    got = h3_get_moving("127.0.0.1", srv.port, srv.ca, "/large.bin", [], conns=2)
+    assert all(bytes(r.body) == LARGE for r, _ in got)
+    def sends():
+        return sum(v for k, v in scrape(srv).items()
+                   if k.startswith("ringhttpd_udp_ring_sends_total"))
+    said = "datagrams sent by io_uring" in srv.stderr_text()
+    if engine == "uring":  # the counters are published at the worker's next timer run
+        assert wait_for(lambda: sends() > 100, timeout=5), sends()
+        assert said, srv.stderr_text()
+    else:
+        assert not said and sends() == 0, sends()
 
 
 class _Stingy(threading.Thread):
