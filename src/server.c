@@ -455,8 +455,11 @@ static uint64_t monotonic_usec(void)
 #ifndef RINGHTTPD_NO_HTTP3
 /* Once every worker's UDP socket is bound (w: the last): the program that brings each datagram
  * to the worker whose connection ID it carries (steer.h), when the group is ours alone: its
- * socket i is worker i's. A successor that starts beside us finds the port in use and attaches
- * nothing; ours, the same function, is right for its sockets once ours are gone. */
+ * socket i is worker i's (bound in that order). A successor that starts beside us (a restart
+ * with --reuse-port) finds the port in use and attaches nothing: its sockets sit behind ours,
+ * where the program sends nothing, so new QUIC clients are ours to refuse while we drain
+ * (they fall back to TCP, which the hand-over gives the successor) and our connections finish
+ * here; we take the program off when we stop, and the successor has the kernel's hash. */
 static void quic_steer(struct server *sv, struct worker *w)
 {
     const struct config *cfg = sv->cfg;
@@ -1107,8 +1110,15 @@ stop:
         pthread_join(sv.workers[i].thread, &res);
         if (res)
             rc = 1;
-        worker_fini(&sv.workers[i]);
     }
+    /* Every worker's UDP socket stays in the port's group until all have drained: a socket
+     * that leaves moves another into its place, and the connection-ID program would send a
+     * busy worker's datagrams elsewhere. Then the program goes, so that a successor sharing
+     * the port (its sockets behind ours) gets the kernel's hash, not our indices. */
+    if (sv.quic_steer && sv.started && sv.workers[0].udp)
+        steer_detach(sv.workers[0].udp->fd);
+    for (int i = 0; i < sv.started; i++)
+        worker_fini(&sv.workers[i]);
     for (int i = sv.started; i < inited; i++) /* set up, never started */
         worker_fini(&sv.workers[i]);
 out:

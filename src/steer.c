@@ -6,13 +6,15 @@
  * QUIC: the program runs on every datagram with its data at the UDP payload, where the
  * connection ID is; ~10 instructions a datagram. nginx's quic_bpf does the same with eBPF, a
  * sockmap and a lookup keyed by the ID (needs CAP_BPF or root, and libbpf); classic BPF has no
- * map, so the index is a function of the ID alone and the server makes its IDs to fit. A
- * function with no per-process key is also right for a successor that inherits the group's
- * program once its predecessor's sockets are gone. */
+ * map, so the index is a function of the ID alone and the server makes its IDs to fit. */
 #include "steer.h"
 
 #include <errno.h>
 #include <sys/socket.h>
+
+#ifndef SO_DETACH_REUSEPORT_BPF
+#define SO_DETACH_REUSEPORT_BPF 68 /* Linux 5.3; older headers lack it */
+#endif
 
 /* Knuth's multiplicative hash constant (2^32 / phi): the product's high bits depend on every
  * bit of the address, and the low 16 of them are dropped before the modulo. */
@@ -92,6 +94,12 @@ int steer_quic_attach(int fd, uint32_t n)
     if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof(prog)) != 0)
         return -errno;
     return 0;
+}
+
+void steer_detach(int fd)
+{
+    int zero = 0;
+    (void)setsockopt(fd, SOL_SOCKET, SO_DETACH_REUSEPORT_BPF, &zero, sizeof(zero));
 }
 
 /* BPF_W loads are big-endian. */

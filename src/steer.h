@@ -42,6 +42,8 @@ void steer_quic_program(struct sock_filter code[STEER_QUIC_LEN], uint32_t n);
 
 /* Attaches that program to the UDP socket fd's reuseport group of n sockets. 0 or -errno. */
 int steer_quic_attach(int fd, uint32_t n);
+/* Takes the program off fd's group (the kernel's hash from now on). */
+void steer_detach(int fd);
 
 /* The socket (worker) index, of n, that the QUIC program picks for a connection ID whose first
  * STEER_CID_BYTES bytes are cid. Pure; n >= 1. */

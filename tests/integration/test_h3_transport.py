@@ -256,3 +256,25 @@ def test_client_that_sends_past_the_stream_limit(make_server, h3root):
     assert ended is not None and ended.error_code == 0x3, ended  # FLOW_CONTROL_ERROR
     r, = h3_get("127.0.0.1", srv.port, srv.ca, [("GET", "/large.bin")], timeout=10)
     assert bytes(r.body) == LARGE
+
+
+def test_restart_with_reuse_port_keeps_http3(make_server, h3root):
+    """A successor started beside a running server with --reuse-port finds the UDP port in use
+    and routes nothing; once the predecessor has drained and gone, every connection reaches
+    the successor's worker that made its IDs (the predecessor took its program off: left on,
+    its indices would name the successor's sockets in the order the kernel reshuffled them
+    into as ours closed, and no handshake would finish)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        tls_port = s.getsockname()[1]
+    ports = ("-p", "0", "--tls-port", str(tls_port), "--reuse-port", "-v")
+    a = make_server(h3root, args=ports)
+    assert "routed to workers by connection ID: yes" in a.stderr_text(), a.stderr_text()
+    b = make_server(h3root, args=ports)
+    assert "connection ID: no (another process shares the UDP port)" in b.stderr_text()
+    r, = h3_get("127.0.0.1", tls_port, a.ca, [("GET", "/large.bin")], timeout=10)
+    assert bytes(r.body) == LARGE
+    a.stop(signal.SIGTERM, timeout=10)
+    for _ in range(6):  # each lands on one of b's two workers by its own first ID
+        r, = h3_get("127.0.0.1", tls_port, b.ca, [("HEAD", "/large.bin")], timeout=5)
+        assert r.status == 200
