@@ -184,6 +184,7 @@ struct server {
     bool steer;
     uint32_t steer_seed;
     struct guard *guard; /* socket activation: the workers' one guard (rt/guard.h), or NULL */
+    bool quic_steer;     /* the UDP port's group is ours alone: route by connection ID */
     struct errlog_limit steer_log;
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */
     struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
@@ -464,17 +465,73 @@ static uint64_t monotonic_usec(void)
 }
 
 #ifndef RINGHTTPD_NO_HTTP3
+/* Once every worker's UDP socket is bound (w: the last): the program that brings each datagram
+ * to the worker whose connection ID it carries (steer.h), when the group is ours alone: its
+ * socket i is worker i's (bound in that order). A successor that starts beside us (a restart
+ * with --reuse-port) finds the port in use and attaches nothing: its sockets sit behind ours,
+ * where the program sends nothing, so new QUIC clients are ours to refuse while we drain
+ * (they fall back to TCP, which the hand-over gives the successor) and our connections finish
+ * here; we take the program off when we stop, and the successor has the kernel's hash. */
+static void quic_steer(struct server *sv, struct worker *w)
+{
+    const struct config *cfg = sv->cfg;
+    int err = sv->quic_steer ? steer_quic_attach(w->udp->fd, (uint32_t)cfg->threads) : -EBUSY;
+    sv->quic_steer = err == 0;
+    if (err < 0 && err != -EBUSY)
+        errlog(ERRLOG_WARN,
+               "HTTP/3: cannot route datagrams to workers by connection ID (%s): a client "
+               "whose address changes may land on another worker and reconnect",
+               strerror(-err));
+    if (cfg->verbose)
+        fprintf(stderr, "ringhttpd: HTTP/3: datagrams routed to workers by connection ID: %s\n",
+                err == 0        ? "yes"
+                : err == -EBUSY ? "no (another process shares the UDP port)"
+                                : strerror(-err));
+}
+
 /* --http3: worker w's UDP socket on the TLS port's address and its QUIC endpoint, with the
  * process's certificate pairs (read now, before the process is confined). secret is shared
  * by every worker, so a Retry token or a reset made by one is good at another. */
+/* The certificate and key files of pairs for QUIC: the TLS port's (with automatic HTTPS's),
+ * NULL-terminated. */
+static void h3_files(struct server *sv, const struct config *pairs,
+                     const char *certs[TLS_MAX_CERTS + 1], const char *keys[TLS_MAX_CERTS + 1])
+{
+    struct tls_cert_files all[TLS_MAX_CERTS];
+    struct tls_settings s = tls_settings(sv, pairs, all);
+    int i = 0;
+    for (; i < s.num_certs; i++) {
+        certs[i] = all[i].cert;
+        keys[i] = all[i].key;
+    }
+    certs[i] = keys[i] = NULL;
+}
+
+/* A reload's certificates for every worker's QUIC endpoint, as tls_port_publish does for the
+ * TLS port: new handshakes get them, connections keep theirs. Read once per worker (each
+ * counts its set on its own thread); when they cannot be read the previous ones stay. */
+static void h3_publish(struct server *sv, const struct config *pairs, const char *what)
+{
+    const char *certs[TLS_MAX_CERTS + 1], *keys[TLS_MAX_CERTS + 1];
+    char why[512] = "";
+    h3_files(sv, pairs, certs, keys);
+    for (int i = 0; i < sv->cfg->threads; i++) {
+        struct quic_certs *c;
+        if (!sv->workers[i].quic)
+            continue;
+        if (quic_certs_new(&c, certs, keys, why, sizeof(why)) != 0) {
+            errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: %s", what, why);
+            return;
+        }
+        quic_ep_publish(sv->workers[i].quic, c);
+    }
+}
+
 static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
 {
     const struct config *cfg = sv->cfg;
-    const char *certs[TLS_MAX_CERTS + 1] = {0}, *keys[TLS_MAX_CERTS + 1] = {0};
-    for (int i = 0; i < cfg->num_tls_certs; i++) {
-        certs[i] = cfg->tls_certs[i].cert;
-        keys[i] = cfg->tls_certs[i].key;
-    }
+    const char *certs[TLS_MAX_CERTS + 1], *keys[TLS_MAX_CERTS + 1];
+    h3_files(sv, cfg, certs, keys);
     unsigned max = cfg->http3_max_conns;
     const struct quic_settings qs = {
         .max_conns = max,
@@ -484,8 +541,14 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
         .certs = certs,
         .keys = keys,
         .secret = secret,
+        .worker = (unsigned)w->id,
+        .workers = (unsigned)cfg->threads,
     };
     char why[512] = "";
+    /* Before the first of ours binds: whether the port's group will be ours alone. */
+    if (w->id == 0)
+        sv->quic_steer =
+            udp_addr_in_use((const struct sockaddr *)&sv->tls_addr.ss, sv->tls_addr.len) == 0;
     int fd = udp_socket_open((const struct sockaddr *)&sv->tls_addr.ss, sv->tls_addr.len);
     if (fd < 0) {
         fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s port %u: %s\n", cfg->bind,
@@ -497,7 +560,7 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
     if (!w->udp) {
         close(fd);
         rc = -ENOMEM;
-    } else if ((rc = udp_port_init(w->udp, fd, cfg->http3_gso, NULL, NULL)) == 0 &&
+    } else if ((rc = udp_port_init(w->udp, fd, cfg->http3_gso, cfg->http3_gro, NULL, NULL)) == 0 &&
                (rc = quic_ep_new(&w->quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
         fprintf(stderr, "ringhttpd: %s\n", why);
     }
@@ -505,16 +568,26 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
         w->alt_svc_len = h3_alt_svc(w->alt_svc, sizeof(w->alt_svc), cfg->tls_port);
         w->h3ops = &h3_worker_ops;
     }
+    if (rc == 0 && w->id == cfg->threads - 1)
+        quic_steer(sv, w);
     if (rc == 0 && w->id == 0 && cfg->verbose)
-        fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO no (datagrams read by recvmmsg)\n",
+        fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO %s\n",
                 w->udp->gso       ? "yes"
                 : !cfg->http3_gso ? "no (--http3-gso off)"
-                                  : "no (the kernel refuses UDP_SEGMENT)");
+                                  : "no (the kernel refuses UDP_SEGMENT)",
+                w->udp->gro       ? "yes"
+                : !cfg->http3_gro ? "no (--http3-gro off)"
+                                  : "no (the kernel refuses UDP_GRO)");
     return rc;
 }
 
 #else
 /* A build without HTTP/3 (make static: Debian ships no static p11-kit for GnuTLS). */
+static void h3_publish(struct server *sv, const struct config *pairs, const char *what)
+{
+    (void)sv, (void)pairs, (void)what;
+}
+
 static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
 {
     (void)secret;
@@ -684,6 +757,7 @@ static bool publish(struct server *sv, struct site *s, bool renew, const char *w
     if (tls == TLS_NEW) {
         for (int i = 0; i < n; i++)
             tls_port_publish(&sv->tls_ports[i], ctxs[i]);
+        h3_publish(sv, fresh, what);
         errlog(ERRLOG_NOTICE, "%s: TLS certificates re-read", what);
     }
     free(ctxs);
@@ -707,6 +781,7 @@ static void acme_install(struct server *sv)
     }
     for (int i = 0; i < n; i++)
         tls_port_publish(&sv->tls_ports[i], ctxs[i]);
+    h3_publish(sv, running, "acme");
     free(ctxs);
 }
 
@@ -1057,8 +1132,15 @@ stop:
         pthread_join(sv.workers[i].thread, &res);
         if (res)
             rc = 1;
-        worker_fini(&sv.workers[i]);
     }
+    /* Every worker's UDP socket stays in the port's group until all have drained: a socket
+     * that leaves moves another into its place, and the connection-ID program would send a
+     * busy worker's datagrams elsewhere. Then the program goes, so that a successor sharing
+     * the port (its sockets behind ours) gets the kernel's hash, not our indices. */
+    if (sv.quic_steer && sv.started && sv.workers[0].udp)
+        steer_detach(sv.workers[0].udp->fd);
+    for (int i = 0; i < sv.started; i++)
+        worker_fini(&sv.workers[i]);
     for (int i = sv.started; i < inited; i++) /* set up, never started */
         worker_fini(&sv.workers[i]);
     guard_shared_free(sv.guard); /* after every worker's last conn_closed */

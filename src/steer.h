@@ -1,7 +1,9 @@
-/* steer: the reuseport program that sends every connection from one client address (an IPv6
+/* steer: the reuseport programs. On TCP, every connection from one client address (an IPv6
  * client's /64, as limits key it) to the same listener of the group, so that each worker's
  * per-client tables (core/limits.h) see all of that client and stay exact with no lock and no
- * shared counter (issue 28).
+ * shared counter (issue 28). On UDP (QUIC), every datagram to the worker that owns its
+ * destination connection ID, whatever address it came from (issue 29: NAT rebinding and
+ * migration), by one function of the ID's first four bytes that the server's IDs are made to.
  * Must not: run on the request path (it is attached at start and checked once a second), or
  * attach while the port's group holds listeners that are not ours (a predecessor or successor
  * in a hand-over: the indices would name theirs; handover.h owns steering then).
@@ -25,5 +27,30 @@ void steer_program(struct sock_filter code[STEER_LEN], uint32_t n, uint32_t seed
 
 /* Attaches that program to fd's reuseport group, for a group of n listeners. 0 or -errno. */
 int steer_attach(int fd, uint32_t n, uint32_t seed);
+
+/* The QUIC program's length in instructions. */
+#define STEER_QUIC_LEN 12
+/* Bytes of a connection ID the QUIC program reads: the server's IDs must be at least this long. */
+#define STEER_CID_BYTES 4
+
+/* Writes the classic BPF program that returns steer_cid_index of a QUIC datagram's destination
+ * connection ID (a short header's at byte 1, a long header's at byte 6), for a group of n UDP
+ * sockets. A long header whose ID is shorter than STEER_CID_BYTES gets an index past the end
+ * (the kernel's hash). A client's first Initials carry an ID it chose at random: they land
+ * where its value says, and that worker makes the connection's IDs to come back to it. Pure. */
+void steer_quic_program(struct sock_filter code[STEER_QUIC_LEN], uint32_t n);
+
+/* Attaches that program to the UDP socket fd's reuseport group of n sockets. 0 or -errno. */
+int steer_quic_attach(int fd, uint32_t n);
+/* Takes the program off fd's group (the kernel's hash from now on). */
+void steer_detach(int fd);
+
+/* The socket (worker) index, of n, that the QUIC program picks for a connection ID whose first
+ * STEER_CID_BYTES bytes are cid. Pure; n >= 1. */
+uint32_t steer_cid_index(const uint8_t cid[STEER_CID_BYTES], uint32_t n);
+
+/* Rewrites the first STEER_CID_BYTES bytes of cid (random on entry, and still unpredictable on
+ * return) so that steer_cid_index(cid, n) == index. Pure; index < n. */
+void steer_cid_make(uint8_t cid[STEER_CID_BYTES], uint32_t index, uint32_t n);
 
 #endif

@@ -991,6 +991,13 @@ static const struct option_info table[] = {
      .set = set_onoff,
      .help = "send HTTP/3's datagrams in batches the kernel splits (UDP\n"
              "GSO) where it can (on); off: one sendmsg per datagram"},
+    {.name = "http3-gro",
+     .metavar = "on|off",
+     PROCESS,
+     FIELD(FIELD_BOOL, http3_gro),
+     .set = set_onoff,
+     .help = "receive a client's datagrams in trains the kernel coalesced\n"
+             "(UDP GRO) where it can (on); off: one datagram per buffer"},
     {.name = "tls-port",
      .metavar = "PORT",
      PROCESS,
@@ -1498,6 +1505,7 @@ void options_init(struct config *cfg)
         .http3 = true,
         .http3_max_conns = 1024,
         .http3_gso = true,
+        .http3_gro = true,
         .ktls = true,
         .tls_seal = true,
         .landlock = true,

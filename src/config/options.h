@@ -143,6 +143,7 @@ struct config {
     bool http3;               /* --http3 on|off: QUIC on UDP at tls_port (only with TLS) */
     unsigned http3_max_conns; /* --http3-max-conns: QUIC connections per worker */
     bool http3_gso;           /* --http3-gso on|off: UDP_SEGMENT where the kernel has it */
+    bool http3_gro;           /* --http3-gro on|off: UDP_GRO where the kernel has it */
     /* HTTPS (issue 14): a second listener on the same address; pairs are checked (files read,
      * keys matched) by tls_ctx_new at start and on every reload, not here. */
     bool tls;                                       /* --tls-port given */

@@ -1,5 +1,6 @@
-/* udp: a worker's UDP port (QUIC on the TLS port number): datagrams in by the batch (recvmmsg)
- * and out by the batch (sendmsg with UDP_SEGMENT where the kernel and the route have it).
+/* udp: a worker's UDP port (QUIC on the TLS port number): datagrams in by the batch (recvmmsg;
+ * with UDP_GRO a client's train of equal-size datagrams comes as one buffer, split here) and
+ * out by the batch (sendmsg with UDP_SEGMENT where the kernel and the route have it).
  * Must not: know QUIC; it moves datagrams between one socket and the upcall the upper layer
  * installed (up), and never blocks: a send the socket refuses (EAGAIN) is dropped and counted,
  * as QUIC's loss recovery expects of a full socket buffer.
@@ -14,9 +15,14 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#define UDP_BATCH 32   /* datagrams per recvmmsg */
-#define UDP_RBUF 2048  /* bytes per received datagram; larger ones are dropped (MSG_TRUNC) */
-#define UDP_GSO_MAX 10 /* datagrams per GSO send */
+#define UDP_BATCH 32  /* datagrams per recvmmsg */
+#define UDP_RBUF 2048 /* bytes per received datagram; larger ones are dropped (MSG_TRUNC) */
+/* With GRO a buffer takes a train the kernel coalesced: up to 64 KiB (a GSO skb's limit), so
+ * fewer of them a call. Pages are touched only as far as trains fill them. */
+#define UDP_GRO_BATCH 8
+#define UDP_GRO_RBUF 65536
+#define UDP_GSO_MAX 10                    /* datagrams per GSO send */
+#define UDP_SEND_MAX (UDP_GSO_MAX * 1500) /* bytes one udp_port_send carries at most */
 /* recvmmsg calls per readiness: epoll's is level-triggered (what is left wakes the next turn,
  * so other sockets get theirs), io_uring's poll fires on arrivals only (read to the end). */
 #define UDP_TURN_BATCHES 4
@@ -35,38 +41,71 @@ struct udp_upcall {
     void (*flush)(void *user);
 };
 
+/* Installed by an engine that sends by itself (io_uring): queues a copy of len bytes of
+ * datagrams for `to` (seg bytes each; gso: as one send with UDP_SEGMENT, else one send each)
+ * on the loop turn's submission, and later reports each send's end with udp_port_sent. 0, or
+ * -ENOBUFS when it has no room (the port then sends them at once with sendmsg). */
+struct udp_sender {
+    int (*send)(void *ctx, const struct sockaddr *to, socklen_t tolen, const uint8_t *buf,
+                size_t len, size_t seg, bool gso);
+};
+
 struct udp_port {
     int fd;
     bool gso; /* UDP_SEGMENT accepted (probed at open, cleared when a send says EIO) */
+    bool gro; /* UDP_GRO on: a received buffer may hold several datagrams (its cmsg says) */
     const struct udp_upcall *up;
     void *user;
+    const struct udp_sender *sender; /* NULL: sendmsg, synchronously */
+    void *sender_ctx;
     struct sockaddr_storage local; /* the address the socket is bound to */
     socklen_t local_len;
-    uint8_t *rbuf; /* UDP_BATCH * UDP_RBUF */
-    uint64_t rx_dgrams, rx_bytes, tx_dgrams, tx_bytes, tx_dropped, tx_gso_calls;
+    uint8_t *rbuf;   /* rslots * rslot bytes, for udp_port_read */
+    unsigned rslots; /* UDP_BATCH, or UDP_GRO_BATCH with GRO */
+    size_t rslot;    /* UDP_RBUF, or UDP_GRO_RBUF with GRO */
+    uint64_t rx_dgrams, rx_bytes, rx_gro_trains, tx_dgrams, tx_bytes, tx_dropped, tx_gso_calls;
+    uint64_t tx_queued; /* sends handed to the engine's sender */
 };
 
 /* Opens a non-blocking UDP socket bound to addr with SO_REUSEPORT (one per worker, the kernel
  * spreading clients by their 4-tuple): the fd, or -errno. */
 int udp_socket_open(const struct sockaddr *addr, socklen_t len);
 
-/* Takes over fd; gso false keeps UDP_SEGMENT off even where the kernel has it. 0 or -errno. */
-int udp_port_init(struct udp_port *p, int fd, bool gso, const struct udp_upcall *up, void *user);
+/* Whether another socket holds addr's UDP port already (a predecessor's, in a restart with
+ * --reuse-port): 1, 0, or -errno. A bind without SO_REUSEPORT or SO_REUSEADDR tells. */
+int udp_addr_in_use(const struct sockaddr *addr, socklen_t len);
+
+/* Takes over fd; gso (gro) false keeps UDP_SEGMENT (UDP_GRO) off even where the kernel has
+ * it. 0 or -errno. */
+int udp_port_init(struct udp_port *p, int fd, bool gso, bool gro, const struct udp_upcall *up,
+                  void *user);
 void udp_port_fini(struct udp_port *p);
 
 /* Reads what is queued (at most `batches` recvmmsg calls), handing each datagram to up->recv,
  * then calls up->flush. Returns datagrams read, or -errno for a socket error. */
 int udp_port_read(struct udp_port *p, unsigned batches);
 
-/* One datagram an engine received by itself (io_uring's RECVMSG): counted and handed to
- * up->recv; udp_port_flush after the turn's last. */
-void udp_port_deliver(struct udp_port *p, const struct udp_dgram *d);
+/* What an engine received by itself (io_uring's RECVMSG): one datagram, or with seg (the
+ * UDP_GRO control message's size) a train of seg-byte datagrams (the last may be shorter),
+ * each counted and handed to up->recv; udp_port_flush after the turn's last. */
+void udp_port_deliver(struct udp_port *p, const struct udp_dgram *d, size_t seg);
+/* The datagram size of a GRO train from one control message (cm: a received cmsghdr), or 0
+ * when cm is not UDP_GRO's. */
+size_t udp_gro_size(const struct cmsghdr *cm);
+/* Control-message space a receive needs for udp_gro_size. */
+#define UDP_CMSG_SPACE CMSG_SPACE(sizeof(int))
 void udp_port_flush(struct udp_port *p);
 
-/* Sends len bytes to `to` as datagrams of seg bytes each (the last may be shorter): one
- * sendmsg with UDP_SEGMENT when p->gso, else one sendmsg per datagram. 0 or -errno (EAGAIN
- * counted as dropped). */
+/* Sends len bytes (at most UDP_SEND_MAX) to `to` as datagrams of seg bytes each (the last may
+ * be shorter): through the engine's sender when it has one and room, else at once; one send
+ * with UDP_SEGMENT when p->gso, else one per datagram. 0 or -errno (EAGAIN counted as
+ * dropped); a queued send's failure is counted when it ends. */
 int udp_port_send(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
                   const uint8_t *buf, size_t len, size_t seg);
+/* The engine's sender reports one send of len bytes (seg: its UDP_SEGMENT size, 0 without)
+ * that ended with res (bytes, or -errno): counted; a GSO send the route refused (EIO) turns
+ * GSO off and goes again at once, one datagram a sendmsg. buf is still the sender's. */
+void udp_port_sent(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
+                   const uint8_t *buf, size_t len, size_t seg, int res);
 
 #endif

@@ -150,7 +150,8 @@ static void uring_fini(struct worker *w)
     if (!u)
         return;
     io_uring_queue_exit(&u->ring);
-    uring_udp_stop(u); /* its buffers, now that no operation can write them */
+    uring_udp_stop(u);       /* its buffers, now that no operation can write them */
+    uring_udp_tx_stop(w, u); /* and the sends' copies, none of which is in flight now */
     sqe_spill_free(&u->spill);
     uring_splice_release(w, u);
     release_buffers(u);
@@ -541,6 +542,9 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
         }
         uring_udp_complete(w, u, cqe);
         return;
+    case OP_UDP_SEND:
+        uring_udp_sent(w, u, cqe, t.slot);
+        return;
     case OP_IGNORE:
         return;
     default:
@@ -625,6 +629,16 @@ static int uring_run(struct worker *w)
      * refuses the buffer ring or the operation, and the socket is polled instead. */
     if (w->udp && uring_udp_start(w, u) != 0)
         arm_udp(w, u);
+    if (w->udp && w->id == 0) {
+        int err = uring_udp_tx_start(w, u);
+        if (err != 0)
+            errlog(ERRLOG_WARN, "HTTP/3: datagrams sent by sendmsg: %s", strerror(-err));
+        else if (w->cfg->verbose)
+            fprintf(stderr, "ringhttpd: HTTP/3: datagrams sent by io_uring (SENDMSG, one "
+                            "submission a loop turn)\n");
+    } else if (w->udp) {
+        (void)uring_udp_tx_start(w, u); /* worker 0 says whether it could */
+    }
 
     while (w->up->tick(w)) {
         accept_more(w, u);

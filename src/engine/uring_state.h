@@ -35,6 +35,7 @@ enum op {
     OP_FREAD,    /* a transport's file read (engine_ops.read) */
     OP_UDP,      /* multishot POLLIN on the worker's UDP socket (HTTP/3), where RECVMSG fails */
     OP_UDP_RECV, /* multishot RECVMSG on it into provided buffers (engine/uring_udp.h) */
+    OP_UDP_SEND, /* SENDMSG of a copy of datagrams; the tag's slot names the copy */
 };
 
 /* xfer flags */
@@ -57,6 +58,7 @@ struct xfer {
 
 struct usend;
 struct uring_udp;
+struct uring_udp_tx;
 
 struct uring {
     struct io_uring ring;
@@ -76,7 +78,8 @@ struct uring {
     unsigned page;         /* bytes a pipe buffer holds (the page size) */
     unsigned short_logged; /* pool.short_pipes already warned about */
     struct errlog_limit log_pipe;
-    struct uring_udp *udp; /* HTTP/3's receive (engine/uring_udp.h), or NULL */
+    struct uring_udp *udp;       /* HTTP/3's receive (engine/uring_udp.h), or NULL */
+    struct uring_udp_tx *udp_tx; /* HTTP/3's sends (engine/uring_udp.h), or NULL */
 };
 
 /* A ring of count provided buffers of size bytes each, bufs[i * size], registered as group

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <liburing.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -12,14 +14,28 @@
 #include "engine/uring_state.h"
 #include "rt/worker.h"
 
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+
 #define UDP_BGID 1   /* the TCP receive's group is 0 */
 #define UDP_BUFS 256 /* datagrams the kernel can hold for us between two loop turns */
-#define UDP_NAME 28  /* sockaddr_in6 */
-#define UDP_BUF (sizeof(struct io_uring_recvmsg_out) + UDP_NAME + UDP_RBUF)
+/* With GRO a buffer holds a train of up to 64 KiB; fewer of them (4 MiB of address space, of
+ * which only what trains fill is touched). */
+#define UDP_GRO_BUFS 64
+/* Room for a sockaddr_in6 (28 bytes), rounded up so that the control message after it is
+ * aligned for struct cmsghdr (the kernel lays them out at these offsets). */
+#define UDP_NAME 32
+_Static_assert((sizeof(struct io_uring_recvmsg_out) + UDP_NAME) % _Alignof(struct cmsghdr) == 0,
+               "the control message is aligned");
+/* A buffer: io_uring's header, the source address, the control message, the payload. */
+#define UDP_HEAD (sizeof(struct io_uring_recvmsg_out) + UDP_NAME + UDP_CMSG_SPACE)
 
 struct uring_udp {
     struct io_uring_buf_ring *br;
     char *bufs;
+    unsigned nbufs;    /* UDP_BUFS, or UDP_GRO_BUFS with GRO */
+    size_t size;       /* bytes per buffer */
     struct msghdr msg; /* the kernel reads msg_namelen and msg_controllen from it */
     unsigned returned; /* buffers added since the last advance */
     bool got;          /* datagrams delivered this turn: flush */
@@ -40,15 +56,19 @@ int uring_udp_start(struct worker *w, struct uring *u)
     struct uring_udp *x = calloc(1, sizeof(*x));
     if (!x)
         return -ENOMEM;
-    x->bufs = malloc((size_t)UDP_BUFS * UDP_BUF);
+    bool gro = w->udp->gro;
+    x->nbufs = gro ? UDP_GRO_BUFS : UDP_BUFS;
+    x->size = UDP_HEAD + (gro ? UDP_GRO_RBUF : UDP_RBUF);
+    x->bufs = malloc(x->nbufs * x->size);
     int rc =
-        x->bufs ? buf_ring_setup(&u->ring, UDP_BGID, UDP_BUFS, x->bufs, UDP_BUF, &x->br) : -ENOMEM;
+        x->bufs ? buf_ring_setup(&u->ring, UDP_BGID, x->nbufs, x->bufs, x->size, &x->br) : -ENOMEM;
     if (rc < 0) {
         free(x->bufs);
         free(x);
         return rc;
     }
     x->msg.msg_namelen = UDP_NAME;
+    x->msg.msg_controllen = gro ? UDP_CMSG_SPACE : 0;
     u->udp = x;
     arm(w, u);
     return 0;
@@ -59,7 +79,7 @@ void uring_udp_complete(struct worker *w, struct uring *u, const struct io_uring
     struct uring_udp *x = u->udp;
     if (cqe->res >= 0 && (cqe->flags & IORING_CQE_F_BUFFER)) {
         unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-        char *buf = x->bufs + (size_t)bid * UDP_BUF;
+        char *buf = x->bufs + (size_t)bid * x->size;
         struct io_uring_recvmsg_out *o = io_uring_recvmsg_validate(buf, cqe->res, &x->msg);
         if (o && !(o->flags & MSG_TRUNC) && o->namelen <= UDP_NAME) {
             struct udp_dgram d = {
@@ -68,11 +88,15 @@ void uring_udp_complete(struct worker *w, struct uring *u, const struct io_uring
                 .peer = io_uring_recvmsg_name(o),
                 .peer_len = o->namelen,
             };
-            udp_port_deliver(w->udp, &d);
+            size_t seg = 0;
+            for (struct cmsghdr *cm = io_uring_recvmsg_cmsg_firsthdr(o, &x->msg); cm && !seg;
+                 cm = io_uring_recvmsg_cmsg_nexthdr(o, &x->msg, cm))
+                seg = udp_gro_size(cm);
+            udp_port_deliver(w->udp, &d, seg);
             x->got = true;
         }
-        io_uring_buf_ring_add(x->br, buf, UDP_BUF, (unsigned short)bid,
-                              io_uring_buf_ring_mask(UDP_BUFS), (int)x->returned++);
+        io_uring_buf_ring_add(x->br, buf, (unsigned)x->size, (unsigned short)bid,
+                              io_uring_buf_ring_mask(x->nbufs), (int)x->returned++);
     }
     /* ENOBUFS (every buffer taken before this turn gave them back) or the end of the
      * multishot: arm again; the datagrams wait in the socket meanwhile. */
@@ -98,8 +122,130 @@ void uring_udp_stop(struct uring *u)
     struct uring_udp *x = u->udp;
     if (!x)
         return;
-    munmap(x->br, UDP_BUFS * sizeof(struct io_uring_buf));
+    munmap(x->br, x->nbufs * sizeof(struct io_uring_buf));
     free(x->bufs);
     free(x);
     u->udp = NULL;
+}
+
+/* Sends: a pool of copies of what udp_port_send was given; pages are touched only by the
+ * slots that a turn's sends need. 64 copies take the ~7 GSO batches each of ~9 busy
+ * connections write in one turn; past them the port sends synchronously. */
+#define UDP_TX_SLOTS 64
+
+struct udp_tx_slot {
+    struct sockaddr_storage to;
+    socklen_t tolen;
+    uint16_t seg;     /* UDP_SEGMENT's size, 0 for one datagram a send */
+    unsigned pending; /* its sends not yet completed */
+    int next_free;
+    struct msghdr msg[UDP_GSO_MAX];
+    struct iovec iov[UDP_GSO_MAX];
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } ctl;
+    uint8_t data[UDP_SEND_MAX];
+};
+
+struct uring_udp_tx {
+    struct uring *u;
+    int fd; /* the port's */
+    struct udp_tx_slot *slots;
+    int free_head; /* -1: none */
+};
+
+static int tx_send(void *ctx, const struct sockaddr *to, socklen_t tolen, const uint8_t *buf,
+                   size_t len, size_t seg, bool gso)
+{
+    struct uring_udp_tx *tx = ctx;
+    if (tx->free_head < 0 || tolen > sizeof(struct sockaddr_storage))
+        return -ENOBUFS;
+    int idx = tx->free_head;
+    struct udp_tx_slot *s = &tx->slots[idx];
+    tx->free_head = s->next_free;
+    memcpy(&s->to, to, tolen);
+    s->tolen = tolen;
+    memcpy(s->data, buf, len);
+    size_t count = seg ? (len + seg - 1) / seg : 1;
+    s->seg = gso && count > 1 ? (uint16_t)seg : 0;
+    unsigned sends = s->seg || count == 1 ? 1 : (unsigned)count;
+    if (s->seg) {
+        struct cmsghdr *cm = (struct cmsghdr *)s->ctl.buf;
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type = UDP_SEGMENT;
+        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        memcpy(CMSG_DATA(cm), &s->seg, sizeof(s->seg));
+    }
+    for (unsigned i = 0; i < sends; i++) {
+        size_t off = sends == 1 ? 0 : i * seg;
+        size_t n = sends == 1 ? len : (len - off < seg ? len - off : seg);
+        s->iov[i] = (struct iovec){s->data + off, n};
+        s->msg[i] = (struct msghdr){.msg_name = &s->to,
+                                    .msg_namelen = s->tolen,
+                                    .msg_iov = &s->iov[i],
+                                    .msg_iovlen = 1,
+                                    .msg_control = s->seg ? s->ctl.buf : NULL,
+                                    .msg_controllen = s->seg ? sizeof(s->ctl.buf) : 0};
+        struct io_uring_sqe *sqe = get_sqe(tx->u);
+        io_uring_prep_sendmsg(sqe, tx->fd, &s->msg[i], MSG_DONTWAIT);
+        io_uring_sqe_set_data64(sqe, tag_encode(OP_UDP_SEND, 0, (uint32_t)idx));
+    }
+    s->pending = sends;
+    return 0;
+}
+
+static const struct udp_sender tx_sender = {tx_send};
+
+int uring_udp_tx_start(struct worker *w, struct uring *u)
+{
+    struct uring_udp_tx *tx = calloc(1, sizeof(*tx));
+    if (!tx)
+        return -ENOMEM;
+    tx->slots = malloc(UDP_TX_SLOTS * sizeof(*tx->slots));
+    if (!tx->slots) {
+        free(tx);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < UDP_TX_SLOTS; i++)
+        tx->slots[i].next_free = i + 1 < UDP_TX_SLOTS ? i + 1 : -1;
+    tx->free_head = 0;
+    tx->u = u;
+    u->udp_tx = tx;
+    tx->fd = w->udp->fd;
+    w->udp->sender = &tx_sender;
+    w->udp->sender_ctx = tx;
+    return 0;
+}
+
+void uring_udp_sent(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe,
+                    uint32_t slot)
+{
+    struct uring_udp_tx *tx = u->udp_tx;
+    if (!tx || slot >= UDP_TX_SLOTS)
+        return;
+    struct udp_tx_slot *s = &tx->slots[slot];
+    /* Which of the slot's sends this was does not matter for the count, but its length
+     * does: without GSO every send but the last is one full datagram of the same size. */
+    unsigned i = s->seg ? 0 : s->pending - 1;
+    udp_port_sent(w->udp, (struct sockaddr *)&s->to, s->tolen, s->iov[i].iov_base,
+                  s->iov[i].iov_len, s->seg, cqe->res);
+    if (--s->pending == 0) {
+        s->next_free = tx->free_head;
+        tx->free_head = (int)slot;
+    }
+}
+
+void uring_udp_tx_stop(struct worker *w, struct uring *u)
+{
+    struct uring_udp_tx *tx = u->udp_tx;
+    if (!tx)
+        return;
+    if (w->udp && w->udp->sender_ctx == tx) {
+        w->udp->sender = NULL;
+        w->udp->sender_ctx = NULL;
+    }
+    free(tx->slots);
+    free(tx);
+    u->udp_tx = NULL;
 }

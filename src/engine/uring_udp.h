@@ -1,13 +1,16 @@
 /* uring_udp: the io_uring engine's HTTP/3 receive path: one multishot RECVMSG on the worker's
- * UDP socket into a ring of provided buffers of its own (one datagram, its source address and
- * io_uring's header per buffer), each datagram handed to the port's upcall as it completes.
- * Must not: send (udp_port_send does, synchronously) or know QUIC.
+ * UDP socket into a ring of provided buffers of its own (one datagram or UDP GRO train, its
+ * source address, control message and io_uring's header per buffer), each datagram handed to
+ * the port's upcall (udp_port_deliver, which splits a train) as it completes.
+ * Sends go the other way through the same ring (uring_udp_tx_start).
+ * Must not: know QUIC, or block: a send the socket refuses is dropped and counted.
  * Ownership: the uring engine's state (struct uring.udp), set up by uring_udp_start on the
  * worker's thread and freed by uring_udp_stop; the buffers are the kernel's while in the ring. */
 #ifndef ENGINE_URING_UDP_H
 #define ENGINE_URING_UDP_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct worker;
 struct uring;
@@ -20,5 +23,16 @@ void uring_udp_complete(struct worker *w, struct uring *u, const struct io_uring
 /* After a loop turn's completions: the port's flush, the buffers given back to the kernel. */
 void uring_udp_flush(struct worker *w, struct uring *u);
 void uring_udp_stop(struct uring *u);
+
+/* Sends: the port's sender (udp.h), each udp_port_send copied into one of a pool of slots and
+ * prepared as SENDMSG operations (one with UDP_SEGMENT, or one per datagram without GSO) that
+ * the loop turn's one submission carries; MSG_DONTWAIT, so a full socket buffer drops them as
+ * sendmsg would. The slot goes back when its last completes. 0, or -ENOMEM. */
+int uring_udp_tx_start(struct worker *w, struct uring *u);
+/* One completion of a send (OP_UDP_SEND) of the slot the tag names. */
+void uring_udp_sent(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe,
+                    uint32_t slot);
+/* After the ring is gone (nothing in flight): the port sends by itself again. */
+void uring_udp_tx_stop(struct worker *w, struct uring *u);
 
 #endif

@@ -2,6 +2,8 @@
  *
  * Connections are found by the connection ID the client sends to (ours, SCID_LEN random
  * bytes, or its own first one while its Initials still carry it) in a chained hash table.
+ * Our IDs are made (steer_cid_make) so that the port's reuseport program brings every datagram
+ * sent to them to this worker, from whatever address: a client that moved is found here.
  * Timers are ngtcp2's per-connection expiry, kept in qc->deadline; the endpoint remembers the
  * earliest, so a loop turn with nothing due costs one comparison. Sends go out as the
  * connection writes them, a batch of equal-size datagrams per sendmsg (GSO). */
@@ -16,12 +18,14 @@
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "engine/udp.h"
+#include "steer.h"
 
 #define SCID_LEN 18
 #define MAX_CIDS 10      /* ours (active_connection_id_limit 8) and the client's first */
@@ -33,8 +37,15 @@
 #define WRITE_MAX 64 /* packets one connection writes per turn */
 
 _Static_assert(sizeof(struct quic_vec) == sizeof(ngtcp2_vec), "quic_vec is ngtcp2_vec");
+_Static_assert(UDP_GSO_MAX *MTU_MAX <= UDP_SEND_MAX, "a batch fits one udp_port_send");
 
 enum qstate { Q_OPEN, Q_CLOSING, Q_DRAINING };
+
+struct quic_certs {
+    gnutls_certificate_credentials_t cred;
+    unsigned refs; /* the endpoint's, while current, and each connection's made with it */
+    unsigned n;    /* pairs in cred (the 421 rule: with one, no other certificate is to be had) */
+};
 
 struct cid_ent {
     ngtcp2_cid cid;
@@ -46,6 +57,7 @@ struct quic_conn {
     struct quic_ep *ep;
     ngtcp2_conn *conn;
     gnutls_session_t tls;
+    struct quic_certs *certs; /* what its handshake was given: a reload does not change it */
     ngtcp2_crypto_conn_ref ref;
     struct sockaddr_storage peer;
     socklen_t peer_len;
@@ -74,8 +86,8 @@ struct quic_ep {
     uint8_t secret[32];
     const struct quic_app *app;
     void *ctx;
-    gnutls_certificate_credentials_t cred;
-    unsigned ncerts; /* pairs in cred (set.certs and set.keys are the caller's, read at start) */
+    struct quic_certs *certs;              /* for new handshakes */
+    struct quic_certs *_Atomic next_certs; /* a reload's, adopted at the next new connection */
     gnutls_priority_t prio;
     struct cid_ent *buckets[CID_BUCKETS];
     struct quic_conn *conns; /* every connection, newest first */
@@ -104,6 +116,16 @@ static void on_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx)
 {
     (void)ctx;
     rand_bytes(dest, len);
+}
+
+/* A new connection ID of ours: random, made to steer to this worker. */
+static void make_cid(const struct quic_ep *ep, ngtcp2_cid *cid, size_t len)
+{
+    _Static_assert(SCID_LEN >= STEER_CID_BYTES, "our IDs carry the steering bytes");
+    rand_bytes(cid->data, len);
+    cid->datalen = len;
+    if (ep->set.workers > 1 && len >= STEER_CID_BYTES)
+        steer_cid_make(cid->data, ep->set.worker, ep->set.workers);
 }
 
 /* The connection ID table. */
@@ -174,6 +196,8 @@ static void conn_free(struct quic_ep *ep, struct quic_conn *qc)
         ngtcp2_conn_del(qc->conn);
     if (qc->tls)
         gnutls_deinit(qc->tls);
+    if (qc->certs)
+        quic_certs_put(qc->certs);
     free(qc->close_pkt);
     if (qc->prev)
         qc->prev->next = qc->next;
@@ -193,14 +217,6 @@ static void send_to(struct quic_ep *ep, const struct sockaddr *to, socklen_t tol
     (void)udp_port_send(ep->port, to, tolen, buf, len, seg);
 }
 
-static ngtcp2_path path_of(struct quic_ep *ep, struct quic_conn *qc)
-{
-    return (ngtcp2_path){
-        .local = {(ngtcp2_sockaddr *)&ep->port->local, ep->port->local_len},
-        .remote = {(ngtcp2_sockaddr *)&qc->peer, qc->peer_len},
-    };
-}
-
 /* Ends qc with ccerr: CONNECTION_CLOSE out, then the closing period (3 PTO) before the free. */
 static void start_close(struct quic_ep *ep, struct quic_conn *qc,
                         const ngtcp2_connection_close_error *ccerr)
@@ -208,11 +224,12 @@ static void start_close(struct quic_ep *ep, struct quic_conn *qc,
     if (qc->state != Q_OPEN)
         return;
     ngtcp2_tstamp now = now_ns();
-    ngtcp2_path ps = path_of(ep, qc);
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
     uint8_t buf[MTU_MAX];
     ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
-        qc->conn, &ps, &pi, buf, sizeof(buf) < 1452 ? sizeof(buf) : 1452, ccerr, now);
+        qc->conn, &ps.path, &pi, buf, sizeof(buf) < 1452 ? sizeof(buf) : 1452, ccerr, now);
     qc->state = Q_CLOSING;
     set_deadline(ep, qc, now + 3 * ngtcp2_conn_get_pto(qc->conn));
     if (n <= 0)
@@ -222,7 +239,7 @@ static void start_close(struct quic_ep *ep, struct quic_conn *qc,
         memcpy(qc->close_pkt, buf, (size_t)n);
         qc->close_len = (size_t)n;
     }
-    send_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len, buf, (size_t)n, 0);
+    send_to(ep, (struct sockaddr *)ps.path.remote.addr, ps.path.remote.addrlen, buf, (size_t)n, 0);
 }
 
 static void close_liberr(struct quic_ep *ep, struct quic_conn *qc, int liberr)
@@ -239,13 +256,34 @@ static void close_liberr(struct quic_ep *ep, struct quic_conn *qc, int liberr)
     start_close(ep, qc, &ccerr);
 }
 
-/* Writes what qc has to send, in GSO batches. */
+/* The path of a datagram between our port and peer. */
+static ngtcp2_path path_to(struct quic_ep *ep, const struct sockaddr *peer, socklen_t len)
+{
+    return (ngtcp2_path){
+        .local = {(ngtcp2_sockaddr *)&ep->port->local, ep->port->local_len},
+        .remote = {(ngtcp2_sockaddr *)peer, len},
+    };
+}
+
+/* Sends the batch [buf, end) to where its packets go. */
+static void send_batch(struct quic_ep *ep, const ngtcp2_path *to, const uint8_t *buf,
+                       const uint8_t *end, size_t mtu)
+{
+    if (end != buf)
+        send_to(ep, (const struct sockaddr *)to->remote.addr, to->remote.addrlen, buf,
+                (size_t)(end - buf), mtu);
+}
+
+/* Writes what qc has to send, in GSO batches: equal-size datagrams to one address each (a
+ * migration's path validation sends to the old address and the new one in turn). */
 static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
 {
     if (qc->state != Q_OPEN)
         return;
     ngtcp2_tstamp now = now_ns();
-    ngtcp2_path ps = path_of(ep, qc);
+    ngtcp2_path_storage ps, batch_ps; /* the last packet's path; the batch's */
+    ngtcp2_path_storage_zero(&ps);
+    ngtcp2_path_storage_zero(&batch_ps);
     ngtcp2_pkt_info pi;
     size_t mtu = ngtcp2_conn_get_path_max_tx_udp_payload_size(qc->conn);
     if (mtu > MTU_MAX)
@@ -266,8 +304,9 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
         }
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
         ngtcp2_ssize ndatalen = -1;
-        ngtcp2_ssize n = ngtcp2_conn_writev_stream(qc->conn, &ps, &pi, p, mtu, &ndatalen, flags,
-                                                   sid, (const ngtcp2_vec *)vec, (size_t)nvec, now);
+        ngtcp2_ssize n =
+            ngtcp2_conn_writev_stream(qc->conn, &ps.path, &pi, p, mtu, &ndatalen, flags, sid,
+                                      (const ngtcp2_vec *)vec, (size_t)nvec, now);
         if (n < 0) {
             if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED || n == NGTCP2_ERR_STREAM_SHUT_WR) {
                 ep->app->blocked(qc->app, sid, n == NGTCP2_ERR_STREAM_SHUT_WR);
@@ -288,18 +327,26 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
             return;
         }
         if (n == 0) {
-            if (p != buf)
-                send_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len, buf, (size_t)(p - buf),
-                        mtu);
+            send_batch(ep, &batch_ps.path, buf, p, mtu);
             ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
             break;
+        }
+        if (p == buf) {
+            ngtcp2_path_copy(&batch_ps.path, &ps.path);
+        } else if (!ngtcp2_path_eq(&batch_ps.path, &ps.path)) {
+            /* Another address: what is batched goes first, the new packet opens a batch. */
+            send_batch(ep, &batch_ps.path, buf, p, mtu);
+            memmove(buf, p, (size_t)n);
+            p = buf;
+            npkts = 0;
+            ngtcp2_path_copy(&batch_ps.path, &ps.path);
         }
         p += n;
         npkts++;
         total++;
         /* GSO: every datagram but the last of a batch is mtu long; a short one ends it. */
         if ((size_t)n < mtu || npkts == UDP_GSO_MAX || total == WRITE_MAX) {
-            send_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len, buf, (size_t)(p - buf), mtu);
+            send_batch(ep, &batch_ps.path, buf, p, mtu);
             p = buf;
             npkts = 0;
             if (total == WRITE_MAX) {
@@ -413,8 +460,7 @@ static int on_new_cid(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t
 {
     struct quic_conn *qc = user;
     (void)conn;
-    rand_bytes(cid->data, len);
-    cid->datalen = len;
+    make_cid(qc->ep, cid, len);
     if (ngtcp2_crypto_generate_stateless_reset_token(token, qc->ep->secret, sizeof(qc->ep->secret),
                                                      cid) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
@@ -476,9 +522,11 @@ static int tls_setup(struct quic_ep *ep, struct quic_conn *qc)
     }
     qc->ref = (ngtcp2_crypto_conn_ref){get_conn, qc};
     gnutls_session_set_ptr(qc->tls, &qc->ref);
+    qc->certs = ep->certs;
+    qc->certs->refs++;
     if (gnutls_priority_set(qc->tls, ep->prio) != 0 ||
         ngtcp2_crypto_gnutls_configure_server_session(qc->tls) != 0 ||
-        gnutls_credentials_set(qc->tls, GNUTLS_CRD_CERTIFICATE, ep->cred) != 0 ||
+        gnutls_credentials_set(qc->tls, GNUTLS_CRD_CERTIFICATE, qc->certs->cred) != 0 ||
         gnutls_alpn_set_protocols(qc->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0)
         return -EINVAL;
     gnutls_handshake_set_hook_function(qc->tls, GNUTLS_HANDSHAKE_CLIENT_HELLO, GNUTLS_HOOK_POST,
@@ -524,8 +572,8 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     ep->stats.open = ep->nconns;
 
     ngtcp2_tstamp now = now_ns();
-    ngtcp2_cid scid = {.datalen = SCID_LEN};
-    rand_bytes(scid.data, SCID_LEN);
+    ngtcp2_cid scid;
+    make_cid(ep, &scid, SCID_LEN);
     ngtcp2_settings st;
     ngtcp2_settings_default(&st);
     st.initial_ts = now;
@@ -551,7 +599,7 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     } else {
         tp.original_dcid = hd->dcid;
     }
-    ngtcp2_path path = path_of(ep, qc);
+    ngtcp2_path path = path_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len);
     if (ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, ep->secret,
                                                      sizeof(ep->secret), &scid) != 0 ||
         ngtcp2_conn_server_new(&qc->conn, &hd->scid, &scid, &path, hd->version, &callbacks, &st,
@@ -584,22 +632,14 @@ static void conn_read(struct quic_ep *ep, struct quic_conn *qc, const struct udp
         }
         return;
     }
-    ngtcp2_path path = {
-        .local = {(ngtcp2_sockaddr *)&ep->port->local, ep->port->local_len},
-        .remote = {(ngtcp2_sockaddr *)d->peer, d->peer_len},
-    };
+    ngtcp2_path path = path_to(ep, d->peer, d->peer_len);
     ngtcp2_pkt_info pi = {0};
     ngtcp2_tstamp now = now_ns();
     int rv = ngtcp2_conn_read_pkt(qc->conn, &path, &pi, d->data, d->len, now);
     if (rv == 0) {
-        /* The path ngtcp2 now uses (a migrated client is answered at its new address). */
-        const ngtcp2_path *cur = ngtcp2_conn_get_path(qc->conn);
-        if (cur->remote.addrlen <= sizeof(qc->peer) &&
-            (cur->remote.addrlen != qc->peer_len ||
-             memcmp(cur->remote.addr, &qc->peer, qc->peer_len) != 0)) {
-            memcpy(&qc->peer, cur->remote.addr, cur->remote.addrlen);
-            qc->peer_len = cur->remote.addrlen;
-        }
+        /* A client that moved (NAT rebinding, migration) is answered where ngtcp2 says,
+         * each packet's path from its write: the new address once validated. The access
+         * log keeps the handshake's address (h3 reads it once, as TCP's is read once). */
         qc->dirty = true;
         return;
     }
@@ -661,8 +701,8 @@ static void send_reset(struct quic_ep *ep, const ngtcp2_version_cid *vc, const s
 
 static void send_retry(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const struct udp_dgram *d)
 {
-    ngtcp2_cid scid = {.datalen = SCID_LEN};
-    rand_bytes(scid.data, SCID_LEN);
+    ngtcp2_cid scid;
+    make_cid(ep, &scid, SCID_LEN); /* the client's next Initial comes back here */
     uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], buf[MTU_MAX];
     ngtcp2_ssize tlen = ngtcp2_crypto_generate_retry_token(
         token, ep->secret, sizeof(ep->secret), hd->version, (const ngtcp2_sockaddr *)d->peer,
@@ -733,6 +773,11 @@ static void on_datagram(void *user, const struct udp_dgram *d)
     } else if (ep->nconns >= ep->set.retry_above) {
         send_retry(ep, &hd, d); /* under load: the client proves its address first */
         return;
+    }
+    /* A reload's certificates: one load per new connection, nothing per packet. */
+    if (atomic_load_explicit(&ep->next_certs, memory_order_relaxed)) {
+        quic_certs_put(ep->certs);
+        ep->certs = atomic_exchange(&ep->next_certs, NULL);
     }
     qc = conn_new(ep, &hd, d, validated);
     if (!qc) {
@@ -894,7 +939,7 @@ const char *quic_sni(struct quic_conn *qc)
 
 bool quic_cert_covers(struct quic_conn *qc, const char *host, size_t len)
 {
-    if (qc->ep->ncerts < 2)
+    if (!qc->certs || qc->certs->n < 2)
         return true; /* no other certificate to be had, as the TLS port: never 421 */
     char name[256];
     const gnutls_datum_t *der = gnutls_certificate_get_ours(qc->tls);
@@ -923,23 +968,9 @@ int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_s
     ep->next = UINT64_MAX;
     ep->resets_left = RESETS_PER_TICK;
     memcpy(ep->secret, s->secret, sizeof(ep->secret));
-    int rc = gnutls_certificate_allocate_credentials(&ep->cred);
-    if (rc != 0) {
-        ep->cred = NULL;
-        snprintf(why, why_len, "HTTP/3: %s", gnutls_strerror(rc));
+    int rc = quic_certs_new(&ep->certs, s->certs, s->keys, why, why_len);
+    if (rc != 0)
         goto fail;
-    }
-    /* Each pair in the order given; GnuTLS picks the one whose names match the SNI, the first
-     * when none does, as the TLS port does. */
-    for (int i = 0; s->certs[i]; i++) {
-        rc = gnutls_certificate_set_x509_key_file2(ep->cred, s->certs[i], s->keys[i],
-                                                   GNUTLS_X509_FMT_PEM, NULL, 0);
-        if (rc < 0) {
-            snprintf(why, why_len, "HTTP/3: %s: %s", s->certs[i], gnutls_strerror(rc));
-            goto fail;
-        }
-        ep->ncerts++;
-    }
     ep->set.certs = ep->set.keys = NULL; /* the caller's arrays, valid only during this call */
     /* TLS 1.3 only (RFC 9001 4.2); no middlebox compatibility mode (RFC 9001 8.4). */
     rc = gnutls_priority_init2(&ep->prio,
@@ -969,7 +1000,51 @@ void quic_ep_free(struct quic_ep *ep)
         conn_free(ep, ep->conns);
     if (ep->prio)
         gnutls_priority_deinit(ep->prio);
-    if (ep->cred)
-        gnutls_certificate_free_credentials(ep->cred);
+    if (ep->certs)
+        quic_certs_put(ep->certs);
+    quic_certs_put(atomic_exchange(&ep->next_certs, NULL));
     free(ep);
+}
+
+int quic_certs_new(struct quic_certs **out, const char *const *certs, const char *const *keys,
+                   char *why, size_t why_len)
+{
+    struct quic_certs *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->refs = 1;
+    int rc = gnutls_certificate_allocate_credentials(&c->cred);
+    if (rc != 0) {
+        free(c);
+        snprintf(why, why_len, "HTTP/3: %s", gnutls_strerror(rc));
+        return -ENOMEM;
+    }
+    /* Each pair in the order given; GnuTLS picks the one whose names match the SNI, the first
+     * when none does, as the TLS port does. */
+    for (int i = 0; certs[i]; i++) {
+        rc = gnutls_certificate_set_x509_key_file2(c->cred, certs[i], keys[i], GNUTLS_X509_FMT_PEM,
+                                                   NULL, 0);
+        if (rc < 0) {
+            snprintf(why, why_len, "HTTP/3: %s: %s", certs[i], gnutls_strerror(rc));
+            quic_certs_put(c);
+            return -EINVAL;
+        }
+        c->n++;
+    }
+    *out = c;
+    return 0;
+}
+
+void quic_certs_put(struct quic_certs *c)
+{
+    if (c && --c->refs == 0) {
+        gnutls_certificate_free_credentials(c->cred);
+        free(c);
+    }
+}
+
+void quic_ep_publish(struct quic_ep *ep, struct quic_certs *c)
+{
+    /* Never adopted: nothing else refers to the one replaced. */
+    quic_certs_put(atomic_exchange(&ep->next_certs, c));
 }

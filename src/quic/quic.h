@@ -3,8 +3,10 @@
  * SNI), Retry under load, stateless resets, version negotiation, timers, limits, drain.
  * Must not: know HTTP; stream bytes go to and come from the application's table (struct
  * quic_app, installed by h3), which is the only way up. No socket call but through udp_port.
- * Ownership: one endpoint per worker, used by its thread alone; the endpoint owns its
- * connections and each connection its application state (freed through app->free). */
+ * Ownership: one endpoint per worker, used by its thread alone (but for quic_ep_publish, any
+ * thread's); the endpoint owns its connections and each connection its application state
+ * (freed through app->free). A certificate set is the endpoint's and every connection's made
+ * with it, counted on the worker's thread. */
 #ifndef QUIC_QUIC_H
 #define QUIC_QUIC_H
 
@@ -16,6 +18,7 @@
 struct udp_port;
 struct quic_ep;
 struct quic_conn;
+struct quic_certs;
 
 /* One bytes range; layout-compatible with ngtcp2_vec and nghttp3_vec (checked in quic.c). */
 struct quic_vec {
@@ -66,6 +69,7 @@ struct quic_settings {
     const char *const *certs; /* certificate files, NULL-terminated, the first the default */
     const char *const *keys;  /* their keys */
     const uint8_t *secret;    /* 32 bytes shared by every worker: Retry tokens, reset tokens */
+    unsigned worker, workers; /* our IDs steer to socket `worker` of `workers` (steer.h) */
     bool gso;
 };
 
@@ -81,6 +85,16 @@ struct quic_stats {
 int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_settings *s,
                 const struct quic_app *app, void *ctx, char *why, size_t why_len);
 void quic_ep_free(struct quic_ep *ep);
+
+/* A set of certificate pairs (files, NULL-terminated, the first the default) read now, for
+ * one endpoint: 0, or -errno with the file at fault in why. */
+int quic_certs_new(struct quic_certs **out, const char *const *certs, const char *const *keys,
+                   char *why, size_t why_len);
+/* Drops the caller's reference (NULL: nothing). */
+void quic_certs_put(struct quic_certs *c);
+/* A reload (any thread; c: the caller's reference, now the endpoint's): new connections get
+ * c's certificates from the next one on; each connection keeps those its handshake had. */
+void quic_ep_publish(struct quic_ep *ep, struct quic_certs *c);
 
 /* Timers: runs every connection whose deadline passed (now: CLOCK_MONOTONIC ns), sends. */
 void quic_ep_tick(struct quic_ep *ep);

@@ -215,6 +215,12 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
     PER_WORKER(f, "ringhttpd_udp_datagrams_dropped_total", "counter",
                "UDP datagrams not sent (socket buffer full); QUIC retransmits them.", ws, n,
                udp_dropped);
+    PER_WORKER(f, "ringhttpd_udp_gro_trains_total", "counter",
+               "Receives that brought several datagrams of a client at once (UDP GRO).", ws, n,
+               udp_gro_trains);
+    PER_WORKER(f, "ringhttpd_udp_ring_sends_total", "counter",
+               "Sends of the HTTP/3 port made as io_uring operations (the rest: sendmsg).", ws, n,
+               udp_ring_sends);
     PER_WORKER(f, "ringhttpd_limit_conn_refused_total", "counter",
                "Connections closed at accept: their client had --limit-conn open.", ws, n,
                limit_conn_refused);

@@ -164,15 +164,18 @@ err_mem:
 
 void worker_fini(struct worker *w)
 {
-    obs_tick(w, true); /* the last lines go to the writer, which outlives the workers */
-    accesslog_buf_free(&w->logbuf);
-    w->eng->fini(w);
 #ifndef RINGHTTPD_NO_HTTP3
-    if (w->quic) /* before the cache: its streams' responses hold entries */
+    /* Before the cache (its streams' responses hold entries) and before the last log lines
+     * go: a connection still open (--drain-timeout cut it) logs its requests as it goes. */
+    if (w->quic)
         quic_ep_free(w->quic);
+    w->quic = NULL;
     if (w->h3ops)
         w->h3ops->fini(w); /* its readers' jobs may hold responses too */
 #endif
+    obs_tick(w, true); /* the last lines go to the writer, which outlives the workers */
+    accesslog_buf_free(&w->logbuf);
+    w->eng->fini(w);
     if (w->udp)
         udp_port_fini(w->udp);
     free(w->udp);
@@ -308,6 +311,8 @@ static void publish_quic(struct worker *w)
     stat_set(&st->udp_in, w->udp->rx_dgrams);
     stat_set(&st->udp_out, w->udp->tx_dgrams);
     stat_set(&st->udp_dropped, w->udp->tx_dropped);
+    stat_set(&st->udp_gro_trains, w->udp->rx_gro_trains);
+    stat_set(&st->udp_ring_sends, w->udp->tx_queued);
 }
 #endif
 

@@ -3,6 +3,7 @@
 bounded by `timeout`."""
 
 import asyncio
+import socket
 import ssl
 
 from aioquic.asyncio.client import connect
@@ -181,3 +182,56 @@ async def wait_closed(client, timeout):
     while client.terminated is None and loop.time() < end:
         await asyncio.sleep(0.05)
     return client.terminated
+
+
+async def rebind(client, host, new_cid):
+    """The client's next datagrams leave from a new socket on `host` (a new port: NAT
+    rebinding; with new_cid, a new connection ID too: migration), the connection the same."""
+    loop = asyncio.get_running_loop()
+    old = client._transport
+    # connect() talks from a dual-stack socket to IPv4-mapped addresses: so does the new one.
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    sock.bind(("::ffff:" + host, 0))
+    new, _ = await loop.create_datagram_endpoint(lambda: client, sock=sock)
+    assert client._transport is new, "connection_made ran"
+    old.close()
+    if new_cid:
+        client.change_connection_id()
+    client._quic.send_ping(0)  # a packet from the new address now, not at the next ACK
+    client.transmit()
+
+
+async def _moving(host, port, ca, path, hosts, timeout):
+    cfg = configuration(ca)
+    async with connect(host, port, configuration=cfg, create_protocol=_Proto,
+                       wait_connected=True) as client:
+        task = asyncio.ensure_future(client.request("GET", path))
+        while not client.pending and not task.done():
+            await asyncio.sleep(0)
+        stream = max(client.pending)
+        resp = client.pending[stream][0]
+        moved = []
+        for i, h in enumerate(hosts):
+            # Wait until the body is (i+1)/(len+1) of the way, by its announced length.
+            while not task.done():
+                length = int(resp.header("content-length") or 1 << 62)
+                if len(resp.body) * (len(hosts) + 1) >= length * (i + 1):
+                    break
+                await asyncio.sleep(0.002)
+            if task.done():
+                break
+            await rebind(client, h, new_cid=i == 0)
+            moved.append(client._transport.get_extra_info("sockname"))
+        await asyncio.wait_for(task, timeout)
+        return task.result(), moved
+
+
+def h3_get_moving(host, port, ca, path, hosts, conns=1, timeout=20):
+    """GETs path on `conns` connections at once; each moves to a new socket on hosts[i] as
+    its body passes (i+1)/(len(hosts)+1) of the way. Returns [(Response, [local address
+    after each move])]."""
+    async def all_of():
+        return await asyncio.gather(*[_moving(host, port, ca, path, hosts, timeout)
+                                      for _ in range(conns)])
+    return asyncio.run(asyncio.wait_for(all_of(), timeout + 10))

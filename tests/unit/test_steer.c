@@ -1,6 +1,7 @@
 /* test_steer: the reuseport program of steer.h on the real kernel: listeners on a loopback
  * port, connections from two client addresses (127.0.0.1 and 127.0.0.2), each address always
- * queued on one listener, and the two addresses spread over the group by the seed.
+ * queued on one listener, and the two addresses spread over the group by the seed; the QUIC
+ * program on a UDP group: a datagram lands on the socket its connection ID was made for.
  * Must not: leave a socket open.
  * Ownership: each test owns its sockets. */
 #include "unit.h"
@@ -9,7 +10,9 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -83,6 +86,101 @@ TEST(steer_keeps_each_client_address_on_one_listener)
     }
     CHECK(apart); /* the seed moves addresses: not everything on one listener */
     CHECK_INT(steer_attach(fds[0], 0, 1), -EINVAL);
+    for (int i = 0; i < GROUP; i++)
+        close(fds[i]);
+}
+
+static int udp_socket(uint16_t *port, bool reuse)
+{
+    int one = 1, fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = *port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    if (fd < 0 || (reuse && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) ||
+        bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        perror("test_steer: udp socket");
+        exit(2);
+    }
+    *port = a.sin_port;
+    return fd;
+}
+
+/* Sends d from a new socket (a new source port: the kernel's own hash would move it), then
+ * returns the group's socket that received it, or -1. */
+static int udp_land(uint16_t port, const int *fds, const uint8_t *d, size_t len)
+{
+    uint16_t any = 0;
+    int c = udp_socket(&any, false);
+    struct sockaddr_in to = {
+        .sin_family = AF_INET, .sin_port = port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int where = -1;
+    if (sendto(c, d, len, 0, (struct sockaddr *)&to, sizeof(to)) != (ssize_t)len) {
+        perror("test_steer: sendto");
+        exit(2);
+    }
+    for (int tries = 0; where < 0 && tries < 1000; tries++) /* loopback: at once, or never */
+        for (int i = 0; i < GROUP; i++) {
+            uint8_t buf[64];
+            if (recv(fds[i], buf, sizeof(buf), 0) >= 0)
+                where = i;
+        }
+    close(c);
+    return where;
+}
+
+/* A QUIC short header (byte 0 without 0x80, the ID at 1) or long header (0xc0, a version, the
+ * ID's length at 5, the ID at 6), padded to 40 bytes. */
+static size_t quic_packet(uint8_t *d, bool longhdr, const uint8_t *cid, uint8_t cidlen)
+{
+    memset(d, 0xa5, 40);
+    if (!longhdr) {
+        d[0] = 0x41;
+        memcpy(d + 1, cid, cidlen);
+        return 40;
+    }
+    d[0] = 0xc3;
+    d[1] = 0, d[2] = 0, d[3] = 0, d[4] = 1;
+    d[5] = cidlen;
+    memcpy(d + 6, cid, cidlen);
+    return 40;
+}
+
+TEST(steer_quic_sends_each_connection_id_to_the_worker_it_was_made_for)
+{
+    uint16_t port = 0;
+    int fds[GROUP];
+    for (int i = 0; i < GROUP; i++)
+        fds[i] = udp_socket(&port, true);
+    CHECK_INT(steer_quic_attach(fds[0], GROUP), 0);
+    uint8_t d[64];
+    for (int round = 0; round < 16; round++) {
+        for (uint32_t w = 0; w < GROUP; w++) {
+            uint8_t cid[18];
+            for (size_t k = 0; k < sizeof(cid); k++)
+                cid[k] = (uint8_t)random();
+            steer_cid_make(cid, w, GROUP);
+            CHECK_INT(steer_cid_index(cid, GROUP), w);
+            /* a made ID on the wire: short and long header, from a new port each time */
+            CHECK_INT(udp_land(port, fds, d, quic_packet(d, false, cid, sizeof(cid))), (int)w);
+            CHECK_INT(udp_land(port, fds, d, quic_packet(d, true, cid, sizeof(cid))), (int)w);
+        }
+        /* A client's own first ID: every Initial with it lands where the function says. */
+        uint8_t mine[8];
+        for (size_t k = 0; k < sizeof(mine); k++)
+            mine[k] = (uint8_t)random();
+        int first = udp_land(port, fds, d, quic_packet(d, true, mine, sizeof(mine)));
+        CHECK_INT(first, (int)steer_cid_index(mine, GROUP));
+        CHECK_INT(udp_land(port, fds, d, quic_packet(d, true, mine, sizeof(mine))), first);
+    }
+    /* Made IDs spread: index w made from random bytes is w for every n up to 64. */
+    for (uint32_t n = 1; n <= 64; n++)
+        for (uint32_t w = 0; w < n; w++) {
+            uint8_t cid[4] = {(uint8_t)random(), (uint8_t)random(), 0xff, 0xff};
+            steer_cid_make(cid, w, n);
+            CHECK_INT(steer_cid_index(cid, n), w);
+        }
+    CHECK_INT(steer_quic_attach(fds[0], 0), -EINVAL);
     for (int i = 0; i < GROUP; i++)
         close(fds[i]);
 }

@@ -1,0 +1,136 @@
+/* test_udp: the UDP port's receive (engine/udp.h): a GRO train split into its datagrams, each
+ * read to its last byte before a guard page; and on the real kernel, a GSO send over loopback
+ * read back by udp_port_read as one train (GRO on) or as datagrams (off), the same either way.
+ * Must not: leave a socket open.
+ * Ownership: each test owns its port and sockets. */
+#include "unit.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "engine/udp.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+
+struct seen {
+    size_t lens[64];
+    unsigned n, flushes;
+    unsigned sum; /* of every byte: each one is read */
+};
+
+static void on_recv(void *user, const struct udp_dgram *d)
+{
+    struct seen *s = user;
+    if (s->n < 64)
+        s->lens[s->n] = d->len;
+    s->n++;
+    for (size_t i = 0; i < d->len; i++)
+        s->sum += d->data[i];
+}
+
+static void on_flush(void *user)
+{
+    ((struct seen *)user)->flushes++;
+}
+
+static const struct udp_upcall upcall = {on_recv, on_flush};
+
+TEST(udp_deliver_splits_a_train_by_its_segment_size)
+{
+    struct udp_port p = {.up = &upcall};
+    struct seen s = {0};
+    p.user = &s;
+    static uint8_t bytes[4000];
+    unsigned want = 0;
+    for (size_t i = 0; i < sizeof(bytes); i++)
+        want += bytes[i] = (uint8_t)(i * 7);
+    struct udp_dgram d = {(const uint8_t *)unit_guard(bytes, sizeof(bytes)), sizeof(bytes), NULL,
+                          0};
+    udp_port_deliver(&p, &d, 1200); /* three full datagrams and a short last one */
+    CHECK_INT(s.n, 4);
+    CHECK_INT(s.lens[0], 1200);
+    CHECK_INT(s.lens[2], 1200);
+    CHECK_INT(s.lens[3], 400);
+    CHECK_INT(s.sum, want);
+    CHECK_INT(p.rx_dgrams, 4);
+    CHECK_INT(p.rx_bytes, 4000);
+    CHECK_INT(p.rx_gro_trains, 1);
+    s = (struct seen){0};
+    udp_port_deliver(&p, &d, 0); /* no GRO message: one datagram */
+    udp_port_deliver(&p, &d, 4000);
+    CHECK_INT(s.n, 2);
+    CHECK_INT(s.lens[0], 4000);
+    CHECK_INT(p.rx_gro_trains, 1);
+}
+
+static int bound(uint16_t *port)
+{
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        perror("test_udp: socket");
+        exit(2);
+    }
+    *port = a.sin_port;
+    return fd;
+}
+
+/* Five 1200-byte datagrams and one of 300 in one GSO send to a port read with gro. */
+static void train_over_loopback(bool gro)
+{
+    uint16_t port, from;
+    int rx = bound(&port), tx = bound(&from);
+    struct udp_port p;
+    struct seen s = {0};
+    CHECK_INT(udp_port_init(&p, rx, true, gro, &upcall, &s), 0);
+    static uint8_t data[6300];
+    unsigned want = 0;
+    for (size_t i = 0; i < sizeof(data); i++)
+        want += data[i] = (uint8_t)(i * 13 + 1);
+    struct sockaddr_in to = {
+        .sin_family = AF_INET, .sin_port = port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } ctl = {0};
+    struct iovec iov = {data, sizeof(data)};
+    struct msghdr m = {.msg_name = &to,
+                       .msg_namelen = sizeof(to),
+                       .msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = ctl.buf,
+                       .msg_controllen = sizeof(ctl.buf)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_UDP;
+    cm->cmsg_type = UDP_SEGMENT;
+    cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    uint16_t seg = 1200;
+    memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+    CHECK_INT(sendmsg(tx, &m, 0), (long long)sizeof(data));
+    for (int tries = 0; s.n < 6 && tries < 1000; tries++) /* loopback: at once, or never */
+        CHECK(udp_port_read(&p, 4) >= 0);
+    CHECK_INT(s.n, 6);
+    CHECK_INT(s.lens[0], 1200);
+    CHECK_INT(s.lens[5], 300);
+    CHECK_INT(s.sum, want);
+    CHECK_INT(p.gro, gro);
+    CHECK_INT(p.rx_gro_trains, gro ? 1 : 0); /* the kernel hands the send over as it was */
+    udp_port_fini(&p);
+    close(tx);
+}
+
+TEST(udp_read_gets_a_gso_send_whole_with_gro_and_without)
+{
+    train_over_loopback(true);
+    train_over_loopback(false);
+}
