@@ -71,6 +71,7 @@ struct response *serve_response_get(struct worker *w)
         r->hold[0] = r->hold[1] = NULL;
         r->block = NULL;
         r->note.counted = 0;
+        r->note.quiet = false; /* a response that never reaches init_job is logged (a 400, 444) */
     }
     return r;
 }
@@ -683,7 +684,6 @@ static inline __attribute__((always_inline)) void init_job(struct job *j, struct
     j->cfg = j->site->cfg;
     j->req = req;
     j->r = r;
-    r->note.quiet = false;
     r->note.edge = false;
     j->query = (struct http_str){NULL, 0};
     /* Member by member: a compound literal is zeroed first ("rep stos"), then written. Every
