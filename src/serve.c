@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "acme/tokens.h"
-#include "config.h"
+#include "config/config.h"
 #include "core/accept.h"
 #include "core/autoindex.h"
 #include "core/cond.h"

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "engine/caps.h"
 #include "engine/engine.h"
 #include "engine/udp.h"

@@ -33,7 +33,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "conn.h"
 #include "engine/pipepool.h"
 #include "engine/sendplan.h"

@@ -44,7 +44,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "conn.h"
 #include "engine/caps.h"
 #include "engine/sendplan.h"

@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "engine/caps.h"
 #include "engine/engine.h"
 #include "engine/sendplan.h"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "conn.h"
 #include "core/logfmt.h"
 #include "core/policy.h"

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/policy.h"
 #include "rt/errlog.h"
 #include "rt/runtime.h"

@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/sha256.h"
 #include "rt/errlog.h"
 #include "rt/fcache.h"

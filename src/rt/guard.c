@@ -7,7 +7,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/accept.h"
 #include "core/logfmt.h"
 #include "core/peer.h"

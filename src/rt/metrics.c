@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/http1.h"
 #include "rt/accesslog.h"
 #include "rt/errlog.h"

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
 #include "rt/probes.h"

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/accept.h"
 #include "core/cors.h"
 #include "core/hints.h"

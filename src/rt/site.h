@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/http1.h"
 #include "core/mime.h"
 #include "core/static.h"

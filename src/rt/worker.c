@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "conn.h"
 #include "core/date.h"
 #include "core/static.h"

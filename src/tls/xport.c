@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "conn.h"
 #include "core/plan.h"
 #include "core/rules.h"

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "conn.h"
 #include "core/plan.h"
 #include "engine/caps.h"

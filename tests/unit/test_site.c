@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "engine/caps.h"
 #include "engine/engine.h"
 #include "rt/site.h"
