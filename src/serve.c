@@ -710,24 +710,19 @@ static void redirect_https(struct job *j)
         error(j, RULES_NO_LOCATION, NULL);
 }
 
-/* Automatic HTTPS (issue 27): /.well-known/acme-challenge/TOKEN on the cleartext port is
- * answered from the worker's view of the pending challenges, before anything a site would do
- * (its files, redirects, --redirect-https, Basic auth): the CA asks over http:// for the name
- * it validates. An unknown token, or one pending for another name, is 404. False when the
- * request is not one of these. */
-static bool acme_challenge(struct job *j)
+/* Automatic HTTPS (issue 27): answers the HTTP-01 challenge rules_acme_challenge found (its
+ * token at req->target + plen) from the worker's view of the pending challenges, as
+ * rules_acme_answer says. */
+static void acme_challenge(struct job *j, size_t plen)
 {
     const struct http_request *req = j->req;
-    const size_t plen = sizeof(TOKENS_PREFIX) - 1;
-    if (req->target.len < plen || memcmp(req->target.p, TOKENS_PREFIX, plen) != 0 ||
-        (req->method != HTTP_GET && req->method != HTTP_HEAD))
-        return false;
     char ka[256];
     size_t n = tokens_http01(j->w->acme, req->has_host ? req->host.p : NULL, req->host.len,
                              req->target.p + plen, req->target.len - plen, ka, sizeof(ka));
-    if (n == 0) {
-        error(j, 404, NULL);
-        return true;
+    int status = rules_acme_answer(n != 0);
+    if (status != 200) {
+        error(j, status, NULL);
+        return;
     }
     /* The body lives at the end of the response's buffer, the header section before it: the
      * plan points into it until the response is released. */
@@ -737,9 +732,8 @@ static bool acme_challenge(struct job *j)
     struct static_file f = {
         .size = n, .content_type = "application/octet-stream", .data = body, .fd = -1};
     j->ctx.extra_len = 0; /* the key authorization alone: no site headers */
-    if (!static_body_plan(200, &f, &j->ctx, &j->r->plan))
+    if (!static_body_plan(status, &f, &j->ctx, &j->r->plan))
         error(j, 500, NULL);
-    return true;
 }
 
 /* Inlined into serve_request: it is the whole of it once the wait check says go. */
@@ -753,8 +747,11 @@ static inline __attribute__((always_inline)) void answer_request(struct worker *
     struct path_result pr;
 
     init_job(&j, w, req, pol, r);
-    if (w->acme && !pol->secure && acme_challenge(&j))
+    size_t acme = rules_acme_challenge(req, w->acme != NULL, pol->secure);
+    if (acme) {
+        acme_challenge(&j, acme);
         return;
+    }
     const struct rules_facts facts = {
         .misdirected = pol->tls && site_misdirected(w, j.site, req, pol->tls),
         .redirect_https = j.cfg->redirect_https && !pol->secure, /* a site's own, or the top's */

@@ -13,6 +13,7 @@
 
 #include "config/config.h"
 #include "core/policy.h"
+#include "core/rules.h"
 #include "rt/errlog.h"
 #include "rt/runtime.h"
 #include "serve.h"
@@ -186,14 +187,14 @@ static void fail(struct worker *w, struct conn *c, int status, bool head, const 
     start_send(w, c, r);
 }
 
-/* Closes, unanswered, a first line that cannot be HTTP/1 on a cleartext port shared with h2c
- * (its peer would not read an HTTP/1 answer: h2spec 3.5/2), logging it with status 444 as nginx
- * logs a connection it closed without a response; data[0..len) is what was read of it. */
-static void refuse(struct worker *w, struct conn *c, const char *data, size_t len)
+/* Closes a connection without an answer (rules_h1_refused), logging it with `status`
+ * (RULES_UNANSWERED) as nginx logs a connection it closed without a response; data[0..len) is
+ * what was read of it. */
+static void refuse(struct worker *w, struct conn *c, int status, const char *data, size_t len)
 {
     struct response *r = serve_response_get(w);
     if (r) {
-        r->plan = (struct plan){.status = 444};
+        r->plan = (struct plan){.status = (uint16_t)status};
         obs_parse_failed(w, &c->obs, data, len, &r->obs, &r->plan, r->note.quiet);
         obs_request_done(w, &c->obs, &r->obs, &r->plan, 0);
         serve_response_put(w, r);
@@ -241,13 +242,13 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
             break;
         }
         if (n == HTTP1_ERROR) {
-            if (!h->served && policy_close_unanswered(data + used, len - used, w->h2 != NULL,
-                                                      c->xport && c->xport->secure)) {
-                refuse(w, c, data + used, len - used);
-                return len;
-            }
-            fail(w, c, req->status, req->method == HTTP_HEAD && req->method_name.p, data + used,
-                 len - used);
+            int status = rules_h1_refused(req->status, !h->served, data + used, len - used,
+                                          w->h2 != NULL, c->xport && c->xport->secure);
+            if (status == RULES_UNANSWERED)
+                refuse(w, c, status, data + used, len - used);
+            else
+                fail(w, c, status, req->method == HTTP_HEAD && req->method_name.p, data + used,
+                     len - used);
             return len;
         }
         struct req_policy pol =
@@ -390,8 +391,9 @@ static void received(struct worker *w, struct conn *c, const char *data, ssize_t
     if (!buffer_input(w, c, data, (size_t)n)) {
         /* Only a client pipelining far ahead of its responses gets here. */
         h->keep_alive = false;
-        if (h->state == H1_READING)
-            fail(w, c, 431, false, h->in_len ? h->in : data, h->in_len ? h->in_len : (size_t)n);
+        int status = rules_h1_overflow(h->state == H1_READING);
+        if (status)
+            fail(w, c, status, false, h->in_len ? h->in : data, h->in_len ? h->in_len : (size_t)n);
         else
             close_conn(w, c);
         return;
