@@ -22,14 +22,14 @@
 #include "rt/runtime.h"
 #include "transport.h"
 
-static void idle_unlink(struct worker *w, struct conn *c)
+static void idle_unlink(struct runtime *w, struct conn *c)
 {
     conn_idle(w, c, false);
 }
 
 /* --max-conns needs c's slot: its protocol ends it at once (HTTP/2 with GOAWAY first, as
  * nginx's idle handler does; HTTP/1, between requests or lingering, by closing). */
-static void reclaim(struct worker *w, struct conn *c)
+static void reclaim(struct runtime *w, struct conn *c)
 {
     c->reclaimed = true;
     w->reclaiming++;
@@ -42,7 +42,7 @@ static void reclaim(struct worker *w, struct conn *c)
 
 /* Every slot is taken: hold fd for the slot the oldest idle connection frees as it closes.
  * Each held socket has one reclaimed connection closing for it. */
-static bool hold(struct worker *w, int fd, unsigned lst)
+static bool hold(struct runtime *w, int fd, unsigned lst)
 {
     if (w->held_count == HELD_MAX)
         return false;
@@ -65,7 +65,7 @@ static bool hold(struct worker *w, int fd, unsigned lst)
     return true;
 }
 
-int conn_held_take(struct worker *w, unsigned *lst)
+int conn_held_take(struct runtime *w, unsigned *lst)
 {
     if (w->held_count == 0 || w->num_free == 0 || w->draining)
         return -1;
@@ -76,7 +76,7 @@ int conn_held_take(struct worker *w, unsigned *lst)
     return fd;
 }
 
-void conn_held_close(struct worker *w)
+void conn_held_close(struct runtime *w)
 {
     while (w->held_count) {
         w->eng->drop(w, w->held[w->held_first]);
@@ -85,12 +85,12 @@ void conn_held_close(struct worker *w)
     }
 }
 
-static void timer_fired(struct worker *w, struct timer *t)
+static void timer_fired(struct runtime *w, struct timer *t)
 {
     conn_timeout(w, (struct conn *)((char *)t - offsetof(struct conn, timer)));
 }
 
-int conn_pool_init(struct worker *w)
+int conn_pool_init(struct runtime *w)
 {
     uint32_t n = w->cfg->max_conns;
     /* calloc'd slots cost no memory until touched: idle capacity is free. */
@@ -106,7 +106,7 @@ int conn_pool_init(struct worker *w)
     return 0;
 }
 
-void conn_pool_fini(struct worker *w)
+void conn_pool_fini(struct runtime *w)
 {
     /* Every slot is free or still counted active (a worker stopped on an engine error). */
     assert(!w->conns || w->num_free + w->active == w->cfg->max_conns);
@@ -117,7 +117,7 @@ void conn_pool_fini(struct worker *w)
 }
 
 /* Takes a free slot and starts a new generation of it. */
-static struct conn *slot_take(struct worker *w)
+static struct conn *slot_take(struct runtime *w)
 {
     uint32_t slot = w->free_slots[--w->num_free];
     struct conn *c = &w->conns[slot];
@@ -129,7 +129,7 @@ static struct conn *slot_take(struct worker *w)
 }
 
 /* Gives c's slot back; anything still naming its generation is stale from now on. */
-static void slot_put(struct worker *w, struct conn *c)
+static void slot_put(struct runtime *w, struct conn *c)
 {
     assert(w->num_free < w->cfg->max_conns);
     c->state = CONN_FREE;
@@ -137,7 +137,7 @@ static void slot_put(struct worker *w, struct conn *c)
     w->free_slots[w->num_free++] = c->slot;
 }
 
-struct conn *conn_accepted(struct worker *w, int fd, unsigned lst, bool *held)
+struct conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held)
 {
     *held = false;
     if (w->num_free == 0) {
@@ -179,7 +179,7 @@ fail:
     return NULL; /* the engine closes fd */
 }
 
-void conn_close(struct worker *w, struct conn *c)
+void conn_close(struct runtime *w, struct conn *c)
 {
     if (c->state != CONN_OPEN)
         return;
@@ -189,7 +189,7 @@ void conn_close(struct worker *w, struct conn *c)
     w->eng->close(w, c);
 }
 
-void conn_closed(struct worker *w, struct conn *c)
+void conn_closed(struct runtime *w, struct conn *c)
 {
     assert(c->state == CONN_CLOSING && !c->idle);
     if (c->proto->release)
@@ -208,13 +208,13 @@ void conn_closed(struct worker *w, struct conn *c)
     w->slot_freed = true; /* an fd is back: a paused accept may resume */
 }
 
-void conn_recv_set(struct worker *w, struct conn *c, bool on)
+void conn_recv_set(struct runtime *w, struct conn *c, bool on)
 {
     c->recv_on = on;
     w->eng->recv(w, c, on);
 }
 
-void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
+void conn_received(struct runtime *w, struct conn *c, const char *data, ssize_t n)
 {
     if (c->xport)
         c->xport->received(w, c, data, n);
@@ -225,7 +225,7 @@ void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n
 }
 
 /* Out of line: conn_received's fast path above stays a tail call with no frame of its own. */
-__attribute__((noinline)) void conn_input(struct worker *w, struct conn *c, const char *data,
+__attribute__((noinline)) void conn_input(struct runtime *w, struct conn *c, const char *data,
                                           ssize_t n)
 {
     if (n == 0) { /* the peer's orderly end: nothing more will arrive, nothing more read */
@@ -240,14 +240,14 @@ __attribute__((noinline)) void conn_input(struct worker *w, struct conn *c, cons
 
 /* --limit-rate's side of conn_sent and conn_wire_send: out of line, so that an unpaced
  * connection pays one test and tail calls (callgrind: no frame, nothing inlined differently). */
-__attribute__((cold, noinline)) void conn_paced_send(struct worker *w, struct conn *c,
+__attribute__((cold, noinline)) void conn_paced_send(struct runtime *w, struct conn *c,
                                                      struct plan *p)
 {
     if (pace_window(c->pace, &w->wheel, w->now, p))
         w->eng->send(w, c); /* else this second's bytes are out: the wheel resumes it */
 }
 
-__attribute__((cold, noinline)) static void paced_sent(struct worker *w, struct conn *c, int err)
+__attribute__((cold, noinline)) static void paced_sent(struct runtime *w, struct conn *c, int err)
 {
     if (pace_restore(c->pace, c->out) && !err) {
         conn_paced_send(w, c, c->out); /* a window went: the rest, now or at the next second */
@@ -260,19 +260,19 @@ __attribute__((cold, noinline)) static void paced_sent(struct worker *w, struct 
 }
 
 /* pace's call back (the wheel's next second): the next window of the plan in flight. */
-static void pace_resume(struct worker *w, void *owner)
+static void pace_resume(struct runtime *w, void *owner)
 {
     struct conn *c = owner;
     if (conn_open(c) && c->out && !plan_done(c->out))
         conn_paced_send(w, c, c->out);
 }
 
-int conn_pace(struct worker *w, struct conn *c, uint64_t rate, uint64_t after)
+int conn_pace(struct runtime *w, struct conn *c, uint64_t rate, uint64_t after)
 {
     return pace_start(&c->pace, w->now, rate, after, pace_resume, c);
 }
 
-void conn_sent(struct worker *w, struct conn *c, int err)
+void conn_sent(struct runtime *w, struct conn *c, int err)
 {
     if (__builtin_expect(c->pace != NULL, 0)) {
         paced_sent(w, c, err);
@@ -284,12 +284,12 @@ void conn_sent(struct worker *w, struct conn *c, int err)
         c->proto->sent(w, c, err);
 }
 
-void conn_plan_sent(struct worker *w, struct conn *c, int err)
+void conn_plan_sent(struct runtime *w, struct conn *c, int err)
 {
     c->proto->sent(w, c, err);
 }
 
-void conn_shutdown(struct worker *w, struct conn *c)
+void conn_shutdown(struct runtime *w, struct conn *c)
 {
     if (c->xport)
         c->xport->shutdown(w, c);
@@ -297,29 +297,30 @@ void conn_shutdown(struct worker *w, struct conn *c)
         w->eng->shutdown(w, c);
 }
 
-void conn_wire_shutdown(struct worker *w, struct conn *c)
+void conn_wire_shutdown(struct runtime *w, struct conn *c)
 {
     w->eng->shutdown(w, c);
 }
 
-int conn_wire_ktls(struct worker *w, struct conn *c, const void *keys, size_t len)
+int conn_wire_ktls(struct runtime *w, struct conn *c, const void *keys, size_t len)
 {
     assert(conn_open(c));
     return w->eng->ktls(w, c, keys, len);
 }
 
-void conn_file_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len, uint64_t off)
+void conn_file_read(struct runtime *w, struct conn *c, int fd, void *buf, uint32_t len,
+                    uint64_t off)
 {
     w->eng->read(w, c, fd, buf, len, off);
 }
 
-void conn_read_done(struct worker *w, struct conn *c, int res)
+void conn_read_done(struct runtime *w, struct conn *c, int res)
 {
     if (c->xport && c->xport->read_done)
         c->xport->read_done(w, c, res);
 }
 
-int conn_set_proto(struct worker *w, struct conn *c, const struct proto_ops *p, const char *data,
+int conn_set_proto(struct runtime *w, struct conn *c, const struct proto_ops *p, const char *data,
                    size_t len)
 {
     const struct proto_ops *old = c->proto;
@@ -335,12 +336,12 @@ int conn_set_proto(struct worker *w, struct conn *c, const struct proto_ops *p, 
     return 0;
 }
 
-void conn_timeout(struct worker *w, struct conn *c)
+void conn_timeout(struct runtime *w, struct conn *c)
 {
     c->proto->timeout(w, c);
 }
 
-void conn_resume(struct worker *w, struct resume_token t)
+void conn_resume(struct runtime *w, struct resume_token t)
 {
     if (t.owner >= w->cfg->max_conns)
         return;
@@ -351,7 +352,7 @@ void conn_resume(struct worker *w, struct resume_token t)
         c->proto->resume(w, c);
 }
 
-void conn_drain(struct worker *w, struct conn *c)
+void conn_drain(struct runtime *w, struct conn *c)
 {
     c->proto->drain(w, c);
 }

@@ -39,7 +39,7 @@ static const char *const variant_suffix[ACCEPT_CODINGS] = {
 };
 
 struct job {
-    struct worker *w;
+    struct runtime *w;
     const struct vhost *site; /* the site the request's Host picked (rt/site.h) */
     const struct config *cfg; /* its options */
     const struct http_request *req;
@@ -54,7 +54,7 @@ static void hold(struct response *r, struct fentry *e)
     r->hold[r->hold[0] ? 1 : 0] = e;
 }
 
-static void release_holds(struct worker *w, struct response *r)
+static void release_holds(struct runtime *w, struct response *r)
 {
     for (int i = 0; i < 2; i++) {
         if (r->hold[i])
@@ -63,7 +63,7 @@ static void release_holds(struct worker *w, struct response *r)
     }
 }
 
-struct response *serve_response_get(struct worker *w)
+struct response *serve_response_get(struct runtime *w)
 {
     struct response *r = bufpool_get(&w->outbufs);
     if (r) {
@@ -73,7 +73,7 @@ struct response *serve_response_get(struct worker *w)
     return r;
 }
 
-void serve_response_put(struct worker *w, struct response *r)
+void serve_response_put(struct runtime *w, struct response *r)
 {
     if (r->block) { /* before the holds: the entry owns the block */
         r->block->users--;
@@ -633,7 +633,7 @@ static void serve_path(struct job *j, const char *path, size_t len, bool slash)
 
 /* The lines every HTTPS response carries: the site's HSTS and, with HTTP/3, Alt-Svc (so a
  * browser learns of HTTP/3 from its HTTP/1.1 or HTTP/2 answers). NULL for none. */
-static const char *secure_lines(struct worker *w, const struct config *cfg, size_t *len)
+static const char *secure_lines(struct runtime *w, const struct config *cfg, size_t *len)
 {
     *len = cfg->hsts_len;
     if (!w->alt_svc_len)
@@ -662,7 +662,7 @@ static const char *secure_lines(struct worker *w, const struct config *cfg, size
     return w->secure[i].lines;
 }
 
-static void init_job(struct job *j, struct worker *w, const struct http_request *req,
+static void init_job(struct job *j, struct runtime *w, const struct http_request *req,
                      const struct req_policy *pol, struct response *r)
 {
     bool h1 = pol->syntax == RESP_H1;
@@ -737,7 +737,7 @@ static void acme_challenge(struct job *j, size_t plen)
 }
 
 /* Inlined into serve_request: it is the whole of it once the wait check says go. */
-static inline __attribute__((always_inline)) void answer_request(struct worker *w,
+static inline __attribute__((always_inline)) void answer_request(struct runtime *w,
                                                                  const struct http_request *req,
                                                                  const struct req_policy *pol,
                                                                  struct response *r)
@@ -792,7 +792,7 @@ static inline __attribute__((always_inline)) void answer_request(struct worker *
     serve_path(&j, path, pr.len, pr.trailing_slash);
 }
 
-enum serve_result serve_request(struct worker *w, const struct http_request *req,
+enum serve_result serve_request(struct runtime *w, const struct http_request *req,
                                 const struct req_policy *pol, struct response *r)
 {
     /* site_pending's own first test, read here: no call for a process without --basic-auth */
@@ -802,7 +802,7 @@ enum serve_result serve_request(struct worker *w, const struct http_request *req
     return SERVE_DONE;
 }
 
-void serve_error(struct worker *w, int status, bool head, enum resp_syntax syntax,
+void serve_error(struct runtime *w, int status, bool head, enum resp_syntax syntax,
                  struct response *r)
 {
     struct job j;

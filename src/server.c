@@ -407,9 +407,9 @@ static void steer_clients(struct server *sv)
 {
     if (!sv->steer || sv->started < sv->cfg->threads)
         return;
-    steer_clients_on(sv, &sv->addr, sv->workers[0].listeners[0].fd);
+    steer_clients_on(sv, &sv->addr, sv->workers[0].rt.listeners[0].fd);
     if (sv->cfg->tls)
-        steer_clients_on(sv, &sv->tls_addr, sv->workers[0].listeners[1].fd);
+        steer_clients_on(sv, &sv->tls_addr, sv->workers[0].rt.listeners[1].fd);
 }
 
 /* The drain's start: on each port, steer new connections to a successor, if one listens, before
@@ -420,11 +420,11 @@ static enum worker_stop begin_handover(struct server *sv)
 {
     int theirs = 0;
     if (!sv->inherited && sv->started)
-        theirs +=
-            steer_port(sv, &sv->handover, &sv->addr, sv->nlisten, sv->workers[0].listeners[0].fd);
+        theirs += steer_port(sv, &sv->handover, &sv->addr, sv->nlisten,
+                             sv->workers[0].rt.listeners[0].fd);
     if (sv->cfg->tls && sv->started)
         theirs += steer_port(sv, &sv->tls_handover, &sv->tls_addr, sv->cfg->threads,
-                             sv->workers[0].listeners[1].fd);
+                             sv->workers[0].rt.listeners[1].fd);
     return theirs > 0 ? WORKER_HANDOVER : WORKER_DRAIN;
 }
 
@@ -432,7 +432,7 @@ static void wake_workers(struct server *sv)
 {
     for (int i = 0; i < sv->started; i++) {
         uint64_t one = 1;
-        if (write(sv->workers[i].wake_fd, &one, sizeof(one)) < 0)
+        if (write(sv->workers[i].rt.wake_fd, &one, sizeof(one)) < 0)
             errlog(ERRLOG_ERROR, "waking worker %d: %s", i, strerror(errno));
     }
 }
@@ -481,19 +481,20 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
         return fd;
     }
     int rc;
-    w->udp = calloc(1, sizeof(*w->udp));
-    if (!w->udp) {
+    w->rt.udp = calloc(1, sizeof(*w->rt.udp));
+    if (!w->rt.udp) {
         close(fd);
         rc = -ENOMEM;
-    } else if ((rc = udp_port_init(w->udp, fd, cfg->http3_gso, NULL, NULL)) == 0 &&
-               (rc = quic_ep_new(&w->quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
+    } else if ((rc = udp_port_init(w->rt.udp, fd, cfg->http3_gso, NULL, NULL)) == 0 &&
+               (rc = quic_ep_new(&w->quic, w->rt.udp, &qs, &h3_app, &w->rt, why, sizeof(why))) !=
+                   0) {
         fprintf(stderr, "ringhttpd: %s\n", why);
     }
     if (rc == 0)
-        w->alt_svc_len = h3_alt_svc(w->alt_svc, sizeof(w->alt_svc), cfg->tls_port);
-    if (rc == 0 && w->id == 0 && cfg->verbose)
+        w->rt.alt_svc_len = h3_alt_svc(w->rt.alt_svc, sizeof(w->rt.alt_svc), cfg->tls_port);
+    if (rc == 0 && w->rt.id == 0 && cfg->verbose)
         fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO no (datagrams read by recvmmsg)\n",
-                w->udp->gso       ? "yes"
+                w->rt.udp->gso    ? "yes"
                 : !cfg->http3_gso ? "no (--http3-gso off)"
                                   : "no (the kernel refuses UDP_SEGMENT)");
     return rc;
@@ -504,7 +505,7 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
 static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
 {
     (void)secret;
-    if (w->id == 0)
+    if (w->rt.id == 0)
         errlog(ERRLOG_WARN, "HTTP/3: not in this build (--http3 is ignored); HTTPS on TCP port %u",
                sv->cfg->tls_port);
     return 0;
@@ -949,15 +950,15 @@ int server_run(struct config *cfg, const struct server_seams *seams)
                     strerror(-err));
             goto stop;
         }
-        w->alog = sv.alog;
+        w->rt.alog = sv.alog;
         if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
-            w->acme = tokens_reader(&sv.tokens, inited);
+            w->rt.acme = tokens_reader(&sv.tokens, inited);
         if (cfg->tls && cfg->http3 && h3_start(&sv, w, h3_secret) != 0) {
             worker_fini(w); /* set up, never counted in inited */
             goto stop;
         }
         if (seams->proto) /* the seam's test protocol stands in for HTTP/2 */
-            w->h2 = seams->proto;
+            w->rt.h2 = seams->proto;
     }
     /* Bound before the process is confined; it only reads the workers' counters. */
     if (cfg->metrics_bind &&

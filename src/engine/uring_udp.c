@@ -10,7 +10,7 @@
 
 #include "engine/udp.h"
 #include "engine/uring_state.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 
 #define UDP_BGID 1   /* the TCP receive's group is 0 */
 #define UDP_BUFS 256 /* datagrams the kernel can hold for us between two loop turns */
@@ -25,7 +25,7 @@ struct uring_udp {
     bool got;          /* datagrams delivered this turn: flush */
 };
 
-static void arm(struct worker *w, struct uring *u)
+static void arm(struct runtime *w, struct uring *u)
 {
     (void)w;
     struct io_uring_sqe *sqe = get_sqe(u);
@@ -35,7 +35,7 @@ static void arm(struct worker *w, struct uring *u)
     io_uring_sqe_set_data64(sqe, ud(OP_UDP_RECV, NULL));
 }
 
-int uring_udp_start(struct worker *w, struct uring *u)
+int uring_udp_start(struct runtime *w, struct uring *u)
 {
     struct uring_udp *x = calloc(1, sizeof(*x));
     if (!x)
@@ -54,7 +54,7 @@ int uring_udp_start(struct worker *w, struct uring *u)
     return 0;
 }
 
-void uring_udp_complete(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe)
+void uring_udp_complete(struct runtime *w, struct uring *u, const struct io_uring_cqe *cqe)
 {
     struct uring_udp *x = u->udp;
     if (cqe->res >= 0 && (cqe->flags & IORING_CQE_F_BUFFER)) {
@@ -80,7 +80,7 @@ void uring_udp_complete(struct worker *w, struct uring *u, const struct io_uring
         arm(w, u);
 }
 
-void uring_udp_flush(struct worker *w, struct uring *u)
+void uring_udp_flush(struct runtime *w, struct uring *u)
 {
     struct uring_udp *x = u->udp;
     if (x->returned) {

@@ -9,16 +9,16 @@
 
 #include <stdbool.h>
 
-struct worker;
+struct runtime;
 struct uring;
 struct io_uring_cqe;
 
 /* Registers the buffer ring and arms the receive: 0, or -errno (the caller polls instead). */
-int uring_udp_start(struct worker *w, struct uring *u);
+int uring_udp_start(struct runtime *w, struct uring *u);
 /* One completion of the receive (OP_UDP_RECV). */
-void uring_udp_complete(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe);
+void uring_udp_complete(struct runtime *w, struct uring *u, const struct io_uring_cqe *cqe);
 /* After a loop turn's completions: the port's flush, the buffers given back to the kernel. */
-void uring_udp_flush(struct worker *w, struct uring *u);
+void uring_udp_flush(struct runtime *w, struct uring *u);
 void uring_udp_stop(struct uring *u);
 
 #endif

@@ -19,7 +19,7 @@
 #include "core/policy.h"
 #include "quic/quic.h"
 #include "rt/obs.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 #include "serve.h"
 
 #define H3_CHUNK (32u << 10)
@@ -60,7 +60,7 @@ struct h3stream {
 };
 
 struct h3conn {
-    struct worker *w;
+    struct runtime *w;
     struct quic_conn *qc;
     nghttp3_conn *h3;
     struct h3stream *streams;
@@ -293,7 +293,7 @@ static const char *at(const struct h3stream *st, int32_t i, bool value, size_t *
  * Basic credentials are verified off the loop (0); a failed submission is negative. */
 static int answer(struct h3conn *hc, struct h3stream *st)
 {
-    struct worker *w = hc->w;
+    struct runtime *w = hc->w;
     struct http_request *req = &w->req;
     struct http1_split sp;
     size_t ml = 0, pl = 1, al;
@@ -394,7 +394,7 @@ static const nghttp3_callbacks callbacks = {
 /* The quic_app table. */
 static void *app_open(void *ctx, struct quic_conn *qc)
 {
-    struct worker *w = ctx;
+    struct runtime *w = ctx;
     struct h3conn *hc = calloc(1, sizeof(*hc));
     if (!hc)
         return NULL;

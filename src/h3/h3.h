@@ -12,7 +12,7 @@
 
 struct quic_app;
 
-/* The application table for quic_ep_new; its ctx is the struct worker. */
+/* The application table for quic_ep_new; its ctx is the struct runtime. */
 extern const struct quic_app h3_app;
 
 /* The Alt-Svc field line that advertises HTTP/3 on port ("Alt-Svc: h3=\":PORT\"; ma=86400\r\n")

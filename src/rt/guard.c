@@ -19,7 +19,7 @@
  * a slot: 3 MiB), not correctness for clients seen within that window. */
 #define GUARD_BUCKETS 65536
 
-int guard_new(struct worker *w, struct guard **out)
+int guard_new(struct runtime *w, struct guard **out)
 {
     *out = NULL;
     if (!config_limits_clients(w->cfg))
@@ -58,7 +58,7 @@ static struct limit_key peer_key(const struct peer *p)
     return limit_key_of(p->family, p->addr);
 }
 
-bool guard_accept(struct worker *w, const struct peer *p, bool *counted)
+bool guard_accept(struct runtime *w, const struct peer *p, bool *counted)
 {
     struct guard *g = w->guard;
     *counted = false;
@@ -85,12 +85,12 @@ bool guard_accept(struct worker *w, const struct peer *p, bool *counted)
     return true;
 }
 
-void guard_closed(struct worker *w, const struct peer *p)
+void guard_closed(struct runtime *w, const struct peer *p)
 {
     limit_conn_release(&w->guard->conns, peer_key(p));
 }
 
-struct limit_key guard_client(const struct worker *w, const struct peer *p,
+struct limit_key guard_client(const struct runtime *w, const struct peer *p,
                               const struct http_request *req)
 {
     if (!p->known)
@@ -112,7 +112,7 @@ static uint64_t now_ms(void)
 }
 
 /* One bucket: 0, or the Retry-After of a refusal. */
-static uint32_t take(struct worker *w, uint32_t rule, struct limit_key client,
+static uint32_t take(struct runtime *w, uint32_t rule, struct limit_key client,
                      const struct limit_rate *r, uint64_t now)
 {
     bool evicted;
@@ -124,7 +124,7 @@ static uint32_t take(struct worker *w, uint32_t rule, struct limit_key client,
     return d.verdict == LIMIT_REJECT ? d.retry_after : 0;
 }
 
-uint32_t guard_request(struct worker *w, const struct config *cfg, uint32_t site_id,
+uint32_t guard_request(struct runtime *w, const struct config *cfg, uint32_t site_id,
                        struct limit_key client, const char *path, size_t len)
 {
     struct guard *g = w->guard;

@@ -23,7 +23,7 @@
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
 #include "rt/stats.h"
-#include "rt/runtime.h"
+#include "rt/worker.h"
 
 struct metrics {
     int fd;
@@ -65,7 +65,7 @@ static void per_worker(FILE *f, const char *name, const char *type, const char *
 {
     head(f, name, type, help);
     for (int i = 0; i < n; i++) {
-        const stat_t *c = (const stat_t *)((const char *)&ws[i].stats + offset);
+        const stat_t *c = (const stat_t *)((const char *)&ws[i].rt.stats + offset);
         fprintf(f, "%s{worker=\"%d\"} %llu\n", name, i, (unsigned long long)stat_get(c));
     }
 }
@@ -93,7 +93,7 @@ static void compression(FILE *f, struct worker *ws, int n)
     head(f, "ringhttpd_compress_cpu_seconds_total", "counter", "CPU time spent compressing.");
     for (int i = 0; i < n; i++)
         fprintf(f, "ringhttpd_compress_cpu_seconds_total{worker=\"%d\"} %.6f\n", i,
-                (double)stat_get(&ws[i].stats.compress_ns) / 1e9);
+                (double)stat_get(&ws[i].rt.stats.compress_ns) / 1e9);
     PER_WORKER(f, "ringhttpd_compress_cache_bytes", "gauge",
                "Bytes of compressed variants the file cache holds.", ws, n, compress_cache_bytes);
 }
@@ -104,7 +104,7 @@ static void requests(FILE *f, struct worker *ws, int n)
     for (int i = 0; i < n; i++)
         for (int s = 0; s < STATS_STATUSES; s++)
             for (int m = 0; m < STATS_METHODS; m++) {
-                uint64_t v = stat_get(&ws[i].stats.requests[s][m]);
+                uint64_t v = stat_get(&ws[i].rt.stats.requests[s][m]);
                 if (v)
                     fprintf(f,
                             "ringhttpd_requests_total{worker=\"%d\",code=\"%d\",method=\"%s\"} "
@@ -121,7 +121,7 @@ static void durations(FILE *f, struct worker *ws, int n)
     for (int i = 0; i < n; i++) {
         uint64_t cum = 0;
         for (int b = 0; b <= STATS_BUCKETS; b++) {
-            cum += stat_get(&ws[i].stats.duration_bucket[b]);
+            cum += stat_get(&ws[i].rt.stats.duration_bucket[b]);
             if (b < STATS_BUCKETS)
                 fprintf(f, "%s_bucket{worker=\"%d\",le=\"%g\"} %llu\n", name, i,
                         (double)stats_bucket_us[b] / 1e6, (unsigned long long)cum);
@@ -130,7 +130,7 @@ static void durations(FILE *f, struct worker *ws, int n)
                         (unsigned long long)cum);
         }
         fprintf(f, "%s_sum{worker=\"%d\"} %.6f\n", name, i,
-                (double)stat_get(&ws[i].stats.duration_us_sum) / 1e6);
+                (double)stat_get(&ws[i].rt.stats.duration_us_sum) / 1e6);
         fprintf(f, "%s_count{worker=\"%d\"} %llu\n", name, i, (unsigned long long)cum);
     }
 }
@@ -141,14 +141,14 @@ static void connections(FILE *f, struct worker *ws, int n)
     for (int i = 0; i < n; i++)
         for (int r = 0; r < CLOSE_REASONS; r++)
             fprintf(f, "ringhttpd_connections_closed_total{worker=\"%d\",reason=\"%s\"} %llu\n", i,
-                    reason_names[r], (unsigned long long)stat_get(&ws[i].stats.closed[r]));
+                    reason_names[r], (unsigned long long)stat_get(&ws[i].rt.stats.closed[r]));
     head(f, "ringhttpd_connections_open", "gauge", "Connections open now.");
     for (int i = 0; i < n; i++) {
         uint64_t closed = 0;
         for (int r = 0; r < CLOSE_REASONS; r++)
-            closed += stat_get(&ws[i].stats.closed[r]);
+            closed += stat_get(&ws[i].rt.stats.closed[r]);
         /* Read after the closes, so never below them. */
-        uint64_t accepted = stat_get(&ws[i].stats.accepted);
+        uint64_t accepted = stat_get(&ws[i].rt.stats.accepted);
         fprintf(f, "ringhttpd_connections_open{worker=\"%d\"} %llu\n", i,
                 (unsigned long long)(accepted - closed));
     }
@@ -160,8 +160,8 @@ static void gauge_diff(FILE *f, struct worker *ws, int n)
 {
     head(f, "ringhttpd_pipe_waiting", "gauge", "Large-file sends waiting for a splice pipe now.");
     for (int i = 0; i < n; i++) {
-        uint64_t done = stat_get(&ws[i].stats.pipe_waits_done);
-        uint64_t all = stat_get(&ws[i].stats.pipe_waits);
+        uint64_t done = stat_get(&ws[i].rt.stats.pipe_waits_done);
+        uint64_t all = stat_get(&ws[i].rt.stats.pipe_waits);
         fprintf(f, "ringhttpd_pipe_waiting{worker=\"%d\"} %llu\n", i,
                 (unsigned long long)(all - done));
     }
@@ -181,7 +181,7 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
     fprintf(f, "process_start_time_seconds %.3f\n", start_time);
     head(f, "ringhttpd_engine_info", "gauge", "The event engine in use and its features found.");
     fprintf(f, "ringhttpd_engine_info{engine=\"%s\",features=\"%s\"} 1\n", engine,
-            n > 0 ? ws[0].features : "");
+            n > 0 ? ws[0].rt.features : "");
     head(f, "ringhttpd_workers", "gauge", "Worker threads.");
     fprintf(f, "ringhttpd_workers %d\n", n);
     requests(f, ws, n);

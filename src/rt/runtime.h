@@ -1,17 +1,19 @@
-/* runtime: one worker thread's share-nothing world as every layer on it reads it: its
- * listeners, engine, connection slots and queues, file cache, timer wheel, buffer pools, clock
- * and date, counters, and the site it serves from. Header only: the layers below the worker
- * (conn, the protocols, serve, site, obs, the engines) read and write it; only rt/worker.h's
- * functions (the composition root) set it up, tick it and tear it down.
- * Must not: be touched by another thread, except w->stop and w->done (atomics), w->wake_fd
- * (written by the main thread to stop it or publish a site, and by its compressor thread when
- * a variant is ready) and the shared site slot (under its lock); include any module above it.
- * Ownership: server creates and joins workers; a worker owns everything it points to. */
+/* runtime: what the layers below the worker (conn, the protocols, serve, site, obs, guard,
+ * compress, the transports and the engines) take of one worker thread's share-nothing world:
+ * its configuration, clock and cached date, timer wheel, buffer pools, file cache and the
+ * handles of its off-loop work, connection slots and queues, counters, the engine's operations
+ * and the upcall table the engine reports through, and the site it serves from. Header only.
+ * Must not: carry what only the worker does with its world (its stop request, the drain's and
+ * --drain-delay's deadlines, the site slot reloads publish into, its QUIC endpoint, its
+ * thread: struct worker, rt/worker.h, which embeds this); be touched by another thread, except
+ * wake_fd (written by the main thread to stop the worker or publish a site, and by the
+ * compressor thread when a variant is ready); include any module above it.
+ * Ownership: the worker (rt/worker.h) sets it up, ticks it and tears it down, and owns
+ * everything it points to; the layers below are handed it on each call and keep no copy of
+ * anything in it beyond the call, except through the upcall table's callbacks. */
 #ifndef RT_RUNTIME_H
 #define RT_RUNTIME_H
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -30,7 +32,6 @@ struct conn;
 struct fcache;
 struct compressor;
 struct site;
-struct site_slot;
 struct handover;
 struct transport_ops;
 struct proto_ops;
@@ -41,15 +42,6 @@ struct guard;
  * links (conn.idle_*, h1's head_*). */
 struct conn_list {
     struct conn *first, *last;
-};
-
-/* w->stop, set by the main thread: what the worker is asked to do. */
-enum worker_stop {
-    WORKER_RUN,
-    WORKER_DRAIN,      /* finish responses in flight within the drain timeout, then end */
-    WORKER_HANDOVER,   /* the same, keeping the listener open 1-2 s for a successor's hand-over */
-    WORKER_SKIP_DELAY, /* a second stop signal during --drain-delay: the drain proper, now */
-    WORKER_ABORT,      /* a second stop signal (a third with --drain-delay): close everything now */
 };
 
 /* Accepted sockets waiting for a slot that a reclaimed idle connection is about to free. */
@@ -70,9 +62,10 @@ struct listener {
 };
 
 struct udp_port;
-struct quic_ep;
 
-struct worker {
+/* The layers below call theirs `w` (the worker's world, as they called the whole worker before
+ * issue 26 narrowed what they see). */
+struct runtime {
     int id;
     const struct config *cfg;
     const struct engine_ops *eng;
@@ -87,11 +80,10 @@ struct worker {
      * it opens with the HTTP/2 preface (h2c), or when its transport negotiated it (ALPN "h2":
      * the transport calls conn_set_proto(w, c, w->h2, NULL, 0)). Set before the engine starts. */
     const struct proto_ops *h2;
-    /* HTTP/3 (--http3): the worker's UDP socket on the TLS port number and the QUIC endpoint
-     * on it, or NULL. Set by the server before the engine runs; the engine reads the port when
-     * it is readable (udp_port_read), worker_tick runs the endpoint's timers and drain. */
+    /* HTTP/3 (--http3): the worker's UDP socket on the TLS port number (the QUIC endpoint on
+     * it is the worker's own), or NULL. Set by the server before the engine runs; the engine
+     * reads the port when it is readable (udp_port_read). */
     struct udp_port *udp;
-    struct quic_ep *quic;
     /* With HTTP/3: "Alt-Svc: h3=\":PORT\"; ma=86400\r\n" for HTTPS responses (h3_alt_svc), and
      * that line after each site's HSTS line, composed once per site configuration (serve.c;
      * a distinct buffer per configuration, as the prebuilt answers key on its address). */
@@ -106,29 +98,21 @@ struct worker {
     /* Automatic HTTPS (issue 27): this worker's reader of the HTTP-01 answers (acme/tokens.h),
      * or NULL without --acme-email. Set by the server before the engine starts. */
     struct tokens_reader *acme;
-    int wake_fd;      /* eventfd: stop, a new site, finished compression jobs */
-    atomic_int stop;  /* enum worker_stop */
-    atomic_bool done; /* set as the worker's thread ends, for the main thread's wait */
+    int wake_fd; /* eventfd: stop, a new site, finished compression jobs */
     bool draining;
     /* --drain-delay (issue 19): stopping, but the drain has not begun. The health path answers
      * 503 while everything else is served as usual (keep-alive, HTTP/2 streams, new
-     * connections) until delay_end, when the drain proper starts as `delay_how` asked. */
+     * connections) until the worker starts the drain proper. */
     bool delaying;
-    int delay_how; /* enum worker_stop */
-    int64_t delay_end;
     bool accepting; /* false once a drain stopped accepting on the listener */
-    int64_t drain_deadline;
-    int64_t listen_close_at; /* draining: when the listener closes (after handshakes finish) */
 
-    struct site_slot *sites; /* where reloads publish; read once per loop turn */
-    struct site *site;       /* the root and MIME table this worker serves from */
+    struct site *site; /* the root and MIME table this worker serves from */
     unsigned site_gen;
 
     /* Accepting pauses when the process is out of fds (EMFILE, ENFILE) or memory, and resumes
-     * when a connection closes or the clock second changes (worker_accept_resume). */
+     * when a connection closes or the clock second changes (the accept_resume upcall). */
     bool accept_paused;
-    bool slot_freed; /* a connection closed since the pause */
-    int64_t accept_paused_at;
+    bool slot_freed;            /* a connection closed since the pause */
     int held[HELD_MAX];         /* FIFO ring of sockets accepted while full, see conn_accepted */
     uint8_t held_lst[HELD_MAX]; /* ... and the listener each came from */
     unsigned held_first, held_count;
@@ -152,8 +136,7 @@ struct worker {
     struct bufpool outbufs; /* response headers and plans */
     struct bufpool h2bufs;  /* HTTP/2 sessions' output and header-block buffers (h2.h) */
     size_t in_bytes;        /* input buffers held by connections, bounded by --head-memory */
-    int64_t trimmed_at;     /* w->now of the last pool trim */
-    struct errlog_limit log_accept, log_full, log_heads, log_limit;
+    struct errlog_limit log_full, log_heads, log_limit;
     struct guard *guard; /* per-client limits (rt/guard.h), or NULL when none is configured */
     struct fcache *cache;
     struct compressor *compress; /* NULL with --compress off */
@@ -178,7 +161,6 @@ struct worker {
     struct accesslog_buf logbuf;
     char features[96];  /* the engine's features found, for the metrics' info line */
     struct stats stats; /* read by the metrics thread (stats.h) */
-    pthread_t thread;
 };
 
 #endif
