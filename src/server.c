@@ -407,9 +407,9 @@ static void steer_clients(struct server *sv)
 {
     if (!sv->steer || sv->started < sv->cfg->threads)
         return;
-    steer_clients_on(sv, &sv->addr, sv->workers[0].rt.listeners[0].fd);
+    steer_clients_on(sv, &sv->addr, sv->workers[0].listeners[0].fd);
     if (sv->cfg->tls)
-        steer_clients_on(sv, &sv->tls_addr, sv->workers[0].rt.listeners[1].fd);
+        steer_clients_on(sv, &sv->tls_addr, sv->workers[0].listeners[1].fd);
 }
 
 /* The drain's start: on each port, steer new connections to a successor, if one listens, before
@@ -420,11 +420,11 @@ static enum worker_stop begin_handover(struct server *sv)
 {
     int theirs = 0;
     if (!sv->inherited && sv->started)
-        theirs += steer_port(sv, &sv->handover, &sv->addr, sv->nlisten,
-                             sv->workers[0].rt.listeners[0].fd);
+        theirs +=
+            steer_port(sv, &sv->handover, &sv->addr, sv->nlisten, sv->workers[0].listeners[0].fd);
     if (sv->cfg->tls && sv->started)
         theirs += steer_port(sv, &sv->tls_handover, &sv->tls_addr, sv->cfg->threads,
-                             sv->workers[0].rt.listeners[1].fd);
+                             sv->workers[0].listeners[1].fd);
     return theirs > 0 ? WORKER_HANDOVER : WORKER_DRAIN;
 }
 

@@ -72,7 +72,10 @@ struct runtime {
     const struct engine_upcalls *up; /* what the engine calls upward (worker.c installs it) */
     const struct engine_caps *caps;  /* what the kernel offers, probed once before the workers */
     void *engine_state;
-    struct listener listeners[LISTEN_MAX]; /* engines accept on each; tags carry the index */
+    /* The worker's listening sockets (struct worker owns them: it closes them in a drain and
+     * hands them over): engines accept on each, their tags carry the index, and conn gives a
+     * connection its listener's transport. Read-only here. */
+    const struct listener *listeners;
     unsigned nlisteners;
     /* The protocol every connection starts with (proto.h): HTTP/1.1 (http/h1.h). */
     const struct proto_ops *h1;

@@ -110,9 +110,9 @@ static void read_clock(struct worker *w)
 static void close_listeners(struct worker *w)
 {
     for (unsigned i = 0; i < w->rt.nlisteners; i++) {
-        if (w->rt.listeners[i].fd >= 0)
-            close(w->rt.listeners[i].fd);
-        w->rt.listeners[i].fd = -1;
+        if (w->listeners[i].fd >= 0)
+            close(w->listeners[i].fd);
+        w->listeners[i].fd = -1;
     }
 }
 
@@ -129,7 +129,8 @@ int worker_init(struct worker *w, int id, const struct config *cfg, const struct
     w->rt.cfg = cfg;
     w->rt.eng = eng;
     w->rt.caps = caps;
-    memcpy(w->rt.listeners, ls, n * sizeof(*ls));
+    memcpy(w->listeners, ls, n * sizeof(*ls));
+    w->rt.listeners = w->listeners;
     w->rt.nlisteners = n;
     w->rt.up = &upcalls;
     w->rt.h1 = &proto_h1;
@@ -255,7 +256,7 @@ static bool listening(const struct runtime *rt)
 {
     const struct worker *w = worker_of_const(rt);
     for (unsigned i = 0; i < w->rt.nlisteners; i++)
-        if (w->rt.listeners[i].fd >= 0)
+        if (w->listeners[i].fd >= 0)
             return true;
     return false;
 }
@@ -269,7 +270,7 @@ static void close_listener(struct runtime *rt, unsigned lst,
                            bool (*accept_one)(struct runtime *rt, int fd, unsigned lst))
 {
     struct worker *w = worker_of(rt);
-    struct listener *l = &w->rt.listeners[lst];
+    struct listener *l = &w->listeners[lst];
     if (l->fd < 0)
         return;
     /* Bounded: without a successor on the port, connections keep arriving while we empty it. */

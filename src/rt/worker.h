@@ -31,6 +31,7 @@ enum worker_stop {
     WORKER_ABORT,      /* a second stop signal (a third with --drain-delay): close everything now */
 };
 
+/* Not to be copied once worker_init ran: rt.listeners points into it. */
 struct worker {
     struct runtime rt; /* what the layers below see; the upcalls find the worker from it */
     atomic_int stop;   /* enum worker_stop */
@@ -42,7 +43,8 @@ struct worker {
     int64_t accept_paused_at;
     int64_t trimmed_at; /* rt.now of the last pool trim */
     struct errlog_limit log_accept;
-    struct site_slot *sites; /* where reloads publish; read once per loop turn */
+    struct listener listeners[LISTEN_MAX]; /* rt.listeners[0..rt.nlisteners) */
+    struct site_slot *sites;               /* where reloads publish; read once per loop turn */
     /* HTTP/3: the QUIC endpoint on rt.udp, or NULL. Set by the server before the engine runs;
      * worker_tick runs its timers and drain. */
     struct quic_ep *quic;
