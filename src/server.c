@@ -170,8 +170,8 @@ struct server {
     char url[INET6_ADDRSTRLEN + 16];
     int *listeners; /* one per worker; a worker owns (and closes) its own once started */
     int nlisten;
-    int inherited; /* systemd passed this many listeners (0: we opened our own) */
-    struct worker *workers;
+    int inherited;           /* systemd passed this many listeners (0: we opened our own) */
+    struct worker **workers; /* cfg->threads of them; the first `inited` made */
     int started;
     struct site_slot sites;
     int notify_fd;
@@ -407,9 +407,9 @@ static void steer_clients(struct server *sv)
 {
     if (!sv->steer || sv->started < sv->cfg->threads)
         return;
-    steer_clients_on(sv, &sv->addr, sv->workers[0].listeners[0].fd);
+    steer_clients_on(sv, &sv->addr, worker_listener_fd(sv->workers[0], 0));
     if (sv->cfg->tls)
-        steer_clients_on(sv, &sv->tls_addr, sv->workers[0].listeners[1].fd);
+        steer_clients_on(sv, &sv->tls_addr, worker_listener_fd(sv->workers[0], 1));
 }
 
 /* The drain's start: on each port, steer new connections to a successor, if one listens, before
@@ -420,28 +420,27 @@ static enum worker_stop begin_handover(struct server *sv)
 {
     int theirs = 0;
     if (!sv->inherited && sv->started)
-        theirs +=
-            steer_port(sv, &sv->handover, &sv->addr, sv->nlisten, sv->workers[0].listeners[0].fd);
+        theirs += steer_port(sv, &sv->handover, &sv->addr, sv->nlisten,
+                             worker_listener_fd(sv->workers[0], 0));
     if (sv->cfg->tls && sv->started)
         theirs += steer_port(sv, &sv->tls_handover, &sv->tls_addr, sv->cfg->threads,
-                             sv->workers[0].listeners[1].fd);
+                             worker_listener_fd(sv->workers[0], 1));
     return theirs > 0 ? WORKER_HANDOVER : WORKER_DRAIN;
 }
 
 static void wake_workers(struct server *sv)
 {
     for (int i = 0; i < sv->started; i++) {
-        uint64_t one = 1;
-        if (write(sv->workers[i].rt.wake_fd, &one, sizeof(one)) < 0)
-            errlog(ERRLOG_ERROR, "waking worker %d: %s", i, strerror(errno));
+        int err = worker_wake(sv->workers[i]);
+        if (err < 0)
+            errlog(ERRLOG_ERROR, "waking worker %d: %s", i, strerror(-err));
     }
 }
 
 static void stop_workers(struct server *sv, enum worker_stop how)
 {
     for (int i = 0; i < sv->started; i++)
-        atomic_store(&sv->workers[i].stop, how);
-    wake_workers(sv);
+        worker_stop(sv->workers[i], how);
 }
 
 static uint64_t monotonic_usec(void)
@@ -455,8 +454,9 @@ static uint64_t monotonic_usec(void)
 /* --http3: worker w's UDP socket on the TLS port's address and its QUIC endpoint, with the
  * process's certificate pairs (read now, before the process is confined). secret is shared
  * by every worker, so a Retry token or a reset made by one is good at another. */
-static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
+static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
 {
+    struct runtime *w = worker_runtime(wk);
     const struct config *cfg = sv->cfg;
     const char *certs[TLS_MAX_CERTS + 1] = {0}, *keys[TLS_MAX_CERTS + 1] = {0};
     for (int i = 0; i < cfg->num_tls_certs; i++) {
@@ -481,20 +481,21 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
         return fd;
     }
     int rc;
-    w->rt.udp = calloc(1, sizeof(*w->rt.udp));
-    if (!w->rt.udp) {
+    struct quic_ep *quic = NULL;
+    w->udp = calloc(1, sizeof(*w->udp));
+    if (!w->udp) {
         close(fd);
         rc = -ENOMEM;
-    } else if ((rc = udp_port_init(w->rt.udp, fd, cfg->http3_gso, NULL, NULL)) == 0 &&
-               (rc = quic_ep_new(&w->quic, w->rt.udp, &qs, &h3_app, &w->rt, why, sizeof(why))) !=
-                   0) {
+    } else if ((rc = udp_port_init(w->udp, fd, cfg->http3_gso, NULL, NULL)) == 0 &&
+               (rc = quic_ep_new(&quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
         fprintf(stderr, "ringhttpd: %s\n", why);
     }
+    worker_set_quic(wk, quic);
     if (rc == 0)
-        w->rt.alt_svc_len = h3_alt_svc(w->rt.alt_svc, sizeof(w->rt.alt_svc), cfg->tls_port);
-    if (rc == 0 && w->rt.id == 0 && cfg->verbose)
+        w->alt_svc_len = h3_alt_svc(w->alt_svc, sizeof(w->alt_svc), cfg->tls_port);
+    if (rc == 0 && w->id == 0 && cfg->verbose)
         fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO no (datagrams read by recvmmsg)\n",
-                w->rt.udp->gso    ? "yes"
+                w->udp->gso       ? "yes"
                 : !cfg->http3_gso ? "no (--http3-gso off)"
                                   : "no (the kernel refuses UDP_SEGMENT)");
     return rc;
@@ -505,7 +506,7 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
 static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
 {
     (void)secret;
-    if (w->rt.id == 0)
+    if (worker_runtime(w)->id == 0)
         errlog(ERRLOG_WARN, "HTTP/3: not in this build (--http3 is ignored); HTTPS on TCP port %u",
                sv->cfg->tls_port);
     return 0;
@@ -735,7 +736,7 @@ static void follow_docroot(struct server *sv, struct errlog_limit *lim)
 static bool all_done(const struct server *sv)
 {
     for (int i = 0; i < sv->started; i++)
-        if (!atomic_load(&sv->workers[i].done))
+        if (!worker_done(sv->workers[i]))
             return false;
     return true;
 }
@@ -928,7 +929,6 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     /* Every worker is set up before the process is confined (Landlock, --user): an engine reads
      * limits under /proc and opens /dev/null. Their threads start after, and so inherit it. */
     for (; inited < cfg->threads; inited++) {
-        struct worker *w = &sv.workers[inited];
         /* The HTTP port's listener; a transport's port (TLS) adds its own here. */
         struct listener ls[LISTEN_MAX] = {{.fd = sv.listeners[inited],
                                            .owned = sv.inherited == 0,
@@ -944,21 +944,24 @@ int server_run(struct config *cfg, const struct server_seams *seams)
                                           .handover = &sv.tls_handover};
             sv.tls_listeners[inited] = -1;
         }
-        int err = worker_init(w, inited, cfg, sv.eng, &sv.caps, ls, nls, &sv.sites);
+        int err =
+            worker_new(&sv.workers[inited], inited, cfg, sv.eng, &sv.caps, ls, nls, &sv.sites);
         if (err < 0) {
             fprintf(stderr, "ringhttpd: starting worker %d (%s): %s\n", inited, sv.eng->name,
                     strerror(-err));
             goto stop;
         }
-        w->rt.alog = sv.alog;
+        struct runtime *rt = worker_runtime(sv.workers[inited]);
+        rt->alog = sv.alog;
         if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
-            w->rt.acme = tokens_reader(&sv.tokens, inited);
-        if (cfg->tls && cfg->http3 && h3_start(&sv, w, h3_secret) != 0) {
-            worker_fini(w); /* set up, never counted in inited */
+            rt->acme = tokens_reader(&sv.tokens, inited);
+        if (cfg->tls && cfg->http3 && h3_start(&sv, sv.workers[inited], h3_secret) != 0) {
+            worker_free(sv.workers[inited]); /* set up, never counted in inited */
+            sv.workers[inited] = NULL;
             goto stop;
         }
         if (seams->proto) /* the seam's test protocol stands in for HTTP/2 */
-            w->rt.h2 = seams->proto;
+            rt->h2 = seams->proto;
     }
     /* Bound before the process is confined; it only reads the workers' counters. */
     if (cfg->metrics_bind &&
@@ -979,10 +982,9 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     if (confine(cfg) != 0)
         goto stop;
     for (sv.started = 0; sv.started < cfg->threads; sv.started++) {
-        struct worker *w = &sv.workers[sv.started];
-        int err = pthread_create(&w->thread, NULL, worker_main, w);
+        int err = worker_start(sv.workers[sv.started]);
         if (err != 0) {
-            fprintf(stderr, "ringhttpd: pthread_create: %s\n", strerror(err));
+            fprintf(stderr, "ringhttpd: pthread_create: %s\n", strerror(-err));
             goto stop;
         }
     }
@@ -1032,14 +1034,12 @@ stop:
     if (rc != 0)
         stop_workers(&sv, WORKER_ABORT);
     for (int i = 0; i < sv.started; i++) {
-        void *res;
-        pthread_join(sv.workers[i].thread, &res);
-        if (res)
+        if (worker_join(sv.workers[i]) != 0)
             rc = 1;
-        worker_fini(&sv.workers[i]);
+        worker_free(sv.workers[i]);
     }
     for (int i = sv.started; i < inited; i++) /* set up, never started */
-        worker_fini(&sv.workers[i]);
+        worker_free(sv.workers[i]);
 out:
     acme_free(sv.acme);
     if (sv.tokens_made)

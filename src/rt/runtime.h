@@ -5,8 +5,8 @@
  * and the upcall table the engine reports through, and the site it serves from. Header only.
  * Must not: carry what only the worker does with its world (its stop request, the drain's and
  * --drain-delay's deadlines, the site slot reloads publish into, its QUIC endpoint, its
- * thread: struct worker, rt/worker.h, which embeds this); be touched by another thread, except
- * wake_fd (written by the main thread to stop the worker or publish a site, and by the
+ * thread: struct worker, private to rt/worker.c, which embeds this); be touched by another thread,
+ * except wake_fd (written by the main thread to stop the worker or publish a site, and by the
  * compressor thread when a variant is ready); include any module above it.
  * Ownership: the worker (rt/worker.h) sets it up, ticks it and tears it down, and owns
  * everything it points to; the layers below are handed it on each call and keep no copy of

@@ -7,6 +7,8 @@
 #include <assert.h>
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,27 @@
 #include "rt/auth.h"
 #include "rt/site.h"
 #include "serve.h"
+
+/* A worker: the runtime the layers below are handed, and what only the worker does with it.
+ * Not to be copied once made: rt.listeners points into it. */
+struct worker {
+    struct runtime rt; /* what the layers below see; the upcalls find the worker from it */
+    atomic_int stop;   /* enum worker_stop, written by the main thread (worker_stop) */
+    atomic_bool done;  /* set as the worker's thread ends, for the main thread's wait */
+    int delay_how;     /* --drain-delay: how the drain proper starts (enum worker_stop) ... */
+    int64_t delay_end; /* ... and when */
+    int64_t drain_deadline;
+    int64_t listen_close_at; /* draining: when the listener closes (after handshakes finish) */
+    int64_t accept_paused_at;
+    int64_t trimmed_at; /* rt.now of the last pool trim */
+    struct errlog_limit log_accept;
+    struct listener listeners[LISTEN_MAX]; /* rt.listeners[0..rt.nlisteners) */
+    struct site_slot *sites;               /* where reloads publish; read once per loop turn */
+    /* HTTP/3: the QUIC endpoint on rt.udp, or NULL (worker_set_quic). worker_tick runs its
+     * timers and drain. */
+    struct quic_ep *quic;
+    pthread_t thread;
+};
 
 #define QUIC_TICK_MS 10
 
@@ -118,13 +141,12 @@ static void close_listeners(struct worker *w)
 
 static const struct engine_upcalls upcalls;
 
-int worker_init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
+static int init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
                 const struct engine_caps *caps, const struct listener *ls, unsigned n,
                 struct site_slot *sites)
 {
     int rc = -ENOMEM;
     assert(n >= 1 && n <= LISTEN_MAX);
-    memset(w, 0, sizeof(*w));
     w->rt.id = id;
     w->rt.cfg = cfg;
     w->rt.eng = eng;
@@ -184,8 +206,63 @@ err_mem:
     return rc;
 }
 
-void worker_fini(struct worker *w)
+int worker_new(struct worker **out, int id, const struct config *cfg, const struct engine_ops *eng,
+               const struct engine_caps *caps, const struct listener *ls, unsigned n,
+               struct site_slot *sites)
 {
+    struct worker *w;
+    /* Each on cache lines of its own: the workers' hot fields are never shared. */
+    if (posix_memalign((void **)&w, 64, sizeof(*w)) != 0) {
+        for (unsigned i = 0; i < n; i++)
+            close(ls[i].fd);
+        return -ENOMEM;
+    }
+    memset(w, 0, sizeof(*w));
+    int rc = init(w, id, cfg, eng, caps, ls, n, sites);
+    if (rc < 0) {
+        free(w);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+struct runtime *worker_runtime(struct worker *w)
+{
+    return &w->rt;
+}
+
+void worker_set_quic(struct worker *w, struct quic_ep *quic)
+{
+    w->quic = quic;
+}
+
+int worker_listener_fd(const struct worker *w, unsigned i)
+{
+    return i < w->rt.nlisteners ? w->listeners[i].fd : -1;
+}
+
+int worker_wake(struct worker *w)
+{
+    uint64_t one = 1;
+    return write(w->rt.wake_fd, &one, sizeof(one)) < 0 ? -errno : 0;
+}
+
+void worker_stop(struct worker *w, enum worker_stop how)
+{
+    atomic_store(&w->stop, how);
+    (void)worker_wake(w); /* an eventfd write fails only when its counter is full: awake */
+}
+
+bool worker_done(const struct worker *w)
+{
+    return atomic_load(&w->done);
+}
+
+void worker_free(struct worker *w)
+{
+    if (!w)
+        return;
     obs_tick(&w->rt, true); /* the last lines go to the writer, which outlives the workers */
     accesslog_buf_free(&w->rt.logbuf);
     w->rt.eng->fini(&w->rt);
@@ -223,6 +300,7 @@ void worker_fini(struct worker *w)
     close(w->rt.wake_fd);
     close_listeners(w);
     site_put(w->rt.site);
+    free(w);
 }
 
 /* The listener stays open for the first one to two seconds of a drain (the clock counts whole
@@ -410,7 +488,7 @@ static int wait_ms(const struct runtime *rt)
     return 1000;
 }
 
-void *worker_main(void *arg)
+static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     /* w->rt.alog is set after worker_init */
@@ -425,6 +503,18 @@ void *worker_main(void *arg)
 static bool tick(struct runtime *rt)
 {
     return worker_tick(worker_of(rt));
+}
+
+int worker_start(struct worker *w)
+{
+    return -pthread_create(&w->thread, NULL, worker_main, w);
+}
+
+int worker_join(struct worker *w)
+{
+    void *res;
+    pthread_join(w->thread, &res);
+    return (int)(intptr_t)res;
 }
 
 /* The engine's upcalls: conn's ends of its operations, and this loop's hooks. */

@@ -3,26 +3,26 @@
  * buffers and clock, which is all those layers see), installs the protocols and the engine's
  * upcalls, runs the engine's loop and ticks the world once per turn (clock, timers, collected
  * work off the loop, reloads, the drain). Its own state (the stop request, the drain's
- * deadlines, the site slot reloads publish into, the QUIC endpoint, the thread) is here.
+ * deadlines, its listeners, the site slot reloads publish into, the QUIC endpoint, the
+ * thread) is private to worker.c.
  * Must not: be included below the server (the layers below take struct runtime); be touched by
- * another thread, except stop and done (atomics), rt.wake_fd (written by the main thread to
- * stop it or publish a site, and by its compressor thread when a variant is ready) and the
- * shared site slot (under its lock).
+ * another thread, except through worker_stop, worker_wake and worker_done, and the runtime's
+ * counters (read by the metrics thread) and wake_fd (written by its compressor thread).
  * Ownership: server creates and joins workers; a worker owns everything it points to. */
 #ifndef RT_WORKER_H
 #define RT_WORKER_H
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
-#include <stdint.h>
 
 #include "rt/runtime.h"
 
+struct config;
+struct engine_caps;
+struct engine_ops;
 struct quic_ep;
 struct site_slot;
 
-/* stop, set by the main thread: what the worker is asked to do. */
+/* What the main thread asks a worker to do (worker_stop). */
 enum worker_stop {
     WORKER_RUN,
     WORKER_DRAIN,      /* finish responses in flight within the drain timeout, then end */
@@ -31,34 +31,43 @@ enum worker_stop {
     WORKER_ABORT,      /* a second stop signal (a third with --drain-delay): close everything now */
 };
 
-/* Not to be copied once worker_init ran: rt.listeners points into it. */
-struct worker {
-    struct runtime rt; /* what the layers below see; the upcalls find the worker from it */
-    atomic_int stop;   /* enum worker_stop */
-    atomic_bool done;  /* set as the worker's thread ends, for the main thread's wait */
-    int delay_how;     /* --drain-delay: how the drain proper starts (enum worker_stop) ... */
-    int64_t delay_end; /* ... and when */
-    int64_t drain_deadline;
-    int64_t listen_close_at; /* draining: when the listener closes (after handshakes finish) */
-    int64_t accept_paused_at;
-    int64_t trimmed_at; /* rt.now of the last pool trim */
-    struct errlog_limit log_accept;
-    struct listener listeners[LISTEN_MAX]; /* rt.listeners[0..rt.nlisteners) */
-    struct site_slot *sites;               /* where reloads publish; read once per loop turn */
-    /* HTTP/3: the QUIC endpoint on rt.udp, or NULL. Set by the server before the engine runs;
-     * worker_tick runs its timers and drain. */
-    struct quic_ep *quic;
-    pthread_t thread;
-};
+struct worker; /* worker.c's own */
 
-/* Sets w up to serve on listeners ls[0..n) (n <= LISTEN_MAX; w owns their fds from here on,
- * closed on failure too). */
-int worker_init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
-                const struct engine_caps *caps, const struct listener *ls, unsigned n,
-                struct site_slot *sites);
+/* Makes worker `id`, serving on listeners ls[0..n) (n <= LISTEN_MAX; the worker owns their fds
+ * from here on, closed on failure too), with the site slot reloads publish into. 0 or -errno. */
+int worker_new(struct worker **out, int id, const struct config *cfg, const struct engine_ops *eng,
+               const struct engine_caps *caps, const struct listener *ls, unsigned n,
+               struct site_slot *sites);
 
-void worker_fini(struct worker *w);
-void *worker_main(void *arg);
+/* Frees a worker whose thread never started or has been joined; NULL is nothing. */
+void worker_free(struct worker *w);
+
+/* What the layers below see of w, for the server to install what it owns before the thread
+ * starts (the access log, ACME's reader, the UDP port, the test protocol) and for the metrics
+ * thread to read the counters. */
+struct runtime *worker_runtime(struct worker *w);
+
+/* HTTP/3: the QUIC endpoint on the runtime's UDP port, set before the thread starts; the
+ * worker ticks it, drains it and frees it. */
+void worker_set_quic(struct worker *w, struct quic_ep *quic);
+
+/* Starts w's thread: 0 or -errno. */
+int worker_start(struct worker *w);
+
+/* Waits for w's thread to end: 0, or -errno when its engine's loop failed. */
+int worker_join(struct worker *w);
+
+/* From any thread: asks w to stop as `how` says (a later call may escalate it), and wakes it. */
+void worker_stop(struct worker *w, enum worker_stop how);
+
+/* From any thread: wakes w to look for a site a reload published. 0 or -errno. */
+int worker_wake(struct worker *w);
+
+/* From any thread: whether w's thread has ended. */
+bool worker_done(const struct worker *w);
+
+/* The fd of w's listener i (-1 once a drain closed it), for the server's steering. */
+int worker_listener_fd(const struct worker *w, unsigned i);
 
 /* Called by the engine once per loop turn (its tick upcall): reads the clock, expires timers,
  * drives the drain. Returns false when the worker has drained and the loop should end. */
