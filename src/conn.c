@@ -32,7 +32,7 @@ static void idle_unlink(struct runtime *w, struct conn *c)
 static void reclaim(struct runtime *w, struct conn *c)
 {
     c->reclaimed = true;
-    w->reclaiming++;
+    w->conns.reclaiming++;
     idle_unlink(w, c);
     if (c->proto->reclaim)
         c->proto->reclaim(w, c);
@@ -44,10 +44,10 @@ static void reclaim(struct runtime *w, struct conn *c)
  * Each held socket has one reclaimed connection closing for it. */
 static bool hold(struct runtime *w, int fd, unsigned lst)
 {
-    if (w->held_count == HELD_MAX)
+    if (w->conns.held_count == HELD_MAX)
         return false;
-    if (w->reclaiming <= w->held_count) {
-        struct conn *old = w->idle.first;
+    if (w->conns.reclaiming <= w->conns.held_count) {
+        struct conn *old = w->conns.idle.first;
         if (!old) {
             errlog_limited(&w->log_full, ERRLOG_WARN,
                            "worker %d: --max-conns %u reached, none idle: refusing a connection",
@@ -59,29 +59,29 @@ static bool hold(struct runtime *w, int fd, unsigned lst)
                        w->id, w->cfg->max_conns);
         reclaim(w, old);
     }
-    unsigned i = (w->held_first + w->held_count++) % HELD_MAX;
-    w->held[i] = fd;
-    w->held_lst[i] = (uint8_t)lst;
+    unsigned i = (w->conns.held_first + w->conns.held_count++) % HELD_MAX;
+    w->conns.held[i] = fd;
+    w->conns.held_lst[i] = (uint8_t)lst;
     return true;
 }
 
 int conn_held_take(struct runtime *w, unsigned *lst)
 {
-    if (w->held_count == 0 || w->num_free == 0 || w->draining)
+    if (w->conns.held_count == 0 || w->conns.num_free == 0 || w->draining)
         return -1;
-    int fd = w->held[w->held_first];
-    *lst = w->held_lst[w->held_first];
-    w->held_first = (w->held_first + 1) % HELD_MAX;
-    w->held_count--;
+    int fd = w->conns.held[w->conns.held_first];
+    *lst = w->conns.held_lst[w->conns.held_first];
+    w->conns.held_first = (w->conns.held_first + 1) % HELD_MAX;
+    w->conns.held_count--;
     return fd;
 }
 
 void conn_held_close(struct runtime *w)
 {
-    while (w->held_count) {
-        w->eng->drop(w, w->held[w->held_first]);
-        w->held_first = (w->held_first + 1) % HELD_MAX;
-        w->held_count--;
+    while (w->conns.held_count) {
+        w->eng->drop(w, w->conns.held[w->conns.held_first]);
+        w->conns.held_first = (w->conns.held_first + 1) % HELD_MAX;
+        w->conns.held_count--;
     }
 }
 
@@ -94,33 +94,33 @@ int conn_pool_init(struct runtime *w)
 {
     uint32_t n = w->cfg->max_conns;
     /* calloc'd slots cost no memory until touched: idle capacity is free. */
-    w->conns = calloc(n, sizeof(*w->conns));
-    w->free_slots = calloc(n, sizeof(*w->free_slots));
-    if (!w->conns || !w->free_slots) {
+    w->conns.slot = calloc(n, sizeof(*w->conns.slot));
+    w->conns.free_slots = calloc(n, sizeof(*w->conns.free_slots));
+    if (!w->conns.slot || !w->conns.free_slots) {
         conn_pool_fini(w);
         return -ENOMEM;
     }
     for (uint32_t i = 0; i < n; i++)
-        w->free_slots[n - 1 - i] = i; /* low slots first: fewer pages touched */
-    w->num_free = n;
+        w->conns.free_slots[n - 1 - i] = i; /* low slots first: fewer pages touched */
+    w->conns.num_free = n;
     return 0;
 }
 
 void conn_pool_fini(struct runtime *w)
 {
     /* Every slot is free or still counted active (a worker stopped on an engine error). */
-    assert(!w->conns || w->num_free + w->active == w->cfg->max_conns);
-    free(w->free_slots);
-    free(w->conns);
-    w->free_slots = NULL;
-    w->conns = NULL;
+    assert(!w->conns.slot || w->conns.num_free + w->conns.active == w->cfg->max_conns);
+    free(w->conns.free_slots);
+    free(w->conns.slot);
+    w->conns.free_slots = NULL;
+    w->conns.slot = NULL;
 }
 
 /* Takes a free slot and starts a new generation of it. */
 static struct conn *slot_take(struct runtime *w)
 {
-    uint32_t slot = w->free_slots[--w->num_free];
-    struct conn *c = &w->conns[slot];
+    uint32_t slot = w->conns.free_slots[--w->conns.num_free];
+    struct conn *c = &w->conns.slot[slot];
     uint32_t gen = c->gen + 1; /* a never-used slot is zeroed: generation 1 */
     memset(c, 0, sizeof(*c));
     c->slot = slot;
@@ -131,16 +131,16 @@ static struct conn *slot_take(struct runtime *w)
 /* Gives c's slot back; anything still naming its generation is stale from now on. */
 static void slot_put(struct runtime *w, struct conn *c)
 {
-    assert(w->num_free < w->cfg->max_conns);
+    assert(w->conns.num_free < w->cfg->max_conns);
     c->state = CONN_FREE;
     c->gen++;
-    w->free_slots[w->num_free++] = c->slot;
+    w->conns.free_slots[w->conns.num_free++] = c->slot;
 }
 
 struct conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held)
 {
     *held = false;
-    if (w->num_free == 0) {
+    if (w->conns.num_free == 0) {
         *held = !w->draining && hold(w, fd, lst); /* a drain closes held sockets: hold none */
         return NULL;
     }
@@ -168,7 +168,7 @@ struct conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held)
             c->xport->release(w, c);
         goto fail;
     }
-    w->active++;
+    w->conns.active++;
     c->obs.slot = c->slot;
     obs_conn_accepted(w, &c->obs, fd);
     return c;
@@ -200,12 +200,12 @@ void conn_closed(struct runtime *w, struct conn *c)
     if (c->limit_counted)
         guard_closed(w, conn_peer(c));
     pace_free(&c->pace);
-    assert(w->active > 0 && !timer_armed(&c->timer));
+    assert(w->conns.active > 0 && !timer_armed(&c->timer));
     slot_put(w, c);
-    w->active--;
+    w->conns.active--;
     if (c->reclaimed)
-        w->reclaiming--;
-    w->slot_freed = true; /* an fd is back: a paused accept may resume */
+        w->conns.reclaiming--;
+    w->conns.slot_freed = true; /* an fd is back: a paused accept may resume */
 }
 
 void conn_recv_set(struct runtime *w, struct conn *c, bool on)
@@ -345,7 +345,7 @@ void conn_resume(struct runtime *w, struct resume_token t)
 {
     if (t.owner >= w->cfg->max_conns)
         return;
-    struct conn *c = &w->conns[t.owner];
+    struct conn *c = &w->conns.slot[t.owner];
     if (c->gen != t.gen || !conn_open(c))
         return; /* closed since: nobody waits */
     if (c->proto->resume)

@@ -52,7 +52,7 @@ struct conn {
     bool recv_on;           /* receiving asked on (conn_recv); the engine keeps its own copy */
     bool eof;               /* the peer shut down its side (a protocol saw its input end) */
     bool idle;              /* on the worker's idle queue (conn_idle) */
-    bool reclaimed;         /* ended to make room at --max-conns (counted in w->reclaiming) */
+    bool reclaimed;         /* ended to make room at --max-conns (counted in w->conns.reclaiming) */
     bool limit_counted;     /* --limit-conn counts it for its client (rt/guard.h) */
     struct engine_conn eng; /* the engine's (engine/engine.h); conn never reads it */
     const struct transport_ops *xport;  /* NULL: cleartext (transport.h) */
@@ -61,7 +61,7 @@ struct conn {
     struct pace *pace;                  /* --limit-rate (pace.h), or NULL: at full speed */
     void *xstate;                       /* the transport's, from open to release */
     void *pstate;                       /* the protocol's, from open to release */
-    struct conn *idle_prev, *idle_next; /* w->idle: oldest first */
+    struct conn *idle_prev, *idle_next; /* w->conns.idle: oldest first */
     _Alignas(8) unsigned char proto_mem[CONN_PROTO_MEM]; /* pstate may point here */
     struct obs_conn obs; /* request count, close reason, the peer's address (rt/obs.h) */
 };
@@ -76,7 +76,7 @@ static inline bool conn_open(const struct conn *c)
     return c->state == CONN_OPEN;
 }
 
-/* The worker's connection slots (w->conns, cfg->max_conns of them): made at worker start,
+/* The worker's connection slots (w->conns.slot, cfg->max_conns of them): made at worker start,
  * freed at its end. Slots are taken only by conn_accepted and given back only by conn_closed.
  * 0 or -ENOMEM. */
 int conn_pool_init(struct runtime *w);
@@ -97,7 +97,7 @@ static inline const struct peer *conn_peer(const struct conn *c)
  * connection gets). Returns its connection (receiving starts on), or NULL when the worker
  * cannot take it now. Then *held tells who owns fd: true when every slot is taken and the
  * oldest idle connection (keep-alive or lingering) is being closed to make room, as nginx's
- * ngx_drain_connections does: fd waits in w->held until conn_held_take hands it back; false
+ * ngx_drain_connections does: fd waits in w->conns.held until conn_held_take hands it back; false
  * when the engine is to close it (full with nothing idle to reclaim, or full in a drain).
  * During a drain a connection it takes gets one answer. */
 struct conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held);
@@ -217,7 +217,7 @@ void conn_shutdown(struct runtime *w, struct conn *c);
  * a connection already on it. */
 static inline void conn_idle(struct runtime *w, struct conn *c, bool idle)
 {
-    struct conn_list *q = &w->idle;
+    struct conn_list *q = &w->conns.idle;
     if (idle == c->idle)
         return; /* joining keeps the place of a connection on the queue already */
     if (!idle) {

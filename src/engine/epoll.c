@@ -283,7 +283,7 @@ static void collect_reads(struct runtime *w, struct ep *e)
     while (done) {
         struct rjob *j = (struct rjob *)done;
         done = done->next;
-        struct conn *c = &w->conns[j->slot];
+        struct conn *c = &w->conns.slot[j->slot];
         ec(e, c)->flags &= ~(uint32_t)F_READ_WAIT;
         if (ec(e, c)->flags & F_CLOSE_WAIT) {
             ec(e, c)->flags &= ~(uint32_t)F_CLOSE_WAIT;
@@ -450,7 +450,7 @@ static int ep_run(struct runtime *w)
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
                     return -errno;
             } else {
-                struct conn *c = &w->conns[t.slot];
+                struct conn *c = &w->conns.slot[t.slot];
                 if (tag_is_current(t, c->gen) && conn_open(c))
                     on_conn(w, e, c, events[i].events);
             }

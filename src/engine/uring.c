@@ -546,7 +546,7 @@ static void handle(struct runtime *w, struct uring *u, const struct io_uring_cqe
     default:
         break;
     }
-    struct conn *c = t.slot < w->cfg->max_conns ? &w->conns[t.slot] : NULL;
+    struct conn *c = t.slot < w->cfg->max_conns ? &w->conns.slot[t.slot] : NULL;
     if (!c || c->state == CONN_FREE || !tag_is_current(t, c->gen)) {
         /* Stale: cannot happen while slots wait for their last completion, but a buffer it
          * carries must still go back. */

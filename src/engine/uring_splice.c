@@ -111,7 +111,7 @@ static void grant_waiters(struct runtime *w, struct uring *u)
     int64_t slot;
     while ((slot = pipepool_grant(&u->pool)) >= 0) {
         stat_add(&w->stats.pipe_waits_done, 1);
-        splice_step(u, &w->conns[slot]);
+        splice_step(u, &w->conns.slot[slot]);
     }
     note_short_pipes(w, u);
 }
@@ -361,7 +361,7 @@ void uring_splice_unstall(struct runtime *w, struct uring *u)
     while ((slot = pipepool_stalled(&u->pool, w->now, PIPE_WAIT_MAX)) >= 0) {
         stat_add(&w->stats.pipe_waits_done, 1);
         u->xfers[slot].flags |= X_SENDFILE;
-        engine_uring.send(w, &w->conns[slot]);
+        engine_uring.send(w, &w->conns.slot[slot]);
     }
 }
 

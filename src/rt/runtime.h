@@ -47,6 +47,23 @@ struct conn_list {
 /* Accepted sockets waiting for a slot that a reclaimed idle connection is about to free. */
 #define HELD_MAX 64
 
+/* A worker's connections (conn.h): the slots and their free list, the idle queue --max-conns
+ * reclaims from, and the sockets held for a slot. conn.c writes it (and the worker clears
+ * slot_freed as accepting pauses); the engines find a completion's connection in slot[], the
+ * worker reads `active` in its drain. */
+struct conn_table {
+    struct conn *slot; /* cfg->max_conns of them */
+    uint32_t *free_slots;
+    uint32_t num_free;
+    uint32_t active;
+    uint32_t reclaiming;        /* idle connections closed to make room, not yet closed */
+    struct conn_list idle;      /* reclaimable at --max-conns: idle of any protocol (conn_idle) */
+    bool slot_freed;            /* a connection closed since accepting paused (accept_paused) */
+    int held[HELD_MAX];         /* FIFO ring of sockets accepted while full, see conn_accepted */
+    uint8_t held_lst[HELD_MAX]; /* ... and the listener each came from */
+    unsigned held_first, held_count;
+};
+
 /* Listening sockets per worker: the HTTP port, and one per further transport (TLS). */
 #define LISTEN_MAX 4
 
@@ -115,10 +132,6 @@ struct runtime {
     /* Accepting pauses when the process is out of fds (EMFILE, ENFILE) or memory, and resumes
      * when a connection closes or the clock second changes (the accept_resume upcall). */
     bool accept_paused;
-    bool slot_freed;            /* a connection closed since the pause */
-    int held[HELD_MAX];         /* FIFO ring of sockets accepted while full, see conn_accepted */
-    uint8_t held_lst[HELD_MAX]; /* ... and the listener each came from */
-    unsigned held_first, held_count;
 
     int64_t now;      /* monotonic seconds, read once per loop turn */
     int64_t wall;     /* UNIX seconds of date[] */
@@ -127,13 +140,8 @@ struct runtime {
     size_t ok_head_len;
     struct timer_wheel wheel;
 
-    struct conn *conns; /* cfg->max_conns slots */
-    uint32_t *free_slots;
-    uint32_t num_free;
-    uint32_t active;
-    uint32_t reclaiming;    /* idle connections closed to make room, not yet closed */
-    struct conn_list idle;  /* reclaimable at --max-conns: idle of any protocol (conn_idle) */
-    struct conn_list heads; /* HTTP/1 reading a request head with bytes buffered (evictable) */
+    struct conn_table conns; /* conn's */
+    struct conn_list heads;  /* HTTP/1 reading a request head with bytes buffered (evictable) */
 
     struct bufpool inbufs;  /* partial request heads */
     struct bufpool outbufs; /* response headers and plans */

@@ -96,12 +96,12 @@ static bool accept_failed(struct runtime *rt, int err)
     if (err != -EMFILE && err != -ENFILE && err != -ENOBUFS && err != -ENOMEM)
         return false;
     w->rt.accept_paused = true;
-    w->rt.slot_freed = false;
+    w->rt.conns.slot_freed = false;
     w->accept_paused_at = w->rt.now;
     errlog_limited(&w->log_accept, ERRLOG_ERROR,
                    "worker %d: accept: %s (%u connections open); not accepting until one "
                    "closes or a second passes",
-                   w->rt.id, strerror(-err), w->rt.active);
+                   w->rt.id, strerror(-err), w->rt.conns.active);
     return true;
 }
 
@@ -111,7 +111,7 @@ static bool accept_resume(struct runtime *rt)
 {
     struct worker *w = worker_of(rt);
     if (!w->rt.accept_paused || !w->rt.accepting ||
-        (!w->rt.slot_freed && w->rt.now == w->accept_paused_at))
+        (!w->rt.conns.slot_freed && w->rt.now == w->accept_paused_at))
         return false;
     w->rt.accept_paused = false;
     return true;
@@ -291,7 +291,7 @@ void worker_free(struct worker *w)
     conn_held_close(&w->rt);
     guard_free(w->rt.guard); /* after the last conn_closed: connections counted in it are gone */
     /* A worker that drained has every buffer back (one that stopped on an error may not). */
-    assert(w->rt.active != 0 ||
+    assert(w->rt.conns.active != 0 ||
            (w->rt.inbufs.count == 0 && w->rt.outbufs.count == 0 && w->rt.h2bufs.count == 0));
     bufpool_trim(&w->rt.inbufs, 0);
     bufpool_trim(&w->rt.outbufs, 0);
@@ -323,7 +323,7 @@ static void start_drain(struct worker *w, int how)
         quic_ep_drain(w->quic); /* GOAWAY; idle connections close, busy ones finish */
 #endif
     for (uint32_t i = 0; i < w->rt.cfg->max_conns; i++) {
-        struct conn *c = &w->rt.conns[i];
+        struct conn *c = &w->rt.conns.slot[i];
         if (conn_open(c))
             conn_drain(&w->rt, c);
     }
@@ -459,8 +459,8 @@ bool worker_tick(struct worker *w)
 #endif
     if (w->rt.draining && w->rt.now >= w->drain_deadline) {
         for (uint32_t i = 0; i < w->rt.cfg->max_conns; i++)
-            if (conn_open(&w->rt.conns[i]))
-                conn_close(&w->rt, &w->rt.conns[i]);
+            if (conn_open(&w->rt.conns.slot[i]))
+                conn_close(&w->rt, &w->rt.conns.slot[i]);
     }
     trim_pools(w);
     /* QUIC connections are waited for as TCP ones are, up to the drain deadline. */
@@ -469,7 +469,7 @@ bool worker_tick(struct worker *w)
 #else
     bool quic_busy = false;
 #endif
-    return !(w->rt.draining && w->rt.active == 0 && !quic_busy && !listening(&w->rt));
+    return !(w->rt.draining && w->rt.conns.active == 0 && !quic_busy && !listening(&w->rt));
 }
 
 /* The longest the loop may sleep before the next tick is due, in milliseconds. */

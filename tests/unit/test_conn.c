@@ -255,7 +255,7 @@ static void pipelining(const struct transport_ops *xport)
     CHECK_INT(f.w->outbufs.count, 0); /* every response back in the pool */
     conn_close(f.w, c);
     closed(&f, c);
-    CHECK_INT(f.w->active, 0);
+    CHECK_INT(f.w->conns.active, 0);
     teardown(&f);
 }
 
@@ -358,7 +358,7 @@ TEST(conn_close_rules)
     CHECK(h1_of(c)->state == H1_READING && h1_of(c)->keep_alive);
     conn_close(f.w, c);
     closed(&f, c);
-    CHECK_INT(f.w->active, 0);
+    CHECK_INT(f.w->conns.active, 0);
     teardown(&f);
 }
 
@@ -445,7 +445,7 @@ TEST(conn_request_waiting_for_a_password_is_parked_then_answered)
     closed(&f, c);
     collect_auth(&f); /* conn_resume finds the slot free: nothing happens */
     CHECK_INT(fake.sends, 2);
-    CHECK_INT(f.w->active, 0);
+    CHECK_INT(f.w->conns.active, 0);
     teardown(&f);
     unlink(pw);
 }
