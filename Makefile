@@ -76,7 +76,7 @@ UNIT_LINK += src/acme/jws.c src/acme/when.c src/acme/store.c src/acme/tokens.c
 # conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
 # around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
 # are left out.
-UNIT_LINK += src/conn.c src/pace.c $(wildcard src/http/*.c) src/serve.c src/config.c \
+UNIT_LINK += src/conn.c src/pace.c $(wildcard src/http/*.c) src/serve.c \
              $(wildcard src/config/*.c) src/transport_copy.c \
              $(filter-out src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c,$(wildcard src/rt/*.c))
 # libnghttp2 is the unit tests' HTTP/2 client and HPACK oracle only: the server has its own.

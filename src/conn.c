@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/plan.h"
 #include "engine/engine.h"
 #include "pace.h"
@@ -23,19 +23,19 @@
 #include "rt/runtime.h"
 #include "transport.h"
 
-static void paced_tables_free(struct worker *w);
+static void paced_tables_free(struct runtime *w);
 
-static void idle_unlink(struct worker *w, struct conn *c)
+static void idle_unlink(struct runtime *w, struct conn *c)
 {
     conn_idle(w, c, false);
 }
 
 /* --max-conns needs c's slot: its protocol ends it at once (HTTP/2 with GOAWAY first, as
  * nginx's idle handler does; HTTP/1, between requests or lingering, by closing). */
-static void reclaim(struct worker *w, struct conn *c)
+static void reclaim(struct runtime *w, struct conn *c)
 {
     c->reclaimed = true;
-    w->reclaiming++;
+    w->conns.reclaiming++;
     idle_unlink(w, c);
     if (c->proto->reclaim)
         c->proto->reclaim(w, c);
@@ -45,12 +45,12 @@ static void reclaim(struct worker *w, struct conn *c)
 
 /* Every slot is taken: hold fd for the slot the oldest idle connection frees as it closes.
  * Each held socket has one reclaimed connection closing for it. */
-static bool hold(struct worker *w, int fd, unsigned lst)
+static bool hold(struct runtime *w, int fd, unsigned lst)
 {
-    if (w->held_count == HELD_MAX)
+    if (w->conns.held_count == HELD_MAX)
         return false;
-    if (w->reclaiming <= w->held_count) {
-        struct conn *old = w->idle.first;
+    if (w->conns.reclaiming <= w->conns.held_count) {
+        struct conn *old = w->conns.idle.first;
         if (!old) {
             errlog_limited(&w->log_full, ERRLOG_WARN,
                            "worker %d: --max-conns %u reached, none idle: refusing a connection",
@@ -62,69 +62,69 @@ static bool hold(struct worker *w, int fd, unsigned lst)
                        w->id, w->cfg->max_conns);
         reclaim(w, old);
     }
-    unsigned i = (w->held_first + w->held_count++) % HELD_MAX;
-    w->held[i] = fd;
-    w->held_lst[i] = (uint8_t)lst;
+    unsigned i = (w->conns.held_first + w->conns.held_count++) % HELD_MAX;
+    w->conns.held[i] = fd;
+    w->conns.held_lst[i] = (uint8_t)lst;
     return true;
 }
 
-int conn_held_take(struct worker *w, unsigned *lst)
+int conn_held_take(struct runtime *w, unsigned *lst)
 {
-    if (w->held_count == 0 || w->num_free == 0 || w->draining)
+    if (w->conns.held_count == 0 || w->conns.num_free == 0 || w->draining)
         return -1;
-    int fd = w->held[w->held_first];
-    *lst = w->held_lst[w->held_first];
-    w->held_first = (w->held_first + 1) % HELD_MAX;
-    w->held_count--;
+    int fd = w->conns.held[w->conns.held_first];
+    *lst = w->conns.held_lst[w->conns.held_first];
+    w->conns.held_first = (w->conns.held_first + 1) % HELD_MAX;
+    w->conns.held_count--;
     return fd;
 }
 
-void conn_held_close(struct worker *w)
+void conn_held_close(struct runtime *w)
 {
-    while (w->held_count) {
-        w->eng->drop(w, w->held[w->held_first]);
-        w->held_first = (w->held_first + 1) % HELD_MAX;
-        w->held_count--;
+    while (w->conns.held_count) {
+        w->eng->drop(w, w->conns.held[w->conns.held_first]);
+        w->conns.held_first = (w->conns.held_first + 1) % HELD_MAX;
+        w->conns.held_count--;
     }
 }
 
-static void timer_fired(struct worker *w, struct timer *t)
+static void timer_fired(struct runtime *w, struct timer *t)
 {
     conn_timeout(w, (struct conn *)((char *)t - offsetof(struct conn, timer)));
 }
 
-int conn_pool_init(struct worker *w)
+int conn_pool_init(struct runtime *w)
 {
     uint32_t n = w->cfg->max_conns;
     /* calloc'd slots cost no memory until touched: idle capacity is free. */
-    w->conns = calloc(n, sizeof(*w->conns));
-    w->free_slots = calloc(n, sizeof(*w->free_slots));
-    if (!w->conns || !w->free_slots) {
+    w->conns.slot = calloc(n, sizeof(*w->conns.slot));
+    w->conns.free_slots = calloc(n, sizeof(*w->conns.free_slots));
+    if (!w->conns.slot || !w->conns.free_slots) {
         conn_pool_fini(w);
         return -ENOMEM;
     }
     for (uint32_t i = 0; i < n; i++)
-        w->free_slots[n - 1 - i] = i; /* low slots first: fewer pages touched */
-    w->num_free = n;
+        w->conns.free_slots[n - 1 - i] = i; /* low slots first: fewer pages touched */
+    w->conns.num_free = n;
     return 0;
 }
 
-void conn_pool_fini(struct worker *w)
+void conn_pool_fini(struct runtime *w)
 {
     paced_tables_free(w);
     /* Every slot is free or still counted active (a worker stopped on an engine error). */
-    assert(!w->conns || w->num_free + w->active == w->cfg->max_conns);
-    free(w->free_slots);
-    free(w->conns);
-    w->free_slots = NULL;
-    w->conns = NULL;
+    assert(!w->conns.slot || w->conns.num_free + w->conns.active == w->cfg->max_conns);
+    free(w->conns.free_slots);
+    free(w->conns.slot);
+    w->conns.free_slots = NULL;
+    w->conns.slot = NULL;
 }
 
 /* Takes a free slot and starts a new generation of it. */
-static struct conn *slot_take(struct worker *w)
+static struct conn *slot_take(struct runtime *w)
 {
-    uint32_t slot = w->free_slots[--w->num_free];
-    struct conn *c = &w->conns[slot];
+    uint32_t slot = w->conns.free_slots[--w->conns.num_free];
+    struct conn *c = &w->conns.slot[slot];
     uint32_t gen = c->gen + 1; /* a never-used slot is zeroed: generation 1 */
     memset(c, 0, sizeof(*c));
     c->slot = slot;
@@ -133,18 +133,18 @@ static struct conn *slot_take(struct worker *w)
 }
 
 /* Gives c's slot back; anything still naming its generation is stale from now on. */
-static void slot_put(struct worker *w, struct conn *c)
+static void slot_put(struct runtime *w, struct conn *c)
 {
-    assert(w->num_free < w->cfg->max_conns);
+    assert(w->conns.num_free < w->cfg->max_conns);
     c->state = CONN_FREE;
     c->gen++;
-    w->free_slots[w->num_free++] = c->slot;
+    w->conns.free_slots[w->conns.num_free++] = c->slot;
 }
 
-struct conn *conn_accepted(struct worker *w, int fd, unsigned lst, bool *held)
+struct conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held)
 {
     *held = false;
-    if (w->num_free == 0) {
+    if (w->conns.num_free == 0) {
         *held = !w->draining && hold(w, fd, lst); /* a drain closes held sockets: hold none */
         return NULL;
     }
@@ -172,7 +172,7 @@ struct conn *conn_accepted(struct worker *w, int fd, unsigned lst, bool *held)
             c->xport->release(w, c);
         goto fail;
     }
-    w->active++;
+    w->conns.active++;
     c->obs.slot = c->slot;
     obs_conn_accepted(w, &c->obs, fd);
     return c;
@@ -183,7 +183,7 @@ fail:
     return NULL; /* the engine closes fd */
 }
 
-void conn_close(struct worker *w, struct conn *c)
+void conn_close(struct runtime *w, struct conn *c)
 {
     if (c->state != CONN_OPEN)
         return;
@@ -193,7 +193,7 @@ void conn_close(struct worker *w, struct conn *c)
     w->eng->close(w, c);
 }
 
-void conn_closed(struct worker *w, struct conn *c)
+void conn_closed(struct runtime *w, struct conn *c)
 {
     assert(c->state == CONN_CLOSING && !c->idle);
     if (c->proto->release)
@@ -204,21 +204,21 @@ void conn_closed(struct worker *w, struct conn *c)
     if (c->limit_counted)
         guard_closed(w, conn_peer(c));
     pace_free(&c->pace);
-    assert(w->active > 0 && !timer_armed(&c->timer));
+    assert(w->conns.active > 0 && !timer_armed(&c->timer));
     slot_put(w, c);
-    w->active--;
+    w->conns.active--;
     if (c->reclaimed)
-        w->reclaiming--;
-    w->slot_freed = true; /* an fd is back: a paused accept may resume */
+        w->conns.reclaiming--;
+    w->conns.slot_freed = true; /* an fd is back: a paused accept may resume */
 }
 
-void conn_recv_set(struct worker *w, struct conn *c, bool on)
+void conn_recv_set(struct runtime *w, struct conn *c, bool on)
 {
     c->recv_on = on;
     w->eng->recv(w, c, on);
 }
 
-void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
+void conn_received(struct runtime *w, struct conn *c, const char *data, ssize_t n)
 {
     if (c->xport)
         c->xport->received(w, c, data, n);
@@ -229,7 +229,7 @@ void conn_received(struct worker *w, struct conn *c, const char *data, ssize_t n
 }
 
 /* Out of line: conn_received's fast path above stays a tail call with no frame of its own. */
-__attribute__((noinline)) void conn_input(struct worker *w, struct conn *c, const char *data,
+__attribute__((noinline)) void conn_input(struct runtime *w, struct conn *c, const char *data,
                                           ssize_t n)
 {
     if (n == 0) { /* the peer's orderly end: nothing more will arrive, nothing more read */
@@ -253,10 +253,10 @@ struct paced_tables {
     const struct engine_upcalls *up_real;
 };
 
-static struct paced_tables *paced_tables_of(const struct worker *w);
+static struct paced_tables *paced_tables_of(const struct runtime *w);
 
 /* This second's window of the plan c->out (the wheel resumes what does not fit). */
-static void paced_window(struct worker *w, struct conn *c)
+static void paced_window(struct runtime *w, struct conn *c)
 {
     if (pace_window(c->pace, &w->wheel, w->now, c->out))
         paced_tables_of(w)->eng_real->send(w, c);
@@ -264,7 +264,7 @@ static void paced_window(struct worker *w, struct conn *c)
 
 /* The paced table's send: c->out as it is for a connection not paced, else its window. A
  * pacing for one HTTP/1 response (conn_pace_response) ends when the next request's bytes go. */
-static void paced_send(struct worker *w, struct conn *c)
+static void paced_send(struct runtime *w, struct conn *c)
 {
     struct pace *pc = c->pace;
     if (pc && pc->once) {
@@ -284,7 +284,7 @@ static void paced_send(struct worker *w, struct conn *c)
 
 /* The paced table's sent: a window of c->out went; the rest follows (now or at the next
  * second), or the plan is all out and goes up as conn_sent does. */
-static void paced_sent(struct worker *w, struct conn *c, int err)
+static void paced_sent(struct runtime *w, struct conn *c, int err)
 {
     if (c->pace && pace_restore(c->pace, c->out) && !err) {
         paced_window(w, c);
@@ -293,13 +293,13 @@ static void paced_sent(struct worker *w, struct conn *c, int err)
     conn_sent(w, c, err);
 }
 
-static struct paced_tables *paced_tables_of(const struct worker *w)
+static struct paced_tables *paced_tables_of(const struct runtime *w)
 {
     assert(w->eng->send == paced_send);
     return (struct paced_tables *)(uintptr_t)w->eng; /* eng is its first member */
 }
 
-int conn_pacing(struct worker *w)
+int conn_pacing(struct runtime *w)
 {
     if (w->eng->send == paced_send)
         return 0;
@@ -318,7 +318,7 @@ int conn_pacing(struct worker *w)
 }
 
 /* conn_pacing's tables go: the worker's own again (its end). */
-static void paced_tables_free(struct worker *w)
+static void paced_tables_free(struct runtime *w)
 {
     if (!w->eng || w->eng->send != paced_send)
         return;
@@ -329,14 +329,14 @@ static void paced_tables_free(struct worker *w)
 }
 
 /* pace's call back (the wheel's next second): the next window of the plan in flight. */
-static void pace_resume(struct worker *w, void *owner)
+static void pace_resume(struct runtime *w, void *owner)
 {
     struct conn *c = owner;
     if (conn_open(c) && c->out && !plan_done(c->out))
         paced_window(w, c);
 }
 
-static int pace(struct worker *w, struct conn *c, uint64_t rate, uint64_t after, bool once)
+static int pace(struct runtime *w, struct conn *c, uint64_t rate, uint64_t after, bool once)
 {
     int rc = rate ? conn_pacing(w) : 0;
     if (rc < 0)
@@ -348,17 +348,17 @@ static int pace(struct worker *w, struct conn *c, uint64_t rate, uint64_t after,
     return 0;
 }
 
-int conn_pace(struct worker *w, struct conn *c, uint64_t rate, uint64_t after)
+int conn_pace(struct runtime *w, struct conn *c, uint64_t rate, uint64_t after)
 {
     return pace(w, c, rate, after, false);
 }
 
-int conn_pace_response(struct worker *w, struct conn *c, uint64_t rate, uint64_t after)
+int conn_pace_response(struct runtime *w, struct conn *c, uint64_t rate, uint64_t after)
 {
     return pace(w, c, rate, after, true);
 }
 
-void conn_sent(struct worker *w, struct conn *c, int err)
+void conn_sent(struct runtime *w, struct conn *c, int err)
 {
     if (c->xport)
         c->xport->sent(w, c, err);
@@ -366,12 +366,12 @@ void conn_sent(struct worker *w, struct conn *c, int err)
         c->proto->sent(w, c, err);
 }
 
-void conn_plan_sent(struct worker *w, struct conn *c, int err)
+void conn_plan_sent(struct runtime *w, struct conn *c, int err)
 {
     c->proto->sent(w, c, err);
 }
 
-void conn_shutdown(struct worker *w, struct conn *c)
+void conn_shutdown(struct runtime *w, struct conn *c)
 {
     if (c->xport)
         c->xport->shutdown(w, c);
@@ -379,29 +379,30 @@ void conn_shutdown(struct worker *w, struct conn *c)
         w->eng->shutdown(w, c);
 }
 
-void conn_wire_shutdown(struct worker *w, struct conn *c)
+void conn_wire_shutdown(struct runtime *w, struct conn *c)
 {
     w->eng->shutdown(w, c);
 }
 
-int conn_wire_ktls(struct worker *w, struct conn *c, const void *keys, size_t len)
+int conn_wire_ktls(struct runtime *w, struct conn *c, const void *keys, size_t len)
 {
     assert(conn_open(c));
     return w->eng->ktls(w, c, keys, len);
 }
 
-void conn_file_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len, uint64_t off)
+void conn_file_read(struct runtime *w, struct conn *c, int fd, void *buf, uint32_t len,
+                    uint64_t off)
 {
     w->eng->read(w, c, fd, buf, len, off);
 }
 
-void conn_read_done(struct worker *w, struct conn *c, int res)
+void conn_read_done(struct runtime *w, struct conn *c, int res)
 {
     if (c->xport && c->xport->read_done)
         c->xport->read_done(w, c, res);
 }
 
-int conn_set_proto(struct worker *w, struct conn *c, const struct proto_ops *p, const char *data,
+int conn_set_proto(struct runtime *w, struct conn *c, const struct proto_ops *p, const char *data,
                    size_t len)
 {
     const struct proto_ops *old = c->proto;
@@ -417,23 +418,23 @@ int conn_set_proto(struct worker *w, struct conn *c, const struct proto_ops *p, 
     return 0;
 }
 
-void conn_timeout(struct worker *w, struct conn *c)
+void conn_timeout(struct runtime *w, struct conn *c)
 {
     c->proto->timeout(w, c);
 }
 
-void conn_resume(struct worker *w, struct resume_token t)
+void conn_resume(struct runtime *w, struct resume_token t)
 {
     if (t.owner >= w->cfg->max_conns)
         return;
-    struct conn *c = &w->conns[t.owner];
+    struct conn *c = &w->conns.slot[t.owner];
     if (c->gen != t.gen || !conn_open(c))
         return; /* closed since: nobody waits */
     if (c->proto->resume)
         c->proto->resume(w, c);
 }
 
-void conn_drain(struct worker *w, struct conn *c)
+void conn_drain(struct runtime *w, struct conn *c)
 {
     c->proto->drain(w, c);
 }

@@ -1,5 +1,5 @@
 /* ringhttpd: argv -> config -> server. Nothing else lives here. */
-#include "config.h"
+#include "config/config.h"
 #include "server.h"
 
 int main(int argc, char **argv)

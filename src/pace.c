@@ -6,7 +6,7 @@
 
 #include "core/plan.h"
 
-static void fired(struct worker *w, struct timer *t)
+static void fired(struct runtime *w, struct timer *t)
 {
     struct pace *pc = (struct pace *)t; /* the timer is its first member */
     if (!pc->trimmed)

@@ -15,11 +15,11 @@
 
 #include "rt/timer.h"
 
-struct worker;
+struct runtime;
 struct plan;
 
 /* The owner's: the wheel's next second came and a window may go (pace_window). */
-typedef void (*pace_resume_fn)(struct worker *w, void *owner);
+typedef void (*pace_resume_fn)(struct runtime *w, void *owner);
 
 struct pace {
     struct timer timer; /* the next second's window */

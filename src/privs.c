@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 
 int privs_user(const char *spec, uid_t *uid, gid_t *gid, char *why, size_t why_len)
 {

@@ -15,33 +15,33 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-struct worker;
+struct runtime;
 struct conn;
 
 struct proto_ops {
     const char *name;
     /* Takes the connection over: set pstate (allocated, or in conn.proto_mem). 0, or -errno
      * (conn closes). */
-    int (*open)(struct worker *w, struct conn *c);
+    int (*open)(struct runtime *w, struct conn *c);
     /* The protocol's bytes (plaintext) arrived: n > 0 bytes at data, valid only during the
      * call (copy what must be kept); n == 0: the peer ended its side (conn.eof is set); n < 0:
      * -errno, the connection is dead (conn closes it after the call). */
-    void (*input)(struct worker *w, struct conn *c, const char *data, ssize_t n);
+    void (*input)(struct runtime *w, struct conn *c, const char *data, ssize_t n);
     /* The plan last given to conn_send is on the wire (0) or failed (-errno). */
-    void (*sent)(struct worker *w, struct conn *c, int err);
+    void (*sent)(struct runtime *w, struct conn *c, int err);
     /* The connection's timer (conn_arm) expired. */
-    void (*timeout)(struct worker *w, struct conn *c);
+    void (*timeout)(struct runtime *w, struct conn *c);
     /* The worker drains: finish (HTTP/2: GOAWAY, let streams in flight end), then close. */
-    void (*drain)(struct worker *w, struct conn *c);
+    void (*drain)(struct runtime *w, struct conn *c);
     /* The connection has closed and no operation is in flight: release pstate and every
      * response still held. */
-    void (*release)(struct worker *w, struct conn *c);
+    void (*release)(struct runtime *w, struct conn *c);
     /* Requests the protocol parked on serve's SERVE_PENDING (a password being verified off
      * the loop) may be asked again (conn_resume with the connection's token). */
-    void (*resume)(struct worker *w, struct conn *c);
+    void (*resume)(struct runtime *w, struct conn *c);
     /* --max-conns needs the slot of this idle connection (conn_idle): end it at once, politely
      * (HTTP/2: GOAWAY, then conn_close as soon as it is sent). Optional: conn_close. */
-    void (*reclaim)(struct worker *w, struct conn *c);
+    void (*reclaim)(struct runtime *w, struct conn *c);
 };
 
 /* A protocol for tests of the seam (RINGHTTPD_TEST_PROTO=lines in the environment), selected by

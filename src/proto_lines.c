@@ -34,7 +34,7 @@ struct lines_conn {
     char frame[RESPONSE_BUF + 64];
 };
 
-static int lines_open(struct worker *w, struct conn *c)
+static int lines_open(struct runtime *w, struct conn *c)
 {
     (void)w;
     struct lines_conn *l = calloc(1, sizeof(*l));
@@ -46,7 +46,7 @@ static int lines_open(struct worker *w, struct conn *c)
 }
 
 /* Serves every complete line of the input, up to LINES_MAX responses held. */
-static void serve_lines(struct worker *w, struct lines_conn *l)
+static void serve_lines(struct runtime *w, struct lines_conn *l)
 {
     size_t used = 0;
     char *nl;
@@ -72,7 +72,7 @@ static void serve_lines(struct worker *w, struct lines_conn *l)
     l->in_len -= used;
 }
 
-static void send_next(struct worker *w, struct conn *c, struct lines_conn *l)
+static void send_next(struct runtime *w, struct conn *c, struct lines_conn *l)
 {
     if (l->next == l->n) {
         l->n = l->next = 0;
@@ -112,7 +112,7 @@ static void send_next(struct worker *w, struct conn *c, struct lines_conn *l)
     conn_send(w, c, &l->out);
 }
 
-static void lines_input(struct worker *w, struct conn *c, const char *data, ssize_t n)
+static void lines_input(struct runtime *w, struct conn *c, const char *data, ssize_t n)
 {
     struct lines_conn *l = c->pstate;
     if (n <= 0) {
@@ -135,7 +135,7 @@ static void lines_input(struct worker *w, struct conn *c, const char *data, ssiz
         send_next(w, c, l);
 }
 
-static void lines_sent(struct worker *w, struct conn *c, int err)
+static void lines_sent(struct runtime *w, struct conn *c, int err)
 {
     struct lines_conn *l = c->pstate;
     l->sending = false;
@@ -147,12 +147,12 @@ static void lines_sent(struct worker *w, struct conn *c, int err)
         send_next(w, c, l);
 }
 
-static void lines_timeout(struct worker *w, struct conn *c)
+static void lines_timeout(struct runtime *w, struct conn *c)
 {
     conn_close(w, c);
 }
 
-static void lines_drain(struct worker *w, struct conn *c)
+static void lines_drain(struct runtime *w, struct conn *c)
 {
     struct lines_conn *l = c->pstate;
     if (!l->sending)
@@ -160,7 +160,7 @@ static void lines_drain(struct worker *w, struct conn *c)
     l->eof = true; /* close once what is held is sent */
 }
 
-static void lines_release(struct worker *w, struct conn *c)
+static void lines_release(struct runtime *w, struct conn *c)
 {
     struct lines_conn *l = c->pstate;
     for (unsigned i = l->next; i < l->n; i++)

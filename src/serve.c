@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "acme/tokens.h"
-#include "config.h"
+#include "config/config.h"
 #include "core/accept.h"
 #include "core/autoindex.h"
 #include "core/cond.h"
@@ -40,7 +40,7 @@ static const char *const variant_suffix[ACCEPT_CODINGS] = {
 };
 
 struct job {
-    struct worker *w;
+    struct runtime *w;
     const struct vhost *site; /* the site the request's Host picked (rt/site.h) */
     const struct config *cfg; /* its options */
     const struct http_request *req;
@@ -55,7 +55,7 @@ static void hold(struct response *r, struct fentry *e)
     r->hold[r->hold[0] ? 1 : 0] = e;
 }
 
-static void release_holds(struct worker *w, struct response *r)
+static void release_holds(struct runtime *w, struct response *r)
 {
     for (int i = 0; i < 2; i++) {
         if (r->hold[i])
@@ -64,7 +64,7 @@ static void release_holds(struct worker *w, struct response *r)
     }
 }
 
-struct response *serve_response_get(struct worker *w)
+struct response *serve_response_get(struct runtime *w)
 {
     struct response *r = bufpool_get(&w->outbufs);
     if (r) {
@@ -76,7 +76,7 @@ struct response *serve_response_get(struct worker *w)
     return r;
 }
 
-void serve_response_put(struct worker *w, struct response *r)
+void serve_response_put(struct runtime *w, struct response *r)
 {
     if (__builtin_expect(r->note.counted, 0)) /* --limit-conn behind a proxy: one fewer */
         guard_request_done(w, r->note.counted);
@@ -642,7 +642,7 @@ static inline __attribute__((always_inline)) void serve_path(struct job *j, cons
 
 /* The lines every HTTPS response carries: the site's HSTS and, with HTTP/3, Alt-Svc (so a
  * browser learns of HTTP/3 from its HTTP/1.1 or HTTP/2 answers). NULL for none. */
-static const char *secure_lines(struct worker *w, const struct config *cfg, size_t *len)
+static const char *secure_lines(struct runtime *w, const struct config *cfg, size_t *len)
 {
     *len = cfg->hsts_len;
     if (!w->alt_svc_len)
@@ -673,7 +673,7 @@ static const char *secure_lines(struct worker *w, const struct config *cfg, size
 
 /* Inlined: out of line it costs the request ~25 instructions of frame and spills, and GCC's
  * heuristic flips on small changes around it (callgrind: 1943 -> 1962 Ir a request). */
-static inline __attribute__((always_inline)) void init_job(struct job *j, struct worker *w,
+static inline __attribute__((always_inline)) void init_job(struct job *j, struct runtime *w,
                                                            const struct http_request *req,
                                                            const struct req_policy *pol,
                                                            struct response *r)
@@ -721,24 +721,19 @@ static void redirect_https(struct job *j)
         error(j, RULES_NO_LOCATION, NULL);
 }
 
-/* Automatic HTTPS (issue 27): /.well-known/acme-challenge/TOKEN on the cleartext port is
- * answered from the worker's view of the pending challenges, before anything a site would do
- * (its files, redirects, --redirect-https, Basic auth): the CA asks over http:// for the name
- * it validates. An unknown token, or one pending for another name, is 404. False when the
- * request is not one of these. */
-static bool acme_challenge(struct job *j)
+/* Automatic HTTPS (issue 27): answers the HTTP-01 challenge rules_acme_challenge found (its
+ * token at req->target + plen) from the worker's view of the pending challenges, as
+ * rules_acme_answer says. */
+static void acme_challenge(struct job *j, size_t plen)
 {
     const struct http_request *req = j->req;
-    const size_t plen = sizeof(TOKENS_PREFIX) - 1;
-    if (req->target.len < plen || memcmp(req->target.p, TOKENS_PREFIX, plen) != 0 ||
-        (req->method != HTTP_GET && req->method != HTTP_HEAD))
-        return false;
     char ka[256];
     size_t n = tokens_http01(j->w->acme, req->has_host ? req->host.p : NULL, req->host.len,
                              req->target.p + plen, req->target.len - plen, ka, sizeof(ka));
-    if (n == 0) {
-        error(j, 404, NULL);
-        return true;
+    int status = rules_acme_answer(n != 0);
+    if (status != 200) {
+        error(j, status, NULL);
+        return;
     }
     /* The body lives at the end of the response's buffer, the header section before it: the
      * plan points into it until the response is released. */
@@ -748,9 +743,8 @@ static bool acme_challenge(struct job *j)
     struct static_file f = {
         .size = n, .content_type = "application/octet-stream", .data = body, .fd = -1};
     j->ctx.extra_len = 0; /* the key authorization alone: no site headers */
-    if (!static_body_plan(200, &f, &j->ctx, &j->r->plan))
+    if (!static_body_plan(status, &f, &j->ctx, &j->r->plan))
         error(j, 500, NULL);
-    return true;
 }
 
 /* A file served with issue 28's note (site_answer's SITE_NOTED): out of line, so that the
@@ -764,7 +758,7 @@ serve_noted(struct job *j, const char *path, size_t len, bool slash)
 
 /* Inlined into serve_request: it is the whole of it once the wait check says go. */
 static inline __attribute__((always_inline)) enum serve_result
-answer_request(struct worker *w, const struct http_request *req, const struct req_policy *pol,
+answer_request(struct runtime *w, const struct http_request *req, const struct req_policy *pol,
                struct response *r)
 {
     struct job j;
@@ -772,8 +766,11 @@ answer_request(struct worker *w, const struct http_request *req, const struct re
     struct path_result pr;
 
     init_job(&j, w, req, pol, r);
-    if (w->acme && !pol->secure && acme_challenge(&j))
+    size_t acme = rules_acme_challenge(req, w->acme != NULL, pol->secure);
+    if (acme) {
+        acme_challenge(&j, acme);
         return SERVE_DONE;
+    }
     const struct rules_facts facts = {
         .misdirected = pol->misdirected || (pol->tls && site_misdirected(w, j.site, req, pol->tls)),
         .redirect_https = j.cfg->redirect_https && !pol->secure, /* a site's own, or the top's */
@@ -819,7 +816,7 @@ answer_request(struct worker *w, const struct http_request *req, const struct re
     return SERVE_DONE;
 }
 
-enum serve_result serve_request(struct worker *w, const struct http_request *req,
+enum serve_result serve_request(struct runtime *w, const struct http_request *req,
                                 const struct req_policy *pol, struct response *r)
 {
     /* site_pending's own first test, read here: no call for a process without --basic-auth */
@@ -828,7 +825,7 @@ enum serve_result serve_request(struct worker *w, const struct http_request *req
     return answer_request(w, req, pol, r);
 }
 
-void serve_error(struct worker *w, int status, bool head, enum resp_syntax syntax,
+void serve_error(struct runtime *w, int status, bool head, enum resp_syntax syntax,
                  struct response *r)
 {
     struct job j;

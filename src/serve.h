@@ -17,7 +17,7 @@
 #include "rt/obs.h"
 #include "rt/site.h"
 
-struct worker;
+struct runtime;
 struct fentry;
 struct fblock;
 
@@ -34,11 +34,11 @@ struct response {
 };
 
 /* An empty response from the worker's pool, or NULL when memory is short. */
-struct response *serve_response_get(struct worker *w);
+struct response *serve_response_get(struct runtime *w);
 
 /* Drops what r holds (cache references) and returns it to the pool. Only
  * after the last byte its plan points to has been sent (or the send abandoned). */
-void serve_response_put(struct worker *w, struct response *r);
+void serve_response_put(struct runtime *w, struct response *r);
 
 enum serve_result {
     SERVE_DONE,    /* r holds the answer */
@@ -53,12 +53,12 @@ enum serve_result {
 /* Fills r with the answer to req under the protocol's policy (core/policy.h: header syntax,
  * keep-alive, 100 Continue), or says it must wait (SERVE_PENDING, only with a resume token).
  * r->plan.close is set when the connection must close after it. */
-enum serve_result serve_request(struct worker *w, const struct http_request *req,
+enum serve_result serve_request(struct runtime *w, const struct http_request *req,
                                 const struct req_policy *pol, struct response *r);
 
 /* Fills r with an error response for a request that could not be parsed (head: it was a HEAD
  * request, so no body), in the given syntax; an HTTP/1 connection closes after it. */
-void serve_error(struct worker *w, int status, bool head, enum resp_syntax syntax,
+void serve_error(struct runtime *w, int status, bool head, enum resp_syntax syntax,
                  struct response *r);
 
 #endif

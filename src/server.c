@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "engine/caps.h"
 #include "engine/engine.h"
 #include "engine/udp.h"
@@ -171,8 +171,8 @@ struct server {
     char url[INET6_ADDRSTRLEN + 16];
     int *listeners; /* one per worker; a worker owns (and closes) its own once started */
     int nlisten;
-    int inherited; /* systemd passed this many listeners (0: we opened our own) */
-    struct worker *workers;
+    int inherited;           /* systemd passed this many listeners (0: we opened our own) */
+    struct worker **workers; /* cfg->threads of them; the first `inited` made */
     int started;
     struct site_slot sites;
     int notify_fd;
@@ -410,9 +410,9 @@ static void steer_clients(struct server *sv)
 {
     if (!sv->steer || sv->started < sv->cfg->threads)
         return;
-    steer_clients_on(sv, &sv->addr, sv->workers[0].listeners[0].fd);
+    steer_clients_on(sv, &sv->addr, worker_listener_fd(sv->workers[0], 0));
     if (sv->cfg->tls)
-        steer_clients_on(sv, &sv->tls_addr, sv->workers[0].listeners[1].fd);
+        steer_clients_on(sv, &sv->tls_addr, worker_listener_fd(sv->workers[0], 1));
 }
 
 /* --limit-conn or --limit-req in force from cfg on (the start's, or a reload's that adds
@@ -433,28 +433,27 @@ static enum worker_stop begin_handover(struct server *sv)
 {
     int theirs = 0;
     if (!sv->inherited && sv->started)
-        theirs +=
-            steer_port(sv, &sv->handover, &sv->addr, sv->nlisten, sv->workers[0].listeners[0].fd);
+        theirs += steer_port(sv, &sv->handover, &sv->addr, sv->nlisten,
+                             worker_listener_fd(sv->workers[0], 0));
     if (sv->cfg->tls && sv->started)
         theirs += steer_port(sv, &sv->tls_handover, &sv->tls_addr, sv->cfg->threads,
-                             sv->workers[0].listeners[1].fd);
+                             worker_listener_fd(sv->workers[0], 1));
     return theirs > 0 ? WORKER_HANDOVER : WORKER_DRAIN;
 }
 
 static void wake_workers(struct server *sv)
 {
     for (int i = 0; i < sv->started; i++) {
-        uint64_t one = 1;
-        if (write(sv->workers[i].wake_fd, &one, sizeof(one)) < 0)
-            errlog(ERRLOG_ERROR, "waking worker %d: %s", i, strerror(errno));
+        int err = worker_wake(sv->workers[i]);
+        if (err < 0)
+            errlog(ERRLOG_ERROR, "waking worker %d: %s", i, strerror(-err));
     }
 }
 
 static void stop_workers(struct server *sv, enum worker_stop how)
 {
     for (int i = 0; i < sv->started; i++)
-        atomic_store(&sv->workers[i].stop, how);
-    wake_workers(sv);
+        worker_stop(sv->workers[i], how);
 }
 
 static uint64_t monotonic_usec(void)
@@ -472,7 +471,7 @@ static uint64_t monotonic_usec(void)
  * where the program sends nothing, so new QUIC clients are ours to refuse while we drain
  * (they fall back to TCP, which the hand-over gives the successor) and our connections finish
  * here; we take the program off when we stop, and the successor has the kernel's hash. */
-static void quic_steer(struct server *sv, struct worker *w)
+static void quic_steer(struct server *sv, struct runtime *w)
 {
     const struct config *cfg = sv->cfg;
     int err = sv->quic_steer ? steer_quic_attach(w->udp->fd, (uint32_t)cfg->threads) : -EBUSY;
@@ -517,18 +516,19 @@ static void h3_publish(struct server *sv, const struct config *pairs, const char
     h3_files(sv, pairs, certs, keys);
     for (int i = 0; i < sv->cfg->threads; i++) {
         struct quic_certs *c;
-        if (!sv->workers[i].quic)
+        if (!worker_quic(sv->workers[i]))
             continue;
         if (quic_certs_new(&c, certs, keys, why, sizeof(why)) != 0) {
             errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: %s", what, why);
             return;
         }
-        quic_ep_publish(sv->workers[i].quic, c);
+        quic_ep_publish(worker_quic(sv->workers[i]), c);
     }
 }
 
-static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
+static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
 {
+    struct runtime *w = worker_runtime(wk);
     const struct config *cfg = sv->cfg;
     const char *certs[TLS_MAX_CERTS + 1], *keys[TLS_MAX_CERTS + 1];
     h3_files(sv, cfg, certs, keys);
@@ -556,14 +556,16 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
         return fd;
     }
     int rc;
+    struct quic_ep *quic = NULL;
     w->udp = calloc(1, sizeof(*w->udp));
     if (!w->udp) {
         close(fd);
         rc = -ENOMEM;
     } else if ((rc = udp_port_init(w->udp, fd, cfg->http3_gso, cfg->http3_gro, NULL, NULL)) == 0 &&
-               (rc = quic_ep_new(&w->quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
+               (rc = quic_ep_new(&quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
         fprintf(stderr, "ringhttpd: %s\n", why);
     }
+    worker_set_quic(wk, quic);
     if (rc == 0) {
         w->alt_svc_len = h3_alt_svc(w->alt_svc, sizeof(w->alt_svc), cfg->tls_port);
         w->h3ops = &h3_worker_ops;
@@ -591,7 +593,7 @@ static void h3_publish(struct server *sv, const struct config *pairs, const char
 static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
 {
     (void)secret;
-    if (w->id == 0)
+    if (worker_runtime(w)->id == 0)
         errlog(ERRLOG_WARN, "HTTP/3: not in this build (--http3 is ignored); HTTPS on TCP port %u",
                sv->cfg->tls_port);
     return 0;
@@ -824,7 +826,7 @@ static void follow_docroot(struct server *sv, struct errlog_limit *lim)
 static bool all_done(const struct server *sv)
 {
     for (int i = 0; i < sv->started; i++)
-        if (!atomic_load(&sv->workers[i].done))
+        if (!worker_done(sv->workers[i]))
             return false;
     return true;
 }
@@ -1017,7 +1019,6 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     /* Every worker is set up before the process is confined (Landlock, --user): an engine reads
      * limits under /proc and opens /dev/null. Their threads start after, and so inherit it. */
     for (; inited < cfg->threads; inited++) {
-        struct worker *w = &sv.workers[inited];
         /* The HTTP port's listener; a transport's port (TLS) adds its own here. */
         struct listener ls[LISTEN_MAX] = {{.fd = sv.listeners[inited],
                                            .owned = sv.inherited == 0,
@@ -1033,30 +1034,34 @@ int server_run(struct config *cfg, const struct server_seams *seams)
                                           .handover = &sv.tls_handover};
             sv.tls_listeners[inited] = -1;
         }
-        int err = worker_init(w, inited, cfg, sv.eng, &sv.caps, ls, nls, &sv.sites);
+        int err =
+            worker_new(&sv.workers[inited], inited, cfg, sv.eng, &sv.caps, ls, nls, &sv.sites);
         if (err < 0) {
             fprintf(stderr, "ringhttpd: starting worker %d (%s): %s\n", inited, sv.eng->name,
                     strerror(-err));
             goto stop;
         }
-        w->alog = sv.alog;
+        struct runtime *rt = worker_runtime(sv.workers[inited]);
+        rt->alog = sv.alog;
         /* systemd's sockets are not steered (steer_from): one client's connections reach any
          * worker, so the workers count clients in one guard */
         if (sv.inherited &&
-            ((!sv.guard && !(sv.guard = guard_shared_new())) || guard_share(w, sv.guard) < 0)) {
+            ((!sv.guard && !(sv.guard = guard_shared_new())) || guard_share(rt, sv.guard) < 0)) {
             fprintf(stderr, "ringhttpd: starting worker %d: the per-client limits: %s\n", inited,
                     strerror(ENOMEM));
-            worker_fini(w); /* set up, never counted in inited */
+            worker_free(sv.workers[inited]); /* set up, never counted in inited */
+            sv.workers[inited] = NULL;
             goto stop;
         }
         if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
-            w->acme = tokens_reader(&sv.tokens, inited);
-        if (cfg->tls && cfg->http3 && h3_start(&sv, w, h3_secret) != 0) {
-            worker_fini(w); /* set up, never counted in inited */
+            rt->acme = tokens_reader(&sv.tokens, inited);
+        if (cfg->tls && cfg->http3 && h3_start(&sv, sv.workers[inited], h3_secret) != 0) {
+            worker_free(sv.workers[inited]); /* set up, never counted in inited */
+            sv.workers[inited] = NULL;
             goto stop;
         }
         if (seams->proto) /* the seam's test protocol stands in for HTTP/2 */
-            w->h2 = seams->proto;
+            rt->h2 = seams->proto;
     }
     /* Bound before the process is confined; it only reads the workers' counters. */
     if (cfg->metrics_bind &&
@@ -1077,10 +1082,9 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     if (confine(cfg) != 0)
         goto stop;
     for (sv.started = 0; sv.started < cfg->threads; sv.started++) {
-        struct worker *w = &sv.workers[sv.started];
-        int err = pthread_create(&w->thread, NULL, worker_main, w);
+        int err = worker_start(sv.workers[sv.started]);
         if (err != 0) {
-            fprintf(stderr, "ringhttpd: pthread_create: %s\n", strerror(err));
+            fprintf(stderr, "ringhttpd: pthread_create: %s\n", strerror(-err));
             goto stop;
         }
     }
@@ -1127,22 +1131,19 @@ stop:
     sv.acme = NULL;
     if (rc != 0)
         stop_workers(&sv, WORKER_ABORT);
-    for (int i = 0; i < sv.started; i++) {
-        void *res;
-        pthread_join(sv.workers[i].thread, &res);
-        if (res)
+    for (int i = 0; i < sv.started; i++)
+        if (worker_join(sv.workers[i]) != 0)
             rc = 1;
-    }
     /* Every worker's UDP socket stays in the port's group until all have drained: a socket
      * that leaves moves another into its place, and the connection-ID program would send a
      * busy worker's datagrams elsewhere. Then the program goes, so that a successor sharing
      * the port (its sockets behind ours) gets the kernel's hash, not our indices. */
-    if (sv.quic_steer && sv.started && sv.workers[0].udp)
-        steer_detach(sv.workers[0].udp->fd);
+    if (sv.quic_steer && sv.started && worker_runtime(sv.workers[0])->udp)
+        steer_detach(worker_runtime(sv.workers[0])->udp->fd);
     for (int i = 0; i < sv.started; i++)
-        worker_fini(&sv.workers[i]);
+        worker_free(sv.workers[i]);
     for (int i = sv.started; i < inited; i++) /* set up, never started */
-        worker_fini(&sv.workers[i]);
+        worker_free(sv.workers[i]);
     guard_shared_free(sv.guard); /* after every worker's last conn_closed */
     sv.guard = NULL;
 out:

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-struct worker;
+struct runtime;
 struct conn;
 struct plan;
 
@@ -39,26 +39,26 @@ struct transport_ops {
     bool secure; /* it encrypts: requests over it are https (HSTS, redirect schemes) */
     /* A connection was accepted on a listener of this transport (ctx: the listener's
      * transport context, e.g. the TLS certificates). 0, or -errno to close it at once. */
-    int (*open)(struct worker *w, struct conn *c, void *ctx);
+    int (*open)(struct runtime *w, struct conn *c, void *ctx);
     /* Wire bytes arrived (n > 0, valid only during the call), the peer closed (0), or the
      * socket failed (n < 0). Decrypts what it can and passes it on with conn_input, in order;
      * may answer with bytes of its own (conn_wire_send). */
-    void (*received)(struct worker *w, struct conn *c, const char *data, ssize_t n);
+    void (*received)(struct runtime *w, struct conn *c, const char *data, ssize_t n);
     /* The protocol's plan p is to be sent. The transport turns it into wire plans a chunk at a
      * time (memory copied and encrypted; file segments read into its buffer with conn_file_read,
      * then encrypted), sending the next chunk when the engine reports the last one sent: a plan's
      * size never sets the transport's memory. conn_plan_sent once p is all on the wire. */
-    void (*send)(struct worker *w, struct conn *c, struct plan *p);
+    void (*send)(struct runtime *w, struct conn *c, struct plan *p);
     /* The wire plan last given to conn_wire_send is sent (0) or failed (-errno). */
-    void (*sent)(struct worker *w, struct conn *c, int err);
+    void (*sent)(struct runtime *w, struct conn *c, int err);
     /* The protocol has sent its last byte: end the stream (TLS: close_notify), then
      * conn_wire_shutdown. Receiving goes on (a lingering close reads and drops). */
-    void (*shutdown)(struct worker *w, struct conn *c);
+    void (*shutdown)(struct runtime *w, struct conn *c);
     /* The connection is closed and no operation is in flight: free xstate. */
-    void (*release)(struct worker *w, struct conn *c);
+    void (*release)(struct runtime *w, struct conn *c);
     /* The read started with conn_file_read ended: res bytes, 0 at the end of the file, or
      * -errno. Optional (a transport that never calls conn_file_read). */
-    void (*read_done)(struct worker *w, struct conn *c, int res);
+    void (*read_done)(struct runtime *w, struct conn *c, int res);
 };
 
 /*

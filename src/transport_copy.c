@@ -28,7 +28,7 @@ struct copy_conn {
     char in[COPY_CHUNK];
 };
 
-static int copy_open(struct worker *w, struct conn *c, void *ctx)
+static int copy_open(struct runtime *w, struct conn *c, void *ctx)
 {
     (void)w;
     (void)ctx;
@@ -42,7 +42,7 @@ static int copy_open(struct worker *w, struct conn *c, void *ctx)
     return 0;
 }
 
-static void copy_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
+static void copy_received(struct runtime *w, struct conn *c, const char *data, ssize_t n)
 {
     struct copy_conn *x = c->xstate;
     if (n <= 0) {
@@ -59,7 +59,7 @@ static void copy_received(struct worker *w, struct conn *c, const char *data, ss
     }
 }
 
-static void send_chunk(struct worker *w, struct conn *c, struct copy_conn *x, size_t len)
+static void send_chunk(struct runtime *w, struct conn *c, struct copy_conn *x, size_t len)
 {
     struct plan *p = x->app;
     plan_init(&x->wire);
@@ -71,7 +71,7 @@ static void send_chunk(struct worker *w, struct conn *c, struct copy_conn *x, si
 
 /* Fills the wire buffer from the protocol's plan and hands it to the engine; a file segment
  * first goes through a read of the engine's into the buffer (copy_read_done sends it). */
-static void pump(struct worker *w, struct conn *c, struct copy_conn *x)
+static void pump(struct runtime *w, struct conn *c, struct copy_conn *x)
 {
     struct plan *p = x->app;
     size_t len = 0;
@@ -93,7 +93,7 @@ static void pump(struct worker *w, struct conn *c, struct copy_conn *x)
     send_chunk(w, c, x, len);
 }
 
-static void copy_read_done(struct worker *w, struct conn *c, int res)
+static void copy_read_done(struct runtime *w, struct conn *c, int res)
 {
     struct copy_conn *x = c->xstate;
     x->busy = false;
@@ -106,7 +106,7 @@ static void copy_read_done(struct worker *w, struct conn *c, int res)
     send_chunk(w, c, x, (size_t)res);
 }
 
-static void copy_send(struct worker *w, struct conn *c, struct plan *p)
+static void copy_send(struct runtime *w, struct conn *c, struct plan *p)
 {
     struct copy_conn *x = c->xstate;
     x->app = p;
@@ -114,7 +114,7 @@ static void copy_send(struct worker *w, struct conn *c, struct plan *p)
         pump(w, c, x);
 }
 
-static void copy_sent(struct worker *w, struct conn *c, int err)
+static void copy_sent(struct runtime *w, struct conn *c, int err)
 {
     struct copy_conn *x = c->xstate;
     x->busy = false;
@@ -130,7 +130,7 @@ static void copy_sent(struct worker *w, struct conn *c, int err)
     }
 }
 
-static void copy_shutdown(struct worker *w, struct conn *c)
+static void copy_shutdown(struct runtime *w, struct conn *c)
 {
     struct copy_conn *x = c->xstate;
     if (x->busy || x->app) {
@@ -140,7 +140,7 @@ static void copy_shutdown(struct worker *w, struct conn *c)
     conn_wire_shutdown(w, c);
 }
 
-static void copy_release(struct worker *w, struct conn *c)
+static void copy_release(struct runtime *w, struct conn *c)
 {
     (void)w;
     free(c->xstate);

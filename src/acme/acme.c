@@ -22,7 +22,7 @@
 #include "acme/store.h"
 #include "acme/tokens.h"
 #include "acme/when.h"
-#include "config.h"
+#include "config/config.h"
 #include "privs.h"
 #include "rt/errlog.h"
 

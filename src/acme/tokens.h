@@ -18,8 +18,6 @@ struct evp_pkey_st;
 struct x509_st;
 struct tokens_snap;
 
-#define TOKENS_PREFIX "/.well-known/acme-challenge/"
-
 struct tokens_reader {
     _Atomic(struct tokens_snap *) hazard; /* the snapshot this reader is looking at, or NULL */
     struct acme_tokens *table;            /* for tokens_alpn, whose only argument is the reader */

@@ -45,6 +45,21 @@ int rules_early_hints(bool fields, int minor, bool navigate)
     return fields || (minor >= 1 && navigate) ? 103 : 0;
 }
 
+int rules_h1_refused(int status, bool first, const char *data, size_t len, bool h2_on, bool secure)
+{
+    return first && policy_close_unanswered(data, len, h2_on, secure) ? RULES_UNANSWERED : status;
+}
+
+int rules_h1_overflow(bool reading)
+{
+    return reading ? 431 : 0;
+}
+
+int rules_acme_answer(bool pending)
+{
+    return pending ? 200 : 404;
+}
+
 size_t rules_plain_http_on_tls(char *buf, size_t cap, const char *date)
 {
     static const char body[] =

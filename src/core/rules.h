@@ -1,9 +1,10 @@
 /* rules: every HTTP status the server chooses for a request before, or instead of, its file:
  * what the method and Expect allow, 421 for a Host the TLS connection's certificate is not for,
  * --redirect-https, OPTIONS and the asterisk form, --health, the canonical host, --basic-auth's
- * verdicts, --limit-req's 429, the CORS preflight's 204, the 103 of --early-hints, and the 400
- * for plain HTTP on the TLS port. Facts in, a status out: serve, site and
- * the TLS transport apply it (build the plan, or send the canned bytes). The parser's statuses
+ * verdicts, --limit-req's 429, the CORS preflight's 204, the 103 of --early-hints, the 400
+ * for plain HTTP on the TLS port, HTTP/1's 431 and 444, and automatic HTTPS's HTTP-01 200/404.
+ * Facts in, a status out: serve, site, the protocols and the TLS transport apply it (build the
+ * plan, close unanswered, or send the canned bytes). The parser's statuses
  * (http1), the path's (path) and a file's (static) are core already.
  * Must not: do I/O, read a clock or allocate; learn a fact itself (site finds whether a request
  * is misdirected, auth whether its credentials hold).
@@ -14,8 +15,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/http1.h"
+#include "core/policy.h"
 
 /* What is known of a request before its path is looked at. */
 struct rules_facts {
@@ -94,6 +97,45 @@ int rules_preflight(bool allowed);
  * requests), and browsers act on hints over HTTP/2 only anyway (h2o and Fastly send none over
  * HTTP/1.1 either). */
 int rules_early_hints(bool fields, int minor, bool navigate);
+
+/* The status logged for a connection closed without an answer (nginx's 444). */
+#define RULES_UNANSWERED 444
+
+/* An HTTP/1 request that http1_parse refused with `status` (its 4xx), data[0..len) as read:
+ * RULES_UNANSWERED where policy_close_unanswered takes the connection's first bytes (`first`:
+ * nothing was answered on it yet) for another protocol on a cleartext port shared with h2c (its
+ * peer would not read an HTTP/1 answer: h2spec 3.5/2); otherwise `status`, answered, then the
+ * connection closes. */
+int rules_h1_refused(int status, bool first, const char *data, size_t len, bool h2_on, bool secure);
+
+/* HTTP/1 input the connection cannot hold (its head outgrows the input cap or --head-memory;
+ * only a client pipelining far ahead of its responses gets there): 431 while a request is being
+ * read (answered, then the connection closes), 0 between them (closed unanswered: a response
+ * is still being sent and the request it would answer has not begun). */
+int rules_h1_overflow(bool reading);
+
+/* Automatic HTTPS (issue 27): the HTTP-01 challenge path, whose token follows it. */
+#define RULES_ACME_PREFIX "/.well-known/acme-challenge/"
+
+/* Whether req is an HTTP-01 challenge the server answers itself, ahead of everything a site
+ * would do (its files, redirects, --redirect-https, Basic auth): a GET or HEAD of
+ * RULES_ACME_PREFIX TOKEN on a cleartext connection (`secure` false) of a server with ACME on
+ * (`acme`), as the CA asks over http:// for the name it validates. Returns where the token
+ * starts in req->target (the prefix's length), 0 when it is not one. Inline: every request on
+ * an ACME server asks, and the first test ends it for the others. */
+static inline size_t rules_acme_challenge(const struct http_request *req, bool acme, bool secure)
+{
+    const size_t plen = sizeof(RULES_ACME_PREFIX) - 1;
+    if (!acme || secure || req->target.len < plen ||
+        memcmp(req->target.p, RULES_ACME_PREFIX, plen) != 0 ||
+        (req->method != HTTP_GET && req->method != HTTP_HEAD))
+        return 0;
+    return plen;
+}
+
+/* The challenge's answer: 200 (the key authorization, alone) when one is pending for the Host's
+ * name and that token (`pending`), 404 otherwise (an unknown token, or one for another name). */
+int rules_acme_answer(bool pending);
 
 /* Plain HTTP on the TLS port: the whole answer nginx gives (400, "The plain HTTP request was
  * sent to HTTPS port", Connection: close) with date, into buf; its length, 0 if it does not

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "engine/caps.h"
 
 static const char *errno_name(int err)

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct worker;
+struct runtime;
 struct conn;
 struct config;
 struct engine_caps;
@@ -41,63 +41,63 @@ struct engine_ops {
     const char *name;
     /* Sets up the worker's ring or epoll set and starts accepting on every w->listeners[]; -errno.
      */
-    int (*init)(struct worker *w);
-    void (*fini)(struct worker *w);
-    /* Runs the loop until worker_tick() reports the worker has drained; 0 or -errno. */
-    int (*run)(struct worker *w);
+    int (*init)(struct runtime *w);
+    void (*fini)(struct runtime *w);
+    /* Runs the loop until the tick upcall reports the worker has drained; 0 or -errno. */
+    int (*run)(struct runtime *w);
     /* Delivers the connection's bytes through conn_received while on; pauses when off (the
      * connection has more buffered than it wants). A connection starts with receiving on. */
-    void (*recv)(struct worker *w, struct conn *c, bool on);
+    void (*recv)(struct runtime *w, struct conn *c, bool on);
     /* Sends c->plan from its current position to the end, then calls conn_sent. */
-    void (*send)(struct worker *w, struct conn *c);
+    void (*send)(struct runtime *w, struct conn *c);
     /* Shuts the socket's write side (the client sees the end of the responses) while receiving
      * goes on; failures are ignored (the lingering connection ends by its timer). */
-    void (*shutdown)(struct worker *w, struct conn *c);
+    void (*shutdown)(struct runtime *w, struct conn *c);
     /* Cancels the connection's operations, closes its socket, then calls conn_closed. */
-    void (*close)(struct worker *w, struct conn *c);
+    void (*close)(struct runtime *w, struct conn *c);
     /* Stops accepting new connections (drain). */
-    void (*stop_accept)(struct worker *w);
+    void (*stop_accept)(struct runtime *w);
     /* Reads up to len bytes of file fd at off into buf, then calls conn_read_done with the
      * bytes read or -errno, without the loop ever waiting for the disk (issue 14): io_uring a
      * READ operation; epoll preadv2(RWF_NOWAIT) at once (a page cache hit) and, when the file
      * is cold, a reader thread of the engine's. For a transport that must copy file bytes
      * (TLS); at most one per connection. buf and fd stay valid until the read is reported, or,
      * when the connection closes meanwhile, until conn_closed (which waits for the read). */
-    void (*read)(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len, uint64_t off);
+    void (*read)(struct runtime *w, struct conn *c, int fd, void *buf, uint32_t len, uint64_t off);
     /* Fills *out with the connection's client address (unknown when it cannot be had). conn
      * asks once per connection; nobody else looks the address up. */
-    void (*peer)(struct worker *w, struct conn *c, struct peer *out);
+    void (*peer)(struct runtime *w, struct conn *c, struct peer *out);
     /* Kernel TLS on the connection's socket (engine/ktls.h), with nothing being sent: keys NULL
      * attaches the "tls" ULP; else installs the send keys (the kernel's crypto_info, len
      * bytes), after which the socket seals whatever is sent. 0 or -errno. */
-    int (*ktls)(struct worker *w, struct conn *c, const void *keys, size_t len);
+    int (*ktls)(struct runtime *w, struct conn *c, const void *keys, size_t len);
     /* Closes a socket accepted but never started (held for a slot that did not come). */
-    void (*drop)(struct worker *w, int fd);
+    void (*drop)(struct runtime *w, int fd);
 };
 
 /*
  * What an engine calls upward, all of it: the worker installs the table (w->up, worker.c)
  * before the engine starts, and the engines name nothing above them. conn's ends of the
- * operations (conn.h documents each), and the worker's loop hooks (rt/worker.h).
+ * operations (conn.h documents each), and the worker's loop hooks (rt/worker.c).
  */
 struct engine_upcalls {
     /* conn: a connection's life */
-    struct conn *(*accepted)(struct worker *w, int fd, unsigned lst, bool *held);
-    int (*held_take)(struct worker *w, unsigned *lst);
-    void (*received)(struct worker *w, struct conn *c, const char *data, ssize_t n);
-    void (*sent)(struct worker *w, struct conn *c, int err);
-    void (*read_done)(struct worker *w, struct conn *c, int res);
-    void (*close)(struct worker *w, struct conn *c);
-    void (*closed)(struct worker *w, struct conn *c);
+    struct conn *(*accepted)(struct runtime *w, int fd, unsigned lst, bool *held);
+    int (*held_take)(struct runtime *w, unsigned *lst);
+    void (*received)(struct runtime *w, struct conn *c, const char *data, ssize_t n);
+    void (*sent)(struct runtime *w, struct conn *c, int err);
+    void (*read_done)(struct runtime *w, struct conn *c, int res);
+    void (*close)(struct runtime *w, struct conn *c);
+    void (*closed)(struct runtime *w, struct conn *c);
     /* the worker: its loop */
-    bool (*tick)(struct worker *w);
-    int (*wait_ms)(const struct worker *w);
-    bool (*listening)(const struct worker *w);
-    void (*close_listener)(struct worker *w, unsigned lst,
-                           bool (*accept_one)(struct worker *w, int fd, unsigned lst));
-    bool (*accept_failed)(struct worker *w, int err);
-    bool (*accept_resume)(struct worker *w);
-    void (*loop_turn)(struct worker *w, unsigned enters, unsigned completions);
+    bool (*tick)(struct runtime *w);
+    int (*wait_ms)(const struct runtime *w);
+    bool (*listening)(const struct runtime *w);
+    void (*close_listener)(struct runtime *w, unsigned lst,
+                           bool (*accept_one)(struct runtime *w, int fd, unsigned lst));
+    bool (*accept_failed)(struct runtime *w, int err);
+    bool (*accept_resume)(struct runtime *w);
+    void (*loop_turn)(struct runtime *w, unsigned enters, unsigned completions);
 };
 
 extern const struct engine_ops engine_uring;

@@ -33,7 +33,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "conn.h"
 #include "engine/pipepool.h"
 #include "engine/sendplan.h"
@@ -105,7 +105,7 @@ static uint64_t listen_tag(unsigned lst)
     return tag_encode(K_LISTEN, 0, lst);
 }
 
-static int listen_add(struct ep *e, struct worker *w, unsigned lst)
+static int listen_add(struct ep *e, struct runtime *w, unsigned lst)
 {
     struct epoll_event lev = {.events = EPOLLIN, .data.u64 = listen_tag(lst)};
     return epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->listeners[lst].fd, &lev);
@@ -123,7 +123,7 @@ static void queue(struct ep *e, struct conn *c, uint32_t what)
 
 /* The worker's pipes for interleaved plans (made on first use). Without them (no memory),
  * every plan goes by sendplan_now. */
-static void setup_pipes(struct worker *w, struct ep *e)
+static void setup_pipes(struct runtime *w, struct ep *e)
 {
     struct pipe_limits lim;
     struct pipe_plan plan;
@@ -133,7 +133,7 @@ static void setup_pipes(struct worker *w, struct ep *e)
         e->pool.slots = NULL;
 }
 
-static int ep_init(struct worker *w)
+static int ep_init(struct runtime *w)
 {
     struct ep *e = calloc(1, sizeof(*e));
     if (!e)
@@ -160,7 +160,7 @@ static int ep_init(struct worker *w)
     return 0;
 }
 
-static void ep_fini(struct worker *w)
+static void ep_fini(struct runtime *w)
 {
     struct ep *e = w->engine_state;
     if (!e)
@@ -174,7 +174,7 @@ static void ep_fini(struct worker *w)
     w->engine_state = NULL;
 }
 
-static void ep_recv(struct worker *w, struct conn *c, bool on)
+static void ep_recv(struct runtime *w, struct conn *c, bool on)
 {
     /* Off: we simply stop reading. On again: read what the last edge left. */
     struct ep *e = w->engine_state;
@@ -189,7 +189,7 @@ static void ep_recv(struct worker *w, struct conn *c, bool on)
 
 /* c's plan, its file bytes through a pipe (see the top of this file) when it is interleaved
  * and a pipe is free, or already holds some of them. */
-static int pipe_send(struct worker *w, struct ep *e, struct conn *c)
+static int pipe_send(struct runtime *w, struct ep *e, struct conn *c)
 {
     struct plan *p = c->out;
     struct pipepool_slot *ph = pipepool_slot(&e->pool, c->slot);
@@ -205,7 +205,7 @@ static int pipe_send(struct worker *w, struct ep *e, struct conn *c)
     return rc;
 }
 
-static void ep_send(struct worker *w, struct conn *c)
+static void ep_send(struct runtime *w, struct conn *c)
 {
     struct ep *e = w->engine_state;
     int rc = e->pool.slots ? pipe_send(w, e, c) : sendplan_now(c->fd, c->out);
@@ -217,13 +217,13 @@ static void ep_send(struct worker *w, struct conn *c)
     queue(e, c, F_SENT);
 }
 
-static void ep_shutdown(struct worker *w, struct conn *c)
+static void ep_shutdown(struct runtime *w, struct conn *c)
 {
     (void)w;
     shutdown(c->fd, SHUT_WR);
 }
 
-static void ep_close(struct worker *w, struct conn *c)
+static void ep_close(struct runtime *w, struct conn *c)
 {
     /* close() drops the fd from the epoll set; events already fetched for it are recognised
      * by the CLOSING state now and by the generation once the slot is reused. */
@@ -246,7 +246,7 @@ static void read_job(struct offload_job *oj)
 }
 
 /* Hands a cold read to a reader thread: 0, or -errno when none can take it. */
-static int read_offload(struct worker *w, struct ep *e, struct conn *c, int fd, void *buf,
+static int read_offload(struct runtime *w, struct ep *e, struct conn *c, int fd, void *buf,
                         uint32_t len, uint64_t off)
 {
     if (!e->jobs && !(e->jobs = calloc(w->cfg->max_conns, sizeof(*e->jobs))))
@@ -261,7 +261,8 @@ static int read_offload(struct worker *w, struct ep *e, struct conn *c, int fd, 
     return 0;
 }
 
-static void ep_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len, uint64_t off)
+static void ep_read(struct runtime *w, struct conn *c, int fd, void *buf, uint32_t len,
+                    uint64_t off)
 {
     struct ep *e = w->engine_state;
     struct iovec iov = {buf, len};
@@ -276,13 +277,13 @@ static void ep_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_
 }
 
 /* Once per loop turn while reads are with the threads: report the finished ones. */
-static void collect_reads(struct worker *w, struct ep *e)
+static void collect_reads(struct runtime *w, struct ep *e)
 {
     struct offload_job *done = offload_done(&e->readers);
     while (done) {
         struct rjob *j = (struct rjob *)done;
         done = done->next;
-        struct conn *c = &w->conns[j->slot];
+        struct conn *c = &w->conns.slot[j->slot];
         ec(e, c)->flags &= ~(uint32_t)F_READ_WAIT;
         if (ec(e, c)->flags & F_CLOSE_WAIT) {
             ec(e, c)->flags &= ~(uint32_t)F_CLOSE_WAIT;
@@ -296,7 +297,7 @@ static void collect_reads(struct worker *w, struct ep *e)
 
 /* Takes one accepted (or held, see conn_accepted) socket: a connection in the epoll set, held
  * for a slot being reclaimed, or closed when none can be had. */
-static bool accept_one(struct worker *w, int fd, unsigned lst)
+static bool accept_one(struct runtime *w, int fd, unsigned lst)
 {
     struct ep *e = w->engine_state;
     bool held;
@@ -314,7 +315,7 @@ static bool accept_one(struct worker *w, int fd, unsigned lst)
     return true;
 }
 
-static void ep_stop_accept(struct worker *w)
+static void ep_stop_accept(struct runtime *w)
 {
     struct ep *e = w->engine_state;
     for (unsigned i = 0; i < w->nlisteners; i++) {
@@ -326,8 +327,8 @@ static void ep_stop_accept(struct worker *w)
 
 /* The listener is level-triggered: a pending connection that accept4 cannot take (EMFILE) is
  * reported again at once, forever (issue 10: 100% CPU). So on a shortage the listener leaves
- * the epoll set until worker_accept_resume lets it back. */
-static void do_accept(struct worker *w, struct ep *e, unsigned lst)
+ * the epoll set until the accept_resume upcall lets it back. */
+static void do_accept(struct runtime *w, struct ep *e, unsigned lst)
 {
     int lfd = w->listeners[lst].fd;
     for (int i = 0; i < ACCEPT_BATCH && lfd >= 0 && !w->accept_paused; i++) {
@@ -347,7 +348,7 @@ static void do_accept(struct worker *w, struct ep *e, unsigned lst)
 }
 
 /* Once per loop turn: sockets held for reclaimed slots, and a paused listener. */
-static void accept_more(struct worker *w, struct ep *e)
+static void accept_more(struct runtime *w, struct ep *e)
 {
     int fd;
     unsigned lst;
@@ -360,7 +361,7 @@ static void accept_more(struct worker *w, struct ep *e)
     }
 }
 
-static void do_read(struct worker *w, struct ep *e, struct conn *c)
+static void do_read(struct runtime *w, struct ep *e, struct conn *c)
 {
     while (!(ec(e, c)->flags & F_RECV_OFF) && conn_open(c)) {
         ssize_t n = recv(c->fd, e->buf, sizeof(e->buf), 0);
@@ -384,7 +385,7 @@ static void do_read(struct worker *w, struct ep *e, struct conn *c)
     }
 }
 
-static void on_conn(struct worker *w, struct ep *e, struct conn *c, uint32_t events)
+static void on_conn(struct runtime *w, struct ep *e, struct conn *c, uint32_t events)
 {
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
         ec(e, c)->flags |= F_READABLE;
@@ -399,7 +400,7 @@ static void on_conn(struct worker *w, struct ep *e, struct conn *c, uint32_t eve
     }
 }
 
-static void run_ready(struct worker *w, struct ep *e)
+static void run_ready(struct runtime *w, struct ep *e)
 {
     while (e->ready) {
         struct conn *c = e->ready;
@@ -420,7 +421,7 @@ static void run_ready(struct worker *w, struct ep *e)
     }
 }
 
-static int ep_run(struct worker *w)
+static int ep_run(struct runtime *w)
 {
     struct ep *e = w->engine_state;
     struct epoll_event events[MAX_EVENTS];
@@ -449,7 +450,7 @@ static int ep_run(struct worker *w)
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
                     return -errno;
             } else {
-                struct conn *c = &w->conns[t.slot];
+                struct conn *c = &w->conns.slot[t.slot];
                 if (tag_is_current(t, c->gen) && conn_open(c))
                     on_conn(w, e, c, events[i].events);
             }

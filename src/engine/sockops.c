@@ -8,7 +8,7 @@
 #include "core/peer.h"
 #include "engine/ktls.h"
 
-void sockops_peer(struct worker *w, struct conn *c, struct peer *out)
+void sockops_peer(struct runtime *w, struct conn *c, struct peer *out)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
@@ -19,13 +19,13 @@ void sockops_peer(struct worker *w, struct conn *c, struct peer *out)
         peer_set(out, NULL, 0);
 }
 
-int sockops_ktls(struct worker *w, struct conn *c, const void *keys, size_t len)
+int sockops_ktls(struct runtime *w, struct conn *c, const void *keys, size_t len)
 {
     (void)w;
     return keys ? ktls_send_keys(c->fd, keys, len) : ktls_attach(c->fd);
 }
 
-void sockops_drop(struct worker *w, int fd)
+void sockops_drop(struct runtime *w, int fd)
 {
     (void)w;
     close(fd);

@@ -8,18 +8,18 @@
 
 #include <stddef.h>
 
-struct worker;
+struct runtime;
 struct conn;
 struct peer;
 
 /* getpeername on c's socket into *out (unknown when it fails). */
-void sockops_peer(struct worker *w, struct conn *c, struct peer *out);
+void sockops_peer(struct runtime *w, struct conn *c, struct peer *out);
 
 /* Kernel TLS on c's socket (engine/ktls.h): keys NULL attaches the ULP, else installs the send
  * keys. 0 or -errno. */
-int sockops_ktls(struct worker *w, struct conn *c, const void *keys, size_t len);
+int sockops_ktls(struct runtime *w, struct conn *c, const void *keys, size_t len);
 
 /* close(fd): a socket accepted and given up before it became a connection. */
-void sockops_drop(struct worker *w, int fd);
+void sockops_drop(struct runtime *w, int fd);
 
 #endif

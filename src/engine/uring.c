@@ -44,7 +44,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "conn.h"
 #include "engine/caps.h"
 #include "engine/sendplan.h"
@@ -108,7 +108,7 @@ static void release_buffers(struct uring *u)
     free(u->bufs);
 }
 
-static int uring_init(struct worker *w)
+static int uring_init(struct runtime *w)
 {
     struct uring *u = calloc(1, sizeof(*u));
     if (!u)
@@ -144,7 +144,7 @@ static int uring_init(struct worker *w)
     return 0;
 }
 
-static void uring_fini(struct worker *w)
+static void uring_fini(struct runtime *w)
 {
     struct uring *u = w->engine_state;
     if (!u)
@@ -161,7 +161,7 @@ static void uring_fini(struct worker *w)
 }
 
 /* A listener's operations carry its index in the tag's slot field. */
-static void arm_accept(struct worker *w, struct uring *u, unsigned lst)
+static void arm_accept(struct runtime *w, struct uring *u, unsigned lst)
 {
     struct io_uring_sqe *sqe = get_sqe(u);
     io_uring_prep_multishot_accept(sqe, w->listeners[lst].fd, NULL, NULL,
@@ -170,7 +170,7 @@ static void arm_accept(struct worker *w, struct uring *u, unsigned lst)
     u->accept_armed[lst] = true;
 }
 
-static void arm_wake(struct worker *w, struct uring *u)
+static void arm_wake(struct runtime *w, struct uring *u)
 {
     struct io_uring_sqe *sqe = get_sqe(u);
     io_uring_prep_read(sqe, w->wake_fd, &u->wake_val, sizeof(u->wake_val), 0);
@@ -179,7 +179,7 @@ static void arm_wake(struct worker *w, struct uring *u)
 
 /* HTTP/3's UDP socket: a multishot poll whose completions say "readable"; the datagrams are
  * then read in batches (udp_port_read, recvmmsg), not by a recvmsg operation per datagram. */
-static void arm_udp(struct worker *w, struct uring *u)
+static void arm_udp(struct runtime *w, struct uring *u)
 {
     struct io_uring_sqe *sqe = get_sqe(u);
     io_uring_prep_poll_multishot(sqe, w->udp->fd, POLLIN);
@@ -191,7 +191,7 @@ static void arm_udp(struct worker *w, struct uring *u)
  * without GETEVENTS whenever a completion was already there, and under DEFER_TASKRUN such an
  * enter runs no task work: waiting the ceiling server's way is cheaper per request (the
  * measurement is in bench/README.md, "Wait with io_uring_submit_and_wait"). */
-static void arm_tick(struct worker *w, struct uring *u)
+static void arm_tick(struct runtime *w, struct uring *u)
 {
     int ms = w->up->wait_ms(w);
     u->tick = (struct __kernel_timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
@@ -224,7 +224,7 @@ static void make_ready(struct uring *u, struct conn *c, uint32_t what)
     uc(u, c)->flags |= F_READY | what;
 }
 
-static void submit_close(struct worker *w, struct uring *u, struct conn *c)
+static void submit_close(struct runtime *w, struct uring *u, struct conn *c)
 {
     uring_splice_drop(w, u, c); /* nothing is in flight: the pipe is c's to give back */
     uc(u, c)->flags |= F_CLOSE_SENT;
@@ -242,7 +242,7 @@ static void submit_close(struct worker *w, struct uring *u, struct conn *c)
 }
 
 /* A completion for c arrived; when it was the last one of a closing connection, close. */
-static void op_done(struct worker *w, struct uring *u, struct conn *c)
+static void op_done(struct runtime *w, struct uring *u, struct conn *c)
 {
     assert(uc(u, c)->inflight > 0);
     uc(u, c)->inflight--;
@@ -254,7 +254,7 @@ static void op_done(struct worker *w, struct uring *u, struct conn *c)
     }
 }
 
-static void uring_recv(struct worker *w, struct conn *c, bool on)
+static void uring_recv(struct runtime *w, struct conn *c, bool on)
 {
     struct uring *u = w->engine_state;
     if (on)
@@ -273,7 +273,7 @@ static void uring_recv(struct worker *w, struct conn *c, bool on)
     /* on while a cancellation is pending: the recv's final completion re-arms (no F_RECV_OFF). */
 }
 
-static void uring_send(struct worker *w, struct conn *c)
+static void uring_send(struct runtime *w, struct conn *c)
 {
     struct uring *u = w->engine_state;
     struct plan *p = c->out;
@@ -319,7 +319,7 @@ static void uring_send(struct worker *w, struct conn *c)
     }
 }
 
-static void uring_close(struct worker *w, struct conn *c)
+static void uring_close(struct runtime *w, struct conn *c)
 {
     struct uring *u = w->engine_state;
     if (uc(u, c)->flags & F_CLOSING)
@@ -345,7 +345,7 @@ static void uring_close(struct worker *w, struct conn *c)
 
 /* A transport's file read: at once from the page cache, reported from the loop (run_ready);
  * else one READ, reported by on_fread. */
-static void uring_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len,
+static void uring_read(struct runtime *w, struct conn *c, int fd, void *buf, uint32_t len,
                        uint64_t off)
 {
     struct uring *u = w->engine_state;
@@ -360,7 +360,7 @@ static void uring_read(struct worker *w, struct conn *c, int fd, void *buf, uint
     uc(u, c)->flags |= F_FREAD;
 }
 
-static void on_fread(struct worker *w, struct uring *u, struct conn *c, int res)
+static void on_fread(struct runtime *w, struct uring *u, struct conn *c, int res)
 {
     uc(u, c)->flags &= ~(uint32_t)F_FREAD;
     if (uc(u, c)->flags & F_CLOSING) {
@@ -371,7 +371,7 @@ static void on_fread(struct worker *w, struct uring *u, struct conn *c, int res)
     w->up->read_done(w, c, res);
 }
 
-static void uring_shutdown(struct worker *w, struct conn *c)
+static void uring_shutdown(struct runtime *w, struct conn *c)
 {
     struct uring *u = w->engine_state;
     if (!(uc(u, c)->flags & F_CLOSING))
@@ -380,7 +380,7 @@ static void uring_shutdown(struct worker *w, struct conn *c)
 
 /* Takes one socket accepted outside the multishot accept (the drain empties the listener). */
 /* Starts a connection on an accepted (or held, see conn_accepted) socket. */
-static bool accept_one(struct worker *w, int fd, unsigned lst)
+static bool accept_one(struct runtime *w, int fd, unsigned lst)
 {
     bool held;
     struct conn *c = w->up->accepted(w, fd, lst, &held);
@@ -395,7 +395,7 @@ static bool accept_one(struct worker *w, int fd, unsigned lst)
 
 /* The listener is closed once the accept is cancelled: until then the ring holds the socket,
  * and connections queued behind the cancel would only be reset later. */
-static void uring_stop_accept(struct worker *w)
+static void uring_stop_accept(struct runtime *w)
 {
     struct uring *u = w->engine_state;
     for (unsigned i = 0; i < w->nlisteners; i++) {
@@ -409,7 +409,7 @@ static void uring_stop_accept(struct worker *w)
     }
 }
 
-static void on_accept(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe,
+static void on_accept(struct runtime *w, struct uring *u, const struct io_uring_cqe *cqe,
                       unsigned lst)
 {
     if (cqe->res >= 0)
@@ -422,7 +422,7 @@ static void on_accept(struct worker *w, struct uring *u, const struct io_uring_c
         }
         /* Out of fds or memory: the multishot accept ended, and re-armed at once it would fail
          * at once, every loop turn (issue 10: 100% CPU). It stays off until a connection
-         * closes or a second passes (worker_accept_resume). */
+         * closes or a second passes (the accept_resume upcall). */
         if (cqe->res < 0 && w->up->accept_failed(w, cqe->res))
             return;
         if (!w->accept_paused)
@@ -431,7 +431,7 @@ static void on_accept(struct worker *w, struct uring *u, const struct io_uring_c
 }
 
 /* Once per loop turn: sockets held for reclaimed slots, and a paused accept. */
-static void accept_more(struct worker *w, struct uring *u)
+static void accept_more(struct runtime *w, struct uring *u)
 {
     int fd;
     unsigned lst;
@@ -454,7 +454,7 @@ static void recycle(struct uring *u, unsigned bid)
     u->buf_returned++;
 }
 
-static void on_recv(struct worker *w, struct uring *u, struct conn *c,
+static void on_recv(struct runtime *w, struct uring *u, struct conn *c,
                     const struct io_uring_cqe *cqe)
 {
     int res = cqe->res;
@@ -482,7 +482,7 @@ static void on_recv(struct worker *w, struct uring *u, struct conn *c,
     }
 }
 
-static void on_send(struct worker *w, struct uring *u, struct conn *c, int res)
+static void on_send(struct runtime *w, struct uring *u, struct conn *c, int res)
 {
     if (uc(u, c)->flags & F_CLOSING) {
         op_done(w, u, c);
@@ -501,7 +501,7 @@ static void on_send(struct worker *w, struct uring *u, struct conn *c, int res)
 }
 
 /* A splice of c's completed: the walk records it, and goes on once the step is complete. */
-static void on_splice(struct worker *w, struct uring *u, struct conn *c, enum op op, int res)
+static void on_splice(struct runtime *w, struct uring *u, struct conn *c, enum op op, int res)
 {
     uring_splice_result(u, c, op, res);
     if (uc(u, c)->flags & F_CLOSING) {
@@ -512,7 +512,7 @@ static void on_splice(struct worker *w, struct uring *u, struct conn *c, enum op
     uring_splice_continue(w, u, c);
 }
 
-static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe)
+static void handle(struct runtime *w, struct uring *u, const struct io_uring_cqe *cqe)
 {
     struct tag t = tag_decode(io_uring_cqe_get_data64(cqe));
     enum op op = (enum op)t.op;
@@ -550,7 +550,7 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
     default:
         break;
     }
-    struct conn *c = t.slot < w->cfg->max_conns ? &w->conns[t.slot] : NULL;
+    struct conn *c = t.slot < w->cfg->max_conns ? &w->conns.slot[t.slot] : NULL;
     if (!c || c->state == CONN_FREE || !tag_is_current(t, c->gen)) {
         /* Stale: cannot happen while slots wait for their last completion, but a buffer it
          * carries must still go back. */
@@ -594,7 +594,7 @@ static void handle(struct worker *w, struct uring *u, const struct io_uring_cqe 
 }
 
 /* Reports synchronous sends that finished during this turn. */
-static void run_ready(struct worker *w, struct uring *u)
+static void run_ready(struct runtime *w, struct uring *u)
 {
     while (u->ready) {
         struct conn *c = u->ready;
@@ -612,7 +612,7 @@ static void run_ready(struct worker *w, struct uring *u)
     }
 }
 
-static int uring_run(struct worker *w)
+static int uring_run(struct runtime *w)
 {
     struct uring *u = w->engine_state;
     /* Enabling the ring from this thread makes it the single issuer. liburing 2.3 declares

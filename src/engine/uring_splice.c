@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "engine/caps.h"
 #include "engine/engine.h"
 #include "engine/sendplan.h"
@@ -50,7 +50,7 @@
 
 /* --file-send splice: the per-slot state and the pool's slots (pipes are made on first use).
  * A kernel without IORING_OP_SPLICE falls back to sendfile. */
-int uring_splice_setup(struct worker *w, struct uring *u)
+int uring_splice_setup(struct runtime *w, struct uring *u)
 {
     const struct config *cfg = w->cfg;
     if (cfg->file_send != FILE_SEND_SPLICE)
@@ -82,7 +82,7 @@ int uring_splice_setup(struct worker *w, struct uring *u)
     return 0;
 }
 
-void uring_splice_release(struct worker *w, struct uring *u)
+void uring_splice_release(struct runtime *w, struct uring *u)
 {
     (void)w;
     if (u->pool.slots)
@@ -92,7 +92,7 @@ void uring_splice_release(struct worker *w, struct uring *u)
 }
 
 /* A pipe got less than PIPE_BYTES (another process of this user holds pipe pages). */
-static void note_short_pipes(struct worker *w, struct uring *u)
+static void note_short_pipes(struct runtime *w, struct uring *u)
 {
     if (u->pool.short_pipes == u->short_logged)
         return;
@@ -106,17 +106,17 @@ static void note_short_pipes(struct worker *w, struct uring *u)
 static void splice_step(struct uring *u, struct conn *c);
 
 /* Hands free (or newly made, or taken) pipes to waiting connections, oldest first. */
-static void grant_waiters(struct worker *w, struct uring *u)
+static void grant_waiters(struct runtime *w, struct uring *u)
 {
     int64_t slot;
     while ((slot = pipepool_grant(&u->pool)) >= 0) {
         stat_add(&w->stats.pipe_waits_done, 1);
-        splice_step(u, &w->conns[slot]);
+        splice_step(u, &w->conns.slot[slot]);
     }
     note_short_pipes(w, u);
 }
 
-void uring_splice_unwait(struct worker *w, struct uring *u, struct conn *c)
+void uring_splice_unwait(struct runtime *w, struct uring *u, struct conn *c)
 {
     if (pipepool_unwait(&u->pool, c->slot))
         stat_add(&w->stats.pipe_waits_done, 1);
@@ -125,7 +125,7 @@ void uring_splice_unwait(struct worker *w, struct uring *u, struct conn *c)
 /* Drops c's claim on the pool: out of the wait queue, its pipe back to the pool when provably
  * empty, else closed (a dirty pipe would put another response's bytes on a socket). No splice
  * of c may be in flight. */
-void uring_splice_drop(struct worker *w, struct uring *u, struct conn *c)
+void uring_splice_drop(struct runtime *w, struct uring *u, struct conn *c)
 {
     if (!u->xfers)
         return;
@@ -213,7 +213,7 @@ static void splice_step(struct uring *u, struct conn *c)
 }
 
 /* The current segment is a file range: splice it, queueing for a pipe when none is free. */
-bool uring_splice_send(struct worker *w, struct uring *u, struct conn *c)
+bool uring_splice_send(struct runtime *w, struct uring *u, struct conn *c)
 {
     uint32_t robbed;
     if (!ps(u, c)->pipe) {
@@ -233,7 +233,7 @@ bool uring_splice_send(struct worker *w, struct uring *u, struct conn *c)
 
 /* c's pipe is empty and no splice of c is in flight: the pipe goes back to the pool (to a
  * waiter first), then c's plan is reported done or goes on through uring_send. */
-static void pipe_put_go_on(struct worker *w, struct uring *u, struct conn *c)
+static void pipe_put_go_on(struct runtime *w, struct uring *u, struct conn *c)
 {
     u->xfers[c->slot].flags = 0;
     pipepool_put(&u->pool, c->slot, w->now);
@@ -246,7 +246,7 @@ static void pipe_put_go_on(struct worker *w, struct uring *u, struct conn *c)
 
 /* The socket took less than offered: wait for POLLOUT, parked (whoever needs a pipe until
  * then may take c's: someone does now if anyone waits). */
-static void park_until_writable(struct worker *w, struct uring *u, struct conn *c)
+static void park_until_writable(struct runtime *w, struct uring *u, struct conn *c)
 {
     io_uring_prep_poll_add(conn_sqe(u, c, OP_POLL), c->fd, POLLOUT);
     pipepool_park(&u->pool, c->slot);
@@ -255,7 +255,7 @@ static void park_until_writable(struct worker *w, struct uring *u, struct conn *
 }
 
 /* Both splices of a step have completed: report, continue, or wait for the socket. */
-static void splice_next(struct worker *w, struct uring *u, struct conn *c)
+static void splice_next(struct runtime *w, struct uring *u, struct conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
     struct pipepool_slot *ph = ps(u, c);
@@ -291,7 +291,7 @@ static void splice_next(struct worker *w, struct uring *u, struct conn *c)
  * pipe, which becomes c's (the emptied pipe is the next scratch): the plan from its cursor in
  * order, for sendplan_drain. Page references move from pipe to pipe: no disk read, no copy.
  * False, c's pipe untouched, when there is no scratch pipe (its bytes go by sendplan_pipe). */
-static bool walk_compose(struct worker *w, struct uring *u, struct conn *c, int *rc)
+static bool walk_compose(struct runtime *w, struct uring *u, struct conn *c, int *rc)
 {
     struct pipepool_slot *ph = ps(u, c);
     struct pipepool_pipe *t = pipepool_scratch(&u->pool);
@@ -316,7 +316,7 @@ static bool walk_compose(struct worker *w, struct uring *u, struct conn *c, int 
  * loop (non-blocking, no disk read: the bytes are in the pipe), composed with their headers
  * (walk_compose, then sendplan_drain) or, raw, by sendplan_pipe; then the plan is done, waits
  * for the socket (parked, as a splice pair does), or has the emptied pipe filled again. */
-static void walk_next(struct worker *w, struct uring *u, struct conn *c)
+static void walk_next(struct runtime *w, struct uring *u, struct conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
     struct pipepool_slot *ph = ps(u, c);
@@ -355,13 +355,13 @@ static void walk_next(struct worker *w, struct uring *u, struct conn *c)
 
 /* Once per loop turn: a connection that has waited PIPE_WAIT_MAX for a pipe goes on by
  * sendfile (blocking the loop on a cold file is better than stalling the download). */
-void uring_splice_unstall(struct worker *w, struct uring *u)
+void uring_splice_unstall(struct runtime *w, struct uring *u)
 {
     int64_t slot;
     while ((slot = pipepool_stalled(&u->pool, w->now, PIPE_WAIT_MAX)) >= 0) {
         stat_add(&w->stats.pipe_waits_done, 1);
         u->xfers[slot].flags |= X_SENDFILE;
-        engine_uring.send(w, &w->conns[slot]);
+        engine_uring.send(w, &w->conns.slot[slot]);
     }
 }
 
@@ -387,7 +387,7 @@ static void splice_out_done(struct xfer *x, struct pipepool_slot *ph, struct con
  * loop. Those bytes are in memory already, so the io-wq round trip an IORING_OP_SPLICE always
  * takes (the kernel never issues one inline) buys nothing; with TCP_NOTSENT_LOWAT most of a
  * large file leaves by such flushes. False when c has no such bytes. */
-bool uring_splice_flush(struct worker *w, struct uring *u, struct conn *c)
+bool uring_splice_flush(struct runtime *w, struct uring *u, struct conn *c)
 {
     struct xfer *x = u->xfers ? &u->xfers[c->slot] : NULL;
     struct pipepool_slot *ph = x ? ps(u, c) : NULL;
@@ -430,7 +430,7 @@ void uring_splice_result(struct uring *u, struct conn *c, enum op op, int res)
     }
 }
 
-void uring_splice_continue(struct worker *w, struct uring *u, struct conn *c)
+void uring_splice_continue(struct runtime *w, struct uring *u, struct conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
     if (x->flags & (X_IN | X_OUT))

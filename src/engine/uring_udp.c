@@ -12,7 +12,7 @@
 
 #include "engine/udp.h"
 #include "engine/uring_state.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -41,7 +41,7 @@ struct uring_udp {
     bool got;          /* datagrams delivered this turn: flush */
 };
 
-static void arm(struct worker *w, struct uring *u)
+static void arm(struct runtime *w, struct uring *u)
 {
     (void)w;
     struct io_uring_sqe *sqe = get_sqe(u);
@@ -51,7 +51,7 @@ static void arm(struct worker *w, struct uring *u)
     io_uring_sqe_set_data64(sqe, ud(OP_UDP_RECV, NULL));
 }
 
-int uring_udp_start(struct worker *w, struct uring *u)
+int uring_udp_start(struct runtime *w, struct uring *u)
 {
     struct uring_udp *x = calloc(1, sizeof(*x));
     if (!x)
@@ -74,7 +74,7 @@ int uring_udp_start(struct worker *w, struct uring *u)
     return 0;
 }
 
-void uring_udp_complete(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe)
+void uring_udp_complete(struct runtime *w, struct uring *u, const struct io_uring_cqe *cqe)
 {
     struct uring_udp *x = u->udp;
     if (cqe->res >= 0 && (cqe->flags & IORING_CQE_F_BUFFER)) {
@@ -104,7 +104,7 @@ void uring_udp_complete(struct worker *w, struct uring *u, const struct io_uring
         arm(w, u);
 }
 
-void uring_udp_flush(struct worker *w, struct uring *u)
+void uring_udp_flush(struct runtime *w, struct uring *u)
 {
     struct uring_udp *x = u->udp;
     if (x->returned) {
@@ -197,7 +197,7 @@ static int tx_send(void *ctx, const struct sockaddr *to, socklen_t tolen, const 
 
 static const struct udp_sender tx_sender = {tx_send};
 
-int uring_udp_tx_start(struct worker *w, struct uring *u)
+int uring_udp_tx_start(struct runtime *w, struct uring *u)
 {
     struct uring_udp_tx *tx = calloc(1, sizeof(*tx));
     if (!tx)
@@ -218,7 +218,7 @@ int uring_udp_tx_start(struct worker *w, struct uring *u)
     return 0;
 }
 
-void uring_udp_sent(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe,
+void uring_udp_sent(struct runtime *w, struct uring *u, const struct io_uring_cqe *cqe,
                     uint32_t slot)
 {
     struct uring_udp_tx *tx = u->udp_tx;
@@ -236,7 +236,7 @@ void uring_udp_sent(struct worker *w, struct uring *u, const struct io_uring_cqe
     }
 }
 
-void uring_udp_tx_stop(struct worker *w, struct uring *u)
+void uring_udp_tx_stop(struct runtime *w, struct uring *u)
 {
     struct uring_udp_tx *tx = u->udp_tx;
     if (!tx)

@@ -12,27 +12,27 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct worker;
+struct runtime;
 struct uring;
 struct io_uring_cqe;
 
 /* Registers the buffer ring and arms the receive: 0, or -errno (the caller polls instead). */
-int uring_udp_start(struct worker *w, struct uring *u);
+int uring_udp_start(struct runtime *w, struct uring *u);
 /* One completion of the receive (OP_UDP_RECV). */
-void uring_udp_complete(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe);
+void uring_udp_complete(struct runtime *w, struct uring *u, const struct io_uring_cqe *cqe);
 /* After a loop turn's completions: the port's flush, the buffers given back to the kernel. */
-void uring_udp_flush(struct worker *w, struct uring *u);
+void uring_udp_flush(struct runtime *w, struct uring *u);
 void uring_udp_stop(struct uring *u);
 
 /* Sends: the port's sender (udp.h), each udp_port_send copied into one of a pool of slots and
  * prepared as SENDMSG operations (one with UDP_SEGMENT, or one per datagram without GSO) that
  * the loop turn's one submission carries; MSG_DONTWAIT, so a full socket buffer drops them as
  * sendmsg would. The slot goes back when its last completes. 0, or -ENOMEM. */
-int uring_udp_tx_start(struct worker *w, struct uring *u);
+int uring_udp_tx_start(struct runtime *w, struct uring *u);
 /* One completion of a send (OP_UDP_SEND) of the slot the tag names. */
-void uring_udp_sent(struct worker *w, struct uring *u, const struct io_uring_cqe *cqe,
+void uring_udp_sent(struct runtime *w, struct uring *u, const struct io_uring_cqe *cqe,
                     uint32_t slot);
 /* After the ring is gone (nothing in flight): the port sends by itself again. */
-void uring_udp_tx_stop(struct worker *w, struct uring *u);
+void uring_udp_tx_stop(struct runtime *w, struct uring *u);
 
 #endif

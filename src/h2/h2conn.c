@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "conn.h"
 #include "core/logfmt.h"
 #include "core/policy.h"
@@ -33,7 +33,7 @@
 
 struct h2conn {
     struct h2_session *s;
-    struct worker *w;
+    struct runtime *w;
     struct conn *c;
     bool sending;  /* a plan from h2_output is with conn_send */
     bool progress; /* a send completed or a request arrived since the timer was armed */
@@ -46,7 +46,7 @@ struct h2conn {
     int32_t deferred[H2_DEFERRED]; /* parked streams, whose request h2_hold keeps (SERVE_PENDING) */
 };
 
-static int64_t now_ms(const struct worker *w)
+static int64_t now_ms(const struct runtime *w)
 {
     return w->now * 1000;
 }
@@ -68,7 +68,7 @@ static void park(struct h2conn *h, int32_t id)
  * ETag, Accept-Ranges, Content-Type; and Content-Length for a file sent whole as it is), made
  * by its first HTTP/2 response and kept with it, so that later responses on any connection do
  * not encode them again. h2 sends them so only where r's field lines hold them verbatim. */
-static const struct hpack_pre *pre_of(struct worker *w, const struct response *r)
+static const struct hpack_pre *pre_of(struct runtime *w, const struct response *r)
 {
     struct fentry *e = r->hold[1] ? r->hold[1] : r->hold[0];
     if (!e || e->err || e->rep_len >= sizeof(e->rep_headers))
@@ -88,7 +88,7 @@ static const struct hpack_pre *pre_of(struct worker *w, const struct response *r
 static void on_request(void *user, int32_t id, const struct http_request *req, int status)
 {
     struct h2conn *h = user;
-    struct worker *w = h->w;
+    struct runtime *w = h->w;
     struct conn *c = h->c;
     struct response *r = serve_response_get(w);
     if (!r) {
@@ -150,7 +150,7 @@ static void on_buf_put(void *user, void *buf)
 static const struct h2_hooks hooks = {on_request, on_done, on_buf_get, on_buf_put};
 
 /* Sends what the session has, closes when it is finished, and keeps the timer right. */
-static void after(struct worker *w, struct conn *c, struct h2conn *h)
+static void after(struct runtime *w, struct conn *c, struct h2conn *h)
 {
     if (!h->sending) {
         struct plan *p = h2_output(h->s);
@@ -187,7 +187,7 @@ static void after(struct worker *w, struct conn *c, struct h2conn *h)
     h->progress = false;
 }
 
-static int h2c_open(struct worker *w, struct conn *c)
+static int h2c_open(struct runtime *w, struct conn *c)
 {
     struct h2conn *h = calloc(1, sizeof(*h));
     if (!h)
@@ -204,7 +204,7 @@ static int h2c_open(struct worker *w, struct conn *c)
     return 0;
 }
 
-static void h2c_input(struct worker *w, struct conn *c, const char *data, ssize_t n)
+static void h2c_input(struct runtime *w, struct conn *c, const char *data, ssize_t n)
 {
     struct h2conn *h = c->pstate;
     if (n < 0)
@@ -218,7 +218,7 @@ static void h2c_input(struct worker *w, struct conn *c, const char *data, ssize_
     after(w, c, h);
 }
 
-static void h2c_sent(struct worker *w, struct conn *c, int err)
+static void h2c_sent(struct runtime *w, struct conn *c, int err)
 {
     struct h2conn *h = c->pstate;
     h->sending = false;
@@ -233,7 +233,7 @@ static void h2c_sent(struct worker *w, struct conn *c, int err)
 
 /* Ends the session with GOAWAY (a graceful one when idle or draining, a stall's otherwise) and
  * gives the client H2_BYE_S to go. */
-static void bye(struct worker *w, struct conn *c, struct h2conn *h, bool stalled)
+static void bye(struct runtime *w, struct conn *c, struct h2conn *h, bool stalled)
 {
     if (stalled)
         h2_check(h->s, INT64_MAX / 2);
@@ -246,7 +246,7 @@ static void bye(struct worker *w, struct conn *c, struct h2conn *h, bool stalled
     conn_arm(w, c, conn_linger_s(w, H2_BYE_S));
 }
 
-static void h2c_timeout(struct worker *w, struct conn *c)
+static void h2c_timeout(struct runtime *w, struct conn *c)
 {
     struct h2conn *h = c->pstate;
     if (h->bye || h->closing || h->reclaim) {
@@ -262,7 +262,7 @@ static void h2c_timeout(struct worker *w, struct conn *c)
     bye(w, c, h, h->busy);
 }
 
-static void h2c_drain(struct worker *w, struct conn *c)
+static void h2c_drain(struct runtime *w, struct conn *c)
 {
     struct h2conn *h = c->pstate;
     /* Streams in flight finish (the worker's drain deadline bounds them); new ones are refused. */
@@ -274,7 +274,7 @@ static void h2c_drain(struct worker *w, struct conn *c)
 
 /* Checks off the loop ended: each waiting stream's request is parsed and answered again (or
  * put aside again while its own check is still running); h2_free releases what a close leaves. */
-static void h2c_resume(struct worker *w, struct conn *c)
+static void h2c_resume(struct runtime *w, struct conn *c)
 {
     struct h2conn *h = c->pstate;
     int32_t waiting[H2_DEFERRED];
@@ -290,7 +290,7 @@ static void h2c_resume(struct worker *w, struct conn *c)
 /* --max-conns needs this idle connection's slot: GOAWAY (NO_ERROR, naming the last stream
  * taken, so the client knows nothing was lost) and close as soon as it is on the wire, as
  * nginx's idle handler does; no lingering, a new client waits for the slot. */
-static void h2c_reclaim(struct worker *w, struct conn *c)
+static void h2c_reclaim(struct runtime *w, struct conn *c)
 {
     struct h2conn *h = c->pstate;
     h->reclaim = true;
@@ -309,7 +309,7 @@ static void h2c_reclaim(struct worker *w, struct conn *c)
         conn_arm(w, c, H2_BYE_S); /* a client that does not read: the timer closes it */
 }
 
-static void h2c_release(struct worker *w, struct conn *c)
+static void h2c_release(struct runtime *w, struct conn *c)
 {
     struct h2conn *h = c->pstate;
     (void)w;

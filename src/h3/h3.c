@@ -28,7 +28,7 @@
 #include "quic/quic.h"
 #include "rt/obs.h"
 #include "rt/offload.h"
-#include "rt/worker.h"
+#include "rt/runtime.h"
 #include "serve.h"
 
 #define H3_CHUNK (32u << 10)
@@ -82,7 +82,7 @@ struct h3stream {
 };
 
 struct h3conn {
-    struct worker *w;
+    struct runtime *w;
     struct quic_conn *qc;
     nghttp3_conn *h3;
     struct h3stream *streams;
@@ -356,7 +356,7 @@ static bool misdirected(struct h3conn *hc, const struct http_request *req)
  * Basic credentials are verified off the loop (0); a failed submission is negative. */
 static int answer(struct h3conn *hc, struct h3stream *st)
 {
-    struct worker *w = hc->w;
+    struct runtime *w = hc->w;
     struct http_request *req = &w->req;
     int status = h3req_parse(&st->q, req);
 
@@ -431,7 +431,7 @@ static const nghttp3_callbacks callbacks = {
 /* The quic_app table. */
 static void *app_open(void *ctx, struct quic_conn *qc)
 {
-    struct worker *w = ctx;
+    struct runtime *w = ctx;
     if (!w->h3) {
         if (!(w->h3 = calloc(1, sizeof(*w->h3))))
             return NULL;
@@ -562,14 +562,14 @@ static void app_drain(void *a)
     nghttp3_conn_shutdown(hc->h3); /* GOAWAY: streams opened so far are answered */
 }
 
-static void h3_resume(struct worker *w, uint32_t gen)
+static void h3_resume(struct runtime *w, uint32_t gen)
 {
     for (struct h3conn *hc = w->h3 ? w->h3->conns : NULL; hc; hc = hc->next)
         if (hc->token == gen && hc->nparked)
             quic_wake_in(hc->qc, 0); /* app_woken, then the connection writes */
 }
 
-static void h3_collect(struct worker *w)
+static void h3_collect(struct runtime *w)
 {
     struct h3worker *hw = w->h3;
     if (!hw || !hw->readers_on || !hw->readers.count)
@@ -600,7 +600,7 @@ static void h3_collect(struct worker *w)
     }
 }
 
-static void h3_worker_free(struct worker *w)
+static void h3_worker_free(struct runtime *w)
 {
     struct h3worker *hw = w->h3;
     if (!hw)

@@ -14,7 +14,7 @@
 struct quic_app;
 struct worker_h3_ops;
 
-/* The application table for quic_ep_new; its ctx is the struct worker. */
+/* The application table for quic_ep_new; its ctx is the struct runtime. */
 extern const struct quic_app h3_app;
 
 /* The worker loop's table (w->h3ops, rt/runtime.h), installed with the endpoint:

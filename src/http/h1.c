@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/policy.h"
+#include "core/rules.h"
 #include "rt/errlog.h"
 #include "rt/runtime.h"
 #include "serve.h"
@@ -36,7 +37,7 @@
  * wheel ticks whole seconds: 1-2 s). */
 #define DRAIN_FIRST_REQUEST_S 2
 
-static void process(struct worker *w, struct conn *c);
+static void process(struct runtime *w, struct conn *c);
 
 /* Whether c was handed to another protocol (the HTTP/2 preface) during the call that is
  * returning: its HTTP/1 state is then only to be given back. */
@@ -47,7 +48,7 @@ static inline bool switched(const struct conn *c)
 
 /* w->heads: connections with a partial head buffered, oldest first (what --head-memory
  * evicts). */
-static void heads_unlink(struct worker *w, struct conn *c)
+static void heads_unlink(struct runtime *w, struct conn *c)
 {
     struct h1 *h = h1_of(c);
     if (!h->on_heads)
@@ -64,7 +65,7 @@ static void heads_unlink(struct worker *w, struct conn *c)
     h->on_heads = false;
 }
 
-static void heads_link(struct worker *w, struct conn *c)
+static void heads_link(struct runtime *w, struct conn *c)
 {
     struct h1 *h = h1_of(c);
     if (h->on_heads)
@@ -82,7 +83,7 @@ static void heads_link(struct worker *w, struct conn *c)
  * what --max-conns reclaims; conn keeps a closing connection off it) or the heads list (a
  * partial head buffered; a closing connection's input is released, which takes it off). Called
  * at the end of every entry point that can change the state. */
-static void update_lists(struct worker *w, struct conn *c)
+static void update_lists(struct runtime *w, struct conn *c)
 {
     struct h1 *h = h1_of(c);
     bool idle = h->state == H1_LINGERING;
@@ -101,7 +102,7 @@ static void update_lists(struct worker *w, struct conn *c)
 }
 
 /* Gives the input buffer's memory back (to the pool, or the heap for a grown one). */
-static void free_input(struct worker *w, struct h1 *h)
+static void free_input(struct runtime *w, struct h1 *h)
 {
     if (h->in)
         w->in_bytes -= h->in_cap;
@@ -114,7 +115,7 @@ static void free_input(struct worker *w, struct h1 *h)
     h->in_len = 0;
 }
 
-static void release_input(struct worker *w, struct conn *c)
+static void release_input(struct runtime *w, struct conn *c)
 {
     heads_unlink(w, c);
     free_input(w, h1_of(c));
@@ -122,13 +123,13 @@ static void release_input(struct worker *w, struct conn *c)
 
 /* Closes c; nothing reads its input once closing, so that memory goes back now, not when the
  * engine reports the close. */
-static void close_conn(struct worker *w, struct conn *c)
+static void close_conn(struct runtime *w, struct conn *c)
 {
     release_input(w, c);
     conn_close(w, c);
 }
 
-static void release_response(struct worker *w, struct conn *c)
+static void release_response(struct runtime *w, struct conn *c)
 {
     struct h1 *h = h1_of(c);
     if (!h->resp)
@@ -147,7 +148,7 @@ static bool wants_input(const struct h1 *h)
 /* A response serve noted (SERVE_NOTED, issue 28): --limit-rate paces it (conn_pace_response:
  * this response only). Out of line, and reached only through serve's result: a response
  * without issue 28's options pays nothing here. */
-__attribute__((cold, noinline)) static void noted(struct worker *w, struct conn *c,
+__attribute__((cold, noinline)) static void noted(struct runtime *w, struct conn *c,
                                                   const struct response *r)
 {
     if (r->note.rate)
@@ -155,7 +156,7 @@ __attribute__((cold, noinline)) static void noted(struct worker *w, struct conn 
 }
 
 /* Hands a finished response down to the transport and engine. */
-static void start_send(struct worker *w, struct conn *c, struct response *r)
+static void start_send(struct runtime *w, struct conn *c, struct response *r)
 {
     struct h1 *h = h1_of(c);
     h->resp = r;
@@ -172,7 +173,7 @@ static void start_send(struct worker *w, struct conn *c, struct response *r)
 
 /* Answers a request that cannot be parsed and closes afterwards; data[0..len) is what was read
  * of it, for the access log. */
-static void fail(struct worker *w, struct conn *c, int status, bool head, const char *data,
+static void fail(struct runtime *w, struct conn *c, int status, bool head, const char *data,
                  size_t len)
 {
     struct response *r = serve_response_get(w);
@@ -186,14 +187,14 @@ static void fail(struct worker *w, struct conn *c, int status, bool head, const 
     start_send(w, c, r);
 }
 
-/* Closes, unanswered, a first line that cannot be HTTP/1 on a cleartext port shared with h2c
- * (its peer would not read an HTTP/1 answer: h2spec 3.5/2), logging it with status 444 as nginx
- * logs a connection it closed without a response; data[0..len) is what was read of it. */
-static void refuse(struct worker *w, struct conn *c, const char *data, size_t len)
+/* Closes a connection without an answer (rules_h1_refused), logging it with `status`
+ * (RULES_UNANSWERED) as nginx logs a connection it closed without a response; data[0..len) is
+ * what was read of it. */
+static void refuse(struct runtime *w, struct conn *c, int status, const char *data, size_t len)
 {
     struct response *r = serve_response_get(w);
     if (r) {
-        r->plan = (struct plan){.status = 444};
+        r->plan = (struct plan){.status = (uint16_t)status};
         obs_parse_failed(w, &c->obs, data, len, &r->obs, &r->plan, r->note.quiet);
         obs_request_done(w, &c->obs, &r->obs, &r->plan, 0);
         serve_response_put(w, r);
@@ -204,7 +205,7 @@ static void refuse(struct worker *w, struct conn *c, const char *data, size_t le
 /* Parses and answers requests from data; returns how many bytes were used. Stops after
  * starting a send (the rest waits for the send's end), at a request serve says must wait (it
  * stays unparsed until h1_resume), or when the connection switched to HTTP/2 (all used). */
-static size_t consume(struct worker *w, struct conn *c, const char *data, size_t len)
+static size_t consume(struct runtime *w, struct conn *c, const char *data, size_t len)
 {
     struct h1 *h = h1_of(c);
     size_t used = 0;
@@ -241,13 +242,13 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
             break;
         }
         if (n == HTTP1_ERROR) {
-            if (!h->served && policy_close_unanswered(data + used, len - used, w->h2 != NULL,
-                                                      c->xport && c->xport->secure)) {
-                refuse(w, c, data + used, len - used);
-                return len;
-            }
-            fail(w, c, req->status, req->method == HTTP_HEAD && req->method_name.p, data + used,
-                 len - used);
+            int status = rules_h1_refused(req->status, !h->served, data + used, len - used,
+                                          w->h2 != NULL, c->xport && c->xport->secure);
+            if (status == RULES_UNANSWERED)
+                refuse(w, c, status, data + used, len - used);
+            else
+                fail(w, c, status, req->method == HTTP_HEAD && req->method_name.p, data + used,
+                     len - used);
             return len;
         }
         struct req_policy pol =
@@ -284,7 +285,7 @@ static size_t consume(struct worker *w, struct conn *c, const char *data, size_t
  * that have waited longest with a partial head (other than c); false when that is not enough.
  * Issue 10: 10 000 clients holding 16 KB partial heads grew a worker by ~200 MB; bounded, a
  * flood of slow heads costs the slowest of them their connection, not the worker its memory. */
-static bool input_room(struct worker *w, struct conn *c, size_t more)
+static bool input_room(struct runtime *w, struct conn *c, size_t more)
 {
     while (w->in_bytes + more > w->cfg->head_memory) {
         struct conn *old = w->heads.first == c ? h1_of(c)->head_next : w->heads.first;
@@ -300,7 +301,7 @@ static bool input_room(struct worker *w, struct conn *c, size_t more)
 }
 
 /* Appends bytes to the input buffer; false when they do not fit. */
-static bool buffer_input(struct worker *w, struct conn *c, const char *data, size_t len)
+static bool buffer_input(struct runtime *w, struct conn *c, const char *data, size_t len)
 {
     struct h1 *h = h1_of(c);
     if (len == 0)
@@ -334,7 +335,7 @@ static bool buffer_input(struct worker *w, struct conn *c, const char *data, siz
 }
 
 /* Answers what the input buffer holds, as far as the connection's state allows. */
-static void process(struct worker *w, struct conn *c)
+static void process(struct runtime *w, struct conn *c)
 {
     struct h1 *h = h1_of(c);
     if (h->state == H1_READING && h->in_len) {
@@ -358,7 +359,7 @@ static void process(struct worker *w, struct conn *c)
     conn_recv(w, c, wants_input(h));
 }
 
-static void received(struct worker *w, struct conn *c, const char *data, ssize_t n)
+static void received(struct runtime *w, struct conn *c, const char *data, ssize_t n)
 {
     struct h1 *h = h1_of(c);
     if (!conn_open(c))
@@ -394,8 +395,9 @@ static void received(struct worker *w, struct conn *c, const char *data, ssize_t
     if (!buffer_input(w, c, data, (size_t)n)) {
         /* Only a client pipelining far ahead of its responses gets here. */
         h->keep_alive = false;
-        if (h->state == H1_READING)
-            fail(w, c, 431, false, h->in_len ? h->in : data, h->in_len ? h->in_len : (size_t)n);
+        int status = rules_h1_overflow(h->state == H1_READING);
+        if (status)
+            fail(w, c, status, false, h->in_len ? h->in : data, h->in_len ? h->in_len : (size_t)n);
         else
             close_conn(w, c);
         return;
@@ -418,7 +420,7 @@ static void received(struct worker *w, struct conn *c, const char *data, ssize_t
  * with unread bytes sends a reset, which can reach the client before it has read the response
  * and destroy it. So the write side is shut first (the client sees the end of the response),
  * and what still arrives is read and dropped until the client closes or the linger runs out. */
-static void linger(struct worker *w, struct conn *c)
+static void linger(struct runtime *w, struct conn *c)
 {
     struct h1 *h = h1_of(c);
     release_input(w, c);
@@ -430,7 +432,7 @@ static void linger(struct worker *w, struct conn *c)
     conn_recv(w, c, true);
 }
 
-static void sent(struct worker *w, struct conn *c, int err)
+static void sent(struct runtime *w, struct conn *c, int err)
 {
     struct h1 *h = h1_of(c);
     if (h->state != H1_SENDING || !conn_open(c))
@@ -476,7 +478,7 @@ static bool between_requests(const struct conn *c, const struct h1 *h)
 /* A clean close of a connection between requests (its keep-alive timeout, a drain): a
  * transport ends its stream first (TLS: close_notify, RFC 8446 6.1, as nginx does) by the
  * lingering path; cleartext has nothing to end. */
-static void close_between_requests(struct worker *w, struct conn *c)
+static void close_between_requests(struct runtime *w, struct conn *c)
 {
     if (c->xport)
         linger(w, c);
@@ -484,7 +486,7 @@ static void close_between_requests(struct worker *w, struct conn *c)
         close_conn(w, c);
 }
 
-static void timeout(struct worker *w, struct conn *c)
+static void timeout(struct runtime *w, struct conn *c)
 {
     struct h1 *h = h1_of(c);
     if (h->state == H1_SENDING && h->resp) {
@@ -503,7 +505,7 @@ static void timeout(struct worker *w, struct conn *c)
         close_conn(w, c);
 }
 
-static void drain(struct worker *w, struct conn *c)
+static void drain(struct runtime *w, struct conn *c)
 {
     struct h1 *h = h1_of(c);
     /* Responses in flight are finished; an idle keep-alive connection or a request head still
@@ -525,7 +527,7 @@ static void drain(struct worker *w, struct conn *c)
 
 /* The protocol operations: each ends by putting c on the queue its new state calls for. */
 
-static int h1_open(struct worker *w, struct conn *c)
+static int h1_open(struct runtime *w, struct conn *c)
 {
     struct h1 *h = h1_of(c);
     *h = (struct h1){.state = H1_READING, .keep_alive = true};
@@ -535,34 +537,34 @@ static int h1_open(struct worker *w, struct conn *c)
     return 0;
 }
 
-static void h1_input(struct worker *w, struct conn *c, const char *data, ssize_t n)
+static void h1_input(struct runtime *w, struct conn *c, const char *data, ssize_t n)
 {
     received(w, c, data, n);
     if (!switched(c))
         update_lists(w, c);
 }
 
-static void h1_sent(struct worker *w, struct conn *c, int err)
+static void h1_sent(struct runtime *w, struct conn *c, int err)
 {
     sent(w, c, err);
     if (!switched(c))
         update_lists(w, c);
 }
 
-static void h1_timeout(struct worker *w, struct conn *c)
+static void h1_timeout(struct runtime *w, struct conn *c)
 {
     timeout(w, c);
     update_lists(w, c);
 }
 
-static void h1_drain(struct worker *w, struct conn *c)
+static void h1_drain(struct runtime *w, struct conn *c)
 {
     drain(w, c);
     update_lists(w, c);
 }
 
 /* A check off the loop ended: the request parked in the input is parsed and asked again. */
-static void h1_resume(struct worker *w, struct conn *c)
+static void h1_resume(struct runtime *w, struct conn *c)
 {
     if (h1_of(c)->state == H1_READING)
         process(w, c);
@@ -570,7 +572,7 @@ static void h1_resume(struct worker *w, struct conn *c)
         update_lists(w, c);
 }
 
-static void h1_release(struct worker *w, struct conn *c)
+static void h1_release(struct runtime *w, struct conn *c)
 {
     struct h1 *h = h1_of(c);
     if (h->resp) /* closed mid-response (timeout, drain deadline): logged with what was sent */

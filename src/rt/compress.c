@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/sha256.h"
 #include "rt/errlog.h"
 #include "rt/fcache.h"
@@ -318,7 +318,7 @@ struct compressor *compress_new(void)
     return c;
 }
 
-void compress_free(struct worker *w, struct compressor *c)
+void compress_free(struct runtime *w, struct compressor *c)
 {
     if (!c)
         return;
@@ -333,7 +333,7 @@ void compress_free(struct worker *w, struct compressor *c)
 }
 
 /* Keeps the result if it saves at least 5% (and for dcz, if the dictionary was found). */
-static void finish(struct worker *w, struct cjob *j)
+static void finish(struct runtime *w, struct cjob *j)
 {
     char tag[FCACHE_TAG_MAX];
     size_t tag_len = compress_tag(tag, sizeof(tag), j->coding, j->dict_hash);
@@ -367,7 +367,7 @@ static void finish(struct worker *w, struct cjob *j)
                              j->coding == COMPRESS_DCZ ? suffix : name);
 }
 
-void compress_collect(struct worker *w)
+void compress_collect(struct runtime *w)
 {
     struct compressor *c = w->compress;
     if (!c || !c->q.count)
@@ -382,7 +382,7 @@ void compress_collect(struct worker *w)
     }
 }
 
-int compress_request(struct worker *w, struct fentry *base, int coding,
+int compress_request(struct runtime *w, struct fentry *base, int coding,
                      const unsigned char *dict_hash, const char *pattern, size_t max_dict)
 {
     struct compressor *c = w->compress;

@@ -20,7 +20,7 @@
 
 #include "core/accept.h"
 
-struct worker;
+struct runtime;
 struct fentry;
 
 /* The codings made here: the three of enum accept_coding, then the dictionary one. */
@@ -34,7 +34,7 @@ struct compressor;
 
 struct compressor *compress_new(void);
 /* Stops and joins the thread; drops the references the unfinished jobs hold. */
-void compress_free(struct worker *w, struct compressor *c);
+void compress_free(struct runtime *w, struct compressor *c);
 
 /*
  * Asks for the variant `coding` of base (for COMPRESS_DCZ: against the dictionary whose
@@ -45,11 +45,11 @@ void compress_free(struct worker *w, struct compressor *c);
  * queue is full, or another -errno. Never blocks and never compresses more than the cost model
  * allows on the loop.
  */
-int compress_request(struct worker *w, struct fentry *base, int coding,
+int compress_request(struct runtime *w, struct fentry *base, int coding,
                      const unsigned char *dict_hash, const char *pattern, size_t max_dict);
 
 /* Moves finished jobs' variants into the worker's cache; called by worker_tick. */
-void compress_collect(struct worker *w);
+void compress_collect(struct runtime *w);
 
 /* The level used for a body of `size` bytes (chosen by measurement, see compress.c). */
 int compress_level(int coding, uint64_t size);

@@ -8,7 +8,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/accept.h"
 #include "core/logfmt.h"
 #include "core/peer.h"
@@ -58,7 +58,7 @@ static int configure(struct guard *g, const struct config *cfg, size_t max_conns
     return 0;
 }
 
-int guard_configure(struct worker *w, const struct config *cfg)
+int guard_configure(struct runtime *w, const struct config *cfg)
 {
     if (!w->guard && !config_limits_clients(cfg))
         return 0;
@@ -83,7 +83,7 @@ struct guard *guard_shared_new(void)
     return g;
 }
 
-int guard_share(struct worker *w, struct guard *shared)
+int guard_share(struct runtime *w, struct guard *shared)
 {
     guard_free(w->guard); /* made for w alone at its start: no connection counted in it yet */
     w->guard = shared;
@@ -118,7 +118,7 @@ static struct limit_key peer_key(const struct peer *p)
     return limit_key_of(p->family, p->addr);
 }
 
-static bool trusted_proxy(const struct worker *w, const struct peer *p)
+static bool trusted_proxy(const struct runtime *w, const struct peer *p)
 {
     for (int i = 0; p->known && i < w->cfg->num_real_ip; i++)
         if (cidr_match(&w->cfg->real_ip_from[i], p->family, p->addr))
@@ -129,7 +129,7 @@ static bool trusted_proxy(const struct worker *w, const struct peer *p)
 /* One more connection (or proxied request) of client key: 0 (*at: where it is counted),
  * -EBUSY past --limit-conn (counted and logged, who naming the client), -ENOENT without the
  * limit, -ENOSPC a full set. */
-static int acquire(struct worker *w, struct limit_key key, const char *who, uint32_t *at)
+static int acquire(struct runtime *w, struct limit_key key, const char *who, uint32_t *at)
 {
     struct guard *g = w->guard;
     lock(g);
@@ -146,7 +146,7 @@ static int acquire(struct worker *w, struct limit_key key, const char *who, uint
     return rc;
 }
 
-bool guard_accept(struct worker *w, const struct peer *p, bool *counted)
+bool guard_accept(struct runtime *w, const struct peer *p, bool *counted)
 {
     struct guard *g = w->guard;
     *counted = false;
@@ -164,7 +164,7 @@ bool guard_accept(struct worker *w, const struct peer *p, bool *counted)
     return true;
 }
 
-void guard_closed(struct worker *w, const struct peer *p)
+void guard_closed(struct runtime *w, const struct peer *p)
 {
     struct guard *g = w->guard;
     lock(g);
@@ -172,7 +172,7 @@ void guard_closed(struct worker *w, const struct peer *p)
     unlock(g);
 }
 
-int guard_proxied(struct worker *w, const struct peer *p, const struct http_request *req,
+int guard_proxied(struct runtime *w, const struct peer *p, const struct http_request *req,
                   uint32_t *ticket)
 {
     if (!w->guard || !trusted_proxy(w, p))
@@ -185,7 +185,7 @@ int guard_proxied(struct worker *w, const struct peer *p, const struct http_requ
     return rc == 0;
 }
 
-void guard_request_done(struct worker *w, uint32_t ticket)
+void guard_request_done(struct runtime *w, uint32_t ticket)
 {
     struct guard *g = w->guard;
     lock(g);
@@ -193,7 +193,7 @@ void guard_request_done(struct worker *w, uint32_t ticket)
     unlock(g);
 }
 
-struct limit_key guard_client(const struct worker *w, const struct peer *p,
+struct limit_key guard_client(const struct runtime *w, const struct peer *p,
                               const struct http_request *req)
 {
     if (!p->known)
@@ -215,7 +215,7 @@ static uint64_t now_ms(void)
 }
 
 /* One bucket: 0, or the Retry-After of a refusal. */
-static uint32_t take(struct worker *w, uint32_t rule, struct limit_key client,
+static uint32_t take(struct runtime *w, uint32_t rule, struct limit_key client,
                      const struct limit_rate *r, uint64_t now)
 {
     bool evicted;
@@ -227,7 +227,7 @@ static uint32_t take(struct worker *w, uint32_t rule, struct limit_key client,
     return d.verdict == LIMIT_REJECT ? d.retry_after : 0;
 }
 
-uint32_t guard_request(struct worker *w, const struct config *cfg, uint32_t site_id,
+uint32_t guard_request(struct runtime *w, const struct config *cfg, uint32_t site_id,
                        struct limit_key client, const char *path, size_t len)
 {
     struct guard *g = w->guard;

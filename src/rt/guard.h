@@ -21,7 +21,7 @@
 #include "core/http1.h"
 #include "core/limits.h"
 
-struct worker;
+struct runtime;
 struct config;
 struct peer;
 
@@ -47,7 +47,7 @@ static inline bool guard_on(const struct guard *g)
  * memory. guard_share gives it to worker w (before w runs; a guard w made itself goes) and
  * configures it for w's configuration. */
 struct guard *guard_shared_new(void);
-int guard_share(struct worker *w, struct guard *shared);
+int guard_share(struct runtime *w, struct guard *shared);
 void guard_shared_free(struct guard *g);
 
 /* The worker's guard for the configuration cfg comes into force (the start's, or a reload's
@@ -55,17 +55,17 @@ void guard_shared_free(struct guard *g);
  * add a limit to a process started without one), its --limit-conn table made at the first
  * configuration that sets one, and the limit taken from cfg. A guard, once made, stays (NULL
  * while nothing ever limited). 0 or -ENOMEM (the previous state kept). */
-int guard_configure(struct worker *w, const struct config *cfg);
+int guard_configure(struct runtime *w, const struct config *cfg);
 void guard_free(struct guard *g);
 
 /* A connection from client p (conn_peer: the engine looked it up at the accept, w->want_peer)
  * was accepted: false when its client already has --limit-conn connections open (the caller
  * closes it at once; counted and logged here). *counted says whether it was counted, so that
  * its close calls guard_closed. */
-bool guard_accept(struct worker *w, const struct peer *p, bool *counted);
+bool guard_accept(struct runtime *w, const struct peer *p, bool *counted);
 
 /* A connection of client p that guard_accept counted is closed: one fewer for its client. */
-void guard_closed(struct worker *w, const struct peer *p);
+void guard_closed(struct runtime *w, const struct peer *p);
 
 /* --limit-conn behind --real-ip-from (nginx's limit_conn with realip): a request from a
  * trusted proxy (peer p; its connections are not counted at accept) is counted for its
@@ -73,19 +73,19 @@ void guard_closed(struct worker *w, const struct peer *p);
  * for guard_request_done when its response is released, -EBUSY when the client has
  * --limit-conn requests in flight already (the 503; counted and logged here), 0 when p is not
  * a trusted proxy, no limit is in force, or the table is full. */
-int guard_proxied(struct worker *w, const struct peer *p, const struct http_request *req,
+int guard_proxied(struct runtime *w, const struct peer *p, const struct http_request *req,
                   uint32_t *ticket);
-void guard_request_done(struct worker *w, uint32_t ticket);
+void guard_request_done(struct runtime *w, uint32_t ticket);
 
 /* The client a request from peer p is counted for: the peer's key, or behind a --real-ip-from
  * proxy the forwarded address's (the access log's walk, core/logfmt.h). */
-struct limit_key guard_client(const struct worker *w, const struct peer *p,
+struct limit_key guard_client(const struct runtime *w, const struct peer *p,
                               const struct http_request *req);
 
 /* --limit-req and the first matching --limit-req-for of the site with options cfg and index
  * site_id, for one request for path: 0 to answer it, else the Retry-After (seconds) of the 429
  * to answer instead (counted here). */
-uint32_t guard_request(struct worker *w, const struct config *cfg, uint32_t site_id,
+uint32_t guard_request(struct runtime *w, const struct config *cfg, uint32_t site_id,
                        struct limit_key client, const char *path, size_t len);
 
 #endif

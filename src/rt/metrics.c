@@ -18,18 +18,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/http1.h"
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
 #include "rt/stats.h"
-#include "rt/runtime.h"
+#include "rt/worker.h"
 
 struct metrics {
     int fd;
     int stop_fd; /* eventfd: written by metrics_stop */
     pthread_t thread;
-    struct worker *workers;
+    struct worker *const *workers;
     int nworkers;
     const char *engine;
     struct accesslog *al;
@@ -61,11 +61,11 @@ static void head(FILE *f, const char *name, const char *type, const char *help)
 
 /* One series per worker: name{worker="i"} value. */
 static void per_worker(FILE *f, const char *name, const char *type, const char *help,
-                       struct worker *ws, int n, size_t offset)
+                       struct worker *const *ws, int n, size_t offset)
 {
     head(f, name, type, help);
     for (int i = 0; i < n; i++) {
-        const stat_t *c = (const stat_t *)((const char *)&ws[i].stats + offset);
+        const stat_t *c = (const stat_t *)((const char *)&worker_runtime(ws[i])->stats + offset);
         fprintf(f, "%s{worker=\"%d\"} %llu\n", name, i, (unsigned long long)stat_get(c));
     }
 }
@@ -73,7 +73,7 @@ static void per_worker(FILE *f, const char *name, const char *type, const char *
 #define PER_WORKER(f, name, type, help, ws, n, field)                                              \
     per_worker(f, name, type, help, ws, n, offsetof(struct stats, field))
 
-static void compression(FILE *f, struct worker *ws, int n)
+static void compression(FILE *f, struct worker *const *ws, int n)
 {
     PER_WORKER(f, "ringhttpd_compress_variants_made_total", "counter",
                "Compressed variants made (kept or not).", ws, n, compress_made);
@@ -93,18 +93,18 @@ static void compression(FILE *f, struct worker *ws, int n)
     head(f, "ringhttpd_compress_cpu_seconds_total", "counter", "CPU time spent compressing.");
     for (int i = 0; i < n; i++)
         fprintf(f, "ringhttpd_compress_cpu_seconds_total{worker=\"%d\"} %.6f\n", i,
-                (double)stat_get(&ws[i].stats.compress_ns) / 1e9);
+                (double)stat_get(&worker_runtime(ws[i])->stats.compress_ns) / 1e9);
     PER_WORKER(f, "ringhttpd_compress_cache_bytes", "gauge",
                "Bytes of compressed variants the file cache holds.", ws, n, compress_cache_bytes);
 }
 
-static void requests(FILE *f, struct worker *ws, int n)
+static void requests(FILE *f, struct worker *const *ws, int n)
 {
     head(f, "ringhttpd_requests_total", "counter", "Requests answered, by status code and method.");
     for (int i = 0; i < n; i++)
         for (int s = 0; s < STATS_STATUSES; s++)
             for (int m = 0; m < STATS_METHODS; m++) {
-                uint64_t v = stat_get(&ws[i].stats.requests[s][m]);
+                uint64_t v = stat_get(&worker_runtime(ws[i])->stats.requests[s][m]);
                 if (v)
                     fprintf(f,
                             "ringhttpd_requests_total{worker=\"%d\",code=\"%d\",method=\"%s\"} "
@@ -113,7 +113,7 @@ static void requests(FILE *f, struct worker *ws, int n)
             }
 }
 
-static void durations(FILE *f, struct worker *ws, int n)
+static void durations(FILE *f, struct worker *const *ws, int n)
 {
     const char *name = "ringhttpd_request_duration_seconds";
     head(f, name, "histogram",
@@ -121,7 +121,7 @@ static void durations(FILE *f, struct worker *ws, int n)
     for (int i = 0; i < n; i++) {
         uint64_t cum = 0;
         for (int b = 0; b <= STATS_BUCKETS; b++) {
-            cum += stat_get(&ws[i].stats.duration_bucket[b]);
+            cum += stat_get(&worker_runtime(ws[i])->stats.duration_bucket[b]);
             if (b < STATS_BUCKETS)
                 fprintf(f, "%s_bucket{worker=\"%d\",le=\"%g\"} %llu\n", name, i,
                         (double)stats_bucket_us[b] / 1e6, (unsigned long long)cum);
@@ -130,25 +130,26 @@ static void durations(FILE *f, struct worker *ws, int n)
                         (unsigned long long)cum);
         }
         fprintf(f, "%s_sum{worker=\"%d\"} %.6f\n", name, i,
-                (double)stat_get(&ws[i].stats.duration_us_sum) / 1e6);
+                (double)stat_get(&worker_runtime(ws[i])->stats.duration_us_sum) / 1e6);
         fprintf(f, "%s_count{worker=\"%d\"} %llu\n", name, i, (unsigned long long)cum);
     }
 }
 
-static void connections(FILE *f, struct worker *ws, int n)
+static void connections(FILE *f, struct worker *const *ws, int n)
 {
     head(f, "ringhttpd_connections_closed_total", "counter", "Connections closed, by reason.");
     for (int i = 0; i < n; i++)
         for (int r = 0; r < CLOSE_REASONS; r++)
             fprintf(f, "ringhttpd_connections_closed_total{worker=\"%d\",reason=\"%s\"} %llu\n", i,
-                    reason_names[r], (unsigned long long)stat_get(&ws[i].stats.closed[r]));
+                    reason_names[r],
+                    (unsigned long long)stat_get(&worker_runtime(ws[i])->stats.closed[r]));
     head(f, "ringhttpd_connections_open", "gauge", "Connections open now.");
     for (int i = 0; i < n; i++) {
         uint64_t closed = 0;
         for (int r = 0; r < CLOSE_REASONS; r++)
-            closed += stat_get(&ws[i].stats.closed[r]);
+            closed += stat_get(&worker_runtime(ws[i])->stats.closed[r]);
         /* Read after the closes, so never below them. */
-        uint64_t accepted = stat_get(&ws[i].stats.accepted);
+        uint64_t accepted = stat_get(&worker_runtime(ws[i])->stats.accepted);
         fprintf(f, "ringhttpd_connections_open{worker=\"%d\"} %llu\n", i,
                 (unsigned long long)(accepted - closed));
     }
@@ -156,18 +157,18 @@ static void connections(FILE *f, struct worker *ws, int n)
                accepted);
 }
 
-static void gauge_diff(FILE *f, struct worker *ws, int n)
+static void gauge_diff(FILE *f, struct worker *const *ws, int n)
 {
     head(f, "ringhttpd_pipe_waiting", "gauge", "Large-file sends waiting for a splice pipe now.");
     for (int i = 0; i < n; i++) {
-        uint64_t done = stat_get(&ws[i].stats.pipe_waits_done);
-        uint64_t all = stat_get(&ws[i].stats.pipe_waits);
+        uint64_t done = stat_get(&worker_runtime(ws[i])->stats.pipe_waits_done);
+        uint64_t all = stat_get(&worker_runtime(ws[i])->stats.pipe_waits);
         fprintf(f, "ringhttpd_pipe_waiting{worker=\"%d\"} %llu\n", i,
                 (unsigned long long)(all - done));
     }
 }
 
-char *metrics_render(struct worker *ws, int n, const char *engine, struct accesslog *al,
+char *metrics_render(struct worker *const *ws, int n, const char *engine, struct accesslog *al,
                      double start_time, size_t *len)
 {
     char *text = NULL;
@@ -181,7 +182,7 @@ char *metrics_render(struct worker *ws, int n, const char *engine, struct access
     fprintf(f, "process_start_time_seconds %.3f\n", start_time);
     head(f, "ringhttpd_engine_info", "gauge", "The event engine in use and its features found.");
     fprintf(f, "ringhttpd_engine_info{engine=\"%s\",features=\"%s\"} 1\n", engine,
-            n > 0 ? ws[0].features : "");
+            n > 0 ? worker_runtime(ws[0])->features : "");
     head(f, "ringhttpd_workers", "gauge", "Worker threads.");
     fprintf(f, "ringhttpd_workers %d\n", n);
     requests(f, ws, n);
@@ -592,7 +593,7 @@ static int listen_on(const char *host, uint16_t port, char *shown, size_t shown_
     return fd;
 }
 
-int metrics_start(struct metrics **out, const struct config *cfg, struct worker *workers,
+int metrics_start(struct metrics **out, const struct config *cfg, struct worker *const *workers,
                   int nworkers, const char *engine, struct accesslog *al)
 {
     char shown[INET6_ADDRSTRLEN + 16];

@@ -19,7 +19,7 @@ struct metrics;
 
 /* Opens cfg->metrics_bind:metrics_port, prints "ringhttpd: metrics on http://ADDR:PORT/metrics"
  * on stderr and starts the thread. 0 or -errno (after printing why). */
-int metrics_start(struct metrics **out, const struct config *cfg, struct worker *workers,
+int metrics_start(struct metrics **out, const struct config *cfg, struct worker *const *workers,
                   int nworkers, const char *engine, struct accesslog *al);
 
 void metrics_stop(struct metrics *m);
@@ -33,7 +33,7 @@ struct metrics_source {
 void metrics_add(struct metrics *m, const struct metrics_source *src, void *arg);
 
 /* Writes the exposition text of the workers' counters to a malloc'd string (*len bytes). */
-char *metrics_render(struct worker *workers, int nworkers, const char *engine, struct accesslog *al,
-                     double start_time, size_t *len);
+char *metrics_render(struct worker *const *workers, int nworkers, const char *engine,
+                     struct accesslog *al, double start_time, size_t *len);
 
 #endif

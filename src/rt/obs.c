@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
 #include "rt/probes.h"
@@ -19,13 +19,13 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-void obs_conn_accepted(struct worker *w, struct obs_conn *o, int fd)
+void obs_conn_accepted(struct runtime *w, struct obs_conn *o, int fd)
 {
     stat_add(&w->stats.accepted, 1);
     PROBE(conn_accepted, w->id, o->slot, fd);
 }
 
-void obs_conn_closed(struct worker *w, struct obs_conn *o)
+void obs_conn_closed(struct runtime *w, struct obs_conn *o)
 {
     unsigned reason = o->end;
     if (reason == CLOSE_DONE && w->draining)
@@ -44,7 +44,7 @@ static bool has_file(const struct plan *p)
 
 /* Marks the start of a request answered with plan p; returns whether its line is to be
  * captured. */
-static inline bool start(struct worker *w, struct obs_conn *o, struct obs_req *q,
+static inline bool start(struct runtime *w, struct obs_conn *o, struct obs_req *q,
                          const struct plan *p, bool quiet, uint8_t method)
 {
     q->start_ns = mono_ns();
@@ -55,7 +55,7 @@ static inline bool start(struct worker *w, struct obs_conn *o, struct obs_req *q
     return q->captured;
 }
 
-void obs_request(struct worker *w, struct obs_conn *o, const struct http_request *req,
+void obs_request(struct runtime *w, struct obs_conn *o, const struct http_request *req,
                  struct obs_req *q, const struct plan *plan, bool quiet)
 {
     if (start(w, o, q, plan, quiet, (uint8_t)req->method)) {
@@ -76,7 +76,7 @@ void obs_request(struct worker *w, struct obs_conn *o, const struct http_request
         PROBE(file_send_start, w->id, o->slot, plan->bytes);
 }
 
-void obs_parse_failed(struct worker *w, struct obs_conn *o, const char *data, size_t len,
+void obs_parse_failed(struct runtime *w, struct obs_conn *o, const char *data, size_t len,
                       struct obs_req *q, const struct plan *plan, bool quiet)
 {
     if (start(w, o, q, plan, quiet, HTTP_OTHER))
@@ -92,8 +92,8 @@ static uint64_t bytes_sent(const struct plan *p)
     return p->bytes - left;
 }
 
-void obs_request_done(struct worker *w, struct obs_conn *o, struct obs_req *q, const struct plan *p,
-                      int err)
+void obs_request_done(struct runtime *w, struct obs_conn *o, struct obs_req *q,
+                      const struct plan *p, int err)
 {
     struct stats *st = &w->stats;
     uint64_t sent = bytes_sent(p);
@@ -135,13 +135,13 @@ void obs_request_done(struct worker *w, struct obs_conn *o, struct obs_req *q, c
                      logfmt_line(w->cfg->log_format, &q->cap, &end, &w->logbuf.clock, line));
 }
 
-void obs_tick(struct worker *w, bool force)
+void obs_tick(struct runtime *w, bool force)
 {
     if (w->alog)
         accesslog_tick(w->alog, &w->logbuf, &w->stats, w->now, force);
 }
 
-void obs_loop_turn(struct worker *w, unsigned enters, unsigned completions)
+void obs_loop_turn(struct runtime *w, unsigned enters, unsigned completions)
 {
     stat_add(&w->stats.enters, enters);
     stat_add(&w->stats.completions, completions);

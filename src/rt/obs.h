@@ -15,7 +15,7 @@
 #include "core/logfmt.h"
 #include "core/peer.h"
 
-struct worker;
+struct runtime;
 struct plan;
 
 /* What the end of a request needs from its start. */
@@ -36,27 +36,27 @@ struct obs_conn {
     struct peer peer;  /* the client's address: set once at the accept, read via conn_peer */
 };
 
-void obs_conn_accepted(struct worker *w, struct obs_conn *o, int fd);
-void obs_conn_closed(struct worker *w, struct obs_conn *o);
+void obs_conn_accepted(struct runtime *w, struct obs_conn *o, int fd);
+void obs_conn_closed(struct runtime *w, struct obs_conn *o);
 
 /* A request parsed and answered with plan (built; quiet: not to be logged), its milestones
  * kept in q (the response's); req is valid only during the call. */
-void obs_request(struct worker *w, struct obs_conn *o, const struct http_request *req,
+void obs_request(struct runtime *w, struct obs_conn *o, const struct http_request *req,
                  struct obs_req *q, const struct plan *plan, bool quiet);
 
 /* A request that did not parse was answered with plan; data[0..len) holds what was read. */
-void obs_parse_failed(struct worker *w, struct obs_conn *o, const char *data, size_t len,
+void obs_parse_failed(struct runtime *w, struct obs_conn *o, const char *data, size_t len,
                       struct obs_req *q, const struct plan *plan, bool quiet);
 
 /* The send of the response q and p belong to finished (err 0) or failed (-errno): counts it,
  * logs its line, fires the probe. */
-void obs_request_done(struct worker *w, struct obs_conn *o, struct obs_req *q, const struct plan *p,
-                      int err);
+void obs_request_done(struct runtime *w, struct obs_conn *o, struct obs_req *q,
+                      const struct plan *p, int err);
 
 /* Once per loop turn; force on the worker's way out. */
-void obs_tick(struct worker *w, bool force);
+void obs_tick(struct runtime *w, bool force);
 
 /* A worker's engine finished a loop turn: `enters` kernel entries, `completions` handled. */
-void obs_loop_turn(struct worker *w, unsigned enters, unsigned completions);
+void obs_loop_turn(struct runtime *w, unsigned enters, unsigned completions);
 
 #endif

@@ -1,17 +1,19 @@
-/* runtime: one worker thread's share-nothing world as every layer on it reads it: its
- * listeners, engine, connection slots and queues, file cache, timer wheel, buffer pools, clock
- * and date, counters, and the site it serves from. Header only: the layers below the worker
- * (conn, the protocols, serve, site, obs, the engines) read and write it; only rt/worker.h's
- * functions (the composition root) set it up, tick it and tear it down.
- * Must not: be touched by another thread, except w->stop and w->done (atomics), w->wake_fd
- * (written by the main thread to stop it or publish a site, and by its compressor thread when
- * a variant is ready) and the shared site slot (under its lock); include any module above it.
- * Ownership: server creates and joins workers; a worker owns everything it points to. */
+/* runtime: what the layers below the worker (conn, the protocols, serve, site, obs, guard,
+ * compress, the transports and the engines) take of one worker thread's share-nothing world:
+ * its configuration, clock and cached date, timer wheel, buffer pools, file cache and the
+ * handles of its off-loop work, connection slots and queues, counters, the engine's operations
+ * and the upcall table the engine reports through, and the site it serves from. Header only.
+ * Must not: carry what only the worker does with its world (its stop request, the drain's and
+ * --drain-delay's deadlines, the site slot reloads publish into, its QUIC endpoint, its
+ * thread: struct worker, private to rt/worker.c, which embeds this); be touched by another thread,
+ * except wake_fd (written by the main thread to stop the worker or publish a site, and by the
+ * compressor thread when a variant is ready); include any module above it.
+ * Ownership: the worker (rt/worker.h) sets it up, ticks it and tears it down, and owns
+ * everything it points to; the layers below are handed it on each call and keep no copy of
+ * anything in it beyond the call, except through the upcall table's callbacks. */
 #ifndef RT_RUNTIME_H
 #define RT_RUNTIME_H
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -30,12 +32,13 @@ struct conn;
 struct fcache;
 struct compressor;
 struct site;
-struct site_slot;
 struct handover;
 struct transport_ops;
 struct proto_ops;
 struct tokens_reader;
 struct guard;
+struct runtime;
+struct h3worker;
 
 /* Connections in the order they joined a list (oldest first), linked through the list's own
  * links (conn.idle_*, h1's head_*). */
@@ -43,17 +46,25 @@ struct conn_list {
     struct conn *first, *last;
 };
 
-/* w->stop, set by the main thread: what the worker is asked to do. */
-enum worker_stop {
-    WORKER_RUN,
-    WORKER_DRAIN,      /* finish responses in flight within the drain timeout, then end */
-    WORKER_HANDOVER,   /* the same, keeping the listener open 1-2 s for a successor's hand-over */
-    WORKER_SKIP_DELAY, /* a second stop signal during --drain-delay: the drain proper, now */
-    WORKER_ABORT,      /* a second stop signal (a third with --drain-delay): close everything now */
-};
-
 /* Accepted sockets waiting for a slot that a reclaimed idle connection is about to free. */
 #define HELD_MAX 64
+
+/* A worker's connections (conn.h): the slots and their free list, the idle queue --max-conns
+ * reclaims from, and the sockets held for a slot. conn.c writes it (and the worker clears
+ * slot_freed as accepting pauses); the engines find a completion's connection in slot[], the
+ * worker reads `active` in its drain. */
+struct conn_table {
+    struct conn *slot; /* cfg->max_conns of them */
+    uint32_t *free_slots;
+    uint32_t num_free;
+    uint32_t active;
+    uint32_t reclaiming;        /* idle connections closed to make room, not yet closed */
+    struct conn_list idle;      /* reclaimable at --max-conns: idle of any protocol (conn_idle) */
+    bool slot_freed;            /* a connection closed since accepting paused (accept_paused) */
+    int held[HELD_MAX];         /* FIFO ring of sockets accepted while full, see conn_accepted */
+    uint8_t held_lst[HELD_MAX]; /* ... and the listener each came from */
+    unsigned held_first, held_count;
+};
 
 /* Listening sockets per worker: the HTTP port, and one per further transport (TLS). */
 #define LISTEN_MAX 4
@@ -64,9 +75,9 @@ enum worker_stop {
 
 /* What the worker loop asks of HTTP/3 (h3.h's h3_worker_ops), which sits above it. */
 struct worker_h3_ops {
-    void (*resume)(struct worker *w, uint32_t gen); /* a WORKER_RESUME_H3 token's check ended */
-    void (*collect)(struct worker *w); /* each worker_tick, before the QUIC endpoint's timers */
-    void (*fini)(struct worker *w);    /* after quic_ep_free */
+    void (*resume)(struct runtime *w, uint32_t gen); /* a WORKER_RESUME_H3 token's check ended */
+    void (*collect)(struct runtime *w); /* each worker_tick, before the QUIC endpoint's timers */
+    void (*fini)(struct runtime *w);    /* after quic_ep_free */
 };
 
 /* One of a worker's listening sockets and the transport its connections get. */
@@ -81,16 +92,20 @@ struct listener {
 };
 
 struct udp_port;
-struct quic_ep;
 
-struct worker {
+/* The layers below call theirs `w` (the worker's world, as they called the whole worker before
+ * issue 26 narrowed what they see). */
+struct runtime {
     int id;
     const struct config *cfg;
     const struct engine_ops *eng;
     const struct engine_upcalls *up; /* what the engine calls upward (worker.c installs it) */
     const struct engine_caps *caps;  /* what the kernel offers, probed once before the workers */
     void *engine_state;
-    struct listener listeners[LISTEN_MAX]; /* engines accept on each; tags carry the index */
+    /* The worker's listening sockets (struct worker owns them: it closes them in a drain and
+     * hands them over): engines accept on each, their tags carry the index, and conn gives a
+     * connection its listener's transport. Read-only here. */
+    const struct listener *listeners;
     unsigned nlisteners;
     /* The protocol every connection starts with (proto.h): HTTP/1.1 (http/h1.h). */
     const struct proto_ops *h1;
@@ -98,13 +113,14 @@ struct worker {
      * it opens with the HTTP/2 preface (h2c), or when its transport negotiated it (ALPN "h2":
      * the transport calls conn_set_proto(w, c, w->h2, NULL, 0)). Set before the engine starts. */
     const struct proto_ops *h2;
-    /* HTTP/3 (--http3): the worker's UDP socket on the TLS port number and the QUIC endpoint
-     * on it, or NULL. Set by the server before the engine runs; the engine reads the port when
-     * it is readable (udp_port_read), worker_tick runs the endpoint's timers and drain. */
+    /* HTTP/3 (--http3): the worker's UDP socket on the TLS port number (the QUIC endpoint on
+     * it is the worker's own), or NULL. Set by the server before the engine runs; the engine
+     * reads the port when it is readable (udp_port_read). */
     struct udp_port *udp;
-    struct quic_ep *quic;
-    struct h3worker *h3; /* h3.c's state (its connections, its cold-file readers), or NULL */
-    const struct worker_h3_ops *h3ops; /* h3.c's, installed with the endpoint, or NULL */
+    /* HTTP/3's per-worker state (h3.c: its connections, its cold-file readers), or NULL, and
+     * what the worker loop asks of it (installed by the server with the endpoint), or NULL. */
+    struct h3worker *h3;
+    const struct worker_h3_ops *h3ops;
     /* With HTTP/3: "Alt-Svc: h3=\":PORT\"; ma=86400\r\n" for HTTPS responses (h3_alt_svc), and
      * that line after each site's HSTS line, composed once per site configuration (serve.c;
      * a distinct buffer per configuration, as the prebuilt answers key on its address). */
@@ -119,32 +135,20 @@ struct worker {
     /* Automatic HTTPS (issue 27): this worker's reader of the HTTP-01 answers (acme/tokens.h),
      * or NULL without --acme-email. Set by the server before the engine starts. */
     struct tokens_reader *acme;
-    int wake_fd;      /* eventfd: stop, a new site, finished compression jobs */
-    atomic_int stop;  /* enum worker_stop */
-    atomic_bool done; /* set as the worker's thread ends, for the main thread's wait */
+    int wake_fd; /* eventfd: stop, a new site, finished compression jobs */
     bool draining;
     /* --drain-delay (issue 19): stopping, but the drain has not begun. The health path answers
      * 503 while everything else is served as usual (keep-alive, HTTP/2 streams, new
-     * connections) until delay_end, when the drain proper starts as `delay_how` asked. */
+     * connections) until the worker starts the drain proper. */
     bool delaying;
-    int delay_how; /* enum worker_stop */
-    int64_t delay_end;
     bool accepting; /* false once a drain stopped accepting on the listener */
-    int64_t drain_deadline;
-    int64_t listen_close_at; /* draining: when the listener closes (after handshakes finish) */
 
-    struct site_slot *sites; /* where reloads publish; read once per loop turn */
-    struct site *site;       /* the root and MIME table this worker serves from */
+    struct site *site; /* the root and MIME table this worker serves from */
     unsigned site_gen;
 
     /* Accepting pauses when the process is out of fds (EMFILE, ENFILE) or memory, and resumes
-     * when a connection closes or the clock second changes (worker_accept_resume). */
+     * when a connection closes or the clock second changes (the accept_resume upcall). */
     bool accept_paused;
-    bool slot_freed; /* a connection closed since the pause */
-    int64_t accept_paused_at;
-    int held[HELD_MAX];         /* FIFO ring of sockets accepted while full, see conn_accepted */
-    uint8_t held_lst[HELD_MAX]; /* ... and the listener each came from */
-    unsigned held_first, held_count;
 
     int64_t now;      /* monotonic seconds, read once per loop turn */
     int64_t wall;     /* UNIX seconds of date[] */
@@ -153,20 +157,14 @@ struct worker {
     size_t ok_head_len;
     struct timer_wheel wheel;
 
-    struct conn *conns; /* cfg->max_conns slots */
-    uint32_t *free_slots;
-    uint32_t num_free;
-    uint32_t active;
-    uint32_t reclaiming;    /* idle connections closed to make room, not yet closed */
-    struct conn_list idle;  /* reclaimable at --max-conns: idle of any protocol (conn_idle) */
-    struct conn_list heads; /* HTTP/1 reading a request head with bytes buffered (evictable) */
+    struct conn_table conns; /* conn's */
+    struct conn_list heads;  /* HTTP/1 reading a request head with bytes buffered (evictable) */
 
     struct bufpool inbufs;  /* partial request heads */
     struct bufpool outbufs; /* response headers and plans */
     struct bufpool h2bufs;  /* HTTP/2 sessions' output and header-block buffers (h2.h) */
     size_t in_bytes;        /* input buffers held by connections, bounded by --head-memory */
-    int64_t trimmed_at;     /* w->now of the last pool trim */
-    struct errlog_limit log_accept, log_full, log_heads, log_limit;
+    struct errlog_limit log_full, log_heads, log_limit;
     struct guard *guard; /* per-client limits (rt/guard.h), or NULL when none is configured */
     struct fcache *cache;
     struct compressor *compress; /* NULL with --compress off */
@@ -191,7 +189,6 @@ struct worker {
     struct accesslog_buf logbuf;
     char features[96];  /* the engine's features found, for the metrics' info line */
     struct stats stats; /* read by the metrics thread (stats.h) */
-    pthread_t thread;
 };
 
 #endif

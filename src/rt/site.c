@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/accept.h"
 #include "core/cors.h"
 #include "core/hints.h"
@@ -258,7 +258,7 @@ void site_put(struct site *s)
 
 /* The vhost a request's Host names among several sites; out of line so that the one-site path's
  * frame has no Host key buffer to set up. */
-__attribute__((noinline)) static const struct vhost *route_host(struct worker *w,
+__attribute__((noinline)) static const struct vhost *route_host(struct runtime *w,
                                                                 const struct http_request *req)
 {
     const struct site *s = w->site;
@@ -283,7 +283,7 @@ __attribute__((noinline)) static const struct vhost *route_host(struct worker *w
     return v;
 }
 
-const struct vhost *site_route(struct worker *w, const struct http_request *req)
+const struct vhost *site_route(struct runtime *w, const struct http_request *req)
 {
     const struct site *s = w->site;
     const struct vhost *v = req && s->nvh > 1 ? route_host(w, req) : &s->vh[s->dflt];
@@ -293,7 +293,7 @@ const struct vhost *site_route(struct worker *w, const struct http_request *req)
 
 /* A connection's first request to v (or any, with process-level pairs among several). Kept out
  * of line so that the fast path's frame has no Host key buffer to set up. */
-__attribute__((noinline)) static bool misdirected(struct worker *w, const struct vhost *v,
+__attribute__((noinline)) static bool misdirected(struct runtime *w, const struct vhost *v,
                                                   const struct http_request *req,
                                                   struct tls_conn *t)
 {
@@ -318,7 +318,7 @@ __attribute__((noinline)) static bool misdirected(struct worker *w, const struct
     return !ok;
 }
 
-bool site_misdirected(struct worker *w, const struct vhost *v, const struct http_request *req,
+bool site_misdirected(struct runtime *w, const struct vhost *v, const struct http_request *req,
                       struct tls_conn *t)
 {
     if (v == t->ok_site && t->ok_gen == w->site_gen)
@@ -373,7 +373,7 @@ static struct cors_answer cors_of(const struct vhost *v, const struct http_reque
 }
 
 /* --limit-req: the 429 for client peer past it, or false. */
-static bool limited(struct worker *w, const struct vhost *v, const struct http_request *req,
+static bool limited(struct runtime *w, const struct vhost *v, const struct http_request *req,
                     const struct peer *peer, const char *url, size_t ul, struct static_ctx *ctx,
                     struct plan *plan)
 {
@@ -446,7 +446,7 @@ bool site_preflight(const struct vhost *v, const struct http_request *req, const
 /* A site's canonical host, redirects, basic auth and cache rules. Apart from site_answer so
  * that its Location buffers (tens of KB of stack, probed page by page) cost nothing to a site
  * that has none of them. */
-static __attribute__((noinline)) bool site_rules(struct worker *w, const struct vhost *v,
+static __attribute__((noinline)) bool site_rules(struct runtime *w, const struct vhost *v,
                                                  const struct http_request *req,
                                                  const struct req_policy *pol, const char *path,
                                                  size_t len, bool slash, struct http_str query,
@@ -508,7 +508,7 @@ static __attribute__((noinline)) bool site_rules(struct worker *w, const struct 
  * check spends anything), the CORS fields and Link lines last (after a cache rule chose the
  * extra lines they join). Apart from site_rules: its Location buffers are not probed here. */
 static __attribute__((noinline)) enum site_answer
-edge_rules(struct worker *w, const struct vhost *v, const struct http_request *req,
+edge_rules(struct runtime *w, const struct vhost *v, const struct http_request *req,
            const struct req_policy *pol, const char *path, size_t len, bool slash,
            struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
 {
@@ -538,7 +538,7 @@ edge_rules(struct worker *w, const struct vhost *v, const struct http_request *r
 
 /* --health's answer; out of line, as site_pending's check below, so that the common path's frame
  * sets up nothing. */
-__attribute__((noinline)) static bool answer_health(struct worker *w, struct static_ctx *ctx,
+__attribute__((noinline)) static bool answer_health(struct runtime *w, struct static_ctx *ctx,
                                                     struct plan *plan, bool *quiet)
 {
     static const char ok[] = "ok\n";
@@ -553,7 +553,7 @@ __attribute__((noinline)) static bool answer_health(struct worker *w, struct sta
 }
 
 __attribute__((noinline)) static enum site_answer
-answer(struct worker *w, const struct vhost *v, const struct http_request *req,
+answer(struct runtime *w, const struct vhost *v, const struct http_request *req,
        const struct req_policy *pol, const char *path, size_t len, bool slash,
        struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
 {
@@ -568,7 +568,7 @@ answer(struct worker *w, const struct vhost *v, const struct http_request *req,
                                                                           : SITE_SERVE;
 }
 
-enum site_answer site_answer(struct worker *w, const struct vhost *v,
+enum site_answer site_answer(struct runtime *w, const struct vhost *v,
                              const struct http_request *req, const struct req_policy *pol,
                              const char *path, size_t len, bool slash, struct http_str query,
                              struct static_ctx *ctx, struct plan *plan, struct site_note *note)
@@ -578,8 +578,8 @@ enum site_answer site_answer(struct worker *w, const struct vhost *v,
     return answer(w, v, req, pol, path, len, slash, query, ctx, plan, note);
 }
 
-__attribute__((noinline)) static bool pending_auth(struct worker *w, const struct http_request *req,
-                                                   const struct req_policy *pol)
+__attribute__((noinline)) static bool
+pending_auth(struct runtime *w, const struct http_request *req, const struct req_policy *pol)
 {
     const struct vhost *v = site_route(w, req);
     const struct config *cfg = v->cfg;
@@ -603,7 +603,7 @@ __attribute__((noinline)) static bool pending_auth(struct worker *w, const struc
     return false;
 }
 
-bool site_pending(struct worker *w, const struct http_request *req, const struct req_policy *pol)
+bool site_pending(struct runtime *w, const struct http_request *req, const struct req_policy *pol)
 {
     w->route.granted = NULL;
     if (!w->site->any_auth)

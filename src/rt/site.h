@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "core/http1.h"
 #include "core/mime.h"
 #include "core/static.h"
@@ -23,7 +23,7 @@
 
 struct auth_file;
 struct tls_conn;
-struct worker;
+struct runtime;
 struct plan;
 struct req_policy;
 
@@ -96,14 +96,14 @@ void site_put(struct site *s);
 
 /* The site req names (the default one for NULL, or a Host no site names), with the worker's
  * file cache switched to its root. Over TLS, serve asks site_misdirected next (issue 19). */
-const struct vhost *site_route(struct worker *w, const struct http_request *req);
+const struct vhost *site_route(struct runtime *w, const struct http_request *req);
 
 /* Whether a request over TLS connection t, routed to v, must be answered 421 Misdirected
  * Request (RFC 9110 15.5.20): v is not the site the connection's certificate belongs to (the
  * site SNI picked a pair of), or, when the certificate is a process-level pair among several,
  * the certificate does not name the request's Host. A verdict of "fine" is cached in t, so a
  * connection's next requests to the same site cost a pointer compare. */
-bool site_misdirected(struct worker *w, const struct vhost *v, const struct http_request *req,
+bool site_misdirected(struct runtime *w, const struct vhost *v, const struct http_request *req,
                       struct tls_conn *t);
 
 /* What site_answer says. */
@@ -123,7 +123,7 @@ enum site_answer {
  * the CORS fields and --early-hints Link lines of the site added (copied with the extra lines
  * to the end of ctx's buffer, which shrinks; ctx->ok_head NULL; the Link lines are ctx's interim
  * and, for HTTP/2, note's), and note's --limit-rate set. */
-enum site_answer site_answer(struct worker *w, const struct vhost *v,
+enum site_answer site_answer(struct runtime *w, const struct vhost *v,
                              const struct http_request *req, const struct req_policy *pol,
                              const char *path, size_t len, bool slash, struct http_str query,
                              struct static_ctx *ctx, struct plan *plan, struct site_note *note);
@@ -137,7 +137,7 @@ bool site_preflight(const struct vhost *v, const struct http_request *req, const
 /* Whether req must wait for work off the loop (a password being verified) before it can be
  * answered: serve's SERVE_PENDING. The check reports its end with pol->resume (rt/auth.h);
  * never true without a token. */
-bool site_pending(struct worker *w, const struct http_request *req, const struct req_policy *pol);
+bool site_pending(struct runtime *w, const struct http_request *req, const struct req_policy *pol);
 
 /* Where the current site is published for the workers. */
 struct site_slot {

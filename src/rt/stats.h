@@ -3,7 +3,7 @@
  * Must not: cost the request path an atomic read-modify-write or a lock: each counter has one
  * writer (its worker), which adds with a relaxed load and a relaxed store (two plain moves on
  * x86-64 and arm64); a scrape from another thread reads them with relaxed loads and sums.
- * Ownership: embedded in struct worker; the metrics thread only reads. */
+ * Ownership: embedded in struct runtime; the metrics thread only reads. */
 #ifndef RT_STATS_H
 #define RT_STATS_H
 

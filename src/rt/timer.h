@@ -10,13 +10,13 @@
 
 #define TIMER_SLOTS 64
 
-struct worker;
+struct runtime;
 
 struct timer {
     struct timer *next, *prev;
     /* Called by the worker for an expired timer (already unlinked); the owner finds itself
      * from t (container_of). */
-    void (*fire)(struct worker *w, struct timer *t);
+    void (*fire)(struct runtime *w, struct timer *t);
     int64_t deadline; /* monotonic seconds; may be moved later without re-linking */
     int64_t linked;   /* the second whose slot holds it: the wheel looks at it then */
 };

@@ -1,10 +1,13 @@
-/* worker: the per-thread composition root: sets up one thread's world (rt/runtime.h: its
- * listeners, engine, connections, file cache, timer wheel, buffers and clock) from the layers
- * below it, installs the protocols, runs the engine's loop and ticks the world once per turn
- * (clock, timers, collected work off the loop, reloads, the drain).
- * Must not: be touched by another thread, except w->stop and w->done (atomics), w->wake_fd
- * (written by the main thread to stop it or publish a site, and by its compressor thread when
- * a variant is ready) and the shared site slot (under its lock).
+/* worker: the per-thread composition root: sets up one thread's world from the layers below
+ * it (struct runtime, rt/runtime.h: listeners, engine, connections, file cache, timer wheel,
+ * buffers and clock, which is all those layers see), installs the protocols and the engine's
+ * upcalls, runs the engine's loop and ticks the world once per turn (clock, timers, collected
+ * work off the loop, reloads, the drain). Its own state (the stop request, the drain's
+ * deadlines, its listeners, the site slot reloads publish into, the QUIC endpoint, the
+ * thread) is private to worker.c.
+ * Must not: be included below the server (the layers below take struct runtime); be touched by
+ * another thread, except through worker_stop, worker_wake and worker_done, and the runtime's
+ * counters (read by the metrics thread) and wake_fd (written by its compressor thread).
  * Ownership: server creates and joins workers; a worker owns everything it points to. */
 #ifndef RT_WORKER_H
 #define RT_WORKER_H
@@ -13,40 +16,63 @@
 
 #include "rt/runtime.h"
 
-/* Sets w up to serve on listeners ls[0..n) (n <= LISTEN_MAX; w owns their fds from here on,
- * closed on failure too). */
-int worker_init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
-                const struct engine_caps *caps, const struct listener *ls, unsigned n,
-                struct site_slot *sites);
+struct config;
+struct engine_caps;
+struct engine_ops;
+struct quic_ep;
+struct site_slot;
 
-/* Whether any of w's listeners is still open. */
-bool worker_listening(const struct worker *w);
-void worker_fini(struct worker *w);
-void *worker_main(void *arg);
+/* What the main thread asks a worker to do (worker_stop). */
+enum worker_stop {
+    WORKER_RUN,
+    WORKER_DRAIN,      /* finish responses in flight within the drain timeout, then end */
+    WORKER_HANDOVER,   /* the same, keeping the listener open 1-2 s for a successor's hand-over */
+    WORKER_SKIP_DELAY, /* a second stop signal during --drain-delay: the drain proper, now */
+    WORKER_ABORT,      /* a second stop signal (a third with --drain-delay): close everything now */
+};
 
-/* Called by the engine once per loop turn: reads the clock, expires timers, drives the drain.
- * Returns false when the worker has drained and the loop should end. */
+struct worker; /* worker.c's own */
+
+/* Makes worker `id`, serving on listeners ls[0..n) (n <= LISTEN_MAX; the worker owns their fds
+ * from here on, closed on failure too), with the site slot reloads publish into. 0 or -errno. */
+int worker_new(struct worker **out, int id, const struct config *cfg, const struct engine_ops *eng,
+               const struct engine_caps *caps, const struct listener *ls, unsigned n,
+               struct site_slot *sites);
+
+/* Frees a worker whose thread never started or has been joined; NULL is nothing. */
+void worker_free(struct worker *w);
+
+/* What the layers below see of w, for the server to install what it owns before the thread
+ * starts (the access log, ACME's reader, the UDP port, the test protocol) and for the metrics
+ * thread to read the counters. */
+struct runtime *worker_runtime(struct worker *w);
+
+/* HTTP/3: the QUIC endpoint on the runtime's UDP port, set before the thread starts; the
+ * worker ticks it, drains it and frees it. */
+void worker_set_quic(struct worker *w, struct quic_ep *quic);
+/* ... and which it is (NULL without HTTP/3): a reload publishes new certificates to it. */
+struct quic_ep *worker_quic(const struct worker *w);
+
+/* Starts w's thread: 0 or -errno. */
+int worker_start(struct worker *w);
+
+/* Waits for w's thread to end: 0, or -errno when its engine's loop failed. */
+int worker_join(struct worker *w);
+
+/* From any thread: asks w to stop as `how` says (a later call may escalate it), and wakes it. */
+void worker_stop(struct worker *w, enum worker_stop how);
+
+/* From any thread: wakes w to look for a site a reload published. 0 or -errno. */
+int worker_wake(struct worker *w);
+
+/* From any thread: whether w's thread has ended. */
+bool worker_done(const struct worker *w);
+
+/* The fd of w's listener i (-1 once a drain closed it), for the server's steering. */
+int worker_listener_fd(const struct worker *w, unsigned i);
+
+/* Called by the engine once per loop turn (its tick upcall): reads the clock, expires timers,
+ * drives the drain. Returns false when the worker has drained and the loop should end. */
 bool worker_tick(struct worker *w);
-
-/* The longest the loop may sleep before the next tick is due, in milliseconds. */
-int worker_wait_ms(const struct worker *w);
-
-/* Closes the worker's listener `lst` at the end of a drain's grace period, called by the engine
- * once it no longer accepts on it (io_uring: once the accept is cancelled). A listener the
- * worker owns is emptied first: the connections already queued in it are accepted through
- * accept_one (which returns false to stop) and served, never reset by the close. An inherited
- * one (systemd socket activation) is left with its queue for the next instance. */
-void worker_close_listener(struct worker *w, unsigned lst,
-                           bool (*accept_one)(struct worker *w, int fd, unsigned lst));
-
-/* The engine's accept failed with err (-errno). For a shortage of fds or memory (EMFILE,
- * ENFILE, ENOBUFS, ENOMEM) this logs (rate-limited), sets w->accept_paused and returns true:
- * the engine stops accepting until worker_accept_resume says so, instead of retrying an accept
- * that fails at once, forever. Other errors return false (retry). */
-bool worker_accept_failed(struct worker *w, int err);
-
-/* True once accepting may resume after a pause: a connection has closed (an fd is back) or a
- * clock second has passed. Clears the pause when it says so. */
-bool worker_accept_resume(struct worker *w);
 
 #endif

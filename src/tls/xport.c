@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "conn.h"
 #include "core/plan.h"
 #include "core/rules.h"
@@ -119,7 +119,7 @@ static void buf_put(struct tls_port *port, struct sendbuf *b)
 
 /* The rest timer: the connection has had nothing to send for REST_S seconds (or it has sent
  * since, and its next idle() arms the timer again). */
-static void rest_fired(struct worker *w, struct timer *t)
+static void rest_fired(struct runtime *w, struct timer *t)
 {
     struct xconn *x = (struct xconn *)((char *)t - offsetof(struct xconn, rest));
     if (!x->idle_at)
@@ -130,7 +130,7 @@ static void rest_fired(struct worker *w, struct timer *t)
         tls_conn_idle(&x->t);
 }
 
-static int tls_open(struct worker *w, struct conn *c, void *ctx)
+static int tls_open(struct runtime *w, struct conn *c, void *ctx)
 {
     struct tls_port *port = ctx;
     /* A reload's contexts take over at the first accept after it: one load per accept. */
@@ -176,7 +176,7 @@ static size_t plain_room(size_t room)
 
 /* Starts the read of the file segment s's next bytes into plain, sized to fill what room
  * bytes of wire can hold as records. */
-static void start_read(struct worker *w, struct conn *c, struct xconn *x, const struct seg *s,
+static void start_read(struct runtime *w, struct conn *c, struct xconn *x, const struct seg *s,
                        size_t room)
 {
     size_t want = plain_room(room);
@@ -191,7 +191,7 @@ static void start_read(struct worker *w, struct conn *c, struct xconn *x, const 
  * file read (read_done pumps again), or -errno (a file read failed). File bytes are read
  * through the engine, never on the loop (issue 14): the read of the next chunk starts as soon
  * as the last read bytes are sealed, so it runs while the chunk before is being sent. */
-static ssize_t fill(struct worker *w, struct conn *c, struct xconn *x)
+static ssize_t fill(struct runtime *w, struct conn *c, struct xconn *x)
 {
     size_t len = x->olen, pend;
     x->olen = 0;
@@ -262,7 +262,7 @@ static ssize_t fill(struct worker *w, struct conn *c, struct xconn *x)
 
 /* Idle: nothing to send and nothing being sent. Buffers go back; the write side ends when the
  * protocol asked; a fatal connection closes. */
-static void idle(struct worker *w, struct conn *c, struct xconn *x)
+static void idle(struct runtime *w, struct conn *c, struct xconn *x)
 {
     if (!x->idle_at) {
         x->idle_at = w->now;
@@ -291,7 +291,7 @@ static void idle(struct worker *w, struct conn *c, struct xconn *x)
 }
 
 /* The protocol's plan cannot be sent (a file read failed, the socket did): report it, close. */
-static void plan_failed(struct worker *w, struct conn *c, struct xconn *x, int err)
+static void plan_failed(struct runtime *w, struct conn *c, struct xconn *x, int err)
 {
     struct plan *app = x->app;
     x->app = NULL;
@@ -302,10 +302,10 @@ static void plan_failed(struct worker *w, struct conn *c, struct xconn *x, int e
         conn_close(w, c);
 }
 
-static void kernel_pump(struct worker *w, struct conn *c, struct xconn *x);
+static void kernel_pump(struct runtime *w, struct conn *c, struct xconn *x);
 
 /* Sends the next chunk, if there is one and the wire is free. */
-static void pump(struct worker *w, struct conn *c, struct xconn *x)
+static void pump(struct runtime *w, struct conn *c, struct xconn *x)
 {
     if (x->busy || !conn_open(c))
         return;
@@ -343,7 +343,7 @@ static void pump(struct worker *w, struct conn *c, struct xconn *x)
 }
 
 /* A fatal condition: what TLS queued (an alert) goes out, then the connection closes. */
-static void fail(struct worker *w, struct conn *c, struct xconn *x)
+static void fail(struct runtime *w, struct conn *c, struct xconn *x)
 {
     x->fatal = true;
     if (!tls_conn_owes(&x->t) && !x->busy)
@@ -353,7 +353,7 @@ static void fail(struct worker *w, struct conn *c, struct xconn *x)
 }
 
 /* Plain HTTP on the TLS port: a readable 400 in clear text, then close (nginx's answer). */
-static void plain_http(struct worker *w, struct conn *c, struct xconn *x)
+static void plain_http(struct runtime *w, struct conn *c, struct xconn *x)
 {
     x->fatal = true;
     if (!(x->buf = buf_get(x->port))) {
@@ -367,7 +367,7 @@ static void plain_http(struct worker *w, struct conn *c, struct xconn *x)
     conn_wire_send(w, c, &x->buf->wire);
 }
 
-static void tls_received(struct worker *w, struct conn *c, const char *data, ssize_t n)
+static void tls_received(struct runtime *w, struct conn *c, const char *data, ssize_t n)
 {
     struct xconn *x = c->xstate;
     if (x->fatal || x->ended) {
@@ -426,14 +426,14 @@ static void tls_received(struct worker *w, struct conn *c, const char *data, ssi
         pump(w, c, x); /* tickets after the handshake, a KeyUpdate's answer */
 }
 
-static void tls_send(struct worker *w, struct conn *c, struct plan *p)
+static void tls_send(struct runtime *w, struct conn *c, struct plan *p)
 {
     struct xconn *x = c->xstate;
     x->app = p;
     pump(w, c, x);
 }
 
-static void tls_sent(struct worker *w, struct conn *c, int err)
+static void tls_sent(struct runtime *w, struct conn *c, int err)
 {
     struct xconn *x = c->xstate;
     x->busy = false;
@@ -454,7 +454,7 @@ static void tls_sent(struct worker *w, struct conn *c, int err)
 
 /* Sends len bytes copied into the send buffer: ciphertext of the old keys (type 0) or one
  * record for the kernel to seal as content type `type`. */
-static void send_copy(struct worker *w, struct conn *c, struct xconn *x, const void *p, size_t len,
+static void send_copy(struct runtime *w, struct conn *c, struct xconn *x, const void *p, size_t len,
                       uint8_t type)
 {
     struct plan *wire = &x->buf->wire;
@@ -471,7 +471,7 @@ static void send_copy(struct worker *w, struct conn *c, struct xconn *x, const v
  * socket (nothing is in flight: the last send has completed), then OpenSSL's own records
  * (tickets, alerts, close_notify), then the protocol's plan as it is (zero-copy files, as in
  * cleartext); close_notify after the last response. */
-static void kernel_pump(struct worker *w, struct conn *c, struct xconn *x)
+static void kernel_pump(struct runtime *w, struct conn *c, struct xconn *x)
 {
     size_t len;
     uint8_t type = 0;
@@ -536,7 +536,7 @@ static void kernel_pump(struct worker *w, struct conn *c, struct xconn *x)
 }
 
 /* The file read fill started has ended: its bytes are sealed when the wire is free. */
-static void tls_read_done(struct worker *w, struct conn *c, int res)
+static void tls_read_done(struct runtime *w, struct conn *c, int res)
 {
     struct xconn *x = c->xstate;
     x->reading = false;
@@ -549,14 +549,14 @@ static void tls_read_done(struct worker *w, struct conn *c, int res)
     pump(w, c, x);
 }
 
-static void tls_shutdown(struct worker *w, struct conn *c)
+static void tls_shutdown(struct runtime *w, struct conn *c)
 {
     struct xconn *x = c->xstate;
     x->shut = true; /* close_notify goes out after the last record, then the write side */
     pump(w, c, x);
 }
 
-static void tls_release(struct worker *w, struct conn *c)
+static void tls_release(struct runtime *w, struct conn *c)
 {
     (void)w;
     struct xconn *x = c->xstate;

@@ -3,7 +3,7 @@
  * RINGHTTPD_TEST_PROTO=lines (src/proto_lines.c) after the HTTP/2 preface. Built beside the
  * server (build/ringhttpd-test) for tests/integration/test_transport.py; the binary a user runs
  * (src/main.c) links neither double and reads neither variable. */
-#include "config.h"
+#include "config/config.h"
 #include "proto.h"
 #include "server.h"
 #include "transport.h"

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "conn.h"
 #include "core/plan.h"
 #include "engine/caps.h"
@@ -35,24 +35,24 @@ static struct {
     struct conn *closing;
 } fake;
 
-static int fake_init(struct worker *w)
+static int fake_init(struct runtime *w)
 {
     (void)w;
     return 0;
 }
 
-static void fake_fini(struct worker *w)
+static void fake_fini(struct runtime *w)
 {
     (void)w;
 }
 
-static int fake_run(struct worker *w)
+static int fake_run(struct runtime *w)
 {
     (void)w;
     return 0;
 }
 
-static void fake_recv(struct worker *w, struct conn *c, bool on)
+static void fake_recv(struct runtime *w, struct conn *c, bool on)
 {
     (void)w;
     (void)c;
@@ -60,7 +60,7 @@ static void fake_recv(struct worker *w, struct conn *c, bool on)
 }
 
 /* Takes the whole wire plan at once (pread for file segments). */
-static void fake_send(struct worker *w, struct conn *c)
+static void fake_send(struct runtime *w, struct conn *c)
 {
     (void)w;
     CHECK(fake.sending == NULL); /* one send at a time */
@@ -82,7 +82,7 @@ static void fake_send(struct worker *w, struct conn *c)
 
 /* A transport's file read, done at once and reported from inside the call (the copy transport
  * starts one as its last step, so that is safe here; a real engine reports it later). */
-static void fake_read(struct worker *w, struct conn *c, int fd, void *buf, uint32_t len,
+static void fake_read(struct runtime *w, struct conn *c, int fd, void *buf, uint32_t len,
                       uint64_t off)
 {
     ssize_t n = pread(fd, buf, len, (off_t)off);
@@ -90,32 +90,32 @@ static void fake_read(struct worker *w, struct conn *c, int fd, void *buf, uint3
     conn_read_done(w, c, n < 0 ? -errno : (int)n);
 }
 
-static void fake_shutdown(struct worker *w, struct conn *c)
+static void fake_shutdown(struct runtime *w, struct conn *c)
 {
     (void)w;
     (void)c;
     fake.shutdowns++;
 }
 
-static void fake_close(struct worker *w, struct conn *c)
+static void fake_close(struct runtime *w, struct conn *c)
 {
     (void)w;
     fake.closes++;
     fake.closing = c;
 }
 
-static void fake_stop_accept(struct worker *w)
+static void fake_stop_accept(struct runtime *w)
 {
     (void)w;
 }
 
-static void fake_drop(struct worker *w, int fd)
+static void fake_drop(struct runtime *w, int fd)
 {
     (void)w;
     (void)fd; /* the fake's fds are made up */
 }
 
-static void fake_peer(struct worker *w, struct conn *c, struct peer *out)
+static void fake_peer(struct runtime *w, struct conn *c, struct peer *out)
 {
     (void)w;
     (void)c;
@@ -141,7 +141,8 @@ struct fixture {
     char dir[64];
     struct config cfg;
     struct site_slot sites;
-    struct worker w;
+    struct worker *worker;
+    struct runtime *w; /* the worker's, as the layers below see it */
 };
 
 static const char HELLO[] = "hello, world\n";
@@ -170,7 +171,8 @@ static void setup_args(struct fixture *f, const struct transport_ops *xport, con
     site_slot_init(&f->sites, site_adopt(&f->cfg));
     static const struct engine_caps caps;
     struct listener ls = {.fd = -1, .xport = xport};
-    CHECK_INT(worker_init(&f->w, 0, &f->cfg, &fake_engine, &caps, &ls, 1, &f->sites), 0);
+    CHECK_INT(worker_new(&f->worker, 0, &f->cfg, &fake_engine, &caps, &ls, 1, &f->sites), 0);
+    f->w = worker_runtime(f->worker);
 }
 
 static void setup(struct fixture *f, const struct transport_ops *xport)
@@ -180,7 +182,7 @@ static void setup(struct fixture *f, const struct transport_ops *xport)
 
 static void teardown(struct fixture *f)
 {
-    worker_fini(&f->w);
+    worker_free(f->worker);
     site_slot_fini(&f->sites);
     config_free(&f->cfg);
     char path[128];
@@ -195,7 +197,7 @@ static void complete(struct fixture *f)
     struct conn *c = fake.sending;
     CHECK(c != NULL);
     fake.sending = NULL;
-    conn_sent(&f->w, c, 0);
+    conn_sent(f->w, c, 0);
 }
 
 static int count(const char *needle)
@@ -211,7 +213,7 @@ static int count(const char *needle)
 static struct conn *open_conn(struct fixture *f)
 {
     bool held;
-    struct conn *c = conn_accepted(&f->w, 100, 0, &held);
+    struct conn *c = conn_accepted(f->w, 100, 0, &held);
     CHECK(c != NULL && !held);
     fake.recv_on = true;
     return c;
@@ -219,14 +221,14 @@ static struct conn *open_conn(struct fixture *f)
 
 static void feed(struct fixture *f, struct conn *c, const char *s)
 {
-    conn_received(&f->w, c, s, (ssize_t)strlen(s));
+    conn_received(f->w, c, s, (ssize_t)strlen(s));
 }
 
 /* Finishes a close the connection started, as the engine would. */
 static void closed(struct fixture *f, struct conn *c)
 {
     CHECK(fake.closing == c && c->state == CONN_CLOSING);
-    conn_closed(&f->w, c);
+    conn_closed(f->w, c);
     CHECK(c->state == CONN_FREE);
 }
 
@@ -250,10 +252,10 @@ static void pipelining(const struct transport_ops *xport)
     CHECK(fake.sending == NULL && h1_of(c)->state == H1_READING && h1_of(c)->in == NULL);
     CHECK_INT(count(HELLO), 2);
     CHECK(fake.recv_on && fake.closes == 0);
-    CHECK_INT(f.w.outbufs.count, 0); /* every response back in the pool */
-    conn_close(&f.w, c);
+    CHECK_INT(f.w->outbufs.count, 0); /* every response back in the pool */
+    conn_close(f.w, c);
     closed(&f, c);
-    CHECK_INT(f.w.active, 0);
+    CHECK_INT(f.w->conns.active, 0);
     teardown(&f);
 }
 
@@ -285,7 +287,7 @@ TEST(conn_copy_transport_reads_file_segments_through_the_engine)
     CHECK_INT(count(HELLO), 1);
     complete(&f);
     CHECK(fake.sending == NULL && h1_of(c)->state == H1_READING);
-    conn_close(&f.w, c);
+    conn_close(f.w, c);
     closed(&f, c);
     teardown(&f);
 }
@@ -305,7 +307,7 @@ TEST(conn_partial_head_is_buffered_then_answered)
     complete(&f);
     CHECK_INT(count("HTTP/1.1 200 OK"), 1);
     CHECK(h1_of(c)->in == NULL && h1_of(c)->state == H1_READING);
-    conn_close(&f.w, c);
+    conn_close(f.w, c);
     closed(&f, c);
     teardown(&f);
 }
@@ -333,7 +335,7 @@ TEST(conn_close_rules)
     CHECK(h1_of(c)->state == H1_LINGERING);
     feed(&f, c, "more junk");
     CHECK(h1_of(c)->state == H1_LINGERING);
-    conn_received(&f.w, c, NULL, 0); /* the client closes */
+    conn_received(f.w, c, NULL, 0); /* the client closes */
     closed(&f, c);
 
     /* A body past the discard limit: answered, then the connection ends. */
@@ -342,7 +344,7 @@ TEST(conn_close_rules)
     CHECK(!h1_of(c)->keep_alive);
     complete(&f);
     CHECK(h1_of(c)->state == H1_LINGERING);
-    conn_close(&f.w, c);
+    conn_close(f.w, c);
     closed(&f, c);
 
     /* A small body is discarded and the connection stays. */
@@ -354,9 +356,9 @@ TEST(conn_close_rules)
     CHECK(h1_of(c)->discard == 0 && fake.sending == c);
     complete(&f);
     CHECK(h1_of(c)->state == H1_READING && h1_of(c)->keep_alive);
-    conn_close(&f.w, c);
+    conn_close(f.w, c);
     closed(&f, c);
-    CHECK_INT(f.w.active, 0);
+    CHECK_INT(f.w->conns.active, 0);
     teardown(&f);
 }
 
@@ -373,12 +375,12 @@ TEST(conn_close_over_transport_ends_the_stream_first)
     CHECK_INT(fake.shutdowns, 1);
     CHECK_INT(fake.closes, 0);
     CHECK(h1_of(c)->state == H1_LINGERING);
-    conn_received(&f.w, c, NULL, 0); /* the client closes */
+    conn_received(f.w, c, NULL, 0); /* the client closes */
     closed(&f, c);
     /* The peer gone already: closed at once. */
     c = open_conn(&f);
     feed(&f, c, GET);
-    conn_received(&f.w, c, NULL, 0);
+    conn_received(f.w, c, NULL, 0);
     complete(&f);
     CHECK_INT(fake.shutdowns, 1);
     closed(&f, c);
@@ -394,11 +396,11 @@ static void resume_cb(void *arg, struct resume_token t)
  * worker_tick does. */
 static void collect_auth(struct fixture *f)
 {
-    struct pollfd p = {.fd = f->w.wake_fd, .events = POLLIN};
+    struct pollfd p = {.fd = f->w->wake_fd, .events = POLLIN};
     CHECK_INT(poll(&p, 1, 10000), 1);
     uint64_t n;
-    CHECK(read(f->w.wake_fd, &n, sizeof(n)) == (ssize_t)sizeof(n));
-    auth_collect(f->w.auth, resume_cb, &f->w);
+    CHECK(read(f->w->wake_fd, &n, sizeof(n)) == (ssize_t)sizeof(n));
+    auth_collect(f->w->auth, resume_cb, f->w);
 }
 
 /* Issue 26: a request whose password is being verified off the loop gets serve's
@@ -439,11 +441,11 @@ TEST(conn_request_waiting_for_a_password_is_parked_then_answered)
     /* A wrong password: the connection closes before the verdict; its token is stale. */
     feed(&f, c, "GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Basic YWxpY2U6bm8=\r\n\r\n");
     CHECK_INT(fake.sends, 2);
-    conn_close(&f.w, c);
+    conn_close(f.w, c);
     closed(&f, c);
     collect_auth(&f); /* conn_resume finds the slot free: nothing happens */
     CHECK_INT(fake.sends, 2);
-    CHECK_INT(f.w.active, 0);
+    CHECK_INT(f.w->conns.active, 0);
     teardown(&f);
     unlink(pw);
 }

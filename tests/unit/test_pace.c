@@ -12,7 +12,7 @@
 static char bytes[180];
 static int resumed;
 
-static void resume(struct worker *w, void *owner)
+static void resume(struct runtime *w, void *owner)
 {
     (void)w;
     CHECK(owner == bytes);

@@ -11,19 +11,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "engine/caps.h"
 #include "engine/engine.h"
 #include "rt/site.h"
 #include "rt/worker.h"
 
-static int quiet_init(struct worker *w)
+static int quiet_init(struct runtime *w)
 {
     (void)w;
     return 0;
 }
 
-static void quiet_fini(struct worker *w)
+static void quiet_fini(struct runtime *w)
 {
     (void)w;
 }
@@ -37,7 +37,8 @@ struct fixture {
     char *argv[8]; /* the configuration keeps them, to read the file again on a reload */
     struct config cfg;
     struct site_slot slot;
-    struct worker w;
+    struct worker *worker;
+    struct runtime *w; /* the worker's, as the layers below see it */
 };
 
 /* Two sites: "a" (a.test, *.a.test, the default) and "b" (b.test, www.b.test), or with swap
@@ -72,12 +73,13 @@ static void setup(struct fixture *f)
     site_slot_init(&f->slot, site_adopt(&f->cfg));
     static const struct engine_caps caps;
     struct listener ls = {.fd = -1};
-    CHECK_INT(worker_init(&f->w, 0, &f->cfg, &quiet_engine, &caps, &ls, 1, &f->slot), 0);
+    CHECK_INT(worker_new(&f->worker, 0, &f->cfg, &quiet_engine, &caps, &ls, 1, &f->slot), 0);
+    f->w = worker_runtime(f->worker);
 }
 
 static void teardown(struct fixture *f)
 {
-    worker_fini(&f->w);
+    worker_free(f->worker);
     site_slot_fini(&f->slot);
     config_free(&f->cfg);
     char path[128];
@@ -99,9 +101,9 @@ static int route(struct fixture *f, const char *host)
         req.host = (struct http_str){unit_guard_str(host), strlen(host)};
         req.has_host = true;
     }
-    const struct vhost *v = site_route(&f->w, &req);
-    CHECK(v >= f->w.site->vh && v < f->w.site->vh + f->w.site->nvh);
-    return (int)(v - f->w.site->vh);
+    const struct vhost *v = site_route(f->w, &req);
+    CHECK(v >= f->w->site->vh && v < f->w->site->vh + f->w->site->nvh);
+    return (int)(v - f->w->site->vh);
 }
 
 static unsigned refs(const struct site *s)
@@ -113,7 +115,7 @@ TEST(site_routes_by_host_exact_wildcard_then_default)
 {
     struct fixture f;
     setup(&f);
-    CHECK_INT(f.w.site->nvh, 2);
+    CHECK_INT(f.w->site->nvh, 2);
     CHECK_INT(route(&f, "a.test"), 0);
     CHECK_INT(route(&f, "x.a.test"), 0);
     CHECK_INT(route(&f, "deep.x.a.test"), 0);
@@ -125,7 +127,7 @@ TEST(site_routes_by_host_exact_wildcard_then_default)
     CHECK_INT(route(&f, "[::1]:80"), 0);
     CHECK_INT(route(&f, NULL), 0);  /* HTTP/1.0 without Host */
     CHECK_INT(route(&f, "a b"), 0); /* not a host name */
-    CHECK(site_route(&f.w, NULL) == &f.w.site->vh[f.w.site->dflt]);
+    CHECK(site_route(f.w, NULL) == &f.w->site->vh[f.w->site->dflt]);
     teardown(&f);
 }
 
@@ -133,7 +135,7 @@ TEST(site_publish_hands_over_references_and_the_worker_switches_at_its_tick)
 {
     struct fixture f;
     setup(&f);
-    struct site *old = f.w.site;
+    struct site *old = f.w->site;
     CHECK_INT(refs(old), 2); /* the slot's and the worker's */
     CHECK_INT(route(&f, "b.test"), 1);
 
@@ -152,10 +154,10 @@ TEST(site_publish_hands_over_references_and_the_worker_switches_at_its_tick)
     CHECK(atomic_load(&f.slot.gen) == gen + 1);
 
     /* Until its tick the worker answers from the site it holds, its route cache included. */
-    CHECK(f.w.site == old);
+    CHECK(f.w->site == old);
     CHECK_INT(route(&f, "b.test"), 1);
-    CHECK(worker_tick(&f.w));
-    CHECK(f.w.site == s && f.w.site_gen == gen + 1);
+    CHECK(worker_tick(f.worker));
+    CHECK(f.w->site == s && f.w->site_gen == gen + 1);
     CHECK_INT(refs(s), 2);
     CHECK_INT(refs(old), 1);           /* held only */
     CHECK_INT(route(&f, "b.test"), 0); /* the cached route of the old site is not used */
@@ -207,7 +209,7 @@ TEST(site_publish_under_concurrent_readers)
         write_conf(&f, i % 2 == 0);
         CHECK_INT(site_open(&f.cfg, &s, why, sizeof(why)), 0);
         site_publish(&f.slot, s);
-        CHECK(worker_tick(&f.w)); /* the worker follows, dropping its old site */
+        CHECK(worker_tick(f.worker)); /* the worker follows, dropping its old site */
     }
     atomic_store(&stop, true);
     for (int i = 0; i < READERS; i++) {
@@ -215,7 +217,7 @@ TEST(site_publish_under_concurrent_readers)
         CHECK(r[i].reads > 0);
         CHECK_INT(r[i].bad, 0);
     }
-    CHECK(f.w.site == f.slot.cur);
+    CHECK(f.w->site == f.slot.cur);
     CHECK_INT(refs(f.slot.cur), 2);
     CHECK_INT(route(&f, "b.test"), 1); /* the last publish (i = 19) has the names as at first */
     teardown(&f);

@@ -1,5 +1,5 @@
 /* The configuration's layers, its checks and a reload's re-read; see config.h. */
-#include "config.h"
+#include "config/config.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -6,8 +6,8 @@
  * reload re-reads (the root, the MIME table) lives in struct site (rt/site.h) instead.
  * Ownership: main owns the one struct config for the whole process lifetime; a re-read one
  * belongs to the site built from it (config_destroy). */
-#ifndef CONFIG_H
-#define CONFIG_H
+#ifndef CONFIG_CONFIG_H
+#define CONFIG_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>
