@@ -282,19 +282,19 @@ def timed_download(server, path):
 
 @pytest.mark.slow
 def test_limit_rate_paces_a_large_download(make_server, docroot, random_file):
-    """4 MiB at --limit-rate 1M takes about 3-4 s (a generous bound: unpaced it takes
-    milliseconds), intact; with --limit-rate-after 3M the first 3 MiB go at once; a small file
-    is not held up."""
-    big, digest = random_file(4 << 20)
+    """10 MiB at --limit-rate 1M takes about 10 s (a generous bound: the issue's), intact; with
+    --limit-rate-after 8M the first 8 MiB go at once; a small file is not held up. (The issue
+    names these figures; the file runs on its own pytest worker, so make check waits ~12 s.)"""
+    big, digest = random_file(10 << 20)
     os.link(big, docroot / "paced.bin")
     srv = make_server(docroot, args=["--limit-rate", "1M/s"])
     took, got = timed_download(srv, "/paced.bin")
     assert got == digest
-    assert 2.5 <= took <= 15, took
+    assert 7 <= took <= 20, took
     assert timed_download(srv, "/index.html")[0] < 2
-    srv = make_server(docroot, args=["--limit-rate", "1M", "--limit-rate-after", "3M"])
+    srv = make_server(docroot, args=["--limit-rate", "1M", "--limit-rate-after", "8M"])
     took, got = timed_download(srv, "/paced.bin")
-    assert got == digest and took < 2.5, took
+    assert got == digest and took < 5, took
 
 
 @pytest.mark.slow
