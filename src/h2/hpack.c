@@ -354,9 +354,43 @@ void hpack_dec_free(struct hpack_dec *d)
     table_free(&d->t);
 }
 
-/* The name and value of index i (1-based over the static table, then the dynamic one). */
+/* A name is lower-case tchars (RFC 9113 8.2.1, 8.2.2; a pseudo-header's after its ':'); a value
+ * has no NUL, CR or LF and no whitespace at either end (8.2.1). A table, not a search. */
+static const bool name_char[256] = {
+    ['a' ... 'z'] = true, ['0' ... '9'] = true, ['!'] = true,  ['#'] = true, ['$'] = true,
+    ['%'] = true,         ['&'] = true,         ['\''] = true, ['*'] = true, ['+'] = true,
+    ['-'] = true,         ['.'] = true,         ['^'] = true,  ['_'] = true, ['`'] = true,
+    ['|'] = true,         ['~'] = true,
+};
+
+static unsigned check_name(const char *name, size_t name_len)
+{
+    size_t i = name_len && name[0] == ':';
+    bool ok = name_len > i;
+    for (; i < name_len; i++)
+        ok &= name_char[(unsigned char)name[i]];
+    return ok ? HPACK_NAME_OK : 0;
+}
+
+static unsigned check_value(const char *v, size_t n)
+{
+    if (n && (v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t'))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == '\0' || v[i] == '\r' || v[i] == '\n')
+            return 0;
+    return HPACK_VALUE_OK;
+}
+
+unsigned hpack_field_check(const char *name, size_t name_len, const char *value, size_t value_len)
+{
+    return check_name(name, name_len) | check_value(value, value_len);
+}
+
+/* The name and value of index i (1-based over the static table, then the dynamic one), the
+ * name's static index and what hpack_field_check says of them. Every static field passes. */
 static int lookup(const struct hpack_dec *d, uint32_t i, const char **name, size_t *name_len,
-                  const char **value, size_t *value_len)
+                  const char **value, size_t *value_len, uint8_t *sidx, uint8_t *valid)
 {
     if (i == 0)
         return -EPROTO;
@@ -364,6 +398,7 @@ static int lookup(const struct hpack_dec *d, uint32_t i, const char **name, size
         const struct hpack_static *s = &hpack_static[i - 1];
         *name = s->name, *name_len = s->name_len;
         *value = s->value, *value_len = s->value_len;
+        *sidx = (uint8_t)i, *valid = HPACK_NAME_OK | HPACK_VALUE_OK;
         return 0;
     }
     if (i - HPACK_STATIC_N > d->t.n)
@@ -371,6 +406,7 @@ static int lookup(const struct hpack_dec *d, uint32_t i, const char **name, size
     const struct hpack_entry *e = table_get(&d->t, i - HPACK_STATIC_N - 1);
     *name = d->t.bytes + e->off, *name_len = e->name_len;
     *value = *name + e->name_len, *value_len = e->value_len;
+    *sidx = e->sidx, *valid = e->valid;
     return 0;
 }
 
@@ -397,12 +433,14 @@ int hpack_decode(struct hpack_dec *d, const uint8_t *in, size_t len, size_t *pos
     uint8_t b = in[p];
     const char *name = NULL, *value = NULL;
     size_t name_len = 0, value_len = 0;
+    uint8_t sidx = 0, valid = 0;
     if (b & 0x80) { /* indexed field (6.1) */
         if ((rc = read_int(in, len, &p, 7, &v)) <= 0)
             return rc;
-        if (lookup(d, v, &name, &name_len, &value, &value_len) < 0)
+        if (lookup(d, v, &name, &name_len, &value, &value_len, &sidx, &valid) < 0)
             return -EPROTO;
         f->name_len = name_len, f->value_len = value_len;
+        f->sidx = sidx, f->valid = valid;
         if (name_len + gap + value_len <= cap) {
             memcpy(out, name, name_len);
             memcpy(out + name_len + gap, value, value_len);
@@ -419,7 +457,7 @@ int hpack_decode(struct hpack_dec *d, const uint8_t *in, size_t len, size_t *pos
     if ((rc = read_int(in, len, &p, index ? 6 : 4, &v)) <= 0)
         return rc;
     struct str sn = {0}, sv;
-    if (v && lookup(d, v, &name, &name_len, &value, &value_len) < 0)
+    if (v && lookup(d, v, &name, &name_len, &value, &value_len, &sidx, &valid) < 0)
         return -EPROTO;
     if (!v && (rc = read_str(in, len, &p, &sn)) <= 0)
         return rc;
@@ -445,13 +483,21 @@ int hpack_decode(struct hpack_dec *d, const uint8_t *in, size_t len, size_t *pos
     f->name_len = (size_t)nl, f->value_len = (size_t)vl;
     f->name = fits ? out : NULL;
     f->value = fits ? out + nl + gap : NULL;
+    f->sidx = sidx;
+    f->valid = 0;
+    if (fits) /* checked once here; an entry made of it keeps the answer */
+        f->valid = (uint8_t)((v ? valid & HPACK_NAME_OK : check_name(f->name, f->name_len)) |
+                             check_value(f->value, f->value_len));
     if (index) {
         if (!fits && (size_t)(nl + vl) + ENTRY_OVERHEAD <= d->t.max)
             return -ENOSPC;
         int err = 0;
         uint32_t max = d->t.max;
         if (fits) {
-            table_insert(&d->t, f->name, f->name_len, f->value, f->value_len, &err);
+            struct hpack_entry *e =
+                table_insert(&d->t, f->name, f->name_len, f->value, f->value_len, &err);
+            if (e)
+                e->sidx = sidx, e->valid = f->valid;
         } else { /* larger than the table: it empties the table (RFC 7541 4.4) */
             table_shrink(&d->t, 0);
             d->t.max = max;
