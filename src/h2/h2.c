@@ -808,11 +808,16 @@ static void field_in(struct h2_session *s, const struct hpack_field *f)
         return;
     if (s->blk_status)
         return;
-    /* The field was decoded in place: "name" gap "value"; make it the line "name: value\r\n". */
+    /* A literal was decoded in place: "name" gap "value"; make it the line "name: value\r\n".
+     * An indexed field is the table's bytes (hpack copies no indexed field): copy it here. */
     char *line = head_area(s) + s->head_len;
-    if (n != line || s->head_len + nl + vl + 4 > HEAD_CAP) {
+    if (s->head_len + nl + vl + 4 > HEAD_CAP) {
         s->blk_status = 431;
         return;
+    }
+    if (n != line) {
+        memmove(line, n, nl);
+        memmove(line + nl + 2, v, vl);
     }
     line[nl] = ':', line[nl + 1] = ' ';
     line[nl + 2 + vl] = '\r', line[nl + 3 + vl] = '\n';

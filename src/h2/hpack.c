@@ -92,10 +92,12 @@ static int table_room(struct hpack_table *t, size_t len)
         t->ent_cap = (uint16_t)cap;
         t->first = 0;
     }
-    if (t->end + len <= t->bytes_cap)
+    /* An entry of an empty name and value still gets a buffer: its name is a pointer into it
+     * (never NULL, which memcpy and the decoder's callers may not be handed). */
+    if (t->bytes && t->end + len <= t->bytes_cap)
         return 0;
     size_t live = (size_t)t->end - t->start;
-    if (2 * (live + len) > t->bytes_cap) {
+    if (!t->bytes || 2 * (live + len) > t->bytes_cap) {
         size_t cap = 64;
         while (cap < 2 * (live + len))
             cap *= 2;
@@ -439,15 +441,7 @@ int hpack_decode(struct hpack_dec *d, const uint8_t *in, size_t len, size_t *pos
             return rc;
         if (lookup(d, v, &name, &name_len, &value, &value_len, &sidx, &valid) < 0)
             return -EPROTO;
-        f->name_len = name_len, f->value_len = value_len;
-        f->sidx = sidx, f->valid = valid;
-        if (name_len + gap + value_len <= cap) {
-            memcpy(out, name, name_len);
-            memcpy(out + name_len + gap, value, value_len);
-            f->name = out, f->value = out + name_len + gap;
-        } else {
-            f->name = f->value = NULL;
-        }
+        *f = (struct hpack_field){name, name_len, value, value_len, sidx, valid};
         *pos = p;
         return 1;
     }

@@ -69,11 +69,13 @@ void hpack_dec_free(struct hpack_dec *d);
 /* Decodes the field line at in[*pos, len), and the dynamic table size updates before it when
  * `first` (no field line of this header block decoded yet; later ones are an error).
  *
- * The name goes to out and the value `gap` bytes behind the name's end (room for the caller's
- * separator), when name_len + gap + value_len <= cap; otherwise f->name and f->value are NULL,
- * the lengths are still set, and nothing is copied (so a header list already past its limit
- * costs no copy: an HPACK bomb). A field the table keeps must be copied: it fits whenever
- * cap >= HPACK_TABLE_MAX + gap (-ENOSPC otherwise).
+ * An indexed field (RFC 7541 6.1) is not copied: f->name and f->value point into the static
+ * or the dynamic table, valid until the next call (so a field named again and again, an HPACK
+ * bomb, costs no copy). A literal's name goes to out and its value `gap` bytes behind the
+ * name's end (room for the caller's separator), when name_len + gap + value_len <= cap;
+ * otherwise f->name and f->value are NULL, the lengths are still set, and nothing is copied.
+ * A literal the table keeps must be copied: it fits whenever cap >= HPACK_TABLE_MAX + gap
+ * (-ENOSPC otherwise).
  *
  * f->sidx and f->valid are set as struct hpack_field says (valid: 0 when not copied).
  *

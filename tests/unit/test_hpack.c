@@ -284,9 +284,11 @@ TEST(hpack_bomb_costs_no_copy)
     uint8_t ref = 0x80 | 62;
     pos = 0;
     char small[16];
+    memset(small, 0, sizeof(small));
     CHECK_INT(hpack_decode(&d, &ref, 1, &pos, false, small, sizeof(small), 0, &f), 1);
-    CHECK(f.name == NULL && f.value == NULL);
+    CHECK(f.name && f.name != small && f.value && f.value != small); /* the table's bytes */
     CHECK_INT(f.name_len + f.value_len, 4001);
+    CHECK(small[0] == 0);
     hpack_dec_free(&d);
 }
 
@@ -410,6 +412,15 @@ TEST(hpack_decode_reports_static_name_and_checks)
         CHECK_MEM(f.value, f.value_len, want[i].value);
     }
     CHECK_INT(pos, n);
+    /* An empty name and value, kept, then named by index: still a field with an address (an
+     * empty table's buffer was NULL, and memcpy and the callers were handed that). */
+    uint8_t empty[] = {0x40, 0x00, 0x00, 0x80 | 62};
+    pos = 0;
+    struct hpack_field f;
+    CHECK_INT(hpack_decode(&d, empty, sizeof(empty), &pos, true, out, sizeof(out), 0, &f), 1);
+    CHECK_INT(hpack_decode(&d, empty, sizeof(empty), &pos, false, out, sizeof(out), 0, &f), 1);
+    CHECK(f.name && f.value && f.name_len == 0 && f.value_len == 0);
+    CHECK_INT(f.valid, HPACK_VALUE_OK);
     CHECK_INT(hpack_field_check(":", 1, "", 0), HPACK_VALUE_OK);
     CHECK_INT(hpack_field_check("a:b", 3, "x\r", 2), 0);
     CHECK_INT(hpack_field_check(":path", 5, "/ ", 2), HPACK_NAME_OK);
