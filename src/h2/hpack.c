@@ -418,6 +418,25 @@ int hpack_decode(struct hpack_dec *d, const uint8_t *in, size_t len, size_t *pos
     size_t p = *pos;
     uint32_t v;
     int rc;
+    /* The common case first: an indexed field whose index fits its first byte (a browser's
+     * or h2load's repeated request fields, one byte each). */
+    if (p < len && in[p] > 0x80 && in[p] < 0xff) {
+        v = in[p] & 0x7fu;
+        if (v <= HPACK_STATIC_N) {
+            const struct hpack_static *st = &hpack_static[v - 1];
+            *f = (struct hpack_field){st->name,      st->name_len, st->value,
+                                      st->value_len, (uint8_t)v,   HPACK_NAME_OK | HPACK_VALUE_OK};
+        } else if (v - HPACK_STATIC_N <= d->t.n) {
+            const struct hpack_entry *e = table_get(&d->t, v - HPACK_STATIC_N - 1);
+            const char *name = d->t.bytes + e->off;
+            *f = (struct hpack_field){name,         e->name_len, name + e->name_len,
+                                      e->value_len, e->sidx,     e->valid};
+        } else {
+            return -EPROTO;
+        }
+        *pos = p + 1;
+        return 1;
+    }
     /* dynamic table size updates (RFC 7541 6.3): only before the block's first field */
     while (p < len && (in[p] & 0xe0) == 0x20) {
         if (!first)
