@@ -4,9 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/tls.h>
-#include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <string.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -277,8 +277,9 @@ static int compose(struct plan *p, int dst_wr, uint32_t cap, uint32_t *in_pipe, 
         uint64_t left = s->len - skip;
         size_t len = left < cap - *in_pipe ? (size_t)left : cap - *in_pipe;
         ssize_t n;
-        if (s->mem && skip == 0 && len == s->len && by_tmpl(t, p, i)) {
-            n = tee_tmpl(t, dst_wr);
+        if (s->mem && skip == 0 && len == s->len && by_tmpl(t, p, i) &&
+            (n = tee_tmpl(t, dst_wr)) != 0) {
+            /* tee'd (or dst is full); 0, an empty template (never made so), writes instead */
         } else if (s->mem) {
             n = write(dst_wr, s->mem + s->off + skip, len);
         } else if (src_rd >= 0) {
