@@ -13,6 +13,13 @@ process it starts is stopped by PID.
 requests at once first, as a page load does (then the connections measured are a second n,
 opened once the first n have idled a few seconds).
 
+Before the baseline reading, warm-up connections make --cycle round trips one after the other
+(keep-alive GETs, on HTTP/2 each on a stream of its own; 500 a connection, which then closes):
+each lands in a receive buffer of its own, so the io_uring engine's ring of provided buffers
+(1,024 of 4 KiB, a fixed cost per worker that the first connections would otherwise touch page
+by page: 2.1 KB a connection at n=2000) is resident before the baseline, as on any server that
+has run a while. The other engine and nginx make the same round trips.
+
 --tls (issue 14) does the same over TLS 1.3 (a P-256 certificate made with openssl in the
 temporary directory; handshakes one after the other); with --h2 too, the connections choose h2
 by ALPN. --nginx measures nginx's worker instead (one worker, the same certificate,
@@ -63,6 +70,44 @@ def h2_answered(buf, streams=1):
     return ended >= streams
 
 
+def h2_get(stream):
+    """A HEADERS frame: GET /a.txt on `stream`, END_STREAM, behind a WINDOW_UPDATE giving the
+    connection back the 1 KiB the last answer took; and the header of the DATA frame that ends
+    this one's answer (1 KiB, END_STREAM)."""
+    sid = stream.to_bytes(4, "big")
+    refill = b"\x00\x00\x04\x08\x00\x00\x00\x00\x00" + (1024).to_bytes(4, "big")
+    return (refill + len(H2_BLOCK).to_bytes(3, "big") + b"\x01\x05" + sid + H2_BLOCK,
+            b"\x00\x04\x00\x00\x01" + sid)
+
+
+def h1_response_end(buf):
+    """The length of the whole first HTTP/1.1 response in buf, or 0 while it is incomplete."""
+    head, sep, _ = buf.partition(b"\r\n\r\n")
+    if not sep:
+        return 0
+    m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
+    end = len(head) + 4 + (int(m.group(1)) if m else 0)
+    return end if len(buf) >= end else 0
+
+
+CYCLE_PER_CONN = 500  # warm-up round trips per connection
+
+
+def cycle(s, h2, rounds, first_stream=3):
+    """Makes `rounds` round trips on s, one after the other (a GET, each answered before the
+    next is sent; HTTP/2 from stream first_stream on), so each one's bytes arrive in a receive
+    of their own. (Not PINGs: more than 100 a second are a flood to ringhttpd.)"""
+    for i in range(rounds):
+        req, end = h2_get(first_stream + 2 * i) if h2 else (H1_REQUEST, None)
+        s.sendall(req)
+        got = b""
+        while not (end in got if h2 else h1_response_end(got)):
+            data = s.recv(65536)
+            if not data:
+                sys.exit("idle_rss: server closed the warm-up connection")
+            got += data
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1))
@@ -78,6 +123,8 @@ def main():
     ap.add_argument("--nginx", action="store_true", help="measure nginx's worker instead")
     ap.add_argument("--streams", type=int, default=1,
                     help="with --h2: requests per connection before it idles (a page load)")
+    ap.add_argument("--cycle", type=int, default=1200,
+                    help="round trips of the warm-up connection before the baseline (0: none)")
     args = ap.parse_args()
     if args.tls or args.nginx or args.h2:
         return one_by_one_main(args)
@@ -92,7 +139,8 @@ def main():
         f.write(b"x" * 1024)
     proc = subprocess.Popen(
         [args.binary, "-p", "0", "-b", "127.0.0.1", "-t", "1", "--engine", args.engine,
-         "--keepalive-timeout", "120", "--max-conns", str(args.n + 100), root],
+         "--keepalive-timeout", "120", "--max-conns", str(args.n + 100), "--access-log", "off",
+         root],
         stderr=subprocess.PIPE, text=True)
     socks = []
     try:
@@ -104,9 +152,9 @@ def main():
             sys.exit(f"idle_rss: server did not start: {line!r}")
         port = int(m.group(1))
         # Warm up: one request so buffers, caches and the first pool chunks exist.
-        warm = socket.create_connection(("127.0.0.1", port), timeout=5)
-        warm.sendall(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
-        warm.recv(4096)
+        for done in range(0, max(args.cycle, 1), CYCLE_PER_CONN):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as warm:
+                cycle(warm, False, min(CYCLE_PER_CONN, max(args.cycle, 1) - done))
         time.sleep(0.5)
         before = rss_kib(proc.pid)
 
@@ -254,6 +302,12 @@ def one_by_one_main(args):
         kind += f" ({args.streams} requests each)"
     try:
         socks.append(one())  # warm up
+        # The receive buffers cycled, on connections of their own that close again: nginx
+        # ends a connection after 1,000 requests (keepalive_requests, http2_max_requests).
+        for done in range(0, args.cycle, CYCLE_PER_CONN):
+            with one() as warm:
+                cycle(warm, args.h2, min(CYCLE_PER_CONN, args.cycle - done),
+                      first_stream=2 * args.streams + 1)
         if args.h2 and args.streams > 1:
             # A server that has run a while: what earlier connections gave back when they went
             # idle is in the heap's free lists. Measure the next n connections against that.

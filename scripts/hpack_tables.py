@@ -6,10 +6,12 @@
 - the static table (Appendix A) and a hash of its names for the encoder's lookup (one probe,
   then a compare; the script picks multipliers under which no two names collide);
 - the Huffman code (Appendix B) for encoding: code and length per byte;
-- the Huffman decoder as a state machine taking 4 bits at a time: a state is an inner node of
-  the code's tree (256 of them); each (state, nibble) gives the next state, at most one symbol
-  (no code is shorter than 5 bits), whether the bits read since the last symbol could be
-  padding (a prefix of EOS, all ones, at most 7 bits: RFC 7541 5.2) and whether EOS was read.
+- the Huffman decoder: a table indexed by the next HUFF_FAST_BITS bits of the string giving the
+  one or two symbols whose codes they begin with (no code is shorter than 5 bits, so two 5- or
+  6-bit codes fit in 11 bits) and their lengths; the codes longer than that (rare bytes only:
+  every letter, digit and common punctuation is shorter) by the canonical code's first code and
+  count per length, with the symbols in code order. The script checks that the code is
+  canonical, which the canonical decoding depends on.
 The output is committed; rerun the script only to change the tables' layout.
 """
 
@@ -159,48 +161,55 @@ def pick_hash():
     raise SystemExit("no collision-free name hash")
 
 
-def huffman_states():
-    # tree: node -> [child0, child1]; leaves are ("sym", s)
-    tree = [[None, None]]
-    for sym, (code, bits) in enumerate(HUFFMAN):
-        node = 0
-        for i in range(bits - 1, -1, -1):
-            bit = (code >> i) & 1
-            if i == 0:
-                tree[node][bit] = ("sym", sym)
-            else:
-                if tree[node][bit] is None:
-                    tree.append([None, None])
-                    tree[node][bit] = len(tree) - 1
-                node = tree[node][bit]
-    # depth and all-ones path per inner node
-    depth, ones = {0: 0}, {0: True}
-    for node in range(len(tree)):
-        for bit in (0, 1):
-            child = tree[node][bit]
-            if isinstance(child, int):
-                depth[child] = depth[node] + 1
-                ones[child] = ones[node] and bit == 1
+HUFF_FAST_BITS = 11
+
+
+def huffman_fast():
+    """(sym0, sym1, bits0, bits) for every HUFF_FAST_BITS-bit value: the symbol whose code the
+    value begins with and its length (0, 0, 255, 255 when that code is longer: no bit count
+    reaches it), and a second whole
+    code behind it when one fits (bits = both lengths; else sym1 = 0 and bits = bits0)."""
+    by_code = {(bits, code): sym for sym, (code, bits) in enumerate(HUFFMAN)}
+
+    def first_code(v, width):
+        for n in range(1, width + 1):
+            sym = by_code.get((n, v >> (width - n)))
+            if sym is not None:
+                return sym, n
+        return None, 0
+
     table = []
-    for state in range(len(tree)):
-        row = []
-        for nibble in range(16):
-            node, sym, flags = state, 0, 0
-            for i in (3, 2, 1, 0):
-                child = tree[node][(nibble >> i) & 1]
-                if isinstance(child, tuple):
-                    if child[1] == 256:
-                        flags |= 4
-                        node = 0
-                        break
-                    sym, flags, node = child[1], flags | 1, 0
-                else:
-                    node = child
-            if not flags & 4 and ones[node] and depth[node] <= 7:
-                flags |= 2
-            row.append((node if not flags & 4 else 0, flags, sym))
-        table.append(row)
+    for v in range(1 << HUFF_FAST_BITS):
+        sym0, bits0 = first_code(v, HUFF_FAST_BITS)
+        if sym0 is None:
+            table.append((0, 0, 255, 255))
+            continue
+        assert sym0 != 256
+        rest = HUFF_FAST_BITS - bits0
+        sym1, bits1 = first_code(v & ((1 << rest) - 1), rest) if rest else (None, 0)
+        if sym1 is None or sym1 == 256:
+            table.append((sym0, 0, bits0, bits0))
+        else:
+            table.append((sym0, sym1, bits0, bits0 + bits1))
     return table
+
+
+def huffman_canonical():
+    """Per code length 0..30: the first code and the count of codes of that length, and the
+    index of the first of them in the symbols sorted by (length, code)."""
+    order = sorted(range(len(HUFFMAN)), key=lambda s: (HUFFMAN[s][1], HUFFMAN[s][0]))
+    code, prev = 0, HUFFMAN[order[0]][1]
+    first, count, base = [0] * 31, [0] * 31, [0] * 31
+    for i, sym in enumerate(order):
+        c, bits = HUFFMAN[sym]
+        if i:
+            code = (code + 1) << (bits - prev)
+        assert c == code, "the Huffman code is not canonical"
+        if count[bits] == 0:
+            first[bits], base[bits] = c, i
+        count[bits] += 1
+        prev = bits
+    return first, count, base, order
 
 
 def c_string(s):
@@ -253,14 +262,34 @@ def main():
         w("    " + " ".join("{0x%x, %d}," % c for c in HUFFMAN[i:i + 4]))
     w("};")
     w("")
-    w("#define HPACK_HUFF_SYM 1    /* the step ends a symbol */")
-    w("#define HPACK_HUFF_ACCEPT 2 /* the bits since the last symbol may be padding */")
-    w("#define HPACK_HUFF_FAIL 4   /* the step read EOS */")
-    w("static const struct hpack_huff_step {")
-    w("    uint8_t next, flags, sym;")
-    w("} hpack_huff_dec[256][16] = {")
-    for row in huffman_states():
-        w("    {" + " ".join("{%d, %d, %d}," % e for e in row) + "},")
+    w("/* Huffman decoding: the next HPACK_HUFF_FAST_BITS bits of a string, most significant")
+    w(" * first, begin with the code of sym[0], bits0 long (255: a longer code), and when bits >")
+    w(" * bits0 the code of sym[1] follows whole, bits in all. */")
+    w("#define HPACK_HUFF_FAST_BITS %d" % HUFF_FAST_BITS)
+    w("static const struct hpack_huff_fast {")
+    w("    uint8_t sym[2], bits0, bits;")
+    w("} hpack_huff_fast[1 << HPACK_HUFF_FAST_BITS] = {")
+    fast = huffman_fast()
+    for i in range(0, len(fast), 8):
+        w("    " + " ".join("{{%d, %d}, %d, %d}," % e for e in fast[i:i + 8]))
+    w("};")
+    w("")
+    first, count, base, order = huffman_canonical()
+    w("/* The longer codes (RFC 7541's code is canonical): per length, the first code, how many")
+    w(" * there are, and where they start in hpack_huff_sym (symbols in code order; 256: EOS). */")
+    w("static const uint32_t hpack_huff_first[31] = {")
+    for i in range(0, 31, 8):
+        w("    " + " ".join("0x%x," % c for c in first[i:i + 8]))
+    w("};")
+    w("static const uint16_t hpack_huff_count[31] = {")
+    w("    " + " ".join("%d," % c for c in count))
+    w("};")
+    w("static const uint16_t hpack_huff_base[31] = {")
+    w("    " + " ".join("%d," % c for c in base))
+    w("};")
+    w("static const uint16_t hpack_huff_sym[257] = {")
+    for i in range(0, 257, 16):
+        w("    " + " ".join("%d," % c for c in order[i:i + 16]))
     w("};")
     w("// clang-format on")
     w("")

@@ -197,7 +197,8 @@ static int pipe_send(struct runtime *w, struct ep *e, struct conn *c)
     if (!ph->pipe && (!sendplan_interleaved(p) || !pipepool_acquire(&e->pool, c->slot, &robbed)))
         return sendplan_now(c->fd, p);
     /* The pool made the write end non-blocking: a full pipe ends the fill, not the loop. */
-    int rc = sendplan_composed(c->fd, p, ph->pipe->fd, ph->pipe->cap, &ph->in_pipe);
+    int rc = sendplan_composed(c->fd, p, ph->pipe->fd, ph->pipe->cap, &ph->in_pipe,
+                               pipepool_template(&e->pool));
     if (ph->in_pipe == 0)
         pipepool_put(&e->pool, c->slot, w->now); /* kept only while bytes wait in it */
     if (rc == -ENODATA)

@@ -23,6 +23,7 @@ int pipepool_init(struct pipepool *pp, uint32_t nslots, unsigned max, unsigned b
     for (unsigned i = 0; i < max; i++)
         pp->pipes[i].fd[0] = pp->pipes[i].fd[1] = -1;
     pp->scratch.fd[0] = pp->scratch.fd[1] = -1;
+    pp->tmpl.fd[0] = pp->tmpl.fd[1] = -1;
     pp->devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (pp->devnull < 0) {
         int err = -errno;
@@ -48,6 +49,11 @@ void pipepool_fini(struct pipepool *pp)
             destroy(pp, &pp->pipes[i]);
     pipepool_scratch_reset(pp);
     assert(pp->count == 0);
+    if (pp->tmpl.fd[0] >= 0) {
+        close(pp->tmpl.fd[0]);
+        close(pp->tmpl.fd[1]);
+        pp->tmpl.fd[0] = pp->tmpl.fd[1] = -1;
+    }
     if (pp->devnull >= 0)
         close(pp->devnull);
     free(pp->pipes);
@@ -324,4 +330,19 @@ void pipepool_scratch_reset(struct pipepool *pp)
 {
     if (pp->scratch.fd[0] >= 0)
         destroy(pp, &pp->scratch);
+}
+
+struct sendplan_tmpl *pipepool_template(struct pipepool *pp)
+{
+    struct sendplan_tmpl *t = &pp->tmpl;
+    if (t->fd[0] < 0 && !t->broken) {
+        if (pipe2(t->fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+            t->fd[0] = t->fd[1] = -1;
+            t->broken = true; /* not tried again: the composing sends write their headers */
+            return NULL;
+        }
+        (void)fcntl(t->fd[0], F_SETPIPE_SZ, 4096); /* one page is all it holds */
+        t->len = 0;
+    }
+    return t->broken ? NULL : t;
 }

@@ -4,7 +4,8 @@
  * drain (their pipe may be taken by a waiter, oldest parked first). The io_uring engine uses
  * all of it; the epoll engine (HTTP/2 DATA through a pipe) only takes free pipes and puts
  * them back. A pipe's read end blocks, its write end does not. One more pipe,
- * the scratch, is the worker's for composing a slot's pipe into (io_uring, HTTP/2 DATA).
+ * the scratch, is the worker's for composing a slot's pipe into (io_uring, HTTP/2 DATA), and a
+ * one-page one, the template, holds the frame header both engines tee into composed pipes.
  * Must not: touch io_uring or know connections beyond their slot numbers; its system calls
  * are pipe2/fcntl/close and the non-blocking splice that empties a taken pipe into /dev/null.
  * Ownership: one worker; slots are the worker's connection slots. A slot's pipe is the slot's
@@ -14,6 +15,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "engine/sendplan.h"
 
 struct pipepool_pipe {
     int fd[2];                  /* -1 while the pool slot holds no pipe */
@@ -48,6 +51,7 @@ struct pipepool {
     uint32_t park_head, park_tail; /* parked slots, oldest first, slot + 1 */
     int devnull;                   /* where a taken pipe's bytes are dropped */
     struct pipepool_pipe scratch;  /* empty between calls: see pipepool_scratch */
+    struct sendplan_tmpl tmpl;     /* see pipepool_template */
     int64_t trimmed;               /* `now` of the last trim */
 };
 
@@ -114,6 +118,11 @@ void pipepool_exchange(struct pipepool *pp, uint32_t slot, int64_t now);
 /* Closes the scratch (after a failed step that may have left bytes in it); the next
  * pipepool_scratch makes a new one. */
 void pipepool_scratch_reset(struct pipepool *pp);
+
+/* The worker's template pipe for the composing sends (sendplan_tmpl), made on first use (one
+ * page; not counted among `max`: it holds 9 bytes and no file page, where the limit is for
+ * pipes of file pages), kept until pipepool_fini; NULL when it cannot be made or broke. */
+struct sendplan_tmpl *pipepool_template(struct pipepool *pp);
 
 /* Closes pipes free (and a scratch unused) for idle seconds or more (at most once per `now`). */
 void pipepool_trim(struct pipepool *pp, int64_t now, int64_t idle);

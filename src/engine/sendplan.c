@@ -6,6 +6,7 @@
 #include <linux/tls.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <string.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -207,6 +208,56 @@ static bool more_after(const struct plan *p, uint64_t n)
     return p->fin_carries_tail;
 }
 
+/* Puts t's bytes in the pipe dst_wr by tee: len, or -1 with errno (EAGAIN: dst is full). */
+static ssize_t tee_tmpl(struct sendplan_tmpl *t, int dst_wr)
+{
+    ssize_t n = tee(t->fd[0], dst_wr, t->len, SPLICE_F_NONBLOCK);
+    if (n >= 0 && n != t->len) {
+        /* A template that is not one whole buffer (never made so): give it up. A short tee put
+         * a prefix in dst: the caller counts it, and the rest goes by write. */
+        t->broken = true;
+    }
+    return n;
+}
+
+/* Makes t hold mem[0, len): the old bytes read out (their page stays with whoever refers to
+ * it), the new ones written into a page of their own. False when t is unusable now. */
+static bool tmpl_set(struct sendplan_tmpl *t, const char *mem, size_t len)
+{
+    char old[SENDPLAN_TMPL_MAX];
+    if (t->len && read(t->fd[0], old, t->len) != t->len) {
+        t->broken = true;
+        return false;
+    }
+    t->len = 0;
+    if (write(t->fd[1], mem, len) != (ssize_t)len) {
+        t->broken = true;
+        return false;
+    }
+    memcpy(t->bytes, mem, len);
+    t->len = (uint8_t)len;
+    return true;
+}
+
+/* Whether memory segment i of p, whole, is one for t: the bytes it holds, or a small run the
+ * plan's next memory segment repeats (a stream's frame headers; t is made to hold it). */
+static bool by_tmpl(struct sendplan_tmpl *t, const struct plan *p, unsigned i)
+{
+    const struct seg *s = &p->segs[i];
+    if (!t || t->broken || s->len == 0 || s->len > SENDPLAN_TMPL_MAX)
+        return false;
+    const char *mem = s->mem + s->off;
+    if (t->len == s->len && memcmp(t->bytes, mem, s->len) == 0)
+        return true;
+    unsigned j = i + 1;
+    while (j < p->nseg && !p->segs[j].mem)
+        j++;
+    if (j == p->nseg || p->segs[j].len != s->len ||
+        memcmp(p->segs[j].mem + p->segs[j].off, mem, s->len) != 0)
+        return false;
+    return tmpl_set(t, mem, s->len);
+}
+
 /*
  * Appends p's bytes after the cursor + *in_pipe to the pipe dst_wr (non-blocking: RWF_NOWAIT
  * is refused by a pipe whose last buffer is a spliced page), up to cap in it: memory by write, file
@@ -215,7 +266,7 @@ static bool more_after(const struct plan *p, uint64_t n)
  * src is empty. 0, or -errno (-EIO: the file shrank).
  */
 static int compose(struct plan *p, int dst_wr, uint32_t cap, uint32_t *in_pipe, int src_rd,
-                   uint32_t *src_left)
+                   uint32_t *src_left, struct sendplan_tmpl *t)
 {
     uint64_t skip = *in_pipe;
     unsigned i = p->cur;
@@ -226,7 +277,10 @@ static int compose(struct plan *p, int dst_wr, uint32_t cap, uint32_t *in_pipe, 
         uint64_t left = s->len - skip;
         size_t len = left < cap - *in_pipe ? (size_t)left : cap - *in_pipe;
         ssize_t n;
-        if (s->mem) {
+        if (s->mem && skip == 0 && len == s->len && by_tmpl(t, p, i) &&
+            (n = tee_tmpl(t, dst_wr)) != 0) {
+            /* tee'd (or dst is full); 0, an empty template (never made so), writes instead */
+        } else if (s->mem) {
             n = write(dst_wr, s->mem + s->off + skip, len);
         } else if (src_rd >= 0) {
             if (*src_left == 0)
@@ -274,10 +328,11 @@ static int drain_once(int fd, struct plan *p, int pipe_rd, uint32_t *in_pipe)
     return 0;
 }
 
-int sendplan_composed(int fd, struct plan *p, const int pipe_fd[2], uint32_t cap, uint32_t *in_pipe)
+int sendplan_composed(int fd, struct plan *p, const int pipe_fd[2], uint32_t cap, uint32_t *in_pipe,
+                      struct sendplan_tmpl *t)
 {
     for (;;) {
-        int rc = compose(p, pipe_fd[1], cap, in_pipe, -1, NULL);
+        int rc = compose(p, pipe_fd[1], cap, in_pipe, -1, NULL, t);
         if (rc < 0)
             return rc;
         if (*in_pipe == 0)
@@ -290,9 +345,9 @@ int sendplan_composed(int fd, struct plan *p, const int pipe_fd[2], uint32_t cap
 }
 
 int sendplan_recompose(struct plan *p, int src_rd, uint32_t *src_left, int dst_wr, uint32_t cap,
-                       uint32_t *in_dst)
+                       uint32_t *in_dst, struct sendplan_tmpl *t)
 {
-    int rc = compose(p, dst_wr, cap, in_dst, src_rd, src_left);
+    int rc = compose(p, dst_wr, cap, in_dst, src_rd, src_left, t);
     if (rc == 0 && *src_left > 0)
         rc = -ENOSPC;
     return rc;

@@ -298,7 +298,8 @@ static bool walk_compose(struct runtime *w, struct uring *u, struct conn *c, int
     if (!t)
         return false;
     uint32_t in = 0;
-    *rc = sendplan_recompose(c->out, ph->pipe->fd[0], &ph->in_pipe, t->fd[1], t->cap, &in);
+    *rc = sendplan_recompose(c->out, ph->pipe->fd[0], &ph->in_pipe, t->fd[1], t->cap, &in,
+                             pipepool_template(&u->pool));
     if (*rc < 0) {
         /* Bytes may be left in both pipes: c's is closed at its close (in_pipe counts what it
          * still holds), the scratch now. -ENOSPC breaks sendplan_fill_len's promise. */

@@ -617,33 +617,6 @@ static bool is(const char *p, size_t n, const char *lit)
     return n == strlen(lit) && memcmp(p, lit, n) == 0;
 }
 
-/* A field name is lower-case tchars (RFC 9113 8.2.1, 8.2.2); a value has no NUL, CR or LF and
- * no whitespace at either end (8.2.1). Every request's names pass here: a table, not a search. */
-static const bool name_char[256] = {
-    ['a' ... 'z'] = true, ['0' ... '9'] = true, ['!'] = true,  ['#'] = true, ['$'] = true,
-    ['%'] = true,         ['&'] = true,         ['\''] = true, ['*'] = true, ['+'] = true,
-    ['-'] = true,         ['.'] = true,         ['^'] = true,  ['_'] = true, ['`'] = true,
-    ['|'] = true,         ['~'] = true,
-};
-
-static bool name_ok(const char *p, size_t n)
-{
-    bool ok = n > 0;
-    for (size_t i = 0; i < n; i++)
-        ok &= name_char[(unsigned char)p[i]];
-    return ok;
-}
-
-static bool value_ok(const char *p, size_t n)
-{
-    if (n && (p[0] == ' ' || p[0] == '\t' || p[n - 1] == ' ' || p[n - 1] == '\t'))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (p[i] == '\0' || p[i] == '\r' || p[i] == '\n')
-            return false;
-    return true;
-}
-
 /* RFC 9218 4: "u=N" sets the urgency, "i" (or i=?1 / i=?0) incremental delivery; anything
  * else in the dictionary is ignored. */
 static void priority_parse(struct stream *st, const char *p, size_t n)
@@ -706,16 +679,25 @@ static void pseudo_keep(struct h2_session *s, const struct hpack_field *f)
     bool *seen;
     uint16_t *len;
     size_t at;
-    if (is(n, nl, ":method")) {
+    /* By the name's static index when HPACK gave one (RFC 7541 Appendix A: 1 :authority, 2-3
+     * :method, 4-5 :path, 6-7 :scheme), else by its text. */
+    unsigned k = f->sidx;
+    if (k == 0)
+        k = is(n, nl, ":method")      ? 2
+            : is(n, nl, ":path")      ? 4
+            : is(n, nl, ":authority") ? 1
+            : is(n, nl, ":scheme")    ? 6
+                                      : 8;
+    if (k == 2 || k == 3) {
         seen = &s->has_method, len = &s->method_len, at = 0;
         s->is_connect = is(f->value, f->value_len, "CONNECT");
-    } else if (is(n, nl, ":path")) {
+    } else if (k == 4 || k == 5) {
         seen = &s->has_path, len = &s->path_len, at = s->method_len;
         if (f->value_len == 0)
             s->blk_malformed = true;
-    } else if (is(n, nl, ":authority")) {
+    } else if (k == 1) {
         seen = &s->has_authority, len = &s->authority_len, at = s->method_len + s->path_len;
-    } else if (is(n, nl, ":scheme")) {
+    } else if (k == 6 || k == 7) {
         if (s->has_scheme)
             s->blk_malformed = true;
         s->has_scheme = true;
@@ -760,18 +742,19 @@ static void field_in(struct h2_session *s, const struct hpack_field *f)
     const char *n = f->name, *v = f->value;
     size_t nl = f->name_len, vl = f->value_len;
     if (nl && n[0] == ':') {
-        if (s->blk_regular || s->blk_trailers || !name_ok(n + 1, nl - 1))
+        if (s->blk_regular || s->blk_trailers || !(f->valid & HPACK_NAME_OK))
             s->blk_malformed = true;
         else
             pseudo_keep(s, f);
         return;
     }
-    if (!name_ok(n, nl) || !value_ok(v, vl)) {
+    if (f->valid != (HPACK_NAME_OK | HPACK_VALUE_OK)) {
         s->blk_malformed = true;
         return;
     }
-    /* connection-specific fields make a request malformed (RFC 9113 8.2.2) */
-    switch (nl) {
+    /* connection-specific fields make a request malformed (RFC 9113 8.2.2); of their names
+     * the static table holds transfer-encoding only (57) */
+    switch (f->sidx ? (f->sidx == 57 ? 17 : 0) : nl) {
     case 2:
         if (is(n, nl, "te") && !is(v, vl, "trailers"))
             s->blk_malformed = true;
@@ -796,7 +779,8 @@ static void field_in(struct h2_session *s, const struct hpack_field *f)
     if (s->blk_malformed || s->blk_trailers)
         return;
     struct stream *st = s->blk_st;
-    if (nl == 14 && is(n, nl, "content-length")) {
+    /* content-length (static index 28), host (38) and expect (35) by index when HPACK gave one */
+    if (f->sidx ? f->sidx == 28 : nl == 14 && is(n, nl, "content-length")) {
         uint64_t x = 0;
         bool ok = vl > 0 && vl < 20;
         for (size_t i = 0; ok && i < vl; i++) {
@@ -809,26 +793,31 @@ static void field_in(struct h2_session *s, const struct hpack_field *f)
         }
         st->has_length = true;
         st->length = x;
-    } else if (nl == 8 && is(n, nl, "priority")) {
+    } else if (!f->sidx && nl == 8 && is(n, nl, "priority")) {
         priority_parse(st, v, vl);
     }
     s->blk_regular = true;
     blk_request_line(s);
     /* :authority stands in for host (RFC 9113 8.3.1); no interim 100 exists to send here. */
-    if (is(n, nl, "host")) {
+    if (f->sidx ? f->sidx == 38 : is(n, nl, "host")) {
         s->has_host = true;
         if (s->has_authority)
             return;
     }
-    if (is(n, nl, "expect") && is(v, vl, "100-continue"))
+    if ((f->sidx ? f->sidx == 35 : is(n, nl, "expect")) && is(v, vl, "100-continue"))
         return;
     if (s->blk_status)
         return;
-    /* The field was decoded in place: "name" gap "value"; make it the line "name: value\r\n". */
+    /* A literal was decoded in place: "name" gap "value"; make it the line "name: value\r\n".
+     * An indexed field is the table's bytes (hpack copies no indexed field): copy it here. */
     char *line = head_area(s) + s->head_len;
-    if (n != line || s->head_len + nl + vl + 4 > HEAD_CAP) {
+    if (s->head_len + nl + vl + 4 > HEAD_CAP) {
         s->blk_status = 431;
         return;
+    }
+    if (n != line) {
+        memmove(line, n, nl);
+        memmove(line + nl + 2, v, vl);
     }
     line[nl] = ':', line[nl + 1] = ' ';
     line[nl + 2 + vl] = '\r', line[nl + 3 + vl] = '\n';

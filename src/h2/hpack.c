@@ -92,10 +92,12 @@ static int table_room(struct hpack_table *t, size_t len)
         t->ent_cap = (uint16_t)cap;
         t->first = 0;
     }
-    if (t->end + len <= t->bytes_cap)
+    /* An entry of an empty name and value still gets a buffer: its name is a pointer into it
+     * (never NULL, which memcpy and the decoder's callers may not be handed). */
+    if (t->bytes && t->end + len <= t->bytes_cap)
         return 0;
     size_t live = (size_t)t->end - t->start;
-    if (2 * (live + len) > t->bytes_cap) {
+    if (!t->bytes || 2 * (live + len) > t->bytes_cap) {
         size_t cap = 64;
         while (cap < 2 * (live + len))
             cap *= 2;
@@ -175,34 +177,92 @@ static size_t write_int(uint8_t *out, uint8_t first, unsigned n, size_t v)
     return i;
 }
 
+/* The code at the top of acc (have bits) longer than HPACK_HUFF_FAST_BITS, by the canonical
+ * code's first code per length: its symbol, *bits set; -EPROTO when the bits left end before
+ * a code does (a truncated code, or padding longer than 7 bits) or the code is EOS. */
+static int huff_long(uint64_t acc, unsigned have, unsigned *bits)
+{
+    for (unsigned n = HPACK_HUFF_FAST_BITS + 1; n <= 30 && n <= have; n++) {
+        uint32_t code = (uint32_t)(acc >> (64 - n));
+        if (code - hpack_huff_first[n] < hpack_huff_count[n]) {
+            unsigned sym = hpack_huff_sym[hpack_huff_base[n] + code - hpack_huff_first[n]];
+            *bits = n;
+            return sym == 256 ? -EPROTO : (int)sym;
+        }
+    }
+    return -EPROTO;
+}
+
+/* Appends sym to out[0, cap) at *len (out NULL: only counts). 0 or -ENOSPC. */
+static int huff_put(char *out, size_t cap, size_t *len, unsigned sym)
+{
+    if (out) {
+        if (*len == cap)
+            return -ENOSPC;
+        out[*len] = (char)sym;
+    }
+    ++*len;
+    return 0;
+}
+
 long hpack_huff_decode(const uint8_t *in, size_t n, char *out, size_t cap)
 {
-    unsigned state = 0;
-    bool accept = true;
-    size_t len = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct hpack_huff_step *a = &hpack_huff_dec[state][in[i] >> 4];
-        const struct hpack_huff_step *b = &hpack_huff_dec[a->next][in[i] & 15];
-        if ((a->flags | b->flags) & HPACK_HUFF_FAIL)
-            return -EPROTO;
-        if (a->flags & HPACK_HUFF_SYM) {
-            if (out && len == cap)
-                return -ENOSPC;
-            if (out)
-                out[len] = (char)a->sym;
-            len++;
+    /* The unread bits sit at the top of acc, most significant first, refilled a word at a
+     * time: one look-up of the next HPACK_HUFF_FAST_BITS gives the symbol (often two) they
+     * begin with (issue 30: the nibble-a-step state machine cost ~50 instructions a byte). No
+     * code is shorter than 5 bits, so n bytes make at most n * 8 / 5 symbols: with that much
+     * room (and a byte to spare) both symbols of a step are stored unchecked. */
+    bool room = out && cap > n * 8 / 5 + 1;
+    uint64_t acc = 0;
+    unsigned have = 0;
+    size_t i = 0, len = 0;
+    for (;;) {
+        if (have <= 56 && i < n) {
+            uint64_t next = 0;
+            size_t take = (64 - have) / 8; /* whole bytes acc has room for */
+            if (n - i >= 8) {
+                memcpy(&next, in + i, 8);
+                next = __builtin_bswap64(next);
+            } else {
+                take = take < n - i ? take : n - i;
+                for (size_t k = 0; k < n - i; k++)
+                    next |= (uint64_t)in[i + k] << (56 - 8 * k);
+            }
+            acc |= next >> have;
+            i += take;
+            have += 8 * (unsigned)take;
         }
-        if (b->flags & HPACK_HUFF_SYM) {
-            if (out && len == cap)
+        const struct hpack_huff_fast *e = &hpack_huff_fast[acc >> (64 - HPACK_HUFF_FAST_BITS)];
+        unsigned used = e->bits;
+        if (used <= have && room) { /* the common step: every bit it reads is real */
+            out[len] = (char)e->sym[0];
+            out[len + 1] = (char)e->sym[1];
+            len += 1u + (used != e->bits0);
+        } else if (have == 0) {
+            break;
+        } else if (used <= have) {
+            int rc = huff_put(out, cap, &len, e->sym[0]);
+            if (rc == 0 && used != e->bits0)
+                rc = huff_put(out, cap, &len, e->sym[1]);
+            if (rc < 0)
+                return rc;
+        } else if (e->bits0 <= have) { /* the string ends inside the second code */
+            used = e->bits0;
+            if (huff_put(out, cap, &len, e->sym[0]) < 0)
                 return -ENOSPC;
-            if (out)
-                out[len] = (char)b->sym;
-            len++;
+        } else if (have <= 7 && (acc >> (64 - have)) == (1u << have) - 1) {
+            break; /* padding: the most significant bits of EOS, at most 7 (RFC 7541 5.2) */
+        } else {
+            int sym = huff_long(acc, have, &used);
+            if (sym < 0)
+                return sym;
+            if (huff_put(out, cap, &len, (unsigned)sym) < 0)
+                return -ENOSPC;
         }
-        state = b->next;
-        accept = b->flags & HPACK_HUFF_ACCEPT;
+        acc <<= used;
+        have -= used;
     }
-    return accept ? (long)len : -EPROTO;
+    return (long)len;
 }
 
 /* A string literal's header (RFC 7541 5.2): its encoded bytes at in + *at, n of them. */
@@ -296,9 +356,43 @@ void hpack_dec_free(struct hpack_dec *d)
     table_free(&d->t);
 }
 
-/* The name and value of index i (1-based over the static table, then the dynamic one). */
+/* A name is lower-case tchars (RFC 9113 8.2.1, 8.2.2; a pseudo-header's after its ':'); a value
+ * has no NUL, CR or LF and no whitespace at either end (8.2.1). A table, not a search. */
+static const bool name_char[256] = {
+    ['a' ... 'z'] = true, ['0' ... '9'] = true, ['!'] = true,  ['#'] = true, ['$'] = true,
+    ['%'] = true,         ['&'] = true,         ['\''] = true, ['*'] = true, ['+'] = true,
+    ['-'] = true,         ['.'] = true,         ['^'] = true,  ['_'] = true, ['`'] = true,
+    ['|'] = true,         ['~'] = true,
+};
+
+static unsigned check_name(const char *name, size_t name_len)
+{
+    size_t i = name_len && name[0] == ':';
+    bool ok = name_len > i;
+    for (; i < name_len; i++)
+        ok &= name_char[(unsigned char)name[i]];
+    return ok ? HPACK_NAME_OK : 0;
+}
+
+static unsigned check_value(const char *v, size_t n)
+{
+    if (n && (v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t'))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == '\0' || v[i] == '\r' || v[i] == '\n')
+            return 0;
+    return HPACK_VALUE_OK;
+}
+
+unsigned hpack_field_check(const char *name, size_t name_len, const char *value, size_t value_len)
+{
+    return check_name(name, name_len) | check_value(value, value_len);
+}
+
+/* The name and value of index i (1-based over the static table, then the dynamic one), the
+ * name's static index and what hpack_field_check says of them. Every static field passes. */
 static int lookup(const struct hpack_dec *d, uint32_t i, const char **name, size_t *name_len,
-                  const char **value, size_t *value_len)
+                  const char **value, size_t *value_len, uint8_t *sidx, uint8_t *valid)
 {
     if (i == 0)
         return -EPROTO;
@@ -306,6 +400,7 @@ static int lookup(const struct hpack_dec *d, uint32_t i, const char **name, size
         const struct hpack_static *s = &hpack_static[i - 1];
         *name = s->name, *name_len = s->name_len;
         *value = s->value, *value_len = s->value_len;
+        *sidx = (uint8_t)i, *valid = HPACK_NAME_OK | HPACK_VALUE_OK;
         return 0;
     }
     if (i - HPACK_STATIC_N > d->t.n)
@@ -313,6 +408,7 @@ static int lookup(const struct hpack_dec *d, uint32_t i, const char **name, size
     const struct hpack_entry *e = table_get(&d->t, i - HPACK_STATIC_N - 1);
     *name = d->t.bytes + e->off, *name_len = e->name_len;
     *value = *name + e->name_len, *value_len = e->value_len;
+    *sidx = e->sidx, *valid = e->valid;
     return 0;
 }
 
@@ -322,6 +418,25 @@ int hpack_decode(struct hpack_dec *d, const uint8_t *in, size_t len, size_t *pos
     size_t p = *pos;
     uint32_t v;
     int rc;
+    /* The common case first: an indexed field whose index fits its first byte (a browser's
+     * or h2load's repeated request fields, one byte each). */
+    if (p < len && in[p] > 0x80 && in[p] < 0xff) {
+        v = in[p] & 0x7fu;
+        if (v <= HPACK_STATIC_N) {
+            const struct hpack_static *st = &hpack_static[v - 1];
+            *f = (struct hpack_field){st->name,      st->name_len, st->value,
+                                      st->value_len, (uint8_t)v,   HPACK_NAME_OK | HPACK_VALUE_OK};
+        } else if (v - HPACK_STATIC_N <= d->t.n) {
+            const struct hpack_entry *e = table_get(&d->t, v - HPACK_STATIC_N - 1);
+            const char *name = d->t.bytes + e->off;
+            *f = (struct hpack_field){name,         e->name_len, name + e->name_len,
+                                      e->value_len, e->sidx,     e->valid};
+        } else {
+            return -EPROTO;
+        }
+        *pos = p + 1;
+        return 1;
+    }
     /* dynamic table size updates (RFC 7541 6.3): only before the block's first field */
     while (p < len && (in[p] & 0xe0) == 0x20) {
         if (!first)
@@ -339,19 +454,13 @@ int hpack_decode(struct hpack_dec *d, const uint8_t *in, size_t len, size_t *pos
     uint8_t b = in[p];
     const char *name = NULL, *value = NULL;
     size_t name_len = 0, value_len = 0;
+    uint8_t sidx = 0, valid = 0;
     if (b & 0x80) { /* indexed field (6.1) */
         if ((rc = read_int(in, len, &p, 7, &v)) <= 0)
             return rc;
-        if (lookup(d, v, &name, &name_len, &value, &value_len) < 0)
+        if (lookup(d, v, &name, &name_len, &value, &value_len, &sidx, &valid) < 0)
             return -EPROTO;
-        f->name_len = name_len, f->value_len = value_len;
-        if (name_len + gap + value_len <= cap) {
-            memcpy(out, name, name_len);
-            memcpy(out + name_len + gap, value, value_len);
-            f->name = out, f->value = out + name_len + gap;
-        } else {
-            f->name = f->value = NULL;
-        }
+        *f = (struct hpack_field){name, name_len, value, value_len, sidx, valid};
         *pos = p;
         return 1;
     }
@@ -361,7 +470,7 @@ int hpack_decode(struct hpack_dec *d, const uint8_t *in, size_t len, size_t *pos
     if ((rc = read_int(in, len, &p, index ? 6 : 4, &v)) <= 0)
         return rc;
     struct str sn = {0}, sv;
-    if (v && lookup(d, v, &name, &name_len, &value, &value_len) < 0)
+    if (v && lookup(d, v, &name, &name_len, &value, &value_len, &sidx, &valid) < 0)
         return -EPROTO;
     if (!v && (rc = read_str(in, len, &p, &sn)) <= 0)
         return rc;
@@ -387,13 +496,21 @@ int hpack_decode(struct hpack_dec *d, const uint8_t *in, size_t len, size_t *pos
     f->name_len = (size_t)nl, f->value_len = (size_t)vl;
     f->name = fits ? out : NULL;
     f->value = fits ? out + nl + gap : NULL;
+    f->sidx = sidx;
+    f->valid = 0;
+    if (fits) /* checked once here; an entry made of it keeps the answer */
+        f->valid = (uint8_t)((v ? valid & HPACK_NAME_OK : check_name(f->name, f->name_len)) |
+                             check_value(f->value, f->value_len));
     if (index) {
         if (!fits && (size_t)(nl + vl) + ENTRY_OVERHEAD <= d->t.max)
             return -ENOSPC;
         int err = 0;
         uint32_t max = d->t.max;
         if (fits) {
-            table_insert(&d->t, f->name, f->name_len, f->value, f->value_len, &err);
+            struct hpack_entry *e =
+                table_insert(&d->t, f->name, f->name_len, f->value, f->value_len, &err);
+            if (e)
+                e->sidx = sidx, e->valid = f->valid;
         } else { /* larger than the table: it empties the table (RFC 7541 4.4) */
             table_shrink(&d->t, 0);
             d->t.max = max;

@@ -20,7 +20,8 @@ struct hpack_entry {
     uint32_t chain; /* encoder: 1 + the sequence number of the previous entry of its bucket */
     uint16_t off;   /* name at bytes + off, value right behind it */
     uint16_t name_len, value_len;
-    uint8_t sidx; /* encoder: the static index of its name, or 0 */
+    uint8_t sidx;  /* the static index of its name, or 0 (decoder: when it came indexed) */
+    uint8_t valid; /* decoder: its HPACK_NAME_OK | HPACK_VALUE_OK, checked once at insertion */
 };
 
 /* A dynamic table (RFC 7541 2.3.2): entries in a ring, their bytes in one buffer, oldest first. */
@@ -40,7 +41,20 @@ struct hpack_field {
     size_t name_len;
     const char *value;
     size_t value_len;
+    /* Decoding: the static table index (1..61) of the name when the field named it by index,
+     * directly or through a dynamic entry that did (so a caller recognises :method, :path,
+     * host... by number, with no string compare), else 0; and whether the field is one HTTP/2
+     * may carry (hpack_field_check), known without a scan when it came from a table. */
+    uint8_t sidx;
+    uint8_t valid;
 };
+
+#define HPACK_NAME_OK 1  /* lower-case tchars, after a leading ':' for a pseudo-header */
+#define HPACK_VALUE_OK 2 /* no NUL, CR or LF, no space or tab at either end */
+
+/* RFC 9113 8.2.1's rules for a field's name and value: HPACK_NAME_OK | HPACK_VALUE_OK for the
+ * ones it passes. */
+unsigned hpack_field_check(const char *name, size_t name_len, const char *value, size_t value_len);
 
 /* ---- decoding ---- */
 
@@ -55,11 +69,15 @@ void hpack_dec_free(struct hpack_dec *d);
 /* Decodes the field line at in[*pos, len), and the dynamic table size updates before it when
  * `first` (no field line of this header block decoded yet; later ones are an error).
  *
- * The name goes to out and the value `gap` bytes behind the name's end (room for the caller's
- * separator), when name_len + gap + value_len <= cap; otherwise f->name and f->value are NULL,
- * the lengths are still set, and nothing is copied (so a header list already past its limit
- * costs no copy: an HPACK bomb). A field the table keeps must be copied: it fits whenever
- * cap >= HPACK_TABLE_MAX + gap (-ENOSPC otherwise).
+ * An indexed field (RFC 7541 6.1) is not copied: f->name and f->value point into the static
+ * or the dynamic table, valid until the next call (so a field named again and again, an HPACK
+ * bomb, costs no copy). A literal's name goes to out and its value `gap` bytes behind the
+ * name's end (room for the caller's separator), when name_len + gap + value_len <= cap;
+ * otherwise f->name and f->value are NULL, the lengths are still set, and nothing is copied.
+ * A literal the table keeps must be copied: it fits whenever cap >= HPACK_TABLE_MAX + gap
+ * (-ENOSPC otherwise).
+ *
+ * f->sidx and f->valid are set as struct hpack_field says (valid: 0 when not copied).
  *
  * Returns 1 (a field, *pos past it), 0 when in[*pos, len) ends inside the representation (*pos
  * is past any size update read; call again with more bytes), -EPROTO on a decoding error

@@ -41,8 +41,14 @@ static int ours(struct hpack_dec *d, const uint8_t *in, size_t len, struct got *
         if (rc == 0) /* size updates only */
             break;
         REQUIRE(f.name); /* out is large enough for every input libFuzzer makes */
-        g->name_off[g->n] = (size_t)(f.name - out), g->name_len[g->n] = f.name_len;
-        g->value_off[g->n] = (size_t)(f.value - out), g->value_len[g->n] = f.value_len;
+        /* A literal is in out already; an indexed field points into the table: keep a copy. */
+        if (f.name != out + used) {
+            REQUIRE(used + f.name_len + f.value_len <= sizeof(out));
+            memmove(out + used, f.name, f.name_len);
+            memmove(out + used + f.name_len, f.value, f.value_len);
+        }
+        g->name_off[g->n] = used, g->name_len[g->n] = f.name_len;
+        g->value_off[g->n] = used + f.name_len, g->value_len[g->n] = f.value_len;
         used += f.name_len + f.value_len;
         if (++g->n == MAX_FIELDS)
             return 1;

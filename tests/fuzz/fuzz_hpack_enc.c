@@ -43,7 +43,10 @@ static struct hpack_pre *pre_for(struct pres *ps, const uint8_t *name, size_t na
             return ps->p[i];
     if (ps->n == MAX_PRE)
         return NULL;
-    struct hpack_field hf = {(const char *)name, name_len, (const char *)value, value_len};
+    struct hpack_field hf = {.name = (const char *)name,
+                             .name_len = name_len,
+                             .value = (const char *)value,
+                             .value_len = value_len};
     struct hpack_pre *p = hpack_pre_new(&hf, 1, "", 0, ps->n + 1);
     if (!p)
         return NULL;

@@ -442,6 +442,38 @@ def test_empty_data_flood(server):
            b"".join(frame(DATA, 0, 1) for _ in range(5000)))
 
 
+def test_empty_field_kept_in_the_table_and_named_again(server):
+    """A literal of empty name and value with incremental indexing, then its index: each request
+    is malformed (an empty name: RST_STREAM PROTOCOL_ERROR), the connection lives on and answers
+    the next request. On main the empty entry's name was a NULL pointer handed to memcpy (a UBSan
+    abort in the ASan build, so the connection died)."""
+    s = open_h2(server)
+    empty = b"\x40\x00\x00"  # literal with incremental indexing, new name "", value ""
+    s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 1, get_block(b"/hello.txt") + empty) +
+              frame(HEADERS, END_HEADERS | END_STREAM, 3, get_block(b"/hello.txt") + b"\xbe") +
+              frame(HEADERS, END_HEADERS | END_STREAM, 5, get_block(b"/hello.txt")))
+    s.settimeout(10)
+    buf, frames, deadline = b"", [], time.monotonic() + 10
+    while time.monotonic() < deadline and not any(
+            f[0] == DATA and f[1] & END_STREAM and f[2] == 5 for f in frames):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+            n = int.from_bytes(buf[:3], "big")
+            frames.append((buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF,
+                           buf[9:9 + n]))
+            buf = buf[9 + n:]
+    s.close()
+    resets = {f[2]: struct.unpack(">I", f[3])[0] for f in frames if f[0] == RST_STREAM}
+    assert resets == {1: PROTOCOL_ERROR, 3: PROTOCOL_ERROR}, frames
+    assert any(f[0] == HEADERS and f[2] == 5 for f in frames), frames
+    body = b"".join(f[3] for f in frames if f[0] == DATA and f[2] == 5)
+    assert body == HELLO
+    still_serving(server)
+
+
 def test_hpack_bomb(server):
     big = b"\x40\x01x\x7f" + bytes([0x80 | ((4000 - 127) & 0x7F), (4000 - 127) >> 7]) + \
         b"b" * 4000

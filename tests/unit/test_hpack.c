@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h2/hpack_tables.h"
 #include "unit.h"
 
 /* Hex to bytes ("8286 8441" -> 82 86 84 41); returns the length. */
@@ -283,9 +284,11 @@ TEST(hpack_bomb_costs_no_copy)
     uint8_t ref = 0x80 | 62;
     pos = 0;
     char small[16];
+    memset(small, 0, sizeof(small));
     CHECK_INT(hpack_decode(&d, &ref, 1, &pos, false, small, sizeof(small), 0, &f), 1);
-    CHECK(f.name == NULL && f.value == NULL);
+    CHECK(f.name && f.name != small && f.value && f.value != small); /* the table's bytes */
     CHECK_INT(f.name_len + f.value_len, 4001);
+    CHECK(small[0] == 0);
     hpack_dec_free(&d);
 }
 
@@ -317,6 +320,111 @@ TEST(hpack_huffman_round_trip_every_byte)
     }
     hpack_dec_free(&d);
     hpack_enc_free(&e);
+}
+
+/* RFC 7541 Appendix B's code for s[0, n), padded with ones: the encoder's, written again
+ * from the table so that the test does not lean on what it checks. */
+static size_t huff_encode_test(uint8_t *dst, const char *s, size_t n)
+{
+    uint64_t acc = 0;
+    unsigned bits = 0;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct hpack_huff_code *c = &hpack_huff_code[(uint8_t)s[i]];
+        acc = acc << c->bits | c->code;
+        for (bits += c->bits; bits >= 8; bits -= 8)
+            dst[o++] = (uint8_t)(acc >> (bits - 8));
+    }
+    if (bits)
+        dst[o++] = (uint8_t)(acc << (8 - bits) | (0xffu >> bits));
+    return o;
+}
+
+TEST(hpack_huffman_decodes_every_pair_and_rejects_bad_padding)
+{
+    /* Every byte value forced into Huffman code, followed by a second one: codes from 5 to 30
+     * bits meet the 11-bit table's one- and two-symbol steps, its end-of-string cases and the
+     * longer codes' canonical decoding at every alignment. */
+    for (int i = 0; i < 256; i++) {
+        for (int j = 0; j < 256; j += 5) {
+            const char pair[2] = {(char)i, (char)j};
+            char back[4];
+            uint8_t buf[8];
+            size_t len = huff_encode_test(buf, pair, 2);
+            CHECK_INT(hpack_huff_decode(buf, len, back, sizeof(back)), 2);
+            CHECK(back[0] == pair[0] && back[1] == pair[1]);
+            CHECK_INT(hpack_huff_decode(buf, len, NULL, 0), 2);
+            CHECK_INT(hpack_huff_decode(buf, len, back, 1), -ENOSPC);
+        }
+    }
+    char o[8];
+    uint8_t a_ones = 0x1f;                     /* 'a' (00011) and 3 bits of padding, ones */
+    uint8_t a_zeros = 0x18;                    /* the padding is not EOS's bits */
+    uint8_t a_long[2] = {0x1f, 0xff};          /* 11 bits of padding: more than 7 */
+    uint8_t eos[4] = {0xff, 0xff, 0xff, 0xff}; /* EOS (30 ones) itself */
+    uint8_t cut[2] = {0xff, 0xfe};             /* a 13+ bit code cut short */
+    CHECK_INT(hpack_huff_decode(&a_ones, 1, o, sizeof(o)), 1);
+    CHECK(o[0] == 'a');
+    CHECK_INT(hpack_huff_decode(&a_zeros, 1, o, sizeof(o)), -EPROTO);
+    CHECK_INT(hpack_huff_decode(a_long, 2, o, sizeof(o)), -EPROTO);
+    CHECK_INT(hpack_huff_decode(eos, 4, o, sizeof(o)), -EPROTO);
+    CHECK_INT(hpack_huff_decode(cut, 2, o, sizeof(o)), -EPROTO);
+    CHECK_INT(hpack_huff_decode(eos, 0, o, sizeof(o)), 0);
+}
+
+TEST(hpack_decode_reports_static_name_and_checks)
+{
+    /* f.sidx names a field by its static index however it came (indexed, a literal naming it,
+     * a dynamic entry made from such a literal), and f.valid stays what the field's first
+     * check found when the entry is used again. */
+    uint8_t in[128];
+    size_t n = unhex("82"            /* :method: GET */
+                     "4402 2f78"     /* :path: /x, indexed: 62 */
+                     "be"            /* 62 again */
+                     "40 0155 0178"  /* U: x (upper case name), indexed: 62 */
+                     "be"            /* it again */
+                     "7a 0220 78"    /* user-agent: " x" (leading space), indexed */
+                     "be"            /* it again */
+                     "40 0161 0162", /* a: b */
+                     in);
+    static const struct {
+        uint8_t sidx, valid;
+        const char *name, *value;
+    } want[] = {
+        {2, HPACK_NAME_OK | HPACK_VALUE_OK, ":method", "GET"},
+        {4, HPACK_NAME_OK | HPACK_VALUE_OK, ":path", "/x"},
+        {4, HPACK_NAME_OK | HPACK_VALUE_OK, ":path", "/x"},
+        {0, HPACK_VALUE_OK, "U", "x"},
+        {0, HPACK_VALUE_OK, "U", "x"},
+        {58, HPACK_NAME_OK, "user-agent", " x"},
+        {58, HPACK_NAME_OK, "user-agent", " x"},
+        {0, HPACK_NAME_OK | HPACK_VALUE_OK, "a", "b"},
+    };
+    struct hpack_dec d;
+    hpack_dec_init(&d, 4096);
+    size_t pos = 0;
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        struct hpack_field f;
+        CHECK_INT(hpack_decode(&d, in, n, &pos, i == 0, out, sizeof(out), 0, &f), 1);
+        CHECK_INT(f.sidx, want[i].sidx);
+        CHECK_INT(f.valid, want[i].valid);
+        CHECK_MEM(f.name, f.name_len, want[i].name);
+        CHECK_MEM(f.value, f.value_len, want[i].value);
+    }
+    CHECK_INT(pos, n);
+    /* An empty name and value, kept, then named by index: still a field with an address (an
+     * empty table's buffer was NULL, and memcpy and the callers were handed that). */
+    uint8_t empty[] = {0x40, 0x00, 0x00, 0x80 | 62};
+    pos = 0;
+    struct hpack_field f;
+    CHECK_INT(hpack_decode(&d, empty, sizeof(empty), &pos, true, out, sizeof(out), 0, &f), 1);
+    CHECK_INT(hpack_decode(&d, empty, sizeof(empty), &pos, false, out, sizeof(out), 0, &f), 1);
+    CHECK(f.name && f.value && f.name_len == 0 && f.value_len == 0);
+    CHECK_INT(f.valid, HPACK_VALUE_OK);
+    CHECK_INT(hpack_field_check(":", 1, "", 0), HPACK_VALUE_OK);
+    CHECK_INT(hpack_field_check("a:b", 3, "x\r", 2), 0);
+    CHECK_INT(hpack_field_check(":path", 5, "/ ", 2), HPACK_NAME_OK);
+    hpack_dec_free(&d);
 }
 
 TEST(hpack_response_fields_one_byte_each_after_the_first)
@@ -400,14 +508,27 @@ TEST(hpack_name_case_folds_letters_only)
 TEST(hpack_pre_encoded_fields_stay_in_step)
 {
     static const struct hpack_field fa[] = {
-        {"Last-Modified", 13, "Thu, 26 Nov 2026 14:05:10 GMT", 29},
-        {"ETag", 4, "\"98809e-400-18eb9d5f9a61a467\"", 29},
-        {"Accept-Ranges", 13, "bytes", 5},
-        {"Content-Type", 12, "application/octet-stream", 24},
-        {"X-Own", 5, "1", 1}};
-    static const struct hpack_field fb[] = {{"ETag", 4, "\"b\"", 3},
-                                            {"Content-Type", 12, "application/octet-stream", 24},
-                                            {":status", 7, "200", 3}};
+        {.name = "Last-Modified",
+         .name_len = 13,
+         .value = "Thu, 26 Nov 2026 14:05:10 GMT",
+         .value_len = 29},
+        {.name = "ETag",
+         .name_len = 4,
+         .value = "\"98809e-400-18eb9d5f9a61a467\"",
+         .value_len = 29},
+        {.name = "Accept-Ranges", .name_len = 13, .value = "bytes", .value_len = 5},
+        {.name = "Content-Type",
+         .name_len = 12,
+         .value = "application/octet-stream",
+         .value_len = 24},
+        {.name = "X-Own", .name_len = 5, .value = "1", .value_len = 1}};
+    static const struct hpack_field fb[] = {
+        {.name = "ETag", .name_len = 4, .value = "\"b\"", .value_len = 3},
+        {.name = "Content-Type",
+         .name_len = 12,
+         .value = "application/octet-stream",
+         .value_len = 24},
+        {.name = ":status", .name_len = 7, .value = "200", .value_len = 3}};
     struct hpack_pre *pa = hpack_pre_new(fa, 5, "ka", 2, 1), *pb = hpack_pre_new(fb, 3, "kb", 2, 2);
     CHECK(pa && pb);
     size_t klen;
