@@ -104,7 +104,9 @@ int handover_parse_dump(const void *buf, size_t len, uint16_t port, int *count)
     return left == 0 ? 0 : -EPROTO; /* a truncated message */
 }
 
-int handover_count_listeners(int family, uint16_t port)
+/* How many sockets of family and protocol, in one of states (a bit per TCP_ state), are bound
+ * to port, or -errno. */
+static int count_sockets(int family, uint8_t protocol, uint32_t states, uint16_t port)
 {
     int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
     if (fd < 0)
@@ -119,9 +121,7 @@ int handover_count_listeners(int family, uint16_t port)
         .nlh = {.nlmsg_len = sizeof(req),
                 .nlmsg_type = SOCK_DIAG_BY_FAMILY,
                 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
-        .r = {.sdiag_family = (uint8_t)family,
-              .sdiag_protocol = IPPROTO_TCP,
-              .idiag_states = 1u << 10 /* TCP_LISTEN */},
+        .r = {.sdiag_family = (uint8_t)family, .sdiag_protocol = protocol, .idiag_states = states},
     };
     int count = 0, rc = 0;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit)) != 0 ||
@@ -142,6 +142,16 @@ int handover_count_listeners(int family, uint16_t port)
 out:
     close(fd);
     return rc < 0 ? rc : count;
+}
+
+int handover_count_listeners(int family, uint16_t port)
+{
+    return count_sockets(family, IPPROTO_TCP, 1u << 10 /* TCP_LISTEN */, port);
+}
+
+int handover_count_udp(int family, uint16_t port)
+{
+    return count_sockets(family, IPPROTO_UDP, ~0u /* bound, or connected too */, port);
 }
 
 int handover_begin(struct handover *h, int fd, int theirs)

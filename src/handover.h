@@ -71,6 +71,10 @@ int handover_parse_dump(const void *buf, size_t len, uint16_t port, int *count);
  * receive timeout. */
 int handover_count_listeners(int family, uint16_t port);
 
+/* The same for the UDP sockets of family bound to port (a reuseport group of QUIC sockets):
+ * how many, or -errno (the kernel without udp_diag: -ENOENT). */
+int handover_count_udp(int family, uint16_t port);
+
 /* At the drain's start: records that theirs successor listeners share the port and, when there
  * are any, attaches the start steering through fd (one of ours). Returns 0 or -errno. */
 int handover_begin(struct handover *h, int fd, int theirs);

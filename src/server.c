@@ -470,11 +470,12 @@ static uint64_t monotonic_usec(void)
  * with --reuse-port) finds the port in use and attaches nothing: its sockets sit behind ours,
  * where the program sends nothing, so new QUIC clients are ours to refuse while we drain
  * (they fall back to TCP, which the hand-over gives the successor) and our connections finish
- * here; we take the program off when we stop, and the successor has the kernel's hash. */
+ * here; we take the program off when we stop, and the successor has the kernel's hash until
+ * it puts its own on (quic_route). */
 static void quic_steer(struct server *sv, struct runtime *w)
 {
     const struct config *cfg = sv->cfg;
-    int err = sv->quic_steer ? steer_quic_attach(w->udp->fd, (uint32_t)cfg->threads) : -EBUSY;
+    int err = sv->quic_steer ? steer_quic_attach(w->udp->fd, (uint32_t)cfg->threads, NULL) : -EBUSY;
     sv->quic_steer = err == 0;
     if (err < 0 && err != -EBUSY)
         errlog(ERRLOG_WARN,
@@ -486,6 +487,45 @@ static void quic_steer(struct server *sv, struct runtime *w)
                 err == 0        ? "yes"
                 : err == -EBUSY ? "no (another process shares the UDP port)"
                                 : strerror(-err));
+}
+
+/* Once a second while serving (supervise), for a successor that started beside a predecessor
+ * (quic_steer found the port shared): once the predecessor's sockets have all left the group,
+ * ours are the whole group but in the order its closes reshuffled them into. A probe finds
+ * each worker's index (steer_quic_order) and the program brings each connection ID to the
+ * worker that made it there; connections opened meanwhile keep theirs (each worker made its
+ * IDs for its own number all along). Until then the kernel's hash, as before. */
+static void quic_route(struct server *sv)
+{
+    int n = sv->cfg->threads;
+    if (sv->quic_steer || sv->started < n || !worker_runtime(sv->workers[0])->udp)
+        return;
+    uint16_t port = ((const struct sockaddr_in *)&sv->tls_addr.ss)->sin_port; /* same for v6 */
+    int count = handover_count_udp(sv->tls_addr.ss.ss_family, port), err = 0;
+    if (count >= 0 && count != n)
+        return; /* a predecessor still drains (its program routes), or a successor came */
+    int *fds = malloc((size_t)n * sizeof(*fds));
+    uint32_t *order = malloc((size_t)n * sizeof(*order));
+    if (count < 0)
+        err = count;
+    else if (!fds || !order)
+        err = -ENOMEM;
+    for (int i = 0; err == 0 && i < n; i++)
+        fds[i] = worker_runtime(sv->workers[i])->udp->fd;
+    if (err == 0 && (err = steer_quic_order(fds, (uint32_t)n, order)) == 0)
+        err = steer_quic_attach(fds[0], (uint32_t)n, order);
+    free(fds);
+    free(order);
+    sv->quic_steer = err == 0;
+    if (err == 0)
+        errlog(ERRLOG_NOTICE,
+               "HTTP/3: datagrams routed to workers by connection ID (the UDP port is ours "
+               "alone now)");
+    else if (err != -EAGAIN) /* EAGAIN: a probe's answer was unclear, next second */
+        errlog_limited(&sv->steer_log, ERRLOG_WARN,
+                       "HTTP/3: cannot route datagrams to workers by connection ID (%s): a "
+                       "client whose address changes may land on another worker and reconnect",
+                       strerror(-err));
 }
 
 /* --http3: worker w's UDP socket on the TLS port's address and its QUIC endpoint, with the
@@ -588,6 +628,11 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
 static void h3_publish(struct server *sv, const struct config *pairs, const char *what)
 {
     (void)sv, (void)pairs, (void)what;
+}
+
+static void quic_route(struct server *sv)
+{
+    (void)sv;
 }
 
 static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
@@ -846,6 +891,7 @@ static void supervise(struct server *sv, const sigset_t *signals)
             if (!stopping) {
                 follow_docroot(sv, &lim);
                 steer_clients(sv);
+                quic_route(sv);
             }
             if (!stopping && atomic_exchange(&sv->acme_changed, false))
                 acme_install(sv);

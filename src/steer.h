@@ -28,20 +28,32 @@ void steer_program(struct sock_filter code[STEER_LEN], uint32_t n, uint32_t seed
 /* Attaches that program to fd's reuseport group, for a group of n listeners. 0 or -errno. */
 int steer_attach(int fd, uint32_t n, uint32_t seed);
 
-/* The QUIC program's length in instructions. */
+/* The QUIC program's length in instructions, for sockets in their workers' order. */
 #define STEER_QUIC_LEN 12
 /* Bytes of a connection ID the QUIC program reads: the server's IDs must be at least this long. */
 #define STEER_CID_BYTES 4
 
-/* Writes the classic BPF program that returns steer_cid_index of a QUIC datagram's destination
- * connection ID (a short header's at byte 1, a long header's at byte 6), for a group of n UDP
- * sockets. A long header whose ID is shorter than STEER_CID_BYTES gets an index past the end
- * (the kernel's hash). A client's first Initials carry an ID it chose at random: they land
- * where its value says, and that worker makes the connection's IDs to come back to it. Pure. */
-void steer_quic_program(struct sock_filter code[STEER_QUIC_LEN], uint32_t n);
+/* Writes the classic BPF program that brings a QUIC datagram to the socket of the worker
+ * steer_cid_index names for its destination connection ID (a short header's at byte 1, a long
+ * header's at byte 6), in a group of n sockets where worker w's is at order[w] (order NULL:
+ * worker w's is socket w), into code[steer_quic_len(n, order)]. A long header whose ID is
+ * shorter than STEER_CID_BYTES gets an index past the end (the kernel's hash). A client's
+ * first Initials carry an ID it chose at random: they land where its value says, and that
+ * worker makes the connection's IDs to come back to it. Pure. */
+void steer_quic_program(struct sock_filter *code, uint32_t n, const uint32_t *order);
+size_t steer_quic_len(uint32_t n, const uint32_t *order);
 
-/* Attaches that program to the UDP socket fd's reuseport group of n sockets. 0 or -errno. */
-int steer_quic_attach(int fd, uint32_t n);
+/* Attaches that program to the UDP socket fd's reuseport group. 0 or -errno. */
+int steer_quic_attach(int fd, uint32_t n, const uint32_t *order);
+
+/* Finds which index of their reuseport group each of the n UDP sockets fds holds, into
+ * order[] (order[i]: fds[i]'s), by a probe datagram per index through the group (steer.c),
+ * when the group holds these sockets only: 0, or -EAGAIN when the answer was not clear (a
+ * socket that is not ours in the group, or drops of a full buffer mixed in: try later), or
+ * -errno. Takes the group's program off (the kernel's hash until the caller attaches one).
+ * Costs 2n datagrams, n^2 getsockopt: not for the request path. */
+int steer_quic_order(const int *fds, uint32_t n, uint32_t order[]);
+
 /* Takes the program off fd's group (the kernel's hash from now on). */
 void steer_detach(int fd);
 
