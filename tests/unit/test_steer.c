@@ -225,6 +225,11 @@ TEST(steer_quic_order_finds_each_socket_after_a_predecessors_left)
     CHECK_INT((int)steer_quic_len(GROUP, order), STEER_QUIC_LEN + 2 * GROUP);
     steer_quic_program(code, GROUP, order);
     CHECK_INT(code[STEER_QUIC_LEN + 2 * GROUP - 1].code, BPF_RET | BPF_K);
+    /* --threads' most (1024): the kernel takes the longest program too */
+    static uint32_t reversed[1024];
+    for (uint32_t w = 0; w < 1024; w++)
+        reversed[w] = 1023 - w;
+    CHECK_INT(steer_quic_attach(fds[0], 1024, reversed), 0);
     for (int i = 0; i < GROUP; i++)
         close(fds[i]);
 }
