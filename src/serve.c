@@ -641,11 +641,13 @@ static inline __attribute__((always_inline)) void serve_path(struct job *j, cons
 }
 
 /* The lines every HTTPS response carries: the site's HSTS and, with HTTP/3, Alt-Svc (so a
- * browser learns of HTTP/3 from its HTTP/1.1 or HTTP/2 answers). NULL for none. */
-static const char *secure_lines(struct runtime *w, const struct config *cfg, size_t *len)
+ * browser learns of HTTP/3 from its HTTP/1.1 or HTTP/2 answers; not on HTTP/3's own, `on_h3`).
+ * NULL for none. */
+static const char *secure_lines(struct runtime *w, const struct config *cfg, bool on_h3,
+                                size_t *len)
 {
     *len = cfg->hsts_len;
-    if (!w->alt_svc_len)
+    if (!w->alt_svc_len || on_h3)
         return cfg->hsts ? cfg->hsts_line : NULL;
     size_t n = sizeof(w->secure) / sizeof(w->secure[0]), i, free_at = n;
     for (i = 0; i < n; i++) {
@@ -695,7 +697,7 @@ static inline __attribute__((always_inline)) void init_job(struct job *j, struct
     ctx->ok_head_len = w->ok_head_len;
     ctx->extra_headers = j->cfg->extra_headers;
     ctx->extra_len = j->cfg->extra_headers_len;
-    ctx->all_headers = pol->secure ? secure_lines(w, j->cfg, &ctx->all_len) : NULL;
+    ctx->all_headers = pol->secure ? secure_lines(w, j->cfg, pol->on_h3, &ctx->all_len) : NULL;
     ctx->keep_alive = pol->keep_alive;
     ctx->head = req && req->method == HTTP_HEAD;
     ctx->send_continue = pol->send_continue;

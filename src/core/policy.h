@@ -40,6 +40,9 @@ struct resume_token {
 struct req_policy {
     enum resp_syntax syntax;
     bool secure; /* the request came over an encrypting transport (https) */
+    /* the client reached HTTP/3 already: Alt-Svc (which advertises it) is left off its answers,
+     * as caddy does, saving every response a field to encode (QPACK, Huffman) and send */
+    bool on_h3;
     /* its TLS state when it came over TLS, for the 421 of a Host its certificate is not for
      * (rt/site.h, site_misdirected); never dereferenced by the core */
     struct tls_conn *tls;

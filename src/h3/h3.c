@@ -90,7 +90,7 @@ struct h3conn {
     unsigned nstreams;
     unsigned nparked;
     uint32_t token;      /* its requests' resume token's generation (never 0: 0 cannot wait) */
-    uint8_t ok_host_len; /* the last host its certificate was found to name (0: none) */
+    uint8_t ok_host_len; /* the last host found named by its certificate, or address (0: none) */
     char ok_host[47];
     struct obs_conn obs;
 };
@@ -296,6 +296,38 @@ static int on_acked(nghttp3_conn *conn, int64_t sid, uint64_t n, void *user, voi
     return 0;
 }
 
+/* Eight bytes of a name with 'A'-'Z' made 'a'-'z', all at once (a byte at a time cost ~7
+ * instructions a byte, ~700 a response): a byte is upper case when it is ASCII, its 7 bits
+ * reach 'A' and do not pass 'Z' (each sum sets the byte's high bit, and cannot carry out). */
+static inline uint64_t lower8(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101u, high = ones * 0x80;
+    uint64_t low7 = x & ~high;
+    uint64_t upper = (low7 + ones * (0x80 - 'A')) & ~(low7 + ones * (0x7f - 'Z')) & ~x & high;
+    return x | upper >> 2;
+}
+
+/* dst[0, n) = src[0, n) in lower case, in two words that may overlap (n of 8 to 16, as most
+ * response field names are; longer ones a word at a time, shorter a byte at a time). */
+static void lower_name(char *dst, const char *src, size_t n)
+{
+    uint64_t x;
+    size_t i = 0;
+    if (n < 8) {
+        for (; i < n; i++)
+            dst[i] = (char)(src[i] >= 'A' && src[i] <= 'Z' ? src[i] + 32 : src[i]);
+        return;
+    }
+    for (; i + 8 < n; i += 8) {
+        memcpy(&x, src + i, 8);
+        x = lower8(x);
+        memcpy(dst + i, &x, 8);
+    }
+    memcpy(&x, src + n - 8, 8); /* the last eight, overlapping what was done */
+    x = lower8(x);
+    memcpy(dst + n - 8, &x, 8);
+}
+
 /* The response's field lines as nghttp3 wants them: names in lower case (RFC 9114 4.2), kept
  * in the stream's head buffer (the request's text is no longer needed). Neither names nor
  * values are copied by nghttp3 (NO_COPY): they live in the stream and its response, which
@@ -317,8 +349,7 @@ static int respond(struct h3conn *hc, struct h3stream *st)
         if (used + name_len > sizeof(st->q.head))
             break;
         char *lower = st->q.head + used;
-        for (size_t i = 0; i < name_len; i++)
-            lower[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+        lower_name(lower, name, name_len);
         used += name_len;
         nv[n++] =
             (nghttp3_nv){(uint8_t *)lower, (uint8_t *)(uintptr_t)value, name_len, value_len, keep};
@@ -334,16 +365,16 @@ static int respond(struct h3conn *hc, struct h3stream *st)
 /* The 421 rule (RFC 9110 15.5.20) as the TLS port has it for a process-level certificate
  * among several (QUIC presents no other): the certificate must name the request's host. An
  * address never gets 421, as there (a load balancer's probe of https://ADDR/ is served); the
- * last host found named is remembered. */
+ * last host found named, or address, is remembered (so a client that names one host, or an
+ * address, is not asked about again on every request: inet_pton alone cost ~200 instructions). */
 static bool misdirected(struct h3conn *hc, const struct http_request *req)
 {
     char key[VHOST_NAME_MAX + 1];
     size_t n = vhost_key(vhost_request_host(req), key);
     struct in_addr a4;
-    if (n == 0 || key[0] == '[' || (n == hc->ok_host_len && memcmp(key, hc->ok_host, n) == 0) ||
-        inet_pton(AF_INET, key, &a4) == 1)
+    if (n == 0 || key[0] == '[' || (n == hc->ok_host_len && memcmp(key, hc->ok_host, n) == 0))
         return false;
-    if (!quic_cert_covers(hc->qc, key, n))
+    if (inet_pton(AF_INET, key, &a4) != 1 && !quic_cert_covers(hc->qc, key, n))
         return true;
     if (n <= sizeof(hc->ok_host)) {
         memcpy(hc->ok_host, key, n);
@@ -370,6 +401,7 @@ static int answer(struct h3conn *hc, struct h3stream *st)
     } else {
         struct req_policy pol = policy_fields();
         pol.secure = true;
+        pol.on_h3 = true;
         pol.peer = &hc->obs.peer;
         pol.misdirected = misdirected(hc, req);
         /* The token names the connection (h3_resume): its streams share one verification in

@@ -285,9 +285,17 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_path_storage_zero(&batch_ps);
     ngtcp2_pkt_info pi;
+    /* Packets are the path's size (1200 until Path MTU Discovery proves more), but the buffer
+     * offered is the largest we may send: ngtcp2 writes a PMTUD probe only where it fits, and
+     * with the path's size alone it never did, every packet staying at 1200 bytes. */
     size_t mtu = ngtcp2_conn_get_path_max_tx_udp_payload_size(qc->conn);
+    size_t cap = ngtcp2_conn_get_max_tx_udp_payload_size(qc->conn);
     if (mtu > MTU_MAX)
         mtu = MTU_MAX;
+    if (cap > MTU_MAX)
+        cap = MTU_MAX;
+    if (cap < mtu)
+        cap = mtu;
     uint8_t *buf = ep->out, *p = buf;
     size_t npkts = 0, total = 0;
     for (;;) {
@@ -305,7 +313,7 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
         ngtcp2_ssize ndatalen = -1;
         ngtcp2_ssize n =
-            ngtcp2_conn_writev_stream(qc->conn, &ps.path, &pi, p, mtu, &ndatalen, flags, sid,
+            ngtcp2_conn_writev_stream(qc->conn, &ps.path, &pi, p, cap, &ndatalen, flags, sid,
                                       (const ngtcp2_vec *)vec, (size_t)nvec, now);
         if (n < 0) {
             if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED || n == NGTCP2_ERR_STREAM_SHUT_WR) {
@@ -330,6 +338,18 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
             send_batch(ep, &batch_ps.path, buf, p, mtu);
             ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
             break;
+        }
+        if ((size_t)n > mtu) { /* a probe: after what is batched, alone (GSO wants mtu) */
+            send_batch(ep, &batch_ps.path, buf, p, mtu);
+            send_to(ep, (const struct sockaddr *)ps.path.remote.addr, ps.path.remote.addrlen, p,
+                    (size_t)n, 0);
+            p = buf;
+            npkts = 0;
+            if (++total == WRITE_MAX) {
+                ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
+                break;
+            }
+            continue;
         }
         if (p == buf) {
             ngtcp2_path_copy(&batch_ps.path, &ps.path);

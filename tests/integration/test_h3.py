@@ -27,10 +27,11 @@ from test_sites_tls import pki  # noqa: F401  (a fixture: a CA and pairs for a.t
 
 pytestmark = pytest.mark.schemes("https")
 
-# Fields whose value must be the same over HTTP/3 as over HTTP/1.1 (Date may tick between).
+# Fields whose value must be the same over HTTP/3 as over HTTP/1.1 (Date may tick between;
+# Alt-Svc is HTTPS's over HTTP/1.1 and HTTP/2 only, test_alt_svc_and_off).
 SAME = ("content-type", "content-length", "etag", "last-modified", "content-range",
         "content-encoding", "vary", "location", "www-authenticate", "accept-ranges",
-        "cache-control", "alt-svc")
+        "cache-control")
 
 
 def h3(server, reqs, **kw):
@@ -335,10 +336,31 @@ def test_alt_svc_and_off(make_server, docroot):
     srv = make_server(docroot)
     r = fetch(srv, "/hello.txt")
     assert r.header("alt-svc") == f'h3=":{srv.port}"; ma=86400'
+    # Not on HTTP/3's own answers: the client is there already (a field less to encode)
+    for r3 in h3(srv, [("GET", "/hello.txt"), ("GET", "/missing.txt")]):
+        assert r3.status in (200, 404) and r3.header("alt-svc") is None, r3.headers
     off = make_server(docroot, args=("--http3", "off"))
     assert fetch(off, "/hello.txt").header("alt-svc") is None
     with pytest.raises(Exception):
         h3(off, [("GET", "/")], timeout=1)  # no answer comes: bounded by 2 s
+
+
+def test_field_names_are_lower_cased(make_server, docroot):
+    """RFC 9114 4.2: names go out in lower case, whatever their length (h3.c lowers them eight
+    bytes at a time) and whichever tchars sit beside the letters ('@' and '[' are not tchars,
+    but '^', '_', '`', '|' and '~' are)."""
+    names = ["X", "Ab", "AbCdEfG", "AbCdEfGh", "Z^_`|~Az-09.QM", "X-Very-Long-Header-NAME-ZZ-Top"]
+    args = []
+    for i, name in enumerate(names):
+        args += ["--header", f"{name}: V{i}"]
+    srv = make_server(docroot, args=args)
+    r, = h3(srv, [("GET", "/hello.txt")])
+    assert r.status == 200 and bytes(r.body) == HELLO
+    got = dict(r.headers)
+    for i, name in enumerate(names):
+        assert got.get(name.lower()) == f"V{i}", (name, r.headers)
+    for name, _ in r.headers:
+        assert name == name.lower(), r.headers
 
 
 def test_access_log_says_http3(make_server, docroot, tmp_path):

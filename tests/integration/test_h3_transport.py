@@ -290,3 +290,36 @@ def test_restart_with_reuse_port_keeps_http3(make_server, h3root):
         assert bytes(resp.body) == LARGE
         assert len(moved) == 3, moved
     assert routed in b.stderr_text(), b.stderr_text()
+
+
+class _Sizes(_Proto):
+    """_Proto that notes the size of every datagram the server sends."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sizes = []
+
+    def datagram_received(self, data, addr):
+        self.sizes.append(len(data))
+        super().datagram_received(data, addr)
+
+
+def test_path_mtu_discovery_grows_packets(make_server, h3root):
+    """Packets start at QUIC's 1,200 bytes and grow once Path MTU Discovery proves the path
+    carries more (loopback does; ngtcp2 probes only into a buffer that can hold a probe, and
+    the server once offered it the path's size alone): fewer packets, each encrypted and sent,
+    for the same bytes. The download arrives byte-exact, and nothing passes ngtcp2's 1,452."""
+    srv = make_server(h3root)
+
+    async def run():
+        async with connect("127.0.0.1", srv.port, configuration=configuration(srv.ca),
+                           create_protocol=_Sizes, wait_connected=True) as client:
+            first = await client.request("GET", "/large.bin")
+            return first, client.sizes
+
+    resp, sizes = asyncio.run(asyncio.wait_for(run(), 30))
+    assert resp.status == 200 and bytes(resp.body) == LARGE
+    big = [n for n in sizes if n > 1200]
+    assert big and max(sizes) <= 1452, (len(sizes), max(sizes))
+    # most of the download's packets are the larger size, not just the probes
+    assert len(big) > len(sizes) // 2, (len(big), len(sizes))
