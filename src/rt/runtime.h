@@ -70,6 +70,7 @@ struct conn_table {
     int held[HELD_MAX];         /* FIFO ring of sockets accepted while full, see conn_accepted */
     uint8_t held_lst[HELD_MAX]; /* ... and the listener each came from */
     unsigned held_first, held_count;
+    struct errlog_limit log_full; /* "all --max-conns slots busy" */
 };
 
 /* Listening sockets per worker: the HTTP port, and one per further transport (TLS). */
@@ -154,10 +155,10 @@ struct runtime {
 
     struct conn_table conns; /* conn's */
 
-    struct bufpool inbufs;  /* partial request heads */
-    struct bufpool outbufs; /* response headers and plans */
-    struct bufpool h2bufs;  /* HTTP/2 sessions' output and header-block buffers (h2.h) */
-    struct errlog_limit log_full, log_limit;
+    struct bufpool inbufs;         /* partial request heads */
+    struct bufpool outbufs;        /* response headers and plans */
+    struct bufpool h2bufs;         /* HTTP/2 sessions' output and header-block buffers (h2.h) */
+    struct errlog_limit log_limit; /* guard's refusals (its guard may be the workers' one) */
     struct guard *guard; /* per-client limits (rt/guard.h), or NULL when none is configured */
     struct fcache *cache;
     struct compressor *compress; /* NULL with --compress off */
