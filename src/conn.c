@@ -52,12 +52,12 @@ static bool hold(struct runtime *w, int fd, unsigned lst)
     if (w->conns.reclaiming <= w->conns.held_count) {
         struct conn *old = w->conns.idle.first;
         if (!old) {
-            errlog_limited(&w->log_full, ERRLOG_WARN,
+            errlog_limited(&w->conns.log_full, ERRLOG_WARN,
                            "worker %d: --max-conns %u reached, none idle: refusing a connection",
                            w->id, w->cfg->max_conns);
             return false;
         }
-        errlog_limited(&w->log_full, ERRLOG_WARN,
+        errlog_limited(&w->conns.log_full, ERRLOG_WARN,
                        "worker %d: --max-conns %u reached: closing idle connections, oldest first",
                        w->id, w->cfg->max_conns);
         reclaim(w, old);

@@ -640,20 +640,56 @@ static inline __attribute__((always_inline)) void serve_path(struct job *j, cons
     error(j, status, NULL);
 }
 
+/* Serve's per-worker state: the Alt-Svc line with HTTP/3, and that line after each site's HSTS
+ * line, composed once per site configuration (a distinct buffer per configuration, as the
+ * prebuilt answers key on its address). */
+struct serve_worker {
+    char alt_svc[48]; /* "Alt-Svc: h3=\":PORT\"; ma=86400\r\n", or none */
+    unsigned alt_svc_len;
+    struct {
+        const struct config *cfg;
+        unsigned gen; /* w->site_gen it was composed under */
+        unsigned len;
+        char lines[112];
+    } secure[8];
+};
+
+struct serve_worker *serve_worker_new(void)
+{
+    return calloc(1, sizeof(struct serve_worker));
+}
+
+void serve_worker_free(struct serve_worker *sw)
+{
+    free(sw);
+}
+
+int serve_alt_svc(struct runtime *w, const char *line, size_t len)
+{
+    struct serve_worker *sw = w->servew;
+    if (len > sizeof(sw->alt_svc))
+        return -EINVAL;
+    memcpy(sw->alt_svc, line, len);
+    sw->alt_svc_len = (unsigned)len;
+    memset(sw->secure, 0, sizeof(sw->secure)); /* composed without it */
+    return 0;
+}
+
 /* The lines every HTTPS response carries: the site's HSTS and, with HTTP/3, Alt-Svc (so a
  * browser learns of HTTP/3 from its HTTP/1.1 or HTTP/2 answers; not on HTTP/3's own, `on_h3`).
  * NULL for none. */
 static const char *secure_lines(struct runtime *w, const struct config *cfg, bool on_h3,
                                 size_t *len)
 {
+    struct serve_worker *sw = w->servew;
     *len = cfg->hsts_len;
-    if (!w->alt_svc_len || on_h3)
+    if (!sw->alt_svc_len || on_h3)
         return cfg->hsts ? cfg->hsts_line : NULL;
-    size_t n = sizeof(w->secure) / sizeof(w->secure[0]), i, free_at = n;
+    size_t n = sizeof(sw->secure) / sizeof(sw->secure[0]), i, free_at = n;
     for (i = 0; i < n; i++) {
-        if (w->secure[i].cfg == cfg && w->secure[i].gen == w->site_gen)
+        if (sw->secure[i].cfg == cfg && sw->secure[i].gen == w->site_gen)
             break;
-        if (free_at == n && (!w->secure[i].cfg || w->secure[i].gen != w->site_gen))
+        if (free_at == n && (!sw->secure[i].cfg || sw->secure[i].gen != w->site_gen))
             free_at = i;
     }
     if (i == n) { /* more sites than slots: those beyond go without Alt-Svc */
@@ -661,16 +697,16 @@ static const char *secure_lines(struct runtime *w, const struct config *cfg, boo
             return cfg->hsts ? cfg->hsts_line : NULL;
         i = free_at;
         size_t hl = cfg->hsts ? cfg->hsts_len : 0;
-        if (hl + w->alt_svc_len > sizeof(w->secure[i].lines))
+        if (hl + sw->alt_svc_len > sizeof(sw->secure[i].lines))
             return cfg->hsts ? cfg->hsts_line : NULL;
-        memcpy(w->secure[i].lines, cfg->hsts_line, hl);
-        memcpy(w->secure[i].lines + hl, w->alt_svc, w->alt_svc_len);
-        w->secure[i].len = (unsigned)(hl + w->alt_svc_len);
-        w->secure[i].cfg = cfg;
-        w->secure[i].gen = w->site_gen;
+        memcpy(sw->secure[i].lines, cfg->hsts_line, hl);
+        memcpy(sw->secure[i].lines + hl, sw->alt_svc, sw->alt_svc_len);
+        sw->secure[i].len = (unsigned)(hl + sw->alt_svc_len);
+        sw->secure[i].cfg = cfg;
+        sw->secure[i].gen = w->site_gen;
     }
-    *len = w->secure[i].len;
-    return w->secure[i].lines;
+    *len = sw->secure[i].len;
+    return sw->secure[i].lines;
 }
 
 /* Inlined: out of line it costs the request ~25 instructions of frame and spills, and GCC's

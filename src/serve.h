@@ -10,6 +10,7 @@
 #define SERVE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "core/http1.h"
 #include "core/plan.h"
@@ -32,6 +33,16 @@ struct response {
     struct site_note note;
     char buf[RESPONSE_BUF];
 };
+
+/* Serve's per-worker state (the HSTS and Alt-Svc lines of HTTPS responses), reached through
+ * w->servew: the worker makes it with its world and frees it last. NULL when memory is short. */
+struct serve_worker *serve_worker_new(void);
+void serve_worker_free(struct serve_worker *sw);
+
+/* With HTTP/3: the Alt-Svc line ("Alt-Svc: ...\r\n", len bytes, 0 for none) every HTTPS
+ * response of w carries after its site's HSTS line. Before the engine starts; 0 or -EINVAL
+ * (too long). */
+int serve_alt_svc(struct runtime *w, const char *line, size_t len);
 
 /* An empty response from the worker's pool, or NULL when memory is short. */
 struct response *serve_response_get(struct runtime *w);

@@ -35,6 +35,7 @@
 #include "rt/metrics.h"
 #include "rt/site.h"
 #include "rt/worker.h"
+#include "serve.h"
 #include "systemd.h"
 #include "acme/acme.h"
 #include "acme/tokens.h"
@@ -607,7 +608,8 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
     }
     worker_set_quic(wk, quic);
     if (rc == 0) {
-        w->alt_svc_len = h3_alt_svc(w->alt_svc, sizeof(w->alt_svc), cfg->tls_port);
+        char alt[48];
+        rc = serve_alt_svc(w, alt, h3_alt_svc(alt, sizeof(alt), cfg->tls_port));
         w->h3ops = &h3_worker_ops;
     }
     if (rc == 0 && w->id == cfg->threads - 1)

@@ -62,6 +62,7 @@ struct h3worker {
     struct h3mem mem; /* nghttp3's blocks, for every connection of the worker */
     struct offload readers;
     bool readers_on;
+    struct http_request req; /* scratch for the request being parsed */
 };
 
 struct h3stream {
@@ -388,7 +389,7 @@ static bool misdirected(struct h3conn *hc, const struct http_request *req)
 static int answer(struct h3conn *hc, struct h3stream *st)
 {
     struct runtime *w = hc->w;
-    struct http_request *req = &w->req;
+    struct http_request *req = &w->h3->req;
     int status = h3req_parse(&st->q, req);
 
     struct response *r = serve_response_get(w);

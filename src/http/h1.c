@@ -46,21 +46,40 @@ static inline bool switched(const struct conn *c)
     return c->proto != &proto_h1;
 }
 
-/* w->heads: connections with a partial head buffered, oldest first (what --head-memory
- * evicts). */
+/* HTTP/1's per-worker state. */
+struct h1worker {
+    struct conn_list heads; /* connections with a partial head buffered, oldest first (what
+                             * --head-memory evicts) */
+    size_t in_bytes;        /* input buffers held by connections, bounded by --head-memory */
+    struct errlog_limit log_heads;
+    struct http_request req; /* scratch for the request being parsed */
+};
+
+struct h1worker *h1_worker_new(void)
+{
+    return calloc(1, sizeof(struct h1worker));
+}
+
+void h1_worker_free(struct h1worker *hw)
+{
+    free(hw);
+}
+
+/* The heads list (struct h1worker). */
 static void heads_unlink(struct runtime *w, struct conn *c)
 {
     struct h1 *h = h1_of(c);
     if (!h->on_heads)
         return;
+    struct conn_list *heads = &w->h1w->heads;
     if (h->head_prev)
         h1_of(h->head_prev)->head_next = h->head_next;
     else
-        w->heads.first = h->head_next;
+        heads->first = h->head_next;
     if (h->head_next)
         h1_of(h->head_next)->head_prev = h->head_prev;
     else
-        w->heads.last = h->head_prev;
+        heads->last = h->head_prev;
     h->head_prev = h->head_next = NULL;
     h->on_heads = false;
 }
@@ -70,13 +89,14 @@ static void heads_link(struct runtime *w, struct conn *c)
     struct h1 *h = h1_of(c);
     if (h->on_heads)
         return;
+    struct conn_list *heads = &w->h1w->heads;
     h->on_heads = true;
-    h->head_prev = w->heads.last;
-    if (w->heads.last)
-        h1_of(w->heads.last)->head_next = c;
+    h->head_prev = heads->last;
+    if (heads->last)
+        h1_of(heads->last)->head_next = c;
     else
-        w->heads.first = c;
-    w->heads.last = c;
+        heads->first = c;
+    heads->last = c;
 }
 
 /* Puts c on the queue its state calls for: conn's idle queue (between requests, or lingering:
@@ -105,7 +125,7 @@ static void update_lists(struct runtime *w, struct conn *c)
 static void free_input(struct runtime *w, struct h1 *h)
 {
     if (h->in)
-        w->in_bytes -= h->in_cap;
+        w->h1w->in_bytes -= h->in_cap;
     if (h->in && h->in_cap > H1_INPUT_CAP)
         free(h->in);
     else if (h->in)
@@ -234,7 +254,7 @@ static size_t consume(struct runtime *w, struct conn *c, const char *data, size_
                 return len;
             }
         }
-        struct http_request *req = &w->req;
+        struct http_request *req = &w->h1w->req;
         int n = http1_parse(data + used, len - used, req);
         if (n == HTTP1_PARTIAL) {
             if (first)
@@ -287,14 +307,14 @@ static size_t consume(struct runtime *w, struct conn *c, const char *data, size_
  * flood of slow heads costs the slowest of them their connection, not the worker its memory. */
 static bool input_room(struct runtime *w, struct conn *c, size_t more)
 {
-    while (w->in_bytes + more > w->cfg->head_memory) {
-        struct conn *old = w->heads.first == c ? h1_of(c)->head_next : w->heads.first;
+    while (w->h1w->in_bytes + more > w->cfg->head_memory) {
+        struct conn *old = w->h1w->heads.first == c ? h1_of(c)->head_next : w->h1w->heads.first;
         if (!old)
             return false;
-        errlog_limited(&w->log_heads, ERRLOG_WARN,
+        errlog_limited(&w->h1w->log_heads, ERRLOG_WARN,
                        "worker %d: request heads hold %zu bytes (--head-memory %zu): closing "
                        "the oldest partial ones",
-                       w->id, w->in_bytes, w->cfg->head_memory);
+                       w->id, w->h1w->in_bytes, w->cfg->head_memory);
         close_conn(w, old);
     }
     return true;
@@ -310,7 +330,7 @@ static bool buffer_input(struct runtime *w, struct conn *c, const char *data, si
         if (!input_room(w, c, H1_INPUT_CAP) || !(h->in = bufpool_get(&w->inbufs)))
             return false;
         h->in_cap = H1_INPUT_CAP;
-        w->in_bytes += H1_INPUT_CAP;
+        w->h1w->in_bytes += H1_INPUT_CAP;
     }
     if (len > h->in_cap - h->in_len) {
         size_t cap = h->in_cap;
@@ -323,11 +343,11 @@ static bool buffer_input(struct runtime *w, struct conn *c, const char *data, si
             return false;
         memcpy(bigger, h->in, h->in_len);
         uint32_t len_kept = h->in_len;
-        free_input(w, h); /* c keeps its place on w->heads */
+        free_input(w, h); /* c keeps its place on the heads list */
         h->in = bigger;
         h->in_cap = (uint32_t)cap;
         h->in_len = len_kept;
-        w->in_bytes += cap;
+        w->h1w->in_bytes += cap;
     }
     memcpy(h->in + h->in_len, data, len);
     h->in_len += (uint32_t)len;

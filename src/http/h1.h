@@ -35,7 +35,7 @@ struct h1 {
     bool keep_alive; /* the connection stays open after the response in flight */
     bool in_request; /* bytes of a request have arrived since the last response */
     bool served;     /* a response has been started on this connection */
-    bool on_heads;   /* on w->heads: a partial head buffered (--head-memory evicts) */
+    bool on_heads; /* on the worker's heads list: a partial head buffered (--head-memory evicts) */
     uint32_t in_len;
     uint32_t in_cap;        /* a pool buffer's size, or more for one grown on the heap */
     char *in;               /* buffered unparsed input, or NULL */
@@ -43,7 +43,7 @@ struct h1 {
     uint64_t discard;       /* body bytes of the current request still to skip */
     uint64_t send_left;     /* bytes the response had left at the last timeout check */
     int64_t linger_end;     /* H1_LINGERING: when to close even if the client still sends */
-    struct conn *head_prev; /* w->heads, oldest first */
+    struct conn *head_prev; /* the worker's heads list, oldest first */
     struct conn *head_next;
 };
 
@@ -51,6 +51,12 @@ _Static_assert(sizeof(struct h1) <= CONN_PROTO_MEM, "HTTP/1's state must fit in 
 
 /* The HTTP/1.1 protocol operations: every connection's first (w->h1). */
 extern const struct proto_ops proto_h1;
+
+/* HTTP/1's per-worker state (the list of partial heads --head-memory evicts, its byte count,
+ * the scratch request), reached through w->h1w: the worker makes it with its world and frees
+ * it last. NULL when memory is short. */
+struct h1worker *h1_worker_new(void);
+void h1_worker_free(struct h1worker *hw);
 
 /* c's HTTP/1 state (while c->proto is &proto_h1). */
 static inline struct h1 *h1_of(struct conn *c)

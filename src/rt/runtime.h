@@ -2,14 +2,18 @@
  * compress, the transports and the engines) take of one worker thread's share-nothing world:
  * its configuration, clock and cached date, timer wheel, buffer pools, file cache and the
  * handles of its off-loop work, connection slots and queues, counters, the engine's operations
- * and the upcall table the engine reports through, and the site it serves from. Header only.
- * Must not: carry what only the worker does with its world (its stop request, the drain's and
- * --drain-delay's deadlines, the site slot reloads publish into, its QUIC endpoint, its
- * thread: struct worker, private to rt/worker.c, which embeds this); be touched by another thread,
- * except wake_fd (written by the main thread to stop the worker or publish a site, and by the
- * compressor thread when a variant is ready); include any module above it.
+ * and the upcall table the engine reports through, the site it serves from, and an opaque
+ * pointer to each module's own per-worker state (HTTP/1's, serve's, site's, HTTP/3's).
+ * Header only.
+ * Must not: carry a fact a module owns (that goes in the module's per-worker state, which only
+ * the module reads); carry what only the worker does with its world (its stop request, the
+ * drain's and --drain-delay's deadlines, the site slot reloads publish into, its QUIC endpoint,
+ * its thread: struct worker, private to rt/worker.c, which embeds this); be touched by another
+ * thread, except wake_fd (written by the main thread to stop the worker or publish a site,
+ * and by the compressor thread when a variant is ready); include any module above it.
  * Ownership: the worker (rt/worker.h) sets it up, ticks it and tears it down, and owns
- * everything it points to; the layers below are handed it on each call and keep no copy of
+ * everything it points to (a module's state is made and freed by that module's functions,
+ * called by the worker); the layers below are handed it on each call and keep no copy of
  * anything in it beyond the call, except through the upcall table's callbacks. */
 #ifndef RT_RUNTIME_H
 #define RT_RUNTIME_H
@@ -17,7 +21,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/http1.h"
 #include "rt/accesslog.h"
 #include "rt/bufpool.h"
 #include "rt/errlog.h"
@@ -39,6 +42,9 @@ struct tokens_reader;
 struct guard;
 struct runtime;
 struct h3worker;
+struct h1worker;
+struct serve_worker;
+struct site_worker;
 
 /* Connections in the order they joined a list (oldest first), linked through the list's own
  * links (conn.idle_*, h1's head_*). */
@@ -64,6 +70,7 @@ struct conn_table {
     int held[HELD_MAX];         /* FIFO ring of sockets accepted while full, see conn_accepted */
     uint8_t held_lst[HELD_MAX]; /* ... and the listener each came from */
     unsigned held_first, held_count;
+    struct errlog_limit log_full; /* "all --max-conns slots busy" */
 };
 
 /* Listening sockets per worker: the HTTP port, and one per further transport (TLS). */
@@ -121,17 +128,6 @@ struct runtime {
      * what the worker loop asks of it (installed by the server with the endpoint), or NULL. */
     struct h3worker *h3;
     const struct worker_h3_ops *h3ops;
-    /* With HTTP/3: "Alt-Svc: h3=\":PORT\"; ma=86400\r\n" for HTTPS responses (h3_alt_svc), and
-     * that line after each site's HSTS line, composed once per site configuration (serve.c;
-     * a distinct buffer per configuration, as the prebuilt answers key on its address). */
-    char alt_svc[48];
-    unsigned alt_svc_len;
-    struct {
-        const struct config *cfg;
-        unsigned gen;
-        unsigned len;
-        char lines[112];
-    } secure[8];
     /* Automatic HTTPS (issue 27): this worker's reader of the HTTP-01 answers (acme/tokens.h),
      * or NULL without --acme-email. Set by the server before the engine starts. */
     struct tokens_reader *acme;
@@ -158,29 +154,22 @@ struct runtime {
     struct timer_wheel wheel;
 
     struct conn_table conns; /* conn's */
-    struct conn_list heads;  /* HTTP/1 reading a request head with bytes buffered (evictable) */
 
-    struct bufpool inbufs;  /* partial request heads */
-    struct bufpool outbufs; /* response headers and plans */
-    struct bufpool h2bufs;  /* HTTP/2 sessions' output and header-block buffers (h2.h) */
-    size_t in_bytes;        /* input buffers held by connections, bounded by --head-memory */
-    struct errlog_limit log_full, log_heads, log_limit;
+    struct bufpool inbufs;         /* partial request heads */
+    struct bufpool outbufs;        /* response headers and plans */
+    struct bufpool h2bufs;         /* HTTP/2 sessions' output and header-block buffers (h2.h) */
+    struct errlog_limit log_limit; /* guard's refusals (its guard may be the workers' one) */
     struct guard *guard; /* per-client limits (rt/guard.h), or NULL when none is configured */
     struct fcache *cache;
     struct compressor *compress; /* NULL with --compress off */
     struct authstate *auth;      /* --basic-auth verifications (rt/auth.h) */
-    /* The last Host routed and the site it named (rt/site.c): a keep-alive client names the
-     * same one request after request, and a match costs a memcmp instead of a lookup. */
-    struct {
-        char host[64];
-        uint8_t len;
-        int16_t vh;
-        unsigned gen; /* w->site_gen it was routed under; 0: none */
-        /* site_pending found this request's credentials verified: serve's check is done */
-        const struct http_request *granted;
-    } route;
-
-    struct http_request req; /* scratch for the request being parsed */
+    /* The modules' own per-worker state, each allocated, read and freed by its module alone
+     * (opaque here; the worker makes them with the rest of its world): HTTP/1's list of
+     * partial heads and its --head-memory count and scratch request (http/h1.h), serve's
+     * per-site HSTS and Alt-Svc lines (serve.h), site's route cache (rt/site.h). */
+    struct h1worker *h1w;
+    struct serve_worker *servew;
+    struct site_worker *sitew;
     /* Whether a new connection's client address is looked up (conn_peer): the access log, a
      * site's --basic-auth (its per-address bound) or the per-client limits (w->guard) will read
      * it. */

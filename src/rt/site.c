@@ -256,28 +256,53 @@ void site_put(struct site *s)
 
 /* ---- per request (worker thread) ---- */
 
+/* Site's per-worker state: the last Host routed and the site it named (a keep-alive client
+ * names the same one request after request, and a match costs a memcmp instead of a lookup),
+ * and the request site_pending found verified. */
+struct site_worker {
+    struct {
+        char host[64];
+        uint8_t len;
+        int16_t vh;
+        unsigned gen; /* w->site_gen it was routed under; 0: none */
+        /* site_pending found this request's credentials verified: serve's check is done */
+        const struct http_request *granted;
+    } route;
+};
+
+struct site_worker *site_worker_new(void)
+{
+    return calloc(1, sizeof(struct site_worker));
+}
+
+void site_worker_free(struct site_worker *sw)
+{
+    free(sw);
+}
+
 /* The vhost a request's Host names among several sites; out of line so that the one-site path's
  * frame has no Host key buffer to set up. */
 __attribute__((noinline)) static const struct vhost *route_host(struct runtime *w,
                                                                 const struct http_request *req)
 {
     const struct site *s = w->site;
+    struct site_worker *sw = w->sitew;
     const struct vhost *v = &s->vh[s->dflt];
     struct http_str h = vhost_request_host(req);
-    if (h.p && h.len == w->route.len && w->route.gen == w->site_gen &&
-        memcmp(h.p, w->route.host, h.len) == 0) {
-        v = &s->vh[w->route.vh];
+    if (h.p && h.len == sw->route.len && sw->route.gen == w->site_gen &&
+        memcmp(h.p, sw->route.host, h.len) == 0) {
+        v = &s->vh[sw->route.vh];
     } else {
         char key[VHOST_NAME_MAX + 1];
         size_t n = vhost_key(h, key);
         int i = n ? vhost_lookup(&s->hosts, key, n) : -1;
         if (i >= 0)
             v = &s->vh[i];
-        if (h.p && h.len <= sizeof(w->route.host)) {
-            memcpy(w->route.host, h.p, h.len);
-            w->route.len = (uint8_t)h.len;
-            w->route.vh = (int16_t)(v - s->vh);
-            w->route.gen = w->site_gen;
+        if (h.p && h.len <= sizeof(sw->route.host)) {
+            memcpy(sw->route.host, h.p, h.len);
+            sw->route.len = (uint8_t)h.len;
+            sw->route.vh = (int16_t)(v - s->vh);
+            sw->route.gen = w->site_gen;
         }
     }
     return v;
@@ -456,8 +481,8 @@ static __attribute__((noinline)) bool site_rules(struct runtime *w, const struct
     const struct config *c = v->cfg;
     char url[PATH_MAX + 4];
     char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET + VHOST_NAME_MAX + 16];
-    bool granted = w->route.granted == req; /* site_pending verified this very request */
-    w->route.granted = NULL;
+    bool granted = w->sitew->route.granted == req; /* site_pending verified this very request */
+    w->sitew->route.granted = NULL;
 
     if (c->canonical_host) {
         char key[VHOST_NAME_MAX + 1];
@@ -596,7 +621,7 @@ pending_auth(struct runtime *w, const struct http_request *req, const struct req
             enum auth_verdict verdict = auth_check(w->auth, v->auth[i], req, pol->peer,
                                                    pol->resume.gen ? &pol->resume : NULL);
             /* serve_request answers this very request next: it need not hash it again */
-            w->route.granted = verdict == AUTH_GRANTED ? req : NULL;
+            w->sitew->route.granted = verdict == AUTH_GRANTED ? req : NULL;
             return verdict == AUTH_WAIT;
         }
     }
@@ -605,7 +630,7 @@ pending_auth(struct runtime *w, const struct http_request *req, const struct req
 
 bool site_pending(struct runtime *w, const struct http_request *req, const struct req_policy *pol)
 {
-    w->route.granted = NULL;
+    w->sitew->route.granted = NULL;
     if (!w->site->any_auth)
         return false; /* the common case: no site has --basic-auth, nothing to route here */
     return pending_auth(w, req, pol);

@@ -94,6 +94,11 @@ int site_moved(const struct config *cfg, const struct site *s);
 
 void site_put(struct site *s);
 
+/* Site's per-worker state (the route cache), reached through w->sitew: the worker makes it
+ * with its world and frees it last. NULL when memory is short. */
+struct site_worker *site_worker_new(void);
+void site_worker_free(struct site_worker *sw);
+
 /* The site req names (the default one for NULL, or a Host no site names), with the worker's
  * file cache switched to its root. Over TLS, serve asks site_misdirected next (issue 19). */
 const struct vhost *site_route(struct runtime *w, const struct http_request *req);

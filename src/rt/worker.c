@@ -186,6 +186,10 @@ static int init(struct worker *w, int id, const struct config *cfg, const struct
         goto err_cache;
     if (!(w->rt.auth = auth_state_new(w->rt.wake_fd)))
         goto err_compress;
+    /* the modules' own per-worker state (runtime.h) */
+    if (!(w->rt.h1w = h1_worker_new()) || !(w->rt.servew = serve_worker_new()) ||
+        !(w->rt.sitew = site_worker_new()))
+        goto err_compress;
     if ((rc = guard_configure(&w->rt, cfg)) < 0)
         goto err_compress;
     if ((rc = eng->init(&w->rt)) < 0)
@@ -193,6 +197,9 @@ static int init(struct worker *w, int id, const struct config *cfg, const struct
     return 0;
 
 err_compress:
+    site_worker_free(w->rt.sitew);
+    serve_worker_free(w->rt.servew);
+    h1_worker_free(w->rt.h1w);
     guard_free(w->rt.guard);
     auth_state_free(w->rt.auth);
     compress_free(&w->rt, w->rt.compress);
@@ -300,6 +307,9 @@ void worker_free(struct worker *w)
     fcache_free(w->rt.cache);
     conn_held_close(&w->rt);
     guard_free(w->rt.guard); /* after the last conn_closed: connections counted in it are gone */
+    site_worker_free(w->rt.sitew);
+    serve_worker_free(w->rt.servew);
+    h1_worker_free(w->rt.h1w);
     /* A worker that drained has every buffer back (one that stopped on an error may not). */
     assert(w->rt.conns.active != 0 ||
            (w->rt.inbufs.count == 0 && w->rt.outbufs.count == 0 && w->rt.h2bufs.count == 0));

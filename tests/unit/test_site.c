@@ -5,6 +5,7 @@
  * Must not: serve a request; the worker's engine is a table that only starts and stops.
  * Ownership: one worker, configuration and directory per test. */
 #include "unit.h"
+#include "quiet.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,25 +13,8 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "engine/caps.h"
-#include "engine/engine.h"
 #include "rt/site.h"
 #include "rt/worker.h"
-
-static int quiet_init(struct runtime *w)
-{
-    (void)w;
-    return 0;
-}
-
-static void quiet_fini(struct runtime *w)
-{
-    (void)w;
-}
-
-/* The worker never runs: only init and fini are called. */
-static const struct engine_ops quiet_engine = {
-    .name = "quiet", .init = quiet_init, .fini = quiet_fini};
 
 struct fixture {
     char dir[64], conf[96];
@@ -70,17 +54,13 @@ static void setup(struct fixture *f)
     char *argv[] = {"ringhttpd", "-t", "1", "--max-conns", "8", "--config", f->conf, NULL};
     memcpy(f->argv, argv, sizeof(argv));
     CHECK_INT(config_parse(&f->cfg, 7, f->argv), 0);
-    site_slot_init(&f->slot, site_adopt(&f->cfg));
-    static const struct engine_caps caps;
-    struct listener ls = {.fd = -1};
-    CHECK_INT(worker_new(&f->worker, 0, &f->cfg, &quiet_engine, &caps, &ls, 1, &f->slot), 0);
+    f->worker = unit_quiet_worker(&f->cfg, &f->slot);
     f->w = worker_runtime(f->worker);
 }
 
 static void teardown(struct fixture *f)
 {
-    worker_free(f->worker);
-    site_slot_fini(&f->slot);
+    unit_quiet_worker_free(f->worker, &f->slot);
     config_free(&f->cfg);
     char path[128];
     for (const char *s = "ab"; *s; s++) {
