@@ -98,16 +98,15 @@ def test_limit_conn_is_exact_across_workers(make_server, docroot):
     workers, each worker below 4, and the next ones would get in."""
     srv = make_server(docroot, args=["--limit-conn", "4"])
     assert srv.threads == 2
-    held_then_refused(srv, "127.0.0.1", 4, 6, (200,))
+    held_then_refused(srv, "127.0.0.1", 4, 6, [200] * 4)
 
 
 def held_then_refused(srv, src, n, tries, statuses):
-    """n connections from src held open (a request each, answered with one of statuses), then
-    each of `tries` more closed at accept."""
+    """n connections from src held open (a request each, the i-th answered with statuses[i]),
+    then each of `tries` more closed at accept."""
     held = [ConnFrom(srv, src) for _ in range(n)]
     try:
-        for c in held:
-            assert c.request("GET", "/index.html").status in statuses
+        assert [c.request("GET", "/index.html").status for c in held] == statuses
         for _ in range(tries):
             with ConnFrom(srv, src) as extra:
                 extra.send(request("GET", "/index.html"), ignore_errors=True)
@@ -142,7 +141,7 @@ def test_a_reload_adds_limits_to_a_process_started_without_them(make_server, doc
         # from before the reload, its address known (the access log looked it up): counted
         assert [old.request("GET", "/index.html").status for _ in range(2)] == [200, 429]
         # every worker refuses the third: steered since the reload
-        held_then_refused(srv, "127.0.0.3", 2, 4, (200, 429))
+        held_then_refused(srv, "127.0.0.3", 2, 4, [200, 429])  # 1r/m, no burst: the 2nd is over
     finally:
         old.close()
 
@@ -178,7 +177,7 @@ def test_limits_are_exact_under_socket_activation(activated, docroot):
     (docroot / "api").mkdir()
     (docroot / "api" / "x.json").write_text("{}")
     srv = activated(["--limit-conn", "4", "--limit-req-for", "/api/* 1r/m"])
-    held_then_refused(srv, "127.0.0.1", 4, 6, (200,))
+    held_then_refused(srv, "127.0.0.1", 4, 6, [200] * 4)
     assert [get(srv, "/api/x.json", src="127.0.0.2").status for _ in range(6)] == \
         [200] + [429] * 5
     assert get(srv, "/api/x.json", src="127.0.0.3").status == 200  # another client

@@ -112,8 +112,8 @@ def test_accept_ranges_advertised(server):
 ])
 def test_single_range(server, spec, first, last):
     r = rng(server, spec)
-    if first is None:  # whitespace around '=' is not in the grammar: 200 or 206 both defensible
-        assert r.status in (200, 206)
+    if first is None:  # whitespace around '=' is not in the grammar: the Range is ignored
+        assert r.status == 200 and r.body == HELLO
         return
     assert check_206(r, HELLO) == [(first, last)]
     assert r.header("etag") and r.header("last-modified") == HELLO_LAST_MODIFIED
@@ -157,17 +157,13 @@ def test_multipart_with_unsatisfiable_member(server):
 def test_many_ranges_are_capped(server):
     spec = "bytes=" + ",".join("%d-%d" % (i, i) for i in range(0, 1000, 2))
     r = rng(server, spec)
-    assert r.status in (200, 206, 416)
-    if r.status == 200:
-        assert r.body == HELLO
-    elif r.status == 206:
-        check_206(r, HELLO)
+    assert r.status == 200 and r.body == HELLO  # over the cap: the whole file, once
     assert len(r.body) < 20 * len(HELLO), "range abuse amplified the response"
 
 
 def test_many_overlapping_whole_ranges_no_amplification(server):
     r = rng(server, "bytes=" + ",".join(["0-1023"] * 200), path="/hello.txt")
-    assert r.status in (200, 206, 416)
+    assert r.status == 200 and r.body == HELLO
     assert len(r.body) < 8 * len(HELLO)
 
 
@@ -247,10 +243,7 @@ def test_if_range_after_file_changed(server, docroot):
 def test_range_ignored_for_head_or_gives_same_headers(server):
     r = rng(server, "bytes=0-9", method="HEAD")
     assert r.body == b""
-    assert r.status in (200, 206)
-    if r.status == 206:
-        assert r.header("content-range") == "bytes 0-9/1024"
-        assert r.header("content-length") == "10"
+    assert r.status == 200 and r.header("content-range") is None, r.headers
 
 
 def test_conditional_precedes_range(server):
@@ -263,11 +256,7 @@ def test_conditional_precedes_range(server):
 
 def test_range_on_empty_file(server):
     r = rng(server, "bytes=0-0", path="/empty.txt")
-    assert r.status in (200, 416)
-    if r.status == 416:
-        assert r.header("content-range") == "bytes */0"
-    else:
-        assert r.body == b""
+    assert r.status == 416 and r.header("content-range") == "bytes */0", r.headers
 
 
 def test_range_on_index(server):

@@ -55,7 +55,7 @@ def test_no_escape_from_docroot(server, target):
     assert b"root:x:0:0" not in data, f"{target} served /etc/passwd"
     r, rest = parse_response(data)
     assert rest == b""
-    assert r.status in (400, 403, 404), f"{target}: {r.status}"
+    assert r.status == 404, f"{target}: {r.status}"
 
 
 def test_traversal_never_leaks_on_one_connection(server):
@@ -65,12 +65,8 @@ def test_traversal_never_leaks_on_one_connection(server):
         for target in TRAVERSALS:
             c.send(request("GET", target))
             r = c.read()
-            assert r.status in (400, 403, 404), f"{target}: {r.status}"
+            assert r.status == 404 and r.keep_alive, f"{target}: {r.status}"
             assert OUTSIDE_MARK not in r.body, target
-            if r.status == 400:  # a parse error closes the connection: go on with a new one
-                c.expect_close()
-                c.close()
-                c = Conn(server)
     finally:
         c.close()
 
@@ -79,11 +75,11 @@ def test_symlink_out_of_docroot_is_refused(server):
     for target in ("/link-out.txt", "/link-out-abs.txt", "/outdir/outside.txt",
                    "/outdir/root/hello.txt"):
         r = fetch(server, target)
-        assert r.status in (403, 404), f"{target}: {r.status}"
+        assert r.status == 404, f"{target}: {r.status}"
         assert OUTSIDE_MARK not in r.body
     # HEAD must not reveal the outside file's size either.
     r = fetch(server, "/link-out.txt", method="HEAD")
-    assert r.status in (403, 404)
+    assert r.status == 404
     assert r.header("content-length") != str(len(OUTSIDE_CONTENT))
 
 
@@ -242,24 +238,15 @@ def test_redirect_location_has_no_header_injection(server):
 
 
 def test_chunked_get_body_is_never_parsed_as_a_request(server):
-    """A chunked body is either consumed (then the next request is answered), or the request is
-    answered or refused and the connection closed; the request hidden in it is never answered."""
+    """A chunked body on a GET: the request is answered and the connection closed without the
+    body being read; the request hidden in it is never answered."""
     chunk = SMUGGLED
     body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(chunk), chunk)
     with Conn(server) as c:
         c.send(request("GET", "/hello.txt", headers=["Transfer-Encoding: chunked"], body=body)
                + request("GET", "/", close=True), ignore_errors=True)
         a = c.read()
-        if a.status >= 400:
-            assert a.status in (400, 411, 413, 501), a
-            c.expect_close()
-            return
-        assert a.status == 200 and a.body == HELLO
-        if not a.keep_alive:  # answered, then closed instead of reading the body: also safe
-            c.expect_close()
-            return
-        b = c.read()
-        assert b.status == 200 and b.body == INDEX_HTML, "the chunk was parsed as a request"
+        assert a.status == 200 and a.body == HELLO and not a.keep_alive, a
         c.expect_close()
 
 
@@ -272,10 +259,10 @@ def test_fifo_and_socket_in_docroot_do_not_block_the_worker(make_server, docroot
     server = make_server(docroot, args=["-t", "1"])
     try:
         r = fetch(server, "/pipe.txt")
-        assert r.status in (403, 404), f"FIFO: {r.status}"
-        # open() of a socket fails with ENXIO; nginx answers that with 500, so it is allowed.
+        assert r.status == 403, f"FIFO: {r.status}"
+        # open() of a socket fails with ENXIO, which the server answers with 500 (as nginx does).
         r = fetch(server, "/unix.sock")
-        assert r.status in (403, 404, 500), f"socket: {r.status}"
+        assert r.status == 500, f"socket: {r.status}"
         assert fetch(server, "/hello.txt").body == HELLO
     finally:
         us.close()
@@ -283,20 +270,15 @@ def test_fifo_and_socket_in_docroot_do_not_block_the_worker(make_server, docroot
 
 @pytest.mark.parametrize("size", [40000, 200000])
 def test_large_get_body_is_discarded_or_connection_closed(server, size):
-    """A big body on a GET is discarded (bounded) or the connection is closed after the
-    response; the requests inside it are never answered."""
+    """A big body on a GET is discarded (bounded: 200000 bytes still are) and the connection kept;
+    the requests inside it are never answered."""
     body = (SMUGGLED * (size // len(SMUGGLED) + 1))[:size]
     with Conn(server, timeout=10) as c:
         c.send(request("GET", "/hello.txt", headers=[f"Content-Length: {size}"]), )
         c.send(body, ignore_errors=True)
         c.send(request("GET", "/", close=True), ignore_errors=True)
         a = c.read()
-        assert a.status in (200, 413), a
-        if a.status == 200:
-            assert a.body == HELLO
-        if not a.keep_alive:
-            c.expect_close()
-            return
+        assert a.status == 200 and a.body == HELLO and a.keep_alive, a
         b = c.read()
         assert b.status == 200 and b.body == INDEX_HTML, "the body was parsed as requests"
         c.expect_close()

@@ -178,22 +178,23 @@ def test_canonical_host_and_redirect_rules(make_server, sites):
     assert get(s, "/old/x%20y.txt", "a.test").status == 404  # rules are per site
 
 
-@pytest.mark.parametrize("target", [
-    "/old//evil.example/x", "/old/%2F%2Fevil.example", "/old/%5C%5Cevil.example",
-    "/old/..%2F..%2F%2Fevil.example", "/old/\\evil.example", "/old/%0d%0aSet-Cookie:x=1",
-    "http://b.test/old//evil.example",
+@pytest.mark.parametrize("target,want", [
+    ("/old//evil.example/x", 308), ("/old/%2F%2Fevil.example", 308),
+    ("/old/%5C%5Cevil.example", 308),
+    ("/old/..%2F..%2F%2Fevil.example", 404),  # the dot segments climb out of /old/: no rule
+    ("/old/\\evil.example", 308), ("/old/%0d%0aSet-Cookie:x=1", 308),
+    ("http://b.test/old//evil.example", 308),
 ])
-def test_redirects_never_leave_the_site(make_server, sites, target):
+def test_redirects_never_leave_the_site(make_server, sites, target, want):
     s = make_server(args=["--config", str(sites["conf"])])
     data = raw(s, f"GET {target} HTTP/1.1\r\nHost: b.test\r\nConnection: close\r\n\r\n".encode())
     r = parse_response(data)[0]
     loc = r.header("location")
-    if r.status in (301, 302, 307, 308):
+    assert r.status == want, (r.status, loc)
+    if want == 308:
         assert loc.startswith("/new/") and not loc.startswith("//"), loc
         assert "\\" not in loc and "\r" not in loc and "\n" not in loc, loc
         assert not loc[len("/new/"):].startswith("/"), loc
-    else:
-        assert r.status in (400, 404), (r.status, loc)
 
 
 def test_redirect_and_host_options_reject_hostile_configuration(tmp_path):
@@ -324,7 +325,8 @@ def test_wrong_password_flood_does_not_stall_other_clients(make_server, sites):
             time.sleep(0.01)
     for t in threads:
         t.join()
-    assert len(statuses) == 100 and set(statuses) <= {401, 429}, statuses
+    # one client, one request at a time: never over the per-address bound of 2 verifications
+    assert statuses == [401] * 100, statuses
     assert worst < 1.0, f"a request waited {worst:.3f} s behind the verifications"
 
 
@@ -347,7 +349,9 @@ def test_verifications_per_client_address_are_bounded(make_server, sites):
             data += chunk
         got.append(parse_response(data)[0].status)
         c.close()
-    assert got.count(429) >= 8 - 2 - 1 and set(got) <= {401, 429}, got  # 2 verify at a time
+    # A set, not one list: how many of the 8 arrive while 2 verify is up to the kernel's
+    # scheduling of the connections (2 at a time; one may finish before the last arrives).
+    assert got.count(429) >= 8 - 2 - 1 and set(got) <= {401, 429}, got
     assert got.count(401) >= 1, got
 
 
