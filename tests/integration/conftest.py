@@ -124,6 +124,7 @@ import contextlib
 import ctypes
 import email.utils
 import hashlib
+import itertools
 import os
 import pathlib
 import random
@@ -244,6 +245,35 @@ def random_file(tmp_path_factory):
         return cache[size]
 
     return get
+
+
+_PORT_NEXT = itertools.count()
+
+
+def free_port():
+    """A port for a test that must name it before its server starts (ACME's CA validates on
+    it, a browser is told it, systemd-socket-activate binds it): free for TCP and UDP on
+    127.0.0.1 now, and never handed to another test of the session. It comes from a range of
+    its own per pytest-xdist worker (1,000 ports from 20000 up), below the kernel's ephemeral
+    range, where every `-p 0` server's port and every bind to port 0 come from: two ports
+    picked by binding to 0 and closing were handed to two parallel tests at once, whose servers
+    then shared the port (an ACME validation reached the other test's server: 404)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    base = 20000 + (int(worker[2:]) % 10 if worker[2:].isdigit() else 0) * 1000
+    for _ in range(1000):
+        port = base + next(_PORT_NEXT) % 1000
+        t = socket.socket()
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            t.bind(("127.0.0.1", port))
+            u.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            t.close()
+            u.close()
+    pytest.fail("no free port in this worker's range")
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ import urllib.request
 
 import pytest
 
-from conftest import wait_for
+from conftest import free_port, wait_for
 
 PEBBLE = shutil.which("pebble")
 CHALLTESTSRV = shutil.which("pebble-challtestsrv")
@@ -34,12 +34,6 @@ pytestmark = pytest.mark.skipif(not PEBBLE or not CHALLTESTSRV,
                                 reason="pebble not installed (scripts/deps.sh test)")
 
 ISSUE_TIMEOUT = 60
-
-
-def free_port():
-    with contextlib.closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port, proc, timeout=20):
@@ -115,12 +109,7 @@ class Pebble:
 
 @pytest.fixture
 def ports():
-    # Both held while the second is picked: two binds to port 0 in a row can get the same port
-    # back once the first socket is closed (seen: "--tls-port must differ from --port").
-    with contextlib.closing(socket.socket()) as a, contextlib.closing(socket.socket()) as b:
-        a.bind(("127.0.0.1", 0))
-        b.bind(("127.0.0.1", 0))
-        return a.getsockname()[1], b.getsockname()[1]
+    return free_port(), free_port()  # conftest's: distinct, and no other test's
 
 
 @pytest.fixture

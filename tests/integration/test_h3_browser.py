@@ -13,33 +13,14 @@ pytest.importorskip("websocket", reason="websocket-client is not installed")
 import test_browser
 from test_browser import EXPECTED, _assert_clean, _open, browser, chromium, site_root  # noqa
 from test_tls_browser import site_pki  # noqa
-from conftest import wait_for
+from conftest import free_port, wait_for
 
 pytestmark = pytest.mark.slow
 
 
-def _free_port():
-    """A port free for TCP and UDP on 127.0.0.1 (the browser is told it before the server
-    starts)."""
-    for _ in range(50):
-        t = socket.socket()
-        t.bind(("127.0.0.1", 0))
-        port = t.getsockname()[1]
-        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            u.bind(("127.0.0.1", port))
-            return port
-        except OSError:
-            continue
-        finally:
-            t.close()
-            u.close()
-    pytest.fail("no free port")
-
-
 @pytest.fixture(scope="module")
 def quic_port():
-    return _free_port()
+    return free_port()
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from conftest import HELLO, Conn, fetch, recv_all, request, stalled_download, tls_wrap, \
-    wait_for
+from conftest import HELLO, Conn, fetch, free_port, recv_all, request, stalled_download, \
+    tls_wrap, wait_for
 
 
 def body_or_status(server, path):
@@ -346,17 +346,11 @@ def test_sd_notify_ready_reloading_stopping(make_server, docroot, tmp_path):
         sock.close()
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.skipif(not shutil.which("systemd-socket-activate"),
                     reason="systemd-socket-activate missing (Debian package systemd)")
 @pytest.mark.parametrize("nsockets", [1, 2])
 def test_socket_activation(make_server, docroot, nsockets):
-    ports = [_free_port() for _ in range(nsockets)]
+    ports = [free_port() for _ in range(nsockets)]
     wrapper = ["systemd-socket-activate"]
     for p in ports:
         wrapper += ["-l", f"127.0.0.1:{p}"]
