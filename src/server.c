@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -122,9 +124,34 @@ static int open_listener(const struct addr *a, int defer_secs, int lowat)
  * with the same owner silently (another ringhttpd, for instance) and split its traffic; a
  * socket without it cannot bind beside a listener, so this probe fails exactly when the port is
  * served. Sharing is what --reuse-port asks for. */
-static int port_in_use(const struct addr *a)
+/* Whether another process serves address a (-EADDRINUSE), tried by a bind without
+ * SO_REUSEPORT. Two processes started at once would both pass it (each probes before the other
+ * listens) and then share the port through SO_REUSEPORT, so the probe is made under a claim: an
+ * abstract unix socket named after the address, bound first and held (*claim) until the
+ * process ends (a second claimant gets EADDRINUSE). Abstract names live in the network
+ * namespace, need no file and go with the process; a --reuse-port successor makes no claim. */
+static int port_in_use(const struct addr *a, int *claim)
 {
+    char host[INET6_ADDRSTRLEN] = "?";
+    const void *ip = a->ss.ss_family == AF_INET6
+                         ? (const void *)&((const struct sockaddr_in6 *)&a->ss)->sin6_addr
+                         : (const void *)&((const struct sockaddr_in *)&a->ss)->sin_addr;
+    unsigned port = ntohs(((const struct sockaddr_in *)&a->ss)->sin_port); /* same offset */
+    inet_ntop(a->ss.ss_family, ip, host, sizeof(host));
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    int n =
+        snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1, "ringhttpd-listen-%s-%u", host, port);
     int one = 1, rc = 0;
+    *claim = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*claim >= 0 &&
+        bind(*claim, (const struct sockaddr *)&un,
+             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) != 0) {
+        rc = -errno;
+        close(*claim);
+        *claim = -1;
+        if (rc == -EADDRINUSE)
+            return rc; /* another ringhttpd is opening or serving this address */
+    }
     int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
@@ -133,6 +160,8 @@ static int port_in_use(const struct addr *a)
          setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0) ||
         bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0)
         rc = -errno;
+    else
+        rc = 0;
     close(fd);
     return rc;
 }
@@ -173,6 +202,7 @@ struct server {
     int *listeners; /* one per worker; a worker owns (and closes) its own once started */
     int nlisten;
     int inherited;           /* systemd passed this many listeners (0: we opened our own) */
+    int claims[2];           /* port_in_use's claims on the HTTP and TLS addresses, or -1 */
     struct worker **workers; /* cfg->threads of them; the first `inited` made */
     int started;
     struct site_slot sites;
@@ -260,7 +290,7 @@ static int open_tls_listeners(struct server *sv)
         return -2; /* open_listeners said why */
     int err;
     if (cfg->tls_port != 0 && !cfg->reuse_port &&
-        (err = port_in_use(&sv->tls_addr)) == -EADDRINUSE) {
+        (err = port_in_use(&sv->tls_addr, &sv->claims[1])) == -EADDRINUSE) {
         fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", cfg->bind, cfg->tls_port,
                 strerror(-err));
         return -1;
@@ -326,7 +356,8 @@ static int open_listeners(struct server *sv)
         return -2;
     }
     int err = 0;
-    if (cfg->port != 0 && !cfg->reuse_port && (err = port_in_use(&sv->addr)) == -EADDRINUSE) {
+    if (cfg->port != 0 && !cfg->reuse_port &&
+        (err = port_in_use(&sv->addr, &sv->claims[0])) == -EADDRINUSE) {
         fprintf(stderr,
                 "ringhttpd: cannot listen on %s port %u: %s (another process serves it; "
                 "--reuse-port shares it with a ringhttpd, for a zero-downtime restart)\n",
@@ -1004,7 +1035,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
 {
     const struct server_seams none = {0};
     seams = seams ? seams : &none;
-    struct server sv = {.cfg = cfg, .notify_fd = -1};
+    struct server sv = {.cfg = cfg, .notify_fd = -1, .claims = {-1, -1}};
     int inited = 0; /* workers set up; sv.started of them run */
     int rc = 1, stop_signals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2};
     sigset_t signals;
@@ -1204,6 +1235,9 @@ out:
     tls_stop(&sv);
     if (sv.notify_fd >= 0)
         close(sv.notify_fd);
+    for (int i = 0; i < 2; i++)
+        if (sv.claims[i] >= 0)
+            close(sv.claims[i]);
     free(sv.listeners);
     free(sv.workers);
     site_slot_fini(&sv.sites);

@@ -543,3 +543,37 @@ def test_landlock_still_lets_a_recreated_docroot_and_a_sibling_release_be_served
     server = make_server(releases / "current", args=["-v"])
     repoint(releases, "release-2")
     assert wait_for(lambda: body_or_status(server, "/a.txt") == b"release 2\n")
+
+
+def test_two_servers_started_at_once_never_share_a_port(docroot):
+    """Without --reuse-port a second process on a served port is refused. Two started at the
+    same moment both passed that check (each probed before the other listened) and then shared
+    the port through SO_REUSEPORT, each taking some of its connections (7 of 20 tries on the old
+    build; a parallel test's ACME validation reached the wrong server). Now exactly one serves.
+    The check is the server's, before any engine runs: once, with the default engine."""
+    import subprocess
+    from conftest import RINGHTTPD
+    shared = 0
+    for _ in range(12):
+        port = free_port()
+        argv = [RINGHTTPD, "-p", str(port), "-b", "127.0.0.1", "-t", "2", "--access-log", "off",
+                str(docroot)]
+        procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for _ in range(2)]
+        try:
+            deadline = time.monotonic() + 10
+            # one refuses and exits (1); wait for it, or for the time a refusal takes at most
+            while time.monotonic() < deadline and all(p.poll() is None for p in procs):
+                time.sleep(0.05)
+            time.sleep(0.3)  # the other one's check has run too by now
+            shared += all(p.poll() is None for p in procs)
+            for p in procs:
+                if p.poll() is not None:
+                    assert p.returncode == 1
+                    assert b"another process serves it" in p.stderr.read()
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+                    p.wait(10)
+    assert shared == 0, f"both served one port in {shared} of 12 tries"
