@@ -23,6 +23,7 @@ from conftest import BIG, HELLO, HELLO_LAST_MODIFIED, INDEX_HTML, fetch, wait_fo
 from slowfs import SlowFS
 from h3client import Response, h3_frame, h3_get, h3_raw, new_logger, qpack_int, wait_closed
 from test_accesslog import scrape
+from test_faults import rss_kib
 from test_sites_tls import pki  # noqa: F401  (a fixture: a CA and pairs for a.test, b.test...)
 
 pytestmark = pytest.mark.schemes("https")
@@ -36,14 +37,6 @@ SAME = ("content-type", "content-length", "etag", "last-modified", "content-rang
 
 def h3(server, reqs, **kw):
     return h3_get("127.0.0.1", server.port, server.ca, reqs, **kw)
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def udp_exchange(port, datagrams, wait=1.0):

@@ -2,7 +2,6 @@
 to use QUIC for the test origin (--origin-to-force-quic-on, the test CA trusted as in
 test_tls_browser), loads every resource with next-hop protocol h3, and the access log says
 HTTP/3.0. Skipped, never failed, where Chromium cannot run (test_browser's rule)."""
-import json
 import re
 import socket
 
@@ -12,8 +11,8 @@ pytest.importorskip("websocket", reason="websocket-client is not installed")
 
 import test_browser
 from test_browser import EXPECTED, _assert_clean, _open, browser, chromium, site_root  # noqa
-from test_tls_browser import site_pki  # noqa
-from conftest import free_port, wait_for
+from test_tls_browser import assert_every_hop, site_pki  # noqa
+from conftest import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -60,16 +59,6 @@ def test_site_over_h3_in_chromium(make_server, engine, h3_browser, site_root, si
             assert path in got, f"{path} was never fetched: {sorted(got)}"
             assert got[path]["status"] == 200, (path, got[path]["status"])
             assert got[path]["protocol"] == "h3", (path, got[path]["protocol"])
-        hops = page.evaluate("JSON.stringify([performance.getEntriesByType('navigation')[0]"
-                             ".nextHopProtocol].concat(performance.getEntriesByType('resource')"
-                             ".map(e => e.nextHopProtocol)))")
-        assert set(json.loads(hops)) == {"h3"}, hops
-
-        def logged():  # the access log is written in batches
-            text = log.read_text() if log.exists() else ""
-            return all(f" {p} HTTP/" in text for p in EXPECTED) and text
-        text = wait_for(logged)
-        lines = [line for line in text.splitlines() if line.strip()]
-        assert lines and all("HTTP/3.0" in line for line in lines), lines[:5]
+        assert_every_hop(page, log, "h3", "HTTP/3.0")
     finally:
         page.close()

@@ -57,6 +57,23 @@ def tls_browser(request, site_pki):
         del test_browser.CHROMIUM_ENV["HOME"]
 
 
+def assert_every_hop(page, log, hop, version):
+    """The page's own performance entries name `hop` (h2, h3) as every resource's next-hop
+    protocol, and the access log has a line for each EXPECTED path, every line saying
+    `version` (HTTP/2.0, HTTP/3.0)."""
+    hops = page.evaluate("JSON.stringify([performance.getEntriesByType('navigation')[0]"
+                         ".nextHopProtocol].concat(performance.getEntriesByType('resource')"
+                         ".map(e => e.nextHopProtocol)))")
+    assert set(json.loads(hops)) == {hop}, hops
+
+    def logged():  # the access log is written in batches
+        text = log.read_text() if log.exists() else ""
+        return all(f" {p} HTTP/" in text for p in EXPECTED) and text
+    text = wait_for(logged)
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert lines and all(version in line for line in lines), lines[:5]
+
+
 def test_site_over_https_in_chromium(make_server, engine, tls_browser, site_root, site_pki,
                                     tmp_path):
     """Also (issue 18): Chromium speaks h2 to it, by ALPN: each response's protocol, the
@@ -85,15 +102,6 @@ def test_site_over_https_in_chromium(make_server, engine, tls_browser, site_root
             assert got[path]["securityState"] == "secure", (path, got[path]["securityState"])
         hsts = {k.lower(): v for k, v in got["/"]["headers"].items()}
         assert hsts.get("strict-transport-security") == "max-age=300"
-        hops = page.evaluate("JSON.stringify([performance.getEntriesByType('navigation')[0]"
-                             ".nextHopProtocol].concat(performance.getEntriesByType('resource')"
-                             ".map(e => e.nextHopProtocol)))")
-        assert set(json.loads(hops)) == {"h2"}, hops
-        def logged():  # the access log is written in batches
-            text = log.read_text() if log.exists() else ""
-            return all(f" {p} HTTP/" in text for p in EXPECTED) and text
-        text = wait_for(logged)
-        lines = [line for line in text.splitlines() if line.strip()]
-        assert lines and all("HTTP/2.0" in line for line in lines), lines[:5]
+        assert_every_hop(page, log, "h2", "HTTP/2.0")
     finally:
         page.close()
