@@ -28,7 +28,7 @@ struct got {
     size_t name_off[MAX_FIELDS], name_len[MAX_FIELDS], value_off[MAX_FIELDS], value_len[MAX_FIELDS];
 };
 
-/* Ours: 1 accepted (fields in g, bytes in out), 0 rejected. */
+/* Ours: 1 accepted (fields in g, bytes in out), 0 rejected, -1 too large to compare. */
 static int ours(struct hpack_dec *d, const uint8_t *in, size_t len, struct got *g)
 {
     size_t pos = 0, used = 0;
@@ -40,10 +40,13 @@ static int ours(struct hpack_dec *d, const uint8_t *in, size_t len, struct got *
             return 0;
         if (rc == 0) /* size updates only */
             break;
-        REQUIRE(f.name); /* out is large enough for every input libFuzzer makes */
-        /* A literal is in out already; an indexed field points into the table: keep a copy. */
+        REQUIRE(f.name);
+        /* A literal is in out already; an indexed field points into the table: keep a copy.
+         * One-byte references to a 4 KiB entry outgrow any buffer (a bomb, which h2 bounds
+         * by its header list): then this input is compared no further (-1). */
         if (f.name != out + used) {
-            REQUIRE(used + f.name_len + f.value_len <= sizeof(out));
+            if (used + f.name_len + f.value_len > sizeof(out))
+                return -1;
             memmove(out + used, f.name, f.name_len);
             memmove(out + used + f.name_len, f.value, f.value_len);
         }
@@ -101,6 +104,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (n > size - at)
             n = size - at;
         int a = ours(&d, data + at, n, &g);
+        if (a < 0)
+            break;
         int b = theirs(inf, data + at, n, &g, a);
         if (a != b) {
             fprintf(stderr, "ours %d, libnghttp2 %d on a block of %zu bytes at %zu\n", a, b, n, at);
