@@ -191,13 +191,42 @@ static void arm_udp(struct runtime *w, struct uring *u)
  * without GETEVENTS whenever a completion was already there, and under DEFER_TASKRUN such an
  * enter runs no task work: waiting the ceiling server's way is cheaper per request (the
  * measurement is in bench/README.md, "Wait with io_uring_submit_and_wait"). */
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void set_tick(struct uring *u, int ms)
+{
+    u->tick = (struct __kernel_timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    u->tick_due = mono_ns() + (uint64_t)ms * 1000000u;
+}
+
 static void arm_tick(struct runtime *w, struct uring *u)
 {
-    int ms = w->up->wait_ms(w);
-    u->tick = (struct __kernel_timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    set_tick(u, w->up->wait_ms(w));
     struct io_uring_sqe *sqe = get_sqe(u);
     io_uring_prep_timeout(sqe, &u->tick, 0, 0);
     io_uring_sqe_set_data64(sqe, ud(OP_TICK, NULL));
+}
+
+/* HTTP/3's timers move within a turn (a datagram asks for an acknowledgement within 25 ms):
+ * when the next one now falls before the armed tick, the tick is moved up (TIMEOUT_UPDATE),
+ * so the wait needs no ceiling shorter than the wheel's and an idle connection wakes nobody.
+ * Asked only while the worker has a UDP port: TCP's timers live on the one-second wheel. */
+static void retick(struct runtime *w, struct uring *u)
+{
+    int ms = w->up->wait_ms(w);
+    if (mono_ns() + (uint64_t)ms * 1000000u + 1000000u >= u->tick_due)
+        return;
+    set_tick(u, ms);
+    struct io_uring_sqe *sqe = get_sqe(u);
+    io_uring_prep_timeout_update(sqe, &u->tick, ud(OP_TICK, NULL), 0);
+    io_uring_sqe_set_data64(sqe, ud(OP_IGNORE, NULL)); /* -ENOENT: it fired meanwhile */
+    if (u->cqe_skip)
+        sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 }
 
 /* A new connection's first recv is single-shot: a client that sends one request with
@@ -642,6 +671,8 @@ static int uring_run(struct runtime *w)
 
     while (w->up->tick(w)) {
         accept_more(w, u);
+        if (w->udp)
+            retick(w, u);
         sqe_flush(&u->ring, &u->spill);
         rc = io_uring_submit_and_wait(&u->ring, 1);
         if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)

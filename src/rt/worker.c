@@ -57,8 +57,6 @@ struct worker {
     pthread_t thread;
 };
 
-#define QUIC_TICK_MS 10
-
 /* The worker whose runtime the engine's upcall names (struct worker embeds it). */
 static struct worker *worker_of(struct runtime *rt)
 {
@@ -514,11 +512,11 @@ static int wait_ms(const struct runtime *rt)
 {
     const struct worker *w = worker_of_const(rt);
     /* The wheel's resolution; the stop request wakes us through wake_fd. QUIC's timers (ACK
-     * delay, loss detection) are milliseconds: with connections open the wait is at most
-     * QUIC_TICK_MS, since io_uring's tick is armed once per expiry, not per loop turn. */
+     * delay, loss detection, idle) are milliseconds: the wait ends at the next one. Engines
+     * ask again each turn (io_uring moves its armed tick up), so no shorter ceiling. */
 #ifndef RINGHTTPD_NO_HTTP3
     if (w->quic && quic_ep_conns(w->quic) > 0)
-        return quic_ep_wait_ms(w->quic, QUIC_TICK_MS);
+        return quic_ep_wait_ms(w->quic, 1000);
 #else
     (void)w;
 #endif
