@@ -21,6 +21,11 @@
  *   mmap       the file mapped; one sendmsg of [header, mapped 16 KiB] x 16 (copied once)
  *   vmsplice   the file mapped; vmsplice of [header, mapped 16 KiB] x 16 into the pipe, one
  *              splice out (zero copy; headers must stay unchanged until TCP is done with them)
+ *   vmsbatch   as vmsplice, but the mapping made once and kept across rounds (as a server would
+ *              keep one per file version) and 48 frames a call (what a 1 MiB pipe holds)
+ *   splice1m   no frames: splice(file -> pipe) and out by 1 MiB (ringhttpd's HTTP/1.1 way)
+ * FRAMECOST_FILL_ONLY=1 splices each pipe to /dev/null instead of the socket: what composing
+ * the pipe costs without TCP (sendfile, mmap, preadv and perframe still go to the socket).
  *   perframe   per frame: send(header, MSG_MORE) + sendfile(16 KiB)
  * Exit 1 on any short or failed call: each method must move the whole file.
  */
@@ -42,6 +47,7 @@
 #define FRAME 16384
 #define CHUNK (256 * 1024) /* file bytes per round of a batched method */
 #define HDR 9
+#define BATCH 48 /* frames a 1 MiB pipe holds: 5 buffers each (the header and 4 pages) */
 
 static const char header[HDR] = {0, 0x40, 0, 0, 0, 0, 0, 0, 1}; /* DATA, 16 KiB, stream 1 */
 
@@ -77,9 +83,13 @@ static double thread_ms(void)
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+static int fill_only = -1; /* /dev/null under FRAMECOST_FILL_ONLY, else -1 */
+
 /* Splices all n bytes of the pipe to the socket. */
 static void drain(int pipe_rd, int sock, size_t n)
 {
+    if (fill_only >= 0)
+        sock = fill_only;
     while (n) {
         ssize_t k = splice(pipe_rd, NULL, sock, NULL, n, SPLICE_F_MORE);
         need(k > 0, "splice pipe -> socket");
@@ -107,6 +117,29 @@ static int frames_iov(struct iovec *iov, const char *hdr, const char *data, size
     return n;
 }
 
+/* vmsplice of the frames of data[0, len) into the pipe, then out to sock. A header page of its
+ * own per call, unmapped after: the pipe and then TCP hold references to it, so nothing
+ * rewrites what they will send. */
+static void vmsplice_frames(int pipe_fd[2], int sock, const char *data, size_t len)
+{
+    static struct iovec v[2 * BATCH];
+    char *hp = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    need(hp != MAP_FAILED, "mmap header page");
+    memcpy(hp, header, HDR);
+    int n = frames_iov(v, hp, data, len), at = 0;
+    size_t in = len + (size_t)n / 2 * HDR;
+    while (at < n) {
+        ssize_t k = vmsplice(pipe_fd[1], v + at, (unsigned long)(n - at), 0);
+        need(k > 0, "vmsplice");
+        for (; at < n && (size_t)k >= v[at].iov_len; at++)
+            k -= (ssize_t)v[at].iov_len;
+        if (k)
+            v[at].iov_base = (char *)v[at].iov_base + k, v[at].iov_len -= (size_t)k;
+    }
+    munmap(hp, 4096);
+    drain(pipe_fd[0], sock, in);
+}
+
 static void run(const char *method, int file, size_t size, int sock, int pipe_fd[2])
 {
     static char buf[CHUNK + CHUNK / FRAME * HDR];
@@ -115,6 +148,27 @@ static void run(const char *method, int file, size_t size, int sock, int pipe_fd
     char *map = NULL;
     if (!strcmp(method, "tee")) {
         need(pipe(tmpl) == 0 && write(tmpl[1], header, HDR) == HDR, "template pipe");
+    } else if (!strcmp(method, "vmsbatch")) {
+        static char *kept; /* one file per run of the program */
+        if (!kept) {
+            kept = mmap(NULL, size, PROT_READ, MAP_SHARED | MAP_POPULATE, file, 0);
+            need(kept != MAP_FAILED, "mmap");
+        }
+        for (size_t off = 0; off < size;) {
+            size_t len = size - off < BATCH * FRAME ? size - off : BATCH * FRAME;
+            vmsplice_frames(pipe_fd, sock, kept + off, len);
+            off += len;
+        }
+        return;
+    } else if (!strcmp(method, "splice1m")) {
+        for (size_t off = 0; off < size;) {
+            loff_t at = (loff_t)off;
+            ssize_t d = splice(file, &at, pipe_fd[1], NULL, 1 << 20, 0);
+            need(d > 0, "splice file -> pipe");
+            drain(pipe_fd[0], sock, (size_t)d);
+            off += (size_t)d;
+        }
+        return;
     } else if (!strcmp(method, "mmap") || !strcmp(method, "vmsplice")) {
         map = mmap(NULL, size, PROT_READ, MAP_SHARED, file, 0);
         need(map != MAP_FAILED, "mmap");
@@ -157,23 +211,7 @@ static void run(const char *method, int file, size_t size, int sock, int pipe_fd
             ssize_t want = (ssize_t)(len + msg.msg_iovlen / 2 * HDR);
             need(sendmsg(sock, &msg, 0) == want, "sendmsg");
         } else if (!strcmp(method, "vmsplice")) {
-            /* A header page of its own per round, unmapped after: the pipe and then TCP hold
-             * references to it, so nothing rewrites what they will send. */
-            char *hp = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            need(hp != MAP_FAILED, "mmap header page");
-            memcpy(hp, header, HDR);
-            int n = frames_iov(iov, hp, map + off, len), at = 0;
-            size_t in = len + (size_t)n / 2 * HDR;
-            while (at < n) {
-                ssize_t k = vmsplice(pipe_fd[1], iov + at, (unsigned long)(n - at), 0);
-                need(k > 0, "vmsplice");
-                for (; at < n && (size_t)k >= iov[at].iov_len; at++)
-                    k -= (ssize_t)iov[at].iov_len;
-                if (k)
-                    iov[at].iov_base = (char *)iov[at].iov_base + k, iov[at].iov_len -= (size_t)k;
-            }
-            munmap(hp, 4096);
-            drain(pipe_fd[0], sock, in);
+            vmsplice_frames(pipe_fd, sock, map + off, len);
         } else if (!strcmp(method, "perframe")) {
             for (size_t k = 0; k < len; k += FRAME) {
                 off_t o = (off_t)(off + k);
@@ -195,8 +233,8 @@ static void run(const char *method, int file, size_t size, int sock, int pipe_fd
 
 int main(int argc, char **argv)
 {
-    static const char *methods[] = {"sendfile", "composed", "tee",     "preadv",
-                                    "mmap",     "vmsplice", "perframe"};
+    static const char *methods[] = {"sendfile", "splice1m", "composed", "tee",     "preadv",
+                                    "mmap",     "vmsplice", "vmsbatch", "perframe"};
     enum { NMETHODS = sizeof(methods) / sizeof(methods[0]) };
     if (argc < 2) {
         fprintf(stderr, "usage: framecost FILE [ROUNDS]\n");
@@ -227,7 +265,10 @@ int main(int argc, char **argv)
             pthread_t t;
             pthread_create(&t, NULL, reader, &cli);
             double t0 = thread_ms();
+            fill_only = getenv("FRAMECOST_FILL_ONLY") ? open("/dev/null", O_WRONLY) : -1;
             run(methods[m], file, size, srv, pipe_fd);
+            if (fill_only >= 0)
+                close(fill_only);
             double ms = thread_ms() - t0;
             shutdown(srv, SHUT_WR);
             pthread_join(t, NULL);
