@@ -283,8 +283,8 @@ bench:
 
 # The HTTP/3 load client the bench runs (h2load from Debian speaks no HTTP/3): quic-go, at the
 # versions bench/h3load/go.sum pins, fetched by go from the module proxy on the first build.
-# It needs Go 1.26 or later (quic-go's go.mod); bench/run reports the h3 scenarios missing
-# when it does not build.
+# It needs Go 1.26 or later (quic-go's go.mod): bench/run puts one on PATH (bench/go.sh) and
+# reports the h3 scenarios missing when it does not build.
 build/h3load: bench/h3load/main.go bench/h3load/go.mod bench/h3load/go.sum
 	@mkdir -p build
 	cd bench/h3load && GOFLAGS=-modcacherw go build -trimpath -o ../../build/h3load .
