@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h2/hpack_tables.h"
+#include "core/huff.h"
+#include "core/huff_tables.h"
 #include "unit.h"
 
 /* Hex to bytes ("8286 8441" -> 82 86 84 41); returns the length. */
@@ -330,7 +331,7 @@ static size_t huff_encode_test(uint8_t *dst, const char *s, size_t n)
     unsigned bits = 0;
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        const struct hpack_huff_code *c = &hpack_huff_code[(uint8_t)s[i]];
+        const struct huff_code *c = &huff_code[(uint8_t)s[i]];
         acc = acc << c->bits | c->code;
         for (bits += c->bits; bits >= 8; bits -= 8)
             dst[o++] = (uint8_t)(acc >> (bits - 8));
@@ -351,10 +352,10 @@ TEST(hpack_huffman_decodes_every_pair_and_rejects_bad_padding)
             char back[4];
             uint8_t buf[8];
             size_t len = huff_encode_test(buf, pair, 2);
-            CHECK_INT(hpack_huff_decode(buf, len, back, sizeof(back)), 2);
+            CHECK_INT(huff_decode(buf, len, back, sizeof(back)), 2);
             CHECK(back[0] == pair[0] && back[1] == pair[1]);
-            CHECK_INT(hpack_huff_decode(buf, len, NULL, 0), 2);
-            CHECK_INT(hpack_huff_decode(buf, len, back, 1), -ENOSPC);
+            CHECK_INT(huff_decode(buf, len, NULL, 0), 2);
+            CHECK_INT(huff_decode(buf, len, back, 1), -ENOSPC);
         }
     }
     char o[8];
@@ -363,13 +364,13 @@ TEST(hpack_huffman_decodes_every_pair_and_rejects_bad_padding)
     uint8_t a_long[2] = {0x1f, 0xff};          /* 11 bits of padding: more than 7 */
     uint8_t eos[4] = {0xff, 0xff, 0xff, 0xff}; /* EOS (30 ones) itself */
     uint8_t cut[2] = {0xff, 0xfe};             /* a 13+ bit code cut short */
-    CHECK_INT(hpack_huff_decode(&a_ones, 1, o, sizeof(o)), 1);
+    CHECK_INT(huff_decode(&a_ones, 1, o, sizeof(o)), 1);
     CHECK(o[0] == 'a');
-    CHECK_INT(hpack_huff_decode(&a_zeros, 1, o, sizeof(o)), -EPROTO);
-    CHECK_INT(hpack_huff_decode(a_long, 2, o, sizeof(o)), -EPROTO);
-    CHECK_INT(hpack_huff_decode(eos, 4, o, sizeof(o)), -EPROTO);
-    CHECK_INT(hpack_huff_decode(cut, 2, o, sizeof(o)), -EPROTO);
-    CHECK_INT(hpack_huff_decode(eos, 0, o, sizeof(o)), 0);
+    CHECK_INT(huff_decode(&a_zeros, 1, o, sizeof(o)), -EPROTO);
+    CHECK_INT(huff_decode(a_long, 2, o, sizeof(o)), -EPROTO);
+    CHECK_INT(huff_decode(eos, 4, o, sizeof(o)), -EPROTO);
+    CHECK_INT(huff_decode(cut, 2, o, sizeof(o)), -EPROTO);
+    CHECK_INT(huff_decode(eos, 0, o, sizeof(o)), 0);
 }
 
 TEST(hpack_decode_reports_static_name_and_checks)
