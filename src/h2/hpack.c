@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/huff.h"
+#include "core/prefint.h"
 #include "h2/hpack_tables.h"
 
 #define ENTRY_OVERHEAD 32 /* RFC 7541 4.1 */
@@ -164,20 +165,6 @@ static int read_int(const uint8_t *in, size_t len, size_t *pos, unsigned n, uint
     return 1;
 }
 
-static size_t write_int(uint8_t *out, uint8_t first, unsigned n, size_t v)
-{
-    size_t max = ((size_t)1 << n) - 1, i = 0;
-    if (v < max) {
-        out[i++] = (uint8_t)(first | v);
-        return i;
-    }
-    out[i++] = (uint8_t)(first | max);
-    for (v -= max; v >= 128; v >>= 7)
-        out[i++] = (uint8_t)(0x80 | (v & 0x7f));
-    out[i++] = (uint8_t)v;
-    return i;
-}
-
 /* A string literal's header (RFC 7541 5.2): its encoded bytes at in + *at, n of them. */
 struct str {
     const uint8_t *at;
@@ -221,10 +208,10 @@ static size_t write_str(uint8_t *out, const char *s, size_t n, unsigned flags)
 {
     size_t h = flags & HPACK_NO_HUFFMAN ? n + 1 : huff_encoded_len(s, n);
     if (h < n || (h == n && (flags & HPACK_HUFFMAN))) {
-        size_t i = write_int(out, 0x80, 7, h);
+        size_t i = prefint_write(out, 0x80, 7, h);
         return i + huff_encode(out + i, s, n);
     }
-    size_t i = write_int(out, 0, 7, n);
+    size_t i = prefint_write(out, 0, 7, n);
     memcpy(out + i, s, n);
     return i + n;
 }
@@ -447,8 +434,8 @@ size_t hpack_enc_begin(struct hpack_enc *e, uint8_t *out)
     if (!e->update)
         return 0;
     if (e->update_min < e->t.max)
-        n += write_int(out, 0x20, 5, e->update_min);
-    n += write_int(out + n, 0x20, 5, e->t.max);
+        n += prefint_write(out, 0x20, 5, e->update_min);
+    n += prefint_write(out + n, 0x20, 5, e->t.max);
     e->update = false;
     e->update_min = e->t.max;
     return n;
@@ -585,7 +572,7 @@ size_t hpack_enc_field(struct hpack_enc *e, uint8_t *out, const char *name, size
         for (unsigned i = sidx;; i++) {
             const struct hpack_static *s = &hpack_static[i - 1];
             if (s->value_len == value_len && eq_folded(s->value, value, value_len, false))
-                return write_int(out, 0x80, 7, i);
+                return prefint_write(out, 0x80, 7, i);
             if (!s->more)
                 break;
         }
@@ -599,19 +586,19 @@ size_t hpack_enc_field(struct hpack_enc *e, uint8_t *out, const char *name, size
     }
     unsigned didx = short_name ? dynamic_find(&e->t, sidx, name, name_len, value, value_len) : 0;
     if (didx)
-        return write_int(out, 0x80, 7, didx);
+        return prefint_write(out, 0x80, 7, didx);
 
     unsigned kind = flags & 3;
     bool index =
         kind == HPACK_INDEX && short_name && name_len + value_len + ENTRY_OVERHEAD <= e->t.max;
-    size_t o = index                       ? write_int(out, 0x40, 6, sidx)
-               : kind == HPACK_NEVER_INDEX ? write_int(out, 0x10, 4, sidx)
-                                           : write_int(out, 0x00, 4, sidx);
+    size_t o = index                       ? prefint_write(out, 0x40, 6, sidx)
+               : kind == HPACK_NEVER_INDEX ? prefint_write(out, 0x10, 4, sidx)
+                                           : prefint_write(out, 0x00, 4, sidx);
     if (!sidx) {
         if (short_name) {
             o += write_str(out + o, name, name_len, flags);
         } else { /* long names lower-cased in place, never Huffman-coded: rare */
-            o += write_int(out + o, 0, 7, name_len);
+            o += prefint_write(out + o, 0, 7, name_len);
             for (size_t i = 0; i < name_len; i++)
                 out[o + i] = (uint8_t)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] | 0x20 : name[i]);
             o += name_len;
@@ -679,12 +666,12 @@ struct hpack_pre *hpack_pre_new(const struct hpack_field *f, size_t n, const voi
             const struct hpack_static *st = &hpack_static[s - 1];
             if (st->value_len == in->value_len &&
                 eq_folded(st->value, in->value, in->value_len, false))
-                w = write_int(enc, 0x80, 7, s), pf->whole = true;
+                w = prefint_write(enc, 0x80, 7, s), pf->whole = true;
             if (!st->more)
                 break;
         }
         if (!w) {
-            w = write_int(enc, 0x40, 6, sidx);
+            w = prefint_write(enc, 0x40, 6, sidx);
             if (!sidx)
                 w += write_str(enc + w, b + pf->name_off, in->name_len, 0);
             w += write_str(enc + w, b + pf->value_off, in->value_len, 0);
@@ -742,7 +729,7 @@ size_t hpack_enc_pre(struct hpack_enc *e, uint8_t *out, const struct hpack_pre *
                 &t->memo[(key * 0x9e3779b97f4a7c15u) >> 59 & (MEMO_SLOTS - 1)];
             uint32_t age = t->ins - m->seq;
             if (m->key == key && age < t->n) {
-                o += write_int(out + o, 0x80, 7, HPACK_STATIC_N + 1 + age);
+                o += prefint_write(out + o, 0x80, 7, HPACK_STATIC_N + 1 + age);
                 continue;
             }
         }
@@ -750,7 +737,7 @@ size_t hpack_enc_pre(struct hpack_enc *e, uint8_t *out, const struct hpack_pre *
         unsigned didx = dynamic_find(t, f->sidx, name, f->name_len, value, f->value_len);
         if (didx) {
             memo_put(t, key, t->ins - (didx - HPACK_STATIC_N - 1));
-            o += write_int(out + o, 0x80, 7, didx);
+            o += prefint_write(out + o, 0x80, 7, didx);
             continue;
         }
         memcpy(out + o, p->bytes + f->enc_off, f->enc_len);
