@@ -10,7 +10,7 @@ LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lssl -lcrypto -lyaml
 # p11-kit and libunistring without static libraries.
 HTTP3    ?= yes
 ifeq ($(HTTP3),yes)
-LDLIBS   += -lngtcp2_crypto_gnutls -lngtcp2 -lnghttp3 -lgnutls
+LDLIBS   += -lngtcp2_crypto_gnutls -lngtcp2 -lgnutls
 else
 CPPFLAGS += -DRINGHTTPD_NO_HTTP3
 endif

@@ -37,7 +37,7 @@
 #include "core/prio.h"
 #include "core/vhost.h"
 #include "h3/h3req.h"
-#include "h3/qpackshim.h"
+#include "h3/qpack.h"
 #include "quic/quic.h"
 #include "rt/obs.h"
 #include "rt/offload.h"
@@ -678,7 +678,7 @@ static void answer(struct h3conn *hc, struct h3stream *st)
 static int on_field(void *arg, const struct qpack_field *f)
 {
     struct h3stream *st = arg;
-    if (f->nlen == 8 && memcmp(f->name, "priority", 8) == 0 && !st->prio_set)
+    if (f->sidx < 0 && f->nlen == 8 && memcmp(f->name, "priority", 8) == 0 && !st->prio_set)
         prio_parse(f->value, f->vlen, &st->urgency, &st->incremental);
     h3req_field(&st->q, f->name, f->nlen, f->value, f->vlen);
     return 0;

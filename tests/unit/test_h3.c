@@ -1,42 +1,10 @@
-/* Unit tests for src/h3's sans-I/O parts: h3mem (nghttp3's allocator: sizes, reuse, realloc)
- * and h3req (a field section into an http_request, :authority as Host, the 431 limits, the
- * rules that make a request malformed). */
+/* Unit tests for src/h3's sans-I/O parts: h3req (a field section into an http_request, :authority
+ * as Host, the 431 limits, the rules that make a request malformed). */
 #include <errno.h>
 
-#include "h3/h3mem.h"
 #include "h3/h3req.h"
 
 #include "unit.h"
-
-TEST(h3mem_blocks_hold_their_size_and_are_reused)
-{
-    struct h3mem m;
-    h3mem_init(&m);
-    const nghttp3_mem *mem = &m.mem;
-    static const size_t sizes[] = {1, 63, 64, 65, 500, 2048, 2049, 100000};
-    void *p[sizeof(sizes) / sizeof(sizes[0])];
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        p[i] = mem->malloc(sizes[i], mem->user_data);
-        CHECK(p[i] != NULL && (uintptr_t)p[i] % 16 == 0);
-        memset(p[i], (int)i, sizes[i]);
-    }
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        CHECK(((unsigned char *)p[i])[sizes[i] - 1] == (unsigned char)i);
-        mem->free(p[i], mem->user_data);
-    }
-    mem->free(NULL, mem->user_data);
-    unsigned char *z = mem->calloc(10, 30, mem->user_data);
-    CHECK(z != NULL);
-    for (size_t i = 0; i < 300; i++)
-        CHECK(z[i] == 0);
-    memcpy(z, "abc", 3);
-    z = mem->realloc(z, 200, mem->user_data); /* fits its class: the same block */
-    CHECK(z != NULL && memcmp(z, "abc", 3) == 0);
-    z = mem->realloc(z, 5000, mem->user_data); /* moves past the classes */
-    CHECK(z != NULL && memcmp(z, "abc", 3) == 0);
-    mem->free(z, mem->user_data);
-    h3mem_fini(&m);
-}
 
 static void field(struct h3req *q, const char *n, const char *v)
 {
