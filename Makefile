@@ -178,6 +178,9 @@ FUZZ_EXTRA_fuzz_htpasswd := src/rt/htpasswd.c
 FUZZ_LIBS_fuzz_htpasswd  := -lcrypt
 FUZZ_EXTRA_fuzz_h3 := src/h3/h3req.c
 FUZZ_LIBS_fuzz_h3  := -lnghttp3
+# Our QPACK against libnghttp3's decoder, the oracle (as fuzz_hpack_diff against libnghttp2).
+FUZZ_EXTRA_fuzz_qpack_diff := src/h3/qpack.c
+FUZZ_LIBS_fuzz_qpack_diff  := -lnghttp3
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
 build/fuzz/obj/%.o: %.c | fuzz-deps
@@ -199,7 +202,8 @@ fuzz-run-%: build/fuzz/%
 fuzz: $(addprefix fuzz-run-,$(FUZZ_NAMES))
 # Kept, not removed as intermediates: the next run relinks nothing, and a crash can be replayed.
 .SECONDARY: $(call fuzz_obj,$(FUZZ_SRC) $(FUZZ_BASE) $(FUZZ_EXTRA_fuzz_config) \
-                            $(FUZZ_EXTRA_fuzz_htpasswd) $(FUZZ_EXTRA_fuzz_h3)) \
+                            $(FUZZ_EXTRA_fuzz_htpasswd) $(FUZZ_EXTRA_fuzz_h3) \
+                            $(FUZZ_EXTRA_fuzz_qpack_diff)) \
             $(addprefix build/fuzz/,$(FUZZ_NAMES))
 
 # Not in `make check`: boots Debian's packaged kernel (6.1, the oldest we support) in qemu

@@ -390,18 +390,24 @@ static void ack(struct qpack_dec *d, int64_t sid, uint64_t ric)
         d->known = ric;
 }
 
-static void unblock(struct qpack_dec *d, int64_t sid)
+/* Where stream sid waits, or NULL. */
+static struct qpack_blocked *blocked(struct qpack_dec *d, int64_t sid)
 {
     for (uint32_t i = 0; i < d->nblocked; i++)
-        if (d->blocked[i] == sid) {
-            d->blocked[i] = d->blocked[--d->nblocked];
-            return;
-        }
+        if (d->blocked[i].sid == sid)
+            return &d->blocked[i];
+    return NULL;
+}
+
+static void unblock(struct qpack_dec *d, struct qpack_blocked *b)
+{
+    if (b)
+        *b = d->blocked[--d->nblocked];
 }
 
 void qpack_dec_cancel(struct qpack_dec *d, int64_t sid)
 {
-    unblock(d, sid);
+    unblock(d, blocked(d, sid));
     if (d->max_capacity) /* 4.4.2: with no table there is nothing to release */
         put_out(d, 0x40, 6, (uint64_t)sid);
 }
@@ -555,14 +561,11 @@ static int section_size(const struct qpack_dec *d, const uint8_t *in, size_t len
 }
 
 /* A section waits for inserts: -EAGAIN, or DEC_FAILED past max_blocked streams (2.1.2). */
-static int block(struct qpack_dec *d, int64_t sid)
+static int block(struct qpack_dec *d, int64_t sid, uint64_t ric)
 {
-    for (uint32_t i = 0; i < d->nblocked; i++)
-        if (d->blocked[i] == sid)
-            return -EAGAIN;
     if (d->nblocked == d->max_blocked)
         return DEC_FAILED;
-    d->blocked[d->nblocked++] = sid;
+    d->blocked[d->nblocked++] = (struct qpack_blocked){.sid = sid, .ric = ric};
     return -EAGAIN;
 }
 
@@ -576,14 +579,21 @@ int qpack_dec_section(struct qpack_dec *d, int64_t sid, const uint8_t *p, size_t
     if (read_int(p, n, &pos, 8, &eric) != 1 || pos == n)
         return DEC_FAILED;
     bool sign = p[pos] & 0x80;
-    if (read_int(p, n, &pos, 7, &delta) != 1 || ric_decode(d, eric, &ric) < 0)
+    if (read_int(p, n, &pos, 7, &delta) != 1)
+        return DEC_FAILED;
+    /* A blocked section's Required Insert Count was decoded when it came (4.5.1.1 decodes it
+     * against the inserts received then): inserts since may have wrapped the encoding. */
+    struct qpack_blocked *b = blocked(d, sid);
+    if (b)
+        ric = b->ric;
+    else if (ric_decode(d, eric, &ric) < 0)
         return DEC_FAILED;
     if (sign && delta >= ric)
         return DEC_FAILED;
     base = sign ? ric - delta - 1 : ric + delta;
     if (ric > d->ins)
-        return block(d, sid);
-    unblock(d, sid);
+        return b ? -EAGAIN : block(d, sid, ric);
+    unblock(d, b);
 
     int rc = section_size(d, p, n, pos, base, ric, max_list);
     if (rc == DEC_FAILED)

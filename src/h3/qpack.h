@@ -40,6 +40,11 @@ typedef int (*qpack_field_fn)(void *arg, const struct qpack_field *f); /* nonzer
 
 struct qpack_entry; /* qpack.c's: where an entry's bytes are, and its name's sidx */
 
+struct qpack_blocked {
+    int64_t sid;
+    uint64_t ric; /* its section's Required Insert Count, decoded when the section came */
+};
+
 struct qpack_dec {
     struct qpack_entry *ent; /* ent_cap of them (a power of two), entry a at [a & (ent_cap-1)] */
     char *bytes;             /* 2 * max_capacity: entries' names and values, live [start, end) */
@@ -49,9 +54,9 @@ struct qpack_dec {
     uint32_t max_capacity, capacity, size; /* size: RFC 9204 3.2.1, names + values + 32 each */
     uint32_t n, ent_cap, start, end, part_len;
     uint32_t max_blocked, nblocked, out_len;
-    bool failed;                        /* an encoder stream error: nothing more is decoded */
-    int64_t blocked[QPACK_BLOCKED_MAX]; /* the streams waiting for inserts */
-    uint8_t out[QPACK_OUT_MAX];         /* what our decoder stream owes, before the increment */
+    bool failed; /* an encoder stream error: nothing more is decoded */
+    struct qpack_blocked blocked[QPACK_BLOCKED_MAX]; /* the streams waiting for inserts */
+    uint8_t out[QPACK_OUT_MAX]; /* what our decoder stream owes, before the increment */
 };
 
 /* max_capacity: our SETTINGS_QPACK_MAX_TABLE_CAPACITY (at most QPACK_CAPACITY_MAX); max_blocked:

@@ -254,6 +254,21 @@ TEST(qpack_blocked_streams)
     qpack_dec_fini(&d);
 }
 
+/* A blocked section's Required Insert Count is decoded when it comes, not again when it is
+ * retried: eight inserts later (MaxEntries 6, FullRange 12) the encoded 3 would read as 14
+ * (blocked on), where it is 2: entries 0 and 1, evicted by then (found by fuzz_qpack_diff). */
+TEST(qpack_blocked_section_keeps_its_required_insert_count)
+{
+    struct qpack_dec d;
+    struct got g = {0};
+    qpack_dec_init(&d, 220, 1);
+    CHECK_INT(section(&d, 4, "0381 1011", BIG, &g), -EAGAIN);
+    CHECK_INT(encoder(&d, "3fbd01 4000 4000 4000 4000 4000 4000 4000 4000"), 0);
+    CHECK_INT(d.ins, 8);
+    CHECK_INT(section(&d, 4, "0381 1011", BIG, &g), -QPACK_DECOMPRESSION_FAILED);
+    qpack_dec_fini(&d);
+}
+
 TEST(qpack_wrapped_required_insert_count)
 {
     /* 4.5.1.1's example: 100 bytes, MaxEntries 3, so FullRange 6; ten inserts in, an encoded
