@@ -867,7 +867,7 @@ static int unblock(struct h3conn *hc)
         st->held = NULL;
         st->held_len = 0;
         st->held_fin = false;
-        ssize_t got = req_input(hc, st, held, len, fin);
+        ssize_t got = req_input(hc, st, held ? held : (const uint8_t *)"", len, fin);
         free(held);
         if (got < 0)
             return (int)got;
@@ -1207,6 +1207,8 @@ static void *app_open(void *ctx, struct quic_conn *qc)
 static int app_recv(void *a, int64_t sid, const uint8_t *data, size_t len, bool fin)
 {
     struct h3conn *hc = a;
+    if (!data) /* a FIN alone: no pointer to count from */
+        data = (const uint8_t *)"";
     if ((sid & 3) == 0)
         return req_recv(hc, sid, data, len, fin);
     if ((sid & 3) == 2)
