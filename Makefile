@@ -10,7 +10,7 @@ LDLIBS   := -luring -lpthread -lbrotlienc -lzstd -ldeflate -lssl -lcrypto -lyaml
 # p11-kit and libunistring without static libraries.
 HTTP3    ?= yes
 ifeq ($(HTTP3),yes)
-LDLIBS   += -lngtcp2_crypto_gnutls -lngtcp2 -lnghttp3 -lgnutls
+LDLIBS   += -lngtcp2_crypto_gnutls -lngtcp2 -lgnutls
 else
 CPPFLAGS += -DRINGHTTPD_NO_HTTP3
 endif
@@ -176,8 +176,10 @@ FUZZ_EXTRA_fuzz_config := src/config/options.c src/config/cfgfile.c
 FUZZ_LIBS_fuzz_config  := -lyaml
 FUZZ_EXTRA_fuzz_htpasswd := src/rt/htpasswd.c
 FUZZ_LIBS_fuzz_htpasswd  := -lcrypt
-FUZZ_EXTRA_fuzz_h3 := src/h3/h3req.c
-FUZZ_LIBS_fuzz_h3  := -lnghttp3
+FUZZ_EXTRA_fuzz_h3 := src/h3/h3.c src/h3/h3req.c src/h3/qpack.c
+# Our QPACK against libnghttp3's decoder, the oracle (as fuzz_hpack_diff against libnghttp2).
+FUZZ_EXTRA_fuzz_qpack_diff := src/h3/qpack.c
+FUZZ_LIBS_fuzz_qpack_diff  := -lnghttp3
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
 build/fuzz/obj/%.o: %.c | fuzz-deps
@@ -199,7 +201,8 @@ fuzz-run-%: build/fuzz/%
 fuzz: $(addprefix fuzz-run-,$(FUZZ_NAMES))
 # Kept, not removed as intermediates: the next run relinks nothing, and a crash can be replayed.
 .SECONDARY: $(call fuzz_obj,$(FUZZ_SRC) $(FUZZ_BASE) $(FUZZ_EXTRA_fuzz_config) \
-                            $(FUZZ_EXTRA_fuzz_htpasswd) $(FUZZ_EXTRA_fuzz_h3)) \
+                            $(FUZZ_EXTRA_fuzz_htpasswd) $(FUZZ_EXTRA_fuzz_h3) \
+                            $(FUZZ_EXTRA_fuzz_qpack_diff)) \
             $(addprefix build/fuzz/,$(FUZZ_NAMES))
 
 # Not in `make check`: boots Debian's packaged kernel (6.1, the oldest we support) in qemu

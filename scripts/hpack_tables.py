@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Generates src/h2/hpack_tables.h: the constant tables of HPACK (RFC 7541) that hpack.c reads.
+"""Generates the constant tables of HPACK (RFC 7541), its Huffman code, and QPACK (RFC 9204):
 
-    scripts/hpack_tables.py > src/h2/hpack_tables.h
+    scripts/hpack_tables.py hpack > src/h2/hpack_tables.h   (HPACK's static table, hpack.c)
+    scripts/hpack_tables.py huff > src/core/huff_tables.h   (the Huffman code, core/huff.c)
+    scripts/hpack_tables.py qpack > src/h3/qpack_tables.h   (QPACK's static table, qpack.c)
 
-- the static table (Appendix A) and a hash of its names for the encoder's lookup (one probe,
-  then a compare; the script picks multipliers under which no two names collide);
-- the Huffman code (Appendix B) for encoding: code and length per byte;
+- a static table (RFC 7541 Appendix A, RFC 9204 Appendix A) and a hash of its names for the
+  encoder's lookup (one probe, then a compare; the script picks multipliers under which no two
+  names collide);
+- the Huffman code (RFC 7541 Appendix B, which QPACK shares) for encoding: code and length per
+  byte;
 - the Huffman decoder: a table indexed by the next HUFF_FAST_BITS bits of the string giving the
   one or two symbols whose codes they begin with (no code is shorter than 5 bits, so two 5- or
   6-bit codes fit in 11 bits) and their lengths; the codes longer than that (rare bytes only:
@@ -14,6 +18,7 @@
   canonical, which the canonical decoding depends on.
 The output is committed; rerun the script only to change the tables' layout.
 """
+import sys
 
 HUFFMAN = [  # (code, bits) for bytes 0..255 and EOS (256), RFC 7541 Appendix B
     (0x1ff8, 13), (0x7fffd8, 23), (0xfffffe2, 28), (0xfffffe3, 28),
@@ -148,15 +153,124 @@ STATIC = [  # RFC 7541 Appendix A, index 1..61
 ]
 
 
+QPACK_STATIC = [  # RFC 9204 Appendix A, index 0..98
+    (':authority', ''),
+    (':path', '/'),
+    ('age', '0'),
+    ('content-disposition', ''),
+    ('content-length', '0'),
+    ('cookie', ''),
+    ('date', ''),
+    ('etag', ''),
+    ('if-modified-since', ''),
+    ('if-none-match', ''),
+    ('last-modified', ''),
+    ('link', ''),
+    ('location', ''),
+    ('referer', ''),
+    ('set-cookie', ''),
+    (':method', 'CONNECT'),
+    (':method', 'DELETE'),
+    (':method', 'GET'),
+    (':method', 'HEAD'),
+    (':method', 'OPTIONS'),
+    (':method', 'POST'),
+    (':method', 'PUT'),
+    (':scheme', 'http'),
+    (':scheme', 'https'),
+    (':status', '103'),
+    (':status', '200'),
+    (':status', '304'),
+    (':status', '404'),
+    (':status', '503'),
+    ('accept', '*/*'),
+    ('accept', 'application/dns-message'),
+    ('accept-encoding', 'gzip, deflate, br'),
+    ('accept-ranges', 'bytes'),
+    ('access-control-allow-headers', 'cache-control'),
+    ('access-control-allow-headers', 'content-type'),
+    ('access-control-allow-origin', '*'),
+    ('cache-control', 'max-age=0'),
+    ('cache-control', 'max-age=2592000'),
+    ('cache-control', 'max-age=604800'),
+    ('cache-control', 'no-cache'),
+    ('cache-control', 'no-store'),
+    ('cache-control', 'public, max-age=31536000'),
+    ('content-encoding', 'br'),
+    ('content-encoding', 'gzip'),
+    ('content-type', 'application/dns-message'),
+    ('content-type', 'application/javascript'),
+    ('content-type', 'application/json'),
+    ('content-type', 'application/x-www-form-urlencoded'),
+    ('content-type', 'image/gif'),
+    ('content-type', 'image/jpeg'),
+    ('content-type', 'image/png'),
+    ('content-type', 'text/css'),
+    ('content-type', 'text/html; charset=utf-8'),
+    ('content-type', 'text/plain'),
+    ('content-type', 'text/plain;charset=utf-8'),
+    ('range', 'bytes=0-'),
+    ('strict-transport-security', 'max-age=31536000'),
+    ('strict-transport-security', 'max-age=31536000; includesubdomains'),
+    ('strict-transport-security', 'max-age=31536000; includesubdomains; preload'),
+    ('vary', 'accept-encoding'),
+    ('vary', 'origin'),
+    ('x-content-type-options', 'nosniff'),
+    ('x-xss-protection', '1; mode=block'),
+    (':status', '100'),
+    (':status', '204'),
+    (':status', '206'),
+    (':status', '302'),
+    (':status', '400'),
+    (':status', '403'),
+    (':status', '421'),
+    (':status', '425'),
+    (':status', '500'),
+    ('accept-language', ''),
+    ('access-control-allow-credentials', 'FALSE'),
+    ('access-control-allow-credentials', 'TRUE'),
+    ('access-control-allow-headers', '*'),
+    ('access-control-allow-methods', 'get'),
+    ('access-control-allow-methods', 'get, post, options'),
+    ('access-control-allow-methods', 'options'),
+    ('access-control-expose-headers', 'content-length'),
+    ('access-control-request-headers', 'content-type'),
+    ('access-control-request-method', 'get'),
+    ('access-control-request-method', 'post'),
+    ('alt-svc', 'clear'),
+    ('authorization', ''),
+    ('content-security-policy', "script-src 'none'; object-src 'none'; base-uri 'none'"),
+    ('early-data', '1'),
+    ('expect-ct', ''),
+    ('forwarded', ''),
+    ('if-range', ''),
+    ('origin', ''),
+    ('purpose', 'prefetch'),
+    ('server', ''),
+    ('timing-allow-origin', '*'),
+    ('upgrade-insecure-requests', '1'),
+    ('user-agent', ''),
+    ('x-forwarded-for', ''),
+    ('x-frame-options', 'deny'),
+    ('x-frame-options', 'sameorigin'),
+]
+
+
 def name_hash(name, a, b):
     return (len(name) * a + name[0] * b + name[1] + name[-1]) & 255
 
 
-def pick_hash():
-    names = sorted({n.encode() for n, _ in STATIC})
+def qpack_name_hash(name, a, b):
+    """QPACK's names need other bytes: access-control-allow-headers and -methods share
+    HPACK's four."""
+    return (len(name) * a + name[0] + name[-2] * 2 + name[-1] * b) & 255
+
+
+def pick_hash(table, hash_fn=name_hash):
+    names = sorted({n.encode() for n, _ in table})
     for a in range(1, 64):
         for b in range(1, 64):
-            if len({name_hash(n, a, b) for n in names}) == len(names):
+            if len({hash_fn(n, a, b) for n in names}) == len(names):
                 return a, b
     raise SystemExit("no collision-free name hash")
 
@@ -216,16 +330,37 @@ def c_string(s):
     return '"' + s.replace('\\', '\\\\').replace('"', '\\"') + '"'
 
 
-def main():
-    out = []
-    w = out.append
-    w("/* Generated by scripts/hpack_tables.py: do not edit. RFC 7541 Appendices A and B. */")
-    w("#ifndef H2_HPACK_TABLES_H")
-    w("#define H2_HPACK_TABLES_H")
+def name_slots(table, a, b):
+    slots = [0] * 256
+    for i, (n, _) in enumerate(table):
+        h = name_hash(n.encode(), a, b)
+        if not slots[h]:
+            slots[h] = i + 1
+    return slots
+
+
+def begin(w, what, source, guard):
+    w("/* Generated by scripts/hpack_tables.py %s: do not edit. %s */" % (what, source))
+    w("#ifndef " + guard)
+    w("#define " + guard)
     w("")
     w("#include <stdint.h>")
     w("")
     w("// clang-format off")
+
+
+def by_hash_and_end(w, slots):
+    """The rest of a static table's hash, and the header's end."""
+    for i in range(0, 256, 16):
+        w("    " + " ".join("%d," % s for s in slots[i:i + 16]))
+    w("};")
+    w("// clang-format on")
+    w("")
+    w("#endif")
+
+
+def hpack(w):
+    begin(w, "hpack", "RFC 7541 Appendix A.", "H2_HPACK_TABLES_H")
     w("#define HPACK_STATIC_N %d" % len(STATIC))
     w("")
     w("/* index 1..61 at [index - 1] */")
@@ -239,36 +374,33 @@ def main():
         w("    {%s, %s, %d, %d, %d}," % (c_string(n), c_string(v), len(n), len(v), more))
     w("};")
     w("")
-    a, b = pick_hash()
-    slots = [0] * 256
-    for i, (n, _) in enumerate(STATIC):
-        h = name_hash(n.encode(), a, b)
-        if not slots[h]:
-            slots[h] = i + 1
+    a, b = pick_hash(STATIC)
+    slots = name_slots(STATIC, a, b)
     w("/* The first static index with a name of len >= 2, at HPACK_NAME_HASH of its length and its")
     w(" * first, second and last bytes: 0 for none. */")
     w("#define HPACK_NAME_HASH(n, first, second, last) \\\n    (((n) * %du + (first) * %du + (second) + (last)) & 255)"
       % (a, b))
     w("static const uint8_t hpack_static_by_hash[256] = {")
-    for i in range(0, 256, 16):
-        w("    " + " ".join("%d," % s for s in slots[i:i + 16]))
-    w("};")
-    w("")
-    w("static const struct hpack_huff_code {")
+    by_hash_and_end(w, slots)
+
+
+def huff(w):
+    begin(w, "huff", "RFC 7541 Appendix B.", "CORE_HUFF_TABLES_H")
+    w("static const struct huff_code {")
     w("    uint32_t code;")
     w("    uint8_t bits;")
-    w("} hpack_huff_code[257] = {")
+    w("} huff_code[257] = {")
     for i in range(0, 257, 4):
         w("    " + " ".join("{0x%x, %d}," % c for c in HUFFMAN[i:i + 4]))
     w("};")
     w("")
-    w("/* Huffman decoding: the next HPACK_HUFF_FAST_BITS bits of a string, most significant")
-    w(" * first, begin with the code of sym[0], bits0 long (255: a longer code), and when bits >")
-    w(" * bits0 the code of sym[1] follows whole, bits in all. */")
-    w("#define HPACK_HUFF_FAST_BITS %d" % HUFF_FAST_BITS)
-    w("static const struct hpack_huff_fast {")
+    w("/* Decoding: the next HUFF_FAST_BITS bits of a string, most significant first, begin with")
+    w(" * the code of sym[0], bits0 long (255: a longer code), and when bits > bits0 the code of")
+    w(" * sym[1] follows whole, bits in all. */")
+    w("#define HUFF_FAST_BITS %d" % HUFF_FAST_BITS)
+    w("static const struct huff_fast {")
     w("    uint8_t sym[2], bits0, bits;")
-    w("} hpack_huff_fast[1 << HPACK_HUFF_FAST_BITS] = {")
+    w("} huff_fast[1 << HUFF_FAST_BITS] = {")
     fast = huffman_fast()
     for i in range(0, len(fast), 8):
         w("    " + " ".join("{{%d, %d}, %d, %d}," % e for e in fast[i:i + 8]))
@@ -276,24 +408,64 @@ def main():
     w("")
     first, count, base, order = huffman_canonical()
     w("/* The longer codes (RFC 7541's code is canonical): per length, the first code, how many")
-    w(" * there are, and where they start in hpack_huff_sym (symbols in code order; 256: EOS). */")
-    w("static const uint32_t hpack_huff_first[31] = {")
+    w(" * there are, and where they start in huff_sym (symbols in code order; 256: EOS). */")
+    w("static const uint32_t huff_first[31] = {")
     for i in range(0, 31, 8):
         w("    " + " ".join("0x%x," % c for c in first[i:i + 8]))
     w("};")
-    w("static const uint16_t hpack_huff_count[31] = {")
+    w("static const uint16_t huff_count[31] = {")
     w("    " + " ".join("%d," % c for c in count))
     w("};")
-    w("static const uint16_t hpack_huff_base[31] = {")
+    w("static const uint16_t huff_base[31] = {")
     w("    " + " ".join("%d," % c for c in base))
     w("};")
-    w("static const uint16_t hpack_huff_sym[257] = {")
+    w("static const uint16_t huff_sym[257] = {")
     for i in range(0, 257, 16):
         w("    " + " ".join("%d," % c for c in order[i:i + 16]))
     w("};")
     w("// clang-format on")
     w("")
     w("#endif")
+
+
+def qpack(w):
+    t = QPACK_STATIC
+    assert len(t) == 99
+    first = {}
+    for i, (n, _) in enumerate(t):
+        first.setdefault(n, i)
+    begin(w, "qpack", "RFC 9204 Appendix A.", "H3_QPACK_TABLES_H")
+    w("#define QPACK_STATIC_N %d" % len(t))
+    w("")
+    w("/* index 0..98; name_idx: the first index with the same name; next: the next index with the")
+    w(" * same name, 0 for none (index 0 is never a next one). */")
+    w("static const struct qpack_static {")
+    w("    const char *name, *value;")
+    w("    uint8_t name_len, value_len, name_idx, next;")
+    w("} qpack_static[QPACK_STATIC_N] = {")
+    for i, (n, v) in enumerate(t):
+        nxt = next((k for k in range(i + 1, len(t)) if t[k][0] == n), 0)
+        w("    {%s, %s, %d, %d, %d, %d}," % (c_string(n), c_string(v), len(n), len(v), first[n], nxt))
+    w("};")
+    w("")
+    a, b = pick_hash(t, qpack_name_hash)
+    slots = [0] * 256
+    for n, i in first.items():
+        slots[qpack_name_hash(n.encode(), a, b)] = i + 1
+    w("/* 1 + the first index with a name of len >= 2, at QPACK_NAME_HASH of its length and its")
+    w(" * first and last two bytes: 0 for none. */")
+    w("#define QPACK_NAME_HASH(n, first, last2, last) \\\n    (((n) * %du + (first) + (last2) * 2u + (last) * %du) & 255)"
+      % (a, b))
+    w("static const uint8_t qpack_static_by_hash[256] = {")
+    by_hash_and_end(w, slots)
+
+
+def main():
+    what = {"hpack": hpack, "huff": huff, "qpack": qpack}
+    if len(sys.argv) != 2 or sys.argv[1] not in what:
+        raise SystemExit("usage: scripts/hpack_tables.py hpack|huff|qpack > FILE")
+    out = []
+    what[sys.argv[1]](out.append)
     print("\n".join(out))
 
 

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "core/policy.h"
+#include "core/prio.h"
 #include "h2/hpack.h"
 
 /* frame types (RFC 9113 6, RFC 9218 7.1) */
@@ -617,37 +618,9 @@ static bool is(const char *p, size_t n, const char *lit)
     return n == strlen(lit) && memcmp(p, lit, n) == 0;
 }
 
-/* RFC 9218 4: "u=N" sets the urgency, "i" (or i=?1 / i=?0) incremental delivery; anything
- * else in the dictionary is ignored. */
 static void priority_parse(struct stream *st, const char *p, size_t n)
 {
-    const char *end = p + n;
-    while (p < end) {
-        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
-            p++;
-        const char *key = p;
-        while (p < end && *p != '=' && *p != ',')
-            p++;
-        size_t key_len = (size_t)(p - key);
-        const char *val = NULL;
-        size_t val_len = 0;
-        if (p < end && *p == '=') {
-            val = ++p;
-            while (p < end && *p != ',' && *p != ';')
-                p++;
-            val_len = (size_t)(p - val);
-            while (val_len && (val[val_len - 1] == ' ' || val[val_len - 1] == '\t'))
-                val_len--;
-        }
-        while (p < end && *p != ',')
-            p++; /* parameters */
-        while (key_len && (key[key_len - 1] == ' ' || key[key_len - 1] == '\t'))
-            key_len--;
-        if (key_len == 1 && key[0] == 'u' && val_len == 1 && val[0] >= '0' && val[0] <= '7')
-            st->urgency = (uint8_t)(val[0] - '0');
-        else if (key_len == 1 && key[0] == 'i')
-            st->incremental = !val || (val_len == 2 && val[0] == '?' && val[1] == '1');
-    }
+    prio_parse(p, n, &st->urgency, &st->incremental);
 }
 
 /* Starts reading a header block on stream id (st NULL: one to read and ignore). */

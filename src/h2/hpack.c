@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/huff.h"
+#include "core/prefint.h"
 #include "h2/hpack_tables.h"
 
 #define ENTRY_OVERHEAD 32 /* RFC 7541 4.1 */
@@ -163,108 +165,6 @@ static int read_int(const uint8_t *in, size_t len, size_t *pos, unsigned n, uint
     return 1;
 }
 
-static size_t write_int(uint8_t *out, uint8_t first, unsigned n, size_t v)
-{
-    size_t max = ((size_t)1 << n) - 1, i = 0;
-    if (v < max) {
-        out[i++] = (uint8_t)(first | v);
-        return i;
-    }
-    out[i++] = (uint8_t)(first | max);
-    for (v -= max; v >= 128; v >>= 7)
-        out[i++] = (uint8_t)(0x80 | (v & 0x7f));
-    out[i++] = (uint8_t)v;
-    return i;
-}
-
-/* The code at the top of acc (have bits) longer than HPACK_HUFF_FAST_BITS, by the canonical
- * code's first code per length: its symbol, *bits set; -EPROTO when the bits left end before
- * a code does (a truncated code, or padding longer than 7 bits) or the code is EOS. */
-static int huff_long(uint64_t acc, unsigned have, unsigned *bits)
-{
-    for (unsigned n = HPACK_HUFF_FAST_BITS + 1; n <= 30 && n <= have; n++) {
-        uint32_t code = (uint32_t)(acc >> (64 - n));
-        if (code - hpack_huff_first[n] < hpack_huff_count[n]) {
-            unsigned sym = hpack_huff_sym[hpack_huff_base[n] + code - hpack_huff_first[n]];
-            *bits = n;
-            return sym == 256 ? -EPROTO : (int)sym;
-        }
-    }
-    return -EPROTO;
-}
-
-/* Appends sym to out[0, cap) at *len (out NULL: only counts). 0 or -ENOSPC. */
-static int huff_put(char *out, size_t cap, size_t *len, unsigned sym)
-{
-    if (out) {
-        if (*len == cap)
-            return -ENOSPC;
-        out[*len] = (char)sym;
-    }
-    ++*len;
-    return 0;
-}
-
-long hpack_huff_decode(const uint8_t *in, size_t n, char *out, size_t cap)
-{
-    /* The unread bits sit at the top of acc, most significant first, refilled a word at a
-     * time: one look-up of the next HPACK_HUFF_FAST_BITS gives the symbol (often two) they
-     * begin with (issue 30: the nibble-a-step state machine cost ~50 instructions a byte). No
-     * code is shorter than 5 bits, so n bytes make at most n * 8 / 5 symbols: with that much
-     * room (and a byte to spare) both symbols of a step are stored unchecked. */
-    bool room = out && cap > n * 8 / 5 + 1;
-    uint64_t acc = 0;
-    unsigned have = 0;
-    size_t i = 0, len = 0;
-    for (;;) {
-        if (have <= 56 && i < n) {
-            uint64_t next = 0;
-            size_t take = (64 - have) / 8; /* whole bytes acc has room for */
-            if (n - i >= 8) {
-                memcpy(&next, in + i, 8);
-                next = __builtin_bswap64(next);
-            } else {
-                take = take < n - i ? take : n - i;
-                for (size_t k = 0; k < n - i; k++)
-                    next |= (uint64_t)in[i + k] << (56 - 8 * k);
-            }
-            acc |= next >> have;
-            i += take;
-            have += 8 * (unsigned)take;
-        }
-        const struct hpack_huff_fast *e = &hpack_huff_fast[acc >> (64 - HPACK_HUFF_FAST_BITS)];
-        unsigned used = e->bits;
-        if (used <= have && room) { /* the common step: every bit it reads is real */
-            out[len] = (char)e->sym[0];
-            out[len + 1] = (char)e->sym[1];
-            len += 1u + (used != e->bits0);
-        } else if (have == 0) {
-            break;
-        } else if (used <= have) {
-            int rc = huff_put(out, cap, &len, e->sym[0]);
-            if (rc == 0 && used != e->bits0)
-                rc = huff_put(out, cap, &len, e->sym[1]);
-            if (rc < 0)
-                return rc;
-        } else if (e->bits0 <= have) { /* the string ends inside the second code */
-            used = e->bits0;
-            if (huff_put(out, cap, &len, e->sym[0]) < 0)
-                return -ENOSPC;
-        } else if (have <= 7 && (acc >> (64 - have)) == (1u << have) - 1) {
-            break; /* padding: the most significant bits of EOS, at most 7 (RFC 7541 5.2) */
-        } else {
-            int sym = huff_long(acc, have, &used);
-            if (sym < 0)
-                return sym;
-            if (huff_put(out, cap, &len, (unsigned)sym) < 0)
-                return -ENOSPC;
-        }
-        acc <<= used;
-        have -= used;
-    }
-    return (long)len;
-}
-
 /* A string literal's header (RFC 7541 5.2): its encoded bytes at in + *at, n of them. */
 struct str {
     const uint8_t *at;
@@ -294,7 +194,7 @@ static int read_str(const uint8_t *in, size_t len, size_t *pos, struct str *s)
 static long str_decode(const struct str *s, char *out, size_t cap)
 {
     if (s->huff)
-        return hpack_huff_decode(s->at, s->n, out, cap);
+        return huff_decode(s->at, s->n, out, cap);
     if (out) {
         if (s->n > cap)
             return -ENOSPC;
@@ -303,42 +203,15 @@ static long str_decode(const struct str *s, char *out, size_t cap)
     return (long)s->n;
 }
 
-static size_t huff_len(const char *s, size_t n)
-{
-    size_t bits = 0;
-    for (size_t i = 0; i < n; i++)
-        bits += hpack_huff_code[(uint8_t)s[i]].bits;
-    return (bits + 7) / 8;
-}
-
-static size_t huff_encode(uint8_t *out, const char *s, size_t n)
-{
-    uint64_t acc = 0;
-    unsigned bits = 0;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct hpack_huff_code *c = &hpack_huff_code[(uint8_t)s[i]];
-        acc = acc << c->bits | c->code;
-        bits += c->bits;
-        while (bits >= 8) {
-            bits -= 8;
-            out[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    if (bits) /* pad with the most significant bits of EOS: ones */
-        out[o++] = (uint8_t)(acc << (8 - bits) | (0xffu >> bits));
-    return o;
-}
-
 /* Writes s as a string literal, in Huffman code where shorter unless told not to. */
 static size_t write_str(uint8_t *out, const char *s, size_t n, unsigned flags)
 {
-    size_t h = flags & HPACK_NO_HUFFMAN ? n + 1 : huff_len(s, n);
+    size_t h = flags & HPACK_NO_HUFFMAN ? n + 1 : huff_encoded_len(s, n);
     if (h < n || (h == n && (flags & HPACK_HUFFMAN))) {
-        size_t i = write_int(out, 0x80, 7, h);
+        size_t i = prefint_write(out, 0x80, 7, h);
         return i + huff_encode(out + i, s, n);
     }
-    size_t i = write_int(out, 0, 7, n);
+    size_t i = prefint_write(out, 0, 7, n);
     memcpy(out + i, s, n);
     return i + n;
 }
@@ -561,8 +434,8 @@ size_t hpack_enc_begin(struct hpack_enc *e, uint8_t *out)
     if (!e->update)
         return 0;
     if (e->update_min < e->t.max)
-        n += write_int(out, 0x20, 5, e->update_min);
-    n += write_int(out + n, 0x20, 5, e->t.max);
+        n += prefint_write(out, 0x20, 5, e->update_min);
+    n += prefint_write(out + n, 0x20, 5, e->t.max);
     e->update = false;
     e->update_min = e->t.max;
     return n;
@@ -699,7 +572,7 @@ size_t hpack_enc_field(struct hpack_enc *e, uint8_t *out, const char *name, size
         for (unsigned i = sidx;; i++) {
             const struct hpack_static *s = &hpack_static[i - 1];
             if (s->value_len == value_len && eq_folded(s->value, value, value_len, false))
-                return write_int(out, 0x80, 7, i);
+                return prefint_write(out, 0x80, 7, i);
             if (!s->more)
                 break;
         }
@@ -713,19 +586,19 @@ size_t hpack_enc_field(struct hpack_enc *e, uint8_t *out, const char *name, size
     }
     unsigned didx = short_name ? dynamic_find(&e->t, sidx, name, name_len, value, value_len) : 0;
     if (didx)
-        return write_int(out, 0x80, 7, didx);
+        return prefint_write(out, 0x80, 7, didx);
 
     unsigned kind = flags & 3;
     bool index =
         kind == HPACK_INDEX && short_name && name_len + value_len + ENTRY_OVERHEAD <= e->t.max;
-    size_t o = index                       ? write_int(out, 0x40, 6, sidx)
-               : kind == HPACK_NEVER_INDEX ? write_int(out, 0x10, 4, sidx)
-                                           : write_int(out, 0x00, 4, sidx);
+    size_t o = index                       ? prefint_write(out, 0x40, 6, sidx)
+               : kind == HPACK_NEVER_INDEX ? prefint_write(out, 0x10, 4, sidx)
+                                           : prefint_write(out, 0x00, 4, sidx);
     if (!sidx) {
         if (short_name) {
             o += write_str(out + o, name, name_len, flags);
         } else { /* long names lower-cased in place, never Huffman-coded: rare */
-            o += write_int(out + o, 0, 7, name_len);
+            o += prefint_write(out + o, 0, 7, name_len);
             for (size_t i = 0; i < name_len; i++)
                 out[o + i] = (uint8_t)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] | 0x20 : name[i]);
             o += name_len;
@@ -793,12 +666,12 @@ struct hpack_pre *hpack_pre_new(const struct hpack_field *f, size_t n, const voi
             const struct hpack_static *st = &hpack_static[s - 1];
             if (st->value_len == in->value_len &&
                 eq_folded(st->value, in->value, in->value_len, false))
-                w = write_int(enc, 0x80, 7, s), pf->whole = true;
+                w = prefint_write(enc, 0x80, 7, s), pf->whole = true;
             if (!st->more)
                 break;
         }
         if (!w) {
-            w = write_int(enc, 0x40, 6, sidx);
+            w = prefint_write(enc, 0x40, 6, sidx);
             if (!sidx)
                 w += write_str(enc + w, b + pf->name_off, in->name_len, 0);
             w += write_str(enc + w, b + pf->value_off, in->value_len, 0);
@@ -856,7 +729,7 @@ size_t hpack_enc_pre(struct hpack_enc *e, uint8_t *out, const struct hpack_pre *
                 &t->memo[(key * 0x9e3779b97f4a7c15u) >> 59 & (MEMO_SLOTS - 1)];
             uint32_t age = t->ins - m->seq;
             if (m->key == key && age < t->n) {
-                o += write_int(out + o, 0x80, 7, HPACK_STATIC_N + 1 + age);
+                o += prefint_write(out + o, 0x80, 7, HPACK_STATIC_N + 1 + age);
                 continue;
             }
         }
@@ -864,7 +737,7 @@ size_t hpack_enc_pre(struct hpack_enc *e, uint8_t *out, const struct hpack_pre *
         unsigned didx = dynamic_find(t, f->sidx, name, f->name_len, value, f->value_len);
         if (didx) {
             memo_put(t, key, t->ins - (didx - HPACK_STATIC_N - 1));
-            o += write_int(out + o, 0x80, 7, didx);
+            o += prefint_write(out + o, 0x80, 7, didx);
             continue;
         }
         memcpy(out + o, p->bytes + f->enc_off, f->enc_len);

@@ -85,11 +85,6 @@ void hpack_dec_free(struct hpack_dec *d);
 int hpack_decode(struct hpack_dec *d, const uint8_t *in, size_t len, size_t *pos, bool first,
                  char *out, size_t cap, size_t gap, struct hpack_field *f);
 
-/* Decodes the Huffman string in[0, n) into out (cap bytes). Returns its length, -EPROTO when
- * it is invalid (EOS, padding longer than 7 bits or not of ones), -ENOSPC when out is too small
- * (out NULL: only checks it and counts). */
-long hpack_huff_decode(const uint8_t *in, size_t n, char *out, size_t cap);
-
 /* ---- encoding ---- */
 
 struct hpack_enc {

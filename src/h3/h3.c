@@ -1,18 +1,30 @@
 /* HTTP/3 over QUIC; see h3.h.
  *
+ * Framing and stream rules are RFC 9114's, written here: each stream of the peer is read as it
+ * comes (a frame's head may be split anywhere; a payload is buffered only where it must be
+ * parsed whole: a field section, a control frame), and every rule a client can break ends the
+ * connection or the stream with the code RFC 9114 8.1 names. QPACK is h3/qpack's.
+ *
  * A request is answered at the end of its stream (a body, never wanted by a static server,
- * is read and dropped as it comes), as HTTP/2 answers after END_STREAM. The response body is
- * handed to nghttp3 by read_data: memory segments as they are (the response holds them until
- * the stream closes), file ranges through H3_CHUNK-byte reads, at most H3_WINDOW bytes a
- * stream not yet acknowledged by the peer, so a slow reader holds a bounded amount. A chunk
- * is read on the loop only when the page cache has it (preadv2 RWF_NOWAIT); a cold one, or
- * any on a file system without RWF_NOWAIT, is read by a thread of the worker's (rt/offload.h)
- * while its stream waits for h3_collect, as the epoll engine reads TLS bodies. */
+ * is read and dropped as it comes), as HTTP/2 answers after END_STREAM. The answer goes out as
+ * one HEADERS frame and one DATA frame over the whole body (its length is the plan's), the
+ * frame heads and the field section kept in the stream's own buffer, the body handed to ngtcp2
+ * as it is: memory segments (the response holds them until the stream closes), file ranges
+ * through H3_CHUNK-byte reads, at most H3_WINDOW bytes a stream not yet acknowledged by the
+ * peer, so a slow reader holds a bounded amount. ngtcp2 keeps pointers to what it sent until
+ * the peer acknowledges it: nothing handed over moves or is freed before (app_acked), or
+ * before the stream closes. A chunk is read on the loop only when the page cache has it
+ * (preadv2 RWF_NOWAIT); a cold one, or any on a file system without RWF_NOWAIT, is read by a
+ * thread of the worker's (rt/offload.h) while its stream waits for h3_collect, as the epoll
+ * engine reads TLS bodies.
+ *
+ * Streams with something to send wait in one queue per RFC 9218 urgency: the lowest urgency
+ * first; in one urgency a non-incremental stream keeps its turn until it ends or must wait, an
+ * incremental one goes to the back after each write (round robin), as nghttp3 schedules. */
 #include "h3/h3.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <nghttp3/nghttp3.h>
 #include <sys/uio.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +34,10 @@
 #include "core/http1.h"
 #include "core/logfmt.h"
 #include "core/policy.h"
+#include "core/prio.h"
 #include "core/vhost.h"
-#include "h3/h3mem.h"
 #include "h3/h3req.h"
+#include "h3/qpack.h"
 #include "quic/quic.h"
 #include "rt/obs.h"
 #include "rt/offload.h"
@@ -33,14 +46,67 @@
 
 #define H3_CHUNK (32u << 10)
 #define H3_WINDOW (256u << 10)
-#define H3_RESP_FIELDS 48 /* response fields submitted, as HTTP/2's */
+#define H3_RESP_FIELDS 48 /* response fields sent, as HTTP/2's */
 #define H3_READERS 2      /* threads reading cold chunks, per worker */
+#define H3_OUTV 16        /* byte ranges a stream has handed out and not yet seen written */
+#define H3_BUCKETS 32     /* request streams by ID */
+#define H3_UNI 4          /* the peer's unidirectional streams (quic.c allows it 3) */
+#define H3_CTRL_MAX 512   /* a control frame's payload, parsed whole (more: H3_EXCESSIVE_LOAD) */
+#define H3_DEC_BUF 512    /* our decoder stream's bytes not yet acknowledged */
+#define H3_EARLY 16       /* PRIORITY_UPDATEs kept for streams not yet opened */
+#define H3_HELD_MAX (256u << 10) /* stream bytes kept behind a blocked section (its window) */
+/* A field section: what h3req takes (HTTP1_MAX_HEAD of names and values, HTTP1_MAX_HEADERS
+ * fields) counted as RFC 9114 4.2.2 counts (32 more a field). A HEADERS frame larger on the
+ * wire is not read: no encoder needs more bytes than that for a section it may send. */
+#define H3_LIST_MAX (HTTP1_MAX_HEAD + 32 * H3REQ_FIELDS)
 
-_Static_assert(sizeof(struct quic_vec) == sizeof(nghttp3_vec), "quic_vec is nghttp3_vec");
+/* Frame types (RFC 9114 7.2, RFC 9218 7), stream types (6.2), error codes (8.1). */
+#define F_DATA 0x0
+#define F_HEADERS 0x1
+#define F_CANCEL_PUSH 0x3
+#define F_SETTINGS 0x4
+#define F_PUSH_PROMISE 0x5
+#define F_GOAWAY 0x7
+#define F_MAX_PUSH_ID 0xd
+#define F_PRIORITY_UPDATE 0xf0700
+#define F_PRIORITY_UPDATE_PUSH 0xf0701
+#define U_CONTROL 0x0
+#define U_PUSH 0x1
+#define U_ENCODER 0x2
+#define U_DECODER 0x3
+#define U_UNKNOWN (-1)
+#define U_IGNORED (-2)
+#define H3_NO_ERROR 0x100
+#define H3_INTERNAL_ERROR 0x102
+#define H3_STREAM_CREATION_ERROR 0x103
+#define H3_CLOSED_CRITICAL_STREAM 0x104
+#define H3_FRAME_UNEXPECTED 0x105
+#define H3_FRAME_ERROR 0x106
+#define H3_EXCESSIVE_LOAD 0x107
+#define H3_ID_ERROR 0x108
+#define H3_SETTINGS_ERROR 0x109
+#define H3_MISSING_SETTINGS 0x10a
+#define H3_REQUEST_REJECTED 0x10b
+#define H3_REQUEST_CANCELLED 0x10c
+#define H3_REQUEST_INCOMPLETE 0x10d
+#define H3_MESSAGE_ERROR 0x10e
+/* Settings (RFC 9114 7.2.4.1, RFC 9204 5) */
+#define SET_QPACK_MAX_TABLE_CAPACITY 0x1
+#define SET_MAX_FIELD_SECTION_SIZE 0x6
+#define SET_QPACK_BLOCKED_STREAMS 0x7
+#define H3_TABLE 4096 /* the QPACK table a client may make us keep */
+#define H3_BLOCKED 16 /* streams it may leave waiting for its encoder stream */
+
+/* HTTP/2's frame types that HTTP/3 reserves (RFC 9114 7.2.8): PRIORITY, PING, WINDOW_UPDATE,
+ * CONTINUATION. */
+static bool h2_only(uint64_t type)
+{
+    return type == 0x2 || type == 0x6 || type == 0x8 || type == 0x9;
+}
 
 struct chunk {
     struct chunk *next;
-    uint64_t end; /* the stream's body offset just past this chunk */
+    uint64_t end; /* the stream offset just past this chunk */
     uint8_t data[];
 };
 
@@ -59,37 +125,107 @@ struct h3read {
 /* The worker's HTTP/3 state (w->h3): its connections, for h3_resume, and its cold readers. */
 struct h3worker {
     struct h3conn *conns;
-    struct h3mem mem; /* nghttp3's blocks, for every connection of the worker */
     struct offload readers;
     bool readers_on;
     struct http_request req; /* scratch for the request being parsed */
 };
 
+/* A frame being read: its head (type and length, each a QUIC varint, together at most 16
+ * bytes) kept across reads until whole, then its payload counted down. */
+struct frd {
+    uint64_t type, left;
+    bool body; /* in the payload */
+    uint8_t hn;
+    uint8_t h[16];
+};
+
+/* A send queue: a ring through its streams' links, the queue's own link its head. */
+struct h3link {
+    struct h3link *prev, *next;
+};
+
+enum phase { P_HEADERS, P_BODY, P_TRAILERS };
+enum pay { PAY_SKIP, PAY_SECTION };
+
 struct h3stream {
     int64_t id;
     struct h3conn *hc;
-    struct h3stream *prev, *next;
+    struct h3stream *prev, *next; /* the connection's streams */
+    struct h3stream *hnext;       /* its bucket */
+    struct h3link ql;             /* its urgency's send queue, while queued */
+    /* reading */
+    struct frd rd;
+    uint8_t phase, pay;
+    bool ignore;  /* reset, or refused: what comes is dropped */
+    bool blocked; /* its section waits for the encoder stream (sec holds it) */
+    bool fin_in;
+    uint8_t *sec; /* a field section read in parts, or blocked */
+    uint32_t sec_len, sec_cap;
+    uint8_t *held; /* stream bytes read behind a blocked section, and the FIN */
+    size_t held_len;
+    bool held_fin;
+    /* answering */
+    uint8_t urgency;
+    bool incremental, prio_set; /* prio_set: a PRIORITY_UPDATE came, the field does not count */
+    bool queued, flow_blocked, shut, fin_offered, fin_sent;
+    bool parked; /* its credentials are being verified off the loop: asked again on resume */
+    bool answered;
     struct response *r;    /* from the answer to the stream's close */
-    uint64_t given, acked; /* body bytes handed to nghttp3, and acknowledged */
+    uint64_t given, acked; /* stream bytes handed out (end of out[]), and acknowledged */
+    unsigned nout;
+    struct quic_vec out[H3_OUTV]; /* handed out from the write offset on, not yet written */
     struct chunk *chunks, *last;
     struct h3read *reading; /* a cold chunk being read off the loop, at most one */
     struct chunk *ready;    /* what it read, to be handed out next */
     size_t ready_len;
-    bool waiting; /* read_data said WOULDBLOCK: resume on the next acknowledgement */
-    bool parked;  /* its credentials are being verified off the loop: asked again on resume */
-    bool answered;
-    char code[3];   /* the response's :status, which nghttp3 reads when it encodes */
-    struct h3req q; /* the request; its head buffer then holds the response's names */
+    struct h3req q; /* the request; its head buffer then holds the response's frame heads and
+                     * field section */
+};
+
+/* One of the peer's unidirectional streams. */
+struct h3uni {
+    int64_t id; /* -1: a free slot */
+    int type;
+    bool settings; /* control: SETTINGS came */
+    uint8_t ins;   /* decoder: bytes of an instruction's integer still to come, 0xff none */
+    uint16_t blen;
+    struct frd rd;
+    uint8_t buf[H3_CTRL_MAX];
 };
 
 struct h3conn {
     struct runtime *w;
     struct quic_conn *qc;
-    nghttp3_conn *h3;
-    struct h3stream *streams;
     struct h3conn *prev, *next; /* the worker's connections (h3worker), for h3_resume */
-    unsigned nstreams;
-    unsigned nparked;
+    struct h3stream *streams, *bucket[H3_BUCKETS];
+    struct h3stream *cur; /* the stream last pulled: wrote's usually */
+    unsigned nstreams, nparked, nblocked;
+    struct h3link sendq[8];
+    struct qpack_dec qd;
+    /* ours: the control stream's bytes never move (SETTINGS, then GOAWAY), the encoder
+     * stream is its type alone, the decoder stream's buffer starts again once all of it is
+     * acknowledged */
+    int64_t ctrl_id, enc_id, dec_id;
+    uint8_t ctrl_len, ctrl_sent;
+    bool ctrl_stuck, enc_stuck, dec_stuck, enc_sent;
+    uint8_t ctrl_buf[48];
+    uint8_t enc_type;
+    uint16_t dec_len, dec_sent, dec_acked;
+    uint8_t dec_buf[H3_DEC_BUF];
+    /* the peer's */
+    int64_t peer_ctrl, peer_enc, peer_dec;
+    struct h3uni uni[H3_UNI];
+    uint64_t max_bidi; /* request streams the client may open, in all */
+    int64_t next_bidi; /* the lowest request stream ID not seen yet */
+    int64_t goaway_id; /* streams from here on are refused (INT64_MAX: no GOAWAY sent) */
+    uint64_t max_push; /* the client's MAX_PUSH_ID (we push nothing) */
+    bool have_max_push;
+    unsigned nearly, early_next;
+    struct {
+        int64_t id;
+        uint8_t urgency;
+        bool incremental;
+    } early[H3_EARLY];
     uint32_t token;      /* its requests' resume token's generation (never 0: 0 cannot wait) */
     uint8_t ok_host_len; /* the last host found named by its certificate, or address (0: none) */
     char ok_host[47];
@@ -102,16 +238,167 @@ unsigned h3_alt_svc(char *buf, unsigned cap, unsigned port)
     return n > 0 && (unsigned)n < cap ? (unsigned)n : 0;
 }
 
+/* ---- QUIC variable-length integers (RFC 9000 16) ---- */
+
+/* The integer at p[0, n): its length, 0 when cut short. */
+static size_t varint(const uint8_t *p, size_t n, uint64_t *v)
+{
+    if (n == 0)
+        return 0;
+    size_t len = (size_t)1 << (p[0] >> 6);
+    if (n < len)
+        return 0;
+    uint64_t x = p[0] & 0x3f;
+    for (size_t i = 1; i < len; i++)
+        x = x << 8 | p[i];
+    *v = x;
+    return len;
+}
+
+static size_t varint_len(uint64_t v)
+{
+    return v < 64 ? 1 : v < 16384 ? 2 : v < (1u << 30) ? 4 : 8;
+}
+
+static size_t put_varint(uint8_t *o, uint64_t v)
+{
+    size_t len = varint_len(v);
+    static const uint8_t tag[9] = {[1] = 0x00, [2] = 0x40, [4] = 0x80, [8] = 0xc0};
+    for (size_t i = len; i-- > 0; v >>= 8)
+        o[i] = (uint8_t)v;
+    o[0] |= tag[len];
+    return len;
+}
+
+/* Reads a frame's head from *p: true once whole (r->type, r->left set, *p past it), false
+ * when all of [*p, end) was kept and more must come. */
+static bool frame_head(struct frd *r, const uint8_t **p, const uint8_t *end)
+{
+    uint8_t h[16];
+    size_t old = r->hn, add = (size_t)(end - *p);
+    if (add > sizeof(h) - old)
+        add = sizeof(h) - old;
+    memcpy(h, r->h, old);
+    memcpy(h + old, *p, add);
+    size_t a = varint(h, old + add, &r->type), b = a ? varint(h + a, old + add - a, &r->left) : 0;
+    if (!b) {
+        memcpy(r->h + old, *p, add);
+        r->hn = (uint8_t)(old + add);
+        *p += add;
+        return false;
+    }
+    *p += a + b - old;
+    r->hn = 0;
+    r->body = true;
+    return true;
+}
+
+/* ---- streams ---- */
+
+static struct h3stream *stream_find(struct h3conn *hc, int64_t sid)
+{
+    if (hc->cur && hc->cur->id == sid)
+        return hc->cur;
+    struct h3stream *st = hc->bucket[(sid >> 2) % H3_BUCKETS];
+    while (st && st->id != sid)
+        st = st->hnext;
+    return st;
+}
+
+static bool sendable(const struct h3stream *st)
+{
+    return st->r && !st->fin_sent && !st->shut && !st->flow_blocked;
+}
+
+static void enqueue(struct h3conn *hc, struct h3stream *st)
+{
+    if (st->queued || !sendable(st))
+        return;
+    struct h3link *q = &hc->sendq[st->urgency];
+    st->ql.prev = q->prev;
+    st->ql.next = q;
+    q->prev->next = &st->ql;
+    q->prev = &st->ql;
+    st->queued = true;
+}
+
+static void dequeue(struct h3conn *hc, struct h3stream *st)
+{
+    (void)hc;
+    if (!st->queued)
+        return;
+    st->ql.prev->next = st->ql.next;
+    st->ql.next->prev = st->ql.prev;
+    st->queued = false;
+}
+
+/* The first stream of urgency u's queue, or NULL. */
+static struct h3stream *queue_head(struct h3conn *hc, unsigned u)
+{
+    struct h3link *first = hc->sendq[u].next;
+    if (first == &hc->sendq[u])
+        return NULL;
+    return (struct h3stream *)((char *)first - offsetof(struct h3stream, ql));
+}
+
+static void set_priority(struct h3conn *hc, struct h3stream *st, uint8_t urgency, bool inc)
+{
+    bool was = st->queued;
+    dequeue(hc, st);
+    st->urgency = urgency;
+    st->incremental = inc;
+    if (was)
+        enqueue(hc, st);
+}
+
+static struct h3stream *stream_new(struct h3conn *hc, int64_t sid)
+{
+    struct h3stream *st = malloc(sizeof(*st));
+    if (!st)
+        return NULL;
+    memset(st, 0, offsetof(struct h3stream, q));
+    h3req_init(&st->q);
+    st->id = sid;
+    st->hc = hc;
+    st->urgency = PRIO_URGENCY_DEFAULT;
+    st->next = hc->streams;
+    if (hc->streams)
+        hc->streams->prev = st;
+    hc->streams = st;
+    struct h3stream **b = &hc->bucket[(sid >> 2) % H3_BUCKETS];
+    st->hnext = *b;
+    *b = st;
+    hc->nstreams++;
+    for (unsigned i = 0; i < hc->nearly; i++) /* a PRIORITY_UPDATE that came first */
+        if (hc->early[i].id == sid) {
+            st->urgency = hc->early[i].urgency;
+            st->incremental = hc->early[i].incremental;
+            st->prio_set = true;
+            hc->early[i] = hc->early[--hc->nearly];
+            break;
+        }
+    return st;
+}
+
 static void stream_free(struct h3conn *hc, struct h3stream *st)
 {
     if (st->parked)
         hc->nparked--;
+    if (st->blocked) {
+        hc->nblocked--;
+        qpack_dec_cancel(&hc->qd, st->id);
+    }
+    dequeue(hc, st);
+    if (hc->cur == st)
+        hc->cur = NULL;
     while (st->chunks) {
         struct chunk *c = st->chunks;
         st->chunks = c->next;
         free(c);
     }
     free(st->ready);
+    free(st->sec);
+    free(st->held);
     if (st->r) {
         obs_request_done(hc->w, &hc->obs, &st->r->obs, &st->r->plan,
                          st->answered ? 0 : -ECONNRESET);
@@ -128,59 +415,43 @@ static void stream_free(struct h3conn *hc, struct h3stream *st)
         hc->streams = st->next;
     if (st->next)
         st->next->prev = st->prev;
+    struct h3stream **b = &hc->bucket[(st->id >> 2) % H3_BUCKETS];
+    while (*b != st)
+        b = &(*b)->hnext;
+    *b = st->hnext;
     hc->nstreams--;
     free(st);
 }
 
-/* nghttp3's callbacks. */
-static int on_begin_headers(nghttp3_conn *conn, int64_t sid, void *user, void *sud)
+/* The connection ends with code (RFC 9114 8.1): -EPROTO, for the callback to return. */
+static int fatal(struct h3conn *hc, uint64_t code)
 {
-    struct h3conn *hc = user;
-    (void)sud;
-    struct h3stream *st = malloc(sizeof(*st));
-    if (!st)
-        return NGHTTP3_ERR_CALLBACK_FAILURE;
-    memset(st, 0, offsetof(struct h3stream, q));
-    h3req_init(&st->q);
-    st->id = sid;
-    st->hc = hc;
-    st->next = hc->streams;
-    if (hc->streams)
-        hc->streams->prev = st;
-    hc->streams = st;
-    hc->nstreams++;
-    nghttp3_conn_set_stream_user_data(conn, sid, st);
-    return 0;
+    quic_app_error(hc->qc, code);
+    return -EPROTO;
 }
 
-static int on_header(nghttp3_conn *conn, int64_t sid, int32_t token, nghttp3_rcbuf *name,
-                     nghttp3_rcbuf *value, uint8_t flags, void *user, void *sud)
+/* A QPACK result (negative: its RFC 9204 6 code, or -errno) as the connection's end. */
+static int qpack_fatal(struct h3conn *hc, int rv)
 {
-    struct h3stream *st = sud;
-    (void)conn, (void)sid, (void)token, (void)flags, (void)user;
-    if (!st)
-        return 0;
-    nghttp3_vec n = nghttp3_rcbuf_get_buf(name), v = nghttp3_rcbuf_get_buf(value);
-    h3req_field(&st->q, n.base, n.len, v.base, v.len);
-    return 0;
+    return fatal(hc, rv <= -QPACK_DECOMPRESSION_FAILED && rv >= -QPACK_DECODER_STREAM_ERROR
+                         ? (uint64_t)-rv
+                         : H3_INTERNAL_ERROR);
 }
 
-static int on_data(nghttp3_conn *conn, int64_t sid, const uint8_t *data, size_t len, void *user,
-                   void *sud)
+/* The stream ends both ways with code; what it still brings is dropped. */
+static void stream_abort(struct h3conn *hc, struct h3stream *st, uint64_t code)
 {
-    struct h3conn *hc = user;
-    (void)conn, (void)data, (void)sud;
-    quic_consume(hc->qc, sid, len); /* request bodies are dropped: the window reopens at once */
-    return 0;
+    quic_stream_abort(hc->qc, st->id, code);
+    st->ignore = st->shut = true;
+    dequeue(hc, st);
+    if (st->blocked) {
+        st->blocked = false;
+        hc->nblocked--;
+        qpack_dec_cancel(&hc->qd, st->id);
+    }
 }
 
-static int on_deferred_consume(nghttp3_conn *conn, int64_t sid, size_t n, void *user, void *sud)
-{
-    struct h3conn *hc = user;
-    (void)conn, (void)sud;
-    quic_consume(hc->qc, sid, n);
-    return 0;
-}
+/* ---- answering ---- */
 
 static void read_chunk(struct offload_job *job)
 {
@@ -212,22 +483,27 @@ static int read_off_loop(struct h3stream *st, struct chunk *c, int fd, uint64_t 
     return 0;
 }
 
-static nghttp3_ssize read_data(nghttp3_conn *conn, int64_t sid, nghttp3_vec *vec, size_t cnt,
-                               uint32_t *pflags, void *user, void *sud)
+static void out_push(struct h3stream *st, uint8_t *base, size_t len)
 {
-    struct h3stream *st = sud;
-    (void)conn, (void)sid, (void)user;
+    if (len == 0) /* an empty range would never be seen written */
+        return;
+    st->out[st->nout++] = (struct quic_vec){base, len};
+    st->given += len;
+}
+
+/* Hands out what the plan has next, up to H3_OUTV ranges and H3_WINDOW bytes not yet
+ * acknowledged: 0, or -EIO when the stream cannot go on (the file shrank, no memory). */
+static int fill(struct h3stream *st)
+{
     struct plan *p = &st->r->plan;
-    size_t n = 0;
-    while (n < cnt && st->given - st->acked < H3_WINDOW) {
+    while (st->nout < H3_OUTV && st->given - st->acked < H3_WINDOW) {
         struct seg *s = plan_seg(p);
         if (!s)
             break;
         if (s->mem) {
             size_t len = (size_t)s->len;
-            vec[n++] = (nghttp3_vec){(uint8_t *)(uintptr_t)(s->mem + s->off), len};
+            out_push(st, (uint8_t *)(uintptr_t)(s->mem + s->off), len);
             plan_advance(p, len);
-            st->given += len;
             continue;
         }
         /* A file range: a chunk at a time, kept until acknowledged; read here when the page
@@ -240,22 +516,22 @@ static nghttp3_ssize read_data(nghttp3_conn *conn, int64_t sid, nghttp3_vec *vec
         if (!c) {
             size_t len = s->len < H3_CHUNK ? (size_t)s->len : H3_CHUNK;
             if (!(c = malloc(sizeof(*c) + len)))
-                return NGHTTP3_ERR_CALLBACK_FAILURE;
+                return -EIO;
             struct iovec iov = {c->data, len};
             got = preadv2(s->fd, &iov, 1, (off_t)s->off, RWF_NOWAIT);
             if (got < 0 && (errno == EAGAIN || errno == EOPNOTSUPP)) { /* cold, or no NOWAIT */
                 if (read_off_loop(st, c, s->fd, s->off, len) != 0) {
                     free(c);
-                    return NGHTTP3_ERR_CALLBACK_FAILURE;
+                    return -EIO;
                 }
                 break;
             }
         }
         if (got <= 0) {
             free(c);
-            return NGHTTP3_ERR_CALLBACK_FAILURE; /* the file shrank: the stream is reset */
+            return -EIO; /* the file shrank: the stream is reset */
         }
-        st->given += (uint64_t)got;
+        out_push(st, c->data, (size_t)got);
         c->end = st->given;
         c->next = NULL;
         if (st->last)
@@ -263,36 +539,7 @@ static nghttp3_ssize read_data(nghttp3_conn *conn, int64_t sid, nghttp3_vec *vec
         else
             st->chunks = c;
         st->last = c;
-        vec[n++] = (nghttp3_vec){c->data, (size_t)got};
         plan_advance(p, (uint64_t)got);
-    }
-    if (plan_done(p)) {
-        *pflags |= NGHTTP3_DATA_FLAG_EOF;
-        st->answered = true;
-    } else if (n == 0) {
-        st->waiting = true;
-        return NGHTTP3_ERR_WOULDBLOCK;
-    }
-    return (nghttp3_ssize)n;
-}
-
-static int on_acked(nghttp3_conn *conn, int64_t sid, uint64_t n, void *user, void *sud)
-{
-    struct h3stream *st = sud;
-    (void)user;
-    if (!st)
-        return 0;
-    st->acked += n;
-    while (st->chunks && st->chunks->end <= st->acked) {
-        struct chunk *c = st->chunks;
-        st->chunks = c->next;
-        if (!st->chunks)
-            st->last = NULL;
-        free(c);
-    }
-    if (st->waiting) {
-        st->waiting = false;
-        nghttp3_conn_resume_stream(conn, sid);
     }
     return 0;
 }
@@ -329,38 +576,40 @@ static void lower_name(char *dst, const char *src, size_t n)
     memcpy(dst + n - 8, &x, 8);
 }
 
-/* The response's field lines as nghttp3 wants them: names in lower case (RFC 9114 4.2), kept
- * in the stream's head buffer (the request's text is no longer needed). Neither names nor
- * values are copied by nghttp3 (NO_COPY): they live in the stream and its response, which
- * last until the stream closes, past the encoding at the stream's first write. */
-static int respond(struct h3conn *hc, struct h3stream *st)
+/* The response's HEADERS frame (:status, then the plan's fields with their names in lower
+ * case, RFC 9114 4.2) and the head of its one DATA frame, in the stream's head buffer (the
+ * request's text is no longer needed), handed out first; the body follows. */
+static void respond(struct h3conn *hc, struct h3stream *st)
 {
-    const uint8_t keep = NGHTTP3_NV_FLAG_NO_COPY_NAME | NGHTTP3_NV_FLAG_NO_COPY_VALUE;
     struct plan *p = &st->r->plan;
-    nghttp3_nv nv[H3_RESP_FIELDS + 1];
-    unsigned code = (unsigned)p->status % 1000;
-    st->code[0] = (char)('0' + code / 100);
-    st->code[1] = (char)('0' + code / 10 % 10);
-    st->code[2] = (char)('0' + code % 10);
-    nv[0] = (nghttp3_nv){(uint8_t *)":status", (uint8_t *)st->code, 7, 3, keep};
-    size_t n = 1, pos = 0, name_len, value_len, used = 0;
+    uint8_t *buf = (uint8_t *)st->q.head;
+    const size_t reserve = 9, data_head = 9; /* the frame heads' room: type + length */
+    size_t cap = sizeof(st->q.head) - data_head, at = reserve, pos = 0, n = 1, name_len, value_len;
     const char *name, *value;
-    while (n < H3_RESP_FIELDS + 1 &&
+    char lower[64];
+    at += qpack_enc_prefix(buf + at, cap - at);
+    at += qpack_enc_status(buf + at, cap - at, (unsigned)p->status % 1000);
+    while (n++ < H3_RESP_FIELDS + 1 &&
            plan_field_next(p, &pos, &name, &name_len, &value, &value_len)) {
-        if (used + name_len > sizeof(st->q.head))
-            break;
-        char *lower = st->q.head + used;
+        if (name_len > sizeof(lower))
+            continue; /* not one of ours: every name the core writes is short */
         lower_name(lower, name, name_len);
-        used += name_len;
-        nv[n++] =
-            (nghttp3_nv){(uint8_t *)lower, (uint8_t *)(uintptr_t)value, name_len, value_len, keep};
+        size_t k = qpack_enc_field(buf + at, cap - at, lower, name_len, value, value_len);
+        if (!k)
+            break;
+        at += k;
     }
     plan_advance(p, p->head_len);
-    nghttp3_data_reader dr = {read_data};
-    bool body = !plan_done(p);
-    if (!body)
-        st->answered = true;
-    return nghttp3_conn_submit_response(hc->h3, st->id, nv, n, body ? &dr : NULL);
+    size_t section = at - reserve, start = reserve - 1 - varint_len(section);
+    buf[start] = F_HEADERS;
+    put_varint(buf + start + 1, section);
+    uint64_t body = p->bytes - p->head_len;
+    if (body) {
+        buf[at++] = F_DATA;
+        at += put_varint(buf + at, body);
+    }
+    out_push(st, buf + start, at - start);
+    enqueue(hc, st);
 }
 
 /* The 421 rule (RFC 9110 15.5.20) as the TLS port has it for a process-level certificate
@@ -385,17 +634,20 @@ static bool misdirected(struct h3conn *hc, const struct http_request *req)
 }
 
 /* Parses st's request as HTTP/2 does and answers it through serve, or parks it while its
- * Basic credentials are verified off the loop (0); a failed submission is negative. */
-static int answer(struct h3conn *hc, struct h3stream *st)
+ * Basic credentials are verified off the loop; a malformed one is reset (RFC 9114 4.1.2). */
+static void answer(struct h3conn *hc, struct h3stream *st)
 {
     struct runtime *w = hc->w;
     struct http_request *req = &w->h3->req;
     int status = h3req_parse(&st->q, req);
-
+    if (status < 0) {
+        stream_abort(hc, st, H3_MESSAGE_ERROR);
+        return;
+    }
     struct response *r = serve_response_get(w);
     if (!r) {
-        quic_stream_abort(hc->qc, st->id, NGHTTP3_H3_INTERNAL_ERROR);
-        return 0;
+        stream_abort(hc, st, H3_INTERNAL_ERROR);
+        return;
     }
     if (status) {
         serve_error(w, status, req->method == HTTP_HEAD, RESP_FIELDS, r);
@@ -412,64 +664,493 @@ static int answer(struct h3conn *hc, struct h3stream *st)
             serve_response_put(w, r);
             st->parked = true;
             hc->nparked++;
-            return 0;
+            return;
         }
     }
     st->r = r;
     obs_request(w, &hc->obs, req, &r->obs, &r->plan, r->note.quiet);
     r->obs.cap.minor = LOGFMT_HTTP3;
-    return respond(hc, st);
+    respond(hc, st);
 }
 
-/* The request is complete. */
-static int on_end_stream(nghttp3_conn *conn, int64_t sid, void *user, void *sud)
+/* ---- request streams ---- */
+
+static int on_field(void *arg, const struct qpack_field *f)
 {
-    struct h3stream *st = sud;
-    (void)conn, (void)sid;
-    if (!st || st->r || st->parked)
+    struct h3stream *st = arg;
+    if (f->sidx < 0 && f->nlen == 8 && memcmp(f->name, "priority", 8) == 0 && !st->prio_set)
+        prio_parse(f->value, f->vlen, &st->urgency, &st->incremental);
+    h3req_field(&st->q, f->name, f->nlen, f->value, f->vlen);
+    return 0;
+}
+
+static int on_trailer(void *arg, const struct qpack_field *f)
+{
+    (void)arg, (void)f; /* trailers are decoded for QPACK's sake only */
+    return 0;
+}
+
+/* Decodes the field section p[0, n) of st: 0, -EAGAIN (blocked), or fatal. */
+static int section(struct h3conn *hc, struct h3stream *st, const uint8_t *p, size_t n)
+{
+    bool first = st->phase == P_HEADERS;
+    int rv =
+        qpack_dec_section(&hc->qd, st->id, p, n, H3_LIST_MAX, first ? on_field : on_trailer, st);
+    if (rv == -EAGAIN)
+        return rv;
+    if (rv == -E2BIG && first)
+        st->q.status = 431; /* as HTTP/1's head past HTTP1_MAX_HEAD; the connection stays */
+    else if (rv < 0 && rv != -E2BIG)
+        return qpack_fatal(hc, rv);
+    st->phase = first ? P_BODY : P_TRAILERS;
+    if (first && st->q.malformed)
+        stream_abort(hc, st, H3_MESSAGE_ERROR);
+    return 0;
+}
+
+/* A frame's head was read on st: what its payload is for, or fatal. */
+static int req_frame(struct h3conn *hc, struct h3stream *st)
+{
+    uint64_t type = st->rd.type;
+    st->pay = PAY_SKIP;
+    if (type == F_DATA) {
+        if (st->phase != P_BODY)
+            return fatal(hc, H3_FRAME_UNEXPECTED);
+    } else if (type == F_HEADERS) {
+        if (st->phase == P_TRAILERS)
+            return fatal(hc, H3_FRAME_UNEXPECTED);
+        if (st->rd.left > H3_LIST_MAX) { /* not read: the request is answered 431 */
+            if (st->phase == P_HEADERS)
+                st->q.status = 431;
+            st->phase = st->phase == P_HEADERS ? P_BODY : P_TRAILERS;
+            qpack_dec_cancel(&hc->qd, st->id);
+        } else {
+            st->pay = PAY_SECTION;
+        }
+    } else if (type <= F_MAX_PUSH_ID || type == F_PRIORITY_UPDATE ||
+               type == F_PRIORITY_UPDATE_PUSH) {
+        /* CANCEL_PUSH, SETTINGS, PUSH_PROMISE (a client's), GOAWAY, MAX_PUSH_ID, the
+         * control stream's; HTTP/2's; and 0xa-0xc, unassigned but below MAX_PUSH_ID: those
+         * are unknown types, skipped */
+        if (type == F_CANCEL_PUSH || type == F_SETTINGS || type == F_PUSH_PROMISE ||
+            type == F_GOAWAY || type == F_MAX_PUSH_ID || type >= F_PRIORITY_UPDATE || h2_only(type))
+            return fatal(hc, H3_FRAME_UNEXPECTED);
+    }
+    return 0;
+}
+
+/* Keeps p[0, n) (and the FIN) behind st's blocked section: 0 or fatal. */
+static int hold(struct h3conn *hc, struct h3stream *st, const uint8_t *p, size_t n, bool fin)
+{
+    if (n) {
+        if (st->held_len + n > H3_HELD_MAX)
+            return fatal(hc, H3_EXCESSIVE_LOAD);
+        uint8_t *b = realloc(st->held, st->held_len + n);
+        if (!b)
+            return fatal(hc, H3_INTERNAL_ERROR);
+        memcpy(b + st->held_len, p, n);
+        st->held = b;
+        st->held_len += n;
+    }
+    st->held_fin |= fin;
+    return 0;
+}
+
+static int block(struct h3conn *hc, struct h3stream *st, const uint8_t *p, size_t n)
+{
+    if (!st->sec) {
+        if (!(st->sec = malloc(n ? n : 1)))
+            return fatal(hc, H3_INTERNAL_ERROR);
+        memcpy(st->sec, p, n);
+        st->sec_len = st->sec_cap = (uint32_t)n;
+    }
+    st->blocked = true;
+    hc->nblocked++;
+    return 0;
+}
+
+/* The request's end. */
+static void request_end(struct h3conn *hc, struct h3stream *st)
+{
+    st->fin_in = true;
+    if (st->phase == P_HEADERS) /* no HEADERS: nothing to answer (RFC 9114 4.1) */
+        stream_abort(hc, st, H3_REQUEST_INCOMPLETE);
+    else if (!st->r && !st->parked)
+        answer(hc, st);
+}
+
+/* Bytes of request stream st, in order: how many were read (the rest is held behind a
+ * section that waits for the encoder stream, and given back to flow control when read), or
+ * fatal. */
+static ssize_t req_input(struct h3conn *hc, struct h3stream *st, const uint8_t *p, size_t n,
+                         bool fin)
+{
+    const uint8_t *start = p, *end = p + n;
+    if (st->blocked) {
+        int rv = hold(hc, st, p, n, fin);
+        return rv < 0 ? rv : 0;
+    }
+    while (p < end && !st->ignore) {
+        if (!st->rd.body) {
+            if (!frame_head(&st->rd, &p, end))
+                break;
+            int rv = req_frame(hc, st);
+            if (rv < 0)
+                return rv;
+        }
+        size_t take = st->rd.left < (uint64_t)(end - p) ? (size_t)st->rd.left : (size_t)(end - p);
+        const uint8_t *whole = NULL; /* the section, where it came in one piece */
+        if (st->pay == PAY_SECTION) {
+            if (!st->sec && take == st->rd.left) {
+                whole = p;
+            } else {
+                if (!st->sec) {
+                    st->sec_cap = (uint32_t)st->rd.left;
+                    if (!(st->sec = malloc(st->sec_cap ? st->sec_cap : 1)))
+                        return fatal(hc, H3_INTERNAL_ERROR);
+                }
+                memcpy(st->sec + st->sec_len, p, take);
+                st->sec_len += (uint32_t)take;
+            }
+        }
+        p += take;
+        st->rd.left -= take;
+        if (st->rd.left)
+            break;
+        st->rd.body = false;
+        if (st->pay != PAY_SECTION)
+            continue;
+        const uint8_t *sp = whole ? whole : st->sec;
+        size_t sn = whole ? take : st->sec_len;
+        int rv = section(hc, st, sp, sn);
+        if (rv == -EAGAIN) {
+            if ((rv = block(hc, st, sp, sn)) < 0 || (rv = hold(hc, st, p, (size_t)(end - p), fin)))
+                return rv;
+            return p - start;
+        }
+        free(st->sec);
+        st->sec = NULL;
+        st->sec_len = st->sec_cap = 0;
+        if (rv < 0)
+            return rv;
+    }
+    if (fin && !st->ignore) {
+        /* RFC 9114 7.1: a frame cut short by the stream's end */
+        if (st->rd.body || st->rd.hn)
+            return fatal(hc, H3_FRAME_ERROR);
+        request_end(hc, st);
+    }
+    return n;
+}
+
+/* Sections blocked on the encoder stream are tried again after its input. */
+static int unblock(struct h3conn *hc)
+{
+    for (struct h3stream *st = hc->streams, *next; st && hc->nblocked; st = next) {
+        next = st->next;
+        if (!st->blocked)
+            continue;
+        int rv = section(hc, st, st->sec, st->sec_len);
+        if (rv == -EAGAIN)
+            continue;
+        st->blocked = false;
+        hc->nblocked--;
+        free(st->sec);
+        st->sec = NULL;
+        st->sec_len = st->sec_cap = 0;
+        if (rv < 0)
+            return rv;
+        /* what came behind it, read now (and given back to flow control) */
+        uint8_t *held = st->held;
+        size_t len = st->held_len;
+        bool fin = st->held_fin;
+        st->held = NULL;
+        st->held_len = 0;
+        st->held_fin = false;
+        ssize_t got = req_input(hc, st, held ? held : (const uint8_t *)"", len, fin);
+        free(held);
+        if (got < 0)
+            return (int)got;
+        quic_consume(hc->qc, st->id, (size_t)got);
+    }
+    return 0;
+}
+
+static int req_recv(struct h3conn *hc, int64_t sid, const uint8_t *data, size_t len, bool fin)
+{
+    struct h3stream *st = stream_find(hc, sid);
+    if (!st) {
+        if (sid >= hc->goaway_id) { /* after our GOAWAY (RFC 9114 5.2) */
+            quic_stream_abort(hc->qc, sid, H3_REQUEST_REJECTED);
+            quic_consume(hc->qc, sid, len);
+            return 0;
+        }
+        if (sid >= hc->next_bidi)
+            hc->next_bidi = sid + 4;
+        if (!(st = stream_new(hc, sid)))
+            return fatal(hc, H3_INTERNAL_ERROR);
+    }
+    if (st->ignore) {
+        quic_consume(hc->qc, sid, len);
         return 0;
-    return answer(user, st) == 0 ? 0 : NGHTTP3_ERR_CALLBACK_FAILURE;
-}
-
-static int on_stream_close(nghttp3_conn *conn, int64_t sid, uint64_t code, void *user, void *sud)
-{
-    struct h3conn *hc = user;
-    struct h3stream *st = sud;
-    (void)conn, (void)sid, (void)code;
-    if (st)
-        stream_free(hc, st);
+    }
+    ssize_t got = req_input(hc, st, data, len, fin);
+    if (got < 0)
+        return (int)got;
+    quic_consume(hc->qc, sid, (size_t)got);
     return 0;
 }
 
-static int on_stop_sending(nghttp3_conn *conn, int64_t sid, uint64_t code, void *user, void *sud)
+/* ---- the peer's unidirectional streams ---- */
+
+/* RFC 9114 7.2.4: the peer's SETTINGS. We use none of its values (our encoder refers to no
+ * table, we push nothing, our sections are small), but check them. */
+static int on_settings(struct h3conn *hc, const uint8_t *p, size_t n)
 {
-    struct h3conn *hc = user;
-    (void)conn, (void)sud;
-    quic_stream_abort(hc->qc, sid, code);
+    unsigned seen = 0;
+    while (n) {
+        uint64_t id, v;
+        size_t a = varint(p, n, &id), b = a ? varint(p + a, n - a, &v) : 0;
+        if (!b)
+            return fatal(hc, H3_FRAME_ERROR);
+        p += a + b, n -= a + b;
+        if (id >= 0x2 && id <= 0x5) /* HTTP/2's settings (RFC 9114 7.2.4.1) */
+            return fatal(hc, H3_SETTINGS_ERROR);
+        if (id < 16) {
+            if (seen & 1u << id)
+                return fatal(hc, H3_SETTINGS_ERROR);
+            seen |= 1u << id;
+        }
+    }
     return 0;
 }
 
-static const nghttp3_callbacks callbacks = {
-    .acked_stream_data = on_acked,
-    .stream_close = on_stream_close,
-    .recv_data = on_data,
-    .deferred_consume = on_deferred_consume,
-    .begin_headers = on_begin_headers,
-    .recv_header = on_header,
-    .stop_sending = on_stop_sending,
-    .end_stream = on_end_stream,
-    .reset_stream = on_stop_sending,
-};
+/* RFC 9218 7.1: urgency and incremental for request stream id, which the client may not have
+ * opened yet (Chromium sends one before its first request): then kept for it. */
+static int on_priority_update(struct h3conn *hc, const uint8_t *p, size_t n)
+{
+    uint64_t id;
+    size_t a = varint(p, n, &id);
+    if (!a)
+        return fatal(hc, H3_FRAME_ERROR);
+    if ((id & 3) != 0 || id / 4 >= hc->max_bidi)
+        return fatal(hc, H3_ID_ERROR);
+    struct h3stream *st = (int64_t)id < hc->next_bidi ? stream_find(hc, (int64_t)id) : NULL;
+    uint8_t urgency = PRIO_URGENCY_DEFAULT;
+    bool inc = false;
+    prio_parse((const char *)p + a, n - a, &urgency, &inc);
+    if (st) {
+        st->prio_set = true;
+        set_priority(hc, st, urgency, inc);
+    } else if ((int64_t)id >= hc->next_bidi) {
+        unsigned i = 0;
+        while (i < hc->nearly && hc->early[i].id != (int64_t)id)
+            i++;
+        if (i == H3_EARLY) /* full: the oldest kept goes */
+            i = hc->early_next++ % H3_EARLY;
+        else if (i == hc->nearly)
+            hc->nearly++;
+        hc->early[i].id = (int64_t)id;
+        hc->early[i].urgency = urgency;
+        hc->early[i].incremental = inc;
+    } /* else a stream already closed */
+    return 0;
+}
 
-/* The quic_app table. */
+/* One varint, the whole payload. */
+static int one_varint(struct h3conn *hc, const uint8_t *p, size_t n, uint64_t *v)
+{
+    return varint(p, n, v) == n && n ? 0 : fatal(hc, H3_FRAME_ERROR);
+}
+
+/* A control frame whole: 0 or fatal. */
+static int ctrl_frame(struct h3conn *hc, struct h3uni *u)
+{
+    uint64_t v;
+    int rv = 0;
+    switch (u->rd.type) {
+    case F_SETTINGS:
+        return on_settings(hc, u->buf, u->blen);
+    case F_GOAWAY: /* the client's: it takes no push past v (we push none) */
+        return one_varint(hc, u->buf, u->blen, &v);
+    case F_MAX_PUSH_ID:
+        if ((rv = one_varint(hc, u->buf, u->blen, &v)) < 0)
+            return rv;
+        if (hc->have_max_push && v < hc->max_push) /* RFC 9114 7.2.7: it may not shrink */
+            return fatal(hc, H3_ID_ERROR);
+        hc->max_push = v;
+        hc->have_max_push = true;
+        return 0;
+    case F_CANCEL_PUSH: /* we never promised a push it could name */
+        if ((rv = one_varint(hc, u->buf, u->blen, &v)) < 0)
+            return rv;
+        return fatal(hc, H3_ID_ERROR);
+    case F_PRIORITY_UPDATE:
+        return on_priority_update(hc, u->buf, u->blen);
+    case F_PRIORITY_UPDATE_PUSH: /* no push exists to name */
+        return fatal(hc, H3_ID_ERROR);
+    }
+    return 0;
+}
+
+/* Bytes of the peer's control stream: 0 or fatal. */
+static int ctrl_input(struct h3conn *hc, struct h3uni *u, const uint8_t *p, size_t n)
+{
+    const uint8_t *end = p + n;
+    while (p < end) {
+        if (!u->rd.body) {
+            if (!frame_head(&u->rd, &p, end))
+                break;
+            uint64_t t = u->rd.type;
+            if (!u->settings && t != F_SETTINGS) /* RFC 9114 6.2.1 */
+                return fatal(hc, H3_MISSING_SETTINGS);
+            if ((t == F_SETTINGS && u->settings) || t == F_DATA || t == F_HEADERS ||
+                t == F_PUSH_PROMISE || h2_only(t))
+                return fatal(hc, H3_FRAME_UNEXPECTED);
+            u->settings = true;
+            u->blen = 0;
+            bool parsed = t == F_SETTINGS || t == F_GOAWAY || t == F_MAX_PUSH_ID ||
+                          t == F_CANCEL_PUSH || t == F_PRIORITY_UPDATE ||
+                          t == F_PRIORITY_UPDATE_PUSH;
+            if (!parsed)
+                u->rd.type = UINT64_MAX; /* unknown or reserved: skipped */
+            else if (u->rd.left > sizeof(u->buf))
+                return fatal(hc, H3_EXCESSIVE_LOAD);
+        }
+        size_t take = u->rd.left < (uint64_t)(end - p) ? (size_t)u->rd.left : (size_t)(end - p);
+        if (u->rd.type != UINT64_MAX) {
+            memcpy(u->buf + u->blen, p, take);
+            u->blen = (uint16_t)(u->blen + take);
+        }
+        p += take;
+        u->rd.left -= take;
+        if (u->rd.left)
+            break;
+        u->rd.body = false;
+        if (u->rd.type != UINT64_MAX) {
+            int rv = ctrl_frame(hc, u);
+            if (rv < 0)
+                return rv;
+        }
+    }
+    return 0;
+}
+
+/* Bytes of the peer's decoder stream (RFC 9204 4.4): our encoder refers to no table entry
+ * and never blocks, so only Stream Cancellations may come; a Section Acknowledgment or an
+ * Insert Count Increment is an error (4.4.1, 4.4.3). */
+static int dec_input(struct h3conn *hc, struct h3uni *u, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b = p[i];
+        if (u->ins != 0xff) { /* an integer's continuation bytes */
+            if (++u->ins > 9)
+                return fatal(hc, QPACK_DECODER_STREAM_ERROR);
+            if (!(b & 0x80))
+                u->ins = 0xff;
+            continue;
+        }
+        if ((b & 0xc0) != 0x40)
+            return fatal(hc, QPACK_DECODER_STREAM_ERROR);
+        if ((b & 0x3f) == 0x3f)
+            u->ins = 0;
+    }
+    return 0;
+}
+
+static struct h3uni *uni_find(struct h3conn *hc, int64_t sid)
+{
+    struct h3uni *free_slot = NULL;
+    for (unsigned i = 0; i < H3_UNI; i++) {
+        if (hc->uni[i].id == sid)
+            return &hc->uni[i];
+        if (hc->uni[i].id < 0 && !free_slot)
+            free_slot = &hc->uni[i];
+    }
+    if (free_slot) {
+        memset(free_slot, 0, offsetof(struct h3uni, buf));
+        free_slot->id = sid;
+        free_slot->type = U_UNKNOWN;
+        free_slot->ins = 0xff;
+    }
+    return free_slot;
+}
+
+/* The stream's type is known: 0, or fatal. */
+static int uni_typed(struct h3conn *hc, struct h3uni *u, uint64_t type)
+{
+    int64_t *own = type == U_CONTROL   ? &hc->peer_ctrl
+                   : type == U_ENCODER ? &hc->peer_enc
+                   : type == U_DECODER ? &hc->peer_dec
+                                       : NULL;
+    if (type == U_PUSH) /* a client may not push (RFC 9114 6.2.2) */
+        return fatal(hc, H3_STREAM_CREATION_ERROR);
+    if (!own) { /* unknown or reserved: read and dropped (RFC 9114 6.2) */
+        u->type = U_IGNORED;
+        quic_stream_abort(hc->qc, u->id, H3_STREAM_CREATION_ERROR); /* STOP_SENDING */
+        return 0;
+    }
+    if (*own >= 0) /* a second one (RFC 9114 6.2.1, RFC 9204 4.2) */
+        return fatal(hc, H3_STREAM_CREATION_ERROR);
+    *own = u->id;
+    u->type = (int)type;
+    return 0;
+}
+
+static int uni_recv(struct h3conn *hc, int64_t sid, const uint8_t *p, size_t n, bool fin)
+{
+    struct h3uni *u = uni_find(hc, sid);
+    const uint8_t *end = p + n;
+    int rv = 0;
+    quic_consume(hc->qc, sid, n);
+    if (!u) { /* more than quic.c lets a client open: dropped */
+        quic_stream_abort(hc->qc, sid, H3_STREAM_CREATION_ERROR);
+        return 0;
+    }
+    if (u->type == U_UNKNOWN) {
+        uint8_t h[8];
+        size_t old = u->rd.hn, add = (size_t)(end - p) < 8 - old ? (size_t)(end - p) : 8 - old;
+        uint64_t type;
+        memcpy(h, u->rd.h, old);
+        memcpy(h + old, p, add);
+        size_t len = varint(h, old + add, &type);
+        if (!len) {
+            memcpy(u->rd.h + old, p, add);
+            u->rd.hn = (uint8_t)(old + add);
+            return 0; /* (a stream that ends before its type is nothing at all) */
+        }
+        p += len - old;
+        u->rd.hn = 0;
+        if ((rv = uni_typed(hc, u, type)) < 0)
+            return rv;
+    }
+    switch (u->type) {
+    case U_CONTROL:
+        rv = ctrl_input(hc, u, p, (size_t)(end - p));
+        break;
+    case U_ENCODER:
+        if (p < end && (rv = qpack_dec_encoder(&hc->qd, p, (size_t)(end - p))) < 0)
+            return qpack_fatal(hc, rv);
+        rv = unblock(hc);
+        break;
+    case U_DECODER:
+        rv = dec_input(hc, u, p, (size_t)(end - p));
+        break;
+    default:
+        return 0;
+    }
+    if (rv == 0 && fin) /* RFC 9114 6.2.1, RFC 9204 4.2 */
+        return fatal(hc, H3_CLOSED_CRITICAL_STREAM);
+    return rv;
+}
+
+/* ---- the quic_app table ---- */
+
 static void *app_open(void *ctx, struct quic_conn *qc)
 {
     struct runtime *w = ctx;
-    if (!w->h3) {
-        if (!(w->h3 = calloc(1, sizeof(*w->h3))))
-            return NULL;
-        h3mem_init(&w->h3->mem);
-    }
+    if (!w->h3 && !(w->h3 = calloc(1, sizeof(*w->h3))))
+        return NULL;
     struct h3conn *hc = calloc(1, sizeof(*hc));
     if (!hc)
         return NULL;
@@ -484,27 +1165,38 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     hc->obs.peer.known = true;
     hc->obs.slot = UINT32_MAX; /* no connection slot: the probes say so */
     hc->token = (uint32_t)((uintptr_t)hc >> 4) | 1;
-    nghttp3_settings s;
-    nghttp3_settings_default(&s);
-    s.max_field_section_size = HTTP1_MAX_HEAD;
-    s.qpack_max_dtable_capacity = 4096; /* the QPACK table a client may make us keep */
-    s.qpack_blocked_streams = 16;
-    int64_t ctrl, qenc, qdec;
-    if (nghttp3_conn_server_new(&hc->h3, &callbacks, &s, &w->h3->mem.mem, hc) != 0) {
+    hc->peer_ctrl = hc->peer_enc = hc->peer_dec = -1;
+    for (unsigned i = 0; i < H3_UNI; i++)
+        hc->uni[i].id = -1;
+    hc->goaway_id = INT64_MAX;
+    for (unsigned u = 0; u < 8; u++)
+        hc->sendq[u].prev = hc->sendq[u].next = &hc->sendq[u];
+    /* The streams the transport parameters allow: a PRIORITY_UPDATE may name any of them
+     * before it opens. */
+    hc->max_bidi = quic_max_streams(qc);
+    if (quic_open_uni(qc, &hc->ctrl_id) != 0 || quic_open_uni(qc, &hc->enc_id) != 0 ||
+        quic_open_uni(qc, &hc->dec_id) != 0) {
         free(hc);
         return NULL;
     }
-    if (quic_open_uni(qc, &ctrl) != 0 || quic_open_uni(qc, &qenc) != 0 ||
-        quic_open_uni(qc, &qdec) != 0 || nghttp3_conn_bind_control_stream(hc->h3, ctrl) != 0 ||
-        nghttp3_conn_bind_qpack_streams(hc->h3, qenc, qdec) != 0) {
-        nghttp3_conn_del(hc->h3);
-        free(hc);
-        return NULL;
-    }
-    /* The streams the transport parameters allow, or nghttp3 takes a PRIORITY_UPDATE for a
-     * stream not yet opened (Chromium sends one before its first request) as naming a
-     * stream that cannot exist, and ends the connection (H3_ID_ERROR). */
-    nghttp3_conn_set_max_client_streams_bidi(hc->h3, quic_max_streams(qc));
+    qpack_dec_init(&hc->qd, H3_TABLE, H3_BLOCKED);
+    /* Our control stream: its type, then SETTINGS (RFC 9114 6.2.1, 7.2.4). */
+    uint8_t *c = hc->ctrl_buf, set[16];
+    size_t n = 0, at = 0;
+    n += put_varint(set + n, SET_QPACK_MAX_TABLE_CAPACITY);
+    n += put_varint(set + n, H3_TABLE);
+    n += put_varint(set + n, SET_MAX_FIELD_SECTION_SIZE);
+    n += put_varint(set + n, HTTP1_MAX_HEAD);
+    n += put_varint(set + n, SET_QPACK_BLOCKED_STREAMS);
+    n += put_varint(set + n, H3_BLOCKED);
+    c[at++] = U_CONTROL;
+    c[at++] = F_SETTINGS;
+    at += put_varint(c + at, n);
+    memcpy(c + at, set, n);
+    hc->ctrl_len = (uint8_t)(at + n);
+    hc->enc_type = U_ENCODER;
+    hc->dec_buf[0] = U_DECODER;
+    hc->dec_len = 1;
     hc->next = w->h3->conns;
     if (hc->next)
         hc->next->prev = hc;
@@ -512,87 +1204,232 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     return hc;
 }
 
-/* nghttp3's verdict on the peer (a QPACK or frame error, RFC 9114 8.1) or on us, as the
- * HTTP/3 error code the connection closes with; -EPROTO. */
-static int fatal(struct h3conn *hc, int liberr)
-{
-    quic_app_error(hc->qc, nghttp3_err_infer_quic_app_error_code(liberr));
-    return -EPROTO;
-}
-
 static int app_recv(void *a, int64_t sid, const uint8_t *data, size_t len, bool fin)
 {
     struct h3conn *hc = a;
-    nghttp3_ssize n = nghttp3_conn_read_stream(hc->h3, sid, data, len, fin);
-    if (n < 0)
-        return fatal(hc, (int)n);
-    quic_consume(hc->qc, sid, (size_t)n);
-    return 0;
+    if (!data) /* a FIN alone: no pointer to count from */
+        data = (const uint8_t *)"";
+    if ((sid & 3) == 0)
+        return req_recv(hc, sid, data, len, fin);
+    if ((sid & 3) == 2)
+        return uni_recv(hc, sid, data, len, fin);
+    return 0; /* ours: QUIC lets nothing come on them */
+}
+
+/* Our decoder stream takes what QPACK has for it, starting its buffer again once the peer has
+ * acknowledged all of it (ngtcp2 holds pointers into it until then). */
+static void dec_refill(struct h3conn *hc)
+{
+    if (hc->dec_acked == hc->dec_len && hc->dec_sent == hc->dec_len)
+        hc->dec_len = hc->dec_sent = hc->dec_acked = 0;
+    hc->dec_len = (uint16_t)(hc->dec_len + qpack_dec_output(&hc->qd, hc->dec_buf + hc->dec_len,
+                                                            sizeof(hc->dec_buf) - hc->dec_len));
 }
 
 static int app_pull(void *a, int64_t *sid, bool *fin, struct quic_vec *v, size_t cnt)
 {
     struct h3conn *hc = a;
-    int f = 0;
-    nghttp3_ssize n = nghttp3_conn_writev_stream(hc->h3, sid, &f, (nghttp3_vec *)v, cnt);
-    *fin = f != 0;
-    return n < 0 ? fatal(hc, (int)n) : (int)n;
+    *fin = false;
+    *sid = -1;
+    if (hc->ctrl_sent < hc->ctrl_len && !hc->ctrl_stuck) {
+        *sid = hc->ctrl_id;
+        v[0] = (struct quic_vec){hc->ctrl_buf + hc->ctrl_sent, hc->ctrl_len - hc->ctrl_sent};
+        return 1;
+    }
+    if (!hc->enc_sent && !hc->enc_stuck) {
+        *sid = hc->enc_id;
+        v[0] = (struct quic_vec){&hc->enc_type, 1};
+        return 1;
+    }
+    dec_refill(hc);
+    if (hc->dec_sent < hc->dec_len && !hc->dec_stuck) {
+        *sid = hc->dec_id;
+        v[0] = (struct quic_vec){hc->dec_buf + hc->dec_sent, hc->dec_len - hc->dec_sent};
+        return 1;
+    }
+    for (unsigned u = 0; u < 8; u++) {
+        struct h3stream *st;
+        while ((st = queue_head(hc, u))) {
+            if (fill(st) < 0) {
+                stream_abort(hc, st, H3_INTERNAL_ERROR); /* the file shrank */
+                continue;
+            }
+            bool done = plan_done(&st->r->plan);
+            if (st->nout == 0 && !done) { /* waits for an acknowledgement, or a cold read */
+                dequeue(hc, st);
+                continue;
+            }
+            size_t n = st->nout < cnt ? st->nout : cnt;
+            memcpy(v, st->out, n * sizeof(*v));
+            st->fin_offered = *fin = done && n == st->nout;
+            *sid = st->id;
+            hc->cur = st;
+            return (int)n;
+        }
+    }
+    return 0;
 }
 
 static int app_wrote(void *a, int64_t sid, size_t n)
 {
     struct h3conn *hc = a;
-    int rv = nghttp3_conn_add_write_offset(hc->h3, sid, n);
-    return rv == 0 ? 0 : fatal(hc, rv);
+    if (sid == hc->ctrl_id) {
+        hc->ctrl_sent = (uint8_t)(hc->ctrl_sent + n);
+        return 0;
+    }
+    if (sid == hc->enc_id) {
+        hc->enc_sent |= n > 0;
+        return 0;
+    }
+    if (sid == hc->dec_id) {
+        hc->dec_sent = (uint16_t)(hc->dec_sent + n);
+        return 0;
+    }
+    struct h3stream *st = stream_find(hc, sid);
+    if (!st)
+        return 0;
+    unsigned i = 0;
+    while (n && i < st->nout) {
+        struct quic_vec *o = &st->out[i];
+        size_t k = n < o->len ? n : o->len;
+        o->base += k;
+        o->len -= k;
+        n -= k;
+        i += o->len == 0;
+    }
+    if (i) {
+        st->nout -= i;
+        memmove(st->out, st->out + i, st->nout * sizeof(st->out[0]));
+    }
+    if (st->fin_offered && st->nout == 0) {
+        st->fin_sent = st->answered = true;
+        dequeue(hc, st);
+    } else if (st->incremental && st->queued && st->ql.next != &hc->sendq[st->urgency]) {
+        /* round robin */
+        dequeue(hc, st);
+        enqueue(hc, st);
+    }
+    return 0;
 }
 
 static void app_blocked(void *a, int64_t sid, bool shut)
 {
     struct h3conn *hc = a;
+    if (sid == hc->ctrl_id || sid == hc->enc_id || sid == hc->dec_id) {
+        bool *stuck = sid == hc->ctrl_id  ? &hc->ctrl_stuck
+                      : sid == hc->enc_id ? &hc->enc_stuck
+                                          : &hc->dec_stuck;
+        *stuck = true; /* shut: the peer's STOP_SENDING, which ended the connection */
+        return;
+    }
+    struct h3stream *st = stream_find(hc, sid);
+    if (!st)
+        return;
+    dequeue(hc, st);
     if (shut)
-        nghttp3_conn_shutdown_stream_write(hc->h3, sid);
+        st->shut = true;
     else
-        nghttp3_conn_block_stream(hc->h3, sid);
+        st->flow_blocked = true;
 }
 
 static void app_unblocked(void *a, int64_t sid)
 {
     struct h3conn *hc = a;
-    nghttp3_conn_unblock_stream(hc->h3, sid);
+    if (sid == hc->ctrl_id)
+        hc->ctrl_stuck = false;
+    else if (sid == hc->enc_id)
+        hc->enc_stuck = false;
+    else if (sid == hc->dec_id)
+        hc->dec_stuck = false;
+    struct h3stream *st = stream_find(hc, sid);
+    if (st) {
+        st->flow_blocked = false;
+        enqueue(hc, st);
+    }
 }
 
 static int app_acked(void *a, int64_t sid, uint64_t n)
 {
     struct h3conn *hc = a;
-    int rv = nghttp3_conn_add_ack_offset(hc->h3, sid, n);
-    return rv == 0 ? 0 : fatal(hc, rv);
+    if (sid == hc->dec_id) {
+        hc->dec_acked = (uint16_t)(hc->dec_acked + n);
+        return 0;
+    }
+    struct h3stream *st = stream_find(hc, sid);
+    if (!st)
+        return 0;
+    st->acked += n;
+    while (st->chunks && st->chunks->end <= st->acked) {
+        struct chunk *c = st->chunks;
+        st->chunks = c->next;
+        if (!st->chunks)
+            st->last = NULL;
+        free(c);
+    }
+    enqueue(hc, st); /* the window may have room again */
+    return 0;
+}
+
+static bool critical(const struct h3conn *hc, int64_t sid)
+{
+    return sid == hc->ctrl_id || sid == hc->enc_id || sid == hc->dec_id || sid == hc->peer_ctrl ||
+           sid == hc->peer_enc || sid == hc->peer_dec;
 }
 
 static int app_closed(void *a, int64_t sid, uint64_t code)
 {
     struct h3conn *hc = a;
-    int rv = nghttp3_conn_close_stream(hc->h3, sid, code ? code : NGHTTP3_H3_NO_ERROR);
-    return rv == 0 || rv == NGHTTP3_ERR_STREAM_NOT_FOUND ? 0 : fatal(hc, rv);
+    (void)code;
+    if (critical(hc, sid))
+        return fatal(hc, H3_CLOSED_CRITICAL_STREAM);
+    if ((sid & 3) == 2) {
+        for (unsigned i = 0; i < H3_UNI; i++)
+            if (hc->uni[i].id == sid)
+                hc->uni[i].id = -1;
+        return 0;
+    }
+    struct h3stream *st = stream_find(hc, sid);
+    if (st)
+        stream_free(hc, st);
+    return 0;
 }
 
+/* The peer reset sid, or asked us to stop sending on it (ngtcp2 then resets our side). */
 static int app_reset(void *a, int64_t sid, uint64_t code)
 {
     struct h3conn *hc = a;
     (void)code;
-    int rv = nghttp3_conn_shutdown_stream_read(hc->h3, sid);
-    return rv == 0 ? 0 : fatal(hc, rv);
+    if (critical(hc, sid))
+        return fatal(hc, H3_CLOSED_CRITICAL_STREAM);
+    if ((sid & 3) != 0)
+        return 0;
+    struct h3stream *st = stream_find(hc, sid);
+    if (!st) { /* reset before it brought anything: it ends here too */
+        quic_stream_abort(hc->qc, sid, H3_REQUEST_CANCELLED);
+        return 0;
+    }
+    if (!st->fin_in && !st->ignore) /* the request will never be whole */
+        stream_abort(hc, st, H3_REQUEST_CANCELLED);
+    return 0;
 }
 
 static void app_more_streams(void *a, uint64_t max)
 {
     struct h3conn *hc = a;
-    nghttp3_conn_set_max_client_streams_bidi(hc->h3, max);
+    hc->max_bidi = max;
 }
 
+/* GOAWAY (RFC 9114 5.2) with the first request stream not seen: those seen are answered. */
 static void app_drain(void *a)
 {
     struct h3conn *hc = a;
-    nghttp3_conn_shutdown(hc->h3); /* GOAWAY: streams opened so far are answered */
+    if (hc->goaway_id != INT64_MAX)
+        return;
+    hc->goaway_id = hc->next_bidi;
+    uint8_t *c = hc->ctrl_buf + hc->ctrl_len;
+    c[0] = F_GOAWAY;
+    c[1] = (uint8_t)varint_len((uint64_t)hc->goaway_id);
+    hc->ctrl_len = (uint8_t)(hc->ctrl_len + 2 + put_varint(c + 2, (uint64_t)hc->goaway_id));
 }
 
 static void h3_resume(struct runtime *w, uint32_t gen)
@@ -619,14 +1456,13 @@ static void h3_collect(struct runtime *w)
         } else if (j->got <= 0) {
             st->reading = NULL;
             free(j->c);
-            quic_stream_abort(st->hc->qc, st->id, NGHTTP3_H3_INTERNAL_ERROR);
+            stream_abort(st->hc, st, H3_INTERNAL_ERROR);
             quic_wake_in(st->hc->qc, 0);
         } else {
             st->reading = NULL;
             st->ready = j->c;
             st->ready_len = (size_t)j->got;
-            st->waiting = false;
-            nghttp3_conn_resume_stream(st->hc->h3, st->id);
+            enqueue(st->hc, st);
             quic_wake_in(st->hc->qc, 0); /* the endpoint's timer run writes it */
         }
         free(j);
@@ -648,7 +1484,6 @@ static void h3_worker_free(struct runtime *w)
             free(j);
         }
     }
-    h3mem_fini(&hw->mem);
     free(hw);
     w->h3 = NULL;
 }
@@ -662,8 +1497,7 @@ static void app_woken(void *a)
             continue;
         st->parked = false;
         hc->nparked--;
-        if (answer(hc, st) < 0)
-            quic_stream_abort(hc->qc, st->id, NGHTTP3_H3_INTERNAL_ERROR);
+        answer(hc, st);
     }
 }
 
@@ -684,7 +1518,7 @@ static void app_free(void *a)
         hc->w->h3->conns = hc->next;
     if (hc->next)
         hc->next->prev = hc->prev;
-    nghttp3_conn_del(hc->h3);
+    qpack_dec_fini(&hc->qd);
     free(hc);
 }
 

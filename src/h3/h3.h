@@ -1,10 +1,10 @@
-/* h3: HTTP/3 (RFC 9114) over a QUIC connection (quic/quic.h), with nghttp3 for framing and
- * QPACK: each request stream's fields become a struct http_request (core/http1.h's split
- * entry, as HTTP/2's), are answered by serve as every other protocol's, and the plan goes out
- * as HEADERS and DATA, file ranges read in bounded chunks as the peer acknowledges them.
- * Must not: touch sockets or timers (quic does), decide HTTP semantics (serve and core do).
- * Ownership: the QUIC endpoint owns each connection's h3 state (through h3_app.free); a stream
- * holds its struct response from the worker's pool until the stream closes. */
+/* h3: HTTP/3 (RFC 9114) over a QUIC connection (quic/quic.h): its framing and stream rules,
+ * with h3/qpack for field compression; each request stream's fields become a struct http_request
+ * (core/http1.h's split entry, as HTTP/2's), are answered by serve as every other protocol's, and
+ * the plan goes out as HEADERS and DATA, file ranges read in bounded chunks as the peer
+ * acknowledges them. Must not: touch sockets or timers (quic does), decide HTTP semantics (serve
+ * and core do). Ownership: the QUIC endpoint owns each connection's h3 state (through h3_app.free);
+ * a stream holds its struct response from the worker's pool until the stream closes. */
 #ifndef H3_H3_H
 #define H3_H3_H
 

@@ -1,17 +1,22 @@
 /* An HTTP/3 request's field section; see h3req.h. */
 #include "h3/h3req.h"
 
+#include <errno.h>
 #include <string.h>
+
+#include "h2/hpack.h"
 
 void h3req_init(struct h3req *q)
 {
     q->status = 0;
     q->method = q->path = q->authority = -1;
+    q->pseudo = 0;
+    q->regular = q->malformed = false;
     q->nf = 0;
     q->head_len = 0;
 }
 
-static bool put(struct h3req *q, const uint8_t *p, size_t len, uint32_t *off)
+static bool put(struct h3req *q, const char *p, size_t len, uint32_t *off)
 {
     if (sizeof(q->head) - q->head_len < len + 1)
         return false;
@@ -21,23 +26,71 @@ static bool put(struct h3req *q, const uint8_t *p, size_t len, uint32_t *off)
     return true;
 }
 
-/* Where a pseudo-field's index goes: :method, :path, :authority; NULL for another one. */
-static int32_t *pseudo(struct h3req *q, const uint8_t *name, size_t len)
+static bool is(const char *p, size_t n, const char *lit, size_t lit_len)
 {
-    if (len == 7 && memcmp(name, ":method", 7) == 0)
-        return &q->method;
-    if (len == 5 && memcmp(name, ":path", 5) == 0)
-        return &q->path;
-    if (len == 10 && memcmp(name, ":authority", 10) == 0)
-        return &q->authority;
-    return NULL;
+    return n == lit_len && memcmp(p, lit, n) == 0;
+}
+#define IS(p, n, lit) is(p, n, lit, sizeof(lit) - 1)
+
+/* A pseudo-field's bit and, for the ones kept, where its index goes; 0 for one a request may
+ * not carry (:status, :protocol without extended CONNECT, an unknown one). */
+static unsigned pseudo(struct h3req *q, const char *name, size_t len, int32_t **index)
+{
+    *index = NULL;
+    if (IS(name, len, ":method"))
+        return *index = &q->method, H3REQ_METHOD;
+    if (IS(name, len, ":path"))
+        return *index = &q->path, H3REQ_PATH;
+    if (IS(name, len, ":authority"))
+        return *index = &q->authority, H3REQ_AUTHORITY;
+    return IS(name, len, ":scheme") ? H3REQ_SCHEME : 0;
 }
 
-void h3req_field(struct h3req *q, const uint8_t *name, size_t name_len, const uint8_t *value,
+/* Connection-specific fields make a request malformed (RFC 9114 4.2), and te but "trailers". */
+static bool connection_specific(const char *n, size_t nl, const char *v, size_t vl)
+{
+    switch (nl) {
+    case 2:
+        return IS(n, nl, "te") && !IS(v, vl, "trailers");
+    case 7:
+        return IS(n, nl, "upgrade");
+    case 10:
+        return IS(n, nl, "connection") || IS(n, nl, "keep-alive");
+    case 16:
+        return IS(n, nl, "proxy-connection");
+    case 17:
+        return IS(n, nl, "transfer-encoding");
+    }
+    return false;
+}
+
+void h3req_field(struct h3req *q, const char *name, size_t name_len, const char *value,
                  size_t value_len)
 {
-    int32_t *index = name_len && name[0] == ':' ? pseudo(q, name, name_len) : NULL;
-    if (q->status || (name_len && name[0] == ':' && !index))
+    int32_t *index = NULL;
+    if (q->malformed)
+        return;
+    if (hpack_field_check(name, name_len, value, value_len) != (HPACK_NAME_OK | HPACK_VALUE_OK)) {
+        q->malformed = true;
+        return;
+    }
+    if (name[0] == ':') {
+        unsigned bit = pseudo(q, name, name_len, &index);
+        if (!bit || q->regular || (q->pseudo & bit) || (bit == H3REQ_PATH && value_len == 0)) {
+            q->malformed = true;
+            return;
+        }
+        q->pseudo |= (uint8_t)bit;
+        if (!index)
+            return; /* :scheme: checked, not kept */
+    } else {
+        q->regular = true;
+        if (connection_specific(name, name_len, value, value_len)) {
+            q->malformed = true;
+            return;
+        }
+    }
+    if (q->status)
         return;
     if (q->nf == H3REQ_FIELDS) {
         q->status = 431;
@@ -67,6 +120,15 @@ int h3req_parse(const struct h3req *q, struct http_request *req)
     struct http1_split sp;
     size_t ml = 0, pl = 1, al;
     const char *m = q->method >= 0 ? at(q, q->method, true, &ml) : "";
+    if (q->malformed)
+        return -EPROTO;
+    /* RFC 9114 4.3.1: :method, :scheme and :path, but CONNECT: :authority only (4.4). A
+     * section cut short (431) answers as such. */
+    unsigned need = IS(m, ml, "CONNECT") ? H3REQ_METHOD | H3REQ_AUTHORITY
+                                         : H3REQ_METHOD | H3REQ_SCHEME | H3REQ_PATH;
+    if (!q->status && ((q->pseudo & need) != need ||
+                       (need & H3REQ_AUTHORITY && q->pseudo & (H3REQ_SCHEME | H3REQ_PATH))))
+        return -EPROTO;
     const char *path = q->path >= 0 ? at(q, q->path, true, &pl) : "*";
     int status = http1_split_start(req, &sp, m, ml, path, pl);
     if (!status && q->authority >= 0) {

@@ -1,23 +1,34 @@
 /* h3req: an HTTP/3 request's field section, as QPACK hands it over one field line at a time,
- * kept in the stream's own buffer and then split into a struct http_request by core/http1.h's
- * split entry (as HTTP/2's), with :authority standing in for Host.
- * Must not: perform I/O, allocate, or know nghttp3 (h3.c names the pseudo-fields for it); it
- * decides no status but 431 (a section past HTTP1_MAX_HEAD or HTTP1_MAX_HEADERS fields).
+ * checked against RFC 9114 4.2-4.3 (field names and values as HTTP/2's, h2/hpack.h; the
+ * pseudo-fields a request must have, once each, before any other field; no connection-specific
+ * field), kept in the stream's own buffer and then split into a struct http_request by
+ * core/http1.h's split entry (as HTTP/2's), with :authority standing in for Host.
+ * Must not: perform I/O, allocate, or know QPACK's encoding; it decides no status but 431 (a
+ * section past HTTP1_MAX_HEAD or HTTP1_MAX_HEADERS fields), and "malformed" (h3.c resets the
+ * stream with H3_MESSAGE_ERROR).
  * Ownership: the caller's struct h3req, one per request stream; the parsed request points
  * into it, so it must outlive the request's use. */
 #ifndef H3_H3REQ_H
 #define H3_H3REQ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/http1.h"
 
 #define H3REQ_FIELDS (HTTP1_MAX_HEADERS + 1) /* one more: the 431 of a head with too many */
+#define H3REQ_METHOD 1
+#define H3REQ_SCHEME 2
+#define H3REQ_AUTHORITY 4
+#define H3REQ_PATH 8
 
 struct h3req {
     int status;                      /* 431 once the section is too large, else 0 */
     int32_t method, path, authority; /* field indexes, -1 absent */
+    uint8_t pseudo;                  /* the pseudo-fields seen, H3REQ_* bits */
+    bool regular;                    /* a regular field seen: no pseudo-field may follow */
+    bool malformed;                  /* RFC 9114 4.1.2 */
     unsigned nf;
     size_t head_len;
     struct h3req_field {
@@ -30,15 +41,15 @@ struct h3req {
 /* Empties q for a new request (its head buffer is not touched). */
 void h3req_init(struct h3req *q);
 
-/* One field line, as the QPACK decoder delivered it (nghttp3 has checked names, values and
- * the set of pseudo-fields, RFC 9114 4.3). :method, :path and :authority are kept; the other
- * pseudo-fields (:scheme, :protocol) are dropped. Past the limits the section is marked 431
- * and the rest ignored. */
-void h3req_field(struct h3req *q, const uint8_t *name, size_t name_len, const uint8_t *value,
+/* One field line, as the QPACK decoder delivered it, checked (a field that breaks a rule
+ * marks the section malformed). :method, :path and :authority are kept, :scheme is dropped.
+ * Past the limits the section is marked 431 and the rest ignored. */
+void h3req_field(struct h3req *q, const char *name, size_t name_len, const char *value,
                  size_t value_len);
 
-/* The request q holds, into req: 0, or the status to answer (400 for what the split finds
- * wrong, as HTTP/2 answers, 431 as marked). req points into q. */
+/* The request q holds, into req: 0, the status to answer (400 for what the split finds
+ * wrong, as HTTP/2 answers, 431 as marked), or -EPROTO when the section is malformed (a
+ * field broke a rule, or a pseudo-field the request needs is missing). req points into q. */
 int h3req_parse(const struct h3req *q, struct http_request *req);
 
 #endif

@@ -20,7 +20,7 @@ struct quic_ep;
 struct quic_conn;
 struct quic_certs;
 
-/* One bytes range; layout-compatible with ngtcp2_vec and nghttp3_vec (checked in quic.c). */
+/* One bytes range; layout-compatible with ngtcp2_vec (checked in quic.c). */
 struct quic_vec {
     uint8_t *base;
     size_t len;

@@ -1,18 +1,30 @@
-/* fuzz_h3: libFuzzer target for an HTTP/3 request's way into the core: the bytes a client
- * sends on its QPACK encoder stream and on request stream 0 go through nghttp3 (a server
- * connection, with the settings h3.c gives it: a 4 KiB QPACK table, 16 blocked streams,
- * HTTP1_MAX_HEAD of field section) into src/h3/h3req's field collection and its split into a
- * struct http_request, which must hold only what the section held.
- * Input: 2 bytes (big-endian) n, then n bytes for the encoder stream (after its type byte),
- * then the request stream's bytes (its end the stream's FIN).
+/* fuzz_h3: libFuzzer target for src/h3's HTTP/3 layer (h3.c's framing and stream rules, h3req,
+ * h3/qpack) driven through its struct quic_app table as quic.c drives it: after a valid start
+ * (the client's control stream with an empty SETTINGS, its encoder and decoder stream types),
+ * records of bytes go to request streams 0, 4, 8, 12 and to the control, encoder and decoder
+ * streams, or reset one; after each, everything the layer has to send is pulled, written and
+ * acknowledged, a bounded number of times. What it sends must be readable (ASan watches), and a
+ * request stream's output, once its FIN goes, must be one HEADERS frame whose section decodes
+ * to :status first, then the one DATA frame the plan's body length announced, exactly.
+ * serve, the QUIC transport and the off-loop readers are stubs here: serve answers 200 with a
+ * 5-byte body (serve_error: the status, no body).
+ * Input: records of [selector][length][bytes]: selector & 3: 0 a request stream (4 * (s >> 2
+ * & 3)), 1 control, 2 encoder, 3 decoder; & 0x10 FIN; & 0x20 a reset of that stream (no bytes).
  * Must not: be linked into the server; it aborts on the first broken invariant.
- * Ownership: libFuzzer owns data; the nghttp3 connection is made and freed per input. */
-#include "h3/h3req.h"
-
-#include <nghttp3/nghttp3.h>
+ * Ownership: libFuzzer owns data; the connection is made and freed per input. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+
+#include "h3/h3.h"
+#include "h3/qpack.h"
+#include "quic/quic.h"
+#include "rt/obs.h"
+#include "rt/offload.h"
+#include "rt/runtime.h"
+#include "serve.h"
 
 #define REQUIRE(cond)                                                                              \
     do {                                                                                           \
@@ -22,97 +34,257 @@
         }                                                                                          \
     } while (0)
 
-struct run {
-    bool begun, ended;
-    struct http_request req;
-    struct h3req q;
+#define OUT_MAX 4096
+
+/* The transport's side, and what each request stream sent. */
+static struct fixture {
+    int64_t next_uni;
+    uint64_t app_error;
+    struct {
+        size_t len;
+        bool fin, closed;
+        uint8_t b[OUT_MAX];
+    } out[4];
+} fx;
+
+static const char HEAD[] = "content-length: 5\r\ncontent-type: text/plain\r\n", BODY[] = "hello";
+
+/* ---- stubs: the QUIC transport ---- */
+int quic_open_uni(struct quic_conn *qc, int64_t *sid)
+{
+    (void)qc;
+    *sid = fx.next_uni;
+    fx.next_uni += 4;
+    return 0;
+}
+void quic_app_error(struct quic_conn *qc, uint64_t code)
+{
+    (void)qc;
+    fx.app_error = code;
+}
+void quic_wake_in(struct quic_conn *qc, unsigned ms)
+{
+    (void)qc, (void)ms;
+}
+void quic_consume(struct quic_conn *qc, int64_t sid, size_t n)
+{
+    (void)qc, (void)sid, (void)n;
+}
+void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code)
+{
+    (void)qc, (void)sid, (void)code;
+}
+uint64_t quic_max_streams(const struct quic_conn *qc)
+{
+    (void)qc;
+    return 100;
+}
+const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **addr)
+{
+    static const uint8_t a[16] = {127, 0, 0, 1};
+    (void)qc;
+    *family = AF_INET;
+    *addr = a;
+    return "127.0.0.1";
+}
+bool quic_cert_covers(struct quic_conn *qc, const char *host, size_t len)
+{
+    (void)qc, (void)host, (void)len;
+    return true;
+}
+
+/* ---- stubs: serve, obs, offload ---- */
+struct response *serve_response_get(struct runtime *w)
+{
+    (void)w;
+    return calloc(1, sizeof(struct response));
+}
+void serve_response_put(struct runtime *w, struct response *r)
+{
+    (void)w;
+    free(r);
+}
+static void answer_with(struct response *r, int status, const char *head, const char *body)
+{
+    plan_init(&r->plan);
+    r->plan.status = status;
+    REQUIRE(plan_mem(&r->plan, head, strlen(head)));
+    r->plan.head_len = strlen(head);
+    if (*body)
+        REQUIRE(plan_mem(&r->plan, body, strlen(body)));
+}
+enum serve_result serve_request(struct runtime *w, const struct http_request *req,
+                                const struct req_policy *pol, struct response *r)
+{
+    (void)w, (void)req, (void)pol;
+    answer_with(r, 200, HEAD, BODY);
+    return SERVE_DONE;
+}
+void serve_error(struct runtime *w, int status, bool head, enum resp_syntax syntax,
+                 struct response *r)
+{
+    (void)w, (void)head, (void)syntax;
+    answer_with(r, status, "content-length: 0\r\n", "");
+}
+void obs_request(struct runtime *w, struct obs_conn *o, const struct http_request *req,
+                 struct obs_req *q, const struct plan *plan, bool quiet)
+{
+    (void)w, (void)o, (void)req, (void)q, (void)plan, (void)quiet;
+}
+void obs_request_done(struct runtime *w, struct obs_conn *o, struct obs_req *q,
+                      const struct plan *p, int err)
+{
+    (void)w, (void)o, (void)q, (void)p, (void)err;
+}
+int offload_init(struct offload *o, int max_threads, int wake_fd)
+{
+    (void)o, (void)max_threads, (void)wake_fd;
+    return -ENOSYS; /* memory bodies only: no file is ever read */
+}
+int offload_submit(struct offload *o, struct offload_job *j)
+{
+    (void)o, (void)j;
+    return -ENOSYS;
+}
+struct offload_job *offload_done(struct offload *o)
+{
+    (void)o;
+    return NULL;
+}
+void offload_fini(struct offload *o)
+{
+    (void)o;
+}
+struct offload_job *offload_abandon(struct offload *o)
+{
+    (void)o;
+    return NULL;
+}
+
+/* ---- the oracle ---- */
+static size_t varint(const uint8_t *p, size_t n, uint64_t *v)
+{
+    if (n == 0 || n < (size_t)1 << (p[0] >> 6))
+        return 0;
+    size_t len = (size_t)1 << (p[0] >> 6);
+    uint64_t x = p[0] & 0x3f;
+    for (size_t i = 1; i < len; i++)
+        x = x << 8 | p[i];
+    *v = x;
+    return len;
+}
+
+struct seen {
+    unsigned n;
+    bool status_first;
 };
 
-static bool inside(const struct h3req *q, struct http_str s)
+static int on_field(void *arg, const struct qpack_field *f)
 {
-    return s.len == 0 || (s.p >= q->head && s.p + s.len <= q->head + q->head_len);
+    struct seen *s = arg;
+    if (s->n++ == 0)
+        s->status_first = f->nlen == 7 && memcmp(f->name, ":status", 7) == 0 && f->vlen == 3;
+    return 0;
 }
 
-/* What a parsed request may hold: strings from the section (or h3req's own "*" and "host"). */
-static void check(const struct h3req *q, const struct http_request *req, int status)
+/* A request stream's whole output: HEADERS, then DATA of the announced length, nothing more. */
+static void check_response(const uint8_t *p, size_t n)
 {
-    REQUIRE(status == 0 || (status >= 400 && status <= 431));
-    REQUIRE(q->head_len <= sizeof(q->head) && q->nf <= H3REQ_FIELDS);
-    if (status)
+    uint64_t type, len;
+    size_t a = varint(p, n, &type), b = a ? varint(p + a, n - a, &len) : 0;
+    REQUIRE(b && type == 0x1 && len <= n - a - b);
+    static struct qpack_dec d;
+    qpack_dec_init(&d, 0, 0);
+    struct seen s = {0};
+    REQUIRE(qpack_dec_section(&d, 0, p + a + b, (size_t)len, 1 << 20, on_field, &s) == 0);
+    qpack_dec_fini(&d);
+    REQUIRE(s.n >= 1 && s.status_first);
+    p += a + b + len, n -= a + b + len;
+    if (n == 0)
         return;
-    REQUIRE(q->method >= 0 && inside(q, req->method_name));
-    REQUIRE(req->target.len > 0 && (inside(q, req->target) || q->path < 0));
-    REQUIRE(req->num_headers <= q->nf);
-    for (size_t i = 0; i < req->num_headers; i++) /* :authority's name is "host" */
-        REQUIRE((inside(q, req->headers[i].name) || http_str_ieq(req->headers[i].name, "host")) &&
-                inside(q, req->headers[i].value));
-    REQUIRE(!req->has_host || inside(q, req->host));
-    if (q->authority >= 0) {
-        const struct h3req_field *a = &q->f[q->authority];
-        REQUIRE(req->has_host && req->host.len == a->value_len &&
-                memcmp(req->host.p, q->head + a->value, a->value_len) == 0);
+    a = varint(p, n, &type);
+    b = a ? varint(p + a, n - a, &len) : 0;
+    REQUIRE(b && type == 0x0 && len == n - a - b && len == sizeof(BODY) - 1);
+    REQUIRE(memcmp(p + a + b, BODY, len) == 0);
+}
+
+/* Pulls, writes and acknowledges what the layer has to send, as quic.c's conn_write would. */
+static int drive(void *a)
+{
+    for (int round = 0; round < 64; round++) {
+        int64_t sid = -1;
+        bool fin = false;
+        struct quic_vec v[16];
+        int nv = h3_app.pull(a, &sid, &fin, v, 16);
+        REQUIRE(nv >= 0 && nv <= 16);
+        if (sid < 0)
+            return 0;
+        size_t total = 0;
+        volatile uint8_t sum = 0;
+        for (int i = 0; i < nv; i++) {
+            for (size_t k = 0; k < v[i].len; k++)
+                sum += v[i].base[k]; /* ASan: every byte handed out is live */
+            if ((sid & 3) == 0 && sid < 16) {
+                size_t *len = &fx.out[sid / 4].len;
+                size_t room = OUT_MAX - *len, c = v[i].len < room ? v[i].len : room;
+                memcpy(fx.out[sid / 4].b + *len, v[i].base, c);
+                *len += c;
+            }
+            total += v[i].len;
+        }
+        REQUIRE(nv > 0 || fin); /* a stream named with nothing to say */
+        if (h3_app.wrote(a, sid, total) < 0 || h3_app.acked(a, sid, total) < 0)
+            return -1;
+        if (fin && (sid & 3) == 0 && sid < 16) {
+            REQUIRE(!fx.out[sid / 4].fin);
+            fx.out[sid / 4].fin = true;
+            if (fx.out[sid / 4].len < OUT_MAX)
+                check_response(fx.out[sid / 4].b, fx.out[sid / 4].len);
+            fx.out[sid / 4].closed = true; /* QUIC delivers nothing more on it */
+            if (h3_app.closed(a, sid, 0) < 0)
+                return -1;
+        }
     }
-}
-
-static int on_begin(nghttp3_conn *conn, int64_t sid, void *user, void *sud)
-{
-    struct run *r = user;
-    (void)conn, (void)sid, (void)sud;
-    REQUIRE(!r->begun);
-    r->begun = true;
-    h3req_init(&r->q);
-    return 0;
-}
-
-static int on_header(nghttp3_conn *conn, int64_t sid, int32_t token, nghttp3_rcbuf *name,
-                     nghttp3_rcbuf *value, uint8_t flags, void *user, void *sud)
-{
-    struct run *r = user;
-    (void)conn, (void)sid, (void)token, (void)flags, (void)sud;
-    nghttp3_vec n = nghttp3_rcbuf_get_buf(name), v = nghttp3_rcbuf_get_buf(value);
-    h3req_field(&r->q, n.base, n.len, v.base, v.len);
-    return 0;
-}
-
-static int on_end(nghttp3_conn *conn, int64_t sid, void *user, void *sud)
-{
-    struct run *r = user;
-    (void)conn, (void)sid, (void)sud;
-    if (!r->begun)
-        return 0; /* a stream of no HEADERS: the server answers nothing */
-    r->ended = true;
-    check(&r->q, &r->req, h3req_parse(&r->q, &r->req));
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 2)
-        return 0;
-    size_t enc = (size_t)data[0] << 8 | data[1];
-    data += 2, size -= 2;
-    if (enc > size)
-        enc = size;
-    static struct run r;
-    memset(&r, 0, offsetof(struct run, req));
-    nghttp3_callbacks cb = {
-        .begin_headers = on_begin, .recv_header = on_header, .end_stream = on_end};
-    nghttp3_settings s;
-    nghttp3_settings_default(&s);
-    s.max_field_section_size = HTTP1_MAX_HEAD;
-    s.qpack_max_dtable_capacity = 4096;
-    s.qpack_blocked_streams = 16;
-    nghttp3_conn *conn;
-    REQUIRE(nghttp3_conn_server_new(&conn, &cb, &s, NULL, &r) == 0);
-    nghttp3_conn_set_max_client_streams_bidi(conn, 100);
-    /* The server's own streams (3, 7, 11), as h3.c binds them, so nghttp3 takes the client's. */
-    REQUIRE(nghttp3_conn_bind_control_stream(conn, 3) == 0);
-    REQUIRE(nghttp3_conn_bind_qpack_streams(conn, 7, 11) == 0);
-    static const uint8_t encoder_type = 0x02;
-    bool ok = nghttp3_conn_read_stream(conn, 2, &encoder_type, 1, 0) >= 0 &&
-              (enc == 0 || nghttp3_conn_read_stream(conn, 2, data, enc, 0) >= 0);
-    if (ok)
-        (void)nghttp3_conn_read_stream(conn, 0, data + enc, size - enc, 1);
-    nghttp3_conn_del(conn);
+    static struct runtime w;
+    memset(&fx, 0, sizeof(fx));
+    fx.next_uni = 3;
+    w.h3 = NULL;
+    w.wake_fd = -1;
+    void *a = h3_app.open(&w, (struct quic_conn *)&fx);
+    REQUIRE(a);
+    static const uint8_t control[] = {0x00, 0x04, 0x00}, encoder[] = {0x02}, decoder[] = {0x03};
+    REQUIRE(h3_app.recv(a, 2, control, sizeof(control), false) == 0);
+    REQUIRE(h3_app.recv(a, 6, encoder, sizeof(encoder), false) == 0);
+    REQUIRE(h3_app.recv(a, 10, decoder, sizeof(decoder), false) == 0);
+    int rv = drive(a);
+    for (unsigned records = 0; rv == 0 && size >= 2 && records < 256; records++) {
+        uint8_t sel = data[0];
+        size_t len = data[1] < size - 2 ? data[1] : size - 2;
+        data += 2, size -= 2;
+        int64_t sid = (sel & 3) == 0   ? 4 * (sel >> 2 & 3)
+                      : (sel & 3) == 1 ? 2
+                      : (sel & 3) == 2 ? 6
+                                       : 10;
+        if ((sel & 3) == 0 && fx.out[sid / 4].closed) {
+            data += len, size -= len;
+            continue;
+        }
+        if (sel & 0x20) {
+            rv = h3_app.reset(a, sid, 0x10c);
+        } else {
+            rv = h3_app.recv(a, sid, data, len, sel & 0x10);
+            data += len, size -= len;
+        }
+        REQUIRE(rv == 0 || fx.app_error != 0); /* a fatal verdict names its code */
+        if (rv == 0)
+            rv = drive(a);
+    }
+    h3_app.free(a);
+    h3_worker_ops.fini(&w);
     return 0;
 }

@@ -235,3 +235,72 @@ def h3_get_moving(host, port, ca, path, hosts, conns=1, timeout=20):
         return await asyncio.gather(*[_moving(host, port, ca, path, hosts, timeout)
                                       for _ in range(conns)])
     return asyncio.run(asyncio.wait_for(all_of(), timeout + 10))
+
+
+class _Bare(QuicConnectionProtocol):
+    """A QUIC connection with no HTTP/3 layer of its own: the script writes every stream byte
+    (so it may break HTTP/3's rules), and what the server sends is kept per stream."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.data = {}       # stream id -> bytearray received
+        self.ended = set()   # streams whose FIN came
+        self.resets = {}     # stream id -> RESET_STREAM error code
+        self.stops = {}      # stream id -> STOP_SENDING error code
+        self.terminated = None
+
+    def quic_event_received(self, event):
+        from aioquic.quic.events import StopSendingReceived, StreamDataReceived, StreamReset
+        if isinstance(event, ConnectionTerminated):
+            self.terminated = event
+        elif isinstance(event, StreamDataReceived):
+            self.data.setdefault(event.stream_id, bytearray()).extend(event.data)
+            if event.end_stream:
+                self.ended.add(event.stream_id)
+        elif isinstance(event, StreamReset):
+            self.resets[event.stream_id] = event.error_code
+        elif isinstance(event, StopSendingReceived):
+            self.stops[event.stream_id] = event.error_code
+
+    def uni(self, data, end=False):
+        """A new unidirectional stream carrying data: its ID."""
+        sid = self._quic.get_next_available_stream_id(is_unidirectional=True)
+        self._quic.send_stream_data(sid, data, end_stream=end)
+        self.transmit()
+        return sid
+
+    def send(self, sid, data, end=False):
+        self._quic.send_stream_data(sid, data, end_stream=end)
+        self.transmit()
+
+    async def until(self, cond, timeout):
+        """Polls cond() until it holds, the connection ends, or timeout seconds pass."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while not cond() and self.terminated is None and loop.time() < end:
+            await asyncio.sleep(0.01)
+        return cond()
+
+
+def h3_bare(host, port, ca, script, timeout=10):
+    """Runs `await script(client)` on a connected _Bare client (ALPN h3); its result."""
+    async def run():
+        cfg = configuration(ca)
+        async with connect(host, port, configuration=cfg, create_protocol=_Bare,
+                           wait_connected=True) as client:
+            return await asyncio.wait_for(script(client), timeout)
+    return asyncio.run(asyncio.wait_for(run(), timeout + 10))
+
+
+def h3_frames(data):
+    """[(type, payload)] of the whole frames in data (a stream's bytes after its type)."""
+    from aioquic.buffer import Buffer
+    out, buf = [], Buffer(data=bytes(data))
+    while not buf.eof():
+        try:
+            t = buf.pull_uint_var()
+            n = buf.pull_uint_var()
+            out.append((t, buf.pull_bytes(n)))
+        except Exception:  # a frame cut short: the rest has not come
+            break
+    return out

@@ -70,6 +70,23 @@ const char *unit_guard(const void *data, size_t len)
     return copy;
 }
 
+/* Hex to bytes ("8286 8441" -> 82 86 84 41); returns the length. */
+size_t unit_unhex(const char *hex, uint8_t *out)
+{
+    size_t n = 0;
+    for (const char *p = hex; *p;) {
+        if (*p == ' ') {
+            p++;
+            continue;
+        }
+        unsigned v;
+        sscanf(p, "%2x", &v);
+        out[n++] = (uint8_t)v;
+        p += 2;
+    }
+    return n;
+}
+
 const char *unit_guard_str(const char *s)
 {
     return unit_guard(s, strlen(s));

@@ -1,56 +1,24 @@
-/* Unit tests for src/h3's sans-I/O parts: h3mem (nghttp3's allocator: sizes, reuse, realloc)
- * and h3req (a field section into an http_request, :authority as Host, the 431 limits). */
-#include "h3/h3mem.h"
+/* Unit tests for src/h3's sans-I/O parts: h3req (a field section into an http_request, :authority
+ * as Host, the 431 limits, the rules that make a request malformed). */
+#include <errno.h>
+
 #include "h3/h3req.h"
 
 #include "unit.h"
 
-TEST(h3mem_blocks_hold_their_size_and_are_reused)
-{
-    struct h3mem m;
-    h3mem_init(&m);
-    const nghttp3_mem *mem = &m.mem;
-    static const size_t sizes[] = {1, 63, 64, 65, 500, 2048, 2049, 100000};
-    void *p[sizeof(sizes) / sizeof(sizes[0])];
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        p[i] = mem->malloc(sizes[i], mem->user_data);
-        CHECK(p[i] != NULL && (uintptr_t)p[i] % 16 == 0);
-        memset(p[i], (int)i, sizes[i]);
-    }
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        CHECK(((unsigned char *)p[i])[sizes[i] - 1] == (unsigned char)i);
-        mem->free(p[i], mem->user_data);
-    }
-    mem->free(NULL, mem->user_data);
-    unsigned char *z = mem->calloc(10, 30, mem->user_data);
-    CHECK(z != NULL);
-    for (size_t i = 0; i < 300; i++)
-        CHECK(z[i] == 0);
-    memcpy(z, "abc", 3);
-    z = mem->realloc(z, 200, mem->user_data); /* fits its class: the same block */
-    CHECK(z != NULL && memcmp(z, "abc", 3) == 0);
-    z = mem->realloc(z, 5000, mem->user_data); /* moves past the classes */
-    CHECK(z != NULL && memcmp(z, "abc", 3) == 0);
-    mem->free(z, mem->user_data);
-    h3mem_fini(&m);
-}
-
-static const uint8_t *u(const char *s)
-{
-    return (const uint8_t *)s;
-}
-
 static void field(struct h3req *q, const char *n, const char *v)
 {
-    h3req_field(q, u(n), strlen(n), u(v), strlen(v));
+    h3req_field(q, n, strlen(n), v, strlen(v));
 }
 
-/* A section begun with :method and :path (the request's own text is in static storage). */
+/* A section begun with :method, :scheme and :path (the request's own text is in static
+ * storage). */
 static struct h3req *begin(const char *method, const char *path)
 {
     static struct h3req q;
     h3req_init(&q);
     field(&q, ":method", method);
+    field(&q, ":scheme", "https");
     field(&q, ":path", path);
     return &q;
 }
@@ -59,7 +27,6 @@ TEST(h3req_authority_stands_in_for_host)
 {
     static struct http_request req;
     struct h3req *q = begin("GET", "/x?y");
-    field(q, ":scheme", "https");
     field(q, ":authority", "a.test:443");
     field(q, "host", "other.test");
     field(q, "accept-encoding", "gzip");
@@ -86,4 +53,53 @@ TEST(h3req_too_many_or_too_large_is_431)
     q = begin("GET", "/");
     field(q, "x-big", big);
     CHECK(q->status == 431 && h3req_parse(q, &req) == 431);
+}
+
+/* RFC 9114 4.1.2, 4.2, 4.3: what makes a request malformed (the stream is reset, no answer). */
+TEST(h3req_malformed_sections)
+{
+    static struct http_request req;
+    static const struct {
+        const char *name, *value;
+    } bad[] = {
+        {"Accept", "x"},         /* upper case */
+        {"x y", "v"},            /* not a token */
+        {"x-a", "a\r\nb: c"},    /* CR LF in a value */
+        {"x-a", " lead"},        /* whitespace at an end */
+        {":method", "GET"},      /* twice */
+        {":status", "200"},      /* a response's */
+        {":protocol", "x"},      /* extended CONNECT is not on */
+        {"connection", "close"}, /* connection-specific */
+        {"transfer-encoding", "chunked"},
+        {"te", "gzip"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct h3req *q = begin("GET", "/");
+        field(q, bad[i].name, bad[i].value);
+        CHECK(q->malformed && h3req_parse(q, &req) == -EPROTO);
+    }
+    struct h3req *q = begin("GET", "/");
+    field(q, ":authority", "a.test");
+    field(q, "te", "trailers");
+    field(q, "x-a", "v");
+    CHECK(h3req_parse(q, &req) == 0);
+    field(q, ":authority", "late"); /* a pseudo-field after a regular one */
+    CHECK(h3req_parse(q, &req) == -EPROTO);
+
+    static struct h3req r;
+    h3req_init(&r); /* no :scheme */
+    field(&r, ":method", "GET");
+    field(&r, ":path", "/");
+    CHECK(h3req_parse(&r, &req) == -EPROTO);
+    h3req_init(&r); /* an empty :path */
+    field(&r, ":method", "GET");
+    field(&r, ":scheme", "https");
+    field(&r, ":path", "");
+    CHECK(h3req_parse(&r, &req) == -EPROTO);
+    h3req_init(&r); /* CONNECT names an authority, no scheme or path */
+    field(&r, ":method", "CONNECT");
+    field(&r, ":authority", "a.test:443");
+    CHECK(h3req_parse(&r, &req) != -EPROTO);
+    field(&r, ":path", "/");
+    CHECK(h3req_parse(&r, &req) == -EPROTO);
 }

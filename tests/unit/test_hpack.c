@@ -6,25 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h2/hpack_tables.h"
+#include "core/huff.h"
+#include "core/huff_tables.h"
 #include "unit.h"
-
-/* Hex to bytes ("8286 8441" -> 82 86 84 41); returns the length. */
-static size_t unhex(const char *hex, uint8_t *out)
-{
-    size_t n = 0;
-    for (const char *p = hex; *p;) {
-        if (*p == ' ') {
-            p++;
-            continue;
-        }
-        unsigned v;
-        sscanf(p, "%2x", &v);
-        out[n++] = (uint8_t)v;
-        p += 2;
-    }
-    return n;
-}
 
 struct pair {
     const char *name, *value;
@@ -144,7 +128,7 @@ TEST(hpack_appendix_c3_to_c6_decode)
         hpack_dec_init(&d, chains[c].table);
         for (int b = 0; b < 3; b++) {
             uint8_t in[256];
-            size_t len = unhex(chains[c].blocks[b], in);
+            size_t len = unit_unhex(chains[c].blocks[b], in);
             decode_block(&d, in, len, chains[c].lists[b]);
             CHECK_INT(d.t.size, chains[c].sizes[b]);
         }
@@ -160,7 +144,7 @@ TEST(hpack_appendix_c3_to_c6_encode)
         hpack_enc_set_max(&e, chains[c].table);
         for (int b = 0; b < 3; b++) {
             uint8_t want[256], got[512];
-            size_t want_len = unhex(chains[c].blocks[b], want), n = 0;
+            size_t want_len = unit_unhex(chains[c].blocks[b], want), n = 0;
             if (b == 0) { /* the size update a smaller SETTINGS_HEADER_TABLE_SIZE asks for */
                 n = hpack_enc_begin(&e, got);
                 CHECK_INT(n, chains[c].table == 4096 ? 0 : 3);
@@ -194,7 +178,7 @@ TEST(hpack_appendix_c2_representations)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         uint8_t in[64], got[64];
-        size_t len = unhex(cases[i].hex, in);
+        size_t len = unit_unhex(cases[i].hex, in);
         struct hpack_dec d;
         hpack_dec_init(&d, 4096);
         const struct pair want[] = {{cases[i].name, cases[i].value}, {0}};
@@ -216,7 +200,7 @@ TEST(hpack_appendix_c2_representations)
 static int decode_one(struct hpack_dec *d, const char *hex)
 {
     uint8_t in[64];
-    size_t len = unhex(hex, in), pos = 0;
+    size_t len = unit_unhex(hex, in), pos = 0;
     struct hpack_field f;
     return hpack_decode(d, in, len, &pos, true, out, sizeof(out), 0, &f);
 }
@@ -249,16 +233,16 @@ TEST(hpack_size_update_evicts)
     struct hpack_dec d;
     hpack_dec_init(&d, 4096);
     uint8_t in[256];
-    size_t len = unhex(chains[0].blocks[0], in);
+    size_t len = unit_unhex(chains[0].blocks[0], in);
     decode_block(&d, in, len, req1);
     CHECK_INT(d.t.n, 1);
     /* size 0, then :method GET */
-    len = unhex("20 82", in);
+    len = unit_unhex("20 82", in);
     decode_block(&d, in, len, (const struct pair[]){{":method", "GET"}, {0}});
     CHECK_INT(d.t.n, 0);
     CHECK_INT(d.t.max, 0);
     /* a literal with indexing larger than the table empties it and is not kept */
-    len = unhex("3fe11f 4001 6101 62", in); /* size 4096, then a: b */
+    len = unit_unhex("3fe11f 4001 6101 62", in); /* size 4096, then a: b */
     decode_block(&d, in, len, (const struct pair[]){{"a", "b"}, {0}});
     CHECK_INT(d.t.n, 1);
     hpack_dec_free(&d);
@@ -330,7 +314,7 @@ static size_t huff_encode_test(uint8_t *dst, const char *s, size_t n)
     unsigned bits = 0;
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        const struct hpack_huff_code *c = &hpack_huff_code[(uint8_t)s[i]];
+        const struct huff_code *c = &huff_code[(uint8_t)s[i]];
         acc = acc << c->bits | c->code;
         for (bits += c->bits; bits >= 8; bits -= 8)
             dst[o++] = (uint8_t)(acc >> (bits - 8));
@@ -351,10 +335,10 @@ TEST(hpack_huffman_decodes_every_pair_and_rejects_bad_padding)
             char back[4];
             uint8_t buf[8];
             size_t len = huff_encode_test(buf, pair, 2);
-            CHECK_INT(hpack_huff_decode(buf, len, back, sizeof(back)), 2);
+            CHECK_INT(huff_decode(buf, len, back, sizeof(back)), 2);
             CHECK(back[0] == pair[0] && back[1] == pair[1]);
-            CHECK_INT(hpack_huff_decode(buf, len, NULL, 0), 2);
-            CHECK_INT(hpack_huff_decode(buf, len, back, 1), -ENOSPC);
+            CHECK_INT(huff_decode(buf, len, NULL, 0), 2);
+            CHECK_INT(huff_decode(buf, len, back, 1), -ENOSPC);
         }
     }
     char o[8];
@@ -363,13 +347,13 @@ TEST(hpack_huffman_decodes_every_pair_and_rejects_bad_padding)
     uint8_t a_long[2] = {0x1f, 0xff};          /* 11 bits of padding: more than 7 */
     uint8_t eos[4] = {0xff, 0xff, 0xff, 0xff}; /* EOS (30 ones) itself */
     uint8_t cut[2] = {0xff, 0xfe};             /* a 13+ bit code cut short */
-    CHECK_INT(hpack_huff_decode(&a_ones, 1, o, sizeof(o)), 1);
+    CHECK_INT(huff_decode(&a_ones, 1, o, sizeof(o)), 1);
     CHECK(o[0] == 'a');
-    CHECK_INT(hpack_huff_decode(&a_zeros, 1, o, sizeof(o)), -EPROTO);
-    CHECK_INT(hpack_huff_decode(a_long, 2, o, sizeof(o)), -EPROTO);
-    CHECK_INT(hpack_huff_decode(eos, 4, o, sizeof(o)), -EPROTO);
-    CHECK_INT(hpack_huff_decode(cut, 2, o, sizeof(o)), -EPROTO);
-    CHECK_INT(hpack_huff_decode(eos, 0, o, sizeof(o)), 0);
+    CHECK_INT(huff_decode(&a_zeros, 1, o, sizeof(o)), -EPROTO);
+    CHECK_INT(huff_decode(a_long, 2, o, sizeof(o)), -EPROTO);
+    CHECK_INT(huff_decode(eos, 4, o, sizeof(o)), -EPROTO);
+    CHECK_INT(huff_decode(cut, 2, o, sizeof(o)), -EPROTO);
+    CHECK_INT(huff_decode(eos, 0, o, sizeof(o)), 0);
 }
 
 TEST(hpack_decode_reports_static_name_and_checks)
@@ -378,15 +362,15 @@ TEST(hpack_decode_reports_static_name_and_checks)
      * a dynamic entry made from such a literal), and f.valid stays what the field's first
      * check found when the entry is used again. */
     uint8_t in[128];
-    size_t n = unhex("82"            /* :method: GET */
-                     "4402 2f78"     /* :path: /x, indexed: 62 */
-                     "be"            /* 62 again */
-                     "40 0155 0178"  /* U: x (upper case name), indexed: 62 */
-                     "be"            /* it again */
-                     "7a 0220 78"    /* user-agent: " x" (leading space), indexed */
-                     "be"            /* it again */
-                     "40 0161 0162", /* a: b */
-                     in);
+    size_t n = unit_unhex("82"            /* :method: GET */
+                          "4402 2f78"     /* :path: /x, indexed: 62 */
+                          "be"            /* 62 again */
+                          "40 0155 0178"  /* U: x (upper case name), indexed: 62 */
+                          "be"            /* it again */
+                          "7a 0220 78"    /* user-agent: " x" (leading space), indexed */
+                          "be"            /* it again */
+                          "40 0161 0162", /* a: b */
+                          in);
     static const struct {
         uint8_t sidx, valid;
         const char *name, *value;

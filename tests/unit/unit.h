@@ -5,6 +5,7 @@
 #define UNIT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +15,9 @@ void unit_fail(const char *file, int line, const char *expr);
 /* Copies len bytes so that the last one sits right before a PROT_NONE page: a parser that
  * reads one byte past the end crashes instead of passing by luck (picohttpparser's trick). */
 const char *unit_guard(const void *data, size_t len);
+/* Hex to bytes ("8286 8441" -> 82 86 84 41, spaces ignored) into out; returns the length. */
+size_t unit_unhex(const char *hex, uint8_t *out);
+
 /* unit_guard() of a NUL-terminated string, without its NUL. */
 const char *unit_guard_str(const char *s);
 
