@@ -872,3 +872,20 @@ void serve_error(struct runtime *w, int status, bool head, enum resp_syntax synt
     j.ctx.head = head;
     error(&j, status, NULL);
 }
+
+struct fentry *serve_rep_entry(const struct response *r)
+{
+    struct fentry *e = r->hold[1] ? r->hold[1] : r->hold[0];
+    return e && !e->err && e->rep_len < sizeof(e->rep_headers) ? e : NULL;
+}
+
+size_t serve_rep_lines(const struct fentry *e, char *lines)
+{
+    _Static_assert(SERVE_REP_LINES >= sizeof(e->rep_headers) + 48, "room for Content-Length");
+    int n = snprintf(lines, SERVE_REP_LINES, "%.*s", (int)e->rep_len, e->rep_headers);
+    /* A variant's Vary and Content-Encoding come between: its length is not kept. */
+    if (!e->is_variant)
+        n += snprintf(lines + n, SERVE_REP_LINES - (size_t)n, "Content-Length: %llu\r\n",
+                      (unsigned long long)e->size);
+    return (size_t)n;
+}

@@ -67,6 +67,15 @@ enum serve_result {
 enum serve_result serve_request(struct runtime *w, const struct http_request *req,
                                 const struct req_policy *pol, struct response *r);
 
+/* The cache entry whose representation fields r's field lines carry as one run that never
+ * changes for the entry (its rep_headers: Last-Modified, ETag, Accept-Ranges, Content-Type;
+ * and Content-Length for a file sent whole as it is), for a protocol to keep its encoding of
+ * them with the entry (fcache's wire_parts); NULL when there is none. */
+struct fentry *serve_rep_entry(const struct response *r);
+/* That run's text into lines (SERVE_REP_LINES bytes); its length. */
+#define SERVE_REP_LINES 272
+size_t serve_rep_lines(const struct fentry *e, char *lines);
+
 /* Fills r with an error response for a request that could not be parsed (head: it was a HEAD
  * request, so no body), in the given syntax; an HTTP/1 connection closes after it. */
 void serve_error(struct runtime *w, int status, bool head, enum resp_syntax syntax,

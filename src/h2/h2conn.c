@@ -9,7 +9,6 @@
 #include "h2/h2conn.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,25 +63,20 @@ static void park(struct h2conn *h, int32_t id)
     h->progress = true;
 }
 
-/* The pre-encoded representation fields of the entry r sends (rep_headers: Last-Modified,
- * ETag, Accept-Ranges, Content-Type; and Content-Length for a file sent whole as it is), made
- * by its first HTTP/2 response and kept with it, so that later responses on any connection do
- * not encode them again. h2 sends them so only where r's field lines hold them verbatim. */
+/* The pre-encoded representation fields of the entry r sends (serve_rep_entry), made by its
+ * first HTTP/2 response and kept with it, so that later responses on any connection do not
+ * encode them again. h2 sends them so only where r's field lines hold them verbatim. */
 static const struct hpack_pre *pre_of(struct runtime *w, const struct response *r)
 {
-    struct fentry *e = r->hold[1] ? r->hold[1] : r->hold[0];
-    if (!e || e->err || e->rep_len >= sizeof(e->rep_headers))
+    struct fentry *e = serve_rep_entry(r);
+    if (!e)
         return NULL;
-    if (!e->wire_parts) {
-        char lines[sizeof(e->rep_headers) + 48];
-        int n = snprintf(lines, sizeof(lines), "%.*s", (int)e->rep_len, e->rep_headers);
-        /* A variant's Vary and Content-Encoding come between: its length is not kept. */
-        if (!e->is_variant)
-            n += snprintf(lines + n, sizeof(lines) - (size_t)n, "Content-Length: %" PRIu64 "\r\n",
-                          e->size);
-        e->wire_parts = h2_pre_new(lines, (size_t)n, fcache_id(w->cache));
+    if (!e->wire_parts[FCACHE_WIRE_H2]) {
+        char lines[SERVE_REP_LINES];
+        e->wire_parts[FCACHE_WIRE_H2] =
+            h2_pre_new(lines, serve_rep_lines(e, lines), fcache_id(w->cache));
     }
-    return e->wire_parts;
+    return e->wire_parts[FCACHE_WIRE_H2];
 }
 
 static void on_request(void *user, int32_t id, const struct http_request *req, int status)

@@ -39,6 +39,7 @@
 #include "h3/h3req.h"
 #include "h3/qpack.h"
 #include "quic/quic.h"
+#include "rt/fcache.h"
 #include "rt/obs.h"
 #include "rt/offload.h"
 #include "rt/runtime.h"
@@ -128,7 +129,21 @@ struct h3worker {
     struct offload readers;
     bool readers_on;
     struct http_request req; /* scratch for the request being parsed */
+    struct h3pre *lead;      /* the last response's first H3_LEAD_LINES lines, encoded */
 };
+
+/* Field lines QPACK-encoded once and kept with their text: with the static table and literals
+ * only, the bytes depend on no connection, so any stream sends them as they are where its
+ * response's lines hold that text. A cached file version's representation fields are kept so
+ * with its entry (fcache's wire_parts), the worker's last Server and Date lines in h3worker
+ * (made again each second). Huffman-coding a response's values cost ~3.8k instructions. */
+struct h3pre {
+    size_t key_len, enc_len;
+    uint8_t *enc;
+    char key[]; /* the lines' text, then enc's bytes */
+};
+
+#define H3_LEAD_LINES 2 /* Server and Date, first in the core's responses */
 
 /* A frame being read: its head (type and length, each a QUIC varint, together at most 16
  * bytes) kept across reads until whole, then its payload counted down. */
@@ -576,9 +591,93 @@ static void lower_name(char *dst, const char *src, size_t n)
     memcpy(dst + n - 8, &x, 8);
 }
 
-/* The response's HEADERS frame (:status, then the plan's fields with their names in lower
- * case, RFC 9114 4.2) and the head of its one DATA frame, in the stream's head buffer (the
- * request's text is no longer needed), handed out first; the body follows. */
+/* One field line (its name lower-cased, RFC 9114 4.2) into out[cap]: the bytes written, 0
+ * when it does not fit; a name longer than any the core writes is left out (SIZE_MAX). */
+static size_t enc_line(uint8_t *out, size_t cap, const char *name, size_t name_len,
+                       const char *value, size_t value_len)
+{
+    char lower[64];
+    if (name_len > sizeof(lower))
+        return SIZE_MAX;
+    lower_name(lower, name, name_len);
+    return qpack_enc_field(out, cap, lower, name_len, value, value_len);
+}
+
+/* lines[0, len) (field lines, each ending in CRLF) encoded and kept with their text; NULL when
+ * memory is short or they are not all field lines. */
+static struct h3pre *pre_new(const char *lines, size_t len)
+{
+    struct plan p; /* read as a response's lines are: the same parse, the same fields */
+    plan_init(&p);
+    if (len == 0 || !plan_mem(&p, lines, len))
+        return NULL;
+    p.head_len = len;
+    size_t cap = len + 64, pos = 0, at = 0, name_len, value_len; /* prefixes and lengths */
+    const char *name, *value;
+    struct h3pre *pre = malloc(sizeof(*pre) + len + cap);
+    if (!pre)
+        return NULL;
+    memcpy(pre->key, lines, len);
+    pre->key_len = len;
+    pre->enc = (uint8_t *)pre->key + len;
+    while (plan_field_next(&p, &pos, &name, &name_len, &value, &value_len)) {
+        size_t k = enc_line(pre->enc + at, cap - at, name, name_len, value, value_len);
+        if (k == 0 || k == SIZE_MAX)
+            break;
+        at += k;
+    }
+    if (pos != len) {
+        free(pre);
+        return NULL;
+    }
+    pre->enc_len = at;
+    return pre;
+}
+
+/* The encoded representation fields of the entry r sends (serve_rep_entry), made by its first
+ * HTTP/3 response and kept with it. */
+static const struct h3pre *pre_of(const struct response *r)
+{
+    struct fentry *e = serve_rep_entry(r);
+    if (!e)
+        return NULL;
+    if (!e->wire_parts[FCACHE_WIRE_H3]) {
+        char lines[SERVE_REP_LINES];
+        e->wire_parts[FCACHE_WIRE_H3] = pre_new(lines, serve_rep_lines(e, lines));
+    }
+    return e->wire_parts[FCACHE_WIRE_H3];
+}
+
+/* The worker's encoded first H3_LEAD_LINES lines of p, made again when p's differ from the
+ * last response's (a new second's Date). NULL when p has fewer lines or memory is short. */
+static const struct h3pre *lead_of(struct h3worker *hw, const struct plan *p)
+{
+    const struct h3pre *l = hw->lead;
+    if (p->nseg == 0)
+        return NULL;
+    if (l && p->head_len >= l->key_len && memcmp(p->segs[0].mem, l->key, l->key_len) == 0)
+        return l; /* the key ends a line: a match is those very lines */
+    free(hw->lead);
+    hw->lead = NULL;
+    size_t pos = 0, nl, vl;
+    const char *name, *value;
+    for (int i = 0; i < H3_LEAD_LINES; i++)
+        if (!plan_field_next(p, &pos, &name, &nl, &value, &vl))
+            return NULL;
+    hw->lead = pre_new(p->segs[0].mem, pos);
+    return hw->lead;
+}
+
+/* Whether p's field lines at pos begin with pre's text. */
+static bool pre_at(const struct plan *p, size_t pos, const struct h3pre *pre)
+{
+    return p->head_len - pos >= pre->key_len && p->segs[0].mem[pos] == pre->key[0] &&
+           memcmp(p->segs[0].mem + pos, pre->key, pre->key_len) == 0;
+}
+
+/* The response's HEADERS frame (:status, then the plan's fields, the kept runs as they were
+ * encoded) and the head of its one DATA frame, in the stream's head buffer (the request's
+ * text is no longer needed), handed out first; the body follows. */
 static void respond(struct h3conn *hc, struct h3stream *st)
 {
     struct plan *p = &st->r->plan;
@@ -586,15 +685,27 @@ static void respond(struct h3conn *hc, struct h3stream *st)
     const size_t reserve = 9, data_head = 9; /* the frame heads' room: type + length */
     size_t cap = sizeof(st->q.head) - data_head, at = reserve, pos = 0, n = 1, name_len, value_len;
     const char *name, *value;
-    char lower[64];
     at += qpack_enc_prefix(buf + at, cap - at);
     at += qpack_enc_status(buf + at, cap - at, (unsigned)p->status % 1000);
-    while (n++ < H3_RESP_FIELDS + 1 &&
-           plan_field_next(p, &pos, &name, &name_len, &value, &value_len)) {
-        if (name_len > sizeof(lower))
-            continue; /* not one of ours: every name the core writes is short */
-        lower_name(lower, name, name_len);
-        size_t k = qpack_enc_field(buf + at, cap - at, lower, name_len, value, value_len);
+    const struct h3pre *lead = lead_of(hc->w->h3, p), *run = pre_of(st->r);
+    if (lead && lead->enc_len <= cap - at) {
+        memcpy(buf + at, lead->enc, lead->enc_len);
+        at += lead->enc_len;
+        pos = lead->key_len;
+    }
+    for (size_t from = pos;
+         n++ < H3_RESP_FIELDS + 1 && plan_field_next(p, &pos, &name, &name_len, &value, &value_len);
+         from = pos) {
+        if (run && pre_at(p, from, run) && run->enc_len <= cap - at) {
+            memcpy(buf + at, run->enc, run->enc_len); /* the file's fields, encoded once */
+            at += run->enc_len;
+            pos = from + run->key_len;
+            run = NULL;
+            continue;
+        }
+        size_t k = enc_line(buf + at, cap - at, name, name_len, value, value_len);
+        if (k == SIZE_MAX)
+            continue;
         if (!k)
             break;
         at += k;
@@ -1484,6 +1595,7 @@ static void h3_worker_free(struct runtime *w)
             free(j);
         }
     }
+    free(hw->lead);
     free(hw);
     w->h3 = NULL;
 }

@@ -136,7 +136,8 @@ static void destroy(struct fcache *fc, struct fentry *e)
     }
     free(e->data);
     free(e->ok.data);
-    free(e->wire_parts);
+    for (int i = 0; i < FCACHE_WIRE_N; i++)
+        free(e->wire_parts[i]);
     for (int i = 0; i < 2; i++) {
         if (e->block[i])
             fc->bytes -= e->block[i]->cap;

@@ -51,6 +51,9 @@ struct fblock {
     char data[];
 };
 
+/* The protocols that keep an encoding of an entry's representation fields (wire_parts). */
+enum { FCACHE_WIRE_H2, FCACHE_WIRE_H3, FCACHE_WIRE_N };
+
 struct fentry {
     struct fentry *hnext;               /* hash chain */
     struct fentry *lru_next, *lru_prev; /* LRU list, oldest first after the head */
@@ -84,10 +87,10 @@ struct fentry {
     struct fentry *derived[FCACHE_DERIVED]; /* a directory's kept bodies, a reference each */
     struct fok ok;
     struct fblock *block[2]; /* the current one, and the one before (maybe still sent from) */
-    /* A protocol's encoding of rep_headers, which never change for the entry (HTTP/2: its
-     * HPACK literals, h2_pre_new): one malloc'd block, made by its first response over that
-     * protocol, freed with the entry. NULL: none yet. */
-    void *wire_parts;
+    /* Each protocol's encoding of rep_headers, which never change for the entry (HTTP/2: its
+     * HPACK literals, h2_pre_new; HTTP/3: its QPACK lines): one malloc'd block a protocol, made
+     * by its first response over that protocol, freed with the entry. NULL: none yet. */
+    void *wire_parts[FCACHE_WIRE_N];
     size_t path_len;
     char path[]; /* relative to the document root, NUL-terminated */
 };

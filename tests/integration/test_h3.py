@@ -99,6 +99,31 @@ def test_same_answers_as_https(make_server, docroot):
     assert got[2].body == b"" and got[2].header("content-length") == str(len(HELLO))
 
 
+def test_kept_field_encodings_follow_the_file_and_the_clock(make_server, docroot):
+    """A cached file's representation fields are QPACK-encoded once per file version and the
+    Server and Date lines once per second, then sent as kept: a rewritten file's next answer
+    carries its new ETag, Last-Modified and Content-Length (as HTTP/1.1 says them), and a
+    later second's Date is the new one, on one connection as on a new one."""
+    srv = make_server(docroot)
+    f = docroot / "kept.txt"
+    f.write_bytes(b"first version\n")
+    os.utime(f, (1_600_000_000, 1_600_000_000))
+    a, b = h3(srv, [("GET", "/kept.txt"), ("GET", "/kept.txt")])
+    assert bytes(a.body) == bytes(b.body) == b"first version\n"
+    f.write_bytes(b"the second version, longer\n")
+    os.utime(f, (1_700_000_000, 1_700_000_000))
+    time.sleep(1.1)  # a new second: Date differs, and the cache looks at the file again
+    c, = h3(srv, [("GET", "/kept.txt")])
+    r1 = fetch(srv, "/kept.txt")
+    assert bytes(c.body) == r1.body == b"the second version, longer\n"
+    for name in ("etag", "last-modified", "content-length", "content-type"):
+        assert c.header(name) == r1.header(name), (name, c.headers, r1.headers)
+    assert c.header("etag") != a.header("etag")
+    assert c.header("last-modified") != a.header("last-modified")
+    assert c.header("date") != a.header("date") and c.header("date").endswith(" GMT")
+    assert a.header("server") == c.header("server") == r1.header("server")
+
+
 @pytest.mark.parametrize("gso", ["on", "off"])
 def test_gso_and_without(make_server, docroot, gso):
     """-v says whether UDP GSO is used; with it off (as where the kernel lacks it) every
