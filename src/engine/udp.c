@@ -210,6 +210,7 @@ static int send_now(struct udp_port *p, const struct sockaddr *to, socklen_t tol
             p->tx_dgrams += count;
             p->tx_bytes += len;
             p->tx_gso_calls++;
+            p->tx_sends++;
             return 0;
         }
         if (rc != -EIO && rc != -EINVAL) {
@@ -225,6 +226,7 @@ static int send_now(struct udp_port *p, const struct sockaddr *to, socklen_t tol
         if (r == 0) {
             p->tx_dgrams++;
             p->tx_bytes += n;
+            p->tx_sends++;
         } else {
             p->tx_dropped++;
             rc = r;
@@ -253,6 +255,7 @@ void udp_port_sent(struct udp_port *p, const struct sockaddr *to, socklen_t tole
     if (res >= 0) {
         p->tx_dgrams += count;
         p->tx_bytes += len;
+        p->tx_sends++;
         if (count > 1)
             p->tx_gso_calls++;
         return;

@@ -65,6 +65,7 @@ struct udp_port {
     size_t rslot;    /* UDP_RBUF, or UDP_GRO_RBUF with GRO */
     uint64_t rx_dgrams, rx_bytes, rx_gro_trains, tx_dgrams, tx_bytes, tx_dropped, tx_gso_calls;
     uint64_t tx_queued; /* sends handed to the engine's sender */
+    uint64_t tx_sends;  /* send operations that carried datagrams: the kernel's cost is per send */
 };
 
 /* Opens a non-blocking UDP socket bound to addr with SO_REUSEPORT (one per worker, the kernel

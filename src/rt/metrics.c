@@ -222,6 +222,10 @@ char *metrics_render(struct worker *const *ws, int n, const char *engine, struct
     PER_WORKER(f, "ringhttpd_udp_ring_sends_total", "counter",
                "Sends of the HTTP/3 port made as io_uring operations (the rest: sendmsg).", ws, n,
                udp_ring_sends);
+    PER_WORKER(f, "ringhttpd_udp_sends_total", "counter",
+               "Sends (sendmsg calls or io_uring SENDMSG operations) that carried the HTTP/3 "
+               "port's datagrams; with GSO one carries several.",
+               ws, n, udp_sends);
     PER_WORKER(f, "ringhttpd_limit_conn_refused_total", "counter",
                "Connections closed at accept: their client had --limit-conn open.", ws, n,
                limit_conn_refused);

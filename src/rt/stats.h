@@ -81,6 +81,7 @@ struct stats {
     stat_t udp_dropped;
     stat_t udp_gro_trains; /* received buffers that held several datagrams (UDP GRO) */
     stat_t udp_ring_sends; /* sends handed to the engine's own sender (io_uring SENDMSG) */
+    stat_t udp_sends;      /* send operations that carried datagrams (several each with GSO) */
 };
 
 static inline void stat_add(stat_t *c, uint64_t n)

@@ -434,6 +434,7 @@ static void publish_quic(struct worker *w)
     stat_set(&st->udp_dropped, w->rt.udp->tx_dropped);
     stat_set(&st->udp_gro_trains, w->rt.udp->rx_gro_trains);
     stat_set(&st->udp_ring_sends, w->rt.udp->tx_queued);
+    stat_set(&st->udp_sends, w->rt.udp->tx_sends);
 }
 #endif
 

@@ -145,7 +145,8 @@ def test_a_train_of_datagrams_is_split_with_gro(make_server, h3root, gro):
 def test_sends_are_io_uring_operations_on_io_uring(make_server, h3root, engine, gso):
     """On the io_uring engine the port's datagrams leave as SENDMSG operations (with
     UDP_SEGMENT, or one per datagram with GSO off) submitted with the loop turn's others; on
-    epoll by sendmsg. Either way a 3 MiB download on two connections arrives whole."""
+    epoll by sendmsg. Either way a 3 MiB download on two connections arrives whole, and the
+    sends metric says how many datagrams a send carried: more than two with GSO, one without."""
     srv = make_server(h3root, args=("-v", "--http3-gso", gso, "--metrics", "127.0.0.1:0"))
     got = h3_get_moving("127.0.0.1", srv.port, srv.ca, "/large.bin", [], conns=2)
     assert all(bytes(r.body) == LARGE for r, _ in got)
@@ -158,6 +159,15 @@ def test_sends_are_io_uring_operations_on_io_uring(make_server, h3root, engine, 
         assert said, srv.stderr_text()
     else:
         assert not said and sends() == 0, sends()
+    # Datagrams per send, what the kernel's cost follows: several with GSO, one without.
+    def count(name):
+        return sum(v for k, v in scrape(srv).items() if k.startswith(name))
+    assert wait_for(lambda: count("ringhttpd_udp_sends_total") > 100, timeout=5)
+    dgrams, ops = count("ringhttpd_udp_datagrams_sent_total"), count("ringhttpd_udp_sends_total")
+    if gso == "on":
+        assert dgrams > 2 * ops, (dgrams, ops)
+    else:
+        assert dgrams == ops, (dgrams, ops)
 
 
 class _Stingy(threading.Thread):
