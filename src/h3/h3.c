@@ -51,10 +51,10 @@
 #define H3_READERS 2      /* threads reading cold chunks, per worker */
 #define H3_OUTV 16        /* byte ranges a stream has handed out and not yet seen written */
 #define H3_BUCKETS 32     /* request streams by ID */
-#define H3_UNI 4          /* the peer's unidirectional streams (quic.c allows it 3) */
-#define H3_CTRL_MAX 512   /* a control frame's payload, parsed whole (more: H3_EXCESSIVE_LOAD) */
-#define H3_DEC_BUF 512    /* our decoder stream's bytes not yet acknowledged */
-#define H3_EARLY 16       /* PRIORITY_UPDATEs kept for streams not yet opened */
+#define H3_UNI 4 /* the peer's unidirectional streams kept: its three, and one of another type */
+#define H3_CTRL_MAX 512 /* a control frame's payload, parsed whole (more: H3_EXCESSIVE_LOAD) */
+#define H3_DEC_BUF 512  /* our decoder stream's bytes not yet acknowledged */
+#define H3_EARLY 16     /* PRIORITY_UPDATEs kept for streams not yet opened */
 #define H3_HELD_MAX (256u << 10) /* stream bytes kept behind a blocked section (its window) */
 /* A field section: what h3req takes (HTTP1_MAX_HEAD of names and values, HTTP1_MAX_HEADERS
  * fields) counted as RFC 9114 4.2.2 counts (32 more a field). A HEADERS frame larger on the
@@ -1214,7 +1214,7 @@ static int uni_recv(struct h3conn *hc, int64_t sid, const uint8_t *p, size_t n, 
     const uint8_t *end = p + n;
     int rv = 0;
     quic_consume(hc->qc, sid, n);
-    if (!u) { /* more than quic.c lets a client open: dropped */
+    if (!u) { /* more than we keep (only streams of other types can be): dropped */
         quic_stream_abort(hc->qc, sid, H3_STREAM_CREATION_ERROR);
         return 0;
     }

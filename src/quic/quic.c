@@ -35,6 +35,11 @@
 #define RESETS_PER_TICK 64 /* stateless resets sent between two timer runs at most */
 #define CLOSE_RESEND_MAX 16
 #define WRITE_MAX 64 /* packets one connection writes per turn */
+/* Unidirectional streams a client may open beyond HTTP/3's three: streams of types HTTP/3
+ * reads and drops (RFC 9114 6.2.3: reserved types exercise that they are). ngtcp2 0.12 keeps a
+ * client's unidirectional stream until the connection ends (1.x closes it at its FIN), so this
+ * is an allowance per connection, not a number open at once, and bounds what they hold. */
+#define QUIC_EXTRA_UNI 8
 
 _Static_assert(sizeof(struct quic_vec) == sizeof(ngtcp2_vec), "quic_vec is ngtcp2_vec");
 _Static_assert(UDP_GSO_MAX *MTU_MAX <= UDP_SEND_MAX, "a batch fits one udp_port_send");
@@ -435,7 +440,9 @@ static int on_stream_close(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint6
     (void)sud;
     if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
         code = 0;
-    /* A closed request stream frees its place: the client may open another. */
+    /* A closed request stream frees its place: the client may open another. (A client's
+     * unidirectional stream is never closed by ngtcp2 0.12, which waits for an acknowledged
+     * FIN it will never send: see initial_max_streams_uni.) */
     if (ngtcp2_is_bidi_stream(sid) && !ngtcp2_conn_is_local_stream(conn, sid))
         ngtcp2_conn_extend_max_streams_bidi(conn, 1);
     if (!qc->app)
@@ -607,7 +614,8 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     tp.initial_max_stream_data_uni = 256u << 10;
     tp.initial_max_data = 1u << 20;
     tp.initial_max_streams_bidi = ep->set.max_streams;
-    tp.initial_max_streams_uni = 3; /* the client's control and QPACK streams */
+    /* The client's control and QPACK streams, and QUIC_EXTRA_UNI more. */
+    tp.initial_max_streams_uni = 3 + QUIC_EXTRA_UNI;
     tp.max_idle_timeout = (ngtcp2_duration)ep->set.idle_timeout_s * NGTCP2_SECONDS;
     tp.active_connection_id_limit = 7;
     tp.stateless_reset_token_present = 1;

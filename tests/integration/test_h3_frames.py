@@ -186,6 +186,27 @@ def test_unknown_and_reserved_types_are_skipped(make_server, docroot):
     assert bare(srv, script) == (200, 0x103, None)
 
 
+def test_streams_of_reserved_types_beside_the_three(make_server, docroot):
+    """Beside its control and QPACK streams a client may open streams of reserved types (RFC
+    9114 6.2.3: they exercise that unknown types are dropped), 8 per connection: the old build
+    allowed three unidirectional streams in all, so a client that sends such a stream before
+    its QPACK streams could not open those. The connection goes on serving."""
+    srv = make_server(docroot)
+
+    async def script(c):
+        ctl(c, SETTINGS)
+        c.uni(b"\x02")  # QPACK encoder
+        c.uni(b"\x03")  # QPACK decoder
+        opened = 0
+        for i in range(8):
+            if not await c.until(lambda: c._quic._remote_max_streams_uni > 3 + i, 5):
+                break
+            c.uni(vi(0x21 + 0x1F * i) + b"grease", end=True)
+            opened += 1
+        return opened, await answered(c, request(c, GET)), c.terminated
+    assert bare(srv, script, timeout=30) == (8, 200, None)
+
+
 def _insert(name, value):
     return qpack_int(len(name), 5, 0x40) + name + qpack_int(len(value), 7) + value
 
