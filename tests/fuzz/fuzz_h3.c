@@ -126,6 +126,16 @@ void serve_error(struct runtime *w, int status, bool head, enum resp_syntax synt
     (void)w, (void)head, (void)syntax;
     answer_with(r, status, "content-length: 0\r\n", "");
 }
+struct fentry *serve_rep_entry(const struct response *r)
+{
+    (void)r;
+    return NULL; /* no file cache here: every field is encoded per response */
+}
+size_t serve_rep_lines(const struct fentry *e, char *lines)
+{
+    (void)e, (void)lines;
+    return 0;
+}
 void obs_request(struct runtime *w, struct obs_conn *o, const struct http_request *req,
                  struct obs_req *q, const struct plan *plan, bool quiet)
 {
