@@ -36,7 +36,8 @@ struct qpack_field {
     int16_t sidx; /* the QPACK static table's first index with this name, else -1: lets h3
                      recognise :method, :path, :authority... by number */
 };
-typedef int (*qpack_field_fn)(void *arg, const struct qpack_field *f); /* nonzero stops */
+/* Called for each field line; nonzero stops the section. It must not call into the decoder. */
+typedef int (*qpack_field_fn)(void *arg, const struct qpack_field *f);
 
 struct qpack_entry; /* qpack.c's: where an entry's bytes are, and its name's sidx */
 
@@ -96,7 +97,7 @@ void qpack_dec_cancel(struct qpack_dec *d, int64_t sid);
 size_t qpack_dec_output(struct qpack_dec *d, uint8_t *out, size_t cap);
 
 /* Encoder: static table and literals only. Huffman only where it is shorter. Each returns the
- * bytes written, 0 when cap is too small (nothing is written then). */
+ * bytes written, 0 when cap is too small (what it wrote into out then means nothing). */
 size_t qpack_enc_prefix(uint8_t *out, size_t cap); /* Required Insert Count 0, Base 0 */
 size_t qpack_enc_status(uint8_t *out, size_t cap, unsigned code); /* :status, 100..999 */
 size_t qpack_enc_field(uint8_t *out, size_t cap, const char *name, size_t nlen, const char *value,
