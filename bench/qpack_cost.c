@@ -250,8 +250,9 @@ static size_t enc_ng(long n, size_t capacity)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: qpack_cost dec-cold-ours|dec-cold-ng|dec-nghttp3-ours|"
-                        "dec-nghttp3-ng|dec-warm-ours|dec-warm-ng|enc-ours|enc-ng|enc-ng-dyn N\n");
+        fprintf(stderr,
+                "usage: qpack_cost dec-cold-ours|dec-cold-ng|dec-nghttp3-ours|"
+                "dec-nghttp3-ng|dec-warm-ours|dec-warm-ng|enc-ours|enc-ng|enc-ng-dyn|hex N\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -290,6 +291,14 @@ int main(int argc, char **argv)
         total = enc_ng(n, 0);
     else if (strcmp(mode, "enc-ng-dyn") == 0)
         total = enc_ng(n, 4096);
+    else if (strcmp(mode, "hex") == 0) /* the inputs, for fuzz_qpack_diff's seeds */
+        for (int k = 0; k < 5; k++) {
+            const uint8_t *b[] = {es, cold, ngwarm, ces, warm};
+            size_t len[] = {es_len, cold_len, ngwarm_len, ces_len, warm_len};
+            for (size_t i = 0; i < len[k]; i++)
+                printf("%02x", b[k][i]);
+            printf("\n");
+        }
     else
         need(0, "mode");
     printf("%s: sections of %zu (cold), %zu (nghttp3's second), %zu (Chromium's warm) bytes; "

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/huff.h"
 #include "unit.h"
 
 /* What a section gave: "name=value" lines, their sidx, and when to stop. */
@@ -362,6 +363,44 @@ TEST(qpack_field_lines_of_every_kind)
     CHECK_INT(section(&d, 8, "0481 80 10 11", BIG, &g), 7);
     CHECK_INT(g.n, 2);
     CHECK(owes(&d, "88"));
+    qpack_dec_fini(&d);
+}
+
+/* Past the 40 lines the first pass keeps, the rest are read again: 100 lines, in order; and
+ * the exact count near the bound covers both. */
+TEST(qpack_long_sections_in_order)
+{
+    static uint8_t sec[2 + 100 * 10];
+    static char want[100 * 16];
+    struct qpack_dec d;
+    static struct got g;
+    size_t n = 2, w = 0;
+    sec[0] = sec[1] = 0;
+    for (int i = 0; i < 100; i++) { /* alternately :status 200 and x=<i> (its value in Huffman) */
+        if (i % 2 == 0) {
+            sec[n++] = 0xd9;
+            w += (size_t)snprintf(want + w, sizeof(want) - w, "%s:status=200", i ? "\n" : "");
+        } else {
+            char v[3];
+            snprintf(v, sizeof(v), "%02d", i);
+            sec[n++] = 0x21, sec[n++] = 'x';
+            size_t h = huff_encode(sec + n + 1, v, 2);
+            sec[n] = (uint8_t)(0x80 | h), n += 1 + h;
+            w += (size_t)snprintf(want + w, sizeof(want) - w, "\nx=%s", v);
+        }
+    }
+    qpack_dec_init(&d, 0, 0);
+    g = (struct got){0};
+    const uint8_t *in = (const uint8_t *)unit_guard(sec, n);
+    CHECK_INT(qpack_dec_section(&d, 0, in, n, BIG, collect, &g), 0);
+    CHECK_INT(g.n, 100);
+    CHECK_MEM(g.text, g.len, want);
+    /* 50 * (7 + 3 + 32) + 50 * (1 + 2 + 32) = 3850, but 3900 with the two-byte Huffman values
+     * at their longest (three characters): counted exactly */
+    g = (struct got){0};
+    CHECK_INT(qpack_dec_section(&d, 0, in, n, 3850, collect, &g), 0);
+    CHECK_INT(g.n, 100);
+    CHECK_INT(qpack_dec_section(&d, 0, in, n, 3849, collect, &g), -E2BIG);
     qpack_dec_fini(&d);
 }
 
