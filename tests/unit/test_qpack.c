@@ -381,7 +381,7 @@ TEST(qpack_long_sections_in_order)
             sec[n++] = 0xd9;
             w += (size_t)snprintf(want + w, sizeof(want) - w, "%s:status=200", i ? "\n" : "");
         } else {
-            char v[3];
+            char v[12];
             snprintf(v, sizeof(v), "%02d", i);
             sec[n++] = 0x21, sec[n++] = 'x';
             size_t h = huff_encode(sec + n + 1, v, 2);
