@@ -3,11 +3,13 @@
  * and the bytes our decoder stream owes; and an encoder for responses that uses the static table
  * and literals only (never a dynamic table: our encoder stream stays empty and no client waits
  * on it).
- * Must not: allocate per field, keep a pointer to the caller's bytes after a call returns, hold
- * more than the table its owner allowed (max_capacity), or know nghttp3.
+ * Must not: allocate per field, keep a pointer to the caller's bytes after a call returns, keep
+ * more entries than the capacity its owner allowed (max_capacity) holds, or know nghttp3.
  * Ownership: one struct qpack_dec per connection (one thread), embedded by its owner; its table
- * (2 * max_capacity bytes and max_capacity / 32 entries) is allocated at the first insert and
- * freed by qpack_dec_fini, so an idle connection whose peer inserts nothing holds none.
+ * is allocated at the first insert (2 * max_capacity bytes, so that no insert waits on moving
+ * the live ones, and one slot per 32 bytes of it) and freed by qpack_dec_fini, so an idle
+ * connection whose peer inserts nothing holds none. A Duplicate or a name reference copies its
+ * entry (at most a capacity's bytes for an instruction of one or two), as nginx's decoder does.
  *
  * Interface as agreed with h3 (briefs/qpack_api.md), refined: a field's name and value are valid
  * during fn's call (the static table's forever); sidx is the static table's FIRST index with the
