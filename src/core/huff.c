@@ -72,18 +72,23 @@ long huff_decode(const uint8_t *in, size_t n, char *out, size_t cap)
     uint64_t acc = 0;
     unsigned have = 0;
     size_t i = 0, len = 0;
-    /* While eight bytes remain to be read, the refill takes no branch per byte (acc then holds
-     * at least 56 real bits; the bits below them are the bytes that follow, which a later refill
-     * ORs in again at the same place) and four steps of at most 11 bits follow it. None reaches
-     * the string's last byte, where padding may sit: a long code (or EOS) is left to the loop
-     * after. */
-    while (room && n - i >= 8) {
-        acc |= load_be(in + i, 8) >> have;
-        i += (63 - have) >> 3;
-        have |= 56;
+    /* With room, a refill takes no branch per byte (acc then holds at least 56 real bits, or
+     * every bit left; the bits below them are the bytes that follow, which a later refill ORs
+     * in again at the same place, or zeros) and four steps of at most 11 bits follow it, each
+     * taken only when all its bits are real. Padding (at most seven ones) never makes a code of
+     * its own, as no code of seven bits or fewer is all ones. A long code, EOS or the string's
+     * end are left to the loop after. */
+    while (room) {
+        if (i < n) {
+            size_t take = (63 - have) >> 3;
+            take = take < n - i ? take : n - i;
+            acc |= load_be(in + i, n - i) >> have;
+            i += take;
+            have += 8 * (unsigned)take;
+        }
         for (int step = 0; step < 4; step++) {
             const struct huff_fast *e = &huff_fast[acc >> (64 - HUFF_FAST_BITS)];
-            if (e->bits0 > HUFF_FAST_BITS)
+            if (e->bits > have) /* also a long code's: 255 */
                 goto rest;
             out[len] = (char)e->sym[0];
             out[len + 1] = (char)e->sym[1];
