@@ -9,11 +9,12 @@
  * and the new entry are each at most a capacity, so they always fit, and a move comes after at
  * least a capacity of bytes was inserted.
  *
- * A field section is read twice: first its structure, every reference checked and the list's
- * size summed (Huffman strings by their longest decoding, counted exactly only when that sum
- * passes the limit), so that a section too large is refused before anything is decoded; then
- * each line is handed to the caller. Strings sent as they are point into the section; Huffman
- * strings are decoded into a buffer on the stack, one line at a time. */
+ * A field section is gone through twice: first every line is read, its references checked and
+ * the list's size summed (Huffman strings by their longest decoding, counted exactly only when
+ * that sum passes the limit), so that a section too large is refused before anything is
+ * decoded; then each line is handed to the caller, the first 40 as the first pass kept them,
+ * any later ones read again. Strings sent as they are point into the section; Huffman strings
+ * are decoded into a buffer on the stack, one line at a time. */
 #include "h3/qpack.h"
 
 #include <errno.h>
@@ -244,8 +245,8 @@ static int insert(struct qpack_dec *d, const char *sname, const struct str *lnam
 
 /* ---- the encoder stream ---- */
 
-/* The longest a valid instruction can be: two strings of a capacity each in the longest Huffman
- * codes (30 bits a byte), and their integers. */
+/* The longest a valid instruction can be: strings that decode to a capacity together, in at
+ * most four bytes a character (str_min's bound), and their integers. */
 static uint64_t insn_max(const struct qpack_dec *d)
 {
     return (uint64_t)d->max_capacity * 4 + 64;
