@@ -295,6 +295,12 @@ build/h3load: bench/h3load/main.go bench/h3load/go.mod bench/h3load/go.sum
 bench-quick:
 	bench/run --quick
 
+# What one QPACK field section costs, ours beside libnghttp3's (bench/qpack_cost.sh counts it
+# with callgrind); linked with libnghttp3 as the yardstick only.
+build/qpack-cost: bench/qpack_cost.c src/h3/qpack.c src/core/huff.c src/h3/qpack.h src/core/huff.h
+	@mkdir -p build
+	$(CC) $(CPPFLAGS) -std=gnu11 $(WARN) $(CFLAGS) $(filter %.c,$^) -o $@ -lnghttp3
+
 # Every C file is laid out as .clang-format says, by Debian 12's clang-format (14; other
 # versions break some lines differently). `make format` rewrites them; `make format-check` (part
 # of `make check`) lists the ones that differ and fails. Hand-aligned tables are fenced with

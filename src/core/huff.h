@@ -21,4 +21,9 @@ size_t huff_encoded_len(const char *s, size_t n);
  * Returns the bytes written. */
 size_t huff_encode(uint8_t *out, const char *s, size_t n);
 
+/* huff_encode when the code takes at most limit bytes (never a byte at or past out[limit]): the
+ * count, else 0. An encoder that wants Huffman only where shorter tries it in place with limit
+ * n - 1, with no counting pass before. */
+size_t huff_encode_short(uint8_t *out, const char *s, size_t n, size_t limit);
+
 #endif

@@ -9,11 +9,12 @@
  * and the new entry are each at most a capacity, so they always fit, and a move comes after at
  * least a capacity of bytes was inserted.
  *
- * A field section is read twice: first its structure, every reference checked and the list's
- * size summed (Huffman strings by their longest decoding, counted exactly only when that sum
- * passes the limit), so that a section too large is refused before anything is decoded; then
- * each line is handed to the caller. Strings sent as they are point into the section; Huffman
- * strings are decoded into a buffer on the stack, one line at a time. */
+ * A field section is gone through twice: first every line is read, its references checked and
+ * the list's size summed (Huffman strings by their longest decoding, counted exactly only when
+ * that sum passes the limit), so that a section too large is refused before anything is
+ * decoded; then each line is handed to the caller, the first 40 as the first pass kept them,
+ * any later ones read again. Strings sent as they are point into the section; Huffman strings
+ * are decoded into a buffer on the stack, one line at a time. */
 #include "h3/qpack.h"
 
 #include <errno.h>
@@ -36,32 +37,46 @@ struct qpack_entry {
 
 /* ---- integers and strings ---- */
 
-/* Reads an integer with an nbits prefix (RFC 9204 4.1.1) at in[*pos]: 1 (*pos past it), 0 (in
- * ends inside it), -1 (past 2^62 - 1). */
-static int read_int(const uint8_t *in, size_t len, size_t *pos, unsigned nbits, uint64_t *v)
+/* read_int past its first byte: the continuation bytes (x is the prefix's all-ones value). */
+static __attribute__((noinline)) int read_int_more(const uint8_t *in, size_t len, size_t *pos,
+                                                   uint64_t x, uint64_t *v)
 {
     size_t p = *pos;
-    if (p == len)
-        return 0;
-    uint64_t max = (1u << nbits) - 1, x = in[p++] & max;
-    if (x == max) {
-        for (unsigned shift = 0;; shift += 7) {
-            if (p == len)
-                return 0;
-            uint64_t add = in[p] & 0x7f;
-            if (shift > 62 || (INT_LIMIT >> shift) < add)
-                return -1;
-            add <<= shift;
-            if (INT_LIMIT - add < x)
-                return -1;
-            x += add;
-            if (!(in[p++] & 0x80))
-                break;
-        }
+    for (unsigned shift = 0;; shift += 7) {
+        if (p == len)
+            return 0;
+        uint64_t add = in[p] & 0x7f;
+        if (shift > 62 || (INT_LIMIT >> shift) < add)
+            return -1;
+        add <<= shift;
+        if (INT_LIMIT - add < x)
+            return -1;
+        x += add;
+        if (!(in[p++] & 0x80))
+            break;
     }
     *v = x;
     *pos = p;
     return 1;
+}
+
+/* Reads an integer with an nbits prefix (RFC 9204 4.1.1) at in[*pos]: 1 (*pos past it), 0 (in
+ * ends inside it), -1 (past 2^62 - 1). Inline for the common integer that fits its prefix. */
+static inline int read_int(const uint8_t *in, size_t len, size_t *pos, unsigned nbits, uint64_t *v)
+{
+    size_t p = *pos;
+    if (p == len)
+        return 0;
+    uint64_t max = (1u << nbits) - 1, x = in[p] & max;
+    *pos = p + 1;
+    if (x < max) {
+        *v = x;
+        return 1;
+    }
+    int rc = read_int_more(in, len, pos, x, v);
+    if (rc <= 0)
+        *pos = p;
+    return rc;
 }
 
 /* A string literal (RFC 9204 4.1.2): its encoded bytes, n of them at `at`. */
@@ -88,12 +103,6 @@ static int read_str(const uint8_t *in, size_t len, size_t *pos, unsigned nbits, 
     s->at = in + p;
     *pos = p + s->n;
     return 1;
-}
-
-/* The longest a string may decode to: no Huffman code is shorter than 5 bits. */
-static uint64_t str_max(const struct str *s)
-{
-    return s->huff ? s->n * 8 / 5 : s->n;
 }
 
 /* No longer than it may decode to: no Huffman code is longer than 30 bits (and n / 4 cannot
@@ -236,8 +245,8 @@ static int insert(struct qpack_dec *d, const char *sname, const struct str *lnam
 
 /* ---- the encoder stream ---- */
 
-/* The longest a valid instruction can be: two strings of a capacity each in the longest Huffman
- * codes (30 bits a byte), and their integers. */
+/* The longest a valid instruction can be: strings that decode to a capacity together, in at
+ * most four bytes a character (str_min's bound), and their integers. */
 static uint64_t insn_max(const struct qpack_dec *d)
 {
     return (uint64_t)d->max_capacity * 4 + 64;
@@ -447,16 +456,18 @@ static int ric_decode(const struct qpack_dec *d, uint64_t enc, uint64_t *ric)
     return 0;
 }
 
-/* One field line as read: name and value from a table, or strings to decode. */
+/* One field line as read, its references resolved: name and value from a table, or the
+ * section's bytes of a literal (still in Huffman code when nhuff, vhuff). */
 struct line {
-    const char *name, *value; /* NULL: ns, vs */
-    struct str ns, vs;
-    uint32_t nlen, vlen; /* with name, value */
-    int16_t sidx;
+    const char *name, *value;
+    uint64_t nlen, vlen; /* a Huffman string's: encoded */
+    int16_t sidx;        /* a Huffman name's is found once it is decoded */
+    bool nhuff, vhuff;
 };
 
 /* A reference to the dynamic table from a section of Required Insert Count ric (2.2.3). */
-static int ref(const struct qpack_dec *d, uint64_t abs, uint64_t ric, struct line *l, bool whole)
+static inline int ref(const struct qpack_dec *d, uint64_t abs, uint64_t ric, struct line *l,
+                      bool whole)
 {
     if (abs >= ric || !live(d, abs))
         return -1;
@@ -475,14 +486,26 @@ static void ref_static(uint64_t i, struct line *l, bool whole)
         l->value = s->value, l->vlen = s->value_len;
 }
 
-/* Reads one field line (4.5.2-4.5.6) at in[*pos], its references resolved: 0 or -1. */
-static int read_line(const struct qpack_dec *d, const uint8_t *in, size_t len, size_t *pos,
-                     uint64_t base, uint64_t ric, struct line *l)
+/* A literal's string: 1, or what read_str says. */
+static int lit(const uint8_t *in, size_t len, size_t *pos, unsigned nbits, const char **at,
+               uint64_t *n, bool *huff)
+{
+    struct str s;
+    int rc = read_str(in, len, pos, nbits, &s);
+    *at = (const char *)s.at, *n = s.n, *huff = s.huff;
+    return rc;
+}
+
+/* Reads one field line (4.5.2-4.5.6) at in[*pos], its references resolved: 0 or -1. Inlined
+ * into the first pass, the one every line goes through (a call cost more than an indexed line). */
+static inline __attribute__((always_inline)) int read_line(const struct qpack_dec *d,
+                                                           const uint8_t *in, size_t len,
+                                                           size_t *pos, uint64_t base, uint64_t ric,
+                                                           struct line *l)
 {
     uint8_t b = in[*pos];
     uint64_t v;
-    l->name = l->value = NULL;
-    l->sidx = -1;
+    l->nhuff = l->vhuff = false;
     if (b & 0x80) { /* Indexed: 1 T index(6) */
         if (read_int(in, len, pos, 6, &v) != 1)
             return -1;
@@ -505,8 +528,9 @@ static int read_line(const struct qpack_dec *d, const uint8_t *in, size_t len, s
             return -1;
         }
     } else if (b & 0x20) { /* Literal with Literal Name: 001 N H length(3), name, value */
-        if (read_str(in, len, pos, 3, &l->ns) != 1)
+        if (lit(in, len, pos, 3, &l->name, &l->nlen, &l->nhuff) != 1)
             return -1;
+        l->sidx = l->nhuff ? -1 : static_name(l->name, l->nlen);
     } else if (b & 0x10) { /* Indexed with Post-Base Index: 0001 index(4) */
         if (read_int(in, len, pos, 4, &v) != 1)
             return -1;
@@ -515,49 +539,27 @@ static int read_line(const struct qpack_dec *d, const uint8_t *in, size_t len, s
         if (read_int(in, len, pos, 3, &v) != 1 || ref(d, base + v, ric, l, false) < 0)
             return -1;
     }
-    return read_str(in, len, pos, 7, &l->vs) == 1 ? 0 : -1;
+    return lit(in, len, pos, 7, &l->value, &l->vlen, &l->vhuff) == 1 ? 0 : -1;
 }
 
-/* A line's name + value length: exact for table strings and plain literals, the longest a
- * Huffman one may decode to unless `exact` (-1: an invalid Huffman string). */
-static int64_t line_len(const struct line *l, bool exact)
+/* A string's decoded length: exact (a Huffman one counted; -1 when invalid), or at most. */
+static int64_t decoded_len(const char *s, uint64_t n, bool huff, bool exact)
 {
-    int64_t n = l->name ? l->nlen : exact ? str_len(&l->ns) : (int64_t)str_max(&l->ns);
-    int64_t v = l->value ? l->vlen : exact ? str_len(&l->vs) : (int64_t)str_max(&l->vs);
+    if (!huff)
+        return (int64_t)n;
+    if (!exact)
+        return (int64_t)(n * 8 / 5); /* no code is shorter than 5 bits */
+    long k = huff_decode((const uint8_t *)s, n, NULL, 0);
+    return k < 0 ? -1 : k;
+}
+
+/* A line's name + value length: exact, or with its Huffman strings at their longest; -1 when
+ * one is invalid. */
+static inline int64_t line_len(const struct line *l, bool exact)
+{
+    int64_t n = decoded_len(l->name, l->nlen, l->nhuff, exact);
+    int64_t v = decoded_len(l->value, l->vlen, l->vhuff, exact);
     return n < 0 || v < 0 ? -1 : n + v;
-}
-
-/* Whether the decoded list is within max_list (RFC 9114 4.2.2) and each line within
- * QPACK_FIELD_MAX: 0, -E2BIG, or DEC_FAILED for a malformed line (any line: the whole section is
- * read first). Huffman strings are counted only when their longest decodings would not fit. */
-static int section_size(const struct qpack_dec *d, const uint8_t *in, size_t len, size_t pos,
-                        uint64_t base, uint64_t ric, size_t max_list)
-{
-    uint64_t most = 0;
-    bool too_long = false;
-    struct line l;
-    for (size_t p = pos; p < len;) {
-        if (read_line(d, in, len, &p, base, ric, &l) < 0)
-            return DEC_FAILED;
-        int64_t n = line_len(&l, false);
-        if (n > QPACK_FIELD_MAX && (n = line_len(&l, true)) < 0)
-            return DEC_FAILED;
-        too_long |= n > QPACK_FIELD_MAX;
-        most += (uint64_t)n + ENTRY_OVERHEAD;
-    }
-    if (too_long)
-        return -E2BIG;
-    if (most <= max_list)
-        return 0;
-    uint64_t total = 0;
-    for (size_t p = pos; p < len;) {
-        read_line(d, in, len, &p, base, ric, &l);
-        int64_t n = line_len(&l, true);
-        if (n < 0)
-            return DEC_FAILED;
-        total += (uint64_t)n + ENTRY_OVERHEAD;
-    }
-    return total <= max_list ? 0 : -E2BIG;
 }
 
 /* A section waits for inserts: -EAGAIN, or DEC_FAILED past max_blocked streams (2.1.2). */
@@ -567,6 +569,45 @@ static int block(struct qpack_dec *d, int64_t sid, uint64_t ric)
         return DEC_FAILED;
     d->blocked[d->nblocked++] = (struct qpack_blocked){.sid = sid, .ric = ric};
     return -EAGAIN;
+}
+
+/* total (or -1, kept) plus line l's size in the list, its Huffman strings counted: -1 when one
+ * is invalid. */
+static int64_t add_exact(int64_t total, const struct line *l)
+{
+    int64_t k = line_len(l, true);
+    return total < 0 || k < 0 ? -1 : total + k + ENTRY_OVERHEAD;
+}
+
+/* The lines a section's first pass keeps for its second: a request's usual count (past it, the
+ * rest is read again). */
+#define LINES_KEPT 40
+
+/* Hands line l to fn, its Huffman strings decoded into buf (QPACK_FIELD_MAX bytes, which the
+ * first pass saw they fit): fn's value, or DEC_FAILED. */
+static inline __attribute__((always_inline)) int deliver(const struct line *l, char *buf,
+                                                         qpack_field_fn fn, void *arg)
+{
+    struct qpack_field f = {.name = l->name,
+                            .value = l->value,
+                            .nlen = (uint32_t)l->nlen,
+                            .vlen = (uint32_t)l->vlen,
+                            .sidx = l->sidx};
+    long k = 0;
+    if (l->nhuff) {
+        if ((k = huff_decode((const uint8_t *)l->name, l->nlen, buf, QPACK_FIELD_MAX)) < 0)
+            return DEC_FAILED;
+        f.name = buf, f.nlen = (uint32_t)k;
+        f.sidx = static_name(buf, (size_t)k);
+    }
+    if (l->vhuff) {
+        long v =
+            huff_decode((const uint8_t *)l->value, l->vlen, buf + k, QPACK_FIELD_MAX - (size_t)k);
+        if (v < 0)
+            return DEC_FAILED;
+        f.value = buf + k, f.vlen = (uint32_t)v;
+    }
+    return fn(arg, &f);
 }
 
 int qpack_dec_section(struct qpack_dec *d, int64_t sid, const uint8_t *p, size_t n, size_t max_list,
@@ -595,34 +636,48 @@ int qpack_dec_section(struct qpack_dec *d, int64_t sid, const uint8_t *p, size_t
         return b ? -EAGAIN : block(d, sid, ric);
     unblock(d, b);
 
-    int rc = section_size(d, p, n, pos, base, ric, max_list);
+    /* First pass: every line read and its references checked, the list's size summed with
+     * Huffman strings at their longest; a line past QPACK_FIELD_MAX is counted exactly. */
+    struct line kept[LINES_KEPT], l;
+    size_t nkept = 0, rest = n; /* where the lines not kept begin */
+    uint64_t most = 0;
+    bool too_long = false;
+    for (size_t at = pos; at < n;) {
+        struct line *to = nkept < LINES_KEPT ? &kept[nkept++] : &l;
+        if (to == &l && rest == n)
+            rest = at;
+        if (read_line(d, p, n, &at, base, ric, to) < 0)
+            return DEC_FAILED;
+        int64_t k = line_len(to, false);
+        if (k > QPACK_FIELD_MAX && (k = line_len(to, true)) < 0)
+            return DEC_FAILED;
+        too_long |= k > QPACK_FIELD_MAX;
+        most += (uint64_t)k + ENTRY_OVERHEAD;
+    }
+    int rc = too_long ? -E2BIG : 0;
+    if (rc == 0 && most > max_list) { /* near the bound: count the Huffman strings exactly */
+        int64_t total = 0;
+        for (size_t i = 0; i < nkept; i++)
+            total = add_exact(total, &kept[i]);
+        for (size_t at = rest; at < n;) {
+            read_line(d, p, n, &at, base, ric, &l);
+            total = add_exact(total, &l);
+        }
+        if (total < 0)
+            return DEC_FAILED;
+        rc = (uint64_t)total <= max_list ? 0 : -E2BIG;
+    }
+
+    /* Second pass: each line to fn. */
+    char buf[QPACK_FIELD_MAX]; /* Huffman strings of one line, decoded */
+    for (size_t i = 0; rc == 0 && i < nkept; i++)
+        rc = deliver(&kept[i], buf, fn, arg);
+    for (size_t at = rest; rc == 0 && at < n;) {
+        read_line(d, p, n, &at, base, ric, &l);
+        rc = deliver(&l, buf, fn, arg);
+    }
     if (rc == DEC_FAILED)
         return rc;
-    char buf[QPACK_FIELD_MAX]; /* Huffman strings of one line, decoded */
-    for (struct line l; rc == 0 && pos < n;) {
-        read_line(d, p, n, &pos, base, ric, &l);
-        struct qpack_field f = {.name = l.name, .value = l.value, .sidx = l.sidx};
-        long k = l.nlen;
-        if (!l.name) {
-            k = l.ns.huff ? str_decode(&l.ns, buf, sizeof(buf)) : (long)l.ns.n;
-            f.name = l.ns.huff ? buf : (const char *)l.ns.at;
-            if (k >= 0)
-                f.sidx = static_name(f.name, (size_t)k);
-        }
-        if (k < 0)
-            return DEC_FAILED;
-        f.nlen = (uint32_t)k;
-        k = l.vlen;
-        if (!l.value) {
-            char *to = buf + (!l.name && l.ns.huff ? f.nlen : 0);
-            k = l.vs.huff ? str_decode(&l.vs, to, sizeof(buf) - (size_t)(to - buf)) : (long)l.vs.n;
-            f.value = l.vs.huff ? to : (const char *)l.vs.at;
-        }
-        if (k < 0)
-            return DEC_FAILED;
-        f.vlen = (uint32_t)k;
-        rc = fn(arg, &f);
-    }
     ack(d, sid, ric);
     return rc;
 }
@@ -630,22 +685,29 @@ int qpack_dec_section(struct qpack_dec *d, int64_t sid, const uint8_t *p, size_t
 /* ---- encoding ---- */
 
 /* The bytes of s as a string literal with an nbits length prefix: Huffman when shorter. */
-static size_t str_size(const char *s, size_t n, unsigned nbits, size_t *huff)
+/* Writes s as a string literal with an nbits length prefix (H the bit above, first the bits
+ * before): Huffman where shorter. The bytes written, 0 when cap is too small. */
+static size_t put_str(uint8_t *out, size_t cap, uint8_t first, unsigned nbits, const char *s,
+                      size_t n)
 {
-    *huff = huff_encoded_len(s, n);
-    return *huff < n ? prefint_len(nbits, *huff) + *huff : prefint_len(nbits, n) + n;
-}
-
-static size_t write_str(uint8_t *out, uint8_t first, unsigned nbits, const char *s, size_t n,
-                        size_t huff)
-{
-    if (huff < n) {
-        size_t i = prefint_write(out, (uint8_t)(first | 1u << nbits), nbits, huff);
-        return i + huff_encode(out + i, s, n);
+    uint8_t huff = (uint8_t)(first | 1u << nbits);
+    size_t room = prefint_len(nbits, n), h;
+    if (cap >= room + n) { /* Huffman tried in place, given up once no shorter: no counting */
+        if (n && (h = huff_encode_short(out + room, s, n, n - 1)) > 0) {
+            size_t k = prefint_len(nbits, h);
+            if (k < room)
+                memmove(out + k, out + room, h);
+            return prefint_write(out, huff, nbits, h) + h;
+        }
+        prefint_write(out, first, nbits, n);
+        memcpy(out + room, s, n);
+        return room + n;
     }
-    size_t i = prefint_write(out, first, nbits, n);
-    memcpy(out + i, s, n);
-    return i + n;
+    h = huff_encoded_len(s, n); /* the plain string does not fit: the code might */
+    if (h >= n || prefint_len(nbits, h) + h > cap)
+        return 0;
+    size_t k = prefint_write(out, huff, nbits, h);
+    return k + huff_encode(out + k, s, n);
 }
 
 size_t qpack_enc_prefix(uint8_t *out, size_t cap)
@@ -660,7 +722,6 @@ size_t qpack_enc_prefix(uint8_t *out, size_t cap)
 static size_t enc_field(uint8_t *out, size_t cap, int si, const char *name, size_t nlen,
                         const char *value, size_t vlen)
 {
-    size_t nh, vh, need;
     if (si >= 0) {
         for (unsigned i = (unsigned)si;; i = qpack_static[i].next) {
             const struct qpack_static *s = &qpack_static[i];
@@ -673,18 +734,17 @@ static size_t enc_field(uint8_t *out, size_t cap, int si, const char *name, size
                 break;
         }
         /* Literal with Name Reference, static (4.5.4) */
-        need = prefint_len(4, (unsigned)si) + str_size(value, vlen, 7, &vh);
-        if (cap < need)
+        size_t o = prefint_len(4, (unsigned)si), v;
+        if (cap < o || !(v = put_str(out + o, cap - o, 0, 7, value, vlen)))
             return 0;
-        size_t o = prefint_write(out, 0x50, 4, (unsigned)si);
-        return o + write_str(out + o, 0, 7, value, vlen, vh);
+        prefint_write(out, 0x50, 4, (unsigned)si);
+        return o + v;
     }
     /* Literal with Literal Name (4.5.6) */
-    need = str_size(name, nlen, 3, &nh) + str_size(value, vlen, 7, &vh);
-    if (cap < need)
+    size_t o = put_str(out, cap, 0x20, 3, name, nlen), v;
+    if (!o || !(v = put_str(out + o, cap - o, 0, 7, value, vlen)))
         return 0;
-    size_t o = write_str(out, 0x20, 3, name, nlen, nh);
-    return o + write_str(out + o, 0, 7, value, vlen, vh);
+    return o + v;
 }
 
 size_t qpack_enc_field(uint8_t *out, size_t cap, const char *name, size_t nlen, const char *value,

@@ -3,11 +3,13 @@
  * and the bytes our decoder stream owes; and an encoder for responses that uses the static table
  * and literals only (never a dynamic table: our encoder stream stays empty and no client waits
  * on it).
- * Must not: allocate per field, keep a pointer to the caller's bytes after a call returns, hold
- * more than the table its owner allowed (max_capacity), or know nghttp3.
+ * Must not: allocate per field, keep a pointer to the caller's bytes after a call returns, keep
+ * more entries than the capacity its owner allowed (max_capacity) holds, or know nghttp3.
  * Ownership: one struct qpack_dec per connection (one thread), embedded by its owner; its table
- * (2 * max_capacity bytes and max_capacity / 32 entries) is allocated at the first insert and
- * freed by qpack_dec_fini, so an idle connection whose peer inserts nothing holds none.
+ * is allocated at the first insert (2 * max_capacity bytes, so that no insert waits on moving
+ * the live ones, and one slot per 32 bytes of it) and freed by qpack_dec_fini, so an idle
+ * connection whose peer inserts nothing holds none. A Duplicate or a name reference copies its
+ * entry (at most a capacity's bytes for an instruction of one or two), as nginx's decoder does.
  *
  * Interface as agreed with h3 (briefs/qpack_api.md), refined: a field's name and value are valid
  * during fn's call (the static table's forever); sidx is the static table's FIRST index with the
@@ -36,7 +38,8 @@ struct qpack_field {
     int16_t sidx; /* the QPACK static table's first index with this name, else -1: lets h3
                      recognise :method, :path, :authority... by number */
 };
-typedef int (*qpack_field_fn)(void *arg, const struct qpack_field *f); /* nonzero stops */
+/* Called for each field line; nonzero stops the section. It must not call into the decoder. */
+typedef int (*qpack_field_fn)(void *arg, const struct qpack_field *f);
 
 struct qpack_entry; /* qpack.c's: where an entry's bytes are, and its name's sidx */
 
@@ -96,7 +99,7 @@ void qpack_dec_cancel(struct qpack_dec *d, int64_t sid);
 size_t qpack_dec_output(struct qpack_dec *d, uint8_t *out, size_t cap);
 
 /* Encoder: static table and literals only. Huffman only where it is shorter. Each returns the
- * bytes written, 0 when cap is too small (nothing is written then). */
+ * bytes written, 0 when cap is too small (what it wrote into out then means nothing). */
 size_t qpack_enc_prefix(uint8_t *out, size_t cap); /* Required Insert Count 0, Base 0 */
 size_t qpack_enc_status(uint8_t *out, size_t cap, unsigned code); /* :status, 100..999 */
 size_t qpack_enc_field(uint8_t *out, size_t cap, const char *name, size_t nlen, const char *value,
