@@ -448,7 +448,8 @@ static int fatal(struct h3conn *hc, uint64_t code)
 /* A QPACK result (negative: its RFC 9204 6 code, or -errno) as the connection's end. */
 static int qpack_fatal(struct h3conn *hc, int rv)
 {
-    return fatal(hc, rv <= -QPACK_DECOMPRESSION_FAILED && rv >= -QPACK_DECODER_STREAM_ERROR
+    return fatal(hc, (rv <= -QPACK_DECOMPRESSION_FAILED && rv >= -QPACK_DECODER_STREAM_ERROR) ||
+                             rv == -QPACK_EXCESSIVE_LOAD
                          ? (uint64_t)-rv
                          : H3_INTERNAL_ERROR);
 }

@@ -172,6 +172,7 @@ void qpack_dec_init(struct qpack_dec *d, uint32_t max_capacity, uint32_t max_blo
     *d = (struct qpack_dec){
         .max_capacity = max_capacity < QPACK_CAPACITY_MAX ? max_capacity : QPACK_CAPACITY_MAX,
         .max_blocked = max_blocked < QPACK_BLOCKED_MAX ? max_blocked : QPACK_BLOCKED_MAX};
+    d->copy_left = (uint64_t)QPACK_COPY_TABLES * d->max_capacity;
 }
 
 void qpack_dec_fini(struct qpack_dec *d)
@@ -217,6 +218,12 @@ static int insert(struct qpack_dec *d, const char *sname, const struct str *lnam
     if (nlen + vlen + ENTRY_OVERHEAD > d->capacity)
         return ENC_ERR;
     uint32_t len = (uint32_t)(nlen + vlen);
+    if (!sname && !lname) { /* copied from the table: a byte or two of input for all of it */
+        uint64_t copy = dup ? len : nlen;
+        if (copy > d->copy_left)
+            return -QPACK_EXCESSIVE_LOAD;
+        d->copy_left -= copy;
+    }
     int rc = table_room(d, len);
     if (rc < 0)
         return rc;
@@ -679,6 +686,10 @@ int qpack_dec_section(struct qpack_dec *d, int64_t sid, const uint8_t *p, size_t
     if (rc == DEC_FAILED)
         return rc;
     ack(d, sid, ric);
+    uint64_t full = (uint64_t)QPACK_COPY_TABLES * d->max_capacity;
+    d->copy_left += (uint64_t)QPACK_COPY_PER_SECTION * d->max_capacity;
+    if (d->copy_left > full)
+        d->copy_left = full;
     return rc;
 }
 

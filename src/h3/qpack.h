@@ -26,6 +26,11 @@
 #define QPACK_DECOMPRESSION_FAILED 0x200
 #define QPACK_ENCODER_STREAM_ERROR 0x201
 #define QPACK_DECODER_STREAM_ERROR 0x202
+#define QPACK_EXCESSIVE_LOAD 0x107 /* H3_EXCESSIVE_LOAD (RFC 9114 8.1): see qpack_dec_encoder */
+/* Bytes inserts may copy from the table (Duplicate, a dynamic name reference), in tables'
+ * worth: QPACK_COPY_TABLES at first and at most, QPACK_COPY_PER_SECTION more per section. */
+#define QPACK_COPY_TABLES 16
+#define QPACK_COPY_PER_SECTION 2
 
 #define QPACK_BLOCKED_MAX 64     /* max_blocked is at most this */
 #define QPACK_FIELD_MAX 16384    /* a field line whose decoded name + value is longer: -E2BIG */
@@ -57,7 +62,8 @@ struct qpack_dec {
     uint32_t max_capacity, capacity, size; /* size: RFC 9204 3.2.1, names + values + 32 each */
     uint32_t n, ent_cap, start, end, part_len;
     uint32_t max_blocked, nblocked, out_len;
-    bool failed; /* an encoder stream error: nothing more is decoded */
+    uint64_t copy_left; /* bytes inserts may still copy from the table (QPACK_COPY_TABLES) */
+    bool failed;        /* an encoder stream error: nothing more is decoded */
     struct qpack_blocked blocked[QPACK_BLOCKED_MAX]; /* the streams waiting for inserts */
     uint8_t out[QPACK_OUT_MAX]; /* what our decoder stream owes, before the increment */
 };
@@ -70,7 +76,10 @@ void qpack_dec_fini(struct qpack_dec *d);
 /* Bytes of the peer's encoder stream, in order, any split (a partial instruction is kept,
  * bounded by what a valid one can be). 0, -QPACK_ENCODER_STREAM_ERROR (capacity over our max,
  * entry larger than the capacity, bad index, bad Huffman, integer overflow; every later call
- * fails too), or -ENOMEM. */
+ * fails too), -QPACK_EXCESSIVE_LOAD when inserts that copy from the table pass their allowance
+ * (a Duplicate is one byte of input and copies up to the whole table: without a bound 9 MB/s of
+ * them kept a core busy; the allowance grows with the field sections decoded, as a client's
+ * legitimate duplicates do), or -ENOMEM. */
 int qpack_dec_encoder(struct qpack_dec *d, const uint8_t *p, size_t n);
 
 /* One encoded field section (a HEADERS frame's payload, whole) of stream sid: each field line

@@ -9,7 +9,8 @@
  * on the next request stream (one at a time: a blocked one is cancelled when the next comes,
  * and retried after each encoder-stream chunk); a list of fields to encode. Documented
  * differences end the comparison instead of failing it: our -E2BIG (a list past 1 MiB, a line
- * past QPACK_FIELD_MAX), nghttp3's HEADER_TOO_LARGE (its 256-byte names, 64 KiB values); and we
+ * past QPACK_FIELD_MAX) and -QPACK_EXCESSIVE_LOAD (copies from the table past their allowance),
+ * nghttp3's HEADER_TOO_LARGE (its 256-byte names, 64 KiB values); and we
  * refuse an encoder instruction as soon as its string's length shows its entry cannot fit, and
  * nghttp3 as soon as a Huffman string streams a bad code, where the other waits for the rest:
  * then the other must refuse once it comes (zeros are fed).
@@ -181,8 +182,8 @@ static bool encoder(struct run *r, const uint8_t *p, size_t n)
 {
     int a = qpack_dec_encoder(&r->ours, p, n);
     nghttp3_ssize b = nghttp3_qpack_decoder_read_encoder(r->theirs, p, n);
-    if (b == NGHTTP3_ERR_QPACK_HEADER_TOO_LARGE)
-        return false;
+    if (b == NGHTTP3_ERR_QPACK_HEADER_TOO_LARGE || a == -QPACK_EXCESSIVE_LOAD)
+        return false; /* limits of one only (ours: copies from the table, qpack.h) */
     /* One refused an instruction before its end (we by a string's length, nghttp3 by a
      * Huffman string's bad code as it streams): the other must refuse once the rest comes. */
     static const uint8_t zeros[4096];

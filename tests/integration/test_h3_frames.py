@@ -211,6 +211,32 @@ def _insert(name, value):
     return qpack_int(len(name), 5, 0x40) + name + qpack_int(len(value), 7) + value
 
 
+def test_qpack_duplicates_past_their_allowance_end_the_connection(make_server, docroot):
+    """A Duplicate instruction is one byte and copies a whole table entry: after a 4,000-byte
+    entry, each 64 KiB of them made the old build copy 256 MB (about 0.1 s of a core per MiB
+    of input, for as long as a client keeps sending: it never ended the connection). Copies
+    from the table now have an allowance (16 tables' worth, 2 more per request); past it the
+    connection ends with H3_EXCESSIVE_LOAD, and the server goes on serving."""
+    srv = make_server(docroot)
+
+    async def script(c):
+        ctl(c, SETTINGS)
+        enc = c.uni(b"\x02" + qpack_int(4096, 5, 0x20) + _insert(b"x", b"v" * 4000))
+        for _ in range(32):  # up to 2 MiB of Duplicate (000 index(5)) of the newest entry
+            if c.terminated is not None:
+                break
+            c.send(enc, bytes(65536))
+            await asyncio.sleep(0.05)
+        await c.until(lambda: c.terminated is not None, 3)
+        return c.terminated and c.terminated.error_code
+    assert bare(srv, script, timeout=30) == 0x107
+
+    async def fine(c):
+        ctl(c, SETTINGS)
+        return await answered(c, request(c, GET))
+    assert bare(srv, fine) == 200
+
+
 def test_blocked_section_waits_and_a_reset_cancels_it(make_server, docroot):
     """A request whose section refers to a dynamic table entry not yet inserted waits (RFC
     9204 2.1.2) and is answered once the encoder stream brings it, its section then

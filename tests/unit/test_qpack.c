@@ -289,6 +289,19 @@ TEST(qpack_wrapped_required_insert_count)
     qpack_dec_fini(&d);
 }
 
+/* Sets d's table to 4096 bytes and inserts one entry "x" whose value is vlen bytes of 'v'
+ * (at least 127, at most 4062). */
+static void one_entry(struct qpack_dec *d, size_t vlen)
+{
+    uint8_t ins[4200];
+    size_t n = unit_unhex("3fe11f 4178 7f", ins), v = vlen - 127; /* capacity 4096; "x" */
+    for (; v >= 128; v >>= 7)
+        ins[n++] = (uint8_t)(0x80 | (v & 0x7f));
+    ins[n++] = (uint8_t)v;
+    memset(ins + n, 'v', vlen);
+    CHECK_INT(qpack_dec_encoder(d, ins, n + vlen), 0);
+}
+
 TEST(qpack_list_bound_before_any_copy)
 {
     struct qpack_dec d;
@@ -306,12 +319,9 @@ TEST(qpack_list_bound_before_any_copy)
 
     /* A QPACK bomb: a 4 KiB entry named 3000 times by one byte each. */
     qpack_dec_init(&d, 4096, 1);
-    uint8_t ins[4200];
-    size_t n = unit_unhex("3fe11f 4178 7fdf1e", ins); /* capacity 4096; "x": 4062 bytes */
-    memset(ins + n, 'v', 4062);
-    n += 4062;
-    CHECK_INT(qpack_dec_encoder(&d, ins, n), 0);
+    one_entry(&d, 4062);
     CHECK_INT(d.size, 4095);
+    size_t n;
     uint8_t bomb[3002] = {0x02, 0x00};
     g = (struct got){0};
     memset(bomb + 2, 0x80, 3000);
@@ -340,6 +350,28 @@ TEST(qpack_list_bound_before_any_copy)
     n = unit_unhex("0000 2178 7f807f", big); /* 16383 */
     CHECK_INT(qpack_dec_section(&d, 0, big, n + QPACK_FIELD_MAX - 1, BIG, collect, &g), 0);
     CHECK_INT(g.n, 1);
+    qpack_dec_fini(&d);
+}
+
+/* Duplicates copy a whole entry for one byte of input: past QPACK_COPY_TABLES tables' worth
+ * they end the connection (H3_EXCESSIVE_LOAD), and each field section decoded allows
+ * QPACK_COPY_PER_SECTION tables more. Without the bound 1 MiB of them copied 4 GB. */
+TEST(qpack_duplicates_copy_within_an_allowance)
+{
+    struct qpack_dec d;
+    struct got g;
+    qpack_dec_init(&d, 4096, 0);
+    one_entry(&d, 2014);
+    const uint8_t dup = 0x00; /* Duplicate of the newest entry: 2,015 bytes copied */
+    for (int i = 0; i < QPACK_COPY_TABLES * 4096 / 2015; i++) /* 32 */
+        CHECK_INT(qpack_dec_encoder(&d, &dup, 1), 0);
+    CHECK_INT((int)d.copy_left, QPACK_COPY_TABLES * 4096 - 32 * 2015); /* 1,056: no 33rd */
+    /* a field section decoded: two tables' worth more (9,248), so four more pass, not five */
+    CHECK_INT(section(&d, 0, "0000 d1", 65536, &g), 0);
+    for (int i = 0; i < 4; i++)
+        CHECK_INT(qpack_dec_encoder(&d, &dup, 1), 0);
+    CHECK_INT(qpack_dec_encoder(&d, &dup, 1), -QPACK_EXCESSIVE_LOAD);
+    CHECK_INT(qpack_dec_encoder(&d, &dup, 1), -QPACK_ENCODER_STREAM_ERROR); /* failed since */
     qpack_dec_fini(&d);
 }
 
