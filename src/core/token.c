@@ -13,6 +13,13 @@ const unsigned char token_tchar[256] = {
     /* 0x80..0xff: not tokens */
 };
 
+const bool token_field_name_char[256] = {
+    ['a' ... 'z'] = true, ['0' ... '9'] = true, ['!'] = true,  ['#'] = true, ['$'] = true,
+    ['%'] = true,         ['&'] = true,         ['\''] = true, ['*'] = true, ['+'] = true,
+    ['-'] = true,         ['.'] = true,         ['^'] = true,  ['_'] = true, ['`'] = true,
+    ['|'] = true,         ['~'] = true,
+};
+
 int token_b64(char c)
 {
     if (c >= 'A' && c <= 'Z')

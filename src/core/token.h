@@ -1,5 +1,5 @@
 /* token: the RFC 9110 lexical pieces every parser here shares: tchar, OWS, ASCII case folding
- * and caseless compares, written once.
+ * and caseless compares, and the field-line rules HTTP/2 and HTTP/3 share, written once.
  * Must not: allocate, or know any field's grammar (that is each parser's own).
  * Ownership: pure functions over the caller's bytes; token_tchar is a const table. */
 #ifndef CORE_TOKEN_H
@@ -15,6 +15,41 @@ extern const unsigned char token_tchar[256];
 static inline bool token_is_tchar(unsigned char c)
 {
     return token_tchar[c];
+}
+
+/* The rules every field line of HTTP/2 and HTTP/3 must pass (RFC 9113 8.2.1, 8.2.2; RFC 9114
+ * 4.2: their framing carries names and values as bytes, unchecked), for their decoders and
+ * request checks alike: TOKEN_NAME_OK for a name of lower-case tchars (a pseudo-header's after
+ * its ':'), TOKEN_VALUE_OK for a value with no NUL, CR or LF and no space or tab at either end.
+ * A table, not a search: token_field_name_char is token_tchar without the capitals. */
+#define TOKEN_NAME_OK 1
+#define TOKEN_VALUE_OK 2
+extern const bool token_field_name_char[256];
+
+static inline unsigned token_field_name_ok(const char *name, size_t name_len)
+{
+    size_t i = name_len && name[0] == ':';
+    bool ok = name_len > i;
+    for (; i < name_len; i++)
+        ok &= token_field_name_char[(unsigned char)name[i]];
+    return ok ? TOKEN_NAME_OK : 0;
+}
+
+static inline unsigned token_field_value_ok(const char *v, size_t n)
+{
+    if (n && (v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t'))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == '\0' || v[i] == '\r' || v[i] == '\n')
+            return 0;
+    return TOKEN_VALUE_OK;
+}
+
+/* TOKEN_NAME_OK | TOKEN_VALUE_OK for a field line that passes both. */
+static inline unsigned token_field_check(const char *name, size_t name_len, const char *value,
+                                         size_t value_len)
+{
+    return token_field_name_ok(name, name_len) | token_field_value_ok(value, value_len);
 }
 
 /* OWS (RFC 9110 5.6.3): space or horizontal tab. */

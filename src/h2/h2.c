@@ -715,13 +715,13 @@ static void field_in(struct h2_session *s, const struct hpack_field *f)
     const char *n = f->name, *v = f->value;
     size_t nl = f->name_len, vl = f->value_len;
     if (nl && n[0] == ':') {
-        if (s->blk_regular || s->blk_trailers || !(f->valid & HPACK_NAME_OK))
+        if (s->blk_regular || s->blk_trailers || !(f->valid & TOKEN_NAME_OK))
             s->blk_malformed = true;
         else
             pseudo_keep(s, f);
         return;
     }
-    if (f->valid != (HPACK_NAME_OK | HPACK_VALUE_OK)) {
+    if (f->valid != (TOKEN_NAME_OK | TOKEN_VALUE_OK)) {
         s->blk_malformed = true;
         return;
     }

@@ -229,41 +229,8 @@ void hpack_dec_free(struct hpack_dec *d)
     table_free(&d->t);
 }
 
-/* A name is lower-case tchars (RFC 9113 8.2.1, 8.2.2; a pseudo-header's after its ':'); a value
- * has no NUL, CR or LF and no whitespace at either end (8.2.1). A table, not a search. */
-static const bool name_char[256] = {
-    ['a' ... 'z'] = true, ['0' ... '9'] = true, ['!'] = true,  ['#'] = true, ['$'] = true,
-    ['%'] = true,         ['&'] = true,         ['\''] = true, ['*'] = true, ['+'] = true,
-    ['-'] = true,         ['.'] = true,         ['^'] = true,  ['_'] = true, ['`'] = true,
-    ['|'] = true,         ['~'] = true,
-};
-
-static unsigned check_name(const char *name, size_t name_len)
-{
-    size_t i = name_len && name[0] == ':';
-    bool ok = name_len > i;
-    for (; i < name_len; i++)
-        ok &= name_char[(unsigned char)name[i]];
-    return ok ? HPACK_NAME_OK : 0;
-}
-
-static unsigned check_value(const char *v, size_t n)
-{
-    if (n && (v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t'))
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (v[i] == '\0' || v[i] == '\r' || v[i] == '\n')
-            return 0;
-    return HPACK_VALUE_OK;
-}
-
-unsigned hpack_field_check(const char *name, size_t name_len, const char *value, size_t value_len)
-{
-    return check_name(name, name_len) | check_value(value, value_len);
-}
-
 /* The name and value of index i (1-based over the static table, then the dynamic one), the
- * name's static index and what hpack_field_check says of them. Every static field passes. */
+ * name's static index and what token_field_check says of them. Every static field passes. */
 static int lookup(const struct hpack_dec *d, uint32_t i, const char **name, size_t *name_len,
                   const char **value, size_t *value_len, uint8_t *sidx, uint8_t *valid)
 {
@@ -273,7 +240,7 @@ static int lookup(const struct hpack_dec *d, uint32_t i, const char **name, size
         const struct hpack_static *s = &hpack_static[i - 1];
         *name = s->name, *name_len = s->name_len;
         *value = s->value, *value_len = s->value_len;
-        *sidx = (uint8_t)i, *valid = HPACK_NAME_OK | HPACK_VALUE_OK;
+        *sidx = (uint8_t)i, *valid = TOKEN_NAME_OK | TOKEN_VALUE_OK;
         return 0;
     }
     if (i - HPACK_STATIC_N > d->t.n)
@@ -298,7 +265,7 @@ int hpack_decode(struct hpack_dec *d, const uint8_t *in, size_t len, size_t *pos
         if (v <= HPACK_STATIC_N) {
             const struct hpack_static *st = &hpack_static[v - 1];
             *f = (struct hpack_field){st->name,      st->name_len, st->value,
-                                      st->value_len, (uint8_t)v,   HPACK_NAME_OK | HPACK_VALUE_OK};
+                                      st->value_len, (uint8_t)v,   TOKEN_NAME_OK | TOKEN_VALUE_OK};
         } else if (v - HPACK_STATIC_N <= d->t.n) {
             const struct hpack_entry *e = table_get(&d->t, v - HPACK_STATIC_N - 1);
             const char *name = d->t.bytes + e->off;
@@ -372,8 +339,9 @@ int hpack_decode(struct hpack_dec *d, const uint8_t *in, size_t len, size_t *pos
     f->sidx = sidx;
     f->valid = 0;
     if (fits) /* checked once here; an entry made of it keeps the answer */
-        f->valid = (uint8_t)((v ? valid & HPACK_NAME_OK : check_name(f->name, f->name_len)) |
-                             check_value(f->value, f->value_len));
+        f->valid =
+            (uint8_t)((v ? valid & TOKEN_NAME_OK : token_field_name_ok(f->name, f->name_len)) |
+                      token_field_value_ok(f->value, f->value_len));
     if (index) {
         if (!fits && (size_t)(nl + vl) + ENTRY_OVERHEAD <= d->t.max)
             return -ENOSPC;

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/token.h"
+
 #define HPACK_TABLE_MAX 4096 /* the largest dynamic table either side keeps, bytes */
 
 struct hpack_entry {
@@ -21,7 +23,7 @@ struct hpack_entry {
     uint16_t off;   /* name at bytes + off, value right behind it */
     uint16_t name_len, value_len;
     uint8_t sidx;  /* the static index of its name, or 0 (decoder: when it came indexed) */
-    uint8_t valid; /* decoder: its HPACK_NAME_OK | HPACK_VALUE_OK, checked once at insertion */
+    uint8_t valid; /* decoder: its TOKEN_NAME_OK | TOKEN_VALUE_OK, checked once at insertion */
 };
 
 /* A dynamic table (RFC 7541 2.3.2): entries in a ring, their bytes in one buffer, oldest first. */
@@ -44,17 +46,10 @@ struct hpack_field {
     /* Decoding: the static table index (1..61) of the name when the field named it by index,
      * directly or through a dynamic entry that did (so a caller recognises :method, :path,
      * host... by number, with no string compare), else 0; and whether the field is one HTTP/2
-     * may carry (hpack_field_check), known without a scan when it came from a table. */
+     * may carry (token_field_check), known without a scan when it came from a table. */
     uint8_t sidx;
     uint8_t valid;
 };
-
-#define HPACK_NAME_OK 1  /* lower-case tchars, after a leading ':' for a pseudo-header */
-#define HPACK_VALUE_OK 2 /* no NUL, CR or LF, no space or tab at either end */
-
-/* RFC 9113 8.2.1's rules for a field's name and value: HPACK_NAME_OK | HPACK_VALUE_OK for the
- * ones it passes. */
-unsigned hpack_field_check(const char *name, size_t name_len, const char *value, size_t value_len);
 
 /* ---- decoding ---- */
 

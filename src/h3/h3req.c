@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "h2/hpack.h"
+#include "core/token.h"
 
 void h3req_init(struct h3req *q)
 {
@@ -70,7 +70,7 @@ void h3req_field(struct h3req *q, const char *name, size_t name_len, const char 
     int32_t *index = NULL;
     if (q->malformed)
         return;
-    if (hpack_field_check(name, name_len, value, value_len) != (HPACK_NAME_OK | HPACK_VALUE_OK)) {
+    if (token_field_check(name, name_len, value, value_len) != (TOKEN_NAME_OK | TOKEN_VALUE_OK)) {
         q->malformed = true;
         return;
     }
