@@ -202,6 +202,7 @@ static void set_tick(struct uring *u, int ms)
 {
     u->tick = (struct __kernel_timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
     u->tick_due = mono_ns() + (uint64_t)ms * 1000000u;
+    u->tick_ms = ms;
 }
 
 static void arm_tick(struct runtime *w, struct uring *u)
@@ -219,6 +220,8 @@ static void arm_tick(struct runtime *w, struct uring *u)
 static void retick(struct runtime *w, struct uring *u)
 {
     int ms = w->up->wait_ms(w);
+    if (ms >= u->tick_ms) /* not before the armed tick, which waits at most that long */
+        return;
     if (mono_ns() + (uint64_t)ms * 1000000u + 1000000u >= u->tick_due)
         return;
     set_tick(u, ms);

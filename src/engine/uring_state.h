@@ -72,6 +72,7 @@ struct uring {
     uint64_t wake_val;
     struct __kernel_timespec tick; /* read by the kernel when the TIMEOUT is submitted */
     uint64_t tick_due;             /* when the armed TIMEOUT fires (CLOCK_MONOTONIC, ns) */
+    int tick_ms;                   /* and the wait it was armed with */
     struct conn *ready;            /* connections with a completion to report from the loop */
     /* --file-send splice; xfers is NULL in sendfile mode */
     struct xfer *xfers;
