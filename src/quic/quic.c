@@ -759,6 +759,13 @@ static void send_refusal(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const stru
 static void on_datagram(void *user, const struct udp_dgram *d)
 {
     struct quic_ep *ep = user;
+    /* ngtcp2 0.12 asserts a datagram's length (ngtcp2_pkt_decode_version_cid: datalen != 0,
+     * an abort of the whole process): no QUIC packet is empty, so an empty datagram, which
+     * anyone can send from any address, is dropped here before any ngtcp2 call. */
+    if (d->len == 0) {
+        ep->stats.dropped++;
+        return;
+    }
     ngtcp2_version_cid vc;
     int rv = ngtcp2_pkt_decode_version_cid(&vc, d->data, d->len, SCID_LEN);
     if (rv == NGTCP2_ERR_VERSION_NEGOTIATION) {

@@ -333,3 +333,28 @@ def test_path_mtu_discovery_grows_packets(make_server, h3root):
     assert big and max(sizes) <= 1452, (len(sizes), max(sizes))
     # most of the download's packets are the larger size, not just the probes
     assert len(big) > len(sizes) // 2, (len(big), len(sizes))
+
+
+def test_no_datagram_of_any_length_ends_the_server(make_server, h3root):
+    """Issue 35: Debian's ngtcp2 0.12 asserts that a datagram is not empty, so one 0-byte UDP
+    datagram (no handshake, any source address) aborted the process on both engines. Empty
+    datagrams, every length up to 64 bytes of a long and of a short header, and a real
+    client's Initial cut at every 7th byte: the server receives them all, stays up and still
+    answers HTTP/3."""
+    srv = make_server(h3root, args=("--metrics", "127.0.0.1:0"))
+    (initial, _), = _initials(1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        dgrams = [b""] * 3 + [b"\xc0" * n for n in range(65)] + [b"\x40" * n for n in range(65)]
+        dgrams += [initial[:n] for n in range(0, len(initial), 7)]
+        for d in dgrams:
+            s.sendto(d, ("127.0.0.1", srv.port))
+        time.sleep(0.3)
+        assert srv.alive(), srv.stderr_text()[-2000:]
+        resp, = h3_get("127.0.0.1", srv.port, srv.ca, [("GET", "/large.bin")])
+        assert resp.status == 200 and bytes(resp.body) == LARGE
+        wait_for(lambda: sum(v for k, v in scrape(srv).items()
+                             if k.startswith("ringhttpd_udp_datagrams_received_total"))
+                 >= len(dgrams), timeout=5)
+    finally:
+        s.close()
