@@ -5,23 +5,16 @@
 #include "core/date.h"
 #include "core/token.h"
 
-size_t cond_etag(char *out, size_t cap, uint64_t ino, uint64_t size, int64_t change_ns,
-                 const char *encoding)
+size_t cond_etag(char *out, size_t cap, const uint8_t digest[COND_DIGEST_LEN], const char *encoding)
 {
     static const char hex[] = "0123456789abcdef";
-    const uint64_t fields[3] = {ino, size, (uint64_t)change_ns};
-    char tmp[3 * 17 + 2];
+    char tmp[2 * COND_DIGEST_LEN + 1];
     size_t n = 0;
 
     tmp[n++] = '"';
-    for (int f = 0; f < 3; f++) {
-        if (f)
-            tmp[n++] = '-';
-        int shift = 60;
-        while (shift > 0 && !(fields[f] >> shift))
-            shift -= 4;
-        for (; shift >= 0; shift -= 4)
-            tmp[n++] = hex[(fields[f] >> shift) & 0xf];
+    for (int i = 0; i < COND_DIGEST_LEN; i++) {
+        tmp[n++] = hex[digest[i] >> 4];
+        tmp[n++] = hex[digest[i] & 0xf];
     }
 
     size_t enc = encoding ? strlen(encoding) : 0;

@@ -10,27 +10,31 @@
 
 #include "core/http1.h"
 
+/* The bytes of a representation's digest an ETag carries: the first 16 of its SHA-256. */
+#define COND_DIGEST_LEN 16
+
 /* Enough for any ETag cond_etag builds with an encoding name of up to 8 bytes, NUL included:
- * two quotes, three fields of at most 16 hex digits, three '-', 8 bytes and the NUL are 62. */
+ * two quotes, 32 hex digits, a '-', 8 bytes and the NUL are 44. */
 #define COND_ETAG_MAX 64
 
 /*
- * Writes the strong ETag of a file version, quoted, as a field value:
- *   "INODE-SIZE-CHANGE"            (identity)
- *   "INODE-SIZE-CHANGE-ENCODING"   (a precompressed variant: encoding "br", "zstd", "gzip")
- * with INODE, SIZE and CHANGE (nanoseconds since the epoch, two's complement when negative) in
- * lower-case hexadecimal without leading zeros. CHANGE is the file's status-change time (ctime):
- * unlike mtime no user can set it back, so a rewrite that restores size and mtime still gets a
- * new tag. Pass the metadata of the file actually sent (for a variant, the .br/.zst/.gz file's
- * own inode, size and ctime) and encoding NULL for identity.
- * The tag depends only on those values, so it is stable across restarts and workers, and the
- * suffix keeps variants distinct even if their metadata coincided. encoding must be a token
- * (letters, digits, '-').
+ * Writes the strong ETag of a representation, quoted, as a field value:
+ *   "DIGEST"            (identity: the file's own bytes)
+ *   "DIGEST-ENCODING"   (a compressed variant made from those bytes: "br", "zstd", "gzip",
+ *                        "dcz" and its dictionary)
+ * DIGEST is digest[0..COND_DIGEST_LEN) in lower-case hexadecimal: the first 32 digits of the
+ * bytes' SHA-256 (`sha256sum` prints them), so the tag depends on nothing but the bytes
+ * served (issue 38): two machines serving copies of one tree (`cp -r`, new inodes and mtimes)
+ * agree, and a reproducible build that keeps the size and an mtime of 0 still gets a new tag
+ * when a byte changes. A variant made by compression names the identity's digest and its
+ * encoding (the same compressor makes the same bytes from them); a precompressed sibling on
+ * disk has its own bytes' digest. encoding must be a token (letters, digits, '-'), NULL for
+ * identity.
  *
  * Returns the ETag's length without the NUL. When it is < cap, out holds the ETag and a NUL;
  * otherwise out holds a truncated prefix and nothing is written at or past out[cap].
  */
-size_t cond_etag(char *out, size_t cap, uint64_t ino, uint64_t size, int64_t change_ns,
+size_t cond_etag(char *out, size_t cap, const uint8_t digest[COND_DIGEST_LEN],
                  const char *encoding);
 
 /* The outcome of the preconditions; the values are the HTTP status codes. */

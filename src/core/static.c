@@ -158,7 +158,8 @@ static int finish(struct wbuf *h, struct static_ctx *ctx, struct plan *p, int st
 static void put_validators(struct wbuf *h, const struct static_file *f)
 {
     put_header(h, "Last-Modified: ", f->last_modified, strlen(f->last_modified));
-    put_header(h, "ETag: ", f->etag, f->etag_len);
+    if (f->etag_len) /* none while a large file's digest is being made (rt/fcache.h) */
+        put_header(h, "ETag: ", f->etag, f->etag_len);
 }
 
 static void put_vary(struct wbuf *h, const struct static_file *f)

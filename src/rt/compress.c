@@ -390,7 +390,9 @@ int compress_request(struct runtime *w, struct fentry *base, int coding,
         return -ENOSYS;
     for (const struct offload_job *q = c->q.inflight; q; q = q->inext) {
         const struct cjob *j = (const struct cjob *)q;
-        if (j->base == base && j->coding == coding &&
+        /* By version, not entry: an entry replaced when its digest came (rt/fcache.h) is
+         * compressed by the job its predecessor started. */
+        if (fcache_same_version(j->base, base) && j->coding == coding &&
             (coding != COMPRESS_DCZ || memcmp(j->dict_hash, dict_hash, ACCEPT_DICT_HASH) == 0))
             return -EINPROGRESS;
     }

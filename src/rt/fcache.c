@@ -17,12 +17,40 @@
 #include "core/cond.h"
 #include "core/static.h"
 #include "rt/file.h"
+#include "rt/offload.h"
 #include "rt/probes.h"
 #include "rt/stats.h"
 
 #define BUCKETS 4096      /* power of two */
 #define MAX_ENTRIES 2048  /* each may hold an fd: bounded well below RLIMIT_NOFILE */
 #define MAX_VARIANTS 4096 /* no fd; bounded so "did not pay" records cannot grow without end */
+/* Digests of file versions remembered, direct-mapped by version: an entry evicted or
+ * revalidated away finds its digest again without reading the file. 56 bytes a slot. */
+#define DIGEST_SLOTS 4096
+/* A file in memory up to this size is digested on the loop when it is loaded (~35 us at the
+ * development machine's 1.9 GB/s, the order of the read that brought it in); anything larger
+ * off the loop, its first responses without an ETag (Last-Modified still validates). */
+#define DIGEST_ON_LOOP (64u << 10)
+#define DIGEST_JOBS 64 /* in flight; past it a file waits for its next revalidation */
+
+/* A file version, as the cache tells versions apart (still_valid), and its digest. */
+struct fdigest {
+    uint64_t ino, dev, size;
+    int64_t mtime_ns, ctime_ns;
+    uint8_t d[COND_DIGEST_LEN];
+    bool used;
+};
+
+/* A digest made off the loop: the entry (a reference) and what the thread read. */
+struct djob {
+    struct offload_job job; /* first: the offload thread runs it (run_digest) */
+    struct fentry *e;
+    const char *data; /* e's contents when in memory, else read from fd */
+    int fd;
+    uint64_t size;
+    int err;
+    uint8_t d[COND_DIGEST_LEN];
+};
 
 struct fcache {
     int root_fd;
@@ -40,6 +68,9 @@ struct fcache {
     struct fentry *bucket[BUCKETS];
     struct stats *st;
     uint64_t generation; /* the last number given (a derived body's generation, fcache_id) */
+    struct offload q;    /* the digest thread, started on first use; none when wake_fd < 0 */
+    bool offload;
+    struct fdigest digests[DIGEST_SLOTS];
 };
 
 static inline uint64_t load8(const char *p)
@@ -98,11 +129,18 @@ static inline bool same_bytes(const char *a, const char *b, size_t n)
 }
 
 struct fcache *fcache_new(int root_fd, const struct mime_table *mime, size_t max_bytes,
-                          size_t max_file, size_t max_variant_bytes, struct stats *st)
+                          size_t max_file, size_t max_variant_bytes, struct stats *st, int wake_fd)
 {
     struct fcache *fc = calloc(1, sizeof(*fc));
     if (!fc)
         return NULL;
+    if (wake_fd >= 0) {
+        if (offload_init(&fc->q, 1, wake_fd) != 0) {
+            free(fc);
+            return NULL;
+        }
+        fc->offload = true;
+    }
     fc->root_fd = root_fd;
     fc->st = st;
     fc->mime = mime;
@@ -172,6 +210,14 @@ void fcache_free(struct fcache *fc)
 {
     if (!fc)
         return;
+    if (fc->offload) {
+        offload_fini(&fc->q);
+        struct offload_job *j;
+        while ((j = offload_abandon(&fc->q))) {
+            fcache_put(fc, ((struct djob *)j)->e);
+            free(j);
+        }
+    }
     fcache_reset(fc, -1, NULL);
     /* Every reference was given back first (sends finished, compression jobs dropped): an
      * entry still held now would be destroyed later against a freed cache. */
@@ -209,6 +255,32 @@ static void evict(struct fcache *fc, size_t want_bytes)
            (fc->entries >= MAX_ENTRIES || fc->bytes + want_bytes > fc->max_bytes))
         unlink_entry(fc, fc->lru.lru_next);
 }
+
+/* The slot of e's version in the digest memo. */
+static struct fdigest *digest_slot(struct fcache *fc, const struct fentry *e)
+{
+    uint64_t h = mix(mix(mix(e->ino, e->dev), e->size), (uint64_t)e->ctime_ns);
+    return &fc->digests[mix(h, (uint64_t)e->mtime_ns) & (DIGEST_SLOTS - 1)];
+}
+
+static bool same_version(const struct fdigest *d, const struct fentry *e)
+{
+    return d->ino == e->ino && d->dev == e->dev && d->size == e->size &&
+           d->mtime_ns == e->mtime_ns && d->ctime_ns == e->ctime_ns;
+}
+
+static void remember(struct fdigest *slot, const struct fentry *e)
+{
+    *slot = (struct fdigest){.ino = e->ino,
+                             .dev = e->dev,
+                             .size = e->size,
+                             .mtime_ns = e->mtime_ns,
+                             .ctime_ns = e->ctime_ns,
+                             .used = true};
+    memcpy(slot->d, e->digest, sizeof(slot->d));
+}
+
+static void set_validators(struct fentry *e);
 
 /* Opens and describes path; a failure to open becomes a remembered miss. */
 static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint32_t hash,
@@ -258,15 +330,6 @@ static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint
     }
     e->fd = fd;
     e->mime = mime_lookup(fc->mime, e->path, len);
-    /* ctime, not mtime: a file rewritten in place with its size and mtime restored (rsync
-     * --inplace -t, cp --preserve=timestamps) has other bytes, so it must have another ETag. */
-    e->etag_len = cond_etag(e->etag, sizeof(e->etag), e->ino, e->size, e->ctime_ns, NULL);
-    httpdate_format(e->mtime, e->last_modified);
-    struct static_file f = {.etag = e->etag,
-                            .etag_len = e->etag_len,
-                            .last_modified = e->last_modified,
-                            .content_type = e->mime};
-    e->rep_len = static_rep_headers(e->rep_headers, sizeof(e->rep_headers), &f);
     if (e->size <= fc->max_file) {
         evict(fc, e->size);
         e->data = malloc(e->size ? e->size : 1);
@@ -277,7 +340,31 @@ static struct fentry *load(struct fcache *fc, const char *path, size_t len, uint
             e->data = NULL;
         }
     }
+    struct fdigest *slot = digest_slot(fc, e);
+    if (slot->used && same_version(slot, e)) {
+        memcpy(e->digest, slot->d, sizeof(e->digest));
+        e->digested = true;
+    } else if ((e->data && e->size <= DIGEST_ON_LOOP) || !fc->offload) {
+        if ((e->data ? (file_digest_mem(e->data, e->size, e->digest, sizeof(e->digest)), 0)
+                     : file_digest_fd(fd, e->size, e->digest, sizeof(e->digest))) == 0) {
+            e->digested = true;
+            remember(slot, e);
+        }
+    }
+    httpdate_format(e->mtime, e->last_modified);
+    set_validators(e);
     return e;
+}
+
+/* The ETag (once the digest is known) and the representation's header lines made with it. */
+static void set_validators(struct fentry *e)
+{
+    e->etag_len = e->digested ? cond_etag(e->etag, sizeof(e->etag), e->digest, NULL) : 0;
+    struct static_file f = {.etag = e->etag,
+                            .etag_len = e->etag_len,
+                            .last_modified = e->last_modified,
+                            .content_type = e->mime};
+    e->rep_len = static_rep_headers(e->rep_headers, sizeof(e->rep_headers), &f);
 }
 
 /* True when the file at e's path is still the one e describes. ctime catches what the others
@@ -293,6 +380,65 @@ static bool still_valid(struct fcache *fc, const struct fentry *e)
            st.st_mtim.tv_sec * INT64_C(1000000000) + st.st_mtim.tv_nsec == e->mtime_ns &&
            st.st_ctim.tv_sec * INT64_C(1000000000) + st.st_ctim.tv_nsec == e->ctime_ns &&
            st.st_mode == e->mode;
+}
+
+static void run_digest(struct offload_job *oj)
+{
+    struct djob *j = (struct djob *)oj;
+    if (j->data)
+        file_digest_mem(j->data, j->size, j->d, sizeof(j->d));
+    else
+        j->err = file_digest_fd(j->fd, j->size, j->d, sizeof(j->d));
+}
+
+/* A regular file without its digest yet: a job for the digest thread, unless one is in flight
+ * or too many are (then it waits for the next revalidation, a second later at most). */
+static void digest_later(struct fcache *fc, struct fentry *e)
+{
+    if (e->digested || e->digesting || e->err || e->is_dir || !fc->offload ||
+        fc->q.count >= DIGEST_JOBS)
+        return;
+    struct djob *j = calloc(1, sizeof(*j));
+    if (!j)
+        return;
+    *j = (struct djob){.e = e, .data = e->data, .fd = e->fd, .size = e->size};
+    j->job.run = run_digest;
+    if (offload_submit(&fc->q, &j->job) != 0) {
+        free(j);
+        return;
+    }
+    e->digesting = true;
+    e->refs++; /* the job's: the fd and the data stay while the thread reads them */
+}
+
+void fcache_collect(struct fcache *fc)
+{
+    if (!fc->offload || !fc->q.count)
+        return;
+    struct djob *done = (struct djob *)offload_done(&fc->q);
+    while (done) {
+        struct djob *j = done;
+        done = (struct djob *)j->job.next;
+        struct fentry *e = j->e;
+        e->digesting = false;
+        if (j->err == 0) {
+            memcpy(e->digest, j->d, sizeof(e->digest));
+            e->digested = true;
+            remember(digest_slot(fc, e), e);
+            /* The entry's kept lines (rep_headers, the protocols' encodings of them, the kept
+             * answers) were made without an ETag: the current entry leaves the table, and the
+             * next request loads the file again and finds its digest in the memo. Responses in
+             * flight keep their reference and end as they began. */
+            for (struct fentry *p = fc->bucket[e->hash & (BUCKETS - 1)]; p; p = p->hnext) {
+                if (p == e) {
+                    unlink_entry(fc, e);
+                    break;
+                }
+            }
+        }
+        fcache_put(fc, e);
+        free(j);
+    }
 }
 
 /* fcache_get's miss: loads path and links it as the newest entry. Out of line, so that a hit
@@ -311,6 +457,7 @@ __attribute__((noinline)) static struct fentry *miss(struct fcache *fc, const ch
     e->hnext = fc->bucket[hash & (BUCKETS - 1)];
     fc->bucket[hash & (BUCKETS - 1)] = e;
     fc->entries++;
+    digest_later(fc, e);
     return e;
 }
 
@@ -325,6 +472,7 @@ struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64
     if (e && e->checked != now) {
         if (still_valid(fc, e)) {
             e->checked = now;
+            digest_later(fc, e); /* one that found the threads busy before */
         } else {
             unlink_entry(fc, e);
             e = NULL;
@@ -348,6 +496,14 @@ struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64
     fc->lru.lru_prev = e;
     e->refs++;
     return e;
+}
+
+bool fcache_same_version(const struct fentry *a, const struct fentry *b)
+{
+    return a == b || (!a->is_derived && !b->is_derived && a->root == b->root && a->ino == b->ino &&
+                      a->dev == b->dev && a->size == b->size && a->mtime_ns == b->mtime_ns &&
+                      a->ctime_ns == b->ctime_ns && a->path_len == b->path_len &&
+                      memcmp(a->path, b->path, a->path_len) == 0);
 }
 
 /* A variant's key: the base's path, a NUL (no path holds one), the version fields, the tag. */
@@ -421,6 +577,18 @@ int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char 
         free(data);
         return -ENAMETOOLONG;
     }
+    /* The base's digest, or its version's when the digest thread finished after the job that
+     * made this variant started from an entry without one (the variant is keyed by the version,
+     * so every entry of that version finds it). A variant of a file whose digest is still being
+     * made is not kept (it would never get an ETag); the next request makes it again. */
+    const uint8_t *digest = base->digested ? base->digest : NULL;
+    const struct fdigest *known = digest_slot(fc, base);
+    if (!digest && known->used && same_version(known, base))
+        digest = known->d;
+    if (data && !digest && !base->is_derived) {
+        free(data);
+        return -EAGAIN;
+    }
     uint32_t hash = hash_path(key, klen);
     struct fentry *old = find(fc, key, klen, hash);
     if (old)
@@ -456,10 +624,9 @@ int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char 
         fc->vbytes += len;
         stat_set(&fc->st->compress_cache_bytes, fc->vbytes);
     }
-    if (data && base->etag_len) {
+    if (data && digest) {
         char etag[COND_ETAG_MAX];
-        size_t n =
-            cond_etag(etag, sizeof(etag), base->ino, base->size, base->ctime_ns, etag_suffix);
+        size_t n = cond_etag(etag, sizeof(etag), digest, etag_suffix);
         if (n >= sizeof(e->etag)) {
             e->err = -ENODATA; /* cannot name it: do not send it */
         } else {

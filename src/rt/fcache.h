@@ -2,7 +2,9 @@
  * small files, their contents; also remembers misses, and holds the compressed variants of file
  * versions (bounded by their own byte budget, --compress-cache). Revalidated by a stat at most
  * once per second per entry (inode, size, mtime, ctime and mode), so a changed file's old bytes,
- * or a file whose permissions were taken away, are served for at most that long.
+ * or a file whose permissions were taken away, are served for at most that long. A file's ETag
+ * is its bytes' SHA-256 (cond.h), made when it is loaded for files in memory up to 64 KiB and by
+ * a digest thread of the cache's own for the rest, remembered per file version.
  * Must not: be shared between workers (no locks), or hand out an entry without a reference.
  * Ownership: entries are refcounted: the table holds one reference while an entry is current,
  * every fcache_get caller one more until fcache_put (a send in flight keeps its file open even
@@ -78,8 +80,11 @@ struct fentry {
     uint8_t variants;         /* bit (1 << enc) for each precompressed sibling present */
     int8_t compressible;      /* serve's memo of --compress-types: -1 not yet known */
     const char *mime;
-    char *data;               /* contents when small enough, else NULL */
-    char etag[COND_ETAG_MAX]; /* never truncated: see cond.h */
+    char *data;                      /* contents when small enough, else NULL */
+    uint8_t digest[COND_DIGEST_LEN]; /* of the bytes (a file's, a sibling's), when digested */
+    bool digested;
+    bool digesting;           /* a job of the digest thread holds a reference */
+    char etag[COND_ETAG_MAX]; /* never truncated: see cond.h; empty until digested */
     size_t etag_len;
     char last_modified[HTTPDATE_LEN + 1];
     char rep_headers[224]; /* static_rep_headers(), when it fits (rep_len < sizeof) */
@@ -99,9 +104,15 @@ struct fcache;
 struct stats;
 
 /* Hits, misses and the bytes held are counted in *st (the owning worker's). */
+/* wake_fd: the worker's eventfd, written when a digest made off the loop is ready (collect it
+ * with fcache_collect); -1 digests every file on the caller's thread when it is loaded. */
 struct fcache *fcache_new(int root_fd, const struct mime_table *mime, size_t max_bytes,
-                          size_t max_file, size_t max_variant_bytes, struct stats *st);
+                          size_t max_file, size_t max_variant_bytes, struct stats *st, int wake_fd);
 void fcache_free(struct fcache *fc);
+
+/* Takes the digests the thread finished: each file's entry is replaced at its next request by
+ * one whose ETag and kept lines carry it. On the worker's loop, as its tick runs. */
+void fcache_collect(struct fcache *fc);
 
 /* Forgets every entry (files and remembered misses) and looks files up beneath root_fd with
  * mime from now on: a reload or a moved document root. Entries still referenced by responses in
@@ -121,6 +132,10 @@ int fcache_root_fd(const struct fcache *fc);
  * was last checked before `now`. A miss is an entry with err set (-ENOENT, -EACCES, ...).
  * Returns NULL only when memory runs out. The caller owns one reference. */
 struct fentry *fcache_get(struct fcache *fc, const char *path, size_t len, int64_t now);
+
+/* Whether a and b describe one version of one file (or are one derived body): a job made
+ * from either serves both. */
+bool fcache_same_version(const struct fentry *a, const struct fentry *b);
 
 /* Takes one more reference to e (a job that outlives the request holding e). */
 static inline void fcache_hold(struct fentry *e)
@@ -148,7 +163,9 @@ struct fentry *fcache_variant_get(struct fcache *fc, const struct fentry *base, 
  * failure) with Content-Encoding etag_suffix in its ETag (none when base has none: a derived
  * body), or data NULL for "did not pay".
  * Evicts the least recently used variants to stay within the variant byte budget; a variant
- * larger than the whole budget is recorded as "did not pay". Returns 0 or -ENOMEM.
+ * larger than the whole budget is recorded as "did not pay". A file's variant is not kept while
+ * the file's digest is unknown (-EAGAIN: made again at a later request). Returns 0, -EAGAIN or
+ * -ENOMEM.
  */
 int fcache_variant_add(struct fcache *fc, const struct fentry *base, const char *tag,
                        size_t tag_len, char *data, size_t len, const char *etag_suffix);

@@ -177,7 +177,7 @@ static int init(struct worker *w, int id, const struct config *cfg, const struct
     if (conn_pool_init(&w->rt) < 0)
         goto err_mem;
     w->rt.cache = fcache_new(w->rt.site->root_fd, &w->rt.site->mime, cfg->cache_size,
-                             cfg->cache_max_file, cfg->compress_cache, &w->rt.stats);
+                             cfg->cache_max_file, cfg->compress_cache, &w->rt.stats, w->rt.wake_fd);
     if (!w->rt.cache)
         goto err_mem;
     if (config_compresses(cfg) && !(w->rt.compress = compress_new())) /* some site compresses */
@@ -456,6 +456,7 @@ bool worker_tick(struct worker *w)
 {
     read_clock(w);
     obs_tick(&w->rt, false);
+    fcache_collect(w->rt.cache);
     compress_collect(&w->rt);
     auth_collect(w->rt.auth, resume, &w->rt);
 #ifndef RINGHTTPD_NO_HTTP3

@@ -40,8 +40,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct http_str if_range = field(&p, end, &own[4]);
 
     char tag[COND_ETAG_MAX];
-    size_t tag_len = cond_etag(tag, sizeof(tag), size, (uint64_t)mtime, mtime * 1000000000,
-                               (data[0] & 1) ? "br" : NULL);
+    uint8_t digest[COND_DIGEST_LEN] = {0};
+    memcpy(digest, &size, sizeof(size));
+    memcpy(digest + sizeof(size), &mtime, sizeof(mtime));
+    size_t tag_len = cond_etag(tag, sizeof(tag), digest, (data[0] & 1) ? "br" : NULL);
     assert(tag_len < sizeof(tag) && strlen(tag) == tag_len);
     struct http_str etag = {tag, tag_len};
     bool get_or_head = req.method == HTTP_GET || req.method == HTTP_HEAD;

@@ -53,7 +53,8 @@ DECODE = {
     "gzip": gzip.decompress,
     None: lambda b: b,
 }
-ETAG = re.compile(r'^"[0-9a-f]+-[0-9a-f]+-[0-9a-f]+(-[a-z0-9]+)?"$')
+# The identity's digest (the first 32 hex digits of its SHA-256) and the variant's coding.
+ETAG = re.compile(r'^"[0-9a-f]{32}(-[a-z0-9]+)?"$')
 
 
 @pytest.fixture

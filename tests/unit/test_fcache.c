@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "rt/fcache.h"
+#include "rt/file.h"
 #include "rt/stats.h"
 
 struct fixture {
@@ -31,7 +34,7 @@ static void setup(struct fixture *f, size_t max_bytes, size_t max_file)
     CHECK(f->root >= 0);
     f->st = calloc(1, sizeof(*f->st));
     CHECK(f->st != NULL);
-    f->fc = fcache_new(f->root, NULL, max_bytes, max_file, 4096, f->st);
+    f->fc = fcache_new(f->root, NULL, max_bytes, max_file, 4096, f->st, -1);
     CHECK(f->fc != NULL);
 }
 
@@ -188,6 +191,69 @@ TEST(fcache_rewrite_with_size_and_mtime_restored)
     CHECK(strcmp(e->etag, etag) != 0);
     fcache_put(f.fc, e);
     teardown(&f);
+}
+
+/* Issue 38: the ETag is the bytes' digest, so two copies of a file (other inodes, other
+ * mtimes) agree, and a rewrite that keeps the size and sets mtime to 0 (a reproducible build)
+ * does not. */
+TEST(fcache_etag_is_the_bytes_digest)
+{
+    struct fixture f;
+    setup(&f, 1 << 20, 1 << 16);
+    put_file(&f, "a.txt", "hello");
+    put_file(&f, "b.txt", "hello");
+    struct timespec zero[2] = {{0, 0}, {0, 0}};
+    CHECK_INT(utimensat(f.root, "b.txt", zero, 0), 0);
+    struct fentry *a = get(&f, "a.txt", 1), *b = get(&f, "b.txt", 1);
+    CHECK_MEM(a->etag, a->etag_len, "\"2cf24dba5fb0a30e26e83b2ac5b9e29e\"");
+    CHECK(a->etag_len == b->etag_len && memcmp(a->etag, b->etag, a->etag_len) == 0);
+    fcache_put(f.fc, a);
+    fcache_put(f.fc, b);
+    put_file(&f, "b.txt", "hellp");
+    CHECK_INT(utimensat(f.root, "b.txt", zero, 0), 0);
+    b = get(&f, "b.txt", 2);
+    CHECK_MEM(b->data, 5, "hellp");
+    CHECK(b->etag_len == 34 && memcmp(b->etag, "\"2cf24dba", 9) != 0);
+    fcache_put(f.fc, b);
+    teardown(&f);
+}
+
+/* A file past the in-loop bound is digested by the cache's thread: served without an ETag
+ * until then (no request waits for it), then the entry is replaced by one that carries it. */
+TEST(fcache_large_file_digest_off_the_loop)
+{
+    struct fixture f;
+    strcpy(f.dir, "/tmp/ringhttpd-fcache-XXXXXX");
+    CHECK(mkdtemp(f.dir) != NULL);
+    f.root = open(f.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    f.st = calloc(1, sizeof(*f.st));
+    int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    CHECK(wake >= 0);
+    f.fc = fcache_new(f.root, NULL, 1 << 20, 1 << 16, 4096, f.st, wake);
+    CHECK(f.fc != NULL);
+    size_t len = 300000;
+    char *big = malloc(len + 1);
+    for (size_t i = 0; i < len; i++)
+        big[i] = (char)('a' + i % 23);
+    big[len] = '\0';
+    put_file(&f, "big.bin", big);
+    struct fentry *e = get(&f, "big.bin", 1);
+    CHECK(e->data == NULL && e->etag_len == 0);
+    struct pollfd pfd = {.fd = wake, .events = POLLIN};
+    CHECK_INT(poll(&pfd, 1, 10000), 1);
+    fcache_collect(f.fc);
+    struct fentry *again = get(&f, "big.bin", 1);
+    CHECK(again != e && again->etag_len == 34);
+    uint8_t want[COND_DIGEST_LEN];
+    file_digest_mem(big, len, want, sizeof(want));
+    char tag[COND_ETAG_MAX];
+    cond_etag(tag, sizeof(tag), want, NULL);
+    CHECK_MEM(again->etag, again->etag_len, tag);
+    fcache_put(f.fc, e); /* the first entry lived on for its holder */
+    fcache_put(f.fc, again);
+    free(big);
+    teardown(&f);
+    close(wake);
 }
 
 TEST(fcache_chmod_000_is_eacces)
