@@ -388,6 +388,10 @@ int compress_request(struct runtime *w, struct fentry *base, int coding,
     struct compressor *c = w->compress;
     if (!c)
         return -ENOSYS;
+    /* A variant's ETag names its file's digest (rt/fcache.h): until the digest thread has it
+     * (a hundredth of a compression's time), identity is sent and nothing is compressed. */
+    if (!base->digested && !base->is_derived)
+        return -EINPROGRESS;
     for (const struct offload_job *q = c->q.inflight; q; q = q->inext) {
         const struct cjob *j = (const struct cjob *)q;
         /* By version, not entry: an entry replaced when its digest came (rt/fcache.h) is

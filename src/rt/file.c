@@ -48,7 +48,7 @@ void file_digest_mem(const void *data, uint64_t len, uint8_t *out, size_t out_le
 
 int file_digest_fd(int fd, uint64_t size, uint8_t *out, size_t out_len)
 {
-    enum { BLOCK = 256 << 10 };
+    enum { BLOCK = 64 << 10 };
     int rc = -ENOMEM;
     char *buf = malloc(BLOCK);
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
