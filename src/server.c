@@ -249,6 +249,9 @@ static struct tls_settings tls_settings(struct server *sv, const struct config *
         .min_version = sv->cfg->tls_min,
         .alpn_h2 =
             sv->cfg->http2, /* ALPN offers h2 first; xport.c hands such a connection to w->h2 */
+        /* the start's files, read again: a reload rotates their keys */
+        .ticket_key_files = sv->cfg->ticket_key_files,
+        .num_ticket_key_files = sv->cfg->num_ticket_key_files,
     };
 }
 

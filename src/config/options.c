@@ -322,6 +322,19 @@ static int set_dictionary(struct config *cfg, const struct option_info *o, char 
     return 0;
 }
 
+/* The files are read (and their sizes checked) with the pairs, by tls_ctx_new. */
+static int set_ticket_key_file(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (!*arg)
+        return usage_error("--ticket-key-file wants a file");
+    if (cfg->num_ticket_key_files == CONFIG_MAX_TICKET_KEYS)
+        return usage_error("--ticket-key-file: at most %d files; '%s' is one more",
+                           CONFIG_MAX_TICKET_KEYS, arg);
+    cfg->ticket_key_files[cfg->num_ticket_key_files++] = arg;
+    return 0;
+}
+
 /* HTTPS (issue 14). The pairs are checked (files read, keys matched) by tls_ctx_new at start
  * and on every reload, not here; what the options need of each other, config.c's tls_check. */
 static int set_tls_port(struct config *cfg, const struct option_info *o, char *arg)
@@ -705,14 +718,25 @@ static bool same_real_ip(const struct config *a, const struct config *b)
                   (size_t)a->num_real_ip * sizeof(a->real_ip_from[0])) == 0;
 }
 
-static bool same_acme_domains(const struct config *a, const struct config *b)
+static bool same_list(const char *const *a, int na, const char *const *b, int nb)
 {
-    if (a->num_acme_domains != b->num_acme_domains)
+    if (na != nb)
         return false;
-    for (int i = 0; i < a->num_acme_domains; i++)
-        if (strcmp(a->acme_domains[i], b->acme_domains[i]) != 0)
+    for (int i = 0; i < na; i++)
+        if (strcmp(a[i], b[i]) != 0)
             return false;
     return true;
+}
+
+static bool same_ticket_keys(const struct config *a, const struct config *b)
+{
+    return same_list(a->ticket_key_files, a->num_ticket_key_files, b->ticket_key_files,
+                     b->num_ticket_key_files);
+}
+
+static bool same_acme_domains(const struct config *a, const struct config *b)
+{
+    return same_list(a->acme_domains, a->num_acme_domains, b->acme_domains, b->num_acme_domains);
 }
 
 /* ---- the table ---- */
@@ -1030,6 +1054,19 @@ static const struct option_info table[] = {
      .wants = "1.2 or 1.3",
      .help = "1.2 (default: TLS 1.2 and 1.3, Mozilla's intermediate\n"
              "profile) or 1.3 (TLS 1.3 only, Mozilla's modern profile)"},
+    /* The files (the start's list) are read again at every reload with the pairs: a fleet
+     * rotates keys by rewriting them, without a restart. */
+    {.name = "ticket-key-file",
+     .metavar = "FILE",
+     PROCESS,
+     .list = LIST_TICKET_KEYS,
+     .same = same_ticket_keys,
+     .set = set_ticket_key_file,
+     .help = "TLS session-ticket key (48 or 80 bytes, nginx's format:\n"
+             "openssl rand 80 > FILE), shared by every instance behind a\n"
+             "balancer so a session resumes on any; repeatable: the first\n"
+             "encrypts, the others still decrypt (their bytes re-read on\n"
+             "reload)"},
     {.name = "ktls",
      .metavar = "on|off",
      PROCESS,
@@ -1390,6 +1427,9 @@ static void layer_begin(struct config *cfg, enum option_list list)
         break;
     case LIST_HINTS:
         cfg->num_hints = 0;
+        break;
+    case LIST_TICKET_KEYS:
+        cfg->num_ticket_key_files = 0;
         break;
     case LIST_NONE:
     case OPTION_LISTS:

@@ -38,6 +38,7 @@ enum option_list {
     LIST_CORS,
     LIST_HINTS,
     LIST_ACME_DOMAINS,
+    LIST_TICKET_KEYS,
     OPTION_LISTS
 };
 
@@ -45,6 +46,7 @@ enum option_list {
 #define CONFIG_MAX_ERROR_PAGES 16
 #define CONFIG_MAX_REAL_IP 32
 #define CONFIG_MAX_DICTIONARIES 8
+#define CONFIG_MAX_TICKET_KEYS 16
 #define CONFIG_MAX_RULES 32 /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
 
 enum engine_kind { ENGINE_AUTO, ENGINE_URING, ENGINE_EPOLL };
@@ -136,6 +138,9 @@ struct config {
     size_t compress_min;        /* smallest body compressed */
     size_t compress_max;        /* largest body compressed (and largest dictionary) */
     size_t compress_cache;      /* bytes of compressed variants each worker keeps */
+    /* --ticket-key-file (issue 38): the first encrypts, all decrypt; read by tls_ctx_new */
+    const char *ticket_key_files[CONFIG_MAX_TICKET_KEYS];
+    int num_ticket_key_files;
     /* --dictionary URL path patterns ('*' wildcards, leading '/'), RFC 9842 */
     const char *dictionaries[CONFIG_MAX_DICTIONARIES];
     int num_dictionaries;

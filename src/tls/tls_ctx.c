@@ -2,10 +2,12 @@
 #include "tls/tls_ctx.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/bio.h>
 #include <openssl/core_names.h>
@@ -42,9 +44,12 @@ struct tls_keys {
 
 struct ticket_key {
     unsigned char name[16];
-    unsigned char aes[32];  /* AES-256-CBC, as OpenSSL's own ticket keys */
+    unsigned char aes[32];  /* AES-256-CBC, as OpenSSL's own ticket keys (16: AES-128-CBC) */
     unsigned char hmac[32]; /* HMAC-SHA256 */
+    unsigned char aes_len, hmac_len;
 };
+
+#define TICKET_FILES_MAX 16
 
 /* One OpenSSL context: the pairs that share a name set (at most one per key type). */
 struct tls_group {
@@ -74,6 +79,8 @@ struct tls_ctx {
     unsigned rotate;
     int64_t period; /* of cur; prev is period - 1 */
     struct ticket_key cur, prev;
+    struct ticket_key *file_keys; /* --ticket-key-file's, the first encrypting; or NULL */
+    int num_file_keys;
     char warnings[1024];
 };
 
@@ -114,6 +121,7 @@ static int derive_key(const struct tls_keys *keys, int64_t period, struct ticket
         return -EIO;
     memcpy(k->aes, mac, 32);
     memcpy(k->hmac, mac + 32, 32);
+    k->aes_len = k->hmac_len = 32;
     memcpy(msg, "ringhttpd tkname", 16);
     if (!EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, keys->secret, sizeof(keys->secret), msg,
                    sizeof(msg), mac, sizeof(mac), &mac_len))
@@ -123,10 +131,69 @@ static int derive_key(const struct tls_keys *keys, int64_t period, struct ticket
     return 0;
 }
 
+/* One --ticket-key-file into k: 0, or -errno with the reason in why. */
+static int read_ticket_file(const char *path, struct ticket_key *k, char *why, size_t why_len)
+{
+    unsigned char buf[81];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = -errno;
+        snprintf(why, why_len, "--ticket-key-file '%s': %s", path, strerror(-rc));
+        return rc;
+    }
+    ssize_t n = read(fd, buf, sizeof(buf));
+    int rc = n < 0 ? -errno : 0;
+    close(fd);
+    if (rc == 0 && n != 48 && n != 80)
+        rc = -EINVAL;
+    if (rc != 0) {
+        snprintf(why, why_len,
+                 "--ticket-key-file '%s': %s (48 or 80 bytes, nginx's ssl_session_ticket_key "
+                 "format: `openssl rand 80 > FILE`)",
+                 path, rc == -EINVAL ? "wrong size" : strerror(-rc));
+        OPENSSL_cleanse(buf, sizeof(buf));
+        return rc;
+    }
+    memcpy(k->name, buf, 16);
+    if (n == 80) { /* name, HMAC key, AES key: as nginx reads it */
+        memcpy(k->hmac, buf + 16, 32);
+        memcpy(k->aes, buf + 48, 32);
+        k->aes_len = k->hmac_len = 32;
+    } else { /* name, AES-128 key, HMAC key */
+        memcpy(k->aes, buf + 16, 16);
+        memcpy(k->hmac, buf + 32, 16);
+        k->aes_len = k->hmac_len = 16;
+    }
+    OPENSSL_cleanse(buf, sizeof(buf));
+    return 0;
+}
+
+static int read_ticket_files(struct tls_ctx *ctx, const struct tls_settings *s, char *why,
+                             size_t why_len)
+{
+    if (s->num_ticket_key_files <= 0)
+        return 0;
+    if (s->num_ticket_key_files > TICKET_FILES_MAX) {
+        snprintf(why, why_len, "--ticket-key-file: at most %d files", TICKET_FILES_MAX);
+        return -EINVAL;
+    }
+    if (!(ctx->file_keys = calloc((size_t)s->num_ticket_key_files, sizeof(*ctx->file_keys)))) {
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+    }
+    ctx->num_file_keys = s->num_ticket_key_files;
+    for (int i = 0; i < s->num_ticket_key_files; i++) {
+        int rc = read_ticket_file(s->ticket_key_files[i], &ctx->file_keys[i], why, why_len);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 void tls_ctx_set_time(struct tls_ctx *ctx, int64_t wall)
 {
     int64_t period = wall / ctx->rotate;
-    if (period == ctx->period)
+    if (ctx->num_file_keys || period == ctx->period)
         return;
     /* A failed derivation leaves keys no ticket matches, and full handshakes go on. */
     if (derive_key(ctx->keys, period, &ctx->cur) != 0 ||
@@ -142,14 +209,22 @@ static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
                      EVP_MAC_CTX *hctx, int enc)
 {
     struct tls_ctx *ctx = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
-    const struct ticket_key *k;
+    const struct ticket_key *k = NULL;
     int rc = 1;
-    if (enc) {
-        k = &ctx->cur;
-        if (RAND_bytes(iv, 16) != 1)
-            return -1;
-        memcpy(name, k->name, 16);
-    } else if (memcmp(name, ctx->cur.name, 16) == 0) {
+    if (ctx->num_file_keys) {
+        k = &ctx->file_keys[0];
+        for (int i = 0; !enc && k && i < ctx->num_file_keys; i++) {
+            k = &ctx->file_keys[i];
+            if (memcmp(name, k->name, 16) == 0)
+                break;
+            if (i == ctx->num_file_keys - 1)
+                k = NULL;
+        }
+        if (!k)
+            return 0; /* unknown key: a full handshake */
+        if (!enc && k != &ctx->file_keys[0])
+            rc = 2; /* good, but issue a ticket under the first file's key */
+    } else if (enc || memcmp(name, ctx->cur.name, 16) == 0) {
         k = &ctx->cur;
     } else if (memcmp(name, ctx->prev.name, 16) == 0) {
         k = &ctx->prev;
@@ -157,14 +232,20 @@ static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
     } else {
         return 0; /* unknown key: a full handshake */
     }
+    if (enc) {
+        if (RAND_bytes(iv, 16) != 1)
+            return -1;
+        memcpy(name, k->name, 16);
+    }
     OSSL_PARAM params[] = {
         OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
         OSSL_PARAM_construct_end(),
     };
-    if (!EVP_MAC_init(hctx, k->hmac, sizeof(k->hmac), params))
+    if (!EVP_MAC_init(hctx, k->hmac, k->hmac_len, params))
         return -1;
-    if (enc ? !EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv)
-            : !EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv))
+    const EVP_CIPHER *cipher = k->aes_len == 16 ? EVP_aes_128_cbc() : EVP_aes_256_cbc();
+    if (enc ? !EVP_EncryptInit_ex(cctx, cipher, NULL, k->aes, iv)
+            : !EVP_DecryptInit_ex(cctx, cipher, NULL, k->aes, iv))
         return -1;
     return rc;
 }
@@ -456,6 +537,9 @@ static void ctx_free(struct tls_ctx *ctx)
     BIO_meth_free(ctx->bio);
     OPENSSL_cleanse(&ctx->cur, sizeof(ctx->cur));
     OPENSSL_cleanse(&ctx->prev, sizeof(ctx->prev));
+    if (ctx->file_keys)
+        OPENSSL_cleanse(ctx->file_keys, (size_t)ctx->num_file_keys * sizeof(*ctx->file_keys));
+    free(ctx->file_keys);
     free(ctx);
 }
 
@@ -567,6 +651,8 @@ int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struc
     for (int i = 0; i < s->num_certs; i++)
         if ((rc = add_pair(ctx, s, i, why, why_len)) != 0)
             goto fail;
+    if ((rc = read_ticket_files(ctx, s, why, why_len)) != 0)
+        goto fail;
     tls_ctx_set_time(ctx, 0);
     *out = ctx;
     return 0;

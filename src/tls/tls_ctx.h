@@ -18,8 +18,8 @@
 struct x509_st;
 struct evp_pkey_st;
 
-/* Ticket keys change every 12 hours; a ticket made with the previous key is still accepted
- * (then replaced by a fresh one), so a ticket lives 12 to 24 hours. */
+/* Without --ticket-key-file, ticket keys change every 12 hours; a ticket made with the previous
+ * key is still accepted (then replaced by a fresh one), so a ticket lives 12 to 24 hours. */
 #define TLS_TICKET_ROTATE (12 * 3600)
 
 struct tls_cert_files {
@@ -51,6 +51,14 @@ struct tls_settings {
     int min_version;        /* 12: TLS 1.2 and 1.3, Mozilla "intermediate"; 13: TLS 1.3 only */
     bool alpn_h2;           /* the protocol layer serves HTTP/2: ALPN offers h2 before http/1.1 */
     unsigned ticket_rotate; /* seconds per ticket key; 0 means TLS_TICKET_ROTATE */
+    /* --ticket-key-file (issue 38): files of 48 or 80 bytes, nginx's ssl_session_ticket_key
+     * format (a 16-byte name, then for 80 bytes a 32-byte HMAC-SHA256 key and an AES-256-CBC
+     * key, for 48 bytes an AES-128-CBC key then a 16-byte HMAC key), read with the pairs. The
+     * first encrypts every ticket; the others still decrypt (a ticket under one of them is
+     * replaced by one under the first), so a fleet rotates by adding a new first file
+     * everywhere, then dropping the last. None: keys derived from the process's secret. */
+    const char *const *ticket_key_files;
+    int num_ticket_key_files;
 };
 
 struct tls_keys;
@@ -71,7 +79,8 @@ int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struc
 const char *tls_ctx_warnings(const struct tls_ctx *ctx);
 
 /* The wall clock (UNIX seconds) that picks the ticket key; the worker calls it once a second.
- * Every context given the same keys and time encrypts and accepts the same tickets. */
+ * Every context given the same keys and time encrypts and accepts the same tickets (with
+ * ticket key files, the files' keys whatever the time). */
 void tls_ctx_set_time(struct tls_ctx *ctx, int64_t wall);
 
 /* Drops the owner's reference; the context goes when its last connection is finished too. */

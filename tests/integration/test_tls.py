@@ -744,3 +744,62 @@ def test_first_line_not_http_over_tls_is_answered_with_close_notify(tls, first, 
     # openssl s_client sees the answer too.
     p = tls.s_client("-alpn", "http/1.1", "-servername", "localhost", "-ign_eof", data=first)
     assert b"HTTP/1.1 %d " % status in p.stdout, p.stdout[-2000:]
+
+
+# ---- session tickets shared across instances (issue 38) --------------------------------------
+
+
+def reload_tls(t):
+    """SIGHUP, then wait until the server says it read the TLS files again."""
+    said = t.srv.stderr_text().count("TLS certificates re-read")
+    t.srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while t.srv.stderr_text().count("TLS certificates re-read") == said:
+        assert time.monotonic() < deadline, t.srv.stderr_text()[-2000:]
+        time.sleep(0.05)
+
+
+def test_ticket_key_file_resumes_on_another_instance(make_tls, tmp_path):
+    """Two instances given one --ticket-key-file (80 bytes, nginx's format): a session made on
+    A resumes on B, over TLS 1.3 and 1.2; one with its own key does not. After B's file is
+    rewritten and B is reloaded, A's tickets no longer resume there; with the old key kept as
+    a second file they do (the first encrypts, the others still decrypt)."""
+    key, other = tmp_path / "ticket.key", tmp_path / "other.key"
+    key.write_bytes(os.urandom(80))
+    other.write_bytes(os.urandom(48))
+    a = make_tls(args=["--ticket-key-file", str(key)])
+    shutil.copy(key, tmp_path / "b.key")
+    (tmp_path / "b2.key").write_bytes(os.urandom(80))
+    b = make_tls(args=["--ticket-key-file", str(tmp_path / "b.key"),
+                       "--ticket-key-file", str(tmp_path / "b2.key")])
+    c = make_tls(args=["--ticket-key-file", str(other)])
+    sess = tmp_path / "sess.pem"
+    for version in ("-tls1_3", "-tls1_2"):
+        p = a.s_client(version, "-sess_out", sess, "-ign_eof",
+                       data=request("GET", "/", close=True))
+        assert p.returncode == 0 and sess.exists()
+        p = b.s_client(version, "-sess_in", sess, "-ign_eof", data=request("GET", "/", close=True))
+        assert b"Reused, TLSv1." in p.stdout, p.stdout.decode(errors="replace")[:2000]
+        p = c.s_client(version, "-sess_in", sess, "-ign_eof", data=request("GET", "/", close=True))
+        assert b"Reused, TLSv1." not in p.stdout and b"New, TLSv1." in p.stdout
+    # rotation on B: a new first key, A's key kept second: A's sessions still resume on B
+    shutil.copy(key, tmp_path / "b2.key")
+    (tmp_path / "b.key").write_bytes(os.urandom(80))
+    reload_tls(b)
+    p = a.s_client("-tls1_3", "-sess_out", sess, "-ign_eof", data=request("GET", "/", close=True))
+    p = b.s_client("-tls1_3", "-sess_in", sess, "-ign_eof", data=request("GET", "/", close=True))
+    assert b"Reused, TLSv1.3" in p.stdout, p.stdout.decode(errors="replace")[:2000]
+    # and with A's key gone from B altogether, they do not
+    (tmp_path / "b2.key").write_bytes(os.urandom(80))
+    reload_tls(b)
+    p = b.s_client("-tls1_3", "-sess_in", sess, "-ign_eof", data=request("GET", "/", close=True))
+    assert b"Reused" not in p.stdout and b"New, TLSv1.3" in p.stdout
+
+
+@pytest.mark.parametrize("size", [0, 47, 81])
+def test_ticket_key_file_of_the_wrong_size_is_refused(make_tls, tmp_path, size):
+    key = tmp_path / "ticket.key"
+    key.write_bytes(os.urandom(size))
+    srv = make_tls(args=["--ticket-key-file", str(key)], ready=False)
+    assert srv.proc.wait(timeout=10) == 1
+    assert "wrong size (48 or 80 bytes" in stderr_soon(srv, "wrong size", str(key))
