@@ -34,6 +34,7 @@
 #include "proto.h"
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
+#include "rt/file.h"
 #include "rt/metrics.h"
 #include "rt/site.h"
 #include "rt/worker.h"
@@ -496,6 +497,35 @@ static uint64_t monotonic_usec(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* HTTP/3's secret: the SHA-256 of --quic-secret-file's bytes (at least 32 of them), so that
+ * every instance given the file accepts the others' Retry tokens and can reset their
+ * connections (issue 38), or 32 random bytes per start without it. 0, or -1 after saying why. */
+static int h3_secret_make(const struct config *cfg, uint8_t secret[32])
+{
+    if (!cfg->quic_secret_file) {
+        if (getrandom(secret, 32, 0) == 32)
+            return 0;
+        fprintf(stderr, "ringhttpd: HTTP/3: no random secret: %s\n", strerror(errno));
+        return -1;
+    }
+    uint8_t buf[4096];
+    ssize_t n = -1;
+    int fd = open(cfg->quic_secret_file, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        n = read(fd, buf, sizeof(buf));
+        close(fd);
+    }
+    if (n < 32) {
+        fprintf(stderr, "ringhttpd: --quic-secret-file '%s': %s\n", cfg->quic_secret_file,
+                n < 0 ? strerror(errno) : "needs at least 32 bytes (openssl rand 32 > FILE)");
+        explicit_bzero(buf, sizeof(buf));
+        return -1;
+    }
+    file_digest_mem(buf, (uint64_t)n, secret, 32);
+    explicit_bzero(buf, sizeof(buf));
+    return 0;
 }
 
 #ifndef RINGHTTPD_NO_HTTP3
@@ -1093,10 +1123,8 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     if (!(sv.eng = engine_choose(cfg->engine, cfg->verbose, &sv.caps)))
         goto out;
     uint8_t h3_secret[32];
-    if (cfg->tls && cfg->http3 && getrandom(h3_secret, sizeof(h3_secret), 0) != sizeof(h3_secret)) {
-        fprintf(stderr, "ringhttpd: HTTP/3: no random secret: %s\n", strerror(errno));
+    if (cfg->tls && cfg->http3 && h3_secret_make(cfg, h3_secret) != 0)
         goto out;
-    }
 
     /* Every worker is set up before the process is confined (Landlock, --user): an engine reads
      * limits under /proc and opens /dev/null. Their threads start after, and so inherit it. */

@@ -1067,6 +1067,14 @@ static const struct option_info table[] = {
              "balancer so a session resumes on any; repeatable: the first\n"
              "encrypts, the others still decrypt (their bytes re-read on\n"
              "reload)"},
+    {.name = "quic-secret-file",
+     .metavar = "FILE",
+     PROCESS,
+     FIELD(FIELD_STRING, quic_secret_file),
+     .set = set_string,
+     .help = "HTTP/3's secret for Retry tokens and stateless resets (at\n"
+             "least 32 bytes: openssl rand 32 > FILE), shared by every\n"
+             "instance behind a balancer; read at start"},
     {.name = "ktls",
      .metavar = "on|off",
      PROCESS,

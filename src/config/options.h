@@ -138,6 +138,8 @@ struct config {
     size_t compress_min;        /* smallest body compressed */
     size_t compress_max;        /* largest body compressed (and largest dictionary) */
     size_t compress_cache;      /* bytes of compressed variants each worker keeps */
+    /* --quic-secret-file (issue 38): Retry tokens' and stateless resets' secret, read at start */
+    const char *quic_secret_file;
     /* --ticket-key-file (issue 38): the first encrypts, all decrypt; read by tls_ctx_new */
     const char *ticket_key_files[CONFIG_MAX_TICKET_KEYS];
     int num_ticket_key_files;

@@ -6,6 +6,7 @@ clients that abuse flow control (never extend it, send past it) hold nothing unb
 are io_uring operations on the io_uring engine."""
 
 import asyncio
+import os
 import random
 import shutil
 import signal
@@ -358,3 +359,67 @@ def test_no_datagram_of_any_length_ends_the_server(make_server, h3root):
                  >= len(dgrams), timeout=5)
     finally:
         s.close()
+
+
+def _handshake_via_retry(first, second, ca):
+    """An aioquic client whose first Initial goes to port `first`, which must answer with a
+    Retry; the client's next flight (with the token) and the rest of the handshake go to port
+    `second`, as an L4 balancer may send them, whose answers the client takes as from `first`
+    (the balancer's one address). True when the handshake completes there."""
+    from aioquic.quic.connection import QuicConnection
+    from aioquic.quic.events import HandshakeCompleted
+    from h3client import configuration
+    conn = QuicConnection(configuration=configuration(ca))
+    conn.connect(("127.0.0.1", first), now=time.monotonic())
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(0.2)
+    try:
+        for d, _ in conn.datagrams_to_send(now=time.monotonic()):
+            s.sendto(d, ("127.0.0.1", first))
+        retry = s.recv(65536)
+        assert retry[0] & 0xf0 == 0xf0, "not a Retry"  # long header, type 3
+        conn.receive_datagram(retry, ("127.0.0.1", first), now=time.monotonic())
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            for d, _ in conn.datagrams_to_send(now=time.monotonic()):
+                s.sendto(d, ("127.0.0.1", second))
+            try:
+                d = s.recv(65536)
+            except socket.timeout:
+                t = conn.get_timer()
+                if t is None:
+                    return False  # closed: refused
+                if t <= time.monotonic():
+                    conn.handle_timer(now=time.monotonic())
+                continue
+            # as from the one address a balancer shows the client
+            conn.receive_datagram(d, ("127.0.0.1", first), now=time.monotonic())
+            while (ev := conn.next_event()) is not None:
+                if isinstance(ev, HandshakeCompleted):
+                    return True
+        return False
+    finally:
+        s.close()
+
+
+def test_retry_token_from_one_instance_is_accepted_by_another(make_server, h3root, tmp_path):
+    """Issue 38: two instances given one --quic-secret-file accept each other's Retry tokens
+    (a balancer may send a client's second Initial to another instance); an instance with a
+    secret of its own refuses it (INVALID_TOKEN) and the handshake does not complete.
+    --http3-max-conns 1: every new client must prove its address first."""
+    secret = tmp_path / "quic.secret"
+    secret.write_bytes(os.urandom(32))
+    args = ("--http3-max-conns", "1", "--quic-secret-file", str(secret))
+    a, b = make_server(h3root, args=args), make_server(h3root, args=args)
+    c = make_server(h3root, args=("--http3-max-conns", "1"))
+    assert _handshake_via_retry(a.port, b.port, a.ca)
+    assert not _handshake_via_retry(a.port, c.port, a.ca)
+
+
+def test_quic_secret_file_too_short_is_refused(make_server, h3root, tmp_path):
+    secret = tmp_path / "quic.secret"
+    secret.write_bytes(os.urandom(31))
+    srv = make_server(h3root, args=("--quic-secret-file", str(secret)), ready=False)
+    assert srv.proc.wait(timeout=10) == 1
+    wait_for(lambda: "needs at least 32 bytes" in srv.stderr_text(), timeout=5)
