@@ -83,10 +83,20 @@ def test_same_answers_as_https(make_server, docroot):
     """Each request answered over HTTP/3 as over HTTP/1.1 on the TLS port: status, the fields
     that describe the representation, and the body, byte for byte."""
     srv = make_server(docroot)
-    got = h3(srv, CASES)
+    # A file over 64 KiB has no ETag until each worker's digest thread made it (issue 38):
+    # ask until every answer on both protocols is the settled one.
+    for _ in range(100):
+        got = h3(srv, CASES)
+        if all(r.header("etag") for r in got if r.status == 200):
+            break
+        time.sleep(0.05)
     for case, r3 in zip(CASES, got):
         method, path, *rest = case
-        r1 = fetch(srv, path, method=method, headers=rest[0] if rest else ())
+        for _ in range(100):
+            r1 = fetch(srv, path, method=method, headers=rest[0] if rest else ())
+            if r1.status != 200 or r1.header("etag"):
+                break
+            time.sleep(0.05)
         assert r3.status == r1.status, (case, r3, r1.status)
         for name in SAME:
             assert r3.header(name) == r1.header(name), (case, name, r3.headers, r1.headers)

@@ -279,7 +279,8 @@ def test_no_response_mixes_two_releases(make_server, releases):
     assert {n for n, _ in seen} == {b"1", b"2"}, seen
     etags = {}
     for n, etag in seen:
-        etags.setdefault(etag, set()).add(n)
+        if etag:  # none while a file version's digest is made off the loop (issue 38)
+            etags.setdefault(etag, set()).add(n)
     assert all(len(v) == 1 for v in etags.values()), etags
 
 
