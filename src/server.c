@@ -250,6 +250,7 @@ static struct tls_settings tls_settings(struct server *sv, const struct config *
         .min_version = sv->cfg->tls_min,
         .alpn_h2 =
             sv->cfg->http2, /* ALPN offers h2 first; xport.c hands such a connection to w->h2 */
+        .kx_groups = sv->cfg->tls_groups,
         /* the start's files, read again: a reload rotates their keys */
         .ticket_key_files = sv->cfg->ticket_key_files,
         .num_ticket_key_files = sv->cfg->num_ticket_key_files,
@@ -1222,6 +1223,11 @@ int server_run(struct config *cfg, const struct server_seams *seams)
                     "ringhttpd: kTLS: yes (the kernel encrypts responses after the "
                     "handshake with %s)\n",
                     caps_ktls_names(&sv.caps, names, sizeof(names)));
+        fprintf(stderr, "ringhttpd: TLS key exchange groups: %s%s\n",
+                cfg->tls_groups ? cfg->tls_groups : tls_default_groups(),
+                cfg->tls_groups || strstr(tls_default_groups(), "MLKEM")
+                    ? ""
+                    : " (this OpenSSL has no X25519MLKEM768)");
     }
     if (sv.acme && cfg->verbose)
         acme_describe(sv.acme, stderr);

@@ -1067,6 +1067,13 @@ static const struct option_info table[] = {
              "balancer so a session resumes on any; repeatable: the first\n"
              "encrypts, the others still decrypt (their bytes re-read on\n"
              "reload)"},
+    {.name = "tls-groups",
+     .metavar = "LIST",
+     PROCESS,
+     FIELD(FIELD_STRING, tls_groups),
+     .set = set_string,
+     .help = "key exchange groups, most preferred first (default:\n"
+             "X25519MLKEM768 where OpenSSL has it, X25519:P-256:P-384)"},
     {.name = "quic-secret-file",
      .metavar = "FILE",
      PROCESS,

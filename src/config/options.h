@@ -138,6 +138,7 @@ struct config {
     size_t compress_min;        /* smallest body compressed */
     size_t compress_max;        /* largest body compressed (and largest dictionary) */
     size_t compress_cache;      /* bytes of compressed variants each worker keeps */
+    const char *tls_groups;     /* --tls-groups, or NULL for tls_default_groups() */
     /* --quic-secret-file (issue 38): Retry tokens' and stateless resets' secret, read at start */
     const char *quic_secret_file;
     /* --ticket-key-file (issue 38): the first encrypts, all decrypt; read by tls_ctx_new */

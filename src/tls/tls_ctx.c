@@ -11,6 +11,7 @@
 
 #include <openssl/bio.h>
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -30,7 +31,10 @@ static const char intermediate_ciphers[] =
     "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305";
 static const char tls13_suites[] =
     "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
-static const char groups_list[] = "X25519:P-256:P-384";
+/* Key exchange groups (--tls-groups): the hybrid post-quantum one first where the linked
+ * OpenSSL has it (3.5 and later; Debian 12's 3.0 has not), as browsers and Cloudflare offer. */
+static const char kx_classic[] = "X25519:P-256:P-384";
+static const char kx_hybrid[] = "X25519MLKEM768:X25519:P-256:P-384";
 
 /* ALPN in wire format, server preference first. */
 static const unsigned char alpn_http1[] = "\x08http/1.1";
@@ -487,6 +491,32 @@ static bool same_names(X509 *a, X509 *b)
                                  X509_EXTENSION_get_data(X509_get_ext(b, ib))) == 0;
 }
 
+/* Whether this OpenSSL takes list as a group list. */
+static bool groups_known(const char *list)
+{
+    SSL_CTX *ssl = SSL_CTX_new(TLS_server_method());
+    bool ok = ssl && SSL_CTX_set1_groups_list(ssl, list) == 1;
+    SSL_CTX_free(ssl);
+    ERR_clear_error();
+    return ok;
+}
+
+const char *tls_default_groups(void)
+{
+    /* Asked of the library each time: a start asks it twice or so, per context made. */
+    return groups_known(kx_hybrid) ? kx_hybrid : kx_classic;
+}
+
+int tls_groups_check(const char *list, char *why, size_t why_len)
+{
+    if (groups_known(list))
+        return 0;
+    snprintf(why, why_len,
+             "--tls-groups '%s': a group this OpenSSL (%s) does not know; it knows e.g. %s", list,
+             OpenSSL_version(OPENSSL_VERSION), tls_default_groups());
+    return -EINVAL;
+}
+
 static SSL_CTX *make_ssl_ctx(struct tls_ctx *ctx, const struct tls_settings *s)
 {
     SSL_CTX *ssl = SSL_CTX_new(TLS_server_method());
@@ -509,8 +539,8 @@ static SSL_CTX *make_ssl_ctx(struct tls_ctx *ctx, const struct tls_settings *s)
                                        s->min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION) ||
         !SSL_CTX_set_cipher_list(ssl, intermediate_ciphers) ||
         !SSL_CTX_set_ciphersuites(ssl, tls13_suites) ||
-        !SSL_CTX_set1_groups_list(ssl, groups_list) || !SSL_CTX_set_dh_auto(ssl, 1) ||
-        !SSL_CTX_set_tlsext_ticket_key_evp_cb(ssl, ticket_cb) ||
+        !SSL_CTX_set1_groups_list(ssl, s->kx_groups ? s->kx_groups : tls_default_groups()) ||
+        !SSL_CTX_set_dh_auto(ssl, 1) || !SSL_CTX_set_tlsext_ticket_key_evp_cb(ssl, ticket_cb) ||
         !SSL_CTX_set_tlsext_servername_callback(ssl, servername_cb) ||
         !SSL_CTX_set_tlsext_servername_arg(ssl, ctx) || !SSL_CTX_set_app_data(ssl, ctx)) {
         SSL_CTX_free(ssl);
@@ -612,6 +642,8 @@ int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struc
         snprintf(why, why_len, "TLS needs 1 to %d --tls-cert/--tls-key pairs", TLS_MAX_CERTS);
         return -EINVAL;
     }
+    if (s->kx_groups && tls_groups_check(s->kx_groups, why, why_len) != 0)
+        return -EINVAL;
     struct tls_ctx *ctx = calloc(1, sizeof(*ctx));
     if (!ctx) {
         snprintf(why, why_len, "TLS: out of memory");

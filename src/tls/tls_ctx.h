@@ -59,7 +59,14 @@ struct tls_settings {
      * everywhere, then dropping the last. None: keys derived from the process's secret. */
     const char *const *ticket_key_files;
     int num_ticket_key_files;
+    const char *kx_groups; /* --tls-groups, OpenSSL's list syntax; NULL: tls_default_groups() */
 };
+
+/* The key exchange groups offered without --tls-groups: X25519MLKEM768 first where the linked
+ * OpenSSL has it, then X25519, P-256, P-384. */
+const char *tls_default_groups(void);
+/* 0 when the linked OpenSSL takes list, else -EINVAL with one line in why. */
+int tls_groups_check(const char *list, char *why, size_t why_len);
 
 struct tls_keys;
 

@@ -803,3 +803,26 @@ def test_ticket_key_file_of_the_wrong_size_is_refused(make_tls, tmp_path, size):
     srv = make_tls(args=["--ticket-key-file", str(key)], ready=False)
     assert srv.proc.wait(timeout=10) == 1
     assert "wrong size (48 or 80 bytes" in stderr_soon(srv, "wrong size", str(key))
+
+
+def test_tls_groups(make_tls):
+    """--tls-groups P-384: a client offering only X25519 is refused, one offering P-384 gets it
+    (s_client's Server Temp Key); the default takes X25519 and P-256; -v says which are on (and,
+    with Debian 12's OpenSSL 3.0, that it has no X25519MLKEM768); an unknown name is refused
+    at start with the names this OpenSSL knows."""
+    t = make_tls(args=["--tls-groups", "P-384", "-v"])
+    assert "TLS key exchange groups: P-384" in t.srv.stderr_text()
+    p = t.s_client("-tls1_3", "-groups", "X25519", data=b"")
+    assert b"Server Temp Key" not in p.stdout
+    p = t.s_client("-tls1_3", "-groups", "X25519:P-384", data=b"")
+    assert b"Server Temp Key: ECDH, secp384r1" in p.stdout, p.stdout[-1500:]
+    d = make_tls(args=["-v"])
+    p = d.s_client("-tls1_3", "-groups", "X25519", data=b"")
+    assert b"Server Temp Key: X25519" in p.stdout, p.stdout[-1500:]
+    p = d.s_client("-tls1_2", "-groups", "P-256", data=b"")
+    assert b"Server Temp Key: ECDH, prime256v1" in p.stdout, p.stdout[-1500:]
+    assert "TLS key exchange groups: X25519" in d.srv.stderr_text() or \
+        "TLS key exchange groups: X25519MLKEM768:X25519" in d.srv.stderr_text()
+    bad = make_tls(args=["--tls-groups", "X25519:nope"], ready=False)
+    assert bad.proc.wait(timeout=10) == 1
+    assert "does not know" in stderr_soon(bad, "does not know", "--tls-groups")
