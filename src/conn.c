@@ -13,14 +13,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "config/config.h"
 #include "core/plan.h"
+#include "core/proxy.h"
 #include "engine/engine.h"
 #include "pace.h"
 #include "proto.h"
 #include "rt/errlog.h"
 #include "rt/guard.h"
 #include "rt/runtime.h"
+#include "rt/stats.h"
 #include "transport.h"
 
 static void paced_tables_free(struct runtime *w);
@@ -141,6 +147,54 @@ static void slot_put(struct runtime *w, struct conn *c)
     w->conns.free_slots[w->conns.num_free++] = c->slot;
 }
 
+/* What a connection from a --proxy-protocol-from source holds until its PROXY header is read
+ * (issue 38): the listener it came from, and the header's first bytes when a read brought
+ * only part of it. */
+struct proxy_stage {
+    unsigned lst;
+    size_t len;
+    uint8_t buf[16 + PROXY_V2_MAX_BODY];
+};
+
+static const struct transport_ops proxy_reader;
+static const struct proto_ops proxy_waiter;
+
+/* The connection's own layers, from its listener: --limit-conn (which closes the client's
+ * connection past N here, before a handshake or a read spends anything on it; README: why not
+ * a 503), the transport, HTTP/1. 0, or -1 with everything undone but the slot. */
+static int conn_start(struct runtime *w, struct conn *c, unsigned lst)
+{
+    const struct listener *l = &w->listeners[lst];
+    if (w->guard && !guard_accept(w, conn_peer(c), &c->limit_counted))
+        return -1;
+    if (l->xport && l->xport->open(w, c, l->xport_ctx) < 0)
+        goto fail;
+    c->xport = l->xport;
+    c->proto = w->h1;
+    if (c->proto->open(w, c) < 0) {
+        if (c->xport)
+            c->xport->release(w, c);
+        c->xport = NULL;
+        goto fail;
+    }
+    return 0;
+fail:
+    if (c->limit_counted)
+        guard_closed(w, conn_peer(c));
+    c->limit_counted = false;
+    return -1;
+}
+
+/* Whether the socket's peer is a balancer that must open with a PROXY header. */
+static bool proxied(const struct runtime *w, const struct conn *c)
+{
+    const struct peer *p = conn_peer(c);
+    for (int i = 0; p->known && i < w->cfg->num_proxy_from; i++)
+        if (cidr_match(&w->cfg->proxy_from[i], p->family, p->addr))
+            return true;
+    return false;
+}
+
 struct conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held)
 {
     *held = false;
@@ -148,7 +202,6 @@ struct conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held)
         *held = !w->draining && hold(w, fd, lst); /* a drain closes held sockets: hold none */
         return NULL;
     }
-    const struct listener *l = &w->listeners[lst];
     struct conn *c = slot_take(w);
     c->timer.fire = timer_fired;
     c->fd = fd;
@@ -157,31 +210,179 @@ struct conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held)
     peer_set(&c->obs.peer, NULL, 0);
     if (w->want_peer)
         w->eng->peer(w, c, &c->obs.peer);
-    /* --limit-conn closes the client's connection past N here, before a handshake or a read
-     * spends anything on it (README: why not a 503). */
-    if (w->guard && !guard_accept(w, conn_peer(c), &c->limit_counted)) {
+    if (w->cfg->num_proxy_from && proxied(w, c)) {
+        /* Nothing of the connection's own until the header says whose it is. */
+        struct proxy_stage *st = malloc(sizeof(*st));
+        if (!st) {
+            slot_put(w, c);
+            return NULL;
+        }
+        st->lst = lst;
+        st->len = 0;
+        c->xstate = st;
+        c->xport = &proxy_reader;
+        c->proto = &proxy_waiter;
+        conn_arm(w, c, w->cfg->header_timeout);
+    } else if (conn_start(w, c, lst) != 0) {
         slot_put(w, c);
         return NULL; /* the engine closes fd */
-    }
-    if (l->xport && l->xport->open(w, c, l->xport_ctx) < 0)
-        goto fail;
-    c->xport = l->xport;
-    c->proto = w->h1;
-    if (c->proto->open(w, c) < 0) {
-        if (c->xport)
-            c->xport->release(w, c);
-        goto fail;
     }
     w->conns.active++;
     c->obs.slot = c->slot;
     obs_conn_accepted(w, &c->obs, fd);
     return c;
-fail:
-    if (c->limit_counted)
-        guard_closed(w, conn_peer(c));
-    slot_put(w, c);
-    return NULL; /* the engine closes fd */
 }
+
+static void proxy_refuse(struct runtime *w, struct conn *c, const char *why)
+{
+    stat_add(&w->stats.proxy_refused, 1);
+    errlog_limited(&w->conns.log_proxy, ERRLOG_WARN,
+                   "worker %d: %s from --proxy-protocol-from source %s: closed", w->id, why,
+                   conn_peer(c)->text);
+    conn_close(w, c);
+}
+
+/* The header's client becomes the connection's peer (a LOCAL header, a balancer's health
+ * check, and v1's UNKNOWN keep the socket's). */
+static void proxy_peer(struct conn *c, const struct proxy_info *pi)
+{
+    struct sockaddr_storage ss = {0};
+    unsigned len = 0;
+    if (pi->cmd != PROXY_FORWARDED || pi->family == AF_UNSPEC)
+        return;
+    if (pi->family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons(pi->src_port);
+        memcpy(&a->sin_addr, pi->src, 4);
+        len = sizeof(*a);
+    } else {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(pi->src_port);
+        memcpy(&a->sin6_addr, pi->src, 16);
+        len = sizeof(*a);
+    }
+    peer_set(&c->obs.peer, (const struct sockaddr *)&ss, len);
+}
+
+static void proxy_received(struct runtime *w, struct conn *c, const char *data, ssize_t n)
+{
+    struct proxy_stage *st = c->xstate;
+    if (n <= 0) {
+        proxy_refuse(w, c, n == 0 ? "closed before its PROXY header" : "failed before it");
+        return;
+    }
+    /* The header is read in place when one read brings it whole, as it nearly always does;
+     * else its pieces gather in the stage's buffer (at most the longest header). */
+    const uint8_t *in = (const uint8_t *)data;
+    size_t len = (size_t)n, took = 0;
+    if (st->len) {
+        size_t room = sizeof(st->buf) - st->len;
+        took = len < room ? len : room;
+        memcpy(st->buf + st->len, data, took);
+        st->len += took;
+        in = st->buf;
+        len = st->len;
+    }
+    struct proxy_info pi;
+    int rc = proxy_parse(in, len, &pi);
+    if (rc == PROXY_PARTIAL) {
+        if (!st->len) { /* shorter than the buffer: a partial header is shorter than any */
+            memcpy(st->buf, data, (size_t)n);
+            st->len = (size_t)n;
+        }
+        return; /* the buffer cannot fill with a partial: the parser says too long first */
+    }
+    if (rc < 0) {
+        proxy_refuse(w, c, proxy_strerror(rc));
+        return;
+    }
+    proxy_peer(c, &pi);
+    timer_cancel(&c->timer);
+    c->xport = NULL;
+    c->xstate = NULL;
+    if (conn_start(w, c, st->lst) != 0) {
+        free(st);
+        c->proto = &proxy_waiter; /* conn_closed calls its release */
+        conn_close(w, c);
+        return;
+    }
+    /* The bytes after the header are the connection's own: the rest of the read, or of the
+     * buffer and then what of the read was not copied into it. */
+    if (!st->len) {
+        if ((size_t)rc < len)
+            conn_received(w, c, data + rc, (ssize_t)(len - (size_t)rc));
+    } else {
+        if ((size_t)rc < st->len)
+            conn_received(w, c, (const char *)st->buf + rc, (ssize_t)(st->len - (size_t)rc));
+        if (took < (size_t)n && conn_open(c))
+            conn_received(w, c, data + took, n - (ssize_t)took);
+    }
+    free(st);
+}
+
+static void proxy_release(struct runtime *w, struct conn *c)
+{
+    (void)w;
+    free(c->xstate);
+    c->xstate = NULL;
+}
+
+/* Never called before the header is read: no protocol has sent anything. */
+static void proxy_send(struct runtime *w, struct conn *c, struct plan *p)
+{
+    (void)p;
+    conn_close(w, c);
+}
+
+/* Nothing is sent before the header is read: neither the stage nor the waiter hears of it. */
+static void sent_nothing(struct runtime *w, struct conn *c, int err)
+{
+    (void)w, (void)c, (void)err;
+}
+
+static void proxy_shutdown(struct runtime *w, struct conn *c)
+{
+    conn_close(w, c);
+}
+
+static const struct transport_ops proxy_reader = {
+    .name = "proxy",
+    .received = proxy_received,
+    .send = proxy_send,
+    .sent = sent_nothing,
+    .shutdown = proxy_shutdown,
+    .release = proxy_release,
+};
+
+static void waiter_input(struct runtime *w, struct conn *c, const char *data, ssize_t n)
+{
+    (void)data, (void)n;
+    conn_close(w, c);
+}
+
+static void waiter_timeout(struct runtime *w, struct conn *c)
+{
+    proxy_refuse(w, c, "no PROXY header within --header-timeout");
+}
+
+static void waiter_nothing(struct runtime *w, struct conn *c)
+{
+    (void)w, (void)c;
+}
+
+/* The connection's protocol while its header is awaited: a timeout or a drain closes it. */
+static const struct proto_ops proxy_waiter = {
+    .name = "proxy",
+    .input = waiter_input,
+    .sent = sent_nothing,
+    .timeout = waiter_timeout,
+    .drain = conn_close,
+    .release = waiter_nothing,
+    .resume = waiter_nothing,
+    .reclaim = conn_close,
+};
 
 void conn_close(struct runtime *w, struct conn *c)
 {

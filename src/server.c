@@ -456,7 +456,10 @@ static void steer_clients(struct server *sv)
  * them): steering goes on (steer_clients), and stays on. */
 static void steer_from(struct server *sv, const struct config *cfg)
 {
-    if (sv->steer || sv->inherited || !config_limits_clients(cfg))
+    /* Behind a balancer that sends PROXY headers, the source address is the balancer's: to
+     * steer by it would bring every client of one balancer to one worker. The kernel's hash
+     * spreads them, and --limit-conn and --limit-req count a proxied client per worker. */
+    if (sv->steer || sv->inherited || !config_limits_clients(cfg) || sv->cfg->num_proxy_from)
         return;
     sv->steer = getrandom(&sv->steer_seed, sizeof(sv->steer_seed), 0) == sizeof(sv->steer_seed);
     steer_clients(sv);

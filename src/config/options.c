@@ -267,17 +267,26 @@ static int set_access_log(struct config *cfg, const struct option_info *o, char 
     return 0;
 }
 
+/* One more CIDR of --NAME's list at list[*n]. */
+static int add_cidr(struct config *cfg, const char *name, struct cidr *list, int *n,
+                    const char *arg)
+{
+    if (*n == CONFIG_MAX_REAL_IP)
+        return usage_error("--%s: at most 32, '%s' is one too many", name, arg);
+    if (cidr_parse(arg, &list[*n]) != 0)
+        return usage_error("--%s wants an address or CIDR like 10.0.0.0/8, got '%s'", name, arg);
+    (*n)++;
+    return 0;
+}
+
 static int set_real_ip(struct config *cfg, const struct option_info *o, char *arg)
 {
-    (void)o;
-    if (cfg->num_real_ip == CONFIG_MAX_REAL_IP)
-        return usage_error("--real-ip-from: at most 32, '%s' is one too many", arg);
-    if (cidr_parse(arg, &cfg->real_ip_from[cfg->num_real_ip]) != 0)
-        return usage_error("--real-ip-from wants an address or CIDR like 10.0.0.0/8, "
-                           "got '%s'",
-                           arg);
-    cfg->num_real_ip++;
-    return 0;
+    return add_cidr(cfg, o->name, cfg->real_ip_from, &cfg->num_real_ip, arg);
+}
+
+static int set_proxy_from(struct config *cfg, const struct option_info *o, char *arg)
+{
+    return add_cidr(cfg, o->name, cfg->proxy_from, &cfg->num_proxy_from, arg);
 }
 
 /* "ADDR:PORT", "[V6]:PORT"; the address is checked when the listener opens. */
@@ -711,11 +720,19 @@ static bool same_tls_port(const struct config *a, const struct config *b)
     return a->tls == b->tls && (b->tls_port == 0 || a->tls_port == b->tls_port);
 }
 
+static bool same_cidrs(const struct cidr *a, int na, const struct cidr *b, int nb)
+{
+    return na == nb && memcmp(a, b, (size_t)na * sizeof(a[0])) == 0;
+}
+
 static bool same_real_ip(const struct config *a, const struct config *b)
 {
-    return a->num_real_ip == b->num_real_ip &&
-           memcmp(a->real_ip_from, b->real_ip_from,
-                  (size_t)a->num_real_ip * sizeof(a->real_ip_from[0])) == 0;
+    return same_cidrs(a->real_ip_from, a->num_real_ip, b->real_ip_from, b->num_real_ip);
+}
+
+static bool same_proxy_from(const struct config *a, const struct config *b)
+{
+    return same_cidrs(a->proxy_from, a->num_proxy_from, b->proxy_from, b->num_proxy_from);
 }
 
 static bool same_list(const char *const *a, int na, const char *const *b, int nb)
@@ -935,6 +952,15 @@ static const struct option_info table[] = {
      .set = set_real_ip,
      .help = "a trusted proxy: log the client from its X-Forwarded-For\n"
              "(rightmost untrusted address; repeatable, up to 32)"},
+    {.name = "proxy-protocol-from",
+     .metavar = "CIDR",
+     PROCESS,
+     .list = LIST_PROXY_FROM,
+     .same = same_proxy_from,
+     .set = set_proxy_from,
+     .help = "an L4 balancer: its connections must open with a PROXY\n"
+             "header (v1 or v2), whose client address is the connection's\n"
+             "(repeatable, up to 32); others are served directly"},
     {.name = "metrics",
      .metavar = "ADDR:PORT",
      PROCESS,
@@ -1445,6 +1471,9 @@ static void layer_begin(struct config *cfg, enum option_list list)
         break;
     case LIST_TICKET_KEYS:
         cfg->num_ticket_key_files = 0;
+        break;
+    case LIST_PROXY_FROM:
+        cfg->num_proxy_from = 0;
         break;
     case LIST_NONE:
     case OPTION_LISTS:

@@ -39,6 +39,7 @@ enum option_list {
     LIST_HINTS,
     LIST_ACME_DOMAINS,
     LIST_TICKET_KEYS,
+    LIST_PROXY_FROM,
     OPTION_LISTS
 };
 
@@ -131,6 +132,9 @@ struct config {
     enum log_format log_format;
     struct cidr real_ip_from[CONFIG_MAX_REAL_IP]; /* trusted proxies (--real-ip-from) */
     int num_real_ip;
+    /* --proxy-protocol-from: balancers whose connections open with a PROXY header (issue 38) */
+    struct cidr proxy_from[CONFIG_MAX_REAL_IP];
+    int num_proxy_from;
     const char *metrics_bind; /* --metrics ADDR:PORT split: the address, or NULL when off */
     uint16_t metrics_port;
     bool compress;              /* on-the-fly compression (--compress on|off) */

@@ -229,6 +229,10 @@ char *metrics_render(struct worker *const *ws, int n, const char *engine, struct
     PER_WORKER(f, "ringhttpd_limit_conn_refused_total", "counter",
                "Connections closed at accept: their client had --limit-conn open.", ws, n,
                limit_conn_refused);
+    PER_WORKER(f, "ringhttpd_proxy_refused_total", "counter",
+               "Connections from --proxy-protocol-from sources closed for their PROXY header "
+               "(missing, malformed, too long or too slow).",
+               ws, n, proxy_refused);
     PER_WORKER(f, "ringhttpd_limit_req_refused_total", "counter",
                "Requests answered 429: their client was past --limit-req.", ws, n,
                limit_req_refused);

@@ -70,7 +70,8 @@ struct conn_table {
     int held[HELD_MAX];         /* FIFO ring of sockets accepted while full, see conn_accepted */
     uint8_t held_lst[HELD_MAX]; /* ... and the listener each came from */
     unsigned held_first, held_count;
-    struct errlog_limit log_full; /* "all --max-conns slots busy" */
+    struct errlog_limit log_full;  /* "all --max-conns slots busy" */
+    struct errlog_limit log_proxy; /* a PROXY header missing, malformed or too long */
 };
 
 /* Listening sockets per worker: the HTTP port, and one per further transport (TLS). */

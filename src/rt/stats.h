@@ -56,6 +56,9 @@ struct stats {
     stat_t limit_conn_refused;
     stat_t limit_req_refused;
     stat_t limit_uncounted;
+    /* Connections from --proxy-protocol-from sources closed for their PROXY header (missing,
+     * malformed, too long, too slow). */
+    stat_t proxy_refused;
     /* Compression (rt/compress.c): variants made, kept (saved at least 5%), made on the loop,
      * requests not queued because the queue was full; identity bytes of the kept ones and what
      * they saved; CPU time compressing; gauge: bytes of variants the cache holds. */

@@ -411,7 +411,8 @@ static void switch_site(struct worker *w)
     if (guard_configure(&w->rt, top) < 0) /* a limit added by the reload (issue 28) */
         errlog(ERRLOG_WARN, "worker %d: reload: no memory for the per-client limits' tables",
                w->rt.id);
-    w->rt.want_peer = w->rt.alog || s->any_auth || guard_on(w->rt.guard);
+    w->rt.want_peer =
+        w->rt.alog || s->any_auth || guard_on(w->rt.guard) || w->rt.cfg->num_proxy_from;
     if (!w->rt.compress && config_compresses(top) && !(w->rt.compress = compress_new()))
         errlog(ERRLOG_WARN, "worker %d: reload: no memory for a compressor: not compressing",
                w->rt.id);
@@ -529,7 +530,8 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     /* w->rt.alog is set after worker_init */
-    w->rt.want_peer = w->rt.alog || w->rt.site->any_auth || guard_on(w->rt.guard);
+    w->rt.want_peer =
+        w->rt.alog || w->rt.site->any_auth || guard_on(w->rt.guard) || w->rt.cfg->num_proxy_from;
     int rc = w->rt.eng->run(&w->rt);
     if (rc < 0)
         errlog(ERRLOG_ERROR, "worker %d: %s", w->rt.id, strerror(-rc));

@@ -91,7 +91,8 @@ static size_t v2(uint8_t *out, uint8_t ver_cmd, uint8_t fam, const uint8_t *body
     out[13] = fam;
     out[14] = (uint8_t)(n >> 8);
     out[15] = (uint8_t)n;
-    memcpy(out + 16, body, n);
+    if (n)
+        memcpy(out + 16, body, n);
     return 16 + n;
 }
 
