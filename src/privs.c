@@ -107,23 +107,32 @@ static int parent_dir(const char *path, char *out)
     return realpath(dirname(copy), out) ? 0 : -errno;
 }
 
-/* A site's root (its directory's parent, before and after resolving links, so a re-pointed
- * symlink or a recreated root stays readable), its htpasswd and --mime-types files. */
-static int allow_level(int rs, const struct config *c, char *why, size_t why_len)
+/* Read access beneath the directory that holds path as given and beneath the one that holds
+ * what it resolves to. A rule on the file's inode would not do: sed -i, mv, git checkout and
+ * the deploy tools replace a file by renaming a new one over it, and a Kubernetes ConfigMap
+ * re-points its ..data symlink, so the file a reload reads is a new inode (issue 36). */
+static int allow_dirs_of(int rs, const char *path, char *why, size_t why_len)
 {
     char dir[PATH_MAX], resolved[PATH_MAX];
+    int rc = parent_dir(path, dir);
+    if (rc == 0)
+        rc = add_rule(rs, dir, LL_READ, why, why_len);
+    if (rc == 0 && realpath(path, resolved) && parent_dir(resolved, dir) == 0)
+        rc = add_rule(rs, dir, LL_READ, why, why_len);
+    return rc;
+}
+
+/* A site's root (its directory's parent, before and after resolving links, so a re-pointed
+ * symlink or a recreated root stays readable), its htpasswd and --mime-types files' directories. */
+static int allow_level(int rs, const struct config *c, char *why, size_t why_len)
+{
     int rc = 0;
-    if (c->docroot) { /* the top level has none when only its sites name roots */
-        rc = parent_dir(c->docroot, dir);
-        if (rc == 0)
-            rc = add_rule(rs, dir, LL_READ, why, why_len);
-        if (rc == 0 && realpath(c->docroot, resolved) && parent_dir(resolved, dir) == 0)
-            rc = add_rule(rs, dir, LL_READ, why, why_len);
-    }
+    if (c->docroot) /* the top level has none when only its sites name roots */
+        rc = allow_dirs_of(rs, c->docroot, why, why_len);
     for (int i = 0; i < c->num_auths && rc == 0; i++)
-        rc = add_rule(rs, c->auths[i].htpasswd, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
+        rc = allow_dirs_of(rs, c->auths[i].htpasswd, why, why_len);
     if (rc == 0 && c->mime_file) /* a site's own --mime-types, re-read by a reload */
-        rc = add_rule(rs, c->mime_file, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
+        rc = allow_dirs_of(rs, c->mime_file, why, why_len);
     return rc;
 }
 
@@ -156,25 +165,17 @@ int privs_landlock(const struct config *cfg, char *why, size_t why_len)
         snprintf(why, why_len, "landlock: create ruleset: %s", strerror(err));
         return -err;
     }
-    char dir[PATH_MAX], resolved[PATH_MAX];
+    char dir[PATH_MAX];
     int rc = 0;
     for (int i = -1; i < cfg->num_sites && rc == 0; i++) /* the top level, then each site */
         rc = allow_level(rs, i < 0 ? cfg : &cfg->sites[i], why, why_len);
     if (rc == 0 && cfg->config_file) /* SIGHUP re-reads it */
-        rc = add_rule(rs, cfg->config_file, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
-    if (rc == 0 && cfg->mime_file)
-        rc = add_rule(rs, cfg->mime_file, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
+        rc = allow_dirs_of(rs, cfg->config_file, why, why_len);
     /* A reload re-reads the TLS pairs, perhaps replaced by new files (certbot's renewals are
-     * new files behind symlinks): their directories, as given and resolved. */
-    for (int i = 0; rc == 0 && i < cfg->num_tls_certs; i++) {
-        const char *files[2] = {cfg->tls_certs[i].cert, cfg->tls_certs[i].key};
-        for (int j = 0; rc == 0 && j < 2; j++) {
-            if ((rc = parent_dir(files[j], dir)) == 0)
-                rc = add_rule(rs, dir, LL_READ, why, why_len);
-            if (rc == 0 && realpath(files[j], resolved) && parent_dir(resolved, dir) == 0)
-                rc = add_rule(rs, dir, LL_READ, why, why_len);
-        }
-    }
+     * new files behind symlinks). */
+    for (int i = 0; rc == 0 && i < cfg->num_tls_certs; i++)
+        if ((rc = allow_dirs_of(rs, cfg->tls_certs[i].cert, why, why_len)) == 0)
+            rc = allow_dirs_of(rs, cfg->tls_certs[i].key, why, why_len);
     /* The access log is reopened on SIGUSR1, after a rotation perhaps as a new file. */
     if (rc == 0 && cfg->access_log && strcmp(cfg->access_log, "-") != 0 &&
         (rc = parent_dir(cfg->access_log, dir)) == 0)
