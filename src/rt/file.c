@@ -28,3 +28,8 @@ int file_read_all(int fd, char *buf, uint64_t size)
     }
     return 0;
 }
+
+bool file_refused_by_policy(const char *path, int mode)
+{
+    return faccessat(AT_FDCWD, path, mode, AT_EACCESS) == 0;
+}

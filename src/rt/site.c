@@ -234,10 +234,10 @@ int site_check_roots(const struct site *s, const char *who, char *why, size_t wh
             continue;
         }
         int err = errno;
-        /* Landlock checks opens, not access(2): a root the permissions let us read but whose
-         * open is refused lies outside what the domain allows, and no process can widen its
-         * own domain. Anything else would serve 403 to every request, with nothing logged. */
-        if (err == EACCES && faccessat(AT_FDCWD, root, R_OK | X_OK, AT_EACCESS) == 0)
+        /* A root the permissions let us read but whose open is refused lies outside what the
+         * Landlock domain allows, and no process can widen its own domain. Either would serve
+         * 403 to every request, with nothing logged. */
+        if (err == EACCES && file_refused_by_policy(root, R_OK | X_OK))
             snprintf(why, why_len,
                      "document root '%s' is outside the directories Landlock let this process "
                      "read when it started (those holding the start's roots and files); "

@@ -260,3 +260,33 @@ def test_user_who_cannot_write_the_log_directory_is_warned_at_start(make_server,
     os.chown(logs, pwd.getpwnam("nobody").pw_uid, -1)
     ok = make_server(www, args=["--user", "nobody", "--access-log", str(logs / "b.log")])
     assert "SIGUSR1" not in ok.stderr_text()
+
+
+@pytest.mark.parametrize("user", USERS, ids=["root", "nobody"])
+def test_mime_types_replaced_by_rename_is_reloaded(make_server, layout, user):
+    base, etc, www = layout
+    types = etc / "extra.types"
+    replace(types, "application/x-first ringtest\n")
+    (www / "f.ringtest").write_bytes(b"x")
+    (www / "f.ringtest").chmod(0o644)
+    server = make_server(www, args=["--mime-types", str(types), *user_args(user)])
+    assert fetch(server, "/f.ringtest").header("content-type") == "application/x-first"
+    replace(types, "application/x-second ringtest\n")
+    hup(server, 1)
+    assert "failed" not in server.stderr_text(), server.stderr_text()[-2000:]
+    assert fetch(server, "/f.ringtest").header("content-type") == "application/x-second"
+
+
+def test_reload_naming_a_file_outside_landlocks_trees_says_to_restart(make_server, layout):
+    base, etc, www = layout
+    elsewhere = base / "srv" / "auth"
+    elsewhere.mkdir(parents=True)
+    _htpasswd(elsewhere / "htpasswd", "alice", "one")
+    cfg = etc / "ringhttpd.yaml"
+    replace(cfg, config(www))
+    server = make_server(args=["--config", str(cfg)])
+    replace(cfg, config(www, **{"basic-auth": f"/private/={elsewhere / 'htpasswd'}"}))
+    hup(server, 1)
+    text = server.stderr_text()
+    assert "reload (SIGHUP) failed" in text and "Landlock" in text and "restart" in text, text
+    assert fetch(server, "/private/x.txt").body == b"secret\n"  # the previous configuration
