@@ -290,3 +290,20 @@ def test_reload_naming_a_file_outside_landlocks_trees_says_to_restart(make_serve
     text = server.stderr_text()
     assert "reload (SIGHUP) failed" in text and "Landlock" in text and "restart" in text, text
     assert fetch(server, "/private/x.txt").body == b"secret\n"  # the previous configuration
+
+
+def test_reload_adding_a_site_outside_landlocks_trees_is_refused_and_says_so(make_server, layout):
+    """The issue's case: a site added by a reload with its root elsewhere answered 403 to all."""
+    base, etc, www = layout
+    other = base / "srv" / "b.test"
+    other.mkdir(parents=True)
+    (other / "a.txt").write_bytes(b"b\n")
+    site_a = f"  - hosts: [a.test]\n    default: true\n    root: {www}\n"
+    cfg = etc / "ringhttpd.yaml"
+    replace(cfg, "sites:\n" + site_a)
+    server = make_server(args=["--config", str(cfg)])
+    replace(cfg, "sites:\n" + site_a + f"  - hosts: [b.test]\n    root: {other}\n")
+    hup(server, 1)
+    text = server.stderr_text()
+    assert "reload (SIGHUP) failed" in text and "Landlock" in text and str(other) in text, text
+    assert fetch(server, "/a.txt", host="b.test").body == b"a\n"  # the default site, as before
