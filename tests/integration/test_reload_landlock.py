@@ -307,3 +307,16 @@ def test_reload_adding_a_site_outside_landlocks_trees_is_refused_and_says_so(mak
     text = server.stderr_text()
     assert "reload (SIGHUP) failed" in text and "Landlock" in text and str(other) in text, text
     assert fetch(server, "/a.txt", host="b.test").body == b"a\n"  # the default site, as before
+
+
+def test_verbose_lists_the_trees_landlock_allows(make_server, layout):
+    """A directory rule grants its whole tree: -v says which, once each."""
+    base, etc, www = layout
+    cfg = etc / "ringhttpd.yaml"
+    replace(cfg, config(www))
+    _htpasswd(etc / "htpasswd", "alice", "one")
+    server = make_server(args=["-v", "--config", str(cfg),
+                               "--basic-auth", f"/private/={etc / 'htpasswd'}"])
+    lines = [ln for ln in server.stderr_text().splitlines() if "landlock: may read beneath" in ln]
+    assert sorted(ln.rsplit(" ", 1)[1] for ln in lines) == sorted([str(etc), str(www.parent)]), \
+        lines
