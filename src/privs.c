@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <linux/landlock.h>
 #include <pwd.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,8 +81,21 @@ int privs_drop(const char *spec, char *why, size_t why_len)
 #define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
 #define LL_READ (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
 
-static int add_rule(int ruleset, const char *path, uint64_t access, char *why, size_t why_len)
+/* The ruleset being filled, whether -v lists what each rule allows, and the read rules made
+ * so far (each directory said once: the root's parent often holds the config file too). */
+struct ruleset {
+    int fd;
+    bool verbose;
+    int nread;
+    char *read[64];
+};
+
+static int add_rule(struct ruleset *rs, const char *path, uint64_t access, char *why,
+                    size_t why_len)
 {
+    for (int i = 0; access == LL_READ && i < rs->nread; i++)
+        if (strcmp(rs->read[i], path) == 0)
+            return 0;
     int fd = open(path, O_PATH | O_CLOEXEC);
     if (fd < 0) {
         int err = errno;
@@ -89,13 +103,20 @@ static int add_rule(int ruleset, const char *path, uint64_t access, char *why, s
         return -err;
     }
     struct landlock_path_beneath_attr attr = {.allowed_access = access, .parent_fd = fd};
-    long rc = syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &attr, 0);
+    long rc = syscall(SYS_landlock_add_rule, rs->fd, LANDLOCK_RULE_PATH_BENEATH, &attr, 0);
     int err = errno;
     close(fd);
     if (rc != 0) {
         snprintf(why, why_len, "landlock: rule for %s: %s", path, strerror(err));
         return -err;
     }
+    if (access == LL_READ && rs->nread < (int)(sizeof(rs->read) / sizeof(rs->read[0])) &&
+        (rs->read[rs->nread] = strdup(path)))
+        rs->nread++;
+    if (rs->verbose) /* what a directory rule grants is the whole tree: say which trees */
+        fprintf(stderr, "ringhttpd: landlock: %s beneath %s\n",
+                access & LANDLOCK_ACCESS_FS_MAKE_REG ? "may create and write files" : "may read",
+                path);
     return 0;
 }
 
@@ -107,23 +128,33 @@ static int parent_dir(const char *path, char *out)
     return realpath(dirname(copy), out) ? 0 : -errno;
 }
 
-/* A site's root (its directory's parent, before and after resolving links, so a re-pointed
- * symlink or a recreated root stays readable), its htpasswd and --mime-types files. */
-static int allow_level(int rs, const struct config *c, char *why, size_t why_len)
+/* Read access beneath the directory that holds path as given and beneath the one that holds
+ * what it resolves to. A rule on the file's inode would not do: sed -i, mv, git checkout and
+ * the deploy tools replace a file by renaming a new one over it, and a Kubernetes ConfigMap
+ * re-points its ..data symlink, so the file a reload reads is a new inode (issue 36). */
+static int allow_dirs_of(struct ruleset *rs, const char *path, char *why, size_t why_len)
 {
-    char dir[PATH_MAX], resolved[PATH_MAX];
+    char dir[PATH_MAX], resolved[PATH_MAX], other[PATH_MAX];
+    int rc = parent_dir(path, dir);
+    if (rc == 0)
+        rc = add_rule(rs, dir, LL_READ, why, why_len);
+    if (rc == 0 && realpath(path, resolved) && parent_dir(resolved, other) == 0 &&
+        strcmp(other, dir) != 0)
+        rc = add_rule(rs, other, LL_READ, why, why_len);
+    return rc;
+}
+
+/* A site's root (its directory's parent, before and after resolving links, so a re-pointed
+ * symlink or a recreated root stays readable), its htpasswd and --mime-types files' directories. */
+static int allow_level(struct ruleset *rs, const struct config *c, char *why, size_t why_len)
+{
     int rc = 0;
-    if (c->docroot) { /* the top level has none when only its sites name roots */
-        rc = parent_dir(c->docroot, dir);
-        if (rc == 0)
-            rc = add_rule(rs, dir, LL_READ, why, why_len);
-        if (rc == 0 && realpath(c->docroot, resolved) && parent_dir(resolved, dir) == 0)
-            rc = add_rule(rs, dir, LL_READ, why, why_len);
-    }
+    if (c->docroot) /* the top level has none when only its sites name roots */
+        rc = allow_dirs_of(rs, c->docroot, why, why_len);
     for (int i = 0; i < c->num_auths && rc == 0; i++)
-        rc = add_rule(rs, c->auths[i].htpasswd, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
+        rc = allow_dirs_of(rs, c->auths[i].htpasswd, why, why_len);
     if (rc == 0 && c->mime_file) /* a site's own --mime-types, re-read by a reload */
-        rc = add_rule(rs, c->mime_file, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
+        rc = allow_dirs_of(rs, c->mime_file, why, why_len);
     return rc;
 }
 
@@ -150,31 +181,27 @@ int privs_landlock(const struct config *cfg, char *why, size_t why_len)
         attr.handled_access_fs |= LL_FS_TRUNCATE;
     if (abi >= 5)
         attr.handled_access_fs |= LL_FS_IOCTL_DEV;
-    int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
-    if (rs < 0) {
+    struct ruleset ruleset = {
+        .fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0),
+        .verbose = cfg->verbose,
+    };
+    struct ruleset *rs = &ruleset;
+    if (rs->fd < 0) {
         int err = errno;
         snprintf(why, why_len, "landlock: create ruleset: %s", strerror(err));
         return -err;
     }
-    char dir[PATH_MAX], resolved[PATH_MAX];
+    char dir[PATH_MAX];
     int rc = 0;
     for (int i = -1; i < cfg->num_sites && rc == 0; i++) /* the top level, then each site */
         rc = allow_level(rs, i < 0 ? cfg : &cfg->sites[i], why, why_len);
     if (rc == 0 && cfg->config_file) /* SIGHUP re-reads it */
-        rc = add_rule(rs, cfg->config_file, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
-    if (rc == 0 && cfg->mime_file)
-        rc = add_rule(rs, cfg->mime_file, LANDLOCK_ACCESS_FS_READ_FILE, why, why_len);
+        rc = allow_dirs_of(rs, cfg->config_file, why, why_len);
     /* A reload re-reads the TLS pairs, perhaps replaced by new files (certbot's renewals are
-     * new files behind symlinks): their directories, as given and resolved. */
-    for (int i = 0; rc == 0 && i < cfg->num_tls_certs; i++) {
-        const char *files[2] = {cfg->tls_certs[i].cert, cfg->tls_certs[i].key};
-        for (int j = 0; rc == 0 && j < 2; j++) {
-            if ((rc = parent_dir(files[j], dir)) == 0)
-                rc = add_rule(rs, dir, LL_READ, why, why_len);
-            if (rc == 0 && realpath(files[j], resolved) && parent_dir(resolved, dir) == 0)
-                rc = add_rule(rs, dir, LL_READ, why, why_len);
-        }
-    }
+     * new files behind symlinks). */
+    for (int i = 0; rc == 0 && i < cfg->num_tls_certs; i++)
+        if ((rc = allow_dirs_of(rs, cfg->tls_certs[i].cert, why, why_len)) == 0)
+            rc = allow_dirs_of(rs, cfg->tls_certs[i].key, why, why_len);
     /* The access log is reopened on SIGUSR1, after a rotation perhaps as a new file. */
     if (rc == 0 && cfg->access_log && strcmp(cfg->access_log, "-") != 0 &&
         (rc = parent_dir(cfg->access_log, dir)) == 0)
@@ -189,11 +216,13 @@ int privs_landlock(const struct config *cfg, char *why, size_t why_len)
         rc = -errno;
         snprintf(why, why_len, "landlock: no_new_privs: %s", strerror(-rc));
     }
-    if (rc == 0 && syscall(SYS_landlock_restrict_self, rs, 0) != 0) {
+    if (rc == 0 && syscall(SYS_landlock_restrict_self, rs->fd, 0) != 0) {
         rc = -errno;
         snprintf(why, why_len, "landlock: restrict_self: %s", strerror(-rc));
     }
-    close(rs);
+    close(rs->fd);
+    for (int i = 0; i < rs->nread; i++)
+        free(rs->read[i]);
     if (rc == -ENOENT && why[0] == '\0')
         snprintf(why, why_len, "landlock: cannot resolve the document root's directory");
     return rc < 0 ? rc : (int)abi;

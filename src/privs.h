@@ -21,11 +21,15 @@ int privs_user(const char *spec, uid_t *uid, gid_t *gid, char *why, size_t why_l
 
 /* Restricts the process to reading files and directories beneath the directory that holds
  * DOCROOT and beneath the one that holds what DOCROOT resolves to (so a re-pointed symlink or a
- * recreated root stays readable), the same for every site's root, and to reading the
- * --mime-types, --config and --basic-auth files; every write, create,
- * remove or execute is denied. Returns the Landlock ABI version applied (> 0), 0 when the
- * kernel has no Landlock or a system call filter forbids it (not an error: nothing applied;
- * for a filter, why says so), or -errno with a reason in why. */
+ * recreated root stays readable), the same for every site's root, and beneath the directories
+ * that hold the --config, --mime-types, --basic-auth and TLS files, as named and resolved (so
+ * a file replaced by rename or a ConfigMap's ..data swap is read by a reload; the price is
+ * that the rest of those directories is readable too); writing only the access log's
+ * directory; every other write, create, remove or execute is denied. A domain cannot be
+ * widened once applied: a reload that names a root or a file elsewhere needs a restart.
+ * Returns the Landlock ABI version applied (> 0), 0 when the kernel has no Landlock or a system
+ * call filter forbids it (not an error: nothing applied; for a filter, why says so), or -errno
+ * with a reason in why. */
 int privs_landlock(const struct config *cfg, char *why, size_t why_len);
 
 #endif

@@ -4,7 +4,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <linux/openat2.h>
+#include <pwd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -230,6 +233,10 @@ struct server {
     struct acme_tokens tokens;
     bool tokens_made;
     atomic_bool acme_changed;
+    /* who serves, for messages about what that user may read ("nobody (uid 65534)"), and
+     * whether Landlock confines it (a reload cannot widen that); set by confine */
+    char who[96];
+    bool landlocked;
 };
 
 /* The pairs are pairs's (the start's configuration, or a re-read file's) followed by the
@@ -909,8 +916,15 @@ static void reload(struct server *sv, const char *what)
     char why[512] = "";
     systemd_notify(sv->notify_fd, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
                    (unsigned long long)monotonic_usec());
-    if (site_open(sv->cfg, &s, why, sizeof(why)) != 0)
-        errlog(ERRLOG_ERROR, "%s failed, still serving the previous configuration: %s", what, why);
+    int rc = site_open(sv->cfg, &s, why, sizeof(why));
+    if (rc == 0 && (rc = site_check_roots(s, sv->who, why, sizeof(why))) != 0)
+        site_put(s);
+    if (rc != 0)
+        errlog(ERRLOG_ERROR, "%s failed, still serving the previous configuration: %s%s", what, why,
+               rc == -EACCES && sv->landlocked && !strstr(why, "Landlock")
+                   ? " (under Landlock, a file outside the directories the start's configuration "
+                     "named needs a restart)"
+                   : "");
     else if (publish(sv, s, true, what))
         errlog(ERRLOG_NOTICE, "%s: serving %s", what, config_serves(s->owned ? s->owned : sv->cfg));
     systemd_notify(sv->notify_fd, "READY=1\nSTATUS=serving %s on %s", config_serves(sv->cfg),
@@ -926,7 +940,10 @@ static void follow_docroot(struct server *sv, struct errlog_limit *lim)
         return; /* the same directory, or gone for now (a deploy in progress): keep serving */
     struct site *s;
     char why[512] = "";
-    if (site_open(sv->cfg, &s, why, sizeof(why)) != 0) {
+    int rc = site_open(sv->cfg, &s, why, sizeof(why));
+    if (rc == 0 && (rc = site_check_roots(s, sv->who, why, sizeof(why))) != 0)
+        site_put(s);
+    if (rc != 0) {
         errlog_limited(lim, ERRLOG_ERROR,
                        "document root changed but cannot be used, still "
                        "serving the previous one: %s",
@@ -1036,25 +1053,54 @@ static int check_openat2(const struct site *s)
     return -err;
 }
 
+/* --user with --access-log: the file was opened by root before the drop, but reopening it
+ * after a rotation (SIGUSR1, logrotate's postrotate) creates it anew in its directory, as the
+ * serving user: say at start, not at the first rotation, when that cannot work. */
+static void check_log_dir(const struct server *sv)
+{
+    const char *log = sv->cfg->access_log;
+    char copy[PATH_MAX];
+    if (!log || strcmp(log, "-") == 0)
+        return;
+    snprintf(copy, sizeof(copy), "%s", log);
+    const char *dir = dirname(copy);
+    if (access(dir, W_OK | X_OK) == 0)
+        return;
+    errlog(ERRLOG_WARN,
+           "--access-log %s: %s cannot write its directory %s (%s), so reopening the log "
+           "after a rotation (SIGUSR1) will fail; give the directory to that user, or rotate "
+           "with copytruncate",
+           log, sv->who, dir, strerror(errno));
+}
+
 /* Least privilege once the listeners are bound and before any worker exists: the user change
  * and the Landlock domain apply to the calling thread and the threads it creates. */
-static int confine(const struct config *cfg)
+static int confine(struct server *sv)
 {
+    const struct config *cfg = sv->cfg;
     char why[512] = "";
     if (cfg->user && privs_drop(cfg->user, why, sizeof(why)) != 0) {
         fprintf(stderr, "ringhttpd: %s\n", why);
         return -1;
     }
+    /* the name while /etc/passwd is still readable (Landlock comes next) */
+    struct passwd *pw = getpwuid(geteuid());
+    snprintf(sv->who, sizeof(sv->who), "%s (uid %u)", pw ? pw->pw_name : "the user",
+             (unsigned)geteuid());
+    if (cfg->user)
+        check_log_dir(sv);
     if (cfg->landlock) {
         int abi = privs_landlock(cfg, why, sizeof(why));
         if (abi < 0) {
             fprintf(stderr, "ringhttpd: %s (--no-landlock to run without)\n", why);
             return -1;
         }
+        sv->landlocked = abi > 0;
         if (cfg->verbose && abi > 0)
             fprintf(stderr,
                     "ringhttpd: landlock: applied (ABI %d): files are read only beneath "
-                    "the document root's directory\n",
+                    "the directories holding the roots and the files the configuration "
+                    "names\n",
                     abi);
         else if (why[0])
             errlog(ERRLOG_WARN, "%s", why);
@@ -1065,6 +1111,12 @@ static int confine(const struct config *cfg)
     }
     if (geteuid() == 0 && !cfg->user)
         errlog(ERRLOG_WARN, "serving as root; --user USER drops to USER after binding");
+    /* What a request would meet: a root this user (or this domain) cannot read served 403 to
+     * everything with nothing logged (issue 36). */
+    if (site_check_roots(sv->sites.cur, sv->who, why, sizeof(why)) != 0) {
+        fprintf(stderr, "ringhttpd: %s\n", why);
+        return -1;
+    }
     return 0;
 }
 
@@ -1193,7 +1245,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         fprintf(stderr, "ringhttpd: acme: cannot start its thread: %s\n", strerror(-lrc));
         goto stop;
     }
-    if (confine(cfg) != 0)
+    if (confine(&sv) != 0)
         goto stop;
     for (sv.started = 0; sv.started < cfg->threads; sv.started++) {
         int err = worker_start(sv.workers[sv.started]);

@@ -71,3 +71,8 @@ out:
     free(buf);
     return rc;
 }
+
+bool file_refused_by_policy(const char *path, int mode)
+{
+    return faccessat(AT_FDCWD, path, mode, AT_EACCESS) == 0;
+}

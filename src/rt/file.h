@@ -1,12 +1,14 @@
 /* file: the file operations the cache, the compressor and the site checks share: open a path
  * for reading without leaving a directory (openat2 RESOLVE_BENEATH), read a file's first size
- * bytes whole, and take the SHA-256 of bytes in memory or of a file's first size bytes.
+ * bytes whole, take the SHA-256 of bytes in memory or of a file's first size bytes, and tell
+ * a policy's refusal from a permission's.
  * Must not: follow a path out of the directory it is given (no "..", no absolute symlink, no
  * magic link), or keep anything between calls.
  * Ownership: the caller owns the fds it passes and the fd or buffer it gets back. */
 #ifndef RT_FILE_H
 #define RT_FILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,5 +29,10 @@ void file_digest_mem(const void *data, uint64_t len, uint8_t *out, size_t out_le
 /* The same of fd's bytes [0, size), read with pread in blocks. 0, -errno, -EIO when the file
  * ends before size, or -ENOMEM. Reads the whole file: not for the event loop. */
 int file_digest_fd(int fd, uint64_t size, uint8_t *out, size_t out_len);
+
+/* After opening path failed with EACCES: true when its permissions let this process have
+ * mode (R_OK, R_OK | X_OK), so what refused it is a security policy, in practice the process's
+ * Landlock domain (Landlock checks opens, not access(2)); false when the permissions do. */
+bool file_refused_by_policy(const char *path, int mode);
 
 #endif

@@ -9,6 +9,9 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/types.h>
+#include <unistd.h>
+
+#include "rt/file.h"
 
 void auth_file_free(struct auth_file *f)
 {
@@ -132,7 +135,13 @@ int auth_file_load(const char *path, struct auth_file **out, char *why, size_t w
     int rc = -ENOMEM;
     if (!fp || !f) {
         rc = fp ? -ENOMEM : -errno;
-        snprintf(why, why_len, "--basic-auth: cannot read '%s': %s", path, strerror(-rc));
+        if (rc == -EACCES && file_refused_by_policy(path, R_OK)) /* a reload naming a new file */
+            snprintf(why, why_len,
+                     "--basic-auth: cannot read '%s': outside the directories Landlock let "
+                     "this process read when it started; restart ringhttpd to use it",
+                     path);
+        else
+            snprintf(why, why_len, "--basic-auth: cannot read '%s': %s", path, strerror(-rc));
         goto out;
     }
     ssize_t n;

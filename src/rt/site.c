@@ -224,6 +224,37 @@ int site_open(const struct config *cfg, struct site **out, char *why, size_t why
     return 0;
 }
 
+int site_check_roots(const struct site *s, const char *who, char *why, size_t why_len)
+{
+    for (int i = 0; i < s->nvh; i++) {
+        const char *root = s->vh[i].cfg->docroot;
+        int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+            close(fd);
+            continue;
+        }
+        int err = errno;
+        /* A root the permissions let us read but whose open is refused lies outside what the
+         * Landlock domain allows, and no process can widen its own domain. Either would serve
+         * 403 to every request, with nothing logged. */
+        if (err == EACCES && file_refused_by_policy(root, R_OK | X_OK))
+            snprintf(why, why_len,
+                     "document root '%s' is outside the directories Landlock let this process "
+                     "read when it started (those holding the start's roots and files); "
+                     "restart ringhttpd to serve it",
+                     root);
+        else if (err == EACCES)
+            snprintf(why, why_len,
+                     "document root '%s': %s cannot read it (Permission denied); give that user "
+                     "read and search permission on it and the directories above it",
+                     root, who);
+        else
+            snprintf(why, why_len, "cannot use document root '%s': %s", root, strerror(err));
+        return -err;
+    }
+    return 0;
+}
+
 int site_moved(const struct config *cfg, const struct site *s)
 {
     struct stat st;

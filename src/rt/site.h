@@ -88,6 +88,12 @@ struct site *site_adopt(struct config *cfg);
  * or -errno with a one-line reason in why. */
 int site_open(const struct config *cfg, struct site **out, char *why, size_t why_len);
 
+/* Whether the process, as it now is (its user, its Landlock domain), can list every root s
+ * serves, through the root's path as a reload will look it up. 0, or -errno with a reason in
+ * why that names the root and who, the serving user ("nobody (uid 65534)"): a root that user
+ * may not read, or one outside the trees Landlock allowed at start (restart to serve it). */
+int site_check_roots(const struct site *s, const char *who, char *why, size_t why_len);
+
 /* 1 when cfg's DOCROOT path now names another directory than s's (re-pointed symlink, removed
  * and recreated), 0 when the same, -errno when it cannot be looked up (then keep serving s). */
 int site_moved(const struct config *cfg, const struct site *s);

@@ -115,6 +115,22 @@ def test_an_edited_configuration_takes_effect_on_reload(ct):
              "the edited file's header after systemctl reload")
 
 
+def test_a_replaced_configuration_takes_effect_and_a_broken_one_fails_the_reload(ct):
+    """Issue 36: sed -i writes a new file and renames it over the old one; under Landlock every
+    reload after it failed ("Permission denied") while systemctl reload said nothing. Now it
+    takes effect, and a file with an error fails `systemctl reload` (ExecReload checks it)."""
+    ct.check("sed -i 's/X-Reloaded: yes/X-Reloaded: sed/' /etc/ringhttpd/ringhttpd.yaml")
+    ct.check("systemctl reload ringhttpd.service")
+    wait_for(ct, "curl -fsSI http://127.0.0.1/ | grep -qi '^X-Reloaded: sed'",
+             "the file sed -i replaced, after systemctl reload")
+    ct.check("cp /etc/ringhttpd/ringhttpd.yaml /tmp/good.yaml && "
+             "echo 'no-such-key: 1' >>/etc/ringhttpd/ringhttpd.yaml")
+    assert ct.run("systemctl reload ringhttpd.service").returncode != 0
+    ct.check("mv /tmp/good.yaml /etc/ringhttpd/ringhttpd.yaml && systemctl reload ringhttpd")
+    assert ct.check("systemctl is-active ringhttpd.service").strip() == "active"
+    ct.check("curl -fsSI http://127.0.0.1/ | grep -qi '^X-Reloaded: sed'")
+
+
 def test_usr1_from_systemctl_kill_reopens_the_access_log(ct):
     ct.check("mv /var/log/ringhttpd/access.log /var/log/ringhttpd/moved.log")
     ct.check("systemctl kill -s USR1 --kill-who=main ringhttpd.service")
