@@ -759,7 +759,7 @@ def reload_tls(t):
         time.sleep(0.05)
 
 
-def test_ticket_key_file_resumes_on_another_instance(make_tls, tmp_path):
+def test_ticket_key_file_resumes_on_another_instance(make_tls, tmp_path, tmp_path_factory):
     """Two instances given one --ticket-key-file (80 bytes, nginx's format): a session made on
     A resumes on B, over TLS 1.3 and 1.2; one with its own key does not. After B's file is
     rewritten and B is reloaded, A's tickets no longer resume there; with the old key kept as
@@ -768,10 +768,17 @@ def test_ticket_key_file_resumes_on_another_instance(make_tls, tmp_path):
     key.write_bytes(os.urandom(80))
     other.write_bytes(os.urandom(48))
     a = make_tls(args=["--ticket-key-file", str(key)])
-    shutil.copy(key, tmp_path / "b.key")
-    (tmp_path / "b2.key").write_bytes(os.urandom(80))
-    b = make_tls(args=["--ticket-key-file", str(tmp_path / "b.key"),
-                       "--ticket-key-file", str(tmp_path / "b2.key")])
+    # B's keys in a directory of their own, outside the document root's (Landlock must let a
+    # reload read them), rewritten by rename as a deploy tool does
+    keys = tmp_path_factory.mktemp("ticketkeys")
+    bkey, bkey2 = keys / "b.key", keys / "b2.key"
+
+    def put(path, data):
+        (keys / "new").write_bytes(data)
+        os.replace(keys / "new", path)
+    put(bkey, key.read_bytes())
+    put(bkey2, os.urandom(80))
+    b = make_tls(args=["--ticket-key-file", str(bkey), "--ticket-key-file", str(bkey2)])
     c = make_tls(args=["--ticket-key-file", str(other)])
     sess = tmp_path / "sess.pem"
     for version in ("-tls1_3", "-tls1_2"):
@@ -783,14 +790,14 @@ def test_ticket_key_file_resumes_on_another_instance(make_tls, tmp_path):
         p = c.s_client(version, "-sess_in", sess, "-ign_eof", data=request("GET", "/", close=True))
         assert b"Reused, TLSv1." not in p.stdout and b"New, TLSv1." in p.stdout
     # rotation on B: a new first key, A's key kept second: A's sessions still resume on B
-    shutil.copy(key, tmp_path / "b2.key")
-    (tmp_path / "b.key").write_bytes(os.urandom(80))
+    put(bkey2, key.read_bytes())
+    put(bkey, os.urandom(80))
     reload_tls(b)
     p = a.s_client("-tls1_3", "-sess_out", sess, "-ign_eof", data=request("GET", "/", close=True))
     p = b.s_client("-tls1_3", "-sess_in", sess, "-ign_eof", data=request("GET", "/", close=True))
     assert b"Reused, TLSv1.3" in p.stdout, p.stdout.decode(errors="replace")[:2000]
     # and with A's key gone from B altogether, they do not
-    (tmp_path / "b2.key").write_bytes(os.urandom(80))
+    put(bkey2, os.urandom(80))
     reload_tls(b)
     p = b.s_client("-tls1_3", "-sess_in", sess, "-ign_eof", data=request("GET", "/", close=True))
     assert b"Reused" not in p.stdout and b"New, TLSv1.3" in p.stdout
