@@ -52,14 +52,31 @@
 struct addr {
     struct sockaddr_storage ss;
     socklen_t len;
+    bool dual; /* [::] taking IPv4 too (IPV6_V6ONLY off): no --bind */
 };
 
+/* --bind's address, or with none both families: [::] with IPV6_V6ONLY off, whose IPv4 clients
+ * arrive as mapped addresses (core/peer.h reads them as IPv4), or 0.0.0.0 on a host without
+ * IPv6 (issue 38: a site with A and AAAA records is served by one process, on TCP and UDP).
+ * An address given is that address alone, as nginx's `listen [::]:80` is IPv6 only. */
 static int parse_addr(const char *host, uint16_t port, struct addr *a)
 {
     memset(a, 0, sizeof(*a));
     struct sockaddr_in *v4 = (struct sockaddr_in *)&a->ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&a->ss;
     char buf[INET6_ADDRSTRLEN + 2];
+    if (!host) {
+        int probe = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (probe >= 0) {
+            close(probe);
+            v6->sin6_family = AF_INET6;
+            v6->sin6_port = htons(port);
+            a->len = sizeof(*v6);
+            a->dual = true;
+            return 0;
+        }
+        host = "0.0.0.0"; /* no IPv6 here */
+    }
     size_t len = strlen(host);
 
     if (len >= 2 && host[0] == '[' && host[len - 1] == ']' && len - 2 < sizeof(buf)) {
@@ -111,10 +128,11 @@ static int open_listener(const struct addr *a, int defer_secs, int lowat)
     int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
+    int v6only = !a->dual;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
         (a->ss.ss_family == AF_INET6 &&
-         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0) ||
+         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only)) != 0) ||
         tune_listener(fd, defer_secs, lowat) != 0 ||
         bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0 || listen(fd, 4096) != 0) {
         int err = -errno;
@@ -159,9 +177,10 @@ static int port_in_use(const struct addr *a, int *claim)
     int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
+    int v6only = !a->dual;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
         (a->ss.ss_family == AF_INET6 &&
-         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0) ||
+         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only)) != 0) ||
         bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0)
         rc = -errno;
     else
@@ -177,6 +196,12 @@ static void raise_fd_limit(void)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl); /* best effort: the default still works, just smaller */
     }
+}
+
+/* --bind's address for a message ("*" for the default, both families). */
+static const char *bind_name(const struct config *cfg)
+{
+    return cfg->bind ? cfg->bind : "*";
 }
 
 static void format_addr(const struct addr *a, const char *scheme, char *out, size_t len)
@@ -303,14 +328,14 @@ static int open_tls_listeners(struct server *sv)
     int err;
     if (cfg->tls_port != 0 && !cfg->reuse_port &&
         (err = port_in_use(&sv->tls_addr, &sv->claims[1])) == -EADDRINUSE) {
-        fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", cfg->bind, cfg->tls_port,
-                strerror(-err));
+        fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", bind_name(cfg),
+                cfg->tls_port, strerror(-err));
         return -1;
     }
     for (int i = 0; i < cfg->threads; i++) {
         int fd = open_listener(&sv->tls_addr, (int)cfg->header_timeout, (int)cfg->send_lowat);
         if (fd < 0) {
-            fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", cfg->bind,
+            fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", bind_name(cfg),
                     cfg->tls_port, strerror(-fd));
             return -1;
         }
@@ -373,14 +398,14 @@ static int open_listeners(struct server *sv)
         fprintf(stderr,
                 "ringhttpd: cannot listen on %s port %u: %s (another process serves it; "
                 "--reuse-port shares it with a ringhttpd, for a zero-downtime restart)\n",
-                cfg->bind, cfg->port, strerror(-err));
+                bind_name(cfg), cfg->port, strerror(-err));
         return -1;
     }
     for (; sv->nlisten < cfg->threads; sv->nlisten++) {
         int fd = open_listener(&sv->addr, (int)cfg->header_timeout, (int)cfg->send_lowat);
         if (fd < 0) {
-            fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", cfg->bind, cfg->port,
-                    strerror(-fd));
+            fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", bind_name(cfg),
+                    cfg->port, strerror(-fd));
             return -1;
         }
         sv->listeners[sv->nlisten] = fd;
@@ -663,11 +688,12 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
     char why[512] = "";
     /* Before the first of ours binds: whether the port's group will be ours alone. */
     if (w->id == 0)
-        sv->quic_steer =
-            udp_addr_in_use((const struct sockaddr *)&sv->tls_addr.ss, sv->tls_addr.len) == 0;
-    int fd = udp_socket_open((const struct sockaddr *)&sv->tls_addr.ss, sv->tls_addr.len);
+        sv->quic_steer = udp_addr_in_use((const struct sockaddr *)&sv->tls_addr.ss,
+                                         sv->tls_addr.len, !sv->tls_addr.dual) == 0;
+    int fd = udp_socket_open((const struct sockaddr *)&sv->tls_addr.ss, sv->tls_addr.len,
+                             !sv->tls_addr.dual);
     if (fd < 0) {
-        fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s port %u: %s\n", cfg->bind,
+        fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s port %u: %s\n", bind_name(cfg),
                 cfg->tls_port, strerror(-fd));
         return fd;
     }

@@ -781,7 +781,8 @@ static const struct option_info table[] = {
      PROCESS,
      FIELD(FIELD_STRING, bind),
      .set = set_string,
-     .help = "address to listen on (default 0.0.0.0; IPv6 literals too)"},
+     .help = "address to listen on (default: every IPv4 and IPv6 address,\n"
+             "as one [::] socket; an address given is that one only)"},
     {.name = "threads",
      .short_name = 't',
      .metavar = "N",
@@ -1563,7 +1564,7 @@ void options_init(struct config *cfg)
     *cfg = (struct config){
         .docroot = NULL,
         .docroot_fd = -1,
-        .bind = "0.0.0.0",
+        .bind = NULL, /* both families (server.c) */
         .port = 8080,
         .threads = cpus > 0 ? (int)cpus : 1,
         .engine = ENGINE_AUTO,

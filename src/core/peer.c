@@ -16,6 +16,16 @@ void peer_set(struct peer *p, const struct sockaddr *sa, unsigned len)
         inet_ntop(AF_INET, &v4->sin_addr, p->text, sizeof(p->text));
     } else if (sa && sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
         const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)sa;
+        /* An IPv4 client of a socket that takes both families (the default listeners) is
+         * the IPv4 client it is: logged as such, and limited by its /32, not by the one /64
+         * that every mapped address shares. */
+        if (IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) {
+            memcpy(p->addr, v6->sin6_addr.s6_addr + 12, 4);
+            inet_ntop(AF_INET, p->addr, p->text, sizeof(p->text));
+            p->family = AF_INET;
+            p->known = true;
+            return;
+        }
         memcpy(p->addr, &v6->sin6_addr, 16);
         inet_ntop(AF_INET6, &v6->sin6_addr, p->text, sizeof(p->text));
     } else {

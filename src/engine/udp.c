@@ -17,8 +17,9 @@
 #define UDP_GRO 104 /* Linux 5.0 */
 #endif
 
-int udp_socket_open(const struct sockaddr *addr, socklen_t len)
+int udp_socket_open(const struct sockaddr *addr, socklen_t len, bool v6only)
 {
+    int only = v6only;
     int fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
     if (fd < 0)
         return -errno;
@@ -31,7 +32,7 @@ int udp_socket_open(const struct sockaddr *addr, socklen_t len)
     (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &rcv, sizeof(rcv));
     if (addr->sa_family == AF_INET6)
-        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &only, sizeof(only));
     if (bind(fd, addr, len) != 0)
         goto fail;
     return fd;
@@ -41,14 +42,14 @@ fail:;
     return err;
 }
 
-int udp_addr_in_use(const struct sockaddr *addr, socklen_t len)
+int udp_addr_in_use(const struct sockaddr *addr, socklen_t len, bool v6only)
 {
     int fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
     if (fd < 0)
         return -errno;
-    int one = 1, rc = 0;
+    int only = v6only, rc = 0;
     if (addr->sa_family == AF_INET6)
-        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &only, sizeof(only));
     if (bind(fd, addr, len) != 0)
         rc = errno == EADDRINUSE ? 1 : -errno;
     close(fd);

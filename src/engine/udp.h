@@ -69,12 +69,13 @@ struct udp_port {
 };
 
 /* Opens a non-blocking UDP socket bound to addr with SO_REUSEPORT (one per worker, the kernel
- * spreading clients by their 4-tuple): the fd, or -errno. */
-int udp_socket_open(const struct sockaddr *addr, socklen_t len);
+ * spreading clients by their 4-tuple): the fd, or -errno. An IPv6 address is IPv6 only when
+ * v6only, else it takes IPv4 too (mapped addresses). */
+int udp_socket_open(const struct sockaddr *addr, socklen_t len, bool v6only);
 
 /* Whether another socket holds addr's UDP port already (a predecessor's, in a restart with
  * --reuse-port): 1, 0, or -errno. A bind without SO_REUSEPORT or SO_REUSEADDR tells. */
-int udp_addr_in_use(const struct sockaddr *addr, socklen_t len);
+int udp_addr_in_use(const struct sockaddr *addr, socklen_t len, bool v6only);
 
 /* Takes over fd; gso (gro) false keeps UDP_SEGMENT (UDP_GRO) off even where the kernel has
  * it. 0 or -errno. */

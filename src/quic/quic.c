@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/peer.h"
 #include "engine/udp.h"
 #include "steer.h"
 
@@ -562,20 +563,17 @@ static int tls_setup(struct quic_ep *ep, struct quic_conn *qc)
     return 0;
 }
 
+/* The address as every other connection's is read (core/peer.h: a dual-stack socket's IPv4
+ * client as IPv4). */
 static void peer_text(struct quic_conn *qc)
 {
-    qc->family = qc->peer.ss_family;
-    if (qc->peer.ss_family == AF_INET) {
-        const struct sockaddr_in *v4 = (const struct sockaddr_in *)&qc->peer;
-        memcpy(qc->addr, &v4->sin_addr, 4);
-        inet_ntop(AF_INET, &v4->sin_addr, qc->peer_text, sizeof(qc->peer_text));
-    } else if (qc->peer.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&qc->peer;
-        memcpy(qc->addr, &v6->sin6_addr, 16);
-        inet_ntop(AF_INET6, &v6->sin6_addr, qc->peer_text, sizeof(qc->peer_text));
-    } else {
-        strcpy(qc->peer_text, "-");
-    }
+    struct peer p;
+    peer_set(&p, (const struct sockaddr *)&qc->peer, qc->peer_len);
+    qc->family = p.family;
+    memcpy(qc->addr, p.addr, sizeof(qc->addr));
+    memcpy(qc->peer_text, p.text,
+           sizeof(qc->peer_text) < sizeof(p.text) ? sizeof(qc->peer_text) : sizeof(p.text));
+    qc->peer_text[sizeof(qc->peer_text) - 1] = '\0';
 }
 
 /* A new connection from a client Initial hd (odcid: the client's first DCID when it came back

@@ -570,11 +570,12 @@ def make_server(engine, scheme, request):
         mp.setenv("CURL_CA_BUNDLE", str(ca))
 
     def factory(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, ready=True,
-                pass_fds=(), binary=None):
+                pass_fds=(), binary=None, bind="127.0.0.1"):
         _require_binary(binary or RINGHTTPD)
         eng = engine if engine is not None else default_engine
-        argv = [*wrapper, binary or RINGHTTPD, "-p", "0", "-b", "127.0.0.1", "-t", "2",
-                "--engine", eng, *tls_args, *args]
+        # bind None: no --bind, the default listeners (every address, both families)
+        argv = [*wrapper, binary or RINGHTTPD, "-p", "0", *(("-b", bind) if bind else ()),
+                "-t", "2", "--engine", eng, *tls_args, *args]
         if docroot is not None:
             argv.append(str(docroot))
         srv = Server(argv, env=env, cwd=cwd, pass_fds=pass_fds)
