@@ -1008,6 +1008,9 @@ static int confine(const struct config *cfg)
         fprintf(stderr, "ringhttpd: %s\n", why);
         return -1;
     }
+    if (why[0]) /* the note of a --user that had nothing to change */
+        fprintf(stderr, "ringhttpd: %s\n", why);
+    why[0] = '\0';
     if (cfg->landlock) {
         int abi = privs_landlock(cfg, why, sizeof(why));
         if (abi < 0) {
