@@ -1288,7 +1288,7 @@ static const struct option_info table[] = {
      .scope = SCOPE_ARGV,
      .first = true,
      .set = set_version,
-     .help = "print the version and exit"},
+     .help = "print the version and the build's features, and exit"},
     /* the file's own keys */
     {.name = "root",
      .metavar = "DIR",
