@@ -188,14 +188,13 @@ class Image:
                            capture_output=True)
         self.podman = podman_works(base)
         if self.podman:
-            print("\ncontainer tests: podman build and podman run (base image imported from an "
-                  f"mmdebstrap tarball: {base})")
+            self.mode = ("podman build and podman run (base image imported from an mmdebstrap "
+                         f"tarball: {base})")
             self.build_with_podman(base)
         else:
             why = ("RINGHTTPD_CONTAINER=root" if os.environ.get("RINGHTTPD_CONTAINER") == "root"
                    else "podman cannot run here")
-            print("\ncontainer tests: the Containerfile's instructions in a fresh Debian 12 root "
-                  f"({why})")
+            self.mode = f"the Containerfile's instructions in a fresh Debian 12 root ({why})"
             self.build_in_roots(tarball)
 
     def build_with_podman(self, base):
@@ -375,7 +374,8 @@ def version_lines(image):
 def test_image_is_the_binary_with_its_libraries_as_non_root(image, started, capsys):
     assert image.user and image.user.split(":")[0] not in ("0", "root"), image.user
     with capsys.disabled():
-        print(f"\nimage size: {image.size} bytes ({image.size / 1e6:.1f} MB)")
+        print(f"\ncontainer tests: {image.mode}\nimage size: {image.size} bytes "
+              f"({image.size / 1e6:.1f} MB)")
     # The dynamic binary and the libraries it loads, nothing else: no shell, no package manager.
     assert image.size < 40_000_000, image.size
     files = image.files()
