@@ -310,8 +310,11 @@ class Image:
             for _ in range(100):  # until sh has exec'd the server (inside: PID 1)
                 kids = subprocess.run(["pgrep", "-P", str(handle.pid)], capture_output=True,
                                       text=True).stdout.split()
-                if kids and os.readlink(f"/proc/{kids[0]}/exe").endswith("ringhttpd"):
-                    break
+                try:
+                    if kids and os.readlink(f"/proc/{kids[0]}/exe").endswith("ringhttpd"):
+                        break
+                except OSError:  # between fork and exec, or gone
+                    pass
                 if handle.poll() is not None:
                     break
                 time.sleep(0.05)
@@ -446,7 +449,11 @@ class Pebble:
     def stop(self):
         for p in self.procs:
             p.terminate()
-            p.wait(10)
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
         self.log.close()
 
 
