@@ -31,7 +31,9 @@
 #   scripts/deps.sh packaging  deb + what `make test-packaging` uses: lintian, mmdebstrap (fresh
 #                           Debian 12 roots), systemd-nspawn (systemd-container) to boot one,
 #                           podman and runc (crun, podman's default, refuses this kind of
-#                           machine's hybrid cgroup hierarchy)
+#                           machine's hybrid cgroup hierarchy); for the image's tests pebble
+#                           (its ACME client), curl, and python3-yaml (the Kubernetes
+#                           manifests are read with Debian's python3, the venv has no YAML)
 #   scripts/deps.sh --list build   prints BUILD_DEPS' package names, one a line, whatever is
 #                           installed: the Containerfile's build stage installs exactly these, and
 #                           tests/integration/test_packaging.py checks debian/control's
@@ -99,6 +101,9 @@ if [ "$what" = packaging ]; then
     command -v podman >/dev/null || need_pkg podman
     command -v runc >/dev/null || need_pkg runc
     command -v pgrep >/dev/null || need_pkg procps
+    command -v pebble >/dev/null || need_pkg pebble
+    command -v curl >/dev/null || need_pkg curl
+    /usr/bin/python3 -c 'import yaml' 2>/dev/null || need_pkg python3-yaml
 fi
 if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = systemd ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkg python3-venv

@@ -54,13 +54,24 @@ int privs_drop(const char *spec, char *why, size_t why_len)
 {
     uid_t uid;
     gid_t gid;
-    if (geteuid() != 0) {
-        snprintf(why, why_len, "--user %s: only a process started as root can change user", spec);
-        return -EPERM;
-    }
     int rc = privs_user(spec, &uid, &gid, why, why_len);
     if (rc)
         return rc;
+    if (geteuid() != 0) {
+        /* A container or a Kubernetes pod that already runs as the user it names (the image's
+         * USER, runAsUser): there is nothing to change, and failing would make the same
+         * command line start only under root (issue 36). Supplementary groups cannot be
+         * dropped without root; they are the ones the runtime gave. */
+        if (uid == getuid() && uid == geteuid() && gid == getgid() && gid == getegid()) {
+            snprintf(why, why_len, "--user %s: already running as that user and group", spec);
+            return 0;
+        }
+        snprintf(why, why_len,
+                 "--user %s: only a process started as root can change user (running as uid "
+                 "%u, gid %u; that is uid %u, gid %u)",
+                 spec, (unsigned)geteuid(), (unsigned)getegid(), (unsigned)uid, (unsigned)gid);
+        return -EPERM;
+    }
     if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
         int err = errno;
         snprintf(why, why_len, "--user %s: %s", spec, strerror(err));

@@ -12,7 +12,8 @@
 struct config;
 
 /* Becomes USER (and GROUP, else USER's primary group) from "USER[:GROUP]", with no
- * supplementary groups. 0, or -errno with a one-line reason in why (unknown user, not root). */
+ * supplementary groups. 0, or -errno with a one-line reason in why (unknown user, not root).
+ * Not root but already USER and GROUP: 0 with a note in why, nothing changed. */
 int privs_drop(const char *spec, char *why, size_t why_len);
 
 /* The user and group "USER[:GROUP]" names (for what must belong to them before the drop: the

@@ -742,7 +742,9 @@ static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
 {
     (void)secret;
     if (worker_runtime(w)->id == 0)
-        errlog(ERRLOG_WARN, "HTTP/3: not in this build (--http3 is ignored); HTTPS on TCP port %u",
+        errlog(ERRLOG_WARN,
+               "HTTP/3: not in this build (made with HTTP3=no, as make static is; the "
+               "package's binary and the container image have it): HTTPS on TCP port %u only",
                sv->cfg->tls_port);
     return 0;
 }
@@ -1109,6 +1111,9 @@ static int confine(struct server *sv)
         fprintf(stderr, "ringhttpd: %s\n", why);
         return -1;
     }
+    if (why[0]) /* the note of a --user that had nothing to change */
+        fprintf(stderr, "ringhttpd: %s\n", why);
+    why[0] = '\0';
     /* the name while /etc/passwd is still readable (Landlock comes next) */
     struct passwd *pw = getpwuid(geteuid());
     snprintf(sv->who, sizeof(sv->who), "%s (uid %u)", pw ? pw->pw_name : "the user",
@@ -1312,9 +1317,9 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     }
     if (sv.acme && cfg->verbose)
         acme_describe(sv.acme, stderr);
-    if (cfg->tls)
+    if (cfg->tls) /* HTTP/3 only when a UDP socket is open: not when the build left it out */
         fprintf(stderr, "ringhttpd: listening on %s (TLS%s)\n", sv.tls_url,
-                cfg->http3 ? "; HTTP/3 on UDP" : "");
+                sv.workers[0] && worker_quic(sv.workers[0]) ? "; HTTP/3 on UDP" : "");
     fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s\n", sv.url, sv.eng->name,
             cfg->threads, cfg->threads == 1 ? "" : "s",
             sv.inherited ? " on sockets from systemd" : "");

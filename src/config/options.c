@@ -9,6 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <curl/curlver.h> /* the versions --version names: macros only, nothing is called */
+#include <ngtcp2/version.h>
+#include <openssl/opensslv.h>
+#ifndef RINGHTTPD_NO_HTTP3
+#include <gnutls/gnutls.h>
+#endif
+
 #include "core/accept.h"
 #include "core/http1.h"
 #include "core/path.h"
@@ -694,10 +701,33 @@ static int set_help(struct config *cfg, const struct option_info *o, char *arg)
     return CONFIG_DONE;
 }
 
+/* What the build has and what it left out (make static: HTTP3=no ACME=no), so an operator
+ * can tell the image's binary from the package's before relying on a feature (issue 36): one
+ * line each, "built with:" then "left out:", for people and for scripts that grep them. What
+ * also needs the kernel (io_uring, kTLS, Landlock) is in the build either way; --verbose says
+ * at start whether the kernel grants it. */
 static int set_version(struct config *cfg, const struct option_info *o, char *arg)
 {
     (void)cfg, (void)o, (void)arg;
     printf("ringhttpd %s\n", RINGHTTPD_VERSION);
+    printf("built with: HTTP/1.1, HTTP/2, TLS (OpenSSL %s), kTLS", OPENSSL_VERSION_STR);
+#ifndef RINGHTTPD_NO_HTTP3
+    printf(", HTTP/3 (ngtcp2 %s, GnuTLS %s)", NGTCP2_VERSION, GNUTLS_VERSION);
+#endif
+#ifndef RINGHTTPD_NO_ACME
+    printf(", ACME (libcurl %s)", LIBCURL_VERSION);
+#endif
+    printf(", io_uring, epoll, gzip, br, zstd, Landlock, systemd sockets\n");
+#if defined(RINGHTTPD_NO_HTTP3) && defined(RINGHTTPD_NO_ACME)
+    printf("left out: HTTP/3 (HTTP3=no), ACME (ACME=no)\n");
+#elif defined(RINGHTTPD_NO_HTTP3)
+    printf("left out: HTTP/3 (HTTP3=no)\n");
+#elif defined(RINGHTTPD_NO_ACME)
+    printf("left out: ACME (ACME=no)\n");
+#else
+    printf("left out: nothing\n");
+#endif
+    printf("io_uring, kTLS and Landlock also need the kernel: --verbose says at start\n");
     return CONFIG_DONE;
 }
 
@@ -1337,7 +1367,7 @@ static const struct option_info table[] = {
      .scope = SCOPE_ARGV,
      .first = true,
      .set = set_version,
-     .help = "print the version and exit"},
+     .help = "print the version and the build's features, and exit"},
     /* the file's own keys */
     {.name = "root",
      .metavar = "DIR",

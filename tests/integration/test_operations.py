@@ -450,6 +450,32 @@ def test_root_without_user_says_so_once(server):
         assert server.stderr_text().count("serving as root") == 1
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="starts the server as nobody with setpriv")
+def test_user_naming_the_running_user_is_a_note_not_an_error(make_server, public_root):
+    """A container that runs as its image's USER (a Kubernetes pod's runAsUser) and a command
+    line that also says --user for it, as contrib/kubernetes's did (issue 36.3): nothing to
+    change, so it serves with a note instead of exiting 1. Another user still cannot be
+    reached without root."""
+    import grp
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    group = grp.getgrgid(nobody.pw_gid).gr_name
+    as_nobody = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
+                 "--clear-groups"]
+    for spec in ("nobody", f"nobody:{group}"):
+        server = make_server(public_root, args=["--user", spec], wrapper=as_nobody)
+        assert _status_ids(server.proc.pid)["Uid"] == [str(nobody.pw_uid)] * 4
+        assert fetch(server, "/hello.txt").body == HELLO
+        assert f"--user {spec}: already running as that user and group" in server.stderr_text()
+        server.stop()
+    root_group = grp.getgrgid(0).gr_name
+    server = make_server(public_root, args=["--user", f"nobody:{root_group}"],
+                         wrapper=as_nobody, ready=False)
+    assert server.proc.wait(timeout=10) == 1
+    server.stop()
+    assert "only a process started as root can change user" in server.stderr_text()
+
+
 def test_user_errors(make_server, docroot):
     server = make_server(docroot, args=["--user", "no-such-user-ringhttpd"], ready=False)
     assert server.proc.wait(timeout=10) == 1

@@ -128,15 +128,71 @@ def _is_static_elf(path):
     return 3 not in types and 2 not in types  # no PT_INTERP, no PT_DYNAMIC
 
 
-@pytest.mark.slow
-def test_make_static_builds_a_static_binary_that_serves(tmp_path):
+@pytest.fixture(scope="module")
+def static_binary():
     env = dict(os.environ, MAKEFLAGS="")
     subprocess.run(["make", "-s", "-C", str(REPO), "static"], check=True, env=env,
                    capture_output=True)
-    binary = REPO / "build" / "static" / "ringhttpd"
-    assert _is_static_elf(binary)
-    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=True)
+    return REPO / "build" / "static" / "ringhttpd"
+
+
+@pytest.mark.slow
+def test_make_static_builds_a_static_binary_that_serves(static_binary):
+    assert _is_static_elf(static_binary)
+    out = subprocess.run([str(static_binary), "--version"], capture_output=True, text=True,
+                         check=True)
     assert out.stdout.startswith("ringhttpd ")
+
+
+def _udp_ports():
+    """The local port of every UDP socket on the machine (IPv4 and IPv6)."""
+    ports = set()
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        with open(table) as f:
+            ports |= {int(ln.split()[1].rsplit(":", 1)[1], 16) for ln in f.readlines()[1:]}
+    return ports
+
+
+@pytest.mark.slow
+def test_make_static_says_what_it_left_out_and_never_claims_it(static_binary, make_server,
+                                                               test_ca):
+    """make static is the small variant without HTTP/3 and ACME (issue 36): --version names
+    both as left out, a TLS port's start warns that HTTP/3 is not there, its listening line
+    does not say "HTTP/3 on UDP" (the old one did, with no UDP socket open) and none is
+    open, and --acme-email is refused with the reason."""
+    out = subprocess.run([str(static_binary), "--version"], capture_output=True, text=True,
+                         check=True).stdout
+    built = next(ln for ln in out.splitlines() if ln.startswith("built with:"))
+    assert "HTTP/3" not in built and "ACME" not in built, out
+    assert "left out: HTTP/3 (HTTP3=no), ACME (ACME=no)" in out, out
+    ca, crt, key = test_ca
+    srv = make_server(REPO / "www", binary=str(static_binary),
+                      args=["--tls-port", "0", "--tls-cert", str(crt), "--tls-key", str(key)])
+    line = next(ln for ln in srv.stderr_text().splitlines() if "listening on https://" in ln)
+    assert "HTTP/3" not in line, line
+    assert "HTTP/3: not in this build" in srv.stderr_text()
+    tls_port = int(re.search(r"https://127\.0\.0\.1:(\d+)/", line).group(1))
+    assert tls_port not in _udp_ports()
+    p = subprocess.run(["curl", "-sS", "--cacert", str(ca), f"https://127.0.0.1:{tls_port}/"],
+                       capture_output=True, timeout=10)
+    assert p.returncode == 0 and p.stdout == (REPO / "www" / "index.html").read_bytes()
+    acme = make_server(REPO / "www", binary=str(static_binary), ready=False,
+                       args=["--tls-port", "0", "--acme-email", "ops@example.org",
+                             "--acme-domain", "a.test", "--acme-state", "/nonexistent/acme"])
+    assert acme.proc.wait(timeout=10) != 0
+    acme.stop()
+    assert "this build has no ACME client (made with ACME=no" in acme.stderr_text()
+
+
+def test_version_lists_the_build_s_features():
+    """The binary a package or the image holds has everything (issue 36)."""
+    out = subprocess.run([RINGHTTPD, "--version"], capture_output=True, text=True,
+                         check=True).stdout
+    built = next(ln for ln in out.splitlines() if ln.startswith("built with:"))
+    for feature in ("HTTP/2", "TLS (OpenSSL 3", "kTLS", "HTTP/3 (ngtcp2 ", "ACME (libcurl ",
+                    "io_uring", "epoll"):
+        assert feature in built, out
+    assert "left out: nothing" in out, out
 
 
 def _build_depends():

@@ -119,3 +119,25 @@ class Booted:
                 self.nspawn.kill()
                 self.nspawn.wait()
         self.log.close()
+
+
+@pytest.fixture(scope="session")
+def tls_pair(tmp_path_factory):
+    """(ca.crt, localhost.crt, localhost.key) in a directory anyone may read (a container's
+    unprivileged user reads them): a CA made for this session and a P-256 leaf it signed for
+    localhost and 127.0.0.1."""
+    d = tmp_path_factory.mktemp("tls")
+    d.chmod(0o755)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    run = lambda *a: subprocess.run(["openssl", *map(str, a)], check=True, capture_output=True)
+    run("req", "-x509", *ec, "-keyout", d / "ca.key", "-out", d / "ca.crt", "-subj",
+        "/CN=ringhttpd packaging test CA", "-days", "2")
+    run("req", "-new", *ec, "-keyout", d / "localhost.key", "-out", d / "localhost.csr",
+        "-subj", "/CN=localhost")
+    (d / "ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
+                           "extendedKeyUsage=serverAuth\n")
+    run("x509", "-req", "-in", d / "localhost.csr", "-CA", d / "ca.crt", "-CAkey", d / "ca.key",
+        "-CAcreateserial", "-days", "1", "-extfile", d / "ext", "-out", d / "localhost.crt")
+    for f in d.iterdir():
+        f.chmod(0o644)
+    return d / "ca.crt", d / "localhost.crt", d / "localhost.key"

@@ -1,4 +1,4 @@
-/* acme for `make static`: Debian ships no static libcurl dependencies (librtmp, libssh2,
+/* acme for ACME=no (make static): Debian ships no static libcurl dependencies (librtmp, libssh2,
  * GSSAPI, LDAP), so the static binary has no ACME client; --acme-email says so at start.
  * The same interface as acme.c (acme.h); nothing here runs. */
 #include <errno.h>
@@ -10,7 +10,9 @@ int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *to
              const struct acme_hooks *hooks, char *why, size_t why_len)
 {
     (void)out, (void)cfg, (void)tokens, (void)hooks;
-    snprintf(why, why_len, "--acme-email: this build (make static) has no ACME client");
+    snprintf(why, why_len,
+             "--acme-email: this build has no ACME client (made with ACME=no, as make static "
+             "is; the package's binary and the container image have it)");
     return -ENOTSUP;
 }
 
@@ -43,6 +45,8 @@ void acme_metrics(void *a, FILE *f)
 int acme_names(struct acme *a, const struct config *cfg, char *why, size_t why_len)
 {
     (void)a, (void)cfg;
-    snprintf(why, why_len, "--acme-email: this build (make static) has no ACME client");
+    snprintf(why, why_len,
+             "--acme-email: this build has no ACME client (made with ACME=no, as make static "
+             "is; the package's binary and the container image have it)");
     return -ENOTSUP;
 }
