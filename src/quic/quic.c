@@ -104,8 +104,10 @@ struct quic_ep {
     uint8_t out[UDP_GSO_MAX * MTU_MAX];
 };
 
-static ngtcp2_tstamp now_ns(void)
+static ngtcp2_tstamp now_ns(const struct quic_ep *ep)
 {
+    if (ep->set.now)
+        return ep->set.now();
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (ngtcp2_tstamp)ts.tv_sec * NGTCP2_SECONDS + (ngtcp2_tstamp)ts.tv_nsec;
@@ -228,7 +230,7 @@ static void start_close(struct quic_ep *ep, struct quic_conn *qc,
 {
     if (qc->state != Q_OPEN)
         return;
-    ngtcp2_tstamp now = now_ns();
+    ngtcp2_tstamp now = now_ns(ep);
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
@@ -285,7 +287,7 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
 {
     if (qc->state != Q_OPEN)
         return;
-    ngtcp2_tstamp now = now_ns();
+    ngtcp2_tstamp now = now_ns(ep);
     ngtcp2_path_storage ps, batch_ps; /* the last packet's path; the batch's */
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_path_storage_zero(&batch_ps);
@@ -598,7 +600,7 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     ep->nconns++;
     ep->stats.open = ep->nconns;
 
-    ngtcp2_tstamp now = now_ns();
+    ngtcp2_tstamp now = now_ns(ep);
     ngtcp2_cid scid;
     make_cid(ep, &scid, SCID_LEN);
     ngtcp2_settings st;
@@ -662,7 +664,7 @@ static void conn_read(struct quic_ep *ep, struct quic_conn *qc, const struct udp
     }
     ngtcp2_path path = path_to(ep, d->peer, d->peer_len);
     ngtcp2_pkt_info pi = {0};
-    ngtcp2_tstamp now = now_ns();
+    ngtcp2_tstamp now = now_ns(ep);
     int rv = ngtcp2_conn_read_pkt(qc->conn, &path, &pi, d->data, d->len, now);
     if (rv == 0) {
         /* A client that moved (NAT rebinding, migration) is answered where ngtcp2 says,
@@ -734,7 +736,7 @@ static void send_retry(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const struct
     uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], buf[MTU_MAX];
     ngtcp2_ssize tlen = ngtcp2_crypto_generate_retry_token(
         token, ep->secret, sizeof(ep->secret), hd->version, (const ngtcp2_sockaddr *)d->peer,
-        d->peer_len, &scid, &hd->dcid, now_ns());
+        d->peer_len, &scid, &hd->dcid, now_ns(ep));
     if (tlen < 0)
         return;
     ngtcp2_ssize n = ngtcp2_crypto_write_retry(buf, sizeof(buf), hd->version, &hd->scid, &scid,
@@ -800,7 +802,7 @@ static void on_datagram(void *user, const struct udp_dgram *d)
         if (ngtcp2_crypto_verify_retry_token(&odcid, hd.token.base, hd.token.len, ep->secret,
                                              sizeof(ep->secret), hd.version,
                                              (const ngtcp2_sockaddr *)d->peer, d->peer_len,
-                                             &hd.dcid, RETRY_TOKEN_TTL, now_ns()) != 0) {
+                                             &hd.dcid, RETRY_TOKEN_TTL, now_ns(ep)) != 0) {
             send_refusal(ep, &hd, d, NGTCP2_INVALID_TOKEN);
             return;
         }
@@ -839,7 +841,7 @@ static const struct udp_upcall upcall = {on_datagram, on_flush};
 void quic_ep_tick(struct quic_ep *ep)
 {
     ep->resets_left = RESETS_PER_TICK;
-    ngtcp2_tstamp now = now_ns();
+    ngtcp2_tstamp now = now_ns(ep);
     if (now < ep->next)
         return;
     ep->next = UINT64_MAX;
@@ -886,7 +888,7 @@ int quic_ep_wait_ms(const struct quic_ep *ep, int max_ms)
 {
     if (ep->next == UINT64_MAX)
         return max_ms;
-    ngtcp2_tstamp now = now_ns();
+    ngtcp2_tstamp now = now_ns(ep);
     if (ep->next <= now)
         return 0;
     uint64_t ms = (ep->next - now + NGTCP2_MILLISECONDS - 1) / NGTCP2_MILLISECONDS;
@@ -934,7 +936,7 @@ int quic_open_uni(struct quic_conn *qc, int64_t *sid)
 
 void quic_wake_in(struct quic_conn *qc, unsigned ms)
 {
-    qc->wake_at = now_ns() + (ngtcp2_tstamp)ms * NGTCP2_MILLISECONDS;
+    qc->wake_at = now_ns(qc->ep) + (ngtcp2_tstamp)ms * NGTCP2_MILLISECONDS;
     if (qc->wake_at < qc->deadline)
         set_deadline(qc->ep, qc, qc->wake_at);
 }
