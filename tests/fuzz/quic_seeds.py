@@ -1,7 +1,9 @@
 """Writes fuzz_quic's seeds (tests/fuzz/seeds/quic/): a 0-byte datagram, real client Initials
 (aioquic's), a whole handshake's client flight captured from aioquic client and server talking
 in memory (its later packets do not decrypt at our endpoint, whose keys differ, but they are
-real QUIC), the Initial as a GRO train, and truncations. Input format: tests/fuzz/fuzz_quic.c.
+real QUIC), the Initial as a GRO train, truncations, and records for fuzz_quic's own client
+(handshakes, requests, NAT rebindings, Retry, corruption, an idle timeout, a drain). Input
+format: tests/fuzz/fuzz_quic.c.
 Run: .venv/bin/python tests/fuzz/quic_seeds.py (it makes a throwaway certificate)."""
 
 import os
@@ -20,8 +22,10 @@ CLIENT = ("127.0.0.1", 40000)  # fuzz_quic's peer 0
 SERVER = ("127.0.0.1", 4433)
 
 
-def record(data, peer=0, tick=None, seg=None, noflush=False):
-    op = peer | (8 if noflush else 0)
+def record(data, peer=0, tick=None, seg=None, noflush=False, op=0):
+    """A raw record (a datagram from address peer; seg: a GRO train), or with op 0x40 a client
+    record (seg: the offset of the byte flipped in the client's datagrams)."""
+    op |= peer | (8 if noflush else 0)
     out = b""
     if tick is not None:
         op |= 0x10
@@ -30,6 +34,12 @@ def record(data, peer=0, tick=None, seg=None, noflush=False):
         op |= 4
         out += struct.pack(">H", seg)
     return bytes([op]) + out + struct.pack(">H", len(data)) + data
+
+
+def client(data=b"", peer=0, fin=False, corrupt=None, tick=None):
+    """A client record: fuzz_quic's own ngtcp2 client (made at the first), data on a new
+    request stream once its handshake is done."""
+    return record(data, peer, tick, corrupt, op=0x40 | (0x80 if fin else 0))
 
 
 def seed(name, recs, config=0x03 | 0x0c):  # retry above 1000, 64 connections
@@ -56,8 +66,8 @@ def handshake(tmp):
         sent = [d for d, _ in client.datagrams_to_send(now=now)]
         flight += sent
         if server is None and sent:
-            server = QuicConnection(configuration=scfg,
-                                    original_destination_connection_id=client.original_destination_connection_id)
+            odcid = client.original_destination_connection_id
+            server = QuicConnection(configuration=scfg, original_destination_connection_id=odcid)
         for d in sent:
             server.receive_datagram(d, CLIENT, now=now)
         for d, _ in server.datagrams_to_send(now=now):
@@ -89,6 +99,18 @@ def main():
     for n in (1, 7, 43, 200, 1199):
         seed(f"initial_cut_{n}", [record(initial[:n])])
     seed("short_header", [record(b"\x40" + initial[6:6 + 18] + b"\x00" * 40)])
+    req = b"GET / HTTP/1.1\r\n\r\n"
+    seed("client_handshake", [client(), client()])
+    seed("client_requests", [client(), client(req, fin=True), client(b"x" * 4000, fin=True),
+                             client(b"y" * 100, fin=False), client(tick=40)])
+    seed("client_rebinds", [client(), client(req, fin=True), client(b"z" * 3000, peer=1, fin=True),
+                            client(peer=2, tick=20), client(b"w" * 10, peer=3, fin=True)])
+    seed("client_retry", [client(), client(req, fin=True)], config=0x00 | 0x0c)
+    seed("client_corrupted", [client(), client(req, fin=True, corrupt=30)])
+    seed("client_idle_timeout", [client(), client(req, fin=True), client(tick=255),
+                                 client(req, fin=True)])
+    seed("client_two_workers_drain", [client(), client(req, fin=True), client(b"q" * 2000)],
+         config=0x13)
     print(f"{len(flight)} client datagrams in the flight; seeds in {OUT}", file=sys.stderr)
 
 
