@@ -881,3 +881,49 @@ sites:
         assert served_leaf(name, pa[1], root) == want
         assert served_leaf(name, pb_ports[1], root) == want
         assert pair_matches(state / file)
+
+
+def test_a_reload_keeps_a_failed_orders_backoff(make_server, docroot, ports, tmp_path):
+    """A configuration tool that reloads (SIGHUP) every few seconds while the CA fails must
+    not turn the backoff into an order a reload: CAs count failed orders (Let's Encrypt
+    refuses a name after a few an hour), so a certificate whose order failed waits for its next
+    try however often the configuration is read again. A name new in the reloaded
+    configuration is still ordered at once. The old build ordered again at every reload."""
+    import signal
+    ca = fake_ca("500")
+    url = f"http://127.0.0.1:{ca.server_address[1]}/dir"
+    conf = tmp_path / "sites.yaml"
+    one = f"""
+sites:
+  - hosts: [a.test]
+    root: {docroot}
+    default: true
+"""
+    conf.write_text(one)
+    env = dict(os.environ, RINGHTTPD_ACME_BACKOFF="600", RINGHTTPD_ACME_TIMEOUT="2")
+    try:
+        srv = make_server(None, env=env, args=[
+            "-p", str(ports[0]), "--tls-port", str(ports[1]), "--acme-email", "ops@example.org",
+            "--acme-ca", url, "--acme-state", str(tmp_path / "state"), "--config", str(conf)])
+        assert wait_for(lambda: "order for a.test failed (1 in a row" in srv.stderr_text(), 20,
+                        0.1), srv.stderr_text()
+        for n in range(1, 4):
+            srv.proc.send_signal(signal.SIGHUP)
+            assert wait_for(lambda: srv.stderr_text().count("reload (SIGHUP): serving") == n,
+                            15, 0.1), srv.stderr_text()
+        # The new name of a fourth reload is ordered at once, and only it: its failure is the
+        # second line that says an order failed; a.test's stays the only one of its own.
+        conf.write_text(one + f"""  - hosts: [b.test]
+    root: {docroot}
+""")
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: "order for b.test failed (1 in a row" in srv.stderr_text(), 20,
+                        0.1), srv.stderr_text()
+        logs = srv.stderr_text()
+        assert logs.count("ordering a certificate for a.test") == 1, logs
+        assert logs.count("order for a.test failed") == 1, logs
+        assert logs.count("ordering a certificate for b.test") == 1, logs
+        assert srv.proc.poll() is None
+    finally:
+        ca.shutdown()
+        ca.server_close()
