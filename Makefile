@@ -189,6 +189,9 @@ FUZZ_EXTRA_fuzz_h3 := src/h3/h3.c src/h3/h3req.c src/h3/qpack.c
 # Our QPACK against libnghttp3's decoder, the oracle (as fuzz_hpack_diff against libnghttp2).
 FUZZ_EXTRA_fuzz_qpack_diff := src/h3/qpack.c
 FUZZ_LIBS_fuzz_qpack_diff  := -lnghttp3
+# QUIC's receive path with a real ngtcp2 endpoint behind a real UDP port (issue 35.1).
+FUZZ_EXTRA_fuzz_quic := src/quic/quic.c src/engine/udp.c src/steer.c
+FUZZ_LIBS_fuzz_quic  := -lngtcp2_crypto_gnutls -lngtcp2 -lgnutls
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
 build/fuzz/obj/%.o: %.c | fuzz-deps
@@ -211,7 +214,7 @@ fuzz: $(addprefix fuzz-run-,$(FUZZ_NAMES))
 # Kept, not removed as intermediates: the next run relinks nothing, and a crash can be replayed.
 .SECONDARY: $(call fuzz_obj,$(FUZZ_SRC) $(FUZZ_BASE) $(FUZZ_EXTRA_fuzz_config) \
                             $(FUZZ_EXTRA_fuzz_htpasswd) $(FUZZ_EXTRA_fuzz_h3) \
-                            $(FUZZ_EXTRA_fuzz_qpack_diff)) \
+                            $(FUZZ_EXTRA_fuzz_qpack_diff) $(FUZZ_EXTRA_fuzz_quic)) \
             $(addprefix build/fuzz/,$(FUZZ_NAMES))
 
 # Not in `make check`: boots Debian's packaged kernel (6.1, the oldest we support) in qemu

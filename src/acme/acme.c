@@ -724,7 +724,11 @@ static void *acme_main(void *arg)
         pthread_mutex_unlock(&a->lock);
         for (int i = 0; i < n && !stopping(a); i++) {
             struct cert *c = &a->certs[i];
-            if (renamed) /* a new name orders at once; a valid certificate is only read again */
+            /* A new name orders at once; a valid certificate is only read again. One whose
+             * order failed keeps its backoff: CAs count failed orders (Let's Encrypt refuses a
+             * name after a few an hour), and a tool that reloads every minute must not turn
+             * the backoff into an order a reload (issue 35). */
+            if (renamed && c->failures == 0)
                 c->next = now;
             if (c->next <= now)
                 visit(a, c, now);

@@ -148,6 +148,10 @@ int udp_port_read(struct udp_port *p, unsigned batches)
     return rc < 0 && total == 0 ? rc : total;
 }
 
+/* Never a zero-length datagram out of a train: seg > 0 and off < len, so each segment has
+ * 1..seg bytes; the kernel's segment size (0 means none: one datagram, larger than the buffer
+ * too) is taken as it comes. An empty datagram passes as one: the layer above owns what its
+ * library may be given (quic.c drops it before ngtcp2, whose decoder asserts datalen != 0). */
 void udp_port_deliver(struct udp_port *p, const struct udp_dgram *d, size_t seg)
 {
     if (!seg || d->len <= seg) {

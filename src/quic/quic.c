@@ -105,8 +105,10 @@ struct quic_ep {
     uint8_t out[UDP_GSO_MAX * MTU_MAX];
 };
 
-static ngtcp2_tstamp now_ns(void)
+static ngtcp2_tstamp now_ns(const struct quic_ep *ep)
 {
+    if (ep->set.now)
+        return ep->set.now();
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (ngtcp2_tstamp)ts.tv_sec * NGTCP2_SECONDS + (ngtcp2_tstamp)ts.tv_nsec;
@@ -229,7 +231,7 @@ static void start_close(struct quic_ep *ep, struct quic_conn *qc,
 {
     if (qc->state != Q_OPEN)
         return;
-    ngtcp2_tstamp now = now_ns();
+    ngtcp2_tstamp now = now_ns(ep);
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
@@ -286,7 +288,7 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
 {
     if (qc->state != Q_OPEN)
         return;
-    ngtcp2_tstamp now = now_ns();
+    ngtcp2_tstamp now = now_ns(ep);
     ngtcp2_path_storage ps, batch_ps; /* the last packet's path; the batch's */
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_path_storage_zero(&batch_ps);
@@ -326,6 +328,9 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
                 ep->app->blocked(qc->app, sid, n == NGTCP2_ERR_STREAM_SHUT_WR);
                 continue;
             }
+            /* WRITE_MORE leaves a packet open: ngtcp2_conn_read_pkt and handle_expiry assert
+             * that none is (NGTCP2_CONN_FLAG_PPE_PENDING), so this loop goes on until a write
+             * returns n >= 0 (which closes it) or the connection closes (and reads no more). */
             if (n == NGTCP2_ERR_WRITE_MORE) {
                 if (ep->app->wrote(qc->app, sid, (size_t)ndatalen) < 0) {
                     close_liberr(ep, qc, NGTCP2_ERR_INTERNAL);
@@ -596,7 +601,7 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     ep->nconns++;
     ep->stats.open = ep->nconns;
 
-    ngtcp2_tstamp now = now_ns();
+    ngtcp2_tstamp now = now_ns(ep);
     ngtcp2_cid scid;
     make_cid(ep, &scid, SCID_LEN);
     ngtcp2_settings st;
@@ -660,7 +665,7 @@ static void conn_read(struct quic_ep *ep, struct quic_conn *qc, const struct udp
     }
     ngtcp2_path path = path_to(ep, d->peer, d->peer_len);
     ngtcp2_pkt_info pi = {0};
-    ngtcp2_tstamp now = now_ns();
+    ngtcp2_tstamp now = now_ns(ep);
     int rv = ngtcp2_conn_read_pkt(qc->conn, &path, &pi, d->data, d->len, now);
     if (rv == 0) {
         /* A client that moved (NAT rebinding, migration) is answered where ngtcp2 says,
@@ -689,7 +694,9 @@ static void send_vn(struct quic_ep *ep, const ngtcp2_version_cid *vc, const stru
     if (d->len < 1200)
         return;
     static const uint32_t versions[] = {NGTCP2_PROTO_VER_V1};
-    uint8_t buf[256], r;
+    /* An unknown version's IDs may be 255 bytes each (RFC 9000 17.2.1; ngtcp2 bounds them to
+     * 20 only for the versions it knows): room for both, so such a client is answered too. */
+    uint8_t buf[1 + 4 + 1 + 255 + 1 + 255 + 4 * 1], r;
     rand_bytes(&r, 1);
     ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(
         buf, sizeof(buf), r, vc->scid, vc->scidlen, vc->dcid, vc->dcidlen, versions, 1);
@@ -729,11 +736,16 @@ static void send_retry(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const struct
 {
     ngtcp2_cid scid;
     make_cid(ep, &scid, SCID_LEN); /* the client's next Initial comes back here */
+    /* ngtcp2_pkt_write_retry asserts that the new ID is not the client's (scid != odcid) and
+     * that the token is not empty (tokenlen > 0): the client chose its ID, so it is compared
+     * here rather than trusted to randomness. */
+    if (ngtcp2_cid_eq(&scid, &hd->dcid))
+        return;
     uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], buf[MTU_MAX];
     ngtcp2_ssize tlen = ngtcp2_crypto_generate_retry_token(
         token, ep->secret, sizeof(ep->secret), hd->version, (const ngtcp2_sockaddr *)d->peer,
-        d->peer_len, &scid, &hd->dcid, now_ns());
-    if (tlen < 0)
+        d->peer_len, &scid, &hd->dcid, now_ns(ep));
+    if (tlen <= 0)
         return;
     ngtcp2_ssize n = ngtcp2_crypto_write_retry(buf, sizeof(buf), hd->version, &hd->scid, &scid,
                                                &hd->dcid, token, (size_t)tlen);
@@ -754,13 +766,27 @@ static void send_refusal(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const stru
         send_to(ep, d->peer, d->peer_len, buf, (size_t)n, 0);
 }
 
+/* Whether d's source is an address ngtcp2 can hold: ngtcp2_addr_copy copies addrlen bytes
+ * into an ngtcp2_sockaddr_union (28 bytes) unchecked, and the Retry token's AAD and conn_new
+ * copy it into a sockaddr_storage. An AF_INET or AF_INET6 socket gets nothing else from the
+ * kernel, but io_uring's name buffer is 32 bytes: checked here, whatever an engine hands up. */
+static bool peer_ok(const struct udp_dgram *d)
+{
+    return d->peer &&
+           ((d->peer_len == sizeof(struct sockaddr_in) && d->peer->sa_family == AF_INET) ||
+            (d->peer_len == sizeof(struct sockaddr_in6) && d->peer->sa_family == AF_INET6));
+}
+
+/* Every datagram from the port, whatever its length and content: each ngtcp2 call below is
+ * given only what its asserts in 0.12.1 require (an assert there aborts the whole process,
+ * every worker with it). tests/fuzz/fuzz_quic.c drives this with datagram sequences. */
 static void on_datagram(void *user, const struct udp_dgram *d)
 {
     struct quic_ep *ep = user;
     /* ngtcp2 0.12 asserts a datagram's length (ngtcp2_pkt_decode_version_cid: datalen != 0,
      * an abort of the whole process): no QUIC packet is empty, so an empty datagram, which
      * anyone can send from any address, is dropped here before any ngtcp2 call. */
-    if (d->len == 0) {
+    if (d->len == 0 || !peer_ok(d)) {
         ep->stats.dropped++;
         return;
     }
@@ -784,7 +810,11 @@ static void on_datagram(void *user, const struct udp_dgram *d)
         return;
     }
     ngtcp2_pkt_hd hd;
-    if (ngtcp2_accept(&hd, d->data, d->len) != 0 || hd.type != NGTCP2_PKT_INITIAL) {
+    /* ngtcp2_conn_server_new asserts that the client's version is not a reserved one
+     * (!ngtcp2_is_reserved_version): ngtcp2_pkt_decode_version_cid sent those to version
+     * negotiation above, and the check is repeated so that no reordering here can reach it. */
+    if (ngtcp2_accept(&hd, d->data, d->len) != 0 || hd.type != NGTCP2_PKT_INITIAL ||
+        !ngtcp2_is_supported_version(hd.version)) {
         ep->stats.dropped++; /* 0-RTT, or not a valid first packet */
         return;
     }
@@ -798,11 +828,20 @@ static void on_datagram(void *user, const struct udp_dgram *d)
         if (ngtcp2_crypto_verify_retry_token(&odcid, hd.token.base, hd.token.len, ep->secret,
                                              sizeof(ep->secret), hd.version,
                                              (const ngtcp2_sockaddr *)d->peer, d->peer_len,
-                                             &hd.dcid, RETRY_TOKEN_TTL, now_ns()) != 0) {
+                                             &hd.dcid, RETRY_TOKEN_TTL, now_ns(ep)) != 0) {
             send_refusal(ep, &hd, d, NGTCP2_INVALID_TOKEN);
             return;
         }
         validated = &odcid;
+    } else if (hd.dcid.datalen < NGTCP2_MIN_INITIAL_DCIDLEN) {
+        /* A token that is not our Retry's counts as none (RFC 9000 8.1.3: we issue no
+         * NEW_TOKEN), so the first Initial's rule holds: an ID of 8 bytes or more (7.2).
+         * ngtcp2_accept checks it only when there is no token at all; past it, a client could
+         * have a connection filed under an empty ID (every other long header with an empty ID
+         * would then be read as its), and a Retry for it fails (ngtcp2_pkt_write_retry wants
+         * an odcid of 8 bytes). */
+        ep->stats.dropped++;
+        return;
     } else if (ep->nconns >= ep->set.retry_above) {
         send_retry(ep, &hd, d); /* under load: the client proves its address first */
         return;
@@ -837,7 +876,7 @@ static const struct udp_upcall upcall = {on_datagram, on_flush};
 void quic_ep_tick(struct quic_ep *ep)
 {
     ep->resets_left = RESETS_PER_TICK;
-    ngtcp2_tstamp now = now_ns();
+    ngtcp2_tstamp now = now_ns(ep);
     if (now < ep->next)
         return;
     ep->next = UINT64_MAX;
@@ -884,7 +923,7 @@ int quic_ep_wait_ms(const struct quic_ep *ep, int max_ms)
 {
     if (ep->next == UINT64_MAX)
         return max_ms;
-    ngtcp2_tstamp now = now_ns();
+    ngtcp2_tstamp now = now_ns(ep);
     if (ep->next <= now)
         return 0;
     uint64_t ms = (ep->next - now + NGTCP2_MILLISECONDS - 1) / NGTCP2_MILLISECONDS;
@@ -932,7 +971,7 @@ int quic_open_uni(struct quic_conn *qc, int64_t *sid)
 
 void quic_wake_in(struct quic_conn *qc, unsigned ms)
 {
-    qc->wake_at = now_ns() + (ngtcp2_tstamp)ms * NGTCP2_MILLISECONDS;
+    qc->wake_at = now_ns(qc->ep) + (ngtcp2_tstamp)ms * NGTCP2_MILLISECONDS;
     if (qc->wake_at < qc->deadline)
         set_deadline(qc->ep, qc, qc->wake_at);
 }

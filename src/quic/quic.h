@@ -71,6 +71,9 @@ struct quic_settings {
     const uint8_t *secret;    /* 32 bytes shared by every worker: Retry tokens, reset tokens */
     unsigned worker, workers; /* our IDs steer to socket `worker` of `workers` (steer.h) */
     bool gso;
+    /* The clock (ns, monotonic), NULL for CLOCK_MONOTONIC: tests/fuzz/fuzz_quic.c moves its
+     * own, so that timers run and a crash replays; the server leaves it NULL. */
+    uint64_t (*now)(void);
 };
 
 /* Counters a metrics scrape reads (plain integers: the worker writes, the scrape tolerates a

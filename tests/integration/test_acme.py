@@ -760,3 +760,170 @@ def test_tls_alpn_challenge_certificate_for_its_name_only(make_server, docroot, 
     finally:
         ca.shutdown()
         ca.server_close()
+
+
+# ---- issue 35: reloads during a renewal; instances started together on one directory ------
+
+
+def served_leaf(name, port, root):
+    """The DER certificate the TLS port presents for SNI name."""
+    ctx = ssl.create_default_context(cafile=str(root))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname=name) as s:
+            return s.getpeercert(binary_form=True)
+
+
+def pem_leaf(pem):
+    """The first certificate of a pair file (chain then key), as DER."""
+    text = pem.decode()
+    leaf = text.split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----"
+    return ssl.PEM_cert_to_DER_cert(leaf.strip())
+
+
+def pair_matches(path):
+    """Whether the pair file's key is the one its first certificate names (openssl's view)."""
+    cert = subprocess.run(["openssl", "x509", "-in", str(path), "-noout", "-pubkey"],
+                          capture_output=True, timeout=10)
+    key = subprocess.run(["openssl", "pkey", "-in", str(path), "-pubout"], capture_output=True,
+                         timeout=10)
+    return cert.returncode == 0 and key.returncode == 0 and cert.stdout == key.stdout
+
+
+def test_sighup_during_a_renewal_loses_no_certificate(make_server, docroot, pebble, ports,
+                                                      tmp_path):
+    """SIGHUPs sent over and over while the ACME thread renews (a configuration tool reloading
+    in a loop): the renewal completes, the pair on disk is whole (its key matches its
+    certificate, no temporary file is left), every reload succeeds, and new connections get the
+    renewed certificate. The test checks that reloads did land between the renewal's start and
+    its end, so it tests what it says."""
+    import signal
+    pb = pebble(validity=9)  # renewed at two thirds: ~6 s
+    state = tmp_path / "state"
+    conf = tmp_path / "sites.yaml"
+    conf.write_text(f"""
+sites:
+  - hosts: [a.test]
+    root: {docroot}
+    default: true
+""")
+    srv = make_server(None, args=acme_args(pb, state, ports, "--config", str(conf)))
+    wait_issued(srv, "a.test")
+    root = pb.root(tmp_path)
+    wait_https("a.test", ports[1], root)
+    first = (state / "a.test.pem").read_bytes()
+    started = lambda: "ordering a certificate for a.test" in srv.stderr_text().split(  # noqa: E731
+        "certificate for a.test issued")[-1]
+    assert wait_for(started, 30, 0.01), srv.stderr_text()[-3000:]
+    renewed = lambda: "certificate for a.test renewed" in srv.stderr_text()  # noqa: E731
+    sent = 0
+    while not renewed() and sent < 600:  # bounded: ~30 s at most
+        srv.proc.send_signal(signal.SIGHUP)
+        sent += 1
+        time.sleep(0.05)
+    assert renewed(), srv.stderr_text()[-3000:]
+    # A few more, after the renewal, so a reload also re-reads the renewed pair.
+    for _ in range(5):
+        srv.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.05)
+    logs = srv.stderr_text()
+    renewal = logs[logs.index("(renewal)"):logs.index("certificate for a.test renewed")]
+    assert "reload (SIGHUP)" in renewal, "no reload landed during the renewal"
+    assert "failed" not in logs, logs[-3000:]
+    assert wait_for(lambda: srv.stderr_text().count("reload (SIGHUP): serving") >= 2, 15, 0.2)
+    now = (state / "a.test.pem").read_bytes()
+    assert now != first
+    assert pair_matches(state / "a.test.pem")
+    assert not [p.name for p in state.iterdir() if p.name.endswith(".tmp")]
+    assert wait_for(lambda: served_leaf("a.test", ports[1], root) ==
+                    pem_leaf((state / "a.test.pem").read_bytes()), 15, 0.2)
+    assert srv.proc.poll() is None
+
+
+def test_two_instances_started_together_order_each_certificate_once(make_server, docroot, pebble,
+                                                                    tmp_path):
+    """Two instances on one state directory, started at the same moment (no lock held before,
+    unlike test_two_processes_sharing_the_state_order_once), each wanting the same two
+    certificates: Pebble sees one order per certificate and one account key is made; both
+    instances serve both names with the same certificate. A validates HTTP-01 on Pebble's
+    httpPort, B TLS-ALPN-01 on its tlsPort, so whichever wins a certificate's lock can be
+    validated."""
+    pa, pb_ports = (free_port(), free_port()), (free_port(), free_port())
+    pb = pebble(http_port=pa[0], tls_port=pb_ports[1])
+    state = tmp_path / "state"
+    conf = tmp_path / "sites.yaml"
+    conf.write_text(f"""
+sites:
+  - hosts: [a.test, www.a.test]
+    root: {docroot}
+    default: true
+  - hosts: [b.test]
+    root: {docroot}
+""")
+    a = make_server(None, ready=False, args=acme_args(pb, state, pa, "--config", str(conf),
+                                                      challenge="http-01"))
+    b = make_server(None, ready=False, args=acme_args(pb, state, pb_ports, "--config", str(conf),
+                                                      challenge="tls-alpn-01"))
+    a.wait_ready()
+    b.wait_ready()
+    root = pb.root(tmp_path)
+    for name in ("a.test", "www.a.test", "b.test"):
+        for port in (pa[1], pb_ports[1]):
+            wait_https(name, port, root, timeout=ISSUE_TIMEOUT)
+    logs = a.stderr_text() + b.stderr_text()
+    assert logs.count("ordering a certificate for a.test") == 1, logs
+    assert logs.count("ordering a certificate for b.test") == 1, logs
+    assert logs.count("made a new account key") == 1, logs
+    assert "failed" not in logs, logs
+    assert pb.orders() == 2
+    for name, file in (("a.test", "a.test.pem"), ("www.a.test", "a.test.pem"),
+                       ("b.test", "b.test.pem")):
+        want = pem_leaf((state / file).read_bytes())
+        assert served_leaf(name, pa[1], root) == want
+        assert served_leaf(name, pb_ports[1], root) == want
+        assert pair_matches(state / file)
+
+
+def test_a_reload_keeps_a_failed_orders_backoff(make_server, docroot, ports, tmp_path):
+    """A configuration tool that reloads (SIGHUP) every few seconds while the CA fails must
+    not turn the backoff into an order a reload: CAs count failed orders (Let's Encrypt
+    refuses a name after a few an hour), so a certificate whose order failed waits for its next
+    try however often the configuration is read again. A name new in the reloaded
+    configuration is still ordered at once. The old build ordered again at every reload."""
+    import signal
+    ca = fake_ca("500")
+    url = f"http://127.0.0.1:{ca.server_address[1]}/dir"
+    conf = tmp_path / "sites.yaml"
+    one = f"""
+sites:
+  - hosts: [a.test]
+    root: {docroot}
+    default: true
+"""
+    conf.write_text(one)
+    env = dict(os.environ, RINGHTTPD_ACME_BACKOFF="600", RINGHTTPD_ACME_TIMEOUT="2")
+    try:
+        srv = make_server(None, env=env, args=[
+            "-p", str(ports[0]), "--tls-port", str(ports[1]), "--acme-email", "ops@example.org",
+            "--acme-ca", url, "--acme-state", str(tmp_path / "state"), "--config", str(conf)])
+        assert wait_for(lambda: "order for a.test failed (1 in a row" in srv.stderr_text(), 20,
+                        0.1), srv.stderr_text()
+        for n in range(1, 4):
+            srv.proc.send_signal(signal.SIGHUP)
+            assert wait_for(lambda: srv.stderr_text().count("reload (SIGHUP): serving") == n,
+                            15, 0.1), srv.stderr_text()
+        # The new name of a fourth reload is ordered at once, and only it: its failure is the
+        # second line that says an order failed; a.test's stays the only one of its own.
+        conf.write_text(one + f"""  - hosts: [b.test]
+    root: {docroot}
+""")
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: "order for b.test failed (1 in a row" in srv.stderr_text(), 20,
+                        0.1), srv.stderr_text()
+        logs = srv.stderr_text()
+        assert logs.count("ordering a certificate for a.test") == 1, logs
+        assert logs.count("order for a.test failed") == 1, logs
+        assert logs.count("ordering a certificate for b.test") == 1, logs
+        assert srv.proc.poll() is None
+    finally:
+        ca.shutdown()
+        ca.server_close()

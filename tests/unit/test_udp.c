@@ -134,3 +134,47 @@ TEST(udp_read_gets_a_gso_send_whole_with_gro_and_without)
     train_over_loopback(true);
     train_over_loopback(false);
 }
+
+/* Issue 35.1: whatever the kernel says a train's segment size is (0, 1, odd, larger than the
+ * buffer), each datagram handed up is 1..seg bytes long (never empty, which ngtcp2's decoder
+ * asserts against) and together they are the buffer, every byte once, in order. */
+struct walk {
+    const uint8_t *next;
+    size_t seg, got;
+    unsigned n, empty, misplaced, oversize;
+};
+
+static void on_walk(void *user, const struct udp_dgram *d)
+{
+    struct walk *w = user;
+    w->n++;
+    w->empty += d->len == 0;
+    w->oversize += w->seg && d->len > w->seg;
+    w->misplaced += d->data != w->next;
+    w->next = d->data + d->len;
+    w->got += d->len;
+}
+
+static const struct udp_upcall walk_upcall = {on_walk, on_flush};
+
+TEST(udp_deliver_never_yields_an_empty_datagram_whatever_the_segment_size)
+{
+    static uint8_t bytes[3001];
+    static const size_t lens[] = {1, 2, 1199, 1200, 1201, 3001};
+    static const size_t segs[] = {0, 1, 2, 3, 7, 1199, 1200, 1201, 3000, 3001, 3002, 65535};
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+        for (size_t k = 0; k < sizeof(segs) / sizeof(segs[0]); k++) {
+            struct walk w = {.seg = segs[k]};
+            struct udp_port p = {.up = &walk_upcall, .user = &w};
+            const uint8_t *buf = (const uint8_t *)unit_guard(bytes, lens[i]);
+            struct udp_dgram d = {buf, lens[i], NULL, 0};
+            w.next = buf;
+            udp_port_deliver(&p, &d, segs[k]);
+            CHECK_INT(w.empty, 0);
+            CHECK_INT(w.oversize, 0);
+            CHECK_INT(w.misplaced, 0);
+            CHECK_INT(w.got, lens[i]);
+            size_t want = segs[k] && lens[i] > segs[k] ? (lens[i] + segs[k] - 1) / segs[k] : 1;
+            CHECK_INT(w.n, want);
+        }
+}
