@@ -501,7 +501,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
              fx.key, fx.cert);
     REQUIRE(system(cmd) == 0);
     struct sockaddr_in local = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = udp_socket_open((const struct sockaddr *)&local, sizeof(local));
+    int fd = udp_socket_open((const struct sockaddr *)&local, sizeof(local), true);
     REQUIRE(fd >= 0);
     REQUIRE(udp_port_init(&fx.port, fd, false, false, NULL, NULL) == 0);
     fx.port.sender = &sender;
