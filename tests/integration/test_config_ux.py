@@ -5,6 +5,7 @@ names are its directory's; every on/off key takes YAML's booleans; the command l
 say what is wrong and what to do; missing pages and a useless --http3 are warned about."""
 
 import os
+import pathlib
 import shutil
 import socket
 import subprocess
@@ -265,3 +266,52 @@ def test_the_start_warns_too(make_server, docroot):
     srv = make_server(docroot, args=["--error-page", "404=/nope.html", "--http3", "on"])
     assert "warning: --error-page '/nope.html'" in srv.stderr_text(), srv.stderr_text()
     assert "warning: --http3 on needs --tls-port" in srv.stderr_text()
+
+
+# --------------------------------------------------------------------------- stale text
+
+def test_no_text_calls_it_an_http11_server():
+    top = pathlib.Path(__file__).resolve().parents[2]
+    man = (top / "doc" / "ringhttpd.8").read_text()
+    name = man.split(".SH NAME\n")[1].split("\n")[0]
+    assert "HTTP/1.1 server" not in name and "HTTP/2" in name, name
+    first = run("--help").stdout.splitlines()[1:3]
+    assert "HTTP/2" in " ".join(first), first
+    page = (top / "www" / "index.html").read_text()
+    assert "HTTP/1.1 server" not in page and "HTTP/3" in page
+
+
+def test_the_man_page_lists_every_per_site_key():
+    """Its CONFIGURATION FILE list against the option table (what a site may set)."""
+    from optiontable import option_table
+    top = pathlib.Path(__file__).resolve().parents[2]
+    man = (top / "doc" / "ringhttpd.8").read_text().replace("\\-", "-")
+    section = man[man.index("and the per-site options ("):]
+    section = section[:section.index("any other option in a site")].replace(
+        "compress-types/min/max", "compress-types compress-min compress-max")
+    missing = [o.name for o in option_table().values()
+               if o.scope == "site" and o.name != "root" and o.name not in section]
+    assert not missing, f"the man page's per-site list lacks {missing}"
+
+
+def test_the_systemd_drop_in_example_parses(tmp_path):
+    top = pathlib.Path(__file__).resolve().parents[2]
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("no systemd-analyze")
+    unit = (top / "dist" / "ringhttpd.service").read_text().replace(
+        "@BINDIR@", str(pathlib.Path(RINGHTTPD).resolve().parent))
+    (tmp_path / "ringhttpd.service").write_text(unit)
+    (tmp_path / "ringhttpd.service.d").mkdir()
+    dropin = (top / "dist" / "ringhttpd-override.conf").read_text().replace(
+        "/usr/local/bin/ringhttpd", str(pathlib.Path(RINGHTTPD).resolve()))
+    (tmp_path / "ringhttpd.service.d" / "override.conf").write_text(dropin)
+    p = subprocess.run(["systemd-analyze", "verify", "--man=no",
+                        str(tmp_path / "ringhttpd.service")], capture_output=True, text=True,
+                       env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"}, timeout=60)
+    assert p.returncode == 0 and "override.conf" not in p.stderr, p.stderr
+    # and a mistake in it would be seen: the same drop-in with an unknown key
+    (tmp_path / "ringhttpd.service.d" / "override.conf").write_text(dropin + "Bogus=1\n")
+    p = subprocess.run(["systemd-analyze", "verify", "--man=no",
+                        str(tmp_path / "ringhttpd.service")], capture_output=True, text=True,
+                       env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"}, timeout=60)
+    assert "override.conf" in p.stderr and "Bogus" in p.stderr, p.stderr
