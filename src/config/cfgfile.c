@@ -4,10 +4,12 @@
 #include "config/cfgfile.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "config/options.h"
@@ -323,12 +325,26 @@ int cfgfile_load_buffer(struct config *cfg, const char *name, const char *text, 
 
 /* The directory the file's relative names are found in: its own, absolute, with a trailing
  * '/' (issue 36: they were the working directory's, so the same file failed from '/'). The
- * pool keeps it, since cfgfile_sites applies the sites' keys later. */
+ * path as named, symbolic links kept: a Kubernetes ConfigMap's file is a link through '..data'
+ * into a directory that a later update replaces, and the names must follow the link. The pool
+ * keeps it, since cfgfile_sites applies the sites' keys later. */
 static const char *file_dir(struct config *cfg, const char *file)
 {
-    char *real = realpath(file, NULL), *slash = real ? strrchr(real, '/') : NULL;
-    const char *dir = slash ? options_strdup(cfg, real, (size_t)(slash - real) + 1) : NULL;
-    free(real);
+    const char *slash = strrchr(file, '/');
+    size_t len = slash ? (size_t)(slash - file) + 1 : 0;
+    char cwd[PATH_MAX], *joined;
+    if (file[0] == '/')
+        return options_strdup(cfg, file, len);
+    if (!getcwd(cwd, sizeof(cwd)))
+        return NULL;
+    size_t clen = strlen(cwd);
+    if (!(joined = malloc(clen + 1 + len + 1)))
+        return NULL;
+    memcpy(joined, cwd, clen);
+    joined[clen] = '/';
+    memcpy(joined + clen + 1, file, len);
+    const char *dir = options_strdup(cfg, joined, clen + 1 + len);
+    free(joined);
     return dir;
 }
 
