@@ -318,6 +318,28 @@ static int tls_load(struct server *sv, const struct config *pairs, struct tls_ct
     return 0;
 }
 
+/* Why a listener could not open, with what to do about it (issue 36): a privileged port names
+ * the two ways out, a port in use the process that holds it, and the TLS port says it is. */
+static void listen_failed(const struct config *cfg, uint16_t port, bool tls, int err)
+{
+    const char *which = tls ? " (--tls-port)" : "";
+    if (err == -EACCES && port < 1024)
+        fprintf(stderr,
+                "ringhttpd: cannot listen on %s port %u%s: %s (a port below 1024 needs "
+                "privilege: start as root with --user USER, which drops it after the bind, or "
+                "grant CAP_NET_BIND_SERVICE: 'setcap cap_net_bind_service=+ep' on the binary, "
+                "or AmbientCapabilities=CAP_NET_BIND_SERVICE in its systemd unit)\n",
+                bind_name(cfg), port, which, strerror(-err));
+    else if (err == -EADDRINUSE)
+        fprintf(stderr,
+                "ringhttpd: cannot listen on %s port %u%s: %s (another process serves it; "
+                "--reuse-port shares it with a ringhttpd, for a zero-downtime restart)\n",
+                bind_name(cfg), port, which, strerror(-err));
+    else
+        fprintf(stderr, "ringhttpd: cannot listen on %s port %u%s: %s\n", bind_name(cfg), port,
+                which, strerror(-err));
+}
+
 /* The TLS listeners, one per worker on --bind's address and --tls-port (the kernel's pick
  * for 0, shared by every worker's). */
 static int open_tls_listeners(struct server *sv)
@@ -328,15 +350,13 @@ static int open_tls_listeners(struct server *sv)
     int err;
     if (cfg->tls_port != 0 && !cfg->reuse_port &&
         (err = port_in_use(&sv->tls_addr, &sv->claims[1])) == -EADDRINUSE) {
-        fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", bind_name(cfg),
-                cfg->tls_port, strerror(-err));
+        listen_failed(cfg, cfg->tls_port, true, err);
         return -1;
     }
     for (int i = 0; i < cfg->threads; i++) {
         int fd = open_listener(&sv->tls_addr, (int)cfg->header_timeout, (int)cfg->send_lowat);
         if (fd < 0) {
-            fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", bind_name(cfg),
-                    cfg->tls_port, strerror(-fd));
+            listen_failed(cfg, cfg->tls_port, true, fd);
             return -1;
         }
         sv->tls_listeners[i] = fd;
@@ -395,17 +415,13 @@ static int open_listeners(struct server *sv)
     int err = 0;
     if (cfg->port != 0 && !cfg->reuse_port &&
         (err = port_in_use(&sv->addr, &sv->claims[0])) == -EADDRINUSE) {
-        fprintf(stderr,
-                "ringhttpd: cannot listen on %s port %u: %s (another process serves it; "
-                "--reuse-port shares it with a ringhttpd, for a zero-downtime restart)\n",
-                bind_name(cfg), cfg->port, strerror(-err));
+        listen_failed(cfg, cfg->port, false, err);
         return -1;
     }
     for (; sv->nlisten < cfg->threads; sv->nlisten++) {
         int fd = open_listener(&sv->addr, (int)cfg->header_timeout, (int)cfg->send_lowat);
         if (fd < 0) {
-            fprintf(stderr, "ringhttpd: cannot listen on %s port %u: %s\n", bind_name(cfg),
-                    cfg->port, strerror(-fd));
+            listen_failed(cfg, cfg->port, false, fd);
             return -1;
         }
         sv->listeners[sv->nlisten] = fd;

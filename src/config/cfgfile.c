@@ -4,10 +4,12 @@
 #include "config/cfgfile.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "config/options.h"
@@ -22,7 +24,8 @@
 struct cfgfile {
     yaml_document_t doc;
     const char *name;
-    int sites; /* node id of the 'sites' sequence, 0 when there is none */
+    const char *dir; /* the file's directory, "/"-terminated (relative file names), or NULL */
+    int sites;       /* node id of the 'sites' sequence, 0 when there is none */
     unsigned values;
 };
 
@@ -50,6 +53,55 @@ static int set(struct config *cfg, struct cfgfile *f, const yaml_node_t *at, con
     cfg->src->line = line_of(at);
     cfg->src->key = key;
     return options_set(cfg, key, value);
+}
+
+struct key_at {
+    const char *key;
+    yaml_node_pair_t *pair; /* in the mapping's order: the first of two is the lower */
+};
+
+static int by_key(const void *a, const void *b)
+{
+    const struct key_at *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->pair > y->pair) - (x->pair < y->pair);
+}
+
+/* A key twice in mapping m (issue 35: the second silently won): each repeat named with its
+ * line and the first's (and, in the mapping form of a value, the key outer it is the value of).
+ * Sorted rather than compared pairwise: a hostile file may hold a mapping of a million keys. 0, or
+ * 2 after printing. */
+static int duplicate_keys(struct cfgfile *f, yaml_node_t *m, const char *outer)
+{
+    size_t n = (size_t)(m->data.mapping.pairs.top - m->data.mapping.pairs.start), k = 0;
+    struct key_at *keys = n > 1 ? calloc(n, sizeof(*keys)) : NULL;
+    int rc = 0;
+    if (n > 1 && !keys)
+        return fail(f, m, "(mapping)", "out of memory");
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; n > 1 && p < m->data.mapping.pairs.top;
+         p++) {
+        const char *key = scalar(yaml_document_get_node(&f->doc, p->key));
+        if (key) /* a key that is not a name is an error of its own */
+            keys[k++] = (struct key_at){key, p};
+    }
+    if (k > 1)
+        qsort(keys, k, sizeof(*keys), by_key);
+    for (size_t i = 1, first = 0; i < k; i++) {
+        if (strcmp(keys[first].key, keys[i].key) != 0) {
+            first = i;
+            continue;
+        }
+        char why[160];
+        yaml_node_t *at = yaml_document_get_node(&f->doc, keys[i].pair->key);
+        int line = line_of(yaml_document_get_node(&f->doc, keys[first].pair->key));
+        if (outer)
+            snprintf(why, sizeof(why), "'%.64s' given twice (first on line %d)", keys[i].key, line);
+        else
+            snprintf(why, sizeof(why), "given twice (first on line %d)", line);
+        rc = fail(f, at, outer ? outer : keys[i].key, why);
+    }
+    free(keys);
+    return rc;
 }
 
 /* The value of sub-key `name` in mapping m, or NULL; any sub-key not in `known` is an error. */
@@ -82,7 +134,9 @@ static int apply_mapping(struct config *cfg, struct cfgfile *f, const char *key,
     static const char *const auth[] = {"path", "htpasswd", NULL};
     static const char *const cache[] = {"path", "value", NULL};
     char buf[4096];
-    int rc = 0, n;
+    int rc = duplicate_keys(f, m, key), n;
+    if (rc)
+        return rc;
     if (strcmp(key, "error-page") == 0) { /* {404: /404.html, 500: /500.html} */
         for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top;
              p++) {
@@ -162,7 +216,7 @@ static int apply_value(struct config *cfg, struct cfgfile *f, const char *key, y
 /* Applies every key of mapping m; errors are all printed, the first one's status returned. */
 static int apply_keys(struct config *cfg, struct cfgfile *f, yaml_node_t *m, bool top)
 {
-    int first = 0;
+    int first = duplicate_keys(f, m, NULL);
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(&f->doc, p->key);
         yaml_node_t *v = yaml_document_get_node(&f->doc, p->value);
@@ -212,12 +266,12 @@ static int check_depth(const char *name, const char *text, size_t len)
     return rc;
 }
 
-int cfgfile_load_buffer(struct config *cfg, const char *name, const char *text, size_t len,
-                        struct cfgfile **out)
+static int load_text(struct config *cfg, const char *name, const char *dir, const char *text,
+                     size_t len, struct cfgfile **out)
 {
     struct cfgfile *f = calloc(1, sizeof(*f));
     yaml_parser_t parser;
-    struct config_src src = {.file = name};
+    struct config_src src = {.file = name, .dir = dir};
     int rc = 1;
 
     *out = NULL;
@@ -226,6 +280,7 @@ int cfgfile_load_buffer(struct config *cfg, const char *name, const char *text, 
         return 1;
     }
     f->name = name;
+    f->dir = dir;
     if ((rc = check_depth(name, text, len)) != 0) {
         free(f);
         return rc;
@@ -262,6 +317,37 @@ int cfgfile_load_buffer(struct config *cfg, const char *name, const char *text, 
     return 0;
 }
 
+int cfgfile_load_buffer(struct config *cfg, const char *name, const char *text, size_t len,
+                        struct cfgfile **out)
+{
+    return load_text(cfg, name, NULL, text, len, out);
+}
+
+/* The directory the file's relative names are found in: its own, absolute, with a trailing
+ * '/' (issue 36: they were the working directory's, so the same file failed from '/'). The
+ * path as named, symbolic links kept: a Kubernetes ConfigMap's file is a link through '..data'
+ * into a directory that a later update replaces, and the names must follow the link. The pool
+ * keeps it, since cfgfile_sites applies the sites' keys later. */
+static const char *file_dir(struct config *cfg, const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    size_t len = slash ? (size_t)(slash - file) + 1 : 0;
+    char cwd[PATH_MAX], *joined;
+    if (file[0] == '/')
+        return options_strdup(cfg, file, len);
+    if (!getcwd(cwd, sizeof(cwd)))
+        return NULL;
+    size_t clen = strlen(cwd);
+    if (!(joined = malloc(clen + 1 + len + 1)))
+        return NULL;
+    memcpy(joined, cwd, clen);
+    joined[clen] = '/';
+    memcpy(joined + clen + 1, file, len);
+    const char *dir = options_strdup(cfg, joined, clen + 1 + len);
+    free(joined);
+    return dir;
+}
+
 int cfgfile_load(struct config *cfg, const char *file, struct cfgfile **doc)
 {
     FILE *fp = fopen(file, "re");
@@ -287,7 +373,12 @@ int cfgfile_load(struct config *cfg, const char *file, struct cfgfile **doc)
         fprintf(stderr, "ringhttpd: --config %s: read error\n", file);
         goto out;
     }
-    rc = cfgfile_load_buffer(cfg, file, text, len, doc);
+    const char *dir = file_dir(cfg, file);
+    if (!dir) {
+        fprintf(stderr, "ringhttpd: --config %s: %s\n", file, strerror(errno));
+        goto out;
+    }
+    rc = load_text(cfg, file, dir, text, len, doc);
 out:
     free(text);
     fclose(fp);
@@ -308,7 +399,7 @@ int cfgfile_sites(struct config *cfg, struct cfgfile *f)
     for (size_t i = 0; i < n; i++) {
         yaml_node_t *m = yaml_document_get_node(&f->doc, seq->data.sequence.items.start[i]);
         struct config *site = &cfg->sites[i];
-        struct config_src src = {.file = f->name, .site = true};
+        struct config_src src = {.file = f->name, .dir = f->dir, .site = true};
         int rc;
         if (options_site_init(site, cfg) != 0) {
             cfg->num_sites = (int)i + 1;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/cfgfile.h"
@@ -17,31 +18,55 @@
 
 #define usage_error(...) options_error(cfg, __VA_ARGS__)
 
-/* What the HTTPS options need of each other, once all are read. */
+/* A problem with key's value at the top level: "FILE:LINE: KEY: why" when the file set it last,
+ * else the command line's "why (see --help)". Returns 2. */
+static int key_usage_error(struct config *cfg, const char *key, const char *why)
+{
+    int line = options_line(cfg, key);
+    struct config_src at = {.file = cfg->config_file, .line = line, .key = key};
+    cfg->src = line && cfg->config_file ? &at : NULL;
+    int rc = options_error(cfg, "%s", why);
+    cfg->src = NULL;
+    return rc;
+}
+
+/* What the HTTPS options need of each other, once all are read; each problem named by the key
+ * at fault (issue 36: from the file, they had no file:line). */
 static int tls_check(struct config *cfg)
 {
     int n = cfg->num_tls_certs;
+    char why[PATH_MAX + 128];
     if (!cfg->tls_min)
         cfg->tls_min = 12;
-    if (n > 0 && !cfg->tls_certs[n - 1].key)
-        return usage_error("--tls-cert '%s' has no --tls-key after it", cfg->tls_certs[n - 1].cert);
+    if (n > 0 && !cfg->tls_certs[n - 1].key) {
+        snprintf(why, sizeof(why), "--tls-cert '%s' has no --tls-key after it",
+                 cfg->tls_certs[n - 1].cert);
+        return key_usage_error(cfg, "tls-cert", why);
+    }
     if (cfg->acme_email && !cfg->tls)
-        return usage_error("--acme-email needs --tls-port%s", "");
+        return key_usage_error(cfg, "acme-email", "--acme-email needs --tls-port");
     if (!cfg->acme_email && cfg->num_acme_domains)
-        return usage_error("--acme-domain needs --acme-email%s", "");
+        return key_usage_error(cfg, "acme-domain", "--acme-domain needs --acme-email");
     if (cfg->num_acme_domains && cfg->config_file)
-        return usage_error("--acme-domain is for a command line without --config (the file's "
-                           "sites name the hosts)%s",
-                           "");
+        return key_usage_error(cfg, "acme-domain",
+                               "--acme-domain is for a command line without --config (the "
+                               "file's sites name the hosts)");
     /* automatic HTTPS brings the pairs, or a file's sites may bring theirs */
     if (cfg->tls && n == 0 && !cfg->config_file && !cfg->acme_email)
-        return usage_error("--tls-port needs a --tls-cert FILE --tls-key FILE pair%s", "");
-    if (!cfg->tls && n > 0)
-        return usage_error("--tls-cert '%s' needs --tls-port", cfg->tls_certs[0].cert);
+        return key_usage_error(cfg, "tls-port",
+                               "--tls-port needs a --tls-cert FILE --tls-key FILE pair");
+    if (!cfg->tls && n > 0) {
+        snprintf(why, sizeof(why), "--tls-cert '%s' needs --tls-port", cfg->tls_certs[0].cert);
+        return key_usage_error(cfg, "tls-cert", why);
+    }
     if (!cfg->tls && (cfg->hsts || cfg->redirect_https))
-        return usage_error("%s needs --tls-port", cfg->hsts ? "--hsts" : "--redirect-https");
+        return key_usage_error(cfg, cfg->hsts ? "hsts" : "redirect-https",
+                               cfg->hsts ? "--hsts needs --tls-port"
+                                         : "--redirect-https needs --tls-port");
     if (cfg->tls && cfg->tls_port != 0 && cfg->tls_port == cfg->port)
-        return usage_error("--tls-port must differ from --port (both are %s)", "the same");
+        return key_usage_error(cfg, "tls-port",
+                               "--tls-port must differ from --port (both are the "
+                               "same)");
     return 0;
 }
 
@@ -119,6 +144,18 @@ static int site_error(const struct config *top, const struct config *site, const
     return 1;
 }
 
+/* A problem with key's value at level c: "FILE:LINE: KEY: why" with the line that set it (a
+ * site's inherited value: the top level's line), else as site_error says it. Returns 1. */
+static int key_error(const struct config *top, const struct config *c, const char *key, int line,
+                     const char *why)
+{
+    if (top->config_file && line > 0)
+        fprintf(stderr, "ringhttpd: %s:%d: %s: %s\n", top->config_file, line, key, why);
+    else
+        site_error(top, c, "%s", why);
+    return 1;
+}
+
 /* Whether running (the configuration serving now) has the pair f: same files, same site. */
 static bool pair_running(const struct config *running, const struct tls_cert_files *f)
 {
@@ -146,14 +183,73 @@ static int check_pairs(const struct config *top, const struct config *c,
         if ((c == top && f->hosts) || pair_running(running, f) ||
             tls_pair_check(f, why, sizeof(why)) == 0)
             continue;
-        rc = 1;
-        if (top->config_file && c->tls_lines[i]) /* tls_pair_check names the file at fault */
-            fprintf(stderr, "ringhttpd: %s:%d: %s: %s\n", top->config_file, c->tls_lines[i],
-                    strncmp(why, "--tls-key", 9) == 0 ? "tls-key" : "tls-cert", why);
-        else
-            site_error(top, c, "%s", why);
+        /* tls_pair_check names the file at fault: its key, and that key's line */
+        bool key = strncmp(why, "--tls-key", 9) == 0;
+        rc = key_error(top, c, key ? "tls-key" : "tls-cert",
+                       key ? c->tls_lines[i] : c->tls_cert_lines[i], why);
     }
     return rc;
+}
+
+/* An error page or fallback that names no file below the root: not an error (the built-in
+ * page, or a 404, is sent; the file may be deployed later), but said at start and by
+ * --check-config (issue 36), as nginx says nothing and leaves the operator guessing. */
+static void warn_missing_pages(const struct config *top, const struct config *c, int root)
+{
+    struct stat st;
+    const char *file = top->config_file;
+    for (int i = 0; i <= c->num_error_pages; i++) {
+        bool fb = i == c->num_error_pages;
+        const char *path = fb ? c->fallback : c->error_pages[i].path;
+        const char *key = fb ? "fallback" : "error-page";
+        if (!path || (fstatat(root, path, &st, 0) == 0 && S_ISREG(st.st_mode)))
+            continue;
+        int line = options_line(c, key);
+        fprintf(stderr, "ringhttpd: ");
+        if (file && line)
+            fprintf(stderr, "%s:%d: %s: ", file, line, key);
+        else if (file && c->line)
+            fprintf(stderr, "%s:%d: site: ", file, c->line);
+        fprintf(stderr, "warning: --%s '/%s' is no file below '%s'%s\n", key, path, c->docroot,
+                fb ? " (missing files get 404)" : " (the built-in page is sent)");
+    }
+}
+
+/* Whether the access log can be opened for appending as the start will (issue 36: the check
+ * said ok, the start then failed): the file writable, or its directory when it is missing. */
+static int check_access_log(struct config *cfg)
+{
+    const char *p = cfg->access_log;
+    if (!p || strcmp(p, "-") == 0)
+        return 0;
+    int rc = 0;
+    if (access(p, W_OK) != 0) {
+        rc = errno;
+        if (rc == ENOENT) { /* created at start: its directory must exist and take it */
+            const char *slash = strrchr(p, '/');
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - p) + 1 : 1, slash ? p : ".");
+            rc = access(dir, W_OK | X_OK) == 0 ? 0 : errno;
+        }
+    }
+    if (!rc)
+        return 0;
+    char why[PATH_MAX + 128];
+    snprintf(why, sizeof(why), "--access-log '%s': %s", p, strerror(rc));
+    return key_error(cfg, cfg, "access-log", options_line(cfg, "access-log"), why);
+}
+
+/* What the process-wide options need that no site has: said, not refused. */
+static void warn_process(const struct config *cfg)
+{
+    if (cfg->http3 && !cfg->tls && options_given(cfg, "http3")) {
+        int line = options_line(cfg, "http3");
+        fprintf(stderr, "ringhttpd: ");
+        if (cfg->config_file && line)
+            fprintf(stderr, "%s:%d: http3: ", cfg->config_file, line);
+        fprintf(stderr, "warning: --http3 on needs --tls-port (HTTP/3 is QUIC, always "
+                        "encrypted): no UDP port is opened\n");
+    }
 }
 
 /* One level's own files: its root, its htpasswd files, --mime-types and TLS pairs. */
@@ -175,20 +271,22 @@ static int check_level(const struct config *top, const struct config *c,
         char why[PATH_MAX + 128];
         snprintf(why, sizeof(why), "cannot use document root '%s': %s", c->docroot,
                  strerror(errno));
-        rc = site_error(top, c, "%s", why);
+        rc = key_error(top, c, "root", options_line(c, "root"), why);
     } else {
+        warn_missing_pages(top, c, fd);
         close(fd);
     }
     for (int i = 0; i < c->num_auths; i++) {
         char why[512];
         if (auth_file_check(c->auths[i].htpasswd, why, sizeof(why)) != 0)
-            rc = site_error(top, c, "%s", why);
+            rc = key_error(top, c, "basic-auth", c->auth_lines[i], why);
     }
-    if (c != top && c->mime_file && (!top->mime_file || strcmp(c->mime_file, top->mime_file))) {
+    /* the top level's is read after the check at start: --check-config must read it too */
+    if (c->mime_file && (c == top || !top->mime_file || strcmp(c->mime_file, top->mime_file))) {
         struct mime_table types = {0};
         char why[PATH_MAX + 128];
         if (config_load_mime(c->mime_file, &types, why, sizeof(why)) != 0)
-            rc = site_error(top, c, "%s", why);
+            rc = key_error(top, c, "mime-types", options_line(c, "mime-types"), why);
         mime_table_free(&types);
     }
     return check_pairs(top, c, running) ? 1 : rc;
@@ -199,12 +297,25 @@ static int check_level(const struct config *top, const struct config *c,
  * TLS pair's key matching its certificate (on a reload, with running the configuration serving
  * now, only the pairs it does not have). 0, or 1 after printing each problem (with its file
  * line, and for a pair its key). */
-static int check(const struct config *cfg, const struct config *running)
+static int check(struct config *cfg, const struct config *running)
 {
     int rc = 0, defaults = 0;
+    /* the log is the process's, kept open over a reload (which may run as --user) */
+    if (!running && check_access_log(cfg))
+        rc = 1;
+    if (!running)
+        warn_process(cfg);
     if (!cfg->num_sites)
-        return check_level(cfg, cfg, running);
-    rc = check_pairs(cfg, cfg, running);
+        return check_level(cfg, cfg, running) ? 1 : rc;
+    if (check_pairs(cfg, cfg, running))
+        rc = 1;
+    if (cfg->mime_file) {
+        struct mime_table types = {0};
+        char why[PATH_MAX + 128];
+        if (config_load_mime(cfg->mime_file, &types, why, sizeof(why)) != 0)
+            rc = key_error(cfg, cfg, "mime-types", options_line(cfg, "mime-types"), why);
+        mime_table_free(&types);
+    }
     for (int i = 0; i < cfg->num_sites; i++) {
         const struct config *s = &cfg->sites[i];
         defaults += s->is_default;
@@ -236,6 +347,26 @@ static const struct option_info *option_of(const struct option_info *t, size_t n
         if (!t[i].file_only && option_code(t, i) == code)
             return &t[i];
     return NULL;
+}
+
+/* What getopt refused, said as an operator needs it (issue 36): a flag given a value, a value
+ * missing, or an unknown option with the one it is likely a typo of. */
+static int unknown_option(struct config *cfg, const struct option_info *t, size_t n, int opt,
+                          const char *arg)
+{
+    const struct option_info *flag = opt == '?' && optopt ? option_of(t, n, optopt) : NULL;
+    char name[64];
+    if (opt == ':')
+        return usage_error("option '%s' needs a value", arg);
+    if (flag)
+        return usage_error("--%s takes no value (give it alone to turn it on), got '%s'",
+                           flag->name, arg);
+    snprintf(name, sizeof(name), "%.*s", (int)strcspn(arg + strspn(arg, "-"), "="),
+             arg + strspn(arg, "-"));
+    const char *near = strncmp(arg, "--", 2) == 0 ? options_near(name, false) : NULL;
+    if (near)
+        return usage_error("unknown option '%s' (did you mean --%s?)", arg, near);
+    return usage_error("unknown option '%s'", arg);
 }
 
 /* Applies the command line: with first_pass only the options read before the file (--config,
@@ -273,8 +404,7 @@ static int apply_argv(struct config *cfg, int argc, char **argv, bool first_pass
         if (first_pass != (o && o->first))
             continue;
         if (!o)
-            rc = usage_error(opt == ':' ? "option '%s' needs a value" : "unknown option '%s'",
-                             argv[optind - 1]);
+            rc = unknown_option(cfg, t, n, opt, argv[optind - 1]);
         else
             rc = options_apply(cfg, o, optarg);
         if (rc != 0)
@@ -304,23 +434,26 @@ static int tls_sites(struct config *cfg)
         int i = n == 0 ? dflt : n <= dflt ? n - 1 : n; /* dflt first, then the others in order */
         struct config *site = &cfg->sites[i];
         const char *file = cfg->config_file;
+        const char *key = site->hsts ? "hsts" : "redirect-https";
+        int line = options_line(site, key) ? options_line(site, key) : site->line;
         if (!cfg->tls && (site->hsts || site->redirect_https)) {
-            fprintf(stderr, "ringhttpd: %s:%d: %s: needs tls-port at the top level\n", file,
-                    site->line, site->hsts ? "hsts" : "redirect-https");
+            fprintf(stderr, "ringhttpd: %s:%d: %s: needs tls-port at the top level\n", file, line,
+                    key);
             return 2;
         }
         if (!site->site_tls)
             continue;
         if (site->num_tls_certs && !site->tls_certs[site->num_tls_certs - 1].key) {
             fprintf(stderr, "ringhttpd: %s:%d: tls-cert: '%s' has no tls-key after it\n", file,
-                    site->line, site->tls_certs[site->num_tls_certs - 1].cert);
+                    site->tls_cert_lines[site->num_tls_certs - 1],
+                    site->tls_certs[site->num_tls_certs - 1].cert);
             return 2;
         }
         if (!cfg->tls) {
             fprintf(stderr,
                     "ringhttpd: %s:%d: tls-cert: a site's pair needs tls-port at the top "
                     "level\n",
-                    file, site->line);
+                    file, site->num_tls_certs ? site->tls_cert_lines[0] : site->line);
             return 2;
         }
         for (int k = 0; k < site->num_tls_certs; k++) {
@@ -332,11 +465,14 @@ static int tls_sites(struct config *cfg)
             site->tls_certs[k].hosts = site->hosts;
             site->tls_certs[k].num_hosts = site->num_hosts;
             cfg->tls_lines[cfg->num_tls_certs] = site->tls_lines[k];
+            cfg->tls_cert_lines[cfg->num_tls_certs] = site->tls_cert_lines[k];
             cfg->tls_certs[cfg->num_tls_certs++] = site->tls_certs[k];
         }
     }
     if (cfg->tls && cfg->num_tls_certs == 0 && !cfg->acme_email)
-        return usage_error("--tls-port needs a --tls-cert FILE --tls-key FILE pair%s", "");
+        return key_usage_error(cfg, "tls-port",
+                               "--tls-port needs a --tls-cert FILE --tls-key FILE pair (at the "
+                               "top level, or a site's tls-cert and tls-key)");
     return 0;
 }
 

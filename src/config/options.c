@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <curl/curlver.h> /* the versions --version names: macros only, nothing is called */
@@ -109,11 +110,26 @@ static int set_flag(struct config *cfg, const struct option_info *o, char *arg)
     return 0;
 }
 
+/* YAML 1.1's booleans and on/off, in any case, for every on/off value (issue 36: 'compress:
+ * false' was refused while 'autoindex: yes' was taken). 0 or -EINVAL. */
+static int parse_bool(const char *s, bool *on)
+{
+    static const char *const yes[] = {"on", "true", "yes"}, *const no[] = {"off", "false", "no"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcasecmp(s, yes[i]) == 0 || strcasecmp(s, no[i]) == 0) {
+            *on = strcasecmp(s, yes[i]) == 0;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
 static int set_onoff(struct config *cfg, const struct option_info *o, char *arg)
 {
-    if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0)
-        return usage_error("--%s wants on or off, got '%s'", o->name, arg);
-    *(bool *)field(cfg, o) = strcmp(arg, "on") == 0;
+    bool on;
+    if (parse_bool(arg, &on) != 0)
+        return usage_error("--%s wants on or off (or true/false, yes/no), got '%s'", o->name, arg);
+    *(bool *)field(cfg, o) = on;
     return 0;
 }
 
@@ -304,9 +320,10 @@ static int set_metrics(struct config *cfg, const struct option_info *o, char *ar
     unsigned long port;
     if (!colon || colon == arg || parse_uint(colon + 1, 0, 65535, &port) != 0 ||
         (strchr(arg, ':') != colon && (arg[0] != '[' || colon[-1] != ']')))
-        return usage_error("--metrics wants ADDR:PORT like 127.0.0.1:9100 or [::1]:9100, got "
-                           "'%s'",
-                           arg);
+        return usage_error(
+            "--metrics wants ADDR:PORT like 127.0.0.1:9100, [::1]:9100 or localhost:9100, got "
+            "'%s'",
+            arg);
     *colon = '\0';
     cfg->metrics_bind = arg;
     cfg->metrics_port = (uint16_t)port;
@@ -371,6 +388,7 @@ static int set_tls_cert(struct config *cfg, const struct option_info *o, char *a
         return usage_error("--tls-cert: at most 16 pairs; '%s' is one more", arg);
     if (!*arg)
         return usage_error("--tls-cert wants a file%s", "");
+    cfg->tls_cert_lines[cfg->num_tls_certs] = cfg->src && cfg->src->file ? cfg->src->line : 0;
     cfg->tls_certs[cfg->num_tls_certs++] = (struct tls_cert_files){.cert = arg};
     if (cfg->src && cfg->src->site)
         cfg->site_tls = true;
@@ -605,6 +623,7 @@ static int set_basic_auth(struct config *cfg, const struct option_info *o, char 
     char *prefix = options_strdup(cfg, arg, (size_t)(eq - arg));
     if (!prefix)
         return usage_error("--basic-auth: out of memory for '%s'", arg);
+    cfg->auth_lines[cfg->num_auths] = cfg->src && cfg->src->file ? cfg->src->line : 0;
     cfg->auths[cfg->num_auths++] = (struct config_auth){.prefix = prefix, .htpasswd = eq + 1};
     return 0;
 }
@@ -663,6 +682,12 @@ static int set_edge_rule(struct config *cfg, const struct option_info *o, char *
     if (*count == CONFIG_MAX_RULES)
         return usage_error("--%s: at most 32 a site, '%s' is one too many", o->name, arg);
     if (o->list == LIST_CORS) {
+        const char *end = arg + strlen(arg);
+        /* an origin is scheme://host[:port]: what a browser sends in Origin has no path */
+        if (end > arg && end[-1] == '/' && strstr(arg, "://"))
+            return usage_error("--cors: an origin has no path, not even '/': drop the "
+                               "trailing slash in '%s'",
+                               arg);
         if (cors_rule_parse(copy, &cfg->cors[*count]) != 0)
             return usage_error("--cors wants 'PATTERN ORIGIN' like '/api/* https://app.example' "
                                "or '/fonts/* *', got '%s'",
@@ -898,6 +923,7 @@ static const struct option_info table[] = {
      .set = set_header,
      .help = "extra header for successful responses (repeatable)"},
     {.name = "mime-types",
+     .names_file = OPTFILE_WHOLE,
      .metavar = "FILE",
      SITE,
      FIELD(FIELD_STRING, mime_file),
@@ -959,6 +985,7 @@ static const struct option_info table[] = {
      .help = "most unsent bytes queued on a socket (TCP_NOTSENT_LOWAT,\n"
              "128K; K/M/G); 0 leaves the kernel's unlimited default"},
     {.name = "access-log",
+     .names_file = OPTFILE_WHOLE,
      .metavar = "PATH",
      PROCESS,
      FIELD(FIELD_STRING, access_log),
@@ -1090,6 +1117,7 @@ static const struct option_info table[] = {
      .help = "also serve HTTPS on PORT (same --bind address; 0 picks one)"},
     /* A reload re-reads the pairs the new file names (server.c builds their contexts). */
     {.name = "tls-cert",
+     .names_file = OPTFILE_WHOLE,
      .metavar = "FILE",
      SITE,
      .list = LIST_TLS_CERTS,
@@ -1098,6 +1126,7 @@ static const struct option_info table[] = {
              "--tls-key for more pairs, chosen by SNI (the first is the\n"
              "default; ECDSA and RSA for the same names may both be given)"},
     {.name = "tls-key",
+     .names_file = OPTFILE_WHOLE,
      .metavar = "FILE",
      SITE,
      .set = set_tls_key,
@@ -1118,6 +1147,7 @@ static const struct option_info table[] = {
      PROCESS,
      .list = LIST_TICKET_KEYS,
      .same = same_ticket_keys,
+     .names_file = OPTFILE_WHOLE,
      .set = set_ticket_key_file,
      .help = "TLS session-ticket key (48 or 80 bytes, nginx's format:\n"
              "openssl rand 80 > FILE), shared by every instance behind a\n"
@@ -1135,6 +1165,7 @@ static const struct option_info table[] = {
      .metavar = "FILE",
      PROCESS,
      FIELD(FIELD_STRING, quic_secret_file),
+     .names_file = OPTFILE_WHOLE,
      .set = set_string,
      .help = "HTTP/3's secret for Retry tokens and stateless resets (at\n"
              "least 32 bytes: openssl rand 32 > FILE), shared by every\n"
@@ -1188,6 +1219,7 @@ static const struct option_info table[] = {
      .set = set_acme_ca,
      .help = "the ACME directory (Let's Encrypt's production one)"},
     {.name = "acme-ca-root",
+     .names_file = OPTFILE_WHOLE,
      .metavar = "FILE",
      PROCESS,
      FIELD(FIELD_STRING, acme_ca_root),
@@ -1276,6 +1308,7 @@ static const struct option_info table[] = {
              "to TO with 301 (or 302, 307, 308); a TO ending in '*' gets\n"
              "the rest of the path and the query (repeatable)"},
     {.name = "basic-auth",
+     .names_file = OPTFILE_AFTER_EQ,
      .metavar = "PREFIX=FILE",
      SITE,
      .list = LIST_AUTHS,
@@ -1370,6 +1403,7 @@ static const struct option_info table[] = {
      .help = "print the version and the build's features, and exit"},
     /* the file's own keys */
     {.name = "root",
+     .names_file = OPTFILE_WHOLE,
      .metavar = "DIR",
      SITE,
      .file_only = true,
@@ -1399,6 +1433,7 @@ static const struct option_info table[] = {
 };
 
 #define NOPTIONS (sizeof(table) / sizeof(table[0]))
+_Static_assert(NOPTIONS <= CONFIG_MAX_OPTIONS, "struct config's key_lines needs more rows");
 
 const struct option_info *options_table(size_t *n)
 {
@@ -1414,13 +1449,68 @@ const struct option_info *options_find(const char *name)
     return NULL;
 }
 
+int options_line(const struct config *cfg, const char *name)
+{
+    const struct option_info *o = options_find(name);
+    return o && cfg->key_lines[o - table] > 0 ? cfg->key_lines[o - table] : 0;
+}
+
+bool options_given(const struct config *cfg, const char *name)
+{
+    const struct option_info *o = options_find(name);
+    return o && cfg->key_lines[o - table] != 0;
+}
+
+/* Levenshtein distance of a and b, both shorter than 64 bytes (else "far": 64). */
+static size_t distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[64];
+    if (la >= 64 || lb >= 64)
+        return 64;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *options_near(const char *name, bool in_file)
+{
+    const char *best = NULL;
+    size_t best_d = 64, len = strlen(name);
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        if (in_file ? table[i].scope == SCOPE_ARGV : table[i].file_only)
+            continue;
+        size_t d = distance(name, table[i].name);
+        if (d < best_d) {
+            best_d = d;
+            best = table[i].name;
+        }
+    }
+    /* a typo: a third of the name at most (two edits in "compres-types", one in "prot") */
+    return best && best_d > 0 && best_d <= (len + 2) / 3 ? best : NULL;
+}
+
 /* --help: "  -p, --port PORT", the help text from column 29 (two spaces further when the
  * option is longer), its later lines indented to that column. */
 void options_help(FILE *out)
 {
     enum { COLUMN = 29 };
     fputs("Usage: ringhttpd [options] [DOCROOT]\n"
-          "Serve the files below DOCROOT (default: the current directory) over HTTP/1.1.\n"
+          "Serve the files below DOCROOT (default: the current directory) over HTTP/1.1,\n"
+          "HTTP/2 and, with --tls-port, HTTPS and HTTP/3.\n"
           "\n",
           out);
     for (size_t i = 0; i < NOPTIONS; i++) {
@@ -1518,28 +1608,57 @@ int options_apply(struct config *cfg, const struct option_info *o, char *arg)
         return usage_error("'%s' is the process's, not a site's (set it at the top level)",
                            cfg->src->key);
     layer_begin(cfg, o->list);
+    if (cfg->src) /* the line for later checks' messages; -1: the command line's */
+        cfg->key_lines[o - table] = cfg->src->file ? cfg->src->line : -1;
     return o->set(cfg, o, arg);
+}
+
+/* value, or (when it names a relative file and the file has a directory) dir + value, from
+ * the pool; NULL without memory. */
+static char *file_value(struct config *cfg, const struct option_info *o, const char *value)
+{
+    const char *dir = cfg->src->dir, *name = value;
+    size_t vlen = strlen(value);
+    if (o->names_file == OPTFILE_AFTER_EQ && strchr(value, '='))
+        name = strchr(value, '=') + 1;
+    bool relative = o->names_file != OPTFILE_NONE && dir && *dir && *name && *name != '/' &&
+                    (o->names_file != OPTFILE_WHOLE || o->set != set_access_log ||
+                     (strcmp(name, "-") != 0 && strcmp(name, "off") != 0));
+    if (!relative)
+        return options_strdup(cfg, value, vlen);
+    size_t head = (size_t)(name - value), dlen = strlen(dir);
+    char *joined = malloc(vlen + dlen + 1), *out = NULL;
+    if (joined) {
+        memcpy(joined, value, head);
+        memcpy(joined + head, dir, dlen);
+        memcpy(joined + head + dlen, name, vlen - head + 1);
+        out = options_strdup(cfg, joined, vlen + dlen);
+        free(joined);
+    }
+    return out;
 }
 
 int options_set(struct config *cfg, const char *key, const char *value)
 {
     const struct option_info *o = options_find(key);
-    if (!o || o->scope == SCOPE_ARGV)
+    if (!o || o->scope == SCOPE_ARGV) {
+        const char *near = options_near(key, true);
+        if (near)
+            return usage_error("unknown key '%s' (did you mean '%s'?)", key, near);
         return usage_error("unknown key '%s' (keys are the long options' names, see --help)", key);
+    }
     if (!cfg->src->site && o->scope == SCOPE_SITE_OWN)
         return usage_error("'%s' belongs in a site (under 'sites')", key);
     if (cfg->src->site && !site_may(o)) /* before the value: that is not what is wrong */
         return options_apply(cfg, o, NULL);
     if (!o->metavar) {
-        bool on =
-            strcmp(value, "true") == 0 || strcmp(value, "yes") == 0 || strcmp(value, "on") == 0;
-        if (!on && strcmp(value, "false") != 0 && strcmp(value, "no") != 0 &&
-            strcmp(value, "off") != 0)
+        bool on;
+        if (parse_bool(value, &on) != 0)
             return usage_error("wants true or false, got '%s'", value);
         /* "false" is the flag's opposite: a site can turn off what its parent set */
         return options_apply(cfg, o, on ? "true" : "false");
     }
-    char *copy = options_strdup(cfg, value, strlen(value));
+    char *copy = file_value(cfg, o, value);
     if (!copy)
         return usage_error("out of memory for '%s'", key);
     return options_apply(cfg, o, copy);

@@ -48,7 +48,8 @@ enum option_list {
 #define CONFIG_MAX_REAL_IP 32
 #define CONFIG_MAX_DICTIONARIES 8
 #define CONFIG_MAX_TICKET_KEYS 16
-#define CONFIG_MAX_RULES 32 /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
+#define CONFIG_MAX_RULES 32   /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
+#define CONFIG_MAX_OPTIONS 96 /* rows of the option table (options.c asserts it) */
 
 enum engine_kind { ENGINE_AUTO, ENGINE_URING, ENGINE_EPOLL };
 
@@ -91,6 +92,7 @@ struct config_limit_rule {
  * one replaces what an outer layer (the file under the command line, a site's parent) set. */
 struct config_src {
     const char *file;
+    const char *dir; /* the file's directory with a trailing '/', or NULL: the working one */
     int line;
     const char *key;
     bool site; /* a site's keys: only the per-site options apply */
@@ -162,8 +164,9 @@ struct config {
     uint16_t tls_port;                              /* 0 picks a free one */
     struct tls_cert_files tls_certs[TLS_MAX_CERTS]; /* --tls-cert/--tls-key, the first default */
     int num_tls_certs;
-    int tls_lines[TLS_MAX_CERTS]; /* each pair's tls-key line in the file (0: command line) */
-    int tls_min;                  /* 12 (TLS 1.2 and 1.3) or 13 (--tls-min 1.3) */
+    int tls_lines[TLS_MAX_CERTS];      /* each pair's tls-key line in the file (0: command line) */
+    int tls_cert_lines[TLS_MAX_CERTS]; /* and its tls-cert line */
+    int tls_min;                       /* 12 (TLS 1.2 and 1.3) or 13 (--tls-min 1.3) */
     bool ktls;     /* --ktls on|off: responses sealed by kernel TLS where the kernel has it */
     bool tls_seal; /* --tls-seal on|off: otherwise sealed by tls.c with OpenSSL's keys */
     /* a site's own tls-cert/tls-key (issue 19): its tls_certs are its own pairs, which the
@@ -196,6 +199,7 @@ struct config {
     struct config_redirect redirects[CONFIG_MAX_RULES];
     int num_redirects;
     struct config_auth auths[CONFIG_MAX_RULES];
+    int auth_lines[CONFIG_MAX_RULES]; /* each one's line in the file (0: command line) */
     int num_auths;
     struct config_cache_rule cache_rules[CONFIG_MAX_RULES];
     int num_cache_rules;
@@ -214,8 +218,11 @@ struct config {
     int num_hints;
     const char *hosts[CONFIG_MAX_RULES]; /* a site's names: "example.org", "*.example.org" */
     int num_hosts;
-    bool is_default;      /* the site a Host no site names goes to */
-    int line;             /* a site's line in the file, for messages */
+    bool is_default; /* the site a Host no site names goes to */
+    int line;        /* a site's line in the file, for messages */
+    /* each option's line in the file, by table row (options_line); -1 when the command line
+     * set it last, 0 when nothing did */
+    int key_lines[CONFIG_MAX_OPTIONS];
     struct config *sites; /* the file's sites section (top level only) */
     int num_sites;
     struct config_src *src;    /* while parsing only */
@@ -236,6 +243,14 @@ enum option_scope {
     SCOPE_SITE,     /* also each site of the file (the top level's value is the sites' default) */
     SCOPE_SITE_OWN, /* only a site of the file: its hosts, default */
     SCOPE_ARGV,     /* the command line only: --check-config, --help, --version */
+};
+
+/* Whether a value names a file: one the configuration file names relatively is found beside
+ * that file, not in the working directory (issue 36); the command line's stay relative to it. */
+enum option_file {
+    OPTFILE_NONE,
+    OPTFILE_WHOLE,    /* the value ("-" and "off" excepted: --access-log's) */
+    OPTFILE_AFTER_EQ, /* what follows its first '=' (--basic-auth PREFIX=HTPASSWD) */
 };
 
 /* How a value is compared, for the reload's "needs a restart" list (and set, for flags). */
@@ -267,6 +282,7 @@ struct option_info {
     enum option_field kind; /* the field at off; FIELD_NONE: compared by same() if any */
     size_t off;
     bool invert;                         /* a flag that clears its field (--no-landlock) */
+    enum option_file names_file;         /* a file name: relative to the file that sets it */
     unsigned long min, max;              /* set_number's and set_size's bounds */
     const struct option_choice *choices; /* set_choice's names, up to one with a NULL name */
     const char *wants; /* its message's account of a good value: " seconds", " like 64M"... */
@@ -286,6 +302,16 @@ const struct option_info *options_table(size_t *n);
 /* The entry named name (a long option or a file-only key), or NULL. */
 const struct option_info *options_find(const char *name);
 
+/* The option nearest to name by edit distance, for "did you mean": a long option, or with
+ * in_file a key of the file; NULL when none is close enough to be a typo of it. */
+const char *options_near(const char *name, bool in_file);
+
+/* The line of the file that set option name in cfg last, or 0 (the command line, a default). */
+int options_line(const struct config *cfg, const char *name);
+
+/* Whether the file or the command line set option name in cfg (else it has its default). */
+bool options_given(const struct config *cfg, const char *name);
+
 /* Prints --help from the table. */
 void options_help(FILE *out);
 
@@ -294,8 +320,10 @@ void options_help(FILE *out);
 int options_apply(struct config *cfg, const struct option_info *o, char *arg);
 
 /* For the configuration file: applies key (a long option's name, or a file-only key) with
- * value, "true"/"false"/"yes"/"no"/"on"/"off" for a flag, copied into the pool. 0, or an exit
- * status after printing one line that names cfg->src's file, line and key. */
+ * value, "true"/"false"/"yes"/"no"/"on"/"off" for a flag, copied into the pool; a file name
+ * the value holds (names_file), when relative, is found in cfg->src->dir (the file's directory).
+ * 0, or an exit status after printing one line that names cfg->src's file, line
+ * and key. */
 int options_set(struct config *cfg, const char *key, const char *value);
 
 /* One line on stderr naming the option (with a file: its file, line and key); returns 2. */

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -579,7 +580,17 @@ static int listen_on(const char *host, uint16_t port, char *shown, size_t shown_
         v6->sin6_port = htons(port);
         alen = sizeof(*v6);
     } else {
-        return -EINVAL;
+        /* a host name ("localhost:9100", issue 36), resolved once at start: its first address */
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG}, *res;
+        if (getaddrinfo(host, NULL, &hints, &res) != 0)
+            return -EADDRNOTAVAIL;
+        memcpy(&ss, res->ai_addr, res->ai_addrlen);
+        alen = res->ai_addrlen;
+        freeaddrinfo(res);
+        if (ss.ss_family == AF_INET6)
+            v6->sin6_port = htons(port);
+        else
+            v4->sin_port = htons(port);
     }
     int one = 1, rc;
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -638,8 +649,11 @@ err_free:
     free(m->conns);
     free(m);
 err:
-    fprintf(stderr, "ringhttpd: --metrics %s:%u: %s\n", cfg->metrics_bind, cfg->metrics_port,
-            strerror(-rc));
+    fprintf(stderr, "ringhttpd: --metrics %s:%u: %s%s\n", cfg->metrics_bind, cfg->metrics_port,
+            strerror(-rc),
+            rc == -EADDRNOTAVAIL ? " (wants an address, or a host name this machine resolves, "
+                                   "and a port: 127.0.0.1:9100, [::1]:9100, localhost:9100)"
+                                 : "");
     return rc;
 }
 

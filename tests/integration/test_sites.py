@@ -757,6 +757,9 @@ def test_readme_example_is_a_valid_file(tmp_path):
                         f"/CN={name}", "-keyout", str(tmp_path / f"{name}.key"),
                         "-out", str(tmp_path / f"{name}.crt")], check=True, capture_output=True)
     example = example.replace("/srv/", f"{tmp_path}/srv/").replace("/etc/ringhttpd/", f"{tmp_path}/")
+    # --check-config checks the access log's directory as the start would (issue 36)
+    (tmp_path / "log").mkdir()
+    example = example.replace("/var/log/ringhttpd/", f"{tmp_path}/log/")
     conf = tmp_path / "example.yaml"
     conf.write_text(example)
     p = check(conf)
@@ -809,7 +812,8 @@ RESTART_VALUES = {
     "http3-gro": "off",
     "tls-min": "'1.3'", "ktls": "off", "tls-seal": "off", "reuse-port": "true",
     "user": "nobody", "no-landlock": "true", "health": "/hz", "drain-delay": "3",
-    "verbose": "true",
+    "verbose": "true", "tls-groups": "P-384", "ticket-key-file": "t.key",
+    "quic-secret-file": "q.secret", "proxy-protocol-from": "10.0.0.0/8",
 }
 # make_server's command line sets these (it overrides the file), a file cannot name another,
 # and tls-port needs a certificate pair; automatic HTTPS needs tls-port (and a CA:
@@ -886,4 +890,6 @@ def test_site_mime_types_file_is_checked(tmp_path):
     conf = tmp_path / "c.yaml"
     conf.write_text(f"sites:\n  - hosts: [x.test]\n    root: {tmp_path}\n    mime-types: {bad}\n")
     p = check(conf)
-    assert p.returncode == 1 and f"{conf}:2:" in p.stderr and "bad.types" in p.stderr, p.stderr
+    # the line of the key at fault, not the site's (issue 36)
+    assert p.returncode == 1 and f"{conf}:4: mime-types:" in p.stderr and "bad.types" in p.stderr, \
+        p.stderr

@@ -122,3 +122,48 @@ TEST(options_set_flags_and_scopes)
     top.num_sites = 1;
     options_free(&top);
 }
+
+/* Issue 36: YAML's booleans for every on/off value, a file's relative names found in its
+ * directory (the command line's left alone), each key's line kept, "did you mean". */
+TEST(options_booleans_relative_names_lines_and_near)
+{
+    struct config top;
+    struct config_src src = {.file = "/etc/r/r.yaml", .dir = "/etc/r/", .line = 4, .key = "k"};
+    options_init(&top);
+    top.src = &src;
+    CHECK_INT(options_set(&top, "compress", "False"), 0);
+    CHECK(!top.compress);
+    CHECK_INT(options_set(&top, "compress", "YES"), 0);
+    CHECK(top.compress);
+    CHECK_INT(options_set(&top, "compress", "maybe"), 2);
+    CHECK_INT(options_set(&top, "root", "www"), 0);
+    CHECK(strcmp(top.docroot, "/etc/r/www") == 0);
+    CHECK_INT(options_set(&top, "root", "/srv/www"), 0);
+    CHECK(strcmp(top.docroot, "/srv/www") == 0);
+    CHECK_INT(options_set(&top, "access-log", "-"), 0);
+    CHECK(strcmp(top.access_log, "-") == 0);
+    CHECK_INT(options_set(&top, "access-log", "logs/a.log"), 0);
+    CHECK(strcmp(top.access_log, "/etc/r/logs/a.log") == 0);
+    src.line = 7;
+    CHECK_INT(options_set(&top, "basic-auth", "/staff/=staff.htpasswd"), 0);
+    CHECK(strcmp(top.auths[0].htpasswd, "/etc/r/staff.htpasswd") == 0);
+    CHECK(strcmp(top.auths[0].prefix, "/staff/") == 0);
+    CHECK_INT(options_line(&top, "basic-auth"), 7);
+    CHECK_INT(options_line(&top, "root"), 4);
+    CHECK_INT(options_line(&top, "port"), 0);
+    CHECK(!options_given(&top, "port") && options_given(&top, "root"));
+    struct config_src argv = {0}; /* the command line's names stay as given */
+    top.src = &argv;
+    CHECK_INT(options_apply(&top, options_find("root"), "here"), 0);
+    CHECK(strcmp(top.docroot, "here") == 0);
+    CHECK_INT(options_line(&top, "root"), 0);
+    CHECK(options_given(&top, "root"));
+    top.src = NULL;
+    CHECK(strcmp(options_near("autoindx", false), "autoindex") == 0);
+    CHECK(strcmp(options_near("compres-types", false), "compress-types") == 0);
+    CHECK(strcmp(options_near("tls-prot", false), "tls-port") == 0);
+    CHECK(options_near("bogus", false) == NULL);
+    CHECK(options_near("rot", false) == NULL); /* root is the file's only */
+    CHECK(strcmp(options_near("rot", true), "root") == 0);
+    options_free(&top);
+}
