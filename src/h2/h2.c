@@ -1245,9 +1245,14 @@ static void on_priority_update(struct h2_session *s, int32_t id, const uint8_t *
         conn_error(s, id != 0 ? E_PROTOCOL : E_FRAME_SIZE);
         return;
     }
+    int32_t prioritized = (int32_t)(get32(p) & 0x7fffffff);
+    if (prioritized == 0) { /* RFC 9218 7.1 */
+        conn_error(s, E_PROTOCOL);
+        return;
+    }
     s->control++;
     check_budget(s);
-    struct stream *st = stream_find(s, (int32_t)(get32(p) & 0x7fffffff));
+    struct stream *st = stream_find(s, prioritized);
     if (!st)
         return; /* an idle stream's is not kept (RFC 9218 7.1 permits it) */
     bool queued = st->where == IN_DATA;

@@ -2,7 +2,7 @@
 HTTP/2 smaller points): the heads of unfinished streams and half-read frames are counted with
 HTTP/1's partial heads under --head-memory, oldest holder reclaimed first; a request body that
 sends nothing for --body-timeout is answered 408 however many PINGs keep the connection busy;
-a client's GOAWAY lets the streams it
+PRIORITY_UPDATE naming stream 0 is a connection error; a client's GOAWAY lets the streams it
 opened finish. Frames by hand over h2c on a loopback port, the real binary, both engines."""
 import socket
 import struct
@@ -12,8 +12,12 @@ import hpack
 
 from conftest import BIG
 from h3client import qpack_int  # the prefix integer of RFC 7541 5.1 too
-from test_h2 import (ACK, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING, SETTINGS,
-                     WINDOW_UPDATE, frame, get_block, open_h2, rss_kib, still_serving)
+from test_h2 import (ACK, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING, PROTOCOL_ERROR,
+                     SETTINGS, WINDOW_UPDATE, expect_close, frame, get_block, goaway_code,
+                     open_h2, read_frames, rss_kib, still_serving)
+
+PRIORITY_UPDATE = 0x10
+
 
 def literal_indexed(name, value):
     """A literal field with incremental indexing, new name, no Huffman (RFC 7541 6.2.1)."""
@@ -181,6 +185,18 @@ def test_body_timeout_despite_pings_and_other_streams(make_server, docroot):
 
 
 # ---- smaller points -----------------------------------------------------------------------
+
+def test_priority_update_for_stream_zero_is_a_connection_error(server):
+    """RFC 9218 7.1: a PRIORITY_UPDATE whose Prioritized Stream ID is 0 is a connection error of
+    type PROTOCOL_ERROR (it used to be ignored)."""
+    s = open_h2(server)
+    s.sendall(frame(PRIORITY_UPDATE, 0, 0, struct.pack(">I", 0) + b"u=1"))
+    frames, _ = read_frames(s, timeout=5)
+    assert goaway_code(frames) == PROTOCOL_ERROR
+    expect_close(s)
+    s.close()
+    still_serving(server)
+
 
 def test_client_goaway_lets_open_streams_finish(server):
     """RFC 9113 6.8: the client's GOAWAY (and its half-close after it, as clients that are done
