@@ -34,7 +34,7 @@ bool headmem_room(struct headmem *m, const struct headmem_holder *self, size_t m
                   void *ctx, int id)
 {
     while (m->bytes + more > max) {
-        struct headmem_holder *old = m->first == self ? self->next : m->first;
+        struct headmem_holder *old = self && m->first == self ? self->next : m->first;
         if (!old)
             return false;
         errlog_limited(&m->log, ERRLOG_WARN,
