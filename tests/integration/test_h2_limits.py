@@ -12,6 +12,7 @@ import hpack
 
 from conftest import BIG
 from h3client import qpack_int  # the prefix integer of RFC 7541 5.1 too
+from test_faults import asan_build
 from test_h2 import (ACK, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING, PROTOCOL_ERROR,
                      SETTINGS, WINDOW_UPDATE, expect_close, frame, get_block, goaway_code,
                      open_h2, read_frames, rss_kib, still_serving)
@@ -85,7 +86,8 @@ def test_unfinished_streams_are_bounded_by_head_memory(make_server, docroot):
             peak = max(peak, rss_kib(srv))
         assert srv.alive()
         growth = peak - base
-        assert growth < 20 << 10, f"RSS grew {growth} KiB for {CONNS} x {STREAMS} streams"
+        if not asan_build():  # its quarantine keeps what was freed: RSS says nothing there
+            assert growth < 20 << 10, f"RSS grew {growth} KiB for {CONNS} x {STREAMS} streams"
         assert "request heads hold" in srv.stderr_text(), srv.stderr_text()[-2000:]
 
         def closed(s):
@@ -127,7 +129,8 @@ def test_half_read_frames_are_counted(make_server, docroot):
         time.sleep(1)
         assert srv.alive()
         assert "request heads hold" in srv.stderr_text(), srv.stderr_text()[-2000:]
-        assert rss_kib(srv) - base < 16 << 10
+        if not asan_build():
+            assert rss_kib(srv) - base < 16 << 10
         still_serving(srv)
     finally:
         for s in socks:
