@@ -15,7 +15,6 @@
 #include "config/config.h"
 #include "core/policy.h"
 #include "core/rules.h"
-#include "rt/errlog.h"
 #include "rt/runtime.h"
 #include "serve.h"
 #include "tls/xport.h"

@@ -41,8 +41,9 @@ bool headmem_room(struct headmem *m, const struct headmem_holder *self, size_t m
                        "worker %d: request heads hold %zu bytes (--head-memory %zu): closing "
                        "the oldest partial ones",
                        id, m->bytes, max);
+        /* off the list first: nothing reads old after its reclaim, which may free it */
+        headmem_unlist(m, old);
         old->reclaim(ctx, old);
-        headmem_unlist(m, old); /* a reclaim that forgot is not asked again */
     }
     return true;
 }

@@ -15,8 +15,9 @@
 #include "rt/errlog.h"
 
 struct headmem_holder;
-/* Gives back the holder's memory now (closes its connection, resets its streams): it must
- * take h off the list (headmem_unlist) and uncharge what it held. ctx is headmem_room's. */
+/* Gives back the holder's memory now (closes its connection, resets its streams) and
+ * uncharges what it held; h is already off the list, and may be freed by the call. ctx is
+ * headmem_room's. */
 typedef void headmem_reclaim_fn(void *ctx, struct headmem_holder *h);
 
 struct headmem_holder {
