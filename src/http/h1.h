@@ -52,9 +52,9 @@ _Static_assert(sizeof(struct h1) <= CONN_PROTO_MEM, "HTTP/1's state must fit in 
 /* The HTTP/1.1 protocol operations: every connection's first (w->h1). */
 extern const struct proto_ops proto_h1;
 
-/* HTTP/1's per-worker state (the list of partial heads --head-memory evicts, its byte count,
- * the scratch request), reached through w->h1w: the worker makes it with its world and frees
- * it last. NULL when memory is short. */
+/* HTTP/1's per-worker state (the scratch request; its partial heads are on the worker's
+ * ledger, w->heads, with HTTP/2's), reached through w->h1w: the worker makes it with its world and
+ * frees it last. NULL when memory is short. */
 struct h1worker *h1_worker_new(void);
 void h1_worker_free(struct h1worker *hw);
 

@@ -169,8 +169,8 @@ struct runtime {
     struct compressor *compress; /* NULL with --compress off */
     struct authstate *auth;      /* --basic-auth verifications (rt/auth.h) */
     /* The modules' own per-worker state, each allocated, read and freed by its module alone
-     * (opaque here; the worker makes them with the rest of its world): HTTP/1's list of
-     * partial heads and its --head-memory count and scratch request (http/h1.h), serve's
+     * (opaque here; the worker makes them with the rest of its world): HTTP/1's scratch
+     * request (http/h1.h; its partial heads are on w->heads, with HTTP/2's), serve's
      * per-site HSTS and Alt-Svc lines (serve.h), site's route cache (rt/site.h). */
     struct h1worker *h1w;
     struct serve_worker *servew;
