@@ -115,6 +115,7 @@ struct stream {
     uint16_t interim_len, interim_status;
     char *head; /* the request's head, kept until its body ends (rare), or by h2_hold */
     size_t head_len;
+    int64_t body_due; /* a kept head's body: its next DATA by then (ms), else 408 (h2_expire) */
     int req_status;
     struct stream *next;          /* free or done list */
     struct stream *lprev, *lnext; /* the session's open streams */
@@ -908,6 +909,7 @@ static void blk_end(struct h2_session *s)
     st->head_len = s->head_len;
     s->kept += s->head_len;
     st->req_status = s->blk_status;
+    st->body_due = s->now + s->opts.body_ms;
 }
 
 /* ---- frames in ---- */
@@ -971,6 +973,9 @@ static void on_data(struct h2_session *s, uint8_t flags, int32_t id, const uint8
     }
     st->recv_window -= (int32_t)flow;
     st->received += len;
+    /* nginx's client_body_timeout: between two reads of this body, so that PINGs and other
+     * streams' frames keep no body waiting */
+    st->body_due = s->now + s->opts.body_ms;
     if (st->has_length && st->received > st->length) {
         window_refill(s, NULL);
         stream_error(s, id, E_PROTOCOL);
@@ -1240,9 +1245,14 @@ static void on_priority_update(struct h2_session *s, int32_t id, const uint8_t *
         conn_error(s, id != 0 ? E_PROTOCOL : E_FRAME_SIZE);
         return;
     }
+    int32_t prioritized = (int32_t)(get32(p) & 0x7fffffff);
+    if (prioritized == 0) { /* RFC 9218 7.1 */
+        conn_error(s, E_PROTOCOL);
+        return;
+    }
     s->control++;
     check_budget(s);
-    struct stream *st = stream_find(s, (int32_t)(get32(p) & 0x7fffffff));
+    struct stream *st = stream_find(s, prioritized);
     if (!st)
         return; /* an idle stream's is not kept (RFC 9218 7.1 permits it) */
     bool queued = st->where == IN_DATA;
@@ -2073,6 +2083,64 @@ unsigned h2_open_streams(const struct h2_session *s)
 enum h2_end h2_end(const struct h2_session *s)
 {
     return s->end;
+}
+
+void h2_shed(struct h2_session *s)
+{
+    for (struct stream *st = s->live, *next; st; st = next) {
+        next = st->lnext;
+        if (st->head) {
+            head_free(s, st);
+            stream_close(s, st);
+        }
+    }
+}
+
+void h2_peer_closed(struct h2_session *s)
+{
+    s->peer_goaway = true;
+    if (s->end == H2_END_NONE)
+        s->end = H2_END_DONE;
+    for (struct stream *st = s->live, *next; st; st = next) {
+        next = st->lnext;
+        if (!st->recv_done && !st->answered) /* its body can never come: nothing to answer */
+            stream_close(s, st);
+    }
+}
+
+int64_t h2_deadline(const struct h2_session *s)
+{
+    int64_t due = INT64_MAX;
+    if (s->kept == 0) /* no head kept: no body waited for (the usual case, without a walk) */
+        return due;
+    for (const struct stream *st = s->live; st; st = st->lnext)
+        if (st->head && !st->held && st->body_due < due)
+            due = st->body_due;
+    return due;
+}
+
+void h2_expire(struct h2_session *s, int64_t now)
+{
+    s->now = now;
+    for (struct stream *st = s->live, *next; st; st = next) {
+        next = st->lnext; /* delivering may answer and close st */
+        if (!st->head || st->held || st->body_due > now || st->answered)
+            continue;
+        /* The response can still be sent (the client's half is open, ours untouched): 408,
+         * then RST_STREAM(NO_ERROR) as after any response sent before the request ended. */
+        char *head = st->head;
+        size_t len = st->head_len;
+        st->head = NULL;
+        s->kept -= len;
+        deliver(s, st, head, len, 408);
+        free(head);
+    }
+}
+
+size_t h2_unfinished(const struct h2_session *s)
+{
+    bool input = s->frame_len || s->tail_len || s->blk_open;
+    return s->kept + (s->buf && input ? H2_BUF_SIZE : 0);
 }
 
 size_t h2_mem(const struct h2_session *s)

@@ -85,6 +85,7 @@ struct h2_hooks {
 /* Per-connection options (from the configuration). */
 struct h2_opts {
     int stall_ms; /* h2_check: responses pending without progress this long end the session */
+    int body_ms;  /* h2_expire: a request body with no DATA for this long is answered 408 */
 };
 
 /* Creates a session for a connection whose client preface (or its first bytes) is about to
@@ -181,6 +182,28 @@ bool h2_finished(const struct h2_session *s);
 unsigned h2_open_streams(const struct h2_session *s);
 
 enum h2_end h2_end(const struct h2_session *s);
+
+/* Frees now what the session keeps for unfinished requests (their heads; the streams close),
+ * for a connection closed to give memory back (--head-memory): what h2_unfinished counted,
+ * but for a buffer the output may still be using. */
+void h2_shed(struct h2_session *s);
+
+/* The client shut its side of the connection: as after its GOAWAY, the streams it sent whole
+ * are still answered and no new one is taken; the ones waiting for input are dropped. */
+void h2_peer_closed(struct h2_session *s);
+
+/* The earliest time (ms) a request body waiting for its next DATA frame falls due (h2_expire),
+ * or INT64_MAX when no stream waits for one. Only a stream's own DATA moves its time. */
+int64_t h2_deadline(const struct h2_session *s);
+
+/* Answers 408 (Request Timeout) each request whose body has had no DATA for opts.body_ms at
+ * `now` (ms), the stream then reset (NO_ERROR) as after any early response. */
+void h2_expire(struct h2_session *s, int64_t now);
+
+/* Bytes the session holds for requests not complete yet: kept heads waiting for their body
+ * or a check (h2_hold), and its buffer while a frame or a header block is read in parts
+ * (what --head-memory counts, with HTTP/1's partial heads). */
+size_t h2_unfinished(const struct h2_session *s);
 
 /* Bytes the session holds now besides its buffer: itself, stream records, kept heads, HPACK
  * tables (for tests and the memory bound). */

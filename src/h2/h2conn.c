@@ -5,10 +5,20 @@
  * reading, or keeps its window shut); idle, it is --keepalive-timeout. Either ends with GOAWAY
  * and, H2_BYE_S later if the client has not gone, the close. The idle one comes in two parts:
  * after H2_TRIM_S the session gives back what its last burst of streams left (h2_trim), then
- * the rest of the keep-alive time runs. */
+ * the rest of the keep-alive time runs. A request whose body is still coming has a deadline of
+ * its own besides (--body-timeout, h2_deadline): the timer is whichever falls due first.
+ *
+ * Memory: what the session holds for unfinished requests (h2_unfinished: heads kept for their
+ * body, its buffer while a frame or header block is half read) is charged to the worker's
+ * ledger (w->heads, rt/headmem.h) with HTTP/1's partial heads, under one --head-memory: a
+ * flood of either protocol costs the oldest holders of both their connection, not the worker
+ * its memory. The holder is the connection, not the stream: a reclaim must give the bytes back
+ * at once, and closing the connection is what does that for every kind of bytes it holds (a
+ * half-read frame belongs to no stream); the connection holding longest goes first. */
 #include "h2/h2conn.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +29,7 @@
 #include "core/policy.h"
 #include "h2/h2.h"
 #include "rt/fcache.h"
+#include "rt/headmem.h"
 #include "rt/obs.h"
 #include "rt/runtime.h"
 #include "serve.h"
@@ -34,13 +45,17 @@ struct h2conn {
     struct h2_session *s;
     struct runtime *w;
     struct conn *c;
-    bool sending;  /* a plan from h2_output is with conn_send */
-    bool progress; /* a send completed or a request arrived since the timer was armed */
-    bool busy;     /* the timer is the stall deadline (else the idle one) */
-    bool bye;      /* our GOAWAY is out: the next timeout closes */
-    bool closing;  /* finished, write side shut: input is dropped until the client closes */
-    bool trim;     /* the idle timer is H2_TRIM_S, for h2_trim; the keep-alive rest follows */
-    bool reclaim;  /* --max-conns took the connection: close once our GOAWAY is sent */
+    bool sending;     /* a plan from h2_output is with conn_send */
+    bool progress;    /* a send completed or a request arrived since the timer was armed */
+    bool busy;        /* the timer is the stall deadline (else the idle one) */
+    bool bye;         /* our GOAWAY is out: the next timeout closes */
+    bool closing;     /* finished, write side shut: input is dropped until the client closes */
+    bool trim;        /* the idle timer is H2_TRIM_S, for h2_trim; the keep-alive rest follows */
+    bool reclaim;     /* --max-conns took the connection: close once our GOAWAY is sent */
+    bool evicted;     /* the ledger (--head-memory) took it: closed, nothing more is charged */
+    int64_t stall_at; /* busy: the stall deadline (w->now seconds) */
+    size_t charged;   /* bytes of h2_unfinished on the worker's ledger */
+    struct headmem_holder hold;
     unsigned ndeferred;
     int32_t deferred[H2_DEFERRED]; /* parked streams, whose request h2_hold keeps (SERVE_PENDING) */
 };
@@ -143,9 +158,58 @@ static void on_buf_put(void *user, void *buf)
 
 static const struct h2_hooks hooks = {on_request, on_done, on_buf_get, on_buf_put};
 
+/* The ledger takes this connection back for --head-memory: closed at once, as an HTTP/1
+ * connection with a partial head is; its charge goes now (the session follows at release). */
+static void reclaimed(void *ctx, struct headmem_holder *hold)
+{
+    struct runtime *w = ctx;
+    struct h2conn *h = (struct h2conn *)(void *)((char *)hold - offsetof(struct h2conn, hold));
+    headmem_unlist(&w->heads, &h->hold);
+    headmem_uncharge(&w->heads, h->charged);
+    h->charged = 0;
+    h->evicted = true;
+    h2_shed(h->s); /* now, not at release: the next holder's bytes are on their way */
+    conn_close(w, h->c);
+}
+
+/* Brings the ledger to what the session holds now: room is made for more by reclaiming the
+ * oldest other holders, and a connection that alone holds more than --head-memory goes. */
+static void account(struct runtime *w, struct h2conn *h)
+{
+    size_t now = h->evicted || !conn_open(h->c) ? 0 : h2_unfinished(h->s);
+    if (now > h->charged &&
+        !headmem_room(&w->heads, &h->hold, now - h->charged, w->cfg->head_memory, w, w->id)) {
+        reclaimed(w, &h->hold);
+        return;
+    }
+    headmem_uncharge(&w->heads, h->charged);
+    headmem_charge(&w->heads, now);
+    h->charged = now;
+    if (now)
+        headmem_list(&w->heads, &h->hold, reclaimed);
+    else
+        headmem_unlist(&w->heads, &h->hold);
+}
+
+/* Arms the stall deadline (renewed by progress) or a body's, whichever is first. */
+static void arm_busy(struct runtime *w, struct conn *c, struct h2conn *h)
+{
+    if (h->progress || !h->busy)
+        h->stall_at = w->now + H2_STALL_S;
+    int64_t at = h->stall_at;
+    int64_t body = h2_deadline(h->s);
+    if (body != INT64_MAX && (body + 999) / 1000 < at)
+        at = (body + 999) / 1000;
+    conn_arm(w, c, at > w->now ? (unsigned)(at - w->now) : 1);
+}
+
 /* Sends what the session has, closes when it is finished, and keeps the timer right. */
 static void after(struct runtime *w, struct conn *c, struct h2conn *h)
 {
+    /* A body overdue: its timer may have been pushed by the client's traffic (every input
+     * re-arms it), so the deadline is checked here as well as when the timer fires. */
+    if (!h->bye && !h->closing && h2_deadline(h->s) <= now_ms(w))
+        h2_expire(h->s, now_ms(w));
     if (!h->sending) {
         struct plan *p = h2_output(h->s);
         if (p) {
@@ -155,6 +219,15 @@ static void after(struct runtime *w, struct conn *c, struct h2conn *h)
                 return;
         }
     }
+    if (c->eof && !h->sending && h->ndeferred == 0) {
+        /* The client shut its side and nothing is left to send now: what remains waits for
+         * a WINDOW_UPDATE or a request body that cannot come any more. */
+        conn_close(w, c);
+        return;
+    }
+    account(w, h);
+    if (!conn_open(c))
+        return;
     if (!h->sending && h2_finished(h->s)) {
         /* As HTTP/1's lingering close: the client may still be sending (a PING behind its
          * GOAWAY), and closing with unread bytes would reset the connection under our last
@@ -172,9 +245,9 @@ static void after(struct runtime *w, struct conn *c, struct h2conn *h)
     if (h->bye)
         return;
     unsigned keepalive = w->cfg->keepalive_timeout;
-    if (busy && (h->progress || !h->busy))
-        conn_arm(w, c, H2_STALL_S);
-    else if (!busy)
+    if (busy)
+        arm_busy(w, c, h);
+    else
         conn_arm(w, c, keepalive > H2_TRIM_S ? H2_TRIM_S : keepalive);
     h->trim = !busy && keepalive > H2_TRIM_S;
     h->busy = busy;
@@ -186,7 +259,8 @@ static int h2c_open(struct runtime *w, struct conn *c)
     struct h2conn *h = calloc(1, sizeof(*h));
     if (!h)
         return -ENOMEM;
-    const struct h2_opts opts = {.stall_ms = H2_STALL_S * 1000};
+    const struct h2_opts opts = {.stall_ms = H2_STALL_S * 1000,
+                                 .body_ms = (int)w->cfg->body_timeout * 1000};
     h->w = w;
     h->c = c;
     int rc = h2_new(&h->s, &opts, &hooks, h);
@@ -202,7 +276,15 @@ static void h2c_input(struct runtime *w, struct conn *c, const char *data, ssize
 {
     struct h2conn *h = c->pstate;
     if (n < 0)
-        return;                               /* conn closes the connection */
+        return; /* conn closes the connection */
+    if (n == 0 && !h->closing && !h->reclaim && h2_open_streams(h->s)) {
+        /* The client shut its side (after its GOAWAY, often): the requests it sent whole are
+         * still answered, as after its GOAWAY alone (RFC 9113 6.8); those still waiting for
+         * input never get it. */
+        h2_peer_closed(h->s);
+        after(w, c, h);
+        return;
+    }
     if (n == 0 || h->closing || h->reclaim) { /* the client is gone, or we are */
         if (n == 0)
             conn_close(w, c);
@@ -251,6 +333,11 @@ static void h2c_timeout(struct runtime *w, struct conn *c)
         h->trim = false;
         h2_trim(h->s);
         conn_arm(w, c, w->cfg->keepalive_timeout - H2_TRIM_S);
+        return;
+    }
+    if (h->busy && w->now < h->stall_at) { /* a body's deadline came first */
+        h2_expire(h->s, now_ms(w));
+        after(w, c, h);
         return;
     }
     bye(w, c, h, h->busy);
@@ -306,7 +393,8 @@ static void h2c_reclaim(struct runtime *w, struct conn *c)
 static void h2c_release(struct runtime *w, struct conn *c)
 {
     struct h2conn *h = c->pstate;
-    (void)w;
+    headmem_unlist(&w->heads, &h->hold);
+    headmem_uncharge(&w->heads, h->charged);
     h2_free(h->s); /* every response still held comes back through on_done */
     free(h);
     c->pstate = NULL;

@@ -8,13 +8,13 @@
 #include "http/h1.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config/config.h"
 #include "core/policy.h"
 #include "core/rules.h"
-#include "rt/errlog.h"
 #include "rt/runtime.h"
 #include "serve.h"
 #include "tls/xport.h"
@@ -48,10 +48,6 @@ static inline bool switched(const struct conn *c)
 
 /* HTTP/1's per-worker state. */
 struct h1worker {
-    struct conn_list heads; /* connections with a partial head buffered, oldest first (what
-                             * --head-memory evicts) */
-    size_t in_bytes;        /* input buffers held by connections, bounded by --head-memory */
-    struct errlog_limit log_heads;
     struct http_request req; /* scratch for the request being parsed */
 };
 
@@ -65,22 +61,17 @@ void h1_worker_free(struct h1worker *hw)
     free(hw);
 }
 
-/* The heads list (struct h1worker). */
+/* The worker's ledger of unfinished requests (w->heads, rt/headmem.h): a connection with a
+ * partial head buffered is on its list, from which --head-memory reclaims the oldest holder
+ * whatever protocol it speaks; its input buffers are charged there whether or not it is. */
+static void reclaim(void *ctx, struct headmem_holder *hold);
+
 static void heads_unlink(struct runtime *w, struct conn *c)
 {
     struct h1 *h = h1_of(c);
     if (!h->on_heads)
         return;
-    struct conn_list *heads = &w->h1w->heads;
-    if (h->head_prev)
-        h1_of(h->head_prev)->head_next = h->head_next;
-    else
-        heads->first = h->head_next;
-    if (h->head_next)
-        h1_of(h->head_next)->head_prev = h->head_prev;
-    else
-        heads->last = h->head_prev;
-    h->head_prev = h->head_next = NULL;
+    headmem_unlist(&w->heads, &h->hold);
     h->on_heads = false;
 }
 
@@ -89,14 +80,8 @@ static void heads_link(struct runtime *w, struct conn *c)
     struct h1 *h = h1_of(c);
     if (h->on_heads)
         return;
-    struct conn_list *heads = &w->h1w->heads;
     h->on_heads = true;
-    h->head_prev = heads->last;
-    if (heads->last)
-        h1_of(heads->last)->head_next = c;
-    else
-        heads->first = c;
-    heads->last = c;
+    headmem_list(&w->heads, &h->hold, reclaim);
 }
 
 /* Puts c on the queue its state calls for: conn's idle queue (between requests, or lingering:
@@ -125,7 +110,7 @@ static void update_lists(struct runtime *w, struct conn *c)
 static void free_input(struct runtime *w, struct h1 *h)
 {
     if (h->in)
-        w->h1w->in_bytes -= h->in_cap;
+        headmem_uncharge(&w->heads, h->in_cap);
     if (h->in && h->in_cap > H1_INPUT_CAP)
         free(h->in);
     else if (h->in)
@@ -307,17 +292,15 @@ static size_t consume(struct runtime *w, struct conn *c, const char *data, size_
  * flood of slow heads costs the slowest of them their connection, not the worker its memory. */
 static bool input_room(struct runtime *w, struct conn *c, size_t more)
 {
-    while (w->h1w->in_bytes + more > w->cfg->head_memory) {
-        struct conn *old = w->h1w->heads.first == c ? h1_of(c)->head_next : w->h1w->heads.first;
-        if (!old)
-            return false;
-        errlog_limited(&w->h1w->log_heads, ERRLOG_WARN,
-                       "worker %d: request heads hold %zu bytes (--head-memory %zu): closing "
-                       "the oldest partial ones",
-                       w->id, w->h1w->in_bytes, w->cfg->head_memory);
-        close_conn(w, old);
-    }
-    return true;
+    return headmem_room(&w->heads, &h1_of(c)->hold, more, w->cfg->head_memory, w, w->id);
+}
+
+/* The ledger reclaims this connection: it closes (close_conn gives its input back at once). */
+static void reclaim(void *ctx, struct headmem_holder *hold)
+{
+    struct h1 *h = (struct h1 *)(void *)((char *)hold - offsetof(struct h1, hold));
+    struct conn *c = (struct conn *)(void *)((char *)h - offsetof(struct conn, proto_mem));
+    close_conn(ctx, c);
 }
 
 /* Appends bytes to the input buffer; false when they do not fit. */
@@ -330,7 +313,7 @@ static bool buffer_input(struct runtime *w, struct conn *c, const char *data, si
         if (!input_room(w, c, H1_INPUT_CAP) || !(h->in = bufpool_get(&w->inbufs)))
             return false;
         h->in_cap = H1_INPUT_CAP;
-        w->h1w->in_bytes += H1_INPUT_CAP;
+        headmem_charge(&w->heads, H1_INPUT_CAP);
     }
     if (len > h->in_cap - h->in_len) {
         size_t cap = h->in_cap;
@@ -347,7 +330,7 @@ static bool buffer_input(struct runtime *w, struct conn *c, const char *data, si
         h->in = bigger;
         h->in_cap = (uint32_t)cap;
         h->in_len = len_kept;
-        w->h1w->in_bytes += cap;
+        headmem_charge(&w->heads, cap);
     }
     memcpy(h->in + h->in_len, data, len);
     h->in_len += (uint32_t)len;

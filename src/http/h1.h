@@ -17,6 +17,7 @@
 #include "conn.h"
 #include "core/http1.h"
 #include "proto.h"
+#include "rt/headmem.h"
 
 /* Size of a pooled input buffer: a whole request head and what pipelining sends behind it. */
 #define H1_INPUT_CAP (HTTP1_MAX_HEAD + 16384)
@@ -37,14 +38,13 @@ struct h1 {
     bool served;     /* a response has been started on this connection */
     bool on_heads; /* on the worker's heads list: a partial head buffered (--head-memory evicts) */
     uint32_t in_len;
-    uint32_t in_cap;        /* a pool buffer's size, or more for one grown on the heap */
-    char *in;               /* buffered unparsed input, or NULL */
-    struct response *resp;  /* the response in flight, or NULL */
-    uint64_t discard;       /* body bytes of the current request still to skip */
-    uint64_t send_left;     /* bytes the response had left at the last timeout check */
-    int64_t linger_end;     /* H1_LINGERING: when to close even if the client still sends */
-    struct conn *head_prev; /* the worker's heads list, oldest first */
-    struct conn *head_next;
+    uint32_t in_cap;            /* a pool buffer's size, or more for one grown on the heap */
+    char *in;                   /* buffered unparsed input, or NULL */
+    struct response *resp;      /* the response in flight, or NULL */
+    uint64_t discard;           /* body bytes of the current request still to skip */
+    uint64_t send_left;         /* bytes the response had left at the last timeout check */
+    int64_t linger_end;         /* H1_LINGERING: when to close even if the client still sends */
+    struct headmem_holder hold; /* on the worker's ledger while on_heads (rt/headmem.h) */
 };
 
 _Static_assert(sizeof(struct h1) <= CONN_PROTO_MEM, "HTTP/1's state must fit in the slot");
@@ -52,9 +52,9 @@ _Static_assert(sizeof(struct h1) <= CONN_PROTO_MEM, "HTTP/1's state must fit in 
 /* The HTTP/1.1 protocol operations: every connection's first (w->h1). */
 extern const struct proto_ops proto_h1;
 
-/* HTTP/1's per-worker state (the list of partial heads --head-memory evicts, its byte count,
- * the scratch request), reached through w->h1w: the worker makes it with its world and frees
- * it last. NULL when memory is short. */
+/* HTTP/1's per-worker state (the scratch request; its partial heads are on the worker's
+ * ledger, w->heads, with HTTP/2's), reached through w->h1w: the worker makes it with its world and
+ * frees it last. NULL when memory is short. */
 struct h1worker *h1_worker_new(void);
 void h1_worker_free(struct h1worker *hw);
 

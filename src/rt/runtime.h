@@ -24,6 +24,7 @@
 #include "rt/accesslog.h"
 #include "rt/bufpool.h"
 #include "rt/errlog.h"
+#include "rt/headmem.h"
 #include "rt/stats.h"
 #include "rt/timer.h"
 
@@ -156,17 +157,21 @@ struct runtime {
 
     struct conn_table conns; /* conn's */
 
-    struct bufpool inbufs;         /* partial request heads */
-    struct bufpool outbufs;        /* response headers and plans */
-    struct bufpool h2bufs;         /* HTTP/2 sessions' output and header-block buffers (h2.h) */
+    struct bufpool inbufs;  /* partial request heads */
+    struct bufpool outbufs; /* response headers and plans */
+    struct bufpool h2bufs;  /* HTTP/2 sessions' output and header-block buffers (h2.h) */
+    /* What unfinished requests hold, whatever they speak (HTTP/1's input buffers, HTTP/2's
+     * kept heads and half-read frames), bounded by --head-memory, oldest holder reclaimed
+     * first (rt/headmem.h). */
+    struct headmem heads;
     struct errlog_limit log_limit; /* guard's refusals (its guard may be the workers' one) */
     struct guard *guard; /* per-client limits (rt/guard.h), or NULL when none is configured */
     struct fcache *cache;
     struct compressor *compress; /* NULL with --compress off */
     struct authstate *auth;      /* --basic-auth verifications (rt/auth.h) */
     /* The modules' own per-worker state, each allocated, read and freed by its module alone
-     * (opaque here; the worker makes them with the rest of its world): HTTP/1's list of
-     * partial heads and its --head-memory count and scratch request (http/h1.h), serve's
+     * (opaque here; the worker makes them with the rest of its world): HTTP/1's scratch
+     * request (http/h1.h; its partial heads are on w->heads, with HTTP/2's), serve's
      * per-site HSTS and Alt-Svc lines (serve.h), site's route cache (rt/site.h). */
     struct h1worker *h1w;
     struct serve_worker *servew;

@@ -130,7 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
     static uint8_t framed[20000 / 4 * 13 + 64];
     struct ctx c = {0};
-    const struct h2_opts opts = {.stall_ms = 1000};
+    const struct h2_opts opts = {.stall_ms = 1000, .body_ms = 200};
     REQUIRE(h2_new(&c.s, &opts, &hooks, &c) == 0);
     REQUIRE((c.pre = h2_pre_new(FILE_LINES, strlen(FILE_LINES), 1)) != NULL);
     int64_t now = 0;
@@ -147,6 +147,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             REQUIRE(h2_mem(c.s) <= H2_MEM_MAX);
             drain(&c, now, at % 3000 == 1000);
             now += 50;
+            /* bodies past --body-timeout are answered 408 between reads, as the timer does */
+            if (h2_deadline(c.s) <= now)
+                h2_expire(c.s, now);
+            REQUIRE(h2_unfinished(c.s) <= H2_MEM_MAX + H2_BUF_SIZE);
             if (rc < 0)
                 break;
         }
@@ -166,6 +170,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 break;
         }
     }
+    drain(&c, now, false);
+    if (size > 1 && data[size - 1] & 1) /* the client shuts its side (or is reclaimed) */
+        h2_peer_closed(c.s);
+    else if (size > 1 && data[size - 1] & 2)
+        h2_shed(c.s);
     drain(&c, now, false);
     if (h2_open_streams(c.s) == 0)
         h2_trim(c.s);
