@@ -373,7 +373,7 @@ static int unknown_option(struct config *cfg, const struct option_info *t, size_
  * --check-config, -h, --version), without it the rest, which override the file. */
 static int apply_argv(struct config *cfg, int argc, char **argv, bool first_pass)
 {
-    enum { MAX_OPTIONS = 80 };
+    enum { MAX_OPTIONS = CONFIG_MAX_OPTIONS }; /* the table is asserted to fit (options.c) */
     struct config_src src = {0};
     struct option longopts[MAX_OPTIONS + 1];
     char shorts[2 * MAX_OPTIONS + 2];
