@@ -51,10 +51,16 @@
 #define H3_READERS 2      /* threads reading cold chunks, per worker */
 #define H3_OUTV 16        /* byte ranges a stream has handed out and not yet seen written */
 #define H3_BUCKETS 32     /* request streams by ID */
-#define H3_UNI 4 /* the peer's unidirectional streams kept: its three, and one of another type */
-#define H3_CTRL_MAX 512 /* a control frame's payload, parsed whole (more: H3_EXCESSIVE_LOAD) */
-#define H3_DEC_BUF 512  /* our decoder stream's bytes not yet acknowledged */
-#define H3_EARLY 16     /* PRIORITY_UPDATEs kept for streams not yet opened */
+#define H3_UNI 3 /* the peer's unidirectional streams kept: control, QPACK encoder and decoder */
+/* The peer's unidirectional streams whose type is read (by index, stream ID / 4): QUIC's
+ * allowance (quic.c, 3 + 8) and one more for each reserved-type stream given back, at most
+ * H3_RESERVED_MAX, fit. */
+#define H3_UNI_IDS 32
+#define H3_RESERVED_MAX 16 /* reserved-type streams a connection may open (more: EXCESSIVE_LOAD)   \
+                            */
+#define H3_CTRL_MAX 512    /* a control frame's payload, parsed whole (more: H3_EXCESSIVE_LOAD) */
+#define H3_DEC_BUF 512     /* our decoder stream's bytes not yet acknowledged */
+#define H3_EARLY 16        /* PRIORITY_UPDATEs kept for streams not yet opened */
 #define H3_HELD_MAX (256u << 10) /* stream bytes kept behind a blocked section (its window) */
 /* A field section: what h3req takes (HTTP1_MAX_HEAD of names and values, HTTP1_MAX_HEADERS
  * fields) counted as RFC 9114 4.2.2 counts (32 more a field). A HEADERS frame larger on the
@@ -75,8 +81,6 @@
 #define U_PUSH 0x1
 #define U_ENCODER 0x2
 #define U_DECODER 0x3
-#define U_UNKNOWN (-1)
-#define U_IGNORED (-2)
 #define H3_NO_ERROR 0x100
 #define H3_INTERNAL_ERROR 0x102
 #define H3_STREAM_CREATION_ERROR 0x103
@@ -230,10 +234,14 @@ struct h3conn {
     /* the peer's */
     int64_t peer_ctrl, peer_enc, peer_dec;
     struct h3uni uni[H3_UNI];
-    uint64_t max_bidi; /* request streams the client may open, in all */
-    int64_t next_bidi; /* the lowest request stream ID not seen yet */
-    int64_t goaway_id; /* streams from here on are refused (INT64_MAX: no GOAWAY sent) */
-    uint64_t max_push; /* the client's MAX_PUSH_ID (we push nothing) */
+    uint32_t uni_dropped;         /* by index: streams of other types, refused */
+    uint8_t uni_hn[H3_UNI_IDS];   /* by index: bytes of a stream's type read so far */
+    uint8_t uni_h[H3_UNI_IDS][8]; /* and those bytes */
+    unsigned nreserved;           /* streams of other types refused, in all */
+    uint64_t max_bidi;            /* request streams the client may open, in all */
+    int64_t next_bidi;            /* the lowest request stream ID not seen yet */
+    int64_t goaway_id;            /* streams from here on are refused (INT64_MAX: no GOAWAY sent) */
+    uint64_t max_push;            /* the client's MAX_PUSH_ID (we push nothing) */
     bool have_max_push;
     unsigned nearly, early_next;
     struct {
@@ -1172,41 +1180,54 @@ static int dec_input(struct h3conn *hc, struct h3uni *u, const uint8_t *p, size_
 
 static struct h3uni *uni_find(struct h3conn *hc, int64_t sid)
 {
-    struct h3uni *free_slot = NULL;
-    for (unsigned i = 0; i < H3_UNI; i++) {
+    for (unsigned i = 0; i < H3_UNI; i++)
         if (hc->uni[i].id == sid)
             return &hc->uni[i];
-        if (hc->uni[i].id < 0 && !free_slot)
-            free_slot = &hc->uni[i];
-    }
-    if (free_slot) {
-        memset(free_slot, 0, offsetof(struct h3uni, buf));
-        free_slot->id = sid;
-        free_slot->type = U_UNKNOWN;
-        free_slot->ins = 0xff;
-    }
-    return free_slot;
+    return NULL;
 }
 
-/* The stream's type is known: 0, or fatal. */
-static int uni_typed(struct h3conn *hc, struct h3uni *u, uint64_t type)
+/* Stream sid's type is known: its slot (NULL when it is of another type, refused), or fatal
+ * in *rv. The types are read before any slot is taken, so that streams of other types, opened
+ * first, cannot take the places of the three that must get through (issue 35.5: with three
+ * such streams first, the QPACK encoder stream was refused and a request waited for ever). */
+static struct h3uni *uni_typed(struct h3conn *hc, int64_t sid, uint64_t type, int *rv)
 {
     int64_t *own = type == U_CONTROL   ? &hc->peer_ctrl
                    : type == U_ENCODER ? &hc->peer_enc
                    : type == U_DECODER ? &hc->peer_dec
                                        : NULL;
-    if (type == U_PUSH) /* a client may not push (RFC 9114 6.2.2) */
-        return fatal(hc, H3_STREAM_CREATION_ERROR);
-    if (!own) { /* unknown or reserved: read and dropped (RFC 9114 6.2) */
-        u->type = U_IGNORED;
-        quic_stream_abort(hc->qc, u->id, H3_STREAM_CREATION_ERROR); /* STOP_SENDING */
-        return 0;
+    *rv = 0;
+    if (type == U_PUSH) { /* a client may not push (RFC 9114 6.2.2) */
+        *rv = fatal(hc, H3_STREAM_CREATION_ERROR);
+        return NULL;
     }
-    if (*own >= 0) /* a second one (RFC 9114 6.2.1, RFC 9204 4.2) */
-        return fatal(hc, H3_STREAM_CREATION_ERROR);
-    *own = u->id;
+    if (!own) {
+        /* Unknown or reserved: refused (RFC 9114 6.2, STOP_SENDING), and its stream credit
+         * given back, as ngtcp2 0.12 never closes a client's unidirectional stream: refused
+         * streams never use the credit the critical ones need. Each is a stream ngtcp2 keeps
+         * to the connection's end, so their number is bounded. */
+        hc->uni_dropped |= 1u << (sid >> 2);
+        quic_stream_abort(hc->qc, sid, H3_STREAM_CREATION_ERROR);
+        if (++hc->nreserved > H3_RESERVED_MAX)
+            *rv = fatal(hc, H3_EXCESSIVE_LOAD);
+        else
+            quic_grant_uni(hc->qc);
+        return NULL;
+    }
+    if (*own >= 0) { /* a second one (RFC 9114 6.2.1, RFC 9204 4.2) */
+        *rv = fatal(hc, H3_STREAM_CREATION_ERROR);
+        return NULL;
+    }
+    struct h3uni *u = uni_find(hc, -1); /* one of three slots, each type once */
+    if (!u) {
+        *rv = fatal(hc, H3_INTERNAL_ERROR);
+        return NULL;
+    }
+    memset(u, 0, offsetof(struct h3uni, buf));
+    u->id = *own = sid;
     u->type = (int)type;
-    return 0;
+    u->ins = 0xff;
+    return u;
 }
 
 static int uni_recv(struct h3conn *hc, int64_t sid, const uint8_t *p, size_t n, bool fin)
@@ -1214,26 +1235,29 @@ static int uni_recv(struct h3conn *hc, int64_t sid, const uint8_t *p, size_t n, 
     struct h3uni *u = uni_find(hc, sid);
     const uint8_t *end = p + n;
     int rv = 0;
+    uint64_t idx = (uint64_t)sid >> 2;
     quic_consume(hc->qc, sid, n);
-    if (!u) { /* more than we keep (only streams of other types can be): dropped */
-        quic_stream_abort(hc->qc, sid, H3_STREAM_CREATION_ERROR);
+    if (!u && (idx >= H3_UNI_IDS || hc->uni_dropped & 1u << idx)) {
+        if (idx >= H3_UNI_IDS) /* past any credit we give: cannot be, but is refused */
+            quic_stream_abort(hc->qc, sid, H3_STREAM_CREATION_ERROR);
         return 0;
     }
-    if (u->type == U_UNKNOWN) {
-        uint8_t h[8];
-        size_t old = u->rd.hn, add = (size_t)(end - p) < 8 - old ? (size_t)(end - p) : 8 - old;
+    if (!u) {
+        uint8_t h[8], *kept = hc->uni_h[idx];
+        size_t old = hc->uni_hn[idx];
+        size_t add = (size_t)(end - p) < 8 - old ? (size_t)(end - p) : 8 - old;
         uint64_t type;
-        memcpy(h, u->rd.h, old);
+        memcpy(h, kept, old);
         memcpy(h + old, p, add);
         size_t len = varint(h, old + add, &type);
         if (!len) {
-            memcpy(u->rd.h + old, p, add);
-            u->rd.hn = (uint8_t)(old + add);
+            memcpy(kept + old, p, add);
+            hc->uni_hn[idx] = (uint8_t)(old + add);
             return 0; /* (a stream that ends before its type is nothing at all) */
         }
         p += len - old;
-        u->rd.hn = 0;
-        if ((rv = uni_typed(hc, u, type)) < 0)
+        hc->uni_hn[idx] = 0;
+        if (!(u = uni_typed(hc, sid, type, &rv)))
             return rv;
     }
     switch (u->type) {
@@ -1280,6 +1304,7 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     hc->peer_ctrl = hc->peer_enc = hc->peer_dec = -1;
     for (unsigned i = 0; i < H3_UNI; i++)
         hc->uni[i].id = -1;
+    _Static_assert(H3_UNI_IDS <= 32, "uni_dropped has a bit for each");
     hc->goaway_id = INT64_MAX;
     for (unsigned u = 0; u < 8; u++)
         hc->sendq[u].prev = hc->sendq[u].next = &hc->sendq[u];

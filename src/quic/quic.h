@@ -117,6 +117,9 @@ void quic_wake_in(struct quic_conn *qc, unsigned ms);
 void quic_consume(struct quic_conn *qc, int64_t sid, size_t n);
 /* Ends stream sid both ways with code (a refused or failed request). */
 void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code);
+/* Lets the client open one more unidirectional stream (HTTP/3 gives back the credit of each it
+ * refused, as ngtcp2 0.12 never closes a client's unidirectional stream). */
+void quic_grant_uni(struct quic_conn *qc);
 /* The request streams the client may open at first (initial_max_streams_bidi). */
 uint64_t quic_max_streams(const struct quic_conn *qc);
 /* The peer's address as text (for the access log) and as bytes. */
