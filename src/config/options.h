@@ -103,6 +103,7 @@ struct config {
     enum engine_kind engine;
     unsigned keepalive_timeout; /* seconds */
     unsigned header_timeout;    /* seconds */
+    unsigned body_timeout;      /* seconds an unfinished request stream may bring nothing */
     unsigned drain_timeout;     /* seconds a SIGTERM waits for responses in flight */
     unsigned max_conns;         /* per worker */
     size_t head_memory;         /* per worker: input buffers of connections, in bytes */

@@ -935,7 +935,10 @@ int quic_open_uni(struct quic_conn *qc, int64_t *sid)
 
 void quic_wake_in(struct quic_conn *qc, unsigned ms)
 {
-    qc->wake_at = now_ns() + (ngtcp2_tstamp)ms * NGTCP2_MILLISECONDS;
+    ngtcp2_tstamp at = now_ns() + (ngtcp2_tstamp)ms * NGTCP2_MILLISECONDS;
+    if (qc->wake_at && qc->wake_at <= at) /* a sooner call stands: it must not be lost */
+        return;
+    qc->wake_at = at;
     if (qc->wake_at < qc->deadline)
         set_deadline(qc->ep, qc, qc->wake_at);
 }

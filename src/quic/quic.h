@@ -111,7 +111,8 @@ int quic_open_uni(struct quic_conn *qc, int64_t *sid);
 /* The application error code (RFC 9000 20.2; HTTP/3's, RFC 9114 8.1) the connection's
  * CONNECTION_CLOSE carries when the application's callback now returns a fatal error. */
 void quic_app_error(struct quic_conn *qc, uint64_t code);
-/* Calls app->woken in ms milliseconds (or sooner, with the connection's other timers). */
+/* Calls app->woken in ms milliseconds (or sooner, with the connection's other timers, or as a
+ * sooner call still pending asked). */
 void quic_wake_in(struct quic_conn *qc, unsigned ms);
 /* Gives n bytes of flow control back (stream sid and the connection). */
 void quic_consume(struct quic_conn *qc, int64_t sid, size_t n);
