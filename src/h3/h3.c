@@ -185,7 +185,7 @@ struct h3stream {
     struct h3stream *hnext;       /* its bucket */
     struct h3link ql;             /* its urgency's send queue, while queued */
     /* reading */
-    int64_t last_in; /* when its request last brought bytes (w->now): the body deadline */
+    int64_t last_in; /* when its request last brought bytes (quic_now_s): the body deadline */
     struct h3stream *held_prev, *held_next; /* the worker's streams holding request memory */
     size_t held_mem;                        /* what it holds: q, sec, held */
     struct h3req *q;                        /* its request, saved (h3req_save) until answered */
@@ -390,10 +390,10 @@ static void set_priority(struct h3conn *hc, struct h3stream *st, uint8_t urgency
         enqueue(hc, st);
 }
 
-/* app_woken at second at (w->now's clock) for the body deadline, unless asked already. */
+/* app_woken at second at (quic_now_s's clock) for the body deadline, unless asked already. */
 static void deadline_arm(struct h3conn *hc, int64_t at)
 {
-    int64_t now = hc->w->now;
+    int64_t now = quic_now_s();
     if (hc->wake_s && hc->wake_s <= at)
         return;
     hc->wake_s = at;
@@ -406,7 +406,7 @@ static struct h3stream *stream_new(struct h3conn *hc, int64_t sid)
     if (!st)
         return NULL;
     st->id = sid;
-    st->last_in = hc->w->now;
+    st->last_in = quic_now_s();
     deadline_arm(hc, st->last_in + hc->w->cfg->body_timeout);
     st->hc = hc;
     st->urgency = PRIO_URGENCY_DEFAULT;
@@ -1182,7 +1182,7 @@ static int req_recv(struct h3conn *hc, int64_t sid, const uint8_t *data, size_t 
         quic_consume(hc->qc, sid, len);
         return 0;
     }
-    st->last_in = hc->w->now; /* its own bytes only: PINGs and other streams do not count */
+    st->last_in = quic_now_s(); /* its own bytes only: PINGs and other streams do not count */
     ssize_t got = req_input(hc, st, data, len, fin);
     if (got < 0)
         return (int)got;
@@ -1801,7 +1801,7 @@ static void h3_worker_free(struct runtime *w)
  * the only one, and a PING every few seconds kept 100 unfinished streams a connection). */
 static void deadlines(struct h3conn *hc)
 {
-    int64_t now = hc->w->now, t = hc->w->cfg->body_timeout, next = 0;
+    int64_t now = quic_now_s(), t = hc->w->cfg->body_timeout, next = 0;
     for (struct h3stream *st = hc->streams; st; st = st->next) {
         if (st->fin_in || st->ignore)
             continue;
@@ -1822,7 +1822,7 @@ static void app_woken(void *a)
     struct h3conn *hc = a;
     int64_t at = hc->wake_s;
     hc->wake_s = 0;
-    if (at && at <= hc->w->now)
+    if (at && at <= quic_now_s())
         deadlines(hc);
     else if (at) /* woken sooner for another reason: asked again */
         deadline_arm(hc, at);

@@ -959,6 +959,11 @@ void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code)
     ngtcp2_conn_shutdown_stream(qc->conn, sid, code);
 }
 
+int64_t quic_now_s(void)
+{
+    return (int64_t)(now_ns() / NGTCP2_SECONDS);
+}
+
 void quic_grant_uni(struct quic_conn *qc)
 {
     ngtcp2_conn_extend_max_streams_uni(qc->conn, 1);

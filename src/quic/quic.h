@@ -118,6 +118,9 @@ void quic_wake_in(struct quic_conn *qc, unsigned ms);
 void quic_consume(struct quic_conn *qc, int64_t sid, size_t n);
 /* Ends stream sid both ways with code (a refused or failed request). */
 void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code);
+/* The clock quic_wake_in runs on, in seconds (a loop turn's cached time can be older: the
+ * worker reads it only for timers that are due). */
+int64_t quic_now_s(void);
 /* Lets the client open one more unidirectional stream (HTTP/3 gives back the credit of each it
  * refused, as ngtcp2 0.12 never closes a client's unidirectional stream). */
 void quic_grant_uni(struct quic_conn *qc);
