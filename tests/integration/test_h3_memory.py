@@ -12,6 +12,7 @@ import asyncio
 import pytest
 from aioquic.asyncio.client import connect
 
+from test_faults import asan_build
 from h3client import _Bare, configuration, h3_frame, h3_get, qpack_int
 
 pytestmark = pytest.mark.schemes("https")
@@ -107,7 +108,8 @@ def test_unfinished_requests_hold_a_bounded_memory(make_server, docroot):
     conns = 20
     grown, resets, alive = _held_rss(srv, conns, 100, 2)
     assert alive == conns
-    assert grown < 500 * conns, f"RSS grew {grown} KiB for {conns} connections"
+    # (the sanitizer build keeps freed memory in its quarantine: RSS says nothing there)
+    assert grown < 500 * conns or asan_build(), f"RSS grew {grown} KiB for {conns} connections"
     assert resets > 0  # past 1M, the oldest went
     [r] = h3_get("127.0.0.1", srv.port, srv.ca, [("GET", "/hello.txt")])
     assert r.status == 200
@@ -116,10 +118,10 @@ def test_unfinished_requests_hold_a_bounded_memory(make_server, docroot):
 def test_a_stream_without_its_end_is_reset_after_the_body_timeout_despite_pings(make_server,
                                                                                  docroot):
     """A request stream whose HEADERS came without its end and that brings nothing more is
-    reset (H3_REQUEST_CANCELLED) after --body-timeout, though the client PINGs every second
-    and another stream of the connection keeps sending; the connection stays. The old build
-    kept such a stream as long as the connection lived."""
-    srv = make_server(docroot, args=["--body-timeout", "2"])
+    reset (H3_REQUEST_CANCELLED) after --body-timeout, though the client PINGs twice a second
+    and another stream of the connection keeps sending (six times as often as the timeout);
+    the connection stays. The old build kept such a stream as long as the connection lived."""
+    srv = make_server(docroot, args=["--body-timeout", "3"])
 
     async def run():
         cfg = configuration(srv.ca)
@@ -134,11 +136,11 @@ def test_a_stream_without_its_end_is_reset_after_the_body_timeout_despite_pings(
             c.send(quiet, plain)
             busy = c._quic.get_next_available_stream_id()
             c.send(busy, plain)
-            for i in range(8):  # 8 s: four times the timeout
-                await asyncio.sleep(1)
+            for i in range(24):  # 12 s: four times the timeout
+                await asyncio.sleep(0.5)
                 if busy in c.resets or busy in c.stops:
                     break
-                c.send(busy, h3_frame(0x0, b"b"))  # its body, a byte a second
+                c.send(busy, h3_frame(0x0, b"b"))  # its body, a byte at a time
                 await _ping(c, 10 + i)
                 if quiet in c.resets:
                     break
