@@ -1139,11 +1139,16 @@ static int unblock(struct h3conn *hc)
         next = st->next;
         if (!st->blocked)
             continue;
-        int rv = section(hc, st, st->sec, st->sec_len);
-        if (rv == -EAGAIN)
-            continue;
+        /* no longer blocked while it is decoded: a reset meanwhile (a malformed section, no
+         * room to keep it) must not count it out a second time */
         st->blocked = false;
         hc->nblocked--;
+        int rv = section(hc, st, st->sec, st->sec_len);
+        if (rv == -EAGAIN) {
+            st->blocked = true;
+            hc->nblocked++;
+            continue;
+        }
         sec_free(hc->w->h3, st);
         if (rv < 0)
             return rv;
