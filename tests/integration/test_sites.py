@@ -801,7 +801,8 @@ def test_every_option_is_per_site_or_rejected_in_a_site(tmp_path):
 
 # A value other than the start's for each option a reload cannot change, set in the file.
 RESTART_VALUES = {
-    "keepalive-timeout": "7", "header-timeout": "7", "drain-timeout": "7", "max-conns": "100",
+    "keepalive-timeout": "7", "header-timeout": "7", "body-timeout": "7",
+    "drain-timeout": "7", "max-conns": "100",
     "head-memory": "1M", "cache-size": "1M", "cache-max-file": "1K", "file-send": "sendfile",
     "splice-pipes": "3", "send-lowat": "0", "access-log": "off", "log-format": "json",
     "real-ip-from": "10.0.0.0/8", "metrics": "127.0.0.1:0", "compress-cache": "1M",
