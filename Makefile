@@ -185,7 +185,7 @@ FUZZ_EXTRA_fuzz_config := src/config/options.c src/config/cfgfile.c
 FUZZ_LIBS_fuzz_config  := -lyaml
 FUZZ_EXTRA_fuzz_htpasswd := src/rt/htpasswd.c src/rt/file.c
 FUZZ_LIBS_fuzz_htpasswd  := -lcrypt -lcrypto # file.c: the digests (unused here)
-FUZZ_EXTRA_fuzz_h3 := src/h3/h3.c src/h3/h3req.c src/h3/qpack.c
+FUZZ_EXTRA_fuzz_h3 := src/h3/h3.c src/h3/h3req.c src/h3/qpack.c src/rt/errlog.c
 # Our QPACK against libnghttp3's decoder, the oracle (as fuzz_hpack_diff against libnghttp2).
 FUZZ_EXTRA_fuzz_qpack_diff := src/h3/qpack.c
 FUZZ_LIBS_fuzz_qpack_diff  := -lnghttp3

@@ -878,8 +878,9 @@ static const struct option_info table[] = {
      PROCESS,
      FIELD(FIELD_UNSIGNED, body_timeout),
      SECONDS(1),
-     .help = "answer 408 to an HTTP/2 request whose body sends nothing\n"
-             "for S seconds (60; PINGs and other streams do not count)"},
+     .help = "a request whose body brings nothing for S seconds (60;\n"
+             "PINGs and other streams do not count): HTTP/2 answers 408,\n"
+             "HTTP/3 resets the stream"},
     {.name = "drain-timeout",
      .metavar = "S",
      PROCESS,

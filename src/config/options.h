@@ -108,10 +108,10 @@ struct config {
     enum engine_kind engine;
     unsigned keepalive_timeout; /* seconds */
     unsigned header_timeout;    /* seconds */
-    unsigned body_timeout;      /* seconds: HTTP/2 request bodies, between two DATA frames */
-    unsigned drain_timeout;     /* seconds a SIGTERM waits for responses in flight */
-    unsigned max_conns;         /* per worker */
-    size_t head_memory;         /* per worker: input buffers of connections, in bytes */
+    unsigned body_timeout;  /* seconds an unfinished request (HTTP/2, HTTP/3) may bring nothing */
+    unsigned drain_timeout; /* seconds a SIGTERM waits for responses in flight */
+    unsigned max_conns;     /* per worker */
+    size_t head_memory;     /* per worker: input buffers of connections, in bytes */
     bool verbose;
     bool autoindex;
     unsigned autoindex_limit; /* entries a listing shows; the rest are counted in a note */

@@ -39,6 +39,7 @@
 #include "h3/h3req.h"
 #include "h3/qpack.h"
 #include "quic/quic.h"
+#include "rt/errlog.h"
 #include "rt/fcache.h"
 #include "rt/obs.h"
 #include "rt/offload.h"
@@ -51,7 +52,14 @@
 #define H3_READERS 2      /* threads reading cold chunks, per worker */
 #define H3_OUTV 16        /* byte ranges a stream has handed out and not yet seen written */
 #define H3_BUCKETS 32     /* request streams by ID */
-#define H3_UNI 4 /* the peer's unidirectional streams kept: its three, and one of another type */
+#define H3_UNI 3 /* the peer's unidirectional streams kept: control, QPACK encoder and decoder */
+/* The peer's unidirectional streams whose type is read (by index, stream ID / 4): QUIC's
+ * allowance (quic.c, 3 + 8) and one more for each reserved-type stream given back, at most
+ * H3_RESERVED_MAX, fit. */
+#define H3_UNI_IDS 32
+#define H3_RESERVED_MAX                                                                            \
+    16                  /* reserved-type streams a connection may open (more: EXCESSIVE_LOAD)      \
+                         */
 #define H3_CTRL_MAX 512 /* a control frame's payload, parsed whole (more: H3_EXCESSIVE_LOAD) */
 #define H3_DEC_BUF 512  /* our decoder stream's bytes not yet acknowledged */
 #define H3_EARLY 16     /* PRIORITY_UPDATEs kept for streams not yet opened */
@@ -75,8 +83,6 @@
 #define U_PUSH 0x1
 #define U_ENCODER 0x2
 #define U_DECODER 0x3
-#define U_UNKNOWN (-1)
-#define U_IGNORED (-2)
 #define H3_NO_ERROR 0x100
 #define H3_INTERNAL_ERROR 0x102
 #define H3_STREAM_CREATION_ERROR 0x103
@@ -130,6 +136,16 @@ struct h3worker {
     bool readers_on;
     struct http_request req; /* scratch for the request being parsed */
     struct h3pre *lead;      /* the last response's first H3_LEAD_LINES lines, encoded */
+    /* Memory held for requests not yet answered (saved requests, field sections in parts or
+     * blocked, bytes behind those): counted against --head-memory apart from HTTP/1's, by the
+     * streams holding some, oldest first, which are reset to make room (issue 35.3). */
+    struct h3stream *held_first, *held_last;
+    size_t held_bytes;
+    struct errlog_limit log_held;
+    /* the field section being decoded: QPACK hands over every line in one call */
+    struct h3req q;
+    struct h3req_field fields[H3REQ_FIELDS];
+    char head[HTTP1_MAX_HEAD];
 };
 
 /* Field lines QPACK-encoded once and kept with their text: with the static table and literals
@@ -169,6 +185,10 @@ struct h3stream {
     struct h3stream *hnext;       /* its bucket */
     struct h3link ql;             /* its urgency's send queue, while queued */
     /* reading */
+    int64_t last_in; /* when its request last brought bytes (quic_now_s): the body deadline */
+    struct h3stream *held_prev, *held_next; /* the worker's streams holding request memory */
+    size_t held_mem;                        /* what it holds: q, sec, held */
+    struct h3req *q;                        /* its request, saved (h3req_save) until answered */
     struct frd rd;
     uint8_t phase, pay;
     bool ignore;  /* reset, or refused: what comes is dropped */
@@ -193,8 +213,7 @@ struct h3stream {
     struct h3read *reading; /* a cold chunk being read off the loop, at most one */
     struct chunk *ready;    /* what it read, to be handed out next */
     size_t ready_len;
-    struct h3req q; /* the request; its head buffer then holds the response's frame heads and
-                     * field section */
+    uint8_t *head; /* the response's frame heads and field section */
 };
 
 /* One of the peer's unidirectional streams. */
@@ -230,10 +249,14 @@ struct h3conn {
     /* the peer's */
     int64_t peer_ctrl, peer_enc, peer_dec;
     struct h3uni uni[H3_UNI];
-    uint64_t max_bidi; /* request streams the client may open, in all */
-    int64_t next_bidi; /* the lowest request stream ID not seen yet */
-    int64_t goaway_id; /* streams from here on are refused (INT64_MAX: no GOAWAY sent) */
-    uint64_t max_push; /* the client's MAX_PUSH_ID (we push nothing) */
+    uint32_t uni_dropped;         /* by index: streams of other types, refused */
+    uint8_t uni_hn[H3_UNI_IDS];   /* by index: bytes of a stream's type read so far */
+    uint8_t uni_h[H3_UNI_IDS][8]; /* and those bytes */
+    unsigned nreserved;           /* streams of other types refused, in all */
+    uint64_t max_bidi;            /* request streams the client may open, in all */
+    int64_t next_bidi;            /* the lowest request stream ID not seen yet */
+    int64_t goaway_id;            /* streams from here on are refused (INT64_MAX: no GOAWAY sent) */
+    uint64_t max_push;            /* the client's MAX_PUSH_ID (we push nothing) */
     bool have_max_push;
     unsigned nearly, early_next;
     struct {
@@ -241,6 +264,7 @@ struct h3conn {
         uint8_t urgency;
         bool incremental;
     } early[H3_EARLY];
+    int64_t wake_s;      /* the body deadline its wake was asked for (0: none) */
     uint32_t token;      /* its requests' resume token's generation (never 0: 0 cannot wait) */
     uint8_t ok_host_len; /* the last host found named by its certificate, or address (0: none) */
     char ok_host[47];
@@ -366,14 +390,24 @@ static void set_priority(struct h3conn *hc, struct h3stream *st, uint8_t urgency
         enqueue(hc, st);
 }
 
+/* app_woken at second at (quic_now_s's clock) for the body deadline, unless asked already. */
+static void deadline_arm(struct h3conn *hc, int64_t at)
+{
+    int64_t now = quic_now_s();
+    if (hc->wake_s && hc->wake_s <= at)
+        return;
+    hc->wake_s = at;
+    quic_wake_in(hc->qc, at > now ? (unsigned)(at - now) * 1000u : 0);
+}
+
 static struct h3stream *stream_new(struct h3conn *hc, int64_t sid)
 {
-    struct h3stream *st = malloc(sizeof(*st));
+    struct h3stream *st = calloc(1, sizeof(*st));
     if (!st)
         return NULL;
-    memset(st, 0, offsetof(struct h3stream, q));
-    h3req_init(&st->q);
     st->id = sid;
+    st->last_in = quic_now_s();
+    deadline_arm(hc, st->last_in + hc->w->cfg->body_timeout);
     st->hc = hc;
     st->urgency = PRIO_URGENCY_DEFAULT;
     st->next = hc->streams;
@@ -395,6 +429,98 @@ static struct h3stream *stream_new(struct h3conn *hc, int64_t sid)
     return st;
 }
 
+/* n bytes st held for its request are no longer held. */
+static void held_less(struct h3worker *hw, struct h3stream *st, size_t n)
+{
+    hw->held_bytes -= n;
+    st->held_mem -= n;
+    if (st->held_mem || !(st->held_prev || hw->held_first == st))
+        return;
+    if (st->held_prev)
+        st->held_prev->held_next = st->held_next;
+    else
+        hw->held_first = st->held_next;
+    if (st->held_next)
+        st->held_next->held_prev = st->held_prev;
+    else
+        hw->held_last = st->held_prev;
+    st->held_prev = st->held_next = NULL;
+}
+
+static void sec_free(struct h3worker *hw, struct h3stream *st)
+{
+    if (st->sec)
+        held_less(hw, st, st->sec_cap);
+    free(st->sec);
+    st->sec = NULL;
+    st->sec_len = st->sec_cap = 0;
+}
+
+static void request_free(struct h3worker *hw, struct h3stream *st)
+{
+    if (st->q)
+        held_less(hw, st, h3req_save_size(st->q));
+    free(st->q);
+    st->q = NULL;
+}
+
+static void stream_abort(struct h3conn *hc, struct h3stream *st, uint64_t code);
+
+/* st's request goes unanswered (reset with code): what it holds is freed, the bytes held
+ * behind a blocked section given back to flow control. */
+static void stream_drop(struct h3stream *st, uint64_t code)
+{
+    struct h3conn *hc = st->hc;
+    struct h3worker *hw = hc->w->h3;
+    if (st->parked) {
+        st->parked = false;
+        hc->nparked--;
+    }
+    stream_abort(hc, st, code);
+    if (st->held_len)
+        quic_consume(hc->qc, st->id, st->held_len);
+    held_less(hw, st, st->held_len);
+    free(st->held);
+    st->held = NULL;
+    st->held_len = 0;
+    st->held_fin = false;
+    sec_free(hw, st);
+    request_free(hw, st);
+    quic_wake_in(hc->qc, 0); /* the reset goes out at the endpoint's timer run */
+}
+
+/* Counts n more bytes held for st's request against --head-memory, first resetting the
+ * streams that have held some longest (other than st) as long as that is needed: false when
+ * even that is not enough (st's request cannot be kept). As HTTP/1's partial heads (h1.c,
+ * input_room): 100 streams a connection each keeping a 12 KB section cost ~1.9 MB a
+ * connection for as long as the client sent PINGs. */
+static bool held_room(struct h3conn *hc, struct h3stream *st, size_t n)
+{
+    struct h3worker *hw = hc->w->h3;
+    size_t cap = hc->w->cfg->head_memory;
+    while (hw->held_bytes + n > cap) {
+        struct h3stream *old = hw->held_first == st ? st->held_next : hw->held_first;
+        if (!old)
+            return false;
+        errlog_limited(&hw->log_held, ERRLOG_WARN,
+                       "worker %d: unfinished HTTP/3 requests hold %zu bytes (--head-memory "
+                       "%zu): resetting the oldest",
+                       hc->w->id, hw->held_bytes, cap);
+        stream_drop(old, H3_REQUEST_REJECTED);
+    }
+    if (!st->held_prev && hw->held_first != st) {
+        st->held_prev = hw->held_last;
+        if (hw->held_last)
+            hw->held_last->held_next = st;
+        else
+            hw->held_first = st;
+        hw->held_last = st;
+    }
+    hw->held_bytes += n;
+    st->held_mem += n;
+    return true;
+}
+
 static void stream_free(struct h3conn *hc, struct h3stream *st)
 {
     if (st->parked)
@@ -412,8 +538,11 @@ static void stream_free(struct h3conn *hc, struct h3stream *st)
         free(c);
     }
     free(st->ready);
-    free(st->sec);
+    sec_free(hc->w->h3, st);
+    request_free(hc->w->h3, st);
+    held_less(hc->w->h3, st, st->held_len);
     free(st->held);
+    free(st->head);
     if (st->r) {
         obs_request_done(hc->w, &hc->obs, &st->r->obs, &st->r->plan,
                          st->answered ? 0 : -ECONNRESET);
@@ -677,14 +806,18 @@ static bool pre_at(const struct plan *p, size_t pos, const struct h3pre *pre)
 }
 
 /* The response's HEADERS frame (:status, then the plan's fields, the kept runs as they were
- * encoded) and the head of its one DATA frame, in the stream's head buffer (the request's
- * text is no longer needed), handed out first; the body follows. */
-static void respond(struct h3conn *hc, struct h3stream *st)
+ * encoded) and the head of its one DATA frame, in a buffer of the stream's sized to the
+ * plan's lines (a field line QPACK-encoded is at most two bytes longer than "name: value\r\n"),
+ * handed out first; the body follows. 0, or -ENOMEM. */
+static int respond(struct h3conn *hc, struct h3stream *st)
 {
     struct plan *p = &st->r->plan;
-    uint8_t *buf = (uint8_t *)st->q.head;
     const size_t reserve = 9, data_head = 9; /* the frame heads' room: type + length */
-    size_t cap = sizeof(st->q.head) - data_head, at = reserve, pos = 0, n = 1, name_len, value_len;
+    size_t cap = p->head_len + 2 * H3_RESP_FIELDS + 16 + reserve, at = reserve, pos = 0, n = 1;
+    size_t name_len, value_len;
+    uint8_t *buf = st->head = malloc(cap + data_head);
+    if (!buf)
+        return -ENOMEM;
     const char *name, *value;
     at += qpack_enc_prefix(buf + at, cap - at);
     at += qpack_enc_status(buf + at, cap - at, (unsigned)p->status % 1000);
@@ -722,6 +855,7 @@ static void respond(struct h3conn *hc, struct h3stream *st)
     }
     out_push(st, buf + start, at - start);
     enqueue(hc, st);
+    return 0;
 }
 
 /* The 421 rule (RFC 9110 15.5.20) as the TLS port has it for a process-level certificate
@@ -751,14 +885,16 @@ static void answer(struct h3conn *hc, struct h3stream *st)
 {
     struct runtime *w = hc->w;
     struct http_request *req = &w->h3->req;
-    int status = h3req_parse(&st->q, req);
+    int status = st->q ? h3req_parse(st->q, req) : -EPROTO;
     if (status < 0) {
         stream_abort(hc, st, H3_MESSAGE_ERROR);
+        request_free(w->h3, st);
         return;
     }
     struct response *r = serve_response_get(w);
     if (!r) {
         stream_abort(hc, st, H3_INTERNAL_ERROR);
+        request_free(w->h3, st);
         return;
     }
     if (status) {
@@ -782,7 +918,9 @@ static void answer(struct h3conn *hc, struct h3stream *st)
     st->r = r;
     obs_request(w, &hc->obs, req, &r->obs, &r->plan, r->note.quiet);
     r->obs.cap.minor = LOGFMT_HTTP3;
-    respond(hc, st);
+    if (respond(hc, st) < 0)
+        stream_abort(hc, st, H3_INTERNAL_ERROR);
+    request_free(w->h3, st); /* handed over: the response holds what it needs */
 }
 
 /* ---- request streams ---- */
@@ -792,7 +930,7 @@ static int on_field(void *arg, const struct qpack_field *f)
     struct h3stream *st = arg;
     if (f->sidx < 0 && f->nlen == 8 && memcmp(f->name, "priority", 8) == 0 && !st->prio_set)
         prio_parse(f->value, f->vlen, &st->urgency, &st->incremental);
-    h3req_field(&st->q, f->name, f->nlen, f->value, f->vlen);
+    h3req_field(&st->hc->w->h3->q, f->name, f->nlen, f->value, f->vlen);
     return 0;
 }
 
@@ -802,21 +940,44 @@ static int on_trailer(void *arg, const struct qpack_field *f)
     return 0;
 }
 
+/* The request just decoded (the worker's hw->q) kept with st until its stream ends, in memory
+ * sized to it and counted (held_room); when it cannot be, st is reset (H3_REQUEST_REJECTED:
+ * not processed, the client may try again). */
+static void save_request(struct h3conn *hc, struct h3stream *st)
+{
+    struct h3worker *hw = hc->w->h3;
+    size_t n = h3req_save_size(&hw->q);
+    bool room = held_room(hc, st, n);
+    void *mem = room ? malloc(n) : NULL;
+    if (!mem) {
+        if (room) /* counted, not allocated */
+            held_less(hw, st, n);
+        stream_drop(st, H3_REQUEST_REJECTED);
+        return;
+    }
+    st->q = h3req_save(&hw->q, mem);
+}
+
 /* Decodes the field section p[0, n) of st: 0, -EAGAIN (blocked), or fatal. */
 static int section(struct h3conn *hc, struct h3stream *st, const uint8_t *p, size_t n)
 {
     bool first = st->phase == P_HEADERS;
+    struct h3worker *hw = hc->w->h3;
+    if (first)
+        h3req_init(&hw->q, hw->fields, H3REQ_FIELDS, hw->head, sizeof(hw->head));
     int rv =
         qpack_dec_section(&hc->qd, st->id, p, n, H3_LIST_MAX, first ? on_field : on_trailer, st);
     if (rv == -EAGAIN)
         return rv;
     if (rv == -E2BIG && first)
-        st->q.status = 431; /* as HTTP/1's head past HTTP1_MAX_HEAD; the connection stays */
+        hw->q.status = 431; /* as HTTP/1's head past HTTP1_MAX_HEAD; the connection stays */
     else if (rv < 0 && rv != -E2BIG)
         return qpack_fatal(hc, rv);
     st->phase = first ? P_BODY : P_TRAILERS;
-    if (first && st->q.malformed)
+    if (first && hw->q.malformed)
         stream_abort(hc, st, H3_MESSAGE_ERROR);
+    else if (first)
+        save_request(hc, st);
     return 0;
 }
 
@@ -832,8 +993,12 @@ static int req_frame(struct h3conn *hc, struct h3stream *st)
         if (st->phase == P_TRAILERS)
             return fatal(hc, H3_FRAME_UNEXPECTED);
         if (st->rd.left > H3_LIST_MAX) { /* not read: the request is answered 431 */
-            if (st->phase == P_HEADERS)
-                st->q.status = 431;
+            if (st->phase == P_HEADERS) {
+                struct h3worker *hw = hc->w->h3;
+                h3req_init(&hw->q, hw->fields, H3REQ_FIELDS, hw->head, sizeof(hw->head));
+                hw->q.status = 431;
+                save_request(hc, st);
+            }
             st->phase = st->phase == P_HEADERS ? P_BODY : P_TRAILERS;
             qpack_dec_cancel(&hc->qd, st->id);
         } else {
@@ -857,6 +1022,10 @@ static int hold(struct h3conn *hc, struct h3stream *st, const uint8_t *p, size_t
     if (n) {
         if (st->held_len + n > H3_HELD_MAX)
             return fatal(hc, H3_EXCESSIVE_LOAD);
+        if (!held_room(hc, st, n)) {
+            stream_drop(st, H3_REQUEST_REJECTED); /* (n is the caller's to give back) */
+            return 0;
+        }
         uint8_t *b = realloc(st->held, st->held_len + n);
         if (!b)
             return fatal(hc, H3_INTERNAL_ERROR);
@@ -871,6 +1040,11 @@ static int hold(struct h3conn *hc, struct h3stream *st, const uint8_t *p, size_t
 static int block(struct h3conn *hc, struct h3stream *st, const uint8_t *p, size_t n)
 {
     if (!st->sec) {
+        if (!held_room(hc, st, n)) {
+            qpack_dec_cancel(&hc->qd, st->id); /* it had blocked */
+            stream_drop(st, H3_REQUEST_REJECTED);
+            return 0;
+        }
         if (!(st->sec = malloc(n ? n : 1)))
             return fatal(hc, H3_INTERNAL_ERROR);
         memcpy(st->sec, p, n);
@@ -900,7 +1074,7 @@ static ssize_t req_input(struct h3conn *hc, struct h3stream *st, const uint8_t *
     const uint8_t *start = p, *end = p + n;
     if (st->blocked) {
         int rv = hold(hc, st, p, n, fin);
-        return rv < 0 ? rv : 0;
+        return rv < 0 ? rv : st->ignore ? (ssize_t)n : 0; /* dropped: all of it is read */
     }
     while (p < end && !st->ignore) {
         if (!st->rd.body) {
@@ -917,6 +1091,10 @@ static ssize_t req_input(struct h3conn *hc, struct h3stream *st, const uint8_t *
                 whole = p;
             } else {
                 if (!st->sec) {
+                    if (!held_room(hc, st, (size_t)st->rd.left)) {
+                        stream_drop(st, H3_REQUEST_REJECTED);
+                        break;
+                    }
                     st->sec_cap = (uint32_t)st->rd.left;
                     if (!(st->sec = malloc(st->sec_cap ? st->sec_cap : 1)))
                         return fatal(hc, H3_INTERNAL_ERROR);
@@ -936,13 +1114,12 @@ static ssize_t req_input(struct h3conn *hc, struct h3stream *st, const uint8_t *
         size_t sn = whole ? take : st->sec_len;
         int rv = section(hc, st, sp, sn);
         if (rv == -EAGAIN) {
-            if ((rv = block(hc, st, sp, sn)) < 0 || (rv = hold(hc, st, p, (size_t)(end - p), fin)))
+            if ((rv = block(hc, st, sp, sn)) < 0 ||
+                (!st->ignore && (rv = hold(hc, st, p, (size_t)(end - p), fin))))
                 return rv;
-            return p - start;
+            return st->ignore ? (ssize_t)n : p - start;
         }
-        free(st->sec);
-        st->sec = NULL;
-        st->sec_len = st->sec_cap = 0;
+        sec_free(hc->w->h3, st);
         if (rv < 0)
             return rv;
     }
@@ -962,20 +1139,24 @@ static int unblock(struct h3conn *hc)
         next = st->next;
         if (!st->blocked)
             continue;
-        int rv = section(hc, st, st->sec, st->sec_len);
-        if (rv == -EAGAIN)
-            continue;
+        /* no longer blocked while it is decoded: a reset meanwhile (a malformed section, no
+         * room to keep it) must not count it out a second time */
         st->blocked = false;
         hc->nblocked--;
-        free(st->sec);
-        st->sec = NULL;
-        st->sec_len = st->sec_cap = 0;
+        int rv = section(hc, st, st->sec, st->sec_len);
+        if (rv == -EAGAIN) {
+            st->blocked = true;
+            hc->nblocked++;
+            continue;
+        }
+        sec_free(hc->w->h3, st);
         if (rv < 0)
             return rv;
         /* what came behind it, read now (and given back to flow control) */
         uint8_t *held = st->held;
         size_t len = st->held_len;
         bool fin = st->held_fin;
+        held_less(hc->w->h3, st, len);
         st->held = NULL;
         st->held_len = 0;
         st->held_fin = false;
@@ -1006,6 +1187,7 @@ static int req_recv(struct h3conn *hc, int64_t sid, const uint8_t *data, size_t 
         quic_consume(hc->qc, sid, len);
         return 0;
     }
+    st->last_in = quic_now_s(); /* its own bytes only: PINGs and other streams do not count */
     ssize_t got = req_input(hc, st, data, len, fin);
     if (got < 0)
         return (int)got;
@@ -1172,41 +1354,54 @@ static int dec_input(struct h3conn *hc, struct h3uni *u, const uint8_t *p, size_
 
 static struct h3uni *uni_find(struct h3conn *hc, int64_t sid)
 {
-    struct h3uni *free_slot = NULL;
-    for (unsigned i = 0; i < H3_UNI; i++) {
+    for (unsigned i = 0; i < H3_UNI; i++)
         if (hc->uni[i].id == sid)
             return &hc->uni[i];
-        if (hc->uni[i].id < 0 && !free_slot)
-            free_slot = &hc->uni[i];
-    }
-    if (free_slot) {
-        memset(free_slot, 0, offsetof(struct h3uni, buf));
-        free_slot->id = sid;
-        free_slot->type = U_UNKNOWN;
-        free_slot->ins = 0xff;
-    }
-    return free_slot;
+    return NULL;
 }
 
-/* The stream's type is known: 0, or fatal. */
-static int uni_typed(struct h3conn *hc, struct h3uni *u, uint64_t type)
+/* Stream sid's type is known: its slot (NULL when it is of another type, refused), or fatal
+ * in *rv. The types are read before any slot is taken, so that streams of other types, opened
+ * first, cannot take the places of the three that must get through (issue 35.5: with three
+ * such streams first, the QPACK encoder stream was refused and a request waited for ever). */
+static struct h3uni *uni_typed(struct h3conn *hc, int64_t sid, uint64_t type, int *rv)
 {
     int64_t *own = type == U_CONTROL   ? &hc->peer_ctrl
                    : type == U_ENCODER ? &hc->peer_enc
                    : type == U_DECODER ? &hc->peer_dec
                                        : NULL;
-    if (type == U_PUSH) /* a client may not push (RFC 9114 6.2.2) */
-        return fatal(hc, H3_STREAM_CREATION_ERROR);
-    if (!own) { /* unknown or reserved: read and dropped (RFC 9114 6.2) */
-        u->type = U_IGNORED;
-        quic_stream_abort(hc->qc, u->id, H3_STREAM_CREATION_ERROR); /* STOP_SENDING */
-        return 0;
+    *rv = 0;
+    if (type == U_PUSH) { /* a client may not push (RFC 9114 6.2.2) */
+        *rv = fatal(hc, H3_STREAM_CREATION_ERROR);
+        return NULL;
     }
-    if (*own >= 0) /* a second one (RFC 9114 6.2.1, RFC 9204 4.2) */
-        return fatal(hc, H3_STREAM_CREATION_ERROR);
-    *own = u->id;
+    if (!own) {
+        /* Unknown or reserved: refused (RFC 9114 6.2, STOP_SENDING), and its stream credit
+         * given back, as ngtcp2 0.12 never closes a client's unidirectional stream: refused
+         * streams never use the credit the critical ones need. Each is a stream ngtcp2 keeps
+         * to the connection's end, so their number is bounded. */
+        hc->uni_dropped |= 1u << (sid >> 2);
+        quic_stream_abort(hc->qc, sid, H3_STREAM_CREATION_ERROR);
+        if (++hc->nreserved > H3_RESERVED_MAX)
+            *rv = fatal(hc, H3_EXCESSIVE_LOAD);
+        else
+            quic_grant_uni(hc->qc);
+        return NULL;
+    }
+    if (*own >= 0) { /* a second one (RFC 9114 6.2.1, RFC 9204 4.2) */
+        *rv = fatal(hc, H3_STREAM_CREATION_ERROR);
+        return NULL;
+    }
+    struct h3uni *u = uni_find(hc, -1); /* one of three slots, each type once */
+    if (!u) {
+        *rv = fatal(hc, H3_INTERNAL_ERROR);
+        return NULL;
+    }
+    memset(u, 0, offsetof(struct h3uni, buf));
+    u->id = *own = sid;
     u->type = (int)type;
-    return 0;
+    u->ins = 0xff;
+    return u;
 }
 
 static int uni_recv(struct h3conn *hc, int64_t sid, const uint8_t *p, size_t n, bool fin)
@@ -1214,26 +1409,29 @@ static int uni_recv(struct h3conn *hc, int64_t sid, const uint8_t *p, size_t n, 
     struct h3uni *u = uni_find(hc, sid);
     const uint8_t *end = p + n;
     int rv = 0;
+    uint64_t idx = (uint64_t)sid >> 2;
     quic_consume(hc->qc, sid, n);
-    if (!u) { /* more than we keep (only streams of other types can be): dropped */
-        quic_stream_abort(hc->qc, sid, H3_STREAM_CREATION_ERROR);
+    if (!u && (idx >= H3_UNI_IDS || hc->uni_dropped & 1u << idx)) {
+        if (idx >= H3_UNI_IDS) /* past any credit we give: cannot be, but is refused */
+            quic_stream_abort(hc->qc, sid, H3_STREAM_CREATION_ERROR);
         return 0;
     }
-    if (u->type == U_UNKNOWN) {
-        uint8_t h[8];
-        size_t old = u->rd.hn, add = (size_t)(end - p) < 8 - old ? (size_t)(end - p) : 8 - old;
+    if (!u) {
+        uint8_t h[8], *kept = hc->uni_h[idx];
+        size_t old = hc->uni_hn[idx];
+        size_t add = (size_t)(end - p) < 8 - old ? (size_t)(end - p) : 8 - old;
         uint64_t type;
-        memcpy(h, u->rd.h, old);
+        memcpy(h, kept, old);
         memcpy(h + old, p, add);
         size_t len = varint(h, old + add, &type);
         if (!len) {
-            memcpy(u->rd.h + old, p, add);
-            u->rd.hn = (uint8_t)(old + add);
+            memcpy(kept + old, p, add);
+            hc->uni_hn[idx] = (uint8_t)(old + add);
             return 0; /* (a stream that ends before its type is nothing at all) */
         }
         p += len - old;
-        u->rd.hn = 0;
-        if ((rv = uni_typed(hc, u, type)) < 0)
+        hc->uni_hn[idx] = 0;
+        if (!(u = uni_typed(hc, sid, type, &rv)))
             return rv;
     }
     switch (u->type) {
@@ -1280,6 +1478,7 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     hc->peer_ctrl = hc->peer_enc = hc->peer_dec = -1;
     for (unsigned i = 0; i < H3_UNI; i++)
         hc->uni[i].id = -1;
+    _Static_assert(H3_UNI_IDS <= 32, "uni_dropped has a bit for each");
     hc->goaway_id = INT64_MAX;
     for (unsigned u = 0; u < 8; u++)
         hc->sendq[u].prev = hc->sendq[u].next = &hc->sendq[u];
@@ -1601,10 +1800,37 @@ static void h3_worker_free(struct runtime *w)
     w->h3 = NULL;
 }
 
+/* The body deadline (--body-timeout, nginx's client_body_timeout): a request stream not yet
+ * whole that brought nothing for that long is reset (H3_REQUEST_CANCELLED). PINGs and other
+ * streams' bytes keep the connection, not the stream (issue 35.3: the QUIC idle timeout was
+ * the only one, and a PING every few seconds kept 100 unfinished streams a connection). */
+static void deadlines(struct h3conn *hc)
+{
+    int64_t now = quic_now_s(), t = hc->w->cfg->body_timeout, next = 0;
+    for (struct h3stream *st = hc->streams; st; st = st->next) {
+        if (st->fin_in || st->ignore)
+            continue;
+        if (now - st->last_in >= t) {
+            stream_drop(st, H3_REQUEST_CANCELLED);
+            continue;
+        }
+        if (!next || st->last_in + t < next)
+            next = st->last_in + t;
+    }
+    if (next)
+        deadline_arm(hc, next);
+}
+
 /* Parked requests ask again: answered once their verification is done, else parked anew. */
 static void app_woken(void *a)
 {
     struct h3conn *hc = a;
+    int64_t at = hc->wake_s;
+    hc->wake_s = 0;
+    if (at && at <= quic_now_s())
+        deadlines(hc);
+    else if (at) /* woken sooner for another reason: asked again */
+        deadline_arm(hc, at);
     for (struct h3stream *st = hc->streams; st && hc->nparked; st = st->next) {
         if (!st->parked)
             continue;

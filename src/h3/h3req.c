@@ -6,19 +6,36 @@
 
 #include "core/token.h"
 
-void h3req_init(struct h3req *q)
+void h3req_init(struct h3req *q, struct h3req_field *f, unsigned f_cap, char *head, size_t head_cap)
 {
-    q->status = 0;
-    q->method = q->path = q->authority = -1;
-    q->pseudo = 0;
-    q->regular = q->malformed = false;
-    q->nf = 0;
-    q->head_len = 0;
+    *q = (struct h3req){.method = -1, .path = -1, .authority = -1};
+    q->f = f;
+    q->f_cap = f_cap;
+    q->head = head;
+    q->head_cap = head_cap;
+}
+
+size_t h3req_save_size(const struct h3req *q)
+{
+    return sizeof(*q) + q->nf * sizeof(q->f[0]) + q->head_len;
+}
+
+struct h3req *h3req_save(const struct h3req *q, void *mem)
+{
+    struct h3req *s = mem;
+    *s = *q;
+    s->f = (struct h3req_field *)(s + 1);
+    s->head = (char *)(s->f + q->nf);
+    s->f_cap = q->nf;
+    s->head_cap = q->head_len;
+    memcpy(s->f, q->f, q->nf * sizeof(q->f[0]));
+    memcpy(s->head, q->head, q->head_len);
+    return s;
 }
 
 static bool put(struct h3req *q, const char *p, size_t len, uint32_t *off)
 {
-    if (sizeof(q->head) - q->head_len < len + 1)
+    if (q->head_cap - q->head_len < len + 1)
         return false;
     *off = (uint32_t)q->head_len;
     memcpy(q->head + q->head_len, p, len);
@@ -92,7 +109,7 @@ void h3req_field(struct h3req *q, const char *name, size_t name_len, const char 
     }
     if (q->status)
         return;
-    if (q->nf == H3REQ_FIELDS) {
+    if (q->nf == H3REQ_FIELDS || q->nf == q->f_cap) {
         q->status = 431;
         return;
     }

@@ -1,13 +1,15 @@
 /* h3req: an HTTP/3 request's field section, as QPACK hands it over one field line at a time,
  * checked against RFC 9114 4.2-4.3 (field names and values as HTTP/2's, h2/hpack.h; the
  * pseudo-fields a request must have, once each, before any other field; no connection-specific
- * field), kept in the stream's own buffer and then split into a struct http_request by
+ * field), kept in buffers the caller gives (a worker's, while QPACK decodes), copied whole
+ * into the caller's memory when the request must wait for its stream's end (h3req_save, sized
+ * to what was decoded), and split into a struct http_request by
  * core/http1.h's split entry (as HTTP/2's), with :authority standing in for Host.
  * Must not: perform I/O, allocate, or know QPACK's encoding; it decides no status but 431 (a
  * section past HTTP1_MAX_HEAD or HTTP1_MAX_HEADERS fields), and "malformed" (h3.c resets the
  * stream with H3_MESSAGE_ERROR).
- * Ownership: the caller's struct h3req, one per request stream; the parsed request points
- * into it, so it must outlive the request's use. */
+ * Ownership: the caller's struct h3req and buffers, or a saved copy in the caller's memory;
+ * the parsed request points into them, so they must outlive the request's use. */
 #ifndef H3_H3REQ_H
 #define H3_H3REQ_H
 
@@ -29,17 +31,25 @@ struct h3req {
     uint8_t pseudo;                  /* the pseudo-fields seen, H3REQ_* bits */
     bool regular;                    /* a regular field seen: no pseudo-field may follow */
     bool malformed;                  /* RFC 9114 4.1.2 */
-    unsigned nf;
-    size_t head_len;
+    unsigned nf, f_cap;
+    size_t head_len, head_cap;
+    char *head; /* names and values */
     struct h3req_field {
         uint32_t name, value; /* offsets in head */
         uint16_t name_len, value_len;
-    } f[H3REQ_FIELDS + 3];
-    char head[HTTP1_MAX_HEAD];
+    } * f;
 };
 
-/* Empties q for a new request (its head buffer is not touched). */
-void h3req_init(struct h3req *q);
+/* Empties q for a new request whose fields go in f[f_cap] (H3REQ_FIELDS or more) and whose
+ * names and values go in head[head_cap] (HTTP1_MAX_HEAD: past it, 431). */
+void h3req_init(struct h3req *q, struct h3req_field *f, unsigned f_cap, char *head,
+                size_t head_cap);
+
+/* The bytes h3req_save needs for q: the struct, its nf fields and head_len bytes. */
+size_t h3req_save_size(const struct h3req *q);
+/* A copy of q in mem[h3req_save_size(q)] (suitably aligned, as malloc's), pointing into mem
+ * only: it parses as q does and is full (no field may be added). */
+struct h3req *h3req_save(const struct h3req *q, void *mem);
 
 /* One field line, as the QPACK decoder delivered it, checked (a field that breaks a rule
  * marks the section malformed). :method, :path and :authority are kept, :scheme is dropped.

@@ -37,9 +37,10 @@
 #define CLOSE_RESEND_MAX 16
 #define WRITE_MAX 64 /* packets one connection writes per turn */
 /* Unidirectional streams a client may open beyond HTTP/3's three: streams of types HTTP/3
- * reads and drops (RFC 9114 6.2.3: reserved types exercise that they are). ngtcp2 0.12 keeps a
+ * refuses (RFC 9114 6.2.3: reserved types exercise that they are). ngtcp2 0.12 keeps a
  * client's unidirectional stream until the connection ends (1.x closes it at its FIN), so this
- * is an allowance per connection, not a number open at once, and bounds what they hold. */
+ * is an allowance per connection, not a number open at once; the application gives a refused
+ * stream's credit back (quic_grant_uni) and bounds how often. */
 #define QUIC_EXTRA_UNI 8
 
 _Static_assert(sizeof(struct quic_vec) == sizeof(ngtcp2_vec), "quic_vec is ngtcp2_vec");
@@ -971,7 +972,10 @@ int quic_open_uni(struct quic_conn *qc, int64_t *sid)
 
 void quic_wake_in(struct quic_conn *qc, unsigned ms)
 {
-    qc->wake_at = now_ns(qc->ep) + (ngtcp2_tstamp)ms * NGTCP2_MILLISECONDS;
+    ngtcp2_tstamp at = now_ns(qc->ep) + (ngtcp2_tstamp)ms * NGTCP2_MILLISECONDS;
+    if (qc->wake_at && qc->wake_at <= at) /* a sooner call stands: it must not be lost */
+        return;
+    qc->wake_at = at;
     if (qc->wake_at < qc->deadline)
         set_deadline(qc->ep, qc, qc->wake_at);
 }
@@ -990,6 +994,19 @@ void quic_app_error(struct quic_conn *qc, uint64_t code)
 void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code)
 {
     ngtcp2_conn_shutdown_stream(qc->conn, sid, code);
+}
+
+int64_t quic_now_s(void)
+{
+    /* The real clock, as an endpoint without a test clock (quic_settings.now) reads it. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec;
+}
+
+void quic_grant_uni(struct quic_conn *qc)
+{
+    ngtcp2_conn_extend_max_streams_uni(qc->conn, 1);
 }
 
 uint64_t quic_max_streams(const struct quic_conn *qc)

@@ -114,12 +114,19 @@ int quic_open_uni(struct quic_conn *qc, int64_t *sid);
 /* The application error code (RFC 9000 20.2; HTTP/3's, RFC 9114 8.1) the connection's
  * CONNECTION_CLOSE carries when the application's callback now returns a fatal error. */
 void quic_app_error(struct quic_conn *qc, uint64_t code);
-/* Calls app->woken in ms milliseconds (or sooner, with the connection's other timers). */
+/* Calls app->woken in ms milliseconds (or sooner, with the connection's other timers, or as a
+ * sooner call still pending asked). */
 void quic_wake_in(struct quic_conn *qc, unsigned ms);
 /* Gives n bytes of flow control back (stream sid and the connection). */
 void quic_consume(struct quic_conn *qc, int64_t sid, size_t n);
 /* Ends stream sid both ways with code (a refused or failed request). */
 void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code);
+/* The clock quic_wake_in runs on, in seconds (a loop turn's cached time can be older: the
+ * worker reads it only for timers that are due). */
+int64_t quic_now_s(void);
+/* Lets the client open one more unidirectional stream (HTTP/3 gives back the credit of each it
+ * refused, as ngtcp2 0.12 never closes a client's unidirectional stream). */
+void quic_grant_uni(struct quic_conn *qc);
 /* The request streams the client may open at first (initial_max_streams_bidi). */
 uint64_t quic_max_streams(const struct quic_conn *qc);
 /* The peer's address as text (for the access log) and as bytes. */

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "config/options.h"
 #include "h3/h3.h"
 #include "h3/qpack.h"
 #include "quic/quic.h"
@@ -73,6 +74,14 @@ void quic_consume(struct quic_conn *qc, int64_t sid, size_t n)
 void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code)
 {
     (void)qc, (void)sid, (void)code;
+}
+void quic_grant_uni(struct quic_conn *qc)
+{
+    (void)qc;
+}
+int64_t quic_now_s(void)
+{
+    return 1000; /* the body deadline never passes: woken is not driven */
 }
 uint64_t quic_max_streams(const struct quic_conn *qc)
 {
@@ -261,7 +270,11 @@ static int drive(void *a)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct runtime w;
+    /* a --head-memory smaller than the option allows, so that a few streams' unfinished
+     * requests pass it and the oldest are reset */
+    static const struct config cfg = {.head_memory = 8u << 10, .body_timeout = 60};
     memset(&fx, 0, sizeof(fx));
+    w.cfg = &cfg;
     fx.next_uni = 3;
     w.h3 = NULL;
     w.wake_fd = -1;

@@ -331,3 +331,51 @@ def test_goaway_on_drain_names_the_first_stream_not_seen(make_server, docroot):
     got, refused, status = bare(srv, script)
     assert got == [vi(8)] and refused == 0x10B and status == 200
     assert srv.proc.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize("first", [2, 3, 8])
+def test_reserved_streams_opened_first_never_cost_the_qpack_streams(make_server, docroot, first):
+    """A client that opens streams of reserved types before its control and QPACK streams
+    (issue 35.5): the old build kept four unidirectional streams and refused the rest with
+    STOP_SENDING, so with 2 first the decoder stream was told to stop (RFC 9204 4.2 forbids
+    that) and with 3 the encoder stream was lost and a request that needs it waited for ever.
+    Now each type is read first, the reserved streams are refused (STOP_SENDING) and their
+    credit given back, the critical three always get through and the request is answered."""
+    srv = make_server(docroot)
+
+    async def script(c):
+        grease = [c.uni(vi(0x21 + 0x1F * i) + b"grease") for i in range(first)]
+        await c.until(lambda: all(g in c.stops for g in grease), 5)
+        ctl(c, SETTINGS)
+        enc = c.uni(b"\x02")
+        dec = c.uni(b"\x03")
+        # a section that needs the encoder stream: Required Insert Count 1, Base 1
+        sid = request(c, h3_frame(0x1, b"\x02\x00" + FIELDS + b"\x80"))
+        c.send(enc, qpack_int(4096, 5, 0x20) + _insert(b"x-late", b"v"))
+        status = await answered(c, sid)
+        await ping(c)
+        return (status, sorted(c.stops.get(g) for g in grease), c.stops.get(enc),
+                c.stops.get(dec), c.terminated)
+    assert bare(srv, script) == (200, [0x103] * first, None, None, None)
+
+
+def test_reserved_streams_past_their_bound_end_the_connection(make_server, docroot):
+    """Each refused stream's credit is given back, and ngtcp2 keeps each such stream to the
+    connection's end: past 16 of them the connection ends with H3_EXCESSIVE_LOAD, and the
+    server goes on serving."""
+    srv = make_server(docroot)
+
+    async def script(c):
+        ctl(c, SETTINGS)
+        for i in range(40):
+            if not await c.until(lambda: c._quic._remote_max_streams_uni > 1 + i, 3):
+                break
+            c.uni(vi(0x21 + 0x1F * i) + b"grease")
+        await c.until(lambda: c.terminated is not None, 5)
+        return c.terminated and c.terminated.error_code
+    assert bare(srv, script, timeout=30) == 0x107
+
+    async def fine(c):
+        ctl(c, SETTINGS)
+        return await answered(c, request(c, GET))
+    assert bare(srv, fine) == 200
