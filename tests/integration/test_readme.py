@@ -135,6 +135,12 @@ def test_every_option_readme_names_exists_and_usage_lists_every_option():
     assert have - table == set(), f"--help has options Usage lacks: {have - table}"
 
 
+def stop_clean(srv):
+    """SIGTERM: exit 0 and no sanitizer report (make check runs this file on the ASan build)."""
+    rc = srv.stop()
+    assert rc == 0 and not srv.sanitizer_reports(), srv.stderr_text()[-4000:]
+
+
 def _openssl_pair(crt, key, name="localhost"):
     crt.parent.mkdir(parents=True, exist_ok=True)
     key.parent.mkdir(parents=True, exist_ok=True)
@@ -194,8 +200,7 @@ def test_quick_start_commands_serve_as_written(tmp_path, engine):
             if (lang, tag) != ("sh", "run"):
                 continue
             for srv in servers:  # a block's servers end before the next block's start
-                assert srv.alive(), srv.stderr_text()
-                srv.stop()
+                stop_clean(srv)
             servers.clear()
             for line in logical_lines(body):
                 cmd, want = split_expect(ported(line))
@@ -231,7 +236,8 @@ def test_quick_start_commands_serve_as_written(tmp_path, engine):
                     assert want in p.stdout + p.stderr, f"README.md:{n}: {cmd}: {p.stdout}"
                 ran += 1
         for srv in servers:
-            assert srv.alive(), srv.stderr_text()
+            stop_clean(srv)
+        servers.clear()
     finally:
         for srv in servers:
             srv.stop()
@@ -263,7 +269,24 @@ def test_automatic_https_line_gets_a_certificate_from_pebble(tmp_path, engine, t
         test_acme.wait_issued(srv, name)
         root = pb.root(tmp_path)
         test_acme.wait_https(name, tls_port, root, want=want.encode())
+        stop_clean(srv)
     finally:
         if srv is not None:
             srv.stop()
         pb.stop()
+
+
+def test_every_make_target_readme_and_its_pages_name_exists():
+    rules = (REPO / "Makefile").read_text().replace("$(BUILD)/", "build/")
+    targets = set()
+    for m in re.finditer(r"^([\w./%-]+(?:[ \t]+[\w./%-]+)*)[ \t]*:(?!=)", rules, re.M):
+        targets.update(m.group(1).split())
+    named = 0
+    for page in (README, REPO / "doc" / "development.md"):
+        text = page.read_text()
+        spans = re.findall(r"`make ([a-z][\w/.-]*)", text)
+        spans += re.findall(r"^make ([a-z][\w/.-]*)", text, re.M)  # block lines
+        for t in spans:
+            assert t in targets, f"{page.name}: make {t}: no such Makefile target"
+            named += 1
+    assert named >= 10
