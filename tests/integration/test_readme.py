@@ -14,6 +14,9 @@
   directories they name made there; file=NAME blocks are also written as NAME for the run blocks.
 - ```sh not-run and ```text: not run (systemctl, apt, make, sample output); like every
   `ringhttpd ...` line and inline command of README, their options must exist in --help.
+Besides: the Usage table lists exactly --help's options, every `make X` names a Makefile rule,
+the .deb README installs is debian/changelog's version, and the package's configuration file
+and the units' ExecStart lines (what *Installing* starts) check out.
 """
 import fnmatch
 import pathlib
@@ -293,3 +296,28 @@ def test_every_make_target_readme_and_its_pages_name_exists():
             assert known, f"{page.name}: make {t}: no such Makefile target"
             named += 1
     assert named >= 10
+
+
+def test_the_package_file_readme_installs_is_the_version_debian_builds():
+    version = re.match(r"ringhttpd \(([^)]+)\)", (REPO / "debian" / "changelog").read_text())
+    named = re.findall(r"ringhttpd_([^_\s`]+)_amd64\.deb", README.read_text())
+    assert version and named, "README names no .deb, or debian/changelog no version"
+    assert set(named) == {version.group(1)}, (named, version.group(1))
+
+
+def test_the_files_installing_names_check_out(tmp_path):
+    """The package's /etc/ringhttpd/ringhttpd.yaml passes --check-config, and the units'
+    command lines (README's *Installing* starts them with systemctl) name only real options."""
+    cfg = tmp_path / "ringhttpd.yaml"
+    cfg.write_text(materialise((REPO / "debian" / "ringhttpd.yaml").read_text(), tmp_path))
+    out = subprocess.run([RINGHTTPD, "--check-config", str(cfg)], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stdout + out.stderr
+    have = help_options()
+    lines = 0
+    for unit in (REPO / "dist" / "ringhttpd.service", REPO / "debian" / "debian.conf"):
+        for cmd in re.findall(r"ExecStart=(\S*ringhttpd .*)$", unit.read_text(), re.M):
+            for opt in re.findall(r"(?<![\w-])--[a-z0-9][a-z0-9-]*", cmd):
+                assert opt in have, f"{unit.name}: {opt}: {cmd}"
+            lines += 1
+    assert lines >= 3
