@@ -14,7 +14,8 @@
   directories they name made there; file=NAME blocks are also written as NAME for the run blocks.
 - ```sh not-run and ```text: not run (systemctl, apt, make, sample output); like every
   `ringhttpd ...` line and inline command of README, their options must exist in --help.
-Besides: the Usage table lists exactly --help's options, every `make X` names a Makefile rule,
+Besides: every `make X` names a Makefile rule (the Usage table against --help is
+test_packaging's),
 the .deb README installs is debian/changelog's version, and the package's configuration file
 and the units' ExecStart lines (what *Installing* starts) check out.
 """
@@ -123,20 +124,13 @@ def test_contents_links_every_section_and_every_link_lands():
         assert (REPO / page).is_file(), page
 
 
-def test_every_option_readme_names_exists_and_usage_lists_every_option():
+def test_every_option_readme_names_exists():
     have = help_options()
     assert "--tls-port" in have and "--config" in have
     for n, cmd in ringhttpd_commands():
         for opt in re.findall(r"(?<![\w-])--[a-z0-9][a-z0-9-]*", cmd):
             assert opt in have, f"README.md:{n}: {opt} is not in ringhttpd --help: {cmd}"
-    text = README.read_text()
-    usage = text[text.index("## Usage"):text.index("## Access log")]
-    table = set()
-    for row in re.findall(r"^\| `.*$", usage, re.M):
-        first = re.split(r"(?<!\\)\|", row)[1]  # the option cell; \| inside it is escaped
-        table.update(re.findall(r"--[a-z0-9][a-z0-9-]*", first))
-    assert table - have == set(), f"Usage lists options --help lacks: {table - have}"
-    assert have - table == set(), f"--help has options Usage lacks: {have - table}"
+    # The Usage table against --help and the man page: test_packaging's.
 
 
 def stop_clean(srv):
