@@ -3,9 +3,10 @@
 - ```sh run: line by line, in order, in one temporary directory shared by every such block (the
   first makes the `site` folder the others serve). A `build/ringhttpd` line is started against
   the real binary (on 127.0.0.1 and the engine fixture's engine, ports 8080/8443 replaced by free
-  ones) and waited for; `--check-config` lines must exit 0; every other line must exit 0 too
-  (curl with -sSf); a trailing `# -> TEXT` must appear in the line's output. `make` and
-  `scripts/deps.sh` lines are skipped (the binary under test is $RINGHTTPD).
+  ones), waited for, and kept until the next such line (the reader's Ctrl-C);
+  `$(pidof ringhttpd)` becomes its PID. Every other line must exit 0 (curl with -sSf, retried
+  until it answers as shown); a trailing `# -> TEXT` must appear in the line's output. `make`
+  and `scripts/deps.sh` lines are skipped (the binary under test is $RINGHTTPD).
 - ```sh acme: the automatic-HTTPS line against Pebble as test_acme.py runs it (ports 80/443
   replaced by free ones, --acme-ca/--acme-ca-root/--acme-state added), then its curl line with
   Pebble's root.
