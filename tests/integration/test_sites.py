@@ -746,7 +746,7 @@ def test_readme_example_is_a_valid_file(tmp_path):
     (its directories and htpasswd file made here)."""
     text = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = text[text.index("## Sites and configuration file"):]
-    start = section.index("```yaml") + 7
+    start = section.index("\n", section.index("```yaml"))  # past its tag (test_readme's)
     example = section[start:section.index("```", start)]
     for d in ("example.org", "docs", "staging"):
         (tmp_path / "srv" / d).mkdir(parents=True)
