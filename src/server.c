@@ -242,6 +242,7 @@ struct server {
     struct handover tls_handover; /* ... and on the TLS port (its own reuseport group) */
     /* --limit-conn, --limit-req: each client address steered to one worker (steer.h) */
     bool steer;
+    bool seeded; /* steer_seed drawn: TCP's and QUIC's programs hash addresses with it */
     uint32_t steer_seed;
     struct guard *guard; /* socket activation: the workers' one guard (rt/guard.h), or NULL */
     bool quic_steer;     /* the UDP port's group is ours alone: route by connection ID */
@@ -457,6 +458,18 @@ static int successor_listeners(const struct server *sv, const struct addr *a, in
     return count > ours ? count - ours : 0;
 }
 
+/* The seed of the address hash, drawn once: the QUIC program (attached when the UDP sockets
+ * are bound, limits or not, so that a reload adding limits finds it in place) and the TCP one
+ * (attached when limits come into force) must hash alike, so that a client's TCP and QUIC
+ * connections reach one worker's tables (issue 35). */
+static bool seed(struct server *sv)
+{
+    if (!sv->seeded)
+        sv->seeded = getrandom(&sv->steer_seed, sizeof(sv->steer_seed), 0) ==
+                     (ssize_t)sizeof(sv->steer_seed);
+    return sv->seeded;
+}
+
 /* Steers new connections to the port's successor listeners, if any listen, through fd (one of
  * ours on that port). Returns how many the successor has there. */
 static int steer_port(struct server *sv, struct handover *h, const struct addr *a, int ours, int fd)
@@ -509,7 +522,7 @@ static void steer_from(struct server *sv, const struct config *cfg)
      * spreads them, and --limit-conn and --limit-req count a proxied client per worker. */
     if (sv->steer || sv->inherited || !config_limits_clients(cfg) || sv->cfg->num_proxy_from)
         return;
-    sv->steer = getrandom(&sv->steer_seed, sizeof(sv->steer_seed), 0) == sizeof(sv->steer_seed);
+    sv->steer = seed(sv);
     steer_clients(sv);
 }
 
@@ -592,7 +605,10 @@ static int h3_secret_make(const struct config *cfg, uint8_t secret[32])
 static void quic_steer(struct server *sv, struct runtime *w)
 {
     const struct config *cfg = sv->cfg;
-    int err = sv->quic_steer ? steer_quic_attach(w->udp->fd, (uint32_t)cfg->threads, NULL) : -EBUSY;
+    int err = !sv->quic_steer ? -EBUSY
+              : !seed(sv)
+                  ? -EAGAIN
+                  : steer_quic_attach(w->udp->fd, (uint32_t)cfg->threads, NULL, sv->steer_seed);
     sv->quic_steer = err == 0;
     if (err < 0 && err != -EBUSY)
         errlog(ERRLOG_WARN,
@@ -629,8 +645,10 @@ static void quic_route(struct server *sv)
         err = -ENOMEM;
     for (int i = 0; err == 0 && i < n; i++)
         fds[i] = worker_runtime(sv->workers[i])->udp->fd;
+    if (err == 0 && !seed(sv))
+        err = -EAGAIN;
     if (err == 0 && (err = steer_quic_order(fds, (uint32_t)n, order)) == 0)
-        err = steer_quic_attach(fds[0], (uint32_t)n, order);
+        err = steer_quic_attach(fds[0], (uint32_t)n, order, sv->steer_seed);
     free(fds);
     free(order);
     sv->quic_steer = err == 0;

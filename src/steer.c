@@ -44,10 +44,15 @@ static int attach(int fd, int opt, struct sock_filter *code, unsigned short len)
     return setsockopt(fd, SOL_SOCKET, opt, &prog, sizeof(prog)) != 0 ? -errno : 0;
 }
 
-void steer_program(struct sock_filter code[STEER_LEN], uint32_t n, uint32_t seed)
+/* The TCP program's instructions 0-15 (its address hash, A = the index of n), at code[0..16);
+ * a packet that is neither IPv4 nor IPv6 jumps to code[17]. The QUIC program runs the same
+ * instructions for a new connection's datagrams, so one client gets one index on both. */
+#define ADDR_HASH_LEN 16
+
+static void addr_hash(struct sock_filter code[ADDR_HASH_LEN], uint32_t n, uint32_t seed)
 {
     const uint32_t net = (uint32_t)SKF_NET_OFF;
-    struct sock_filter prog[STEER_LEN] = {
+    struct sock_filter prog[ADDR_HASH_LEN] = {
         /* 0 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, net + 0), /* version << 4 | IHL */
         /* 1 */ BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 4),
         /* 2 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 4, 0, 3),
@@ -64,11 +69,16 @@ void steer_program(struct sock_filter code[STEER_LEN], uint32_t n, uint32_t seed
         /* 13 */ BPF_STMT(BPF_ALU | BPF_MUL | BPF_K, STEER_MUL),
         /* 14 */ BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 16),
         /* 15 */ BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, n),
-        /* 16 */ BPF_STMT(BPF_RET | BPF_A, 0),
-        /* 17 */ BPF_STMT(BPF_RET | BPF_K, 0xffffffffu), /* past the end: the kernel's hash */
     };
-    for (int i = 0; i < STEER_LEN; i++)
+    for (int i = 0; i < ADDR_HASH_LEN; i++)
         code[i] = prog[i];
+}
+
+void steer_program(struct sock_filter code[STEER_LEN], uint32_t n, uint32_t seed)
+{
+    addr_hash(code, n, seed);
+    code[16] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_A, 0);
+    code[17] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffffu); /* the kernel's hash */
 }
 
 int steer_attach(int fd, uint32_t n, uint32_t seed)
@@ -90,36 +100,50 @@ size_t steer_quic_len(uint32_t n, const uint32_t *order)
     return order ? STEER_QUIC_LEN + 2 * (size_t)n : STEER_QUIC_LEN;
 }
 
-void steer_quic_program(struct sock_filter *code, uint32_t n, const uint32_t *order)
+/* Where the QUIC program's parts begin (steer_quic_program). */
+#define Q_ADDR 3   /* a new connection's datagram: the address hash */
+#define Q_SHORT 21 /* a short header */
+#define Q_LONG 23  /* a Handshake (or Retry) long header */
+#define Q_CID 27   /* the ID's hash */
+#define Q_TAIL 30  /* A is the worker: its socket */
+
+void steer_quic_program(struct sock_filter *code, uint32_t n, const uint32_t *order, uint32_t seed)
 {
-    struct sock_filter prog[STEER_QUIC_LEN] = {
-        /* 0 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0),            /* the first byte */
-        /* 1 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x80, 2, 0), /* long header: to 4 */
-        /* 2 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 1),            /* short: the ID at 1 */
-        /* 3 */ BPF_STMT(BPF_JMP | BPF_JA, 4),                    /* to 8 */
-        /* 4 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 5),            /* long: the ID's length */
-        /* 5 */ BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, STEER_CID_BYTES, 1, 0), /* to 7 */
-        /* 6 */ BPF_STMT(BPF_RET | BPF_K, 0xffffffffu), /* past the end: the kernel's hash */
-        /* 7 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 6),  /* the ID at 6 */
-        /* 8 */ BPF_STMT(BPF_ALU | BPF_MUL | BPF_K, STEER_MUL),
-        /* 9 */ BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 16),
-        /* 10 */ BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, n), /* the worker */
-        /* 11 */ BPF_STMT(BPF_RET | BPF_A, 0),           /* its socket, when in order */
-    };
-    for (int i = 0; i < STEER_QUIC_LEN; i++)
-        code[i] = prog[i];
-    if (!order)
+    /* Long header types (RFC 9000 17.2): Initial 0, 0-RTT 1, Handshake 2, Retry 3 in bits
+     * 0x30 of the first byte, so 0x20 tells a Handshake from a connection's first flight. */
+    code[0] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0);
+    code[1] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x80, 0, Q_SHORT - 2);
+    code[2] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x20, Q_LONG - 3, 0);
+    addr_hash(code + Q_ADDR, n, seed); /* not IP: to Q_ADDR + 17 */
+    code[Q_ADDR + 16] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, Q_TAIL - (Q_ADDR + 17));
+    code[Q_ADDR + 17] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffffu);
+    code[Q_SHORT] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 1); /* the ID at 1 */
+    code[Q_SHORT + 1] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, Q_CID - (Q_SHORT + 2));
+    code[Q_LONG] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 5); /* its length */
+    code[Q_LONG + 1] =
+        (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, STEER_CID_BYTES, 1, 0);
+    code[Q_LONG + 2] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffffu);
+    code[Q_LONG + 3] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 6); /* the ID */
+    code[Q_CID] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_MUL | BPF_K, STEER_MUL);
+    code[Q_CID + 1] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 16);
+    code[Q_CID + 2] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, n); /* worker */
+    _Static_assert(Q_ADDR + 18 == Q_SHORT && Q_LONG + 4 == Q_CID && Q_CID + 3 == Q_TAIL &&
+                       Q_TAIL + 1 == STEER_QUIC_LEN,
+                   "the QUIC program's parts follow one another");
+    if (!order) {
+        code[Q_TAIL] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_A, 0);
         return;
-    /* Worker w's socket sits at order[w]: a compare and a return per worker in place of 11,
-     * whose last compare always holds (A < n). */
-    for (uint32_t w = 0; w < n; w++) {
-        code[11 + 2 * w] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, w, 0, 1);
-        code[12 + 2 * w] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, order[w]);
     }
-    code[11 + 2 * n] = prog[6];
+    /* Worker w's socket sits at order[w]: a compare and a return per worker in place of the
+     * last return, whose last compare always holds (A < n). */
+    for (uint32_t w = 0; w < n; w++) {
+        code[Q_TAIL + 2 * w] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, w, 0, 1);
+        code[Q_TAIL + 1 + 2 * w] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, order[w]);
+    }
+    code[Q_TAIL + 2 * n] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffffu);
 }
 
-int steer_quic_attach(int fd, uint32_t n, const uint32_t *order)
+int steer_quic_attach(int fd, uint32_t n, const uint32_t *order, uint32_t seed)
 {
     if (n == 0)
         return -EINVAL;
@@ -129,7 +153,7 @@ int steer_quic_attach(int fd, uint32_t n, const uint32_t *order)
     struct sock_filter *code = calloc(len, sizeof(*code));
     if (!code)
         return -ENOMEM;
-    steer_quic_program(code, n, order);
+    steer_quic_program(code, n, order, seed);
     int rc = attach(fd, SO_ATTACH_REUSEPORT_CBPF, code, (unsigned short)len);
     free(code);
     return rc;

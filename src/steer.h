@@ -1,9 +1,12 @@
 /* steer: the reuseport programs. On TCP, every connection from one client address (an IPv6
  * client's /64, as limits key it) to the same listener of the group, so that each worker's
  * per-client tables (core/limits.h) see all of that client and stay exact with no lock and no
- * shared counter (issue 28). On UDP (QUIC), every datagram to the worker that owns its
- * destination connection ID, whatever address it came from (issue 29: NAT rebinding and
- * migration), by one function of the ID's first four bytes that the server's IDs are made to.
+ * shared counter (issue 28). On UDP (QUIC), a new connection's first flight (Initial and 0-RTT
+ * packets, whose ID the client chose) by the same hash of its source address, so that a client
+ * lands on the same worker over TCP and QUIC and is counted once (issue 35); every later
+ * datagram (Handshake, short header) to the worker that owns its destination connection ID,
+ * whatever address it came from (issue 29: NAT rebinding and migration), by one function of the
+ * ID's first four bytes that the server's IDs are made to.
  * Must not: run on the request path (it is attached at start and checked once a second), or
  * attach while the port's group holds listeners that are not ours (a predecessor or successor
  * in a hand-over: the indices would name theirs; handover.h owns steering then).
@@ -29,22 +32,24 @@ void steer_program(struct sock_filter code[STEER_LEN], uint32_t n, uint32_t seed
 int steer_attach(int fd, uint32_t n, uint32_t seed);
 
 /* The QUIC program's length in instructions, for sockets in their workers' order. */
-#define STEER_QUIC_LEN 12
+#define STEER_QUIC_LEN 31
 /* Bytes of a connection ID the QUIC program reads: the server's IDs must be at least this long. */
 #define STEER_CID_BYTES 4
 
-/* Writes the classic BPF program that brings a QUIC datagram to the socket of the worker
- * steer_cid_index names for its destination connection ID (a short header's at byte 1, a long
- * header's at byte 6), in a group of n sockets where worker w's is at order[w] (order NULL:
- * worker w's is socket w), into code[steer_quic_len(n, order)]. A long header whose ID is
- * shorter than STEER_CID_BYTES gets an index past the end (the kernel's hash). A client's
- * first Initials carry an ID it chose at random: they land where its value says, and that
- * worker makes the connection's IDs to come back to it. Pure. */
-void steer_quic_program(struct sock_filter *code, uint32_t n, const uint32_t *order);
+/* Writes the classic BPF program that brings a QUIC datagram to the socket of a worker, in a
+ * group of n sockets where worker w's is at order[w] (order NULL: worker w's is socket w),
+ * into code[steer_quic_len(n, order)]. An Initial or 0-RTT long header goes to the worker
+ * steer_program with the same n and seed picks for its source address (its ID is the
+ * client's, or, after our Initial or Retry, one we made on that same worker); a Handshake
+ * long header (its ID at byte 6) and a short header (at byte 1) to the worker
+ * steer_cid_index names for the ID. A Handshake whose ID is shorter than STEER_CID_BYTES, and
+ * a packet that is neither IPv4 nor IPv6, get an index past the end (the kernel's hash).
+ * Pure. */
+void steer_quic_program(struct sock_filter *code, uint32_t n, const uint32_t *order, uint32_t seed);
 size_t steer_quic_len(uint32_t n, const uint32_t *order);
 
 /* Attaches that program to the UDP socket fd's reuseport group. 0 or -errno. */
-int steer_quic_attach(int fd, uint32_t n, const uint32_t *order);
+int steer_quic_attach(int fd, uint32_t n, const uint32_t *order, uint32_t seed);
 
 /* Finds which index of their reuseport group each of the n UDP sockets fds holds, into
  * order[] (order[i]: fds[i]'s), by a probe datagram per index through the group (steer.c),

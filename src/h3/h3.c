@@ -39,8 +39,10 @@
 #include "h3/h3req.h"
 #include "h3/qpack.h"
 #include "quic/quic.h"
+#include "core/peer.h"
 #include "rt/errlog.h"
 #include "rt/fcache.h"
+#include "rt/guard.h"
 #include "rt/obs.h"
 #include "rt/offload.h"
 #include "rt/runtime.h"
@@ -1456,6 +1458,28 @@ static int uni_recv(struct h3conn *hc, int64_t sid, const uint8_t *p, size_t n, 
 
 /* ---- the quic_app table ---- */
 
+/* --limit-conn for a new QUIC connection, in the worker's table that its TCP connections use
+ * (the port's program steers the client here, steer.h): refused past the limit, counted and
+ * logged as TCP's (guard_accept). */
+static bool app_admit(void *ctx, const struct sockaddr *sa, socklen_t len, bool *counted)
+{
+    struct runtime *w = ctx;
+    *counted = false;
+    if (!w->guard)
+        return true;
+    struct peer p;
+    peer_set(&p, sa, (unsigned)len);
+    return guard_accept(w, &p, counted);
+}
+
+static void app_leave(void *ctx, const struct sockaddr *sa, socklen_t len)
+{
+    struct runtime *w = ctx;
+    struct peer p;
+    peer_set(&p, sa, (unsigned)len);
+    guard_closed(w, &p);
+}
+
 static void *app_open(void *ctx, struct quic_conn *qc)
 {
     struct runtime *w = ctx;
@@ -1868,6 +1892,8 @@ const struct worker_h3_ops h3_worker_ops = {
 };
 
 const struct quic_app h3_app = {
+    .admit = app_admit,
+    .leave = app_leave,
     .open = app_open,
     .recv = app_recv,
     .pull = app_pull,

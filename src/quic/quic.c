@@ -76,6 +76,7 @@ struct quic_conn {
     enum qstate state;
     bool dirty; /* read something this batch: write at the flush */
     bool drain_told;
+    bool counted;       /* app->admit counted it: app->leave at its end */
     uint8_t *close_pkt; /* our CONNECTION_CLOSE, sent again when the peer keeps sending */
     size_t close_len;
     unsigned close_recv, close_sent;
@@ -199,6 +200,8 @@ static void conn_free(struct quic_ep *ep, struct quic_conn *qc)
 {
     if (qc->app)
         ep->app->free(qc->app);
+    if (qc->counted) /* qc->peer is the handshake's address, the one admit counted */
+        ep->app->leave(ep->ctx, (const struct sockaddr *)&qc->peer, qc->peer_len);
     while (qc->ncids)
         cid_del(ep, qc, &qc->cids[qc->ncids - 1]);
     if (qc->conn)
@@ -852,11 +855,22 @@ static void on_datagram(void *user, const struct udp_dgram *d)
         quic_certs_put(ep->certs);
         ep->certs = atomic_exchange(&ep->next_certs, NULL);
     }
+    /* --limit-conn (the application's): this worker sees every new connection of the client,
+     * whose first flight the port's program steers by address as TCP's (steer.h), so the
+     * count is exact and shared with the client's TCP connections. */
+    bool counted = false;
+    if (ep->app->admit && !ep->app->admit(ep->ctx, d->peer, d->peer_len, &counted)) {
+        send_refusal(ep, &hd, d, NGTCP2_CONNECTION_REFUSED);
+        return;
+    }
     qc = conn_new(ep, &hd, d, validated);
     if (!qc) {
+        if (counted)
+            ep->app->leave(ep->ctx, d->peer, d->peer_len);
         ep->stats.dropped++;
         return;
     }
+    qc->counted = counted;
     conn_read(ep, qc, d);
 }
 

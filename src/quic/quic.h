@@ -30,6 +30,12 @@ struct quic_vec {
  * fatal for the connection (closed with an internal error, or with the application's error
  * code given by quic_app_error first). */
 struct quic_app {
+    /* A new connection from peer (its first Initial's source address) is about to open:
+     * false refuses it (CONNECTION_REFUSED: --limit-conn); *counted says that the
+     * application counted it, and then leave(ctx, the same peer) runs when it ends. NULL:
+     * every connection may open. */
+    bool (*admit)(void *ctx, const struct sockaddr *peer, socklen_t len, bool *counted);
+    void (*leave)(void *ctx, const struct sockaddr *peer, socklen_t len);
     /* The handshake finished: the application's state for qc, or NULL to close it. */
     void *(*open)(void *ctx, struct quic_conn *qc);
     /* Stream bytes in order (fin: the peer's last); consumed or not, flow control is the

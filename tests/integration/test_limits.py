@@ -435,3 +435,27 @@ def test_early_hints_over_http2_before_the_200(make_server, docroot):
     out = subprocess.run(["nghttp", "-v", srv.url("/")], capture_output=True, text=True,
                          timeout=20).stdout
     assert out.index(":status: 103") < out.index(":status: 200")
+
+
+def test_a_spoofed_forwarded_for_without_real_ip_from_is_ignored(make_server, docroot, tmp_path):
+    """Issue 35: with no --real-ip-from at all, X-Forwarded-For names nobody: a client that
+    sends a new forwarded address with each request is still one bucket (--limit-req) and one
+    count (--limit-conn), and the access log names the socket's address."""
+    log = tmp_path / "access.log"
+    srv = make_server(docroot, args=["--limit-req", "1r/m", "--limit-conn", "1",
+                                     "--access-log", str(log)])
+    xff = lambda a: [("X-Forwarded-For", a)]  # noqa: E731
+    assert get(srv, headers=xff("203.0.113.1")).status == 200
+    assert get(srv, headers=xff("203.0.113.2")).status == 429
+    assert get(srv, headers=xff("2001:db8::1, 203.0.113.3")).status == 429
+    with ConnFrom(srv, "127.0.0.1") as held:
+        assert held.request("GET", "/index.html", headers=xff("198.51.100.9")).status == 429
+        with ConnFrom(srv, "127.0.0.1") as extra:
+            extra.send(request("GET", "/index.html", headers=xff("198.51.100.10")),
+                       ignore_errors=True)
+            assert extra.read_or_close() is None  # the one connection is held: closed
+    assert wait_for(lambda: log.exists() and len(log.read_text().splitlines()) >= 4, timeout=5)
+    lines = log.read_text().splitlines()
+    assert all(line.startswith("127.0.0.1 ") for line in lines), lines
+    assert not any(a in line.split(" ")[0] for line in lines
+                   for a in ("203.0.113", "198.51.100", "2001:db8"))

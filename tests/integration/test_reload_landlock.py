@@ -317,6 +317,7 @@ def test_verbose_lists_the_trees_landlock_allows(make_server, layout):
     _htpasswd(etc / "htpasswd", "alice", "one")
     server = make_server(args=["-v", "--config", str(cfg),
                                "--basic-auth", f"/private/={etc / 'htpasswd'}"])
-    lines = [ln for ln in server.stderr_text().splitlines() if "landlock: may read beneath" in ln]
+    lines = [ln for ln in server.stderr_text().splitlines() if "landlock: may read beneath" in ln
+             and not ln.endswith(" /proc")]  # the sanitizer build's runtime reads /proc at exit
     assert sorted(ln.rsplit(" ", 1)[1] for ln in lines) == sorted([str(etc), str(www.parent)]), \
         lines

@@ -106,12 +106,18 @@ static int udp_socket(uint16_t *port, bool reuse)
     return fd;
 }
 
-/* Sends d from a new socket (a new source port: the kernel's own hash would move it), then
- * returns the group's socket that received it, or -1. */
-static int udp_land(uint16_t port, const int *fds, const uint8_t *d, size_t len)
+/* Sends d from a new socket on from (a 127/8 address; a new source port: the kernel's own hash
+ * would move it), then returns the group's socket that received it, or -1. */
+static int udp_land_from(uint16_t port, const int *fds, const uint8_t *d, size_t len,
+                         const char *from)
 {
-    uint16_t any = 0;
-    int c = udp_socket(&any, false);
+    int c = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    inet_pton(AF_INET, from, &src.sin_addr);
+    if (c < 0 || bind(c, (struct sockaddr *)&src, sizeof(src)) != 0) {
+        perror("test_steer: udp client");
+        exit(2);
+    }
     struct sockaddr_in to = {
         .sin_family = AF_INET, .sin_port = port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int where = -1;
@@ -129,17 +135,24 @@ static int udp_land(uint16_t port, const int *fds, const uint8_t *d, size_t len)
     return where;
 }
 
-/* A QUIC short header (byte 0 without 0x80, the ID at 1) or long header (0xc0, a version, the
- * ID's length at 5, the ID at 6), padded to 40 bytes. */
-static size_t quic_packet(uint8_t *d, bool longhdr, const uint8_t *cid, uint8_t cidlen)
+static int udp_land(uint16_t port, const int *fds, const uint8_t *d, size_t len)
+{
+    return udp_land_from(port, fds, d, len, "127.0.0.1");
+}
+
+enum qtype { Q_SHORT_HDR, Q_INITIAL = 0xc3, Q_ZERO_RTT = 0xd3, Q_HANDSHAKE = 0xe3 };
+
+/* A QUIC short header (byte 0 without 0x80, the ID at 1) or long header of type t (a version,
+ * the ID's length at 5, the ID at 6), padded to 40 bytes. */
+static size_t quic_packet(uint8_t *d, enum qtype t, const uint8_t *cid, uint8_t cidlen)
 {
     memset(d, 0xa5, 40);
-    if (!longhdr) {
+    if (t == Q_SHORT_HDR) {
         d[0] = 0x41;
         memcpy(d + 1, cid, cidlen);
         return 40;
     }
-    d[0] = 0xc3;
+    d[0] = (uint8_t)t;
     d[1] = 0, d[2] = 0, d[3] = 0, d[4] = 1;
     d[5] = cidlen;
     memcpy(d + 6, cid, cidlen);
@@ -152,7 +165,7 @@ TEST(steer_quic_sends_each_connection_id_to_the_worker_it_was_made_for)
     int fds[GROUP];
     for (int i = 0; i < GROUP; i++)
         fds[i] = udp_socket(&port, true);
-    CHECK_INT(steer_quic_attach(fds[0], GROUP, NULL), 0);
+    CHECK_INT(steer_quic_attach(fds[0], GROUP, NULL, 7), 0);
     uint8_t d[64];
     for (int round = 0; round < 16; round++) {
         for (uint32_t w = 0; w < GROUP; w++) {
@@ -161,17 +174,21 @@ TEST(steer_quic_sends_each_connection_id_to_the_worker_it_was_made_for)
                 cid[k] = (uint8_t)random();
             steer_cid_make(cid, w, GROUP);
             CHECK_INT(steer_cid_index(cid, GROUP), w);
-            /* a made ID on the wire: short and long header, from a new port each time */
-            CHECK_INT(udp_land(port, fds, d, quic_packet(d, false, cid, sizeof(cid))), (int)w);
-            CHECK_INT(udp_land(port, fds, d, quic_packet(d, true, cid, sizeof(cid))), (int)w);
+            /* a made ID on the wire: short header and Handshake, from a new port each time */
+            CHECK_INT(udp_land(port, fds, d, quic_packet(d, Q_SHORT_HDR, cid, sizeof(cid))),
+                      (int)w);
+            CHECK_INT(udp_land(port, fds, d, quic_packet(d, Q_HANDSHAKE, cid, sizeof(cid))),
+                      (int)w);
         }
-        /* A client's own first ID: every Initial with it lands where the function says. */
+        /* A client's first flight (Initial, 0-RTT) lands by its address whatever its ID. */
         uint8_t mine[8];
         for (size_t k = 0; k < sizeof(mine); k++)
             mine[k] = (uint8_t)random();
-        int first = udp_land(port, fds, d, quic_packet(d, true, mine, sizeof(mine)));
-        CHECK_INT(first, (int)steer_cid_index(mine, GROUP));
-        CHECK_INT(udp_land(port, fds, d, quic_packet(d, true, mine, sizeof(mine))), first);
+        int first = udp_land(port, fds, d, quic_packet(d, Q_INITIAL, mine, sizeof(mine)));
+        CHECK(first >= 0);
+        mine[0] ^= 0x5a;
+        CHECK_INT(udp_land(port, fds, d, quic_packet(d, Q_INITIAL, mine, sizeof(mine))), first);
+        CHECK_INT(udp_land(port, fds, d, quic_packet(d, Q_ZERO_RTT, mine, sizeof(mine))), first);
     }
     /* Made IDs spread: index w made from random bytes is w for every n up to 64. */
     for (uint32_t n = 1; n <= 64; n++)
@@ -180,7 +197,7 @@ TEST(steer_quic_sends_each_connection_id_to_the_worker_it_was_made_for)
             steer_cid_make(cid, w, n);
             CHECK_INT(steer_cid_index(cid, n), w);
         }
-    CHECK_INT(steer_quic_attach(fds[0], 0, NULL), -EINVAL);
+    CHECK_INT(steer_quic_attach(fds[0], 0, NULL, 7), -EINVAL);
     for (int i = 0; i < GROUP; i++)
         close(fds[i]);
 }
@@ -211,25 +228,65 @@ TEST(steer_quic_order_finds_each_socket_after_a_predecessors_left)
     /* The probe left nothing behind: a datagram of any shape reaches a worker. */
     uint8_t d[64] = {0};
     CHECK(udp_land(port, fds, d, 40) >= 0);
-    CHECK_INT(steer_quic_attach(fds[0], GROUP, order), 0);
+    CHECK_INT(steer_quic_attach(fds[0], GROUP, order, 7), 0);
     for (int round = 0; round < 16; round++)
         for (uint32_t w = 0; w < GROUP; w++) {
             uint8_t cid[8];
             for (size_t k = 0; k < sizeof(cid); k++)
                 cid[k] = (uint8_t)random();
             steer_cid_make(cid, w, GROUP);
-            CHECK_INT(udp_land(port, fds, d, quic_packet(d, false, cid, sizeof(cid))), (int)w);
-            CHECK_INT(udp_land(port, fds, d, quic_packet(d, true, cid, sizeof(cid))), (int)w);
+            CHECK_INT(udp_land(port, fds, d, quic_packet(d, Q_SHORT_HDR, cid, sizeof(cid))),
+                      (int)w);
+            CHECK_INT(udp_land(port, fds, d, quic_packet(d, Q_HANDSHAKE, cid, sizeof(cid))),
+                      (int)w);
         }
     struct sock_filter code[STEER_QUIC_LEN + 2 * GROUP];
     CHECK_INT((int)steer_quic_len(GROUP, order), STEER_QUIC_LEN + 2 * GROUP);
-    steer_quic_program(code, GROUP, order);
+    steer_quic_program(code, GROUP, order, 7);
     CHECK_INT(code[STEER_QUIC_LEN + 2 * GROUP - 1].code, BPF_RET | BPF_K);
     /* --threads' most (1024): the kernel takes the longest program too */
     static uint32_t reversed[1024];
     for (uint32_t w = 0; w < 1024; w++)
         reversed[w] = 1023 - w;
-    CHECK_INT(steer_quic_attach(fds[0], 1024, reversed), 0);
+    CHECK_INT(steer_quic_attach(fds[0], 1024, reversed, 7), 0);
     for (int i = 0; i < GROUP; i++)
         close(fds[i]);
+}
+
+TEST(steer_quic_first_flight_lands_where_tcp_does)
+{
+    /* One client, one worker: a TCP group and a UDP group of GROUP sockets on one port, both
+     * programs with one seed; from 16 client addresses, the listener that queues a client's
+     * TCP connections is the index of the UDP socket its Initials and 0-RTT reach (issue 35:
+     * --limit-conn counts a client's TCP and QUIC connections in one worker's table). */
+    uint16_t port = 0;
+    int tcp[GROUP], udp[GROUP];
+    for (int i = 0; i < GROUP; i++)
+        tcp[i] = listener(&port);
+    for (int i = 0; i < GROUP; i++)
+        udp[i] = udp_socket(&port, true);
+    bool spread = false;
+    for (uint32_t seed = 1; seed < 5; seed++) {
+        CHECK_INT(steer_attach(tcp[0], GROUP, seed * 0x9e3779b9u), 0);
+        CHECK_INT(steer_quic_attach(udp[0], GROUP, NULL, seed * 0x9e3779b9u), 0);
+        int first = -1;
+        for (int host = 1; host <= 16; host++) {
+            char from[32];
+            snprintf(from, sizeof(from), "127.0.%d.%d", host % 3, host);
+            int at = land(port, tcp, from, 4);
+            CHECK(at >= 0);
+            uint8_t d[64], cid[8];
+            for (size_t k = 0; k < sizeof(cid); k++)
+                cid[k] = (uint8_t)random();
+            CHECK_INT(udp_land_from(port, udp, d, quic_packet(d, Q_INITIAL, cid, 8), from), at);
+            CHECK_INT(udp_land_from(port, udp, d, quic_packet(d, Q_ZERO_RTT, cid, 8), from), at);
+            spread = spread || (first >= 0 && at != first);
+            first = at;
+        }
+    }
+    CHECK(spread); /* else the test proves nothing */
+    for (int i = 0; i < GROUP; i++) {
+        close(tcp[i]);
+        close(udp[i]);
+    }
 }

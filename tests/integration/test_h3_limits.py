@@ -1,0 +1,121 @@
+"""Per-client limits over HTTP/3 (issue 35.4): --limit-conn counts QUIC connections as it
+counts TCP ones, in one table per client (a new QUIC connection's first flight is steered by
+its source address with TCP's hash, steer.h), and --limit-req with two workers is exact for
+HTTP/3 clients. Every wait is bounded."""
+
+import asyncio
+import socket
+import ssl
+
+import pytest
+
+from aioquic.asyncio.client import connect
+from h3client import _Proto, configuration, wait_closed
+from test_accesslog import scrape
+
+pytestmark = pytest.mark.schemes("https")
+
+CONNECTION_REFUSED = 0x2
+
+
+def counter(srv, name):
+    return sum(v for k, v in scrape(srv).items() if k.startswith(name + "{"))
+
+
+async def _hold(srv, n, timeout=10):
+    """Opens n QUIC connections one after another, each asking for /index.html; returns
+    (statuses or close codes, the open clients' context managers to leave)."""
+    out, open_ = [], []
+    for _ in range(n):
+        cm = connect("127.0.0.1", srv.port, configuration=configuration(srv.ca),
+                     create_protocol=_Proto, wait_connected=True)
+        try:
+            client = await asyncio.wait_for(cm.__aenter__(), timeout)
+        except (ConnectionError, asyncio.TimeoutError) as e:
+            out.append(("refused", str(e)))
+            continue
+        open_.append(cm)
+        try:
+            r = await asyncio.wait_for(client.request("GET", "/index.html"), timeout)
+            out.append(r.status)
+        except (ConnectionError, asyncio.TimeoutError):
+            t = client.terminated
+            out.append(("closed", t.error_code if t else None))
+    return out, open_
+
+
+def tls_get(srv):
+    """A TLS connection over TCP to the TLS port with one request answered and kept open."""
+    ctx = ssl.create_default_context(cafile=str(srv.ca))
+    raw = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    s = ctx.wrap_socket(raw, server_hostname="localhost")
+    s.sendall(b"GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    head = s.recv(4096)
+    return s, head
+
+
+def test_limit_conn_counts_quic_connections_across_workers(make_server, docroot):
+    """--limit-conn 2 with two workers: two QUIC connections of 127.0.0.1 are served and held
+    open, the next three are refused with CONNECTION_REFUSED and counted; the old build served
+    all five (QUIC was never counted, and its connections spread by connection ID)."""
+    srv = make_server(docroot, args=["--limit-conn", "2", "--metrics", "127.0.0.1:0"])
+    assert srv.threads == 2
+
+    async def run():
+        out, held = await _hold(srv, 5)
+        for cm in held:
+            await cm.__aexit__(None, None, None)
+        return out
+
+    out = asyncio.run(asyncio.wait_for(run(), 90))
+    assert out[:2] == [200, 200], out
+    assert all(o != 200 for o in out[2:]), out
+    assert counter(srv, "ringhttpd_limit_conn_refused_total") == 3
+    assert "127.0.0.1 has 2 connections open: refusing another" in srv.stderr_text()
+
+
+def test_one_client_over_tcp_and_quic_is_counted_once(make_server, docroot):
+    """--limit-conn 2, two workers: one TLS connection over TCP and one QUIC connection of
+    127.0.0.1 held open; the next QUIC connection and the next TCP one are both refused (the
+    old build served them: QUIC was counted nowhere)."""
+    srv = make_server(docroot, args=["--limit-conn", "2", "--metrics", "127.0.0.1:0"])
+    assert srv.threads == 2
+    tcp, head = tls_get(srv)
+    assert head.startswith(b"HTTP/1.1 200"), head
+
+    async def run():
+        out, held = await _hold(srv, 2)
+        third = None
+        try:
+            third = tls_get(srv)
+        except (OSError, ssl.SSLError):
+            pass
+        for cm in held:
+            await cm.__aexit__(None, None, None)
+        return out, third
+
+    try:
+        out, third = asyncio.run(asyncio.wait_for(run(), 60))
+        assert out[0] == 200 and out[1] != 200, out
+        assert third is None or not third[1].startswith(b"HTTP/1.1 200"), third
+        assert counter(srv, "ringhttpd_limit_conn_refused_total") == 2
+    finally:
+        tcp.close()
+
+
+def test_limit_req_over_http3_is_exact_with_two_workers(make_server, docroot):
+    """--limit-req 1r/m,burst=3,nodelay with two workers: twelve QUIC connections of one
+    client, a request each, get exactly four 200s (the burst and one), the rest 429. The old
+    build spread the connections over both workers by their random IDs, each worker's table
+    letting four through (up to eight 200s)."""
+    srv = make_server(docroot, args=["--limit-req", "1r/m,burst=3,nodelay"])
+    assert srv.threads == 2
+
+    async def run():
+        out, held = await _hold(srv, 12)
+        for cm in held:
+            await cm.__aexit__(None, None, None)
+        return out
+
+    out = asyncio.run(asyncio.wait_for(run(), 120))
+    assert out.count(200) == 4 and out.count(429) == 8, out
