@@ -188,3 +188,37 @@ def test_a_header_from_a_source_not_trusted_is_no_address(balanced):
     wait_for(lambda: log_has(srv, "127.0.0.5", "/hello.txt"), timeout=5)
     lines = srv.stdout_bytes().decode(errors="replace").splitlines()
     assert lines and all(line.startswith("127.0.0.5 ") for line in lines), lines
+
+
+def test_limit_conn_aggregates_an_ipv6_clients_slash_64(balanced):
+    """Issue 35's untested case: --limit-conn counts an IPv6 client by its /64 (a host's
+    privacy addresses are one client). The clients' IPv6 addresses come in PROXY v1 headers from
+    the trusted balancer address (loopback has one IPv6 address only): while 2001:db8::1 holds
+    a connection, 2001:db8::2 (the same /64) is refused and 2001:db8:0:1::1 is served."""
+    srv, _, _, _ = balanced(args=("--limit-conn", "1", "-t", "1"))
+    port = srv.clear_port
+
+    def proxied(addr):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(f"PROXY TCP6 {addr} ::1 4000 80\r\n".encode() +
+                  b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        return s
+
+    def answer(s):
+        try:
+            return s.recv(100)
+        except (ConnectionResetError, socket.timeout):
+            return b""
+    held = proxied("2001:db8::1")
+    try:
+        assert answer(held).startswith(b"HTTP/1.1 200")
+        same = proxied("2001:db8::2")
+        assert answer(same) == b"", "a second connection from the same /64 was served"
+        same.close()
+        other = proxied("2001:db8:0:1::1")
+        assert answer(other).startswith(b"HTTP/1.1 200")
+        other.close()
+    finally:
+        held.close()
+    wait_for(lambda: scrape(srv).get('ringhttpd_limit_conn_refused_total{worker="0"}', 0) >= 1,
+             timeout=5)
