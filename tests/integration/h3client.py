@@ -202,8 +202,8 @@ async def rebind(client, host, new_cid):
     client.transmit()
 
 
-async def _moving(host, port, ca, path, hosts, timeout):
-    cfg = configuration(ca)
+async def _moving(host, port, ca, path, hosts, timeout, logger=None):
+    cfg = configuration(ca, logger=logger)
     async with connect(host, port, configuration=cfg, create_protocol=_Proto,
                        wait_connected=True) as client:
         task = asyncio.ensure_future(client.request("GET", path))
@@ -227,12 +227,12 @@ async def _moving(host, port, ca, path, hosts, timeout):
         return task.result(), moved
 
 
-def h3_get_moving(host, port, ca, path, hosts, conns=1, timeout=20):
+def h3_get_moving(host, port, ca, path, hosts, conns=1, timeout=20, logger=None):
     """GETs path on `conns` connections at once; each moves to a new socket on hosts[i] as
     its body passes (i+1)/(len(hosts)+1) of the way. Returns [(Response, [local address
-    after each move])]."""
+    after each move])]. logger: a QuicLogger for the connections' qlog."""
     async def all_of():
-        return await asyncio.gather(*[_moving(host, port, ca, path, hosts, timeout)
+        return await asyncio.gather(*[_moving(host, port, ca, path, hosts, timeout, logger)
                                       for _ in range(conns)])
     return asyncio.run(asyncio.wait_for(all_of(), timeout + 10))
 
