@@ -1461,15 +1461,21 @@ static int uni_recv(struct h3conn *hc, int64_t sid, const uint8_t *p, size_t n, 
 /* --limit-conn for a new QUIC connection, in the worker's table that its TCP connections use
  * (the port's program steers the client here, steer.h): refused past the limit, counted and
  * logged as TCP's (guard_accept). */
-static bool app_admit(void *ctx, const struct sockaddr *sa, socklen_t len, bool *counted)
+static int app_admit(void *ctx, const struct sockaddr *sa, socklen_t len, bool proven,
+                     bool *counted)
 {
     struct runtime *w = ctx;
     *counted = false;
-    if (!w->guard)
-        return true;
+    if (!w->guard || !guard_limits_conns(w->guard))
+        return QUIC_ADMIT;
+    /* Counted only once the address is the client's (a Retry's token proves it; a UDP source
+     * can be forged, a TCP one cannot): a forged Initial would hold a victim's slot for the
+     * handshake timeout. --limit-conn costs a new QUIC client one round trip. */
+    if (!proven)
+        return QUIC_PROVE;
     struct peer p;
     peer_set(&p, sa, (unsigned)len);
-    return guard_accept(w, &p, counted);
+    return guard_accept(w, &p, counted) ? QUIC_ADMIT : QUIC_REFUSE;
 }
 
 static void app_leave(void *ctx, const struct sockaddr *sa, socklen_t len)

@@ -859,7 +859,14 @@ static void on_datagram(void *user, const struct udp_dgram *d)
      * whose first flight the port's program steers by address as TCP's (steer.h), so the
      * count is exact and shared with the client's TCP connections. */
     bool counted = false;
-    if (ep->app->admit && !ep->app->admit(ep->ctx, d->peer, d->peer_len, &counted)) {
+    int admit = ep->app->admit
+                    ? ep->app->admit(ep->ctx, d->peer, d->peer_len, validated != NULL, &counted)
+                    : QUIC_ADMIT;
+    if (admit == QUIC_PROVE) {
+        send_retry(ep, &hd, d);
+        return;
+    }
+    if (admit == QUIC_REFUSE) {
         send_refusal(ep, &hd, d, NGTCP2_CONNECTION_REFUSED);
         return;
     }

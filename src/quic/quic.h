@@ -26,15 +26,19 @@ struct quic_vec {
     size_t len;
 };
 
+enum { QUIC_ADMIT, QUIC_REFUSE, QUIC_PROVE };
+
 /* The application over QUIC (HTTP/3), called on the worker's thread. Negative returns are
  * fatal for the connection (closed with an internal error, or with the application's error
  * code given by quic_app_error first). */
 struct quic_app {
-    /* A new connection from peer (its first Initial's source address) is about to open:
-     * false refuses it (CONNECTION_REFUSED: --limit-conn); *counted says that the
-     * application counted it, and then leave(ctx, the same peer) runs when it ends. NULL:
-     * every connection may open. */
-    bool (*admit)(void *ctx, const struct sockaddr *peer, socklen_t len, bool *counted);
+    /* A new connection from peer (its first Initial's source address; proven: by our Retry
+     * token) is about to open: QUIC_ADMIT, QUIC_REFUSE (CONNECTION_REFUSED: --limit-conn) or
+     * QUIC_PROVE (a Retry first: an application that counts clients counts only addresses
+     * proven to be theirs, so a spoofed Initial cannot take a victim's slot); *counted says
+     * that the application counted it, and then leave(ctx, the same peer) runs when it ends.
+     * NULL: every connection may open. */
+    int (*admit)(void *ctx, const struct sockaddr *peer, socklen_t len, bool proven, bool *counted);
     void (*leave)(void *ctx, const struct sockaddr *peer, socklen_t len);
     /* The handshake finished: the application's state for qc, or NULL to close it. */
     void *(*open)(void *ctx, struct quic_conn *qc);

@@ -262,3 +262,8 @@ uint32_t guard_request(struct runtime *w, const struct config *cfg, uint32_t sit
     }
     return retry;
 }
+
+bool guard_limits_conns(const struct guard *g)
+{
+    return g->limit_conn > 0;
+}

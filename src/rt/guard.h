@@ -64,6 +64,9 @@ void guard_free(struct guard *g);
  * its close calls guard_closed. */
 bool guard_accept(struct runtime *w, const struct peer *p, bool *counted);
 
+/* Whether --limit-conn is in force (guard_accept may refuse). */
+bool guard_limits_conns(const struct guard *g);
+
 /* A connection of client p that guard_accept counted is closed: one fewer for its client. */
 void guard_closed(struct runtime *w, const struct peer *p);
 

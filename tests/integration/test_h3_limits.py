@@ -119,3 +119,34 @@ def test_limit_req_over_http3_is_exact_with_two_workers(make_server, docroot):
 
     out = asyncio.run(asyncio.wait_for(run(), 120))
     assert out.count(200) == 4 and out.count(429) == 8, out
+
+
+def test_forged_initials_take_no_slot_of_the_address_they_name(make_server, docroot):
+    """A UDP source can be forged: Initials that claim 127.0.0.1 and never go on (here sent by
+    the test from 127.0.0.1's ports, as a forger elsewhere would) must not hold that client's
+    --limit-conn slots for the handshake timeout. With the limit in force an address is counted
+    only once our Retry's token proves it, so after 8 such Initials, each answered with a
+    Retry, the real client of 127.0.0.1 is still served."""
+    srv = make_server(docroot, args=["--limit-conn", "1", "-t", "1"])
+    from aioquic.quic.connection import QuicConnection
+    import time
+    forged = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    forged.bind(("127.0.0.1", 0))
+    forged.settimeout(2)
+    try:
+        for _ in range(8):
+            conn = QuicConnection(configuration=configuration(srv.ca))
+            conn.connect(("127.0.0.1", srv.port), now=time.monotonic())
+            for d, _ in conn.datagrams_to_send(now=time.monotonic()):
+                forged.sendto(d, ("127.0.0.1", srv.port))
+            answer = forged.recv(65536)
+            assert answer[0] & 0xf0 == 0xf0, "not a Retry"  # long header, type 3
+    finally:
+        forged.close()
+
+    async def run():
+        out, held = await _hold(srv, 1)
+        for cm in held:
+            await cm.__aexit__(None, None, None)
+        return out
+    assert asyncio.run(asyncio.wait_for(run(), 60)) == [200]
