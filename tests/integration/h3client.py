@@ -184,16 +184,49 @@ async def wait_closed(client, timeout):
     return client.terminated
 
 
-async def rebind(client, host, new_cid):
+class _Counted(asyncio.DatagramProtocol):
+    """Between a socket and the client: counts what this socket alone carries, [sent,
+    received] in paths[id], and at each PATH_CHALLENGE the client reads from it (on_challenge)
+    what it had carried until then."""
+
+    def __init__(self, client, paths, key):
+        self.client, self.paths, self.key = client, paths, key
+        paths[key] = [0, 0]
+
+    def connection_made(self, transport):
+        real, st = transport.sendto, self.paths[self.key]
+
+        def sendto(data, addr=None):
+            st[0] += len(data)
+            return real(data, addr)
+        transport.sendto = sendto
+        self.client.connection_made(transport)
+
+    def datagram_received(self, data, addr):
+        self.paths[self.key][1] += len(data)
+        self.client.path_now = self.key
+        self.client.datagram_received(data, addr)
+
+    def error_received(self, exc):
+        self.client.error_received(exc)
+
+    def connection_lost(self, exc):
+        pass  # the old socket closes under a live connection
+
+
+async def rebind(client, host, new_cid, paths=None):
     """The client's next datagrams leave from a new socket on `host` (a new port: NAT
-    rebinding; with new_cid, a new connection ID too: migration), the connection the same."""
+    rebinding; with new_cid, a new connection ID too: migration), the connection the same.
+    paths: a dict in which the new socket's own byte counts are kept (_Counted)."""
     loop = asyncio.get_running_loop()
     old = client._transport
     # connect() talks from a dual-stack socket to IPv4-mapped addresses: so does the new one.
     sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
     sock.bind(("::ffff:" + host, 0))
-    new, _ = await loop.create_datagram_endpoint(lambda: client, sock=sock)
+    make = (lambda: client) if paths is None else \
+        (lambda: _Counted(client, paths, sock.getsockname()))
+    new, _ = await loop.create_datagram_endpoint(make, sock=sock)
     assert client._transport is new, "connection_made ran"
     old.close()
     if new_cid:
@@ -202,7 +235,7 @@ async def rebind(client, host, new_cid):
     client.transmit()
 
 
-async def _moving(host, port, ca, path, hosts, timeout, logger=None):
+async def _moving(host, port, ca, path, hosts, timeout, logger=None, paths=None):
     cfg = configuration(ca, logger=logger)
     async with connect(host, port, configuration=cfg, create_protocol=_Proto,
                        wait_connected=True) as client:
@@ -221,18 +254,18 @@ async def _moving(host, port, ca, path, hosts, timeout, logger=None):
                 await asyncio.sleep(0.002)
             if task.done():
                 break
-            await rebind(client, h, new_cid=i == 0)
+            await rebind(client, h, new_cid=i == 0, paths=paths)
             moved.append(client._transport.get_extra_info("sockname"))
         await asyncio.wait_for(task, timeout)
         return task.result(), moved
 
 
-def h3_get_moving(host, port, ca, path, hosts, conns=1, timeout=20, logger=None):
+def h3_get_moving(host, port, ca, path, hosts, conns=1, timeout=20, logger=None, paths=None):
     """GETs path on `conns` connections at once; each moves to a new socket on hosts[i] as
     its body passes (i+1)/(len(hosts)+1) of the way. Returns [(Response, [local address
     after each move])]. logger: a QuicLogger for the connections' qlog."""
     async def all_of():
-        return await asyncio.gather(*[_moving(host, port, ca, path, hosts, timeout, logger)
+        return await asyncio.gather(*[_moving(host, port, ca, path, hosts, timeout, logger, paths)
                                       for _ in range(conns)])
     return asyncio.run(asyncio.wait_for(all_of(), timeout + 10))
 

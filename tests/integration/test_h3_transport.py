@@ -439,22 +439,55 @@ def test_a_64_mib_download_survives_migration_and_rebinding(make_server, tmp_pat
     """Issue 35's untested case: one 64 MiB download whose client moves three times (to a new
     address with a new connection ID, then two NAT rebindings to new ports) arrives byte-exact
     on a server with two workers, and the server validates each new path: it sends
-    PATH_CHALLENGE there and the client answers with PATH_RESPONSE (ngtcp2 holds sends to an
-    unvalidated path to 3x what came from it meanwhile; the fuzz target checks that bound for
-    handshakes)."""
+    PATH_CHALLENGE there and the client answers with PATH_RESPONSE; and until the client could
+    have answered, the server sent to the new path at most 3x what came from it (RFC 9000
+    8.2.1's amplification limit), counted per client socket."""
     root = tmp_path / "root"
     root.mkdir()
     data = random.Random(35).randbytes(64 << 20)
     (root / "big.bin").write_bytes(data)
     srv = make_server(root)
+    from aioquic.quic.connection import QuicConnection
     from h3client import new_logger
+    # Each new socket's own bytes (h3client._Counted), and at each PATH_CHALLENGE the client
+    # reads what that socket had carried: all the server sent there before it could have the
+    # answer.
+    paths, at_challenge, clients = {}, [], []
+    challenge = QuicConnection._handle_path_challenge_frame
+
+    def seen_challenge(self, *args, **kwargs):
+        for c in clients:
+            key = getattr(c, "path_now", None)
+            if c._quic is self and key in paths:
+                at_challenge.append((key, tuple(paths[key])))
+        return challenge(self, *args, **kwargs)
+    import h3client
+    proto = h3client._Proto
+
+    class Tracked(proto):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            clients.append(self)
     logger = new_logger()
-    (resp, moved), = h3_get_moving("127.0.0.1", srv.port, srv.ca, "/big.bin",
-                                   ["127.0.0.2", "127.0.0.1", "127.0.0.2"], timeout=240,
-                                   logger=logger)
+    QuicConnection._handle_path_challenge_frame = seen_challenge
+    h3client._Proto = Tracked
+    try:
+        (resp, moved), = h3_get_moving("127.0.0.1", srv.port, srv.ca, "/big.bin",
+                                       ["127.0.0.2", "127.0.0.1", "127.0.0.2"], timeout=240,
+                                       logger=logger, paths=paths)
+    finally:
+        QuicConnection._handle_path_challenge_frame = challenge
+        h3client._Proto = proto
     assert resp.status == 200 and len(resp.body) == len(data) and bytes(resp.body) == data
     assert [a[0] for a in moved] == ["::ffff:127.0.0.2", "::ffff:127.0.0.1", "::ffff:127.0.0.2"]
     trace, = logger.to_dict()["traces"]
     challenges = _frames(trace, "packet_received").count("path_challenge")
     responses = _frames(trace, "packet_sent").count("path_response")
     assert challenges >= 3 and responses >= 3, (challenges, responses)
+    # Each new path's first challenge: until then the server had only what came from it
+    firsts = {}
+    for path, (sent, received) in at_challenge:
+        firsts.setdefault(path, (sent, received))
+    assert len(firsts) >= 3, at_challenge
+    for path, (sent, received) in firsts.items():
+        assert received <= 3 * sent, (path, sent, received)
