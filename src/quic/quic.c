@@ -80,9 +80,7 @@ struct quic_conn {
     uint8_t *close_pkt; /* our CONNECTION_CLOSE, sent again when the peer keeps sending */
     size_t close_len;
     unsigned close_recv, close_sent;
-    char peer_text[INET6_ADDRSTRLEN];
-    int family;
-    uint8_t addr[16];
+    struct peer who; /* the handshake's address as every layer reads it (core/peer.h) */
     char sni[256];
     uint64_t app_error; /* quic_app_error's code for the close, or 0 (none: HTTP/3 has no 0) */
     struct quic_conn *prev, *next;
@@ -572,19 +570,6 @@ static int tls_setup(struct quic_ep *ep, struct quic_conn *qc)
     return 0;
 }
 
-/* The address as every other connection's is read (core/peer.h: a dual-stack socket's IPv4
- * client as IPv4). */
-static void peer_text(struct quic_conn *qc)
-{
-    struct peer p;
-    peer_set(&p, (const struct sockaddr *)&qc->peer, qc->peer_len);
-    qc->family = p.family;
-    memcpy(qc->addr, p.addr, sizeof(qc->addr));
-    memcpy(qc->peer_text, p.text,
-           sizeof(qc->peer_text) < sizeof(p.text) ? sizeof(qc->peer_text) : sizeof(p.text));
-    qc->peer_text[sizeof(qc->peer_text) - 1] = '\0';
-}
-
 /* A new connection from a client Initial hd (odcid: the client's first DCID when it came back
  * with our Retry token, the address then proven). */
 static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
@@ -596,7 +581,7 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     qc->ep = ep;
     memcpy(&qc->peer, d->peer, d->peer_len);
     qc->peer_len = d->peer_len;
-    peer_text(qc);
+    peer_set(&qc->who, (const struct sockaddr *)&qc->peer, qc->peer_len);
     qc->deadline = UINT64_MAX;
     qc->next = ep->conns;
     if (ep->conns)
@@ -1037,9 +1022,9 @@ uint64_t quic_max_streams(const struct quic_conn *qc)
 
 const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **addr)
 {
-    *family = qc->family;
-    *addr = qc->addr;
-    return qc->peer_text;
+    *family = qc->who.family;
+    *addr = qc->who.addr;
+    return qc->who.text;
 }
 
 const char *quic_sni(struct quic_conn *qc)

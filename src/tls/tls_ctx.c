@@ -209,6 +209,15 @@ void tls_ctx_set_time(struct tls_ctx *ctx, int64_t wall)
     ctx->period = period;
 }
 
+/* The --ticket-key-file key named name, or NULL. */
+static const struct ticket_key *file_key(const struct tls_ctx *ctx, const unsigned char *name)
+{
+    for (int i = 0; i < ctx->num_file_keys; i++)
+        if (memcmp(name, ctx->file_keys[i].name, 16) == 0)
+            return &ctx->file_keys[i];
+    return NULL;
+}
+
 static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
                      EVP_MAC_CTX *hctx, int enc)
 {
@@ -216,17 +225,10 @@ static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
     const struct ticket_key *k = NULL;
     int rc = 1;
     if (ctx->num_file_keys) {
-        k = &ctx->file_keys[0];
-        for (int i = 0; !enc && k && i < ctx->num_file_keys; i++) {
-            k = &ctx->file_keys[i];
-            if (memcmp(name, k->name, 16) == 0)
-                break;
-            if (i == ctx->num_file_keys - 1)
-                k = NULL;
-        }
+        k = enc ? &ctx->file_keys[0] : file_key(ctx, name);
         if (!k)
             return 0; /* unknown key: a full handshake */
-        if (!enc && k != &ctx->file_keys[0])
+        if (k != &ctx->file_keys[0])
             rc = 2; /* good, but issue a ticket under the first file's key */
     } else if (enc || memcmp(name, ctx->cur.name, 16) == 0) {
         k = &ctx->cur;
