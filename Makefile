@@ -23,23 +23,22 @@ CORE_SRC   := $(wildcard src/core/*.c)
 # The seams' test doubles (a transport that copies, a protocol of lines) are linked into the unit
 # binary and into build/ringhttpd-test (tests/seams/main.c picks them by the environment for
 # tests/integration/test_transport.py), never into the binary a user runs.
-SEAM_SRC   := src/transport_copy.c src/proto_lines.c
+SEAM_SRC   := tests/seams/transport_copy.c tests/seams/proto_lines.c
 # The ACME client (src/acme, libcurl). ACME=no swaps it for a stub that refuses --acme-email:
 # make static does, as libcurl has no static dependencies on Debian.
 ACME       ?= yes
 ifeq ($(ACME),yes)
-ACME_SRC   := $(wildcard src/acme/*.c)
+ACME_SRC   := $(wildcard src/server/acme/*.c)
 else
-ACME_SRC   := $(filter-out src/acme/acme.c src/acme/client.c,$(wildcard src/acme/*.c)) \
-              src/acme/static/acme_none.c
+ACME_SRC   := $(filter-out src/server/acme/acme.c src/server/acme/client.c,$(wildcard src/server/acme/*.c)) \
+              src/server/acme/static/acme_none.c
 CPPFLAGS   += -DRINGHTTPD_NO_ACME
 LDLIBS     := $(filter-out -lcurl,$(LDLIBS))
 endif
-SERVER_SRC := $(CORE_SRC) $(filter-out $(SEAM_SRC),$(wildcard src/*.c src/config/*.c src/engine/*.c \
-                                                            src/rt/*.c src/h2/*.c src/tls/*.c \
-                                                            src/http/*.c \
-                                                            $(if $(filter yes,$(HTTP3)),src/quic/*.c src/h3/*.c))) \
-              $(ACME_SRC)
+SERVER_SRC := $(CORE_SRC) $(wildcard src/*.c src/server/*.c src/http/*.c src/http/h2/*.c src/site/*.c \
+                                      src/conn/*.c src/tls/*.c src/engine/*.c src/rt/*.c \
+                                      src/config/*.c) \
+              $(if $(filter yes,$(HTTP3)),$(wildcard src/quic/*.c src/http/h3/*.c)) $(ACME_SRC)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 
@@ -76,17 +75,17 @@ $(BUILD)/ringhttpd-test: $(call obj,$(filter-out src/main.c,$(SERVER_SRC)) $(SEA
 # session (driven by an nghttp2 client session in memory) and the TLS module (handshakes in
 # memory against an OpenSSL client).
 UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine/pipepool.c \
-             src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c src/handover.c src/steer.c \
-             $(wildcard src/h2/*.c) $(wildcard src/tls/*.c) src/engine/ktls.c \
-             $(wildcard src/quic/*.c) $(wildcard src/h3/*.c) src/engine/udp.c
+             src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c src/server/handover.c src/server/steer.c \
+             $(wildcard src/http/h2/*.c) $(wildcard src/tls/*.c) src/engine/ktls.c \
+             $(wildcard src/quic/*.c) $(wildcard src/http/h3/*.c) src/engine/udp.c
 # ACME's pure parts (JWS, key authorizations, ARI IDs, renewal and backoff times), its state
 # directory and the challenge table.
-UNIT_LINK += src/acme/jws.c src/acme/when.c src/acme/store.c src/acme/tokens.c
+UNIT_LINK += src/server/acme/jws.c src/server/acme/when.c src/server/acme/store.c
 # conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
 # around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
 # are left out.
-UNIT_LINK += src/conn.c src/pace.c $(wildcard src/http/*.c) src/serve.c \
-             $(wildcard src/config/*.c) src/transport_copy.c \
+UNIT_LINK += $(wildcard src/conn/*.c src/http/*.c src/site/*.c src/config/*.c) \
+             src/server/worker.c src/server/metrics.c tests/seams/transport_copy.c \
              $(filter-out src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c,$(wildcard src/rt/*.c))
 # libnghttp2 is the unit tests' HTTP/2 client and HPACK oracle only: the server has its own.
 $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
@@ -179,18 +178,18 @@ FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES := $(basename $(notdir $(FUZZ_SRC)))
 FUZZ_CFLAGS := -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer-no-link,address,undefined
 fuzz_obj = $(patsubst %.c,build/fuzz/obj/%.o,$(1))
-FUZZ_BASE := $(CORE_SRC) src/h2/h2.c src/h2/hpack.c
+FUZZ_BASE := $(CORE_SRC) src/http/h2/h2.c src/http/h2/hpack.c
 # Targets that need more than the core: their sources and libraries.
 FUZZ_EXTRA_fuzz_config := src/config/options.c src/config/cfgfile.c
 FUZZ_LIBS_fuzz_config  := -lyaml
-FUZZ_EXTRA_fuzz_htpasswd := src/rt/htpasswd.c src/rt/file.c
+FUZZ_EXTRA_fuzz_htpasswd := src/site/htpasswd.c src/rt/file.c
 FUZZ_LIBS_fuzz_htpasswd  := -lcrypt -lcrypto # file.c: the digests (unused here)
-FUZZ_EXTRA_fuzz_h3 := src/h3/h3.c src/h3/h3req.c src/h3/qpack.c src/rt/errlog.c
+FUZZ_EXTRA_fuzz_h3 := src/http/h3/h3.c src/http/h3/h3req.c src/http/h3/qpack.c src/rt/errlog.c
 # Our QPACK against libnghttp3's decoder, the oracle (as fuzz_hpack_diff against libnghttp2).
-FUZZ_EXTRA_fuzz_qpack_diff := src/h3/qpack.c
+FUZZ_EXTRA_fuzz_qpack_diff := src/http/h3/qpack.c
 FUZZ_LIBS_fuzz_qpack_diff  := -lnghttp3
 # QUIC's receive path with a real ngtcp2 endpoint behind a real UDP port (issue 35.1).
-FUZZ_EXTRA_fuzz_quic := src/quic/quic.c src/engine/udp.c src/steer.c
+FUZZ_EXTRA_fuzz_quic := src/quic/quic.c src/engine/udp.c src/server/steer.c
 FUZZ_LIBS_fuzz_quic  := -lngtcp2_crypto_gnutls -lngtcp2 -lgnutls
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
@@ -310,7 +309,7 @@ bench-quick:
 
 # What one QPACK field section costs, ours beside libnghttp3's (bench/qpack_cost.sh counts it
 # with callgrind); linked with libnghttp3 as the yardstick only.
-build/qpack-cost: bench/qpack_cost.c src/h3/qpack.c src/core/huff.c src/h3/qpack.h src/core/huff.h
+build/qpack-cost: bench/qpack_cost.c src/http/h3/qpack.c src/core/huff.c src/http/h3/qpack.h src/core/huff.h
 	@mkdir -p build
 	$(CC) $(CPPFLAGS) -std=gnu11 $(WARN) $(CFLAGS) $(filter %.c,$^) -o $@ -lnghttp3
 

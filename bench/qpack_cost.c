@@ -20,8 +20,8 @@
 
 #include "core/huff.h"
 #include "core/prefint.h"
-#include "h3/qpack.h"
-#include "h3/qpack_tables.h"
+#include "http/h3/qpack.h"
+#include "http/h3/qpack_tables.h"
 
 #define NV(n, v)                                                                                   \
     {                                                                                              \

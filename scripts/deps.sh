@@ -69,7 +69,7 @@ BUILD_DEPS=(
 )
 # The last four: HTTP/3 (issue 29), ngtcp2 (QUIC) with its GnuTLS crypto helper (the only
 # backend Debian packages: OpenSSL 3.0 has no QUIC API) and nghttp3, which the server no longer
-# links (src/h3 frames HTTP/3 and src/h3/qpack does QPACK): fuzz_h3 keeps it as an oracle.
+# links (src/http/h3 frames HTTP/3 and src/http/h3/qpack does QPACK): fuzz_h3 keeps it as an oracle.
 
 if [ "${1:-}" = --list ]; then
     [ "${2:-}" = build ] || { echo "usage: deps.sh --list build" >&2; exit 2; }

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Generates the constant tables of HPACK (RFC 7541), its Huffman code, and QPACK (RFC 9204):
 
-    scripts/hpack_tables.py hpack > src/h2/hpack_tables.h   (HPACK's static table, hpack.c)
+    scripts/hpack_tables.py hpack > src/http/h2/hpack_tables.h   (HPACK's static table, hpack.c)
     scripts/hpack_tables.py huff > src/core/huff_tables.h   (the Huffman code, core/huff.c)
-    scripts/hpack_tables.py qpack > src/h3/qpack_tables.h   (QPACK's static table, qpack.c)
+    scripts/hpack_tables.py qpack > src/http/h3/qpack_tables.h   (QPACK's static table, qpack.c)
 
 - a static table (RFC 7541 Appendix A, RFC 9204 Appendix A) and a hash of its names for the
   encoder's lookup (one probe, then a compare; the script picks multipliers under which no two

@@ -1,6 +1,6 @@
 /* ringhttpd: argv -> config -> server. Nothing else lives here. */
 #include "config/config.h"
-#include "server.h"
+#include "server/server.h"
 
 int main(int argc, char **argv)
 {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "config/cfgfile.h"
-#include "rt/htpasswd.h"
+#include "site/htpasswd.h"
 
 #define usage_error(...) options_error(cfg, __VA_ARGS__)
 

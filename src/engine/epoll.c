@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "conn.h"
+#include "conn/conn.h"
 #include "engine/pipepool.h"
 #include "engine/sendplan.h"
 #include "engine/sockops.h"

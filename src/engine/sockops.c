@@ -4,7 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "conn.h"
+#include "conn/conn.h"
 #include "core/peer.h"
 #include "engine/ktls.h"
 

@@ -45,7 +45,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "conn.h"
+#include "conn/conn.h"
 #include "engine/caps.h"
 #include "engine/sendplan.h"
 #include "engine/sockops.h"

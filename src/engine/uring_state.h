@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 
-#include "conn.h"
+#include "conn/conn.h"
 #include "engine/pipepool.h"
 #include "engine/sqe.h"
 #include "engine/tag.h"

@@ -16,9 +16,9 @@
 #include "core/policy.h"
 #include "core/rules.h"
 #include "rt/runtime.h"
-#include "serve.h"
-#include "tls/xport.h"
-#include "transport.h"
+#include "http/serve.h"
+#include "conn/tls_xport.h"
+#include "conn/transport.h"
 
 /* The input buffer (from the worker's pool) holds a full request head plus what pipelining
  * clients send behind it. When more than INPUT_PAUSE bytes wait, receiving pauses until responses

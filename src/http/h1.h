@@ -14,9 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "conn.h"
+#include "conn/conn.h"
 #include "core/http1.h"
-#include "proto.h"
+#include "conn/proto.h"
 #include "rt/headmem.h"
 
 /* Size of a pooled input buffer: a whole request head and what pipelining sends behind it. */

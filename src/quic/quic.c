@@ -26,7 +26,7 @@
 
 #include "core/peer.h"
 #include "engine/udp.h"
-#include "steer.h"
+#include "server/steer.h"
 
 #define SCID_LEN 18
 #define MAX_CIDS 10      /* ours (active_connection_id_limit 8) and the client's first */

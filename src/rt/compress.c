@@ -27,7 +27,6 @@
 #include "rt/fcache.h"
 #include "rt/file.h"
 #include "rt/offload.h"
-#include "rt/site.h"
 #include "rt/runtime.h"
 
 #define LARGE (256u << 10) /* bodies above this get the faster levels */

@@ -132,7 +132,7 @@ bool tls_conn_sealing(const struct tls_conn *c); /* the keys were taken: this mo
  * key schedule and GHASH table, 1.2 KB of an idle TLS connection's ~18 KB (OpenSSL keeps its
  * own write context too, unused once the keys are taken, and no API frees it). The key stays
  * in c; the next record remakes the context, ~5,500 instructions where a keep-alive HTTPS
- * request costs ~17,800, so the caller rations it (xport.c). True when there was one to free
+ * request costs ~17,800, so the caller rations it (tls_xport.c). True when there was one to free
  * (not with kernel TLS, OpenSSL sealing, or one freed already). */
 bool tls_conn_idle(struct tls_conn *c);
 

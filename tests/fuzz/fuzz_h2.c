@@ -7,7 +7,7 @@
  * fields (h2_respond_plan, as the server answers); every output plan is taken, some late.
  * Must not: be linked into the server; it aborts on the first broken invariant.
  * Ownership: libFuzzer owns data; the session is freed before returning. */
-#include "h2/h2.h"
+#include "http/h2/h2.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -19,14 +19,14 @@
 #include <sys/socket.h>
 
 #include "config/options.h"
-#include "h3/h3.h"
-#include "h3/qpack.h"
+#include "http/h3/h3.h"
+#include "http/h3/qpack.h"
 #include "quic/quic.h"
 #include "rt/guard.h"
 #include "rt/obs.h"
 #include "rt/offload.h"
 #include "rt/runtime.h"
-#include "serve.h"
+#include "http/serve.h"
 
 #define REQUIRE(cond)                                                                              \
     do {                                                                                           \

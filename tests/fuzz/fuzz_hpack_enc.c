@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h2/hpack.h"
+#include "http/h2/hpack.h"
 
 #define REQUIRE(cond)                                                                              \
     do {                                                                                           \

@@ -5,7 +5,7 @@
  * hashes are bcrypt or SHA-crypt, in the order of the file's lines.
  * Must not: be linked into the server; it aborts on the first broken invariant.
  * Ownership: libFuzzer owns data; the memfd is made once and rewritten per input. */
-#include "rt/htpasswd.h"
+#include "site/htpasswd.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h3/qpack.h"
-#include "h3/qpack_tables.h"
+#include "http/h3/qpack.h"
+#include "http/h3/qpack_tables.h"
 
 #define REQUIRE(cond)                                                                              \
     do {                                                                                           \

@@ -1,4 +1,4 @@
-"""HTTP/3's frame and stream rules (RFC 9114 6, 7, 4.1; RFC 9204 4.2-4.4; RFC 9218) as src/h3
+"""HTTP/3's frame and stream rules (RFC 9114 6, 7, 4.1; RFC 9204 4.2-4.4; RFC 9218) as src/http/h3
 enforces them, each broken by a client that writes raw frames (aioquic with no HTTP/3 layer of
 its own, h3client._Bare) and answered with the connection's or the stream's error code; what
 must be tolerated (unknown and reserved frame and stream types) is; blocked field sections wait

@@ -184,7 +184,7 @@ def test_sealed_client_key_update_without_request_keeps_serving(make_tls):
 @pytest.mark.parametrize("version", ["TLSv1_2", "TLSv1_3"])
 def test_sealed_keepalive_across_idle_periods_and_resumption_after(make_tls, version):
     """The sealer frees its cipher context when the connection goes idle (twice per 2 s at
-    most) and when it has rested 2 s (xport.c's rest timer); each next record remakes it from
+    most) and when it has rested 2 s (tls_xport.c's rest timer); each next record remakes it from
     the key kept. Responses right after, in a burst, and after a rest of 3.5 s all decrypt
     byte-exact; the session of that connection still resumes on a second one afterwards."""
     t = make_tls(args=SEAL)

@@ -4,9 +4,9 @@
  * server (build/ringhttpd-test) for tests/integration/test_transport.py; the binary a user runs
  * (src/main.c) links neither double and reads neither variable. */
 #include "config/config.h"
-#include "proto.h"
-#include "server.h"
-#include "transport.h"
+#include "conn/proto.h"
+#include "server/server.h"
+#include "conn/transport.h"
 
 int main(int argc, char **argv)
 {

@@ -6,8 +6,8 @@
 #include "config/config.h"
 #include "engine/caps.h"
 #include "engine/engine.h"
-#include "rt/site.h"
-#include "rt/worker.h"
+#include "site/site.h"
+#include "server/worker.h"
 
 static int quiet_init(struct runtime *w)
 {

@@ -15,10 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "acme/jws.h"
-#include "acme/store.h"
-#include "acme/tokens.h"
-#include "acme/when.h"
+#include "server/acme/jws.h"
+#include "server/acme/store.h"
+#include "site/tokens.h"
+#include "server/acme/when.h"
 #include "unit.h"
 
 /* A fixed P-256 key; its JWK and thumbprint were computed apart (Python's hashlib over the

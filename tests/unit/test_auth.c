@@ -17,8 +17,8 @@
 
 #include "core/peer.h"
 #include "core/policy.h"
-#include "rt/auth.h"
-#include "rt/htpasswd.h"
+#include "site/auth.h"
+#include "site/htpasswd.h"
 
 struct fixture {
     char dir[64], file[96];

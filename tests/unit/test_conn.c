@@ -14,15 +14,15 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "conn.h"
+#include "conn/conn.h"
 #include "core/plan.h"
 #include "engine/caps.h"
 #include "engine/engine.h"
 #include "http/h1.h"
-#include "rt/auth.h"
-#include "rt/site.h"
-#include "rt/worker.h"
-#include "transport.h"
+#include "site/auth.h"
+#include "site/site.h"
+#include "server/worker.h"
+#include "conn/transport.h"
 
 /* What the fake engine saw. Sends are not completed until the test says so, as a real engine
  * completes them later from its loop. */

@@ -1,6 +1,6 @@
 /* Tests for h2: the server session driven by an nghttp2 client session in memory (both in this
  * process), and by hand-made frames for the attacks a real client library would not send. */
-#include "h2/h2.h"
+#include "http/h2/h2.h"
 #include "unit.h"
 
 #include <errno.h>

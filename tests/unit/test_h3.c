@@ -2,7 +2,7 @@
  * as Host, the 431 limits, the rules that make a request malformed). */
 #include <errno.h>
 
-#include "h3/h3req.h"
+#include "http/h3/h3req.h"
 
 #include "unit.h"
 

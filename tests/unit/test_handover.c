@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "handover.h"
+#include "server/handover.h"
 #include "unit.h"
 
 #define MAXS 32

@@ -1,6 +1,6 @@
 /* test_hpack: RFC 7541 Appendix C (C.2 to C.6) both ways, with and without Huffman coding; the
  * decoder's errors and bounds; the encoder's one byte per repeated response field. */
-#include "h2/hpack.h"
+#include "http/h2/hpack.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rt/htpasswd.h"
+#include "site/htpasswd.h"
 
 /* Well-formed bcrypt and SHA-crypt hashes in the shapes htpasswd -B [-C 12], openssl passwd -5
  * and Python's crypt make; only their settings matter here, not what they hash. */

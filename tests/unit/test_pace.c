@@ -7,7 +7,7 @@
 #include "unit.h"
 
 #include "core/plan.h"
-#include "pace.h"
+#include "conn/pace.h"
 
 static char bytes[180];
 static int resumed;

@@ -2,7 +2,7 @@
  * error of the encoder stream and of field sections; blocked streams; the list-size bound
  * before any copy; the encoder's bytes and round trips through the decoder. Every input ends at
  * a guard page (unit_guard), so an over-read crashes. */
-#include "h3/qpack.h"
+#include "http/h3/qpack.h"
 
 #include <errno.h>
 #include <stdio.h>

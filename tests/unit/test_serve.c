@@ -12,14 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "acme/tokens.h"
+#include "site/tokens.h"
 #include "config/config.h"
 #include "core/plan.h"
 #include "core/policy.h"
 #include "rt/runtime.h"
-#include "rt/site.h"
-#include "rt/worker.h"
-#include "serve.h"
+#include "site/site.h"
+#include "server/worker.h"
+#include "http/serve.h"
 
 static const char HELLO[] = "hello, world\n";
 

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "rt/site.h"
-#include "rt/worker.h"
+#include "site/site.h"
+#include "server/worker.h"
 
 struct fixture {
     char dir[64], conf[96];

@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "steer.h"
+#include "server/steer.h"
 
 #define GROUP 4
 

@@ -1,0 +1,44 @@
+/* tls_xport: the TLS transport (transport.h) over the sans-I/O module in tls.h: ciphertext from the
+ * engine is fed to a connection's TLS state and the plaintext goes up with conn_input; the
+ * protocol's plan goes down as records sealed into a per-connection buffer (memory segments
+ * sealed in place, file segments read into the buffer first by the engine, off the loop:
+ * conn_file_read), one wire plan at a time, the next chunk made when the engine reports the
+ * last one sent.
+ * Must not: touch the socket (the engine does), hold a buffer while a connection is idle, or
+ * share anything mutable between workers.
+ * Ownership: one struct tls_port per worker and TLS listener (the listener's xport_ctx), made
+ * by the main thread before the worker starts and used by that worker only; a reload hands it
+ * new contexts through `next`, which the worker adopts at its next accept. */
+#ifndef TLS_XPORT_H
+#define TLS_XPORT_H
+
+#include <stdatomic.h>
+
+#include "conn/transport.h"
+
+struct tls_ctx;
+
+struct tls_port {
+    struct tls_ctx *cur;            /* new connections start on this one */
+    _Atomic(struct tls_ctx *) next; /* published by a reload, adopted by the worker */
+    void *free_bufs;                /* the worker's spare send buffers (a free list) */
+    unsigned nfree;
+};
+
+extern const struct transport_ops transport_tls;
+
+/* A port starting on ctx (its reference moves into the port). */
+void tls_port_init(struct tls_port *port, struct tls_ctx *ctx);
+
+/* Hands the port a new context (main thread, on reload): the worker switches to it at its next
+ * accept; connections already open keep theirs. A context published before and never adopted
+ * is dropped here (no connection can hold it). */
+void tls_port_publish(struct tls_port *port, struct tls_ctx *ctx);
+
+/* c's TLS state when it came in on a TLS listener (and its handshake is done), else NULL. */
+struct tls_conn *tls_xport_conn(const struct conn *c);
+
+/* Drops the contexts and buffers once the worker and all its connections are gone. */
+void tls_port_fini(struct tls_port *port);
+
+#endif

@@ -1,0 +1,891 @@
+/* Request -> response; see serve.h. The order of decisions follows nginx's static module:
+ * method, path, file or directory (redirect, index, listing), content negotiation, then the
+ * core's conditional and range logic. */
+#include "http/serve.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "site/tokens.h"
+#include "config/config.h"
+#include "core/accept.h"
+#include "core/autoindex.h"
+#include "core/cond.h"
+#include "core/path.h"
+#include "core/rules.h"
+#include "core/redirect.h"
+#include "core/static.h"
+#include "rt/compress.h"
+#include "rt/fcache.h"
+#include "rt/file.h"
+#include "rt/guard.h"
+#include "site/site.h"
+#include "rt/runtime.h"
+
+#define INDEX "index.html"
+
+/* The file name suffix of each precompressed sibling. */
+static const char *const variant_suffix[ACCEPT_CODINGS] = {
+    [ACCEPT_BR] = ".br",
+    [ACCEPT_ZSTD] = ".zst",
+    [ACCEPT_GZIP] = ".gz",
+};
+
+struct job {
+    struct runtime *w;
+    const struct vhost *site; /* the site the request's Host picked (rt/site.h) */
+    const struct config *cfg; /* its options */
+    const struct http_request *req;
+    struct response *r;
+    struct static_ctx ctx;
+    char use_as_dict[sizeof("Use-As-Dictionary: match=\"\"\r\n") + PATH_MAX];
+    struct http_str query; /* after '?' in the target, still encoded; {NULL, 0} without one */
+};
+
+static void hold(struct response *r, struct fentry *e)
+{
+    r->hold[r->hold[0] ? 1 : 0] = e;
+}
+
+static void release_holds(struct runtime *w, struct response *r)
+{
+    for (int i = 0; i < 2; i++) {
+        if (r->hold[i])
+            fcache_put(w->cache, r->hold[i]);
+        r->hold[i] = NULL;
+    }
+}
+
+struct response *serve_response_get(struct runtime *w)
+{
+    struct response *r = bufpool_get(&w->outbufs);
+    if (r) {
+        r->hold[0] = r->hold[1] = NULL;
+        r->block = NULL;
+        r->note.counted = 0;
+        r->note.quiet = false; /* a response that never reaches init_job is logged (a 400, 444) */
+    }
+    return r;
+}
+
+void serve_response_put(struct runtime *w, struct response *r)
+{
+    if (__builtin_expect(r->note.counted, 0)) /* --limit-conn behind a proxy: one fewer */
+        guard_request_done(w, r->note.counted);
+    if (r->block) { /* before the holds: the entry owns the block */
+        r->block->users--;
+        r->block = NULL;
+    }
+    release_holds(w, r);
+    bufpool_put(&w->outbufs, r);
+}
+
+static void describe(const struct fentry *e, const char *type, struct static_file *f)
+{
+    *f = (struct static_file){
+        .size = e->size,
+        .mtime = e->mtime,
+        .etag = e->etag,
+        .etag_len = e->etag_len,
+        .last_modified = e->last_modified,
+        .content_type = type ? type : e->mime,
+        .data = e->data,
+        .fd = e->fd,
+    };
+    if (!type && e->rep_len < sizeof(e->rep_headers)) {
+        f->rep_headers = e->rep_headers;
+        f->rep_len = e->rep_len;
+    }
+}
+
+static int status_of(const struct fentry *e)
+{
+    switch (e->err) {
+    case 0:
+        return 200;
+    case -EACCES:
+    case -EPERM:
+        return 403;
+    case -ENAMETOOLONG: /* a segment over NAME_MAX: no such file, and the URI is not long */
+    case -ENOENT:
+    case -ENOTDIR:
+    case -EXDEV: /* RESOLVE_BENEATH: a link that leads out of the root; say nothing more */
+    case -ELOOP:
+        return 404;
+    default:
+        return 500;
+    }
+}
+
+/* Whole-path lookup with a suffix appended ("dir/" + "index.html", "x.css" + ".br"). */
+static struct fentry *lookup(struct job *j, const char *path, size_t len, const char *suffix)
+{
+    char buf[PATH_MAX];
+    size_t slen = strlen(suffix);
+    if (len + slen >= sizeof(buf))
+        return NULL;
+    memcpy(buf, path, len);
+    memcpy(buf + len, suffix, slen);
+    buf[len + slen] = '\0';
+    return fcache_get(j->w->cache, buf, len + slen, j->w->now);
+}
+
+static void negotiate(struct job *j, struct fentry *e, struct static_file *f);
+
+static void error(struct job *j, int status, const char *extra)
+{
+    const struct config *cfg = j->cfg;
+    /* The error replaces whatever plan was being built (one that did not fit the buffer):
+     * the files that plan held are no longer needed, and the error page may need a slot. */
+    release_holds(j->w, j->r);
+    for (int i = 0; i < cfg->num_error_pages; i++) {
+        if (cfg->error_pages[i].status != status)
+            continue;
+        const char *page = cfg->error_pages[i].path;
+        struct fentry *e = fcache_get(j->w->cache, page, strlen(page), j->w->now);
+        if (e && e->err == 0 && !e->is_dir) {
+            struct static_file f;
+            hold(j->r, e);
+            negotiate(j, e, &f); /* a large error page goes compressed too */
+            if (static_body_plan(status, &f, &j->ctx, &j->r->plan))
+                return;
+        } else if (e) {
+            fcache_put(j->w->cache, e);
+        }
+        break;
+    }
+    if (!static_status_plan(status, extra, &j->ctx, &j->r->plan)) {
+        j->ctx.used = 0;
+        static_status_plan(500, NULL, &j->ctx, &j->r->plan);
+    }
+}
+
+/* Bit (1 << enc) for each precompressed sibling of e, refreshed at most once per second. */
+static unsigned variants_of(struct job *j, struct fentry *e)
+{
+    if (e->variants_checked == j->w->now)
+        return e->variants;
+    unsigned mask = 0;
+    for (int i = 0; i < ACCEPT_CODINGS; i++) {
+        struct fentry *v = lookup(j, e->path, e->path_len, variant_suffix[i]);
+        if (v && v->err == 0 && !v->is_dir)
+            mask |= 1u << i;
+        if (v)
+            fcache_put(j->w->cache, v);
+    }
+    e->variants = (uint8_t)mask;
+    e->variants_checked = j->w->now;
+    return mask;
+}
+
+/* True when e is a body --compress applies to (type, size); memoised in the entry. */
+static bool compressible(struct job *j, struct fentry *e)
+{
+    const struct config *cfg = j->cfg;
+    if (!j->w->compress || !cfg->compress || e->size < cfg->compress_min ||
+        e->size > cfg->compress_max)
+        return false;
+    if (e->compressible < 0)
+        e->compressible = e->mime && accept_type_listed(e->mime, cfg->compress_types);
+    return e->compressible;
+}
+
+/* The --dictionary pattern e's URL path matches, or NULL. */
+static const char *dictionary_of(struct job *j, const struct fentry *e)
+{
+    const struct config *cfg = j->cfg;
+    char url[PATH_MAX + 1];
+    if (!cfg->num_dictionaries || e->path_len >= sizeof(url) - 1)
+        return NULL;
+    url[0] = '/';
+    memcpy(url + 1, e->path, e->path_len);
+    for (int i = 0; i < cfg->num_dictionaries; i++) {
+        if (accept_path_match(cfg->dictionaries[i], url, e->path_len + 1))
+            return cfg->dictionaries[i];
+    }
+    return NULL;
+}
+
+/* The cached variant `coding` of e when one exists and paid; else asks for it (made now when
+ * cheap enough, else off the loop, only when `queue` says so) and returns what is there now. */
+static struct fentry *variant(struct job *j, struct fentry *e, int coding,
+                              const unsigned char *dict_hash, const char *pattern, bool queue)
+{
+    char tag[FCACHE_TAG_MAX];
+    size_t tag_len = compress_tag(tag, sizeof(tag), coding, dict_hash);
+    struct fentry *v = fcache_variant_get(j->w->cache, e, tag, tag_len);
+    if (!v &&
+        (queue || (e->data && coding != COMPRESS_DCZ &&
+                   compress_cost_ns(coding, e->size) <= COMPRESS_LOOP_NS)) &&
+        compress_request(j->w, e, coding, dict_hash, pattern, j->cfg->compress_max) == 0)
+        v = fcache_variant_get(j->w->cache, e, tag, tag_len);
+    if (v && v->err) { /* compressing did not pay, or the dictionary is unknown */
+        fcache_put(j->w->cache, v);
+        v = NULL;
+    }
+    return v;
+}
+
+/* The dictionary hash of a usable Available-Dictionary field (RFC 9842 2.2), when the client
+ * also accepts dcz; false otherwise (the ordinary codings apply, never an error). */
+static bool wants_dcz(struct job *j, unsigned char hash[ACCEPT_DICT_HASH])
+{
+    const struct http_request *req = j->req;
+    if (accept_coding_q(req->accept_encoding, "dcz") == 0)
+        return false;
+    for (size_t i = 0; i < req->num_headers; i++) {
+        if (http_str_ieq(req->headers[i].name, "available-dictionary"))
+            return accept_dictionary(req->headers[i].value, hash) == 0;
+    }
+    return false;
+}
+
+/* Describes into f the representation of e to send (already held by the job's response): e,
+ * a precompressed sibling of it, or a compressed variant made from it (the sibling wins: the
+ * site's author made it), with Vary and Use-As-Dictionary as they apply. */
+static void negotiate(struct job *j, struct fentry *e, struct static_file *f)
+{
+    unsigned mask = variants_of(j, e);
+    bool squeeze = compressible(j, e);
+    const char *pattern = squeeze ? dictionary_of(j, e) : NULL;
+    bool chosen = false;
+
+    describe(e, NULL, f);
+    if (j->req && (mask || squeeze) && j->req->accept_encoding.p) {
+        enum accept_coding order[ACCEPT_CODINGS];
+        size_t n = accept_encodings(j->req->accept_encoding, order);
+        for (size_t i = 0; i < n && mask && !chosen; i++) {
+            if (!(mask & (1u << order[i])))
+                continue;
+            struct fentry *v = lookup(j, e->path, e->path_len, variant_suffix[order[i]]);
+            if (v && v->err == 0 && !v->is_dir) {
+                describe(v, e->mime, f);
+                f->encoding = accept_coding_name(order[i]);
+                hold(j->r, v);
+                chosen = true;
+            } else if (v) {
+                fcache_put(j->w->cache, v);
+            }
+        }
+        unsigned char hash[ACCEPT_DICT_HASH];
+        struct fentry *v = NULL;
+        int coding = COMPRESS_DCZ;
+        if (!chosen && squeeze && pattern && wants_dcz(j, hash))
+            v = variant(j, e, COMPRESS_DCZ, hash, pattern, true);
+        /* Only the client's first choice is queued; others are used if cached or cheap. */
+        for (size_t i = 0; i < n && !chosen && squeeze && !v; i++)
+            v = variant(j, e, coding = (int)order[i], NULL, NULL, i == 0);
+        if (v) {
+            describe(v, NULL, f);
+            f->encoding = compress_coding_name(coding);
+            hold(j->r, v);
+        }
+    }
+    if (pattern) {
+        f->vary = "Accept-Encoding, Available-Dictionary";
+        snprintf(j->use_as_dict, sizeof(j->use_as_dict), "Use-As-Dictionary: match=\"%s\"\r\n",
+                 pattern);
+        f->more_headers = j->use_as_dict;
+    } else {
+        f->vary = mask || squeeze ? "Accept-Encoding" : NULL;
+    }
+}
+
+/* e's prebuilt answer for this second (see struct fblock), made now if need be; NULL when both
+ * of e's blocks are still being sent from (the caller then copies). The second block lets a new
+ * Date begin while sends of the old one finish. */
+static struct fblock *block_of(struct job *j, struct fentry *e, const struct fok *ok)
+{
+    struct fblock *b = e->block[0];
+    if (b && b->wall == j->w->wall && b->all == j->ctx.all_headers)
+        return b;
+    int slot = !e->block[1] || !e->block[1]->users ? 1 : !b || !b->users ? 0 : -1;
+    if (slot < 0)
+        return NULL;
+    size_t all_len = j->ctx.all_headers ? j->ctx.all_len : 0;
+    size_t need = j->ctx.ok_head_len + all_len + ok->len + e->size;
+    struct fblock *n = fcache_block(j->w->cache, e, slot, need);
+    if (!n)
+        return NULL;
+    struct static_ctx ctx = j->ctx;
+    ctx.buf = n->data;
+    ctx.cap = n->cap;
+    ctx.used = 0;
+    ctx.head = false;
+    struct plan p;
+    n->wall = INT64_MIN;
+    if (!static_ok_plan(ok->data, ok->len, e->data, e->fd, e->size, &ctx, &p) || p.nseg != 1)
+        return NULL;
+    n->wall = j->w->wall;
+    n->all = j->ctx.all_headers;
+    n->head_len = p.head_len;
+    n->len = p.bytes;
+    if (slot == 1) { /* the newer one first */
+        e->block[1] = e->block[0];
+        e->block[0] = n;
+    }
+    return n;
+}
+
+/* The most common request: a plain GET of a file whose representation does not depend on the
+ * request (nothing to negotiate, or a client that accepts no coding). Its header lines come
+ * from e->ok, made by static_ok_fields the first time and again when what they depend on
+ * changed; static_ok_plan then copies them. Returns false, having done nothing, when the
+ * general path must answer. Measured in bench/README.md ("What each optimisation bought"). */
+static bool send_plain(struct job *j, struct fentry *e)
+{
+    if (!static_ok_applies(j->req, &j->ctx))
+        return false;
+    struct fok *ok = &e->ok;
+    unsigned mask = variants_of(j, e);
+    /* compressible() depends on the site's options and the entry alone: kept with the lines */
+    bool squeeze = ok->cfg == j->cfg ? ok->squeeze : compressible(j, e);
+    if ((mask || squeeze) && j->req->accept_encoding.p)
+        return false;
+    if (ok->cfg != j->cfg || ok->extra != j->ctx.extra_headers ||
+        ok->extra_len != j->ctx.extra_len || ok->variants != mask || ok->squeeze != squeeze) {
+        struct static_file f;
+        char lines[1024];
+        negotiate(j, e, &f); /* e itself: see above */
+        size_t n = static_ok_fields(lines, sizeof(lines), &f, &j->ctx);
+        if (n < sizeof(lines) && n > ok->cap) {
+            char *data = malloc(n);
+            if (!data)
+                return false;
+            free(ok->data);
+            ok->data = data;
+            ok->cap = n;
+        }
+        if (n <= ok->cap)
+            memcpy(ok->data, lines, n);
+        for (int i = 0; i < 2; i++) /* made from the old lines */
+            if (e->block[i])
+                e->block[i]->wall = INT64_MIN;
+        *ok = (struct fok){.data = ok->data,
+                           .cap = ok->cap,
+                           .len = n < sizeof(lines) ? n : SIZE_MAX, /* SIZE_MAX: did not fit */
+                           .cfg = j->cfg,
+                           /* a response's own lines (ok_head NULL): never to be matched */
+                           .extra = j->ctx.ok_head ? j->ctx.extra_headers : NULL,
+                           .extra_len = j->ctx.extra_len,
+                           .variants = (uint8_t)mask,
+                           .squeeze = squeeze};
+    }
+    if (ok->len == SIZE_MAX)
+        return false;
+    hold(j->r, e);
+    /* A small body, keep-alive HTTP/1.1: the plan points into the entry's answer for this
+     * second, and nothing is copied (bench/README.md). */
+    if (j->ctx.keep_alive && j->ctx.minor && j->ctx.ok_head && e->data &&
+        e->size <= sizeof(j->r->buf)) {
+        struct fblock *b = block_of(j, e, ok);
+        if (b) {
+            b->users++;
+            j->r->block = b;
+            static_ok_prebuilt(b->data, b->head_len, b->len, &j->ctx, &j->r->plan);
+            return true;
+        }
+    }
+    if (!static_ok_plan(ok->data, ok->len, e->data, e->fd, e->size, &j->ctx, &j->r->plan))
+        error(j, 500, NULL);
+    return true;
+}
+
+/* Sends file e (already held by the job's response) as negotiate() chooses. */
+static void send_file(struct job *j, struct fentry *e, int status)
+{
+    struct static_file f;
+    if (status == 200 && send_plain(j, e))
+        return;
+    hold(j->r, e);
+    negotiate(j, e, &f);
+    int rc = status == 200 ? static_file_plan(j->req, &f, &j->ctx, &j->r->plan)
+                           : static_body_plan(status, &f, &j->ctx, &j->r->plan);
+    if (!rc)
+        error(j, 500, NULL);
+}
+
+/* "/dir?q" -> "/dir/?q", built from the normalised path, never from the raw target: a raw
+ * "//evil.example/..%2fdir" would make the Location a reference to another host. */
+static void redirect_slash(struct job *j, const char *path, size_t len)
+{
+    char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET];
+    size_t n = path_location(path, len, j->query, loc, sizeof(loc));
+    if (n == 0 || !static_redirect_plan(301, loc, n, &j->ctx, &j->r->plan))
+        error(j, 414, NULL);
+}
+
+/* A rendered listing is reused for this long while its directory is unchanged. Entries added,
+ * removed or renamed change the directory, whose cache entry (and so its listings) is then
+ * replaced at its next revalidation, within a second; a file that changes size in place is
+ * seen within LISTING_TTL. Without the reuse a huge directory costs a stat per entry and a
+ * rendering per request on the worker's loop, stalling its other clients (the figure is in
+ * bench/README.md, "Lab notes from code comments"). */
+#define LISTING_TTL 5
+
+static void free_entries(struct autoindex_entry *ents, size_t from, size_t n)
+{
+    for (size_t i = from; i < n; i++)
+        free((char *)ents[i].name);
+}
+
+/* Reads the directory at path and renders its listing into a new heap buffer (*body, *len).
+ * Only the first autoindex_limit entries in listing order are shown, and only they are
+ * stat()ed: the names and d_type order the listing, so a huge directory costs a readdir and a
+ * sort, not a stat per entry. Returns 0, or the HTTP status of the failure. */
+static int render_listing(struct job *j, const char *path, size_t len, enum autoindex_format fmt,
+                          const char *url, char **body, size_t *body_len)
+{
+    int fd = file_open_beneath(j->site->root_fd, len ? path : "", O_DIRECTORY);
+    if (fd < 0)
+        return fd == -EACCES ? 403 : 404;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return 500;
+    }
+    struct autoindex_entry *ents = NULL;
+    size_t n = 0, cap = 0;
+    size_t shown = 0, rest = 0; /* ents[0, shown) are listed; ents[rest, n) are not looked at */
+    int status = 500;
+    struct dirent *de;
+    struct stat st;
+
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        struct autoindex_entry e = {.mtime = INT64_MIN}; /* INT64_MIN: not stat()ed yet */
+        if (de->d_type == DT_DIR || de->d_type == DT_REG) {
+            e.is_dir = de->d_type == DT_DIR;
+        } else { /* a link or an unknown type: what it leads to decides its place */
+            if (fstatat(dirfd(d), de->d_name, &st, 0) != 0)
+                continue; /* vanished, or a dangling link: not listed */
+            e = (struct autoindex_entry){.is_dir = S_ISDIR(st.st_mode),
+                                         .size = (uint64_t)st.st_size,
+                                         .mtime = st.st_mtim.tv_sec};
+        }
+        if (n == cap) {
+            struct autoindex_entry *p = realloc(ents, (cap = cap ? 2 * cap : 64) * sizeof(*p));
+            if (!p)
+                goto out;
+            ents = p;
+        }
+        e.name_len = strlen(de->d_name);
+        char *name = malloc(e.name_len + 1);
+        if (!name)
+            goto out;
+        memcpy(name, de->d_name, e.name_len + 1);
+        e.name = name;
+        ents[n++] = e;
+    }
+    autoindex_sort(ents, n);
+    size_t limit = j->cfg->autoindex_limit;
+    for (; rest < n && shown < limit; rest++) {
+        struct autoindex_entry *e = &ents[rest];
+        if (e->mtime == INT64_MIN) {
+            if (fstatat(dirfd(d), e->name, &st, 0) != 0) {
+                free((char *)e->name); /* vanished since readdir */
+                continue;
+            }
+            e->size = (uint64_t)st.st_size;
+            e->mtime = st.st_mtim.tv_sec;
+        }
+        ents[shown++] = *e;
+    }
+    struct http_str url_path = {url, strlen(url)};
+    size_t need = autoindex_render(NULL, 0, fmt, url_path, ents, shown, n - rest);
+    if (!(*body = malloc(need ? need : 1)))
+        goto out;
+    autoindex_render(*body, need, fmt, url_path, ents, shown, n - rest);
+    *body_len = need;
+    status = 0;
+out:
+    free_entries(ents, 0, shown);
+    free_entries(ents, rest, n);
+    free(ents);
+    closedir(d);
+    return status;
+}
+/* --autoindex: answers with dir's listing (HTML, or JSON for Accept: application/json), kept
+ * with dir in the file cache and compressed through its variants as a file is (the first
+ * request for a coding may get identity while the variant is made off the loop). Takes the
+ * caller's reference to dir. */
+static void listing(struct job *j, struct fentry *dir, const char *path, size_t len)
+{
+    enum autoindex_format fmt = accept_prefers(j->req->accept, "application/json", "text/html")
+                                    ? AUTOINDEX_JSON
+                                    : AUTOINDEX_HTML;
+    struct fentry *le = dir->derived[fmt];
+    if (le && j->w->now - le->checked < LISTING_TTL) {
+        fcache_hold(le);
+    } else {
+        char url[PATH_MAX + 2];
+        url[0] = '/';
+        memcpy(url + 1, path, len);
+        url[len + 1] = len ? '/' : '\0';
+        url[len + 2] = '\0';
+        char *body;
+        size_t body_len;
+        int status = render_listing(j, path, len, fmt, url, &body, &body_len);
+        le = status ? NULL
+                    : fcache_derive(j->w->cache, dir, fmt, body, body_len,
+                                    fmt == AUTOINDEX_JSON ? "application/json"
+                                                          : "text/html; charset=utf-8",
+                                    j->w->now);
+        if (!le) {
+            fcache_put(j->w->cache, dir);
+            error(j, status ? status : 500, NULL);
+            return;
+        }
+    }
+    /* One too large to keep is rendered for each request: a variant of it would not be found
+     * again, so none is made. */
+    bool kept = dir->derived[fmt] == le;
+    fcache_put(j->w->cache, dir);
+    hold(j->r, le);
+    struct static_file f = {
+        .size = le->size,
+        .content_type = le->mime,
+        .data = le->data,
+        .fd = -1,
+        .vary = "Accept", /* HTML or JSON */
+    };
+    if (kept && compressible(j, le)) {
+        enum accept_coding order[ACCEPT_CODINGS];
+        size_t n = accept_encodings(j->req->accept_encoding, order);
+        struct fentry *v = NULL;
+        size_t i = 0;
+        /* Only the client's first choice is queued, as in negotiate(). */
+        for (; i < n && !v; i++)
+            v = variant(j, le, (int)order[i], NULL, NULL, i == 0);
+        if (v) {
+            hold(j->r, v);
+            f.size = v->size;
+            f.data = v->data;
+            f.encoding = accept_coding_name(order[i - 1]);
+        }
+        f.vary = "Accept, Accept-Encoding";
+    }
+    if (!static_body_plan(200, &f, &j->ctx, &j->r->plan))
+        error(j, 500, NULL);
+}
+
+static bool wants_fallback(struct job *j)
+{
+    return j->cfg->fallback &&
+           (!j->req->accept.p || accept_quality(j->req->accept, "text/html") > 0);
+}
+
+/* Inlined (as answer_request): the common path calls no function of its own here, and a
+ * SITE_NOTED answer has its own copy (serve_noted). */
+static inline __attribute__((always_inline)) void serve_path(struct job *j, const char *path,
+                                                             size_t len, bool slash)
+{
+    struct fentry *e = fcache_get(j->w->cache, path, len, j->w->now);
+    if (!e) {
+        error(j, 500, NULL);
+        return;
+    }
+    if (e->err == 0 && !e->is_dir) {
+        if (slash) { /* "/file.txt/" names no directory */
+            fcache_put(j->w->cache, e);
+            error(j, 404, NULL);
+            return;
+        }
+        send_file(j, e, 200);
+        return;
+    }
+    int status = status_of(e);
+    if (e->err == 0 && e->is_dir) {
+        if (!slash && len) {
+            fcache_put(j->w->cache, e);
+            redirect_slash(j, path, len);
+            return;
+        }
+        struct fentry *idx = lookup(j, path, len, len ? "/" INDEX : INDEX);
+        if (idx && idx->err == 0 && !idx->is_dir) {
+            fcache_put(j->w->cache, e);
+            send_file(j, idx, 200);
+            return;
+        }
+        if (idx)
+            fcache_put(j->w->cache, idx);
+        if (j->cfg->autoindex) {
+            listing(j, e, path, len); /* takes e's reference */
+            return;
+        }
+        fcache_put(j->w->cache, e);
+        error(j, 403, NULL);
+        return;
+    }
+    fcache_put(j->w->cache, e);
+    if (status == 404 && wants_fallback(j)) {
+        const char *fb = j->cfg->fallback;
+        struct fentry *f = fcache_get(j->w->cache, fb, strlen(fb), j->w->now);
+        if (f && f->err == 0 && !f->is_dir) {
+            send_file(j, f, 200);
+            return;
+        }
+        if (f)
+            fcache_put(j->w->cache, f);
+    }
+    error(j, status, NULL);
+}
+
+/* Serve's per-worker state: the Alt-Svc line with HTTP/3, and that line after each site's HSTS
+ * line, composed once per site configuration (a distinct buffer per configuration, as the
+ * prebuilt answers key on its address). */
+struct serve_worker {
+    char alt_svc[48]; /* "Alt-Svc: h3=\":PORT\"; ma=86400\r\n", or none */
+    unsigned alt_svc_len;
+    struct {
+        const struct config *cfg;
+        unsigned gen; /* w->site_gen it was composed under */
+        unsigned len;
+        char lines[112];
+    } secure[8];
+};
+
+struct serve_worker *serve_worker_new(void)
+{
+    return calloc(1, sizeof(struct serve_worker));
+}
+
+void serve_worker_free(struct serve_worker *sw)
+{
+    free(sw);
+}
+
+int serve_alt_svc(struct runtime *w, const char *line, size_t len)
+{
+    struct serve_worker *sw = w->servew;
+    if (len > sizeof(sw->alt_svc))
+        return -EINVAL;
+    memcpy(sw->alt_svc, line, len);
+    sw->alt_svc_len = (unsigned)len;
+    memset(sw->secure, 0, sizeof(sw->secure)); /* composed without it */
+    return 0;
+}
+
+/* The lines every HTTPS response carries: the site's HSTS and, with HTTP/3, Alt-Svc (so a
+ * browser learns of HTTP/3 from its HTTP/1.1 or HTTP/2 answers; not on HTTP/3's own, `on_h3`).
+ * NULL for none. */
+static const char *secure_lines(struct runtime *w, const struct config *cfg, bool on_h3,
+                                size_t *len)
+{
+    struct serve_worker *sw = w->servew;
+    *len = cfg->hsts_len;
+    if (!sw->alt_svc_len || on_h3)
+        return cfg->hsts ? cfg->hsts_line : NULL;
+    size_t n = sizeof(sw->secure) / sizeof(sw->secure[0]), i, free_at = n;
+    for (i = 0; i < n; i++) {
+        if (sw->secure[i].cfg == cfg && sw->secure[i].gen == w->site_gen)
+            break;
+        if (free_at == n && (!sw->secure[i].cfg || sw->secure[i].gen != w->site_gen))
+            free_at = i;
+    }
+    if (i == n) { /* more sites than slots: those beyond go without Alt-Svc */
+        if (free_at == n)
+            return cfg->hsts ? cfg->hsts_line : NULL;
+        i = free_at;
+        size_t hl = cfg->hsts ? cfg->hsts_len : 0;
+        if (hl + sw->alt_svc_len > sizeof(sw->secure[i].lines))
+            return cfg->hsts ? cfg->hsts_line : NULL;
+        memcpy(sw->secure[i].lines, cfg->hsts_line, hl);
+        memcpy(sw->secure[i].lines + hl, sw->alt_svc, sw->alt_svc_len);
+        sw->secure[i].len = (unsigned)(hl + sw->alt_svc_len);
+        sw->secure[i].cfg = cfg;
+        sw->secure[i].gen = w->site_gen;
+    }
+    *len = sw->secure[i].len;
+    return sw->secure[i].lines;
+}
+
+/* Inlined: out of line it costs the request ~25 instructions of frame and spills, and GCC's
+ * heuristic flips on small changes around it (callgrind: 1943 -> 1962 Ir a request). */
+static inline __attribute__((always_inline)) void init_job(struct job *j, struct runtime *w,
+                                                           const struct http_request *req,
+                                                           const struct req_policy *pol,
+                                                           struct response *r)
+{
+    bool h1 = pol->syntax == RESP_H1;
+    j->w = w;
+    j->site = site_route(w, req);
+    j->cfg = j->site->cfg;
+    j->req = req;
+    j->r = r;
+    r->note.edge = false;
+    j->query = (struct http_str){NULL, 0};
+    /* Member by member: a compound literal is zeroed first ("rep stos"), then written. Every
+     * member is set; the assertion below fails the build when one is added. */
+    struct static_ctx *ctx = &j->ctx;
+    ctx->syntax = pol->syntax;
+    ctx->date = w->date;
+    ctx->ok_head = h1 && w->ok_head_len < sizeof(w->ok_head) ? w->ok_head : NULL;
+    ctx->ok_head_len = w->ok_head_len;
+    ctx->extra_headers = j->cfg->extra_headers;
+    ctx->extra_len = j->cfg->extra_headers_len;
+    ctx->all_headers = pol->secure ? secure_lines(w, j->cfg, pol->on_h3, &ctx->all_len) : NULL;
+    ctx->keep_alive = pol->keep_alive;
+    ctx->head = req && req->method == HTTP_HEAD;
+    ctx->send_continue = pol->send_continue;
+    ctx->interim_len = 0;
+    ctx->minor = req ? req->minor : 1;
+    ctx->buf = r->buf;
+    ctx->cap = sizeof(r->buf);
+    ctx->used = 0;
+}
+_Static_assert(offsetof(struct static_ctx, used) + sizeof(size_t) == sizeof(struct static_ctx),
+               "init_job sets every member of struct static_ctx: set the new one too");
+
+/* --redirect-https on the cleartext port: 308 to the same URL over https (400 without a Host
+ * that can be written into a URL). */
+static void redirect_https(struct job *j)
+{
+    char loc[8 + HTTP1_MAX_TARGET + 320];
+    const struct http_request *req = j->req;
+    size_t n =
+        redirect_https_location(req->has_host ? req->host.p : NULL, req->host.len, req->target.p,
+                                req->target.len, j->w->cfg->tls_port, loc, sizeof(loc));
+    if (n == 0 || !static_redirect_plan(308, loc, n, &j->ctx, &j->r->plan))
+        error(j, RULES_NO_LOCATION, NULL);
+}
+
+/* Automatic HTTPS (issue 27): answers the HTTP-01 challenge rules_acme_challenge found (its
+ * token at req->target + plen) from the worker's view of the pending challenges, as
+ * rules_acme_answer says. */
+static void acme_challenge(struct job *j, size_t plen)
+{
+    const struct http_request *req = j->req;
+    char ka[256];
+    size_t n = tokens_http01(j->w->acme, req->has_host ? req->host.p : NULL, req->host.len,
+                             req->target.p + plen, req->target.len - plen, ka, sizeof(ka));
+    int status = rules_acme_answer(n != 0);
+    if (status != 200) {
+        error(j, status, NULL);
+        return;
+    }
+    /* The body lives at the end of the response's buffer, the header section before it: the
+     * plan points into it until the response is released. */
+    char *body = j->r->buf + sizeof(j->r->buf) - n;
+    memcpy(body, ka, n);
+    j->ctx.cap = sizeof(j->r->buf) - n;
+    struct static_file f = {
+        .size = n, .content_type = "application/octet-stream", .data = body, .fd = -1};
+    j->ctx.extra_len = 0; /* the key authorization alone: no site headers */
+    if (!static_body_plan(status, &f, &j->ctx, &j->r->plan))
+        error(j, 500, NULL);
+}
+
+/* A file served with issue 28's note (site_answer's SITE_NOTED): out of line, so that the
+ * common path keeps its own serve_path and its frame. */
+static __attribute__((noinline, cold)) enum serve_result
+serve_noted(struct job *j, const char *path, size_t len, bool slash)
+{
+    serve_path(j, path, len, slash);
+    return SERVE_NOTED;
+}
+
+/* Inlined into serve_request: it is the whole of it once the wait check says go. */
+static inline __attribute__((always_inline)) enum serve_result
+answer_request(struct runtime *w, const struct http_request *req, const struct req_policy *pol,
+               struct response *r)
+{
+    struct job j;
+    char path[PATH_MAX];
+    struct path_result pr;
+
+    init_job(&j, w, req, pol, r);
+    size_t acme = rules_acme_challenge(req, w->acme != NULL, pol->secure);
+    if (acme) {
+        acme_challenge(&j, acme);
+        return SERVE_DONE;
+    }
+    const struct rules_facts facts = {
+        .misdirected = pol->misdirected || (pol->tls && site_misdirected(w, j.site, req, pol->tls)),
+        .redirect_https = j.cfg->redirect_https && !pol->secure, /* a site's own, or the top's */
+    };
+    int status = rules_request(req, &facts);
+    if (status) {
+        if (status == 308) {
+            redirect_https(&j);
+            return SERVE_DONE;
+        }
+        if (status == 417)
+            j.ctx.send_continue = false;
+        error(&j, status, status == 405 ? RULES_ALLOW : NULL);
+        return SERVE_DONE;
+    }
+    status = path_normalize(req->target, path, sizeof(path) - 1, &pr);
+    if (status) {
+        error(&j, status, NULL);
+        return SERVE_DONE;
+    }
+    status = rules_target(req, pr.asterisk);
+    if (status == 204) {
+        if (j.site->edge &&
+            site_preflight(j.site, req, path, pr.len, pr.trailing_slash, &j.ctx, &r->plan))
+            return SERVE_DONE; /* --cors */
+        static_status_plan(204, RULES_ALLOW, &j.ctx, &r->plan);
+        return SERVE_DONE;
+    }
+    if (status) {
+        error(&j, status, NULL);
+        return SERVE_DONE;
+    }
+    path[pr.len] = '\0';
+    j.query = pr.query;
+    enum site_answer a = site_answer(w, j.site, req, pol, path, pr.len, pr.trailing_slash, pr.query,
+                                     &j.ctx, &r->plan, &r->note);
+    if (a) {
+        if (a == SITE_ANSWERED)
+            return SERVE_DONE; /* health, --limit-req, redirect or basic auth */
+        return serve_noted(&j, path, pr.len, pr.trailing_slash);
+    }
+    serve_path(&j, path, pr.len, pr.trailing_slash);
+    return SERVE_DONE;
+}
+
+enum serve_result serve_request(struct runtime *w, const struct http_request *req,
+                                const struct req_policy *pol, struct response *r)
+{
+    /* site_pending's own first test, read here: no call for a process without --basic-auth */
+    if (__builtin_expect(w->site->any_auth, 0) && site_pending(w, req, pol))
+        return SERVE_PENDING;
+    return answer_request(w, req, pol, r);
+}
+
+void serve_error(struct runtime *w, int status, bool head, enum resp_syntax syntax,
+                 struct response *r)
+{
+    struct job j;
+    struct req_policy pol = {.syntax = syntax, .keep_alive = false};
+    init_job(&j, w, NULL, &pol, r);
+    j.ctx.head = head;
+    error(&j, status, NULL);
+}
+
+struct fentry *serve_rep_entry(const struct response *r)
+{
+    struct fentry *e = r->hold[1] ? r->hold[1] : r->hold[0];
+    return e && !e->err && e->rep_len < sizeof(e->rep_headers) ? e : NULL;
+}
+
+size_t serve_rep_lines(const struct fentry *e, char *lines)
+{
+    _Static_assert(SERVE_REP_LINES >= sizeof(e->rep_headers) + 48, "room for Content-Length");
+    int n = snprintf(lines, SERVE_REP_LINES, "%.*s", (int)e->rep_len, e->rep_headers);
+    /* A variant's Vary and Content-Encoding come between: its length is not kept. */
+    if (!e->is_variant)
+        n += snprintf(lines + n, SERVE_REP_LINES - (size_t)n, "Content-Length: %llu\r\n",
+                      (unsigned long long)e->size);
+    return (size_t)n;
+}

@@ -1,0 +1,856 @@
+/* Automatic HTTPS; see acme.h. */
+#include "server/acme/acme.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/acme/client.h"
+#include "server/acme/jws.h"
+#include "server/acme/store.h"
+#include "site/tokens.h"
+#include "server/acme/when.h"
+#include "config/config.h"
+#include "server/privs.h"
+#include "rt/errlog.h"
+
+#define CERT_MAX (256 * 1024) /* a chain and its key, read back from the state directory */
+#define RECHECK (6 * 3600)    /* a valid certificate's disk copy and ARI window, looked at again */
+#define LOCK_RETRY 1          /* seconds between looks at a lock another process holds */
+#define SHARED_MAX 64         /* challenge answers of other processes mirrored at once */
+#define SHARED_SUFFIX ".challenge"
+#define SHARED_AGE 3600 /* seconds: an older answer file is a crashed process's leftover */
+#define SHARED_HEADSTART_NS (250 * 1000000L) /* see answer_put */
+
+/* One certificate: its names, its file, what is known of it, and when to look at it next. */
+struct cert {
+    const char *names[ACME_MAX_NAMES]; /* our own copies: a reload frees the config's */
+    int n;
+    bool wanted;     /* named by the configuration now (else kept until it expires); under lock */
+    char file[300];  /* in the state directory: "NAME.pem" (chain, then key) */
+    char path[4400]; /* the same, whole, for the TLS contexts */
+    bool live;       /* a valid pair is on disk and handed to the TLS contexts; under lock */
+    struct jws_cert_facts facts;
+    int64_t renew_at;  /* 0 until known */
+    int64_t ari_until; /* the ARI window is good until then (0: none asked) */
+    int64_t next;      /* when the thread looks at it next */
+    unsigned failures;
+};
+
+struct acme {
+    const struct config *cfg;
+    struct acme_tokens *tokens;
+    struct acme_hooks hooks;
+    struct acme_store store;
+    EVP_PKEY *account;
+    char *ca_root; /* --acme-ca-root's PEM, read at start */
+    size_t ca_root_len;
+    unsigned kinds;
+    const char *ca;
+    int64_t backoff_base; /* seconds: RINGHTTPD_ACME_BACKOFF (a test hook), else 60 */
+    long timeout;         /* seconds per exchange: RINGHTTPD_ACME_TIMEOUT, else 30 */
+    struct cert certs[ACME_MAX_CERTS];
+    int ncerts;   /* grows under lock (acme_names); a cert is never removed */
+    bool renamed; /* acme_names changed the set: every cert is looked at again; under lock */
+    struct acme_client client;
+    bool client_open;
+    pthread_t thread;
+    bool started;
+    atomic_bool stop;
+    pthread_mutex_t lock; /* certs' live/facts (the main and metrics threads read them); wait */
+    pthread_cond_t wake;
+    uint64_t issued, failed; /* orders: read by the metrics thread under lock */
+    /* The challenge answers of other processes sharing the directory, mirrored into our token
+     * table by the watcher thread (its own; inotify on the directory, stop by the eventfd). */
+    pthread_t watcher;
+    bool watching;
+    int watch, stopfd;
+    struct shared {
+        char file[300];
+        char key_auth[256];
+        bool seen;
+    } shared[SHARED_MAX];
+    int nshared;
+};
+
+static double random01(void)
+{
+    uint32_t v;
+    if (RAND_bytes((unsigned char *)&v, sizeof(v)) != 1)
+        return 0.5;
+    return (double)v / 4294967296.0;
+}
+
+static bool ip_literal(const char *h)
+{
+    return strspn(h, "0123456789.") == strlen(h) || strchr(h, ':') || h[0] == '[';
+}
+
+static bool has_name(const struct cert *c, const char *name)
+{
+    for (int i = 0; i < c->n; i++)
+        if (strcasecmp(c->names[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* The certificate for the names of hosts (wildcards and IP addresses skipped: HTTP-01 and
+ * TLS-ALPN-01 cannot prove them) is wanted: the one already known for exactly these names, or
+ * a new one. a->lock held (or a not yet shared). */
+static int add_cert(struct acme *a, const char *const *hosts, int n, char *why, size_t why_len)
+{
+    const char *pick[ACME_MAX_NAMES];
+    int k = 0;
+    for (int i = 0; i < n && k < ACME_MAX_NAMES; i++)
+        if (hosts[i][0] != '*' && !ip_literal(hosts[i]))
+            pick[k++] = hosts[i];
+    if (k == 0)
+        return 0;
+    for (int i = 0; i < a->ncerts; i++) {
+        struct cert *c = &a->certs[i];
+        bool same = c->n == k;
+        for (int j = 0; same && j < k; j++)
+            same = has_name(c, pick[j]);
+        if (same) {
+            c->wanted = true;
+            return 0;
+        }
+    }
+    if (a->ncerts == ACME_MAX_CERTS) {
+        snprintf(why, why_len, "acme: at most %d certificates", ACME_MAX_CERTS);
+        return -E2BIG;
+    }
+    struct cert *c = &a->certs[a->ncerts];
+    *c = (struct cert){.wanted = true};
+    for (int i = 0; i < k; i++) {
+        if (!(c->names[i] = strdup(pick[i]))) {
+            for (int j = 0; j < i; j++)
+                free((char *)c->names[j]);
+            snprintf(why, why_len, "acme: out of memory");
+            return -ENOMEM;
+        }
+    }
+    c->n = k;
+    snprintf(c->file, sizeof(c->file), "%s.pem", c->names[0]);
+    char path[sizeof(c->path)];
+    snprintf(path, sizeof(path), "%s/%s", a->cfg->acme_state, c->file);
+    memcpy(c->path, path, sizeof(path));
+    a->ncerts++;
+    return 0;
+}
+
+/* Every certificate cfg asks for (names from --acme-domain, or every non-wildcard host of
+ * every site without a pair of its own or "acme: off") marked wanted, the new ones added; the
+ * others are no longer wanted. a->lock held (or a not yet shared). */
+static int want(struct acme *a, const struct config *cfg, char *why, size_t why_len)
+{
+    int rc = 0;
+    for (int i = 0; i < a->ncerts; i++)
+        a->certs[i].wanted = false;
+    if (cfg->num_sites == 0)
+        return add_cert(a, cfg->acme_domains, cfg->num_acme_domains, why, why_len);
+    for (int i = 0; i < cfg->num_sites && rc == 0; i++) {
+        const struct config *site = &cfg->sites[i];
+        if (site->acme && !site->site_tls) /* else its own pair, or told not to */
+            rc = add_cert(a, site->hosts, site->num_hosts, why, why_len);
+    }
+    return rc;
+}
+
+static int load_account(struct acme *a, char *why, size_t why_len)
+{
+    char *pem = NULL;
+    size_t len;
+    /* Made once and kept: under the account lock, so two processes starting together on an
+     * empty directory agree on one key. */
+    int lk = store_lock(&a->store, "account", 30000);
+    if (lk < 0) {
+        snprintf(why, why_len, "acme: cannot lock the account key in %s: %s", a->cfg->acme_state,
+                 strerror(-lk));
+        return lk;
+    }
+    int rc = store_read(&a->store, "account.key", &pem, &len, 64 * 1024);
+    if (rc == 0) {
+        if (!(a->account = jws_key_from_pem(pem, len))) {
+            snprintf(why, why_len, "acme: %s/account.key holds no private key", a->cfg->acme_state);
+            rc = -EINVAL;
+        }
+    } else if (rc == -ENOENT) {
+        char *out = NULL;
+        if (!(a->account = jws_key_new()) || !(out = jws_key_pem(a->account)))
+            rc = -ENOMEM;
+        else
+            rc = store_write(&a->store, "account.key", out, strlen(out), 0600);
+        free(out);
+        if (rc)
+            snprintf(why, why_len, "acme: cannot write %s/account.key: %s", a->cfg->acme_state,
+                     strerror(-rc));
+        else
+            errlog(ERRLOG_NOTICE, "acme: made a new account key in %s", a->cfg->acme_state);
+    } else {
+        snprintf(why, why_len, "acme: cannot read %s/account.key: %s", a->cfg->acme_state,
+                 strerror(-rc));
+    }
+    free(pem);
+    store_unlock(lk);
+    return rc;
+}
+
+static int64_t env_seconds(const char *name, int64_t dflt)
+{
+    const char *v = getenv(name);
+    long n = v ? strtol(v, NULL, 10) : 0;
+    return n > 0 ? n : dflt;
+}
+
+/* Reads c's file: whether it holds a valid pair for all its names now (its facts in *f). */
+static bool read_cert(struct acme *a, const struct cert *c, int64_t now, struct jws_cert_facts *f)
+{
+    char *pem = NULL;
+    size_t len;
+    bool ok = store_read(&a->store, c->file, &pem, &len, CERT_MAX) == 0 &&
+              jws_cert_covers(pem, len, c->names, c->n) && jws_cert_facts(pem, len, f) == 0 &&
+              f->not_after > now;
+    free(pem);
+    return ok;
+}
+
+int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *tokens,
+             const struct acme_hooks *hooks, char *why, size_t why_len)
+{
+    struct acme *a = calloc(1, sizeof(*a));
+    int rc = -ENOMEM;
+    if (!a) {
+        snprintf(why, why_len, "acme: out of memory");
+        return rc;
+    }
+    a->cfg = cfg;
+    a->tokens = tokens;
+    a->hooks = *hooks;
+    a->store.dir = -1;
+    a->ca = cfg->acme_ca ? cfg->acme_ca : ACME_DEFAULT_CA;
+    a->kinds = cfg->acme_challenge ? cfg->acme_challenge : ACME_HTTP01 | ACME_ALPN01;
+    a->backoff_base = env_seconds("RINGHTTPD_ACME_BACKOFF", 60);
+    a->timeout = (long)env_seconds("RINGHTTPD_ACME_TIMEOUT", 30);
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_cond_init(&a->wake, NULL);
+    a->watch = a->stopfd = -1;
+    if ((rc = want(a, cfg, why, why_len)) != 0)
+        goto fail;
+    if (a->ncerts == 0) {
+        snprintf(why, why_len,
+                 "--acme-email: no names to get a certificate for (--acme-domain NAME, or "
+                 "hosts of a site in --config)");
+        rc = -EINVAL;
+        goto fail;
+    }
+    if (cfg->acme_ca_root &&
+        (rc = store_read_path(cfg->acme_ca_root, &a->ca_root, &a->ca_root_len, CERT_MAX)) != 0) {
+        snprintf(why, why_len, "--acme-ca-root %s: %s", cfg->acme_ca_root, strerror(-rc));
+        goto fail;
+    }
+    if ((rc = store_open(&a->store, cfg->acme_state)) != 0) {
+        snprintf(why, why_len, "--acme-state %s: %s", cfg->acme_state, strerror(-rc));
+        goto fail;
+    }
+    if ((rc = load_account(a, why, why_len)) != 0)
+        goto fail;
+    /* --user: the thread writes here after the drop, as that user. */
+    uid_t uid;
+    gid_t gid;
+    if (cfg->user && geteuid() == 0 &&
+        ((rc = privs_user(cfg->user, &uid, &gid, why, why_len)) != 0 ||
+         (rc = store_chown(&a->store, uid, gid)) != 0)) {
+        if (rc != -ENOENT || !why[0])
+            snprintf(why, why_len, "--acme-state %s: cannot hand it to --user %s: %s",
+                     cfg->acme_state, cfg->user, strerror(-rc));
+        goto fail;
+    }
+    int64_t now = (int64_t)time(NULL);
+    for (int i = 0; i < a->ncerts; i++)
+        a->certs[i].live = read_cert(a, &a->certs[i], now, &a->certs[i].facts);
+    *out = a;
+    return 0;
+fail:
+    acme_free(a);
+    return rc;
+}
+
+void acme_pairs(struct acme *a, struct tls_cert_files *out, int *n, int max)
+{
+    pthread_mutex_lock(&a->lock);
+    for (int i = 0; i < a->ncerts && *n < max; i++) {
+        const struct cert *c = &a->certs[i];
+        if (c->live)
+            out[(*n)++] = (struct tls_cert_files){
+                .cert = c->path, .key = c->path, .hosts = c->names, .num_hosts = c->n};
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* ---- the challenge hooks: the token table ------------------------------------------------ */
+
+/* Several processes may share the directory and the ports (--reuse-port, or instances behind one
+ * address): the CA's validation may reach one that did not order. Every answer is also a file
+ * of the directory, which every process's watcher mirrors into its own table. */
+static void shared_name(enum acme_kind kind, const char *host, const char *token, char *out,
+                        size_t cap)
+{
+    if (kind == ACME_HTTP01)
+        snprintf(out, cap, "http-01.%s.%s" SHARED_SUFFIX, token, host);
+    else
+        snprintf(out, cap, "tls-alpn-01.%s" SHARED_SUFFIX, host);
+}
+
+/* host's TLS-ALPN-01 certificate for key_auth into the table. */
+static int put_alpn(struct acme *a, const char *host, const char *key_auth)
+{
+    unsigned char digest[32];
+    X509 *x = NULL;
+    EVP_PKEY *k = NULL;
+    jws_alpn_digest(key_auth, strlen(key_auth), digest);
+    int rc = jws_alpn_cert(host, digest, (int64_t)time(NULL), &x, &k);
+    if (rc == 0)
+        rc = tokens_add_alpn(a->tokens, host, x, k);
+    X509_free(x);
+    EVP_PKEY_free(k);
+    return rc;
+}
+
+static int answer_put(void *arg, enum acme_kind kind, const char *host, const char *token,
+                      const char *key_auth)
+{
+    struct acme *a = arg;
+    int rc = kind == ACME_HTTP01 ? tokens_add_http(a->tokens, host, token, key_auth)
+                                 : put_alpn(a, host, key_auth);
+    if (rc)
+        return rc;
+    char name[300];
+    shared_name(kind, host, token, name, sizeof(name));
+    int err = store_write(&a->store, name, key_auth, strlen(key_auth), 0600);
+    if (err) { /* we still answer ourselves; only another process sharing the port cannot */
+        errlog(ERRLOG_WARN, "acme: cannot share the challenge answer as %s/%s: %s",
+               a->cfg->acme_state, name, strerror(-err));
+        return 0;
+    }
+    /* The other processes' watchers see the file within milliseconds (inotify); the CA may
+     * connect as soon as it is told the answer is ready, so they get a head start. */
+    struct timespec ts = {0, SHARED_HEADSTART_NS};
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
+static void answer_drop(void *arg, enum acme_kind kind, const char *host, const char *token)
+{
+    struct acme *a = arg;
+    char name[300];
+    shared_name(kind, host, token, name, sizeof(name));
+    store_remove(&a->store, name);
+    tokens_remove(a->tokens, host, kind == ACME_HTTP01 ? token : NULL);
+}
+
+/* ---- the watcher: other processes' answers ------------------------------------------------ */
+
+/* name's kind, host and token (NULL for TLS-ALPN-01), in buf; false when it is not ours. */
+static bool shared_parse(const char *name, char *buf, size_t cap, enum acme_kind *kind,
+                         const char **host, const char **token)
+{
+    size_t n = strlen(name), sl = strlen(SHARED_SUFFIX);
+    if (n >= cap || n <= sl)
+        return false;
+    memcpy(buf, name, n - sl);
+    buf[n - sl] = '\0';
+    if (strncmp(buf, "http-01.", 8) == 0) {
+        char *dot = strchr(buf + 8, '.');
+        if (!dot || dot == buf + 8)
+            return false;
+        *dot = '\0';
+        *kind = ACME_HTTP01;
+        *token = buf + 8;
+        *host = dot + 1;
+    } else if (strncmp(buf, "tls-alpn-01.", 12) == 0) {
+        *kind = ACME_ALPN01;
+        *token = NULL;
+        *host = buf + 12;
+    } else {
+        return false;
+    }
+    return **host != '\0';
+}
+
+static void shared_seen(void *arg, const char *name)
+{
+    struct acme *a = arg;
+    char buf[300], *data = NULL;
+    const char *host, *token;
+    enum acme_kind kind;
+    size_t len;
+    if (!shared_parse(name, buf, sizeof(buf), &kind, &host, &token) ||
+        store_read(&a->store, name, &data, &len, 255) != 0)
+        goto out;
+    int i = 0;
+    while (i < a->nshared && strcmp(a->shared[i].file, name) != 0)
+        i++;
+    if (i < a->nshared && strcmp(a->shared[i].key_auth, data) == 0) {
+        a->shared[i].seen = true;
+        goto out;
+    }
+    if (i == a->nshared && a->nshared == SHARED_MAX)
+        goto out;
+    int rc = kind == ACME_HTTP01 ? tokens_add_http(a->tokens, host, token, data)
+                                 : put_alpn(a, host, data);
+    if (rc)
+        goto out;
+    struct shared *sh = &a->shared[i];
+    snprintf(sh->file, sizeof(sh->file), "%s", name);
+    snprintf(sh->key_auth, sizeof(sh->key_auth), "%s", data);
+    sh->seen = true;
+    if (i == a->nshared)
+        a->nshared++;
+out:
+    free(data);
+}
+
+/* The table gets the answers now in the directory and loses those gone from it. */
+static void shared_refresh(struct acme *a)
+{
+    for (int i = 0; i < a->nshared; i++)
+        a->shared[i].seen = false;
+    if (store_list(&a->store, SHARED_SUFFIX, SHARED_AGE, shared_seen, a) != 0)
+        return;
+    for (int i = 0; i < a->nshared;) {
+        char buf[300];
+        const char *host, *token;
+        enum acme_kind kind;
+        if (a->shared[i].seen) {
+            i++;
+            continue;
+        }
+        if (shared_parse(a->shared[i].file, buf, sizeof(buf), &kind, &host, &token))
+            tokens_remove(a->tokens, host, token);
+        a->shared[i] = a->shared[--a->nshared];
+    }
+}
+
+static void *watcher_main(void *arg)
+{
+    struct acme *a = arg;
+    char events[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    shared_refresh(a);
+    for (;;) {
+        struct pollfd p[2] = {{.fd = a->stopfd, .events = POLLIN},
+                              {.fd = a->watch, .events = POLLIN}};
+        /* inotify for promptness; a look once a second anyway, for a network volume whose
+         * other writers raise no event here (and when inotify's limits are reached) */
+        int n = poll(p, a->watch >= 0 ? 2 : 1, 1000);
+        if (n < 0 && errno != EINTR)
+            break;
+        if (p[0].revents)
+            break;
+        if (a->watch >= 0 && p[1].revents)
+            while (read(a->watch, events, sizeof(events)) > 0)
+                continue; /* which file does not matter: the directory is read again */
+        shared_refresh(a);
+    }
+    return NULL;
+}
+
+/* ---- the thread ------------------------------------------------------------------------- */
+
+static void names_text(const struct cert *c, char *out, size_t cap)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < c->n && used < cap; i++)
+        used += (size_t)snprintf(out + used, cap - used, "%s%s", i ? ", " : "", c->names[i]);
+}
+
+static void iso(int64_t t, char out[32])
+{
+    struct tm tm;
+    time_t tt = (time_t)t;
+    gmtime_r(&tt, &tm);
+    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static bool stopping(struct acme *a)
+{
+    return atomic_load(&a->stop);
+}
+
+static int ensure_client(struct acme *a)
+{
+    if (a->client_open)
+        return 0;
+    struct acme_client_cfg cc = {.directory = a->ca,
+                                 .ca_root_pem = a->ca_root,
+                                 .ca_root_len = a->ca_root_len,
+                                 .email = a->cfg->acme_email,
+                                 .timeout = a->timeout,
+                                 .stop = &a->stop};
+    int rc = client_open(&a->client, &cc, a->account);
+    if (rc == 0)
+        a->client_open = true;
+    else /* whatever it made goes; the failure stays in a->client.error for the caller's line */
+        client_close(&a->client);
+    return rc;
+}
+
+/* When c, valid now, is renewed: the CA's ARI window when it has one (asked again every few
+ * hours), else two thirds of its lifetime. */
+static void plan_renewal(struct acme *a, struct cert *c, int64_t now)
+{
+    int64_t start = 0, end = 0;
+    if (c->ari_until <= now && c->facts.ari_id[0] && ensure_client(a) == 0 &&
+        client_ari(&a->client, c->facts.ari_id, &start, &end) == 0) {
+        c->ari_until = now + RECHECK;
+        c->renew_at = when_renew(c->facts.not_before, c->facts.not_after, start, end, random01());
+        return;
+    }
+    if (!c->renew_at)
+        c->renew_at = when_renew(c->facts.not_before, c->facts.not_after, 0, 0, random01());
+}
+
+static void made_live(struct acme *a, struct cert *c, const char *how)
+{
+    char names[512], until[32], at[32];
+    names_text(c, names, sizeof(names));
+    iso(c->facts.not_after, until);
+    iso(c->renew_at, at);
+    errlog(ERRLOG_NOTICE, "acme: certificate for %s %s: valid until %s, renewal from %s", names,
+           how, until, at);
+    if (a->hooks.changed)
+        a->hooks.changed(a->hooks.arg);
+}
+
+/* c serves the pair whose facts are f from now on (issued: counted as an issuance): the
+ * workers' next look-up sees it, its renewal is planned afresh, and it is logged and announced.
+ * One place for an order's result and a pair found on disk. */
+static void go_live(struct acme *a, struct cert *c, const struct jws_cert_facts *f, bool issued,
+                    int64_t now, const char *how)
+{
+    pthread_mutex_lock(&a->lock);
+    if (issued)
+        a->issued++;
+    c->facts = *f;
+    c->live = true;
+    pthread_mutex_unlock(&a->lock);
+    c->ari_until = 0;
+    c->renew_at = 0;
+    c->failures = 0;
+    plan_renewal(a, c, now);
+    made_live(a, c, how);
+}
+
+/* One order for c, under its lock: 0 when a new pair was written. */
+static int order(struct acme *a, struct cert *c, bool renewal)
+{
+    char names[512], *pem = NULL, *keypem = NULL, *both = NULL;
+    names_text(c, names, sizeof(names));
+    errlog(ERRLOG_NOTICE, "acme: ordering a certificate for %s from %s (%s)", names, a->ca,
+           renewal ? "renewal" : "first issuance");
+    EVP_PKEY *key = jws_key_new();
+    int rc = key ? ensure_client(a) : -ENOMEM;
+    struct acme_answer ans = {.put = answer_put, .drop = answer_drop, .arg = a, .kinds = a->kinds};
+    if (rc == 0)
+        rc = client_order(&a->client, c->names, c->n, &ans, key, &pem);
+    if (rc == 0 && !(keypem = jws_key_pem(key)))
+        rc = -ENOMEM;
+    if (rc == 0) {
+        size_t pl = strlen(pem), kl = strlen(keypem);
+        if (!(both = malloc(pl + kl + 2)))
+            rc = -ENOMEM;
+        else {
+            /* One file, chain then key, renamed into place: a reader sees the old pair or the
+             * new one, never a key that does not match its certificate. */
+            memcpy(both, pem, pl);
+            both[pl] = '\n';
+            memcpy(both + pl + 1, keypem, kl + 1);
+            if (!jws_cert_covers(both, pl + 1 + kl, c->names, c->n))
+                rc = -EPROTO;
+            else
+                rc = store_write(&a->store, c->file, both, pl + 1 + kl, 0600);
+            if (rc == -EPROTO)
+                snprintf(a->client.error, sizeof(a->client.error),
+                         "the chain the CA sent does not match our key or names");
+            else if (rc)
+                snprintf(a->client.error, sizeof(a->client.error), "cannot write %s/%s: %s",
+                         a->cfg->acme_state, c->file, strerror(-rc));
+        }
+    }
+    if (rc && rc != -ECANCELED && a->client_open && a->client.error[0] == '\0')
+        snprintf(a->client.error, sizeof(a->client.error), "%s", strerror(-rc));
+    free(both);
+    if (keypem)
+        OPENSSL_cleanse(keypem, strlen(keypem));
+    free(keypem);
+    free(pem);
+    EVP_PKEY_free(key);
+    return rc;
+}
+
+/* After a failure: the next try, and the line that says so. */
+static void failed(struct acme *a, struct cert *c, int64_t now)
+{
+    char names[512];
+    names_text(c, names, sizeof(names));
+    c->failures++;
+    int64_t wait = when_backoff(c->failures, a->backoff_base, a->client.retry_after, random01());
+    c->next = now + wait;
+    pthread_mutex_lock(&a->lock);
+    a->failed++;
+    pthread_mutex_unlock(&a->lock);
+    errlog(ERRLOG_ERROR, "acme: order for %s failed (%u in a row, next try in %llds%s): %s", names,
+           c->failures, (long long)wait, c->live ? ", the current certificate stays" : "",
+           a->client.error[0] ? a->client.error : "?");
+    /* A CA that failed may be another one by the next try (a restart, a fixed proxy): start
+     * over with the directory and the account. */
+    if (a->client_open) {
+        client_close(&a->client);
+        a->client_open = false;
+    }
+}
+
+/* c's file holds the valid pair f: plan its renewal and, when it is not the one already live
+ * (first seen, or written by another process sharing the directory), make it live. Whether its
+ * renewal is due now. */
+static bool adopt(struct acme *a, struct cert *c, const struct jws_cert_facts *f, int64_t now)
+{
+    bool fresh =
+        !c->live || strcmp(f->ari_id, c->facts.ari_id) != 0 || f->not_after != c->facts.not_after;
+    if (fresh) {
+        go_live(a, c, f, false, now, c->live ? "renewed on disk" : "found in the state directory");
+    } else {
+        plan_renewal(a, c, now);
+    }
+    return c->renew_at <= now;
+}
+
+static void schedule(struct cert *c, int64_t now)
+{
+    c->next = c->renew_at < now + RECHECK ? c->renew_at : now + RECHECK;
+}
+
+/* c's names left the configuration: its certificate serves them until it expires (a reload
+ * that dropped a site by mistake and is undone finds it), and is neither renewed nor ordered. */
+static void keep_until_expiry(struct acme *a, struct cert *c, bool valid, int64_t now)
+{
+    if (!valid && c->live) {
+        pthread_mutex_lock(&a->lock);
+        c->live = false;
+        pthread_mutex_unlock(&a->lock);
+        if (a->hooks.changed)
+            a->hooks.changed(a->hooks.arg);
+    }
+    c->next = valid && c->facts.not_after < now + RECHECK ? c->facts.not_after : now + RECHECK;
+}
+
+static void visit(struct acme *a, struct cert *c, int64_t now)
+{
+    struct jws_cert_facts f;
+    bool valid = read_cert(a, c, now, &f);
+    pthread_mutex_lock(&a->lock);
+    bool wanted = c->wanted;
+    pthread_mutex_unlock(&a->lock);
+    if (!wanted) {
+        if (valid && (!c->live || f.not_after != c->facts.not_after)) {
+            pthread_mutex_lock(&a->lock);
+            c->facts = f;
+            c->live = true;
+            pthread_mutex_unlock(&a->lock);
+        }
+        keep_until_expiry(a, c, valid, now);
+        return;
+    }
+    if (valid && !adopt(a, c, &f, now)) {
+        schedule(c, now);
+        return;
+    }
+    /* Missing, expired or due: order it, unless another process is doing so now. */
+    int lk = store_lock(&a->store, c->file, 0);
+    if (lk == -EWOULDBLOCK) {
+        c->next = now + LOCK_RETRY;
+        return;
+    }
+    if (lk < 0) {
+        snprintf(a->client.error, sizeof(a->client.error), "cannot lock %s/%s: %s",
+                 a->cfg->acme_state, c->file, strerror(-lk));
+        failed(a, c, now);
+        return;
+    }
+    /* Another process may have finished while we looked: read the directory again first. */
+    if (read_cert(a, c, now, &f) && !adopt(a, c, &f, now)) {
+        store_unlock(lk);
+        schedule(c, now);
+        return;
+    }
+    a->client.error[0] = '\0';
+    a->client.retry_after = 0;
+    bool renewal = c->live;
+    int rc = order(a, c, renewal);
+    store_unlock(lk);
+    if (rc == -ECANCELED)
+        return;
+    now = (int64_t)time(NULL);
+    if (rc != 0 || !read_cert(a, c, now, &f)) {
+        failed(a, c, now);
+        return;
+    }
+    go_live(a, c, &f, true, now, renewal ? "renewed" : "issued");
+    schedule(c, now);
+}
+
+static void *acme_main(void *arg)
+{
+    struct acme *a = arg;
+    while (!stopping(a)) {
+        int64_t now = (int64_t)time(NULL), next = now + RECHECK;
+        pthread_mutex_lock(&a->lock);
+        int n = a->ncerts; /* the certs below n are complete: acme_names adds under the lock */
+        bool renamed = a->renamed;
+        a->renamed = false;
+        pthread_mutex_unlock(&a->lock);
+        for (int i = 0; i < n && !stopping(a); i++) {
+            struct cert *c = &a->certs[i];
+            /* A new name orders at once; a valid certificate is only read again. One whose
+             * order failed keeps its backoff: CAs count failed orders (Let's Encrypt refuses a
+             * name after a few an hour), and a tool that reloads every minute must not turn
+             * the backoff into an order a reload (issue 35). */
+            if (renamed && c->failures == 0)
+                c->next = now;
+            if (c->next <= now)
+                visit(a, c, now);
+            now = (int64_t)time(NULL);
+            if (c->next < next)
+                next = c->next;
+        }
+        pthread_mutex_lock(&a->lock);
+        struct timespec until = {.tv_sec = (time_t)next};
+        while (!stopping(a) && !a->renamed && (int64_t)time(NULL) < next)
+            if (pthread_cond_timedwait(&a->wake, &a->lock, &until) == ETIMEDOUT)
+                break;
+        pthread_mutex_unlock(&a->lock);
+    }
+    return NULL;
+}
+
+int acme_names(struct acme *a, const struct config *cfg, char *why, size_t why_len)
+{
+    pthread_mutex_lock(&a->lock);
+    int rc = want(a, cfg, why, why_len);
+    a->renamed = true;
+    pthread_cond_broadcast(&a->wake);
+    pthread_mutex_unlock(&a->lock);
+    return rc;
+}
+
+int acme_start(struct acme *a)
+{
+    if ((a->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+        return -errno;
+    a->watch = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (a->watch >= 0 && inotify_add_watch(a->watch, a->cfg->acme_state,
+                                           IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
+                                               IN_CLOSE_WRITE) < 0) {
+        errlog(ERRLOG_WARN, "acme: cannot watch %s (%s): reading it once a second only",
+               a->cfg->acme_state, strerror(errno));
+        close(a->watch);
+        a->watch = -1;
+    }
+    int err = pthread_create(&a->watcher, NULL, watcher_main, a);
+    if (err)
+        return -err;
+    a->watching = true;
+    if ((err = pthread_create(&a->thread, NULL, acme_main, a)) != 0)
+        return -err;
+    a->started = true;
+    return 0;
+}
+
+void acme_free(struct acme *a)
+{
+    if (!a)
+        return;
+    if (a->started) {
+        pthread_mutex_lock(&a->lock);
+        atomic_store(&a->stop, true);
+        pthread_cond_broadcast(&a->wake);
+        pthread_mutex_unlock(&a->lock);
+        pthread_join(a->thread, NULL);
+    }
+    if (a->watching) {
+        uint64_t one = 1;
+        if (write(a->stopfd, &one, sizeof(one)) != sizeof(one))
+            errlog(ERRLOG_ERROR, "acme: cannot stop the watcher: %s", strerror(errno));
+        else
+            pthread_join(a->watcher, NULL);
+    }
+    if (a->watch >= 0)
+        close(a->watch);
+    if (a->stopfd >= 0)
+        close(a->stopfd);
+    for (int i = 0; i < a->ncerts; i++)
+        for (int k = 0; k < a->certs[i].n; k++)
+            free((char *)a->certs[i].names[k]);
+    if (a->client_open)
+        client_close(&a->client);
+    EVP_PKEY_free(a->account);
+    free(a->ca_root);
+    store_close(&a->store);
+    pthread_cond_destroy(&a->wake);
+    pthread_mutex_destroy(&a->lock);
+    free(a);
+}
+
+void acme_describe(struct acme *a, FILE *f)
+{
+    char names[512], until[32];
+    fprintf(f, "ringhttpd: acme: CA %s, state in %s, challenges %s\n", a->ca, a->cfg->acme_state,
+            a->kinds == (ACME_HTTP01 | ACME_ALPN01) ? "http-01 and tls-alpn-01"
+            : a->kinds == ACME_HTTP01               ? "http-01"
+                                                    : "tls-alpn-01");
+    pthread_mutex_lock(&a->lock);
+    for (int i = 0; i < a->ncerts; i++) {
+        const struct cert *c = &a->certs[i];
+        names_text(c, names, sizeof(names));
+        iso(c->facts.not_after, until);
+        if (c->live)
+            fprintf(f, "ringhttpd: acme: %s: valid until %s (%s)\n", names, until, c->path);
+        else
+            fprintf(f, "ringhttpd: acme: %s: no valid certificate yet, ordering one\n", names);
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+void acme_metrics(void *arg, FILE *f)
+{
+    struct acme *a = arg;
+    pthread_mutex_lock(&a->lock);
+    fputs("# HELP ringhttpd_tls_certificate_expiry_timestamp_seconds When the certificate "
+          "serving each name expires (UNIX seconds; ACME certificates).\n"
+          "# TYPE ringhttpd_tls_certificate_expiry_timestamp_seconds gauge\n",
+          f);
+    for (int i = 0; i < a->ncerts; i++)
+        for (int k = 0; a->certs[i].live && k < a->certs[i].n; k++)
+            fprintf(f, "ringhttpd_tls_certificate_expiry_timestamp_seconds{name=\"%s\"} %lld\n",
+                    a->certs[i].names[k], (long long)a->certs[i].facts.not_after);
+    fprintf(f,
+            "# HELP ringhttpd_acme_orders_total ACME orders by outcome.\n"
+            "# TYPE ringhttpd_acme_orders_total counter\n"
+            "ringhttpd_acme_orders_total{outcome=\"issued\"} %llu\n"
+            "ringhttpd_acme_orders_total{outcome=\"failed\"} %llu\n",
+            (unsigned long long)a->issued, (unsigned long long)a->failed);
+    pthread_mutex_unlock(&a->lock);
+}

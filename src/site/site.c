@@ -1,0 +1,702 @@
+/* Document roots, MIME table and the configured sites as one reloadable unit; see site.h. */
+#include "site/site.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "core/accept.h"
+#include "core/cors.h"
+#include "core/hints.h"
+#include "core/path.h"
+#include "core/peer.h"
+#include "core/policy.h"
+#include "core/rules.h"
+#include "site/auth.h"
+#include "rt/guard.h"
+#include "site/htpasswd.h"
+#include "rt/errlog.h"
+#include "rt/fcache.h"
+#include "rt/runtime.h"
+#include "rt/file.h"
+#include "tls/tls.h"
+
+/* A file the configuration names below the root must be readable if it is there; one that is
+ * missing was allowed at start too (the error page or fallback then is the built-in answer). */
+static int check_file(int root_fd, const char *opt, const char *path, char *why, size_t why_len)
+{
+    int fd = file_open_beneath(root_fd, path, O_NONBLOCK);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    if (fd == -ENOENT || fd == -ENOTDIR)
+        return 0;
+    snprintf(why, why_len, "%s /%s: %s", opt, path, strerror(-fd));
+    return fd;
+}
+
+/* The site's header lines without any Cache-Control, then "Cache-Control: value". */
+static char *cache_block(const struct config *c, const char *value, size_t *len)
+{
+    size_t vl = strlen(value), cap = c->extra_headers_len + vl + sizeof("Cache-Control: \r\n");
+    char *out = malloc(cap), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *p = c->extra_headers, *end = p + c->extra_headers_len; p && p < end;) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        size_t n = eol ? (size_t)(eol - p) + 1 : (size_t)(end - p);
+        if (strncasecmp(p, "cache-control:", 14) != 0) {
+            memcpy(o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    o += sprintf(o, "Cache-Control: %s\r\n", value);
+    *len = (size_t)(o - out);
+    return out;
+}
+
+/* Opens v's root (or takes fd >= 0) and what its options name. */
+static int vhost_open(struct vhost *v, const struct config *c, int fd, uint32_t id, char *why,
+                      size_t why_len)
+{
+    struct stat st;
+    int rc = 0;
+    v->cfg = c;
+    v->id = id;
+    v->root_fd = fd >= 0 ? fd : open(c->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (v->root_fd < 0) {
+        rc = -errno;
+        snprintf(why, why_len, "cannot use document root '%s': %s", c->docroot, strerror(-rc));
+        return rc;
+    }
+    if (fstat(v->root_fd, &st) == 0) {
+        v->dev = st.st_dev;
+        v->ino = st.st_ino;
+    }
+    for (int i = 0; i < c->num_error_pages && !rc; i++)
+        rc = check_file(v->root_fd, "--error-page", c->error_pages[i].path, why, why_len);
+    if (!rc && c->fallback)
+        rc = check_file(v->root_fd, "--fallback", c->fallback, why, why_len);
+    for (int i = 0; i < c->num_cache_rules && !rc; i++)
+        if (!(v->cache_headers[i] = cache_block(c, c->cache_rules[i].value, &v->cache_len[i])))
+            rc = -ENOMEM;
+    for (int i = 0; i < c->num_auths && !rc; i++)
+        rc = auth_file_load(c->auths[i].htpasswd, &v->auth[i], why, why_len);
+    if (!rc && v->types == &v->own)
+        rc = config_load_mime(c->mime_file, &v->own, why, why_len);
+    v->limits = c->limit_req_on || c->num_limit_req_for;
+    v->edge = c->num_cors || c->num_hints || c->limit_rate;
+    v->classic = c->canonical_host || c->num_redirects || c->num_auths || c->num_cache_rules;
+    v->rules = v->classic || v->limits || v->edge;
+    snprintf(v->challenge, sizeof(v->challenge),
+             "WWW-Authenticate: Basic realm=\"%.255s\", charset=\"UTF-8\"\r\n", c->auth_realm);
+    if (rc == -ENOMEM)
+        snprintf(why, why_len, "out of memory");
+    return rc;
+}
+
+static void vhost_close(struct vhost *v)
+{
+    if (v->root_fd >= 0)
+        close(v->root_fd);
+    for (int i = 0; i < CONFIG_MAX_RULES; i++) {
+        free(v->cache_headers[i]);
+        auth_file_free(v->auth[i]);
+    }
+    mime_table_free(&v->own);
+}
+
+/* A site for cfg (its sites, or itself as the one site); root_fd >= 0 is the top level's
+ * already open root, taken over. */
+static int build(const struct config *cfg, int root_fd, struct site **out, char *why,
+                 size_t why_len)
+{
+    struct site *s = calloc(1, sizeof(*s));
+    int n = cfg->num_sites ? cfg->num_sites : 1, names = 0, rc = -ENOMEM;
+    if (!s || !(s->vh = calloc((size_t)n, sizeof(*s->vh)))) {
+        free(s);
+        if (root_fd >= 0)
+            close(root_fd);
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+    }
+    atomic_init(&s->refs, 1);
+    for (int i = 0; i < n; i++)
+        s->vh[i].root_fd = -1;
+    if (cfg->num_sites && root_fd >= 0)
+        close(root_fd); /* the top level's root is not served when sites are */
+    else
+        s->vh[0].root_fd = root_fd; /* closed with the site from here on */
+    for (int i = 0; i < cfg->num_sites; i++) {
+        names += cfg->sites[i].num_hosts;
+        if (cfg->sites[i].is_default)
+            s->dflt = i;
+    }
+    size_t nslots = vhost_slots_for((size_t)names);
+    if (!(s->slots = calloc(nslots, sizeof(*s->slots)))) {
+        snprintf(why, why_len, "out of memory");
+        goto fail;
+    }
+    vhost_table_init(&s->hosts, s->slots, nslots);
+    s->nvh = n;
+    for (int i = 0; i < n; i++) {
+        const struct config *c = cfg->num_sites ? &cfg->sites[i] : cfg;
+        /* a site's --mime-types other than the top level's is its own table */
+        bool own = c != cfg && c->mime_file &&
+                   (!cfg->mime_file || strcmp(c->mime_file, cfg->mime_file) != 0);
+        s->vh[i].types = own ? &s->vh[i].own : &s->mime;
+        if ((rc = vhost_open(&s->vh[i], c, s->vh[i].root_fd, (uint32_t)i, why, why_len)) != 0)
+            goto fail;
+        /* --limit-conn and --real-ip-from are the process's: every site counts a proxy's
+         * requests for their forwarded address */
+        s->vh[i].proxied = cfg->limit_conn && cfg->num_real_ip;
+        s->vh[i].rules |= s->vh[i].proxied;
+        s->any_auth |= c->num_auths > 0;
+        for (int h = 0; h < c->num_hosts; h++)
+            if (vhost_table_add(&s->hosts, c->hosts[h], i) != 0) {
+                snprintf(why, why_len, "host '%s' is named twice", c->hosts[h]);
+                rc = -EINVAL;
+                goto fail;
+            }
+    }
+    s->health_len = cfg->health ? strlen(cfg->health) - 1 : 0;
+    s->root_fd = s->vh[s->dflt].root_fd;
+    s->dev = s->vh[s->dflt].dev;
+    s->ino = s->vh[s->dflt].ino;
+    *out = s;
+    return 0;
+
+fail:
+    site_put(s);
+    return rc;
+}
+
+struct site *site_adopt(struct config *cfg)
+{
+    struct site *s;
+    char why[512] = "";
+    int fd = cfg->docroot_fd;
+    cfg->docroot_fd = -1;
+    if (build(cfg, fd, &s, why, sizeof(why)) != 0) {
+        fprintf(stderr, "ringhttpd: %s\n", why);
+        return NULL;
+    }
+    s->mime = cfg->mime_extra;
+    memset(&cfg->mime_extra, 0, sizeof(cfg->mime_extra));
+    return s;
+}
+
+int site_open(const struct config *cfg, struct site **out, char *why, size_t why_len)
+{
+    struct config *fresh = NULL;
+    struct site *s;
+    int rc;
+
+    if (cfg->config_file) { /* SIGHUP re-reads the file, the command line over it */
+        char note[512] = "";
+        if (config_reread(cfg, &fresh, note, sizeof(note)) != 0) {
+            snprintf(why, why_len, "%s", note);
+            return -EINVAL;
+        }
+        if (note[0])
+            errlog(ERRLOG_WARN, "reload: %s", note);
+    }
+    if ((rc = build(fresh ? fresh : cfg, -1, &s, why, why_len)) != 0) {
+        config_destroy(fresh);
+        return rc;
+    }
+    s->owned = fresh;
+    if (cfg->mime_file && (rc = config_load_mime(cfg->mime_file, &s->mime, why, why_len)) != 0) {
+        site_put(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int site_check_roots(const struct site *s, const char *who, char *why, size_t why_len)
+{
+    for (int i = 0; i < s->nvh; i++) {
+        const char *root = s->vh[i].cfg->docroot;
+        int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+            close(fd);
+            continue;
+        }
+        int err = errno;
+        /* A root the permissions let us read but whose open is refused lies outside what the
+         * Landlock domain allows, and no process can widen its own domain. Either would serve
+         * 403 to every request, with nothing logged. */
+        if (err == EACCES && file_refused_by_policy(root, R_OK | X_OK))
+            snprintf(why, why_len,
+                     "document root '%s' is outside the directories Landlock let this process "
+                     "read when it started (those holding the start's roots and files); "
+                     "restart ringhttpd to serve it",
+                     root);
+        else if (err == EACCES)
+            snprintf(why, why_len,
+                     "document root '%s': %s cannot read it (Permission denied); give that user "
+                     "read and search permission on it and the directories above it",
+                     root, who);
+        else
+            snprintf(why, why_len, "cannot use document root '%s': %s", root, strerror(err));
+        return -err;
+    }
+    return 0;
+}
+
+int site_moved(const struct config *cfg, const struct site *s)
+{
+    struct stat st;
+    (void)cfg;
+    for (int i = 0; i < s->nvh; i++) {
+        if (stat(s->vh[i].cfg->docroot, &st) != 0)
+            return -errno;
+        if (st.st_dev != s->vh[i].dev || st.st_ino != s->vh[i].ino)
+            return 1;
+    }
+    return 0;
+}
+
+void site_put(struct site *s)
+{
+    if (!s)
+        return;
+    unsigned refs = atomic_fetch_sub(&s->refs, 1);
+    assert(refs > 0);
+    if (refs != 1)
+        return;
+    for (int i = 0; i < s->nvh; i++)
+        vhost_close(&s->vh[i]);
+    free(s->vh);
+    free(s->slots);
+    mime_table_free(&s->mime);
+    config_destroy(s->owned);
+    free(s);
+}
+
+/* ---- per request (worker thread) ---- */
+
+/* Site's per-worker state: the last Host routed and the site it named (a keep-alive client
+ * names the same one request after request, and a match costs a memcmp instead of a lookup),
+ * and the request site_pending found verified. */
+struct site_worker {
+    struct {
+        char host[64];
+        uint8_t len;
+        int16_t vh;
+        unsigned gen; /* w->site_gen it was routed under; 0: none */
+        /* site_pending found this request's credentials verified: serve's check is done */
+        const struct http_request *granted;
+    } route;
+};
+
+struct site_worker *site_worker_new(void)
+{
+    return calloc(1, sizeof(struct site_worker));
+}
+
+void site_worker_free(struct site_worker *sw)
+{
+    free(sw);
+}
+
+/* The vhost a request's Host names among several sites; out of line so that the one-site path's
+ * frame has no Host key buffer to set up. */
+__attribute__((noinline)) static const struct vhost *route_host(struct runtime *w,
+                                                                const struct http_request *req)
+{
+    const struct site *s = w->site;
+    struct site_worker *sw = w->sitew;
+    const struct vhost *v = &s->vh[s->dflt];
+    struct http_str h = vhost_request_host(req);
+    if (h.p && h.len == sw->route.len && sw->route.gen == w->site_gen &&
+        memcmp(h.p, sw->route.host, h.len) == 0) {
+        v = &s->vh[sw->route.vh];
+    } else {
+        char key[VHOST_NAME_MAX + 1];
+        size_t n = vhost_key(h, key);
+        int i = n ? vhost_lookup(&s->hosts, key, n) : -1;
+        if (i >= 0)
+            v = &s->vh[i];
+        if (h.p && h.len <= sizeof(sw->route.host)) {
+            memcpy(sw->route.host, h.p, h.len);
+            sw->route.len = (uint8_t)h.len;
+            sw->route.vh = (int16_t)(v - s->vh);
+            sw->route.gen = w->site_gen;
+        }
+    }
+    return v;
+}
+
+const struct vhost *site_route(struct runtime *w, const struct http_request *req)
+{
+    const struct site *s = w->site;
+    const struct vhost *v = req && s->nvh > 1 ? route_host(w, req) : &s->vh[s->dflt];
+    fcache_root(w->cache, v->id, v->root_fd, v->types);
+    return v;
+}
+
+/* A connection's first request to v (or any, with process-level pairs among several). Kept out
+ * of line so that the fast path's frame has no Host key buffer to set up. */
+__attribute__((noinline)) static bool misdirected(struct runtime *w, const struct vhost *v,
+                                                  const struct http_request *req,
+                                                  struct tls_conn *t)
+{
+    const struct site *s = w->site;
+    const char *name = tls_conn_site_name(t);
+    char key[VHOST_NAME_MAX + 1];
+    bool ok;
+    if (name) { /* a site's own certificate: the request must be routed to that site */
+        size_t n = vhost_key((struct http_str){name, strlen(name)}, key);
+        int i = n ? vhost_lookup(&s->hosts, key, n) : -1;
+        ok = v == &s->vh[i >= 0 ? i : s->dflt];
+    } else if (tls_conn_only_cert(t)) { /* no other certificate to be had: never 421 */
+        ok = true;
+    } else { /* a process-level certificate among several: it must name the Host */
+        size_t n = vhost_key(vhost_request_host(req), key);
+        return n != 0 && !tls_conn_covers(t, key, n); /* which caches its own verdict */
+    }
+    if (ok) {
+        t->ok_site = v;
+        t->ok_gen = w->site_gen;
+    }
+    return !ok;
+}
+
+bool site_misdirected(struct runtime *w, const struct vhost *v, const struct http_request *req,
+                      struct tls_conn *t)
+{
+    if (v == t->ok_site && t->ok_gen == w->site_gen)
+        return false; /* the connection's every request after its first */
+    return misdirected(w, v, req, t);
+}
+
+/* "/" + path (+ "/" for a directory's slash form) into buf; its length, 0 when too long. */
+static size_t url_path(char *buf, size_t cap, const char *path, size_t len, bool slash)
+{
+    if (len + 3 > cap)
+        return 0;
+    buf[0] = '/';
+    memcpy(buf + 1, path, len);
+    size_t n = len + 1;
+    if (slash && len)
+        buf[n++] = '/';
+    buf[n] = '\0';
+    return n;
+}
+
+static bool redirect_to(const char *loc, size_t n, int status, struct static_ctx *ctx,
+                        struct plan *plan)
+{
+    char line[sizeof("Location: \r\n") + 3 * PATH_MAX + 3 * HTTP1_MAX_TARGET];
+    if (n == 0 || n + sizeof("Location: \r\n") > sizeof(line))
+        return static_status_plan(414, NULL, ctx, plan) != 0;
+    memcpy(line, "Location: ", 10);
+    memcpy(line + 10, loc, n);
+    memcpy(line + 10 + n, "\r\n", 3);
+    return static_status_plan(status, line, ctx, plan) != 0;
+}
+
+/* A request field by name (lower case), {NULL, 0} when absent: the edge rules read fields the
+ * parser does not keep, only for a site that has such rules. */
+static struct http_str field_of(const struct http_request *req, const char *lower)
+{
+    for (size_t i = 0; i < req->num_headers; i++)
+        if (http_str_ieq(req->headers[i].name, lower))
+            return req->headers[i].value;
+    return (struct http_str){NULL, 0};
+}
+
+static struct cors_answer cors_of(const struct vhost *v, const struct http_request *req,
+                                  const char *url, size_t ul)
+{
+    const struct config *c = v->cfg;
+    if (!c->num_cors)
+        return (struct cors_answer){0};
+    return cors_decide(c->cors, (size_t)c->num_cors, req->method, url, ul, field_of(req, "origin"),
+                       field_of(req, "access-control-request-method"));
+}
+
+/* --limit-req: the 429 for client peer past it, or false. */
+static bool limited(struct runtime *w, const struct vhost *v, const struct http_request *req,
+                    const struct peer *peer, const char *url, size_t ul, struct static_ctx *ctx,
+                    struct plan *plan)
+{
+    uint32_t retry = guard_request(w, v->cfg, v->id, guard_client(w, peer, req), url, ul);
+    int status = rules_limit_req(retry);
+    if (!status)
+        return false;
+    char line[48];
+    snprintf(line, sizeof(line), "Retry-After: %u\r\n", retry);
+    return static_status_plan(status, line, ctx, plan) != 0;
+}
+
+/* The CORS fields and Link lines of a response to be served from a file, after ctx's extra
+ * lines (see site_answer); --limit-rate into note. */
+static void edge_fields(const struct vhost *v, const struct http_request *req, const char *url,
+                        size_t ul, struct static_ctx *ctx, struct site_note *note)
+{
+    const struct config *c = v->cfg;
+    char lines[2048];
+    note->edge = true;
+    note->interim_len = 0;
+    note->rate = c->limit_rate;
+    note->after = c->limit_rate_after;
+    struct cors_answer a = cors_of(v, req, url, ul);
+    size_t nc = cors_fields(&a, lines, sizeof(lines));
+    size_t nh = c->num_hints ? hints_fields(c->hints, (size_t)c->num_hints, req->method, url, ul,
+                                            lines + nc, sizeof(lines) - nc)
+                             : 0;
+    size_t add = nc + nh, total = ctx->extra_len + add;
+    /* Half the buffer at most: the rest is for the response's own header lines. */
+    if (add == 0 || total > ctx->cap / 2)
+        return;
+    char *at = ctx->buf + ctx->cap - total;
+    if (ctx->extra_len)
+        memcpy(at, ctx->extra_headers, ctx->extra_len);
+    memcpy(at + ctx->extra_len, lines, add);
+    ctx->extra_headers = at;
+    ctx->extra_len = total;
+    ctx->cap -= total;
+    ctx->ok_head = NULL; /* lines of its own: the general writer, nothing kept (core/static.h) */
+    if (!nh)
+        return;
+    bool fields = ctx->syntax == RESP_FIELDS;
+    bool navigate = !fields && http_str_ieq(field_of(req, "sec-fetch-mode"), "navigate");
+    if (rules_early_hints(fields, ctx->minor, navigate) != 103)
+        return;
+    if (fields) { /* HTTP/2 sends the 103 as a HEADERS block of its own (h2_interim) */
+        note->interim = at + total - nh;
+        note->interim_len = (uint16_t)nh;
+    } else {
+        ctx->interim_len = nh; /* the last nh bytes of the extra lines (core/static) */
+    }
+}
+
+bool site_preflight(const struct vhost *v, const struct http_request *req, const char *path,
+                    size_t len, bool slash, struct static_ctx *ctx, struct plan *plan)
+{
+    char url[PATH_MAX + 4], lines[1024];
+    size_t ul = url_path(url, sizeof(url), path, len, slash);
+    if (!ul)
+        return false;
+    struct cors_answer a = cors_of(v, req, url, ul);
+    int status = rules_preflight(a.preflight);
+    if (!status)
+        return false;
+    size_t n = cors_preflight_fields(&a, lines, sizeof(lines));
+    return n && static_status_plan(status, lines, ctx, plan) != 0;
+}
+
+/* A site's canonical host, redirects, basic auth and cache rules. Apart from site_answer so
+ * that its Location buffers (tens of KB of stack, probed page by page) cost nothing to a site
+ * that has none of them. */
+static __attribute__((noinline)) bool site_rules(struct runtime *w, const struct vhost *v,
+                                                 const struct http_request *req,
+                                                 const struct req_policy *pol, const char *path,
+                                                 size_t len, bool slash, struct http_str query,
+                                                 struct static_ctx *ctx, struct plan *plan)
+{
+    bool secure = pol->secure;
+    const struct config *c = v->cfg;
+    char url[PATH_MAX + 4];
+    char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET + VHOST_NAME_MAX + 16];
+    bool granted = w->sitew->route.granted == req; /* site_pending verified this very request */
+    w->sitew->route.granted = NULL;
+
+    if (c->canonical_host) {
+        char key[VHOST_NAME_MAX + 1];
+        size_t n = vhost_key(vhost_request_host(req), key);
+        if (n != strlen(c->canonical_host) || strncasecmp(key, c->canonical_host, n) != 0) {
+            size_t pl = url_path(url, sizeof(url), path, len, slash);
+            const char *scheme = secure ? "https" : "http";
+            return redirect_to(loc,
+                               pl ? vhost_canonical(scheme, c->canonical_host, url + 1, pl - 1,
+                                                    query, loc, sizeof(loc))
+                                  : 0,
+                               rules_canonical_host(), ctx, plan);
+        }
+    }
+    size_t ul = url_path(url, sizeof(url), path, len, slash);
+    for (int i = 0; i < c->num_redirects && ul; i++) {
+        struct http_str rest;
+        if (vhost_from_matches(c->redirects[i].from, url, ul, &rest))
+            return redirect_to(loc,
+                               vhost_location(c->redirects[i].to, rest, query, loc, sizeof(loc)),
+                               c->redirects[i].status, ctx, plan);
+    }
+    for (int i = 0; i < c->num_auths && ul; i++) {
+        size_t pl = strlen(c->auths[i].prefix);
+        if (ul < pl || memcmp(url, c->auths[i].prefix, pl) != 0)
+            continue;
+        enum auth_verdict a =
+            granted ? AUTH_GRANTED : auth_check(w->auth, v->auth[i], req, NULL, NULL);
+        int status = rules_auth(a == AUTH_GRANTED ? RULES_AUTH_GRANTED
+                                : a == AUTH_BUSY  ? RULES_AUTH_BUSY
+                                                  : RULES_AUTH_DENIED);
+        if (status)
+            return static_status_plan(status, status == 429 ? RULES_RETRY_AFTER : v->challenge, ctx,
+                                      plan) != 0;
+        break; /* the first prefix that matches decides */
+    }
+    for (int i = 0; i < c->num_cache_rules && ul; i++) {
+        if (accept_path_match(c->cache_rules[i].pattern, url, ul)) {
+            ctx->extra_headers = v->cache_headers[i];
+            ctx->extra_len = v->cache_len[i];
+            break;
+        }
+    }
+    return false;
+}
+
+/* Issue 28's rules around site_rules: --limit-req first (a 429 before a redirect or a password
+ * check spends anything), the CORS fields and Link lines last (after a cache rule chose the
+ * extra lines they join). Apart from site_rules: its Location buffers are not probed here. */
+static __attribute__((noinline)) enum site_answer
+edge_rules(struct runtime *w, const struct vhost *v, const struct http_request *req,
+           const struct req_policy *pol, const char *path, size_t len, bool slash,
+           struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
+{
+    char url[PATH_MAX + 4];
+    size_t ul = url_path(url, sizeof(url), path, len, slash);
+    /* An unknown peer: its connection was accepted before a reload added the limit, when
+     * nothing looked its address up (conn_peer): not counted, rather than one key for all */
+    bool peer = pol->peer && pol->peer->known;
+    if (v->limits && peer && ul && limited(w, v, req, pol->peer, url, ul, ctx, plan))
+        return SITE_ANSWERED;
+    if (v->proxied && peer) {
+        uint32_t ticket = 0;
+        int rc = guard_proxied(w, pol->peer, req, &ticket);
+        int status = rules_limit_conn(rc == -EBUSY);
+        if (status)
+            return static_status_plan(status, RULES_RETRY_AFTER, ctx, plan) ? SITE_ANSWERED
+                                                                            : SITE_SERVE;
+        note->counted = rc > 0 ? ticket : 0;
+    }
+    if (v->classic && site_rules(w, v, req, pol, path, len, slash, query, ctx, plan))
+        return SITE_ANSWERED;
+    if (!v->edge || !ul)
+        return SITE_SERVE;
+    edge_fields(v, req, url, ul, ctx, note);
+    return SITE_NOTED;
+}
+
+/* --health's answer; out of line, as site_pending's check below, so that the common path's frame
+ * sets up nothing. */
+__attribute__((noinline)) static bool answer_health(struct runtime *w, struct static_ctx *ctx,
+                                                    struct plan *plan, bool *quiet)
+{
+    static const char ok[] = "ok\n";
+    struct static_file f = {.size = 2 + 1, .content_type = "text/plain", .data = ok, .fd = -1};
+    *quiet = true; /* a probe every few seconds is not worth a log line */
+    ctx->extra_headers = "Cache-Control: no-store\r\n";
+    ctx->extra_len = strlen(ctx->extra_headers);
+    int status = rules_health(w->draining || w->delaying);
+    if (status != 200)
+        return static_status_plan(status, NULL, ctx, plan) != 0;
+    return static_body_plan(status, &f, ctx, plan) != 0;
+}
+
+__attribute__((noinline)) static enum site_answer
+answer(struct runtime *w, const struct vhost *v, const struct http_request *req,
+       const struct req_policy *pol, const char *path, size_t len, bool slash,
+       struct http_str query, struct static_ctx *ctx, struct plan *plan, struct site_note *note)
+{
+    const char *health = w->cfg->health; /* "/healthz": compared without its '/' */
+    if (health && len == w->site->health_len && !slash && memcmp(health + 1, path, len) == 0)
+        return answer_health(w, ctx, plan, &note->quiet) ? SITE_ANSWERED : SITE_SERVE;
+    if (!v->rules)
+        return SITE_SERVE;
+    if (v->limits || v->edge || v->proxied)
+        return edge_rules(w, v, req, pol, path, len, slash, query, ctx, plan, note);
+    return site_rules(w, v, req, pol, path, len, slash, query, ctx, plan) ? SITE_ANSWERED
+                                                                          : SITE_SERVE;
+}
+
+enum site_answer site_answer(struct runtime *w, const struct vhost *v,
+                             const struct http_request *req, const struct req_policy *pol,
+                             const char *path, size_t len, bool slash, struct http_str query,
+                             struct static_ctx *ctx, struct plan *plan, struct site_note *note)
+{
+    if (!w->cfg->health && !v->rules)
+        return SITE_SERVE; /* the common case: no --health, no site rules */
+    return answer(w, v, req, pol, path, len, slash, query, ctx, plan, note);
+}
+
+__attribute__((noinline)) static bool
+pending_auth(struct runtime *w, const struct http_request *req, const struct req_policy *pol)
+{
+    const struct vhost *v = site_route(w, req);
+    const struct config *cfg = v->cfg;
+    if (!cfg->num_auths)
+        return false; /* the common case: one branch */
+    char path[PATH_MAX], url[PATH_MAX + 4];
+    struct path_result pr;
+    if (path_normalize(req->target, path, sizeof(path) - 1, &pr) != 0)
+        return false;
+    size_t ul = url_path(url, sizeof(url), path, pr.len, pr.trailing_slash);
+    for (int i = 0; i < cfg->num_auths && ul; i++) {
+        size_t pl = strlen(cfg->auths[i].prefix);
+        if (ul >= pl && memcmp(url, cfg->auths[i].prefix, pl) == 0) {
+            enum auth_verdict verdict = auth_check(w->auth, v->auth[i], req, pol->peer,
+                                                   pol->resume.gen ? &pol->resume : NULL);
+            /* serve_request answers this very request next: it need not hash it again */
+            w->sitew->route.granted = verdict == AUTH_GRANTED ? req : NULL;
+            return verdict == AUTH_WAIT;
+        }
+    }
+    return false;
+}
+
+bool site_pending(struct runtime *w, const struct http_request *req, const struct req_policy *pol)
+{
+    w->sitew->route.granted = NULL;
+    if (!w->site->any_auth)
+        return false; /* the common case: no site has --basic-auth, nothing to route here */
+    return pending_auth(w, req, pol);
+}
+
+void site_slot_init(struct site_slot *slot, struct site *first)
+{
+    pthread_mutex_init(&slot->lock, NULL);
+    slot->cur = first;
+    atomic_init(&slot->gen, 1);
+}
+
+void site_publish(struct site_slot *slot, struct site *s)
+{
+    pthread_mutex_lock(&slot->lock);
+    struct site *old = slot->cur;
+    slot->cur = s;
+    atomic_fetch_add(&slot->gen, 1);
+    pthread_mutex_unlock(&slot->lock);
+    site_put(old);
+}
+
+struct site *site_acquire(struct site_slot *slot, unsigned *gen)
+{
+    pthread_mutex_lock(&slot->lock);
+    struct site *s = slot->cur;
+    atomic_fetch_add(&s->refs, 1);
+    *gen = atomic_load(&slot->gen);
+    pthread_mutex_unlock(&slot->lock);
+    return s;
+}
+
+void site_slot_fini(struct site_slot *slot)
+{
+    site_put(slot->cur);
+    slot->cur = NULL;
+    pthread_mutex_destroy(&slot->lock);
+}
