@@ -1,11 +1,12 @@
 /* ringhttpd: argv -> config -> server. Nothing else lives here. */
 #include "config/config.h"
+#include "site/site.h"
 #include "server/server.h"
 
 int main(int argc, char **argv)
 {
     struct config cfg;
-    int rc = config_parse(&cfg, argc, argv);
+    int rc = config_parse(&cfg, argc, argv, &site_config_files);
     if (rc == 0)
         rc = server_run(&cfg, NULL); /* no test seams: see tests/seams/main.c */
     config_free(&cfg); /* also after a refused option: the file's strings were allocated */

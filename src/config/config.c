@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "config/cfgfile.h"
-#include "site/htpasswd.h"
 
 #define usage_error(...) options_error(cfg, __VA_ARGS__)
 
@@ -180,10 +179,10 @@ static int check_pairs(const struct config *top, const struct config *c,
     for (int i = 0; i < c->num_tls_certs && (c == top || c->site_tls); i++) {
         const struct tls_cert_files *f = &c->tls_certs[i];
         char why[PATH_MAX + 256];
-        if ((c == top && f->hosts) || pair_running(running, f) ||
-            tls_pair_check(f, why, sizeof(why)) == 0)
+        if ((c == top && f->hosts) || pair_running(running, f) || !top->files ||
+            top->files->tls_pair(f, why, sizeof(why)) == 0)
             continue;
-        /* tls_pair_check names the file at fault: its key, and that key's line */
+        /* the pair check names the file at fault: its key, and that key's line */
         bool key = strncmp(why, "--tls-key", 9) == 0;
         rc = key_error(top, c, key ? "tls-key" : "tls-cert",
                        key ? c->tls_lines[i] : c->tls_cert_lines[i], why);
@@ -276,9 +275,9 @@ static int check_level(const struct config *top, const struct config *c,
         warn_missing_pages(top, c, fd);
         close(fd);
     }
-    for (int i = 0; i < c->num_auths; i++) {
+    for (int i = 0; i < c->num_auths && top->files; i++) {
         char why[512];
-        if (auth_file_check(c->auths[i].htpasswd, why, sizeof(why)) != 0)
+        if (top->files->htpasswd(c->auths[i].htpasswd, why, sizeof(why)) != 0)
             rc = key_error(top, c, "basic-auth", c->auth_lines[i], why);
     }
     /* the top level's is read after the check at start: --check-config must read it too */
@@ -500,9 +499,10 @@ static int parse_layers(struct config *cfg, int argc, char **argv)
     return rc;
 }
 
-int config_parse(struct config *cfg, int argc, char **argv)
+int config_parse(struct config *cfg, int argc, char **argv, const struct config_files *files)
 {
     options_init(cfg);
+    cfg->files = files;
     cfg->argc = argc;
     cfg->argv = argv;
     int rc = parse_layers(cfg, argc, argv);
@@ -563,6 +563,7 @@ int config_reread(const struct config *cfg, struct config **out, char *why, size
         goto out;
     }
     options_init(fresh);
+    fresh->files = cfg->files;
     /* getopt and --metrics write into their arguments: the copies live in fresh's pool */
     for (int i = 0; i < cfg->argc; i++)
         if (!(argv[i] = options_strdup(fresh, cfg->argv[i], strlen(cfg->argv[i])))) {

@@ -1,7 +1,7 @@
 /* config: the process's configuration from argv and the --config file, built in layers (the
  * file's top level, the command line over it, each of the file's sites over that) and checked
- * as a whole (roots, htpasswd files, TLS pairs, host names, the default site); a reload's
- * re-read of it. What each option means is config/options.h; the YAML, config/cfgfile.h.
+ * as a whole (roots, host names, the default site, and through the caller's struct config_files
+ * the htpasswd files and TLS pairs); a reload's re-read of it. What each option means is config/options.h; the YAML, config/cfgfile.h.
  * Must not: change after server_run starts; every thread reads it without locks. What a
  * reload re-reads (the root, the MIME table) lives in struct site (rt/site.h) instead.
  * Ownership: main owns the one struct config for the whole process lifetime; a re-read one
@@ -14,10 +14,20 @@
 
 #include "config/options.h"
 
-/* Fills cfg from argv. Returns 0 to run, or an exit status after printing one line to stderr
- * (2 for a usage error, 1 for an unusable document root or option file), or CONFIG_DONE after
- * printing --help or --version. */
-int config_parse(struct config *cfg, int argc, char **argv);
+/* What the check asks of the layers that read the files a configuration names (issue 37: config
+ * is plain data: it reads no htpasswd and loads no certificate). Each 0, or -1 with a one-line
+ * reason in why. The caller of config_parse installs it (main: site_config_files); a re-read
+ * uses the same one. */
+struct config_files {
+    int (*htpasswd)(const char *path, char *why, size_t why_len);
+    int (*tls_pair)(const struct tls_cert_files *f, char *why, size_t why_len);
+};
+
+/* Fills cfg from argv, checking the files it names through files (NULL: none are read).
+ * Returns 0 to run, or an exit status after printing one line to stderr (2 for a usage error, 1
+ * for an unusable document root or option file), or CONFIG_DONE after printing --help or
+ * --version. */
+int config_parse(struct config *cfg, int argc, char **argv, const struct config_files *files);
 
 /* Reads and parses a --mime-types file into out: 0, or -errno with a one-line reason in why. */
 int config_load_mime(const char *file, struct mime_table *out, char *why, size_t why_len);

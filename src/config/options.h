@@ -99,7 +99,10 @@ struct config_src {
     unsigned char seen[OPTION_LISTS];
 };
 
+struct config_files;
+
 struct config {
+    const struct config_files *files; /* config_parse's: who reads htpasswd files and TLS pairs */
     const char *docroot;
     int docroot_fd; /* checked at start; server hands it to the first struct site (-1 then) */
     const char *bind;

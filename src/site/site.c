@@ -28,6 +28,7 @@
 #include "rt/runtime.h"
 #include "rt/file.h"
 #include "tls/tls.h"
+#include "tls/tls_ctx.h"
 
 /* A file the configuration names below the root must be readable if it is there; one that is
  * missing was allowed at start too (the error page or fallback then is the built-in answer). */
@@ -700,3 +701,8 @@ void site_slot_fini(struct site_slot *slot)
     slot->cur = NULL;
     pthread_mutex_destroy(&slot->lock);
 }
+
+const struct config_files site_config_files = {
+    .htpasswd = auth_file_check,
+    .tls_pair = tls_pair_check,
+};

@@ -79,6 +79,10 @@ struct site {
     struct vhost_slot *slots;
 };
 
+/* The file checks config_parse runs through (struct config_files): htpasswd files by auth's
+ * reader, TLS pairs by the TLS contexts' loader. main hands it to config_parse. */
+extern const struct config_files site_config_files;
+
 /* Takes over cfg's document root fd and --mime-types table (startup opened and checked them);
  * cfg->docroot_fd becomes -1. Returns NULL when memory runs out. */
 struct site *site_adopt(struct config *cfg);

@@ -4,6 +4,7 @@
  * server (build/ringhttpd-test) for tests/integration/test_transport.py; the binary a user runs
  * (src/main.c) links neither double and reads neither variable. */
 #include "config/config.h"
+#include "site/site.h"
 #include "conn/proto.h"
 #include "server/server.h"
 #include "conn/transport.h"
@@ -12,7 +13,7 @@ int main(int argc, char **argv)
 {
     const struct server_seams seams = {.xport = transport_test_hook(), .proto = proto_test_hook()};
     struct config cfg;
-    int rc = config_parse(&cfg, argc, argv);
+    int rc = config_parse(&cfg, argc, argv, &site_config_files);
     if (rc == 0)
         rc = server_run(&cfg, &seams);
     config_free(&cfg);

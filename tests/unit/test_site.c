@@ -53,7 +53,7 @@ static void setup(struct fixture *f)
     write_conf(f, false);
     char *argv[] = {"ringhttpd", "-t", "1", "--max-conns", "8", "--config", f->conf, NULL};
     memcpy(f->argv, argv, sizeof(argv));
-    CHECK_INT(config_parse(&f->cfg, 7, f->argv), 0);
+    CHECK_INT(config_parse(&f->cfg, 7, f->argv, &site_config_files), 0);
     f->worker = unit_quiet_worker(&f->cfg, &f->slot);
     f->w = worker_runtime(f->worker);
 }
