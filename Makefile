@@ -77,7 +77,7 @@ $(BUILD)/ringhttpd-test: $(call obj,$(filter-out src/main.c,$(SERVER_SRC)) $(SEA
 UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine/pipepool.c \
              src/rt/timer.c src/rt/fcache.c src/rt/file.c src/rt/pipesize.c src/server/handover.c src/server/steer.c \
              $(wildcard src/http/h2/*.c) $(wildcard src/tls/*.c) src/engine/ktls.c \
-             $(wildcard src/quic/*.c) $(wildcard src/http/h3/*.c) src/engine/udp.c
+             $(wildcard src/quic/*.c) $(wildcard src/http/h3/*.c) src/engine/udp.c src/engine/uring_udp.c
 # ACME's pure parts (JWS, key authorizations, ARI IDs, renewal and backoff times), its state
 # directory and the challenge table.
 UNIT_LINK += src/server/acme/jws.c src/server/acme/when.c src/server/acme/store.c

@@ -112,6 +112,7 @@ int conn_pool_init(struct runtime *w)
     for (uint32_t i = 0; i < n; i++)
         w->conns.free_slots[n - 1 - i] = i; /* low slots first: fewer pages touched */
     w->conns.num_free = n;
+    w->eslots = (struct engine_slots){(unsigned char *)&w->conns.slot[0].eng, sizeof(struct conn)};
     return 0;
 }
 
@@ -124,6 +125,7 @@ void conn_pool_fini(struct runtime *w)
     free(w->conns.slot);
     w->conns.free_slots = NULL;
     w->conns.slot = NULL;
+    w->eslots = (struct engine_slots){0};
 }
 
 /* Takes a free slot and starts a new generation of it. */
@@ -131,10 +133,10 @@ static struct conn *slot_take(struct runtime *w)
 {
     uint32_t slot = w->conns.free_slots[--w->conns.num_free];
     struct conn *c = &w->conns.slot[slot];
-    uint32_t gen = c->gen + 1; /* a never-used slot is zeroed: generation 1 */
-    memset(c, 0, sizeof(*c));
-    c->slot = slot;
-    c->gen = gen;
+    uint32_t gen = c->eng.gen + 1; /* a never-used slot is zeroed: generation 1 */
+    memset(c, 0, sizeof(*c));      /* the engine's part of c->eng too (engine/engine.h) */
+    c->eng.slot = slot;
+    c->eng.gen = gen;
     return c;
 }
 
@@ -143,8 +145,8 @@ static void slot_put(struct runtime *w, struct conn *c)
 {
     assert(w->conns.num_free < w->cfg->max_conns);
     c->state = CONN_FREE;
-    c->gen++;
-    w->conns.free_slots[w->conns.num_free++] = c->slot;
+    c->eng.gen++;
+    w->conns.free_slots[w->conns.num_free++] = c->eng.slot;
 }
 
 /* What a connection from a --proxy-protocol-from source holds until its PROXY header is read
@@ -195,7 +197,7 @@ static bool proxied(const struct runtime *w, const struct conn *c)
     return false;
 }
 
-struct conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held)
+struct engine_conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held)
 {
     *held = false;
     if (w->conns.num_free == 0) {
@@ -204,12 +206,12 @@ struct conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held)
     }
     struct conn *c = slot_take(w);
     c->timer.fire = timer_fired;
-    c->fd = fd;
+    c->eng.fd = fd;
     c->state = CONN_OPEN;
     c->recv_on = true;
     peer_set(&c->obs.peer, NULL, 0);
     if (w->want_peer)
-        w->eng->peer(w, c, &c->obs.peer);
+        w->eng->peer(w, &c->eng, &c->obs.peer);
     if (w->cfg->num_proxy_from && proxied(w, c)) {
         /* Nothing of the connection's own until the header says whose it is. */
         struct proxy_stage *st = malloc(sizeof(*st));
@@ -228,9 +230,9 @@ struct conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held)
         return NULL; /* the engine closes fd */
     }
     w->conns.active++;
-    c->obs.slot = c->slot;
+    c->obs.slot = c->eng.slot;
     obs_conn_accepted(w, &c->obs, fd);
-    return c;
+    return &c->eng;
 }
 
 static void proxy_refuse(struct runtime *w, struct conn *c, const char *why)
@@ -312,12 +314,12 @@ static void proxy_received(struct runtime *w, struct conn *c, const char *data, 
      * buffer and then what of the read was not copied into it. */
     if (!st->len) {
         if ((size_t)rc < len)
-            conn_received(w, c, data + rc, (ssize_t)(len - (size_t)rc));
+            conn_received(w, &c->eng, data + rc, (ssize_t)(len - (size_t)rc));
     } else {
         if ((size_t)rc < st->len)
-            conn_received(w, c, (const char *)st->buf + rc, (ssize_t)(st->len - (size_t)rc));
+            conn_received(w, &c->eng, (const char *)st->buf + rc, (ssize_t)(st->len - (size_t)rc));
         if (took < (size_t)n && conn_open(c))
-            conn_received(w, c, data + took, n - (ssize_t)took);
+            conn_received(w, &c->eng, data + took, n - (ssize_t)took);
     }
     free(st);
 }
@@ -391,11 +393,17 @@ void conn_close(struct runtime *w, struct conn *c)
     c->state = CONN_CLOSING;
     idle_unlink(w, c);
     timer_cancel(&c->timer);
-    w->eng->close(w, c);
+    w->eng->close(w, &c->eng);
 }
 
-void conn_closed(struct runtime *w, struct conn *c)
+void conn_abort(struct runtime *w, struct engine_conn *e)
 {
+    conn_close(w, conn_of(e));
+}
+
+void conn_closed(struct runtime *w, struct engine_conn *e)
+{
+    struct conn *c = conn_of(e);
     assert(c->state == CONN_CLOSING && !c->idle);
     if (c->proto->release)
         c->proto->release(w, c);
@@ -416,11 +424,12 @@ void conn_closed(struct runtime *w, struct conn *c)
 void conn_recv_set(struct runtime *w, struct conn *c, bool on)
 {
     c->recv_on = on;
-    w->eng->recv(w, c, on);
+    w->eng->recv(w, &c->eng, on);
 }
 
-void conn_received(struct runtime *w, struct conn *c, const char *data, ssize_t n)
+void conn_received(struct runtime *w, struct engine_conn *e, const char *data, ssize_t n)
 {
+    struct conn *c = conn_of(e);
     if (c->xport)
         c->xport->received(w, c, data, n);
     else if (n > 0) /* cleartext bytes: straight up (a tail call) */
@@ -456,17 +465,18 @@ struct paced_tables {
 
 static struct paced_tables *paced_tables_of(const struct runtime *w);
 
-/* This second's window of the plan c->out (the wheel resumes what does not fit). */
+/* This second's window of the plan being paced (the wheel resumes what does not fit). */
 static void paced_window(struct runtime *w, struct conn *c)
 {
-    if (pace_window(c->pace, &w->wheel, w->now, c->out))
-        paced_tables_of(w)->eng_real->send(w, c);
+    if (pace_window(c->pace, &w->wheel, w->now, c->pace->plan))
+        paced_tables_of(w)->eng_real->send(w, &c->eng, c->pace->plan);
 }
 
-/* The paced table's send: c->out as it is for a connection not paced, else its window. A
- * pacing for one HTTP/1 response (conn_pace_response) ends when the next request's bytes go. */
-static void paced_send(struct runtime *w, struct conn *c)
+/* The paced table's send: p as it is for a connection not paced, else its window. A pacing
+ * for one HTTP/1 response (conn_pace_response) ends when the next request's bytes go. */
+static void paced_send(struct runtime *w, struct engine_conn *e, struct plan *p)
 {
+    struct conn *c = conn_of(e);
     struct pace *pc = c->pace;
     if (pc && pc->once) {
         if (!pc->stamped) {
@@ -477,21 +487,23 @@ static void paced_send(struct runtime *w, struct conn *c)
         }
     }
     if (!c->pace) {
-        paced_tables_of(w)->eng_real->send(w, c);
+        paced_tables_of(w)->eng_real->send(w, e, p);
         return;
     }
+    c->pace->plan = p;
     paced_window(w, c);
 }
 
-/* The paced table's sent: a window of c->out went; the rest follows (now or at the next
+/* The paced table's sent: a window of the plan went; the rest follows (now or at the next
  * second), or the plan is all out and goes up as conn_sent does. */
-static void paced_sent(struct runtime *w, struct conn *c, int err)
+static void paced_sent(struct runtime *w, struct engine_conn *e, int err)
 {
-    if (c->pace && pace_restore(c->pace, c->out) && !err) {
+    struct conn *c = conn_of(e);
+    if (c->pace && c->pace->plan && pace_restore(c->pace, c->pace->plan) && !err) {
         paced_window(w, c);
         return;
     }
-    conn_sent(w, c, err);
+    conn_sent(w, e, err);
 }
 
 static struct paced_tables *paced_tables_of(const struct runtime *w)
@@ -533,7 +545,7 @@ static void paced_tables_free(struct runtime *w)
 static void pace_resume(struct runtime *w, void *owner)
 {
     struct conn *c = owner;
-    if (conn_open(c) && c->out && !plan_done(c->out))
+    if (conn_open(c) && c->pace->plan && !plan_done(c->pace->plan))
         paced_window(w, c);
 }
 
@@ -559,8 +571,9 @@ int conn_pace_response(struct runtime *w, struct conn *c, uint64_t rate, uint64_
     return pace(w, c, rate, after, true);
 }
 
-void conn_sent(struct runtime *w, struct conn *c, int err)
+void conn_sent(struct runtime *w, struct engine_conn *e, int err)
 {
+    struct conn *c = conn_of(e);
     if (c->xport)
         c->xport->sent(w, c, err);
     else
@@ -577,28 +590,29 @@ void conn_shutdown(struct runtime *w, struct conn *c)
     if (c->xport)
         c->xport->shutdown(w, c);
     else
-        w->eng->shutdown(w, c);
+        w->eng->shutdown(w, &c->eng);
 }
 
 void conn_wire_shutdown(struct runtime *w, struct conn *c)
 {
-    w->eng->shutdown(w, c);
+    w->eng->shutdown(w, &c->eng);
 }
 
 int conn_wire_ktls(struct runtime *w, struct conn *c, const void *keys, size_t len)
 {
     assert(conn_open(c));
-    return w->eng->ktls(w, c, keys, len);
+    return w->eng->ktls(w, &c->eng, keys, len);
 }
 
 void conn_file_read(struct runtime *w, struct conn *c, int fd, void *buf, uint32_t len,
                     uint64_t off)
 {
-    w->eng->read(w, c, fd, buf, len, off);
+    w->eng->read(w, &c->eng, fd, buf, len, off);
 }
 
-void conn_read_done(struct runtime *w, struct conn *c, int res)
+void conn_read_done(struct runtime *w, struct engine_conn *e, int res)
 {
+    struct conn *c = conn_of(e);
     if (c->xport && c->xport->read_done)
         c->xport->read_done(w, c, res);
 }
@@ -629,7 +643,7 @@ void conn_resume(struct runtime *w, struct resume_token t)
     if (t.owner >= w->cfg->max_conns)
         return;
     struct conn *c = &w->conns.slot[t.owner];
-    if (c->gen != t.gen || !conn_open(c))
+    if (c->eng.gen != t.gen || !conn_open(c))
         return; /* closed since: nobody waits */
     if (c->proto->resume)
         c->proto->resume(w, c);

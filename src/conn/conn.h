@@ -12,6 +12,7 @@
 
 #include <assert.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -44,20 +45,16 @@ enum conn_state {
  * completion reads (state, the engine's record, the layers' pointers, the plan on the wire,
  * and the protocol's own state inline). */
 struct conn {
-    struct timer timer; /* the protocol's deadline (conn_arm) */
-    int fd;
-    uint32_t slot;
-    uint32_t gen; /* changes on every reuse: completions for an older gen are stale */
+    struct timer timer;     /* the protocol's deadline (conn_arm) */
+    struct engine_conn eng; /* fd, slot, generation and the engine's state (engine/engine.h) */
     enum conn_state state;
-    bool recv_on;           /* receiving asked on (conn_recv); the engine keeps its own copy */
-    bool eof;               /* the peer shut down its side (a protocol saw its input end) */
-    bool idle;              /* on the worker's idle queue (conn_idle) */
-    bool reclaimed;         /* ended to make room at --max-conns (counted in w->conns.reclaiming) */
-    bool limit_counted;     /* --limit-conn counts it for its client (rt/guard.h) */
-    struct engine_conn eng; /* the engine's (engine/engine.h); conn never reads it */
+    bool recv_on;       /* receiving asked on (conn_recv); the engine keeps its own copy */
+    bool eof;           /* the peer shut down its side (a protocol saw its input end) */
+    bool idle;          /* on the worker's idle queue (conn_idle) */
+    bool reclaimed;     /* ended to make room at --max-conns (counted in w->conns.reclaiming) */
+    bool limit_counted; /* --limit-conn counts it for its client (rt/guard.h) */
     const struct transport_ops *xport;  /* NULL: cleartext (transport.h) */
     const struct proto_ops *proto;      /* HTTP/1 from the accept, until conn_set_proto */
-    struct plan *out;                   /* the wire plan the engine is sending (conn_wire_send) */
     struct pace *pace;                  /* --limit-rate (pace.h), or NULL: at full speed */
     void *xstate;                       /* the transport's, from open to release */
     void *pstate;                       /* the protocol's, from open to release */
@@ -65,6 +62,12 @@ struct conn {
     _Alignas(8) unsigned char proto_mem[CONN_PROTO_MEM]; /* pstate may point here */
     struct obs_conn obs; /* request count, close reason, the peer's address (rt/obs.h) */
 };
+
+/* The connection whose engine record e is (the engine hands conn nothing else). */
+static inline struct conn *conn_of(struct engine_conn *e)
+{
+    return (struct conn *)(void *)((char *)e - offsetof(struct conn, eng));
+}
 
 /* --limit-rate: paces c's wire at rate bytes a second after its next `after` bytes (rate 0:
  * at full speed again), from now on (HTTP/2: its streams share the rate). 0 or -ENOMEM
@@ -102,7 +105,8 @@ static inline const struct peer *conn_peer(const struct conn *c)
     return &c->obs.peer;
 }
 
-/* Engine callbacks. */
+/* Engine callbacks: the engine's upcalls (engine_upcalls, installed by the worker), each given
+ * the connection's engine record. */
 
 /* A new socket was accepted on listener `lst` (an index into w->listeners, whose transport the
  * connection gets). Returns its connection (receiving starts on), or NULL when the worker
@@ -111,7 +115,7 @@ static inline const struct peer *conn_peer(const struct conn *c)
  * ngx_drain_connections does: fd waits in w->conns.held until conn_held_take hands it back; false
  * when the engine is to close it (full with nothing idle to reclaim, or full in a drain).
  * During a drain a connection it takes gets one answer. */
-struct conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held);
+struct engine_conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool *held);
 
 /* A held socket (see conn_accepted) for which a slot is free now, or -1 (*lst: its listener);
  * the engine starts it as it starts a newly accepted one. Called by the engine after each batch
@@ -123,17 +127,20 @@ void conn_held_close(struct runtime *w);
 
 /* n > 0: bytes arrived (data is valid only during the call); n == 0: the peer closed its
  * side; n < 0: -errno, the connection is dead. */
-void conn_received(struct runtime *w, struct conn *c, const char *data, ssize_t n);
+void conn_received(struct runtime *w, struct engine_conn *e, const char *data, ssize_t n);
 
-/* The wire plan c->out finished sending (err == 0) or failed (-errno). */
-void conn_sent(struct runtime *w, struct conn *c, int err);
+/* The wire plan given to the engine finished sending (err == 0) or failed (-errno). */
+void conn_sent(struct runtime *w, struct engine_conn *e, int err);
 
 /* The file read the transport started with conn_file_read ended: res bytes (0: end of file)
  * or -errno. Not called once the connection is closing. */
-void conn_read_done(struct runtime *w, struct conn *c, int res);
+void conn_read_done(struct runtime *w, struct engine_conn *e, int res);
 
 /* The engine is done with the connection: no operation is in flight and its fd is closed. */
-void conn_closed(struct runtime *w, struct conn *c);
+void conn_closed(struct runtime *w, struct engine_conn *e);
+
+/* The engine gives up on a connection it could not start (conn_close, for the upcall). */
+void conn_abort(struct runtime *w, struct engine_conn *e);
 
 /* Worker hooks. */
 
@@ -143,7 +150,7 @@ void conn_timeout(struct runtime *w, struct conn *c);
 /* The token a request of c waits with (serve's SERVE_PENDING): c's slot and generation. */
 static inline struct resume_token conn_token(const struct conn *c)
 {
-    return (struct resume_token){c->slot, c->gen};
+    return (struct resume_token){c->eng.slot, c->eng.gen};
 }
 
 /* A request that waited for work off the loop can be asked again: the protocol of the
@@ -169,8 +176,7 @@ void conn_input(struct runtime *w, struct conn *c, const char *data, ssize_t n);
 static inline void conn_wire_send(struct runtime *w, struct conn *c, struct plan *p)
 {
     assert(!plan_done(p));
-    c->out = p;
-    w->eng->send(w, c); /* --limit-rate: the paced tables' send (conn_pacing) */
+    w->eng->send(w, &c->eng, p); /* --limit-rate: the paced tables' send (conn_pacing) */
 }
 
 /* The protocol's plan given to the transport's send is done (0) or failed (-errno). */

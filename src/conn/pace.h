@@ -37,6 +37,7 @@ struct pace {
      * (conn: HTTP/1's request count, stamped at the response's first send). */
     bool once, stamped;
     uint32_t stamp;
+    struct plan *plan; /* the owner's: the plan the windows are cut from (conn's wire plan) */
 };
 
 /* Paces *slot's owner from second `now` at rate bytes a second after its first `after` bytes

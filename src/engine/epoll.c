@@ -34,7 +34,6 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "conn/conn.h"
 #include "engine/pipepool.h"
 #include "engine/sendplan.h"
 #include "engine/sockops.h"
@@ -65,6 +64,7 @@ enum kind { K_LISTEN = 1, K_WAKE, K_CONN, K_UDP };
 #define F_READ_WAIT 0x100  /* a reader thread reads for it */
 #define F_CLOSE_WAIT 0x200 /* closed while a thread reads for it: conn_closed after the read */
 #define F_RECV_OFF 0x400   /* conn asked receiving off (engine_ops.recv): read nothing */
+#define F_CLOSING 0x800    /* close() was called: its events no longer matter */
 
 /* A cold file read handed to a reader thread; one per slot (a connection has one at most). */
 struct rjob {
@@ -79,22 +79,21 @@ struct rjob {
 
 struct ep {
     int epfd;
-    struct conn *ready;
+    struct engine_conn *ready;
     struct offload readers; /* threads for cold file reads, started on first use */
     struct rjob *jobs;      /* max_conns slots, made at the first cold read */
     struct pipepool pool;   /* pipes for interleaved plans; pool.slots NULL when there are none */
     char buf[RECV_BUF];
 };
 
-/* The engine's state of c (flags F_*, err of a send, next on the ready list). */
-static inline struct engine_conn *ec(struct ep *e, struct conn *c)
+/* Whether c's socket is in use and its events matter: close() has not been called. */
+static inline bool live(const struct engine_conn *c)
 {
-    (void)e;
-    return &c->eng;
+    return !(c->flags & F_CLOSING);
 }
 
 /* An fd's epoll data (engine/tag.h): for c, or for the worker when c is NULL. */
-static uint64_t tag(enum kind k, const struct conn *c)
+static uint64_t tag(enum kind k, const struct engine_conn *c)
 {
     return c ? tag_encode(k, c->gen, c->slot) : tag_encode(k, 0, 0);
 }
@@ -111,12 +110,12 @@ static int listen_add(struct ep *e, struct runtime *w, unsigned lst)
     return epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->listeners[lst].fd, &lev);
 }
 
-static void queue(struct ep *e, struct conn *c, uint32_t what)
+static void queue(struct ep *e, struct engine_conn *c, uint32_t what)
 {
-    ec(e, c)->flags |= what;
-    if (!(ec(e, c)->flags & F_QUEUED)) {
-        ec(e, c)->flags |= F_QUEUED;
-        ec(e, c)->next = e->ready;
+    c->flags |= what;
+    if (!(c->flags & F_QUEUED)) {
+        c->flags |= F_QUEUED;
+        c->next = e->ready;
         e->ready = c;
     }
 }
@@ -174,22 +173,22 @@ static void ep_fini(struct runtime *w)
     w->engine_state = NULL;
 }
 
-static void ep_recv(struct runtime *w, struct conn *c, bool on)
+static void ep_recv(struct runtime *w, struct engine_conn *c, bool on)
 {
     /* Off: we simply stop reading. On again: read what the last edge left. */
     struct ep *e = w->engine_state;
     if (!on) {
-        ec(e, c)->flags |= F_RECV_OFF;
+        c->flags |= F_RECV_OFF;
         return;
     }
-    ec(e, c)->flags &= ~(uint32_t)F_RECV_OFF;
-    if (ec(e, c)->flags & F_READABLE)
+    c->flags &= ~(uint32_t)F_RECV_OFF;
+    if (c->flags & F_READABLE)
         queue(e, c, F_READ);
 }
 
 /* c's plan, its file bytes through a pipe (see the top of this file) when it is interleaved
  * and a pipe is free, or already holds some of them. */
-static int pipe_send(struct runtime *w, struct ep *e, struct conn *c)
+static int pipe_send(struct runtime *w, struct ep *e, struct engine_conn *c)
 {
     struct plan *p = c->out;
     struct pipepool_slot *ph = pipepool_slot(&e->pool, c->slot);
@@ -206,35 +205,42 @@ static int pipe_send(struct runtime *w, struct ep *e, struct conn *c)
     return rc;
 }
 
-static void ep_send(struct runtime *w, struct conn *c)
+/* Sends (the rest of) c->out; EPOLLOUT's edge calls it again. */
+static void send_out(struct runtime *w, struct ep *e, struct engine_conn *c)
 {
-    struct ep *e = w->engine_state;
     int rc = e->pool.slots ? pipe_send(w, e, c) : sendplan_now(c->fd, c->out);
     if (rc == -EAGAIN) {
-        ec(e, c)->flags |= F_WANT_OUT; /* EPOLLOUT's next edge resumes it */
+        c->flags |= F_WANT_OUT; /* EPOLLOUT's next edge resumes it */
         return;
     }
-    ec(e, c)->err = rc;
+    c->err = rc;
     queue(e, c, F_SENT);
 }
 
-static void ep_shutdown(struct runtime *w, struct conn *c)
+static void ep_send(struct runtime *w, struct engine_conn *c, struct plan *p)
+{
+    c->out = p;
+    send_out(w, w->engine_state, c);
+}
+
+static void ep_shutdown(struct runtime *w, struct engine_conn *c)
 {
     (void)w;
     shutdown(c->fd, SHUT_WR);
 }
 
-static void ep_close(struct runtime *w, struct conn *c)
+static void ep_close(struct runtime *w, struct engine_conn *c)
 {
     /* close() drops the fd from the epoll set; events already fetched for it are recognised
-     * by the CLOSING state now and by the generation once the slot is reused. */
+     * by F_CLOSING now and by the generation once the slot is reused. */
     struct ep *e = w->engine_state;
     close(c->fd);
     if (e->pool.slots)
         pipepool_release(&e->pool, c->slot, w->now); /* a pipe with bytes in it is closed */
-    ec(e, c)->flags &= ~(uint32_t)(F_WANT_OUT | F_READABLE);
-    if (ec(e, c)->flags & F_READ_WAIT)
-        ec(e, c)->flags |= F_CLOSE_WAIT; /* a thread still writes into the transport's buffer */
+    c->flags &= ~(uint32_t)(F_WANT_OUT | F_READABLE);
+    c->flags |= F_CLOSING;
+    if (c->flags & F_READ_WAIT)
+        c->flags |= F_CLOSE_WAIT; /* a thread still writes into the transport's buffer */
     else
         queue(e, c, F_CLOSED);
 }
@@ -247,7 +253,7 @@ static void read_job(struct offload_job *oj)
 }
 
 /* Hands a cold read to a reader thread: 0, or -errno when none can take it. */
-static int read_offload(struct runtime *w, struct ep *e, struct conn *c, int fd, void *buf,
+static int read_offload(struct runtime *w, struct ep *e, struct engine_conn *c, int fd, void *buf,
                         uint32_t len, uint64_t off)
 {
     if (!e->jobs && !(e->jobs = calloc(w->cfg->max_conns, sizeof(*e->jobs))))
@@ -258,11 +264,11 @@ static int read_offload(struct runtime *w, struct ep *e, struct conn *c, int fd,
     int rc = offload_submit(&e->readers, &j->job);
     if (rc < 0)
         return rc;
-    ec(e, c)->flags |= F_READ_WAIT;
+    c->flags |= F_READ_WAIT;
     return 0;
 }
 
-static void ep_read(struct runtime *w, struct conn *c, int fd, void *buf, uint32_t len,
+static void ep_read(struct runtime *w, struct engine_conn *c, int fd, void *buf, uint32_t len,
                     uint64_t off)
 {
     struct ep *e = w->engine_state;
@@ -273,7 +279,7 @@ static void ep_read(struct runtime *w, struct conn *c, int fd, void *buf, uint32
             return;
         n = pread(fd, buf, len, (off_t)off); /* no thread to be had: on the loop, as before */
     }
-    ec(e, c)->rres = n < 0 ? -errno : (int32_t)n;
+    c->rres = n < 0 ? -errno : (int32_t)n;
     queue(e, c, F_READ_DONE);
 }
 
@@ -284,14 +290,14 @@ static void collect_reads(struct runtime *w, struct ep *e)
     while (done) {
         struct rjob *j = (struct rjob *)done;
         done = done->next;
-        struct conn *c = &w->conns.slot[j->slot];
-        ec(e, c)->flags &= ~(uint32_t)F_READ_WAIT;
-        if (ec(e, c)->flags & F_CLOSE_WAIT) {
-            ec(e, c)->flags &= ~(uint32_t)F_CLOSE_WAIT;
+        struct engine_conn *c = engine_conn_at(&w->eslots, j->slot);
+        c->flags &= ~(uint32_t)F_READ_WAIT;
+        if (c->flags & F_CLOSE_WAIT) {
+            c->flags &= ~(uint32_t)F_CLOSE_WAIT;
             queue(e, c, F_CLOSED);
             continue;
         }
-        ec(e, c)->rres = j->res;
+        c->rres = j->res;
         queue(e, c, F_READ_DONE);
     }
 }
@@ -302,13 +308,12 @@ static bool accept_one(struct runtime *w, int fd, unsigned lst)
 {
     struct ep *e = w->engine_state;
     bool held;
-    struct conn *c = w->up->accepted(w, fd, lst, &held);
+    struct engine_conn *c = w->up->accepted(w, fd, lst, &held);
     if (!c) {
         if (!held)
             close(fd);
         return true;
     }
-    *ec(e, c) = (struct engine_conn){0};
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
                              .data.u64 = tag(K_CONN, c)};
     if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
@@ -362,14 +367,14 @@ static void accept_more(struct runtime *w, struct ep *e)
     }
 }
 
-static void do_read(struct runtime *w, struct ep *e, struct conn *c)
+static void do_read(struct runtime *w, struct ep *e, struct engine_conn *c)
 {
-    while (!(ec(e, c)->flags & F_RECV_OFF) && conn_open(c)) {
+    while (!(c->flags & (F_RECV_OFF | F_CLOSING))) {
         ssize_t n = recv(c->fd, e->buf, sizeof(e->buf), 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
-            ec(e, c)->flags &= ~(uint32_t)F_READABLE;
+            c->flags &= ~(uint32_t)F_READABLE;
             return;
         }
         w->up->received(w, c, e->buf, n < 0 ? -errno : n);
@@ -379,45 +384,44 @@ static void do_read(struct runtime *w, struct ep *e, struct conn *c)
          * the recv that would only say EAGAIN is skipped (one system call in three per
          * keep-alive request). Not once the FIN has been signalled: its edge has passed, and
          * only reading on finds the end of the stream. */
-        if ((size_t)n < sizeof(e->buf) && !(ec(e, c)->flags & F_HUP)) {
-            ec(e, c)->flags &= ~(uint32_t)F_READABLE;
+        if ((size_t)n < sizeof(e->buf) && !(c->flags & F_HUP)) {
+            c->flags &= ~(uint32_t)F_READABLE;
             return;
         }
     }
 }
 
-static void on_conn(struct runtime *w, struct ep *e, struct conn *c, uint32_t events)
+static void on_conn(struct runtime *w, struct ep *e, struct engine_conn *c, uint32_t events)
 {
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        ec(e, c)->flags |= F_READABLE;
+        c->flags |= F_READABLE;
         if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-            ec(e, c)->flags |= F_HUP;
+            c->flags |= F_HUP;
         do_read(w, e, c);
     }
-    if ((events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) && (ec(e, c)->flags & F_WANT_OUT) &&
-        conn_open(c)) {
-        ec(e, c)->flags &= ~(uint32_t)F_WANT_OUT;
-        ep_send(w, c);
+    if ((events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) && (c->flags & F_WANT_OUT) && live(c)) {
+        c->flags &= ~(uint32_t)F_WANT_OUT;
+        send_out(w, e, c);
     }
 }
 
 static void run_ready(struct runtime *w, struct ep *e)
 {
     while (e->ready) {
-        struct conn *c = e->ready;
-        e->ready = ec(e, c)->next;
-        uint32_t what = ec(e, c)->flags;
-        ec(e, c)->flags &= ~(uint32_t)(F_QUEUED | F_SENT | F_READ | F_CLOSED | F_READ_DONE);
+        struct engine_conn *c = e->ready;
+        e->ready = c->next;
+        uint32_t what = c->flags;
+        c->flags &= ~(uint32_t)(F_QUEUED | F_SENT | F_READ | F_CLOSED | F_READ_DONE);
         if (what & F_CLOSED) {
-            ec(e, c)->flags = 0;
+            c->flags = 0;
             w->up->closed(w, c);
             continue;
         }
-        if ((what & F_SENT) && conn_open(c))
-            w->up->sent(w, c, ec(e, c)->err);
-        if ((what & F_READ_DONE) && conn_open(c))
-            w->up->read_done(w, c, ec(e, c)->rres);
-        if ((what & F_READ) && (ec(e, c)->flags & F_READABLE))
+        if ((what & F_SENT) && live(c))
+            w->up->sent(w, c, c->err);
+        if ((what & F_READ_DONE) && live(c))
+            w->up->read_done(w, c, c->rres);
+        if ((what & F_READ) && (c->flags & F_READABLE))
             do_read(w, e, c);
     }
 }
@@ -451,8 +455,8 @@ static int ep_run(struct runtime *w)
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
                     return -errno;
             } else {
-                struct conn *c = &w->conns.slot[t.slot];
-                if (tag_is_current(t, c->gen) && conn_open(c))
+                struct engine_conn *c = engine_conn_at(&w->eslots, t.slot);
+                if (tag_is_current(t, c->gen) && live(c))
                     on_conn(w, e, c, events[i].events);
             }
         }

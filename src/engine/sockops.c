@@ -4,11 +4,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "conn/conn.h"
 #include "core/peer.h"
+#include "engine/engine.h"
 #include "engine/ktls.h"
 
-void sockops_peer(struct runtime *w, struct conn *c, struct peer *out)
+void sockops_peer(struct runtime *w, struct engine_conn *c, struct peer *out)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
@@ -19,7 +19,7 @@ void sockops_peer(struct runtime *w, struct conn *c, struct peer *out)
         peer_set(out, NULL, 0);
 }
 
-int sockops_ktls(struct runtime *w, struct conn *c, const void *keys, size_t len)
+int sockops_ktls(struct runtime *w, struct engine_conn *c, const void *keys, size_t len)
 {
     (void)w;
     return keys ? ktls_send_keys(c->fd, keys, len) : ktls_attach(c->fd);

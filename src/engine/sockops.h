@@ -9,15 +9,15 @@
 #include <stddef.h>
 
 struct runtime;
-struct conn;
+struct engine_conn;
 struct peer;
 
 /* getpeername on c's socket into *out (unknown when it fails). */
-void sockops_peer(struct runtime *w, struct conn *c, struct peer *out);
+void sockops_peer(struct runtime *w, struct engine_conn *c, struct peer *out);
 
 /* Kernel TLS on c's socket (engine/ktls.h): keys NULL attaches the ULP, else installs the send
  * keys. 0 or -errno. */
-int sockops_ktls(struct runtime *w, struct conn *c, const void *keys, size_t len);
+int sockops_ktls(struct runtime *w, struct engine_conn *c, const void *keys, size_t len);
 
 /* close(fd): a socket accepted and given up before it became a connection. */
 void sockops_drop(struct runtime *w, int fd);

@@ -48,6 +48,10 @@ struct udp_upcall {
 struct udp_sender {
     int (*send)(void *ctx, const struct sockaddr *to, socklen_t tolen, const uint8_t *buf,
                 size_t len, size_t seg, bool gso);
+    /* A buffer of UDP_SEND_MAX bytes the caller may build its next send in, so that send takes
+     * it without the copy (it stays the sender's, lent again until a send takes it), or NULL
+     * (none free). */
+    uint8_t *(*lend)(void *ctx);
 };
 
 struct udp_port {
@@ -104,6 +108,16 @@ void udp_port_flush(struct udp_port *p);
  * dropped); a queued send's failure is counted when it ends. */
 int udp_port_send(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
                   const uint8_t *buf, size_t len, size_t seg);
+/* Where the caller may build its next udp_port_send (UDP_SEND_MAX bytes): a buffer the
+ * engine's sender lends (io_uring: the copy it would make for the kernel, which reads it at the
+ * turn's submission), so that a send from it costs no copy; NULL when there is none (epoll, or
+ * every copy in flight): the caller's own. Lent until a send is given it; a send of other bytes
+ * in between does not take it. */
+static inline uint8_t *udp_port_buffer(struct udp_port *p)
+{
+    return p->sender && p->sender->lend ? p->sender->lend(p->sender_ctx) : NULL;
+}
+
 /* The engine's sender reports one send of len bytes (seg: its UDP_SEGMENT size, 0 without)
  * that ended with res (bytes, or -errno): counted; a GSO send the route refused (EIO) turns
  * GSO off and goes again at once, one datagram a sendmsg. buf is still the sender's. */

@@ -45,7 +45,6 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "conn/conn.h"
 #include "engine/caps.h"
 #include "engine/sendplan.h"
 #include "engine/sockops.h"
@@ -235,31 +234,31 @@ static void retick(struct runtime *w, struct uring *u)
 /* A new connection's first recv is single-shot: a client that sends one request with
  * Connection: close then needs no cancellation before its close. From the second recv on, the
  * connection has shown it stays, and its recv becomes multishot. */
-static void arm_recv(struct uring *u, struct conn *c)
+static void arm_recv(struct uring *u, struct engine_conn *c)
 {
     struct io_uring_sqe *sqe = conn_sqe(u, c, OP_RECV);
-    if (uc(u, c)->flags & F_MULTI)
+    if (c->flags & F_MULTI)
         io_uring_prep_recv_multishot(sqe, c->fd, NULL, 0, 0);
     else
         io_uring_prep_recv(sqe, c->fd, NULL, BUF_SIZE, 0);
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = BGID;
-    uc(u, c)->flags |= F_RECV;
+    c->flags |= F_RECV;
 }
 
-static void make_ready(struct uring *u, struct conn *c, uint32_t what)
+static void make_ready(struct uring *u, struct engine_conn *c, uint32_t what)
 {
-    if (!(uc(u, c)->flags & F_READY)) {
-        uc(u, c)->next = u->ready;
+    if (!(c->flags & F_READY)) {
+        c->next = u->ready;
         u->ready = c;
     }
-    uc(u, c)->flags |= F_READY | what;
+    c->flags |= F_READY | what;
 }
 
-static void submit_close(struct runtime *w, struct uring *u, struct conn *c)
+static void submit_close(struct runtime *w, struct uring *u, struct engine_conn *c)
 {
     uring_splice_drop(w, u, c); /* nothing is in flight: the pipe is c's to give back */
-    uc(u, c)->flags |= F_CLOSE_SENT;
+    c->flags |= F_CLOSE_SENT;
     if (u->cqe_skip) {
         /* Nothing else is in flight, so the slot is free once the close is queued; only a
          * failed close posts a completion, and its generation is stale by then. */
@@ -274,40 +273,40 @@ static void submit_close(struct runtime *w, struct uring *u, struct conn *c)
 }
 
 /* A completion for c arrived; when it was the last one of a closing connection, close. */
-static void op_done(struct runtime *w, struct uring *u, struct conn *c)
+static void op_done(struct runtime *w, struct uring *u, struct engine_conn *c)
 {
-    assert(uc(u, c)->inflight > 0);
-    uc(u, c)->inflight--;
-    if ((uc(u, c)->flags & F_CLOSING) && uc(u, c)->inflight == 0) {
-        if (!(uc(u, c)->flags & F_CLOSE_SENT))
+    assert(c->inflight > 0);
+    c->inflight--;
+    if ((c->flags & F_CLOSING) && c->inflight == 0) {
+        if (!(c->flags & F_CLOSE_SENT))
             submit_close(w, u, c);
         else
             w->up->closed(w, c);
     }
 }
 
-static void uring_recv(struct runtime *w, struct conn *c, bool on)
+static void uring_recv(struct runtime *w, struct engine_conn *c, bool on)
 {
     struct uring *u = w->engine_state;
     if (on)
-        uc(u, c)->flags &= ~(uint32_t)F_RECV_OFF;
+        c->flags &= ~(uint32_t)F_RECV_OFF;
     else
-        uc(u, c)->flags |= F_RECV_OFF;
-    if (uc(u, c)->flags & F_CLOSING)
+        c->flags |= F_RECV_OFF;
+    if (c->flags & F_CLOSING)
         return;
-    if (on && !(uc(u, c)->flags & F_RECV)) {
+    if (on && !(c->flags & F_RECV)) {
         arm_recv(u, c);
-    } else if (!on && (uc(u, c)->flags & (F_RECV | F_RECV_CANCEL)) == F_RECV) {
+    } else if (!on && (c->flags & (F_RECV | F_RECV_CANCEL)) == F_RECV) {
         struct io_uring_sqe *sqe = conn_sqe(u, c, OP_CANCEL);
         io_uring_prep_cancel64(sqe, ud(OP_RECV, c), 0);
-        uc(u, c)->flags |= F_RECV_CANCEL;
+        c->flags |= F_RECV_CANCEL;
     }
     /* on while a cancellation is pending: the recv's final completion re-arms (no F_RECV_OFF). */
 }
 
-static void uring_send(struct runtime *w, struct conn *c)
+/* Sends (the rest of) c->out: at its start, after a short send, once the socket is writable. */
+static void send_out(struct runtime *w, struct uring *u, struct engine_conn *c)
 {
-    struct uring *u = w->engine_state;
     struct plan *p = c->out;
 
     bool splice_mode = u->xfers != NULL;
@@ -331,7 +330,7 @@ static void uring_send(struct runtime *w, struct conn *c)
         /* Finished (or failed) synchronously: report from the loop, not from inside conn. */
         if (u->xfers)
             u->xfers[c->slot].flags &= ~(uint32_t)X_SENDFILE;
-        uc(u, c)->err = rc;
+        c->err = rc;
         make_ready(u, c, F_SENT);
         return;
     }
@@ -351,15 +350,21 @@ static void uring_send(struct runtime *w, struct conn *c)
     }
 }
 
-static void uring_close(struct runtime *w, struct conn *c)
+static void uring_send(struct runtime *w, struct engine_conn *c, struct plan *p)
+{
+    c->out = p;
+    send_out(w, w->engine_state, c);
+}
+
+static void uring_close(struct runtime *w, struct engine_conn *c)
 {
     struct uring *u = w->engine_state;
-    if (uc(u, c)->flags & F_CLOSING)
+    if (c->flags & F_CLOSING)
         return;
-    uc(u, c)->flags |= F_CLOSING;
+    c->flags |= F_CLOSING;
     if (u->xfers)
         uring_splice_unwait(w, u, c); /* no pipe may be granted to a closing connection */
-    if (uc(u, c)->inflight == 0) {
+    if (c->inflight == 0) {
         submit_close(w, u, c);
         return;
     }
@@ -371,31 +376,31 @@ static void uring_close(struct runtime *w, struct conn *c)
         sqe = conn_sqe(u, c, OP_CANCEL);
         io_uring_prep_cancel64(sqe, ud(OP_SPLICE_IN, c), 0);
     }
-    if (uc(u, c)->flags & F_FREAD) /* a file read too: its buffer lives until conn_closed */
+    if (c->flags & F_FREAD) /* a file read too: its buffer lives until conn_closed */
         io_uring_prep_cancel64(conn_sqe(u, c, OP_CANCEL), ud(OP_FREAD, c), 0);
 }
 
 /* A transport's file read: at once from the page cache, reported from the loop (run_ready);
  * else one READ, reported by on_fread. */
-static void uring_read(struct runtime *w, struct conn *c, int fd, void *buf, uint32_t len,
+static void uring_read(struct runtime *w, struct engine_conn *c, int fd, void *buf, uint32_t len,
                        uint64_t off)
 {
     struct uring *u = w->engine_state;
     struct iovec iov = {buf, len};
     ssize_t n = preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT);
     if (n >= 0 || (errno != EAGAIN && errno != EOPNOTSUPP)) {
-        uc(u, c)->rres = n < 0 ? -errno : (int32_t)n;
+        c->rres = n < 0 ? -errno : (int32_t)n;
         make_ready(u, c, F_FREAD_DONE);
         return;
     }
     io_uring_prep_read(conn_sqe(u, c, OP_FREAD), fd, buf, len, off);
-    uc(u, c)->flags |= F_FREAD;
+    c->flags |= F_FREAD;
 }
 
-static void on_fread(struct runtime *w, struct uring *u, struct conn *c, int res)
+static void on_fread(struct runtime *w, struct uring *u, struct engine_conn *c, int res)
 {
-    uc(u, c)->flags &= ~(uint32_t)F_FREAD;
-    if (uc(u, c)->flags & F_CLOSING) {
+    c->flags &= ~(uint32_t)F_FREAD;
+    if (c->flags & F_CLOSING) {
         op_done(w, u, c); /* may release the slot: c is not touched after */
         return;
     }
@@ -403,10 +408,10 @@ static void on_fread(struct runtime *w, struct uring *u, struct conn *c, int res
     w->up->read_done(w, c, res);
 }
 
-static void uring_shutdown(struct runtime *w, struct conn *c)
+static void uring_shutdown(struct runtime *w, struct engine_conn *c)
 {
     struct uring *u = w->engine_state;
-    if (!(uc(u, c)->flags & F_CLOSING))
+    if (!(c->flags & F_CLOSING))
         io_uring_prep_shutdown(conn_sqe(u, c, OP_SHUTDOWN), c->fd, SHUT_WR);
 }
 
@@ -415,11 +420,9 @@ static void uring_shutdown(struct runtime *w, struct conn *c)
 static bool accept_one(struct runtime *w, int fd, unsigned lst)
 {
     bool held;
-    struct conn *c = w->up->accepted(w, fd, lst, &held);
+    struct engine_conn *c = w->up->accepted(w, fd, lst, &held);
     if (c) {
-        struct uring *u = w->engine_state;
-        *uc(u, c) = (struct engine_conn){0};
-        arm_recv(u, c);
+        arm_recv(w->engine_state, c); /* conn zeroed the engine's part of c with the slot */
     } else if (!held)
         close(fd); /* full of busy connections */
     return true;
@@ -486,37 +489,37 @@ static void recycle(struct uring *u, unsigned bid)
     u->buf_returned++;
 }
 
-static void on_recv(struct runtime *w, struct uring *u, struct conn *c,
+static void on_recv(struct runtime *w, struct uring *u, struct engine_conn *c,
                     const struct io_uring_cqe *cqe)
 {
     int res = cqe->res;
     bool more = cqe->flags & IORING_CQE_F_MORE;
     if (!more) /* before conn sees the data, so it does not cancel a finished recv */
-        uc(u, c)->flags &= ~(uint32_t)(F_RECV | F_RECV_CANCEL);
+        c->flags &= ~(uint32_t)(F_RECV | F_RECV_CANCEL);
     if (res > 0) {
         unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-        if (!(uc(u, c)->flags & F_CLOSING))
+        if (!(c->flags & F_CLOSING))
             w->up->received(w, c, u->bufs + (size_t)bid * BUF_SIZE, res);
         recycle(u, bid);
     } else if (res == 0 || (res < 0 && res != -ENOBUFS && res != -ECANCELED)) {
-        if (!(uc(u, c)->flags & F_CLOSING))
+        if (!(c->flags & F_CLOSING))
             w->up->received(w, c, NULL, res);
     }
     if (!more) {
         if (res > 0)
-            uc(u, c)->flags |= F_MULTI;
+            c->flags |= F_MULTI;
         /* ENOBUFS, a cancellation we no longer want, or the kernel ending the multishot for
          * its own reasons: keep receiving if conn still wants to. */
         bool again = res > 0 || res == -ENOBUFS || res == -ECANCELED;
-        if (again && !(uc(u, c)->flags & (F_CLOSING | F_RECV | F_RECV_OFF)))
+        if (again && !(c->flags & (F_CLOSING | F_RECV | F_RECV_OFF)))
             arm_recv(u, c);
         op_done(w, u, c);
     }
 }
 
-static void on_send(struct runtime *w, struct uring *u, struct conn *c, int res)
+static void on_send(struct runtime *w, struct uring *u, struct engine_conn *c, int res)
 {
-    if (uc(u, c)->flags & F_CLOSING) {
+    if (c->flags & F_CLOSING) {
         op_done(w, u, c);
         return;
     }
@@ -529,14 +532,15 @@ static void on_send(struct runtime *w, struct uring *u, struct conn *c, int res)
     if (plan_done(c->out))
         w->up->sent(w, c, 0);
     else
-        uring_send(w, c); /* short send: continue where it stopped */
+        send_out(w, u, c); /* short send: continue where it stopped */
 }
 
 /* A splice of c's completed: the walk records it, and goes on once the step is complete. */
-static void on_splice(struct runtime *w, struct uring *u, struct conn *c, enum op op, int res)
+static void on_splice(struct runtime *w, struct uring *u, struct engine_conn *c, enum op op,
+                      int res)
 {
     uring_splice_result(u, c, op, res);
-    if (uc(u, c)->flags & F_CLOSING) {
+    if (c->flags & F_CLOSING) {
         op_done(w, u, c); /* may release the slot: c is not touched after */
         return;
     }
@@ -582,10 +586,11 @@ static void handle(struct runtime *w, struct uring *u, const struct io_uring_cqe
     default:
         break;
     }
-    struct conn *c = t.slot < w->cfg->max_conns ? &w->conns.slot[t.slot] : NULL;
-    if (!c || c->state == CONN_FREE || !tag_is_current(t, c->gen)) {
+    struct engine_conn *c = t.slot < w->cfg->max_conns ? engine_conn_at(&w->eslots, t.slot) : NULL;
+    if (!c || !tag_is_current(t, c->gen)) {
         /* Stale: cannot happen while slots wait for their last completion, but a buffer it
-         * carries must still go back. */
+         * carries must still go back. A free slot's generation has moved on (conn changes it
+         * as the slot is given back), so its tags are stale too. */
         if (cqe->flags & IORING_CQE_F_BUFFER)
             recycle(u, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
         return;
@@ -601,12 +606,12 @@ static void handle(struct runtime *w, struct uring *u, const struct io_uring_cqe
         if (u->xfers)
             pipepool_unpark(&u->pool, c->slot); /* before op_done, which may free the slot */
         op_done(w, u, c);
-        if (uc(u, c)->flags & F_CLOSING)
+        if (c->flags & F_CLOSING)
             break;
         if (cqe->res < 0)
             w->up->sent(w, c, cqe->res);
         else if (!uring_splice_flush(w, u, c))
-            uring_send(w, c);
+            send_out(w, u, c);
         break;
     case OP_SPLICE_IN:
     case OP_SPLICE_OUT:
@@ -629,18 +634,18 @@ static void handle(struct runtime *w, struct uring *u, const struct io_uring_cqe
 static void run_ready(struct runtime *w, struct uring *u)
 {
     while (u->ready) {
-        struct conn *c = u->ready;
-        u->ready = uc(u, c)->next;
-        uint32_t what = uc(u, c)->flags;
-        uc(u, c)->flags &= ~(uint32_t)(F_READY | F_SENT | F_CLOSED | F_FREAD_DONE);
+        struct engine_conn *c = u->ready;
+        u->ready = c->next;
+        uint32_t what = c->flags;
+        c->flags &= ~(uint32_t)(F_READY | F_SENT | F_CLOSED | F_FREAD_DONE);
         if (what & F_CLOSED) {
             w->up->closed(w, c);
             continue;
         }
         if ((what & F_SENT) && !(what & F_CLOSING))
-            w->up->sent(w, c, uc(u, c)->err);
-        if ((what & F_FREAD_DONE) && !(uc(u, c)->flags & F_CLOSING))
-            w->up->read_done(w, c, uc(u, c)->rres);
+            w->up->sent(w, c, c->err);
+        if ((what & F_FREAD_DONE) && !(c->flags & F_CLOSING))
+            w->up->read_done(w, c, c->rres);
     }
 }
 

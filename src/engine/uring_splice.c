@@ -103,7 +103,7 @@ static void note_short_pipes(struct runtime *w, struct uring *u)
                    w->id, u->pool.bytes >> 10);
 }
 
-static void splice_step(struct uring *u, struct conn *c);
+static void splice_step(struct uring *u, struct engine_conn *c);
 
 /* Hands free (or newly made, or taken) pipes to waiting connections, oldest first. */
 static void grant_waiters(struct runtime *w, struct uring *u)
@@ -111,12 +111,12 @@ static void grant_waiters(struct runtime *w, struct uring *u)
     int64_t slot;
     while ((slot = pipepool_grant(&u->pool)) >= 0) {
         stat_add(&w->stats.pipe_waits_done, 1);
-        splice_step(u, &w->conns.slot[slot]);
+        splice_step(u, engine_conn_at(&w->eslots, slot));
     }
     note_short_pipes(w, u);
 }
 
-void uring_splice_unwait(struct runtime *w, struct uring *u, struct conn *c)
+void uring_splice_unwait(struct runtime *w, struct uring *u, struct engine_conn *c)
 {
     if (pipepool_unwait(&u->pool, c->slot))
         stat_add(&w->stats.pipe_waits_done, 1);
@@ -125,7 +125,7 @@ void uring_splice_unwait(struct runtime *w, struct uring *u, struct conn *c)
 /* Drops c's claim on the pool: out of the wait queue, its pipe back to the pool when provably
  * empty, else closed (a dirty pipe would put another response's bytes on a socket). No splice
  * of c may be in flight. */
-void uring_splice_drop(struct runtime *w, struct uring *u, struct conn *c)
+void uring_splice_drop(struct runtime *w, struct uring *u, struct engine_conn *c)
 {
     if (!u->xfers)
         return;
@@ -148,7 +148,7 @@ void uring_splice_drop(struct runtime *w, struct uring *u, struct conn *c)
  * "h2uring"). Without a scratch pipe the fill is the whole run and the frames go by
  * sendplan_pipe.
  */
-static void walk_fill(struct uring *u, struct conn *c)
+static void walk_fill(struct uring *u, struct engine_conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
     struct pipepool_slot *ph = ps(u, c);
@@ -174,7 +174,7 @@ static void walk_fill(struct uring *u, struct conn *c)
 /* One step with a pipe held and no splice in flight. An interleaved plan, or one whose cursor
  * is still at memory: walk_fill. A file segment: flush what the pipe holds, else read up to a
  * pipe-full and send it (two linked SQEs). */
-static void splice_step(struct uring *u, struct conn *c)
+static void splice_step(struct uring *u, struct engine_conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
     struct pipepool_slot *ph = ps(u, c);
@@ -213,7 +213,7 @@ static void splice_step(struct uring *u, struct conn *c)
 }
 
 /* The current segment is a file range: splice it, queueing for a pipe when none is free. */
-bool uring_splice_send(struct runtime *w, struct uring *u, struct conn *c)
+bool uring_splice_send(struct runtime *w, struct uring *u, struct engine_conn *c)
 {
     uint32_t robbed;
     if (!ps(u, c)->pipe) {
@@ -233,7 +233,7 @@ bool uring_splice_send(struct runtime *w, struct uring *u, struct conn *c)
 
 /* c's pipe is empty and no splice of c is in flight: the pipe goes back to the pool (to a
  * waiter first), then c's plan is reported done or goes on through uring_send. */
-static void pipe_put_go_on(struct runtime *w, struct uring *u, struct conn *c)
+static void pipe_put_go_on(struct runtime *w, struct uring *u, struct engine_conn *c)
 {
     u->xfers[c->slot].flags = 0;
     pipepool_put(&u->pool, c->slot, w->now);
@@ -241,12 +241,12 @@ static void pipe_put_go_on(struct runtime *w, struct uring *u, struct conn *c)
     if (plan_done(c->out))
         w->up->sent(w, c, 0);
     else
-        engine_uring.send(w, c);
+        engine_uring.send(w, c, c->out);
 }
 
 /* The socket took less than offered: wait for POLLOUT, parked (whoever needs a pipe until
  * then may take c's: someone does now if anyone waits). */
-static void park_until_writable(struct runtime *w, struct uring *u, struct conn *c)
+static void park_until_writable(struct runtime *w, struct uring *u, struct engine_conn *c)
 {
     io_uring_prep_poll_add(conn_sqe(u, c, OP_POLL), c->fd, POLLOUT);
     pipepool_park(&u->pool, c->slot);
@@ -255,7 +255,7 @@ static void park_until_writable(struct runtime *w, struct uring *u, struct conn 
 }
 
 /* Both splices of a step have completed: report, continue, or wait for the socket. */
-static void splice_next(struct runtime *w, struct uring *u, struct conn *c)
+static void splice_next(struct runtime *w, struct uring *u, struct engine_conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
     struct pipepool_slot *ph = ps(u, c);
@@ -281,7 +281,7 @@ static void splice_next(struct runtime *w, struct uring *u, struct conn *c)
         pipepool_put(&u->pool, c->slot, w->now);
         grant_waiters(w, u);
         if (!uring_splice_send(w, u, c))
-            engine_uring.send(w, c);
+            engine_uring.send(w, c, c->out);
         return;
     }
     splice_step(u, c);
@@ -291,7 +291,7 @@ static void splice_next(struct runtime *w, struct uring *u, struct conn *c)
  * pipe, which becomes c's (the emptied pipe is the next scratch): the plan from its cursor in
  * order, for sendplan_drain. Page references move from pipe to pipe: no disk read, no copy.
  * False, c's pipe untouched, when there is no scratch pipe (its bytes go by sendplan_pipe). */
-static bool walk_compose(struct runtime *w, struct uring *u, struct conn *c, int *rc)
+static bool walk_compose(struct runtime *w, struct uring *u, struct engine_conn *c, int *rc)
 {
     struct pipepool_slot *ph = ps(u, c);
     struct pipepool_pipe *t = pipepool_scratch(&u->pool);
@@ -317,7 +317,7 @@ static bool walk_compose(struct runtime *w, struct uring *u, struct conn *c, int
  * loop (non-blocking, no disk read: the bytes are in the pipe), composed with their headers
  * (walk_compose, then sendplan_drain) or, raw, by sendplan_pipe; then the plan is done, waits
  * for the socket (parked, as a splice pair does), or has the emptied pipe filled again. */
-static void walk_next(struct runtime *w, struct uring *u, struct conn *c)
+static void walk_next(struct runtime *w, struct uring *u, struct engine_conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
     struct pipepool_slot *ph = ps(u, c);
@@ -362,12 +362,14 @@ void uring_splice_unstall(struct runtime *w, struct uring *u)
     while ((slot = pipepool_stalled(&u->pool, w->now, PIPE_WAIT_MAX)) >= 0) {
         stat_add(&w->stats.pipe_waits_done, 1);
         u->xfers[slot].flags |= X_SENDFILE;
-        engine_uring.send(w, &w->conns.slot[slot]);
+        struct engine_conn *c = engine_conn_at(&w->eslots, slot);
+        engine_uring.send(w, c, c->out);
     }
 }
 
 /* The pipe -> socket part of a step returned res. */
-static void splice_out_done(struct xfer *x, struct pipepool_slot *ph, struct conn *c, int res)
+static void splice_out_done(struct xfer *x, struct pipepool_slot *ph, struct engine_conn *c,
+                            int res)
 {
     if (res > 0) {
         ph->in_pipe -= (uint32_t)res;
@@ -388,7 +390,7 @@ static void splice_out_done(struct xfer *x, struct pipepool_slot *ph, struct con
  * loop. Those bytes are in memory already, so the io-wq round trip an IORING_OP_SPLICE always
  * takes (the kernel never issues one inline) buys nothing; with TCP_NOTSENT_LOWAT most of a
  * large file leaves by such flushes. False when c has no such bytes. */
-bool uring_splice_flush(struct runtime *w, struct uring *u, struct conn *c)
+bool uring_splice_flush(struct runtime *w, struct uring *u, struct engine_conn *c)
 {
     struct xfer *x = u->xfers ? &u->xfers[c->slot] : NULL;
     struct pipepool_slot *ph = x ? ps(u, c) : NULL;
@@ -411,7 +413,7 @@ bool uring_splice_flush(struct runtime *w, struct uring *u, struct conn *c)
     return true;
 }
 
-void uring_splice_result(struct uring *u, struct conn *c, enum op op, int res)
+void uring_splice_result(struct uring *u, struct engine_conn *c, enum op op, int res)
 {
     struct xfer *x = &u->xfers[c->slot];
     struct pipepool_slot *ph = ps(u, c);
@@ -431,7 +433,7 @@ void uring_splice_result(struct uring *u, struct conn *c, enum op op, int res)
     }
 }
 
-void uring_splice_continue(struct runtime *w, struct uring *u, struct conn *c)
+void uring_splice_continue(struct runtime *w, struct uring *u, struct engine_conn *c)
 {
     struct xfer *x = &u->xfers[c->slot];
     if (x->flags & (X_IN | X_OUT))

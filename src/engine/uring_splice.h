@@ -11,7 +11,7 @@
 #include "engine/uring_state.h"
 
 struct runtime;
-struct conn;
+struct engine_conn;
 
 /* Sets up the per-slot state and the pool (pipes are made on first use) when --file-send
  * splice is on and the kernel has IORING_OP_SPLICE; u->xfers stays NULL otherwise. -errno. */
@@ -20,26 +20,26 @@ void uring_splice_release(struct runtime *w, struct uring *u);
 
 /* c's current segment is a file range (or its plan is interleaved): splices it, queueing for a
  * pipe when none is free. False when no pipe could be made at all: send by sendfile instead. */
-bool uring_splice_send(struct runtime *w, struct uring *u, struct conn *c);
+bool uring_splice_send(struct runtime *w, struct uring *u, struct engine_conn *c);
 
 /* Takes c out of the queue of connections waiting for a pipe. */
-void uring_splice_unwait(struct runtime *w, struct uring *u, struct conn *c);
+void uring_splice_unwait(struct runtime *w, struct uring *u, struct engine_conn *c);
 
 /* Drops c's claim on the pool (queue, pipe); no splice of c may be in flight. */
-void uring_splice_drop(struct runtime *w, struct uring *u, struct conn *c);
+void uring_splice_drop(struct runtime *w, struct uring *u, struct engine_conn *c);
 
 /* After POLLOUT: sends what c's pipe still holds from the loop and goes on. False when c has
  * no such bytes (the plan goes on through engine_uring.send). */
-bool uring_splice_flush(struct runtime *w, struct uring *u, struct conn *c);
+bool uring_splice_flush(struct runtime *w, struct uring *u, struct engine_conn *c);
 
 /* Once per loop turn while connections wait: those that waited too long go by sendfile. */
 void uring_splice_unstall(struct runtime *w, struct uring *u);
 
 /* A splice of c's (OP_SPLICE_IN or OP_SPLICE_OUT) completed with res: recorded. */
-void uring_splice_result(struct uring *u, struct conn *c, enum op op, int res);
+void uring_splice_result(struct uring *u, struct engine_conn *c, enum op op, int res);
 
 /* After uring_splice_result, c not closing: once both splices of the step are in, reports,
  * continues or waits for the socket. */
-void uring_splice_continue(struct runtime *w, struct uring *u, struct conn *c);
+void uring_splice_continue(struct runtime *w, struct uring *u, struct engine_conn *c);
 
 #endif

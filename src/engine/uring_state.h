@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 
-#include "conn/conn.h"
+#include "engine/engine.h"
 #include "engine/pipepool.h"
 #include "engine/sqe.h"
 #include "engine/tag.h"
@@ -73,7 +73,7 @@ struct uring {
     struct __kernel_timespec tick; /* read by the kernel when the TIMEOUT is submitted */
     uint64_t tick_due;             /* when the armed TIMEOUT fires (CLOCK_MONOTONIC, ns) */
     int tick_ms;                   /* and the wait it was armed with */
-    struct conn *ready;            /* connections with a completion to report from the loop */
+    struct engine_conn *ready;     /* connections with a completion to report from the loop */
     /* --file-send splice; xfers is NULL in sendfile mode */
     struct xfer *xfers;
     struct pipepool pool;  /* its pipes; pool.slots is NULL until set up */
@@ -111,20 +111,13 @@ static inline int buf_ring_setup(struct io_uring *ring, unsigned bgid, unsigned 
     return 0;
 }
 
-/* The engine's state of c (flags F_*, err for F_SENT, next on the ready list). */
-static inline struct engine_conn *uc(struct uring *u, struct conn *c)
-{
-    (void)u;
-    return &c->eng;
-}
-
-static inline struct pipepool_slot *ps(struct uring *u, const struct conn *c)
+static inline struct pipepool_slot *ps(struct uring *u, const struct engine_conn *c)
 {
     return pipepool_slot(&u->pool, c->slot);
 }
 
 /* An operation's user_data (engine/tag.h): for c, or for the worker when c is NULL. */
-static inline uint64_t ud(enum op op, const struct conn *c)
+static inline uint64_t ud(enum op op, const struct engine_conn *c)
 {
     return c ? tag_encode(op, c->gen, c->slot) : tag_encode(op, 0, 0);
 }
@@ -135,11 +128,11 @@ static inline struct io_uring_sqe *get_sqe(struct uring *u)
 }
 
 /* Every SQE prepared for a connection counts until its final CQE. */
-static inline struct io_uring_sqe *conn_sqe(struct uring *u, struct conn *c, enum op op)
+static inline struct io_uring_sqe *conn_sqe(struct uring *u, struct engine_conn *c, enum op op)
 {
     struct io_uring_sqe *sqe = get_sqe(u);
     io_uring_sqe_set_data64(sqe, ud(op, c));
-    uc(u, c)->inflight++;
+    c->inflight++;
     return sqe;
 }
 

@@ -24,10 +24,11 @@ void uring_udp_complete(struct runtime *w, struct uring *u, const struct io_urin
 void uring_udp_flush(struct runtime *w, struct uring *u);
 void uring_udp_stop(struct uring *u);
 
-/* Sends: the port's sender (udp.h), each udp_port_send copied into one of a pool of slots and
- * prepared as SENDMSG operations (one with UDP_SEGMENT, or one per datagram without GSO) that
- * the loop turn's one submission carries; MSG_DONTWAIT, so a full socket buffer drops them as
- * sendmsg would. The slot goes back when its last completes. 0, or -ENOMEM. */
+/* Sends: the port's sender (udp.h), each udp_port_send copied into one of a pool of slots (or
+ * built in the one the port lent, udp_port_buffer: no copy) and prepared as SENDMSG operations (one
+ * with UDP_SEGMENT, or one per datagram without GSO) that the loop turn's one submission carries;
+ * MSG_DONTWAIT, so a full socket buffer drops them as sendmsg would. The slot goes back when its
+ * last completes. 0, or -ENOMEM. */
 int uring_udp_tx_start(struct runtime *w, struct uring *u);
 /* One completion of a send (OP_UDP_SEND) of the slot the tag names. */
 void uring_udp_sent(struct runtime *w, struct uring *u, const struct io_uring_cqe *cqe,

@@ -275,6 +275,14 @@ static ngtcp2_path path_to(struct quic_ep *ep, const struct sockaddr *peer, sock
     };
 }
 
+/* Where conn_write builds a batch: in the engine's own send buffer when the port lends one
+ * (io_uring then sends it without a copy), else in the endpoint's. */
+static uint8_t *batch_buf(struct quic_ep *ep)
+{
+    uint8_t *b = udp_port_buffer(ep->port);
+    return b ? b : ep->out;
+}
+
 /* Sends the batch [buf, end) to where its packets go. */
 static void send_batch(struct quic_ep *ep, const ngtcp2_path *to, const uint8_t *buf,
                        const uint8_t *end, size_t mtu)
@@ -306,7 +314,7 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
         cap = MTU_MAX;
     if (cap < mtu)
         cap = mtu;
-    uint8_t *buf = ep->out, *p = buf;
+    uint8_t *buf = batch_buf(ep), *p = buf;
     size_t npkts = 0, total = 0;
     for (;;) {
         int64_t sid = -1;
@@ -356,7 +364,7 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
             send_batch(ep, &batch_ps.path, buf, p, mtu);
             send_to(ep, (const struct sockaddr *)ps.path.remote.addr, ps.path.remote.addrlen, p,
                     (size_t)n, 0);
-            p = buf;
+            p = buf = batch_buf(ep); /* a lent buffer went with the batch */
             npkts = 0;
             if (++total == WRITE_MAX) {
                 ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
@@ -369,8 +377,9 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
         } else if (!ngtcp2_path_eq(&batch_ps.path, &ps.path)) {
             /* Another address: what is batched goes first, the new packet opens a batch. */
             send_batch(ep, &batch_ps.path, buf, p, mtu);
-            memmove(buf, p, (size_t)n);
-            p = buf;
+            uint8_t *next = batch_buf(ep); /* buf itself, unless it was lent and went */
+            memmove(next, p, (size_t)n);
+            p = buf = next;
             npkts = 0;
             ngtcp2_path_copy(&batch_ps.path, &ps.path);
         }
@@ -380,7 +389,7 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
         /* GSO: every datagram but the last of a batch is mtu long; a short one ends it. */
         if ((size_t)n < mtu || npkts == UDP_GSO_MAX || total == WRITE_MAX) {
             send_batch(ep, &batch_ps.path, buf, p, mtu);
-            p = buf;
+            p = buf = batch_buf(ep);
             npkts = 0;
             if (total == WRITE_MAX) {
                 /* Enough for one turn: the next ACK or the timer brings the rest, and other

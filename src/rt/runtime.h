@@ -19,6 +19,7 @@
 #define RT_RUNTIME_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rt/accesslog.h"
@@ -102,6 +103,15 @@ struct listener {
 
 struct udp_port;
 
+/* Where a worker's engine records (engine/engine.h's struct engine_conn) are: slot i's at
+ * base + i * stride. conn embeds one in each of its slots and fills this with them
+ * (conn_pool_init), so that an engine goes from a tag's slot to the record without knowing the
+ * connection around it. */
+struct engine_slots {
+    unsigned char *base;
+    size_t stride;
+};
+
 /* The layers below call theirs `w` (the worker's world, as they called the whole worker before
  * issue 26 narrowed what they see). */
 struct runtime {
@@ -111,6 +121,7 @@ struct runtime {
     const struct engine_upcalls *up; /* what the engine calls upward (worker.c installs it) */
     const struct engine_caps *caps;  /* what the kernel offers, probed once before the workers */
     void *engine_state;
+    struct engine_slots eslots; /* conn's records for the engine (set with w->conns.slot) */
     /* The worker's listening sockets (struct worker owns them: it closes them in a drain and
      * hands them over): engines accept on each, their tags carry the index, and conn gives a
      * connection its listener's transport. Read-only here. */

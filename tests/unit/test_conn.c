@@ -52,7 +52,7 @@ static int fake_run(struct runtime *w)
     return 0;
 }
 
-static void fake_recv(struct runtime *w, struct conn *c, bool on)
+static void fake_recv(struct runtime *w, struct engine_conn *c, bool on)
 {
     (void)w;
     (void)c;
@@ -60,11 +60,11 @@ static void fake_recv(struct runtime *w, struct conn *c, bool on)
 }
 
 /* Takes the whole wire plan at once (pread for file segments). */
-static void fake_send(struct runtime *w, struct conn *c)
+static void fake_send(struct runtime *w, struct engine_conn *e, struct plan *p)
 {
+    struct conn *c = conn_of(e);
     (void)w;
     CHECK(fake.sending == NULL); /* one send at a time */
-    struct plan *p = c->out;
     while (!plan_done(p)) {
         struct seg *s = plan_seg(p);
         size_t n = (size_t)s->len;
@@ -82,7 +82,7 @@ static void fake_send(struct runtime *w, struct conn *c)
 
 /* A transport's file read, done at once and reported from inside the call (the copy transport
  * starts one as its last step, so that is safe here; a real engine reports it later). */
-static void fake_read(struct runtime *w, struct conn *c, int fd, void *buf, uint32_t len,
+static void fake_read(struct runtime *w, struct engine_conn *c, int fd, void *buf, uint32_t len,
                       uint64_t off)
 {
     ssize_t n = pread(fd, buf, len, (off_t)off);
@@ -90,15 +90,16 @@ static void fake_read(struct runtime *w, struct conn *c, int fd, void *buf, uint
     conn_read_done(w, c, n < 0 ? -errno : (int)n);
 }
 
-static void fake_shutdown(struct runtime *w, struct conn *c)
+static void fake_shutdown(struct runtime *w, struct engine_conn *c)
 {
     (void)w;
     (void)c;
     fake.shutdowns++;
 }
 
-static void fake_close(struct runtime *w, struct conn *c)
+static void fake_close(struct runtime *w, struct engine_conn *e)
 {
+    struct conn *c = conn_of(e);
     (void)w;
     fake.closes++;
     fake.closing = c;
@@ -115,7 +116,7 @@ static void fake_drop(struct runtime *w, int fd)
     (void)fd; /* the fake's fds are made up */
 }
 
-static void fake_peer(struct runtime *w, struct conn *c, struct peer *out)
+static void fake_peer(struct runtime *w, struct engine_conn *c, struct peer *out)
 {
     (void)w;
     (void)c;
@@ -197,7 +198,7 @@ static void complete(struct fixture *f)
     struct conn *c = fake.sending;
     CHECK(c != NULL);
     fake.sending = NULL;
-    conn_sent(f->w, c, 0);
+    conn_sent(f->w, &c->eng, 0);
 }
 
 static int count(const char *needle)
@@ -213,22 +214,22 @@ static int count(const char *needle)
 static struct conn *open_conn(struct fixture *f)
 {
     bool held;
-    struct conn *c = conn_accepted(f->w, 100, 0, &held);
-    CHECK(c != NULL && !held);
+    struct engine_conn *e = conn_accepted(f->w, 100, 0, &held);
+    CHECK(e != NULL && !held);
     fake.recv_on = true;
-    return c;
+    return conn_of(e);
 }
 
 static void feed(struct fixture *f, struct conn *c, const char *s)
 {
-    conn_received(f->w, c, s, (ssize_t)strlen(s));
+    conn_received(f->w, &c->eng, s, (ssize_t)strlen(s));
 }
 
 /* Finishes a close the connection started, as the engine would. */
 static void closed(struct fixture *f, struct conn *c)
 {
     CHECK(fake.closing == c && c->state == CONN_CLOSING);
-    conn_closed(f->w, c);
+    conn_closed(f->w, &c->eng);
     CHECK(c->state == CONN_FREE);
 }
 
@@ -335,7 +336,7 @@ TEST(conn_close_rules)
     CHECK(h1_of(c)->state == H1_LINGERING);
     feed(&f, c, "more junk");
     CHECK(h1_of(c)->state == H1_LINGERING);
-    conn_received(f.w, c, NULL, 0); /* the client closes */
+    conn_received(f.w, &c->eng, NULL, 0); /* the client closes */
     closed(&f, c);
 
     /* A body past the discard limit: answered, then the connection ends. */
@@ -375,12 +376,12 @@ TEST(conn_close_over_transport_ends_the_stream_first)
     CHECK_INT(fake.shutdowns, 1);
     CHECK_INT(fake.closes, 0);
     CHECK(h1_of(c)->state == H1_LINGERING);
-    conn_received(f.w, c, NULL, 0); /* the client closes */
+    conn_received(f.w, &c->eng, NULL, 0); /* the client closes */
     closed(&f, c);
     /* The peer gone already: closed at once. */
     c = open_conn(&f);
     feed(&f, c, GET);
-    conn_received(f.w, c, NULL, 0);
+    conn_received(f.w, &c->eng, NULL, 0);
     complete(&f);
     CHECK_INT(fake.shutdowns, 1);
     closed(&f, c);

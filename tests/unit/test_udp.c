@@ -1,6 +1,7 @@
 /* test_udp: the UDP port's receive (engine/udp.h): a GRO train split into its datagrams, each
  * read to its last byte before a guard page; and on the real kernel, a GSO send over loopback
- * read back by udp_port_read as one train (GRO on) or as datagrams (off), the same either way.
+ * read back by udp_port_read as one train (GRO on) or as datagrams (off), the same either way;
+ * io_uring's sender (engine/uring_udp.h) sending from the buffer it lent.
  * Must not: leave a socket open.
  * Ownership: each test owns its port and sockets. */
 #include "unit.h"
@@ -9,11 +10,16 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "engine/udp.h"
+#include "engine/uring_state.h"
+#include "engine/uring_udp.h"
+#include "rt/runtime.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -177,4 +183,71 @@ TEST(udp_deliver_never_yields_an_empty_datagram_whatever_the_segment_size)
             size_t want = segs[k] && lens[i] > segs[k] ? (lens[i] + segs[k] - 1) / segs[k] : 1;
             CHECK_INT(w.n, want);
         }
+}
+
+/* Reads one datagram from fd into buf (loopback: at once, or never): its length. */
+static ssize_t recv_one(int fd, char *buf, size_t cap)
+{
+    for (int tries = 0; tries < 1000; tries++) {
+        ssize_t n = recv(fd, buf, cap, 0);
+        if (n >= 0)
+            return n;
+        usleep(1000);
+    }
+    return -1;
+}
+
+/* io_uring's sender lends a copy slot for QUIC to build its next batch in (no copy then); a
+ * send of other bytes meanwhile (a CONNECTION_CLOSE from its own buffer) must take another
+ * slot, not overwrite the batch being built: both datagrams arrive with their own bytes. */
+TEST(udp_uring_send_built_in_a_lent_buffer_keeps_its_bytes_when_another_send_comes_first)
+{
+    uint16_t port, from;
+    int rx = bound(&port), tx = bound(&from);
+    struct udp_port p;
+    struct seen s = {0};
+    CHECK_INT(udp_port_init(&p, tx, false, false, &upcall, &s), 0);
+    struct uring u = {0};
+    if (io_uring_queue_init(16, &u.ring, 0) != 0) {
+        fprintf(stderr, "  (no io_uring here: skipped)\n");
+        udp_port_fini(&p);
+        close(rx);
+        return;
+    }
+    struct runtime w = {.udp = &p};
+    CHECK_INT(uring_udp_tx_start(&w, &u), 0);
+    struct sockaddr_in to = {
+        .sin_family = AF_INET, .sin_port = port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    uint8_t *lent = udp_port_buffer(&p);
+    CHECK(lent != NULL);
+    CHECK(udp_port_buffer(&p) == lent); /* lent until a send takes it */
+    memcpy(lent, "built in place", 14);
+    CHECK_INT(udp_port_send(&p, (struct sockaddr *)&to, sizeof(to), (const uint8_t *)"other", 5, 0),
+              0);
+    CHECK_INT(udp_port_send(&p, (struct sockaddr *)&to, sizeof(to), lent, 14, 0), 0);
+    CHECK(udp_port_buffer(&p) != lent); /* it went with its send */
+    CHECK_INT(p.tx_queued, 2);
+    sqe_flush(&u.ring, &u.spill);
+    CHECK_INT(io_uring_submit_and_wait(&u.ring, 2), 2);
+    struct io_uring_cqe *cqe;
+    unsigned head, done = 0;
+    io_uring_for_each_cqe(&u.ring, head, cqe) {
+        struct tag t = tag_decode(io_uring_cqe_get_data64(cqe));
+        CHECK_INT(t.op, OP_UDP_SEND);
+        uring_udp_sent(&w, &u, cqe, t.slot);
+        done++;
+    }
+    io_uring_cq_advance(&u.ring, done);
+    CHECK_INT(done, 2);
+    CHECK_INT(p.tx_dgrams, 2);
+    char got[64];
+    CHECK_INT(recv_one(rx, got, sizeof(got)), 5);
+    CHECK(memcmp(got, "other", 5) == 0);
+    CHECK_INT(recv_one(rx, got, sizeof(got)), 14);
+    CHECK(memcmp(got, "built in place", 14) == 0);
+    io_uring_queue_exit(&u.ring);
+    uring_udp_tx_stop(&w, &u);
+    sqe_spill_free(&u.spill);
+    udp_port_fini(&p);
+    close(rx);
 }
