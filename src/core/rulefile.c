@@ -536,7 +536,8 @@ static void parse(struct compiler *c, const struct rulefile_src *src)
         const char *eol = memchr(s, '\n', src->len - i);
         size_t n = eol ? (size_t)(eol - s) : src->len - i;
         i += n + 1;
-        c->line++;
+        if (!src->one_line || c->line < src->first_line)
+            c->line++;
         if (n > RULEFILE_MAX_LINE) {
             bad(c, "line longer than 2000 bytes");
             if (b && !(n && (s[0] == ' ' || s[0] == '\t')))

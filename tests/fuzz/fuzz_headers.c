@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     else
         pl = 1;
 
-    struct rulefile_src src = {RULEFILE_HEADERS, "_headers", text, size, 1};
+    struct rulefile_src src = {RULEFILE_HEADERS, "_headers", text, size, 1, false};
     const struct rulefile *rs;
     size_t need = rulefile_compile(&src, 1, NULL, 0, &rs, NULL, NULL);
     void *mem = malloc(need);

@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (plen == 0)
         plen = 1;
 
-    struct rulefile_src src = {RULEFILE_REDIRECTS, "_redirects", text, size, 1};
+    struct rulefile_src src = {RULEFILE_REDIRECTS, "_redirects", text, size, 1, false};
     const struct rulefile *rs;
     size_t need = rulefile_compile(&src, 1, NULL, 0, &rs, NULL, NULL);
     REQUIRE(rs == NULL);

@@ -42,7 +42,7 @@ static const struct rulefile *one(enum rulefile_kind kind, const char *text, voi
                                   struct reports *r)
 {
     static struct rulefile_src src;
-    src = (struct rulefile_src){kind, "_test", unit_guard_str(text), strlen(text), 1};
+    src = (struct rulefile_src){kind, "_test", unit_guard_str(text), strlen(text), 1, false};
     return compile(&src, 1, mem, r);
 }
 
@@ -169,7 +169,7 @@ TEST(rulefile_two_thousand_redirects_first_wins)
     n += (size_t)snprintf(text + n, cap - n, "/old/* /fallback/:splat 302\n/old/page-7 /never\n");
     void *mem;
     struct reports r = {0};
-    struct rulefile_src src = {RULEFILE_REDIRECTS, "_redirects", text, n, 1};
+    struct rulefile_src src = {RULEFILE_REDIRECTS, "_redirects", text, n, 1, false};
     const struct rulefile *rs = compile(&src, 1, &mem, &r);
     int st;
     CHECK_INT(r.n, 0);
