@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/token.h"
 
@@ -437,6 +438,11 @@ static void header_line(struct compiler *c, struct block *b, const char *s, size
             bad(c, "a control byte in the value");
             return;
         }
+    }
+    if (k == 10 && strncasecmp(s, "basic-auth", 10) == 0) {
+        bad(c, "Netlify's Basic-Auth is not supported (it would send the passwords to every "
+               "client as a field): use basic-auth");
+        return;
     }
     if (reserved(s, k)) {
         bad(c, "the server writes this field itself");
