@@ -38,6 +38,7 @@ struct compiler {
     struct rulefile_redirect *redirects;
     struct rulefile_header *headers;
     struct rulefile_access *access;
+    size_t room[3]; /* each kind's array length */
     rulefile_report_fn *report;
     void *arg;
     const char *name;
@@ -291,8 +292,14 @@ static void redirect_line(struct compiler *c, const char *s, size_t n)
         bad(c, "a rewrite or error page to a URL is proxying, which is not supported");
         return;
     }
-    if (!c->writing || !c->redirects)
+    if (c->rs->nredirects >= c->room[RULEFILE_REDIRECTS]) {
+        bad(c, "more than 100,000 redirects: this one and the rest are ignored");
         return;
+    }
+    if (!c->writing || !c->redirects) {
+        c->rs->nredirects++; /* counted as the filling call will: the same lines are refused */
+        return;
+    }
     c->redirects[c->rs->nredirects++] = r;
 }
 
@@ -333,6 +340,10 @@ struct block {
 
 static void block_close(struct compiler *c, struct block *b)
 {
+    if (b->open && c->rs->nheaders >= c->room[RULEFILE_HEADERS]) {
+        bad(c, "more than 100,000 header rules: this one and the rest are ignored");
+        b->open = false;
+    }
     if (b->open && c->writing && c->headers) {
         b->h.set = keep(&c->a, b->set, b->set_len);
         b->h.set_len = (uint32_t)b->set_len;
@@ -343,6 +354,7 @@ static void block_close(struct compiler *c, struct block *b)
     } else if (b->open) {
         keep(&c->a, b->set, b->set_len); /* the sizing call counts them too */
         keep(&c->a, b->remove, b->remove_len);
+        c->rs->nheaders++;
     }
     b->open = b->seen = false;
 }
@@ -523,8 +535,13 @@ static void access_line(struct compiler *c, const char *s, size_t n)
         bad(c, why);
         return;
     }
+    if (c->rs->naccess >= c->room[RULEFILE_ACCESS]) {
+        bad(c, "more than 100,000 access rules: this one and the rest are ignored");
+        return;
+    }
     if (c->writing && c->access)
-        c->access[c->rs->naccess++] = r;
+        c->access[c->rs->naccess] = r;
+    c->rs->naccess++;
 }
 
 /* Lines of text, each handed to the kind's parser; a line over the limit is bad as a whole. */
@@ -574,11 +591,23 @@ static void parse(struct compiler *c, const struct rulefile_src *src)
         block_close(c, b);
 }
 
+/* An upper bound on the rules s can hold: its lines that begin a rule (for _headers, the ones
+ * not indented), comments and blank lines left out: the arrays are sized by it. */
 static size_t lines_of(const struct rulefile_src *s)
 {
-    size_t n = 1;
-    for (size_t i = 0; i < s->len; i++)
-        n += s->text[i] == '\n';
+    size_t n = 0;
+    bool start = true;
+    for (size_t i = 0; i < s->len; i++) {
+        char ch = s->text[i];
+        if (start && s->kind == RULEFILE_HEADERS && (ch == ' ' || ch == '\t')) {
+            start = false; /* a field line */
+        } else if (start && !is_space(ch) && ch != '\n') {
+            n += ch != '#';
+            start = false;
+        }
+        if (ch == '\n')
+            start = true;
+    }
     return n;
 }
 
@@ -599,6 +628,8 @@ size_t rulefile_compile(const struct rulefile_src *srcs, size_t n, void *mem, si
     size_t lines[3] = {0, 0, 0};
     for (size_t i = 0; i < n; i++)
         lines[srcs[i].kind] += lines_of(&srcs[i]);
+    for (int k = 0; k < 3; k++) /* a runaway file costs RULEFILE_MAX_RULES at most */
+        c.room[k] = lines[k] = lines[k] < RULEFILE_MAX_RULES ? lines[k] : RULEFILE_MAX_RULES;
     *out = NULL;
     struct rulefile *block = take(&c.a, sizeof(*block), 8);
     c.redirects = take(&c.a, lines[RULEFILE_REDIRECTS] * sizeof(*c.redirects), 8);

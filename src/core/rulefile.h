@@ -23,6 +23,7 @@
 #define RULEFILE_MAX_CAPTURES 8     /* placeholders (and a splat) in one pattern */
 #define RULEFILE_MAX_QUERY 4        /* query conditions of one redirect */
 #define RULEFILE_MAX_CIDRS 16       /* allow (and deny) addresses of one access rule */
+#define RULEFILE_MAX_RULES 100000   /* of each kind in one set: the rest are reported, ignored */
 #define RULEFILE_DEFAULT_STATUS 301 /* Netlify's (Cloudflare's is 302): README says why */
 
 enum rulefile_kind {

@@ -291,3 +291,23 @@ TEST(rulefile_access_and_user_agents)
     ua = "curl/7.88.1";
     CHECK(!rulefile_ua_denied(pats, 3, ua, strlen(ua)));
 }
+
+TEST(rulefile_runaway_file_is_bounded)
+{
+    /* blank lines and comments cost nothing; rules past RULEFILE_MAX_RULES are reported */
+    size_t cap = (RULEFILE_MAX_RULES + 10) * 12 + 200000, n = 0;
+    char *text = malloc(cap);
+    for (int i = 0; i < 100000; i++)
+        text[n++] = '\n';
+    n += (size_t)snprintf(text + n, cap - n, "# only a comment\n");
+    for (int i = 0; i < RULEFILE_MAX_RULES + 3; i++)
+        n += (size_t)snprintf(text + n, cap - n, "/a%d /b\n", i % 10);
+    void *mem;
+    struct reports r = {0};
+    struct rulefile_src src = {RULEFILE_REDIRECTS, "_redirects", text, n, 1, false};
+    const struct rulefile *rs = compile(&src, 1, &mem, &r);
+    CHECK_INT(rs->nredirects, RULEFILE_MAX_RULES);
+    CHECK_INT(r.n, 3);
+    free(mem);
+    free(text);
+}
