@@ -80,6 +80,10 @@ static char lower(char ch)
     return ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
 }
 
+/* Header rules beyond the first HEADER_BITS never match (rulefile_headers' matches are a
+ * bitmap). */
+#define HEADER_BITS 1024
+
 /* FNV-1a, one byte at a time: the matcher hashes a path's prefixes as it walks it. */
 #define HASH_INIT 2166136261u
 static inline uint32_t hash_step(uint32_t h, unsigned char ch)
@@ -791,83 +795,132 @@ static bool try_rule(const struct rulefile *rs, uint8_t kind, uint32_t rule, con
     const struct rulefile_pat *p = pat_of(rs, kind, rule);
     int budget = 4096;
     m->n = 0;
-    if (!glob(p->text, p->len, path, len, m, &budget))
+    if (!glob(p->text + 1, p->len - 1u, path, len, m, &budget)) /* both without their '/' */
         return false;
     return kind != RULEFILE_REDIRECTS || query_ok(&rs->redirects[rule], q, qn, m);
 }
 
-/* Whether p's key is path's key klen long: a prefix of path, or (klen == len + 1) path + '/'. */
+/* Whether p's key is the key klen bytes long of the URL path "/" + path[0..len): a prefix of
+ * it, or (klen == len + 2) it + '/'. */
 static bool key_eq(const struct rulefile_pat *p, const char *path, size_t len, size_t klen)
 {
     if (p->lit != klen)
         return false;
-    if (klen <= len)
-        return memcmp(p->text, path, klen) == 0;
-    return memcmp(p->text, path, len) == 0 && p->text[len] == '/';
+    if (klen - 1 <= len)
+        return memcmp(p->text + 1, path, klen - 1) == 0;
+    return memcmp(p->text + 1, path, len) == 0 && p->text[klen - 1] == '/';
 }
 
-/* Walks the bucket of one key (hash h, klen bytes) for kind's rules that match: the first
- * below *best into *best (and m), or with bits every one as a bit. */
-static void probe(const struct rulefile *rs, uint8_t kind, bool exact, uint32_t h, const char *path,
-                  size_t len, size_t klen, const char *q, size_t qn, uint32_t *best,
-                  struct rulefile_match *m, uint64_t *bits)
+/* What one walk over a path's keys looks for and finds. */
+struct walk {
+    unsigned kinds;   /* 1 << kind for each kind looked for */
+    uint32_t best[3]; /* the first match of redirects and access rules (UINT32_MAX: none) */
+    const char *q;    /* the query (redirects' conditions) */
+    size_t qn;
+    struct rulefile_match *m; /* the redirect's captures, or NULL */
+    uint64_t *bits;           /* every header rule matching, or NULL: any_header alone */
+    bool any_header;
+};
+
+/* Walks the bucket chain from entry e of one key (hash h, klen bytes). */
+static void probe(const struct rulefile *rs, bool exact, uint32_t h, uint32_t e, const char *path,
+                  size_t len, size_t klen, struct walk *w)
 {
     struct rulefile_match t;
-    for (uint32_t e = rs->bucket[h & (rs->nbuckets - 1)]; e; e = rs->entry[e - 1].next) {
+    for (; e; e = rs->entry[e - 1].next) {
         const struct rulefile_slot *s = &rs->entry[e - 1];
-        if (s->hash != h || s->kind != kind || s->exact != exact || s->rule >= *best)
+        uint8_t kind = s->kind;
+        if (s->hash != h || s->exact != exact || !(w->kinds & (1u << kind)))
+            continue;
+        if (kind == RULEFILE_HEADERS ? (!w->bits && w->any_header) || s->rule >= HEADER_BITS
+                                     : s->rule >= w->best[kind])
             continue;
         if (!key_eq(pat_of(rs, kind, s->rule), path, len, klen) ||
-            !try_rule(rs, kind, s->rule, path, len, q, qn, &t))
+            !try_rule(rs, kind, s->rule, path, len, w->q, w->qn, &t))
             continue;
-        if (bits) {
-            bits[s->rule / 64] |= 1ull << (s->rule % 64);
+        if (kind == RULEFILE_HEADERS) {
+            w->any_header = true;
+            if (w->bits)
+                w->bits[s->rule / 64] |= 1ull << (s->rule % 64);
             continue;
         }
-        *best = s->rule;
-        if (m)
-            *m = t;
-        return; /* the chain runs in rule order */
+        w->best[kind] = s->rule;
+        if (kind == RULEFILE_REDIRECTS && w->m)
+            *w->m = t;
     }
 }
 
-/* Every key path may be indexed under: each prefix through a '/', the path + '/' (a "/x/ *"
- * rule matches "/x"), and the exact path (without a trailing '/'). The first matching rule of
- * kind, or UINT32_MAX; with bits, every matching one (below `limit`) as a bit. */
-static uint32_t first_match(const struct rulefile *rs, uint8_t kind, const char *path, size_t len,
-                            const char *q, size_t qn, struct rulefile_match *m, uint64_t *bits,
-                            uint32_t limit)
+/* Every key the URL path "/" + path[0..len) may be indexed under: each prefix through a '/',
+ * the path + '/' (a "/x/ *" rule matches "/x"), and the exact path (without a trailing '/');
+ * the hash is carried along the walk, and an empty bucket costs one load. */
+static void walk(const struct rulefile *rs, const char *path, size_t len, struct walk *w)
 {
-    uint32_t best = limit, h = HASH_INIT;
-    if (!rs || !rs->nbuckets || len == 0)
-        return UINT32_MAX;
+    uint32_t h, before, mask, e;
+    if (!rs || !rs->nbuckets)
+        return;
+    mask = rs->nbuckets - 1;
+    before = HASH_INIT;
+    h = hash_step(HASH_INIT, '/');
+    if ((e = rs->bucket[h & mask]))
+        probe(rs, false, h, e, path, len, 1, w);
     for (size_t i = 0; i < len; i++) {
+        before = h;
         h = hash_step(h, (unsigned char)path[i]);
-        if (path[i] == '/')
-            probe(rs, kind, false, h, path, len, i + 1, q, qn, &best, m, bits);
+        if (path[i] == '/' && (e = rs->bucket[h & mask]))
+            probe(rs, false, h, e, path, len, i + 2, w);
     }
-    if (path[len - 1] != '/')
-        probe(rs, kind, false, hash_step(h, '/'), path, len, len + 1, q, qn, &best, m, bits);
-    size_t el = exact_len(path, len);
-    probe(rs, kind, true, hash_of(path, el), path, len, el, q, qn, &best, m, bits);
-    return best == limit ? UINT32_MAX : best;
+    bool slash = len == 0 || path[len - 1] == '/';
+    if (!slash) {
+        uint32_t hs = hash_step(h, '/');
+        if ((e = rs->bucket[hs & mask]))
+            probe(rs, false, hs, e, path, len, len + 2, w);
+    }
+    /* exact_len's key: without a trailing '/', except the root's "/" */
+    bool trim = len > 0 && path[len - 1] == '/';
+    uint32_t he = trim ? before : h;
+    if ((e = rs->bucket[he & mask]))
+        probe(rs, true, he, e, path, len, trim ? len : len + 1, w);
+}
+
+void rulefile_find(const struct rulefile *rs, const char *path, size_t len, const char *query,
+                   size_t qlen, struct rulefile_found *f)
+{
+    struct walk w = {.kinds = (rs && rs->nredirects ? 1u << RULEFILE_REDIRECTS : 0) |
+                              (rs && rs->nheaders ? 1u << RULEFILE_HEADERS : 0) |
+                              (rs && rs->naccess ? 1u << RULEFILE_ACCESS : 0),
+                     .best = {UINT32_MAX, UINT32_MAX, UINT32_MAX},
+                     .q = query,
+                     .qn = qlen,
+                     .m = &f->m};
+    f->m.n = 0;
+    if (w.kinds)
+        walk(rs, path, len, &w);
+    f->redirect = w.best[RULEFILE_REDIRECTS] == UINT32_MAX ? -1 : (int)w.best[RULEFILE_REDIRECTS];
+    f->access = w.best[RULEFILE_ACCESS] == UINT32_MAX ? -1 : (int)w.best[RULEFILE_ACCESS];
+    f->headers = w.any_header;
 }
 
 int rulefile_redirect(const struct rulefile *rs, const char *path, size_t len, const char *query,
                       size_t qlen, struct rulefile_match *m)
 {
+    struct walk w = {.kinds = 1u << RULEFILE_REDIRECTS,
+                     .best = {UINT32_MAX, UINT32_MAX, UINT32_MAX},
+                     .q = query,
+                     .qn = qlen,
+                     .m = m};
     if (!rs || !rs->nredirects)
         return -1;
-    uint32_t r = first_match(rs, RULEFILE_REDIRECTS, path, len, query, qlen, m, NULL, UINT32_MAX);
-    return r == UINT32_MAX ? -1 : (int)r;
+    walk(rs, path, len, &w);
+    return w.best[RULEFILE_REDIRECTS] == UINT32_MAX ? -1 : (int)w.best[RULEFILE_REDIRECTS];
 }
 
 int rulefile_access_rule(const struct rulefile *rs, const char *path, size_t len)
 {
+    struct walk w = {.kinds = 1u << RULEFILE_ACCESS, .best = {UINT32_MAX, UINT32_MAX, UINT32_MAX}};
     if (!rs || !rs->naccess)
         return -1;
-    uint32_t r = first_match(rs, RULEFILE_ACCESS, path, len, NULL, 0, NULL, NULL, UINT32_MAX);
-    return r == UINT32_MAX ? -1 : (int)r;
+    walk(rs, path, len, &w);
+    return w.best[RULEFILE_ACCESS] == UINT32_MAX ? -1 : (int)w.best[RULEFILE_ACCESS];
 }
 
 bool rulefile_refuses(const struct rulefile_access *a, int family, const uint8_t *addr)
@@ -974,8 +1027,6 @@ struct field {
 };
 
 #define MAX_FIELDS 64
-/* Header rules beyond the first HEADER_BITS never match (the matches are a bitmap). */
-#define HEADER_BITS 1024
 
 struct fields {
     struct field f[MAX_FIELDS];
@@ -1108,10 +1159,13 @@ size_t rulefile_headers(const struct rulefile *rs, const char *host, size_t host
                         const char *path, size_t len, const char *type, bool error,
                         const char *base, size_t base_len, char *out, size_t cap)
 {
-    if (!rs || !rs->nheaders || len == 0)
+    if (!rs || !rs->nheaders)
         return SIZE_MAX;
     uint64_t bits[HEADER_BITS / 64] = {0};
-    first_match(rs, RULEFILE_HEADERS, path, len, NULL, 0, NULL, bits, HEADER_BITS);
+    struct walk wk = {.kinds = 1u << RULEFILE_HEADERS, .bits = bits};
+    walk(rs, path, len, &wk);
+    if (!wk.any_header)
+        return SIZE_MAX;
     struct fields fs;
     fs.n = 0;
     fs.used = 0;
@@ -1148,7 +1202,7 @@ size_t rulefile_headers(const struct rulefile *rs, const char *host, size_t host
             if (r->expand) {
                 m.n = 0;
                 int budget = 4096;
-                glob(r->path.text, r->path.len, path, len, &m, &budget);
+                glob(r->path.text + 1, r->path.len - 1u, path, len, &m, &budget);
             }
             lines_into(&fs, r->set, r->set_len, r->expand ? &m : NULL);
         }

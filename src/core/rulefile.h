@@ -130,8 +130,23 @@ struct rulefile_match {
     } cap[RULEFILE_MAX_CAPTURES + RULEFILE_MAX_QUERY];
 };
 
-/* The first redirect (in the order of the texts) whose pattern matches path[0..len) (the
- * decoded, normalised URL path with its leading '/') and whose query conditions query[0..qlen)
+/* One walk over path's keys for everything the rules stage asks: the first redirect (as
+ * rulefile_redirect; -1 for none) with its captures, the first access rule (-1 for none), and
+ * whether any header rule's pattern matches (its host, type and status not looked at). */
+struct rulefile_found {
+    int redirect, access;
+    bool headers;
+    struct rulefile_match m;
+};
+void rulefile_find(const struct rulefile *rs, const char *path, size_t len, const char *query,
+                   size_t qlen, struct rulefile_found *f);
+
+/* Paths: every function below takes a request's path as path_normalize leaves it (decoded,
+ * normalised, without its leading '/': "" for the root), and matches patterns against "/" +
+ * path; a trailing '/' is optional on both sides.
+ *
+ * The first redirect (in the order of the texts) whose pattern matches path[0..len) and
+ * whose query conditions query[0..qlen)
  * (the raw query, without '?') meets; its index, or -1. m gets its captures. */
 int rulefile_redirect(const struct rulefile *rs, const char *path, size_t len, const char *query,
                       size_t qlen, struct rulefile_match *m);

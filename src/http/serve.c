@@ -829,11 +829,12 @@ static __attribute__((noinline)) enum serve_result serve_ruled(struct job *j,
                                                                enum site_answer a)
 {
     struct site_rewrite rw;
+    bool headers;
     enum site_rule r = site_rules_stage(j->w, j->site, j->req, pol, path, len, slash, j->query,
-                                        &j->ctx, &j->r->plan, &rw);
+                                        &j->ctx, &j->r->plan, &rw, &headers);
     if (r == SITE_RULE_ANSWERED)
         return SERVE_DONE;
-    if (j->site->ruleset && j->site->ruleset->nheaders) {
+    if (headers) {
         j->rule_path = path;
         j->rule_len = len;
         j->rule_slash = slash;

@@ -477,6 +477,7 @@ struct site_worker {
         /* site_pending found this request's credentials verified: serve's check is done */
         const struct http_request *granted;
     } route;
+    char rewrite[PATH_MAX]; /* a rewrite's target (struct site_rewrite), its request's only */
 };
 
 struct site_worker *site_worker_new(void)
@@ -770,15 +771,41 @@ static bool refuse(stat_t *counter, bool close, struct static_ctx *ctx, struct p
     return true;
 }
 
+/* The redirect rule r matched with captures m: its 3xx, or the rewrite's target into rw. Apart
+ * from site_rules_stage: its Location buffer (tens of KB of stack, probed page by page) costs
+ * nothing to the requests no redirect matches. */
+static __attribute__((noinline)) enum site_rule
+apply_redirect(struct runtime *w, const struct rulefile_redirect *r, const struct rulefile_match *m,
+               struct http_str query, struct static_ctx *ctx, struct plan *plan,
+               struct site_rewrite *rw)
+{
+    char *to = w->sitew->rewrite;
+    char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET];
+    size_t n = rulefile_target(r, m, query.p, query.len, loc, sizeof(loc));
+    if (r->status >= 300 && r->status < 400)
+        return redirect_to(loc, n, r->status, ctx, plan) ? SITE_RULE_ANSWERED : SITE_RULE_NONE;
+    struct path_result pr;
+    int st = n ? path_normalize((struct http_str){loc, n}, to, PATH_MAX - 1, &pr) : 414;
+    if (st)
+        return static_status_plan(st == 400 ? 500 : st, NULL, ctx, plan) ? SITE_RULE_ANSWERED
+                                                                         : SITE_RULE_NONE;
+    to[pr.len] = '\0';
+    rw->path = to;
+    rw->len = pr.len;
+    rw->slash = pr.trailing_slash;
+    rw->status = r->status;
+    return SITE_RULE_REWRITE;
+}
+
 enum site_rule site_rules_stage(struct runtime *w, const struct vhost *v,
                                 const struct http_request *req, const struct req_policy *pol,
                                 const char *path, size_t len, bool slash, struct http_str query,
-                                struct static_ctx *ctx, struct plan *plan, struct site_rewrite *rw)
+                                struct static_ctx *ctx, struct plan *plan, struct site_rewrite *rw,
+                                bool *headers)
 {
     const struct config *c = v->cfg;
     const struct rulefile *rs = v->ruleset;
-    char url[PATH_MAX + 4];
-    size_t ul = url_path(url, sizeof(url), path, len, slash);
+    *headers = false;
     /* the files themselves are the server's, never the site's content */
     if (c->rules_files && !slash &&
         ((len == 10 && memcmp(path, "_redirects", 10) == 0) ||
@@ -790,39 +817,25 @@ enum site_rule site_rules_stage(struct runtime *w, const struct vhost *v,
             return refuse(&w->stats.rules_ua_refused, false, ctx, plan) ? SITE_RULE_ANSWERED
                                                                         : SITE_RULE_NONE;
     }
-    if (!rs || !ul)
+    if (!rs)
         return SITE_RULE_NONE;
-    int a = rulefile_access_rule(rs, url, ul);
-    if (a >= 0) {
+    struct rulefile_found f;
+    rulefile_find(rs, path, len, query.p, query.len, &f);
+    *headers = f.headers;
+    if (f.access >= 0) {
         const struct peer *p = pol->peer;
         bool known = p && p->known;
-        if (rulefile_refuses(&rs->access[a], known ? p->family : 0, known ? p->addr : NULL))
-            return refuse(&w->stats.rules_access_refused, rs->access[a].close, ctx, plan)
+        if (rulefile_refuses(&rs->access[f.access], known ? p->family : 0, known ? p->addr : NULL))
+            return refuse(&w->stats.rules_access_refused, rs->access[f.access].close, ctx, plan)
                        ? SITE_RULE_ANSWERED
                        : SITE_RULE_NONE;
     }
-    struct rulefile_match m;
-    int i = rulefile_redirect(rs, url, ul, query.p, query.len, &m);
-    if (i < 0)
+    if (f.redirect < 0)
         return SITE_RULE_NONE;
-    const struct rulefile_redirect *r = &rs->redirects[i];
+    const struct rulefile_redirect *r = &rs->redirects[f.redirect];
     if (!r->force && shadowed(w, path, len))
         return SITE_RULE_NONE;
-    char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET];
-    size_t n = rulefile_target(r, &m, query.p, query.len, loc, sizeof(loc));
-    if (r->status >= 300 && r->status < 400)
-        return redirect_to(loc, n, r->status, ctx, plan) ? SITE_RULE_ANSWERED : SITE_RULE_NONE;
-    struct path_result pr;
-    int st =
-        n ? path_normalize((struct http_str){loc, n}, rw->path, sizeof(rw->path) - 1, &pr) : 414;
-    if (st)
-        return static_status_plan(st == 400 ? 500 : st, NULL, ctx, plan) ? SITE_RULE_ANSWERED
-                                                                         : SITE_RULE_NONE;
-    rw->path[pr.len] = '\0';
-    rw->len = pr.len;
-    rw->slash = pr.trailing_slash;
-    rw->status = r->status;
-    return SITE_RULE_REWRITE;
+    return apply_redirect(w, r, &f.m, query, ctx, plan, rw);
 }
 
 void site_rule_headers(const struct vhost *v, const struct http_request *req, const char *path,
@@ -830,14 +843,14 @@ void site_rule_headers(const struct vhost *v, const struct http_request *req, co
                        size_t base_len, struct static_ctx *ctx)
 {
     const struct rulefile *rs = v->ruleset;
-    char url[PATH_MAX + 4], lines[4096];
-    size_t ul = url_path(url, sizeof(url), path, len, slash);
-    if (!rs || !rs->nheaders || !ul || (error && !rs->any_errors))
+    char lines[4096];
+    (void)slash; /* a trailing '/' is optional in every pattern */
+    if (!rs || !rs->nheaders || (error && !rs->any_errors))
         return;
     /* issue 28's Link lines stay the last ones (the 103's: core/static.h's interim_len) */
     size_t keep = error ? 0 : ctx->interim_len, own = error ? 0 : base_len - keep;
     struct http_str host = req && rs->any_host ? vhost_request_host(req) : (struct http_str){0};
-    size_t n = rulefile_headers(rs, host.p, host.len, url, ul, type, error, base, own, lines,
+    size_t n = rulefile_headers(rs, host.p, host.len, path, len, type, error, base, own, lines,
                                 sizeof(lines));
     if (n == SIZE_MAX || n + keep > ctx->cap / 2)
         return;

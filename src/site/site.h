@@ -168,7 +168,8 @@ bool site_pending(struct runtime *w, const struct http_request *req, const struc
 /* Issue 39's rules stage, after site_answer let the request through: a --deny-user-agent
  * match (403, counted), an access rule that refuses the client (403, or 403 and close), then
  * the first redirect that matches (a redirect's plan; a rule without '!' does not apply where
- * a file, or a directory with index.html, exists at the path). */
+ * a file, or a directory with index.html, exists at the path). *headers: whether a header rule's
+ * pattern matches the path (serve then asks site_rule_headers for the response). */
 enum site_rule {
     SITE_RULE_NONE,     /* serve the path */
     SITE_RULE_ANSWERED, /* the plan is written */
@@ -176,7 +177,8 @@ enum site_rule {
 };
 
 struct site_rewrite {
-    char path[PATH_MAX]; /* normalised as path_normalize leaves it, NUL-terminated */
+    const char *path; /* normalised as path_normalize leaves it, NUL-terminated; in the
+                       * worker's site state, valid until its next request */
     size_t len;
     bool slash;
     int status;
@@ -185,7 +187,8 @@ struct site_rewrite {
 enum site_rule site_rules_stage(struct runtime *w, const struct vhost *v,
                                 const struct http_request *req, const struct req_policy *pol,
                                 const char *path, size_t len, bool slash, struct http_str query,
-                                struct static_ctx *ctx, struct plan *plan, struct site_rewrite *rw);
+                                struct static_ctx *ctx, struct plan *plan, struct site_rewrite *rw,
+                                bool *headers);
 
 /* The header rules of v that match the request's path (path[0..len), slash as for
  * site_answer) for a response of `type` (NULL: unknown), an error or not, applied over

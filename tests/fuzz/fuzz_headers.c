@@ -39,8 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char base[] = "X-Site: 1\r\nCache-Control: no-cache\r\n";
     char out[16384];
     for (int error = 0; error < 2; error++) {
-        size_t n = rulefile_headers(rs, "example.org:8443", 16, path, pl, "text/html", error, base,
-                                    sizeof(base) - 1, out, sizeof(out));
+        size_t n = rulefile_headers(rs, "example.org:8443", 16, path + 1, pl - 1, "text/html",
+                                    error, base, sizeof(base) - 1, out, sizeof(out));
         if (n == SIZE_MAX)
             continue;
         REQUIRE(n <= sizeof(out));

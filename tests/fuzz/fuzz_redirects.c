@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     REQUIRE(rulefile_compile(&src, 1, mem, need, &rs, ignore, &bad) == need);
     REQUIRE(rs && rs->nbad == (uint32_t)bad);
     struct rulefile_match m;
-    int i = rulefile_redirect(rs, path, plen, q ? q + 1 : NULL, qlen, &m);
+    int i = rulefile_redirect(rs, path + 1, plen - 1, q ? q + 1 : NULL, qlen, &m);
     if (i >= 0) {
         REQUIRE((uint32_t)i < rs->nredirects);
         char out[4096];
@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             REQUIRE((unsigned char)out[k] > ' ' && out[k] != 0x7f);
         REQUIRE(!(n >= 2 && out[0] == '/' && (out[1] == '/' || out[1] == '\\')));
     }
-    rulefile_access_rule(rs, path, plen);
+    rulefile_access_rule(rs, path + 1, plen - 1);
     free(mem);
     return 0;
 }

@@ -52,8 +52,8 @@ static const char *target(const struct rulefile *rs, const char *path, const cha
 {
     static char out[1024];
     struct rulefile_match m;
-    const char *p = unit_guard_str(path);
-    int i = rulefile_redirect(rs, p, strlen(path), query, query ? strlen(query) : 0, &m);
+    const char *p = unit_guard_str(path + 1); /* as path_normalize leaves it: no leading '/' */
+    int i = rulefile_redirect(rs, p, strlen(path) - 1, query, query ? strlen(query) : 0, &m);
     *status = i < 0 ? 0 : rs->redirects[i].status;
     if (i < 0)
         return "";
@@ -187,9 +187,9 @@ static const char *headers(const struct rulefile *rs, const char *host, const ch
                            const char *base)
 {
     static char out[4096];
-    size_t n =
-        rulefile_headers(rs, host, host ? strlen(host) : 0, unit_guard_str(path), strlen(path),
-                         "text/html", false, base, strlen(base), out, sizeof(out) - 1);
+    size_t n = rulefile_headers(rs, host, host ? strlen(host) : 0, unit_guard_str(path + 1),
+                                strlen(path) - 1, "text/html", false, base, strlen(base), out,
+                                sizeof(out) - 1);
     if (n == SIZE_MAX)
         return "(none)";
     out[n] = '\0';
@@ -273,15 +273,15 @@ TEST(rulefile_access_and_user_agents)
                                     &mem, &r);
     CHECK_INT(r.n, 1);
     uint8_t lo[16] = {127, 0, 0, 1}, other[16] = {192, 0, 2, 1};
-    int i = rulefile_access_rule(rs, "/admin/users", 12);
+    int i = rulefile_access_rule(rs, "admin/users", 11);
     CHECK_INT(i, 0);
     CHECK(!rulefile_refuses(&rs->access[i], 2 /* AF_INET */, lo));
     CHECK(rulefile_refuses(&rs->access[i], 2, other));
-    i = rulefile_access_rule(rs, "/staging/", 9);
+    i = rulefile_access_rule(rs, "staging", 7);
     CHECK_INT(i, 1);
     CHECK(rs->access[i].close);
     CHECK(rulefile_refuses(&rs->access[i], 2, lo));
-    CHECK_INT(rulefile_access_rule(rs, "/public", 7), -1);
+    CHECK_INT(rulefile_access_rule(rs, "public", 6), -1);
     free(mem);
     const char *const pats[] = {"GPTBot", "claude*bot", "Bytespider"};
     const char *ua = "Mozilla/5.0 AppleWebKit/537.36 (compatible; ClaudeBot/1.0)";
