@@ -7,8 +7,12 @@ int main(int argc, char **argv)
 {
     struct config cfg;
     int rc = config_parse(&cfg, argc, argv);
-    if (rc == CONFIG_DONE && cfg.check_only && site_check_rules(&cfg) != 0)
-        rc = 1; /* --check-config: a site's _redirects or _headers has lines it cannot use */
+    if (rc == CONFIG_DONE && cfg.check_only) {
+        if (site_check_rules(&cfg) != 0)
+            rc = 1; /* a site's _redirects or _headers has lines it cannot use (printed) */
+        else
+            config_ok(&cfg);
+    }
     if (rc == 0)
         rc = server_run(&cfg, NULL); /* no test seams: see tests/seams/main.c */
     config_free(&cfg); /* also after a refused option: the file's strings were allocated */
