@@ -263,7 +263,7 @@ def test_bad_lines_reported_once_with_file_and_line_rest_apply(make_server, tmp_
     conf = tmp_path / "c.yaml"
     conf.write_text(f"root: {root}\nrules-files: true\n")
     p = subprocess.run([RINGHTTPD, "--check-config", str(conf)], capture_output=True, timeout=20)
-    assert p.returncode == 1, p
+    assert p.returncode == 1 and b"ok" not in p.stdout, p
     err = p.stderr.decode()
     assert f"{root}/_redirects:3:" in err and f"{root}/_headers:4:" in err, err
     (root / "_redirects").write_text("/a /b 302\n")
