@@ -182,14 +182,15 @@ static const char *pattern(struct compiler *c, const char *s, size_t n, bool hos
     return NULL;
 }
 
-/* Splits line into whitespace-separated tokens; their number, or -1 beyond max. */
+/* Splits line into whitespace-separated tokens; their number, or -1 beyond max. A token that
+ * begins with '#' after the first begins a comment to the end of the line. */
 static int tokens(const char *s, size_t n, const char **tok, size_t *tlen, int max)
 {
     int nt = 0;
     for (size_t i = 0; i < n;) {
         while (i < n && is_space(s[i]))
             i++;
-        if (i == n)
+        if (i == n || (nt > 0 && s[i] == '#'))
             break;
         size_t j = i;
         while (j < n && !is_space(s[j]))

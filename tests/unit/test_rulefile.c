@@ -80,11 +80,13 @@ TEST(rulefile_redirects_netlify_examples)
             "/ecommerce  /store-closed  404\n"
             "/gone  /  410\n"
             "/pagethatexists  /otherpage  301!\n"
-            "/temp  /elsewhere  302\n",
+            "/temp  /elsewhere  302  # a comment to the end\n",
             &mem, &r);
     int st;
     CHECK_INT(r.n, 0);
     CHECK_INT(rs->nredirects, 12);
+    CHECK(strcmp(target(rs, "/temp", NULL, &st), "/elsewhere") == 0);
+    CHECK_INT(st, 302);
     CHECK(strcmp(target(rs, "/home", NULL, &st), "/") == 0);
     CHECK_INT(st, 301);                                           /* Netlify's default */
     CHECK(strcmp(target(rs, "/home/", NULL, &st), "/") == 0);     /* a trailing slash is optional */
