@@ -43,6 +43,7 @@ struct compiler {
     void *arg;
     const char *name;
     int line;
+    bool options; /* a configuration's header line may say type= and status=any */
 };
 
 static void bad(struct compiler *c, const char *why)
@@ -401,6 +402,8 @@ static void header_line(struct compiler *c, struct block *b, const char *s, size
         b->h = (struct rulefile_header){0};
         if (!why)
             why = pattern(c, tok[0], tl[0], true, &b->h.path);
+        if (!why && nt > 1 && !c->options)
+            why = "a pattern line holds one path pattern (no spaces)";
         if (!why)
             why = header_options(c, tok, tl, nt, &b->h);
         if (why) {
@@ -558,6 +561,7 @@ static void parse(struct compiler *c, const struct rulefile_src *src)
         b->open = b->seen = false;
     }
     c->name = src->name;
+    c->options = src->one_line;
     c->line = src->first_line ? src->first_line - 1 : 0;
     for (size_t i = 0; i < src->len;) {
         const char *s = src->text + i;

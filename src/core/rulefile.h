@@ -39,7 +39,8 @@ struct rulefile_src {
     const char *text;
     size_t len;
     int first_line; /* the number of text's first line (1 for a file) */
-    bool one_line;  /* every line of text is reported as first_line (a YAML list's item) */
+    bool one_line;  /* every line of text is reported as first_line (a configuration's own
+                     * line, whose header pattern may add type=TYPE and status=any) */
 };
 
 /* A line that was not used: called once per line, in the order of the texts. */
