@@ -1029,6 +1029,7 @@ size_t rulefile_target(const struct rulefile_redirect *r, const struct rulefile_
 struct field {
     const char *name, *value;
     size_t name_len, value_len;
+    bool base; /* the response's own line (--header), not a rule's */
 };
 
 #define MAX_FIELDS 64
@@ -1062,12 +1063,21 @@ static char *scratch(struct fields *fs, size_t n)
     return p;
 }
 
-static void field_add(struct fields *fs, const char *name, size_t nl, const char *v, size_t vl)
+/* A rule's field joins what an earlier rule set of the same name (", "), and replaces the
+ * response's own lines of that name (the platforms: _headers override what is ordinarily
+ * sent); the response's own lines are added as they are. */
+static void field_add(struct fields *fs, const char *name, size_t nl, const char *v, size_t vl,
+                      bool base)
 {
-    for (int i = 0; i < fs->n; i++) {
+    int own = -1;
+    for (int i = 0; i < fs->n && !base; i++) {
         struct field *f = &fs->f[i];
         if (!name_eq(f->name, f->name_len, name, nl))
             continue;
+        if (f->base) {
+            own = own < 0 ? i : own;
+            continue;
+        }
         char *p = scratch(fs, f->value_len + 2 + vl);
         if (!p)
             return;
@@ -1078,11 +1088,20 @@ static void field_add(struct fields *fs, const char *name, size_t nl, const char
         f->value_len += 2 + vl;
         return;
     }
+    if (own >= 0) { /* the first of the response's own takes the rule's value, the rest go */
+        fs->f[own] = (struct field){name, v, nl, vl, false};
+        int k = own + 1;
+        for (int i = own + 1; i < fs->n; i++)
+            if (!fs->f[i].base || !name_eq(fs->f[i].name, fs->f[i].name_len, name, nl))
+                fs->f[k++] = fs->f[i];
+        fs->n = k;
+        return;
+    }
     if (fs->n == MAX_FIELDS) {
         fs->full = true;
         return;
     }
-    fs->f[fs->n++] = (struct field){name, v, nl, vl};
+    fs->f[fs->n++] = (struct field){name, v, nl, vl, base};
 }
 
 static void field_remove(struct fields *fs, const char *name, size_t nl)
@@ -1096,7 +1115,8 @@ static void field_remove(struct fields *fs, const char *name, size_t nl)
 
 /* "Name: value\r\n" lines into fields, each value's captures substituted when m is given (a
  * capture with a byte a field value may not hold drops the field). */
-static void lines_into(struct fields *fs, const char *s, size_t n, const struct rulefile_match *m)
+static void lines_into(struct fields *fs, const char *s, size_t n, const struct rulefile_match *m,
+                       bool base)
 {
     for (size_t i = 0; i < n;) {
         const char *eol = memchr(s + i, '\n', n - i);
@@ -1141,7 +1161,7 @@ static void lines_into(struct fields *fs, const char *s, size_t n, const struct 
                 val = p;
                 vl = o;
             }
-            field_add(fs, s + i, nl, val, vl);
+            field_add(fs, s + i, nl, val, vl, base);
         }
         i = e + 1;
     }
@@ -1193,7 +1213,7 @@ size_t rulefile_headers(const struct rulefile *rs, const char *host, size_t host
                     continue;
             }
             if (!based) {
-                lines_into(&fs, base, base_len, NULL);
+                lines_into(&fs, base, base_len, NULL, true);
                 based = true;
             }
             any = true;
@@ -1209,7 +1229,7 @@ size_t rulefile_headers(const struct rulefile *rs, const char *host, size_t host
                 int budget = 4096;
                 glob(r->path.text + 1, r->path.len - 1u, path, len, &m, &budget);
             }
-            lines_into(&fs, r->set, r->set_len, r->expand ? &m : NULL);
+            lines_into(&fs, r->set, r->set_len, r->expand ? &m : NULL, false);
         }
     }
     if (!any || fs.full)

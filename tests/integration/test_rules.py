@@ -213,10 +213,14 @@ NETLIFY_HEADERS = """\
 
 def test_netlify_headers_examples(make_server, tmp_path):
     """Netlify's _headers examples: comments inside a block, a field given twice in a block is
-    one field of both values (its multi-value form), and --header lines stay unless removed."""
-    root = site(tmp_path / "www", {"_headers": NETLIFY_HEADERS,
-                                   "templates/index.html": "1\n", "templates/index2.html": "2\n"})
-    srv = make_server(root, args=["--rules-files", "--header", "X-Site: on"])
+    one field of both values (its multi-value form), --header lines stay unless a rule sets or
+    removes their field, and a rule's Cache-Control replaces --cache-control's."""
+    root = site(tmp_path / "www", {"_headers": NETLIFY_HEADERS + "/assets/*\n  Cache-Control: "
+                                   "public, max-age=31536000, immutable\n",
+                                   "templates/index.html": "1\n", "templates/index2.html": "2\n",
+                                   "assets/app.js": "js\n"})
+    srv = make_server(root, args=["--rules-files", "--header", "X-Site: on",
+                                  "--cache-control", "no-cache"])
     r = get(srv, "/templates/index.html")
     assert r.header("x-frame-options") == "DENY"
     assert r.header("x-xss-protection") == "1; mode=block"
@@ -224,6 +228,14 @@ def test_netlify_headers_examples(make_server, tmp_path):
         "</style.css>; rel=preload; as=style, </script.js>; rel=preload; as=script"]
     assert r.header("x-site") == "on"
     assert get(srv, "/templates/index2.html").header("x-frame-options") == "SAMEORIGIN"
+    # a rule's field replaces the site's own of that name (both platforms: _headers override
+    # what is ordinarily sent), on 200 and 304 alike
+    r = get(srv, "/assets/app.js")
+    assert r.header_all("cache-control") == ["public, max-age=31536000, immutable"], r.headers
+    r = get(srv, "/assets/app.js", headers=[("If-None-Match", r.header("etag"))])
+    assert r.status == 304
+    assert r.header_all("cache-control") == ["public, max-age=31536000, immutable"], r.headers
+    assert get(srv, "/templates/index2.html").header_all("cache-control") == ["no-cache"]
 
 
 def test_rules_files_are_not_served(make_server, tmp_path):

@@ -235,6 +235,11 @@ TEST(rulefile_headers_cloudflare_example)
                  "x-movie-name: You are watching Up\r\nX-Site: on\r\n") == 0);
     CHECK(strcmp(headers(rs, "custom.domain", "/nosite/x", "X-Base: 1\r\nX-Keep: 2\r\n"),
                  "X-Keep: 2\r\n") == 0);
+    /* a rule's field replaces the response's own of that name; two rules' join */
+    CHECK(strcmp(headers(rs, "myproject.pages.dev", "/static/a.css",
+                         "X-Robots-Tag: all\r\nX-Site: off\r\nX-Keep: 2\r\n"),
+                 "X-Robots-Tag: nosnippet, noindex\r\nX-Site: on\r\nX-Keep: 2\r\n"
+                 "Access-Control-Allow-Origin: *\r\n") == 0);
     free(mem);
 }
 
