@@ -127,6 +127,162 @@ static const char *field(struct cfgfile *f, yaml_node_t *m, const char *key, con
     return found;
 }
 
+/* Appends to buf (at *n, cap bytes) the scalar v or, for a list, its scalars joined by sep;
+ * false (after the message) when v is neither or it does not fit. */
+static bool join_values(struct cfgfile *f, yaml_node_t *v, const char *key, const char *sep,
+                        char *buf, size_t cap, size_t *n, int *rc)
+{
+    yaml_node_item_t *i = NULL, *end = NULL;
+    if (v->type == YAML_SEQUENCE_NODE) {
+        i = v->data.sequence.items.start;
+        end = v->data.sequence.items.top;
+    }
+    for (bool first = true; v->type == YAML_SCALAR_NODE ? first : i < end; first = false) {
+        yaml_node_t *item = v->type == YAML_SCALAR_NODE ? v : yaml_document_get_node(&f->doc, *i++);
+        const char *sv = scalar(item);
+        if (!sv) {
+            *rc = fail(f, item, key, "wants a value or a list of values");
+            return false;
+        }
+        int k = snprintf(buf + *n, cap - *n, "%s%s", first ? "" : sep, sv);
+        if (k < 0 || (size_t)k >= cap - *n) {
+            *rc = fail(f, item, key, "value too long");
+            return false;
+        }
+        *n += (size_t)k;
+    }
+    return true;
+}
+
+/* Issue 39's YAML lists: a redirects item {from, to, status, force, query}, a headers item
+ * {path, type, status, set: {Name: value}, remove: [Name]}, an access item {path, allow, deny,
+ * action: 403|close}, each turned into the line (or lines) its option takes. */
+static int rule_mapping(struct config *cfg, struct cfgfile *f, const char *key, yaml_node_t *m)
+{
+    static const char *const known[3][7] = {
+        {"from", "to", "status", "force", "query", NULL},
+        {"path", "type", "status", "set", "remove", NULL},
+        {"path", "allow", "deny", "action", NULL},
+    };
+    int kind = strcmp(key, "redirects") == 0 ? 0 : strcmp(key, "headers") == 0 ? 1 : 2;
+    yaml_node_t *val[6] = {NULL};
+    int rc = 0;
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        const char *k = scalar(yaml_document_get_node(&f->doc, p->key));
+        int at = -1;
+        for (int i = 0; k && known[kind][i]; i++)
+            if (strcmp(k, known[kind][i]) == 0)
+                at = i;
+        if (at < 0) {
+            char why[160];
+            snprintf(why, sizeof(why), "unknown field '%s'", k ? k : "?");
+            return fail(f, m, key, why);
+        }
+        val[at] = yaml_document_get_node(&f->doc, p->value);
+    }
+    char buf[4096];
+    size_t n = 0;
+    if (kind == 0) { /* FROM [query] TO [STATUS[!]] */
+        const char *from = scalar(val[0]), *to = scalar(val[1]);
+        const char *status = val[2] ? scalar(val[2]) : "", *force = val[3] ? scalar(val[3]) : "";
+        if (!from || !to || !status || !force)
+            return fail(f, m, key,
+                        "wants {from: PATH, to: PATH|URL, status: CODE, force: true, "
+                        "query: {NAME: VALUE}}");
+        n = (size_t)snprintf(buf, sizeof(buf), "%s", from);
+        if (val[4] && val[4]->type == YAML_MAPPING_NODE) {
+            for (yaml_node_pair_t *p = val[4]->data.mapping.pairs.start;
+                 p < val[4]->data.mapping.pairs.top && n < sizeof(buf); p++) {
+                const char *qk = scalar(yaml_document_get_node(&f->doc, p->key));
+                const char *qv = scalar(yaml_document_get_node(&f->doc, p->value));
+                if (!qk || !qv)
+                    return fail(f, val[4], key, "query wants NAME: VALUE pairs");
+                n += (size_t)snprintf(buf + n, sizeof(buf) - n, " %s=%s", qk, qv);
+            }
+        } else if (val[4]) {
+            buf[n < sizeof(buf) ? n++ : n - 1] = ' ';
+            if (!join_values(f, val[4], key, " ", buf, sizeof(buf), &n, &rc))
+                return rc;
+        }
+        bool forced = strcmp(force, "true") == 0 || strcmp(force, "yes") == 0;
+        if (*force && !forced && strcmp(force, "false") != 0 && strcmp(force, "no") != 0)
+            return fail(f, val[3], key, "force wants true or false");
+        if (n < sizeof(buf))
+            n += (size_t)snprintf(buf + n, sizeof(buf) - n, " %s %s%s", to,
+                                  *status  ? status
+                                  : forced ? "301"
+                                           : "",
+                                  forced ? "!" : "");
+        if (n >= sizeof(buf))
+            return fail(f, m, key, "value too long");
+        return set(cfg, f, m, key, buf);
+    }
+    const char *path = scalar(val[0]);
+    if (!path)
+        return fail(f, m, key,
+                    kind == 1 ? "wants {path: PATTERN, set: {Name: value}, remove: [Name]}"
+                              : "wants {path: PATTERN, allow: [CIDR], deny: [CIDR], "
+                                "action: 403|close}");
+    if (kind == 2) {
+        n = (size_t)snprintf(buf, sizeof(buf), "%s", path);
+        for (int l = 1; l <= 2; l++) {
+            if (!val[l])
+                continue;
+            n += (size_t)snprintf(buf + n, sizeof(buf) - n, l == 1 ? " allow " : " deny ");
+            if (n >= sizeof(buf) || !join_values(f, val[l], key, ",", buf, sizeof(buf), &n, &rc))
+                return rc ? rc : fail(f, m, key, "value too long");
+        }
+        const char *action = val[3] ? scalar(val[3]) : "403";
+        if (!action || (strcmp(action, "403") != 0 && strcmp(action, "close") != 0))
+            return fail(f, m, key, "action wants 403 or close");
+        if (strcmp(action, "close") == 0 && n + 6 < sizeof(buf))
+            n += (size_t)snprintf(buf + n, sizeof(buf) - n, " close");
+        return set(cfg, f, m, key, buf);
+    }
+    /* headers: one line per field set or removed, each "PATTERN [type=T] [status=any] ..." */
+    const char *type = val[1] ? scalar(val[1]) : NULL, *status = val[2] ? scalar(val[2]) : NULL;
+    if ((val[1] && !type) ||
+        (val[2] && (!status || (strcmp(status, "any") != 0 && strcmp(status, "all") != 0 &&
+                                strcmp(status, "ok") != 0))))
+        return fail(f, m, key, "type wants a media type, status wants any (errors too) or ok");
+    char head[1024];
+    snprintf(head, sizeof(head), "%s%s%s%s", path, type ? " type=" : "", type ? type : "",
+             status && strcmp(status, "ok") != 0 ? " status=any" : "");
+    if (val[3] && val[3]->type != YAML_MAPPING_NODE)
+        return fail(f, val[3], key, "set wants a mapping of Name: value");
+    for (yaml_node_pair_t *p = val[3] ? val[3]->data.mapping.pairs.start : NULL;
+         p && p < val[3]->data.mapping.pairs.top; p++) {
+        const char *hk = scalar(yaml_document_get_node(&f->doc, p->key));
+        const char *hv = scalar(yaml_document_get_node(&f->doc, p->value));
+        if (!hk || !hv)
+            return fail(f, val[3], key, "set wants Name: value pairs");
+        int k = snprintf(buf, sizeof(buf), "%s %s: %s", head, hk, hv);
+        if (k < 0 || (size_t)k >= sizeof(buf))
+            return fail(f, val[3], key, "value too long");
+        if ((rc = set(cfg, f, m, key, buf)) != 0)
+            return rc;
+    }
+    if (val[4]) {
+        char names[2048];
+        size_t nn = 0;
+        if (!join_values(f, val[4], key, "\n", names, sizeof(names), &nn, &rc))
+            return rc;
+        for (char *name = names, *next; name && *name; name = next) {
+            next = strchr(name, '\n');
+            if (next)
+                *next++ = '\0';
+            int k = snprintf(buf, sizeof(buf), "%s ! %s", head, name);
+            if (k < 0 || (size_t)k >= sizeof(buf))
+                return fail(f, val[4], key, "value too long");
+            if ((rc = set(cfg, f, m, key, buf)) != 0)
+                return rc;
+        }
+    }
+    if (!val[3] && !val[4])
+        return fail(f, m, key, "wants set: {Name: value} or remove: [Name]");
+    return 0;
+}
+
 /* A mapping form of an option's value, turned into the option's own string. */
 static int apply_mapping(struct config *cfg, struct cfgfile *f, const char *key, yaml_node_t *m)
 {
@@ -137,6 +293,8 @@ static int apply_mapping(struct config *cfg, struct cfgfile *f, const char *key,
     int rc = duplicate_keys(f, m, key), n;
     if (rc)
         return rc;
+    if (strcmp(key, "redirects") == 0 || strcmp(key, "headers") == 0 || strcmp(key, "access") == 0)
+        return rule_mapping(cfg, f, key, m);
     if (strcmp(key, "error-page") == 0) { /* {404: /404.html, 500: /500.html} */
         for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top;
              p++) {

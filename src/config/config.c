@@ -508,17 +508,19 @@ int config_parse(struct config *cfg, int argc, char **argv, const struct config_
     int rc = parse_layers(cfg, argc, argv);
     if (rc == 0)
         rc = check(cfg, NULL);
-    if (cfg->check_only && rc != CONFIG_DONE) {
-        if (rc == 0)
-            printf("ringhttpd: %s: ok (%d site%s)\n", cfg->config_file,
-                   cfg->num_sites ? cfg->num_sites : 1, cfg->num_sites > 1 ? "s" : "");
+    if (cfg->check_only && rc != CONFIG_DONE) /* the caller prints the verdict (config_ok) */
         return rc == 0 ? CONFIG_DONE : 1;
-    }
     if (rc != 0)
         return rc;
     if (cfg->mime_file && (rc = load_mime_types(cfg, cfg->mime_file)) != 0)
         return rc;
     return open_docroot(cfg);
+}
+
+void config_ok(const struct config *cfg)
+{
+    printf("ringhttpd: %s: ok (%d site%s)\n", cfg->config_file, cfg->num_sites ? cfg->num_sites : 1,
+           cfg->num_sites > 1 ? "s" : "");
 }
 
 void config_free(struct config *cfg)

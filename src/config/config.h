@@ -32,6 +32,10 @@ int config_parse(struct config *cfg, int argc, char **argv, const struct config_
 /* Reads and parses a --mime-types file into out: 0, or -errno with a one-line reason in why. */
 int config_load_mime(const char *file, struct mime_table *out, char *why, size_t why_len);
 
+/* --check-config's verdict when nothing was wrong: "ringhttpd: FILE: ok (N sites)". config_parse
+ * leaves it to its caller, who may check more first (the sites' rules files, main.c). */
+void config_ok(const struct config *cfg);
+
 /* Releases what config_parse allocated and closes the document root. */
 void config_free(struct config *cfg);
 

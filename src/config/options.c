@@ -1,6 +1,7 @@
 /* The option table and its setters; see options.h. Every rejected value gets one line naming
  * the option (and, from a file, its file, line and key), and exit status 2. */
 #include "config/options.h"
+#include "core/rulefile.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -655,6 +656,96 @@ static int set_cache_rule(struct config *cfg, const struct option_info *o, char 
         return usage_error("--cache-control-for: at most 32 a site, '%s' is one too many", arg);
     cfg->cache_rules[cfg->num_cache_rules++] =
         (struct config_cache_rule){.pattern = pattern, .value = value};
+    return 0;
+}
+
+/* Issue 39's own lines (redirects, headers, access): each checked by compiling it alone, so a
+ * bad one is refused here with its line in the file; a header line "PATTERN [type=T]
+ * [status=any] Name: value" (or "PATTERN ! Name") becomes the block _headers would hold. */
+struct rule_check {
+    struct config *cfg;
+    const char *opt;
+    const char *arg;
+    int bad;
+};
+
+static void rule_refused(void *arg, const char *name, int line, const char *why)
+{
+    struct rule_check *c = arg;
+    struct config *cfg = c->cfg;
+    (void)name;
+    (void)line;
+    c->bad = usage_error("--%s: %s in '%s'", c->opt, why, c->arg);
+}
+
+static int set_rule_line(struct config *cfg, const struct option_info *o, char *arg)
+{
+    int kind = o->list - LIST_RULE_REDIRECTS; /* enum rulefile_kind's order */
+    char block[RULEFILE_MAX_LINE + 64];
+    const char *text = arg;
+    if (kind == RULEFILE_HEADERS) {
+        /* the pattern and its options, then the one field (a ':' or a '!' begins it) */
+        const char *f = arg;
+        while (*f && *f != ' ' && *f != '\t')
+            f++;
+        while (*f == ' ' || *f == '\t') {
+            const char *t = f;
+            while (*t == ' ' || *t == '\t')
+                t++;
+            if (strncmp(t, "type=", 5) != 0 && strncmp(t, "status=any", 10) != 0) {
+                f = t;
+                break;
+            }
+            f = t;
+            while (*f && *f != ' ' && *f != '\t')
+                f++;
+        }
+        if (!*f || f == arg)
+            return usage_error("--headers wants 'PATTERN [type=TYPE] [status=any] Name: value' "
+                               "or 'PATTERN ! Name', got '%s'",
+                               arg);
+        int n = snprintf(block, sizeof(block), "%.*s\n  %s\n", (int)(f - arg), arg, f);
+        if (n < 0 || (size_t)n >= sizeof(block))
+            return usage_error("--headers: too long: '%s'", arg);
+        text = block;
+    }
+    struct rule_check c = {cfg, o->name, arg, 0};
+    struct rulefile_src src = {(enum rulefile_kind)kind, o->name, text, strlen(text), 1, true};
+    const struct rulefile *rs;
+    size_t need = rulefile_compile(&src, 1, NULL, 0, &rs, NULL, NULL);
+    void *mem = malloc(need);
+    if (!mem)
+        return usage_error("--%s: out of memory for '%s'", o->name, arg);
+    rulefile_compile(&src, 1, mem, need, &rs, rule_refused, &c);
+    free(mem);
+    if (c.bad)
+        return c.bad;
+    if (cfg->num_rule_lines[kind] == CONFIG_MAX_RULE_LINES)
+        return usage_error("--%s: at most %d a site (a site's _redirects and _headers files hold "
+                           "more), '%s' is one too many",
+                           o->name, CONFIG_MAX_RULE_LINES, arg);
+    char *copy = options_strdup(cfg, text, strlen(text));
+    if (!copy)
+        return usage_error("--%s: out of memory for '%s'", o->name, arg);
+    int i = cfg->num_rule_lines[kind]++;
+    cfg->rule_lines[kind][i] = copy;
+    cfg->rule_at[kind][i] = cfg->src && cfg->src->file ? cfg->src->line : 0;
+    return 0;
+}
+
+static int set_deny_ua(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (!*arg || !valid_field_value(arg))
+        return usage_error("--deny-user-agent wants a pattern like 'GPTBot' or 'claude*bot', got "
+                           "'%s'",
+                           arg);
+    if (cfg->num_deny_ua == CONFIG_MAX_RULES)
+        return usage_error("--deny-user-agent: at most 32 a site, '%s' is one too many", arg);
+    char *copy = options_strdup(cfg, arg, strlen(arg));
+    if (!copy)
+        return usage_error("--deny-user-agent: out of memory for '%s'", arg);
+    cfg->deny_ua[cfg->num_deny_ua++] = copy;
     return 0;
 }
 
@@ -1315,6 +1406,40 @@ static const struct option_info table[] = {
      .help = "redirect FROM (a path; '*' at its end: a prefix)\n"
              "to TO with 301 (or 302, 307, 308); a TO ending in '*' gets\n"
              "the rest of the path and the query (repeatable)"},
+    {.name = "rules-files",
+     SITE,
+     FIELD(FIELD_BOOL, rules_files),
+     .set = set_flag,
+     .help = "apply the root's _redirects and _headers files (Netlify's\n"
+             "and Cloudflare Pages' syntax; never served themselves)"},
+    {.name = "redirects",
+     .metavar = "'FROM TO [STATUS]'",
+     SITE,
+     .list = LIST_RULE_REDIRECTS,
+     .set = set_rule_line,
+     .help = "a _redirects line: splats, :placeholders, 200 rewrites,\n"
+             "301/302/303/307/308, 404, 410, '!' to force (repeatable)"},
+    {.name = "headers",
+     .metavar = "'PATTERN NAME: VALUE'",
+     SITE,
+     .list = LIST_RULE_HEADERS,
+     .set = set_rule_line,
+     .help = "a _headers rule: NAME: VALUE (or ! NAME to remove it) on\n"
+             "paths matching PATTERN (repeatable)"},
+    {.name = "access",
+     .metavar = "'PATTERN deny CIDR'",
+     SITE,
+     .list = LIST_RULE_ACCESS,
+     .set = set_rule_line,
+     .help = "403 (or close) for addresses a deny list names or an\n"
+             "allow list does not, on paths matching PATTERN (repeatable)"},
+    {.name = "deny-user-agent",
+     .metavar = "PATTERN",
+     SITE,
+     .list = LIST_DENY_UA,
+     .set = set_deny_ua,
+     .help = "403 for a User-Agent matching PATTERN (case-insensitive,\n"
+             "'*' any run; repeatable)"},
     {.name = "basic-auth",
      .names_file = OPTFILE_AFTER_EQ,
      .metavar = "PREFIX=FILE",
@@ -1597,6 +1722,14 @@ static void layer_begin(struct config *cfg, enum option_list list)
         break;
     case LIST_HINTS:
         cfg->num_hints = 0;
+        break;
+    case LIST_RULE_REDIRECTS:
+    case LIST_RULE_HEADERS:
+    case LIST_RULE_ACCESS:
+        cfg->num_rule_lines[list - LIST_RULE_REDIRECTS] = 0;
+        break;
+    case LIST_DENY_UA:
+        cfg->num_deny_ua = 0;
         break;
     case LIST_TICKET_KEYS:
         cfg->num_ticket_key_files = 0;

@@ -38,6 +38,10 @@ enum option_list {
     LIST_CORS,
     LIST_HINTS,
     LIST_ACME_DOMAINS,
+    LIST_RULE_REDIRECTS, /* issue 39: redirects, headers, access (struct config's rule_lines) */
+    LIST_RULE_HEADERS,
+    LIST_RULE_ACCESS,
+    LIST_DENY_UA,
     LIST_TICKET_KEYS,
     LIST_PROXY_FROM,
     OPTION_LISTS
@@ -48,8 +52,11 @@ enum option_list {
 #define CONFIG_MAX_REAL_IP 32
 #define CONFIG_MAX_DICTIONARIES 8
 #define CONFIG_MAX_TICKET_KEYS 16
-#define CONFIG_MAX_RULES 32   /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
-#define CONFIG_MAX_OPTIONS 96 /* rows of the option table (options.c asserts it) */
+#define CONFIG_MAX_RULES 32    /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
+#define CONFIG_MAX_OPTIONS 104 /* rows of the option table (options.c asserts it) */
+/* per site and kind: redirects, headers and access lines of the YAML lists or the command
+ * line (a site's files hold thousands; these are the configuration's own few) */
+#define CONFIG_MAX_RULE_LINES 256
 
 enum engine_kind { ENGINE_AUTO, ENGINE_URING, ENGINE_EPOLL };
 
@@ -207,6 +214,17 @@ struct config {
     int num_auths;
     struct config_cache_rule cache_rules[CONFIG_MAX_RULES];
     int num_cache_rules;
+    /* Rules by path pattern (issue 39, core/rulefile.h; site.c compiles them with the root's
+     * files): rules-files reads the root's _redirects and _headers; rule_lines are the
+     * configuration's own lines by enum rulefile_kind (redirects, headers, access), each in
+     * its file's syntax (a header rule a block: "PATTERN\n  Name: value\n"), with its line in
+     * the file (0: the command line); deny_ua the user-agent patterns answered 403 */
+    bool rules_files;
+    const char *rule_lines[3][CONFIG_MAX_RULE_LINES];
+    int rule_at[3][CONFIG_MAX_RULE_LINES];
+    int num_rule_lines[3];
+    const char *deny_ua[CONFIG_MAX_RULES];
+    int num_deny_ua;
     /* Per-client limits and edge fields (issue 28). --limit-conn is the process's (a
      * connection's site is not known when it is accepted); the rest are a site's. */
     unsigned limit_conn; /* --limit-conn N: open connections per client address; 0: off */

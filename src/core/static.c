@@ -25,6 +25,8 @@ const char *static_reason(int status)
         return "Moved Permanently";
     case 302:
         return "Found";
+    case 303:
+        return "See Other";
     case 304:
         return "Not Modified";
     case 307:
@@ -43,6 +45,8 @@ const char *static_reason(int status)
         return "Method Not Allowed";
     case 408:
         return "Request Timeout";
+    case 410:
+        return "Gone";
     case 412:
         return "Precondition Failed";
     case 413:
@@ -427,6 +431,8 @@ int static_status_plan(int status, const char *extra, struct static_ctx *ctx, st
     put_head(&h, ctx, status);
     if (extra)
         wbuf_str(&h, extra);
+    if (ctx->extra_always)
+        wbuf_put(&h, ctx->extra_headers, ctx->extra_len);
     if (body) {
         WBUF_LIT(&h, "Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
         wbuf_u64(&h, body_len);
@@ -468,7 +474,7 @@ int static_body_plan(int status, const struct static_file *f, struct static_ctx 
 {
     struct wbuf h = writer(ctx);
     put_head(&h, ctx, status);
-    if (status < 300)
+    if (status < 300 || ctx->extra_always)
         wbuf_put(&h, ctx->extra_headers, ctx->extra_len);
     put_vary(&h, f);
     if (f->encoding)

@@ -53,6 +53,7 @@ struct static_ctx {
                          * that closes (policy_status_closes), and the plan's close says so */
     bool head;          /* HEAD: headers as for GET, no body */
     bool send_continue; /* prefix "HTTP/1.1 100 Continue" (the client waits for it) */
+    bool extra_always;  /* extra_headers go on error responses too (issue 39's status: any) */
     /* RESP_H1: the last interim_len bytes of extra_headers also go in a "103 Early Hints"
      * before the response (after any 100 Continue); RESP_FIELDS ignores it (HTTP/2 sends its
      * own HEADERS frame) */

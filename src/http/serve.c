@@ -22,6 +22,7 @@
 #include "core/path.h"
 #include "core/rules.h"
 #include "core/redirect.h"
+#include "core/rulefile.h"
 #include "core/static.h"
 #include "rt/compress.h"
 #include "rt/fcache.h"
@@ -48,6 +49,13 @@ struct job {
     struct static_ctx ctx;
     char use_as_dict[sizeof("Use-As-Dictionary: match=\"\"\r\n") + PATH_MAX];
     struct http_str query; /* after '?' in the target, still encoded; {NULL, 0} without one */
+    /* issue 39: the request's path for its site's header rules (NULL: none to apply), and the
+     * extra lines the response had before them */
+    const char *rule_path;
+    size_t rule_len;
+    bool rule_slash;
+    const char *base_extra;
+    size_t base_len;
 };
 
 static void hold(struct response *r, struct fentry *e)
@@ -140,12 +148,25 @@ static struct fentry *lookup(struct job *j, const char *path, size_t len, const 
 
 static void negotiate(struct job *j, struct fentry *e, struct static_file *f);
 
+/* Issue 39: the site's header rules for this response (its type, an error or not), over the
+ * extra lines it had before any rule. */
+static __attribute__((noinline)) void rule_headers(struct job *j, const char *type, bool err)
+{
+    j->ctx.extra_headers = j->base_extra;
+    j->ctx.extra_len = j->base_len;
+    j->ctx.extra_always = false;
+    site_rule_headers(j->site, j->req, j->rule_path, j->rule_len, j->rule_slash, type, err,
+                      j->base_extra, j->base_len, &j->ctx);
+}
+
 static void error(struct job *j, int status, const char *extra)
 {
     const struct config *cfg = j->cfg;
     /* The error replaces whatever plan was being built (one that did not fit the buffer):
      * the files that plan held are no longer needed, and the error page may need a slot. */
     release_holds(j->w, j->r);
+    if (__builtin_expect(j->rule_path != NULL, 0))
+        rule_headers(j, NULL, true);
     for (int i = 0; i < cfg->num_error_pages; i++) {
         if (cfg->error_pages[i].status != status)
             continue;
@@ -403,6 +424,8 @@ static bool send_plain(struct job *j, struct fentry *e)
 static void send_file(struct job *j, struct fentry *e, int status)
 {
     struct static_file f;
+    if (__builtin_expect(j->rule_path != NULL, 0))
+        rule_headers(j, e->mime, status >= 400);
     if (status == 200 && send_plain(j, e))
         return;
     hold(j->r, e);
@@ -724,6 +747,7 @@ static inline __attribute__((always_inline)) void init_job(struct job *j, struct
     j->r = r;
     r->note.edge = false;
     j->query = (struct http_str){NULL, 0};
+    j->rule_path = NULL;
     /* Member by member: a compound literal is zeroed first ("rep stos"), then written. Every
      * member is set; the assertion below fails the build when one is added. */
     struct static_ctx *ctx = &j->ctx;
@@ -737,6 +761,7 @@ static inline __attribute__((always_inline)) void init_job(struct job *j, struct
     ctx->keep_alive = pol->keep_alive;
     ctx->head = req && req->method == HTTP_HEAD;
     ctx->send_continue = pol->send_continue;
+    ctx->extra_always = false;
     ctx->interim_len = 0;
     ctx->minor = req ? req->minor : 1;
     ctx->buf = r->buf;
@@ -794,6 +819,45 @@ serve_noted(struct job *j, const char *path, size_t len, bool slash)
     return SERVE_NOTED;
 }
 
+/* Issue 39's rules (the site's _redirects, _headers, access and user-agent rules): refusals
+ * and redirects answer here; a rewrite serves its target with its status (one rewrite: the
+ * target's own rules are not looked at again); the header rules are kept for send_file and
+ * error. Out of line: a site without rules never comes here. */
+static __attribute__((noinline)) enum serve_result serve_ruled(struct job *j,
+                                                               const struct req_policy *pol,
+                                                               char *path, size_t len, bool slash,
+                                                               enum site_answer a)
+{
+    struct site_rewrite rw;
+    bool headers;
+    enum site_rule r = site_rules_stage(j->w, j->site, j->req, pol, path, len, slash, j->query,
+                                        &j->ctx, &j->r->plan, &rw, &headers);
+    if (r == SITE_RULE_ANSWERED)
+        return SERVE_DONE;
+    if (headers) {
+        j->rule_path = path;
+        j->rule_len = len;
+        j->rule_slash = slash;
+        j->base_extra = j->ctx.extra_headers;
+        j->base_len = j->ctx.extra_len;
+    }
+    if (r == SITE_RULE_NONE) {
+        serve_path(j, path, len, slash);
+    } else if (rw.status == 200) {
+        serve_path(j, rw.path, rw.len, rw.slash);
+    } else { /* 404 or 410 with the target's page, or the plain one */
+        struct fentry *e = fcache_get(j->w->cache, rw.path, rw.len, j->w->now);
+        if (e && e->err == 0 && !e->is_dir) {
+            send_file(j, e, rw.status);
+        } else {
+            if (e)
+                fcache_put(j->w->cache, e);
+            error(j, rw.status, NULL);
+        }
+    }
+    return a == SITE_NOTED ? SERVE_NOTED : SERVE_DONE;
+}
+
 /* Inlined into serve_request: it is the whole of it once the wait check says go. */
 static inline __attribute__((always_inline)) enum serve_result
 answer_request(struct runtime *w, const struct http_request *req, const struct req_policy *pol,
@@ -845,11 +909,12 @@ answer_request(struct runtime *w, const struct http_request *req, const struct r
     j.query = pr.query;
     enum site_answer a = site_answer(w, j.site, req, pol, path, pr.len, pr.trailing_slash, pr.query,
                                      &j.ctx, &r->plan, &r->note);
-    if (a) {
-        if (a == SITE_ANSWERED)
-            return SERVE_DONE; /* health, --limit-req, redirect or basic auth */
+    if (a == SITE_ANSWERED)
+        return SERVE_DONE; /* health, --limit-req, redirect or basic auth */
+    if (__builtin_expect(j.site->ruled, 0))
+        return serve_ruled(&j, pol, path, pr.len, pr.trailing_slash, a);
+    if (a)
         return serve_noted(&j, path, pr.len, pr.trailing_slash);
-    }
     serve_path(&j, path, pr.len, pr.trailing_slash);
     return SERVE_DONE;
 }

@@ -56,6 +56,9 @@ struct stats {
     stat_t limit_conn_refused;
     stat_t limit_req_refused;
     stat_t limit_uncounted;
+    /* Issue 39: requests answered 403 for a --deny-user-agent pattern, and by an access rule. */
+    stat_t rules_ua_refused;
+    stat_t rules_access_refused;
     /* Connections from --proxy-protocol-from sources closed for their PROXY header (missing,
      * malformed, too long, too slow). */
     stat_t proxy_refused;

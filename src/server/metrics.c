@@ -237,6 +237,12 @@ char *metrics_render(struct worker *const *ws, int n, const char *engine, struct
     PER_WORKER(f, "ringhttpd_limit_req_refused_total", "counter",
                "Requests answered 429: their client was past --limit-req.", ws, n,
                limit_req_refused);
+    PER_WORKER(f, "ringhttpd_user_agent_refused_total", "counter",
+               "Requests answered 403: their User-Agent matched a --deny-user-agent pattern.", ws,
+               n, rules_ua_refused);
+    PER_WORKER(f, "ringhttpd_access_refused_total", "counter",
+               "Requests answered 403 (or closed) by an access rule of their site.", ws, n,
+               rules_access_refused);
     PER_WORKER(f, "ringhttpd_limit_uncounted_total", "counter",
                "Clients a full limit table could not count (let through).", ws, n, limit_uncounted);
     PER_WORKER(f, "ringhttpd_file_cache_hits_total", "counter", "File-cache look-ups that hit.", ws,

@@ -1013,7 +1013,8 @@ static void follow_docroot(struct server *sv, struct errlog_limit *lim)
         return;
     }
     if (publish(sv, s, false, "document root change"))
-        errlog(ERRLOG_NOTICE, "document root of %s changed: serving the new one",
+        errlog(ERRLOG_NOTICE,
+               "document root of %s (or its _redirects, _headers) changed: serving the new one",
                config_serves(sv->cfg));
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -19,6 +20,7 @@
 #include "core/path.h"
 #include "core/peer.h"
 #include "core/policy.h"
+#include "core/rulefile.h"
 #include "core/rules.h"
 #include "site/auth.h"
 #include "rt/guard.h"
@@ -66,6 +68,167 @@ static char *cache_block(const struct config *c, const char *value, size_t *len)
     return out;
 }
 
+/* ---- issue 39: rules files (on the thread that builds the site: never a worker's loop) ---- */
+
+/* A _redirects or _headers file larger than this is not read (Cloudflare's 2,100 redirects of
+ * 1,000 bytes each fit twice). */
+#define RULES_FILE_MAX (4u << 20)
+
+static const char *const rule_file[2] = {"_redirects", "_headers"};
+
+struct rules_report {
+    bool to_stderr; /* --check-config; else the error log */
+    int count;
+};
+
+static void rules_bad(void *arg, const char *name, int line, const char *why)
+{
+    struct rules_report *r = arg;
+    r->count++;
+    if (r->to_stderr)
+        fprintf(stderr, "ringhttpd: %s:%d: %s\n", name, line, why);
+    else
+        errlog(ERRLOG_WARN, "%s:%d: %s (the line is ignored, the others apply)", name, line, why);
+}
+
+static void stamp_of(int root_fd, const char *name, struct site_stamp *st)
+{
+    struct stat sb;
+    *st = (struct site_stamp){0};
+    if (fstatat(root_fd, name, &sb, 0) != 0)
+        return;
+    *st = (struct site_stamp){.present = true,
+                              .dev = sb.st_dev,
+                              .ino = sb.st_ino,
+                              .mtime_ns = sb.st_mtim.tv_sec * 1000000000ll + sb.st_mtim.tv_nsec,
+                              .size = sb.st_size};
+}
+
+/* The file name beneath root_fd, read whole into *text (NULL and 0 when there is none);
+ * 0, or -errno with the reason reported. */
+static int read_rule_file(int root_fd, const char *name, const char *shown, char **text,
+                          size_t *len, struct rules_report *rep)
+{
+    struct stat st;
+    *text = NULL;
+    *len = 0;
+    int fd = file_open_beneath(root_fd, name, O_NONBLOCK);
+    if (fd == -ENOENT || fd == -ENOTDIR)
+        return 0;
+    int rc = fd < 0 ? fd : fstat(fd, &st) != 0 ? -errno : 0;
+    if (rc == 0 && !S_ISREG(st.st_mode))
+        rc = -EISDIR;
+    if (rc == 0 && (uint64_t)st.st_size > RULES_FILE_MAX)
+        rc = -EFBIG;
+    if (rc == 0 && !(*text = malloc((size_t)st.st_size + 1)))
+        rc = -ENOMEM;
+    if (rc == 0 && (rc = file_read_all(fd, *text, (uint64_t)st.st_size)) == 0)
+        *len = (size_t)st.st_size;
+    if (fd >= 0)
+        close(fd);
+    if (rc != 0) {
+        free(*text);
+        *text = NULL;
+        rules_bad(rep, shown, 0,
+                  rc == -EFBIG    ? "larger than 4 MiB: not read"
+                  : rc == -EISDIR ? "not a file"
+                                  : strerror(-rc));
+    }
+    return rc;
+}
+
+/* Compiles c's rules (the files beneath root_fd when rules-files is on, then its own lines)
+ * into *out (its block in *mem); both NULL when there are none. stamps, when given, get what
+ * the files were. 0 or -ENOMEM. */
+static int compile_rules(const struct config *c, int root_fd, const struct rulefile **out,
+                         void **mem, struct site_stamp *stamps, struct rules_report *rep)
+{
+    static const char *const opt[3] = {"--redirects", "--headers", "--access"};
+    char *text[2] = {NULL, NULL};
+    char shown[2][PATH_MAX + 16];
+    size_t n = 0, lines = 0;
+    int rc = 0;
+    *out = NULL;
+    *mem = NULL;
+    for (int k = 0; k < 3; k++)
+        lines += (size_t)c->num_rule_lines[k];
+    struct rulefile_src *srcs = calloc(lines + 2, sizeof(*srcs));
+    if (!srcs)
+        return -ENOMEM;
+    for (int f = 0; f < 2 && c->rules_files; f++) {
+        size_t len;
+        if (stamps)
+            stamp_of(root_fd, rule_file[f], &stamps[f]);
+        snprintf(shown[f], sizeof(shown[f]), "%s/%s", c->docroot ? c->docroot : ".", rule_file[f]);
+        if (read_rule_file(root_fd, rule_file[f], shown[f], &text[f], &len, rep) == -ENOMEM)
+            rc = -ENOMEM;
+        if (text[f])
+            srcs[n++] =
+                (struct rulefile_src){(enum rulefile_kind)f, shown[f], text[f], len, 1, false};
+    }
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < c->num_rule_lines[k]; i++) {
+            bool file = c->rule_at[k][i] > 0 && c->config_file;
+            srcs[n++] = (struct rulefile_src){
+                (enum rulefile_kind)k,       file ? c->config_file : opt[k], c->rule_lines[k][i],
+                strlen(c->rule_lines[k][i]), file ? c->rule_at[k][i] : 1,    true};
+        }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    size_t need = 0;
+    if (n && !rc) {
+        need = rulefile_compile(srcs, n, NULL, 0, out, NULL, NULL);
+        if (!(*mem = malloc(need)))
+            rc = -ENOMEM;
+        else if (rulefile_compile(srcs, n, *mem, need, out, rules_bad, rep) != need || !*out)
+            rc = -ENOMEM; /* cannot happen: the same texts, the size they asked for */
+        if (rc) {
+            free(*mem);
+            *mem = NULL;
+            *out = NULL;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        /* the figures README's "Rules files" quotes (load time, memory per rule) */
+        if (*out && !rep->to_stderr)
+            errlog(ERRLOG_NOTICE,
+                   "%s: rules: %u redirects, %u header rules, %u access rules, %u lines "
+                   "ignored; compiled in %.2f ms into %zu KiB",
+                   c->docroot ? c->docroot : ".", (*out)->nredirects, (*out)->nheaders,
+                   (*out)->naccess, (*out)->nbad,
+                   (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+                   need / 1024);
+    }
+    free(text[0]);
+    free(text[1]);
+    free(srcs);
+    return rc;
+}
+
+int site_check_rules(const struct config *cfg)
+{
+    struct rules_report rep = {.to_stderr = true};
+    int n = cfg->num_sites ? cfg->num_sites : 1;
+    for (int i = 0; i < n; i++) {
+        const struct config *c = cfg->num_sites ? &cfg->sites[i] : cfg;
+        if (!c->rules_files)
+            continue;
+        int fd = open(c->docroot ? c->docroot : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+            fprintf(stderr, "ringhttpd: %s: %s (its rules files are not checked)\n", c->docroot,
+                    strerror(errno));
+            rep.count++;
+            continue;
+        }
+        const struct rulefile *rs;
+        void *mem;
+        if (compile_rules(c, fd, &rs, &mem, NULL, &rep) != 0)
+            rep.count++;
+        free(mem);
+        close(fd);
+    }
+    return rep.count;
+}
+
 /* Opens v's root (or takes fd >= 0) and what its options name. */
 static int vhost_open(struct vhost *v, const struct config *c, int fd, uint32_t id, char *why,
                       size_t why_len)
@@ -95,6 +258,12 @@ static int vhost_open(struct vhost *v, const struct config *c, int fd, uint32_t 
         rc = auth_file_load(c->auths[i].htpasswd, &v->auth[i], why, why_len);
     if (!rc && v->types == &v->own)
         rc = config_load_mime(c->mime_file, &v->own, why, why_len);
+    if (!rc &&
+        (c->rules_files || c->num_rule_lines[0] || c->num_rule_lines[1] || c->num_rule_lines[2])) {
+        struct rules_report rep = {.to_stderr = false};
+        rc = compile_rules(c, v->root_fd, &v->ruleset, &v->ruleset_mem, v->stamp, &rep);
+    }
+    v->ruled = v->ruleset || c->num_deny_ua || c->rules_files;
     v->limits = c->limit_req_on || c->num_limit_req_for;
     v->edge = c->num_cors || c->num_hints || c->limit_rate;
     v->classic = c->canonical_host || c->num_redirects || c->num_auths || c->num_cache_rules;
@@ -114,6 +283,7 @@ static void vhost_close(struct vhost *v)
         free(v->cache_headers[i]);
         auth_file_free(v->auth[i]);
     }
+    free(v->ruleset_mem);
     mime_table_free(&v->own);
 }
 
@@ -265,6 +435,14 @@ int site_moved(const struct config *cfg, const struct site *s)
             return -errno;
         if (st.st_dev != s->vh[i].dev || st.st_ino != s->vh[i].ino)
             return 1;
+        /* a _redirects or _headers changed in place: the site is built again with them, as
+         * for a moved root (its files and rules then switch together) */
+        for (int f = 0; f < 2 && s->vh[i].cfg->rules_files; f++) {
+            struct site_stamp now;
+            stamp_of(s->vh[i].root_fd, rule_file[f], &now);
+            if (memcmp(&now, &s->vh[i].stamp[f], sizeof(now)) != 0)
+                return 1;
+        }
     }
     return 0;
 }
@@ -300,6 +478,7 @@ struct site_worker {
         /* site_pending found this request's credentials verified: serve's check is done */
         const struct http_request *granted;
     } route;
+    char rewrite[PATH_MAX]; /* a rewrite's target (struct site_rewrite), its request's only */
 };
 
 struct site_worker *site_worker_new(void)
@@ -559,6 +738,132 @@ static __attribute__((noinline)) bool site_rules(struct runtime *w, const struct
         }
     }
     return false;
+}
+
+/* ---- issue 39: the rules stage (worker thread) ---- */
+
+/* Whether a file (or a directory with index.html) is at path: a rule without '!' then does
+ * not apply (Netlify's shadowing). */
+static bool shadowed(struct runtime *w, const char *path, size_t len)
+{
+    struct fentry *e = fcache_get(w->cache, path, len, w->now);
+    bool file = e && e->err == 0 && !e->is_dir, dir = e && e->err == 0 && e->is_dir;
+    if (e)
+        fcache_put(w->cache, e);
+    if (!dir)
+        return file;
+    char idx[PATH_MAX];
+    int n = snprintf(idx, sizeof(idx), "%.*s%sindex.html", (int)len, path, len ? "/" : "");
+    if (n < 0 || (size_t)n >= sizeof(idx))
+        return false;
+    e = fcache_get(w->cache, idx, (size_t)n, w->now);
+    file = e && e->err == 0 && !e->is_dir;
+    if (e)
+        fcache_put(w->cache, e);
+    return file;
+}
+
+static bool refuse(stat_t *counter, bool close, struct static_ctx *ctx, struct plan *plan)
+{
+    stat_add(counter, 1);
+    if (!static_status_plan(403, NULL, ctx, plan))
+        return false;
+    plan->close |= close;
+    return true;
+}
+
+/* The redirect rule r matched with captures m: its 3xx, or the rewrite's target into rw. Apart
+ * from site_rules_stage: its Location buffer (tens of KB of stack, probed page by page) costs
+ * nothing to the requests no redirect matches. */
+static __attribute__((noinline)) enum site_rule
+apply_redirect(struct runtime *w, const struct rulefile_redirect *r, const struct rulefile_match *m,
+               struct http_str query, struct static_ctx *ctx, struct plan *plan,
+               struct site_rewrite *rw)
+{
+    char *to = w->sitew->rewrite;
+    char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET];
+    size_t n = rulefile_target(r, m, query.p, query.len, loc, sizeof(loc));
+    if (r->status >= 300 && r->status < 400)
+        return redirect_to(loc, n, r->status, ctx, plan) ? SITE_RULE_ANSWERED : SITE_RULE_NONE;
+    struct path_result pr;
+    int st = n ? path_normalize((struct http_str){loc, n}, to, PATH_MAX - 1, &pr) : 414;
+    if (st)
+        return static_status_plan(st == 400 ? 500 : st, NULL, ctx, plan) ? SITE_RULE_ANSWERED
+                                                                         : SITE_RULE_NONE;
+    to[pr.len] = '\0';
+    rw->path = to;
+    rw->len = pr.len;
+    rw->slash = pr.trailing_slash;
+    rw->status = r->status;
+    return SITE_RULE_REWRITE;
+}
+
+enum site_rule site_rules_stage(struct runtime *w, const struct vhost *v,
+                                const struct http_request *req, const struct req_policy *pol,
+                                const char *path, size_t len, bool slash, struct http_str query,
+                                struct static_ctx *ctx, struct plan *plan, struct site_rewrite *rw,
+                                bool *headers)
+{
+    const struct config *c = v->cfg;
+    const struct rulefile *rs = v->ruleset;
+    *headers = false;
+    /* the files themselves are the server's, never the site's content */
+    if (c->rules_files && !slash &&
+        ((len == 10 && memcmp(path, "_redirects", 10) == 0) ||
+         (len == 8 && memcmp(path, "_headers", 8) == 0)))
+        return static_status_plan(404, NULL, ctx, plan) ? SITE_RULE_ANSWERED : SITE_RULE_NONE;
+    if (c->num_deny_ua) {
+        struct http_str ua = field_of(req, "user-agent");
+        if (ua.p && rulefile_ua_denied(c->deny_ua, c->num_deny_ua, ua.p, ua.len))
+            return refuse(&w->stats.rules_ua_refused, false, ctx, plan) ? SITE_RULE_ANSWERED
+                                                                        : SITE_RULE_NONE;
+    }
+    if (!rs)
+        return SITE_RULE_NONE;
+    struct rulefile_found f;
+    rulefile_find(rs, path, len, query.p, query.len, &f);
+    *headers = f.headers;
+    if (f.access >= 0) {
+        const struct peer *p = pol->peer;
+        bool known = p && p->known;
+        if (rulefile_refuses(&rs->access[f.access], known ? p->family : 0, known ? p->addr : NULL))
+            return refuse(&w->stats.rules_access_refused, rs->access[f.access].close, ctx, plan)
+                       ? SITE_RULE_ANSWERED
+                       : SITE_RULE_NONE;
+    }
+    if (f.redirect < 0)
+        return SITE_RULE_NONE;
+    const struct rulefile_redirect *r = &rs->redirects[f.redirect];
+    if (!r->force && shadowed(w, path, len))
+        return SITE_RULE_NONE;
+    return apply_redirect(w, r, &f.m, query, ctx, plan, rw);
+}
+
+void site_rule_headers(const struct vhost *v, const struct http_request *req, const char *path,
+                       size_t len, bool slash, const char *type, bool error, const char *base,
+                       size_t base_len, struct static_ctx *ctx)
+{
+    const struct rulefile *rs = v->ruleset;
+    char lines[4096];
+    (void)slash; /* a trailing '/' is optional in every pattern */
+    if (!rs || !rs->nheaders || (error && !rs->any_errors))
+        return;
+    /* issue 28's Link lines stay the last ones (the 103's: core/static.h's interim_len) */
+    size_t keep = error ? 0 : ctx->interim_len, own = error ? 0 : base_len - keep;
+    struct http_str host = req && rs->any_host ? vhost_request_host(req) : (struct http_str){0};
+    size_t n = rulefile_headers(rs, host.p, host.len, path, len, type, error, base, own, lines,
+                                sizeof(lines));
+    if (n == SIZE_MAX || n + keep > ctx->cap / 2)
+        return;
+    char *at = ctx->buf + ctx->cap - n - keep;
+    memcpy(at, lines, n);
+    if (keep)
+        memmove(at + n, base + own, keep);
+    ctx->extra_headers = at;
+    ctx->extra_len = n + keep;
+    ctx->cap -= n + keep;
+    ctx->ok_head = NULL; /* lines of its own: the general writer (as edge_fields) */
+    ctx->extra_always = error;
 }
 
 /* Issue 28's rules around site_rules: --limit-req first (a 429 before a redirect or a password

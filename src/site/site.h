@@ -9,6 +9,7 @@
 #ifndef RT_SITE_H
 #define RT_SITE_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -22,6 +23,7 @@
 #include "core/vhost.h"
 
 struct auth_file;
+struct rulefile;
 struct tls_conn;
 struct runtime;
 struct plan;
@@ -61,6 +63,19 @@ struct vhost {
     bool proxied; /* --limit-conn behind --real-ip-from: a proxy's requests counted (issue 28) */
     bool edge;    /* any --limit-rate, --cors or --early-hints (issue 28) */
     char challenge[sizeof("WWW-Authenticate: Basic realm=\"\", charset=\"UTF-8\"\r\n") + 256];
+    /* Issue 39: the root's _redirects and _headers (rules-files) and the configuration's
+     * redirects, headers and access lines, compiled when the site is built (core/rulefile.h;
+     * NULL: none), and what each file was then (site_moved compares) */
+    const struct rulefile *ruleset;
+    void *ruleset_mem;
+    struct site_stamp {
+        bool present;
+        dev_t dev;
+        ino_t ino;
+        int64_t mtime_ns;
+        int64_t size;
+    } stamp[2];
+    bool ruled; /* a ruleset or --deny-user-agent: serve asks site_rules_stage */
 };
 
 struct site {
@@ -153,6 +168,46 @@ bool site_preflight(const struct vhost *v, const struct http_request *req, const
  * answered: serve's SERVE_PENDING. The check reports its end with pol->resume (rt/auth.h);
  * never true without a token. */
 bool site_pending(struct runtime *w, const struct http_request *req, const struct req_policy *pol);
+
+/* Issue 39's rules stage, after site_answer let the request through: a --deny-user-agent
+ * match (403, counted), an access rule that refuses the client (403, or 403 and close), then
+ * the first redirect that matches (a redirect's plan; a rule without '!' does not apply where
+ * a file, or a directory with index.html, exists at the path). *headers: whether a header rule's
+ * pattern matches the path (serve then asks site_rule_headers for the response). */
+enum site_rule {
+    SITE_RULE_NONE,     /* serve the path */
+    SITE_RULE_ANSWERED, /* the plan is written */
+    SITE_RULE_REWRITE,  /* serve rw's path instead, with rw's status (200, 404, 410) */
+};
+
+struct site_rewrite {
+    const char *path; /* normalised as path_normalize leaves it, NUL-terminated; in the
+                       * worker's site state, valid until its next request */
+    size_t len;
+    bool slash;
+    int status;
+};
+
+enum site_rule site_rules_stage(struct runtime *w, const struct vhost *v,
+                                const struct http_request *req, const struct req_policy *pol,
+                                const char *path, size_t len, bool slash, struct http_str query,
+                                struct static_ctx *ctx, struct plan *plan, struct site_rewrite *rw,
+                                bool *headers);
+
+/* The header rules of v that match the request's path (path[0..len), slash as for
+ * site_answer) for a response of `type` (NULL: unknown), an error or not, applied over
+ * base[0..base_len) (the lines the response had before): ctx's extra lines replaced by the
+ * result (at the end of ctx's buffer, which shrinks; ctx->ok_head NULL), or left as they are
+ * when no rule matched. For an error, only rules with status: any apply, over no base, and
+ * ctx->extra_always is set when one did. */
+void site_rule_headers(const struct vhost *v, const struct http_request *req, const char *path,
+                       size_t len, bool slash, const char *type, bool error, const char *base,
+                       size_t base_len, struct static_ctx *ctx);
+
+/* --check-config: reads the _redirects and _headers of every site of cfg with rules-files and
+ * prints each line that cannot be used (FILE:LINE: why) to stderr. The number of such lines
+ * (files that cannot be read count one each). */
+int site_check_rules(const struct config *cfg);
 
 /* Where the current site is published for the workers. */
 struct site_slot {

@@ -14,6 +14,8 @@ int main(int argc, char **argv)
     const struct server_seams seams = {.xport = transport_test_hook(), .proto = proto_test_hook()};
     struct config cfg;
     int rc = config_parse(&cfg, argc, argv, &site_config_files);
+    if (rc == CONFIG_DONE && cfg.check_only)
+        config_ok(&cfg);
     if (rc == 0)
         rc = server_run(&cfg, &seams);
     config_free(&cfg);
