@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         inet_pton(AF_INET, "127.0.0.1", peer);
         size_t n = logfmt_real_ip(trusted, 2, AF_INET, peer, "127.0.0.1", &req, addr);
         assert(n < LOGFMT_ADDR_MAX && addr[n] == '\0');
-        logfmt_capture(&cap, addr, n, &req);
+        logfmt_capture(&cap, addr, n, &req, false);
         check(&cap);
     }
     free(s);
