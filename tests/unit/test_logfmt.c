@@ -144,7 +144,10 @@ TEST(logfmt_line_bounded_whatever_the_input)
     len += (size_t)sprintf(head, "GET /");
     memset(head + len, '"', 8000); /* quotes escape to 4 (clf) or 2 (json) */
     len += 8000;
-    len += (size_t)sprintf(head + len, " HTTP/1.1\r\nHost: x\r\nUser-Agent: ");
+    len += (size_t)sprintf(head + len, " HTTP/1.1\r\nHost: ");
+    memset(head + len, 0xff, 1000); /* issue 39's host field: cut at its own budget too */
+    len += 1000;
+    len += (size_t)sprintf(head + len, "\r\nUser-Agent: ");
     memset(head + len, 0xff, 3000); /* each byte 4 (clf) or 6 (json) */
     len += 3000;
     len += (size_t)sprintf(head + len, "\r\nReferer: ");
@@ -153,7 +156,8 @@ TEST(logfmt_line_bounded_whatever_the_input)
     len += (size_t)sprintf(head + len, "\r\n\r\n");
     CHECK(http1_parse(head, len, &req) > 0);
     logfmt_capture(&cap, "2001:db8:ffff:ffff:ffff:ffff:255.255.255.255", 44, &req, false);
-    for (int fmt = LOG_COMBINED; fmt <= LOG_JSON; fmt++) {
+    CHECK(cap.host_len == LOGFMT_HOST_MAX);
+    for (int fmt = LOG_COMBINED; fmt <= LOG_VCOMBINED; fmt++) {
         size_t n = logfmt_line((enum log_format)fmt, &cap, &END_200, &clk, line);
         CHECK(n <= LOGFMT_LINE_MAX);
         CHECK(line[n - 1] == '\n');
