@@ -514,6 +514,27 @@ def test_yaml_sites_each_their_own(make_server, tmp_path):
         assert c.read().body == b"root index\n"
 
 
+@pytest.mark.no_tls("the sites' names are not the test certificate's")
+def test_a_reload_turns_pages_on_and_off(make_server, tmp_path):
+    """SIGHUP applies a site's new pages/trailing-slash (per-site options, reload: true)."""
+    import signal
+    from conftest import wait_for
+    root = build(tmp_path / "site", TREE)
+    conf = tmp_path / "site.yaml"
+    conf.write_text(f"sites:\n  - hosts: [a.test]\n    root: {root}\n    default: true\n")
+    srv = make_server(args=["--config", str(conf)])
+    assert fetch(srv, "/file").status == 404
+    conf.write_text(f"sites:\n  - hosts: [a.test]\n    root: {root}\n    default: true\n"
+                    "    pages: true\n    trailing-slash: never\n")
+    srv.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: fetch(srv, "/file").status == 200), srv.stderr_text()
+    assert fetch(srv, "/folder").body == b"folder/index.html\n"
+    conf.write_text(f"sites:\n  - hosts: [a.test]\n    root: {root}\n    default: true\n")
+    srv.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: fetch(srv, "/file").status == 404), srv.stderr_text()
+    assert fetch(srv, "/folder").header("location") == "/folder/"
+
+
 # ---- what a client controls: the same answers with clean URLs as without ----
 
 HOSTILE = [
