@@ -473,10 +473,19 @@ static __attribute__((noinline)) bool canonical_redirect(struct job *j, struct f
     if (!html && !index) /* names alone decide most requests: no lookup for them */
         return false;
     struct fentry *other = index ? find_index(j, path, dir) : NULL;
+    bool bare = dir && cfg->trailing_slash == SLASH_NEVER;
+    if (other == e && bare) { /* never: /dir serves dir.html first, when there is one */
+        struct fentry *page = file_at(j, path, dir, ".html");
+        if (page) {
+            fcache_put(j->w->cache, page);
+            fcache_put(j->w->cache, other);
+            return false;
+        }
+    }
     if (other == e) { /* dir/index.html: dir's URL serves it */
         fcache_put(j->w->cache, other);
         fcache_put(j->w->cache, e);
-        redirect_page(j, path, dir, dir && cfg->trailing_slash != SLASH_NEVER);
+        redirect_page(j, path, dir, !bare && dir);
         return true;
     }
     if (other)

@@ -315,6 +315,7 @@ NEVER = [
     ("/folder/?q=1", 301, "/folder?q=1"),
     ("/both", 200, b"both.html\n"),
     ("/both/", 301, "/both"),
+    ("/both/index.html", 200, b"both/index.html\n"),  # /both serves both.html: no redirect
     ("/", 200, b"root index\n"),
     ("/index.html", 301, "/"),
     ("/noindex", 301, "/noindex/"),  # no index: it keeps the slash its listing needs
