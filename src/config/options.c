@@ -268,12 +268,27 @@ static int set_error_page(struct config *cfg, const struct option_info *o, char 
     return 0;
 }
 
-/* Path `path` of value (a URL path, or "" for "/" itself when root_ok) in the pool. */
+/* The normalised URL path value names, in the pool: a file's (url_path_option's rules), or with
+ * prefix any path below the root, the root itself ("/", "/../") being "". */
 static const char *pool_url_path(struct config *cfg, const char *opt, const char *value,
-                                 bool root_ok, int *rc)
+                                 bool prefix, int *rc)
 {
-    if (root_ok && strcmp(value, "/") == 0)
-        return options_strdup(cfg, "", 0);
+    if (prefix) {
+        char buf[PATH_MAX];
+        struct path_result res;
+        if (value[0] != '/' ||
+            path_normalize((struct http_str){value, strlen(value)}, buf, sizeof(buf) - 1, &res) !=
+                0 ||
+            res.query.p) {
+            *rc = usage_error("%s wants [PREFIX=]PATH, PREFIX a URL path like /app/, got '%s'", opt,
+                              value);
+            return NULL;
+        }
+        const char *kept = options_strdup(cfg, buf, res.len);
+        if (!kept)
+            *rc = 2;
+        return kept;
+    }
     char *path = (char *)url_path_option(cfg, opt, value, rc);
     if (!path)
         return NULL;
@@ -294,7 +309,7 @@ static int set_fallback(struct config *cfg, const struct option_info *o, char *a
     const char *prefix = "";
     if (eq) {
         *eq = '\0';
-        prefix = pool_url_path(cfg, "--fallback's PREFIX", arg, true, &rc);
+        prefix = pool_url_path(cfg, "--fallback", arg, true, &rc);
         *eq = '=';
         if (!prefix)
             return rc;
