@@ -15,6 +15,7 @@
 #                           exposition with it), bpftrace (the probe test attaches it), nghttp
 #                           and h2load (nghttp2-client), gtlsclient (ngtcp2-client: HTTP/3),
 #                           haproxy (test_proxy: the balancer in front, PROXY v1 and v2),
+#                           goaccess (test_pages reads --log-format vcombined with it),
 #                           h2spec (built from its Go module, versions pinned in
 #                           scripts/h2spec/go.mod, with Debian's golang-go when no Go is
 #                           installed, into build-independent .tools/bin)
@@ -124,6 +125,7 @@ if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = s
     command -v pebble >/dev/null || need_pkg pebble # test_acme: a test CA (and pebble-challtestsrv)
     command -v gtlsclient >/dev/null || need_pkg ngtcp2-client # test_h3's second HTTP/3 client
     command -v haproxy >/dev/null || need_pkg haproxy # test_proxy: a balancer sending PROXY v1/v2
+    command -v goaccess >/dev/null || need_pkg goaccess # test_pages parses --log-format vcombined
 fi
 if [ "$what" = fuzz ]; then
     command -v clang >/dev/null || need_pkg clang

@@ -197,9 +197,9 @@ static void warn_missing_pages(const struct config *top, const struct config *c,
 {
     struct stat st;
     const char *file = top->config_file;
-    for (int i = 0; i <= c->num_error_pages; i++) {
-        bool fb = i == c->num_error_pages;
-        const char *path = fb ? c->fallback : c->error_pages[i].path;
+    for (int i = 0; i < c->num_error_pages + c->num_fallbacks; i++) {
+        bool fb = i >= c->num_error_pages;
+        const char *path = fb ? c->fallbacks[i - c->num_error_pages].path : c->error_pages[i].path;
         const char *key = fb ? "fallback" : "error-page";
         if (!path || (fstatat(root, path, &st, 0) == 0 && S_ISREG(st.st_mode)))
             continue;

@@ -269,16 +269,104 @@ static int set_error_page(struct config *cfg, const struct option_info *o, char 
     return 0;
 }
 
-/* The last one wins; a site's replaces the copy it inherited from the top level. */
+/* The normalised URL path value names, in the pool: a file's (url_path_option's rules), or with
+ * prefix any path below the root, the root itself ("/", "/../") being "". */
+static const char *pool_url_path(struct config *cfg, const char *opt, const char *value,
+                                 bool prefix, int *rc)
+{
+    if (prefix) {
+        char buf[PATH_MAX];
+        struct path_result res;
+        if (value[0] != '/' ||
+            path_normalize((struct http_str){value, strlen(value)}, buf, sizeof(buf) - 1, &res) !=
+                0 ||
+            res.query.p) {
+            *rc = usage_error("%s wants [PREFIX=]PATH, PREFIX a URL path like /app/, got '%s'", opt,
+                              value);
+            return NULL;
+        }
+        const char *kept = options_strdup(cfg, buf, res.len);
+        if (!kept)
+            *rc = 2;
+        return kept;
+    }
+    char *path = (char *)url_path_option(cfg, opt, value, rc);
+    if (!path)
+        return NULL;
+    const char *kept = options_strdup(cfg, path, strlen(path));
+    free(path);
+    if (!kept)
+        *rc = 2;
+    return kept;
+}
+
+/* [PREFIX=]PATH. One for a prefix already listed replaces it: the last one wins, as the single
+ * --fallback did; a site's list replaces the one it inherited from the top level. */
 static int set_fallback(struct config *cfg, const struct option_info *o, char *arg)
 {
     (void)o;
     int rc = 0;
-    const char *path = url_path_option(cfg, "--fallback", arg, &rc);
+    char *eq = arg[0] == '/' ? strchr(arg, '=') : NULL;
+    const char *prefix = "";
+    if (eq) {
+        *eq = '\0';
+        prefix = pool_url_path(cfg, "--fallback", arg, true, &rc);
+        *eq = '=';
+        if (!prefix)
+            return rc;
+    }
+    const char *path = pool_url_path(cfg, "--fallback", eq ? eq + 1 : arg, false, &rc);
     if (!path)
         return rc;
-    free((char *)cfg->fallback);
-    cfg->fallback = path;
+    int i = 0;
+    while (i < cfg->num_fallbacks && strcmp(cfg->fallbacks[i].prefix, prefix) != 0)
+        i++;
+    if (i == CONFIG_MAX_FALLBACKS)
+        return usage_error("--fallback: at most %d prefixes, '%s' is one too many",
+                           CONFIG_MAX_FALLBACKS, arg);
+    cfg->fallbacks[i] = (struct config_fallback){prefix, strlen(prefix), path};
+    if (i == cfg->num_fallbacks)
+        cfg->num_fallbacks++;
+    return 0;
+}
+
+/* --index NAME...: file names tried in a directory, in order (nginx's index); a name is one
+ * path segment, so it can name no file outside the directory. Several may come in one value,
+ * separated by spaces. */
+static int set_index(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    int n = 0;
+    /* arg is not cut in place: a reload applies the same command line again */
+    for (const char *p = arg + strspn(arg, " \t"); *p; p += strspn(p, " \t")) {
+        size_t len = strcspn(p, " \t");
+        if (p[0] == '.' || memchr(p, '/', len) || len > NAME_MAX)
+            return usage_error("--index wants file names like index.html (no '/', no leading "
+                               "'.'), got '%s'",
+                               arg);
+        if (cfg->num_index == CONFIG_MAX_INDEX)
+            return usage_error("--index: at most %d names, '%s' is one too many", CONFIG_MAX_INDEX,
+                               arg);
+        const char *name = options_strdup(cfg, p, len);
+        if (!name || !valid_field_value(name))
+            return usage_error("--index: invalid name in '%s'", arg);
+        cfg->index_names[cfg->num_index++] = name;
+        n++;
+        p += len;
+    }
+    if (!n)
+        return usage_error("--index wants file names like index.html, got '%s'", arg);
+    return 0;
+}
+
+/* --pages: Pages-style handling. It also makes clean URLs (with the .html redirect) and the
+ * root's rules files the default of a layer where clean-urls or rules-files was not given:
+ * given, that value stands, wherever it came. */
+static int set_pages(struct config *cfg, const struct option_info *o, char *arg)
+{
+    set_flag(cfg, o, arg);
+    if (!options_given(cfg, "clean-urls"))
+        cfg->clean_urls = cfg->pages ? CLEAN_URLS_REDIRECT : CLEAN_URLS_OFF;
     return 0;
 }
 
@@ -1035,11 +1123,55 @@ static const struct option_info table[] = {
      .set = set_error_page,
      .help = "serve PATH (below DOCROOT) as the body of CODE errors"},
     {.name = "fallback",
-     .metavar = "PATH",
+     .metavar = "[PREFIX=]PATH",
      SITE,
+     .list = LIST_FALLBACKS,
      .set = set_fallback,
      .help = "serve PATH with 200 when a file is missing and the client\n"
-             "accepts text/html (single-page applications)"},
+             "accepts text/html (single-page applications); with PREFIX\n"
+             "only below it, the longest prefix first (repeatable)"},
+    {.name = "pages",
+     SITE,
+     FIELD(FIELD_BOOL, pages),
+     .set = set_pages,
+     .help = "Pages-style static site: clean URLs (as --clean-urls\n"
+             "redirect), the nearest 404.html up the tree for a missing\n"
+             "file, the site's _redirects and _headers"},
+    {.name = "clean-urls",
+     .metavar = "on|off|redirect",
+     SITE,
+     FIELD(FIELD_INT, clean_urls),
+     .set = set_choice,
+     .choices = (const struct option_choice[]){{"off", CLEAN_URLS_OFF},
+                                               {"false", CLEAN_URLS_OFF},
+                                               {"no", CLEAN_URLS_OFF},
+                                               {"on", CLEAN_URLS_ON},
+                                               {"true", CLEAN_URLS_ON},
+                                               {"yes", CLEAN_URLS_ON},
+                                               {"redirect", CLEAN_URLS_REDIRECT},
+                                               {NULL, 0}},
+     .wants = "on, off or redirect",
+     .help = "on: /x serves x.html when there is no file x; redirect:\n"
+             "also 301 /x.html to /x and /dir/index.html to /dir/ (off)"},
+    {.name = "index",
+     .metavar = "NAME",
+     SITE,
+     .list = LIST_INDEX,
+     .set = set_index,
+     .help = "a directory's index file, tried in order (repeatable;\n"
+             "default index.html)"},
+    {.name = "trailing-slash",
+     .metavar = "MODE",
+     SITE,
+     FIELD(FIELD_INT, trailing_slash),
+     .set = set_choice,
+     .choices =
+         (const struct option_choice[]){
+             {"auto", SLASH_AUTO}, {"always", SLASH_ALWAYS}, {"never", SLASH_NEVER}, {NULL, 0}},
+     .wants = "auto, always or never",
+     .help = "auto (301 /dir to /dir/), always (also /x to /x/ for a\n"
+             "clean URL) or never (301 /dir/ to /dir, which serves the\n"
+             "index)"},
     {.name = "cache-size",
      .metavar = "BYTES",
      PROCESS,
@@ -1096,11 +1228,15 @@ static const struct option_info table[] = {
      PROCESS,
      FIELD(FIELD_INT, log_format),
      .set = set_choice,
-     .choices =
-         (const struct option_choice[]){
-             {"combined", LOG_COMBINED}, {"common", LOG_COMMON}, {"json", LOG_JSON}, {NULL, 0}},
-     .wants = "combined, common or json",
-     .help = "combined (the default; Apache/nginx), common or json"},
+     .choices = (const struct option_choice[]){{"combined", LOG_COMBINED},
+                                               {"common", LOG_COMMON},
+                                               {"json", LOG_JSON},
+                                               {"vcombined", LOG_VCOMBINED},
+                                               {NULL, 0}},
+     .wants = "combined, common, json or vcombined",
+     .help = "combined (the default; Apache/nginx), common, json, or\n"
+             "vcombined (combined after HOST:PORT, Apache's\n"
+             "vhost_combined)"},
     {.name = "real-ip-from",
      .metavar = "CIDR",
      PROCESS,
@@ -1737,6 +1873,12 @@ static void layer_begin(struct config *cfg, enum option_list list)
     case LIST_PROXY_FROM:
         cfg->num_proxy_from = 0;
         break;
+    case LIST_INDEX:
+        cfg->num_index = 0;
+        break;
+    case LIST_FALLBACKS:
+        cfg->num_fallbacks = 0;
+        break;
     case LIST_NONE:
     case OPTION_LISTS:
         break;
@@ -1921,11 +2063,8 @@ int options_site_init(struct config *site, struct config *top)
     memset(&site->mime_extra, 0, sizeof(site->mime_extra));
     site->extra_headers = NULL;
     site->num_error_pages = 0;
-    site->fallback = NULL;
     if (top->extra_headers &&
         !(site->extra_headers = strndup(top->extra_headers, top->extra_headers_len)))
-        return -ENOMEM;
-    if (top->fallback && !(site->fallback = strdup(top->fallback)))
         return -ENOMEM;
     for (int i = 0; i < top->num_error_pages; i++) {
         site->error_pages[i] = top->error_pages[i];
@@ -1945,7 +2084,6 @@ static void release(struct config *cfg)
     mime_table_free(&cfg->mime_extra);
     for (int i = 0; i < cfg->num_error_pages; i++)
         free((char *)cfg->error_pages[i].path);
-    free((char *)cfg->fallback);
 }
 
 void options_free(struct config *cfg)

@@ -44,6 +44,8 @@ enum option_list {
     LIST_DENY_UA,
     LIST_TICKET_KEYS,
     LIST_PROXY_FROM,
+    LIST_INDEX,
+    LIST_FALLBACKS,
     OPTION_LISTS
 };
 
@@ -52,16 +54,35 @@ enum option_list {
 #define CONFIG_MAX_REAL_IP 32
 #define CONFIG_MAX_DICTIONARIES 8
 #define CONFIG_MAX_TICKET_KEYS 16
-#define CONFIG_MAX_RULES 32    /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
-#define CONFIG_MAX_OPTIONS 104 /* rows of the option table (options.c asserts it) */
+#define CONFIG_MAX_RULES 32     /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
+#define CONFIG_MAX_OPTIONS 128  /* rows of the option table (options.c asserts it) */
 /* per site and kind: redirects, headers and access lines of the YAML lists or the command
  * line (a site's files hold thousands; these are the configuration's own few) */
 #define CONFIG_MAX_RULE_LINES 256
+#define CONFIG_MAX_INDEX 8      /* --index names per site */
+#define CONFIG_MAX_FALLBACKS 16 /* --fallback prefixes per site */
 
 enum engine_kind { ENGINE_AUTO, ENGINE_URING, ENGINE_EPOLL };
 
 /* How the io_uring engine sends file ranges (the epoll engine always uses sendfile). */
 enum file_send { FILE_SEND_SPLICE, FILE_SEND_SENDFILE };
+
+/* --clean-urls (issue 39): /x serves x.html; REDIRECT also sends /x.html (and /dir/index.html)
+ * to the URL that serves it. */
+enum clean_urls { CLEAN_URLS_OFF, CLEAN_URLS_ON, CLEAN_URLS_REDIRECT };
+
+/* --trailing-slash (issue 39): a directory's canonical URL. AUTO: /dir -> /dir/ (and a clean
+ * /x.html is /x); ALWAYS: every page ends in '/' (/x -> /x/ serving x.html); NEVER: /dir/ ->
+ * /dir, which serves its index. */
+enum trailing_slash { SLASH_AUTO, SLASH_ALWAYS, SLASH_NEVER };
+
+/* --fallback [PREFIX=]PATH: a missing file below PREFIX (a normalised path, "" for the whole
+ * site) is answered with PATH (single-page applications); the longest prefix wins. */
+struct config_fallback {
+    const char *prefix; /* no leading or trailing '/' */
+    size_t prefix_len;
+    const char *path; /* URL path below the document root, without the leading '/' */
+};
 
 struct error_page {
     int status;
@@ -140,9 +161,17 @@ struct config {
     bool landlock;                /* false with --no-landlock */
     struct error_page error_pages[CONFIG_MAX_ERROR_PAGES];
     int num_error_pages;
-    const char *fallback;   /* URL path below the root, without the leading '/', or NULL */
-    const char *access_log; /* file path, "-" for standard output, NULL when off */
-    enum log_format log_format;
+    struct config_fallback fallbacks[CONFIG_MAX_FALLBACKS];
+    int num_fallbacks;
+    /* Static sites (issue 39, README "Static sites"). pages: Pages-style handling, the nearest
+     * 404.html up the tree (and the defaults of clean-urls and the rules files) */
+    bool pages;
+    int clean_urls;                            /* enum clean_urls */
+    int trailing_slash;                        /* enum trailing_slash */
+    const char *index_names[CONFIG_MAX_INDEX]; /* --index; none given: "index.html" */
+    int num_index;
+    const char *access_log;     /* file path, "-" for standard output, NULL when off */
+    enum log_format log_format; /* LOG_VCOMBINED: the host first */
     struct cidr real_ip_from[CONFIG_MAX_REAL_IP]; /* trusted proxies (--real-ip-from) */
     int num_real_ip;
     /* --proxy-protocol-from: balancers whose connections open with a PROXY header (issue 38) */

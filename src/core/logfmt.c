@@ -155,14 +155,44 @@ static void capture_start(struct log_capture *cap, const char *addr, size_t addr
 {
     cap->addr_len = (uint16_t)put_addr(cap->addr, addr, addr_len);
     cap->method_len = cap->target_len = cap->referer_len = cap->agent_len = cap->line_len = 0;
+    cap->host_len = 0;
+    cap->port = 0;
     cap->referer = cap->agent = false;
     cap->minor = -1;
 }
 
+/* The Host's name, lower case, and its port (RFC 9110 7.2: none is the scheme's default). A
+ * port that does not parse is left out as a whole (the request got a 400 anyway). */
+static void capture_host(struct log_capture *cap, const struct http_request *req, bool secure)
+{
+    struct http_str h = req->has_host ? req->host : (struct http_str){NULL, 0};
+    size_t name = h.len;
+    unsigned long port = secure ? 443 : 80;
+    const char *colon = h.len ? memrchr(h.p, ':', h.len) : NULL;
+    const char *bracket = h.len ? memrchr(h.p, ']', h.len) : NULL;
+    if (colon && (!bracket || colon > bracket)) { /* "[::1]:8443", "a.test:8080" */
+        name = (size_t)(colon - h.p);
+        unsigned long v = 0;
+        size_t digits = h.len - name - 1;
+        for (size_t i = 0; i < digits && v <= 65535; i++)
+            v = colon[1 + i] >= '0' && colon[1 + i] <= '9' ? v * 10 + (unsigned)(colon[1 + i] - '0')
+                                                           : 65536;
+        if (digits && v <= 65535)
+            port = v;
+    }
+    if (name > sizeof(cap->host))
+        name = sizeof(cap->host);
+    for (size_t i = 0; i < name; i++)
+        cap->host[i] = (char)token_lower((unsigned char)h.p[i]);
+    cap->host_len = (uint16_t)name;
+    cap->port = (uint16_t)port;
+}
+
 void logfmt_capture(struct log_capture *cap, const char *addr, size_t addr_len,
-                    const struct http_request *req)
+                    const struct http_request *req, bool secure)
 {
     capture_start(cap, addr, addr_len);
+    capture_host(cap, req, secure);
     cap->minor = (int8_t)req->minor;
     cap->method_len = copy_field(cap->method, sizeof(cap->method), req->method_name);
     cap->target_len = copy_field(cap->target, sizeof(cap->target), req->target);
@@ -341,9 +371,20 @@ static void clock_refresh(struct logfmt_clock *clk, int64_t sec)
 }
 
 static void line_clf(struct wbuf *o, const struct log_capture *cap, const struct log_end *end,
-                     const struct logfmt_clock *clk, bool combined)
+                     const struct logfmt_clock *clk, bool combined, bool vhost)
 {
-    (void)end;
+    if (vhost) { /* "%v:%p ": the port of a request that did not parse is unknown: "-" */
+        if (cap->host_len)
+            esc_clf(o, cap->host, cap->host_len, LOGFMT_HOST_MAX);
+        else
+            WBUF_LIT(o, "-");
+        WBUF_LIT(o, ":");
+        if (cap->port)
+            wbuf_u64(o, cap->port);
+        else
+            WBUF_LIT(o, "-");
+        WBUF_LIT(o, " ");
+    }
     wbuf_put(o, cap->addr, cap->addr_len);
     WBUF_LIT(o, " - - [");
     wbuf_put(o, clk->clf, LOGFMT_CLF_LEN);
@@ -395,6 +436,10 @@ static void line_json(struct wbuf *o, const struct log_capture *cap, const struc
     wbuf_put(o, iso, ISODATE_LEN - 1);
     wbuf_put(o, frac, sizeof(frac));
     json_str(o, ",\"remote_addr\":", cap->addr, cap->addr_len, LOGFMT_ADDR_MAX * 6);
+    if (cap->host_len)
+        json_str(o, ",\"host\":", cap->host, cap->host_len, LOGFMT_HOST_MAX);
+    else
+        WBUF_LIT(o, ",\"host\":null");
     if (cap->minor >= 0) {
         json_str(o, ",\"method\":", cap->method, cap->method_len, LOGFMT_METHOD_MAX);
         json_str(o, ",\"target\":", cap->target, cap->target_len, LOGFMT_TARGET_MAX);
@@ -435,7 +480,7 @@ size_t logfmt_line(enum log_format fmt, const struct log_capture *cap, const str
     if (fmt == LOG_JSON)
         line_json(&o, cap, end, clk);
     else
-        line_clf(&o, cap, end, clk, fmt == LOG_COMBINED);
+        line_clf(&o, cap, end, clk, fmt != LOG_COMMON, fmt == LOG_VCOMBINED);
     /* The field budgets keep every line inside; this only guards the arithmetic. */
     size_t n = o.len < o.cap ? o.len : o.cap;
     out[n++] = '\n';

@@ -23,8 +23,9 @@
 #define LOGFMT_TARGET_MAX 1536 /* also the raw request line of a request that did not parse */
 #define LOGFMT_FIELD_MAX 768   /* referer, user agent */
 #define LOGFMT_ADDR_MAX 48     /* INET6_ADDRSTRLEN, rounded up */
+#define LOGFMT_HOST_MAX 256    /* the Host's name (a DNS name is at most 253) */
 
-enum log_format { LOG_COMBINED, LOG_COMMON, LOG_JSON };
+enum log_format { LOG_COMBINED, LOG_COMMON, LOG_JSON, LOG_VCOMBINED };
 
 /* An address a --real-ip-from CIDR matches. */
 struct cidr {
@@ -67,20 +68,23 @@ struct http_str logfmt_real_addr(const struct cidr *trusted, int ntrusted,
 
 /* What a finished request's line needs from its head, copied out of the request's buffer. */
 struct log_capture {
-    uint16_t method_len, target_len, referer_len, agent_len, line_len, addr_len;
+    uint16_t method_len, target_len, referer_len, agent_len, line_len, addr_len, host_len;
+    uint16_t port;       /* the Host's port, else the scheme's (80, 443); vcombined's %p */
     int8_t minor;        /* -1: the request line could not be parsed; `line` holds its bytes;
                             LOGFMT_HTTP2: the request came over HTTP/2 ("HTTP/2.0") */
     bool referer, agent; /* the field was present (an empty one is logged as "") */
     char addr[LOGFMT_ADDR_MAX];
+    char host[LOGFMT_HOST_MAX]; /* lower case, without the port; empty: no Host */
     char method[LOGFMT_METHOD_MAX];
     char target[LOGFMT_TARGET_MAX];
     char referer_text[LOGFMT_FIELD_MAX];
     char agent_text[LOGFMT_FIELD_MAX];
 };
 
-/* Captures a parsed request (req complete), from the client address text addr. */
+/* Captures a parsed request (req complete), from the client address text addr; secure: it came
+ * over TLS (the port a Host without one means). */
 void logfmt_capture(struct log_capture *cap, const char *addr, size_t addr_len,
-                    const struct http_request *req);
+                    const struct http_request *req, bool secure);
 
 /* Captures a request that failed to parse: the raw first line of data[0..len) (after any empty
  * lines) stands for the request line; the parser's fields are not trusted. */
@@ -110,7 +114,11 @@ struct logfmt_clock {
  * clk (zero-initialised before the first line) caches the time's text from line to line.
  *   combined: 127.0.0.1 - - [23/Nov/2026:11:40:00 +0000] "GET / HTTP/1.1" 200 1024 "REF" "UA"
  *   common:   the same without the referer and user agent
- *   json:     {"time":"2026-11-23T11:40:00.123Z","remote_addr":...,"method":...,"target":...,
+ *   vcombined: combined after "HOST:PORT " (Apache's vhost_combined "%v:%p ", goaccess's
+ *             VCOMBINED): the request's Host in lower case without its port ("-" without a
+ *             Host), and the Host's port or else the scheme's
+ *   json:     {"time":"2026-11-23T11:40:00.123Z","remote_addr":...,"host":...,"method":...,
+ *             "target":...,
  *             "protocol":...,"request":...,"status":200,"body_bytes_sent":1024,"referer":...,
  *             "user_agent":...,"request_time_us":...,"connection_reused":false}
  * Escaping follows nginx: in combined/common a '"', '\\', a control byte or a byte >= 0x7f is

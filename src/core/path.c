@@ -258,14 +258,21 @@ static void put_encoded(struct sink *s, const char *p, size_t len, unsigned keep
 
 size_t path_location(const char *path, size_t len, struct http_str query, char *out, size_t cap)
 {
+    return path_location_as(path, len, true, query, out, cap);
+}
+
+size_t path_location_as(const char *path, size_t len, bool slash, struct http_str query, char *out,
+                        size_t cap)
+{
     struct sink s = {.out = out, .cap = cap};
     /* The path's '/' are separators between segments (a decoded "%2F" became one): kept. */
     put_encoded(&s, "/", 1, 2);
     for (size_t i = 0; i < len;) {
-        const char *slash = memchr(path + i, '/', len - i);
-        size_t n = slash ? (size_t)(slash - (path + i)) : len - i;
+        const char *sep = memchr(path + i, '/', len - i);
+        size_t n = sep ? (size_t)(sep - (path + i)) : len - i;
         put_encoded(&s, path + i, n, 1);
-        put_encoded(&s, "/", 1, 2);
+        if (sep || slash)
+            put_encoded(&s, "/", 1, 2);
         i += n + 1;
     }
     if (query.p) {

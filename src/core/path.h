@@ -41,4 +41,9 @@ int path_normalize(struct http_str target, char *out, size_t cap, struct path_re
  */
 size_t path_location(const char *path, size_t len, struct http_str query, char *out, size_t cap);
 
+/* The same with the final '/' only when slash says so: "/" + path, the form of a page whose
+ * canonical URL has no trailing slash (issue 39's clean URLs; "" still gives "/"). */
+size_t path_location_as(const char *path, size_t len, bool slash, struct http_str query, char *out,
+                        size_t cap);
+
 #endif

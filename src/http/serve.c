@@ -436,14 +436,104 @@ static void send_file(struct job *j, struct fentry *e, int status)
         error(j, 500, NULL);
 }
 
-/* "/dir?q" -> "/dir/?q", built from the normalised path, never from the raw target: a raw
+/* "/dir?q" -> "/dir/?q" (slash), or "/dir/?q" -> "/dir?q" (--trailing-slash never, a clean
+ * URL), built from the normalised path, never from the raw target: a raw
  * "//evil.example/..%2fdir" would make the Location a reference to another host. */
-static void redirect_slash(struct job *j, const char *path, size_t len)
+static void redirect_page(struct job *j, const char *path, size_t len, bool slash)
 {
     char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET];
-    size_t n = path_location(path, len, j->query, loc, sizeof(loc));
+    size_t n = path_location_as(path, len, slash, j->query, loc, sizeof(loc));
     if (n == 0 || !static_redirect_plan(301, loc, n, &j->ctx, &j->r->plan))
         error(j, 414, NULL);
+}
+
+/* The file the lookup of path + suffix found, or NULL (none, a directory, no memory). */
+static struct fentry *file_at(struct job *j, const char *path, size_t len, const char *suffix)
+{
+    struct fentry *e = lookup(j, path, len, suffix);
+    if (e && (e->err || e->is_dir)) {
+        fcache_put(j->w->cache, e);
+        e = NULL;
+    }
+    return e;
+}
+
+/* The first of the site's index files (--index; index.html) in directory path[0..len) ("" the
+ * root), or NULL. */
+static struct fentry *find_index(struct job *j, const char *path, size_t len)
+{
+    static const char *const dflt[] = {INDEX};
+    const struct config *cfg = j->cfg;
+    const char *const *names = cfg->num_index ? cfg->index_names : dflt;
+    int n = cfg->num_index ? cfg->num_index : 1;
+    for (int i = 0; i < n; i++) {
+        char suffix[NAME_MAX + 2];
+        snprintf(suffix, sizeof(suffix), "%s%s", len ? "/" : "", names[i]);
+        struct fentry *e = file_at(j, path, len, suffix);
+        if (e)
+            return e;
+    }
+    return NULL;
+}
+
+static inline bool ends_html(const char *path, size_t len)
+{
+    if (len < 5)
+        return false;
+    const char *t = path + len - 5;
+    return t[0] == '.' && t[1] == 'h' && t[2] == 't' && t[3] == 'm' && t[4] == 'l';
+}
+
+/* --clean-urls redirect: when file e at path[0..len) was asked for by a name other than its
+ * canonical URL (x.html for /x, dir/index.html for /dir/) and that URL serves this same file,
+ * answers with a 301 to it and takes e's reference; else false, having done nothing. Out of
+ * line: a site without it pays one compare. */
+static __attribute__((noinline)) bool canonical_redirect(struct job *j, struct fentry *e,
+                                                         const char *path, size_t len)
+{
+    const struct config *cfg = j->cfg;
+    const char *sep = memrchr(path, '/', len);
+    size_t dir = sep ? (size_t)(sep - path) : 0, base = sep ? dir + 1 : 0;
+    bool always = cfg->trailing_slash == SLASH_ALWAYS;
+    bool html = len - base > 5 && memcmp(path + len - 5, ".html", 5) == 0;
+    bool index = cfg->num_index == 0 && len - base == sizeof(INDEX) - 1 &&
+                 memcmp(path + base, INDEX, sizeof(INDEX) - 1) == 0;
+    for (int i = 0; i < cfg->num_index && !index; i++)
+        index = strlen(cfg->index_names[i]) == len - base &&
+                memcmp(path + base, cfg->index_names[i], len - base) == 0;
+    if (!html && !index) /* names alone decide most requests: no lookup for them */
+        return false;
+    struct fentry *other = index ? find_index(j, path, dir) : NULL;
+    bool bare = dir && cfg->trailing_slash == SLASH_NEVER;
+    if (other == e && bare) { /* never: /dir serves dir.html first, when there is one */
+        struct fentry *page = file_at(j, path, dir, ".html");
+        if (page) {
+            fcache_put(j->w->cache, page);
+            fcache_put(j->w->cache, other);
+            return false;
+        }
+    }
+    if (other == e) { /* dir/index.html: dir's URL serves it */
+        fcache_put(j->w->cache, other);
+        fcache_put(j->w->cache, e);
+        redirect_page(j, path, dir, !bare && dir);
+        return true;
+    }
+    if (other)
+        fcache_put(j->w->cache, other);
+    if (!html)
+        return false;
+    size_t stem = len - 5;
+    /* /x serves a file x before x.html; with --trailing-slash always, /x/ serves x's index
+     * before x.html: either way the clean URL is not this file's then. */
+    other = always ? find_index(j, path, stem) : file_at(j, path, stem, "");
+    if (other) {
+        fcache_put(j->w->cache, other);
+        return false;
+    }
+    fcache_put(j->w->cache, e);
+    redirect_page(j, path, stem, always);
+    return true;
 }
 
 /* A rendered listing is reused for this long while its directory is unchanged. Entries added,
@@ -601,10 +691,139 @@ static void listing(struct job *j, struct fentry *dir, const char *path, size_t 
         error(j, 500, NULL);
 }
 
-static bool wants_fallback(struct job *j)
+/* The --fallback for path[0..len): the longest prefix's that path is below (or is), when the
+ * client accepts HTML; NULL for none. */
+static const char *fallback_for(struct job *j, const char *path, size_t len)
 {
-    return j->cfg->fallback &&
-           (!j->req->accept.p || accept_quality(j->req->accept, "text/html") > 0);
+    const struct config *cfg = j->cfg;
+    int best = -1;
+    for (int i = 0; i < cfg->num_fallbacks; i++) {
+        const struct config_fallback *fb = &cfg->fallbacks[i];
+        size_t pl = fb->prefix_len;
+        if (pl <= len && memcmp(path, fb->prefix, pl) == 0 &&
+            (pl == 0 || pl == len || path[pl] == '/') &&
+            (best < 0 || pl > cfg->fallbacks[best].prefix_len))
+            best = i;
+    }
+    if (best < 0 || (j->req->accept.p && accept_quality(j->req->accept, "text/html") == 0))
+        return NULL;
+    return cfg->fallbacks[best].path;
+}
+
+/* How far up the tree --pages looks for a 404.html: the directories of a request's first
+ * NOT_FOUND_DEPTH segments (then the root), so a path of a thousand segments costs at most
+ * that many lookups, not a thousand. Generators nest pages far less deeply. */
+#define NOT_FOUND_DEPTH 16
+
+/* A 404 for path[0..len) (slash: it named a directory): with --pages, the body is the nearest
+ * 404.html up the tree from the path's directory (Cloudflare Pages; the root's alone is
+ * GitHub Pages' rule); else, or without one, --error-page's or the built-in page. */
+static void not_found(struct job *j, const char *path, size_t len, bool slash)
+{
+    if (j->cfg->pages) {
+        const char *sep = slash ? NULL : memrchr(path, '/', len);
+        size_t dir = slash ? len : sep ? (size_t)(sep - path) : 0;
+        for (size_t i = 0, segs = 0; i < dir; i++) {
+            if (path[i] == '/' && ++segs == NOT_FOUND_DEPTH) {
+                dir = i;
+                break;
+            }
+        }
+        for (;;) {
+            struct fentry *e = file_at(j, path, dir, dir ? "/404.html" : "404.html");
+            if (e) {
+                send_file(j, e, 404);
+                return;
+            }
+            if (dir == 0)
+                break;
+            sep = memrchr(path, '/', dir);
+            dir = sep ? (size_t)(sep - path) : 0;
+        }
+    }
+    error(j, 404, NULL);
+}
+
+/* A directory (e, whose reference it takes) asked for as /dir (slash false) or /dir/: its
+ * index, a clean URL's file, a redirect to the canonical form, a listing or 403. */
+static void serve_dir(struct job *j, struct fentry *e, const char *path, size_t len, bool slash)
+{
+    const struct config *cfg = j->cfg;
+    struct fcache *fc = j->w->cache;
+    struct fentry *f;
+    if (!slash && len) {
+        /* /x: x.html before the directory x (Cloudflare's and Netlify's order) */
+        if (cfg->clean_urls && (f = file_at(j, path, len, ".html"))) {
+            fcache_put(fc, e);
+            if (cfg->trailing_slash == SLASH_ALWAYS) {
+                fcache_put(fc, f);
+                redirect_page(j, path, len, true);
+            } else {
+                send_file(j, f, 200);
+            }
+            return;
+        }
+        /* never: /dir is the canonical URL of a directory with an index; one without stays
+         * /dir/, where its listing's relative links resolve */
+        if (cfg->trailing_slash == SLASH_NEVER && (f = find_index(j, path, len))) {
+            fcache_put(fc, e);
+            send_file(j, f, 200);
+            return;
+        }
+        fcache_put(fc, e);
+        redirect_page(j, path, len, true);
+        return;
+    }
+    if ((f = find_index(j, path, len))) {
+        fcache_put(fc, e);
+        if (cfg->trailing_slash == SLASH_NEVER && len) {
+            fcache_put(fc, f);
+            redirect_page(j, path, len, false);
+            return;
+        }
+        send_file(j, f, 200);
+        return;
+    }
+    /* /x/ with no index in x but an x.html: that page's URL */
+    if (len && cfg->clean_urls && (f = file_at(j, path, len, ".html"))) {
+        fcache_put(fc, e);
+        if (cfg->trailing_slash == SLASH_ALWAYS) {
+            send_file(j, f, 200);
+        } else {
+            fcache_put(fc, f);
+            redirect_page(j, path, len, false);
+        }
+        return;
+    }
+    if (cfg->autoindex) {
+        listing(j, e, path, len); /* takes e's reference */
+        return;
+    }
+    fcache_put(fc, e);
+    error(j, 403, NULL);
+}
+
+/* Nothing at path[0..len): a clean URL's x.html, the --fallback, or a 404. */
+static void serve_missing(struct job *j, const char *path, size_t len, bool slash)
+{
+    const struct config *cfg = j->cfg;
+    struct fentry *f;
+    if (len && cfg->clean_urls && (f = file_at(j, path, len, ".html"))) {
+        /* the page's URL is /x (auto, never) or /x/ (always) */
+        if (slash == (cfg->trailing_slash == SLASH_ALWAYS)) {
+            send_file(j, f, 200);
+        } else {
+            fcache_put(j->w->cache, f);
+            redirect_page(j, path, len, !slash);
+        }
+        return;
+    }
+    const char *fb = cfg->num_fallbacks ? fallback_for(j, path, len) : NULL;
+    if (fb && (f = file_at(j, fb, strlen(fb), ""))) {
+        send_file(j, f, 200);
+        return;
+    }
+    not_found(j, path, len, slash);
 }
 
 /* Inlined (as answer_request): the common path calls no function of its own here, and a
@@ -620,45 +839,27 @@ static inline __attribute__((always_inline)) void serve_path(struct job *j, cons
     if (e->err == 0 && !e->is_dir) {
         if (slash) { /* "/file.txt/" names no directory */
             fcache_put(j->w->cache, e);
-            error(j, 404, NULL);
+            not_found(j, path, len, slash);
             return;
         }
+        /* only a name ending in .html, or one of the site's own index names, can redirect:
+         * the last bytes decide the rest, compared inline (callgrind, /1k.bin with --pages:
+         * canonical_redirect for every file cost 56 Ir a request, a libc memcmp 28) */
+        if (__builtin_expect(j->cfg->clean_urls == CLEAN_URLS_REDIRECT, 0) &&
+            (ends_html(path, len) || j->cfg->num_index) && canonical_redirect(j, e, path, len))
+            return;
         send_file(j, e, 200);
         return;
     }
-    int status = status_of(e);
     if (e->err == 0 && e->is_dir) {
-        if (!slash && len) {
-            fcache_put(j->w->cache, e);
-            redirect_slash(j, path, len);
-            return;
-        }
-        struct fentry *idx = lookup(j, path, len, len ? "/" INDEX : INDEX);
-        if (idx && idx->err == 0 && !idx->is_dir) {
-            fcache_put(j->w->cache, e);
-            send_file(j, idx, 200);
-            return;
-        }
-        if (idx)
-            fcache_put(j->w->cache, idx);
-        if (j->cfg->autoindex) {
-            listing(j, e, path, len); /* takes e's reference */
-            return;
-        }
-        fcache_put(j->w->cache, e);
-        error(j, 403, NULL);
+        serve_dir(j, e, path, len, slash);
         return;
     }
+    int status = status_of(e);
     fcache_put(j->w->cache, e);
-    if (status == 404 && wants_fallback(j)) {
-        const char *fb = j->cfg->fallback;
-        struct fentry *f = fcache_get(j->w->cache, fb, strlen(fb), j->w->now);
-        if (f && f->err == 0 && !f->is_dir) {
-            send_file(j, f, 200);
-            return;
-        }
-        if (f)
-            fcache_put(j->w->cache, f);
+    if (status == 404) {
+        serve_missing(j, path, len, slash);
+        return;
     }
     error(j, status, NULL);
 }
@@ -890,7 +1091,10 @@ answer_request(struct runtime *w, const struct http_request *req, const struct r
     }
     status = path_normalize(req->target, path, sizeof(path) - 1, &pr);
     if (status) {
-        error(&j, status, NULL);
+        if (status == 404) /* a hidden name: the root's 404.html with --pages */
+            not_found(&j, "", 0, true);
+        else
+            error(&j, status, NULL);
         return SERVE_DONE;
     }
     status = rules_target(req, pr.asterisk);
@@ -925,6 +1129,7 @@ enum serve_result serve_request(struct runtime *w, const struct http_request *re
     /* site_pending's own first test, read here: no call for a process without --basic-auth */
     if (__builtin_expect(w->site->any_auth, 0) && site_pending(w, req, pol))
         return SERVE_PENDING;
+    r->obs.secure = pol->secure; /* for the access log's port */
     return answer_request(w, req, pol, r);
 }
 
@@ -934,6 +1139,7 @@ void serve_error(struct runtime *w, int status, bool head, enum resp_syntax synt
     struct job j;
     struct req_policy pol = {.syntax = syntax, .keep_alive = false};
     init_job(&j, w, NULL, &pol, r);
+    r->obs.secure = false;
     j.ctx.head = head;
     error(&j, status, NULL);
 }

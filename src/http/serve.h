@@ -1,6 +1,6 @@
-/* serve: answers one parsed request: normalises the path, finds the file (or index, sibling,
- * error page, fallback, listing) through the worker's file cache, and has core/static write the
- * response.
+/* serve: answers one parsed request: normalises the path, finds the file (or index, a clean
+ * URL's x.html, sibling, error page, nearest 404.html, fallback, listing) through the worker's
+ * file cache, and has core/static write the response.
  * Must not: touch sockets or connection state; its only I/O is the file cache and, for
  * --autoindex, reading a directory.
  * Ownership: a struct response comes from the worker's pool (serve_response_get) and holds what

@@ -65,9 +65,9 @@ void obs_request(struct runtime *w, struct obs_conn *o, const struct http_reques
             char addr[LOGFMT_ADDR_MAX];
             size_t n = logfmt_real_ip(cfg->real_ip_from, cfg->num_real_ip, p->family, p->addr,
                                       p->text, req, addr);
-            logfmt_capture(&q->cap, addr, n, req);
+            logfmt_capture(&q->cap, addr, n, req, q->secure);
         } else {
-            logfmt_capture(&q->cap, p->text, strlen(p->text), req);
+            logfmt_capture(&q->cap, p->text, strlen(p->text), req, q->secure);
         }
     }
     PROBE(request_start, w->id, o->slot, req->method_name.p, req->method_name.len, req->target.p,

@@ -24,6 +24,7 @@ struct obs_req {
     uint8_t method;   /* enum http_method */
     bool reused;
     bool captured; /* cap holds the line's fields (the access log is on) */
+    bool secure;   /* it came over TLS: set by serve (the port a Host without one means) */
     bool file;     /* the plan sends part of a file (the file_send probes fire) */
     struct log_capture cap;
 };

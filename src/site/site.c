@@ -249,8 +249,8 @@ static int vhost_open(struct vhost *v, const struct config *c, int fd, uint32_t 
     }
     for (int i = 0; i < c->num_error_pages && !rc; i++)
         rc = check_file(v->root_fd, "--error-page", c->error_pages[i].path, why, why_len);
-    if (!rc && c->fallback)
-        rc = check_file(v->root_fd, "--fallback", c->fallback, why, why_len);
+    for (int i = 0; i < c->num_fallbacks && !rc; i++)
+        rc = check_file(v->root_fd, "--fallback", c->fallbacks[i].path, why, why_len);
     for (int i = 0; i < c->num_cache_rules && !rc; i++)
         if (!(v->cache_headers[i] = cache_block(c, c->cache_rules[i].value, &v->cache_len[i])))
             rc = -ENOMEM;

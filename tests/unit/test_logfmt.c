@@ -33,7 +33,7 @@ static struct logged *capture(struct logged *l, const char *head, const char *ad
 {
     memset(&l->clk, 0, sizeof(l->clk));
     parse_head(head, &l->req);
-    logfmt_capture(&l->cap, addr, strlen(addr), &l->req);
+    logfmt_capture(&l->cap, addr, strlen(addr), &l->req, false);
     return l;
 }
 
@@ -72,9 +72,26 @@ TEST(logfmt_exact_lines)
         {"HEAD / HTTP/1.0\r\n\r\n", "::1", LOG_COMBINED,
          "::1 - - [06/Nov/1994:08:49:37 +0000] \"HEAD / HTTP/1.0\" 200 1024 \"-\" \"-\"\n"},
         {"HEAD / HTTP/1.0\r\n\r\n", "::1", LOG_JSON,
-         "{\"time\":\"1994-11-06T08:49:37.123Z\",\"remote_addr\":\"::1\",\"method\":\"HEAD\","
+         "{\"time\":\"1994-11-06T08:49:37.123Z\",\"remote_addr\":\"::1\",\"host\":null,"
+         "\"method\":\"HEAD\","
          "\"target\":\"/\",\"protocol\":\"HTTP/1.0\",\"status\":200,\"body_bytes_sent\":1024,"
          "\"referer\":null,\"user_agent\":null,\"request_time_us\":42,"
+         "\"connection_reused\":true}\n"},
+        /* issue 39: Apache's vhost_combined, the Host lower case without its port, the port
+         * the Host names or else the scheme's; "-" without a Host */
+        {"GET /a HTTP/1.1\r\nHost: WWW.Example.org:8080\r\nUser-Agent: ua/1\r\n\r\n", "192.0.2.1",
+         LOG_VCOMBINED,
+         "www.example.org:8080 192.0.2.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a HTTP/1.1\" "
+         "200 1024 \"-\" \"ua/1\"\n"},
+        {"GET /a HTTP/1.1\r\nHost: [::1]\r\n\r\n", "::1", LOG_VCOMBINED,
+         "[::1]:80 ::1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a HTTP/1.1\" 200 1024 \"-\" "
+         "\"-\"\n"},
+        {"HEAD / HTTP/1.0\r\n\r\n", "::1", LOG_VCOMBINED,
+         "-:80 ::1 - - [06/Nov/1994:08:49:37 +0000] \"HEAD / HTTP/1.0\" 200 1024 \"-\" \"-\"\n"},
+        {"GET / HTTP/1.1\r\nHost: A.test:443\r\n\r\n", "::1", LOG_JSON,
+         "{\"time\":\"1994-11-06T08:49:37.123Z\",\"remote_addr\":\"::1\",\"host\":\"a.test\","
+         "\"method\":\"GET\",\"target\":\"/\",\"protocol\":\"HTTP/1.1\",\"status\":200,"
+         "\"body_bytes_sent\":1024,\"referer\":null,\"user_agent\":null,\"request_time_us\":42,"
          "\"connection_reused\":true}\n"},
         {"GET /q\"\\ HTTP/1.1\r\nHost: x\r\nUser-Agent: a\"b\\c\x80\xff\tz\r\n\r\n", "1.2.3.4",
          LOG_COMBINED,
@@ -127,7 +144,10 @@ TEST(logfmt_line_bounded_whatever_the_input)
     len += (size_t)sprintf(head, "GET /");
     memset(head + len, '"', 8000); /* quotes escape to 4 (clf) or 2 (json) */
     len += 8000;
-    len += (size_t)sprintf(head + len, " HTTP/1.1\r\nHost: x\r\nUser-Agent: ");
+    len += (size_t)sprintf(head + len, " HTTP/1.1\r\nHost: ");
+    memset(head + len, 0xff, 1000); /* issue 39's host field: cut at its own budget too */
+    len += 1000;
+    len += (size_t)sprintf(head + len, "\r\nUser-Agent: ");
     memset(head + len, 0xff, 3000); /* each byte 4 (clf) or 6 (json) */
     len += 3000;
     len += (size_t)sprintf(head + len, "\r\nReferer: ");
@@ -135,8 +155,9 @@ TEST(logfmt_line_bounded_whatever_the_input)
     len += 3000;
     len += (size_t)sprintf(head + len, "\r\n\r\n");
     CHECK(http1_parse(head, len, &req) > 0);
-    logfmt_capture(&cap, "2001:db8:ffff:ffff:ffff:ffff:255.255.255.255", 44, &req);
-    for (int fmt = LOG_COMBINED; fmt <= LOG_JSON; fmt++) {
+    logfmt_capture(&cap, "2001:db8:ffff:ffff:ffff:ffff:255.255.255.255", 44, &req, false);
+    CHECK(cap.host_len == LOGFMT_HOST_MAX);
+    for (int fmt = LOG_COMBINED; fmt <= LOG_VCOMBINED; fmt++) {
         size_t n = logfmt_line((enum log_format)fmt, &cap, &END_200, &clk, line);
         CHECK(n <= LOGFMT_LINE_MAX);
         CHECK(line[n - 1] == '\n');

@@ -167,3 +167,55 @@ TEST(options_booleans_relative_names_lines_and_near)
     CHECK(strcmp(options_near("rot", true), "root") == 0);
     options_free(&top);
 }
+
+/* Issue 39: --pages makes clean-urls redirect the default only where clean-urls was not given;
+ * --index names are single file names, several to a value; --fallback's prefixes are
+ * normalised and one per prefix (the last wins), a site's list replacing its parent's. */
+TEST(options_pages_index_and_fallback_prefixes)
+{
+    struct config top, site;
+    struct config_src src = {.file = "f.yaml", .line = 1, .key = "pages"};
+    options_init(&top);
+    top.src = &src;
+    CHECK_INT(top.clean_urls, CLEAN_URLS_OFF);
+    CHECK_INT(options_set(&top, "pages", "yes"), 0);
+    CHECK(top.pages);
+    CHECK_INT(top.clean_urls, CLEAN_URLS_REDIRECT);
+    CHECK_INT(options_set(&top, "clean-urls", "on"), 0);
+    CHECK_INT(options_set(&top, "pages", "true"), 0); /* given: it stands */
+    CHECK_INT(top.clean_urls, CLEAN_URLS_ON);
+    CHECK_INT(options_set(&top, "clean-urls", "yes"), 0);
+    CHECK_INT(top.clean_urls, CLEAN_URLS_ON);
+    CHECK_INT(options_set(&top, "clean-urls", "sometimes"), 2);
+    CHECK_INT(options_set(&top, "trailing-slash", "never"), 0);
+    CHECK_INT(top.trailing_slash, SLASH_NEVER);
+    CHECK_INT(options_set(&top, "index", " index.html  index.htm "), 0);
+    CHECK(top.num_index == 2 && strcmp(top.index_names[1], "index.htm") == 0);
+    CHECK_INT(options_set(&top, "index", "../up.html"), 2);
+    CHECK_INT(options_set(&top, "index", ".index.html"), 2);
+    CHECK_INT(options_set(&top, "index", "   "), 2);
+    CHECK_INT(options_set(&top, "fallback", "/app/=/app/index.html"), 0);
+    CHECK_INT(options_set(&top, "fallback", "/index.html"), 0);
+    CHECK_INT(options_set(&top, "fallback", "/./app//=/app/shell.html"), 0); /* the same prefix */
+    CHECK_INT(top.num_fallbacks, 2);
+    CHECK(strcmp(top.fallbacks[0].prefix, "app") == 0 && top.fallbacks[0].prefix_len == 3);
+    CHECK(strcmp(top.fallbacks[0].path, "app/shell.html") == 0);
+    CHECK(strcmp(top.fallbacks[1].prefix, "") == 0);
+    CHECK_INT(options_set(&top, "fallback", "/app/=relative.html"), 2);
+    CHECK_INT(options_set(&top, "fallback", "/../=/x.html"), 0); /* climbs nowhere: the root */
+    CHECK(strcmp(top.fallbacks[1].path, "x.html") == 0);
+    CHECK_INT(options_site_init(&site, &top), 0);
+    struct config_src in_site = {.file = "f.yaml", .line = 3, .key = "fallback", .site = true};
+    site.src = &in_site;
+    CHECK_INT(site.num_fallbacks, 2); /* inherited */
+    CHECK_INT(options_set(&site, "fallback", "/docs=/docs/index.html"), 0);
+    CHECK_INT(site.num_fallbacks, 1); /* the site's first replaces the list */
+    CHECK_INT(options_set(&site, "pages", "false"), 0);
+    CHECK(!site.pages && site.clean_urls == CLEAN_URLS_ON); /* clean-urls was given above */
+    site.src = top.src = NULL;
+    top.sites = malloc(sizeof(site));
+    CHECK(top.sites != NULL);
+    top.sites[0] = site;
+    top.num_sites = 1;
+    options_free(&top);
+}

@@ -390,6 +390,20 @@ TEST(path_location_never_leaves_the_host)
     check_location("/d?q=\"<>\\", "/d/?q=%22%3C%3E%5C");
 }
 
+/* Issue 39: the slash-less form (a clean URL, --trailing-slash never) of the same paths. */
+TEST(path_location_as_without_the_slash)
+{
+    char loc[64];
+    struct http_str none = {NULL, 0}, q = {"a=1", 3};
+    CHECK_MEM(loc, path_location_as("dir", 3, false, none, loc, sizeof(loc)), "/dir");
+    CHECK_MEM(loc, path_location_as("a/b c", 5, false, q, loc, sizeof(loc)), "/a/b%20c?a=1");
+    CHECK_MEM(loc, path_location_as("", 0, false, none, loc, sizeof(loc)), "/");
+    CHECK_MEM(loc, path_location_as("a/b", 3, true, none, loc, sizeof(loc)), "/a/b/");
+    CHECK_MEM(loc, path_location_as("%5c/x", 5, false, none, loc, sizeof(loc)), "/%255c/x");
+    CHECK_INT(path_location_as("abcdef", 6, false, none, loc, 7), 7);
+    CHECK_INT(path_location_as("abcdefg", 7, false, none, loc, 7), 0);
+}
+
 TEST(path_location_capacity)
 {
     char loc[8];
