@@ -367,6 +367,8 @@ static int set_pages(struct config *cfg, const struct option_info *o, char *arg)
     set_flag(cfg, o, arg);
     if (!options_given(cfg, "clean-urls"))
         cfg->clean_urls = cfg->pages ? CLEAN_URLS_REDIRECT : CLEAN_URLS_OFF;
+    if (!options_given(cfg, "rules-files"))
+        cfg->rules_files = cfg->pages;
     return 0;
 }
 

@@ -744,23 +744,37 @@ static __attribute__((noinline)) bool site_rules(struct runtime *w, const struct
 
 /* Whether a file (or a directory with index.html) is at path: a rule without '!' then does
  * not apply (Netlify's shadowing). */
-static bool shadowed(struct runtime *w, const char *path, size_t len)
+/* Whether the file cache has a regular file at path (relative to the root). */
+static bool regular(struct runtime *w, const char *path, size_t len, bool *dir)
 {
     struct fentry *e = fcache_get(w->cache, path, len, w->now);
-    bool file = e && e->err == 0 && !e->is_dir, dir = e && e->err == 0 && e->is_dir;
-    if (e)
-        fcache_put(w->cache, e);
-    if (!dir)
-        return file;
-    char idx[PATH_MAX];
-    int n = snprintf(idx, sizeof(idx), "%.*s%sindex.html", (int)len, path, len ? "/" : "");
-    if (n < 0 || (size_t)n >= sizeof(idx))
-        return false;
-    e = fcache_get(w->cache, idx, (size_t)n, w->now);
-    file = e && e->err == 0 && !e->is_dir;
+    bool file = e && e->err == 0 && !e->is_dir;
+    if (dir)
+        *dir = e && e->err == 0 && e->is_dir;
     if (e)
         fcache_put(w->cache, e);
     return file;
+}
+
+/* Netlify's shadowing: a redirect without '!' does not apply where the path serves content:
+ * a file, a directory with one of the site's index names, or (clean URLs on) path + ".html",
+ * as serve would find them. */
+static bool shadowed(struct runtime *w, const struct config *c, const char *path, size_t len)
+{
+    bool dir;
+    char alt[PATH_MAX];
+    if (regular(w, path, len, &dir))
+        return true;
+    for (int i = 0; dir && i < (c->num_index ? c->num_index : 1); i++) {
+        const char *name = c->num_index ? c->index_names[i] : "index.html";
+        int n = snprintf(alt, sizeof(alt), "%.*s%s%s", (int)len, path, len ? "/" : "", name);
+        if (n > 0 && (size_t)n < sizeof(alt) && regular(w, alt, (size_t)n, NULL))
+            return true;
+    }
+    if (c->clean_urls == CLEAN_URLS_OFF || !len)
+        return false;
+    int n = snprintf(alt, sizeof(alt), "%.*s.html", (int)len, path);
+    return n > 0 && (size_t)n < sizeof(alt) && regular(w, alt, (size_t)n, NULL);
 }
 
 static bool refuse(stat_t *counter, bool close, struct static_ctx *ctx, struct plan *plan)
@@ -834,7 +848,7 @@ enum site_rule site_rules_stage(struct runtime *w, const struct vhost *v,
     if (f.redirect < 0)
         return SITE_RULE_NONE;
     const struct rulefile_redirect *r = &rs->redirects[f.redirect];
-    if (!r->force && shadowed(w, path, len))
+    if (!r->force && shadowed(w, c, path, len))
         return SITE_RULE_NONE;
     return apply_redirect(w, r, &f.m, query, ctx, plan, rw);
 }

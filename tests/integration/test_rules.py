@@ -254,6 +254,41 @@ def test_rules_files_are_not_served(make_server, tmp_path):
     assert get(plain, "/a").status == 404
 
 
+def test_pages_reads_the_rules_files_unless_told_not_to(make_server, tmp_path):
+    """--pages is Pages-style handling: the root's _redirects and _headers apply (and are not
+    served) as with --rules-files; --pages with --rules-files off serves neither rule."""
+    root = site(tmp_path / "www", {"_redirects": "/a /b 302\n", "_headers": "/*\n  X-R: 1\n",
+                                   "index.html": "x\n"})
+    srv = make_server(root, args=["--pages"])
+    assert get(srv, "/a").status == 302
+    assert get(srv, "/").header("x-r") == "1"
+    assert get(srv, "/_redirects").status == 404
+    srv.stop()
+    conf = tmp_path / "off.yaml"
+    conf.write_text(f"root: {root}\npages: true\nrules-files: false\n")
+    off = make_server(None, args=["--config", str(conf)])
+    assert get(off, "/a").status == 404
+    assert get(off, "/").header("x-r") is None
+
+
+def test_a_page_that_clean_urls_or_an_index_name_serve_shadows_a_rule(make_server, tmp_path):
+    """Netlify's shadowing counts what the server would serve: with clean URLs /about is
+    about.html, and with --index home.html the directory /docs serves docs/home.html, so an
+    unforced rule for either does not apply; a forced one does."""
+    root = site(tmp_path / "www", {"_redirects": "/about /elsewhere 302\n/docs /gone 302\n"
+                                                 "/team /people 302!\n",
+                                   "about.html": "about\n", "docs/home.html": "docs\n",
+                                   "team.html": "team\n"})
+    srv = make_server(root, args=["--pages", "--index", "home.html", "--trailing-slash",
+                                  "never"])
+    r = get(srv, "/about")
+    assert (r.status, r.body) == (200, b"about\n")
+    r = get(srv, "/docs")
+    assert (r.status, r.body) == (200, b"docs\n")
+    r = get(srv, "/team")
+    assert (r.status, r.header("location")) == (302, "/people")
+
+
 def test_bad_lines_reported_once_with_file_and_line_rest_apply(make_server, tmp_path):
     """Each line that cannot be used is logged once, FILE:LINE and why; every other rule
     applies. --check-config prints the same lines and exits 1."""
