@@ -1,11 +1,11 @@
 /* config: the process's configuration from argv and the --config file, built in layers (the
  * file's top level, the command line over it, each of the file's sites over that) and checked
  * as a whole (roots, host names, the default site, and through the caller's struct config_files
- * the htpasswd files and TLS pairs); a reload's re-read of it. What each option means is config/options.h; the YAML, config/cfgfile.h.
- * Must not: change after server_run starts; every thread reads it without locks. What a
- * reload re-reads (the root, the MIME table) lives in struct site (rt/site.h) instead.
- * Ownership: main owns the one struct config for the whole process lifetime; a re-read one
- * belongs to the site built from it (config_destroy). */
+ * the htpasswd files and TLS pairs); a reload's re-read of it. What each option means is
+ * config/options.h; the YAML, config/cfgfile.h. Must not: change after server_run starts; every
+ * thread reads it without locks. What a reload re-reads (the root, the MIME table) lives in struct
+ * site (rt/site.h) instead. Ownership: main owns the one struct config for the whole process
+ * lifetime; a re-read one belongs to the site built from it (config_destroy). */
 #ifndef CONFIG_CONFIG_H
 #define CONFIG_CONFIG_H
 
