@@ -1318,7 +1318,7 @@ def write_markdown(path, args, info, scenarios, servers, summary, started, elaps
             if sc.quota is not None:
                 cpu += " (quota %d%%), throttled %.0f%%" % (sc.quota.pct, row["throttled"] * 100)
                 if row["client_bound"]:
-                    cpu += " (**client-bound**: below 90%% of its quota in every run; not ranked)"
+                    cpu += " (**client-bound**: below 90% of its quota in every run; not ranked)"
                 elif row["unsaturated"]:
                     cpu += " (*client-bound* in %d of %d runs, not ranked in those)" % (
                         row["unsaturated"], row["good"])

@@ -17,9 +17,13 @@
 
 /* A wire chunk holds up to four full records: 64 KiB of plaintext per send. One record would
  * mean a send per 16 KiB; more than four buys little (the socket's not-sent mark is 128 KiB by
- * default) and costs memory per sending connection. */
+ * default) and costs memory per sending connection. OUT_SLACK more hold the small records
+ * beside them: a response's header block, HTTP/2's frame headers. Without it the header
+ * record took room from the file bytes of the first chunk and every file's last bytes went in
+ * a read and a send of their own (HTTPS/1.1 1 MiB: 17 of each, the last ~1 KB; issue 41). */
 #define OUT_RECORDS 4
-#define OUT_CAP (OUT_RECORDS * (TLS_RECORD_PLAIN + TLS_RECORD_OVERHEAD))
+#define OUT_SLACK 2048
+#define OUT_CAP (OUT_RECORDS * (TLS_RECORD_PLAIN + TLS_RECORD_OVERHEAD) + OUT_SLACK)
 #define PLAIN_CAP (OUT_RECORDS * TLS_RECORD_PLAIN) /* file bytes read per chunk */
 /* A send buffer: the wire plan describing it, then OUT_CAP wire bytes, then PLAIN_CAP for file
  * reads. The plan lives here, not in the connection, so an idle connection does not keep its
@@ -44,6 +48,7 @@ struct xconn {
     uint32_t rd_pos;     /* buf->plain[rd_pos, rd_pos + rd_len) are the plan's next file */
     uint32_t rd_len;     /* bytes: read, not yet sealed */
     size_t olen;         /* sealed bytes in buf->out waiting for that read before they go */
+    uint32_t chunk_file; /* file bytes sealed into the chunk being filled (at most PLAIN_CAP) */
     int64_t idle_at;     /* w->now when it came to have nothing to send (0: it has) */
     struct timer rest;   /* REST_S after idle_at: tls_conn_idle (rest_fired) */
     int64_t doze_from;   /* w->now when the current REST_S window of idle() frees began */
@@ -174,12 +179,10 @@ static size_t plain_room(size_t room)
            (rest > TLS_RECORD_OVERHEAD + 2048 ? rest - TLS_RECORD_OVERHEAD : 0);
 }
 
-/* Starts the read of the file segment s's next bytes into plain, sized to fill what room
- * bytes of wire can hold as records. */
+/* Starts the read of up to want of the file segment s's next bytes into plain. */
 static void start_read(struct runtime *w, struct conn *c, struct xconn *x, const struct seg *s,
-                       size_t room)
+                       size_t want)
 {
-    size_t want = plain_room(room);
     if (want > s->len)
         want = (size_t)s->len;
     x->reading = true;
@@ -195,6 +198,8 @@ static ssize_t fill(struct runtime *w, struct conn *c, struct xconn *x)
 {
     size_t len = x->olen, pend;
     x->olen = 0;
+    if (len == 0)
+        x->chunk_file = 0; /* a new chunk */
     const void *p = tls_conn_peek(&x->t, &pend);
     if (pend && len < OUT_CAP) {
         size_t n = pend < OUT_CAP - len ? pend : OUT_CAP - len;
@@ -217,9 +222,14 @@ static ssize_t fill(struct runtime *w, struct conn *c, struct xconn *x)
             /* A full chunk goes now, the next chunk's bytes read meanwhile; one with room waits
              * for the read that fills it (one send per chunk, as with pread: HTTP/2 puts a
              * DATA frame's header between 16 KiB file pieces). */
-            bool full = plain_room(OUT_CAP - len) == 0;
+            /* A chunk takes PLAIN_CAP file bytes at most (the slack is for the small records
+             * beside them), and what its room holds as records. */
+            size_t want = plain_room(OUT_CAP - len);
+            if (want > PLAIN_CAP - x->chunk_file)
+                want = PLAIN_CAP - x->chunk_file;
+            bool full = want == 0;
             if (!x->reading)
-                start_read(w, c, x, s, full ? OUT_CAP : OUT_CAP - len);
+                start_read(w, c, x, s, full ? PLAIN_CAP : want);
             if (full)
                 break;
             x->olen = len;
@@ -230,6 +240,7 @@ static ssize_t fill(struct runtime *w, struct conn *c, struct xconn *x)
             if (taken > 0) {
                 x->rd_pos += (uint32_t)taken;
                 x->rd_len -= (uint32_t)taken;
+                x->chunk_file += (uint32_t)taken;
             }
         }
         if (taken == -ESHUTDOWN && len > 0) {
