@@ -40,6 +40,7 @@ enum option_list {
     LIST_ACME_DOMAINS,
     LIST_TICKET_KEYS,
     LIST_PROXY_FROM,
+    LIST_BINDS,
     OPTION_LISTS
 };
 
@@ -48,6 +49,8 @@ enum option_list {
 #define CONFIG_MAX_REAL_IP 32
 #define CONFIG_MAX_DICTIONARIES 8
 #define CONFIG_MAX_TICKET_KEYS 16
+#define CONFIG_MAX_BINDS 8 /* --bind entries: each a cleartext and a TLS listener per worker */
+#define CONFIG_UNIX_PATH_MAX 107 /* sockaddr_un's sun_path, less its NUL */
 #define CONFIG_MAX_RULES 32   /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
 #define CONFIG_MAX_OPTIONS 96 /* rows of the option table (options.c asserts it) */
 
@@ -55,6 +58,19 @@ enum engine_kind { ENGINE_AUTO, ENGINE_URING, ENGINE_EPOLL };
 
 /* How the io_uring engine sends file ranges (the epoll engine always uses sendfile). */
 enum file_send { FILE_SEND_SPLICE, FILE_SEND_SENDFILE };
+
+/* One --bind entry (issue 38): 'ADDR[:PORT] [tls=PORT] [proxy]' or 'unix:PATH [mode=OCTAL]
+ * [owner=USER[:GROUP]] [proxy]'. Addresses are checked here (inet_pton), names when the
+ * listener opens. */
+struct config_bind {
+    const char *host;  /* "127.0.0.1", "::1" (no brackets), NULL for "*" (both families) */
+    const char *path;  /* unix:PATH's path, or NULL for an IP entry */
+    int port;          /* its own cleartext port, or -1 for --port */
+    int tls_port;      /* its own TLS (and HTTP/3) port, or -1 for --tls-port */
+    bool proxy;        /* every connection must open with a PROXY header (nginx's proxy_protocol) */
+    int mode;          /* unix: the socket file's mode, or -1 for 0666 (nginx's) */
+    const char *owner; /* unix: USER[:GROUP] to chown the socket file to, or NULL */
+};
 
 struct error_page {
     int status;
@@ -102,7 +118,9 @@ struct config_src {
 struct config {
     const char *docroot;
     int docroot_fd; /* checked at start; server hands it to the first struct site (-1 then) */
-    const char *bind;
+    /* --bind, repeatable (issue 38); none: both families on every port */
+    struct config_bind binds[CONFIG_MAX_BINDS];
+    int num_binds;
     uint16_t port;
     int threads;
     enum engine_kind engine;
@@ -326,6 +344,9 @@ int options_apply(struct config *cfg, const struct option_info *o, char *arg);
  * 0, or an exit status after printing one line that names cfg->src's file, line
  * and key. */
 int options_set(struct config *cfg, const char *key, const char *value);
+
+/* YAML 1.1's booleans and on/off, in any case (true/false, yes/no, on/off): 0 or -EINVAL. */
+int options_parse_bool(const char *s, bool *on);
 
 /* One line on stderr naming the option (with a file: its file, line and key); returns 2. */
 int options_error(const struct config *cfg, const char *fmt, ...)
