@@ -459,6 +459,14 @@ static int plan_groups(struct server *sv)
             sv->any_proxy |= b && b->proxy;
         }
     }
+    bool any_tls = false;
+    for (int i = 0; i < sv->ngroups; i++)
+        any_tls |= sv->groups[i].tls;
+    if (cfg->tls && !any_tls) {
+        fprintf(stderr, "ringhttpd: --tls-port needs a --bind entry that is an IP address (a Unix "
+                        "socket speaks cleartext only)\n");
+        return -2;
+    }
     for (int i = 0; i < sv->ngroups; i++)
         for (int j = sv->inherited; j < i; j++)
             if (overlap(&sv->groups[i].addr, &sv->groups[j].addr)) {

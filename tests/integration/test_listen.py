@@ -186,6 +186,14 @@ def test_the_same_address_as_one_port_and_another_tls_port_is_refused(docroot, e
     assert "given twice (as one entry's port and another's TLS port)" in p.stderr, p.stderr
 
 
+def test_tls_port_with_only_a_unix_socket_is_refused(docroot, test_ca, tmp_path):
+    _, crt, key = test_ca
+    p = run("-p", "0", "--tls-cert", str(crt), "--tls-key", str(key), "--tls-port", "0",
+            "-b", f"unix:{tmp_path / 'r.sock'}", str(docroot))
+    assert p.returncode == 2, p
+    assert "--tls-port needs a --bind entry that is an IP address" in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("arg, says", [
     ("[::1]:x", "'[::1]:x' is not an IPv4 or IPv6 address"),
     ("example.com", "'example.com' is not an IPv4 or IPv6 address"),
