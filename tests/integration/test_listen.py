@@ -123,6 +123,10 @@ def test_two_entries_each_on_its_own_ports_for_http_and_https(make_server, docro
         p = curl("--http2", "--cacert", ca, "--resolve", f"localhost:{tls}:{host}",
                  f"https://localhost:{tls}/hello.txt")
         assert p.stdout == b"200 2", (host, p)
+    # HTTP/3 on the first TLS entry's address (a worker has one UDP socket: README, Listening)
+    assert f"listening on https://127.0.0.1:{srv.port}/ (TLS; HTTP/3 on UDP)" in srv.stderr_text()
+    r, = h3_get("127.0.0.1", srv.port, srv.ca, [("GET", "/index.html")])
+    assert r.status == 200
     # each entry is its address only: the first's ports are not open on ::1, nor the second's
     # on 127.0.0.1
     for host, port in (("::1", srv.clear_port), ("127.0.0.1", p2)):
