@@ -381,7 +381,7 @@ static int set_bind(struct config *cfg, const struct option_info *o, char *arg)
                                CONFIG_UNIX_PATH_MAX, word);
     } else if (bind_address(word, &b) != 0) {
         return usage_error("--bind: '%s' is not an IPv4 or IPv6 address (with an optional "
-                           ":PORT); it wants %s",
+                           ":PORT; a host name is not resolved); it wants %s",
                            first, syntax);
     }
     while ((word = strtok_r(NULL, " \t", &save))) {
