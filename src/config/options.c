@@ -364,7 +364,7 @@ static int set_bind(struct config *cfg, const struct option_info *o, char *arg)
     (void)o;
     static const char syntax[] =
         "'ADDR[:PORT] [tls=PORT] [proxy]' (127.0.0.1, [::1]:8080, * for every address) or "
-        "'unix:PATH [mode=0660] [owner=USER[:GROUP]] [proxy]'";
+        "'unix:PATH [mode=0660] [owner=USER[:GROUP]] [tls] [proxy]'";
     if (cfg->num_binds == CONFIG_MAX_BINDS)
         return usage_error("--bind: at most %d entries; '%s' is one more", CONFIG_MAX_BINDS, arg);
     struct config_bind b = {.port = -1, .tls_port = -1, .mode = -1};
@@ -396,6 +396,8 @@ static int set_bind(struct config *cfg, const struct option_info *o, char *arg)
             b.mode = (int)mode;
         else if (b.path && strncmp(word, "owner=", 6) == 0 && word[6])
             b.owner = word + 6;
+        else if (b.path && strcmp(word, "tls") == 0)
+            b.tls = true;
         else
             return usage_error("--bind: '%s' is not a word it knows; it wants %s", word, syntax);
     }
@@ -899,7 +901,7 @@ static bool same_binds(const struct config *a, const struct config *b)
         const struct config_bind *x = &a->binds[i], *y = &b->binds[i];
         if (!same_string(x->host, y->host) || !same_string(x->path, y->path) ||
             x->port != y->port || x->tls_port != y->tls_port || x->proxy != y->proxy ||
-            x->mode != y->mode || !same_string(x->owner, y->owner))
+            x->tls != y->tls || x->mode != y->mode || !same_string(x->owner, y->owner))
             return false;
     }
     return true;
@@ -943,7 +945,7 @@ static const struct option_info table[] = {
      .same = same_binds,
      .set = set_bind,
      .help = "an address to listen on, repeatable: ADDR[:PORT] [tls=PORT]\n"
-             "[proxy], or unix:PATH [mode=0660] [owner=USER[:GROUP]] [proxy]\n"
+             "[proxy], or unix:PATH [mode=0660] [owner=USER[:GROUP]] [tls] [proxy]\n"
              "(default: every IPv4 and IPv6 address, as one [::] socket;\n"
              "an address given is that one only)"},
     {.name = "threads",

@@ -60,7 +60,7 @@ enum engine_kind { ENGINE_AUTO, ENGINE_URING, ENGINE_EPOLL };
 enum file_send { FILE_SEND_SPLICE, FILE_SEND_SENDFILE };
 
 /* One --bind entry (issue 38): 'ADDR[:PORT] [tls=PORT] [proxy]' or 'unix:PATH [mode=OCTAL]
- * [owner=USER[:GROUP]] [proxy]'. Addresses are checked here (inet_pton), names when the
+ * [owner=USER[:GROUP]] [tls] [proxy]'. Addresses are checked here (inet_pton), names when the
  * listener opens. */
 struct config_bind {
     const char *host;  /* "127.0.0.1", "::1" (no brackets), NULL for "*" (both families) */
@@ -68,6 +68,7 @@ struct config_bind {
     int port;          /* its own cleartext port, or -1 for --port */
     int tls_port;      /* its own TLS (and HTTP/3) port, or -1 for --tls-port */
     bool proxy;        /* every connection must open with a PROXY header (nginx's proxy_protocol) */
+    bool tls;          /* unix: TLS on the socket (--tls-port's certificates), not cleartext */
     int mode;          /* unix: the socket file's mode, or -1 for 0666 (nginx's) */
     const char *owner; /* unix: USER[:GROUP] to chown the socket file to, or NULL */
 };

@@ -437,7 +437,14 @@ static int plan_groups(struct server *sv)
     const struct config *cfg = sv->cfg;
     int nb = cfg->num_binds ? cfg->num_binds : 1;
     for (int i = 0; i < cfg->num_binds; i++)
-        if (cfg->binds[i].tls_port >= 0 && !cfg->tls) {
+        if ((cfg->binds[i].tls_port >= 0 || cfg->binds[i].tls) && !cfg->tls) {
+            if (cfg->binds[i].tls) {
+                fprintf(stderr,
+                        "ringhttpd: --bind unix:%s tls needs --tls-port (and a "
+                        "certificate) to turn HTTPS on\n",
+                        cfg->binds[i].path);
+                return -2;
+            }
             fprintf(stderr,
                     "ringhttpd: --bind: tls=%d needs --tls-port (and a certificate) to "
                     "turn HTTPS on\n",
@@ -449,8 +456,8 @@ static int plan_groups(struct server *sv)
             continue;
         for (int i = 0; i < nb; i++) {
             const struct config_bind *b = cfg->num_binds ? &cfg->binds[i] : NULL;
-            if (pass == 1 && b && b->path)
-                continue; /* a Unix socket speaks cleartext (README: Listening) */
+            if (b && b->path && b->tls != (pass == 1))
+                continue; /* a Unix socket is one listener: cleartext, or TLS with 'tls' */
             int want = pass == 0 ? (b && b->port >= 0 ? b->port : cfg->port)
                                  : (b && b->tls_port >= 0 ? b->tls_port : cfg->tls_port);
             struct lgroup *g = group_add(sv, b, pass == 1);
@@ -463,8 +470,8 @@ static int plan_groups(struct server *sv)
     for (int i = 0; i < sv->ngroups; i++)
         any_tls |= sv->groups[i].tls;
     if (cfg->tls && !any_tls) {
-        fprintf(stderr, "ringhttpd: --tls-port needs a --bind entry that is an IP address (a Unix "
-                        "socket speaks cleartext only)\n");
+        fprintf(stderr, "ringhttpd: --tls-port needs a --bind entry that is an IP address, or a "
+                        "Unix socket marked tls\n");
         return -2;
     }
     for (int i = 0; i < sv->ngroups; i++)
@@ -716,7 +723,7 @@ static int open_listeners(struct server *sv)
         const struct lgroup *g = &sv->groups[i];
         if (!g->tls && !g->unix_sock && g->addr.ss.ss_family != AF_UNIX)
             sv->main_group = i;
-        if (g->tls) {
+        if (g->tls && !g->unix_sock) {
             sv->quic_group = i;
             /* the port the kernel picked for 0, for --redirect-https's Location and Alt-Svc */
             cfg->tls_port = ntohs(((const struct sockaddr_in *)&g->addr.ss)->sin_port);
@@ -1560,7 +1567,8 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         }
         if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
             rt->acme = tokens_reader(&sv.tokens, inited);
-        if (cfg->tls && cfg->http3 && h3_start(&sv, sv.workers[inited], h3_secret) != 0) {
+        if (cfg->tls && cfg->http3 && sv.quic_group >= 0 &&
+            h3_start(&sv, sv.workers[inited], h3_secret) != 0) {
             worker_free(sv.workers[inited]); /* set up, never counted in inited */
             sv.workers[inited] = NULL;
             goto stop;

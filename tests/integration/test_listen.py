@@ -195,7 +195,8 @@ def test_tls_port_with_only_a_unix_socket_is_refused(docroot, test_ca, tmp_path)
     p = run("-p", "0", "--tls-cert", str(crt), "--tls-key", str(key), "--tls-port", "0",
             "-b", f"unix:{tmp_path / 'r.sock'}", str(docroot))
     assert p.returncode == 2, p
-    assert "--tls-port needs a --bind entry that is an IP address" in p.stderr, p.stderr
+    assert "--tls-port needs a --bind entry that is an IP address, or a Unix socket marked tls" \
+        in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("arg, says", [
@@ -259,6 +260,22 @@ def test_unix_socket_serves_http1_and_h2c_with_its_mode_and_owner(make_server, d
     wait_for(lambda: sum(line.startswith("unix: ") for line in log_lines(srv)) >= 3, timeout=5)
     assert srv.stop() == 0
     assert not sock.exists()  # removed at exit, as nginx does
+
+
+def test_unix_socket_marked_tls_speaks_https_with_alpn(make_server, docroot, tmp_path):
+    """'unix:PATH tls': TLS on the Unix socket with --tls-port's certificates (HTTP/2 by ALPN,
+    HTTP/1.1 too); a cleartext request there is the plain-HTTP-to-HTTPS 400."""
+    sock = tmp_path / "tls.sock"
+    srv = make_server(docroot, args=("-b", f"unix:{sock} tls"))
+    assert f"listening on unix:{sock} (TLS)" in srv.stderr_text()
+    for version, want in (("--http2", b"200 2"), ("--http1.1", b"200 1.1")):
+        p = curl("--unix-socket", str(sock), "--cacert", str(srv.ca), version,
+                 "https://localhost/hello.txt")
+        assert p.stdout == want, (version, p)
+    p = curl("--unix-socket", str(sock), "http://localhost/hello.txt")
+    assert p.stdout == b"400 1.1", p
+    p = run("-p", "0", "-b", f"unix:{tmp_path / 'x.sock'} tls", str(docroot))
+    assert p.returncode == 2 and "tls needs --tls-port" in p.stderr, p
 
 
 def test_unix_clients_are_one_address_for_limit_conn_unless_proxy_says(make_server, docroot,

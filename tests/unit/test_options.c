@@ -178,13 +178,14 @@ TEST(options_bind_entries_and_their_words)
     char a[] = "127.0.0.1", b[] = "[::1]:8081 tls=8444 proxy",
          u[] = "unix:/run/r.sock mode=0660 "
                "owner=www-data:haproxy",
-         s[] = "*:90", v6[] = "::1", n[] = "proxy_protocol";
+         s[] = "*:90", v6[] = "::1", n[] = "proxy_protocol", t[] = "unix:/run/t.sock tls proxy";
     CHECK_INT(options_set(&c, "bind", a), 0);
     CHECK_INT(options_set(&c, "bind", b), 0);
     CHECK_INT(options_set(&c, "bind", u), 0);
     CHECK_INT(options_set(&c, "bind", s), 0);
     CHECK_INT(options_set(&c, "bind", v6), 0);
-    CHECK_INT(c.num_binds, 5);
+    CHECK_INT(options_set(&c, "bind", t), 0);
+    CHECK_INT(c.num_binds, 6);
     const struct config_bind *e = c.binds;
     CHECK(strcmp(e[0].host, "127.0.0.1") == 0 && e[0].port == -1 && e[0].tls_port == -1 &&
           !e[0].proxy && !e[0].path);
@@ -194,7 +195,8 @@ TEST(options_bind_entries_and_their_words)
           strcmp(e[2].owner, "www-data:haproxy") == 0 && !e[2].host);
     CHECK(!e[3].host && !e[3].path && e[3].port == 90);      /* both families */
     CHECK(strcmp(e[4].host, "::1") == 0 && e[4].port == -1); /* bare IPv6: no port */
-    CHECK_INT(options_set(&c, "bind", n), 2);                /* a word is not an address */
+    CHECK(e[5].tls && e[5].proxy && !e[2].tls && strcmp(e[5].path, "/run/t.sock") == 0);
+    CHECK_INT(options_set(&c, "bind", n), 2); /* a word is not an address */
     const char *bad[] = {"",
                          "example.com",
                          "127.0.0.1:65536",
@@ -206,6 +208,7 @@ TEST(options_bind_entries_and_their_words)
                          "unix:/r.sock mode=",
                          "unix:r.sock",
                          "127.0.0.1 tls=x",
+                         "127.0.0.1 tls",
                          "127.0.0.1 prox"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char copy[64];
