@@ -289,6 +289,8 @@ static int apply_mapping(struct config *cfg, struct cfgfile *f, const char *key,
     static const char *const redirect[] = {"from", "to", "status", NULL};
     static const char *const auth[] = {"path", "htpasswd", NULL};
     static const char *const cache[] = {"path", "value", NULL};
+    static const char *const bind[] = {"address", "port",  "tls-port", "proxy",
+                                       "mode",    "owner", "tls",      NULL};
     char buf[4096];
     int rc = duplicate_keys(f, m, key), n;
     if (rc)
@@ -333,6 +335,24 @@ static int apply_mapping(struct config *cfg, struct cfgfile *f, const char *key,
         if (!path || !value)
             return fail(f, m, key, "wants {path: PATTERN, value: CACHE-CONTROL}");
         n = snprintf(buf, sizeof(buf), "%s %s", path, value);
+    } else if (strcmp(key, "bind") == 0) { /* {address, port, tls-port, proxy, mode, owner} */
+        const char *v[7];
+        for (int i = 0; i < 7 && rc == 0; i++)
+            v[i] = field(f, m, key, bind[i], bind, &rc);
+        if (rc)
+            return rc;
+        bool proxy = false, tls = false;
+        if (!v[0] || (v[3] && options_parse_bool(v[3], &proxy) != 0) ||
+            (v[6] && options_parse_bool(v[6], &tls) != 0))
+            return fail(f, m, key,
+                        "wants {address: ADDR or unix:PATH, port: PORT, tls-port: PORT, proxy: "
+                        "true|false, mode: '0660', owner: USER[:GROUP], tls: true|false (unix)}");
+        /* an IPv6 address with a port of its own is written in brackets on the command line */
+        bool v6 = strchr(v[0], ':') && strncmp(v[0], "unix:", 5) != 0 && v[0][0] != '[';
+        n = snprintf(buf, sizeof(buf), "%s%s%s%s%s%s%s%s%s%s%s%s%s", v6 && v[1] ? "[" : "", v[0],
+                     v6 && v[1] ? "]" : "", v[1] ? ":" : "", v[1] ? v[1] : "", v[2] ? " tls=" : "",
+                     v[2] ? v[2] : "", proxy ? " proxy" : "", v[4] ? " mode=" : "",
+                     v[4] ? v[4] : "", v[5] ? " owner=" : "", v[5] ? v[5] : "", tls ? " tls" : "");
     } else {
         return fail(f, m, key, "wants a value or a list of values, not a mapping");
     }

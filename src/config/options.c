@@ -3,6 +3,7 @@
 #include "config/options.h"
 #include "core/rulefile.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -123,6 +124,11 @@ static int parse_bool(const char *s, bool *on)
         }
     }
     return -EINVAL;
+}
+
+int options_parse_bool(const char *s, bool *on)
+{
+    return parse_bool(s, on);
 }
 
 static int set_onoff(struct config *cfg, const struct option_info *o, char *arg)
@@ -401,6 +407,93 @@ static int set_real_ip(struct config *cfg, const struct option_info *o, char *ar
 static int set_proxy_from(struct config *cfg, const struct option_info *o, char *arg)
 {
     return add_cidr(cfg, o->name, cfg->proxy_from, &cfg->num_proxy_from, arg);
+}
+
+/* A port word's value: 0 (the kernel's pick) to 65535. */
+static int bind_port(const char *s, int *out)
+{
+    unsigned long v;
+    if (parse_uint(s, 0, 65535, &v) != 0)
+        return -EINVAL;
+    *out = (int)v;
+    return 0;
+}
+
+/* The address part of an IP entry, in place: "*", "*:PORT", "V4", "V4:PORT", "[V6]",
+ * "[V6]:PORT" or a bare "V6" (two colons or more, no port: nginx wants brackets for one). */
+static int bind_address(char *a, struct config_bind *b)
+{
+    char *port = NULL;
+    if (a[0] == '[') {
+        char *close = strchr(a, ']');
+        if (!close || (close[1] && close[1] != ':'))
+            return -EINVAL;
+        *close = '\0';
+        if (close[1] == ':')
+            port = close + 2;
+        a++;
+    } else if (strchr(a, ':') == strrchr(a, ':') && strchr(a, ':')) { /* one colon: a port */
+        port = strchr(a, ':');
+        *port++ = '\0';
+    }
+    if (port && bind_port(port, &b->port) != 0)
+        return -EINVAL;
+    if (strcmp(a, "*") == 0)
+        return 0; /* both families, as with no --bind */
+    unsigned char buf[16];
+    if (inet_pton(AF_INET, a, buf) != 1 && inet_pton(AF_INET6, a, buf) != 1)
+        return -EINVAL;
+    b->host = a;
+    return 0;
+}
+
+/* --bind 'ADDR[:PORT] [tls=PORT] [proxy]' or 'unix:PATH [mode=0660] [owner=USER[:GROUP]]
+ * [proxy]', repeatable: each entry a listener of its own (issue 38; a second -b used to replace
+ * the first). Overlaps between entries are the server's to find (it knows --port). */
+static int set_bind(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    static const char syntax[] =
+        "'ADDR[:PORT] [tls=PORT] [proxy]' (127.0.0.1, [::1]:8080, * for every address) or "
+        "'unix:PATH [mode=0660] [owner=USER[:GROUP]] [tls] [proxy]'";
+    if (cfg->num_binds == CONFIG_MAX_BINDS)
+        return usage_error("--bind: at most %d entries; '%s' is one more", CONFIG_MAX_BINDS, arg);
+    struct config_bind b = {.port = -1, .tls_port = -1, .mode = -1};
+    char first[128]; /* the address as given, for its message (parsing cuts it in place) */
+    snprintf(first, sizeof(first), "%.*s", (int)strcspn(arg, " \t"), arg);
+    char *save = NULL, *word = strtok_r(arg, " \t", &save);
+    if (!word)
+        return usage_error("--bind wants %s", syntax);
+    if (strncmp(word, "unix:", 5) == 0) {
+        b.path = word + 5;
+        if (b.path[0] != '/' || strlen(b.path) > CONFIG_UNIX_PATH_MAX)
+            return usage_error("--bind unix:PATH wants an absolute path of at most %d bytes, "
+                               "got '%s'",
+                               CONFIG_UNIX_PATH_MAX, word);
+    } else if (bind_address(word, &b) != 0) {
+        return usage_error("--bind: '%s' is not an IPv4 or IPv6 address (with an optional "
+                           ":PORT; a host name is not resolved); it wants %s",
+                           first, syntax);
+    }
+    while ((word = strtok_r(NULL, " \t", &save))) {
+        unsigned long mode = 0;
+        char *end = NULL;
+        if (strcmp(word, "proxy") == 0 || strcmp(word, "proxy_protocol") == 0)
+            b.proxy = true;
+        else if (!b.path && strncmp(word, "tls=", 4) == 0 && bind_port(word + 4, &b.tls_port) == 0)
+            continue;
+        else if (b.path && strncmp(word, "mode=", 5) == 0 && word[5] >= '0' && word[5] <= '7' &&
+                 (mode = strtoul(word + 5, &end, 8), *end == '\0') && mode <= 0777)
+            b.mode = (int)mode;
+        else if (b.path && strncmp(word, "owner=", 6) == 0 && word[6])
+            b.owner = word + 6;
+        else if (b.path && strcmp(word, "tls") == 0)
+            b.tls = true;
+        else
+            return usage_error("--bind: '%s' is not a word it knows; it wants %s", word, syntax);
+    }
+    cfg->binds[cfg->num_binds++] = b;
+    return 0;
 }
 
 /* "ADDR:PORT", "[V6]:PORT"; the address is checked when the listener opens. */
@@ -981,6 +1074,20 @@ static bool same_list(const char *const *a, int na, const char *const *b, int nb
     return true;
 }
 
+static bool same_binds(const struct config *a, const struct config *b)
+{
+    if (a->num_binds != b->num_binds)
+        return false;
+    for (int i = 0; i < a->num_binds; i++) {
+        const struct config_bind *x = &a->binds[i], *y = &b->binds[i];
+        if (!same_string(x->host, y->host) || !same_string(x->path, y->path) ||
+            x->port != y->port || x->tls_port != y->tls_port || x->proxy != y->proxy ||
+            x->tls != y->tls || x->mode != y->mode || !same_string(x->owner, y->owner))
+            return false;
+    }
+    return true;
+}
+
 static bool same_ticket_keys(const struct config *a, const struct config *b)
 {
     return same_list(a->ticket_key_files, a->num_ticket_key_files, b->ticket_key_files,
@@ -1015,10 +1122,13 @@ static const struct option_info table[] = {
      .short_name = 'b',
      .metavar = "ADDR",
      PROCESS,
-     FIELD(FIELD_STRING, bind),
-     .set = set_string,
-     .help = "address to listen on (default: every IPv4 and IPv6 address,\n"
-             "as one [::] socket; an address given is that one only)"},
+     .list = LIST_BINDS,
+     .same = same_binds,
+     .set = set_bind,
+     .help = "an address to listen on, repeatable: ADDR[:PORT] [tls=PORT]\n"
+             "[proxy], or unix:PATH [mode=0660] [owner=USER[:GROUP]] [tls] [proxy]\n"
+             "(default: every IPv4 and IPv6 address, as one [::] socket;\n"
+             "an address given is that one only)"},
     {.name = "threads",
      .short_name = 't',
      .metavar = "N",
@@ -1881,6 +1991,9 @@ static void layer_begin(struct config *cfg, enum option_list list)
     case LIST_FALLBACKS:
         cfg->num_fallbacks = 0;
         break;
+    case LIST_BINDS:
+        cfg->num_binds = 0;
+        break;
     case LIST_NONE:
     case OPTION_LISTS:
         break;
@@ -1998,7 +2111,6 @@ void options_init(struct config *cfg)
     *cfg = (struct config){
         .docroot = NULL,
         .docroot_fd = -1,
-        .bind = NULL, /* both families (server.c) */
         .port = 8080,
         .threads = cpus > 0 ? (int)cpus : 1,
         .engine = ENGINE_AUTO,

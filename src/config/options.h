@@ -46,6 +46,7 @@ enum option_list {
     LIST_PROXY_FROM,
     LIST_INDEX,
     LIST_FALLBACKS,
+    LIST_BINDS,
     OPTION_LISTS
 };
 
@@ -54,8 +55,10 @@ enum option_list {
 #define CONFIG_MAX_REAL_IP 32
 #define CONFIG_MAX_DICTIONARIES 8
 #define CONFIG_MAX_TICKET_KEYS 16
-#define CONFIG_MAX_RULES 32    /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
-#define CONFIG_MAX_OPTIONS 128 /* rows of the option table (options.c asserts it) */
+#define CONFIG_MAX_BINDS 8 /* --bind entries: each a cleartext and a TLS listener per worker */
+#define CONFIG_UNIX_PATH_MAX 107 /* sockaddr_un's sun_path, less its NUL */
+#define CONFIG_MAX_RULES 32     /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
+#define CONFIG_MAX_OPTIONS 128  /* rows of the option table (options.c asserts it) */
 /* per site and kind: redirects, headers and access lines of the YAML lists or the command
  * line (a site's files hold thousands; these are the configuration's own few) */
 #define CONFIG_MAX_RULE_LINES 256
@@ -82,6 +85,20 @@ struct config_fallback {
     const char *prefix; /* no leading or trailing '/' */
     size_t prefix_len;
     const char *path; /* URL path below the document root, without the leading '/' */
+};
+
+/* One --bind entry (issue 38): 'ADDR[:PORT] [tls=PORT] [proxy]' or 'unix:PATH [mode=OCTAL]
+ * [owner=USER[:GROUP]] [tls] [proxy]'. Addresses are checked here (inet_pton), names when the
+ * listener opens. */
+struct config_bind {
+    const char *host;  /* "127.0.0.1", "::1" (no brackets), NULL for "*" (both families) */
+    const char *path;  /* unix:PATH's path, or NULL for an IP entry */
+    int port;          /* its own cleartext port, or -1 for --port */
+    int tls_port;      /* its own TLS (and HTTP/3) port, or -1 for --tls-port */
+    bool proxy;        /* every connection must open with a PROXY header (nginx's proxy_protocol) */
+    bool tls;          /* unix: TLS on the socket (--tls-port's certificates), not cleartext */
+    int mode;          /* unix: the socket file's mode, or -1 for 0666 (nginx's) */
+    const char *owner; /* unix: USER[:GROUP] to chown the socket file to, or NULL */
 };
 
 struct error_page {
@@ -133,7 +150,9 @@ struct config {
     const struct config_files *files; /* config_parse's: who reads htpasswd files and TLS pairs */
     const char *docroot;
     int docroot_fd; /* checked at start; server hands it to the first struct site (-1 then) */
-    const char *bind;
+    /* --bind, repeatable (issue 38); none: both families on every port */
+    struct config_bind binds[CONFIG_MAX_BINDS];
+    int num_binds;
     uint16_t port;
     int threads;
     enum engine_kind engine;
@@ -376,6 +395,9 @@ int options_apply(struct config *cfg, const struct option_info *o, char *arg);
  * 0, or an exit status after printing one line that names cfg->src's file, line
  * and key. */
 int options_set(struct config *cfg, const char *key, const char *value);
+
+/* YAML 1.1's booleans and on/off, in any case (true/false, yes/no, on/off): 0 or -EINVAL. */
+int options_parse_bool(const char *s, bool *on);
 
 /* One line on stderr naming the option (with a file: its file, line and key); returns 2. */
 int options_error(const struct config *cfg, const char *fmt, ...)

@@ -212,7 +212,7 @@ struct engine_conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool 
     peer_set(&c->obs.peer, NULL, 0);
     if (w->want_peer)
         w->eng->peer(w, &c->eng, &c->obs.peer);
-    if (w->cfg->num_proxy_from && proxied(w, c)) {
+    if (w->listeners[lst].proxy || (w->cfg->num_proxy_from && proxied(w, c))) {
         /* Nothing of the connection's own until the header says whose it is. */
         struct proxy_stage *st = malloc(sizeof(*st));
         if (!st) {
@@ -238,8 +238,10 @@ struct engine_conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool 
 static void proxy_refuse(struct runtime *w, struct conn *c, const char *why)
 {
     stat_add(&w->stats.proxy_refused, 1);
-    errlog_limited(&w->conns.log_proxy, ERRLOG_WARN,
-                   "worker %d: %s from --proxy-protocol-from source %s: closed", w->id, why,
+    const struct proxy_stage *st = c->xstate;
+    errlog_limited(&w->conns.log_proxy, ERRLOG_WARN, "worker %d: %s from %s %s: closed", w->id, why,
+                   st && w->listeners[st->lst].proxy ? "a client of a proxy listener"
+                                                     : "--proxy-protocol-from source",
                    conn_peer(c)->text);
     conn_close(w, c);
 }

@@ -29,6 +29,10 @@ void peer_set(struct peer *p, const struct sockaddr *sa, unsigned len)
         memcpy(p->addr, &v6->sin6_addr, 16);
         inet_ntop(AF_INET6, &v6->sin6_addr, p->text, sizeof(p->text));
     } else {
+        /* A Unix socket's client has no address: logged as nginx does ("unix:"), and counted
+         * by the limits as one client with every other (rt/guard.c keys unknown peers alike) */
+        if (sa && sa->sa_family == AF_UNIX)
+            memcpy(p->text, "unix:", 6);
         return;
     }
     p->family = (int8_t)sa->sa_family;

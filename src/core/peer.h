@@ -22,7 +22,8 @@ struct peer {
 };
 
 /* Sets p from the socket address sa (len bytes, as getpeername gave it), or to unknown when sa
- * is NULL or neither IPv4 nor IPv6. An IPv4-mapped IPv6 address (a dual-stack socket's IPv4
+ * is NULL or neither IPv4 nor IPv6 (a Unix socket's client: unknown, its text "unix:" as
+ * nginx logs it). An IPv4-mapped IPv6 address (a dual-stack socket's IPv4
  * client) is set as the IPv4 address it carries. */
 void peer_set(struct peer *p, const struct sockaddr *sa, unsigned len);
 

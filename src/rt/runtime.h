@@ -76,8 +76,8 @@ struct conn_table {
     struct errlog_limit log_proxy; /* a PROXY header missing, malformed or too long */
 };
 
-/* Listening sockets per worker: the HTTP port, and one per further transport (TLS). */
-#define LISTEN_MAX 4
+/* Listening sockets per worker: each --bind entry's HTTP port and TLS port (issue 38). */
+#define LISTEN_MAX 16
 
 /* A resume token's owner for an HTTP/3 request (no connection slot has it; its gen names the
  * connection): worker_tick hands it to h3ops->resume instead of conn_resume. */
@@ -99,6 +99,12 @@ struct listener {
     /* The server's hand-over of this listener's port to a successor (handover.h; one per port,
      * each port its own reuseport group), or NULL: an owned listener is only shut and closed. */
     struct handover *handover;
+    /* --bind ... proxy: every connection opens with a PROXY header (nginx's proxy_protocol),
+     * whoever sends it; --proxy-protocol-from asks it of its sources on every listener. */
+    bool proxy;
+    /* One socket every worker holds a dup of (a Unix socket: no SO_REUSEPORT there): a drain
+     * only closes the worker's dup, since shutting it would stop every worker's accepts. */
+    bool shared;
 };
 
 struct udp_port;

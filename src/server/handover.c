@@ -83,6 +83,12 @@ void handover_join(int fd)
 
 int handover_parse_dump(const void *buf, size_t len, uint16_t port, int *count)
 {
+    return handover_parse_dump_at(buf, len, port, NULL, count);
+}
+
+int handover_parse_dump_at(const void *buf, size_t len, uint16_t port, const uint8_t *addr,
+                           int *count)
+{
     if ((uintptr_t)buf % NLMSG_ALIGNTO != 0)
         return -EINVAL;
     int left = (int)len;
@@ -99,14 +105,17 @@ int handover_parse_dump(const void *buf, size_t len, uint16_t port, int *count)
             h->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
             return -EPROTO;
         const struct inet_diag_msg *m = NLMSG_DATA(h);
-        *count += m->id.idiag_sport == port;
+        /* idiag_src holds an IPv4 address in its first 4 bytes */
+        size_t alen = m->idiag_family == AF_INET ? 4 : 16;
+        *count += m->id.idiag_sport == port && (!addr || memcmp(m->id.idiag_src, addr, alen) == 0);
     }
     return left == 0 ? 0 : -EPROTO; /* a truncated message */
 }
 
 /* How many sockets of family and protocol, in one of states (a bit per TCP_ state), are bound
  * to port, or -errno. */
-static int count_sockets(int family, uint8_t protocol, uint32_t states, uint16_t port)
+static int count_sockets(int family, uint8_t protocol, uint32_t states, uint16_t port,
+                         const uint8_t *addr)
 {
     int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
     if (fd < 0)
@@ -137,7 +146,7 @@ static int count_sockets(int family, uint8_t protocol, uint32_t states, uint16_t
         else if (n == 0)
             rc = -EPROTO;
         else
-            rc = handover_parse_dump(buf, (size_t)n, port, &count);
+            rc = handover_parse_dump_at(buf, (size_t)n, port, addr, &count);
     }
 out:
     close(fd);
@@ -146,12 +155,46 @@ out:
 
 int handover_count_listeners(int family, uint16_t port)
 {
-    return count_sockets(family, IPPROTO_TCP, 1u << 10 /* TCP_LISTEN */, port);
+    return count_sockets(family, IPPROTO_TCP, 1u << 10 /* TCP_LISTEN */, port, NULL);
 }
 
 int handover_count_udp(int family, uint16_t port)
 {
-    return count_sockets(family, IPPROTO_UDP, ~0u /* bound, or connected too */, port);
+    return count_sockets(family, IPPROTO_UDP, ~0u /* bound, or connected too */, port, NULL);
+}
+
+/* The address sa names, in idiag_src's form. */
+static void where(const struct sockaddr *sa, int *family, uint16_t *port, uint8_t addr[16])
+{
+    memset(addr, 0, 16);
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)sa;
+        memcpy(addr, &v4->sin_addr, 4);
+        *port = v4->sin_port;
+    } else {
+        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)sa;
+        memcpy(addr, &v6->sin6_addr, 16);
+        *port = v6->sin6_port;
+    }
+    *family = sa->sa_family;
+}
+
+int handover_count_listeners_at(const struct sockaddr *sa)
+{
+    int family;
+    uint16_t port;
+    uint8_t addr[16];
+    where(sa, &family, &port, addr);
+    return count_sockets(family, IPPROTO_TCP, 1u << 10 /* TCP_LISTEN */, port, addr);
+}
+
+int handover_count_udp_at(const struct sockaddr *sa)
+{
+    int family;
+    uint16_t port;
+    uint8_t addr[16];
+    where(sa, &family, &port, addr);
+    return count_sockets(family, IPPROTO_UDP, ~0u, port, addr);
 }
 
 int handover_begin(struct handover *h, int fd, int theirs)

@@ -66,6 +66,11 @@ void handover_join(int fd);
  * the buffer is malformed. Pure. */
 int handover_parse_dump(const void *buf, size_t len, uint16_t port, int *count);
 
+/* The same, counting only those bound to addr (4 bytes for AF_INET, 16 for AF_INET6; NULL:
+ * any), for a port that several --bind addresses share (each its own reuseport group). */
+int handover_parse_dump_at(const void *buf, size_t len, uint16_t port, const uint8_t *addr,
+                           int *count);
+
 /* How many TCP listeners of family are bound to port (network byte order), asked over
  * sock_diag (Landlock forbids /proc/net), or -errno. Never blocks for long: the socket has a
  * receive timeout. */
@@ -74,6 +79,11 @@ int handover_count_listeners(int family, uint16_t port);
 /* The same for the UDP sockets of family bound to port (a reuseport group of QUIC sockets):
  * how many, or -errno (the kernel without udp_diag: -ENOENT). */
 int handover_count_udp(int family, uint16_t port);
+
+/* The two counts for the one address sa names (its family, port and address; the wildcard
+ * counts only wildcard sockets), since each address on a port is its own reuseport group. */
+int handover_count_listeners_at(const struct sockaddr *sa);
+int handover_count_udp_at(const struct sockaddr *sa);
 
 /* At the drain's start: records that theirs successor listeners share the port and, when there
  * are any, attaches the start steering through fd (one of ours). Returns 0 or -errno. */

@@ -126,7 +126,9 @@ static int add_rule(struct ruleset *rs, const char *path, uint64_t access, char 
         rs->nread++;
     if (rs->verbose) /* what a directory rule grants is the whole tree: say which trees */
         fprintf(stderr, "ringhttpd: landlock: %s beneath %s\n",
-                access & LANDLOCK_ACCESS_FS_MAKE_REG ? "may create and write files" : "may read",
+                access & LANDLOCK_ACCESS_FS_MAKE_REG       ? "may create and write files"
+                : access == LANDLOCK_ACCESS_FS_REMOVE_FILE ? "may remove files"
+                                                           : "may read",
                 path);
     return 0;
 }
@@ -221,6 +223,11 @@ int privs_landlock(const struct config *cfg, char *why, size_t why_len)
         (rc = parent_dir(cfg->access_log, dir)) == 0)
         rc = add_rule(rs, dir, LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_MAKE_REG, why,
                       why_len);
+    /* A --bind unix:PATH socket file is removed at exit, as nginx does (its master is not
+     * confined): removal only, beneath the socket's directory (/run/ringhttpd, typically). */
+    for (int i = 0; rc == 0 && i < cfg->num_binds; i++)
+        if (cfg->binds[i].path && (rc = parent_dir(cfg->binds[i].path, dir)) == 0)
+            rc = add_rule(rs, dir, LANDLOCK_ACCESS_FS_REMOVE_FILE, why, why_len);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     /* The sanitizers' runtime reads /proc/self (maps, task list) at exit for the leak check. */
     if (rc == 0)

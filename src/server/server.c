@@ -7,6 +7,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <grp.h>
 #include <pwd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -19,6 +20,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -198,12 +200,6 @@ static void raise_fd_limit(void)
     }
 }
 
-/* --bind's address for a message ("*" for the default, both families). */
-static const char *bind_name(const struct config *cfg)
-{
-    return cfg->bind ? cfg->bind : "*";
-}
-
 static void format_addr(const struct addr *a, const char *scheme, char *out, size_t len)
 {
     char host[INET6_ADDRSTRLEN] = "?";
@@ -217,29 +213,48 @@ static void format_addr(const struct addr *a, const char *scheme, char *out, siz
         inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
         port = ntohs(v4->sin_port);
     }
+    if (a->ss.ss_family == AF_UNIX) {
+        snprintf(out, len, "unix:%s", ((const struct sockaddr_un *)&a->ss)->sun_path);
+        return;
+    }
     snprintf(out, len, "%s://%s%s%s:%u/", scheme, a->ss.ss_family == AF_INET6 ? "[" : "", host,
              a->ss.ss_family == AF_INET6 ? "]" : "", port);
 }
+
+/* One listening address of the process (issue 38): a --bind entry's cleartext port or its TLS
+ * port, a Unix socket, or a socket systemd passed. Every worker has a listener on each, at the
+ * group's index in its list, so the engines' tags and worker_listener_fd name it by index. */
+struct lgroup {
+    struct addr addr;               /* bound to (the kernel's port for 0, once the first binds) */
+    const struct config_bind *bind; /* its entry, or NULL: the default (both families) or systemd */
+    bool tls;                       /* TLS on it (the entry's TLS port) */
+    bool inherited;                 /* systemd's: every worker a dup, left open at the end */
+    bool unix_sock;                 /* a Unix socket: every worker a dup of one socket */
+    dev_t dev;                      /* the socket file we made (Unix), removed at the end if it */
+    ino_t ino;                      /* ... is still ours (a successor may have renamed over it) */
+    int *fds;                       /* one per worker, each -1 once its worker has it */
+    int claim;                      /* port_in_use's claim on the address, or -1 */
+    struct handover ho;             /* its port's hand-over to a successor (one reuseport group) */
+    char url[sizeof(struct sockaddr_un) + 16];
+};
 
 /* The process's view of its listeners and workers while it runs. */
 struct server {
     struct config *cfg;
     const struct engine_ops *eng;
-    struct engine_caps caps; /* probed once, read by every worker until they are joined */
-    struct addr addr;        /* what the first listener is bound to */
-    char url[INET6_ADDRSTRLEN + 16];
-    int *listeners; /* one per worker; a worker owns (and closes) its own once started */
-    int nlisten;
-    int inherited;           /* systemd passed this many listeners (0: we opened our own) */
-    int claims[2];           /* port_in_use's claims on the HTTP and TLS addresses, or -1 */
+    struct engine_caps caps;          /* probed once, read by every worker until they are joined */
+    struct lgroup groups[LISTEN_MAX]; /* the listeners: each worker's listener i is groups[i]'s */
+    int ngroups;
+    int main_group; /* the listening line's: the first IP cleartext group, else the first */
+    int quic_group; /* HTTP/3's UDP address: the first TLS group's, or -1 */
+    bool any_proxy; /* a --bind entry marked proxy */
+    int inherited;  /* systemd passed this many listeners (0: we opened our own) */
     struct worker **workers; /* cfg->threads of them; the first `inited` made */
     int started;
     struct site_slot sites;
     int notify_fd;
-    struct accesslog *alog;       /* --access-log, or NULL */
-    struct metrics *metrics;      /* --metrics, or NULL */
-    struct handover handover;     /* our listeners' release to a successor on the port */
-    struct handover tls_handover; /* ... and on the TLS port (its own reuseport group) */
+    struct accesslog *alog;  /* --access-log, or NULL */
+    struct metrics *metrics; /* --metrics, or NULL */
     /* --limit-conn, --limit-req: each client address steered to one worker (steer.h) */
     bool steer;
     bool seeded; /* steer_seed drawn: TCP's and QUIC's programs hash addresses with it */
@@ -248,10 +263,7 @@ struct server {
     bool quic_steer;     /* the UDP port's group is ours alone: route by connection ID */
     struct errlog_limit steer_log;
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */
-    struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
-    struct addr tls_addr;
-    char tls_url[INET6_ADDRSTRLEN + 16];
-    int *tls_listeners;
+    struct tls_keys *tls_keys;  /* the ticket secret every context derives its keys from */
     struct tls_port *tls_ports; /* one per worker: its TLS listener's transport context */
     /* --acme-email (issue 27): the ACME thread, the challenge answers the workers read, and
      * the flag its hook raises when a certificate on disk is new (supervise makes it live) */
@@ -321,62 +333,373 @@ static int tls_load(struct server *sv, const struct config *pairs, struct tls_ct
 
 /* Why a listener could not open, with what to do about it (issue 36): a privileged port names
  * the two ways out, a port in use the process that holds it, and the TLS port says it is. */
-static void listen_failed(const struct config *cfg, uint16_t port, bool tls, int err)
+static void listen_failed(const struct lgroup *g, int err)
 {
-    const char *which = tls ? " (--tls-port)" : "";
-    if (err == -EACCES && port < 1024)
+    char name[sizeof(g->url) + 32];
+    unsigned port = ntohs(((const struct sockaddr_in *)&g->addr.ss)->sin_port); /* as v6's */
+    if (g->unix_sock)
+        snprintf(name, sizeof(name), "%s", g->url);
+    else
+        snprintf(name, sizeof(name), "%s port %u%s", g->bind && g->bind->host ? g->bind->host : "*",
+                 port,
+                 !g->tls                             ? ""
+                 : g->bind && g->bind->tls_port >= 0 ? " (its tls=, the TLS port)"
+                                                     : " (--tls-port)");
+    if (err == -EACCES && !g->unix_sock && port < 1024)
         fprintf(stderr,
-                "ringhttpd: cannot listen on %s port %u%s: %s (a port below 1024 needs "
+                "ringhttpd: cannot listen on %s: %s (a port below 1024 needs "
                 "privilege: start as root with --user USER, which drops it after the bind, or "
                 "grant CAP_NET_BIND_SERVICE: 'setcap cap_net_bind_service=+ep' on the binary, "
                 "or AmbientCapabilities=CAP_NET_BIND_SERVICE in its systemd unit)\n",
-                bind_name(cfg), port, which, strerror(-err));
+                name, strerror(-err));
     else if (err == -EADDRINUSE)
         fprintf(stderr,
-                "ringhttpd: cannot listen on %s port %u%s: %s (another process serves it; "
+                "ringhttpd: cannot listen on %s: %s (another process serves it; "
                 "--reuse-port shares it with a ringhttpd, for a zero-downtime restart)\n",
-                bind_name(cfg), port, which, strerror(-err));
+                name, strerror(-err));
     else
-        fprintf(stderr, "ringhttpd: cannot listen on %s port %u%s: %s\n", bind_name(cfg), port,
-                which, strerror(-err));
+        fprintf(stderr, "ringhttpd: cannot listen on %s: %s\n", name, strerror(-err));
 }
 
-/* The TLS listeners, one per worker on --bind's address and --tls-port (the kernel's pick
- * for 0, shared by every worker's). */
-static int open_tls_listeners(struct server *sv)
+/* A new group at the end of sv's list, or NULL (said why) when LISTEN_MAX are made. */
+static struct lgroup *group_add(struct server *sv, const struct config_bind *b, bool tls)
 {
-    struct config *cfg = sv->cfg;
-    if (parse_addr(cfg->bind, cfg->tls_port, &sv->tls_addr) != 0)
-        return -2; /* open_listeners said why */
-    int err;
-    if (cfg->tls_port != 0 && !cfg->reuse_port &&
-        (err = port_in_use(&sv->tls_addr, &sv->claims[1])) == -EADDRINUSE) {
-        listen_failed(cfg, cfg->tls_port, true, err);
-        return -1;
+    if (sv->ngroups == LISTEN_MAX) {
+        fprintf(stderr,
+                "ringhttpd: --bind: at most %d listeners (a TLS port counts as one of its "
+                "own)\n",
+                LISTEN_MAX);
+        return NULL;
     }
-    for (int i = 0; i < cfg->threads; i++) {
-        int fd = open_listener(&sv->tls_addr, (int)cfg->header_timeout, (int)cfg->send_lowat);
-        if (fd < 0) {
-            listen_failed(cfg, cfg->tls_port, true, fd);
-            return -1;
-        }
-        sv->tls_listeners[i] = fd;
-        if (i == 0 &&
-            getsockname(fd, (struct sockaddr *)&sv->tls_addr.ss, &sv->tls_addr.len) != 0) {
-            fprintf(stderr, "ringhttpd: getsockname: %s\n", strerror(errno));
-            return -1;
-        }
+    struct lgroup *g = &sv->groups[sv->ngroups];
+    g->fds = malloc((size_t)sv->cfg->threads * sizeof(*g->fds));
+    if (!g->fds) {
+        fprintf(stderr, "ringhttpd: out of memory\n");
+        return NULL;
     }
-    if (cfg->reuse_port) /* as on the HTTP port: a finished predecessor's steering goes */
-        handover_join(sv->tls_listeners[0]);
-    format_addr(&sv->tls_addr, "https", sv->tls_url, sizeof(sv->tls_url));
-    /* the port the kernel picked for 0, for --redirect-https's Location */
-    cfg->tls_port = ntohs(((const struct sockaddr_in *)&sv->tls_addr.ss)->sin_port);
+    for (int i = 0; i < sv->cfg->threads; i++)
+        g->fds[i] = -1;
+    g->bind = b;
+    g->tls = tls;
+    g->claim = -1;
+    handover_init(&g->ho, 0);
+    sv->ngroups++;
+    return g;
+}
+
+/* Whether two IP groups would take each other's connections: the same port, and in a family
+ * both take, the same address or either's wildcard ([::] with IPV6_V6ONLY off takes IPv4 too).
+ * The kernel would refuse only some of these (EADDRINUSE once the other binds), and would take
+ * the rest silently, as two reuseport groups that the hand-over would count as one. */
+static bool overlap(const struct addr *a, const struct addr *b)
+{
+    const struct sockaddr_in *a4 = (const void *)&a->ss, *b4 = (const void *)&b->ss;
+    const struct sockaddr_in6 *a6 = (const void *)&a->ss, *b6 = (const void *)&b->ss;
+    if (a->ss.ss_family == AF_UNIX || b->ss.ss_family == AF_UNIX)
+        return a->ss.ss_family == b->ss.ss_family &&
+               strcmp(((const struct sockaddr_un *)&a->ss)->sun_path,
+                      ((const struct sockaddr_un *)&b->ss)->sun_path) == 0;
+    if (a4->sin_port != b4->sin_port || a4->sin_port == 0) /* same offset in both families */
+        return false;
+    if (a->ss.ss_family == AF_INET6 && b->ss.ss_family == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) || IN6_IS_ADDR_UNSPECIFIED(&b6->sin6_addr) ||
+               IN6_ARE_ADDR_EQUAL(&a6->sin6_addr, &b6->sin6_addr);
+    if (a->ss.ss_family == AF_INET && b->ss.ss_family == AF_INET)
+        return a4->sin_addr.s_addr == INADDR_ANY || b4->sin_addr.s_addr == INADDR_ANY ||
+               a4->sin_addr.s_addr == b4->sin_addr.s_addr;
+    return a->dual || b->dual; /* an IPv4 address beside [::] taking both */
+}
+
+/* A group's address from its entry (or the default) and its port, or -2 after saying why. */
+static int group_addr(struct lgroup *g, uint16_t port)
+{
+    const struct config_bind *b = g->bind;
+    if (b && b->path) {
+        struct sockaddr_un *un = (struct sockaddr_un *)&g->addr.ss;
+        memset(&g->addr, 0, sizeof(g->addr));
+        un->sun_family = AF_UNIX;
+        snprintf(un->sun_path, sizeof(un->sun_path), "%s", b->path);
+        g->addr.len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(b->path) + 1);
+        g->unix_sock = true;
+    } else if (parse_addr(b ? b->host : NULL, port, &g->addr) != 0) {
+        fprintf(stderr, "ringhttpd: --bind: '%s' is not an IPv4 or IPv6 address\n", b->host);
+        return -2;
+    }
+    format_addr(&g->addr, g->tls ? "https" : "http", g->url, sizeof(g->url));
     return 0;
 }
 
-/* Opens one listener per worker, or spreads the inherited ones over the workers (each worker
- * gets its own dup, so it can close it in a drain without pulling it from under another). */
+/* The groups of --bind's entries (or the default's one address): a cleartext group for each
+ * (unless systemd passed the cleartext listeners), and with --tls-port a TLS group for each IP
+ * entry. Duplicates and overlaps are refused here, before anything binds. 0 or -2. */
+static int plan_groups(struct server *sv)
+{
+    const struct config *cfg = sv->cfg;
+    int nb = cfg->num_binds ? cfg->num_binds : 1;
+    for (int i = 0; i < cfg->num_binds; i++)
+        if ((cfg->binds[i].tls_port >= 0 || cfg->binds[i].tls) && !cfg->tls) {
+            if (cfg->binds[i].tls) {
+                fprintf(stderr,
+                        "ringhttpd: --bind unix:%s tls needs --tls-port (and a "
+                        "certificate) to turn HTTPS on\n",
+                        cfg->binds[i].path);
+                return -2;
+            }
+            fprintf(stderr,
+                    "ringhttpd: --bind: tls=%d needs --tls-port (and a certificate) to "
+                    "turn HTTPS on\n",
+                    cfg->binds[i].tls_port);
+            return -2;
+        }
+    for (int pass = 0; pass < 2; pass++) {
+        if ((pass == 0 && sv->inherited) || (pass == 1 && !cfg->tls))
+            continue;
+        for (int i = 0; i < nb; i++) {
+            const struct config_bind *b = cfg->num_binds ? &cfg->binds[i] : NULL;
+            if (b && b->path && b->tls != (pass == 1))
+                continue; /* a Unix socket is one listener: cleartext, or TLS with 'tls' */
+            int want = pass == 0 ? (b && b->port >= 0 ? b->port : cfg->port)
+                                 : (b && b->tls_port >= 0 ? b->tls_port : cfg->tls_port);
+            struct lgroup *g = group_add(sv, b, pass == 1);
+            if (!g || group_addr(g, (uint16_t)want) != 0)
+                return -2;
+            sv->any_proxy |= b && b->proxy;
+        }
+    }
+    bool any_tls = false;
+    for (int i = 0; i < sv->ngroups; i++)
+        any_tls |= sv->groups[i].tls;
+    if (cfg->tls && !any_tls) {
+        fprintf(stderr, "ringhttpd: --tls-port needs a --bind entry that is an IP address, or a "
+                        "Unix socket marked tls\n");
+        return -2;
+    }
+    for (int i = 0; i < sv->ngroups; i++)
+        for (int j = sv->inherited; j < i; j++)
+            if (overlap(&sv->groups[i].addr, &sv->groups[j].addr)) {
+                const struct lgroup *a = &sv->groups[j], *b = &sv->groups[i];
+                if (strcmp(a->url + (a->tls ? 5 : 4), b->url + (b->tls ? 5 : 4)) == 0)
+                    fprintf(stderr, "ringhttpd: --bind: %s is given twice%s\n", b->url,
+                            a->tls != b->tls ? " (as one entry's port and another's TLS port)"
+                                             : "");
+                else
+                    fprintf(stderr,
+                            "ringhttpd: --bind: %s and %s overlap (%s); give each address "
+                            "once, or one wildcard per port\n",
+                            a->url, b->url,
+                            a->addr.dual || b->addr.dual
+                                ? "with no address, or *, the [::] socket takes IPv4 too"
+                                : "the wildcard takes the other's connections");
+                return -2;
+            }
+    return 0;
+}
+
+/* Whether a process accepts on the Unix socket at g's path: 1, 0 (a stale file: nobody
+ * listens), or -errno. */
+static int unix_live(const struct lgroup *g)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    int rc = connect(fd, (const struct sockaddr *)&g->addr.ss, g->addr.len) == 0 ? 1 : -errno;
+    close(fd);
+    if (rc == -EAGAIN) /* its backlog is full: somebody listens */
+        return 1;
+    return rc == -ECONNREFUSED ? 0 : rc;
+}
+
+/* USER[:GROUP] (names or numbers; no GROUP: the user's own) into ids; 0 or -EINVAL. */
+static int owner_ids(const char *owner, uid_t *uid, gid_t *gid)
+{
+    char user[256];
+    const char *colon = strchr(owner, ':');
+    size_t n = colon ? (size_t)(colon - owner) : strlen(owner);
+    if (n == 0 || n >= sizeof(user))
+        return -EINVAL;
+    memcpy(user, owner, n);
+    user[n] = '\0';
+    struct passwd *pw = getpwnam(user);
+    char *end;
+    if (pw) {
+        *uid = pw->pw_uid;
+        *gid = pw->pw_gid;
+    } else {
+        unsigned long v = strtoul(user, &end, 10);
+        if (*end || end == user)
+            return -EINVAL;
+        *uid = (uid_t)v;
+        *gid = (gid_t)-1;
+    }
+    if (colon) {
+        struct group *gr = getgrnam(colon + 1);
+        unsigned long v = gr ? 0 : strtoul(colon + 1, &end, 10);
+        if (!gr && (*end || end == colon + 1))
+            return -EINVAL;
+        *gid = gr ? gr->gr_gid : (gid_t)v;
+    }
+    return 0;
+}
+
+/* --bind unix:PATH: one socket for every worker (a dup each). A file left by a process that
+ * ended without removing it (a crash, a kill -9) is found stale (a connect is refused) and
+ * replaced; a socket another process still accepts on is refused, or with --reuse-port taken
+ * over (a successor in a zero-downtime restart): ours is bound beside it and renamed over the
+ * path in one step, so every new connection reaches one of the two. nginx removes its sockets
+ * at exit but fails on a stale one at start ("Address already in use"). -1 after saying why. */
+static int open_unix(struct server *sv, struct lgroup *g)
+{
+    const struct config *cfg = sv->cfg;
+    const char *path = g->bind->path;
+    struct addr tmp = g->addr;
+    struct sockaddr_un *un = (struct sockaddr_un *)&tmp.ss;
+    struct stat st;
+    bool rename_over = false;
+    int err = 0, fd = -1;
+    uid_t uid = (uid_t)-1;
+    gid_t gid = (gid_t)-1;
+    if (g->bind->owner && owner_ids(g->bind->owner, &uid, &gid) != 0) {
+        fprintf(stderr, "ringhttpd: --bind %s owner=%s: no such user or group\n", g->url,
+                g->bind->owner);
+        return -1;
+    }
+    if (lstat(path, &st) == 0) {
+        int live = S_ISSOCK(st.st_mode) ? unix_live(g) : -ENOTSOCK;
+        if (live < 0 && live != -ENOENT) {
+            fprintf(stderr, "ringhttpd: cannot listen on %s: %s is there already (%s)\n", g->url,
+                    path, strerror(-live));
+            return -1;
+        }
+        if (live == 1 && !cfg->reuse_port) {
+            listen_failed(g, -EADDRINUSE);
+            return -1;
+        }
+        rename_over = live == 1;
+        if (live == 0 && unlink(path) == 0)
+            errlog(ERRLOG_NOTICE, "%s: removed a stale socket file (nobody accepted on it)",
+                   g->url);
+    }
+    if (rename_over) {
+        int n = snprintf(un->sun_path, sizeof(un->sun_path), "%s.%d", path, (int)getpid());
+        if (n < 0 || (size_t)n >= sizeof(un->sun_path)) {
+            fprintf(stderr, "ringhttpd: --bind %s: the path is too long to take it over\n", g->url);
+            return -1;
+        }
+        tmp.len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
+        unlink(un->sun_path);
+    }
+    /* nginx makes its Unix sockets 0666 (the directory is the access control); the mode and
+     * the owner are set before listen, so no client connects through the umask's mode */
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (const struct sockaddr *)&tmp.ss, tmp.len) != 0) {
+        err = -errno;
+        goto fail;
+    }
+    if (chmod(un->sun_path, g->bind->mode >= 0 ? (mode_t)g->bind->mode : 0666) != 0 ||
+        ((uid != (uid_t)-1 || gid != (gid_t)-1) && chown(un->sun_path, uid, gid) != 0) ||
+        listen(fd, 4096) != 0 || (rename_over && rename(un->sun_path, path) != 0) ||
+        stat(path, &st) != 0) {
+        err = -errno;
+        unlink(un->sun_path);
+        goto fail;
+    }
+    g->dev = st.st_dev;
+    g->ino = st.st_ino;
+    g->fds[0] = fd;
+    for (int i = 1; i < cfg->threads; i++)
+        if ((g->fds[i] = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+            fprintf(stderr, "ringhttpd: %s: dup: %s\n", g->url, strerror(errno));
+            return -1; /* server_run closes the fds and removes the file */
+        }
+    if (rename_over)
+        errlog(ERRLOG_NOTICE, "%s: taken over from the process that served it (--reuse-port)",
+               g->url);
+    return 0;
+fail:
+    if (fd >= 0)
+        close(fd);
+    listen_failed(g, err);
+    return -1;
+}
+
+/* The socket file of a Unix group, removed at the end when it is still the one we bound (a
+ * successor that took it over renamed its own there). Under Landlock or after --user the
+ * directory may refuse: the next start finds the file stale and replaces it. */
+static void unix_remove(const struct lgroup *g)
+{
+    struct stat st;
+    if (!g->unix_sock || !g->ino || stat(g->bind->path, &st) != 0 || st.st_dev != g->dev ||
+        st.st_ino != g->ino)
+        return;
+    if (unlink(g->bind->path) != 0)
+        errlog(ERRLOG_NOTICE, "%s: cannot remove the socket file (%s): the next start replaces it",
+               g->url, strerror(errno));
+}
+
+/* An IP group: one listener per worker, on the port the first got when it asked for 0. */
+static int open_ip(struct server *sv, struct lgroup *g)
+{
+    const struct config *cfg = sv->cfg;
+    int err;
+    if (((const struct sockaddr_in *)&g->addr.ss)->sin_port != 0 && !cfg->reuse_port &&
+        (err = port_in_use(&g->addr, &g->claim)) == -EADDRINUSE) {
+        listen_failed(g, err);
+        return -1;
+    }
+    for (int i = 0; i < cfg->threads; i++) {
+        int fd = open_listener(&g->addr, (int)cfg->header_timeout, (int)cfg->send_lowat);
+        if (fd < 0) {
+            listen_failed(g, fd);
+            return -1;
+        }
+        g->fds[i] = fd;
+        if (i == 0 && getsockname(fd, (struct sockaddr *)&g->addr.ss, &g->addr.len) != 0) {
+            fprintf(stderr, "ringhttpd: getsockname: %s\n", strerror(errno));
+            return -1; /* port 0: the others must bind the port the kernel picked */
+        }
+    }
+    if (cfg->reuse_port) /* a finished predecessor's steering would send us all to one worker */
+        handover_join(g->fds[0]);
+    g->ho.ours = cfg->threads;
+    format_addr(&g->addr, g->tls ? "https" : "http", g->url, sizeof(g->url));
+    return 0;
+}
+
+/* systemd's sockets, each a group that every worker holds a dup of (each can close its own in
+ * a drain without pulling it from under another); a worker accepts on all of them, so a second
+ * socket (another address, a Unix socket) is served by every worker. -1 after saying why. */
+static int adopt_inherited(struct server *sv, const int *fds, int n, const char *names)
+{
+    const struct config *cfg = sv->cfg;
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        struct lgroup *g = rc == 0 ? group_add(sv, NULL, false) : NULL;
+        if (!g) {
+            rc = -1;
+            close(fds[i]);
+            continue;
+        }
+        g->inherited = true;
+        tune_listener(fds[i], (int)cfg->header_timeout, (int)cfg->send_lowat); /* best effort */
+        g->addr.len = sizeof(g->addr.ss);
+        getsockname(fds[i], (struct sockaddr *)&g->addr.ss, &g->addr.len);
+        format_addr(&g->addr, "http", g->url, sizeof(g->url));
+        g->fds[0] = fds[i];
+        for (int j = 1; j < cfg->threads && rc == 0; j++)
+            if ((g->fds[j] = fcntl(fds[i], F_DUPFD_CLOEXEC, 0)) < 0) {
+                fprintf(stderr, "ringhttpd: socket activation: dup: %s\n", strerror(errno));
+                rc = -1;
+            }
+    }
+    if (rc == 0 && cfg->verbose)
+        fprintf(stderr,
+                "ringhttpd: socket activation: %d socket%s%s%s, each served by %d workers\n", n,
+                n == 1 ? "" : "s", names[0] ? " named " : "", names, cfg->threads);
+    return rc;
+}
+
+/* Every listener: systemd's (socket activation), then each --bind entry's (or the default's).
+ * -1, or -2 for a usage error, after saying why. */
 static int open_listeners(struct server *sv)
 {
     struct config *cfg = sv->cfg;
@@ -388,53 +711,24 @@ static int open_listeners(struct server *sv)
         return -1;
     }
     sv->inherited = n;
-    if (n > 0) {
-        for (int i = 0; i < n; i++) /* best effort: the .socket unit may have set its own */
-            tune_listener(inherited[i], (int)cfg->header_timeout, (int)cfg->send_lowat);
-        sv->addr.len = sizeof(sv->addr.ss);
-        getsockname(inherited[0], (struct sockaddr *)&sv->addr.ss, &sv->addr.len);
-        for (; sv->nlisten < cfg->threads; sv->nlisten++) {
-            int fd = fcntl(inherited[sv->nlisten % n], F_DUPFD_CLOEXEC, 0);
-            if (fd < 0) {
-                fprintf(stderr, "ringhttpd: socket activation: dup: %s\n", strerror(errno));
-                break;
-            }
-            sv->listeners[sv->nlisten] = fd;
-        }
-        for (int i = 0; i < n; i++)
-            close(inherited[i]);
-        if (cfg->verbose)
-            fprintf(stderr, "ringhttpd: socket activation: %d socket%s%s%s over %d workers\n", n,
-                    n == 1 ? "" : "s", names[0] ? " named " : "", names, cfg->threads);
-        return sv->nlisten == cfg->threads ? 0 : -1;
-    }
-
-    if (parse_addr(cfg->bind, cfg->port, &sv->addr) != 0) {
-        fprintf(stderr, "ringhttpd: --bind: '%s' is not an IPv4 or IPv6 address\n", cfg->bind);
-        return -2;
-    }
-    int err = 0;
-    if (cfg->port != 0 && !cfg->reuse_port &&
-        (err = port_in_use(&sv->addr, &sv->claims[0])) == -EADDRINUSE) {
-        listen_failed(cfg, cfg->port, false, err);
+    sv->quic_group = -1;
+    if (n > 0 && adopt_inherited(sv, inherited, n, names) != 0)
         return -1;
-    }
-    for (; sv->nlisten < cfg->threads; sv->nlisten++) {
-        int fd = open_listener(&sv->addr, (int)cfg->header_timeout, (int)cfg->send_lowat);
-        if (fd < 0) {
-            listen_failed(cfg, cfg->port, false, fd);
-            return -1;
+    int rc = plan_groups(sv);
+    for (int i = sv->inherited; rc == 0 && i < sv->ngroups; i++)
+        rc = sv->groups[i].unix_sock ? open_unix(sv, &sv->groups[i]) : open_ip(sv, &sv->groups[i]);
+    if (rc != 0)
+        return rc;
+    for (int i = sv->ngroups - 1; i >= 0; i--) {
+        const struct lgroup *g = &sv->groups[i];
+        if (!g->tls && !g->unix_sock && g->addr.ss.ss_family != AF_UNIX)
+            sv->main_group = i;
+        if (g->tls && !g->unix_sock) {
+            sv->quic_group = i;
+            /* the port the kernel picked for 0, for --redirect-https's Location and Alt-Svc */
+            cfg->tls_port = ntohs(((const struct sockaddr_in *)&g->addr.ss)->sin_port);
         }
-        sv->listeners[sv->nlisten] = fd;
-        if (sv->nlisten == 0 &&
-            getsockname(fd, (struct sockaddr *)&sv->addr.ss, &sv->addr.len) != 0) {
-            sv->nlisten++;
-            fprintf(stderr, "ringhttpd: getsockname: %s\n", strerror(errno));
-            return -1; /* port 0: the others must bind the port the kernel picked */
-        }
     }
-    if (cfg->reuse_port) /* a finished predecessor's steering would send us all to one worker */
-        handover_join(sv->listeners[0]);
     return 0;
 }
 
@@ -447,7 +741,7 @@ static int successor_listeners(const struct server *sv, const struct addr *a, in
     if (ours == 0 || sv->started == 0)
         return 0;
     uint16_t port = ((const struct sockaddr_in *)&a->ss)->sin_port; /* same for v6 */
-    int count = handover_count_listeners(a->ss.ss_family, port);
+    int count = handover_count_listeners_at((const struct sockaddr *)&a->ss);
     if (count < 0) {
         errlog(ERRLOG_NOTICE,
                "drain: cannot count the listeners on port %u (%s): assuming a "
@@ -487,9 +781,8 @@ static int steer_port(struct server *sv, struct handover *h, const struct addr *
  * (the hand-over's steering is in charge then, and limits are exact per worker only). */
 static void steer_clients_on(struct server *sv, const struct addr *a, int fd)
 {
-    uint16_t port = ((const struct sockaddr_in *)&a->ss)->sin_port; /* same for v6 */
     int n = sv->cfg->threads;
-    if (fd < 0 || handover_count_listeners(a->ss.ss_family, port) != n)
+    if (fd < 0 || handover_count_listeners_at((const struct sockaddr *)&a->ss) != n)
         return;
     int err = steer_attach(fd, (uint32_t)n, sv->steer_seed);
     if (err < 0)
@@ -508,9 +801,10 @@ static void steer_clients(struct server *sv)
 {
     if (!sv->steer || sv->started < sv->cfg->threads)
         return;
-    steer_clients_on(sv, &sv->addr, worker_listener_fd(sv->workers[0], 0));
-    if (sv->cfg->tls)
-        steer_clients_on(sv, &sv->tls_addr, worker_listener_fd(sv->workers[0], 1));
+    for (int i = 0; i < sv->ngroups; i++)
+        if (!sv->groups[i].inherited && !sv->groups[i].unix_sock)
+            steer_clients_on(sv, &sv->groups[i].addr,
+                             worker_listener_fd(sv->workers[0], (unsigned)i));
 }
 
 /* --limit-conn or --limit-req in force from cfg on (the start's, or a reload's that adds
@@ -520,7 +814,8 @@ static void steer_from(struct server *sv, const struct config *cfg)
     /* Behind a balancer that sends PROXY headers, the source address is the balancer's: to
      * steer by it would bring every client of one balancer to one worker. The kernel's hash
      * spreads them, and --limit-conn and --limit-req count a proxied client per worker. */
-    if (sv->steer || sv->inherited || !config_limits_clients(cfg) || sv->cfg->num_proxy_from)
+    if (sv->steer || sv->inherited || !config_limits_clients(cfg) || sv->cfg->num_proxy_from ||
+        sv->any_proxy)
         return;
     sv->steer = seed(sv);
     steer_clients(sv);
@@ -528,17 +823,17 @@ static void steer_from(struct server *sv, const struct config *cfg)
 
 /* The drain's start: on each port, steer new connections to a successor, if one listens, before
  * our listeners begin to close (each worker releases its own through the port's handover).
- * systemd's sockets outlive us with their queue: nothing to hand over there. The TLS port is
- * each worker's listener 1 (server_run) and always ours. */
+ * systemd's sockets outlive us with their queue: nothing to hand over there; a Unix socket's
+ * successor renamed its own over the path (open_unix), so new clients reach it already. */
 static enum worker_stop begin_handover(struct server *sv)
 {
     int theirs = 0;
-    if (!sv->inherited && sv->started)
-        theirs += steer_port(sv, &sv->handover, &sv->addr, sv->nlisten,
-                             worker_listener_fd(sv->workers[0], 0));
-    if (sv->cfg->tls && sv->started)
-        theirs += steer_port(sv, &sv->tls_handover, &sv->tls_addr, sv->cfg->threads,
-                             worker_listener_fd(sv->workers[0], 1));
+    for (int i = 0; sv->started && i < sv->ngroups; i++) {
+        struct lgroup *g = &sv->groups[i];
+        if (!g->inherited && !g->unix_sock)
+            theirs += steer_port(sv, &g->ho, &g->addr, sv->cfg->threads,
+                                 worker_listener_fd(sv->workers[0], (unsigned)i));
+    }
     return theirs > 0 ? WORKER_HANDOVER : WORKER_DRAIN;
 }
 
@@ -633,8 +928,8 @@ static void quic_route(struct server *sv)
     int n = sv->cfg->threads;
     if (sv->quic_steer || sv->started < n || !worker_runtime(sv->workers[0])->udp)
         return;
-    uint16_t port = ((const struct sockaddr_in *)&sv->tls_addr.ss)->sin_port; /* same for v6 */
-    int count = handover_count_udp(sv->tls_addr.ss.ss_family, port), err = 0;
+    int count = handover_count_udp_at((const struct sockaddr *)&sv->groups[sv->quic_group].addr.ss),
+        err = 0;
     if (count >= 0 && count != n)
         return; /* a predecessor still drains (its program routes), or a successor came */
     int *fds = malloc((size_t)n * sizeof(*fds));
@@ -720,15 +1015,15 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
         .workers = (unsigned)cfg->threads,
     };
     char why[512] = "";
+    /* HTTP/3 on the first TLS address: a worker has one UDP socket (README: Listening) */
+    const struct addr *a = &sv->groups[sv->quic_group].addr;
     /* Before the first of ours binds: whether the port's group will be ours alone. */
     if (w->id == 0)
-        sv->quic_steer = udp_addr_in_use((const struct sockaddr *)&sv->tls_addr.ss,
-                                         sv->tls_addr.len, !sv->tls_addr.dual) == 0;
-    int fd = udp_socket_open((const struct sockaddr *)&sv->tls_addr.ss, sv->tls_addr.len,
-                             !sv->tls_addr.dual);
+        sv->quic_steer = udp_addr_in_use((const struct sockaddr *)&a->ss, a->len, !a->dual) == 0;
+    int fd = udp_socket_open((const struct sockaddr *)&a->ss, a->len, !a->dual);
     if (fd < 0) {
-        fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s port %u: %s\n", bind_name(cfg),
-                cfg->tls_port, strerror(-fd));
+        fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s: %s\n",
+                sv->groups[sv->quic_group].url, strerror(-fd));
         return fd;
     }
     int rc;
@@ -790,16 +1085,13 @@ static int tls_start(struct server *sv)
 {
     int n = sv->cfg->threads, rc;
     char why[512] = "";
-    sv->tls_listeners = malloc((size_t)n * sizeof(*sv->tls_listeners));
     sv->tls_ports = calloc((size_t)n, sizeof(*sv->tls_ports));
     struct tls_ctx **ctxs = calloc((size_t)n, sizeof(*ctxs));
-    if (!sv->tls_listeners || !sv->tls_ports || !ctxs) {
+    if (!sv->tls_ports || !ctxs) {
         free(ctxs);
         fprintf(stderr, "ringhttpd: out of memory\n");
         return -1;
     }
-    for (int i = 0; i < n; i++)
-        sv->tls_listeners[i] = -1;
     if ((rc = tls_keys_new(&sv->tls_keys)) != 0) {
         free(ctxs);
         fprintf(stderr, "ringhttpd: TLS: no random ticket secret: %s\n", strerror(-rc));
@@ -813,7 +1105,7 @@ static int tls_start(struct server *sv)
     for (int i = 0; i < n; i++)
         tls_port_init(&sv->tls_ports[i], ctxs[i]);
     free(ctxs);
-    return open_tls_listeners(sv);
+    return 0;
 }
 
 /* The ACME thread's hook: a certificate on disk is new. Only a flag: supervise, on the main
@@ -845,17 +1137,12 @@ static int acme_setup(struct server *sv)
     return -1;
 }
 
-/* After the workers are joined: their ports' contexts and buffers, listeners never handed
- * over, the secret. */
+/* After the workers are joined: their ports' contexts and buffers, the secret. */
 static void tls_stop(struct server *sv)
 {
     for (int i = 0; sv->tls_ports && i < sv->cfg->threads; i++)
         tls_port_fini(&sv->tls_ports[i]);
-    for (int i = 0; sv->tls_listeners && i < sv->cfg->threads; i++)
-        if (sv->tls_listeners[i] >= 0)
-            close(sv->tls_listeners[i]);
     free(sv->tls_ports);
-    free(sv->tls_listeners);
     tls_keys_free(sv->tls_keys);
 }
 
@@ -990,7 +1277,7 @@ static void reload(struct server *sv, const char *what)
     else if (publish(sv, s, true, what))
         errlog(ERRLOG_NOTICE, "%s: serving %s", what, config_serves(s->owned ? s->owned : sv->cfg));
     systemd_notify(sv->notify_fd, "READY=1\nSTATUS=serving %s on %s", config_serves(sv->cfg),
-                   sv->url);
+                   sv->groups[sv->main_group].url);
 }
 
 /* Once a second: a DOCROOT symlink re-pointed, or the directory removed and recreated, is
@@ -1190,7 +1477,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
 {
     const struct server_seams none = {0};
     seams = seams ? seams : &none;
-    struct server sv = {.cfg = cfg, .notify_fd = -1, .claims = {-1, -1}};
+    struct server sv = {.cfg = cfg, .notify_fd = -1};
     int inited = 0; /* workers set up; sv.started of them run */
     int rc = 1, stop_signals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2};
     sigset_t signals;
@@ -1201,8 +1488,6 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         return 1;
     }
     site_slot_init(&sv.sites, first);
-    handover_init(&sv.handover, 0);
-    handover_init(&sv.tls_handover, 0);
     if (check_openat2(first) != 0)
         goto out;
     /* Signals are taken synchronously by the main thread (sigtimedwait), so no handler runs in
@@ -1223,8 +1508,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     }
 
     sv.workers = calloc((size_t)cfg->threads, sizeof(*sv.workers));
-    sv.listeners = calloc((size_t)cfg->threads, sizeof(*sv.listeners));
-    if (!sv.workers || !sv.listeners) {
+    if (!sv.workers) {
         fprintf(stderr, "ringhttpd: out of memory\n");
         goto out;
     }
@@ -1233,15 +1517,12 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         rc = lrc == -2 ? 2 : 1;
         goto out;
     }
-    format_addr(&sv.addr, "http", sv.url, sizeof(sv.url));
     if (cfg->acme_email && acme_setup(&sv) != 0)
         goto out;
     if (cfg->tls && (lrc = tls_start(&sv)) < 0) {
         rc = lrc == -2 ? 2 : 1;
         goto out;
     }
-    sv.handover.ours = sv.nlisten; /* before any worker thread exists */
-    sv.tls_handover.ours = cfg->tls ? cfg->threads : 0;
     if (!(sv.eng = engine_choose(cfg->engine, cfg->verbose, &sv.caps)))
         goto out;
     uint8_t h3_secret[32];
@@ -1251,23 +1532,23 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     /* Every worker is set up before the process is confined (Landlock, --user): an engine reads
      * limits under /proc and opens /dev/null. Their threads start after, and so inherit it. */
     for (; inited < cfg->threads; inited++) {
-        /* The HTTP port's listener; a transport's port (TLS) adds its own here. */
-        struct listener ls[LISTEN_MAX] = {{.fd = sv.listeners[inited],
-                                           .owned = sv.inherited == 0,
-                                           .xport = seams->xport,
-                                           .handover = &sv.handover}};
-        unsigned nls = 1;
-        sv.listeners[inited] = -1; /* the worker's now, even when it fails */
-        if (cfg->tls) {
-            ls[nls++] = (struct listener){.fd = sv.tls_listeners[inited],
-                                          .owned = true,
-                                          .xport = &transport_tls,
-                                          .xport_ctx = &sv.tls_ports[inited],
-                                          .handover = &sv.tls_handover};
-            sv.tls_listeners[inited] = -1;
+        /* A listener on each group, at the group's index; TLS groups with their transport. */
+        struct listener ls[LISTEN_MAX];
+        for (int g = 0; g < sv.ngroups; g++) {
+            struct lgroup *lg = &sv.groups[g];
+            ls[g] = (struct listener){
+                .fd = lg->fds[inited],
+                .owned = !lg->inherited,
+                .xport = lg->tls ? &transport_tls : seams->xport,
+                .xport_ctx = lg->tls ? &sv.tls_ports[inited] : NULL,
+                .handover = lg->unix_sock || lg->inherited ? NULL : &lg->ho,
+                .proxy = lg->bind && lg->bind->proxy,
+                .shared = lg->unix_sock,
+            };
+            lg->fds[inited] = -1; /* the worker's now, even when it fails */
         }
-        int err =
-            worker_new(&sv.workers[inited], inited, cfg, sv.eng, &sv.caps, ls, nls, &sv.sites);
+        int err = worker_new(&sv.workers[inited], inited, cfg, sv.eng, &sv.caps, ls,
+                             (unsigned)sv.ngroups, &sv.sites);
         if (err < 0) {
             fprintf(stderr, "ringhttpd: starting worker %d (%s): %s\n", inited, sv.eng->name,
                     strerror(-err));
@@ -1287,7 +1568,8 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         }
         if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
             rt->acme = tokens_reader(&sv.tokens, inited);
-        if (cfg->tls && cfg->http3 && h3_start(&sv, sv.workers[inited], h3_secret) != 0) {
+        if (cfg->tls && cfg->http3 && sv.quic_group >= 0 &&
+            h3_start(&sv, sv.workers[inited], h3_secret) != 0) {
             worker_free(sv.workers[inited]); /* set up, never counted in inited */
             sv.workers[inited] = NULL;
             goto stop;
@@ -1352,13 +1634,27 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     }
     if (sv.acme && cfg->verbose)
         acme_describe(sv.acme, stderr);
-    if (cfg->tls) /* HTTP/3 only when a UDP socket is open: not when the build left it out */
-        fprintf(stderr, "ringhttpd: listening on %s (TLS%s)\n", sv.tls_url,
-                sv.workers[0] && worker_quic(sv.workers[0]) ? "; HTTP/3 on UDP" : "");
-    fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s\n", sv.url, sv.eng->name,
-            cfg->threads, cfg->threads == 1 ? "" : "s",
-            sv.inherited ? " on sockets from systemd" : "");
-    systemd_notify(sv.notify_fd, "READY=1\nSTATUS=serving %s on %s", config_serves(cfg), sv.url);
+    /* One line per listener, the first TLS one first and the main cleartext one last (the one
+     * that names the engine, which scripts wait for). HTTP/3 only when a UDP socket is open:
+     * not when the build left it out. */
+    for (int g = 0; g < sv.ngroups; g++)
+        if (sv.groups[g].tls)
+            fprintf(stderr, "ringhttpd: listening on %s (TLS%s%s)\n", sv.groups[g].url,
+                    g == sv.quic_group && sv.workers[0] && worker_quic(sv.workers[0])
+                        ? "; HTTP/3 on UDP"
+                        : "",
+                    sv.groups[g].bind && sv.groups[g].bind->proxy ? "; PROXY header" : "");
+    for (int g = 0; g < sv.ngroups; g++)
+        if (!sv.groups[g].tls && g != sv.main_group)
+            fprintf(stderr, "ringhttpd: listening on %s%s%s\n", sv.groups[g].url,
+                    sv.groups[g].bind && sv.groups[g].bind->proxy ? " (PROXY header)" : "",
+                    sv.groups[g].inherited ? " (from systemd)" : "");
+    const struct lgroup *mg = &sv.groups[sv.main_group];
+    fprintf(stderr, "ringhttpd: listening on %s (engine %s, %d thread%s)%s%s\n", mg->url,
+            sv.eng->name, cfg->threads, cfg->threads == 1 ? "" : "s",
+            mg->inherited ? " on sockets from systemd" : "",
+            mg->bind && mg->bind->proxy ? " (PROXY header)" : "");
+    systemd_notify(sv.notify_fd, "READY=1\nSTATUS=serving %s on %s", config_serves(cfg), mg->url);
     supervise(&sv, &signals);
     rc = 0;
 stop:
@@ -1387,20 +1683,22 @@ out:
     acme_free(sv.acme);
     if (sv.tokens_made)
         tokens_fini(&sv.tokens);
-    for (int i = 0; i < sv.nlisten; i++)
-        if (sv.listeners && sv.listeners[i] >= 0)
-            close(sv.listeners[i]);
+    for (int g = 0; g < sv.ngroups; g++) {
+        struct lgroup *lg = &sv.groups[g];
+        for (int i = 0; i < cfg->threads; i++)
+            if (lg->fds[i] >= 0)
+                close(lg->fds[i]);
+        unix_remove(lg);
+        if (lg->claim >= 0)
+            close(lg->claim);
+        free(lg->fds);
+        handover_fini(&lg->ho);
+    }
     tls_stop(&sv);
     if (sv.notify_fd >= 0)
         close(sv.notify_fd);
-    for (int i = 0; i < 2; i++)
-        if (sv.claims[i] >= 0)
-            close(sv.claims[i]);
-    free(sv.listeners);
     free(sv.workers);
     site_slot_fini(&sv.sites);
-    handover_fini(&sv.handover);
-    handover_fini(&sv.tls_handover);
     if (sv.alog)
         accesslog_close(sv.alog, 1000 * (int)cfg->drain_timeout);
     return rc;

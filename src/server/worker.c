@@ -382,8 +382,9 @@ static void close_listener(struct runtime *rt, unsigned lst,
      * turn with our other workers' listeners of that port so that a successor's steering stays
      * exact (the HTTP port and the TLS port alike, issue 14). systemd's sockets are only
      * closed: shutting one down would reset its queue and leave the service manager a socket
-     * that no longer listens. */
-    if (l->owned)
+     * that no longer listens. A Unix socket every worker shares is only closed too (a shutdown
+     * would stop the other workers' accepts); the last close ends it. */
+    if (l->owned && !l->shared)
         handover_release(l->handover, l->fd);
     else
         close(l->fd);

@@ -15,7 +15,9 @@ make_server(docroot=None, args=(), engine=None, wrapper=(), env=None, cwd=None, 
     Factory. Starts ``[*wrapper, $RINGHTTPD, '-p', '0', '-b', '127.0.0.1', '-t', '2',
     '--engine', ENGINE, *args, docroot]`` (docroot omitted when None; ENGINE is the ``engine``
     fixture's value unless ``engine=`` is given, e.g. "auto"). Options in ``args`` come after the
-    defaults, so ``args=['-b', '::1']`` overrides the bind address. ``env`` is merged over
+    defaults, so ``args=['-p', '8081']`` overrides the port; ``--bind`` is a list, so
+    ``args=['-b', '::1']`` adds an address and ``bind='::1'`` replaces 127.0.0.1 (``bind=None``:
+    no ``-b``, the default listeners). ``env`` is merged over
     os.environ. Waits (10 s at most) for the ``listening on`` line and returns a ``Server``; fails
     the test if the process exits or stays silent. At teardown every server it started that is
     still running gets SIGTERM and must exit 0; one that exited non-zero without the test calling

@@ -126,8 +126,10 @@ def test_unassigned_bind_address_exits_1(docroot, engine):
 def test_unparsable_bind_address_is_an_error(docroot):
     p = run("-p", "0", "-b", "not-an-address", str(docroot))
     assert p.returncode == 2, p  # a bad option value
-    assert one_line(p.stderr) == \
-        "ringhttpd: --bind: 'not-an-address' is not an IPv4 or IPv6 address"
+    # issue 38: the line goes on with the entry's forms (--bind is a list now)
+    assert one_line(p.stderr).startswith(
+        "ringhttpd: --bind: 'not-an-address' is not an IPv4 or IPv6 address (with an optional "
+        ":PORT; a host name is not resolved); it wants 'ADDR[:PORT] [tls=PORT] [proxy]'")
 
 
 def test_listening_line(make_server, docroot, engine):
@@ -185,7 +187,9 @@ def _ipv6_loopback():
 def test_ipv6_bind(make_server, docroot):
     if not _ipv6_loopback():
         pytest.skip("no IPv6 loopback here")
-    server = make_server(docroot, args=["-b", "::1"])
+    # bind=, not args: a second -b adds an address now (issue 38), it no longer replaces
+    # make_server's 127.0.0.1
+    server = make_server(docroot, bind="::1")
     assert server.host == "::1"
     assert server.base_url == f"http://[::1]:{server.port}"
     r = fetch(server, "/hello.txt", host=f"[::1]:{server.port}")

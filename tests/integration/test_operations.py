@@ -193,6 +193,68 @@ def test_zero_downtime_restart_three_times_under_load(make_server, docroot):
     assert all(n > 0 for n in counts), counts
 
 
+def _fetch_unix(path, url):
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(10)
+        sock.connect(path)
+        sock.sendall(request("GET", url, close=True))
+        got = recv_all(sock)
+    head, _, body = got.partition(b"\r\n\r\n")
+    return body if head.startswith(b"HTTP/1.1 200 ") else head
+
+
+def _load_on(fetch_one, stop, errors, counts, i):
+    """As _load, through fetch_one() (an address of its own, or a Unix socket)."""
+    for _ in range(100000):
+        if stop.is_set():
+            return
+        try:
+            r = fetch_one()
+            if r != HELLO:
+                errors.append(f"client {i}: wrong answer {r[:100]!r}")
+            counts[i] += 1
+        except OSError as e:
+            errors.append(f"client {i} at {time.monotonic():.3f}: {e!r}")
+
+
+def test_zero_downtime_restart_with_two_addresses_and_a_unix_socket(make_server, docroot,
+                                                                    tmp_path):
+    """Issue 38: the hand-over with several listeners. 127.0.0.1 and [::1] on one port (two
+    reuseport groups, each handed over on its own: the count is by address) and a Unix socket
+    (the successor renames its own over the path); clients on all three see no error across
+    two restarts, and the last instance removes the socket file at exit."""
+    port, sock = free_port(), tmp_path / "r.sock"
+    args = ["-p", str(port), "-b", "::1", "-b", f"unix:{sock}"]
+    first = make_server(docroot, args=args)
+    fetchers = [lambda: fetch_addr(("127.0.0.1", port), "/hello.txt"),
+                lambda: fetch_addr(("::1", port), "/hello.txt"),
+                lambda: _fetch_unix(str(sock), "/hello.txt")]
+    stop, errors, counts = threading.Event(), [], [0] * 3
+    clients = [threading.Thread(target=_load_on, args=(f, stop, errors, counts, i))
+               for i, f in enumerate(fetchers)]
+    for t in clients:
+        t.start()
+    current = first
+    try:
+        for _ in range(2):
+            time.sleep(0.5)
+            successor = make_server(docroot, args=[*args, "--reuse-port"])
+            assert "taken over from the process that served it" in successor.stderr_text()
+            time.sleep(0.3)
+            assert current.stop(signal.SIGTERM, timeout=15) == 0, current.stderr_text()[-3000:]
+            assert sock.exists()  # the predecessor left the successor's file in place
+            current = successor
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for t in clients:
+            t.join(timeout=30)
+    assert not errors, errors[:10]
+    assert all(n > 0 for n in counts), counts
+    assert current.stop() == 0
+    assert not sock.exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # SIGHUP reload, a re-pointed or recreated DOCROOT (issue 13, issue 10 item 10).
 
@@ -372,6 +434,39 @@ def test_socket_activation(make_server, docroot, nsockets):
         for _ in range(12):  # more requests than workers: every worker's dup is accepting
             assert fetch_addr(("127.0.0.1", p), "/hello.txt") == HELLO
     assert server.stop() == 0, server.stderr_text()[-3000:]
+
+
+def test_socket_activation_of_two_addresses_and_a_unix_socket_serves_all(make_server, docroot,
+                                                                          tmp_path):
+    """Issue 38: three sockets from the service manager (127.0.0.1, [::1], a Unix socket) and
+    one worker: each is served (worker i used to get socket i % n only, so with fewer workers
+    than sockets the others were never accepted), the Unix client is logged as unix:."""
+    v4, v6, un = socket.socket(), socket.socket(socket.AF_INET6), socket.socket(socket.AF_UNIX)
+    v4.bind(("127.0.0.1", 0))
+    v6.bind(("::1", 0))
+    path = str(tmp_path / "act.sock")
+    un.bind(path)
+    holders = [v4, v6, un]
+    for h in holders:
+        h.listen(64)
+    fds = [h.fileno() for h in holders]
+    wrapper = [sys.executable, "-c", "import os, sys; fds = [int(f) for f in sys.argv[1:4]]; "
+               "[os.dup2(f, 3 + i) for i, f in enumerate(fds)]; "
+               "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='3'); "
+               "os.execvp(sys.argv[4], sys.argv[4:])", *map(str, fds)]
+    try:
+        server = make_server(docroot, wrapper=wrapper, pass_fds=fds, args=["-t", "1", "-v"])
+        assert "socket activation: 3 sockets" in server.stderr_text()
+        for _ in range(3):
+            assert fetch_addr(v4.getsockname()[:2], "/hello.txt") == HELLO
+            assert fetch_addr(v6.getsockname()[:2], "/hello.txt") == HELLO
+            assert _fetch_unix(path, "/hello.txt") == HELLO
+        assert wait_for(lambda: b"\nunix: " in b"\n" + server.stdout_bytes(), 5)
+        assert server.stop(signal.SIGTERM) == 0, server.stderr_text()[-3000:]
+        assert os.path.exists(path)  # the service manager's socket: not ours to remove
+    finally:
+        for h in holders:
+            h.close()
 
 
 def test_socket_activated_restart_keeps_the_socket_listening(make_server, docroot):

@@ -260,3 +260,32 @@ TEST(handover_parse_dump_counts_and_stops_on_done_or_any_error)
     put_listener(&d, htons(8080));
     CHECK_INT(handover_parse_dump(d.buf, d.len - 8, htons(8080), &count), -EPROTO);
 }
+
+/* Issue 38: two --bind addresses on one port are two reuseport groups; each counts its own. */
+TEST(handover_parse_dump_at_counts_one_address_of_a_shared_port)
+{
+    struct dump d = {.len = 0};
+    const uint8_t lo[4] = {127, 0, 0, 1}, lo2[4] = {127, 0, 0, 2}, any[16] = {0};
+    int count = 0;
+    put_listener(&d, htons(8080));
+    put_listener(&d, htons(8080));
+    put_listener(&d, htons(8081));
+    for (int i = 0; i < 3; i++) {
+        struct inet_diag_msg *m = NLMSG_DATA(
+            (struct nlmsghdr *)(d.buf + (size_t)i * NLMSG_SPACE(sizeof(struct inet_diag_msg))));
+        m->idiag_family = AF_INET;
+        memcpy(m->id.idiag_src, i == 1 ? lo2 : lo, 4);
+    }
+    put_end(&d, NLMSG_DONE, 0);
+    CHECK_INT(handover_parse_dump_at(d.buf, d.len, htons(8080), lo, &count), 1);
+    CHECK_INT(count, 1);
+    count = 0;
+    CHECK_INT(handover_parse_dump_at(d.buf, d.len, htons(8080), lo2, &count), 1);
+    CHECK_INT(count, 1);
+    count = 0;
+    CHECK_INT(handover_parse_dump_at(d.buf, d.len, htons(8080), any, &count), 1);
+    CHECK_INT(count, 0); /* the wildcard is an address of its own */
+    count = 0;
+    CHECK_INT(handover_parse_dump_at(d.buf, d.len, htons(8080), NULL, &count), 1);
+    CHECK_INT(count, 2);
+}

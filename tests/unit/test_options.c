@@ -219,3 +219,62 @@ TEST(options_pages_index_and_fallback_prefixes)
     top.num_sites = 1;
     options_free(&top);
 }
+
+/* Issue 38: --bind's entries, parsed in place (the pool's copy of the argument). */
+TEST(options_bind_entries_and_their_words)
+{
+    struct config c;
+    struct config_src src = {.file = "f.yaml", .line = 1, .key = "bind"};
+    options_init(&c);
+    c.src = &src;
+    char a[] = "127.0.0.1", b[] = "[::1]:8081 tls=8444 proxy",
+         u[] = "unix:/run/r.sock mode=0660 "
+               "owner=www-data:haproxy",
+         s[] = "*:90", v6[] = "::1", n[] = "proxy_protocol", t[] = "unix:/run/t.sock tls proxy";
+    CHECK_INT(options_set(&c, "bind", a), 0);
+    CHECK_INT(options_set(&c, "bind", b), 0);
+    CHECK_INT(options_set(&c, "bind", u), 0);
+    CHECK_INT(options_set(&c, "bind", s), 0);
+    CHECK_INT(options_set(&c, "bind", v6), 0);
+    CHECK_INT(options_set(&c, "bind", t), 0);
+    CHECK_INT(c.num_binds, 6);
+    const struct config_bind *e = c.binds;
+    CHECK(strcmp(e[0].host, "127.0.0.1") == 0 && e[0].port == -1 && e[0].tls_port == -1 &&
+          !e[0].proxy && !e[0].path);
+    CHECK(strcmp(e[1].host, "::1") == 0 && e[1].port == 8081 && e[1].tls_port == 8444 &&
+          e[1].proxy);
+    CHECK(strcmp(e[2].path, "/run/r.sock") == 0 && e[2].mode == 0660 &&
+          strcmp(e[2].owner, "www-data:haproxy") == 0 && !e[2].host);
+    CHECK(!e[3].host && !e[3].path && e[3].port == 90);      /* both families */
+    CHECK(strcmp(e[4].host, "::1") == 0 && e[4].port == -1); /* bare IPv6: no port */
+    CHECK(e[5].tls && e[5].proxy && !e[2].tls && strcmp(e[5].path, "/run/t.sock") == 0);
+    CHECK_INT(options_set(&c, "bind", n), 2); /* a word is not an address */
+    const char *bad[] = {"",
+                         "example.com",
+                         "127.0.0.1:65536",
+                         "[::1",
+                         "[::1]x",
+                         "127.0.0.1 mode=0600",
+                         "unix:/r.sock tls=1",
+                         "unix:/r.sock mode=0800",
+                         "unix:/r.sock mode=",
+                         "unix:r.sock",
+                         "127.0.0.1 tls=x",
+                         "127.0.0.1 tls",
+                         "127.0.0.1 prox"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char copy[64];
+        snprintf(copy, sizeof(copy), "%s", bad[i]);
+        CHECK_INT(options_set(&c, "bind", copy), 2);
+    }
+    char w[] = "10.0.0.1";
+    for (int i = c.num_binds; i < CONFIG_MAX_BINDS; i++)
+        CHECK_INT(options_set(&c, "bind", w), 0);
+    CHECK_INT(options_set(&c, "bind", w), 2); /* one more than the table holds */
+    c.src = NULL;
+    struct config d = c;
+    CHECK(!options_restart_needed(&c, &d, (char[64]){0}, 64));
+    d.binds[1].proxy = false;
+    char what[64];
+    CHECK(options_restart_needed(&c, &d, what, sizeof(what)) && strcmp(what, "bind") == 0);
+}
