@@ -5,7 +5,7 @@
 int main(int argc, char **argv)
 {
     struct config cfg;
-    int rc = config_parse(&cfg, argc, argv);
+    int rc = config_parse_checked(&cfg, argc, argv, server_config_checks());
     if (rc == 0)
         rc = server_run(&cfg, NULL); /* no test seams: see tests/seams/main.c */
     config_free(&cfg); /* also after a refused option: the file's strings were allocated */

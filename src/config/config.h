@@ -19,6 +19,18 @@
  * printing --help or --version. */
 int config_parse(struct config *cfg, int argc, char **argv);
 
+/* What config cannot check itself, installed by the layer above (issue 40: config is plain
+ * data and loads no certificate): a TLS pair's files read and its key matched, 0 or -errno
+ * with one line in why that starts "--tls-key" when the key is at fault. */
+struct config_checks {
+    int (*pair)(const char *cert, const char *key, char *why, size_t why_len);
+};
+
+/* config_parse with checks (kept for config_reread's too; NULL: pairs are read first by the
+ * server, without a file:line in the message). */
+int config_parse_checked(struct config *cfg, int argc, char **argv,
+                         const struct config_checks *checks);
+
 /* Reads and parses a --mime-types file into out: 0, or -errno with a one-line reason in why. */
 int config_load_mime(const char *file, struct mime_table *out, char *why, size_t why_len);
 

@@ -48,10 +48,19 @@ _Static_assert(UDP_GSO_MAX *MTU_MAX <= UDP_SEND_MAX, "a batch fits one udp_port_
 
 enum qstate { Q_OPEN, Q_CLOSING, Q_DRAINING };
 
-struct quic_certs {
+/* The credentials of one load, every worker's (issue 40: 10,000 pairs read once, not once per
+ * worker); GnuTLS reads them unlocked from any session once they are made. */
+struct quic_cred {
     gnutls_certificate_credentials_t cred;
+    atomic_uint refs; /* one per struct quic_certs over it: taken per worker, not per connection */
+    unsigned n; /* pairs in cred (the 421 rule: with one, no other certificate is to be had) */
+};
+
+struct quic_certs {
+    struct quic_cred *shared;
+    gnutls_certificate_credentials_t cred; /* shared's, at hand */
     unsigned refs; /* the endpoint's, while current, and each connection's made with it */
-    unsigned n;    /* pairs in cred (the 421 rule: with one, no other certificate is to be had) */
+    unsigned n;
 };
 
 struct cid_ent {
@@ -1063,10 +1072,14 @@ int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_s
     ep->next = UINT64_MAX;
     ep->resets_left = RESETS_PER_TICK;
     memcpy(ep->secret, s->secret, sizeof(ep->secret));
-    int rc = quic_certs_new(&ep->certs, s->certs, s->keys, why, why_len);
+    int rc = s->shared ? quic_certs_dup(s->shared, &ep->certs)
+                       : quic_certs_new(&ep->certs, s->certs, s->keys, why, why_len);
+    if (rc != 0 && s->shared)
+        snprintf(why, why_len, "HTTP/3: out of memory");
     if (rc != 0)
         goto fail;
     ep->set.certs = ep->set.keys = NULL; /* the caller's arrays, valid only during this call */
+    ep->set.shared = NULL;
     /* TLS 1.3 only (RFC 9001 4.2); no middlebox compatibility mode (RFC 9001 8.4). */
     rc = gnutls_priority_init2(&ep->prio,
                                "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3:"
@@ -1101,41 +1114,72 @@ void quic_ep_free(struct quic_ep *ep)
     free(ep);
 }
 
+static void cred_put(struct quic_cred *q)
+{
+    if (q && atomic_fetch_sub_explicit(&q->refs, 1, memory_order_acq_rel) == 1) {
+        gnutls_certificate_free_credentials(q->cred);
+        free(q);
+    }
+}
+
+/* A struct quic_certs over q, whose reference it takes over. */
+static int wrap(struct quic_cred *q, struct quic_certs **out)
+{
+    struct quic_certs *c = calloc(1, sizeof(*c));
+    if (!c) {
+        cred_put(q);
+        return -ENOMEM;
+    }
+    *c = (struct quic_certs){.shared = q, .cred = q->cred, .refs = 1, .n = q->n};
+    *out = c;
+    return 0;
+}
+
 int quic_certs_new(struct quic_certs **out, const char *const *certs, const char *const *keys,
                    char *why, size_t why_len)
 {
-    struct quic_certs *c = calloc(1, sizeof(*c));
-    if (!c)
+    struct quic_cred *q = calloc(1, sizeof(*q));
+    if (!q)
         return -ENOMEM;
-    c->refs = 1;
-    int rc = gnutls_certificate_allocate_credentials(&c->cred);
+    atomic_init(&q->refs, 1);
+    int rc = gnutls_certificate_allocate_credentials(&q->cred);
     if (rc != 0) {
-        free(c);
+        free(q);
         snprintf(why, why_len, "HTTP/3: %s", gnutls_strerror(rc));
         return -ENOMEM;
     }
     /* Each pair in the order given; GnuTLS picks the one whose names match the SNI, the first
      * when none does, as the TLS port does. */
     for (int i = 0; certs[i]; i++) {
-        rc = gnutls_certificate_set_x509_key_file2(c->cred, certs[i], keys[i], GNUTLS_X509_FMT_PEM,
+        rc = gnutls_certificate_set_x509_key_file2(q->cred, certs[i], keys[i], GNUTLS_X509_FMT_PEM,
                                                    NULL, 0);
         if (rc < 0) {
             snprintf(why, why_len, "HTTP/3: %s: %s", certs[i], gnutls_strerror(rc));
-            quic_certs_put(c);
+            cred_put(q);
             return -EINVAL;
         }
-        c->n++;
+        q->n++;
     }
-    *out = c;
-    return 0;
+    return wrap(q, out);
+}
+
+int quic_certs_dup(const struct quic_certs *c, struct quic_certs **out)
+{
+    atomic_fetch_add_explicit(&c->shared->refs, 1, memory_order_relaxed);
+    return wrap(c->shared, out);
 }
 
 void quic_certs_put(struct quic_certs *c)
 {
     if (c && --c->refs == 0) {
-        gnutls_certificate_free_credentials(c->cred);
+        cred_put(c->shared);
         free(c);
     }
+}
+
+const struct quic_certs *quic_ep_certs(const struct quic_ep *ep)
+{
+    return ep->certs;
 }
 
 void quic_ep_publish(struct quic_ep *ep, struct quic_certs *c)

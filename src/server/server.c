@@ -249,6 +249,8 @@ struct server {
     struct errlog_limit steer_log;
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */
     struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
+    /* the certificates loaded last (issue 40): the next load takes over what did not change */
+    struct tls_certs *tls_certs;
     struct addr tls_addr;
     char tls_url[INET6_ADDRSTRLEN + 16];
     int *tls_listeners;
@@ -265,16 +267,34 @@ struct server {
     bool landlocked;
 };
 
-/* The pairs are pairs's (the start's configuration, or a re-read file's) followed by the
- * certificates automatic HTTPS keeps (issue 27), into all; the protocol settings are always
- * the start's (the workers' protocol layers were made for them). */
-static struct tls_settings tls_settings(struct server *sv, const struct config *pairs,
-                                        struct tls_cert_files all[TLS_MAX_CERTS])
+/* The pairs of pairs (the start's configuration, or a re-read file's) followed by the
+ * certificates automatic HTTPS keeps (issue 27), into *all (malloc'd, as many as there are:
+ * issue 40), *n of them: 0 or -ENOMEM. */
+static int pair_list(struct server *sv, const struct config *pairs, struct tls_cert_files **all,
+                     int *n)
 {
-    int n = pairs->num_tls_certs;
-    memcpy(all, pairs->tls_certs, (size_t)n * sizeof(all[0]));
-    if (sv->acme)
-        acme_pairs(sv->acme, all, &n, TLS_MAX_CERTS - 1);
+    int cap = pairs->num_tls_certs + 1;
+    *n = 0;
+    if (!(*all = malloc((size_t)cap * sizeof(**all))))
+        return -ENOMEM;
+    for (int i = 0; i < pairs->num_tls_certs; i++) {
+        const struct config_cert *c = &pairs->tls_certs[i];
+        (*all)[(*n)++] = (struct tls_cert_files){
+            .cert = c->cert, .key = c->key, .hosts = c->hosts, .num_hosts = c->num_hosts};
+    }
+    if (sv->acme && acme_pairs(sv->acme, all, n, &cap) != 0) {
+        free(*all);
+        *all = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The settings for all[0..n) (pair_list's); the protocol settings are always the start's (the
+ * workers' protocol layers were made for them). */
+static struct tls_settings tls_settings(struct server *sv, const struct config *pairs,
+                                        const struct tls_cert_files *all, int n)
+{
     return (struct tls_settings){
         .certs = all,
         .num_certs = n,
@@ -291,15 +311,27 @@ static struct tls_settings tls_settings(struct server *sv, const struct config *
 }
 
 /* One context per worker from the --tls-cert/--tls-key pairs of pairs, all or none: 0, or
- * -errno with the reason in why (the file at fault). Warnings (an expired certificate) are
- * logged once. */
+ * -errno with the reason in why (the file at fault). The certificates are read once for every
+ * worker (issue 40), on this thread (the main one: workers go on serving meanwhile), and what
+ * the last load read is taken over where its files did not change. Warnings (an expired
+ * certificate) are logged once. */
 static int tls_load(struct server *sv, const struct config *pairs, struct tls_ctx **out, char *why,
                     size_t why_len)
 {
-    struct tls_cert_files all[TLS_MAX_CERTS];
-    struct tls_settings s = tls_settings(sv, pairs, all);
-    int n = sv->cfg->threads, rc = 0, i;
-    for (i = 0; i < n && rc == 0; i++) {
+    struct tls_cert_files *all;
+    struct tls_certs *certs = NULL;
+    int num, n = sv->cfg->threads, rc, i = 0;
+    if ((rc = pair_list(sv, pairs, &all, &num)) != 0) {
+        snprintf(why, why_len, "TLS: out of memory");
+        return rc;
+    }
+    struct tls_settings s = tls_settings(sv, pairs, all, num);
+    rc = tls_certs_new(&s, sv->tls_certs, &certs, why, why_len);
+    free(all); /* tls_certs_new keeps copies of what it needs */
+    s.certs = NULL;
+    s.num_certs = 0;
+    s.shared = certs;
+    for (; i < n && rc == 0; i++) {
         if (sv->acme) /* TLS-ALPN-01: each worker's context reads the table through its slot */
             s.challenge = (struct tls_challenge){tokens_alpn, tokens_reader(&sv->tokens, i)};
         rc = tls_ctx_new(&s, sv->tls_keys, &out[i], why, why_len);
@@ -307,9 +339,15 @@ static int tls_load(struct server *sv, const struct config *pairs, struct tls_ct
     if (rc != 0) {
         for (int j = 0; j < i - 1; j++)
             tls_ctx_put(out[j]);
+        tls_certs_put(certs);
         return rc;
     }
-    const char *warn = tls_ctx_warnings(out[0]);
+    int reused = 0, groups = tls_certs_count(certs, &reused);
+    if (sv->tls_certs && sv->cfg->verbose)
+        errlog(ERRLOG_NOTICE, "TLS: %d certificates, %d of them as they were", groups, reused);
+    tls_certs_put(sv->tls_certs);
+    sv->tls_certs = certs; /* the server's reference: the next load's to take over from */
+    const char *warn = tls_certs_warnings(certs);
     for (const char *eol; *warn; warn = eol + 1) { /* one log line per warning */
         eol = strchr(warn, '\n');
         if (!eol)
@@ -667,18 +705,28 @@ static void quic_route(struct server *sv)
  * process's certificate pairs (read now, before the process is confined). secret is shared
  * by every worker, so a Retry token or a reset made by one is good at another. */
 /* The certificate and key files of pairs for QUIC: the TLS port's (with automatic HTTPS's),
- * NULL-terminated. */
-static void h3_files(struct server *sv, const struct config *pairs,
-                     const char *certs[TLS_MAX_CERTS + 1], const char *keys[TLS_MAX_CERTS + 1])
+ * NULL-terminated, in *certs and *keys (one allocation: free *certs). 0 or -ENOMEM. */
+static int h3_files(struct server *sv, const struct config *pairs, const char ***certs,
+                    const char ***keys)
 {
-    struct tls_cert_files all[TLS_MAX_CERTS];
-    struct tls_settings s = tls_settings(sv, pairs, all);
-    int i = 0;
-    for (; i < s.num_certs; i++) {
-        certs[i] = all[i].cert;
-        keys[i] = all[i].key;
+    struct tls_cert_files *all;
+    int n;
+    if (pair_list(sv, pairs, &all, &n) != 0)
+        return -ENOMEM;
+    const char **v = malloc(2 * ((size_t)n + 1) * sizeof(*v));
+    if (!v) {
+        free(all);
+        return -ENOMEM;
     }
-    certs[i] = keys[i] = NULL;
+    for (int i = 0; i < n; i++) {
+        v[i] = all[i].cert;
+        v[n + 1 + i] = all[i].key;
+    }
+    v[n] = v[2 * n + 1] = NULL;
+    free(all);
+    *certs = v;
+    *keys = v + n + 1;
+    return 0;
 }
 
 /* A reload's certificates for every worker's QUIC endpoint, as tls_port_publish does for the
@@ -686,27 +734,45 @@ static void h3_files(struct server *sv, const struct config *pairs,
  * counts its set on its own thread); when they cannot be read the previous ones stay. */
 static void h3_publish(struct server *sv, const struct config *pairs, const char *what)
 {
-    const char *certs[TLS_MAX_CERTS + 1], *keys[TLS_MAX_CERTS + 1];
+    const char **certs, **keys;
     char why[512] = "";
-    h3_files(sv, pairs, certs, keys);
+    if (h3_files(sv, pairs, &certs, &keys) != 0) {
+        errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: out of memory", what);
+        return;
+    }
+    struct quic_certs *first = NULL;
     for (int i = 0; i < sv->cfg->threads; i++) {
         struct quic_certs *c;
         if (!worker_quic(sv->workers[i]))
             continue;
-        if (quic_certs_new(&c, certs, keys, why, sizeof(why)) != 0) {
-            errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: %s", what, why);
-            return;
+        /* read once for every worker (issue 40), each worker's set counted by its thread */
+        int rc =
+            first ? quic_certs_dup(first, &c) : quic_certs_new(&c, certs, keys, why, sizeof(why));
+        if (rc != 0) {
+            errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: %s", what,
+                   first ? "out of memory" : why);
+            break;
+        }
+        if (!first && quic_certs_dup(c, &first) != 0) {
+            quic_certs_put(c);
+            errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: out of memory", what);
+            break;
         }
         quic_ep_publish(worker_quic(sv->workers[i]), c);
     }
+    quic_certs_put(first); /* the main thread's own: the workers' are theirs */
+    free(certs);
 }
 
 static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
 {
     struct runtime *w = worker_runtime(wk);
     const struct config *cfg = sv->cfg;
-    const char *certs[TLS_MAX_CERTS + 1], *keys[TLS_MAX_CERTS + 1];
-    h3_files(sv, cfg, certs, keys);
+    const char **certs, **keys;
+    if (h3_files(sv, cfg, &certs, &keys) != 0) {
+        fprintf(stderr, "ringhttpd: HTTP/3: out of memory\n");
+        return -ENOMEM;
+    }
     unsigned max = cfg->http3_max_conns;
     const struct quic_settings qs = {
         .max_conns = max,
@@ -715,6 +781,10 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
         .retry_above = max / 2,
         .certs = certs,
         .keys = keys,
+        /* read once (issue 40): the other workers' endpoints share the first one's */
+        .shared = w->id > 0 && worker_quic(sv->workers[0])
+                      ? quic_ep_certs(worker_quic(sv->workers[0]))
+                      : NULL,
         .secret = secret,
         .worker = (unsigned)w->id,
         .workers = (unsigned)cfg->threads,
@@ -729,6 +799,7 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
     if (fd < 0) {
         fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s port %u: %s\n", bind_name(cfg),
                 cfg->tls_port, strerror(-fd));
+        free(certs);
         return fd;
     }
     int rc;
@@ -741,6 +812,7 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
                (rc = quic_ep_new(&quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
         fprintf(stderr, "ringhttpd: %s\n", why);
     }
+    free(certs); /* quic_ep_new read the files */
     worker_set_quic(wk, quic);
     if (rc == 0) {
         char alt[48];
@@ -856,6 +928,7 @@ static void tls_stop(struct server *sv)
             close(sv->tls_listeners[i]);
     free(sv->tls_ports);
     free(sv->tls_listeners);
+    tls_certs_put(sv->tls_certs);
     tls_keys_free(sv->tls_keys);
 }
 
@@ -865,7 +938,7 @@ static bool same_pairs(const struct config *a, const struct config *b)
     if (a->num_tls_certs != b->num_tls_certs)
         return false;
     for (int i = 0; i < a->num_tls_certs; i++) {
-        const struct tls_cert_files *x = &a->tls_certs[i], *y = &b->tls_certs[i];
+        const struct config_cert *x = &a->tls_certs[i], *y = &b->tls_certs[i];
         if (strcmp(x->cert, y->cert) != 0 || strcmp(x->key, y->key) != 0 ||
             x->num_hosts != y->num_hosts)
             return false;
@@ -1183,6 +1256,17 @@ static int confine(struct server *sv)
         return -1;
     }
     return 0;
+}
+
+static int pair_check(const char *cert, const char *key, char *why, size_t why_len)
+{
+    return tls_pair_check(&(struct tls_cert_files){.cert = cert, .key = key}, why, why_len);
+}
+
+const struct config_checks *server_config_checks(void)
+{
+    static const struct config_checks checks = {.pair = pair_check};
+    return &checks;
 }
 
 int server_run(struct config *cfg, const struct server_seams *seams)

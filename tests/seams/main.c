@@ -12,7 +12,7 @@ int main(int argc, char **argv)
 {
     const struct server_seams seams = {.xport = transport_test_hook(), .proto = proto_test_hook()};
     struct config cfg;
-    int rc = config_parse(&cfg, argc, argv);
+    int rc = config_parse_checked(&cfg, argc, argv, server_config_checks());
     if (rc == 0)
         rc = server_run(&cfg, &seams);
     config_free(&cfg);
