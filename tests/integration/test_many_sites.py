@@ -178,3 +178,25 @@ def test_every_site_of_many_announces_http3(make_server, thousand, tmp_path):
             assert r.status == 200 and r.body == f"site {n}\n".encode(), (n, r)
             assert alt in (r.header("alt-svc") or ""), (i, n, r.headers)
             assert (r.header("strict-transport-security") is not None) == bool(i % 2), (n, r)
+
+
+def test_a_file_of_twelve_thousand_sites_is_read_and_an_alias_bomb_is_not(tmp_path):
+    """A file's values were capped at 20,000 (an alias bomb's guard): 12,000 sites of two keys
+    each were refused. The cap grows with the file's size now (a value per 4 bytes); aliases
+    that make 9 values of a byte are still refused."""
+    from conftest import RINGHTTPD
+    (tmp_path / "www").mkdir()
+    conf = tmp_path / "sites.yaml"
+    conf.write_text("sites:\n" + "".join(
+        f"  - hosts: [{manysites.site_name(i)}]\n    root: {tmp_path}/www\n"
+        for i in range(12000)))
+    p = subprocess.run([RINGHTTPD, "--check-config", str(conf)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "ok (12000 sites)" in p.stdout, p.stderr[-2000:]
+    bomb = tmp_path / "bomb.yaml"  # 14 bytes a site, 32 values each: 9 values a byte
+    names = ", ".join(f"n{i}.test" for i in range(32))
+    bomb.write_text(f"sites:\n  - hosts: &h [{names}]\n    root: {tmp_path}/www\n" +
+                    "  - hosts: *h\n" * 5000)
+    p = subprocess.run([RINGHTTPD, "--check-config", str(bomb)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "too many values" in p.stderr, (p.returncode, p.stderr[-500:])
