@@ -286,7 +286,8 @@ static int check_level(const struct config *top, const struct config *c,
                  strerror(errno));
         rc = key_error(top, c, "root", options_line(c, "root"), why);
     } else {
-        warn_missing_pages(top, c, fd);
+        if (!c->host_root) /* with {host}, the pages are each host's own */
+            warn_missing_pages(top, c, fd);
         close(fd);
     }
     for (int i = 0; i < c->num_auths; i++) {
@@ -485,6 +486,35 @@ static int tls_sites(struct config *cfg)
     return 0;
 }
 
+/* A root that names {host} (issue 40), split where it does: the directory before it becomes
+ * the root (checked, opened, confined as any), the rest c->host_root. 0, or 2 after one line. */
+static int split_host_root(struct config *top, struct config *c)
+{
+    const char *root = c->docroot, *at = root ? strstr(root, "{host}") : NULL;
+    if (!at)
+        return 0;
+    size_t pre = (size_t)(at - root);
+    const char *rest = at + strlen("{host}");
+    if (pre == 0 || root[pre - 1] != '/' || (*rest && *rest != '/') || strstr(rest, "{host}")) {
+        char why[PATH_MAX + 160];
+        snprintf(why, sizeof(why),
+                 "'%s': {host} must be one whole directory name of the path, once "
+                 "(/srv/sites/{host}, /srv/sites/{host}/public)",
+                 root);
+        key_error(top, c, "root", options_line(c, "root"), why);
+        return 2;
+    }
+    char *dir = options_strdup(top, root, pre > 1 ? pre - 1 : 1); /* "/{host}": "/" */
+    char *tail = options_strdup(top, rest, strlen(rest));
+    if (!dir || !tail) {
+        fprintf(stderr, "ringhttpd: out of memory\n");
+        return 1;
+    }
+    c->docroot = dir;
+    c->host_root = tail;
+    return 0;
+}
+
 /* The file's top level, then the command line over it, then the file's sites over that. */
 static int parse_layers(struct config *cfg, int argc, char **argv)
 {
@@ -505,6 +535,8 @@ static int parse_layers(struct config *cfg, int argc, char **argv)
         rc = cfgfile_sites(cfg, doc);
     if (rc == 0)
         rc = tls_sites(cfg);
+    for (int i = -1; rc == 0 && i < cfg->num_sites; i++)
+        rc = split_host_root(cfg, i < 0 ? cfg : &cfg->sites[i]);
     cfgfile_free(doc);
     return rc;
 }

@@ -113,6 +113,9 @@ struct config_src {
 
 struct config {
     const char *docroot;
+    /* a root naming {host} (issue 40: "/srv/sites/{host}/public"): docroot is what comes
+     * before it ("/srv/sites"), host_root what follows ("" or "/public"), NULL otherwise */
+    const char *host_root;
     int docroot_fd; /* checked at start; server hands it to the first struct site (-1 then) */
     const char *bind;
     uint16_t port;

@@ -851,11 +851,17 @@ answer_request(struct runtime *w, const struct http_request *req, const struct r
     j.query = pr.query;
     enum site_answer a = site_answer(w, j.site, req, pol, path, pr.len, pr.trailing_slash, pr.query,
                                      &j.ctx, &r->plan, &r->note);
-    if (a) {
-        if (a == SITE_ANSWERED)
-            return SERVE_DONE; /* health, --limit-req, redirect or basic auth */
-        return serve_noted(&j, path, pr.len, pr.trailing_slash);
+    if (a == SITE_ANSWERED)
+        return SERVE_DONE; /* health, --limit-req, redirect or basic auth */
+    if (__builtin_expect(j.cfg->host_root != NULL, 0)) { /* {host} in the root: issue 40 */
+        int rc = site_host_root(w, j.site, req);
+        if (rc) { /* the site's own error pages answer, from its root directory */
+            error(&j, rc == -EINVAL ? 400 : rc == -ENOENT ? 404 : 500, NULL);
+            return SERVE_DONE;
+        }
     }
+    if (a)
+        return serve_noted(&j, path, pr.len, pr.trailing_slash);
     serve_path(&j, path, pr.len, pr.trailing_slash);
     return SERVE_DONE;
 }

@@ -290,11 +290,32 @@ void site_put(struct site *s)
 /* Site's per-worker state: the last Host routed and the site it named (a keep-alive client
  * names the same one request after request, and a match costs a memcmp instead of a lookup),
  * and the request site_pending found verified. */
+/* {host} roots (issue 40): the directories of the hosts asked for lately, per worker, in a
+ * direct-mapped table (a host evicts the one in its slot: bounded, and a flood of random names
+ * costs a slot each, never memory). Each (host, directory) gets a cache id of its own, never
+ * reused, so no host is ever served another's cached file. */
+#define HOST_ROOTS 256
+#define HOST_ROOT_ID0 0x80000000u /* above every vhost id (sites are counted below 2^23) */
+
+struct host_root {
+    const struct vhost *v; /* the {host} site it is for, under gen */
+    unsigned gen;
+    int64_t checked; /* w->now when it was opened or looked up (again each second) */
+    int fd;          /* its directory, or -1: none there */
+    uint32_t id;
+    dev_t dev;
+    ino_t ino;
+    uint8_t len;
+    char name[HOST_ROOT_NAME_MAX];
+};
+
 struct site_worker {
+    struct host_root *host_roots; /* HOST_ROOTS of them, made at the first {host} request */
+    uint32_t next_id;
     struct {
         char host[64];
         uint8_t len;
-        int16_t vh;
+        int32_t vh;
         unsigned gen; /* w->site_gen it was routed under; 0: none */
         /* site_pending found this request's credentials verified: serve's check is done */
         const struct http_request *granted;
@@ -308,7 +329,77 @@ struct site_worker *site_worker_new(void)
 
 void site_worker_free(struct site_worker *sw)
 {
+    for (int i = 0; sw && sw->host_roots && i < HOST_ROOTS; i++)
+        if (sw->host_roots[i].fd >= 0)
+            close(sw->host_roots[i].fd);
+    if (sw)
+        free(sw->host_roots);
     free(sw);
+}
+
+/* Whether key[0..n) (vhost_key's: lower case, no port, no trailing dot, only host bytes) may
+ * name a directory: one path component, not hidden, not "." or "..", a DNS name's length. */
+static bool host_component(const char *key, size_t n)
+{
+    return n > 0 && n < HOST_ROOT_NAME_MAX && key[0] != '.' && !memchr(key, '/', n);
+}
+
+int site_host_root(struct runtime *w, const struct vhost *v, const struct http_request *req)
+{
+    struct site_worker *sw = w->sitew;
+    char key[VHOST_NAME_MAX + 1];
+    struct http_str h = req ? vhost_request_host(req) : (struct http_str){NULL, 0};
+    size_t n = h.p ? vhost_key(h, key) : 0;
+    if (!host_component(key, n))
+        return -EINVAL;
+    if (!sw->host_roots) {
+        if (!(sw->host_roots = calloc(HOST_ROOTS, sizeof(*sw->host_roots))))
+            return -ENOMEM;
+        for (int i = 0; i < HOST_ROOTS; i++)
+            sw->host_roots[i].fd = -1;
+        sw->next_id = HOST_ROOT_ID0;
+    }
+    uint32_t hash = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        hash = (hash ^ (unsigned char)key[i]) * 16777619u;
+    struct host_root *r = &sw->host_roots[hash & (HOST_ROOTS - 1)];
+    bool same = r->v == v && r->gen == w->site_gen && r->len == n && memcmp(r->name, key, n) == 0;
+    /* Looked up again once a second: a host's directory made (or removed) since is seen then,
+     * as the file cache sees its files change. */
+    if (!same || r->checked != w->now) {
+        char path[HOST_ROOT_NAME_MAX + PATH_MAX];
+        int len = snprintf(path, sizeof(path), "%.*s%s", (int)n, key, v->cfg->host_root);
+        int fd = len > 0 && (size_t)len < sizeof(path)
+                     ? file_open_beneath(v->root_fd, path, O_DIRECTORY)
+                     : -ENAMETOOLONG;
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) != 0) {
+            close(fd);
+            fd = -errno;
+        }
+        bool kept = same && r->fd >= 0 && fd >= 0 && st.st_dev == r->dev && st.st_ino == r->ino;
+        if (r->fd >= 0)
+            close(r->fd);
+        *r = (struct host_root){.v = v,
+                                .gen = w->site_gen,
+                                .checked = w->now,
+                                .fd = fd,
+                                .id = kept ? r->id : sw->next_id++,
+                                .len = (uint8_t)n};
+        if (sw->next_id < HOST_ROOT_ID0) /* wrapped, after 2^31 directories: start again */
+            sw->next_id = HOST_ROOT_ID0;
+        memcpy(r->name, key, n);
+        if (fd >= 0) {
+            r->dev = st.st_dev;
+            r->ino = st.st_ino;
+        } else {
+            r->fd = -1;
+        }
+    }
+    if (r->fd < 0)
+        return -ENOENT;
+    fcache_root(w->cache, r->id, r->fd, v->types);
+    return 0;
 }
 
 /* The vhost a request's Host names among several sites; out of line so that the one-site path's
@@ -332,7 +423,7 @@ __attribute__((noinline)) static const struct vhost *route_host(struct runtime *
         if (h.p && h.len <= sizeof(sw->route.host)) {
             memcpy(sw->route.host, h.p, h.len);
             sw->route.len = (uint8_t)h.len;
-            sw->route.vh = (int16_t)(v - s->vh);
+            sw->route.vh = (int32_t)(v - s->vh);
             sw->route.gen = w->site_gen;
         }
     }

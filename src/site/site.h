@@ -109,6 +109,18 @@ void site_worker_free(struct site_worker *sw);
  * file cache switched to its root. Over TLS, serve asks site_misdirected next (issue 19). */
 const struct vhost *site_route(struct runtime *w, const struct http_request *req);
 
+/* A {host} root's longest host name (253, DNS's), with room for its NUL. */
+#define HOST_ROOT_NAME_MAX 254
+
+/* For a site whose root names {host} (v->cfg->host_root, issue 40), after site_route: the
+ * worker's file cache switched to the directory of req's host (lower case, one path component
+ * beneath the site's root directory, opened beneath it, looked up again each second): 0;
+ * -EINVAL when the Host cannot name a directory (none, "..", a leading dot, a '/' or a byte no
+ * host name holds, too long), -ENOENT when its directory is not there (the cache stays on the
+ * site's root directory, whose error pages answer), -ENOMEM. Bounded per worker: 256 hosts'
+ * directories open at most. */
+int site_host_root(struct runtime *w, const struct vhost *v, const struct http_request *req);
+
 /* Whether a request over TLS connection t, routed to v, must be answered 421 Misdirected
  * Request (RFC 9110 15.5.20): v is not the site the connection's certificate belongs to (the
  * site SNI picked a pair of), or, when the certificate is a process-level pair among several,
