@@ -315,8 +315,8 @@ static struct tls_settings tls_settings(struct server *sv, const struct config *
  * worker (issue 40), on this thread (the main one: workers go on serving meanwhile), and what
  * the last load read is taken over where its files did not change. Warnings (an expired
  * certificate) are logged once. */
-static int tls_load(struct server *sv, const struct config *pairs, struct tls_ctx **out, char *why,
-                    size_t why_len)
+static int tls_load(struct server *sv, const struct config *pairs, struct tls_ctx **out, int *bad,
+                    char *why, size_t why_len)
 {
     struct tls_cert_files *all;
     struct tls_certs *certs = NULL;
@@ -326,7 +326,7 @@ static int tls_load(struct server *sv, const struct config *pairs, struct tls_ct
         return rc;
     }
     struct tls_settings s = tls_settings(sv, pairs, all, num);
-    rc = tls_certs_new(&s, sv->tls_certs, &certs, why, why_len);
+    rc = tls_certs_new(&s, sv->tls_certs, &certs, bad, why, why_len);
     free(all); /* tls_certs_new keeps copies of what it needs */
     s.certs = NULL;
     s.num_certs = 0;
@@ -877,9 +877,21 @@ static int tls_start(struct server *sv)
         fprintf(stderr, "ringhttpd: TLS: no random ticket secret: %s\n", strerror(-rc));
         return -1;
     }
-    if ((rc = tls_load(sv, sv->cfg, ctxs, why, sizeof(why))) != 0) {
+    int bad;
+    if ((rc = tls_load(sv, sv->cfg, ctxs, &bad, why, sizeof(why))) != 0) {
         free(ctxs);
-        fprintf(stderr, "ringhttpd: %s\n", why);
+        /* config read no pair at start (issue 40: 10,000 were read twice): the pair at fault
+         * is named as --check-config names it, with its file, line and key */
+        const struct config *cfg = sv->cfg;
+        const struct config_cert *c =
+            bad >= 0 && bad < cfg->num_tls_certs ? &cfg->tls_certs[bad] : NULL;
+        bool key = strncmp(why, "--tls-key", 9) == 0;
+        int line = c ? (key ? c->key_line : c->cert_line) : 0;
+        if (cfg->config_file && line > 0)
+            fprintf(stderr, "ringhttpd: %s:%d: %s: %s\n", cfg->config_file, line,
+                    key ? "tls-key" : "tls-cert", why);
+        else
+            fprintf(stderr, "ringhttpd: %s\n", why);
         return -1;
     }
     for (int i = 0; i < n; i++)
@@ -964,7 +976,7 @@ static enum tls_reload tls_reload(struct server *sv, const struct config *fresh,
     const struct site *cur = sv->sites.cur; /* the main thread is the one that publishes */
     const struct config *running = cur->owned ? cur->owned : sv->cfg;
     char why[512] = "";
-    if (tls_load(sv, fresh, ctxs, why, sizeof(why)) == 0)
+    if (tls_load(sv, fresh, ctxs, NULL, why, sizeof(why)) == 0)
         return TLS_NEW;
     if (same_pairs(fresh, running)) {
         errlog(ERRLOG_ERROR, "%s: TLS certificates kept as they were: %s", what, why);
@@ -1032,7 +1044,7 @@ static void acme_install(struct server *sv)
     const struct config *running = sv->sites.cur->owned ? sv->sites.cur->owned : sv->cfg;
     struct tls_ctx **ctxs = calloc((size_t)n, sizeof(*ctxs));
     char why[512] = "";
-    if (!ctxs || tls_load(sv, running, ctxs, why, sizeof(why)) != 0) {
+    if (!ctxs || tls_load(sv, running, ctxs, NULL, why, sizeof(why)) != 0) {
         errlog(ERRLOG_ERROR, "acme: the new certificate is not live, the previous ones stay: %s",
                ctxs ? why : "out of memory");
         free(ctxs);
@@ -1051,7 +1063,7 @@ static void reload(struct server *sv, const char *what)
     char why[512] = "";
     systemd_notify(sv->notify_fd, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
                    (unsigned long long)monotonic_usec());
-    int rc = site_open(sv->cfg, &s, why, sizeof(why));
+    int rc = site_open(sv->cfg, sv->sites.cur, &s, why, sizeof(why));
     if (rc == 0 && (rc = site_check_roots(s, sv->who, why, sizeof(why))) != 0)
         site_put(s);
     if (rc != 0)
@@ -1075,7 +1087,7 @@ static void follow_docroot(struct server *sv, struct errlog_limit *lim)
         return; /* the same directory, or gone for now (a deploy in progress): keep serving */
     struct site *s;
     char why[512] = "";
-    int rc = site_open(sv->cfg, &s, why, sizeof(why));
+    int rc = site_open(sv->cfg, sv->sites.cur, &s, why, sizeof(why));
     if (rc == 0 && (rc = site_check_roots(s, sv->who, why, sizeof(why))) != 0)
         site_put(s);
     if (rc != 0) {

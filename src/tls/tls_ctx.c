@@ -1058,9 +1058,11 @@ static int index_names(struct tls_certs *c, const struct tls_settings *s)
 }
 
 int tls_certs_new(const struct tls_settings *s, const struct tls_certs *prev,
-                  struct tls_certs **out, char *why, size_t why_len)
+                  struct tls_certs **out, int *bad, char *why, size_t why_len)
 {
     int rc;
+    if (bad)
+        *bad = -1;
     if (s->num_certs < (s->certless ? 0 : 1)) {
         snprintf(why, why_len, "TLS needs a --tls-cert/--tls-key pair");
         return -EINVAL;
@@ -1082,8 +1084,12 @@ int tls_certs_new(const struct tls_settings *s, const struct tls_certs *prev,
         rc = -ENOMEM;
         goto fail;
     }
-    if ((rc = load_pairs(c, s, prev, why, why_len)) != 0 ||
-        (rc = make_groups(c, s, prev, why, why_len)) != 0)
+    if ((rc = load_pairs(c, s, prev, why, why_len)) != 0) {
+        if (bad)
+            *bad = c->num_pairs; /* the one it could not load */
+        goto fail;
+    }
+    if ((rc = make_groups(c, s, prev, why, why_len)) != 0)
         goto fail;
     if ((rc = index_names(c, s)) != 0) {
         snprintf(why, why_len, "TLS: out of memory");
@@ -1131,7 +1137,7 @@ int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struc
     if (s->shared) {
         atomic_fetch_add_explicit(&s->shared->refs, 1, memory_order_relaxed);
         ctx->certs = s->shared;
-    } else if ((rc = tls_certs_new(s, NULL, &ctx->certs, why, why_len)) != 0) {
+    } else if ((rc = tls_certs_new(s, NULL, &ctx->certs, NULL, why, why_len)) != 0) {
         goto fail;
     }
     if ((rc = read_ticket_files(ctx, s, why, why_len)) != 0)

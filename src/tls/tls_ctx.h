@@ -86,10 +86,11 @@ void tls_keys_free(struct tls_keys *keys);
  * same (paths, the certificate's bytes, the key file's inode and times) is taken over without
  * reading its key, and a group whose pairs all are keeps its OpenSSL context: a reload of
  * thousands of sites costs what changed. 0 with *out, or -errno with one line in why naming
- * the file at fault. A certificate that has expired or is not valid yet is not an error:
+ * the file at fault (and, unless bad is NULL, the index of its pair in *bad, else -1). A
+ * certificate that has expired or is not valid yet is not an error:
  * tls_certs_warnings says so. Any thread; the result may be used by every thread. */
 int tls_certs_new(const struct tls_settings *s, const struct tls_certs *prev,
-                  struct tls_certs **out, char *why, size_t why_len);
+                  struct tls_certs **out, int *bad, char *why, size_t why_len);
 /* Drops a reference (the caller's, or a context's); the last one frees the set. Any thread. */
 void tls_certs_put(struct tls_certs *c);
 /* Lines ("--tls-cert 'FILE' expired on ...\n") about what loaded but looks wrong, or "". */
