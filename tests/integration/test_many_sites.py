@@ -200,3 +200,32 @@ def test_a_file_of_twelve_thousand_sites_is_read_and_an_alias_bomb_is_not(tmp_pa
     p = subprocess.run([RINGHTTPD, "--check-config", str(bomb)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "too many values" in p.stderr, (p.returncode, p.stderr[-500:])
+
+
+def test_a_reload_of_many_sites_needs_no_second_fd_per_root(make_server, tmp_path):
+    """Each site's root is an open directory; a reload opened them all again while the old
+    ones lived, so 300 sites under RLIMIT_NOFILE 450 could start but never reload ("Too many
+    open files"). A root that is still the same directory is shared now; one recreated is
+    opened anew and served."""
+    names = [manysites.site_name(i) for i in range(300)]
+    for n in names:
+        (tmp_path / "roots" / n).mkdir(parents=True)
+        (tmp_path / "roots" / n / "index.html").write_text(f"site {n}\n")
+    conf = tmp_path / "sites.yaml"
+    conf.write_text("sites:\n" + "".join(f"  - hosts: [{n}]\n    root: {tmp_path}/roots/{n}\n"
+                                         for n in names))
+    srv = make_server(args=["--config", str(conf)], wrapper=["prlimit", "--nofile=450:450"])
+    moved = tmp_path / "roots" / names[7]
+    (moved / "index.html").unlink()
+    moved.rmdir()
+    moved.mkdir()
+    (moved / "index.html").write_text("recreated\n")
+    for round_ in range(3):
+        mark = len(srv.stderr_text())
+        srv.proc.send_signal(signal.SIGHUP)
+        assert wait_for(lambda: "reload (SIGHUP): serving" in srv.stderr_text()[mark:]
+                        or "failed" in srv.stderr_text()[mark:], 30), srv.stderr_text()[mark:]
+        assert "failed" not in srv.stderr_text()[mark:], srv.stderr_text()[mark:]
+    from conftest import fetch
+    assert fetch(srv, "/", host=names[7]).body == b"recreated\n"
+    assert fetch(srv, "/", host=names[299]).body == f"site {names[299]}\n".encode()
