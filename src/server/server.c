@@ -251,6 +251,11 @@ struct server {
     struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
     /* the certificates loaded last (issue 40): the next load takes over what did not change */
     struct tls_certs *tls_certs;
+    /* HTTP/3's credentials read last (a reference of the main thread's) and the files they were
+     * read from ("cert\0key\0" each): a reload whose files all are as they were reuses them */
+    struct quic_certs *h3_certs;
+    char *h3_files;
+    size_t h3_files_len;
     struct addr tls_addr;
     char tls_url[INET6_ADDRSTRLEN + 16];
     int *tls_listeners;
@@ -729,9 +734,49 @@ static int h3_files(struct server *sv, const struct config *pairs, const char **
     return 0;
 }
 
+/* The files of certs and keys as one string ("cert\0key\0" each), *len long; NULL without
+ * memory. */
+static char *h3_joined(const char *const *certs, const char *const *keys, size_t *len)
+{
+    size_t n = 0;
+    for (int i = 0; certs[i]; i++)
+        n += strlen(certs[i]) + strlen(keys[i]) + 2;
+    char *out = malloc(n + 1), *p = out;
+    for (int i = 0; out && certs[i]; i++) {
+        p = stpcpy(p, certs[i]) + 1;
+        p = stpcpy(p, keys[i]) + 1;
+    }
+    *len = n;
+    return out;
+}
+
+/* Keeps c (a dup for the main thread) and the files it was read from, for the next reload. */
+static void h3_remember(struct server *sv, const struct quic_certs *c, char *files, size_t len)
+{
+    struct quic_certs *mine = NULL;
+    quic_certs_put(sv->h3_certs);
+    free(sv->h3_files);
+    sv->h3_certs = NULL;
+    sv->h3_files = NULL;
+    if (c && files && quic_certs_dup(c, &mine) == 0) {
+        sv->h3_certs = mine;
+        sv->h3_files = files;
+        sv->h3_files_len = len;
+    } else {
+        free(files);
+    }
+}
+
+static void h3_forget(struct server *sv)
+{
+    h3_remember(sv, NULL, NULL, 0);
+}
+
 /* A reload's certificates for every worker's QUIC endpoint, as tls_port_publish does for the
- * TLS port: new handshakes get them, connections keep theirs. Read once per worker (each
- * counts its set on its own thread); when they cannot be read the previous ones stay. */
+ * TLS port: new handshakes get them, connections keep theirs. Read once for every worker (each
+ * counts its set on its own thread), and not at all when the files are the ones read last and
+ * the TLS port's load found every one of them as it was (issue 40: a reload of 10,000 sites);
+ * when they cannot be read the previous ones stay. */
 static void h3_publish(struct server *sv, const struct config *pairs, const char *what)
 {
     const char **certs, **keys;
@@ -740,7 +785,16 @@ static void h3_publish(struct server *sv, const struct config *pairs, const char
         errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: out of memory", what);
         return;
     }
+    size_t len = 0;
+    char *joined = h3_joined(certs, keys, &len);
+    int reused = 0, groups = sv->tls_certs ? tls_certs_count(sv->tls_certs, &reused) : -1;
     struct quic_certs *first = NULL;
+    if (joined && sv->h3_certs && len == sv->h3_files_len &&
+        memcmp(joined, sv->h3_files, len) == 0 && reused == groups &&
+        quic_certs_dup(sv->h3_certs, &first) != 0)
+        first = NULL;
+    if (first && sv->cfg->verbose)
+        errlog(ERRLOG_NOTICE, "HTTP/3: certificates as they were, not read again");
     for (int i = 0; i < sv->cfg->threads; i++) {
         struct quic_certs *c;
         if (!worker_quic(sv->workers[i]))
@@ -760,6 +814,7 @@ static void h3_publish(struct server *sv, const struct config *pairs, const char
         }
         quic_ep_publish(worker_quic(sv->workers[i]), c);
     }
+    h3_remember(sv, first, joined, len);
     quic_certs_put(first); /* the main thread's own: the workers' are theirs */
     free(certs);
 }
@@ -812,6 +867,11 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
                (rc = quic_ep_new(&quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
         fprintf(stderr, "ringhttpd: %s\n", why);
     }
+    if (rc == 0 && w->id == 0) { /* what the first reload may reuse */
+        size_t len = 0;
+        char *joined = h3_joined(certs, keys, &len);
+        h3_remember(sv, quic_ep_certs(quic), joined, len);
+    }
     free(certs); /* quic_ep_new read the files */
     worker_set_quic(wk, quic);
     if (rc == 0) {
@@ -834,6 +894,11 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
 
 #else
 /* A build without HTTP/3 (make static: Debian ships no static p11-kit for GnuTLS). */
+static void h3_forget(struct server *sv)
+{
+    (void)sv;
+}
+
 static void h3_publish(struct server *sv, const struct config *pairs, const char *what)
 {
     (void)sv, (void)pairs, (void)what;
@@ -941,6 +1006,7 @@ static void tls_stop(struct server *sv)
     free(sv->tls_ports);
     free(sv->tls_listeners);
     tls_certs_put(sv->tls_certs);
+    h3_forget(sv);
     tls_keys_free(sv->tls_keys);
 }
 

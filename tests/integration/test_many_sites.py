@@ -158,6 +158,24 @@ def test_a_reload_takes_unchanged_certificates_over_and_reads_the_changed_one(
     assert der_of(port, names[7]) == other
     with tls(port, work / "ca.crt", names[7]) as s:
         assert get(s, names[7]).body == f"site {names[7]}\n".encode()
+    # HTTP/3 too: the rewritten one verifies against the new CA only, the others the old
+    # (HTTP/3's endpoints get theirs after the TLS port's, then the reload says so)
+    assert wait_for(lambda: "TLS certificates re-read" in srv.stderr_text()[mark:], START)
+    assert "HTTP/3: certificates as they were" not in srv.stderr_text()[mark:]
+    (r,) = h3_get("127.0.0.1", port, tmp_path / "ca.crt", [("GET", "/")], server_name=changed)
+    assert r.status == 200 and bytes(r.body) == f"site {changed}\n".encode(), r
+    (r,) = h3_get("127.0.0.1", port, work / "ca.crt", [("GET", "/")], server_name=names[7])
+    assert r.status == 200 and bytes(r.body) == f"site {names[7]}\n".encode(), r
+    # a reload with nothing changed keeps them all, on both ports
+    mark = len(srv.stderr_text())
+    srv.proc.send_signal(signal.SIGHUP)
+    line = wait_for(lambda: re.search(r"TLS: (\d+) certificates, (\d+) of them as they were",
+                                      srv.stderr_text()[mark:]), START)
+    assert line and line.groups() == (str(N), str(N)), srv.stderr_text()[mark:]
+    assert wait_for(lambda: "TLS certificates re-read" in srv.stderr_text()[mark:], START)
+    assert "HTTP/3: certificates as they were, not read again" in srv.stderr_text()[mark:]
+    (r,) = h3_get("127.0.0.1", port, tmp_path / "ca.crt", [("GET", "/")], server_name=changed)
+    assert r.status == 200, r
 
 
 def test_every_site_of_many_announces_http3(make_server, thousand, tmp_path):
