@@ -80,7 +80,7 @@ TEST(vhost_table_of_many_sites)
     enum { N = 40000 };
     size_t nslots = vhost_slots_for(N);
     struct vhost_slot *slots = calloc(nslots, sizeof(*slots));
-    char(*names)[16] = calloc(N, sizeof(*names));
+    char(*names)[24] = calloc(N, sizeof(*names));
     struct vhost_table t;
     CHECK(slots && names);
     vhost_table_init(&t, slots, nslots);
