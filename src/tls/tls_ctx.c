@@ -24,6 +24,7 @@
 
 #include "core/vhost.h"
 #include "rt/file.h"
+#include "rt/names.h"
 
 /* Mozilla's server-side TLS guidelines, "intermediate" (v5.7): TLS 1.2 suites with forward
  * secrecy and AEAD only; TLS 1.3 keeps OpenSSL's three suites. DHE uses the RFC 7919 group
@@ -87,15 +88,6 @@ struct tls_group {
     char *site_name;         /* the first name of the first site whose pair it holds, or NULL */
     unsigned char sum[32];   /* over its pairs' files and contents: what a reload reuses it by */
     unsigned char names[32]; /* its pairs' names_sum */
-};
-
-/* A table of names (lower case; a wildcard "*.x") to group indices, with its own copies. */
-struct names {
-    struct vhost_table table;
-    struct vhost_slot *slots;
-    char **copies;
-    int *groups; /* of each copy */
-    size_t num, cap;
 };
 
 /* A hash index of 32-byte sums to array positions (open addressing, position + 1; 0 free). */
@@ -317,68 +309,6 @@ static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
             : !EVP_DecryptInit_ex(cctx, cipher, NULL, k->aes, iv))
         return -1;
     return rc;
-}
-
-/* ---- name tables ------------------------------------------------------------------------ */
-
-static int names_push(struct names *n, const char *name, size_t len, int group)
-{
-    if (n->num == n->cap) {
-        size_t cap = n->cap ? 2 * n->cap : 16;
-        char **c = realloc(n->copies, cap * sizeof(*c));
-        if (c)
-            n->copies = c;
-        int *g = c ? realloc(n->groups, cap * sizeof(*g)) : NULL;
-        if (!g)
-            return -ENOMEM;
-        n->groups = g;
-        n->cap = cap;
-    }
-    char *copy = strndup(name, len);
-    if (!copy)
-        return -ENOMEM;
-    for (char *q = copy; *q; q++)
-        if (*q >= 'A' && *q <= 'Z')
-            *q = (char)(*q - 'A' + 'a');
-    n->groups[n->num] = group;
-    n->copies[n->num++] = copy;
-    return 0;
-}
-
-/* The table over the names pushed; a name twice keeps the first (the first pair listed wins,
- * as before issue 40), a name the table cannot hold (empty, too long) is left out. */
-static int names_index(struct names *n)
-{
-    if (!n->num)
-        return 0;
-    size_t slots = vhost_slots_for(n->num);
-    if (!(n->slots = calloc(slots, sizeof(*n->slots))))
-        return -ENOMEM;
-    vhost_table_init(&n->table, n->slots, slots);
-    for (size_t i = 0; i < n->num; i++) {
-        int rc = vhost_table_add(&n->table, n->copies[i], n->groups[i]);
-        if (rc != 0 && rc != -EEXIST && rc != -EINVAL)
-            return rc;
-    }
-    return 0;
-}
-
-static int names_lookup(const struct names *n, const char *name)
-{
-    char key[VHOST_NAME_MAX + 1];
-    if (!n->num)
-        return -1;
-    size_t len = vhost_key((struct http_str){name, strlen(name)}, key);
-    return len ? vhost_lookup(&n->table, key, len) : -1;
-}
-
-static void names_free(struct names *n)
-{
-    for (size_t i = 0; i < n->num; i++)
-        free(n->copies[i]);
-    free(n->copies);
-    free(n->groups);
-    free(n->slots);
 }
 
 /* ---- sum indices ------------------------------------------------------------------------ */
@@ -1034,8 +964,8 @@ static int index_names(struct tls_certs *c, const struct tls_settings *s)
             const char *name = f->hosts[h];
             rc = names_push(&c->sites, name, strlen(name), c->pairs[i].group);
             /* the site's name as a route key: an exact name, or a wildcard as its ".suffix" */
-            const char *key = c->sites.copies[c->sites.num - 1];
-            if (rc == 0 && !gr->site_name &&
+            const char *key = names_last(&c->sites);
+            if (rc == 0 && key && !gr->site_name &&
                 !(gr->site_name = strdup(key[0] == '*' ? key + 1 : key)))
                 rc = -ENOMEM;
         }

@@ -124,6 +124,13 @@ def test_forty_process_pairs_are_chosen_by_their_own_names(make_server, tmp_path
     assert sans_of(der_of(port, "nobody.test")) == ["p00.test"]
     with tls(port, tmp_path / "ca.crt", "p17.test") as s:
         assert get(s, "p17.test").body == b"one\n"
+    # HTTP/3 chooses alike (aioquic checks the certificate's names)
+    for name in ("p00.test", "p17.test", "p38.test", "x.w.test"):
+        (r,) = h3_get("127.0.0.1", port, tmp_path / "ca.crt", [("GET", "/")], server_name=name)
+        assert r.status == 200 and bytes(r.body) == b"one\n", (name, r)
+    with pytest.raises(Exception):  # the default certificate, which does not name it
+        h3_get("127.0.0.1", port, tmp_path / "ca.crt", [("GET", "/")], server_name="a.x.w.test",
+               timeout=5)
 
 
 def test_a_reload_takes_unchanged_certificates_over_and_reads_the_changed_one(
