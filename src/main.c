@@ -6,7 +6,7 @@
 int main(int argc, char **argv)
 {
     struct config cfg;
-    int rc = config_parse(&cfg, argc, argv, &site_config_files);
+    int rc = config_parse(&cfg, argc, argv, server_config_checks());
     if (rc == CONFIG_DONE && cfg.check_only) {
         if (site_check_rules(&cfg) != 0)
             rc = 1; /* a site's _redirects or _headers has lines it cannot use (printed) */

@@ -14,8 +14,12 @@
 
 #include "config/options.h"
 
-/* Values applied from one file, aliases counted each time: more is a hostile document. */
+/* Values applied from one file, aliases counted each time: more is a hostile document. A
+ * value takes 4 bytes of text at least ("k: v" and its line's end) unless an alias repeats
+ * it, so a file of 10,000 sites (issue 40: 40,000 values) may have a value per 4 of its bytes
+ * beyond the first MAX_VALUES; an alias bomb multiplies far beyond that. */
 #define MAX_VALUES 20000
+#define BYTES_PER_VALUE 4
 /* Collections inside each other: the walk needs five (top level, sites, a site, a list, a
  * mapping in it); libyaml takes time quadratic in the depth to build a document (100,000
  * levels of '[': 26 s), so a file nested deeper is refused before it is built. */
@@ -26,7 +30,7 @@ struct cfgfile {
     const char *name;
     const char *dir; /* the file's directory, "/"-terminated (relative file names), or NULL */
     int sites;       /* node id of the 'sites' sequence, 0 when there is none */
-    unsigned values;
+    unsigned values, max_values;
 };
 
 static int line_of(const yaml_node_t *n)
@@ -48,7 +52,7 @@ static const char *scalar(const yaml_node_t *n)
 static int set(struct config *cfg, struct cfgfile *f, const yaml_node_t *at, const char *key,
                const char *value)
 {
-    if (++f->values > MAX_VALUES)
+    if (++f->values > f->max_values)
         return fail(f, at, key, "too many values (aliases?)");
     cfg->src->line = line_of(at);
     cfg->src->key = key;
@@ -458,6 +462,7 @@ static int load_text(struct config *cfg, const char *name, const char *dir, cons
         return 1;
     }
     f->name = name;
+    f->max_values = MAX_VALUES + (unsigned)(len / BYTES_PER_VALUE);
     f->dir = dir;
     if ((rc = check_depth(name, text, len)) != 0) {
         free(f);

@@ -156,10 +156,23 @@ static int key_error(const struct config *top, const struct config *c, const cha
 }
 
 /* Whether running (the configuration serving now) has the pair f: same files, same site. */
-static bool pair_running(const struct config *running, const struct tls_cert_files *f)
+static bool pair_running(const struct config *running, const struct config *top,
+                         const struct config *c, int at)
 {
-    for (int i = 0; running && i < running->num_tls_certs; i++) {
-        const struct tls_cert_files *r = &running->tls_certs[i];
+    const struct config_cert *f = &c->tls_certs[at], *guess = NULL;
+    if (!running)
+        return false;
+    /* A reload of thousands of sites lists them as it did: the same place is looked at first,
+     * so checking 10,000 sites' pairs is not 10,000 searches of 10,000 (issue 40) */
+    if (c == top && at < running->num_tls_certs)
+        guess = &running->tls_certs[at];
+    if (c != top && c - top->sites < running->num_sites &&
+        at < running->sites[c - top->sites].num_tls_certs)
+        guess = &running->sites[c - top->sites].tls_certs[at];
+    if (guess && strcmp(guess->cert, f->cert) == 0 && strcmp(guess->key, f->key) == 0)
+        return true;
+    for (int i = 0; i < running->num_tls_certs; i++) {
+        const struct config_cert *r = &running->tls_certs[i];
         if (strcmp(r->cert, f->cert) == 0 && strcmp(r->key, f->key) == 0)
             return true;
     }
@@ -176,16 +189,20 @@ static int check_pairs(const struct config *top, const struct config *c,
                        const struct config *running)
 {
     int rc = 0;
+    /* A start reads its pairs once, where it loads them (the server names the one at fault
+     * with its line): reading 10,000 here too doubled a start's work (issue 40). */
+    if (!running && !top->check_only)
+        return 0;
     for (int i = 0; i < c->num_tls_certs && (c == top || c->site_tls); i++) {
-        const struct tls_cert_files *f = &c->tls_certs[i];
+        const struct config_cert *f = &c->tls_certs[i];
         char why[PATH_MAX + 256];
-        if ((c == top && f->hosts) || pair_running(running, f) || !top->files ||
-            top->files->tls_pair(f, why, sizeof(why)) == 0)
+        if (!top->checks || !top->checks->pair || (c == top && f->hosts) ||
+            pair_running(running, top, c, i) ||
+            top->checks->pair(f->cert, f->key, why, sizeof(why)) == 0)
             continue;
         /* the pair check names the file at fault: its key, and that key's line */
         bool key = strncmp(why, "--tls-key", 9) == 0;
-        rc = key_error(top, c, key ? "tls-key" : "tls-cert",
-                       key ? c->tls_lines[i] : c->tls_cert_lines[i], why);
+        rc = key_error(top, c, key ? "tls-key" : "tls-cert", key ? f->key_line : f->cert_line, why);
     }
     return rc;
 }
@@ -272,12 +289,13 @@ static int check_level(const struct config *top, const struct config *c,
                  strerror(errno));
         rc = key_error(top, c, "root", options_line(c, "root"), why);
     } else {
-        warn_missing_pages(top, c, fd);
+        if (!c->host_root) /* with {host}, the pages are each host's own */
+            warn_missing_pages(top, c, fd);
         close(fd);
     }
-    for (int i = 0; i < c->num_auths && top->files; i++) {
+    for (int i = 0; i < c->num_auths && top->checks && top->checks->htpasswd; i++) {
         char why[512];
-        if (top->files->htpasswd(c->auths[i].htpasswd, why, sizeof(why)) != 0)
+        if (top->checks->htpasswd(c->auths[i].htpasswd, why, sizeof(why)) != 0)
             rc = key_error(top, c, "basic-auth", c->auth_lines[i], why);
     }
     /* the top level's is read after the check at start: --check-config must read it too */
@@ -444,7 +462,7 @@ static int tls_sites(struct config *cfg)
             continue;
         if (site->num_tls_certs && !site->tls_certs[site->num_tls_certs - 1].key) {
             fprintf(stderr, "ringhttpd: %s:%d: tls-cert: '%s' has no tls-key after it\n", file,
-                    site->tls_cert_lines[site->num_tls_certs - 1],
+                    site->tls_certs[site->num_tls_certs - 1].cert_line,
                     site->tls_certs[site->num_tls_certs - 1].cert);
             return 2;
         }
@@ -452,26 +470,51 @@ static int tls_sites(struct config *cfg)
             fprintf(stderr,
                     "ringhttpd: %s:%d: tls-cert: a site's pair needs tls-port at the top "
                     "level\n",
-                    file, site->num_tls_certs ? site->tls_cert_lines[0] : site->line);
+                    file, site->num_tls_certs ? site->tls_certs[0].cert_line : site->line);
             return 2;
         }
         for (int k = 0; k < site->num_tls_certs; k++) {
-            if (cfg->num_tls_certs == TLS_MAX_CERTS) {
-                fprintf(stderr, "ringhttpd: %s:%d: tls-cert: at most %d pairs in all\n", file,
-                        site->line, TLS_MAX_CERTS);
-                return 2;
-            }
             site->tls_certs[k].hosts = site->hosts;
             site->tls_certs[k].num_hosts = site->num_hosts;
-            cfg->tls_lines[cfg->num_tls_certs] = site->tls_lines[k];
-            cfg->tls_cert_lines[cfg->num_tls_certs] = site->tls_cert_lines[k];
-            cfg->tls_certs[cfg->num_tls_certs++] = site->tls_certs[k];
+            if (options_add_cert(cfg, &site->tls_certs[k]) != 0) {
+                fprintf(stderr, "ringhttpd: out of memory\n");
+                return 1;
+            }
         }
     }
     if (cfg->tls && cfg->num_tls_certs == 0 && !cfg->acme_email)
         return key_usage_error(cfg, "tls-port",
                                "--tls-port needs a --tls-cert FILE --tls-key FILE pair (at the "
                                "top level, or a site's tls-cert and tls-key)");
+    return 0;
+}
+
+/* A root that names {host} (issue 40), split where it does: the directory before it becomes
+ * the root (checked, opened, confined as any), the rest c->host_root. 0, or 2 after one line. */
+static int split_host_root(struct config *top, struct config *c)
+{
+    const char *root = c->docroot, *at = root ? strstr(root, "{host}") : NULL;
+    if (!at)
+        return 0;
+    size_t pre = (size_t)(at - root);
+    const char *rest = at + strlen("{host}");
+    if (pre == 0 || root[pre - 1] != '/' || (*rest && *rest != '/') || strstr(rest, "{host}")) {
+        char why[PATH_MAX + 160];
+        snprintf(why, sizeof(why),
+                 "'%s': {host} must be one whole directory name of the path, once "
+                 "(/srv/sites/{host}, /srv/sites/{host}/public)",
+                 root);
+        key_error(top, c, "root", options_line(c, "root"), why);
+        return 2;
+    }
+    char *dir = options_strdup(top, root, pre > 1 ? pre - 1 : 1); /* "/{host}": "/" */
+    char *tail = options_strdup(top, rest, strlen(rest));
+    if (!dir || !tail) {
+        fprintf(stderr, "ringhttpd: out of memory\n");
+        return 1;
+    }
+    c->docroot = dir;
+    c->host_root = tail;
     return 0;
 }
 
@@ -495,14 +538,16 @@ static int parse_layers(struct config *cfg, int argc, char **argv)
         rc = cfgfile_sites(cfg, doc);
     if (rc == 0)
         rc = tls_sites(cfg);
+    for (int i = -1; rc == 0 && i < cfg->num_sites; i++)
+        rc = split_host_root(cfg, i < 0 ? cfg : &cfg->sites[i]);
     cfgfile_free(doc);
     return rc;
 }
 
-int config_parse(struct config *cfg, int argc, char **argv, const struct config_files *files)
+int config_parse(struct config *cfg, int argc, char **argv, const struct config_checks *checks)
 {
     options_init(cfg);
-    cfg->files = files;
+    cfg->checks = checks;
     cfg->argc = argc;
     cfg->argv = argv;
     int rc = parse_layers(cfg, argc, argv);
@@ -565,7 +610,7 @@ int config_reread(const struct config *cfg, struct config **out, char *why, size
         goto out;
     }
     options_init(fresh);
-    fresh->files = cfg->files;
+    fresh->checks = cfg->checks;
     /* getopt and --metrics write into their arguments: the copies live in fresh's pool */
     for (int i = 0; i < cfg->argc; i++)
         if (!(argv[i] = options_strdup(fresh, cfg->argv[i], strlen(cfg->argv[i])))) {

@@ -1,6 +1,6 @@
 /* config: the process's configuration from argv and the --config file, built in layers (the
  * file's top level, the command line over it, each of the file's sites over that) and checked
- * as a whole (roots, host names, the default site, and through the caller's struct config_files
+ * as a whole (roots, host names, the default site, and through the caller's struct config_checks
  * the htpasswd files and TLS pairs); a reload's re-read of it. What each option means is
  * config/options.h; the YAML, config/cfgfile.h. Must not: change after server_run starts; every
  * thread reads it without locks. What a reload re-reads (the root, the MIME table) lives in struct
@@ -14,20 +14,21 @@
 
 #include "config/options.h"
 
-/* What the check asks of the layers that read the files a configuration names (issue 37: config
- * is plain data: it reads no htpasswd and loads no certificate). Each 0, or -1 with a one-line
- * reason in why. The caller of config_parse installs it (main: site_config_files); a re-read
- * uses the same one. */
-struct config_files {
+/* What config cannot check itself, installed by the layer above (issues 37 and 40: config is
+ * plain data: it loads no certificate and reads no htpasswd): a TLS pair's files read and its
+ * key matched (why starts "--tls-key" when the key is at fault), an htpasswd file read and its
+ * entries accepted. Each 0, or -1 with a one-line reason in why; a NULL entry checks nothing.
+ * A re-read uses the table its configuration was parsed with. */
+struct config_checks {
+    int (*pair)(const char *cert, const char *key, char *why, size_t why_len);
     int (*htpasswd)(const char *path, char *why, size_t why_len);
-    int (*tls_pair)(const struct tls_cert_files *f, char *why, size_t why_len);
 };
 
-/* Fills cfg from argv, checking the files it names through files (NULL: none are read).
- * Returns 0 to run, or an exit status after printing one line to stderr (2 for a usage error, 1
- * for an unusable document root or option file), or CONFIG_DONE after printing --help or
- * --version. */
-int config_parse(struct config *cfg, int argc, char **argv, const struct config_files *files);
+/* Fills cfg from argv, checking the files it names through checks (main: the server's,
+ * server_config_checks; NULL: none are read here). Returns 0 to run, or an exit status after
+ * printing one line to stderr (2 for a usage error, 1 for an unusable document root or option
+ * file), or CONFIG_DONE after printing --help or --version. */
+int config_parse(struct config *cfg, int argc, char **argv, const struct config_checks *checks);
 
 /* Reads and parses a --mime-types file into out: 0, or -errno with a one-line reason in why. */
 int config_load_mime(const char *file, struct mime_table *out, char *why, size_t why_len);

@@ -568,12 +568,12 @@ static int set_tls_cert(struct config *cfg, const struct option_info *o, char *a
     int n = cfg->num_tls_certs;
     if (n > 0 && !cfg->tls_certs[n - 1].key)
         return usage_error("--tls-cert '%s': the --tls-cert before it has no --tls-key", arg);
-    if (n == TLS_MAX_CERTS)
-        return usage_error("--tls-cert: at most 16 pairs; '%s' is one more", arg);
     if (!*arg)
         return usage_error("--tls-cert wants a file%s", "");
-    cfg->tls_cert_lines[cfg->num_tls_certs] = cfg->src && cfg->src->file ? cfg->src->line : 0;
-    cfg->tls_certs[cfg->num_tls_certs++] = (struct tls_cert_files){.cert = arg};
+    struct config_cert c = {.cert = arg,
+                            .cert_line = cfg->src && cfg->src->file ? cfg->src->line : 0};
+    if (options_add_cert(cfg, &c) != 0)
+        return usage_error("--tls-cert '%s': out of memory", arg);
     if (cfg->src && cfg->src->site)
         cfg->site_tls = true;
     return 0;
@@ -588,7 +588,7 @@ static int set_tls_key(struct config *cfg, const struct option_info *o, char *ar
     if (!*arg)
         return usage_error("--tls-key wants a file%s", "");
     cfg->tls_certs[n - 1].key = arg;
-    cfg->tls_lines[n - 1] = cfg->src && cfg->src->file ? cfg->src->line : 0;
+    cfg->tls_certs[n - 1].key_line = cfg->src && cfg->src->file ? cfg->src->line : 0;
     return 0;
 }
 
@@ -1960,7 +1960,9 @@ static void layer_begin(struct config *cfg, enum option_list list)
         cfg->num_acme_domains = 0;
         break;
     case LIST_TLS_CERTS:
-        cfg->num_tls_certs = 0; /* a site's own pairs, not the process's */
+        /* a site's own pairs, not the process's: an array of its own (the copy shares top's) */
+        cfg->tls_certs = NULL;
+        cfg->num_tls_certs = cfg->cap_tls_certs = 0;
         break;
     case LIST_LIMIT_REQ_FOR:
         cfg->num_limit_req_for = 0;
@@ -2152,17 +2154,46 @@ struct options_pool {
     char s[];
 };
 
-char *options_strdup(struct config *cfg, const char *s, size_t len)
+/* len bytes that live as long as cfg's top level (aligned as malloc's, after one pointer). */
+static void *pool_alloc(struct config *cfg, size_t len)
 {
     struct options_pool **top = cfg->pool_owner ? &cfg->pool_owner->pool : &cfg->pool;
-    struct options_pool *p = malloc(sizeof(*p) + len + 1);
+    struct options_pool *p = malloc(sizeof(*p) + len);
     if (!p)
         return NULL;
-    memcpy(p->s, s, len);
-    p->s[len] = '\0';
     p->next = *top;
     *top = p;
     return p->s;
+}
+
+char *options_strdup(struct config *cfg, const char *s, size_t len)
+{
+    char *p = pool_alloc(cfg, len + 1);
+    if (!p)
+        return NULL;
+    memcpy(p, s, len);
+    p[len] = '\0';
+    return p;
+}
+
+int options_add_cert(struct config *cfg, const struct config_cert *c)
+{
+    if (cfg->num_tls_certs == cfg->cap_tls_certs) {
+        /* Doubling: the old arrays stay in the pool until the configuration goes, at most as
+         * much again as the last. A site's copy of its top level shares the array it had then;
+         * its own first pair (LIST_TLS_CERTS) starts it on a fresh one, so neither writes the
+         * other's. */
+        int cap = cfg->cap_tls_certs ? 2 * cfg->cap_tls_certs : 4;
+        struct config_cert *a = pool_alloc(cfg, (size_t)cap * sizeof(*a));
+        if (!a)
+            return -ENOMEM;
+        if (cfg->num_tls_certs)
+            memcpy(a, cfg->tls_certs, (size_t)cfg->num_tls_certs * sizeof(*a));
+        cfg->tls_certs = a;
+        cfg->cap_tls_certs = cap;
+    }
+    cfg->tls_certs[cfg->num_tls_certs++] = *c;
+    return 0;
 }
 
 int options_site_init(struct config *site, struct config *top)

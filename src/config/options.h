@@ -19,7 +19,6 @@
 #include "core/limits.h"
 #include "core/logfmt.h"
 #include "core/mime.h"
-#include "tls/tls.h"
 
 /* The lists a repeatable option fills. A layer's first use of one replaces what an outer layer
  * (the file under the command line, a site's parent) put there; later uses add to it. */
@@ -65,6 +64,8 @@ enum option_list {
 #define CONFIG_MAX_INDEX 8      /* --index names per site */
 #define CONFIG_MAX_FALLBACKS 16 /* --fallback prefixes per site */
 
+struct config_checks;
+
 enum engine_kind { ENGINE_AUTO, ENGINE_URING, ENGINE_EPOLL };
 
 /* How the io_uring engine sends file ranges (the epoll engine always uses sendfile). */
@@ -99,6 +100,17 @@ struct config_bind {
     bool tls;          /* unix: TLS on the socket (--tls-port's certificates), not cleartext */
     int mode;          /* unix: the socket file's mode, or -1 for 0666 (nginx's) */
     const char *owner; /* unix: USER[:GROUP] to chown the socket file to, or NULL */
+};
+
+/* One --tls-cert/--tls-key pair as configured (issue 40: plain data; tls/ loads it). */
+struct config_cert {
+    const char *cert; /* PEM: the certificate, then its chain */
+    const char *key;  /* PEM: its private key; NULL until the --tls-key after it */
+    /* a site's own pair: the site's names, which SNI matches first; NULL/0 for the process's */
+    const char *const *hosts;
+    int num_hosts;
+    int key_line;  /* its tls-key line in the file (0: command line) */
+    int cert_line; /* and its tls-cert line */
 };
 
 struct error_page {
@@ -144,11 +156,11 @@ struct config_src {
     unsigned char seen[OPTION_LISTS];
 };
 
-struct config_files;
-
 struct config {
-    const struct config_files *files; /* config_parse's: who reads htpasswd files and TLS pairs */
     const char *docroot;
+    /* a root naming {host} (issue 40: "/srv/sites/{host}/public"): docroot is what comes
+     * before it ("/srv/sites"), host_root what follows ("" or "/public"), NULL otherwise */
+    const char *host_root;
     int docroot_fd; /* checked at start; server hands it to the first struct site (-1 then) */
     /* --bind, repeatable (issue 38); none: both families on every port */
     struct config_bind binds[CONFIG_MAX_BINDS];
@@ -219,13 +231,14 @@ struct config {
     bool http3_gro;           /* --http3-gro on|off: UDP_GRO where the kernel has it */
     /* HTTPS (issue 14): a second listener on the same address; pairs are checked (files read,
      * keys matched) by tls_ctx_new at start and on every reload, not here. */
-    bool tls;                                       /* --tls-port given */
-    uint16_t tls_port;                              /* 0 picks a free one */
-    struct tls_cert_files tls_certs[TLS_MAX_CERTS]; /* --tls-cert/--tls-key, the first default */
-    int num_tls_certs;
-    int tls_lines[TLS_MAX_CERTS];      /* each pair's tls-key line in the file (0: command line) */
-    int tls_cert_lines[TLS_MAX_CERTS]; /* and its tls-cert line */
-    int tls_min;                       /* 12 (TLS 1.2 and 1.3) or 13 (--tls-min 1.3) */
+    bool tls;          /* --tls-port given */
+    uint16_t tls_port; /* 0 picks a free one */
+    /* --tls-cert/--tls-key, the first the default: as many as memory allows (issue 40), in
+     * the top level's pool (options_add_cert); a site's copy shares the array until its own
+     * first pair replaces it */
+    struct config_cert *tls_certs;
+    int num_tls_certs, cap_tls_certs;
+    int tls_min;   /* 12 (TLS 1.2 and 1.3) or 13 (--tls-min 1.3) */
     bool ktls;     /* --ktls on|off: responses sealed by kernel TLS where the kernel has it */
     bool tls_seal; /* --tls-seal on|off: otherwise sealed by tls.c with OpenSSL's keys */
     /* a site's own tls-cert/tls-key (issue 19): its tls_certs are its own pairs, which the
@@ -295,10 +308,11 @@ struct config {
     int key_lines[CONFIG_MAX_OPTIONS];
     struct config *sites; /* the file's sites section (top level only) */
     int num_sites;
-    struct config_src *src;    /* while parsing only */
-    struct options_pool *pool; /* the file's strings (top level only) */
-    struct config *pool_owner; /* a site's top level, whose pool holds its strings */
-    int argc;                  /* the command line, applied again over a re-read file */
+    struct config_src *src;             /* while parsing only */
+    const struct config_checks *checks; /* config_parse's: who reads TLS pairs and htpasswd files */
+    struct options_pool *pool;          /* the file's strings (top level only) */
+    struct config *pool_owner;          /* a site's top level, whose pool holds its strings */
+    int argc;                           /* the command line, applied again over a re-read file */
     char **argv;
 };
 
@@ -413,6 +427,9 @@ void options_init(struct config *cfg);
 
 /* A copy of s that lives as long as the top-level configuration; NULL without memory. */
 char *options_strdup(struct config *top, const char *s, size_t len);
+
+/* Appends c to cfg's pairs, the array grown in the top level's pool: 0 or -ENOMEM. */
+int options_add_cert(struct config *cfg, const struct config_cert *c);
 
 /* Makes site a copy of top, ready for the site's own keys: 0 or -ENOMEM. */
 int options_site_init(struct config *site, struct config *top);

@@ -18,13 +18,16 @@
 struct vhost_slot {
     const char *name; /* lower case; a wildcard is stored as its suffix ".example.org" */
     uint32_t hash;
-    uint16_t len;
-    int16_t site; /* -1: empty slot */
+    uint32_t len : 8;     /* at most VHOST_NAME_MAX */
+    signed int site : 24; /* -1: empty slot; sites (or certificates) up to 8 million (issue 40) */
 };
+
+#define VHOST_MAX_SITE ((1 << 23) - 1)
 
 struct vhost_table {
     struct vhost_slot *slots;
     uint32_t mask; /* slots - 1, a power of two minus one */
+    uint32_t used; /* slots taken */
 };
 
 /* Slots a table of n names needs (a power of two, at least 2n). */
@@ -33,8 +36,9 @@ size_t vhost_slots_for(size_t n);
 /* Empties t over slots[0..nslots), nslots from vhost_slots_for. */
 void vhost_table_init(struct vhost_table *t, struct vhost_slot *slots, size_t nslots);
 
-/* Adds name ("example.org" or "*.example.org", already lower case) for site. -EEXIST when the
- * name is there already, -ENOSPC when the table is full, -EINVAL for an empty name. */
+/* Adds name ("example.org" or "*.example.org", already lower case) for site (0..VHOST_MAX_SITE).
+ * -EEXIST when the name is there already, -ENOSPC when the table is full, -EINVAL for an empty
+ * name or a site beyond VHOST_MAX_SITE. O(1). */
 int vhost_table_add(struct vhost_table *t, const char *name, int site);
 
 /* The lookup key of a Host value (or an absolute-form target's authority): lower-cased into

@@ -865,17 +865,17 @@ static inline __attribute__((always_inline)) void serve_path(struct job *j, cons
 }
 
 /* Serve's per-worker state: the Alt-Svc line with HTTP/3, and that line after each site's HSTS
- * line, composed once per site configuration (a distinct buffer per configuration, as the
- * prebuilt answers key on its address). */
+ * line, composed once per site (a distinct buffer per site, as the prebuilt answers key on its
+ * address), for every site there is (issue 40: it was for 8, the others went without). */
 struct serve_worker {
     char alt_svc[48]; /* "Alt-Svc: h3=\":PORT\"; ma=86400\r\n", or none */
     unsigned alt_svc_len;
-    struct {
-        const struct config *cfg;
-        unsigned gen; /* w->site_gen it was composed under */
-        unsigned len;
+    unsigned gen; /* w->site_gen the array below is for */
+    int num_secure;
+    struct secure {
+        unsigned len; /* 0: not composed yet */
         char lines[112];
-    } secure[8];
+    } * secure; /* by vhost id, num_secure of them, made at a site's first HTTPS answer */
 };
 
 struct serve_worker *serve_worker_new(void)
@@ -885,6 +885,8 @@ struct serve_worker *serve_worker_new(void)
 
 void serve_worker_free(struct serve_worker *sw)
 {
+    if (sw)
+        free(sw->secure);
     free(sw);
 }
 
@@ -895,42 +897,46 @@ int serve_alt_svc(struct runtime *w, const char *line, size_t len)
         return -EINVAL;
     memcpy(sw->alt_svc, line, len);
     sw->alt_svc_len = (unsigned)len;
-    memset(sw->secure, 0, sizeof(sw->secure)); /* composed without it */
+    for (int i = 0; i < sw->num_secure; i++)
+        sw->secure[i].len = 0; /* composed without it */
     return 0;
 }
 
 /* The lines every HTTPS response carries: the site's HSTS and, with HTTP/3, Alt-Svc (so a
  * browser learns of HTTP/3 from its HTTP/1.1 or HTTP/2 answers; not on HTTP/3's own, `on_h3`).
  * NULL for none. */
-static const char *secure_lines(struct runtime *w, const struct config *cfg, bool on_h3,
-                                size_t *len)
+static const char *secure_lines(struct runtime *w, const struct vhost *v, bool on_h3, size_t *len)
 {
     struct serve_worker *sw = w->servew;
+    const struct config *cfg = v->cfg;
     *len = cfg->hsts_len;
     if (!sw->alt_svc_len || on_h3)
         return cfg->hsts ? cfg->hsts_line : NULL;
-    size_t n = sizeof(sw->secure) / sizeof(sw->secure[0]), i, free_at = n;
-    for (i = 0; i < n; i++) {
-        if (sw->secure[i].cfg == cfg && sw->secure[i].gen == w->site_gen)
-            break;
-        if (free_at == n && (!sw->secure[i].cfg || sw->secure[i].gen != w->site_gen))
-            free_at = i;
+    if (!cfg->hsts) { /* most sites: the worker's one line */
+        *len = sw->alt_svc_len;
+        return sw->alt_svc;
     }
-    if (i == n) { /* more sites than slots: those beyond go without Alt-Svc */
-        if (free_at == n)
-            return cfg->hsts ? cfg->hsts_line : NULL;
-        i = free_at;
-        size_t hl = cfg->hsts ? cfg->hsts_len : 0;
-        if (hl + sw->alt_svc_len > sizeof(sw->secure[i].lines))
-            return cfg->hsts ? cfg->hsts_line : NULL;
-        memcpy(sw->secure[i].lines, cfg->hsts_line, hl);
-        memcpy(sw->secure[i].lines + hl, sw->alt_svc, sw->alt_svc_len);
-        sw->secure[i].len = (unsigned)(hl + sw->alt_svc_len);
-        sw->secure[i].cfg = cfg;
-        sw->secure[i].gen = w->site_gen;
+    if (sw->gen != w->site_gen || v->id >= (uint32_t)sw->num_secure) {
+        /* a new set of sites: composed again as they are asked for (a few bytes per site) */
+        int n = w->site->nvh;
+        struct secure *a = calloc((size_t)n, sizeof(*a));
+        if (!a) /* no memory: the HSTS line alone, as before HTTP/3 */
+            return cfg->hsts_line;
+        free(sw->secure);
+        sw->secure = a;
+        sw->num_secure = n;
+        sw->gen = w->site_gen;
     }
-    *len = sw->secure[i].len;
-    return sw->secure[i].lines;
+    struct secure *x = &sw->secure[v->id];
+    if (!x->len) {
+        if (cfg->hsts_len + sw->alt_svc_len > sizeof(x->lines))
+            return cfg->hsts_line;
+        memcpy(x->lines, cfg->hsts_line, cfg->hsts_len);
+        memcpy(x->lines + cfg->hsts_len, sw->alt_svc, sw->alt_svc_len);
+        x->len = (unsigned)(cfg->hsts_len + sw->alt_svc_len);
+    }
+    *len = x->len;
+    return x->lines;
 }
 
 /* Inlined: out of line it costs the request ~25 instructions of frame and spills, and GCC's
@@ -958,7 +964,7 @@ static inline __attribute__((always_inline)) void init_job(struct job *j, struct
     ctx->ok_head_len = w->ok_head_len;
     ctx->extra_headers = j->cfg->extra_headers;
     ctx->extra_len = j->cfg->extra_headers_len;
-    ctx->all_headers = pol->secure ? secure_lines(w, j->cfg, pol->on_h3, &ctx->all_len) : NULL;
+    ctx->all_headers = pol->secure ? secure_lines(w, j->site, pol->on_h3, &ctx->all_len) : NULL;
     ctx->keep_alive = pol->keep_alive;
     ctx->head = req && req->method == HTTP_HEAD;
     ctx->send_continue = pol->send_continue;
@@ -1115,6 +1121,13 @@ answer_request(struct runtime *w, const struct http_request *req, const struct r
                                      &j.ctx, &r->plan, &r->note);
     if (a == SITE_ANSWERED)
         return SERVE_DONE; /* health, --limit-req, redirect or basic auth */
+    if (__builtin_expect(j.cfg->host_root != NULL, 0)) { /* {host} in the root: issue 40 */
+        int rc = site_host_root(w, j.site, req);
+        if (rc) { /* the site's own error pages answer, from its root directory */
+            error(&j, rc == -EINVAL ? 400 : rc == -ENOENT ? 404 : 500, NULL);
+            return SERVE_DONE;
+        }
+    }
     if (__builtin_expect(j.site->ruled, 0))
         return serve_ruled(&j, pol, path, pr.len, pr.trailing_slash, a);
     if (a)

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "core/peer.h"
+#include "rt/names.h"
 #include "engine/udp.h"
 #include "server/steer.h"
 
@@ -48,10 +49,25 @@ _Static_assert(UDP_GSO_MAX *MTU_MAX <= UDP_SEND_MAX, "a batch fits one udp_port_
 
 enum qstate { Q_OPEN, Q_CLOSING, Q_DRAINING };
 
+/* The credentials of one load, every worker's (issue 40: 10,000 pairs read once, not once per
+ * worker); GnuTLS reads them unlocked from any session once they are made. One credentials
+ * object per name set (an ECDSA and an RSA pair of the same names, listed one after the other,
+ * share one: GnuTLS picks by key type), chosen by the ClientHello's SNI through a hash of the
+ * certificates' names: GnuTLS's own choice compares every certificate's names in turn. */
+struct quic_cred {
+    gnutls_certificate_credentials_t *creds; /* the first the default (no or an unknown SNI) */
+    gnutls_x509_crt_t *leaves;               /* each one's first certificate */
+    unsigned num_creds;
+    atomic_uint refs; /* one per struct quic_certs over it: taken per worker, not per connection */
+    unsigned n;       /* pairs in all (the 421 rule: with one, no other certificate is to be had) */
+    struct names names; /* a certificate's name (DNS subjectAltName, else CN): its set */
+};
+
 struct quic_certs {
-    gnutls_certificate_credentials_t cred;
+    struct quic_cred *shared;
+    gnutls_certificate_credentials_t cred; /* shared's default, at hand */
     unsigned refs; /* the endpoint's, while current, and each connection's made with it */
-    unsigned n;    /* pairs in cred (the 421 rule: with one, no other certificate is to be had) */
+    unsigned n;
 };
 
 struct cid_ent {
@@ -556,6 +572,25 @@ static int on_client_hello(gnutls_session_t s, unsigned htype, unsigned when, un
     return 0;
 }
 
+/* GnuTLS post-client-hello, before it chooses a certificate: the credentials of the name set
+ * that covers the SNI (issue 40), found in O(1); the default ones stay otherwise. */
+static int pick_cred(gnutls_session_t s)
+{
+    struct quic_conn *qc = ((ngtcp2_crypto_conn_ref *)gnutls_session_get_ptr(s))->user_data;
+    const struct quic_cred *q = qc->certs->shared;
+    char name[256];
+    size_t len = sizeof(name) - 1;
+    unsigned type;
+    if (q->num_creds < 2 || gnutls_server_name_get(s, name, &len, &type, 0) != 0 ||
+        type != GNUTLS_NAME_DNS)
+        return 0;
+    int g = names_lookup(&q->names, name);
+    /* the table's wildcard covers any depth, a certificate's one label (RFC 6125 6.4.3) */
+    if (g > 0 && gnutls_x509_crt_check_hostname2(q->leaves[g], name, 0) != 0)
+        gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, q->creds[g]);
+    return 0;
+}
+
 static int tls_setup(struct quic_ep *ep, struct quic_conn *qc)
 {
     static const gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
@@ -575,6 +610,7 @@ static int tls_setup(struct quic_ep *ep, struct quic_conn *qc)
         return -EINVAL;
     gnutls_handshake_set_hook_function(qc->tls, GNUTLS_HANDSHAKE_CLIENT_HELLO, GNUTLS_HOOK_POST,
                                        on_client_hello);
+    gnutls_handshake_set_post_client_hello_function(qc->tls, pick_cred);
     ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
     return 0;
 }
@@ -1072,10 +1108,14 @@ int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_s
     ep->next = UINT64_MAX;
     ep->resets_left = RESETS_PER_TICK;
     memcpy(ep->secret, s->secret, sizeof(ep->secret));
-    int rc = quic_certs_new(&ep->certs, s->certs, s->keys, why, why_len);
+    int rc = s->shared ? quic_certs_dup(s->shared, &ep->certs)
+                       : quic_certs_new(&ep->certs, s->certs, s->keys, why, why_len);
+    if (rc != 0 && s->shared)
+        snprintf(why, why_len, "HTTP/3: out of memory");
     if (rc != 0)
         goto fail;
     ep->set.certs = ep->set.keys = NULL; /* the caller's arrays, valid only during this call */
+    ep->set.shared = NULL;
     /* TLS 1.3 only (RFC 9001 4.2); no middlebox compatibility mode (RFC 9001 8.4). */
     rc = gnutls_priority_init2(&ep->prio,
                                "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3:"
@@ -1110,41 +1150,167 @@ void quic_ep_free(struct quic_ep *ep)
     free(ep);
 }
 
+static void cred_put(struct quic_cred *q)
+{
+    if (!q || atomic_fetch_sub_explicit(&q->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    for (unsigned i = 0; i < q->num_creds; i++) {
+        gnutls_certificate_free_credentials(q->creds[i]);
+        gnutls_x509_crt_deinit(q->leaves[i]);
+    }
+    names_free(&q->names);
+    free(q->creds);
+    free(q->leaves);
+    free(q);
+}
+
+/* A struct quic_certs over q, whose reference it takes over. */
+static int wrap(struct quic_cred *q, struct quic_certs **out)
+{
+    struct quic_certs *c = calloc(1, sizeof(*c));
+    if (!c) {
+        cred_put(q);
+        return -ENOMEM;
+    }
+    *c = (struct quic_certs){.shared = q, .cred = q->creds[0], .refs = 1, .n = q->n};
+    *out = c;
+    return 0;
+}
+
+/* The names of set g's certificate (DNS subjectAltNames, else the CN), pushed. */
+static int leaf_names(struct quic_cred *q, int g)
+{
+    char buf[VHOST_NAME_MAX + 1];
+    int rc = 0, found = 0;
+    for (unsigned seq = 0; rc == 0; seq++) {
+        size_t len = sizeof(buf);
+        int t = gnutls_x509_crt_get_subject_alt_name(q->leaves[g], seq, buf, &len, NULL);
+        if (t == GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE)
+            break;
+        if (t == GNUTLS_SAN_DNSNAME) {
+            rc = names_push(&q->names, buf, len, g);
+            found++;
+        }
+    }
+    size_t len = sizeof(buf);
+    if (rc == 0 && !found &&
+        gnutls_x509_crt_get_dn_by_oid(q->leaves[g], GNUTLS_OID_X520_COMMON_NAME, 0, 0, buf, &len) ==
+            0)
+        rc = names_push(&q->names, buf, len, g);
+    return rc;
+}
+
+/* Whether two certificates name the same: subject and subjectAltName alike. */
+static bool same_names(gnutls_x509_crt_t a, gnutls_x509_crt_t b)
+{
+    gnutls_datum_t da = {0}, db = {0}, sa = {0}, sb = {0};
+    unsigned ca, cb;
+    bool same = gnutls_x509_crt_get_raw_dn(a, &da) == 0 &&
+                gnutls_x509_crt_get_raw_dn(b, &db) == 0 && da.size == db.size &&
+                memcmp(da.data, db.data, da.size) == 0;
+    int ra = gnutls_x509_crt_get_extension_by_oid2(a, "2.5.29.17", 0, &sa, &ca);
+    int rb = gnutls_x509_crt_get_extension_by_oid2(b, "2.5.29.17", 0, &sb, &cb);
+    same =
+        same && ra == rb && (ra != 0 || (sa.size == sb.size && !memcmp(sa.data, sb.data, sa.size)));
+    gnutls_free(da.data);
+    gnutls_free(db.data);
+    gnutls_free(sa.data);
+    gnutls_free(sb.data);
+    return same;
+}
+
+/* Pair i into q: into the last set when its certificate names the same (an ECDSA and an RSA
+ * pair of one host), else a set of its own. 0, or -errno with the file in why. */
+static int add_pair(struct quic_cred *q, const char *cert, const char *key, char *why,
+                    size_t why_len)
+{
+    gnutls_certificate_credentials_t cred = NULL;
+    gnutls_x509_crt_t leaf = NULL;
+    gnutls_datum_t der;
+    int rc = gnutls_certificate_allocate_credentials(&cred);
+    if (rc == 0)
+        rc = gnutls_certificate_set_x509_key_file2(cred, cert, key, GNUTLS_X509_FMT_PEM, NULL, 0);
+    if (rc >= 0 && (rc = gnutls_certificate_get_crt_raw(cred, 0, 0, &der)) == 0 &&
+        (rc = gnutls_x509_crt_init(&leaf)) == 0)
+        rc = gnutls_x509_crt_import(leaf, &der, GNUTLS_X509_FMT_DER);
+    if (rc >= 0 && q->num_creds && same_names(q->leaves[q->num_creds - 1], leaf)) {
+        gnutls_certificate_free_credentials(cred);
+        gnutls_x509_crt_deinit(leaf);
+        cred = NULL;
+        leaf = NULL;
+        rc = gnutls_certificate_set_x509_key_file2(q->creds[q->num_creds - 1], cert, key,
+                                                   GNUTLS_X509_FMT_PEM, NULL, 0);
+    } else if (rc >= 0) {
+        q->creds[q->num_creds] = cred;
+        q->leaves[q->num_creds] = leaf;
+        cred = NULL;
+        leaf = NULL;
+        if ((rc = leaf_names(q, (int)q->num_creds++)) != 0) {
+            snprintf(why, why_len, "HTTP/3: out of memory");
+            return rc;
+        }
+    }
+    if (cred)
+        gnutls_certificate_free_credentials(cred);
+    if (leaf)
+        gnutls_x509_crt_deinit(leaf);
+    if (rc < 0) {
+        snprintf(why, why_len, "HTTP/3: %s: %s", cert, gnutls_strerror(rc));
+        return -EINVAL;
+    }
+    q->n++;
+    return 0;
+}
+
 int quic_certs_new(struct quic_certs **out, const char *const *certs, const char *const *keys,
                    char *why, size_t why_len)
 {
-    struct quic_certs *c = calloc(1, sizeof(*c));
-    if (!c)
+    struct quic_cred *q = calloc(1, sizeof(*q));
+    unsigned n = 0;
+    int rc = 0;
+    while (certs[n])
+        n++;
+    if (!q)
         return -ENOMEM;
-    c->refs = 1;
-    int rc = gnutls_certificate_allocate_credentials(&c->cred);
+    atomic_init(&q->refs, 1);
+    if (!(q->creds = calloc(n + 1, sizeof(*q->creds))) ||
+        !(q->leaves = calloc(n + 1, sizeof(*q->leaves))))
+        rc = -ENOMEM;
+    /* Each pair in the order given; the first is the default, as the TLS port's. */
+    for (unsigned i = 0; rc == 0 && i < n; i++)
+        rc = add_pair(q, certs[i], keys[i], why, why_len);
+    if (rc == 0)
+        rc = names_index(&q->names); /* a name twice: the first set's */
+    if (rc == 0 && !q->num_creds) {
+        snprintf(why, why_len, "HTTP/3: no certificate");
+        rc = -EINVAL;
+    }
     if (rc != 0) {
-        free(c);
-        snprintf(why, why_len, "HTTP/3: %s", gnutls_strerror(rc));
-        return -ENOMEM;
+        if (rc == -ENOMEM)
+            snprintf(why, why_len, "HTTP/3: out of memory");
+        cred_put(q);
+        return rc;
     }
-    /* Each pair in the order given; GnuTLS picks the one whose names match the SNI, the first
-     * when none does, as the TLS port does. */
-    for (int i = 0; certs[i]; i++) {
-        rc = gnutls_certificate_set_x509_key_file2(c->cred, certs[i], keys[i], GNUTLS_X509_FMT_PEM,
-                                                   NULL, 0);
-        if (rc < 0) {
-            snprintf(why, why_len, "HTTP/3: %s: %s", certs[i], gnutls_strerror(rc));
-            quic_certs_put(c);
-            return -EINVAL;
-        }
-        c->n++;
-    }
-    *out = c;
-    return 0;
+    return wrap(q, out);
+}
+
+int quic_certs_dup(const struct quic_certs *c, struct quic_certs **out)
+{
+    atomic_fetch_add_explicit(&c->shared->refs, 1, memory_order_relaxed);
+    return wrap(c->shared, out);
 }
 
 void quic_certs_put(struct quic_certs *c)
 {
     if (c && --c->refs == 0) {
-        gnutls_certificate_free_credentials(c->cred);
+        cred_put(c->shared);
         free(c);
     }
+}
+
+const struct quic_certs *quic_ep_certs(const struct quic_ep *ep)
+{
+    return ep->certs;
 }
 
 void quic_ep_publish(struct quic_ep *ep, struct quic_certs *c)

@@ -78,6 +78,8 @@ struct quic_settings {
     unsigned retry_above;     /* connections at which new clients must prove their address */
     const char *const *certs; /* certificate files, NULL-terminated, the first the default */
     const char *const *keys;  /* their keys */
+    /* or certificates another endpoint read (quic_certs_dup'd for this one; NULL: read certs) */
+    const struct quic_certs *shared;
     const uint8_t *secret;    /* 32 bytes shared by every worker: Retry tokens, reset tokens */
     unsigned worker, workers; /* our IDs steer to socket `worker` of `workers` (steer.h) */
     bool gso;
@@ -103,8 +105,13 @@ void quic_ep_free(struct quic_ep *ep);
  * one endpoint: 0, or -errno with the file at fault in why. */
 int quic_certs_new(struct quic_certs **out, const char *const *certs, const char *const *keys,
                    char *why, size_t why_len);
+/* Another endpoint's set over the same credentials, read once (any thread; c stays the
+ * caller's): 0 or -ENOMEM. Each set is counted by its own endpoint's thread only. */
+int quic_certs_dup(const struct quic_certs *c, struct quic_certs **out);
 /* Drops the caller's reference (NULL: nothing). */
 void quic_certs_put(struct quic_certs *c);
+/* The set ep gives new handshakes, for quic_certs_dup before ep's thread runs (at start). */
+const struct quic_certs *quic_ep_certs(const struct quic_ep *ep);
 /* A reload (any thread; c: the caller's reference, now the endpoint's): new connections get
  * c's certificates from the next one on; each connection keeps those its handshake had. */
 void quic_ep_publish(struct quic_ep *ep, struct quic_certs *c);

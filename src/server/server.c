@@ -41,6 +41,7 @@
 #include "rt/errlog.h"
 #include "rt/file.h"
 #include "server/metrics.h"
+#include "site/htpasswd.h"
 #include "site/site.h"
 #include "server/worker.h"
 #include "http/serve.h"
@@ -263,7 +264,14 @@ struct server {
     bool quic_steer;     /* the UDP port's group is ours alone: route by connection ID */
     struct errlog_limit steer_log;
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */
-    struct tls_keys *tls_keys;  /* the ticket secret every context derives its keys from */
+    struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
+    /* the certificates loaded last (issue 40): the next load takes over what did not change */
+    struct tls_certs *tls_certs;
+    /* HTTP/3's credentials read last (a reference of the main thread's) and the files they were
+     * read from ("cert\0key\0" each): a reload whose files all are as they were reuses them */
+    struct quic_certs *h3_certs;
+    char *h3_files;
+    size_t h3_files_len;
     struct tls_port *tls_ports; /* one per worker: its TLS listener's transport context */
     /* --acme-email (issue 27): the ACME thread, the challenge answers the workers read, and
      * the flag its hook raises when a certificate on disk is new (supervise makes it live) */
@@ -277,16 +285,34 @@ struct server {
     bool landlocked;
 };
 
-/* The pairs are pairs's (the start's configuration, or a re-read file's) followed by the
- * certificates automatic HTTPS keeps (issue 27), into all; the protocol settings are always
- * the start's (the workers' protocol layers were made for them). */
-static struct tls_settings tls_settings(struct server *sv, const struct config *pairs,
-                                        struct tls_cert_files all[TLS_MAX_CERTS])
+/* The pairs of pairs (the start's configuration, or a re-read file's) followed by the
+ * certificates automatic HTTPS keeps (issue 27), into *all (malloc'd, as many as there are:
+ * issue 40), *n of them: 0 or -ENOMEM. */
+static int pair_list(struct server *sv, const struct config *pairs, struct tls_cert_files **all,
+                     int *n)
 {
-    int n = pairs->num_tls_certs;
-    memcpy(all, pairs->tls_certs, (size_t)n * sizeof(all[0]));
-    if (sv->acme)
-        acme_pairs(sv->acme, all, &n, TLS_MAX_CERTS - 1);
+    int cap = pairs->num_tls_certs + 1;
+    *n = 0;
+    if (!(*all = malloc((size_t)cap * sizeof(**all))))
+        return -ENOMEM;
+    for (int i = 0; i < pairs->num_tls_certs; i++) {
+        const struct config_cert *c = &pairs->tls_certs[i];
+        (*all)[(*n)++] = (struct tls_cert_files){
+            .cert = c->cert, .key = c->key, .hosts = c->hosts, .num_hosts = c->num_hosts};
+    }
+    if (sv->acme && acme_pairs(sv->acme, all, n, &cap) != 0) {
+        free(*all);
+        *all = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The settings for all[0..n) (pair_list's); the protocol settings are always the start's (the
+ * workers' protocol layers were made for them). */
+static struct tls_settings tls_settings(struct server *sv, const struct config *pairs,
+                                        const struct tls_cert_files *all, int n)
+{
     return (struct tls_settings){
         .certs = all,
         .num_certs = n,
@@ -303,15 +329,27 @@ static struct tls_settings tls_settings(struct server *sv, const struct config *
 }
 
 /* One context per worker from the --tls-cert/--tls-key pairs of pairs, all or none: 0, or
- * -errno with the reason in why (the file at fault). Warnings (an expired certificate) are
- * logged once. */
-static int tls_load(struct server *sv, const struct config *pairs, struct tls_ctx **out, char *why,
-                    size_t why_len)
+ * -errno with the reason in why (the file at fault). The certificates are read once for every
+ * worker (issue 40), on this thread (the main one: workers go on serving meanwhile), and what
+ * the last load read is taken over where its files did not change. Warnings (an expired
+ * certificate) are logged once. */
+static int tls_load(struct server *sv, const struct config *pairs, struct tls_ctx **out, int *bad,
+                    char *why, size_t why_len)
 {
-    struct tls_cert_files all[TLS_MAX_CERTS];
-    struct tls_settings s = tls_settings(sv, pairs, all);
-    int n = sv->cfg->threads, rc = 0, i;
-    for (i = 0; i < n && rc == 0; i++) {
+    struct tls_cert_files *all;
+    struct tls_certs *certs = NULL;
+    int num, n = sv->cfg->threads, rc, i = 0;
+    if ((rc = pair_list(sv, pairs, &all, &num)) != 0) {
+        snprintf(why, why_len, "TLS: out of memory");
+        return rc;
+    }
+    struct tls_settings s = tls_settings(sv, pairs, all, num);
+    rc = tls_certs_new(&s, sv->tls_certs, &certs, bad, why, why_len);
+    free(all); /* tls_certs_new keeps copies of what it needs */
+    s.certs = NULL;
+    s.num_certs = 0;
+    s.shared = certs;
+    for (; i < n && rc == 0; i++) {
         if (sv->acme) /* TLS-ALPN-01: each worker's context reads the table through its slot */
             s.challenge = (struct tls_challenge){tokens_alpn, tokens_reader(&sv->tokens, i)};
         rc = tls_ctx_new(&s, sv->tls_keys, &out[i], why, why_len);
@@ -319,9 +357,15 @@ static int tls_load(struct server *sv, const struct config *pairs, struct tls_ct
     if (rc != 0) {
         for (int j = 0; j < i - 1; j++)
             tls_ctx_put(out[j]);
+        tls_certs_put(certs);
         return rc;
     }
-    const char *warn = tls_ctx_warnings(out[0]);
+    int reused = 0, groups = tls_certs_count(certs, &reused);
+    if (sv->tls_certs && sv->cfg->verbose)
+        errlog(ERRLOG_NOTICE, "TLS: %d certificates, %d of them as they were", groups, reused);
+    tls_certs_put(sv->tls_certs);
+    sv->tls_certs = certs; /* the server's reference: the next load's to take over from */
+    const char *warn = tls_certs_warnings(certs);
     for (const char *eol; *warn; warn = eol + 1) { /* one log line per warning */
         eol = strchr(warn, '\n');
         if (!eol)
@@ -962,46 +1006,124 @@ static void quic_route(struct server *sv)
  * process's certificate pairs (read now, before the process is confined). secret is shared
  * by every worker, so a Retry token or a reset made by one is good at another. */
 /* The certificate and key files of pairs for QUIC: the TLS port's (with automatic HTTPS's),
- * NULL-terminated. */
-static void h3_files(struct server *sv, const struct config *pairs,
-                     const char *certs[TLS_MAX_CERTS + 1], const char *keys[TLS_MAX_CERTS + 1])
+ * NULL-terminated, in *certs and *keys (one allocation: free *certs). 0 or -ENOMEM. */
+static int h3_files(struct server *sv, const struct config *pairs, const char ***certs,
+                    const char ***keys)
 {
-    struct tls_cert_files all[TLS_MAX_CERTS];
-    struct tls_settings s = tls_settings(sv, pairs, all);
-    int i = 0;
-    for (; i < s.num_certs; i++) {
-        certs[i] = all[i].cert;
-        keys[i] = all[i].key;
+    struct tls_cert_files *all;
+    int n;
+    if (pair_list(sv, pairs, &all, &n) != 0)
+        return -ENOMEM;
+    const char **v = malloc(2 * ((size_t)n + 1) * sizeof(*v));
+    if (!v) {
+        free(all);
+        return -ENOMEM;
     }
-    certs[i] = keys[i] = NULL;
+    for (int i = 0; i < n; i++) {
+        v[i] = all[i].cert;
+        v[n + 1 + i] = all[i].key;
+    }
+    v[n] = v[2 * n + 1] = NULL;
+    free(all);
+    *certs = v;
+    *keys = v + n + 1;
+    return 0;
+}
+
+/* The files of certs and keys as one string ("cert\0key\0" each), *len long; NULL without
+ * memory. */
+static char *h3_joined(const char *const *certs, const char *const *keys, size_t *len)
+{
+    size_t n = 0;
+    for (int i = 0; certs[i]; i++)
+        n += strlen(certs[i]) + strlen(keys[i]) + 2;
+    char *out = malloc(n + 1), *p = out;
+    for (int i = 0; out && certs[i]; i++) {
+        p = stpcpy(p, certs[i]) + 1;
+        p = stpcpy(p, keys[i]) + 1;
+    }
+    *len = n;
+    return out;
+}
+
+/* Keeps c (a dup for the main thread) and the files it was read from, for the next reload. */
+static void h3_remember(struct server *sv, const struct quic_certs *c, char *files, size_t len)
+{
+    struct quic_certs *mine = NULL;
+    quic_certs_put(sv->h3_certs);
+    free(sv->h3_files);
+    sv->h3_certs = NULL;
+    sv->h3_files = NULL;
+    if (c && files && quic_certs_dup(c, &mine) == 0) {
+        sv->h3_certs = mine;
+        sv->h3_files = files;
+        sv->h3_files_len = len;
+    } else {
+        free(files);
+    }
+}
+
+static void h3_forget(struct server *sv)
+{
+    h3_remember(sv, NULL, NULL, 0);
 }
 
 /* A reload's certificates for every worker's QUIC endpoint, as tls_port_publish does for the
- * TLS port: new handshakes get them, connections keep theirs. Read once per worker (each
- * counts its set on its own thread); when they cannot be read the previous ones stay. */
+ * TLS port: new handshakes get them, connections keep theirs. Read once for every worker (each
+ * counts its set on its own thread), and not at all when the files are the ones read last and
+ * the TLS port's load found every one of them as it was (issue 40: a reload of 10,000 sites);
+ * when they cannot be read the previous ones stay. */
 static void h3_publish(struct server *sv, const struct config *pairs, const char *what)
 {
-    const char *certs[TLS_MAX_CERTS + 1], *keys[TLS_MAX_CERTS + 1];
+    const char **certs, **keys;
     char why[512] = "";
-    h3_files(sv, pairs, certs, keys);
+    if (h3_files(sv, pairs, &certs, &keys) != 0) {
+        errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: out of memory", what);
+        return;
+    }
+    size_t len = 0;
+    char *joined = h3_joined(certs, keys, &len);
+    int reused = 0, groups = sv->tls_certs ? tls_certs_count(sv->tls_certs, &reused) : -1;
+    struct quic_certs *first = NULL;
+    if (joined && sv->h3_certs && len == sv->h3_files_len &&
+        memcmp(joined, sv->h3_files, len) == 0 && reused == groups &&
+        quic_certs_dup(sv->h3_certs, &first) != 0)
+        first = NULL;
+    if (first && sv->cfg->verbose)
+        errlog(ERRLOG_NOTICE, "HTTP/3: certificates as they were, not read again");
     for (int i = 0; i < sv->cfg->threads; i++) {
         struct quic_certs *c;
         if (!worker_quic(sv->workers[i]))
             continue;
-        if (quic_certs_new(&c, certs, keys, why, sizeof(why)) != 0) {
-            errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: %s", what, why);
-            return;
+        /* read once for every worker (issue 40), each worker's set counted by its thread */
+        int rc =
+            first ? quic_certs_dup(first, &c) : quic_certs_new(&c, certs, keys, why, sizeof(why));
+        if (rc != 0) {
+            errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: %s", what,
+                   first ? "out of memory" : why);
+            break;
+        }
+        if (!first && quic_certs_dup(c, &first) != 0) {
+            quic_certs_put(c);
+            errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: out of memory", what);
+            break;
         }
         quic_ep_publish(worker_quic(sv->workers[i]), c);
     }
+    h3_remember(sv, first, joined, len);
+    quic_certs_put(first); /* the main thread's own: the workers' are theirs */
+    free(certs);
 }
 
 static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
 {
     struct runtime *w = worker_runtime(wk);
     const struct config *cfg = sv->cfg;
-    const char *certs[TLS_MAX_CERTS + 1], *keys[TLS_MAX_CERTS + 1];
-    h3_files(sv, cfg, certs, keys);
+    const char **certs, **keys;
+    if (h3_files(sv, cfg, &certs, &keys) != 0) {
+        fprintf(stderr, "ringhttpd: HTTP/3: out of memory\n");
+        return -ENOMEM;
+    }
     unsigned max = cfg->http3_max_conns;
     const struct quic_settings qs = {
         .max_conns = max,
@@ -1010,6 +1132,10 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
         .retry_above = max / 2,
         .certs = certs,
         .keys = keys,
+        /* read once (issue 40): the other workers' endpoints share the first one's */
+        .shared = w->id > 0 && worker_quic(sv->workers[0])
+                      ? quic_ep_certs(worker_quic(sv->workers[0]))
+                      : NULL,
         .secret = secret,
         .worker = (unsigned)w->id,
         .workers = (unsigned)cfg->threads,
@@ -1024,6 +1150,7 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
     if (fd < 0) {
         fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s: %s\n",
                 sv->groups[sv->quic_group].url, strerror(-fd));
+        free(certs);
         return fd;
     }
     int rc;
@@ -1036,6 +1163,12 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
                (rc = quic_ep_new(&quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
         fprintf(stderr, "ringhttpd: %s\n", why);
     }
+    if (rc == 0 && w->id == 0) { /* what the first reload may reuse */
+        size_t len = 0;
+        char *joined = h3_joined(certs, keys, &len);
+        h3_remember(sv, quic_ep_certs(quic), joined, len);
+    }
+    free(certs); /* quic_ep_new read the files */
     worker_set_quic(wk, quic);
     if (rc == 0) {
         char alt[48];
@@ -1057,6 +1190,11 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
 
 #else
 /* A build without HTTP/3 (make static: Debian ships no static p11-kit for GnuTLS). */
+static void h3_forget(struct server *sv)
+{
+    (void)sv;
+}
+
 static void h3_publish(struct server *sv, const struct config *pairs, const char *what)
 {
     (void)sv, (void)pairs, (void)what;
@@ -1097,9 +1235,21 @@ static int tls_start(struct server *sv)
         fprintf(stderr, "ringhttpd: TLS: no random ticket secret: %s\n", strerror(-rc));
         return -1;
     }
-    if ((rc = tls_load(sv, sv->cfg, ctxs, why, sizeof(why))) != 0) {
+    int bad;
+    if ((rc = tls_load(sv, sv->cfg, ctxs, &bad, why, sizeof(why))) != 0) {
         free(ctxs);
-        fprintf(stderr, "ringhttpd: %s\n", why);
+        /* config read no pair at start (issue 40: 10,000 were read twice): the pair at fault
+         * is named as --check-config names it, with its file, line and key */
+        const struct config *cfg = sv->cfg;
+        const struct config_cert *c =
+            bad >= 0 && bad < cfg->num_tls_certs ? &cfg->tls_certs[bad] : NULL;
+        bool key = strncmp(why, "--tls-key", 9) == 0;
+        int line = c ? (key ? c->key_line : c->cert_line) : 0;
+        if (cfg->config_file && line > 0)
+            fprintf(stderr, "ringhttpd: %s:%d: %s: %s\n", cfg->config_file, line,
+                    key ? "tls-key" : "tls-cert", why);
+        else
+            fprintf(stderr, "ringhttpd: %s\n", why);
         return -1;
     }
     for (int i = 0; i < n; i++)
@@ -1143,6 +1293,8 @@ static void tls_stop(struct server *sv)
     for (int i = 0; sv->tls_ports && i < sv->cfg->threads; i++)
         tls_port_fini(&sv->tls_ports[i]);
     free(sv->tls_ports);
+    tls_certs_put(sv->tls_certs);
+    h3_forget(sv);
     tls_keys_free(sv->tls_keys);
 }
 
@@ -1152,7 +1304,7 @@ static bool same_pairs(const struct config *a, const struct config *b)
     if (a->num_tls_certs != b->num_tls_certs)
         return false;
     for (int i = 0; i < a->num_tls_certs; i++) {
-        const struct tls_cert_files *x = &a->tls_certs[i], *y = &b->tls_certs[i];
+        const struct config_cert *x = &a->tls_certs[i], *y = &b->tls_certs[i];
         if (strcmp(x->cert, y->cert) != 0 || strcmp(x->key, y->key) != 0 ||
             x->num_hosts != y->num_hosts)
             return false;
@@ -1178,7 +1330,7 @@ static enum tls_reload tls_reload(struct server *sv, const struct config *fresh,
     const struct site *cur = sv->sites.cur; /* the main thread is the one that publishes */
     const struct config *running = cur->owned ? cur->owned : sv->cfg;
     char why[512] = "";
-    if (tls_load(sv, fresh, ctxs, why, sizeof(why)) == 0)
+    if (tls_load(sv, fresh, ctxs, NULL, why, sizeof(why)) == 0)
         return TLS_NEW;
     if (same_pairs(fresh, running)) {
         errlog(ERRLOG_ERROR, "%s: TLS certificates kept as they were: %s", what, why);
@@ -1246,7 +1398,7 @@ static void acme_install(struct server *sv)
     const struct config *running = sv->sites.cur->owned ? sv->sites.cur->owned : sv->cfg;
     struct tls_ctx **ctxs = calloc((size_t)n, sizeof(*ctxs));
     char why[512] = "";
-    if (!ctxs || tls_load(sv, running, ctxs, why, sizeof(why)) != 0) {
+    if (!ctxs || tls_load(sv, running, ctxs, NULL, why, sizeof(why)) != 0) {
         errlog(ERRLOG_ERROR, "acme: the new certificate is not live, the previous ones stay: %s",
                ctxs ? why : "out of memory");
         free(ctxs);
@@ -1265,7 +1417,7 @@ static void reload(struct server *sv, const char *what)
     char why[512] = "";
     systemd_notify(sv->notify_fd, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
                    (unsigned long long)monotonic_usec());
-    int rc = site_open(sv->cfg, &s, why, sizeof(why));
+    int rc = site_open(sv->cfg, sv->sites.cur, &s, why, sizeof(why));
     if (rc == 0 && (rc = site_check_roots(s, sv->who, why, sizeof(why))) != 0)
         site_put(s);
     if (rc != 0)
@@ -1289,7 +1441,7 @@ static void follow_docroot(struct server *sv, struct errlog_limit *lim)
         return; /* the same directory, or gone for now (a deploy in progress): keep serving */
     struct site *s;
     char why[512] = "";
-    int rc = site_open(sv->cfg, &s, why, sizeof(why));
+    int rc = site_open(sv->cfg, sv->sites.cur, &s, why, sizeof(why));
     if (rc == 0 && (rc = site_check_roots(s, sv->who, why, sizeof(why))) != 0)
         site_put(s);
     if (rc != 0) {
@@ -1471,6 +1623,17 @@ static int confine(struct server *sv)
         return -1;
     }
     return 0;
+}
+
+static int pair_check(const char *cert, const char *key, char *why, size_t why_len)
+{
+    return tls_pair_check(&(struct tls_cert_files){.cert = cert, .key = key}, why, why_len);
+}
+
+const struct config_checks *server_config_checks(void)
+{
+    static const struct config_checks checks = {.pair = pair_check, .htpasswd = auth_file_check};
+    return &checks;
 }
 
 int server_run(struct config *cfg, const struct server_seams *seams)

@@ -8,6 +8,7 @@
 #define SERVER_H
 
 struct config;
+struct config_checks;
 struct transport_ops;
 struct proto_ops;
 
@@ -21,5 +22,9 @@ struct server_seams {
 
 /* Runs until a stop signal; returns the process exit status (0 after a clean drain). */
 int server_run(struct config *cfg, const struct server_seams *seams);
+
+/* What config checks through the server (config_parse): a TLS pair read as the TLS
+ * port reads it, an htpasswd file read as the verifier reads it. */
+const struct config_checks *server_config_checks(void);
 
 #endif

@@ -30,7 +30,6 @@
 #include "rt/runtime.h"
 #include "rt/file.h"
 #include "tls/tls.h"
-#include "tls/tls_ctx.h"
 
 /* A file the configuration names below the root must be readable if it is there; one that is
  * missing was allowed at start too (the error page or fallback then is the built-in answer). */
@@ -275,9 +274,27 @@ static int vhost_open(struct vhost *v, const struct config *c, int fd, uint32_t 
     return rc;
 }
 
+/* A root directory's fd, shared by the sites of successive reloads that name the same path
+ * while it is the same directory (issue 40: 10,000 sites held 10,000 fds, and a reload 10,000
+ * more while the old ones lived, beyond RLIMIT_NOFILE). */
+struct root_dir {
+    atomic_uint refs;
+    int fd;
+};
+
+static void root_put(struct root_dir *r)
+{
+    if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
+        close(r->fd);
+        free(r);
+    }
+}
+
 static void vhost_close(struct vhost *v)
 {
-    if (v->root_fd >= 0)
+    if (v->dir)
+        root_put(v->dir);
+    else if (v->root_fd >= 0)
         close(v->root_fd);
     for (int i = 0; i < CONFIG_MAX_RULES; i++) {
         free(v->cache_headers[i]);
@@ -287,10 +304,40 @@ static void vhost_close(struct vhost *v)
     mime_table_free(&v->own);
 }
 
+/* v's root: prev's vhost at the same place when it names the same path and that path is still
+ * the same directory (its fd shared), else opened now. 0 or -errno with why. */
+static int root_of(struct vhost *v, const struct config *c, const struct site *prev, int i,
+                   char *why, size_t why_len)
+{
+    const struct vhost *p = prev && i < prev->nvh ? &prev->vh[i] : NULL;
+    struct stat st;
+    if (p && p->dir && strcmp(p->cfg->docroot, c->docroot) == 0 && stat(c->docroot, &st) == 0 &&
+        st.st_dev == p->dev && st.st_ino == p->ino) {
+        atomic_fetch_add(&p->dir->refs, 1);
+        v->dir = p->dir;
+        v->root_fd = p->dir->fd;
+        return 0;
+    }
+    int fd = v->root_fd >= 0 ? v->root_fd : open(c->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = -errno;
+        snprintf(why, why_len, "cannot use document root '%s': %s", c->docroot, strerror(-rc));
+        return rc;
+    }
+    v->root_fd = fd;
+    if (!(v->dir = malloc(sizeof(*v->dir)))) {
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+    }
+    atomic_init(&v->dir->refs, 1);
+    v->dir->fd = fd;
+    return 0;
+}
+
 /* A site for cfg (its sites, or itself as the one site); root_fd >= 0 is the top level's
- * already open root, taken over. */
-static int build(const struct config *cfg, int root_fd, struct site **out, char *why,
-                 size_t why_len)
+ * already open root, taken over; prev (the site serving now, or NULL) lends its roots. */
+static int build(const struct config *cfg, int root_fd, const struct site *prev, struct site **out,
+                 char *why, size_t why_len)
 {
     struct site *s = calloc(1, sizeof(*s));
     int n = cfg->num_sites ? cfg->num_sites : 1, names = 0, rc = -ENOMEM;
@@ -326,7 +373,8 @@ static int build(const struct config *cfg, int root_fd, struct site **out, char 
         bool own = c != cfg && c->mime_file &&
                    (!cfg->mime_file || strcmp(c->mime_file, cfg->mime_file) != 0);
         s->vh[i].types = own ? &s->vh[i].own : &s->mime;
-        if ((rc = vhost_open(&s->vh[i], c, s->vh[i].root_fd, (uint32_t)i, why, why_len)) != 0)
+        if ((rc = root_of(&s->vh[i], c, prev, i, why, why_len)) != 0 ||
+            (rc = vhost_open(&s->vh[i], c, s->vh[i].root_fd, (uint32_t)i, why, why_len)) != 0)
             goto fail;
         /* --limit-conn and --real-ip-from are the process's: every site counts a proxy's
          * requests for their forwarded address */
@@ -358,7 +406,7 @@ struct site *site_adopt(struct config *cfg)
     char why[512] = "";
     int fd = cfg->docroot_fd;
     cfg->docroot_fd = -1;
-    if (build(cfg, fd, &s, why, sizeof(why)) != 0) {
+    if (build(cfg, fd, NULL, &s, why, sizeof(why)) != 0) {
         fprintf(stderr, "ringhttpd: %s\n", why);
         return NULL;
     }
@@ -367,7 +415,8 @@ struct site *site_adopt(struct config *cfg)
     return s;
 }
 
-int site_open(const struct config *cfg, struct site **out, char *why, size_t why_len)
+int site_open(const struct config *cfg, const struct site *prev, struct site **out, char *why,
+              size_t why_len)
 {
     struct config *fresh = NULL;
     struct site *s;
@@ -382,7 +431,7 @@ int site_open(const struct config *cfg, struct site **out, char *why, size_t why
         if (note[0])
             errlog(ERRLOG_WARN, "reload: %s", note);
     }
-    if ((rc = build(fresh ? fresh : cfg, -1, &s, why, why_len)) != 0) {
+    if ((rc = build(fresh ? fresh : cfg, -1, prev, &s, why, why_len)) != 0) {
         config_destroy(fresh);
         return rc;
     }
@@ -466,14 +515,35 @@ void site_put(struct site *s)
 
 /* ---- per request (worker thread) ---- */
 
+/* {host} roots (issue 40): the directories of the hosts asked for lately, per worker, in a
+ * direct-mapped table (a host evicts the one in its slot: bounded, and a flood of random names
+ * costs a slot each, never memory). Each (host, directory) gets a cache id of its own, never
+ * reused, so no host is ever served another's cached file. */
+#define HOST_ROOTS 256
+#define HOST_ROOT_ID0 0x80000000u /* above every vhost id (sites are counted below 2^23) */
+
+struct host_root {
+    const struct vhost *v; /* the {host} site it is for, under gen */
+    unsigned gen;
+    int64_t checked; /* w->now when it was opened or looked up (again each second) */
+    int fd;          /* its directory, or -1: none there */
+    uint32_t id;
+    dev_t dev;
+    ino_t ino;
+    uint8_t len;
+    char name[HOST_ROOT_NAME_MAX];
+};
+
 /* Site's per-worker state: the last Host routed and the site it named (a keep-alive client
  * names the same one request after request, and a match costs a memcmp instead of a lookup),
  * and the request site_pending found verified. */
 struct site_worker {
+    struct host_root *host_roots; /* HOST_ROOTS of them, made at the first {host} request */
+    uint32_t next_id;
     struct {
         char host[64];
         uint8_t len;
-        int16_t vh;
+        int32_t vh;
         unsigned gen; /* w->site_gen it was routed under; 0: none */
         /* site_pending found this request's credentials verified: serve's check is done */
         const struct http_request *granted;
@@ -488,7 +558,77 @@ struct site_worker *site_worker_new(void)
 
 void site_worker_free(struct site_worker *sw)
 {
+    for (int i = 0; sw && sw->host_roots && i < HOST_ROOTS; i++)
+        if (sw->host_roots[i].fd >= 0)
+            close(sw->host_roots[i].fd);
+    if (sw)
+        free(sw->host_roots);
     free(sw);
+}
+
+/* Whether key[0..n) (vhost_key's: lower case, no port, no trailing dot, only host bytes) may
+ * name a directory: one path component, not hidden, not "." or "..", a DNS name's length. */
+static bool host_component(const char *key, size_t n)
+{
+    return n > 0 && n < HOST_ROOT_NAME_MAX && key[0] != '.' && !memchr(key, '/', n);
+}
+
+int site_host_root(struct runtime *w, const struct vhost *v, const struct http_request *req)
+{
+    struct site_worker *sw = w->sitew;
+    char key[VHOST_NAME_MAX + 1];
+    struct http_str h = req ? vhost_request_host(req) : (struct http_str){NULL, 0};
+    size_t n = h.p ? vhost_key(h, key) : 0;
+    if (!host_component(key, n))
+        return -EINVAL;
+    if (!sw->host_roots) {
+        if (!(sw->host_roots = calloc(HOST_ROOTS, sizeof(*sw->host_roots))))
+            return -ENOMEM;
+        for (int i = 0; i < HOST_ROOTS; i++)
+            sw->host_roots[i].fd = -1;
+        sw->next_id = HOST_ROOT_ID0;
+    }
+    uint32_t hash = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        hash = (hash ^ (unsigned char)key[i]) * 16777619u;
+    struct host_root *r = &sw->host_roots[hash & (HOST_ROOTS - 1)];
+    bool same = r->v == v && r->gen == w->site_gen && r->len == n && memcmp(r->name, key, n) == 0;
+    /* Looked up again once a second: a host's directory made (or removed) since is seen then,
+     * as the file cache sees its files change. */
+    if (!same || r->checked != w->now) {
+        char path[HOST_ROOT_NAME_MAX + PATH_MAX];
+        int len = snprintf(path, sizeof(path), "%.*s%s", (int)n, key, v->cfg->host_root);
+        int fd = len > 0 && (size_t)len < sizeof(path)
+                     ? file_open_beneath(v->root_fd, path, O_DIRECTORY)
+                     : -ENAMETOOLONG;
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) != 0) {
+            close(fd);
+            fd = -errno;
+        }
+        bool kept = same && r->fd >= 0 && fd >= 0 && st.st_dev == r->dev && st.st_ino == r->ino;
+        if (r->fd >= 0)
+            close(r->fd);
+        *r = (struct host_root){.v = v,
+                                .gen = w->site_gen,
+                                .checked = w->now,
+                                .fd = fd,
+                                .id = kept ? r->id : sw->next_id++,
+                                .len = (uint8_t)n};
+        if (sw->next_id < HOST_ROOT_ID0) /* wrapped, after 2^31 directories: start again */
+            sw->next_id = HOST_ROOT_ID0;
+        memcpy(r->name, key, n);
+        if (fd >= 0) {
+            r->dev = st.st_dev;
+            r->ino = st.st_ino;
+        } else {
+            r->fd = -1;
+        }
+    }
+    if (r->fd < 0)
+        return -ENOENT;
+    fcache_root(w->cache, r->id, r->fd, v->types);
+    return 0;
 }
 
 /* The vhost a request's Host names among several sites; out of line so that the one-site path's
@@ -512,7 +652,7 @@ __attribute__((noinline)) static const struct vhost *route_host(struct runtime *
         if (h.p && h.len <= sizeof(sw->route.host)) {
             memcpy(sw->route.host, h.p, h.len);
             sw->route.len = (uint8_t)h.len;
-            sw->route.vh = (int16_t)(v - s->vh);
+            sw->route.vh = (int32_t)(v - s->vh);
             sw->route.gen = w->site_gen;
         }
     }
@@ -1020,8 +1160,3 @@ void site_slot_fini(struct site_slot *slot)
     slot->cur = NULL;
     pthread_mutex_destroy(&slot->lock);
 }
-
-const struct config_files site_config_files = {
-    .htpasswd = auth_file_check,
-    .tls_pair = tls_pair_check,
-};

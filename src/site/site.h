@@ -47,6 +47,7 @@ struct site_note {
 struct vhost {
     const struct config *cfg; /* its options */
     int root_fd;              /* O_PATH directory fd its files are opened beneath */
+    struct root_dir *dir;     /* root_fd's owner, shared with a reload's site (site.c) */
     dev_t dev;                /* what its root path named when it was opened */
     ino_t ino;
     uint32_t id; /* its index: the file cache keeps its files apart by it */
@@ -94,18 +95,17 @@ struct site {
     struct vhost_slot *slots;
 };
 
-/* The file checks config_parse runs through (struct config_files): htpasswd files by auth's
- * reader, TLS pairs by the TLS contexts' loader. main hands it to config_parse. */
-extern const struct config_files site_config_files;
-
 /* Takes over cfg's document root fd and --mime-types table (startup opened and checked them);
  * cfg->docroot_fd becomes -1. Returns NULL when memory runs out. */
 struct site *site_adopt(struct config *cfg);
 
 /* Opens a new site from cfg's DOCROOT path and --mime-types file, and checks that every
- * --error-page and --fallback file that exists below the new root can be opened. 0 with *out,
- * or -errno with a one-line reason in why. */
-int site_open(const struct config *cfg, struct site **out, char *why, size_t why_len);
+ * --error-page and --fallback file that exists below the new root can be opened. A root of
+ * prev (the site serving now, or NULL) at the same place, naming the same path that is still
+ * the same directory, is shared rather than opened again (issue 40: a reload of 10,000 sites
+ * needs no 10,000 more fds). 0 with *out, or -errno with a one-line reason in why. */
+int site_open(const struct config *cfg, const struct site *prev, struct site **out, char *why,
+              size_t why_len);
 
 /* Whether the process, as it now is (its user, its Landlock domain), can list every root s
  * serves, through the root's path as a reload will look it up. 0, or -errno with a reason in
@@ -127,6 +127,18 @@ void site_worker_free(struct site_worker *sw);
 /* The site req names (the default one for NULL, or a Host no site names), with the worker's
  * file cache switched to its root. Over TLS, serve asks site_misdirected next (issue 19). */
 const struct vhost *site_route(struct runtime *w, const struct http_request *req);
+
+/* A {host} root's longest host name (253, DNS's), with room for its NUL. */
+#define HOST_ROOT_NAME_MAX 254
+
+/* For a site whose root names {host} (v->cfg->host_root, issue 40), after site_route: the
+ * worker's file cache switched to the directory of req's host (lower case, one path component
+ * beneath the site's root directory, opened beneath it, looked up again each second): 0;
+ * -EINVAL when the Host cannot name a directory (none, "..", a leading dot, a '/' or a byte no
+ * host name holds, too long), -ENOENT when its directory is not there (the cache stays on the
+ * site's root directory, whose error pages answer), -ENOMEM. Bounded per worker: 256 hosts'
+ * directories open at most. */
+int site_host_root(struct runtime *w, const struct vhost *v, const struct http_request *req);
 
 /* Whether a request over TLS connection t, routed to v, must be answered 421 Misdirected
  * Request (RFC 9110 15.5.20): v is not the site the connection's certificate belongs to (the

@@ -9,6 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <stdatomic.h>
+#include <sys/stat.h>
+
 #include <openssl/bio.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -20,6 +23,8 @@
 #include <openssl/x509v3.h>
 
 #include "core/vhost.h"
+#include "rt/file.h"
+#include "rt/names.h"
 
 /* Mozilla's server-side TLS guidelines, "intermediate" (v5.7): TLS 1.2 suites with forward
  * secrecy and AEAD only; TLS 1.3 keeps OpenSSL's three suites. DHE uses the RFC 7919 group
@@ -55,24 +60,66 @@ struct ticket_key {
 
 #define TICKET_FILES_MAX 16
 
+/* A file as stat(2) saw it: a key whose file is the same is not read again (a reload running
+ * as --user may not read a key only root can; the one loaded at start is still good). */
+struct file_id {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+};
+
+/* One pair loaded: kept by the set, so the next load reuses what has not changed. */
+struct pair {
+    char *cert_path, *key_path;
+    unsigned char cert_sum[32]; /* SHA-256 of the certificate file's bytes */
+    struct file_id key_id;
+    X509 *leaf;
+    STACK_OF(X509) * chain;
+    EVP_PKEY *key;
+    unsigned char names[32]; /* SHA-256 of the leaf's subject and subjectAltName */
+    int group;
+};
+
 /* One OpenSSL context: the pairs that share a name set (at most one per key type). */
 struct tls_group {
     SSL_CTX *ssl;
-    X509 *leaf;      /* its first certificate, which SNI names are matched against */
-    char *site_name; /* the first name of the first site whose pair it holds, or NULL */
+    X509 *leaf;              /* its first certificate, which SNI names are matched against */
+    char *site_name;         /* the first name of the first site whose pair it holds, or NULL */
+    unsigned char sum[32];   /* over its pairs' files and contents: what a reload reuses it by */
+    unsigned char names[32]; /* its pairs' names_sum */
+};
+
+/* A hash index of 32-byte sums to array positions (open addressing, position + 1; 0 free). */
+struct sum_index {
+    uint32_t *at;
+    uint32_t mask;
+};
+
+/* Every worker's certificates (issue 40): loaded once per start or reload, read by every
+ * worker's context; immutable once made, freed by the last tls_certs_put (any thread). */
+struct tls_certs {
+    atomic_uint refs;
+    struct tls_group *groups;
+    int num_groups;
+    bool certless; /* group 0 has no certificate and only refuses */
+    struct pair *pairs;
+    int num_pairs;
+    struct sum_index pair_sums, group_sums; /* by pair.cert_sum and tls_group.sum: reuse */
+    int reused;                             /* groups taken over from the previous set */
+    /* the sites' names (issue 19), each naming the group of its site's pair: SNI looks here
+     * first, exact then wildcard, as a Host is routed */
+    struct names sites;
+    /* the certificates' own names (subjectAltName DNS, else the CN): then here, the group
+     * found confirmed by X509_check_host (a wildcard covers one label) */
+    struct names leaves;
+    char warnings[1024];
 };
 
 struct tls_ctx {
     unsigned refs; /* the owner's one, plus one per connection: the worker's thread only */
     struct tls_challenge challenge;
-    struct tls_group groups[TLS_MAX_CERTS];
-    int num_groups;
-    /* the sites' names (issue 19), each naming the group of its site's pair: SNI looks here
-     * first, exact then wildcard, as a Host is routed */
-    struct vhost_table names;
-    struct vhost_slot *name_slots;
-    char **name_copies;
-    int num_names;
+    struct tls_certs *certs; /* a reference of its own */
     BIO_METHOD *bio;
     /* The one BIO every connection's SSL reads and writes through, pointed at the connection
      * before each call into OpenSSL (tls_record_bind): the worker's thread makes one call at a
@@ -85,7 +132,6 @@ struct tls_ctx {
     struct ticket_key cur, prev;
     struct ticket_key *file_keys; /* --ticket-key-file's, the first encrypting; or NULL */
     int num_file_keys;
-    char warnings[1024];
 };
 
 int tls_keys_new(struct tls_keys **out)
@@ -218,10 +264,19 @@ static const struct ticket_key *file_key(const struct tls_ctx *ctx, const unsign
     return NULL;
 }
 
+/* The connection a callback runs for is the BIO's data (tls_record_bind, before the handshake
+ * step that called the callback): SSL_set_app_data would cost every connection an ex_data
+ * stack, two allocations (~96 bytes) kept while it lives. Its context is the worker's: the
+ * OpenSSL contexts are every worker's (struct tls_certs), so no callback argument can be. */
+static struct tls_conn *conn_of(SSL *ssl)
+{
+    return BIO_get_data(SSL_get_rbio(ssl));
+}
+
 static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
                      EVP_MAC_CTX *hctx, int enc)
 {
-    struct tls_ctx *ctx = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    struct tls_ctx *ctx = conn_of(ssl)->ctx;
     const struct ticket_key *k = NULL;
     int rc = 1;
     if (ctx->num_file_keys) {
@@ -256,57 +311,96 @@ static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
     return rc;
 }
 
-/* ---- SNI and ALPN ----------------------------------------------------------------------- */
+/* ---- sum indices ------------------------------------------------------------------------ */
 
-/* The group of the site whose names include name (exact, else the longest wildcard), or -1. */
-static int site_group(const struct tls_ctx *ctx, const char *name)
+static uint32_t sum_hash(const unsigned char sum[32])
 {
-    char key[VHOST_NAME_MAX + 1];
-    if (!ctx->num_names)
-        return -1;
-    size_t n = vhost_key((struct http_str){name, strlen(name)}, key);
-    return n ? vhost_lookup(&ctx->names, key, n) : -1;
+    uint32_t h;
+    memcpy(&h, sum, sizeof(h)); /* a SHA-256 is its own hash */
+    return h;
 }
 
-/* The connection a callback runs for is the BIO's data (tls_record_bind, before the handshake
- * step that called the callback): SSL_set_app_data would cost every connection an ex_data
- * stack, two allocations (~96 bytes) kept while it lives. */
-static struct tls_conn *conn_of(SSL *ssl)
+static int sum_index_init(struct sum_index *x, size_t n)
 {
-    return BIO_get_data(SSL_get_rbio(ssl));
+    size_t slots = vhost_slots_for(n);
+    if (!(x->at = calloc(slots, sizeof(*x->at))))
+        return -ENOMEM;
+    x->mask = (uint32_t)slots - 1;
+    return 0;
+}
+
+/* Records that position i has sum (the first of equal sums stays). */
+static void sum_index_add(struct sum_index *x, const unsigned char sum[32], int i,
+                          const unsigned char *(*sum_of)(const void *base, int i), const void *base)
+{
+    for (uint32_t k = sum_hash(sum) & x->mask;; k = (k + 1) & x->mask) {
+        if (!x->at[k]) {
+            x->at[k] = (uint32_t)i + 1;
+            return;
+        }
+        if (memcmp(sum_of(base, (int)x->at[k] - 1), sum, 32) == 0)
+            return;
+    }
+}
+
+/* The position recorded with sum, or -1. */
+static int sum_index_find(const struct sum_index *x, const unsigned char sum[32],
+                          const unsigned char *(*sum_of)(const void *base, int i), const void *base)
+{
+    if (!x->at)
+        return -1;
+    for (uint32_t k = sum_hash(sum) & x->mask; x->at[k]; k = (k + 1) & x->mask)
+        if (memcmp(sum_of(base, (int)x->at[k] - 1), sum, 32) == 0)
+            return (int)x->at[k] - 1;
+    return -1;
+}
+
+/* ---- SNI and ALPN ----------------------------------------------------------------------- */
+
+/* The group a ClientHello's name gets: a site's own (exact, else the longest wildcard) with
+ * *by_site, else a certificate naming it, else -1. O(1) in the number of certificates. */
+static int sni_group(const struct tls_certs *certs, const char *name, bool *by_site)
+{
+    int g = names_lookup(&certs->sites, name);
+    *by_site = g >= 0;
+    if (g >= 0)
+        return g;
+    g = names_lookup(&certs->leaves, name);
+    /* vhost's wildcard covers any depth, a certificate's one label (RFC 6125 6.4.3) */
+    if (g >= 0 && X509_check_host(certs->groups[g].leaf, name, 0, 0, NULL) != 1)
+        g = -1;
+    ERR_clear_error();
+    return g;
 }
 
 static int servername_cb(SSL *ssl, int *alert, void *arg)
 {
-    struct tls_ctx *ctx = arg;
+    (void)arg;
     struct tls_conn *c = conn_of(ssl);
+    const struct tls_certs *certs = c->ctx->certs;
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    bool certless = !ctx->groups[0].leaf;
     if (c->acme)
         return SSL_TLSEXT_ERR_OK; /* client_hello_cb gave it the challenge's certificate */
     c->by_site = false;
     c->group = 0;
-    if (!name || ctx->num_groups < 2) {
-        if (!certless)
+    if (!name || certs->num_groups < 2) {
+        if (!certs->certless)
             return SSL_TLSEXT_ERR_OK;
         *alert = SSL_AD_UNRECOGNIZED_NAME; /* no certificate yet (issue 27): say so */
         return SSL_TLSEXT_ERR_ALERT_FATAL;
     }
-    int g = site_group(ctx, name);
-    if (g >= 0)
-        c->by_site = true;
-    for (int i = 0; i < ctx->num_groups && g < 0; i++)
-        if (ctx->groups[i].leaf && X509_check_host(ctx->groups[i].leaf, name, 0, 0, NULL) == 1)
-            g = i;
-    if (g < 0 && certless) {
+    bool by_site;
+    int g = sni_group(certs, name, &by_site);
+    c->by_site = by_site;
+    if (g < 0 && certs->certless) {
         *alert = SSL_AD_UNRECOGNIZED_NAME;
         return SSL_TLSEXT_ERR_ALERT_FATAL;
     }
     /* An unknown name gets the default certificate, as nginx's default server does. */
-    if (g > 0 && !SSL_set_SSL_CTX(ssl, ctx->groups[g].ssl))
+    if (g > 0 && !SSL_set_SSL_CTX(ssl, certs->groups[g].ssl))
         return SSL_TLSEXT_ERR_ALERT_FATAL;
     if (g > 0)
-        c->group = (int8_t)g;
+        c->group = g;
     return SSL_TLSEXT_ERR_OK;
 }
 
@@ -350,8 +444,9 @@ static bool hello_sni(SSL *ssl, char *out, size_t cap)
  * challenge certificate for its SNI name, if one is pending, and never a real one. */
 static int client_hello_cb(SSL *ssl, int *alert, void *arg)
 {
-    struct tls_ctx *ctx = arg;
+    (void)arg;
     struct tls_conn *c = conn_of(ssl);
+    const struct tls_ctx *ctx = c->ctx;
     char name[256];
     X509 *x = NULL;
     EVP_PKEY *k = NULL;
@@ -376,8 +471,9 @@ static int client_hello_cb(SSL *ssl, int *alert, void *arg)
 static int alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *out_len,
                    const unsigned char *in, unsigned in_len, void *arg)
 {
-    const struct tls_ctx *ctx = arg;
+    (void)arg;
     const struct tls_conn *c = conn_of(ssl);
+    const struct tls_ctx *ctx = c->ctx;
     const unsigned char *ours = ctx->alpn_h2 ? alpn_h2_http1 : alpn_http1;
     unsigned ours_len = ctx->alpn_h2 ? sizeof(alpn_h2_http1) - 1 : sizeof(alpn_http1) - 1;
     if (c->acme) { /* a validation: acme-tls/1 only */
@@ -394,41 +490,127 @@ static int alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *out_len,
 
 /* ---- loading certificates --------------------------------------------------------------- */
 
-static void warn(struct tls_ctx *ctx, const char *fmt, const char *file, const ASN1_TIME *t)
+static void warn(char *warnings, size_t cap, const char *fmt, const char *file, const ASN1_TIME *t)
 {
     struct tm tm;
     char when[32] = "?";
     if (ASN1_TIME_to_tm(t, &tm))
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
-    size_t used = strlen(ctx->warnings);
-    snprintf(ctx->warnings + used, sizeof(ctx->warnings) - used, fmt, file, when);
+    size_t used = strlen(warnings);
+    snprintf(warnings + used, cap - used, fmt, file, when);
 }
 
-struct pair {
-    X509 *leaf;
-    STACK_OF(X509) * chain;
-    EVP_PKEY *key;
-};
+/* What a loaded pair says about its dates, into warnings[0..cap). */
+static void warn_dates(char *warnings, size_t cap, const struct pair *p)
+{
+    if (X509_cmp_current_time(X509_get0_notAfter(p->leaf)) < 0)
+        warn(warnings, cap, "--tls-cert '%s' expired on %s; clients will refuse it\n", p->cert_path,
+             X509_get0_notAfter(p->leaf));
+    else if (X509_cmp_current_time(X509_get0_notBefore(p->leaf)) > 0)
+        warn(warnings, cap, "--tls-cert '%s' is not valid before %s; clients will refuse it\n",
+             p->cert_path, X509_get0_notBefore(p->leaf));
+}
 
 static void pair_free(struct pair *p)
 {
     X509_free(p->leaf);
     sk_X509_pop_free(p->chain, X509_free);
     EVP_PKEY_free(p->key);
+    free(p->cert_path);
+    free(p->key_path);
 }
 
-static int load_pair(struct tls_ctx *ctx, const struct tls_cert_files *f, struct pair *p, char *why,
-                     size_t why_len)
+#define PEM_MAX (1 << 20) /* a certificate chain or key file larger than this is not one */
+
+/* A whole file into a buffer of the caller's (free it) and its identity: 0 or -errno. */
+static int read_whole(const char *path, char **out, size_t *len, struct file_id *id)
 {
-    int rc = -EINVAL;
-    FILE *cf = NULL, *kf = NULL;
-    *p = (struct pair){0};
-    if (!(cf = fopen(f->cert, "re"))) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+    struct stat st;
+    char *buf = NULL;
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) != 0) {
         rc = -errno;
-        snprintf(why, why_len, "--tls-cert '%s': %s", f->cert, strerror(errno));
         goto out;
     }
-    if (!(p->leaf = PEM_read_X509(cf, NULL, NULL, NULL))) {
+    if (st.st_size > PEM_MAX) {
+        rc = -EFBIG;
+        goto out;
+    }
+    if (!(buf = malloc((size_t)st.st_size + 1))) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    if ((rc = file_read_all(fd, buf, (uint64_t)st.st_size)) != 0)
+        goto out;
+    *len = (size_t)st.st_size;
+    if (id)
+        *id = (struct file_id){st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim};
+out:
+    close(fd);
+    if (rc)
+        free(buf);
+    else
+        *out = buf;
+    return rc;
+}
+
+static int file_identity(const char *path, struct file_id *id)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return -errno;
+    *id = (struct file_id){st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim};
+    return 0;
+}
+
+static bool same_file(const struct file_id *a, const struct file_id *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
+           a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+static bool sha256(const void *a, size_t alen, const void *b, size_t blen, unsigned char out[32])
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    bool ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) && EVP_DigestUpdate(md, a, alen) &&
+              (!blen || EVP_DigestUpdate(md, b, blen)) && EVP_DigestFinal_ex(md, out, NULL);
+    EVP_MD_CTX_free(md);
+    return ok;
+}
+
+/* The sum two certificates with the same names share: their subject and subjectAltName. */
+static bool names_sum(X509 *x, unsigned char out[32])
+{
+    unsigned char *der = NULL;
+    int len = i2d_X509_NAME(X509_get_subject_name(x), &der);
+    if (len < 0)
+        return false;
+    int at = X509_get_ext_by_NID(x, NID_subject_alt_name, -1);
+    const ASN1_OCTET_STRING *san = at >= 0 ? X509_EXTENSION_get_data(X509_get_ext(x, at)) : NULL;
+    bool ok = sha256(der, (size_t)len, san ? ASN1_STRING_get0_data(san) : NULL,
+                     san ? (size_t)ASN1_STRING_length(san) : 0, out);
+    OPENSSL_free(der);
+    return ok;
+}
+
+/* A pair from its files (the certificate's bytes in cert, cert_len), key identity id: 0, or
+ * -errno with the file at fault in why. */
+static int parse_pair(const struct tls_cert_files *f, const char *cert, size_t cert_len,
+                      struct pair *p, char *why, size_t why_len)
+{
+    int rc = -EINVAL;
+    char *kbuf = NULL;
+    size_t klen;
+    BIO *cb = BIO_new_mem_buf(cert, (int)cert_len), *kb = NULL;
+    if (!cb) {
+        rc = -ENOMEM;
+        snprintf(why, why_len, "--tls-cert '%s': out of memory", f->cert);
+        goto out;
+    }
+    if (!(p->leaf = PEM_read_bio_X509(cb, NULL, NULL, NULL))) {
         snprintf(why, why_len, "--tls-cert '%s': no PEM certificate in it", f->cert);
         goto out;
     }
@@ -438,7 +620,7 @@ static int load_pair(struct tls_ctx *ctx, const struct tls_cert_files *f, struct
         goto out;
     }
     X509 *x;
-    while ((x = PEM_read_X509(cf, NULL, NULL, NULL))) {
+    while ((x = PEM_read_bio_X509(cb, NULL, NULL, NULL))) {
         if (!sk_X509_push(p->chain, x)) {
             X509_free(x);
             rc = -ENOMEM;
@@ -447,12 +629,14 @@ static int load_pair(struct tls_ctx *ctx, const struct tls_cert_files *f, struct
         }
     }
     ERR_clear_error(); /* the end of the file reads as "no start line" */
-    if (!(kf = fopen(f->key, "re"))) {
-        rc = -errno;
-        snprintf(why, why_len, "--tls-key '%s': %s", f->key, strerror(errno));
+    if ((rc = read_whole(f->key, &kbuf, &klen, &p->key_id)) != 0) {
+        snprintf(why, why_len, "--tls-key '%s': %s", f->key,
+                 rc == -EFBIG ? "too large for a key" : strerror(-rc));
         goto out;
     }
-    if (!(p->key = PEM_read_PrivateKey(kf, NULL, NULL, NULL))) {
+    rc = -EINVAL;
+    if (!(kb = BIO_new_mem_buf(kbuf, (int)klen)) ||
+        !(p->key = PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL))) {
         snprintf(why, why_len, "--tls-key '%s': no PEM private key in it (or it is encrypted)",
                  f->key);
         goto out;
@@ -462,35 +646,79 @@ static int load_pair(struct tls_ctx *ctx, const struct tls_cert_files *f, struct
                  f->cert);
         goto out;
     }
-    if (X509_cmp_current_time(X509_get0_notAfter(p->leaf)) < 0)
-        warn(ctx, "--tls-cert '%s' expired on %s; clients will refuse it\n", f->cert,
-             X509_get0_notAfter(p->leaf));
-    else if (X509_cmp_current_time(X509_get0_notBefore(p->leaf)) > 0)
-        warn(ctx, "--tls-cert '%s' is not valid before %s; clients will refuse it\n", f->cert,
-             X509_get0_notBefore(p->leaf));
+    if (!names_sum(p->leaf, p->names)) {
+        rc = -ENOMEM;
+        snprintf(why, why_len, "--tls-cert '%s': out of memory", f->cert);
+        goto out;
+    }
     rc = 0;
 out:
-    if (rc)
-        pair_free(p);
-    if (kf)
-        fclose(kf);
-    if (cf)
-        fclose(cf);
+    BIO_free(cb);
+    BIO_free(kb);
+    if (kbuf)
+        OPENSSL_cleanse(kbuf, klen);
+    free(kbuf);
     ERR_clear_error();
     return rc;
 }
 
-/* Whether two certificates name the same hosts: same subject and same subjectAltName. */
-static bool same_names(X509 *a, X509 *b)
+static const unsigned char *pair_sum_of(const void *base, int i)
 {
-    if (X509_NAME_cmp(X509_get_subject_name(a), X509_get_subject_name(b)) != 0)
-        return false;
-    int ia = X509_get_ext_by_NID(a, NID_subject_alt_name, -1);
-    int ib = X509_get_ext_by_NID(b, NID_subject_alt_name, -1);
-    if (ia < 0 || ib < 0)
-        return ia == ib;
-    return ASN1_OCTET_STRING_cmp(X509_EXTENSION_get_data(X509_get_ext(a, ia)),
-                                 X509_EXTENSION_get_data(X509_get_ext(b, ib))) == 0;
+    return ((const struct pair *)base)[i].cert_sum;
+}
+
+static const unsigned char *group_sum_of(const void *base, int i)
+{
+    return ((const struct tls_group *)base)[i].sum;
+}
+
+/* Pair f into p: the previous set's pair when its files are the same (paths, the certificate's
+ * bytes, the key file's identity), else read. 0, or -errno with the file at fault in why. */
+static int load_pair(const struct tls_cert_files *f, const struct tls_certs *prev, struct pair *p,
+                     char *why, size_t why_len)
+{
+    char *cert = NULL;
+    size_t len = 0;
+    *p = (struct pair){.group = -1};
+    int rc = read_whole(f->cert, &cert, &len, NULL);
+    if (rc != 0) {
+        snprintf(why, why_len, "--tls-cert '%s': %s", f->cert,
+                 rc == -EFBIG ? "too large for a certificate" : strerror(-rc));
+        return rc;
+    }
+    if (!(p->cert_path = strdup(f->cert)) || !(p->key_path = strdup(f->key)) ||
+        !sha256(cert, len, NULL, 0, p->cert_sum)) {
+        rc = -ENOMEM;
+        snprintf(why, why_len, "TLS: out of memory");
+        goto out;
+    }
+    /* The same certificate bytes may be several pairs' (one file, two keys): walk them all. */
+    struct file_id key_id = {0};
+    int at = prev ? sum_index_find(&prev->pair_sums, p->cert_sum, pair_sum_of, prev->pairs) : -1;
+    if (at >= 0 && file_identity(f->key, &key_id) == 0) {
+        for (int i = at; i < prev->num_pairs; i++) {
+            const struct pair *q = &prev->pairs[i];
+            if (memcmp(q->cert_sum, p->cert_sum, 32) == 0 && strcmp(q->cert_path, f->cert) == 0 &&
+                strcmp(q->key_path, f->key) == 0 && same_file(&q->key_id, &key_id)) {
+                X509_up_ref(q->leaf);
+                EVP_PKEY_up_ref(q->key);
+                if (!(p->chain = X509_chain_up_ref(q->chain))) {
+                    X509_free(q->leaf);
+                    EVP_PKEY_free(q->key);
+                    break;
+                }
+                p->leaf = q->leaf;
+                p->key = q->key;
+                p->key_id = q->key_id;
+                memcpy(p->names, q->names, 32);
+                goto out; /* rc 0 */
+            }
+        }
+    }
+    rc = parse_pair(f, cert, len, p, why, why_len);
+out:
+    free(cert);
+    return rc;
 }
 
 /* Whether this OpenSSL takes list as a group list. */
@@ -519,7 +747,9 @@ int tls_groups_check(const char *list, char *why, size_t why_len)
     return -EINVAL;
 }
 
-static SSL_CTX *make_ssl_ctx(struct tls_ctx *ctx, const struct tls_settings *s)
+/* An OpenSSL context for every worker: its callbacks find the worker's context through the
+ * connection (conn_of). groups is what tls_default_groups said, asked once per load. */
+static SSL_CTX *make_ssl_ctx(const struct tls_settings *s, const char *groups)
 {
     SSL_CTX *ssl = SSL_CTX_new(TLS_server_method());
     if (!ssl)
@@ -536,35 +766,275 @@ static SSL_CTX *make_ssl_ctx(struct tls_ctx *ctx, const struct tls_settings *s)
     SSL_CTX_set_num_tickets(ssl, 1);
     /* A session lives as long as its ticket key can decrypt it: two periods (a day by
      * default, Mozilla's ssl_session_timeout). */
-    SSL_CTX_set_timeout(ssl, (long)ctx->rotate * 2);
+    unsigned rotate = s->ticket_rotate ? s->ticket_rotate : TLS_TICKET_ROTATE;
+    SSL_CTX_set_timeout(ssl, (long)rotate * 2);
     if (!SSL_CTX_set_min_proto_version(ssl,
                                        s->min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION) ||
         !SSL_CTX_set_cipher_list(ssl, intermediate_ciphers) ||
-        !SSL_CTX_set_ciphersuites(ssl, tls13_suites) ||
-        !SSL_CTX_set1_groups_list(ssl, s->kx_groups ? s->kx_groups : tls_default_groups()) ||
+        !SSL_CTX_set_ciphersuites(ssl, tls13_suites) || !SSL_CTX_set1_groups_list(ssl, groups) ||
         !SSL_CTX_set_dh_auto(ssl, 1) || !SSL_CTX_set_tlsext_ticket_key_evp_cb(ssl, ticket_cb) ||
-        !SSL_CTX_set_tlsext_servername_callback(ssl, servername_cb) ||
-        !SSL_CTX_set_tlsext_servername_arg(ssl, ctx) || !SSL_CTX_set_app_data(ssl, ctx)) {
+        !SSL_CTX_set_tlsext_servername_callback(ssl, servername_cb)) {
         SSL_CTX_free(ssl);
         return NULL;
     }
-    SSL_CTX_set_alpn_select_cb(ssl, alpn_cb, ctx);
-    if (ctx->challenge.cert)
-        SSL_CTX_set_client_hello_cb(ssl, client_hello_cb, ctx);
+    SSL_CTX_set_alpn_select_cb(ssl, alpn_cb, NULL);
+    /* every context may be a worker's with automatic HTTPS: the callback asks the worker's */
+    SSL_CTX_set_client_hello_cb(ssl, client_hello_cb, NULL);
     return ssl;
+}
+
+static void certs_free(struct tls_certs *c)
+{
+    for (int i = 0; i < c->num_groups; i++) {
+        SSL_CTX_free(c->groups[i].ssl);
+        X509_free(c->groups[i].leaf);
+        free(c->groups[i].site_name);
+    }
+    free(c->groups);
+    for (int i = 0; i < c->num_pairs; i++)
+        pair_free(&c->pairs[i]);
+    free(c->pairs);
+    free(c->pair_sums.at);
+    free(c->group_sums.at);
+    names_free(&c->sites);
+    names_free(&c->leaves);
+    free(c);
+}
+
+void tls_certs_put(struct tls_certs *c)
+{
+    if (c && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
+        certs_free(c);
+}
+
+const char *tls_certs_warnings(const struct tls_certs *c)
+{
+    return c->warnings;
+}
+
+int tls_certs_count(const struct tls_certs *c, int *reused)
+{
+    if (reused)
+        *reused = c->reused;
+    return c->num_groups - c->certless;
+}
+
+/* The certificate's own names (DNS subjectAltNames, else its subject's CN) for group g. */
+static int leaf_names(struct names *n, X509 *leaf, int g)
+{
+    int rc = 0, pushed = 0;
+    GENERAL_NAMES *gens = X509_get_ext_d2i(leaf, NID_subject_alt_name, NULL, NULL);
+    for (int i = 0; gens && rc == 0 && i < sk_GENERAL_NAME_num(gens); i++) {
+        const GENERAL_NAME *gn = sk_GENERAL_NAME_value(gens, i);
+        if (gn->type != GEN_DNS)
+            continue;
+        const unsigned char *d = ASN1_STRING_get0_data(gn->d.dNSName);
+        int len = ASN1_STRING_length(gn->d.dNSName);
+        if (len <= 0 || len > VHOST_NAME_MAX || memchr(d, 0, (size_t)len))
+            continue;
+        rc = names_push(n, (const char *)d, (size_t)len, g);
+        pushed++;
+    }
+    GENERAL_NAMES_free(gens);
+    if (rc == 0 && pushed == 0) {
+        char cn[VHOST_NAME_MAX + 1];
+        int len =
+            X509_NAME_get_text_by_NID(X509_get_subject_name(leaf), NID_commonName, cn, sizeof(cn));
+        if (len > 0)
+            rc = names_push(n, cn, (size_t)len, g);
+    }
+    ERR_clear_error();
+    return rc;
+}
+
+static const unsigned char *group_names_of(const void *base, int i)
+{
+    return ((const struct tls_group *)base)[i].names;
+}
+
+/* sum = SHA-256(sum || data): a group's sum over its pairs, one pair at a time. */
+static bool fold(unsigned char sum[32], const void *data, size_t len)
+{
+    unsigned char in[32];
+    memcpy(in, sum, 32);
+    return sha256(in, 32, data, len, sum);
+}
+
+static bool fold_pair(unsigned char sum[32], const struct pair *p)
+{
+    const struct file_id *k = &p->key_id;
+    int64_t id[8] = {(int64_t)k->dev,  (int64_t)k->ino, (int64_t)k->size, k->mtime.tv_sec,
+                     k->mtime.tv_nsec, k->ctime.tv_sec, k->ctime.tv_nsec, 0};
+    return fold(sum, p->cert_sum, 32) && fold(sum, p->cert_path, strlen(p->cert_path) + 1) &&
+           fold(sum, p->key_path, strlen(p->key_path) + 1) && fold(sum, id, sizeof(id));
+}
+
+/* Every pair of s into c's groups (loaded, or prev's where the files are the same). */
+static int load_pairs(struct tls_certs *c, const struct tls_settings *s,
+                      const struct tls_certs *prev, char *why, size_t why_len)
+{
+    struct sum_index by_names = {0};
+    int rc = sum_index_init(&by_names, (size_t)s->num_certs);
+    for (int i = 0; rc == 0 && i < s->num_certs; i++) {
+        struct pair *p = &c->pairs[i];
+        if ((rc = load_pair(&s->certs[i], prev, p, why, why_len)) != 0) {
+            pair_free(p); /* what it had made before it failed */
+            break;
+        }
+        c->num_pairs++;
+        warn_dates(c->warnings, sizeof(c->warnings), p);
+        int g = sum_index_find(&by_names, p->names, group_names_of, c->groups);
+        if (g < 0) {
+            g = c->num_groups++;
+            struct tls_group *gr = &c->groups[g];
+            X509_up_ref(p->leaf);
+            gr->leaf = p->leaf;
+            memcpy(gr->names, p->names, 32);
+            sum_index_add(&by_names, gr->names, g, group_names_of, c->groups);
+        }
+        p->group = g;
+        if (!fold_pair(c->groups[g].sum, p)) {
+            snprintf(why, why_len, "TLS: out of memory");
+            rc = -ENOMEM;
+        }
+    }
+    free(by_names.at);
+    return rc;
+}
+
+/* Each group's OpenSSL context: the previous set's when the group's pairs are the same files
+ * with the same contents (a reload of 10,000 sites makes only the changed ones), else new. */
+static int make_groups(struct tls_certs *c, const struct tls_settings *s,
+                       const struct tls_certs *prev, char *why, size_t why_len)
+{
+    const char *kx = s->kx_groups ? s->kx_groups : tls_default_groups();
+    int rc = 0;
+    if (c->certless && !(c->groups[0].ssl = make_ssl_ctx(s, kx)))
+        goto no_ctx;
+    for (int g = c->certless; prev && g < c->num_groups; g++) {
+        int at = sum_index_find(&prev->group_sums, c->groups[g].sum, group_sum_of, prev->groups);
+        if (at >= 0 && SSL_CTX_up_ref(prev->groups[at].ssl)) {
+            c->groups[g].ssl = prev->groups[at].ssl;
+            c->reused++;
+        }
+    }
+    bool *fresh = calloc((size_t)c->num_groups, sizeof(*fresh));
+    if (!fresh)
+        goto no_mem;
+    for (int i = 0; rc == 0 && i < c->num_pairs; i++) {
+        struct pair *p = &c->pairs[i];
+        struct tls_group *gr = &c->groups[p->group];
+        if (!gr->ssl) {
+            if (!(gr->ssl = make_ssl_ctx(s, kx))) {
+                free(fresh);
+                goto no_ctx;
+            }
+            fresh[p->group] = true;
+        }
+        /* override 0: a second certificate of a key type the names already have is refused */
+        if (fresh[p->group] &&
+            SSL_CTX_use_cert_and_key(gr->ssl, p->leaf, p->key, p->chain, 0) != 1) {
+            snprintf(why, why_len,
+                     "--tls-cert '%s': its names already have a certificate of this key type, or "
+                     "OpenSSL refuses its key",
+                     p->cert_path);
+            rc = -EINVAL;
+        }
+    }
+    free(fresh);
+    ERR_clear_error();
+    return rc;
+no_ctx:
+    ERR_clear_error();
+    snprintf(why, why_len, "TLS: cannot set up OpenSSL's context");
+    return -ENOMEM;
+no_mem:
+    snprintf(why, why_len, "TLS: out of memory");
+    return -ENOMEM;
+}
+
+/* The names SNI looks up: the sites' (each naming its pair's group), the certificates' own. */
+static int index_names(struct tls_certs *c, const struct tls_settings *s)
+{
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < s->num_certs; i++) {
+        const struct tls_cert_files *f = &s->certs[i];
+        struct tls_group *gr = &c->groups[c->pairs[i].group];
+        for (int h = 0; rc == 0 && h < f->num_hosts; h++) {
+            const char *name = f->hosts[h];
+            rc = names_push(&c->sites, name, strlen(name), c->pairs[i].group);
+            /* the site's name as a route key: an exact name, or a wildcard as its ".suffix" */
+            const char *key = names_last(&c->sites);
+            if (rc == 0 && key && !gr->site_name &&
+                !(gr->site_name = strdup(key[0] == '*' ? key + 1 : key)))
+                rc = -ENOMEM;
+        }
+    }
+    for (int g = c->certless; rc == 0 && g < c->num_groups; g++)
+        rc = leaf_names(&c->leaves, c->groups[g].leaf, g);
+    if (rc == 0)
+        rc = names_index(&c->sites);
+    if (rc == 0)
+        rc = names_index(&c->leaves);
+    if (rc == 0)
+        rc = sum_index_init(&c->pair_sums, (size_t)c->num_pairs);
+    for (int i = 0; rc == 0 && i < c->num_pairs; i++)
+        sum_index_add(&c->pair_sums, c->pairs[i].cert_sum, i, pair_sum_of, c->pairs);
+    if (rc == 0)
+        rc = sum_index_init(&c->group_sums, (size_t)c->num_groups);
+    for (int g = c->certless; rc == 0 && g < c->num_groups; g++)
+        sum_index_add(&c->group_sums, c->groups[g].sum, g, group_sum_of, c->groups);
+    return rc;
+}
+
+int tls_certs_new(const struct tls_settings *s, const struct tls_certs *prev,
+                  struct tls_certs **out, int *bad, char *why, size_t why_len)
+{
+    int rc;
+    if (bad)
+        *bad = -1;
+    if (s->num_certs < (s->certless ? 0 : 1)) {
+        snprintf(why, why_len, "TLS needs a --tls-cert/--tls-key pair");
+        return -EINVAL;
+    }
+    if (s->kx_groups && tls_groups_check(s->kx_groups, why, why_len) != 0)
+        return -EINVAL;
+    struct tls_certs *c = calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(why, why_len, "TLS: out of memory");
+        return -ENOMEM;
+    }
+    atomic_init(&c->refs, 1);
+    c->certless = s->certless;
+    c->num_groups = s->certless; /* certless: group 0 has no certificate, and only refuses */
+    c->pairs = calloc((size_t)s->num_certs + 1, sizeof(*c->pairs));
+    c->groups = calloc((size_t)s->num_certs + 1, sizeof(*c->groups));
+    if (!c->pairs || !c->groups) {
+        snprintf(why, why_len, "TLS: out of memory");
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if ((rc = load_pairs(c, s, prev, why, why_len)) != 0) {
+        if (bad)
+            *bad = c->num_pairs; /* the one it could not load */
+        goto fail;
+    }
+    if ((rc = make_groups(c, s, prev, why, why_len)) != 0)
+        goto fail;
+    if ((rc = index_names(c, s)) != 0) {
+        snprintf(why, why_len, "TLS: out of memory");
+        goto fail;
+    }
+    *out = c;
+    return 0;
+fail:
+    certs_free(c);
+    return rc;
 }
 
 static void ctx_free(struct tls_ctx *ctx)
 {
-    for (int i = 0; i < ctx->num_groups; i++) {
-        SSL_CTX_free(ctx->groups[i].ssl);
-        X509_free(ctx->groups[i].leaf);
-        free(ctx->groups[i].site_name);
-    }
-    for (int i = 0; i < ctx->num_names; i++)
-        free(ctx->name_copies[i]);
-    free(ctx->name_copies);
-    free(ctx->name_slots);
+    tls_certs_put(ctx->certs);
     BIO_free(ctx->wire); /* the last connection's SSL has dropped its reference */
     BIO_meth_free(ctx->bio);
     OPENSSL_cleanse(&ctx->cur, sizeof(ctx->cur));
@@ -575,77 +1045,10 @@ static void ctx_free(struct tls_ctx *ctx)
     free(ctx);
 }
 
-/* A site's names, each naming group g (a name another pair's site named first keeps that one). */
-static int add_site_names(struct tls_ctx *ctx, const struct tls_cert_files *f, int g)
-{
-    for (int i = 0; i < f->num_hosts; i++) {
-        char *copy = strdup(f->hosts[i]);
-        if (!copy)
-            return -ENOMEM;
-        for (char *q = copy; *q; q++)
-            if (*q >= 'A' && *q <= 'Z')
-                *q = (char)(*q - 'A' + 'a');
-        ctx->name_copies[ctx->num_names++] = copy;
-        int rc = vhost_table_add(&ctx->names, copy, g);
-        if (rc != 0 && rc != -EEXIST)
-            return rc;
-        /* the site's name as a route key: an exact name, or a wildcard as its ".suffix" */
-        if (!ctx->groups[g].site_name &&
-            !(ctx->groups[g].site_name = strdup(copy[0] == '*' ? copy + 1 : copy)))
-            return -ENOMEM;
-    }
-    return 0;
-}
-
-static int add_pair(struct tls_ctx *ctx, const struct tls_settings *s, int i, char *why,
-                    size_t why_len)
-{
-    struct pair p;
-    int rc = load_pair(ctx, &s->certs[i], &p, why, why_len);
-    if (rc)
-        return rc;
-    struct tls_group *g = NULL;
-    for (int j = 0; j < ctx->num_groups && !g; j++)
-        if (ctx->groups[j].leaf && same_names(ctx->groups[j].leaf, p.leaf))
-            g = &ctx->groups[j];
-    if (!g) {
-        g = &ctx->groups[ctx->num_groups];
-        if (!(g->ssl = make_ssl_ctx(ctx, s))) {
-            snprintf(why, why_len, "TLS: cannot set up OpenSSL's context");
-            rc = -ENOMEM;
-            goto out;
-        }
-        X509_up_ref(p.leaf);
-        g->leaf = p.leaf;
-        ctx->num_groups++;
-    }
-    /* override 0: a second certificate of a key type the names already have is refused */
-    if (SSL_CTX_use_cert_and_key(g->ssl, p.leaf, p.key, p.chain, 0) != 1) {
-        snprintf(why, why_len,
-                 "--tls-cert '%s': its names already have a certificate of this key type, or "
-                 "OpenSSL refuses its key",
-                 s->certs[i].cert);
-        rc = -EINVAL;
-        goto out;
-    }
-    if ((rc = add_site_names(ctx, &s->certs[i], (int)(g - ctx->groups))) != 0)
-        snprintf(why, why_len, "TLS: out of memory");
-out:
-    ERR_clear_error();
-    pair_free(&p);
-    return rc;
-}
-
 int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struct tls_ctx **out,
                 char *why, size_t why_len)
 {
-    int rc = -EINVAL;
-    if (s->num_certs < (s->certless ? 0 : 1) || s->num_certs > TLS_MAX_CERTS - s->certless) {
-        snprintf(why, why_len, "TLS needs 1 to %d --tls-cert/--tls-key pairs", TLS_MAX_CERTS);
-        return -EINVAL;
-    }
-    if (s->kx_groups && tls_groups_check(s->kx_groups, why, why_len) != 0)
-        return -EINVAL;
+    int rc = -ENOMEM;
     struct tls_ctx *ctx = calloc(1, sizeof(*ctx));
     if (!ctx) {
         snprintf(why, why_len, "TLS: out of memory");
@@ -659,32 +1062,14 @@ int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struc
     ctx->period = INT64_MIN;
     if (!(ctx->bio = tls_record_bio_method()) || !(ctx->wire = BIO_new(ctx->bio))) {
         snprintf(why, why_len, "TLS: out of memory");
-        rc = -ENOMEM;
         goto fail;
     }
-    size_t names = 0;
-    for (int i = 0; i < s->num_certs; i++)
-        names += (size_t)s->certs[i].num_hosts;
-    if (names) {
-        size_t slots = vhost_slots_for(names);
-        ctx->name_slots = calloc(slots, sizeof(*ctx->name_slots));
-        ctx->name_copies = calloc(names, sizeof(*ctx->name_copies));
-        if (!ctx->name_slots || !ctx->name_copies) {
-            snprintf(why, why_len, "TLS: out of memory");
-            rc = -ENOMEM;
-            goto fail;
-        }
-        vhost_table_init(&ctx->names, ctx->name_slots, slots);
-    }
-    /* Certless: group 0 is a context without a certificate, which only ever refuses. */
-    if (s->certless && !(ctx->groups[ctx->num_groups++].ssl = make_ssl_ctx(ctx, s))) {
-        snprintf(why, why_len, "TLS: cannot set up OpenSSL's context");
-        rc = -ENOMEM;
+    if (s->shared) {
+        atomic_fetch_add_explicit(&s->shared->refs, 1, memory_order_relaxed);
+        ctx->certs = s->shared;
+    } else if ((rc = tls_certs_new(s, NULL, &ctx->certs, NULL, why, why_len)) != 0) {
         goto fail;
     }
-    for (int i = 0; i < s->num_certs; i++)
-        if ((rc = add_pair(ctx, s, i, why, why_len)) != 0)
-            goto fail;
     if ((rc = read_ticket_files(ctx, s, why, why_len)) != 0)
         goto fail;
     tls_ctx_set_time(ctx, 0);
@@ -697,7 +1082,7 @@ fail:
 
 const char *tls_ctx_warnings(const struct tls_ctx *ctx)
 {
-    return ctx->warnings;
+    return ctx->certs->warnings;
 }
 
 void tls_ctx_put(struct tls_ctx *ctx)
@@ -711,7 +1096,7 @@ void tls_ctx_put(struct tls_ctx *ctx)
 int tls_conn_init(struct tls_conn *c, struct tls_ctx *ctx)
 {
     *c = (struct tls_conn){0};
-    SSL *ssl = SSL_new(ctx->groups[0].ssl);
+    SSL *ssl = SSL_new(ctx->certs->groups[0].ssl);
     if (!ssl || !BIO_up_ref(ctx->wire)) {
         SSL_free(ssl);
         ERR_clear_error();
@@ -730,12 +1115,12 @@ const char *tls_conn_site_name(const struct tls_conn *c)
 {
     if (c->by_site)
         return SSL_get_servername(c->ssl, TLSEXT_NAMETYPE_host_name);
-    return c->ctx->groups[c->group].site_name;
+    return c->ctx->certs->groups[c->group].site_name;
 }
 
 bool tls_conn_only_cert(const struct tls_conn *c)
 {
-    return c->ctx->num_groups < 2;
+    return c->ctx->certs->num_groups < 2;
 }
 
 bool tls_conn_covers(struct tls_conn *c, const char *host, size_t len)
@@ -744,7 +1129,7 @@ bool tls_conn_covers(struct tls_conn *c, const char *host, size_t len)
         return true;
     /* An address is no name a browser could have coalesced onto this connection (RFC 9110
      * 15.5.20 is about names), and a load balancer's probe of https://ADDR/ must not get 421. */
-    X509 *leaf = c->ctx->groups[c->group].leaf;
+    X509 *leaf = c->ctx->certs->groups[c->group].leaf;
     bool ok = host[0] == '[' || X509_check_ip_asc(leaf, host, 0) >= 0 ||
               X509_check_host(leaf, host, len, 0, NULL) == 1;
     ERR_clear_error();
@@ -757,10 +1142,8 @@ bool tls_conn_covers(struct tls_conn *c, const char *host, size_t len)
 
 int tls_pair_check(const struct tls_cert_files *f, char *why, size_t why_len)
 {
-    struct tls_ctx scratch = {0}; /* load_pair's warnings go nowhere here */
     struct pair p;
-    int rc = load_pair(&scratch, f, &p, why, why_len);
-    if (rc == 0)
-        pair_free(&p);
+    int rc = load_pair(f, NULL, &p, why, why_len);
+    pair_free(&p);
     return rc;
 }

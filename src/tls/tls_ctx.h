@@ -1,9 +1,12 @@
-/* tls_ctx: the per-worker TLS context: certificates loaded and grouped by the names they share,
- * chosen by SNI (a site's own names first), Mozilla "intermediate" defaults or TLS 1.3 only,
- * ALPN, and session tickets whose keys every worker derives alike; a connection started on it.
+/* tls_ctx: the certificates (struct tls_certs: loaded once for every worker, grouped by the
+ * names they share, chosen by SNI in O(1) through hashes of the sites' names and the
+ * certificates' own; a reload reuses what did not change) and the per-worker TLS context over
+ * them: Mozilla "intermediate" defaults or TLS 1.3 only, ALPN, and session tickets whose keys
+ * every worker derives alike; a connection started on it.
  * Must not: touch a socket or any fd after tls_ctx_new; read the clock (the worker passes its
  * time); log (start-up problems come back as text). Ownership: one struct tls_keys per process
- * (read-only once made); one struct tls_ctx per worker, counted by its connections (see tls.h). */
+ * (read-only once made); one struct tls_certs per load, immutable, counted (atomically) by the
+ * contexts made on it; one struct tls_ctx per worker, counted by its connections (see tls.h). */
 #ifndef TLS_TLS_CTX_H
 #define TLS_TLS_CTX_H
 
@@ -12,8 +15,6 @@
 #include <stdint.h>
 
 #include "tls/tls_record.h"
-
-#define TLS_MAX_CERTS 16
 
 struct x509_st;
 struct evp_pkey_st;
@@ -39,9 +40,14 @@ struct tls_challenge {
     void *arg; /* per context: the worker's reader of the challenge table */
 };
 
+struct tls_certs;
+
 struct tls_settings {
     const struct tls_cert_files *certs; /* the first pair is the default (no or unknown SNI) */
-    int num_certs;                      /* 1..TLS_MAX_CERTS (0.. when certless) */
+    int num_certs;                      /* 1 or more (0 or more when certless) */
+    /* tls_ctx_new's certificates: a set tls_certs_new made of certs for every worker; NULL:
+     * tls_ctx_new makes one of its own */
+    struct tls_certs *shared;
     /* No default pair (automatic HTTPS with no --tls-cert): a name no pair covers (one still
      * waiting for its certificate), or no SNI, gets the unrecognized_name alert. */
     bool certless;
@@ -74,15 +80,31 @@ struct tls_keys;
 int tls_keys_new(struct tls_keys **out);
 void tls_keys_free(struct tls_keys *keys);
 
-/* Builds a worker's context: reads every pair, checks that each key matches its certificate,
- * and groups pairs with the same names (one ECDSA and one RSA certificate for a host) into one
- * OpenSSL context. 0 with *out, or -errno with one line in why naming the file at fault.
- * A certificate that has expired or is not valid yet is not an error: the context is made and
- * tls_ctx_warnings says so. keys must outlive the context. */
+/* Reads every pair of s, checks that each key matches its certificate, and groups pairs with
+ * the same names (one ECDSA and one RSA certificate for a host) into one OpenSSL context, for
+ * every worker's context to share. With prev (the set serving now), a pair whose files are the
+ * same (paths, the certificate's bytes, the key file's inode and times) is taken over without
+ * reading its key, and a group whose pairs all are keeps its OpenSSL context: a reload of
+ * thousands of sites costs what changed. 0 with *out, or -errno with one line in why naming
+ * the file at fault (and, unless bad is NULL, the index of its pair in *bad, else -1). A
+ * certificate that has expired or is not valid yet is not an error:
+ * tls_certs_warnings says so. Any thread; the result may be used by every thread. */
+int tls_certs_new(const struct tls_settings *s, const struct tls_certs *prev,
+                  struct tls_certs **out, int *bad, char *why, size_t why_len);
+/* Drops a reference (the caller's, or a context's); the last one frees the set. Any thread. */
+void tls_certs_put(struct tls_certs *c);
+/* Lines ("--tls-cert 'FILE' expired on ...\n") about what loaded but looks wrong, or "". */
+const char *tls_certs_warnings(const struct tls_certs *c);
+/* Certificate groups in c (names with their own certificate), and in *reused (unless NULL)
+ * how many of them tls_certs_new took over from prev. */
+int tls_certs_count(const struct tls_certs *c, int *reused);
+
+/* Builds a worker's context on s->shared (a reference of its own), or on a set made of s's
+ * pairs for it alone. 0 with *out, or -errno with one line in why. keys must outlive it. */
 int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struct tls_ctx **out,
                 char *why, size_t why_len);
 
-/* Lines ("--tls-cert 'FILE' expired on ...\n") about what loaded but looks wrong, or "". */
+/* tls_certs_warnings of ctx's certificates. */
 const char *tls_ctx_warnings(const struct tls_ctx *ctx);
 
 /* The wall clock (UNIX seconds) that picks the ticket key; the worker calls it once a second.

@@ -76,7 +76,7 @@ struct tls_conn {
     bool closing;   /* close_notify queued */
     bool by_site;   /* SNI named a site whose own pair was chosen */
     bool acme;      /* a TLS-ALPN-01 validation: the challenge certificate, no data */
-    int8_t group;   /* the certificate group chosen (0: the default) */
+    int32_t group;  /* the certificate group chosen (0: the default), of thousands (issue 40) */
     /* The caller's (rt/site.c's) per-connection cache of its last "not misdirected" verdict:
      * the site a request was routed to and the generation of the sites it belongs to. */
     const void *ok_site;

@@ -38,11 +38,3 @@ def test_bad_tls_options_exit_2_naming_the_option(args, says, tmp_path):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], p.stderr
 
-
-def test_seventeen_pairs_are_one_too_many(tmp_path):
-    args = ["--tls-port", "8443"]
-    for i in range(17):
-        args += ["--tls-cert", f"c{i}", "--tls-key", f"k{i}"]
-    p = subprocess.run([RINGHTTPD, *args, str(tmp_path)], capture_output=True, text=True,
-                       timeout=10)
-    assert p.returncode == 2 and "at most 16 pairs" in p.stderr, p.stderr

@@ -13,7 +13,7 @@ int main(int argc, char **argv)
 {
     const struct server_seams seams = {.xport = transport_test_hook(), .proto = proto_test_hook()};
     struct config cfg;
-    int rc = config_parse(&cfg, argc, argv, &site_config_files);
+    int rc = config_parse(&cfg, argc, argv, server_config_checks());
     if (rc == CONFIG_DONE && cfg.check_only)
         config_ok(&cfg);
     if (rc == 0)

@@ -168,7 +168,7 @@ static void setup_args(struct fixture *f, const struct transport_ops *xport, con
         argv[6] = (char *)val;
         argc = 8;
     }
-    CHECK_INT(config_parse(&f->cfg, argc, argv, &site_config_files), 0);
+    CHECK_INT(config_parse(&f->cfg, argc, argv, NULL), 0);
     site_slot_init(&f->sites, site_adopt(&f->cfg));
     static const struct engine_caps caps;
     struct listener ls = {.fd = -1, .xport = xport};

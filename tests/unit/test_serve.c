@@ -64,7 +64,7 @@ static void setup(struct fixture *f)
     fputs("<p>sub</p>\n", fp);
     fclose(fp);
     char *argv[] = {"ringhttpd", "-t", "1", "--max-conns", "8", f->dir, NULL};
-    CHECK_INT(config_parse(&f->cfg, 6, argv, &site_config_files), 0);
+    CHECK_INT(config_parse(&f->cfg, 6, argv, NULL), 0);
     f->worker = unit_quiet_worker(&f->cfg, &f->slot);
     f->w = worker_runtime(f->worker);
 }

@@ -53,7 +53,7 @@ static void setup(struct fixture *f)
     write_conf(f, false);
     char *argv[] = {"ringhttpd", "-t", "1", "--max-conns", "8", "--config", f->conf, NULL};
     memcpy(f->argv, argv, sizeof(argv));
-    CHECK_INT(config_parse(&f->cfg, 7, f->argv, &site_config_files), 0);
+    CHECK_INT(config_parse(&f->cfg, 7, f->argv, NULL), 0);
     f->worker = unit_quiet_worker(&f->cfg, &f->slot);
     f->w = worker_runtime(f->worker);
 }
@@ -123,7 +123,7 @@ TEST(site_publish_hands_over_references_and_the_worker_switches_at_its_tick)
     write_conf(&f, true);
     struct site *s;
     char why[256] = "";
-    CHECK_INT(site_open(&f.cfg, &s, why, sizeof(why)), 0);
+    CHECK_INT(site_open(&f.cfg, NULL, &s, why, sizeof(why)), 0);
     CHECK_INT(refs(s), 1);
     unsigned gen;
     struct site *held = site_acquire(&f.slot, &gen);
@@ -187,7 +187,7 @@ TEST(site_publish_under_concurrent_readers)
         struct site *s;
         char why[256] = "";
         write_conf(&f, i % 2 == 0);
-        CHECK_INT(site_open(&f.cfg, &s, why, sizeof(why)), 0);
+        CHECK_INT(site_open(&f.cfg, NULL, &s, why, sizeof(why)), 0);
         site_publish(&f.slot, s);
         CHECK(worker_tick(f.worker)); /* the worker follows, dropping its old site */
     }

@@ -4,6 +4,8 @@
 #include "unit.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "core/vhost.h"
 
@@ -69,6 +71,30 @@ TEST(vhost_table_full)
     CHECK_INT(vhost_table_add(&t, "b", 1), 0);
     CHECK_INT(vhost_table_add(&t, "c", 2), -ENOSPC);
     CHECK_INT(vhost_table_add(&t, "", 2), -EINVAL);
+}
+
+/* Issue 40: 40,000 sites' names (an int16 slot wrapped site 32,768 to an empty slot), each
+ * found, and a table of them filled in linear time (it recounted its slots on every add). */
+TEST(vhost_table_of_many_sites)
+{
+    enum { N = 40000 };
+    size_t nslots = vhost_slots_for(N);
+    struct vhost_slot *slots = calloc(nslots, sizeof(*slots));
+    char(*names)[24] = calloc(N, sizeof(*names));
+    struct vhost_table t;
+    CHECK(slots && names);
+    vhost_table_init(&t, slots, nslots);
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "s%05d.test", i);
+        CHECK_INT(vhost_table_add(&t, names[i], i), 0);
+    }
+    for (int i = 0; i < N; i += 997)
+        CHECK_INT(route(&t, names[i]), i);
+    CHECK_INT(route(&t, "s32768.test"), 32768);
+    CHECK_INT(route(&t, "s39999.test"), 39999);
+    CHECK_INT(vhost_table_add(&t, "big.test", VHOST_MAX_SITE + 1), -EINVAL);
+    free(names);
+    free(slots);
 }
 
 TEST(vhost_from_patterns)

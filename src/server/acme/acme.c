@@ -36,11 +36,11 @@
 
 /* One certificate: its names, its file, what is known of it, and when to look at it next. */
 struct cert {
-    const char *names[ACME_MAX_NAMES]; /* our own copies: a reload frees the config's */
+    const char **names; /* our own copies: a reload frees the config's */
     int n;
-    bool wanted;     /* named by the configuration now (else kept until it expires); under lock */
-    char file[300];  /* in the state directory: "NAME.pem" (chain, then key) */
-    char path[4400]; /* the same, whole, for the TLS contexts */
+    bool wanted; /* named by the configuration now (else kept until it expires); under lock */
+    char *file;  /* in the state directory: "NAME.pem" (chain, then key) */
+    char *path;  /* the same, whole, for the TLS contexts */
     bool live;       /* a valid pair is on disk and handed to the TLS contexts; under lock */
     struct jws_cert_facts facts;
     int64_t renew_at;  /* 0 until known */
@@ -61,8 +61,10 @@ struct acme {
     const char *ca;
     int64_t backoff_base; /* seconds: RINGHTTPD_ACME_BACKOFF (a test hook), else 60 */
     long timeout;         /* seconds per exchange: RINGHTTPD_ACME_TIMEOUT, else 30 */
-    struct cert certs[ACME_MAX_CERTS];
-    int ncerts;   /* grows under lock (acme_names); a cert is never removed */
+    /* As many as the sites ask for (issue 40). The array grows under lock (acme_names), so the
+     * thread reads a pointer of it under the lock; a cert never moves and is never removed. */
+    struct cert **certs;
+    int ncerts, cap;
     bool renamed; /* acme_names changed the set: every cert is looked at again; under lock */
     struct acme_client client;
     bool client_open;
@@ -106,49 +108,89 @@ static bool has_name(const struct cert *c, const char *name)
     return false;
 }
 
-/* The certificate for the names of hosts (wildcards and IP addresses skipped: HTTP-01 and
- * TLS-ALPN-01 cannot prove them) is wanted: the one already known for exactly these names, or
- * a new one. a->lock held (or a not yet shared). */
-static int add_cert(struct acme *a, const char *const *hosts, int n, char *why, size_t why_len)
+static void cert_free(struct cert *c)
 {
-    const char *pick[ACME_MAX_NAMES];
-    int k = 0;
-    for (int i = 0; i < n && k < ACME_MAX_NAMES; i++)
-        if (hosts[i][0] != '*' && !ip_literal(hosts[i]))
-            pick[k++] = hosts[i];
-    if (k == 0)
-        return 0;
-    for (int i = 0; i < a->ncerts; i++) {
-        struct cert *c = &a->certs[i];
+    for (int k = 0; k < c->n; k++)
+        free((char *)c->names[k]);
+    free(c->names);
+    free(c->file);
+    free(c->path);
+    free(c);
+}
+
+/* The cert known for exactly the names pick[0..k), or NULL; *guess (the one a reload of the
+ * same sites in the same order has at this point) is looked at first, so 10,000 sites' names
+ * are not 10,000 searches of 10,000 (issue 40). */
+static struct cert *known(struct acme *a, const char *const *pick, int k, int *guess)
+{
+    for (int t = -1; t < a->ncerts; t++) {
+        int i = t < 0 ? *guess : t;
+        if (i < 0 || i >= a->ncerts || (t >= 0 && i == *guess))
+            continue;
+        struct cert *c = a->certs[i];
         bool same = c->n == k;
         for (int j = 0; same && j < k; j++)
             same = has_name(c, pick[j]);
         if (same) {
+            *guess = i + 1;
+            return c;
+        }
+    }
+    return NULL;
+}
+
+/* The certificate for the names of hosts (wildcards and IP addresses skipped: HTTP-01 and
+ * TLS-ALPN-01 cannot prove them) is wanted: the one already known for exactly these names, or
+ * a new one. a->lock held (or a not yet shared). */
+static int add_cert(struct acme *a, const char *const *hosts, int n, int *guess, char *why,
+                    size_t why_len)
+{
+    int k = 0, rc = -ENOMEM;
+    const char **pick = malloc(((size_t)n + 1) * sizeof(*pick));
+    struct cert *c = NULL;
+    if (!pick)
+        goto fail;
+    for (int i = 0; i < n; i++)
+        if (hosts[i][0] != '*' && !ip_literal(hosts[i]))
+            pick[k++] = hosts[i];
+    if (k == 0 || (c = known(a, pick, k, guess))) {
+        if (c)
             c->wanted = true;
-            return 0;
-        }
+        free(pick);
+        return 0;
     }
-    if (a->ncerts == ACME_MAX_CERTS) {
-        snprintf(why, why_len, "acme: at most %d certificates", ACME_MAX_CERTS);
-        return -E2BIG;
+    if (a->ncerts == a->cap) {
+        int cap = a->cap ? 2 * a->cap : 16;
+        struct cert **grown = realloc(a->certs, (size_t)cap * sizeof(*grown));
+        if (!grown)
+            goto fail;
+        a->certs = grown;
+        a->cap = cap;
     }
-    struct cert *c = &a->certs[a->ncerts];
-    *c = (struct cert){.wanted = true};
-    for (int i = 0; i < k; i++) {
-        if (!(c->names[i] = strdup(pick[i]))) {
-            for (int j = 0; j < i; j++)
-                free((char *)c->names[j]);
-            snprintf(why, why_len, "acme: out of memory");
-            return -ENOMEM;
-        }
+    if (!(c = calloc(1, sizeof(*c))) || !(c->names = calloc((size_t)k, sizeof(*c->names))))
+        goto fail;
+    c->wanted = true;
+    for (; c->n < k; c->n++)
+        if (!(c->names[c->n] = strdup(pick[c->n])))
+            goto fail;
+    if (asprintf(&c->file, "%s.pem", c->names[0]) < 0) {
+        c->file = NULL;
+        goto fail;
     }
-    c->n = k;
-    snprintf(c->file, sizeof(c->file), "%s.pem", c->names[0]);
-    char path[sizeof(c->path)];
-    snprintf(path, sizeof(path), "%s/%s", a->cfg->acme_state, c->file);
-    memcpy(c->path, path, sizeof(path));
-    a->ncerts++;
+    if (asprintf(&c->path, "%s/%s", a->cfg->acme_state, c->file) < 0) {
+        c->path = NULL;
+        goto fail;
+    }
+    a->certs[a->ncerts++] = c;
+    *guess = a->ncerts;
+    free(pick);
     return 0;
+fail:
+    if (c)
+        cert_free(c);
+    free(pick);
+    snprintf(why, why_len, "acme: out of memory");
+    return rc;
 }
 
 /* Every certificate cfg asks for (names from --acme-domain, or every non-wildcard host of
@@ -156,15 +198,15 @@ static int add_cert(struct acme *a, const char *const *hosts, int n, char *why, 
  * others are no longer wanted. a->lock held (or a not yet shared). */
 static int want(struct acme *a, const struct config *cfg, char *why, size_t why_len)
 {
-    int rc = 0;
+    int rc = 0, guess = 0;
     for (int i = 0; i < a->ncerts; i++)
-        a->certs[i].wanted = false;
+        a->certs[i]->wanted = false;
     if (cfg->num_sites == 0)
-        return add_cert(a, cfg->acme_domains, cfg->num_acme_domains, why, why_len);
+        return add_cert(a, cfg->acme_domains, cfg->num_acme_domains, &guess, why, why_len);
     for (int i = 0; i < cfg->num_sites && rc == 0; i++) {
         const struct config *site = &cfg->sites[i];
         if (site->acme && !site->site_tls) /* else its own pair, or told not to */
-            rc = add_cert(a, site->hosts, site->num_hosts, why, why_len);
+            rc = add_cert(a, site->hosts, site->num_hosts, &guess, why, why_len);
     }
     return rc;
 }
@@ -280,7 +322,7 @@ int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *to
     }
     int64_t now = (int64_t)time(NULL);
     for (int i = 0; i < a->ncerts; i++)
-        a->certs[i].live = read_cert(a, &a->certs[i], now, &a->certs[i].facts);
+        a->certs[i]->live = read_cert(a, a->certs[i], now, &a->certs[i]->facts);
     *out = a;
     return 0;
 fail:
@@ -288,16 +330,29 @@ fail:
     return rc;
 }
 
-void acme_pairs(struct acme *a, struct tls_cert_files *out, int *n, int max)
+int acme_pairs(struct acme *a, struct tls_cert_files **out, int *n, int *cap)
 {
+    int rc = 0;
     pthread_mutex_lock(&a->lock);
-    for (int i = 0; i < a->ncerts && *n < max; i++) {
-        const struct cert *c = &a->certs[i];
-        if (c->live)
-            out[(*n)++] = (struct tls_cert_files){
-                .cert = c->path, .key = c->path, .hosts = c->names, .num_hosts = c->n};
+    for (int i = 0; i < a->ncerts && rc == 0; i++) {
+        const struct cert *c = a->certs[i];
+        if (!c->live)
+            continue;
+        if (*n == *cap) {
+            int more = *cap ? 2 * *cap : 16;
+            struct tls_cert_files *grown = realloc(*out, (size_t)more * sizeof(*grown));
+            if (!grown) {
+                rc = -ENOMEM;
+                break;
+            }
+            *out = grown;
+            *cap = more;
+        }
+        (*out)[(*n)++] = (struct tls_cert_files){
+            .cert = c->path, .key = c->path, .hosts = c->names, .num_hosts = c->n};
     }
     pthread_mutex_unlock(&a->lock);
+    return rc;
 }
 
 /* ---- the challenge hooks: the token table ------------------------------------------------ */
@@ -723,7 +778,9 @@ static void *acme_main(void *arg)
         a->renamed = false;
         pthread_mutex_unlock(&a->lock);
         for (int i = 0; i < n && !stopping(a); i++) {
-            struct cert *c = &a->certs[i];
+            pthread_mutex_lock(&a->lock);
+            struct cert *c = a->certs[i];
+            pthread_mutex_unlock(&a->lock);
             /* A new name orders at once; a valid certificate is only read again. One whose
              * order failed keeps its backoff: CAs count failed orders (Let's Encrypt refuses a
              * name after a few an hour), and a tool that reloads every minute must not turn
@@ -802,8 +859,8 @@ void acme_free(struct acme *a)
     if (a->stopfd >= 0)
         close(a->stopfd);
     for (int i = 0; i < a->ncerts; i++)
-        for (int k = 0; k < a->certs[i].n; k++)
-            free((char *)a->certs[i].names[k]);
+        cert_free(a->certs[i]);
+    free(a->certs);
     if (a->client_open)
         client_close(&a->client);
     EVP_PKEY_free(a->account);
@@ -823,7 +880,7 @@ void acme_describe(struct acme *a, FILE *f)
                                                     : "tls-alpn-01");
     pthread_mutex_lock(&a->lock);
     for (int i = 0; i < a->ncerts; i++) {
-        const struct cert *c = &a->certs[i];
+        const struct cert *c = a->certs[i];
         names_text(c, names, sizeof(names));
         iso(c->facts.not_after, until);
         if (c->live)
@@ -843,9 +900,9 @@ void acme_metrics(void *arg, FILE *f)
           "# TYPE ringhttpd_tls_certificate_expiry_timestamp_seconds gauge\n",
           f);
     for (int i = 0; i < a->ncerts; i++)
-        for (int k = 0; a->certs[i].live && k < a->certs[i].n; k++)
+        for (int k = 0; a->certs[i]->live && k < a->certs[i]->n; k++)
             fprintf(f, "ringhttpd_tls_certificate_expiry_timestamp_seconds{name=\"%s\"} %lld\n",
-                    a->certs[i].names[k], (long long)a->certs[i].facts.not_after);
+                    a->certs[i]->names[k], (long long)a->certs[i]->facts.not_after);
     fprintf(f,
             "# HELP ringhttpd_acme_orders_total ACME orders by outcome.\n"
             "# TYPE ringhttpd_acme_orders_total counter\n"

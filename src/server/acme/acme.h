@@ -23,8 +23,6 @@ struct config;
 struct acme;
 struct acme_tokens;
 
-#define ACME_MAX_CERTS 16
-#define ACME_MAX_NAMES 32 /* per certificate */
 #define ACME_DEFAULT_CA "https://acme-v02.api.letsencrypt.org/directory"
 #define ACME_DEFAULT_STATE "/var/lib/ringhttpd/acme"
 
@@ -43,9 +41,10 @@ struct acme_hooks {
 int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *tokens,
              const struct acme_hooks *hooks, char *why, size_t why_len);
 
-/* The pairs of the certificates valid on disk now, for new TLS contexts (appended to out[*n..max),
- * *n advanced): each names its certificate's names as its hosts. Any thread but a worker's. */
-void acme_pairs(struct acme *a, struct tls_cert_files *out, int *n, int max);
+/* The pairs of the certificates valid on disk now, for new TLS contexts, appended to *out
+ * (*n of *cap used; grown by realloc as needed): each names its certificate's names as its
+ * hosts, strings that live as long as a. 0 or -ENOMEM. Any thread but a worker's. */
+int acme_pairs(struct acme *a, struct tls_cert_files **out, int *n, int *cap);
 
 /* A reload's configuration (main thread): the certificates cfg asks for (as acme_new reads
  * them) become the wanted set; the ACME thread orders those without a valid certificate at

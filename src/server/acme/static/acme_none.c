@@ -16,9 +16,10 @@ int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *to
     return -ENOTSUP;
 }
 
-void acme_pairs(struct acme *a, struct tls_cert_files *out, int *n, int max)
+int acme_pairs(struct acme *a, struct tls_cert_files **out, int *n, int *cap)
 {
-    (void)a, (void)out, (void)n, (void)max;
+    (void)a, (void)out, (void)n, (void)cap;
+    return 0;
 }
 
 int acme_start(struct acme *a)
