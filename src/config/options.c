@@ -2,6 +2,7 @@
  * the option (and, from a file, its file, line and key), and exit status 2. */
 #include "config/options.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -365,6 +366,44 @@ static int set_ticket_key_file(struct config *cfg, const struct option_info *o, 
         return usage_error("--ticket-key-file: at most %d files; '%s' is one more",
                            CONFIG_MAX_TICKET_KEYS, arg);
     cfg->ticket_key_files[cfg->num_ticket_key_files++] = arg;
+    return 0;
+}
+
+/* --quic-server-id [ROTATION:]HEX: the server ID every QUIC connection ID carries, for an L4
+ * balancer (QUIC-LB's plaintext IDs: 1 to 15 bytes; AWS NLB's are 8, written 0x and 16 hex
+ * digits, as its console shows them), and the config rotation codepoint of the ID's first
+ * octet (0 to 6; 7 marks IDs no balancer can route). quic/cid.h lays the ID out. */
+static int set_quic_server_id(struct config *cfg, const struct option_info *o, char *arg)
+{
+    const char *p = arg;
+    unsigned rotation = 0;
+    if (p[0] >= '0' && p[0] <= '9' && p[1] == ':') {
+        rotation = (unsigned)(p[0] - '0');
+        p += 2;
+        if (rotation > CONFIG_QUIC_ROTATION_MAX)
+            return usage_error("--%s: config rotation %u: QUIC-LB's are 0 to %d (7 marks IDs no "
+                               "balancer can route), got '%s'",
+                               o->name, rotation, CONFIG_QUIC_ROTATION_MAX, arg);
+    }
+    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
+        p += 2;
+    size_t digits = strlen(p);
+    for (size_t i = 0; i < digits; i++)
+        if (!isxdigit((unsigned char)p[i]))
+            return usage_error("--%s wants [ROTATION:]HEX like 0x1122334455667788 (hex digits, "
+                               "two a byte), got '%s'",
+                               o->name, arg);
+    if (digits == 0 || digits % 2 || digits / 2 > CONFIG_QUIC_SID_MAX)
+        return usage_error("--%s wants 1 to %d bytes in hex (two digits a byte; AWS NLB's are "
+                           "8: 16 digits), got %zu digit%s in '%s'",
+                           o->name, CONFIG_QUIC_SID_MAX, digits, digits == 1 ? "" : "s", arg);
+    for (size_t i = 0; i < digits / 2; i++) {
+        char byte[3] = {p[2 * i], p[2 * i + 1], '\0'};
+        cfg->quic_sid[i] = (uint8_t)strtoul(byte, NULL, 16);
+    }
+    cfg->quic_sid_len = (unsigned)(digits / 2);
+    cfg->quic_sid_rotation = rotation;
+    cfg->quic_server_id = arg;
     return 0;
 }
 
@@ -1178,6 +1217,15 @@ static const struct option_info table[] = {
      .help = "HTTP/3's secret for Retry tokens and stateless resets (at\n"
              "least 32 bytes: openssl rand 32 > FILE), shared by every\n"
              "instance behind a balancer; read at start"},
+    {.name = "quic-server-id",
+     .metavar = "[ROTATION:]HEX",
+     PROCESS,
+     FIELD(FIELD_STRING, quic_server_id),
+     .set = set_quic_server_id,
+     .help = "this instance's server ID (1-15 bytes in hex; AWS NLB's:\n"
+             "8, 0x and 16 digits) in every QUIC connection ID it issues,\n"
+             "QUIC-LB's plaintext layout, so an L4 balancer routes a\n"
+             "client that moved; ROTATION: the config rotation bits, 0-6"},
     {.name = "ktls",
      .metavar = "on|off",
      PROCESS,

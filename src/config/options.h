@@ -48,6 +48,9 @@ enum option_list {
 #define CONFIG_MAX_REAL_IP 32
 #define CONFIG_MAX_DICTIONARIES 8
 #define CONFIG_MAX_TICKET_KEYS 16
+/* --quic-server-id: QUIC-LB's longest server ID, and its config rotation codepoints 0..6 */
+#define CONFIG_QUIC_SID_MAX 15
+#define CONFIG_QUIC_ROTATION_MAX 6
 #define CONFIG_MAX_RULES 32   /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
 #define CONFIG_MAX_OPTIONS 96 /* rows of the option table (options.c asserts it) */
 
@@ -148,6 +151,10 @@ struct config {
     const char *tls_groups;     /* --tls-groups, or NULL for tls_default_groups() */
     /* --quic-secret-file (issue 38): Retry tokens' and stateless resets' secret, read at start */
     const char *quic_secret_file;
+    /* --quic-server-id [ROTATION:]HEX (issue 38): the text, and its bytes and codepoint */
+    const char *quic_server_id;
+    uint8_t quic_sid[CONFIG_QUIC_SID_MAX];
+    unsigned quic_sid_len, quic_sid_rotation;
     /* --ticket-key-file (issue 38): the first encrypts, all decrypt; read by tls_ctx_new */
     const char *ticket_key_files[CONFIG_MAX_TICKET_KEYS];
     int num_ticket_key_files;

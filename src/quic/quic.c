@@ -1,9 +1,10 @@
 /* A worker's QUIC endpoint; see quic.h.
  *
- * Connections are found by the connection ID the client sends to (ours, SCID_LEN random
- * bytes, or its own first one while its Initials still carry it) in a chained hash table.
- * Our IDs are made (steer_cid_make) so that the port's reuseport program brings every datagram
- * sent to them to this worker, from whatever address: a client that moved is found here.
+ * Connections are found by the connection ID the client sends to (ours, of the layout
+ * quic/cid.h owns, or its own first one while its Initials still carry it) in a chained hash
+ * table. Our IDs are made (cid_make) so that the port's reuseport program brings every
+ * datagram sent to them to this worker, from whatever address: a client that moved is found
+ * here; with a server ID, an L4 balancer in front brings them to this host first.
  * Timers are ngtcp2's per-connection expiry, kept in qc->deadline; the endpoint remembers the
  * earliest, so a loop turn with nothing due costs one comparison. Sends go out as the
  * connection writes them, a batch of equal-size datagrams per sendmsg (GSO). */
@@ -26,9 +27,8 @@
 
 #include "core/peer.h"
 #include "engine/udp.h"
-#include "server/steer.h"
+#include "quic/cid.h"
 
-#define SCID_LEN 18
 #define MAX_CIDS 10      /* ours (active_connection_id_limit 8) and the client's first */
 #define CID_BUCKETS 4096 /* power of two */
 #define MTU_MAX 1500
@@ -89,6 +89,7 @@ struct quic_conn {
 struct quic_ep {
     struct udp_port *port;
     struct quic_settings set;
+    struct cid_layout ids; /* of every ID we issue */
     uint8_t secret[32];
     const struct quic_app *app;
     void *ctx;
@@ -126,14 +127,14 @@ static void on_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx)
     rand_bytes(dest, len);
 }
 
-/* A new connection ID of ours: random, made to steer to this worker. */
+/* A new connection ID of ours: random, with the server ID and made to steer to this worker.
+ * len is ngtcp2's, the length of the connection's first ID: always the layout's. */
 static void make_cid(const struct quic_ep *ep, ngtcp2_cid *cid, size_t len)
 {
-    _Static_assert(SCID_LEN >= STEER_CID_BYTES, "our IDs carry the steering bytes");
     rand_bytes(cid->data, len);
     cid->datalen = len;
-    if (ep->set.workers > 1 && len >= STEER_CID_BYTES)
-        steer_cid_make(cid->data, ep->set.worker, ep->set.workers);
+    if (len == ep->ids.len)
+        cid_make(&ep->ids, cid->data, ep->set.worker, ep->set.workers);
 }
 
 /* The connection ID table. */
@@ -592,7 +593,7 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
 
     ngtcp2_tstamp now = now_ns(ep);
     ngtcp2_cid scid;
-    make_cid(ep, &scid, SCID_LEN);
+    make_cid(ep, &scid, ep->ids.len);
     ngtcp2_settings st;
     ngtcp2_settings_default(&st);
     st.initial_ts = now;
@@ -724,7 +725,7 @@ static void send_reset(struct quic_ep *ep, const ngtcp2_version_cid *vc, const s
 static void send_retry(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const struct udp_dgram *d)
 {
     ngtcp2_cid scid;
-    make_cid(ep, &scid, SCID_LEN); /* the client's next Initial comes back here */
+    make_cid(ep, &scid, ep->ids.len); /* the client's next Initial comes back here */
     /* ngtcp2_pkt_write_retry asserts that the new ID is not the client's (scid != odcid) and
      * that the token is not empty (tokenlen > 0): the client chose its ID, so it is compared
      * here rather than trusted to randomness. */
@@ -780,7 +781,7 @@ static void on_datagram(void *user, const struct udp_dgram *d)
         return;
     }
     ngtcp2_version_cid vc;
-    int rv = ngtcp2_pkt_decode_version_cid(&vc, d->data, d->len, SCID_LEN);
+    int rv = ngtcp2_pkt_decode_version_cid(&vc, d->data, d->len, ep->ids.len);
     if (rv == NGTCP2_ERR_VERSION_NEGOTIATION) {
         send_vn(ep, &vc, d);
         return;
@@ -1063,6 +1064,11 @@ int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_s
     ep->next = UINT64_MAX;
     ep->resets_left = RESETS_PER_TICK;
     memcpy(ep->secret, s->secret, sizeof(ep->secret));
+    if (s->ids)
+        ep->ids = *s->ids;
+    else
+        (void)cid_layout_init(&ep->ids, NULL, 0, 0);
+    ep->set.ids = NULL; /* the caller's, valid only during this call: ep->ids is the copy */
     int rc = quic_certs_new(&ep->certs, s->certs, s->keys, why, why_len);
     if (rc != 0)
         goto fail;

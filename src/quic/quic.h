@@ -19,6 +19,7 @@ struct udp_port;
 struct quic_ep;
 struct quic_conn;
 struct quic_certs;
+struct cid_layout;
 
 /* One bytes range; layout-compatible with ngtcp2_vec (checked in quic.c). */
 struct quic_vec {
@@ -72,14 +73,15 @@ struct quic_app {
 };
 
 struct quic_settings {
-    unsigned max_conns;       /* per worker; a new connection beyond is refused */
-    unsigned max_streams;     /* concurrent request streams per connection */
-    unsigned idle_timeout_s;  /* a connection silent this long goes */
-    unsigned retry_above;     /* connections at which new clients must prove their address */
-    const char *const *certs; /* certificate files, NULL-terminated, the first the default */
-    const char *const *keys;  /* their keys */
-    const uint8_t *secret;    /* 32 bytes shared by every worker: Retry tokens, reset tokens */
-    unsigned worker, workers; /* our IDs steer to socket `worker` of `workers` (steer.h) */
+    unsigned max_conns;           /* per worker; a new connection beyond is refused */
+    unsigned max_streams;         /* concurrent request streams per connection */
+    unsigned idle_timeout_s;      /* a connection silent this long goes */
+    unsigned retry_above;         /* connections at which new clients must prove their address */
+    const char *const *certs;     /* certificate files, NULL-terminated, the first the default */
+    const char *const *keys;      /* their keys */
+    const uint8_t *secret;        /* 32 bytes shared by every worker: Retry tokens, reset tokens */
+    unsigned worker, workers;     /* our IDs steer to socket `worker` of `workers` (steer.h) */
+    const struct cid_layout *ids; /* our IDs' layout (quic/cid.h), NULL: no server ID */
     bool gso;
     /* The clock (ns, monotonic), NULL for CLOCK_MONOTONIC: tests/fuzz/fuzz_quic.c moves its
      * own, so that timers run and a crash replays; the server leaves it NULL. */

@@ -29,6 +29,7 @@
 #include "engine/engine.h"
 #include "engine/udp.h"
 #include "http/h3/h3.h"
+#include "quic/cid.h"
 #include "quic/quic.h"
 #include "server/handover.h"
 #include "server/privs.h"
@@ -244,8 +245,9 @@ struct server {
     bool steer;
     bool seeded; /* steer_seed drawn: TCP's and QUIC's programs hash addresses with it */
     uint32_t steer_seed;
-    struct guard *guard; /* socket activation: the workers' one guard (rt/guard.h), or NULL */
-    bool quic_steer;     /* the UDP port's group is ours alone: route by connection ID */
+    struct guard *guard;    /* socket activation: the workers' one guard (rt/guard.h), or NULL */
+    bool quic_steer;        /* the UDP port's group is ours alone: route by connection ID */
+    struct cid_layout cids; /* every QUIC connection ID's layout (--quic-server-id) */
     struct errlog_limit steer_log;
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */
     struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
@@ -606,9 +608,9 @@ static void quic_steer(struct server *sv, struct runtime *w)
 {
     const struct config *cfg = sv->cfg;
     int err = !sv->quic_steer ? -EBUSY
-              : !seed(sv)
-                  ? -EAGAIN
-                  : steer_quic_attach(w->udp->fd, (uint32_t)cfg->threads, NULL, sv->steer_seed);
+              : !seed(sv)     ? -EAGAIN
+                              : steer_quic_attach(w->udp->fd, (uint32_t)cfg->threads, NULL,
+                                                  sv->steer_seed, &sv->cids);
     sv->quic_steer = err == 0;
     if (err < 0 && err != -EBUSY)
         errlog(ERRLOG_WARN,
@@ -648,7 +650,7 @@ static void quic_route(struct server *sv)
     if (err == 0 && !seed(sv))
         err = -EAGAIN;
     if (err == 0 && (err = steer_quic_order(fds, (uint32_t)n, order)) == 0)
-        err = steer_quic_attach(fds[0], (uint32_t)n, order, sv->steer_seed);
+        err = steer_quic_attach(fds[0], (uint32_t)n, order, sv->steer_seed, &sv->cids);
     free(fds);
     free(order);
     sv->quic_steer = err == 0;
@@ -718,8 +720,16 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
         .secret = secret,
         .worker = (unsigned)w->id,
         .workers = (unsigned)cfg->threads,
+        .ids = &sv->cids,
     };
     char why[512] = "";
+    /* The options' bounds are QUIC-LB's, which cid.h owns: checked here, where both are seen. */
+    _Static_assert(CONFIG_QUIC_SID_MAX == CID_SID_MAX &&
+                       CONFIG_QUIC_ROTATION_MAX == CID_ROTATION_MAX,
+                   "--quic-server-id's bounds are cid.h's");
+    if (w->id == 0 &&
+        cid_layout_init(&sv->cids, cfg->quic_sid, cfg->quic_sid_len, cfg->quic_sid_rotation) != 0)
+        return -EINVAL; /* never: the option's setter checked the bounds */
     /* Before the first of ours binds: whether the port's group will be ours alone. */
     if (w->id == 0)
         sv->quic_steer = udp_addr_in_use((const struct sockaddr *)&sv->tls_addr.ss,
@@ -749,6 +759,11 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
     }
     if (rc == 0 && w->id == cfg->threads - 1)
         quic_steer(sv, w);
+    if (rc == 0 && w->id == 0 && cfg->verbose && cfg->quic_server_id)
+        fprintf(stderr,
+                "ringhttpd: HTTP/3: connection IDs carry server ID %s (QUIC-LB plaintext, "
+                "config rotation %u, %u bytes)\n",
+                cfg->quic_server_id, cfg->quic_sid_rotation, sv->cids.len);
     if (rc == 0 && w->id == 0 && cfg->verbose)
         fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO %s\n",
                 w->udp->gso       ? "yes"

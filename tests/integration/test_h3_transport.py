@@ -55,6 +55,57 @@ def test_client_that_moves_keeps_its_connection(make_server, h3root):
                                          "::ffff:127.0.0.2"], moved
 
 
+def _server_ids(cid):
+    """QUIC-LB's plaintext reading of connection ID cid for 8-byte server IDs (AWS NLB's):
+    (config rotation, self-encoded length, server ID), as a balancer decodes it."""
+    return cid[0] >> 5, (cid[0] & 0x1f) + 1, cid[1:9]
+
+
+def test_every_connection_id_carries_the_server_id(make_server, h3root, monkeypatch):
+    """Issue 38: with --quic-server-id, every connection ID the server gives a client (its
+    Retry's, its Initial's, each NEW_CONNECTION_ID's) opens with QUIC-LB's first octet (the
+    config rotation bits, the ID's length after it) and the 8-byte server ID, where an L4
+    balancer (QUIC-LB plaintext, AWS NLB) routes on it; and the worker steering still holds
+    on two workers: four connections that move three times each keep their downloads, as
+    test_client_that_moves_keeps_its_connection's do without a server ID. --limit-conn: every
+    new client is sent a Retry first."""
+    from aioquic.quic.connection import QuicConnection
+    sid = bytes.fromhex("1122334455667788")
+    srv = make_server(h3root, args=("-v", "--quic-server-id", "3:0x" + sid.hex(),
+                                    "--limit-conn", "16"))
+    err = srv.stderr_text()
+    assert "datagrams routed to workers by connection ID: yes" in err
+    assert "connection IDs carry server ID 3:0x1122334455667788" in err
+    given = {"retry": [], "initial": set(), "new": set()}
+    on_retry, on_new = QuicConnection._receive_retry_packet, QuicConnection._handle_new_connection_id_frame
+
+    def retry(self, header, *args, **kwargs):
+        given["retry"].append(header.source_cid)
+        return on_retry(self, header, *args, **kwargs)
+
+    def new_cid(self, *args, **kwargs):
+        out = on_new(self, *args, **kwargs)
+        given["initial"].add(self._remote_initial_source_connection_id)
+        given["new"].update(c.cid for c in self._peer_cid_available)
+        return out
+
+    monkeypatch.setattr(QuicConnection, "_receive_retry_packet", retry)
+    monkeypatch.setattr(QuicConnection, "_handle_new_connection_id_frame", new_cid)
+    got = h3_get_moving("127.0.0.1", srv.port, srv.ca, "/large.bin",
+                        ["127.0.0.2", "127.0.0.1", "127.0.0.2"], conns=4)
+    for resp, moved in got:
+        assert resp.status == 200
+        assert bytes(resp.body) == LARGE
+        assert len(moved) == 3
+    assert len(given["retry"]) == 4 and len(given["initial"]) == 4
+    assert len(given["new"]) >= 4 * 3  # each connection is given several more
+    every = given["retry"] + sorted(given["initial"]) + sorted(given["new"])
+    for cid in every:
+        assert _server_ids(cid) == (3, len(cid), sid), cid.hex()
+    # the rest of each ID is the server's own: no two alike
+    assert len(set(every)) == len(every)
+
+
 def _leaf(ca, d, name):
     """A pair for DNS name `name`, signed by the session's CA: (crt, key)."""
     key, csr, crt, ext = (d / f"{name}.{x}" for x in ("key", "csr", "crt", "ext"))
