@@ -39,6 +39,7 @@ enum option_list {
     LIST_HINTS,
     LIST_ACME_DOMAINS,
     LIST_TICKET_KEYS,
+    LIST_QUIC_SECRETS,
     LIST_PROXY_FROM,
     OPTION_LISTS
 };
@@ -48,6 +49,7 @@ enum option_list {
 #define CONFIG_MAX_REAL_IP 32
 #define CONFIG_MAX_DICTIONARIES 8
 #define CONFIG_MAX_TICKET_KEYS 16
+#define CONFIG_MAX_QUIC_SECRETS 4 /* --quic-secret-file: each one an AEAD open per token */
 /* --quic-server-id: QUIC-LB's longest server ID, and its config rotation codepoints 0..6 */
 #define CONFIG_QUIC_SID_MAX 15
 #define CONFIG_QUIC_ROTATION_MAX 6
@@ -149,8 +151,10 @@ struct config {
     size_t compress_max;        /* largest body compressed (and largest dictionary) */
     size_t compress_cache;      /* bytes of compressed variants each worker keeps */
     const char *tls_groups;     /* --tls-groups, or NULL for tls_default_groups() */
-    /* --quic-secret-file (issue 38): Retry tokens' and stateless resets' secret, read at start */
-    const char *quic_secret_file;
+    /* --quic-secret-file (issue 38): Retry tokens' and stateless resets' secrets, the first
+     * file's making them; read at start and on every reload */
+    const char *quic_secret_files[CONFIG_MAX_QUIC_SECRETS];
+    int num_quic_secret_files;
     /* --quic-server-id [ROTATION:]HEX (issue 38): the text, and its bytes and codepoint */
     const char *quic_server_id;
     uint8_t quic_sid[CONFIG_QUIC_SID_MAX];

@@ -89,8 +89,9 @@ struct quic_conn {
 struct quic_ep {
     struct udp_port *port;
     struct quic_settings set;
-    struct cid_layout ids; /* of every ID we issue */
-    uint8_t secret[32];
+    struct cid_layout ids;                  /* of every ID we issue */
+    struct quic_secrets keys;               /* the first makes tokens, all check them */
+    struct quic_secrets *_Atomic next_keys; /* a reload's, adopted at the next tick */
     const struct quic_app *app;
     void *ctx;
     struct quic_certs *certs;              /* for new handshakes */
@@ -497,7 +498,7 @@ static int on_new_cid(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t
     struct quic_conn *qc = user;
     (void)conn;
     make_cid(qc->ep, cid, len);
-    if (ngtcp2_crypto_generate_stateless_reset_token(token, qc->ep->secret, sizeof(qc->ep->secret),
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, qc->ep->keys.key[0], QUIC_SECRET_LEN,
                                                      cid) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
     return cid_add(qc->ep, qc, cid) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
@@ -621,8 +622,8 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
         tp.original_dcid = hd->dcid;
     }
     ngtcp2_path path = path_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len);
-    if (ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, ep->secret,
-                                                     sizeof(ep->secret), &scid) != 0 ||
+    if (ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, ep->keys.key[0],
+                                                     QUIC_SECRET_LEN, &scid) != 0 ||
         ngtcp2_conn_server_new(&qc->conn, &hd->scid, &scid, &path, hd->version, &callbacks, &st,
                                &tp, NULL, qc) != 0) {
         qc->conn = NULL;
@@ -712,8 +713,11 @@ static void send_reset(struct quic_ep *ep, const ngtcp2_version_cid *vc, const s
     if (randlen > sizeof(rnd))
         randlen = sizeof(rnd);
     rand_bytes(rnd, randlen);
-    if (ngtcp2_crypto_generate_stateless_reset_token(token, ep->secret, sizeof(ep->secret), &cid) !=
-        0)
+    /* The first secret's token: after a rotation, a connection whose ID an older secret's
+     * token went with learns of the loss by its idle timer instead (one reset per secret
+     * would multiply what a forged packet gets back). */
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, ep->keys.key[0], QUIC_SECRET_LEN,
+                                                     &cid) != 0)
         return;
     ngtcp2_ssize n = ngtcp2_pkt_write_stateless_reset(buf, sizeof(buf), token, rnd, randlen);
     if (n > 0) {
@@ -733,7 +737,7 @@ static void send_retry(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const struct
         return;
     uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], buf[MTU_MAX];
     ngtcp2_ssize tlen = ngtcp2_crypto_generate_retry_token(
-        token, ep->secret, sizeof(ep->secret), hd->version, (const ngtcp2_sockaddr *)d->peer,
+        token, ep->keys.key[0], QUIC_SECRET_LEN, hd->version, (const ngtcp2_sockaddr *)d->peer,
         d->peer_len, &scid, &hd->dcid, now_ns(ep));
     if (tlen <= 0)
         return;
@@ -754,6 +758,22 @@ static void send_refusal(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const stru
     ep->stats.refused++;
     if (n > 0 && (size_t)n <= 3 * d->len)
         send_to(ep, d->peer, d->peer_len, buf, (size_t)n, 0);
+}
+
+/* Whether hd's Retry token was made by us or a fleet's sibling with any of the secrets (the
+ * first, or one a rotation moved down), for hd's DCID and d's source, within its lifetime:
+ * then *odcid is the client's first DCID. An AEAD open per secret tried, for a token only. */
+static bool retry_token_ok(struct quic_ep *ep, ngtcp2_cid *odcid, const ngtcp2_pkt_hd *hd,
+                           const struct udp_dgram *d)
+{
+    ngtcp2_tstamp now = now_ns(ep);
+    for (unsigned i = 0; i < ep->keys.n; i++)
+        if (ngtcp2_crypto_verify_retry_token(odcid, hd->token.base, hd->token.len, ep->keys.key[i],
+                                             QUIC_SECRET_LEN, hd->version,
+                                             (const ngtcp2_sockaddr *)d->peer, d->peer_len,
+                                             &hd->dcid, RETRY_TOKEN_TTL, now) == 0)
+            return true;
+    return false;
 }
 
 /* Whether d's source is an address ngtcp2 can hold: ngtcp2_addr_copy copies addrlen bytes
@@ -815,10 +835,7 @@ static void on_datagram(void *user, const struct udp_dgram *d)
     ngtcp2_cid odcid;
     const ngtcp2_cid *validated = NULL;
     if (hd.token.len && hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY) {
-        if (ngtcp2_crypto_verify_retry_token(&odcid, hd.token.base, hd.token.len, ep->secret,
-                                             sizeof(ep->secret), hd.version,
-                                             (const ngtcp2_sockaddr *)d->peer, d->peer_len,
-                                             &hd.dcid, RETRY_TOKEN_TTL, now_ns(ep)) != 0) {
+        if (!retry_token_ok(ep, &odcid, &hd, d)) {
             send_refusal(ep, &hd, d, NGTCP2_INVALID_TOKEN);
             return;
         }
@@ -884,6 +901,13 @@ static const struct udp_upcall upcall = {on_datagram, on_flush};
 void quic_ep_tick(struct quic_ep *ep)
 {
     ep->resets_left = RESETS_PER_TICK;
+    /* A reload's secrets: one relaxed load a tick, nothing per packet. */
+    if (atomic_load_explicit(&ep->next_keys, memory_order_relaxed)) {
+        struct quic_secrets *k = atomic_exchange(&ep->next_keys, NULL);
+        ep->keys = *k;
+        explicit_bzero(k, sizeof(*k));
+        free(k);
+    }
     ngtcp2_tstamp now = now_ns(ep);
     if (now < ep->next)
         return;
@@ -1063,7 +1087,13 @@ int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_s
     ep->ctx = ctx;
     ep->next = UINT64_MAX;
     ep->resets_left = RESETS_PER_TICK;
-    memcpy(ep->secret, s->secret, sizeof(ep->secret));
+    if (!s->secrets || s->secrets->n == 0 || s->secrets->n > QUIC_SECRETS_MAX) {
+        free(ep);
+        snprintf(why, why_len, "HTTP/3: no secret for Retry tokens and resets");
+        return -EINVAL;
+    }
+    ep->keys = *s->secrets;
+    ep->set.secrets = NULL; /* the caller's, valid only during this call: ep->keys is the copy */
     if (s->ids)
         ep->ids = *s->ids;
     else
@@ -1104,6 +1134,8 @@ void quic_ep_free(struct quic_ep *ep)
     if (ep->certs)
         quic_certs_put(ep->certs);
     quic_certs_put(atomic_exchange(&ep->next_certs, NULL));
+    free(atomic_exchange(&ep->next_keys, NULL));
+    explicit_bzero(&ep->keys, sizeof(ep->keys));
     free(ep);
 }
 
@@ -1142,6 +1174,23 @@ void quic_certs_put(struct quic_certs *c)
         gnutls_certificate_free_credentials(c->cred);
         free(c);
     }
+}
+
+int quic_ep_set_secrets(struct quic_ep *ep, const struct quic_secrets *s)
+{
+    if (s->n == 0 || s->n > QUIC_SECRETS_MAX)
+        return -EINVAL;
+    struct quic_secrets *k = malloc(sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    *k = *s;
+    /* Never adopted: nothing else refers to the one replaced. */
+    struct quic_secrets *old = atomic_exchange(&ep->next_keys, k);
+    if (old) {
+        explicit_bzero(old, sizeof(*old));
+        free(old);
+    }
+    return 0;
 }
 
 void quic_ep_publish(struct quic_ep *ep, struct quic_certs *c)

@@ -566,33 +566,45 @@ static uint64_t monotonic_usec(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* HTTP/3's secret: the SHA-256 of --quic-secret-file's bytes (at least 32 of them), so that
- * every instance given the file accepts the others' Retry tokens and can reset their
- * connections (issue 38), or 32 random bytes per start without it. 0, or -1 after saying why. */
-static int h3_secret_make(const struct config *cfg, uint8_t secret[32])
+/* HTTP/3's secrets: the SHA-256 of each --quic-secret-file's bytes (at least 32 of them), the
+ * first file's first, so that every instance given the files accepts the others' Retry tokens
+ * and can reset their connections (issue 38), or 32 random bytes per start without one. A
+ * reload reads the files again (rotation: the new secret's file first, the old one's after).
+ * 0, or -1 with the file at fault in why. */
+static int h3_secrets_read(const struct config *cfg, struct quic_secrets *out, char *why,
+                           size_t why_len)
 {
-    if (!cfg->quic_secret_file) {
-        if (getrandom(secret, 32, 0) == 32)
+    _Static_assert(CONFIG_MAX_QUIC_SECRETS == QUIC_SECRETS_MAX, "a secret per file");
+    memset(out, 0, sizeof(*out));
+    if (cfg->num_quic_secret_files == 0) {
+        out->n = 1;
+        if (getrandom(out->key[0], QUIC_SECRET_LEN, 0) == QUIC_SECRET_LEN)
             return 0;
-        fprintf(stderr, "ringhttpd: HTTP/3: no random secret: %s\n", strerror(errno));
+        snprintf(why, why_len, "HTTP/3: no random secret: %s", strerror(errno));
         return -1;
     }
     uint8_t buf[4096];
-    ssize_t n = -1;
-    int fd = open(cfg->quic_secret_file, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        n = read(fd, buf, sizeof(buf));
-        close(fd);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < cfg->num_quic_secret_files; i++) {
+        const char *name = cfg->quic_secret_files[i];
+        ssize_t n = -1;
+        int fd = open(name, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            n = read(fd, buf, sizeof(buf));
+            close(fd);
+        }
+        if (n < 32) {
+            snprintf(why, why_len, "--quic-secret-file '%s': %s", name,
+                     n < 0 ? strerror(errno) : "needs at least 32 bytes (openssl rand 32 > FILE)");
+            rc = -1;
+        } else {
+            file_digest_mem(buf, (uint64_t)n, out->key[out->n++], QUIC_SECRET_LEN);
+        }
     }
-    if (n < 32) {
-        fprintf(stderr, "ringhttpd: --quic-secret-file '%s': %s\n", cfg->quic_secret_file,
-                n < 0 ? strerror(errno) : "needs at least 32 bytes (openssl rand 32 > FILE)");
-        explicit_bzero(buf, sizeof(buf));
-        return -1;
-    }
-    file_digest_mem(buf, (uint64_t)n, secret, 32);
     explicit_bzero(buf, sizeof(buf));
-    return 0;
+    if (rc != 0)
+        explicit_bzero(out, sizeof(*out));
+    return rc;
 }
 
 #ifndef RINGHTTPD_NO_HTTP3
@@ -683,6 +695,31 @@ static void h3_files(struct server *sv, const struct config *pairs,
     certs[i] = keys[i] = NULL;
 }
 
+/* SIGHUP: the --quic-secret-file files read again for every worker's endpoint, as the ticket
+ * key files are; when one cannot be read, the secrets in use stay. */
+static void h3_secrets_reload(struct server *sv, const char *what)
+{
+    struct quic_secrets s;
+    char why[512] = "";
+    if (!sv->cfg->tls || !sv->cfg->http3 || sv->cfg->num_quic_secret_files == 0)
+        return; /* the start's random secret: nothing to re-read */
+    if (h3_secrets_read(sv->cfg, &s, why, sizeof(why)) != 0) {
+        errlog(ERRLOG_ERROR, "%s: HTTP/3 secrets kept as they were: %s", what, why);
+        return;
+    }
+    int err = 0;
+    for (int i = 0; err == 0 && i < sv->cfg->threads; i++)
+        if (worker_quic(sv->workers[i]))
+            err = quic_ep_set_secrets(worker_quic(sv->workers[i]), &s);
+    explicit_bzero(&s, sizeof(s));
+    wake_workers(sv);
+    if (err != 0)
+        errlog(ERRLOG_ERROR, "%s: HTTP/3 secrets: %s", what, strerror(-err));
+    else
+        errlog(ERRLOG_NOTICE, "%s: HTTP/3 secrets re-read (%d file%s)", what,
+               sv->cfg->num_quic_secret_files, sv->cfg->num_quic_secret_files == 1 ? "" : "s");
+}
+
 /* A reload's certificates for every worker's QUIC endpoint, as tls_port_publish does for the
  * TLS port: new handshakes get them, connections keep theirs. Read once per worker (each
  * counts its set on its own thread); when they cannot be read the previous ones stay. */
@@ -703,7 +740,7 @@ static void h3_publish(struct server *sv, const struct config *pairs, const char
     }
 }
 
-static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
+static int h3_start(struct server *sv, struct worker *wk, const struct quic_secrets *secrets)
 {
     struct runtime *w = worker_runtime(wk);
     const struct config *cfg = sv->cfg;
@@ -717,7 +754,7 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
         .retry_above = max / 2,
         .certs = certs,
         .keys = keys,
-        .secret = secret,
+        .secrets = secrets,
         .worker = (unsigned)w->id,
         .workers = (unsigned)cfg->threads,
         .ids = &sv->cids,
@@ -782,14 +819,19 @@ static void h3_publish(struct server *sv, const struct config *pairs, const char
     (void)sv, (void)pairs, (void)what;
 }
 
+static void h3_secrets_reload(struct server *sv, const char *what)
+{
+    (void)sv, (void)what;
+}
+
 static void quic_route(struct server *sv)
 {
     (void)sv;
 }
 
-static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
+static int h3_start(struct server *sv, struct worker *w, const struct quic_secrets *secrets)
 {
-    (void)secret;
+    (void)secrets;
     if (worker_runtime(w)->id == 0)
         errlog(ERRLOG_WARN,
                "HTTP/3: not in this build (made with HTTP3=no, as make static is; the "
@@ -1002,8 +1044,10 @@ static void reload(struct server *sv, const char *what)
                    ? " (under Landlock, a file outside the directories the start's configuration "
                      "named needs a restart)"
                    : "");
-    else if (publish(sv, s, true, what))
+    else if (publish(sv, s, true, what)) {
+        h3_secrets_reload(sv, what);
         errlog(ERRLOG_NOTICE, "%s: serving %s", what, config_serves(s->owned ? s->owned : sv->cfg));
+    }
     systemd_notify(sv->notify_fd, "READY=1\nSTATUS=serving %s on %s", config_serves(sv->cfg),
                    sv->url);
 }
@@ -1258,9 +1302,12 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     sv.tls_handover.ours = cfg->tls ? cfg->threads : 0;
     if (!(sv.eng = engine_choose(cfg->engine, cfg->verbose, &sv.caps)))
         goto out;
-    uint8_t h3_secret[32];
-    if (cfg->tls && cfg->http3 && h3_secret_make(cfg, h3_secret) != 0)
+    struct quic_secrets h3_secrets;
+    char h3_why[512] = "";
+    if (cfg->tls && cfg->http3 && h3_secrets_read(cfg, &h3_secrets, h3_why, sizeof(h3_why)) != 0) {
+        fprintf(stderr, "ringhttpd: %s\n", h3_why);
         goto out;
+    }
 
     /* Every worker is set up before the process is confined (Landlock, --user): an engine reads
      * limits under /proc and opens /dev/null. Their threads start after, and so inherit it. */
@@ -1301,7 +1348,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         }
         if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
             rt->acme = tokens_reader(&sv.tokens, inited);
-        if (cfg->tls && cfg->http3 && h3_start(&sv, sv.workers[inited], h3_secret) != 0) {
+        if (cfg->tls && cfg->http3 && h3_start(&sv, sv.workers[inited], &h3_secrets) != 0) {
             worker_free(sv.workers[inited]); /* set up, never counted in inited */
             sv.workers[inited] = NULL;
             goto stop;

@@ -547,7 +547,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     static const unsigned retry_above[] = {0, 1, 2, 1000}, max_conns[] = {1, 2, 4, 64};
-    static const uint8_t secret[32] = {1, 2, 3};
+    static const struct quic_secrets secrets = {.n = 2, .key = {{1, 2, 3}, {4, 5, 6}}};
     const char *const certs[] = {fx.cert, NULL}, *const keys[] = {fx.key, NULL};
     struct quic_settings qs = {
         .max_conns = max_conns[data[0] >> 2 & 3],
@@ -556,7 +556,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .retry_above = retry_above[data[0] & 3],
         .certs = certs,
         .keys = keys,
-        .secret = secret,
+        .secrets = &secrets,
         .worker = 0,
         .workers = data[0] & 0x10 ? 2 : 1,
         .now = fake_now,
