@@ -521,7 +521,8 @@ static void steer_from(struct server *sv, const struct config *cfg)
 {
     /* Behind a balancer that sends PROXY headers, the source address is the balancer's: to
      * steer by it would bring every client of one balancer to one worker. The kernel's hash
-     * spreads them, and --limit-conn and --limit-req count a proxied client per worker. */
+     * spreads them, and --limit-conn and --limit-req count a client in the workers' one
+     * shared guard (server_run), as for systemd's sockets. */
     if (sv->steer || sv->inherited || !config_limits_clients(cfg) || sv->cfg->num_proxy_from)
         return;
     sv->steer = seed(sv);
@@ -1336,9 +1337,11 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         }
         struct runtime *rt = worker_runtime(sv.workers[inited]);
         rt->alog = sv.alog;
-        /* systemd's sockets are not steered (steer_from): one client's connections reach any
-         * worker, so the workers count clients in one guard */
-        if (sv.inherited &&
+        /* systemd's sockets are not steered, nor are a balancer's connections (steer_from):
+         * one client's connections reach any worker, so the workers count clients in one
+         * guard (issue 38: behind PROXY headers, --limit-conn N let a client hold N per
+         * worker) */
+        if ((sv.inherited || cfg->num_proxy_from) &&
             ((!sv.guard && !(sv.guard = guard_shared_new())) || guard_share(rt, sv.guard) < 0)) {
             fprintf(stderr, "ringhttpd: starting worker %d: the per-client limits: %s\n", inited,
                     strerror(ENOMEM));
