@@ -189,7 +189,7 @@ FUZZ_EXTRA_fuzz_h3 := src/http/h3/h3.c src/http/h3/h3req.c src/http/h3/qpack.c s
 FUZZ_EXTRA_fuzz_qpack_diff := src/http/h3/qpack.c
 FUZZ_LIBS_fuzz_qpack_diff  := -lnghttp3
 # QUIC's receive path with a real ngtcp2 endpoint behind a real UDP port (issue 35.1).
-FUZZ_EXTRA_fuzz_quic := src/quic/quic.c src/engine/udp.c src/server/steer.c src/rt/names.c
+FUZZ_EXTRA_fuzz_quic := src/quic/quic.c src/quic/cid.c src/engine/udp.c src/rt/names.c
 FUZZ_LIBS_fuzz_quic  := -lngtcp2_crypto_gnutls -lngtcp2 -lgnutls
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`

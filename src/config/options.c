@@ -4,6 +4,7 @@
 #include "core/rulefile.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -539,17 +540,69 @@ static int set_dictionary(struct config *cfg, const struct option_info *o, char 
     return 0;
 }
 
+/* A secret file of a repeatable list (the first encrypts or makes tokens, the others still
+ * decrypt or check): appended to files[*n], of at most max. */
+static int append_secret_file(struct config *cfg, const struct option_info *o, const char **files,
+                              int *n, int max, char *arg)
+{
+    if (!*arg)
+        return usage_error("--%s wants a file", o->name);
+    if (*n == max)
+        return usage_error("--%s: at most %d files; '%s' is one more", o->name, max, arg);
+    files[(*n)++] = arg;
+    return 0;
+}
+
 /* The files are read (and their sizes checked) with the pairs, by tls_ctx_new. */
 static int set_ticket_key_file(struct config *cfg, const struct option_info *o, char *arg)
 {
-    (void)o;
-    if (!*arg)
-        return usage_error("--ticket-key-file wants a file");
-    if (cfg->num_ticket_key_files == CONFIG_MAX_TICKET_KEYS)
-        return usage_error("--ticket-key-file: at most %d files; '%s' is one more",
-                           CONFIG_MAX_TICKET_KEYS, arg);
-    cfg->ticket_key_files[cfg->num_ticket_key_files++] = arg;
+    return append_secret_file(cfg, o, cfg->ticket_key_files, &cfg->num_ticket_key_files,
+                              CONFIG_MAX_TICKET_KEYS, arg);
+}
+
+/* --quic-server-id [ROTATION:]HEX: the server ID every QUIC connection ID carries, for an L4
+ * balancer (QUIC-LB's plaintext IDs: 1 to 15 bytes; AWS NLB's are 8, written 0x and 16 hex
+ * digits, as its console shows them), and the config rotation codepoint of the ID's first
+ * octet (0 to 6; 7 marks IDs no balancer can route). quic/cid.h lays the ID out. */
+static int set_quic_server_id(struct config *cfg, const struct option_info *o, char *arg)
+{
+    const char *p = arg;
+    unsigned rotation = 0;
+    if (p[0] >= '0' && p[0] <= '9' && p[1] == ':') {
+        rotation = (unsigned)(p[0] - '0');
+        p += 2;
+        if (rotation > CONFIG_QUIC_ROTATION_MAX)
+            return usage_error("--%s: config rotation %u: QUIC-LB's are 0 to %d (7 marks IDs no "
+                               "balancer can route), got '%s'",
+                               o->name, rotation, CONFIG_QUIC_ROTATION_MAX, arg);
+    }
+    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
+        p += 2;
+    size_t digits = strlen(p);
+    for (size_t i = 0; i < digits; i++)
+        if (!isxdigit((unsigned char)p[i]))
+            return usage_error("--%s wants [ROTATION:]HEX like 0x1122334455667788 (hex digits, "
+                               "two a byte), got '%s'",
+                               o->name, arg);
+    if (digits == 0 || digits % 2 || digits / 2 > CONFIG_QUIC_SID_MAX)
+        return usage_error("--%s wants 1 to %d bytes in hex (two digits a byte; AWS NLB's are "
+                           "8: 16 digits), got %zu digit%s in '%s'",
+                           o->name, CONFIG_QUIC_SID_MAX, digits, digits == 1 ? "" : "s", arg);
+    for (size_t i = 0; i < digits / 2; i++) {
+        char byte[3] = {p[2 * i], p[2 * i + 1], '\0'};
+        cfg->quic_sid[i] = (uint8_t)strtoul(byte, NULL, 16);
+    }
+    cfg->quic_sid_len = (unsigned)(digits / 2);
+    cfg->quic_sid_rotation = rotation;
+    cfg->quic_server_id = arg;
     return 0;
+}
+
+/* The files are read (and their sizes checked) by the server, at start and on reload. */
+static int set_quic_secret_file(struct config *cfg, const struct option_info *o, char *arg)
+{
+    return append_secret_file(cfg, o, cfg->quic_secret_files, &cfg->num_quic_secret_files,
+                              CONFIG_MAX_QUIC_SECRETS, arg);
 }
 
 /* HTTPS (issue 14). The pairs are checked (files read, keys matched) by tls_ctx_new at start
@@ -1094,6 +1147,12 @@ static bool same_ticket_keys(const struct config *a, const struct config *b)
                      b->num_ticket_key_files);
 }
 
+static bool same_quic_secrets(const struct config *a, const struct config *b)
+{
+    return same_list(a->quic_secret_files, a->num_quic_secret_files, b->quic_secret_files,
+                     b->num_quic_secret_files);
+}
+
 static bool same_acme_domains(const struct config *a, const struct config *b)
 {
     return same_list(a->acme_domains, a->num_acme_domains, b->acme_domains, b->num_acme_domains);
@@ -1508,15 +1567,27 @@ static const struct option_info table[] = {
      .set = set_string,
      .help = "key exchange groups, most preferred first (default:\n"
              "X25519MLKEM768 where OpenSSL has it, X25519:P-256:P-384)"},
+    /* As --ticket-key-file: the start's list, each file's bytes re-read on every reload. */
     {.name = "quic-secret-file",
      .metavar = "FILE",
      PROCESS,
-     FIELD(FIELD_STRING, quic_secret_file),
+     .list = LIST_QUIC_SECRETS,
+     .same = same_quic_secrets,
      .names_file = OPTFILE_WHOLE,
-     .set = set_string,
+     .set = set_quic_secret_file,
      .help = "HTTP/3's secret for Retry tokens and stateless resets (at\n"
              "least 32 bytes: openssl rand 32 > FILE), shared by every\n"
-             "instance behind a balancer; read at start"},
+             "instance behind a balancer; repeatable (up to 4): the first\n"
+             "makes tokens, all are accepted (their bytes re-read on reload)"},
+    {.name = "quic-server-id",
+     .metavar = "[ROTATION:]HEX",
+     PROCESS,
+     FIELD(FIELD_STRING, quic_server_id),
+     .set = set_quic_server_id,
+     .help = "this instance's server ID (1-15 bytes in hex; AWS NLB's:\n"
+             "8, 0x and 16 digits) in every QUIC connection ID it issues,\n"
+             "QUIC-LB's plaintext layout, so an L4 balancer routes a\n"
+             "client that moved; ROTATION: the config rotation bits, 0-6"},
     {.name = "ktls",
      .metavar = "on|off",
      PROCESS,
@@ -1983,6 +2054,9 @@ static void layer_begin(struct config *cfg, enum option_list list)
         break;
     case LIST_TICKET_KEYS:
         cfg->num_ticket_key_files = 0;
+        break;
+    case LIST_QUIC_SECRETS:
+        cfg->num_quic_secret_files = 0;
         break;
     case LIST_PROXY_FROM:
         cfg->num_proxy_from = 0;

@@ -42,6 +42,7 @@ enum option_list {
     LIST_RULE_ACCESS,
     LIST_DENY_UA,
     LIST_TICKET_KEYS,
+    LIST_QUIC_SECRETS,
     LIST_PROXY_FROM,
     LIST_INDEX,
     LIST_FALLBACKS,
@@ -63,6 +64,11 @@ enum option_list {
 #define CONFIG_MAX_RULE_LINES 256
 #define CONFIG_MAX_INDEX 8      /* --index names per site */
 #define CONFIG_MAX_FALLBACKS 16 /* --fallback prefixes per site */
+
+#define CONFIG_MAX_QUIC_SECRETS 4 /* --quic-secret-file: each one an AEAD open per token */
+/* --quic-server-id: QUIC-LB's longest server ID, and its config rotation codepoints 0..6 */
+#define CONFIG_QUIC_SID_MAX 15
+#define CONFIG_QUIC_ROTATION_MAX 6
 
 struct config_checks;
 
@@ -216,8 +222,14 @@ struct config {
     size_t compress_max;        /* largest body compressed (and largest dictionary) */
     size_t compress_cache;      /* bytes of compressed variants each worker keeps */
     const char *tls_groups;     /* --tls-groups, or NULL for tls_default_groups() */
-    /* --quic-secret-file (issue 38): Retry tokens' and stateless resets' secret, read at start */
-    const char *quic_secret_file;
+    /* --quic-secret-file (issue 38): Retry tokens' and stateless resets' secrets, the first
+     * file's making them; read at start and on every reload */
+    const char *quic_secret_files[CONFIG_MAX_QUIC_SECRETS];
+    int num_quic_secret_files;
+    /* --quic-server-id [ROTATION:]HEX (issue 38): the text, and its bytes and codepoint */
+    const char *quic_server_id;
+    uint8_t quic_sid[CONFIG_QUIC_SID_MAX];
+    unsigned quic_sid_len, quic_sid_rotation;
     /* --ticket-key-file (issue 38): the first encrypts, all decrypt; read by tls_ctx_new */
     const char *ticket_key_files[CONFIG_MAX_TICKET_KEYS];
     int num_ticket_key_files;

@@ -1,9 +1,10 @@
 /* A worker's QUIC endpoint; see quic.h.
  *
- * Connections are found by the connection ID the client sends to (ours, SCID_LEN random
- * bytes, or its own first one while its Initials still carry it) in a chained hash table.
- * Our IDs are made (steer_cid_make) so that the port's reuseport program brings every datagram
- * sent to them to this worker, from whatever address: a client that moved is found here.
+ * Connections are found by the connection ID the client sends to (ours, of the layout
+ * quic/cid.h owns, or its own first one while its Initials still carry it) in a chained hash
+ * table. Our IDs are made (cid_make) so that the port's reuseport program brings every
+ * datagram sent to them to this worker, from whatever address: a client that moved is found
+ * here; with a server ID, an L4 balancer in front brings them to this host first.
  * Timers are ngtcp2's per-connection expiry, kept in qc->deadline; the endpoint remembers the
  * earliest, so a loop turn with nothing due costs one comparison. Sends go out as the
  * connection writes them, a batch of equal-size datagrams per sendmsg (GSO). */
@@ -27,9 +28,8 @@
 #include "core/peer.h"
 #include "rt/names.h"
 #include "engine/udp.h"
-#include "server/steer.h"
+#include "quic/cid.h"
 
-#define SCID_LEN 18
 #define MAX_CIDS 10      /* ours (active_connection_id_limit 8) and the client's first */
 #define CID_BUCKETS 4096 /* power of two */
 #define MTU_MAX 1500
@@ -105,7 +105,9 @@ struct quic_conn {
 struct quic_ep {
     struct udp_port *port;
     struct quic_settings set;
-    uint8_t secret[32];
+    struct cid_layout ids;                  /* of every ID we issue */
+    struct quic_secrets keys;               /* the first makes tokens, all check them */
+    struct quic_secrets *_Atomic next_keys; /* a reload's, adopted at the next tick */
     const struct quic_app *app;
     void *ctx;
     struct quic_certs *certs;              /* for new handshakes */
@@ -142,14 +144,14 @@ static void on_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx)
     rand_bytes(dest, len);
 }
 
-/* A new connection ID of ours: random, made to steer to this worker. */
+/* A new connection ID of ours: random, with the server ID and made to steer to this worker.
+ * len is ngtcp2's, the length of the connection's first ID: always the layout's. */
 static void make_cid(const struct quic_ep *ep, ngtcp2_cid *cid, size_t len)
 {
-    _Static_assert(SCID_LEN >= STEER_CID_BYTES, "our IDs carry the steering bytes");
     rand_bytes(cid->data, len);
     cid->datalen = len;
-    if (ep->set.workers > 1 && len >= STEER_CID_BYTES)
-        steer_cid_make(cid->data, ep->set.worker, ep->set.workers);
+    if (len == ep->ids.len)
+        cid_make(&ep->ids, cid->data, ep->set.worker, ep->set.workers);
 }
 
 /* The connection ID table. */
@@ -521,7 +523,7 @@ static int on_new_cid(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t
     struct quic_conn *qc = user;
     (void)conn;
     make_cid(qc->ep, cid, len);
-    if (ngtcp2_crypto_generate_stateless_reset_token(token, qc->ep->secret, sizeof(qc->ep->secret),
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, qc->ep->keys.key[0], QUIC_SECRET_LEN,
                                                      cid) != 0)
         return NGTCP2_ERR_CALLBACK_FAILURE;
     return cid_add(qc->ep, qc, cid) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
@@ -637,7 +639,7 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
 
     ngtcp2_tstamp now = now_ns(ep);
     ngtcp2_cid scid;
-    make_cid(ep, &scid, SCID_LEN);
+    make_cid(ep, &scid, ep->ids.len);
     ngtcp2_settings st;
     ngtcp2_settings_default(&st);
     st.initial_ts = now;
@@ -665,8 +667,8 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
         tp.original_dcid = hd->dcid;
     }
     ngtcp2_path path = path_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len);
-    if (ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, ep->secret,
-                                                     sizeof(ep->secret), &scid) != 0 ||
+    if (ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, ep->keys.key[0],
+                                                     QUIC_SECRET_LEN, &scid) != 0 ||
         ngtcp2_conn_server_new(&qc->conn, &hd->scid, &scid, &path, hd->version, &callbacks, &st,
                                &tp, NULL, qc) != 0) {
         qc->conn = NULL;
@@ -756,8 +758,11 @@ static void send_reset(struct quic_ep *ep, const ngtcp2_version_cid *vc, const s
     if (randlen > sizeof(rnd))
         randlen = sizeof(rnd);
     rand_bytes(rnd, randlen);
-    if (ngtcp2_crypto_generate_stateless_reset_token(token, ep->secret, sizeof(ep->secret), &cid) !=
-        0)
+    /* The first secret's token: after a rotation, a connection whose ID an older secret's
+     * token went with learns of the loss by its idle timer instead (one reset per secret
+     * would multiply what a forged packet gets back). */
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, ep->keys.key[0], QUIC_SECRET_LEN,
+                                                     &cid) != 0)
         return;
     ngtcp2_ssize n = ngtcp2_pkt_write_stateless_reset(buf, sizeof(buf), token, rnd, randlen);
     if (n > 0) {
@@ -769,7 +774,7 @@ static void send_reset(struct quic_ep *ep, const ngtcp2_version_cid *vc, const s
 static void send_retry(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const struct udp_dgram *d)
 {
     ngtcp2_cid scid;
-    make_cid(ep, &scid, SCID_LEN); /* the client's next Initial comes back here */
+    make_cid(ep, &scid, ep->ids.len); /* the client's next Initial comes back here */
     /* ngtcp2_pkt_write_retry asserts that the new ID is not the client's (scid != odcid) and
      * that the token is not empty (tokenlen > 0): the client chose its ID, so it is compared
      * here rather than trusted to randomness. */
@@ -777,7 +782,7 @@ static void send_retry(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const struct
         return;
     uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], buf[MTU_MAX];
     ngtcp2_ssize tlen = ngtcp2_crypto_generate_retry_token(
-        token, ep->secret, sizeof(ep->secret), hd->version, (const ngtcp2_sockaddr *)d->peer,
+        token, ep->keys.key[0], QUIC_SECRET_LEN, hd->version, (const ngtcp2_sockaddr *)d->peer,
         d->peer_len, &scid, &hd->dcid, now_ns(ep));
     if (tlen <= 0)
         return;
@@ -798,6 +803,22 @@ static void send_refusal(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const stru
     ep->stats.refused++;
     if (n > 0 && (size_t)n <= 3 * d->len)
         send_to(ep, d->peer, d->peer_len, buf, (size_t)n, 0);
+}
+
+/* Whether hd's Retry token was made by us or a fleet's sibling with any of the secrets (the
+ * first, or one a rotation moved down), for hd's DCID and d's source, within its lifetime:
+ * then *odcid is the client's first DCID. An AEAD open per secret tried, for a token only. */
+static bool retry_token_ok(struct quic_ep *ep, ngtcp2_cid *odcid, const ngtcp2_pkt_hd *hd,
+                           const struct udp_dgram *d)
+{
+    ngtcp2_tstamp now = now_ns(ep);
+    for (unsigned i = 0; i < ep->keys.n; i++)
+        if (ngtcp2_crypto_verify_retry_token(odcid, hd->token.base, hd->token.len, ep->keys.key[i],
+                                             QUIC_SECRET_LEN, hd->version,
+                                             (const ngtcp2_sockaddr *)d->peer, d->peer_len,
+                                             &hd->dcid, RETRY_TOKEN_TTL, now) == 0)
+            return true;
+    return false;
 }
 
 /* Whether d's source is an address ngtcp2 can hold: ngtcp2_addr_copy copies addrlen bytes
@@ -825,7 +846,7 @@ static void on_datagram(void *user, const struct udp_dgram *d)
         return;
     }
     ngtcp2_version_cid vc;
-    int rv = ngtcp2_pkt_decode_version_cid(&vc, d->data, d->len, SCID_LEN);
+    int rv = ngtcp2_pkt_decode_version_cid(&vc, d->data, d->len, ep->ids.len);
     if (rv == NGTCP2_ERR_VERSION_NEGOTIATION) {
         send_vn(ep, &vc, d);
         return;
@@ -859,10 +880,7 @@ static void on_datagram(void *user, const struct udp_dgram *d)
     ngtcp2_cid odcid;
     const ngtcp2_cid *validated = NULL;
     if (hd.token.len && hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY) {
-        if (ngtcp2_crypto_verify_retry_token(&odcid, hd.token.base, hd.token.len, ep->secret,
-                                             sizeof(ep->secret), hd.version,
-                                             (const ngtcp2_sockaddr *)d->peer, d->peer_len,
-                                             &hd.dcid, RETRY_TOKEN_TTL, now_ns(ep)) != 0) {
+        if (!retry_token_ok(ep, &odcid, &hd, d)) {
             send_refusal(ep, &hd, d, NGTCP2_INVALID_TOKEN);
             return;
         }
@@ -928,6 +946,13 @@ static const struct udp_upcall upcall = {on_datagram, on_flush};
 void quic_ep_tick(struct quic_ep *ep)
 {
     ep->resets_left = RESETS_PER_TICK;
+    /* A reload's secrets: one relaxed load a tick, nothing per packet. */
+    if (atomic_load_explicit(&ep->next_keys, memory_order_relaxed)) {
+        struct quic_secrets *k = atomic_exchange(&ep->next_keys, NULL);
+        ep->keys = *k;
+        explicit_bzero(k, sizeof(*k));
+        free(k);
+    }
     ngtcp2_tstamp now = now_ns(ep);
     if (now < ep->next)
         return;
@@ -1107,7 +1132,18 @@ int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_s
     ep->ctx = ctx;
     ep->next = UINT64_MAX;
     ep->resets_left = RESETS_PER_TICK;
-    memcpy(ep->secret, s->secret, sizeof(ep->secret));
+    if (!s->secrets || s->secrets->n == 0 || s->secrets->n > QUIC_SECRETS_MAX) {
+        free(ep);
+        snprintf(why, why_len, "HTTP/3: no secret for Retry tokens and resets");
+        return -EINVAL;
+    }
+    ep->keys = *s->secrets;
+    ep->set.secrets = NULL; /* the caller's, valid only during this call: ep->keys is the copy */
+    if (s->ids)
+        ep->ids = *s->ids;
+    else
+        (void)cid_layout_init(&ep->ids, NULL, 0, 0);
+    ep->set.ids = NULL; /* the caller's, valid only during this call: ep->ids is the copy */
     int rc = s->shared ? quic_certs_dup(s->shared, &ep->certs)
                        : quic_certs_new(&ep->certs, s->certs, s->keys, why, why_len);
     if (rc != 0 && s->shared)
@@ -1147,6 +1183,8 @@ void quic_ep_free(struct quic_ep *ep)
     if (ep->certs)
         quic_certs_put(ep->certs);
     quic_certs_put(atomic_exchange(&ep->next_certs, NULL));
+    free(atomic_exchange(&ep->next_keys, NULL));
+    explicit_bzero(&ep->keys, sizeof(ep->keys));
     free(ep);
 }
 
@@ -1311,6 +1349,23 @@ void quic_certs_put(struct quic_certs *c)
 const struct quic_certs *quic_ep_certs(const struct quic_ep *ep)
 {
     return ep->certs;
+}
+
+int quic_ep_set_secrets(struct quic_ep *ep, const struct quic_secrets *s)
+{
+    if (s->n == 0 || s->n > QUIC_SECRETS_MAX)
+        return -EINVAL;
+    struct quic_secrets *k = malloc(sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    *k = *s;
+    /* Never adopted: nothing else refers to the one replaced. */
+    struct quic_secrets *old = atomic_exchange(&ep->next_keys, k);
+    if (old) {
+        explicit_bzero(old, sizeof(*old));
+        free(old);
+    }
+    return 0;
 }
 
 void quic_ep_publish(struct quic_ep *ep, struct quic_certs *c)

@@ -19,6 +19,7 @@ struct udp_port;
 struct quic_ep;
 struct quic_conn;
 struct quic_certs;
+struct cid_layout;
 
 /* One bytes range; layout-compatible with ngtcp2_vec (checked in quic.c). */
 struct quic_vec {
@@ -71,6 +72,16 @@ struct quic_app {
     void (*free)(void *a);
 };
 
+/* Retry-token and stateless-reset secrets (--quic-secret-file, issue 38): the first makes
+ * Retry tokens and reset tokens; every one is tried on a token that comes back, so a fleet
+ * rotates by putting a new secret first and keeping the old one second for a while. */
+#define QUIC_SECRET_LEN 32
+#define QUIC_SECRETS_MAX 4
+struct quic_secrets {
+    unsigned n; /* 1..QUIC_SECRETS_MAX */
+    uint8_t key[QUIC_SECRETS_MAX][QUIC_SECRET_LEN];
+};
+
 struct quic_settings {
     unsigned max_conns;       /* per worker; a new connection beyond is refused */
     unsigned max_streams;     /* concurrent request streams per connection */
@@ -80,8 +91,9 @@ struct quic_settings {
     const char *const *keys;  /* their keys */
     /* or certificates another endpoint read (quic_certs_dup'd for this one; NULL: read certs) */
     const struct quic_certs *shared;
-    const uint8_t *secret;    /* 32 bytes shared by every worker: Retry tokens, reset tokens */
-    unsigned worker, workers; /* our IDs steer to socket `worker` of `workers` (steer.h) */
+    const struct quic_secrets *secrets; /* shared by every worker (and a fleet's instances) */
+    unsigned worker, workers;     /* our IDs steer to socket `worker` of `workers` (steer.h) */
+    const struct cid_layout *ids; /* our IDs' layout (quic/cid.h), NULL: no server ID */
     bool gso;
     /* The clock (ns, monotonic), NULL for CLOCK_MONOTONIC: tests/fuzz/fuzz_quic.c moves its
      * own, so that timers run and a crash replays; the server leaves it NULL. */
@@ -116,7 +128,13 @@ const struct quic_certs *quic_ep_certs(const struct quic_ep *ep);
  * c's certificates from the next one on; each connection keeps those its handshake had. */
 void quic_ep_publish(struct quic_ep *ep, struct quic_certs *c);
 
-/* Timers: runs every connection whose deadline passed (now: CLOCK_MONOTONIC ns), sends. */
+/* A reload's secrets (any thread; copied): the endpoint adopts them at its next timer run, for
+ * every token and ID it makes from then on; tokens and IDs made before keep what they were
+ * made with (a Retry token made with a secret dropped here is refused). 0 or -ENOMEM. */
+int quic_ep_set_secrets(struct quic_ep *ep, const struct quic_secrets *s);
+
+/* Timers: runs every connection whose deadline passed (now: CLOCK_MONOTONIC ns), sends;
+ * adopts secrets quic_ep_set_secrets gave. */
 void quic_ep_tick(struct quic_ep *ep);
 /* Milliseconds until the next deadline (at most max_ms). */
 int quic_ep_wait_ms(const struct quic_ep *ep, int max_ms);

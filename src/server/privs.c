@@ -218,6 +218,9 @@ int privs_landlock(const struct config *cfg, char *why, size_t why_len)
     /* A reload re-reads the session-ticket key files (a fleet's rotation rewrites them). */
     for (int i = 0; rc == 0 && i < cfg->num_ticket_key_files; i++)
         rc = allow_dirs_of(rs, cfg->ticket_key_files[i], why, why_len);
+    /* ... and the QUIC secret files, rotated the same way. */
+    for (int i = 0; rc == 0 && i < cfg->num_quic_secret_files; i++)
+        rc = allow_dirs_of(rs, cfg->quic_secret_files[i], why, why_len);
     /* The access log is reopened on SIGUSR1, after a rotation perhaps as a new file. */
     if (rc == 0 && cfg->access_log && strcmp(cfg->access_log, "-") != 0 &&
         (rc = parent_dir(cfg->access_log, dir)) == 0)

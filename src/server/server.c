@@ -31,6 +31,7 @@
 #include "engine/engine.h"
 #include "engine/udp.h"
 #include "http/h3/h3.h"
+#include "quic/cid.h"
 #include "quic/quic.h"
 #include "server/handover.h"
 #include "server/privs.h"
@@ -260,8 +261,9 @@ struct server {
     bool steer;
     bool seeded; /* steer_seed drawn: TCP's and QUIC's programs hash addresses with it */
     uint32_t steer_seed;
-    struct guard *guard; /* socket activation: the workers' one guard (rt/guard.h), or NULL */
-    bool quic_steer;     /* the UDP port's group is ours alone: route by connection ID */
+    struct guard *guard;    /* socket activation: the workers' one guard (rt/guard.h), or NULL */
+    bool quic_steer;        /* the UDP port's group is ours alone: route by connection ID */
+    struct cid_layout cids; /* every QUIC connection ID's layout (--quic-server-id) */
     struct errlog_limit steer_log;
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */
     struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
@@ -857,7 +859,8 @@ static void steer_from(struct server *sv, const struct config *cfg)
 {
     /* Behind a balancer that sends PROXY headers, the source address is the balancer's: to
      * steer by it would bring every client of one balancer to one worker. The kernel's hash
-     * spreads them, and --limit-conn and --limit-req count a proxied client per worker. */
+     * spreads them, and --limit-conn and --limit-req count a client in the workers' one
+     * shared guard (server_run), as for systemd's sockets. */
     if (sv->steer || sv->inherited || !config_limits_clients(cfg) || sv->cfg->num_proxy_from ||
         sv->any_proxy)
         return;
@@ -903,33 +906,45 @@ static uint64_t monotonic_usec(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* HTTP/3's secret: the SHA-256 of --quic-secret-file's bytes (at least 32 of them), so that
- * every instance given the file accepts the others' Retry tokens and can reset their
- * connections (issue 38), or 32 random bytes per start without it. 0, or -1 after saying why. */
-static int h3_secret_make(const struct config *cfg, uint8_t secret[32])
+/* HTTP/3's secrets: the SHA-256 of each --quic-secret-file's bytes (at least 32 of them), the
+ * first file's first, so that every instance given the files accepts the others' Retry tokens
+ * and can reset their connections (issue 38), or 32 random bytes per start without one. A
+ * reload reads the files again (rotation: the new secret's file first, the old one's after).
+ * 0, or -1 with the file at fault in why. */
+static int h3_secrets_read(const struct config *cfg, struct quic_secrets *out, char *why,
+                           size_t why_len)
 {
-    if (!cfg->quic_secret_file) {
-        if (getrandom(secret, 32, 0) == 32)
+    _Static_assert(CONFIG_MAX_QUIC_SECRETS == QUIC_SECRETS_MAX, "a secret per file");
+    memset(out, 0, sizeof(*out));
+    if (cfg->num_quic_secret_files == 0) {
+        out->n = 1;
+        if (getrandom(out->key[0], QUIC_SECRET_LEN, 0) == QUIC_SECRET_LEN)
             return 0;
-        fprintf(stderr, "ringhttpd: HTTP/3: no random secret: %s\n", strerror(errno));
+        snprintf(why, why_len, "HTTP/3: no random secret: %s", strerror(errno));
         return -1;
     }
     uint8_t buf[4096];
-    ssize_t n = -1;
-    int fd = open(cfg->quic_secret_file, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        n = read(fd, buf, sizeof(buf));
-        close(fd);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < cfg->num_quic_secret_files; i++) {
+        const char *name = cfg->quic_secret_files[i];
+        ssize_t n = -1;
+        int fd = open(name, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            n = read(fd, buf, sizeof(buf));
+            close(fd);
+        }
+        if (n < 32) {
+            snprintf(why, why_len, "--quic-secret-file '%s': %s", name,
+                     n < 0 ? strerror(errno) : "needs at least 32 bytes (openssl rand 32 > FILE)");
+            rc = -1;
+        } else {
+            file_digest_mem(buf, (uint64_t)n, out->key[out->n++], QUIC_SECRET_LEN);
+        }
     }
-    if (n < 32) {
-        fprintf(stderr, "ringhttpd: --quic-secret-file '%s': %s\n", cfg->quic_secret_file,
-                n < 0 ? strerror(errno) : "needs at least 32 bytes (openssl rand 32 > FILE)");
-        explicit_bzero(buf, sizeof(buf));
-        return -1;
-    }
-    file_digest_mem(buf, (uint64_t)n, secret, 32);
     explicit_bzero(buf, sizeof(buf));
-    return 0;
+    if (rc != 0)
+        explicit_bzero(out, sizeof(*out));
+    return rc;
 }
 
 #ifndef RINGHTTPD_NO_HTTP3
@@ -945,9 +960,9 @@ static void quic_steer(struct server *sv, struct runtime *w)
 {
     const struct config *cfg = sv->cfg;
     int err = !sv->quic_steer ? -EBUSY
-              : !seed(sv)
-                  ? -EAGAIN
-                  : steer_quic_attach(w->udp->fd, (uint32_t)cfg->threads, NULL, sv->steer_seed);
+              : !seed(sv)     ? -EAGAIN
+                              : steer_quic_attach(w->udp->fd, (uint32_t)cfg->threads, NULL,
+                                                  sv->steer_seed, &sv->cids);
     sv->quic_steer = err == 0;
     if (err < 0 && err != -EBUSY)
         errlog(ERRLOG_WARN,
@@ -987,7 +1002,7 @@ static void quic_route(struct server *sv)
     if (err == 0 && !seed(sv))
         err = -EAGAIN;
     if (err == 0 && (err = steer_quic_order(fds, (uint32_t)n, order)) == 0)
-        err = steer_quic_attach(fds[0], (uint32_t)n, order, sv->steer_seed);
+        err = steer_quic_attach(fds[0], (uint32_t)n, order, sv->steer_seed, &sv->cids);
     free(fds);
     free(order);
     sv->quic_steer = err == 0;
@@ -1068,6 +1083,31 @@ static void h3_forget(struct server *sv)
     h3_remember(sv, NULL, NULL, 0);
 }
 
+/* SIGHUP: the --quic-secret-file files read again for every worker's endpoint, as the ticket
+ * key files are; when one cannot be read, the secrets in use stay. */
+static void h3_secrets_reload(struct server *sv, const char *what)
+{
+    struct quic_secrets s;
+    char why[512] = "";
+    if (!sv->cfg->tls || !sv->cfg->http3 || sv->cfg->num_quic_secret_files == 0)
+        return; /* the start's random secret: nothing to re-read */
+    if (h3_secrets_read(sv->cfg, &s, why, sizeof(why)) != 0) {
+        errlog(ERRLOG_ERROR, "%s: HTTP/3 secrets kept as they were: %s", what, why);
+        return;
+    }
+    int err = 0;
+    for (int i = 0; err == 0 && i < sv->cfg->threads; i++)
+        if (worker_quic(sv->workers[i]))
+            err = quic_ep_set_secrets(worker_quic(sv->workers[i]), &s);
+    explicit_bzero(&s, sizeof(s));
+    wake_workers(sv);
+    if (err != 0)
+        errlog(ERRLOG_ERROR, "%s: HTTP/3 secrets: %s", what, strerror(-err));
+    else
+        errlog(ERRLOG_NOTICE, "%s: HTTP/3 secrets re-read (%d file%s)", what,
+               sv->cfg->num_quic_secret_files, sv->cfg->num_quic_secret_files == 1 ? "" : "s");
+}
+
 /* A reload's certificates for every worker's QUIC endpoint, as tls_port_publish does for the
  * TLS port: new handshakes get them, connections keep theirs. Read once for every worker (each
  * counts its set on its own thread), and not at all when the files are the ones read last and
@@ -1115,7 +1155,7 @@ static void h3_publish(struct server *sv, const struct config *pairs, const char
     free(certs);
 }
 
-static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
+static int h3_start(struct server *sv, struct worker *wk, const struct quic_secrets *secrets)
 {
     struct runtime *w = worker_runtime(wk);
     const struct config *cfg = sv->cfg;
@@ -1136,11 +1176,19 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
         .shared = w->id > 0 && worker_quic(sv->workers[0])
                       ? quic_ep_certs(worker_quic(sv->workers[0]))
                       : NULL,
-        .secret = secret,
+        .secrets = secrets,
         .worker = (unsigned)w->id,
         .workers = (unsigned)cfg->threads,
+        .ids = &sv->cids,
     };
     char why[512] = "";
+    /* The options' bounds are QUIC-LB's, which cid.h owns: checked here, where both are seen. */
+    _Static_assert(CONFIG_QUIC_SID_MAX == CID_SID_MAX &&
+                       CONFIG_QUIC_ROTATION_MAX == CID_ROTATION_MAX,
+                   "--quic-server-id's bounds are cid.h's");
+    if (w->id == 0 &&
+        cid_layout_init(&sv->cids, cfg->quic_sid, cfg->quic_sid_len, cfg->quic_sid_rotation) != 0)
+        return -EINVAL; /* never: the option's setter checked the bounds */
     /* HTTP/3 on the first TLS address: a worker has one UDP socket (README: Listening) */
     const struct addr *a = &sv->groups[sv->quic_group].addr;
     /* Before the first of ours binds: whether the port's group will be ours alone. */
@@ -1177,6 +1225,11 @@ static int h3_start(struct server *sv, struct worker *wk, const uint8_t *secret)
     }
     if (rc == 0 && w->id == cfg->threads - 1)
         quic_steer(sv, w);
+    if (rc == 0 && w->id == 0 && cfg->verbose && cfg->quic_server_id)
+        fprintf(stderr,
+                "ringhttpd: HTTP/3: connection IDs carry server ID %s (QUIC-LB plaintext, "
+                "config rotation %u, %u bytes)\n",
+                cfg->quic_server_id, cfg->quic_sid_rotation, sv->cids.len);
     if (rc == 0 && w->id == 0 && cfg->verbose)
         fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO %s\n",
                 w->udp->gso       ? "yes"
@@ -1200,14 +1253,19 @@ static void h3_publish(struct server *sv, const struct config *pairs, const char
     (void)sv, (void)pairs, (void)what;
 }
 
+static void h3_secrets_reload(struct server *sv, const char *what)
+{
+    (void)sv, (void)what;
+}
+
 static void quic_route(struct server *sv)
 {
     (void)sv;
 }
 
-static int h3_start(struct server *sv, struct worker *w, const uint8_t *secret)
+static int h3_start(struct server *sv, struct worker *w, const struct quic_secrets *secrets)
 {
-    (void)secret;
+    (void)secrets;
     if (worker_runtime(w)->id == 0)
         errlog(ERRLOG_WARN,
                "HTTP/3: not in this build (made with HTTP3=no, as make static is; the "
@@ -1426,8 +1484,10 @@ static void reload(struct server *sv, const char *what)
                    ? " (under Landlock, a file outside the directories the start's configuration "
                      "named needs a restart)"
                    : "");
-    else if (publish(sv, s, true, what))
+    else if (publish(sv, s, true, what)) {
+        h3_secrets_reload(sv, what);
         errlog(ERRLOG_NOTICE, "%s: serving %s", what, config_serves(s->owned ? s->owned : sv->cfg));
+    }
     systemd_notify(sv->notify_fd, "READY=1\nSTATUS=serving %s on %s", config_serves(sv->cfg),
                    sv->groups[sv->main_group].url);
 }
@@ -1688,9 +1748,12 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     }
     if (!(sv.eng = engine_choose(cfg->engine, cfg->verbose, &sv.caps)))
         goto out;
-    uint8_t h3_secret[32];
-    if (cfg->tls && cfg->http3 && h3_secret_make(cfg, h3_secret) != 0)
+    struct quic_secrets h3_secrets;
+    char h3_why[512] = "";
+    if (cfg->tls && cfg->http3 && h3_secrets_read(cfg, &h3_secrets, h3_why, sizeof(h3_why)) != 0) {
+        fprintf(stderr, "ringhttpd: %s\n", h3_why);
         goto out;
+    }
 
     /* Every worker is set up before the process is confined (Landlock, --user): an engine reads
      * limits under /proc and opens /dev/null. Their threads start after, and so inherit it. */
@@ -1719,9 +1782,11 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         }
         struct runtime *rt = worker_runtime(sv.workers[inited]);
         rt->alog = sv.alog;
-        /* systemd's sockets are not steered (steer_from): one client's connections reach any
-         * worker, so the workers count clients in one guard */
-        if (sv.inherited &&
+        /* systemd's sockets are not steered, nor are a balancer's connections (steer_from):
+         * one client's connections reach any worker, so the workers count clients in one
+         * guard (issue 38: behind PROXY headers, --limit-conn N let a client hold N per
+         * worker) */
+        if ((sv.inherited || cfg->num_proxy_from || sv.any_proxy) &&
             ((!sv.guard && !(sv.guard = guard_shared_new())) || guard_share(rt, sv.guard) < 0)) {
             fprintf(stderr, "ringhttpd: starting worker %d: the per-client limits: %s\n", inited,
                     strerror(ENOMEM));
@@ -1732,7 +1797,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
             rt->acme = tokens_reader(&sv.tokens, inited);
         if (cfg->tls && cfg->http3 && sv.quic_group >= 0 &&
-            h3_start(&sv, sv.workers[inited], h3_secret) != 0) {
+            h3_start(&sv, sv.workers[inited], &h3_secrets) != 0) {
             worker_free(sv.workers[inited]); /* set up, never counted in inited */
             sv.workers[inited] = NULL;
             goto stop;

@@ -33,9 +33,10 @@
 #define SO_DETACH_REUSEPORT_BPF 68 /* Linux 5.3; older headers lack it */
 #endif
 
-/* Knuth's multiplicative hash constant (2^32 / phi): the product's high bits depend on every
- * bit of the address, and the low 16 of them are dropped before the modulo. */
-#define STEER_MUL 0x9e3779b1u
+/* Knuth's multiplicative hash constant (2^32 / phi), the connection IDs' too (quic/cid.h):
+ * the product's high bits depend on every bit of the address, and the low 16 of them are
+ * dropped before the modulo. */
+#define STEER_MUL CID_STEER_MUL
 
 /* Attaches code as fd's group program (SO_ATTACH_REUSEPORT_CBPF) or its own filter. */
 static int attach(int fd, int opt, struct sock_filter *code, unsigned short len)
@@ -90,11 +91,6 @@ int steer_attach(int fd, uint32_t n, uint32_t seed)
     return attach(fd, SO_ATTACH_REUSEPORT_CBPF, code, STEER_LEN);
 }
 
-/* The inverse of STEER_MUL modulo 2^32: steer_cid_make goes from the wanted product back to
- * the ID's bytes. */
-#define STEER_MUL_INV 0x0e8b2f51u
-_Static_assert((uint32_t)(STEER_MUL *STEER_MUL_INV) == 1u, "STEER_MUL_INV inverts STEER_MUL");
-
 size_t steer_quic_len(uint32_t n, const uint32_t *order)
 {
     return order ? STEER_QUIC_LEN + 2 * (size_t)n : STEER_QUIC_LEN;
@@ -107,8 +103,10 @@ size_t steer_quic_len(uint32_t n, const uint32_t *order)
 #define Q_CID 27   /* the ID's hash */
 #define Q_TAIL 30  /* A is the worker: its socket */
 
-void steer_quic_program(struct sock_filter *code, uint32_t n, const uint32_t *order, uint32_t seed)
+void steer_quic_program(struct sock_filter *code, uint32_t n, const uint32_t *order, uint32_t seed,
+                        const struct cid_layout *ids)
 {
+    const uint32_t off = ids->steer_off; /* the steering bytes, in the ID */
     /* Long header types (RFC 9000 17.2): Initial 0, 0-RTT 1, Handshake 2, Retry 3 in bits
      * 0x30 of the first byte, so 0x20 tells a Handshake from a connection's first flight. */
     code[0] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0);
@@ -117,14 +115,14 @@ void steer_quic_program(struct sock_filter *code, uint32_t n, const uint32_t *or
     addr_hash(code + Q_ADDR, n, seed); /* not IP: to Q_ADDR + 17 */
     code[Q_ADDR + 16] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, Q_TAIL - (Q_ADDR + 17));
     code[Q_ADDR + 17] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffffu);
-    code[Q_SHORT] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 1); /* the ID at 1 */
+    code[Q_SHORT] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 1 + off); /* ID at 1 */
     code[Q_SHORT + 1] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, Q_CID - (Q_SHORT + 2));
     code[Q_LONG] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 5); /* its length */
     code[Q_LONG + 1] =
-        (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, STEER_CID_BYTES, 1, 0);
+        (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, off + CID_STEER_BYTES, 1, 0);
     code[Q_LONG + 2] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffffu);
-    code[Q_LONG + 3] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 6); /* the ID */
-    code[Q_CID] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_MUL | BPF_K, STEER_MUL);
+    code[Q_LONG + 3] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 6 + off); /* at 6 */
+    code[Q_CID] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_MUL | BPF_K, CID_STEER_MUL);
     code[Q_CID + 1] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 16);
     code[Q_CID + 2] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, n); /* worker */
     _Static_assert(Q_ADDR + 18 == Q_SHORT && Q_LONG + 4 == Q_CID && Q_CID + 3 == Q_TAIL &&
@@ -143,7 +141,8 @@ void steer_quic_program(struct sock_filter *code, uint32_t n, const uint32_t *or
     code[Q_TAIL + 2 * n] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffffu);
 }
 
-int steer_quic_attach(int fd, uint32_t n, const uint32_t *order, uint32_t seed)
+int steer_quic_attach(int fd, uint32_t n, const uint32_t *order, uint32_t seed,
+                      const struct cid_layout *ids)
 {
     if (n == 0)
         return -EINVAL;
@@ -153,7 +152,7 @@ int steer_quic_attach(int fd, uint32_t n, const uint32_t *order, uint32_t seed)
     struct sock_filter *code = calloc(len, sizeof(*code));
     if (!code)
         return -ENOMEM;
-    steer_quic_program(code, n, order, seed);
+    steer_quic_program(code, n, order, seed, ids);
     int rc = attach(fd, SO_ATTACH_REUSEPORT_CBPF, code, (unsigned short)len);
     free(code);
     return rc;
@@ -289,31 +288,4 @@ void steer_detach(int fd)
 {
     int zero = 0;
     (void)setsockopt(fd, SOL_SOCKET, SO_DETACH_REUSEPORT_BPF, &zero, sizeof(zero));
-}
-
-/* BPF_W loads are big-endian. */
-static uint32_t be32(const uint8_t p[4])
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-uint32_t steer_cid_index(const uint8_t cid[STEER_CID_BYTES], uint32_t n)
-{
-    return ((be32(cid) * STEER_MUL) >> 16) % n;
-}
-
-void steer_cid_make(uint8_t cid[STEER_CID_BYTES], uint32_t index, uint32_t n)
-{
-    /* The product's high half is moved to the nearest value that is index modulo n (its low
-     * half and the rest of the ID stay random); multiplying by the inverse gives the bytes. */
-    uint32_t product = be32(cid) * STEER_MUL;
-    uint32_t high = product >> 16;
-    high = high - high % n + index;
-    if (high > 0xffffu)
-        high -= n;
-    uint32_t w = ((high << 16) | (product & 0xffffu)) * STEER_MUL_INV;
-    cid[0] = (uint8_t)(w >> 24);
-    cid[1] = (uint8_t)(w >> 16);
-    cid[2] = (uint8_t)(w >> 8);
-    cid[3] = (uint8_t)w;
 }

@@ -5,8 +5,9 @@
  * packets, whose ID the client chose) by the same hash of its source address, so that a client
  * lands on the same worker over TCP and QUIC and is counted once (issue 35); every later
  * datagram (Handshake, short header) to the worker that owns its destination connection ID,
- * whatever address it came from (issue 29: NAT rebinding and migration), by one function of the
- * ID's first four bytes that the server's IDs are made to.
+ * whatever address it came from (issue 29: NAT rebinding and migration), by one function of
+ * four of the ID's bytes that the server's IDs are made to (where they sit, and the function:
+ * quic/cid.h, the IDs' layout).
  * Must not: run on the request path (it is attached at start and checked once a second), or
  * attach while the port's group holds listeners that are not ours (a predecessor or successor
  * in a hand-over: the indices would name theirs; handover.h owns steering then).
@@ -18,6 +19,8 @@
 #include <stdint.h>
 
 #include <linux/filter.h>
+
+#include "quic/cid.h"
 
 /* The program's length in instructions. */
 #define STEER_LEN 18
@@ -33,8 +36,6 @@ int steer_attach(int fd, uint32_t n, uint32_t seed);
 
 /* The QUIC program's length in instructions, for sockets in their workers' order. */
 #define STEER_QUIC_LEN 31
-/* Bytes of a connection ID the QUIC program reads: the server's IDs must be at least this long. */
-#define STEER_CID_BYTES 4
 
 /* Writes the classic BPF program that brings a QUIC datagram to the socket of a worker, in a
  * group of n sockets where worker w's is at order[w] (order NULL: worker w's is socket w),
@@ -42,14 +43,16 @@ int steer_attach(int fd, uint32_t n, uint32_t seed);
  * steer_program with the same n and seed picks for its source address (its ID is the
  * client's, or, after our Initial or Retry, one we made on that same worker); a Handshake
  * long header (its ID at byte 6) and a short header (at byte 1) to the worker
- * steer_cid_index names for the ID. A Handshake whose ID is shorter than STEER_CID_BYTES, and
- * a packet that is neither IPv4 nor IPv6, get an index past the end (the kernel's hash).
- * Pure. */
-void steer_quic_program(struct sock_filter *code, uint32_t n, const uint32_t *order, uint32_t seed);
+ * cid_steer_index names for the steering bytes of the ID, which has layout ids. A Handshake
+ * whose ID is too short to hold them, and a packet that is neither IPv4 nor IPv6, get an
+ * index past the end (the kernel's hash). Pure. */
+void steer_quic_program(struct sock_filter *code, uint32_t n, const uint32_t *order, uint32_t seed,
+                        const struct cid_layout *ids);
 size_t steer_quic_len(uint32_t n, const uint32_t *order);
 
 /* Attaches that program to the UDP socket fd's reuseport group. 0 or -errno. */
-int steer_quic_attach(int fd, uint32_t n, const uint32_t *order, uint32_t seed);
+int steer_quic_attach(int fd, uint32_t n, const uint32_t *order, uint32_t seed,
+                      const struct cid_layout *ids);
 
 /* Finds which index of their reuseport group each of the n UDP sockets fds holds, into
  * order[] (order[i]: fds[i]'s), by a probe datagram per index through the group (steer.c),
@@ -61,13 +64,5 @@ int steer_quic_order(const int *fds, uint32_t n, uint32_t order[]);
 
 /* Takes the program off fd's group (the kernel's hash from now on). */
 void steer_detach(int fd);
-
-/* The socket (worker) index, of n, that the QUIC program picks for a connection ID whose first
- * STEER_CID_BYTES bytes are cid. Pure; n >= 1. */
-uint32_t steer_cid_index(const uint8_t cid[STEER_CID_BYTES], uint32_t n);
-
-/* Rewrites the first STEER_CID_BYTES bytes of cid (random on entry, and still unpredictable on
- * return) so that steer_cid_index(cid, n) == index. Pure; index < n. */
-void steer_cid_make(uint8_t cid[STEER_CID_BYTES], uint32_t index, uint32_t n);
 
 #endif

@@ -16,7 +16,8 @@
  * IDs and keys the server chooses; a client's Initials, the raw datagrams and the client's
  * choices replay exactly. FUZZ_QUIC_TRACE=1 prints how far the client got.
  * Input: [config][record]... config: & 3 retry_above {0, 1, 2, 1000}, >> 2 & 3 max_conns
- * {1, 2, 4, 64}, & 0x10 two workers (steering IDs). Record: [op] [a if op & 0x10]
+ * {1, 2, 4, 64}, & 0x10 two workers (steering IDs), & 0x20 a 15-byte server ID (--quic-server-id:
+ * 20-byte IDs, the steering bytes after it). Record: [op] [a if op & 0x10]
  * [s: 2 bytes if op & 4] [length: 2 bytes] [bytes]. op & 0x10: the clock moves a*a ms and the
  * timers run first; & 0x20: the endpoint drains first (once); the clock moves 1 ms a record.
  * A raw record (op & 0x40 clear): bytes are one datagram from address op & 3, or with op & 4 a
@@ -43,6 +44,7 @@
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
 #include "engine/udp.h"
+#include "quic/cid.h"
 #include "quic/quic.h"
 
 #define REQUIRE(cond)                                                                              \
@@ -547,8 +549,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     static const unsigned retry_above[] = {0, 1, 2, 1000}, max_conns[] = {1, 2, 4, 64};
-    static const uint8_t secret[32] = {1, 2, 3};
+    static const struct quic_secrets secrets = {.n = 2, .key = {{1, 2, 3}, {4, 5, 6}}};
     const char *const certs[] = {fx.cert, NULL}, *const keys[] = {fx.key, NULL};
+    static const uint8_t sid[CID_SID_MAX] = {0x11, 0x22, 0x33, 0x44, 0x55};
+    struct cid_layout ids;
+    REQUIRE(cid_layout_init(&ids, sid, CID_SID_MAX, 6) == 0);
     struct quic_settings qs = {
         .max_conns = max_conns[data[0] >> 2 & 3],
         .max_streams = 100,
@@ -556,9 +561,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .retry_above = retry_above[data[0] & 3],
         .certs = certs,
         .keys = keys,
-        .secret = secret,
+        .secrets = &secrets,
         .worker = 0,
         .workers = data[0] & 0x10 ? 2 : 1,
+        .ids = data[0] & 0x20 ? &ids : NULL,
         .now = fake_now,
     };
     fx.now = 1000 * 1000000000ull;

@@ -55,6 +55,57 @@ def test_client_that_moves_keeps_its_connection(make_server, h3root):
                                          "::ffff:127.0.0.2"], moved
 
 
+def _server_ids(cid):
+    """QUIC-LB's plaintext reading of connection ID cid for 8-byte server IDs (AWS NLB's):
+    (config rotation, self-encoded length, server ID), as a balancer decodes it."""
+    return cid[0] >> 5, (cid[0] & 0x1f) + 1, cid[1:9]
+
+
+def test_every_connection_id_carries_the_server_id(make_server, h3root, monkeypatch):
+    """Issue 38: with --quic-server-id, every connection ID the server gives a client (its
+    Retry's, its Initial's, each NEW_CONNECTION_ID's) opens with QUIC-LB's first octet (the
+    config rotation bits, the ID's length after it) and the 8-byte server ID, where an L4
+    balancer (QUIC-LB plaintext, AWS NLB) routes on it; and the worker steering still holds
+    on two workers: four connections that move three times each keep their downloads, as
+    test_client_that_moves_keeps_its_connection's do without a server ID. --limit-conn: every
+    new client is sent a Retry first."""
+    from aioquic.quic.connection import QuicConnection
+    sid = bytes.fromhex("1122334455667788")
+    srv = make_server(h3root, args=("-v", "--quic-server-id", "3:0x" + sid.hex(),
+                                    "--limit-conn", "16"))
+    err = srv.stderr_text()
+    assert "datagrams routed to workers by connection ID: yes" in err
+    assert "connection IDs carry server ID 3:0x1122334455667788" in err
+    given = {"retry": [], "initial": set(), "new": set()}
+    on_retry, on_new = QuicConnection._receive_retry_packet, QuicConnection._handle_new_connection_id_frame
+
+    def retry(self, header, *args, **kwargs):
+        given["retry"].append(header.source_cid)
+        return on_retry(self, header, *args, **kwargs)
+
+    def new_cid(self, *args, **kwargs):
+        out = on_new(self, *args, **kwargs)
+        given["initial"].add(self._remote_initial_source_connection_id)
+        given["new"].update(c.cid for c in self._peer_cid_available)
+        return out
+
+    monkeypatch.setattr(QuicConnection, "_receive_retry_packet", retry)
+    monkeypatch.setattr(QuicConnection, "_handle_new_connection_id_frame", new_cid)
+    got = h3_get_moving("127.0.0.1", srv.port, srv.ca, "/large.bin",
+                        ["127.0.0.2", "127.0.0.1", "127.0.0.2"], conns=4)
+    for resp, moved in got:
+        assert resp.status == 200
+        assert bytes(resp.body) == LARGE
+        assert len(moved) == 3
+    assert len(given["retry"]) == 4 and len(given["initial"]) == 4
+    assert len(given["new"]) >= 4 * 3  # each connection is given several more
+    every = given["retry"] + sorted(given["initial"]) + sorted(given["new"])
+    for cid in every:
+        assert _server_ids(cid) == (3, len(cid), sid), cid.hex()
+    # the rest of each ID is the server's own: no two alike
+    assert len(set(every)) == len(every)
+
+
 def _leaf(ca, d, name):
     """A pair for DNS name `name`, signed by the session's CA: (crt, key)."""
     key, csr, crt, ext = (d / f"{name}.{x}" for x in ("key", "csr", "crt", "ext"))
@@ -415,6 +466,125 @@ def test_retry_token_from_one_instance_is_accepted_by_another(make_server, h3roo
     c = make_server(h3root, args=("--http3-max-conns", "1"))
     assert _handshake_via_retry(a.port, b.port, a.ca)
     assert not _handshake_via_retry(a.port, c.port, a.ca)
+
+
+def _rotate(current, previous, fresh):
+    """An operator's rotation: the current secret becomes the previous one, a fresh one
+    current (the files' names stay those the command line gave)."""
+    previous.write_bytes(current.read_bytes())
+    current.write_bytes(fresh)
+
+
+def _hup_and_wait(srv, count):
+    """SIGHUP, then until the server said its secrets were re-read `count` times in all."""
+    srv.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: srv.stderr_text().count("HTTP/3 secrets re-read") >= count, timeout=10)
+
+
+def _via_retry_soon(first, second, ca, want):
+    """_handshake_via_retry until it gives `want`: a worker adopts a reload's secrets at its
+    next timer run, just after the reload's log line. Bounded: a few tries."""
+    for _ in range(5):
+        if _handshake_via_retry(first, second, ca) == want:
+            return want
+        time.sleep(0.2)
+    return not want
+
+
+def test_quic_secrets_rotate_across_a_fleet_on_reload(make_server, h3root, tmp_path):
+    """Issue 38: --quic-secret-file is repeatable (the first makes Retry tokens, every one is
+    accepted) and the files are read again on SIGHUP, so a fleet rotates the secret as it
+    rotates ticket keys: `cp current previous; openssl rand 32 > current; kill -HUP`. Two
+    instances start with the same files; B rotates first: A's tokens (made with the old
+    secret, now B's second) still pass at B, B's (the new one) do not at A until A rotates
+    too. A file that cannot be used at a reload keeps the secrets in use, said in the log.
+    --limit-conn: every new client must first prove its address by a Retry."""
+    first = os.urandom(32)
+    files = {}
+    for name in ("a", "b"):
+        cur, prev = tmp_path / f"{name}.current", tmp_path / f"{name}.previous"
+        cur.write_bytes(first)
+        prev.write_bytes(os.urandom(32))
+        files[name] = (cur, prev)
+    a, b = (make_server(h3root, args=("--limit-conn", "64", "--quic-secret-file", str(cur),
+                                      "--quic-secret-file", str(prev)))
+            for cur, prev in (files["a"], files["b"]))
+    assert _handshake_via_retry(a.port, b.port, a.ca)
+    assert _handshake_via_retry(b.port, a.port, a.ca)
+    fresh = os.urandom(32)
+    _rotate(*files["b"], fresh)
+    _hup_and_wait(b, 1)
+    assert _via_retry_soon(b.port, a.port, a.ca, False) is False  # A knows no new secret yet
+    assert _handshake_via_retry(a.port, b.port, a.ca)  # the old one, B's second now
+    _rotate(*files["a"], fresh)
+    _hup_and_wait(a, 1)
+    assert _via_retry_soon(b.port, a.port, a.ca, True)
+    assert _handshake_via_retry(a.port, b.port, a.ca)
+    # A secret file that cannot be used: the reload says so and keeps the secrets in use.
+    files["b"][0].write_bytes(b"short")
+    b.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "HTTP/3 secrets kept as they were" in b.stderr_text(), timeout=10)
+    assert "needs at least 32 bytes" in b.stderr_text()
+    assert _handshake_via_retry(a.port, b.port, a.ca)
+
+
+def _reset_tokens(port, ca, want=3):
+    """The (connection ID, stateless reset token) pairs the server at port gave an aioquic
+    client: its first ID's (transport parameter) and NEW_CONNECTION_ID's."""
+    from aioquic.asyncio.client import connect as quic_connect
+
+    async def run():
+        async with quic_connect("127.0.0.1", port, configuration=configuration(ca),
+                                create_protocol=_Proto, wait_connected=True) as client:
+            q = client._quic
+            for _ in range(100):  # the server sends them once the handshake is confirmed
+                if len(q._peer_cid_available) >= want:
+                    break
+                await asyncio.sleep(0.05)
+            return [(c.cid, c.stateless_reset_token) for c in [q._peer_cid] + q._peer_cid_available]
+    return asyncio.run(asyncio.wait_for(run(), 20))
+
+
+def _reset_for(port, cid):
+    """What the server at port answers a short-header packet for connection ID cid, which it
+    does not hold: a stateless reset (RFC 9000 10.3), whose last 16 bytes are its token."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(1)
+    try:
+        for _ in range(3):
+            s.sendto(bytes([0x40 | (os.urandom(1)[0] & 0x3f)]) + cid + os.urandom(48),
+                     ("127.0.0.1", port))
+            try:
+                return s.recv(2048)
+            except socket.timeout:
+                continue
+        return None
+    finally:
+        s.close()
+
+
+def test_stateless_resets_agree_across_instances(make_server, h3root, tmp_path):
+    """Issue 38: a client whose instance is gone (a restart, a balancer that moved it) is
+    reset at once by whichever instance its packets reach, when they share the secret file:
+    instance B, which never saw the connection, answers a packet for each of the IDs A gave
+    with a stateless reset carrying the very token A gave for that ID; an instance with a
+    secret of its own answers with a token the client does not know (it waits for its idle
+    timer instead)."""
+    secret = tmp_path / "quic.secret"
+    secret.write_bytes(os.urandom(32))
+    a = make_server(h3root, args=("--quic-secret-file", str(secret)))
+    b = make_server(h3root, args=("--quic-secret-file", str(secret)))
+    c = make_server(h3root)
+    pairs = _reset_tokens(a.port, a.ca)
+    assert len(pairs) >= 3
+    for cid, token in pairs:
+        assert len(token) == 16
+        got = _reset_for(b.port, cid)
+        assert got is not None and got[0] & 0xc0 == 0x40, got  # looks like a short header
+        assert got[-16:] == token
+        other = _reset_for(c.port, cid)
+        assert other is not None and other[-16:] != token
 
 
 def test_quic_secret_file_too_short_is_refused(make_server, h3root, tmp_path):

@@ -56,12 +56,17 @@ backend ringhttpd_clear
     started = []
     yield start
     for hap in started:
-        hap.send_signal(signal.SIGTERM)
-        try:
-            hap.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            hap.kill()
-            hap.wait()
+        terminate(hap, 5)
+
+
+def terminate(proc, timeout):
+    """SIGTERM to a process the test started, SIGKILL if it is still there after timeout."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _connects(port):

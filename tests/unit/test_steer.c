@@ -20,6 +20,9 @@
 
 #define GROUP 4
 
+/* Our IDs' layout without a server ID (quic/cid.h): the steering bytes first. */
+static const struct cid_layout plain = {.len = CID_LEN_PLAIN};
+
 static int listener(uint16_t *port)
 {
     int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -165,15 +168,15 @@ TEST(steer_quic_sends_each_connection_id_to_the_worker_it_was_made_for)
     int fds[GROUP];
     for (int i = 0; i < GROUP; i++)
         fds[i] = udp_socket(&port, true);
-    CHECK_INT(steer_quic_attach(fds[0], GROUP, NULL, 7), 0);
+    CHECK_INT(steer_quic_attach(fds[0], GROUP, NULL, 7, &plain), 0);
     uint8_t d[64];
     for (int round = 0; round < 16; round++) {
         for (uint32_t w = 0; w < GROUP; w++) {
             uint8_t cid[18];
             for (size_t k = 0; k < sizeof(cid); k++)
                 cid[k] = (uint8_t)random();
-            steer_cid_make(cid, w, GROUP);
-            CHECK_INT(steer_cid_index(cid, GROUP), w);
+            cid_steer_make(cid, w, GROUP);
+            CHECK_INT(cid_steer_index(cid, GROUP), w);
             /* a made ID on the wire: short header and Handshake, from a new port each time */
             CHECK_INT(udp_land(port, fds, d, quic_packet(d, Q_SHORT_HDR, cid, sizeof(cid))),
                       (int)w);
@@ -194,12 +197,57 @@ TEST(steer_quic_sends_each_connection_id_to_the_worker_it_was_made_for)
     for (uint32_t n = 1; n <= 64; n++)
         for (uint32_t w = 0; w < n; w++) {
             uint8_t cid[4] = {(uint8_t)random(), (uint8_t)random(), 0xff, 0xff};
-            steer_cid_make(cid, w, n);
-            CHECK_INT(steer_cid_index(cid, n), w);
+            cid_steer_make(cid, w, n);
+            CHECK_INT(cid_steer_index(cid, n), w);
         }
-    CHECK_INT(steer_quic_attach(fds[0], 0, NULL, 7), -EINVAL);
+    CHECK_INT(steer_quic_attach(fds[0], 0, NULL, 7, &plain), -EINVAL);
     for (int i = 0; i < GROUP; i++)
         close(fds[i]);
+}
+
+TEST(steer_quic_routes_ids_with_a_server_id_to_their_worker)
+{
+    /* --quic-server-id (issue 38): the ID opens with QUIC-LB's first octet and the server ID,
+     * fixed for the host, so the worker's steering bytes move to the nonce; the program reads
+     * them there. Server IDs of 1, 8 (AWS NLB's) and 15 bytes (QUIC-LB's longest). */
+    static const uint8_t sid[CID_SID_MAX] = {0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
+                                             0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xf0};
+    static const size_t lens[] = {1, 8, 15};
+    for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+        struct cid_layout ids;
+        CHECK_INT(cid_layout_init(&ids, sid, lens[k], 5), 0);
+        CHECK(ids.len >= CID_LEN_PLAIN && ids.len <= CID_LEN_MAX);
+        CHECK(ids.len >= 1 + lens[k] + CID_NONCE_MIN);
+        uint16_t port = 0;
+        int fds[GROUP];
+        for (int i = 0; i < GROUP; i++)
+            fds[i] = udp_socket(&port, true);
+        CHECK_INT(steer_quic_attach(fds[0], GROUP, NULL, 7, &ids), 0);
+        uint8_t d[64];
+        for (int round = 0; round < 16; round++)
+            for (uint32_t w = 0; w < GROUP; w++) {
+                uint8_t cid[CID_LEN_MAX], got[CID_SID_MAX];
+                for (size_t b = 0; b < ids.len; b++)
+                    cid[b] = (uint8_t)random();
+                cid_make(&ids, cid, w, GROUP);
+                CHECK_INT(cid[0], 5 << 5 | (ids.len - 1)); /* rotation 5, the length after */
+                CHECK(memcmp(cid + 1, sid, lens[k]) == 0);
+                CHECK_INT((int)cid_server_id(&ids, cid, ids.len, got), (int)lens[k]);
+                CHECK(memcmp(got, sid, lens[k]) == 0);
+                CHECK_INT(udp_land(port, fds, d, quic_packet(d, Q_SHORT_HDR, cid, ids.len)),
+                          (int)w);
+                CHECK_INT(udp_land(port, fds, d, quic_packet(d, Q_HANDSHAKE, cid, ids.len)),
+                          (int)w);
+            }
+        for (int i = 0; i < GROUP; i++)
+            close(fds[i]);
+    }
+    struct cid_layout ids;
+    CHECK_INT(cid_layout_init(&ids, sid, CID_SID_MAX + 1, 0), -EINVAL);
+    CHECK_INT(cid_layout_init(&ids, sid, 8, 7), -EINVAL); /* 0b111: unroutable, not ours */
+    CHECK_INT(cid_layout_init(&ids, NULL, 0, 0), 0);
+    CHECK_INT(ids.len, CID_LEN_PLAIN);
+    CHECK_INT(ids.steer_off, 0);
 }
 
 TEST(steer_quic_order_finds_each_socket_after_a_predecessors_left)
@@ -228,13 +276,13 @@ TEST(steer_quic_order_finds_each_socket_after_a_predecessors_left)
     /* The probe left nothing behind: a datagram of any shape reaches a worker. */
     uint8_t d[64] = {0};
     CHECK(udp_land(port, fds, d, 40) >= 0);
-    CHECK_INT(steer_quic_attach(fds[0], GROUP, order, 7), 0);
+    CHECK_INT(steer_quic_attach(fds[0], GROUP, order, 7, &plain), 0);
     for (int round = 0; round < 16; round++)
         for (uint32_t w = 0; w < GROUP; w++) {
             uint8_t cid[8];
             for (size_t k = 0; k < sizeof(cid); k++)
                 cid[k] = (uint8_t)random();
-            steer_cid_make(cid, w, GROUP);
+            cid_steer_make(cid, w, GROUP);
             CHECK_INT(udp_land(port, fds, d, quic_packet(d, Q_SHORT_HDR, cid, sizeof(cid))),
                       (int)w);
             CHECK_INT(udp_land(port, fds, d, quic_packet(d, Q_HANDSHAKE, cid, sizeof(cid))),
@@ -242,13 +290,13 @@ TEST(steer_quic_order_finds_each_socket_after_a_predecessors_left)
         }
     struct sock_filter code[STEER_QUIC_LEN + 2 * GROUP];
     CHECK_INT((int)steer_quic_len(GROUP, order), STEER_QUIC_LEN + 2 * GROUP);
-    steer_quic_program(code, GROUP, order, 7);
+    steer_quic_program(code, GROUP, order, 7, &plain);
     CHECK_INT(code[STEER_QUIC_LEN + 2 * GROUP - 1].code, BPF_RET | BPF_K);
     /* --threads' most (1024): the kernel takes the longest program too */
     static uint32_t reversed[1024];
     for (uint32_t w = 0; w < 1024; w++)
         reversed[w] = 1023 - w;
-    CHECK_INT(steer_quic_attach(fds[0], 1024, reversed, 7), 0);
+    CHECK_INT(steer_quic_attach(fds[0], 1024, reversed, 7, &plain), 0);
     for (int i = 0; i < GROUP; i++)
         close(fds[i]);
 }
@@ -268,7 +316,7 @@ TEST(steer_quic_first_flight_lands_where_tcp_does)
     bool spread = false;
     for (uint32_t seed = 1; seed < 5; seed++) {
         CHECK_INT(steer_attach(tcp[0], GROUP, seed * 0x9e3779b9u), 0);
-        CHECK_INT(steer_quic_attach(udp[0], GROUP, NULL, seed * 0x9e3779b9u), 0);
+        CHECK_INT(steer_quic_attach(udp[0], GROUP, NULL, seed * 0x9e3779b9u, &plain), 0);
         int first = -1;
         for (int host = 1; host <= 16; host++) {
             char from[32];
