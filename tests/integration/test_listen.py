@@ -304,6 +304,31 @@ def test_unix_clients_are_one_address_for_limit_conn_unless_proxy_says(make_serv
         held.close()
 
 
+def test_limit_conn_behind_a_proxy_listener_counts_a_client_across_workers(make_server,
+                                                                         docroot):
+    """A listener marked proxy with two workers: the kernel spreads a balancer's connections
+    over both (nothing steers by the balancer's address), so the workers must count the client
+    the headers name in one table. One client holding its one connection gets no second from
+    either worker; another client gets one. The build before this fix counted per worker, so
+    about half of eight tries were served."""
+    port = free_port()
+    srv = make_server(docroot, args=("-b", f"127.0.0.1:{port} proxy", "--limit-conn", "1",
+                                     "-t", "2"))
+    held = socket.create_connection(("127.0.0.1", port), timeout=5)
+    held.sendall(b"PROXY TCP4 192.0.2.1 127.0.0.1 1 80\r\n"
+                 b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        assert held.recv(100).startswith(b"HTTP/1.1 200")
+        same = b"PROXY TCP4 192.0.2.1 127.0.0.1 2 80\r\n"
+        served = [b" 200 " in get("127.0.0.1", port, proxy=same)[:16] for _ in range(8)]
+        assert not any(served), served
+        other = b"PROXY TCP4 192.0.2.2 127.0.0.1 1 80\r\n"
+        assert get("127.0.0.1", port, proxy=other).startswith(b"HTTP/1.1 200")
+    finally:
+        held.close()
+    assert srv.alive()
+
+
 def test_stale_socket_file_is_replaced_and_a_live_one_refused(make_server, docroot, tmp_path):
     sock = tmp_path / "r.sock"
     stale = socket.socket(socket.AF_UNIX)
