@@ -33,3 +33,72 @@ void prio_parse(const char *p, size_t n, uint8_t *urgency, bool *incremental)
             *incremental = !val || (val_len == 2 && val[0] == '?' && val[1] == '1');
     }
 }
+
+void prio_sched_init(struct prio_sched *s)
+{
+    for (unsigned u = 0; u < PRIO_URGENCIES; u++) {
+        list_init(&s->first[u]);
+        list_init(&s->turns[u]);
+    }
+}
+
+void prio_node_init(struct prio_node *n, uint64_t seq)
+{
+    *n = (struct prio_node){.seq = seq, .urgency = PRIO_URGENCY_DEFAULT};
+    list_link_init(&n->link);
+}
+
+void prio_ready(struct prio_sched *s, struct prio_node *n)
+{
+    if (prio_is_ready(n))
+        return;
+    if (n->had_turn) {
+        list_push_back(&s->turns[n->urgency], &n->link);
+        return;
+    }
+    /* By arrival: from the back, as a new stream is the newest and one coming back from a
+     * wait usually has few behind it. */
+    struct list *head = &s->first[n->urgency], *pos = head;
+    while (pos->prev != head && LIST_ITEM(pos->prev, struct prio_node, link)->seq > n->seq)
+        pos = pos->prev;
+    list_insert_before(pos, &n->link);
+}
+
+void prio_idle(struct prio_node *n)
+{
+    if (prio_is_ready(n))
+        list_remove(&n->link);
+}
+
+struct prio_node *prio_next(const struct prio_sched *s)
+{
+    for (unsigned u = 0; u < PRIO_URGENCIES; u++) {
+        struct list *l = list_first(&s->first[u]);
+        if (!l)
+            l = list_first(&s->turns[u]);
+        if (l)
+            return LIST_ITEM(l, struct prio_node, link);
+    }
+    return NULL;
+}
+
+void prio_sent(struct prio_sched *s, struct prio_node *n)
+{
+    if (!n->incremental || !prio_is_ready(n))
+        return;
+    list_remove(&n->link);
+    n->had_turn = true;
+    list_push_back(&s->turns[n->urgency], &n->link);
+}
+
+void prio_set(struct prio_sched *s, struct prio_node *n, uint8_t urgency, bool incremental)
+{
+    bool was = prio_is_ready(n);
+    prio_idle(n);
+    n->urgency = urgency < PRIO_URGENCIES ? urgency : PRIO_URGENCY_DEFAULT;
+    n->incremental = incremental;
+    if (!incremental)
+        n->had_turn = false;
+    if (was)
+        prio_ready(s, n);
+}

@@ -52,16 +52,17 @@ class Client:
         self.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
         self.sock.sendall(self.conn.data_to_send())
         self.ended = []      # stream ids in the order their last byte came
+        self.order = []      # stream ids in the order their DATA came, one a frame
         self.bytes = {}      # stream id -> body bytes so far
         self.status = {}
 
-    def request(self, path, priority=None):
+    def request(self, path, priority=None, end=True):
         sid = self.conn.get_next_available_stream_id()
         fields = [(":method", "GET"), (":scheme", "https"), (":authority", "localhost"),
                   (":path", path)]
         if priority:
             fields.append(("priority", priority))
-        self.conn.send_headers(sid, fields, end_stream=True)
+        self.conn.send_headers(sid, fields, end_stream=end)
         self.bytes[sid] = 0
         return sid
 
@@ -79,6 +80,8 @@ class Client:
                     self.status[ev.stream_id] = int(dict(ev.headers)[b":status"])
                 elif isinstance(ev, h2.events.DataReceived):
                     self.bytes[ev.stream_id] += len(ev.data)
+                    if ev.data:
+                        self.order.append(ev.stream_id)
                     self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
                 elif isinstance(ev, h2.events.StreamEnded):
                     self.ended.append(ev.stream_id)
@@ -128,6 +131,49 @@ def test_priority_update_moves_a_response_ahead(page):
         c.pump(sids)
         assert c.ended[0] == sids[-1], f"stream end order {c.ended}"
         assert all(c.bytes[s] == ASSET for s in sids)
+    finally:
+        c.close()
+    assert page.alive()
+
+
+def test_non_incremental_one_after_another_ahead_of_incremental_ones(page):
+    """As over HTTP/3 (test_h3_sched.py): two incremental responses (u=3, i) asked for first,
+    then four non-incremental ones of the same urgency (no priority field): once the first of
+    those has begun, the four come one whole after another in the order asked, with no
+    incremental DATA between them."""
+    c = Client(page)
+    try:
+        inc = [c.request(f"/img{i}.png", "u=3, i") for i in range(2)]
+        non = [c.request(f"/style{i}.css") for i in range(4)]
+        c.send()
+        c.pump(inc + non)
+        assert all(c.bytes[s] == ASSET for s in inc + non)
+        start = c.order.index(non[0])
+        end = len(c.order) - 1 - c.order[::-1].index(non[-1])
+        between = c.order[start:end + 1]
+        runs = [s for i, s in enumerate(between) if i == 0 or between[i - 1] != s]
+        assert not set(between) & set(inc) and runs == non, runs
+    finally:
+        c.close()
+    assert page.alive()
+
+
+def test_non_incremental_in_the_order_asked_whatever_order_they_ended(page):
+    """Four non-incremental requests opened in order (HEADERS), their ends (empty DATA with
+    END_STREAM) then sent together in the reverse order: the responses come in stream-ID order,
+    the order the client asked in (RFC 9218 10), each whole before the next. The build before
+    issue 42 sent them in the order their ends were read."""
+    c = Client(page)
+    try:
+        sids = [c.request(f"/style{i}.css", end=False) for i in range(4)]
+        c.send()
+        for sid in reversed(sids):
+            c.conn.end_stream(sid)
+        c.send()
+        c.pump(sids)
+        assert all(c.bytes[s] == ASSET for s in sids)
+        runs = [s for i, s in enumerate(c.order) if i == 0 or c.order[i - 1] != s]
+        assert runs == sids, runs
     finally:
         c.close()
     assert page.alive()

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hfield.h"
 #include "core/policy.h"
 #include "core/prio.h"
 #include "http/h2/hpack.h"
@@ -75,8 +76,6 @@ enum {
 #define WINDOW 65535    /* our receive windows (the defaults) */
 #define WINDOW_MAX 0x7fffffff
 #define GOAWAY_LEN (HDR + 8)
-#define URGENCIES 8 /* RFC 9218 4.1 */
-#define URGENCY_DEFAULT 3
 #define STREAMS_IDLE_KEEP 0     /* stream records h2_trim keeps */
 #define HEAD_CAP HTTP1_MAX_HEAD /* the request head; past it, 431 */
 #define FIELD_GAP 2             /* ": " between a decoded name and its value */
@@ -88,8 +87,6 @@ _Static_assert(H2_MAX_STREAMS < 256 && H2_MAX_HEADER_LIST % 256 == 0 &&
                    H2_MAX_HEADER_LIST < 65536 && H2_HPACK_TABLE == HPACK_TABLE_MAX,
                "SETTINGS values");
 
-enum where { NOWHERE, IN_HEADERS, IN_DATA };
-
 struct stream {
     int32_t id;
     bool answered;  /* h2_respond took a token */
@@ -97,14 +94,10 @@ struct stream {
     bool recv_done; /* the client's END_STREAM came: half-closed (remote) */
     bool held;      /* head is h2_hold's: the request was delivered */
     bool closed;    /* on the done list */
-    bool incremental;
-    uint8_t urgency;
-    uint8_t where; /* which send queue it is in */
     int status;
     int64_t window;      /* what the client lets us send */
     int32_t recv_window; /* what we let the client send */
-    bool has_length;     /* content-length, to check the DATA against (RFC 9113 8.1.1) */
-    uint64_t length, received;
+    struct hfield_length cl; /* content-length, to check the DATA against (RFC 9113 8.1.1) */
     void *token;
     struct plan *body;
     const struct plan *fields_plan; /* the response's fields: from h2_respond_plan, */
@@ -118,12 +111,9 @@ struct stream {
     int64_t body_due; /* a kept head's body: its next DATA by then (ms), else 408 (h2_expire) */
     int req_status;
     struct stream *next;          /* free or done list */
-    struct stream *lprev, *lnext; /* the session's open streams */
-    struct stream *qprev, *qnext; /* a send queue */
-};
-
-struct queue {
-    struct stream *head, *tail;
+    struct list live;       /* the session's open streams */
+    struct list hlink;      /* the HEADERS to write, while its are */
+    struct prio_node prio;  /* its place in the DATA order (core/prio.h), while it may send */
 };
 
 struct h2_session {
@@ -168,14 +158,14 @@ struct h2_session {
 
     /* streams */
     unsigned open;
-    struct stream *live; /* open streams */
+    struct list live; /* open streams */
     struct stream *free_list;
     unsigned nfree; /* records on free_list */
     unsigned nrecords;
     uint32_t kept; /* bytes of heads kept */
     struct stream *done_head, **done_tail;
-    struct queue headers;         /* responses whose HEADERS are to be written, in order */
-    struct queue data[URGENCIES]; /* responses with DATA to send and window to send it */
+    struct list headers;    /* responses whose HEADERS are to be written, in order */
+    struct prio_sched data; /* responses with DATA to send and window to send it */
     int32_t max_id;               /* the newest stream the client opened */
     uint64_t opened;              /* bit i: stream max_id - 2i was opened (not skipped) */
 
@@ -359,14 +349,10 @@ static struct stream *stream_get(struct h2_session *s, int32_t id)
             return NULL;
         s->nrecords++;
     }
-    *st = (struct stream){.id = id,
-                          .lnext = s->live,
-                          .urgency = URGENCY_DEFAULT,
-                          .window = s->peer_window,
-                          .recv_window = WINDOW};
-    if (s->live)
-        s->live->lprev = st;
-    s->live = st;
+    *st = (struct stream){.id = id, .window = s->peer_window, .recv_window = WINDOW};
+    list_link_init(&st->hlink);
+    prio_node_init(&st->prio, (uint64_t)id);
+    list_push_front(&s->live, &st->live);
     s->open++;
     return st;
 }
@@ -402,44 +388,34 @@ static void streams_trim(struct h2_session *s, unsigned keep)
     }
 }
 
+/* The open stream after st (the first for NULL), or NULL. */
+static struct stream *live_next(const struct h2_session *s, const struct stream *st)
+{
+    const struct list *l = st ? list_after(&s->live, &st->live) : list_first(&s->live);
+    return l ? LIST_ITEM(l, struct stream, live) : NULL;
+}
+
+/* Each open stream as st; st may close in the body (the next is taken before). */
+#define LIVE_EACH(s, st)                                                                           \
+    for (struct stream *st = live_next((s), NULL), *st##_next = st ? live_next((s), st) : NULL; st; \
+         st = st##_next, st##_next = st ? live_next((s), st) : NULL)
+
 static struct stream *stream_find(const struct h2_session *s, int32_t id)
 {
     if (s->dlv && s->dlv->id == id)
         return s->dlv->closed ? NULL : s->dlv;
-    for (struct stream *st = s->live; st; st = st->lnext)
+    LIVE_EACH(s, st)
         if (st->id == id)
             return st;
     return NULL;
 }
 
-static void q_remove(struct h2_session *s, struct stream *st)
+/* Off the send queues: its HEADERS written, or no DATA it may send now. */
+static void q_remove(struct stream *st)
 {
-    if (st->where == NOWHERE)
-        return;
-    struct queue *q = st->where == IN_HEADERS ? &s->headers : &s->data[st->urgency];
-    if (st->qprev)
-        st->qprev->qnext = st->qnext;
-    else
-        q->head = st->qnext;
-    if (st->qnext)
-        st->qnext->qprev = st->qprev;
-    else
-        q->tail = st->qprev;
-    st->qprev = st->qnext = NULL;
-    st->where = NOWHERE;
-}
-
-static void q_push(struct h2_session *s, struct stream *st, enum where w)
-{
-    struct queue *q = w == IN_HEADERS ? &s->headers : &s->data[st->urgency];
-    st->where = (uint8_t)w;
-    st->qnext = NULL;
-    st->qprev = q->tail;
-    if (q->tail)
-        q->tail->qnext = st;
-    else
-        q->head = st;
-    q->tail = st;
+    if (list_linked(&st->hlink))
+        list_remove(&st->hlink);
+    prio_idle(&st->prio);
 }
 
 static uint64_t plan_left(const struct plan *p)
@@ -450,30 +426,25 @@ static uint64_t plan_left(const struct plan *p)
     return n;
 }
 
-/* Puts a stream whose HEADERS went out in its DATA queue, if it has DATA it may send. */
+/* Puts a stream whose HEADERS went out in the DATA order, at its place by arrival, if it has
+ * DATA it may send. */
 static void data_ready(struct h2_session *s, struct stream *st)
 {
-    if (st->where == NOWHERE && st->body && st->window > 0)
-        q_push(s, st, IN_DATA);
+    if (!list_linked(&st->hlink) && st->body && st->window > 0)
+        prio_ready(&s->data, &st->prio);
 }
 
 /* The stream is over (both ways, or reset): off the open list, onto the done list. */
 static void stream_close(struct h2_session *s, struct stream *st)
 {
-    q_remove(s, st);
+    q_remove(st);
     st->closed = true;
     if (s->blk_st == st) {
         s->blk_st = NULL;
         s->blk_request = false;
     }
     s->open--;
-    if (st->lprev)
-        st->lprev->lnext = st->lnext;
-    else
-        s->live = st->lnext;
-    if (st->lnext)
-        st->lnext->lprev = st->lprev;
-    st->lprev = st->lnext = NULL;
+    list_remove(&st->live);
     st->body = NULL;
     st->next = NULL;
     *s->done_tail = st;
@@ -550,7 +521,7 @@ static void deliver(struct h2_session *s, struct stream *st, const char *head, s
 static void request_ended(struct h2_session *s, struct stream *st)
 {
     st->recv_done = true;
-    if (st->has_length && st->received != st->length) {
+    if (!hfield_length_end(&st->cl)) {
         stream_error(s, st->id, E_PROTOCOL);
         return;
     }
@@ -617,11 +588,6 @@ static void blk_request_line(struct h2_session *s)
 static bool is(const char *p, size_t n, const char *lit)
 {
     return n == strlen(lit) && memcmp(p, lit, n) == 0;
-}
-
-static void priority_parse(struct stream *st, const char *p, size_t n)
-{
-    prio_parse(p, n, &st->urgency, &st->incremental);
 }
 
 /* Starts reading a header block on stream id (st NULL: one to read and ignore). */
@@ -728,47 +694,21 @@ static void field_in(struct h2_session *s, const struct hpack_field *f)
     }
     /* connection-specific fields make a request malformed (RFC 9113 8.2.2); of their names
      * the static table holds transfer-encoding only (57) */
-    switch (f->sidx ? (f->sidx == 57 ? 17 : 0) : nl) {
-    case 2:
-        if (is(n, nl, "te") && !is(v, vl, "trailers"))
-            s->blk_malformed = true;
-        break;
-    case 7:
-        if (is(n, nl, "upgrade"))
-            s->blk_malformed = true;
-        break;
-    case 10:
-        if (is(n, nl, "connection") || is(n, nl, "keep-alive"))
-            s->blk_malformed = true;
-        break;
-    case 16:
-        if (is(n, nl, "proxy-connection"))
-            s->blk_malformed = true;
-        break;
-    case 17:
-        if (is(n, nl, "transfer-encoding"))
-            s->blk_malformed = true;
-        break;
+    if (f->sidx ? f->sidx == 57 : hfield_connection_specific(n, nl, v, vl)) {
+        s->blk_malformed = true;
+        return;
     }
-    if (s->blk_malformed || s->blk_trailers)
+    if (s->blk_trailers)
         return;
     struct stream *st = s->blk_st;
     /* content-length (static index 28), host (38) and expect (35) by index when HPACK gave one */
     if (f->sidx ? f->sidx == 28 : nl == 14 && is(n, nl, "content-length")) {
-        uint64_t x = 0;
-        bool ok = vl > 0 && vl < 20;
-        for (size_t i = 0; ok && i < vl; i++) {
-            ok = v[i] >= '0' && v[i] <= '9';
-            x = x * 10 + (uint64_t)(v[i] - '0');
-        }
-        if (!ok || (st->has_length && st->length != x)) {
+        if (!hfield_length_field(&st->cl, v, vl)) {
             s->blk_malformed = true;
             return;
         }
-        st->has_length = true;
-        st->length = x;
     } else if (!f->sidx && nl == 8 && is(n, nl, "priority")) {
-        priority_parse(st, v, vl);
+        prio_parse(v, vl, &st->prio.urgency, &st->prio.incremental);
     }
     s->blk_regular = true;
     blk_request_line(s);
@@ -885,7 +825,7 @@ static void blk_end(struct h2_session *s)
     BLK_LIT(s, "\r\n");
     if (s->blk_end_stream) {
         st->recv_done = true;
-        if (st->has_length && st->length != 0) {
+        if (!hfield_length_end(&st->cl)) {
             stream_error(s, st->id, E_PROTOCOL);
             return;
         }
@@ -972,11 +912,10 @@ static void on_data(struct h2_session *s, uint8_t flags, int32_t id, const uint8
         return;
     }
     st->recv_window -= (int32_t)flow;
-    st->received += len;
     /* nginx's client_body_timeout: between two reads of this body, so that PINGs and other
      * streams' frames keep no body waiting */
     st->body_due = s->now + s->opts.body_ms;
-    if (st->has_length && st->received > st->length) {
+    if (!hfield_length_data(&st->cl, len)) {
         window_refill(s, NULL);
         stream_error(s, id, E_PROTOCOL);
         return;
@@ -1109,14 +1048,14 @@ static void initial_window(struct h2_session *s, uint32_t v)
 {
     int64_t delta = (int64_t)v - s->peer_window;
     s->peer_window = (int32_t)v;
-    for (struct stream *st = s->live; st; st = st->lnext) {
+    LIVE_EACH(s, st) {
         st->window += delta;
         if (st->window > WINDOW_MAX) {
             conn_error(s, E_FLOW_CONTROL);
             return;
         }
-        if (st->window <= 0 && st->where == IN_DATA)
-            q_remove(s, st);
+        if (st->window <= 0)
+            prio_idle(&st->prio);
         else
             data_ready(s, st);
     }
@@ -1255,12 +1194,10 @@ static void on_priority_update(struct h2_session *s, int32_t id, const uint8_t *
     struct stream *st = stream_find(s, prioritized);
     if (!st)
         return; /* an idle stream's is not kept (RFC 9218 7.1 permits it) */
-    bool queued = st->where == IN_DATA;
-    if (queued)
-        q_remove(s, st);
-    priority_parse(st, (const char *)p + 4, len - 4);
-    if (queued)
-        q_push(s, st, IN_DATA);
+    uint8_t urgency = st->prio.urgency;
+    bool inc = st->prio.incremental;
+    prio_parse((const char *)p + 4, len - 4, &urgency, &inc);
+    prio_set(&s->data, &st->prio, urgency, inc);
 }
 
 static void on_goaway(struct h2_session *s, int32_t id, size_t len)
@@ -1365,34 +1302,10 @@ static size_t out_room(const struct h2_session *s)
     return H2_OUT_CAP - GOAWAY_LEN - s->out_len;
 }
 
-/* Whether name[0..n) equals lit, a lower-case token, in any case. */
-static bool name_is(const char *name, const char *lit, size_t n)
-{
-    for (size_t j = 0; j < n; j++)
-        if ((name[j] | 0x20) != lit[j])
-            return false;
-    return true;
-}
-
-/* True for an HTTP/1-only field (never sent over HTTP/2). Every response field passes here, so
- * the length decides first: the usual ones (content-type, etag, date...) have none of these
- * lengths. */
+/* True for an HTTP/1-only field (never sent over HTTP/2: core/hfield.h). */
 static bool h1_only(const char *name, size_t n)
 {
-    switch (n) {
-    case 2:
-        return name_is(name, "te", 2);
-    case 7:
-        return name_is(name, "upgrade", 7);
-    case 10:
-        return name_is(name, "connection", 10) || name_is(name, "keep-alive", 10);
-    case 16:
-        return name_is(name, "proxy-connection", 16);
-    case 17:
-        return name_is(name, "transfer-encoding", 17);
-    default:
-        return false;
-    }
+    return hfield_connection_specific(name, n, NULL, 0);
 }
 
 /* Walks the response's fields: from the plan's field lines or the copied array. */
@@ -1526,7 +1439,7 @@ static bool write_headers(struct h2_session *s, struct stream *st)
     size_t bound = block_bound(s, st);
     if (bound > out_room(s))
         return false;
-    q_remove(s, st);
+    q_remove(st);
     uint8_t *h = (uint8_t *)out_area(s) + s->out_len;
     if (st->interim_len) {
         size_t i = write_interim(s, st, h);
@@ -1603,7 +1516,7 @@ static bool write_data(struct h2_session *s, struct stream *st)
     if (want > s->peer_frame)
         want = s->peer_frame;
     if (want == 0 && left > 0) { /* its window closed (SETTINGS): it waits for an update */
-        q_remove(s, st);
+        prio_idle(&st->prio);
         return true;
     }
     /* What fits: memory payload beside the header in the buffer, and for each file piece a
@@ -1651,10 +1564,9 @@ static bool write_data(struct h2_session *s, struct stream *st)
     if (end) {
         send_ended(s, st);
     } else if (st->window <= 0) {
-        q_remove(s, st);
-    } else if (st->incremental) { /* round robin among the incremental ones */
-        q_remove(s, st);
-        q_push(s, st, IN_DATA);
+        prio_idle(&st->prio); /* back at its place when the window opens */
+    } else {
+        prio_sent(&s->data, &st->prio); /* an incremental one: the next takes its turn */
     }
     return true;
 }
@@ -1676,14 +1588,9 @@ static bool have_output(const struct h2_session *s)
         return true;
     if (ended(s))
         return false;
-    if (s->headers.head)
+    if (!list_empty(&s->headers))
         return true;
-    if (s->window <= 0)
-        return false;
-    for (int u = 0; u < URGENCIES; u++)
-        if (s->data[u].head)
-            return true;
-    return false;
+    return s->window > 0 && prio_next(&s->data);
 }
 
 static void write_output(struct h2_session *s)
@@ -1735,21 +1642,19 @@ static void write_output(struct h2_session *s)
     if (ended(s))
         return;
     /* in the order given: HPACK's table sees them in the order the client does */
-    while (s->headers.head) {
-        struct stream *st = s->headers.head;
+    struct list *l;
+    while ((l = list_first(&s->headers))) {
+        struct stream *st = LIST_ITEM(l, struct stream, hlink);
         if (write_headers(s, st))
             continue;
         if (s->out_len > 0)
             return;                              /* the next output */
         stream_reset(s, st->id, st, E_INTERNAL); /* a head that never fits */
     }
-    while (s->window > 0) {
-        struct stream *st = NULL;
-        for (int u = 0; u < URGENCIES && !st; u++)
-            st = s->data[u].head;
-        if (!st || !write_data(s, st))
+    struct prio_node *next;
+    while (s->window > 0 && (next = prio_next(&s->data)))
+        if (!write_data(s, LIST_ITEM(next, struct stream, prio)))
             break;
-    }
     /* the RST_STREAMs ending streams just sent, when the buffer and the plan have room (a
      * plan full of file pieces leaves them to the next output) */
     if (s->ctl_len && s->ctl_len <= H2_OUT_CAP - s->out_len && s->plan->nseg < PLAN_MAX_SEGS) {
@@ -1770,6 +1675,9 @@ int h2_new(struct h2_session **out, const struct h2_opts *opts, const struct h2_
     s->user = user;
     s->opts = *opts;
     s->done_tail = &s->done_head;
+    list_init(&s->live);
+    list_init(&s->headers);
+    prio_sched_init(&s->data);
     s->peer_frame = MAX_FRAME;
     s->peer_window = WINDOW;
     s->window = WINDOW;
@@ -1784,10 +1692,8 @@ void h2_free(struct h2_session *s)
 {
     if (!s)
         return;
-    while (s->live) {
-        struct stream *st = s->live;
-        stream_close(s, st);
-    }
+    while (!list_empty(&s->live))
+        stream_close(s, LIST_ITEM(list_first(&s->live), struct stream, live));
     release_done(s);
     streams_trim(s, 0);
     if (s->buf)
@@ -1906,7 +1812,7 @@ int h2_respond(struct h2_session *s, int32_t id, int status, const struct h2_fie
     st->body = body && plan_left(body) > 0 ? body : NULL;
     st->answered = true;
     st->token = token;
-    q_push(s, st, IN_HEADERS);
+    list_push_back(&s->headers, &st->hlink);
     return 0;
 }
 
@@ -1925,7 +1831,7 @@ int h2_respond_plan(struct h2_session *s, int32_t id, struct plan *p, const stru
     st->body = plan_left(p) > 0 ? p : NULL;
     st->answered = true;
     st->token = token;
-    q_push(s, st, IN_HEADERS);
+    list_push_back(&s->headers, &st->hlink);
     return 0;
 }
 
@@ -2087,8 +1993,7 @@ enum h2_end h2_end(const struct h2_session *s)
 
 void h2_shed(struct h2_session *s)
 {
-    for (struct stream *st = s->live, *next; st; st = next) {
-        next = st->lnext;
+    LIVE_EACH(s, st) {
         if (st->head) {
             head_free(s, st);
             stream_close(s, st);
@@ -2101,8 +2006,7 @@ void h2_peer_closed(struct h2_session *s)
     s->peer_goaway = true;
     if (s->end == H2_END_NONE)
         s->end = H2_END_DONE;
-    for (struct stream *st = s->live, *next; st; st = next) {
-        next = st->lnext;
+    LIVE_EACH(s, st) {
         if (!st->recv_done && !st->answered) /* its body can never come: nothing to answer */
             stream_close(s, st);
     }
@@ -2113,7 +2017,7 @@ int64_t h2_deadline(const struct h2_session *s)
     int64_t due = INT64_MAX;
     if (s->kept == 0) /* no head kept: no body waited for (the usual case, without a walk) */
         return due;
-    for (const struct stream *st = s->live; st; st = st->lnext)
+    LIVE_EACH(s, st)
         if (st->head && !st->held && st->body_due < due)
             due = st->body_due;
     return due;
@@ -2122,8 +2026,7 @@ int64_t h2_deadline(const struct h2_session *s)
 void h2_expire(struct h2_session *s, int64_t now)
 {
     s->now = now;
-    for (struct stream *st = s->live, *next; st; st = next) {
-        next = st->lnext; /* delivering may answer and close st */
+    LIVE_EACH(s, st) { /* delivering may answer and close st */
         if (!st->head || st->held || st->body_due > now || st->answered)
             continue;
         /* The response can still be sent (the client's half is open, ours untouched): 408,

@@ -18,9 +18,10 @@
  * thread of the worker's (rt/offload.h) while its stream waits for h3_collect, as the epoll
  * engine reads TLS bodies.
  *
- * Streams with something to send wait in one queue per RFC 9218 urgency: the lowest urgency
- * first; in one urgency a non-incremental stream keeps its turn until it ends or must wait, an
- * incremental one goes to the back after each write (round robin), as nghttp3 schedules. */
+ * Streams with something to send are ordered by core/prio.h's scheduler, HTTP/2's too: the
+ * lowest urgency first; in one, the non-incremental ones one after another in arrival order
+ * (a stream that must wait, for an acknowledgement or a cold read, comes back to its place),
+ * ahead of incremental ones that have had a turn, which take turns a write each. */
 #include "http/h3/h3.h"
 
 #include <arpa/inet.h>
@@ -31,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/hfield.h"
 #include "core/http1.h"
 #include "core/logfmt.h"
 #include "core/policy.h"
@@ -172,11 +174,6 @@ struct frd {
     uint8_t h[16];
 };
 
-/* A send queue: a ring through its streams' links, the queue's own link its head. */
-struct h3link {
-    struct h3link *prev, *next;
-};
-
 enum phase { P_HEADERS, P_BODY, P_TRAILERS };
 enum pay { PAY_SKIP, PAY_SECTION };
 
@@ -185,7 +182,7 @@ struct h3stream {
     struct h3conn *hc;
     struct h3stream *prev, *next; /* the connection's streams */
     struct h3stream *hnext;       /* its bucket */
-    struct h3link ql;             /* its urgency's send queue, while queued */
+    struct prio_node prio;        /* its place in the send order (core/prio.h), while ready */
     /* reading */
     int64_t last_in; /* when its request last brought bytes (quic_now_s): the body deadline */
     struct h3stream *held_prev, *held_next; /* the worker's streams holding request memory */
@@ -198,13 +195,13 @@ struct h3stream {
     bool fin_in;
     uint8_t *sec; /* a field section read in parts, or blocked */
     uint32_t sec_len, sec_cap;
+    struct hfield_length cl; /* its content-length, against the DATA (RFC 9114 4.1.2) */
     uint8_t *held; /* stream bytes read behind a blocked section, and the FIN */
     size_t held_len;
     bool held_fin;
     /* answering */
-    uint8_t urgency;
-    bool incremental, prio_set; /* prio_set: a PRIORITY_UPDATE came, the field does not count */
-    bool queued, flow_blocked, shut, fin_offered, fin_sent;
+    bool prio_set; /* a PRIORITY_UPDATE came: the field does not count */
+    bool flow_blocked, shut, fin_offered, fin_sent;
     bool parked; /* its credentials are being verified off the loop: asked again on resume */
     bool answered;
     struct response *r;    /* from the answer to the stream's close */
@@ -236,7 +233,7 @@ struct h3conn {
     struct h3stream *streams, *bucket[H3_BUCKETS];
     struct h3stream *cur; /* the stream last pulled: wrote's usually */
     unsigned nstreams, nparked, nblocked;
-    struct h3link sendq[8];
+    struct prio_sched sched; /* request streams with something to send */
     struct qpack_dec qd;
     /* ours: the control stream's bytes never move (SETTINGS, then GOAWAY), the encoder
      * stream is its type alone, the decoder stream's buffer starts again once all of it is
@@ -351,45 +348,17 @@ static bool sendable(const struct h3stream *st)
     return st->r && !st->fin_sent && !st->shut && !st->flow_blocked;
 }
 
+/* Into the send order at its place by arrival, when it has something it may send. */
 static void enqueue(struct h3conn *hc, struct h3stream *st)
 {
-    if (st->queued || !sendable(st))
-        return;
-    struct h3link *q = &hc->sendq[st->urgency];
-    st->ql.prev = q->prev;
-    st->ql.next = q;
-    q->prev->next = &st->ql;
-    q->prev = &st->ql;
-    st->queued = true;
+    if (sendable(st))
+        prio_ready(&hc->sched, &st->prio);
 }
 
 static void dequeue(struct h3conn *hc, struct h3stream *st)
 {
     (void)hc;
-    if (!st->queued)
-        return;
-    st->ql.prev->next = st->ql.next;
-    st->ql.next->prev = st->ql.prev;
-    st->queued = false;
-}
-
-/* The first stream of urgency u's queue, or NULL. */
-static struct h3stream *queue_head(struct h3conn *hc, unsigned u)
-{
-    struct h3link *first = hc->sendq[u].next;
-    if (first == &hc->sendq[u])
-        return NULL;
-    return (struct h3stream *)((char *)first - offsetof(struct h3stream, ql));
-}
-
-static void set_priority(struct h3conn *hc, struct h3stream *st, uint8_t urgency, bool inc)
-{
-    bool was = st->queued;
-    dequeue(hc, st);
-    st->urgency = urgency;
-    st->incremental = inc;
-    if (was)
-        enqueue(hc, st);
+    prio_idle(&st->prio);
 }
 
 /* app_woken at second at (quic_now_s's clock) for the body deadline, unless asked already. */
@@ -411,7 +380,7 @@ static struct h3stream *stream_new(struct h3conn *hc, int64_t sid)
     st->last_in = quic_now_s();
     deadline_arm(hc, st->last_in + hc->w->cfg->body_timeout);
     st->hc = hc;
-    st->urgency = PRIO_URGENCY_DEFAULT;
+    prio_node_init(&st->prio, (uint64_t)sid);
     st->next = hc->streams;
     if (hc->streams)
         hc->streams->prev = st;
@@ -422,8 +391,8 @@ static struct h3stream *stream_new(struct h3conn *hc, int64_t sid)
     hc->nstreams++;
     for (unsigned i = 0; i < hc->nearly; i++) /* a PRIORITY_UPDATE that came first */
         if (hc->early[i].id == sid) {
-            st->urgency = hc->early[i].urgency;
-            st->incremental = hc->early[i].incremental;
+            st->prio.urgency = hc->early[i].urgency;
+            st->prio.incremental = hc->early[i].incremental;
             st->prio_set = true;
             hc->early[i] = hc->early[--hc->nearly];
             break;
@@ -691,38 +660,6 @@ static int fill(struct h3stream *st)
     return 0;
 }
 
-/* Eight bytes of a name with 'A'-'Z' made 'a'-'z', all at once (a byte at a time cost ~7
- * instructions a byte, ~700 a response): a byte is upper case when it is ASCII, its 7 bits
- * reach 'A' and do not pass 'Z' (each sum sets the byte's high bit, and cannot carry out). */
-static inline uint64_t lower8(uint64_t x)
-{
-    const uint64_t ones = 0x0101010101010101u, high = ones * 0x80;
-    uint64_t low7 = x & ~high;
-    uint64_t upper = (low7 + ones * (0x80 - 'A')) & ~(low7 + ones * (0x7f - 'Z')) & ~x & high;
-    return x | upper >> 2;
-}
-
-/* dst[0, n) = src[0, n) in lower case, in two words that may overlap (n of 8 to 16, as most
- * response field names are; longer ones a word at a time, shorter a byte at a time). */
-static void lower_name(char *dst, const char *src, size_t n)
-{
-    uint64_t x;
-    size_t i = 0;
-    if (n < 8) {
-        for (; i < n; i++)
-            dst[i] = (char)(src[i] >= 'A' && src[i] <= 'Z' ? src[i] + 32 : src[i]);
-        return;
-    }
-    for (; i + 8 < n; i += 8) {
-        memcpy(&x, src + i, 8);
-        x = lower8(x);
-        memcpy(dst + i, &x, 8);
-    }
-    memcpy(&x, src + n - 8, 8); /* the last eight, overlapping what was done */
-    x = lower8(x);
-    memcpy(dst + n - 8, &x, 8);
-}
-
 /* One field line (its name lower-cased, RFC 9114 4.2) into out[cap]: the bytes written, 0
  * when it does not fit; a name longer than any the core writes is left out (SIZE_MAX). */
 static size_t enc_line(uint8_t *out, size_t cap, const char *name, size_t name_len,
@@ -731,7 +668,7 @@ static size_t enc_line(uint8_t *out, size_t cap, const char *name, size_t name_l
     char lower[64];
     if (name_len > sizeof(lower))
         return SIZE_MAX;
-    lower_name(lower, name, name_len);
+    hfield_lower(lower, name, name_len);
     return qpack_enc_field(out, cap, lower, name_len, value, value_len);
 }
 
@@ -930,9 +867,13 @@ static void answer(struct h3conn *hc, struct h3stream *st)
 static int on_field(void *arg, const struct qpack_field *f)
 {
     struct h3stream *st = arg;
+    struct h3req *q = &st->hc->w->h3->q;
     if (f->sidx < 0 && f->nlen == 8 && memcmp(f->name, "priority", 8) == 0 && !st->prio_set)
-        prio_parse(f->value, f->vlen, &st->urgency, &st->incremental);
-    h3req_field(&st->hc->w->h3->q, f->name, f->nlen, f->value, f->vlen);
+        prio_parse(f->value, f->vlen, &st->prio.urgency, &st->prio.incremental);
+    else if (f->nlen == 14 && memcmp(f->name, "content-length", 14) == 0 &&
+             !hfield_length_field(&st->cl, f->value, f->vlen))
+        q->malformed = true; /* as HTTP/2 has it (RFC 9114 4.1.2) */
+    h3req_field(q, f->name, f->nlen, f->value, f->vlen);
     return 0;
 }
 
@@ -1063,6 +1004,8 @@ static void request_end(struct h3conn *hc, struct h3stream *st)
     st->fin_in = true;
     if (st->phase == P_HEADERS) /* no HEADERS: nothing to answer (RFC 9114 4.1) */
         stream_abort(hc, st, H3_REQUEST_INCOMPLETE);
+    else if (!hfield_length_end(&st->cl)) /* DATA short of its content-length (4.1.2) */
+        stream_drop(st, H3_MESSAGE_ERROR);
     else if (!st->r && !st->parked)
         answer(hc, st);
 }
@@ -1107,6 +1050,10 @@ static ssize_t req_input(struct h3conn *hc, struct h3stream *st, const uint8_t *
         }
         p += take;
         st->rd.left -= take;
+        if (st->rd.type == F_DATA && !hfield_length_data(&st->cl, take)) {
+            stream_drop(st, H3_MESSAGE_ERROR); /* DATA past its content-length (4.1.2) */
+            break;
+        }
         if (st->rd.left)
             break;
         st->rd.body = false;
@@ -1237,7 +1184,7 @@ static int on_priority_update(struct h3conn *hc, const uint8_t *p, size_t n)
     prio_parse((const char *)p + a, n - a, &urgency, &inc);
     if (st) {
         st->prio_set = true;
-        set_priority(hc, st, urgency, inc);
+        prio_set(&hc->sched, &st->prio, urgency, inc);
     } else if ((int64_t)id >= hc->next_bidi) {
         unsigned i = 0;
         while (i < hc->nearly && hc->early[i].id != (int64_t)id)
@@ -1510,8 +1457,7 @@ static void *app_open(void *ctx, struct quic_conn *qc)
         hc->uni[i].id = -1;
     _Static_assert(H3_UNI_IDS <= 32, "uni_dropped has a bit for each");
     hc->goaway_id = INT64_MAX;
-    for (unsigned u = 0; u < 8; u++)
-        hc->sendq[u].prev = hc->sendq[u].next = &hc->sendq[u];
+    prio_sched_init(&hc->sched);
     /* The streams the transport parameters allow: a PRIORITY_UPDATE may name any of them
      * before it opens. */
     hc->max_bidi = quic_max_streams(qc);
@@ -1588,25 +1534,24 @@ static int app_pull(void *a, int64_t *sid, bool *fin, struct quic_vec *v, size_t
         v[0] = (struct quic_vec){hc->dec_buf + hc->dec_sent, hc->dec_len - hc->dec_sent};
         return 1;
     }
-    for (unsigned u = 0; u < 8; u++) {
-        struct h3stream *st;
-        while ((st = queue_head(hc, u))) {
-            if (fill(st) < 0) {
-                stream_abort(hc, st, H3_INTERNAL_ERROR); /* the file shrank */
-                continue;
-            }
-            bool done = plan_done(&st->r->plan);
-            if (st->nout == 0 && !done) { /* waits for an acknowledgement, or a cold read */
-                dequeue(hc, st);
-                continue;
-            }
-            size_t n = st->nout < cnt ? st->nout : cnt;
-            memcpy(v, st->out, n * sizeof(*v));
-            st->fin_offered = *fin = done && n == st->nout;
-            *sid = st->id;
-            hc->cur = st;
-            return (int)n;
+    struct prio_node *next;
+    while ((next = prio_next(&hc->sched))) {
+        struct h3stream *st = LIST_ITEM(next, struct h3stream, prio);
+        if (fill(st) < 0) {
+            stream_abort(hc, st, H3_INTERNAL_ERROR); /* the file shrank */
+            continue;
         }
+        bool done = plan_done(&st->r->plan);
+        if (st->nout == 0 && !done) { /* waits for an acknowledgement, or a cold read */
+            dequeue(hc, st);
+            continue;
+        }
+        size_t n = st->nout < cnt ? st->nout : cnt;
+        memcpy(v, st->out, n * sizeof(*v));
+        st->fin_offered = *fin = done && n == st->nout;
+        *sid = st->id;
+        hc->cur = st;
+        return (int)n;
     }
     return 0;
 }
@@ -1645,10 +1590,8 @@ static int app_wrote(void *a, int64_t sid, size_t n)
     if (st->fin_offered && st->nout == 0) {
         st->fin_sent = st->answered = true;
         dequeue(hc, st);
-    } else if (st->incremental && st->queued && st->ql.next != &hc->sendq[st->urgency]) {
-        /* round robin */
-        dequeue(hc, st);
-        enqueue(hc, st);
+    } else {
+        prio_sent(&hc->sched, &st->prio); /* an incremental one: the next takes its turn */
     }
     return 0;
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "core/hfield.h"
 #include "core/token.h"
 
 void h3req_init(struct h3req *q, struct h3req_field *f, unsigned f_cap, char *head, size_t head_cap)
@@ -63,24 +64,6 @@ static unsigned pseudo(struct h3req *q, const char *name, size_t len, int32_t **
     return IS(name, len, ":scheme") ? H3REQ_SCHEME : 0;
 }
 
-/* Connection-specific fields make a request malformed (RFC 9114 4.2), and te but "trailers". */
-static bool connection_specific(const char *n, size_t nl, const char *v, size_t vl)
-{
-    switch (nl) {
-    case 2:
-        return IS(n, nl, "te") && !IS(v, vl, "trailers");
-    case 7:
-        return IS(n, nl, "upgrade");
-    case 10:
-        return IS(n, nl, "connection") || IS(n, nl, "keep-alive");
-    case 16:
-        return IS(n, nl, "proxy-connection");
-    case 17:
-        return IS(n, nl, "transfer-encoding");
-    }
-    return false;
-}
-
 void h3req_field(struct h3req *q, const char *name, size_t name_len, const char *value,
                  size_t value_len)
 {
@@ -102,7 +85,7 @@ void h3req_field(struct h3req *q, const char *name, size_t name_len, const char 
             return; /* :scheme: checked, not kept */
     } else {
         q->regular = true;
-        if (connection_specific(name, name_len, value, value_len)) {
+        if (hfield_connection_specific(name, name_len, value, value_len)) { /* RFC 9114 4.2 */
             q->malformed = true;
             return;
         }
