@@ -108,7 +108,11 @@ TEST(hfield_content_length_and_connection_fields)
     CHECK(memcmp(out, "content-security-policy-report-only", strlen(mixed)) == 0);
     hfield_lower(out, "ETag", 4);
     CHECK(memcmp(out, "etag", 4) == 0);
-    char at[] = "[Z@a`{]\x80\xc1" "AZ"; /* the neighbours of 'A'-'Z', and bytes past ASCII */
+    char at[] = "[Z@a`{]\x80\xc1"
+                "AZ"; /* the neighbours of 'A'-'Z', and bytes past ASCII */
     hfield_lower(at, at, 11);
-    CHECK(memcmp(at, "[z@a`{]\x80\xc1" "az", 11) == 0);
+    CHECK(memcmp(at,
+                 "[z@a`{]\x80\xc1"
+                 "az",
+                 11) == 0);
 }

@@ -830,16 +830,8 @@ static void answer(struct h3conn *hc, struct h3stream *st)
         request_free(w->h3, st);
         return;
     }
-    struct response *r = serve_response_get(w);
-    if (!r) {
-        stream_abort(hc, st, H3_INTERNAL_ERROR);
-        request_free(w->h3, st);
-        return;
-    }
-    if (status) {
-        serve_error(w, status, req->method == HTTP_HEAD, RESP_FIELDS, r);
-    } else {
-        struct req_policy pol = policy_fields();
+    struct req_policy pol = policy_fields();
+    if (!status) {
         pol.secure = true;
         pol.on_h3 = true;
         pol.peer = &hc->obs.peer;
@@ -847,16 +839,19 @@ static void answer(struct h3conn *hc, struct h3stream *st)
         /* The token names the connection (h3_resume): its streams share one verification in
          * flight at a time, and each parked one asks again when it ends. */
         pol.resume = (struct resume_token){WORKER_RESUME_H3, hc->token};
-        if (serve_request(w, req, &pol, r) == SERVE_PENDING) {
-            serve_response_put(w, r);
-            st->parked = true;
-            hc->nparked++;
-            return;
-        }
+    }
+    struct response *r;
+    if (serve_handoff(w, &hc->obs, req, status, &pol, LOGFMT_HTTP3, &r) == SERVE_PENDING) {
+        st->parked = true;
+        hc->nparked++;
+        return;
+    }
+    if (!r) {
+        stream_abort(hc, st, H3_INTERNAL_ERROR);
+        request_free(w->h3, st);
+        return;
     }
     st->r = r;
-    obs_request(w, &hc->obs, req, &r->obs, &r->plan, r->note.quiet);
-    r->obs.cap.minor = LOGFMT_HTTP3;
     if (respond(hc, st) < 0)
         stream_abort(hc, st, H3_INTERNAL_ERROR);
     request_free(w->h3, st); /* handed over: the response holds what it needs */
