@@ -48,6 +48,38 @@ static inline bool hfield_connection_specific(const char *name, size_t n, const 
     return false;
 }
 
+/* A request's pseudo-fields (RFC 9113 8.3.1, RFC 9114 4.3.1), as bits. */
+#define HFIELD_METHOD 1
+#define HFIELD_SCHEME 2
+#define HFIELD_AUTHORITY 4
+#define HFIELD_PATH 8
+
+/* The bit of pseudo-field name[0, n) (":method"...), 0 for one a request may not carry
+ * (:status, :protocol without extended CONNECT, an unknown one). */
+static inline unsigned hfield_pseudo(const char *name, size_t n)
+{
+    switch (n) {
+    case 5:
+        return memcmp(name, ":path", 5) == 0 ? HFIELD_PATH : 0;
+    case 7:
+        return memcmp(name, ":method", 7) == 0   ? HFIELD_METHOD
+               : memcmp(name, ":scheme", 7) == 0 ? HFIELD_SCHEME
+                                                 : 0;
+    case 10:
+        return memcmp(name, ":authority", 10) == 0 ? HFIELD_AUTHORITY : 0;
+    }
+    return 0;
+}
+
+/* Whether the pseudo-fields seen (HFIELD_* bits) make a request: :method, :scheme and :path;
+ * for CONNECT, :method and :authority only (RFC 9113 8.5, RFC 9114 4.4). */
+static inline bool hfield_pseudo_complete(unsigned seen, bool connect)
+{
+    unsigned need =
+        connect ? HFIELD_METHOD | HFIELD_AUTHORITY : HFIELD_METHOD | HFIELD_SCHEME | HFIELD_PATH;
+    return (seen & need) == need && !(connect && seen & (HFIELD_SCHEME | HFIELD_PATH));
+}
+
 /* A request's content-length and the DATA counted against it (RFC 9113 8.1.1, RFC 9114
  * 4.1.2: a request whose DATA add up to another length is malformed). Zeroed: none seen. */
 struct hfield_length {
@@ -72,7 +104,37 @@ static inline bool hfield_length_end(const struct hfield_length *cl)
     return !cl->has || cl->received == cl->length;
 }
 
-/* dst[0, n) = src[0, n) with 'A'-'Z' made 'a'-'z' (dst may be src), a word at a time. */
-void hfield_lower(char *dst, const char *src, size_t n);
+/* Eight bytes of a name with 'A'-'Z' made 'a'-'z', all at once (a byte at a time cost ~7
+ * instructions a byte, ~700 a response): a byte is upper case when it is ASCII, its 7 bits
+ * reach 'A' and do not pass 'Z' (each sum sets the byte's high bit, and cannot carry out). */
+static inline uint64_t lower8(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101u, high = ones * 0x80;
+    uint64_t low7 = x & ~high;
+    uint64_t upper = (low7 + ones * (0x80 - 'A')) & ~(low7 + ones * (0x7f - 'Z')) & ~x & high;
+    return x | upper >> 2;
+}
+
+/* dst[0, n) = src[0, n) with 'A'-'Z' made 'a'-'z' (dst may be src), in words that may
+ * overlap (n of 8 to 16, as most response field names are, is two; longer ones a word at a
+ * time, shorter a byte at a time). Inline: it runs for every field an encoder writes. */
+static inline void hfield_lower(char *dst, const char *src, size_t n)
+{
+    uint64_t x;
+    size_t i = 0;
+    if (n < 8) {
+        for (; i < n; i++)
+            dst[i] = (char)(src[i] >= 'A' && src[i] <= 'Z' ? src[i] + 32 : src[i]);
+        return;
+    }
+    for (; i + 8 < n; i += 8) {
+        memcpy(&x, src + i, 8);
+        x = lower8(x);
+        memcpy(dst + i, &x, 8);
+    }
+    memcpy(&x, src + n - 8, 8); /* the last eight, overlapping what was done */
+    x = lower8(x);
+    memcpy(dst + n - 8, &x, 8);
+}
 
 #endif

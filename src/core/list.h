@@ -69,6 +69,23 @@ static inline void list_push_front(struct list *head, struct list *l)
     list_insert_before(head->next, l);
 }
 
+/* The record after link l of a list headed by head (by the offset of its link), or NULL at the
+ * end or for an unlinked l; LIST_EACH's step. */
+static inline void *list_item_after(const struct list *head, const struct list *l, size_t off)
+{
+    return l && l->next && l->next != head ? (char *)l->next - off : NULL;
+}
+
+/* Each record on the list headed by head, as `type *var` (member: its link); the next record
+ * is taken before the body runs, so var may leave the list (or be freed) in it. */
+#define LIST_EACH(type, var, head, member)                                                         \
+    for (type *var = list_item_after((head), (head), offsetof(type, member)),                      \
+              *var##_next = var ? list_item_after((head), &var->member, offsetof(type, member))    \
+                                : NULL;                                                            \
+         var; var = var##_next,                                                                    \
+              var##_next = var ? list_item_after((head), &var->member, offsetof(type, member))     \
+                               : NULL)
+
 /* Unlinks l (which must be linked). */
 static inline void list_remove(struct list *l)
 {

@@ -64,33 +64,6 @@ void prio_ready(struct prio_sched *s, struct prio_node *n)
     list_insert_before(pos, &n->link);
 }
 
-void prio_idle(struct prio_node *n)
-{
-    if (prio_is_ready(n))
-        list_remove(&n->link);
-}
-
-struct prio_node *prio_next(const struct prio_sched *s)
-{
-    for (unsigned u = 0; u < PRIO_URGENCIES; u++) {
-        struct list *l = list_first(&s->first[u]);
-        if (!l)
-            l = list_first(&s->turns[u]);
-        if (l)
-            return LIST_ITEM(l, struct prio_node, link);
-    }
-    return NULL;
-}
-
-void prio_sent(struct prio_sched *s, struct prio_node *n)
-{
-    if (!n->incremental || !prio_is_ready(n))
-        return;
-    list_remove(&n->link);
-    n->had_turn = true;
-    list_push_back(&s->turns[n->urgency], &n->link);
-}
-
 void prio_set(struct prio_sched *s, struct prio_node *n, uint8_t urgency, bool incremental)
 {
     bool was = prio_is_ready(n);

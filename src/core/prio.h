@@ -52,12 +52,35 @@ static inline bool prio_is_ready(const struct prio_node *n)
 /* n has something it may send: into the order at its place (nothing if it is there). */
 void prio_ready(struct prio_sched *s, struct prio_node *n);
 /* n has nothing it may send now, or is done: out of the order (nothing if it is out). */
-void prio_idle(struct prio_node *n);
+static inline void prio_idle(struct prio_node *n)
+{
+    if (prio_is_ready(n))
+        list_remove(&n->link);
+}
 /* The node to send from next, or NULL when none is ready. */
-struct prio_node *prio_next(const struct prio_sched *s);
+static inline struct prio_node *prio_next(const struct prio_sched *s)
+{
+    for (unsigned u = 0; u < PRIO_URGENCIES; u++) {
+        struct list *l = list_first(&s->first[u]);
+        if (!l)
+            l = list_first(&s->turns[u]);
+        if (l)
+            return LIST_ITEM(l, struct prio_node, link);
+    }
+    return NULL;
+}
 /* n (ready) sent some and still has more: an incremental one goes to the back of its
  * urgency's turns; a non-incremental one keeps its place. */
-void prio_sent(struct prio_sched *s, struct prio_node *n);
+static inline void prio_sent(struct prio_sched *s, struct prio_node *n)
+{
+    if (!n->incremental || !prio_is_ready(n))
+        return;
+    list_remove(&n->link);
+    n->had_turn = true;
+    list_push_back(&s->turns[n->urgency], &n->link);
+}
+/* Inline: the three above run for every frame or packet a response sends. */
+
 /* New urgency and incremental for n (a PRIORITY_UPDATE, a field read late): a ready n moves. */
 void prio_set(struct prio_sched *s, struct prio_node *n, uint8_t urgency, bool incremental);
 
