@@ -177,3 +177,49 @@ def test_non_incremental_in_the_order_asked_whatever_order_they_ended(page):
     finally:
         c.close()
     assert page.alive()
+
+
+def test_a_stream_waiting_for_its_window_comes_back_to_its_place(page):
+    """Stream windows of 16 KiB (SETTINGS_INITIAL_WINDOW_SIZE; the connection's stays wide):
+    three non-incremental responses each send their first 16 KiB and wait, none holding the
+    others. The client then opens the third stream's window and the first's, in that order in
+    one flight: the first's DATA come before the third's (a stream whose window opens goes back
+    to its place in the order asked, RFC 9218 10, not behind the others). The build before
+    issue 42 put each at the back as its window opened: the third first."""
+    c = Client(page)
+    try:
+        c.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 16384})
+        sids = [c.request(f"/style{i}.css") for i in range(3)]
+        c.send()
+        deadline = time.monotonic() + 30
+
+        def read_until(done):
+            while not done():
+                assert time.monotonic() < deadline, "timed out"
+                data = c.sock.recv(1 << 20)
+                assert data, "the server closed the connection"
+                for ev in c.conn.receive_data(data):
+                    if isinstance(ev, h2.events.DataReceived) and ev.data:
+                        c.bytes[ev.stream_id] += len(ev.data)
+                        c.order.append(ev.stream_id)
+                    elif isinstance(ev, h2.events.StreamEnded):
+                        c.ended.append(ev.stream_id)
+                    elif isinstance(ev, (h2.events.StreamReset, h2.events.ConnectionTerminated)):
+                        pytest.fail(f"unexpected {ev}")
+                c.send()  # SETTINGS ACKs and the like; no WINDOW_UPDATE is sent for DATA
+        read_until(lambda: all(c.bytes[s] == 16384 for s in sids))
+        before = len(c.order)
+        c.conn.increment_flow_control_window(ASSET, stream_id=sids[2])
+        c.conn.increment_flow_control_window(ASSET, stream_id=sids[0])
+        c.send()
+        read_until(lambda: sids[0] in c.ended and sids[2] in c.ended)
+        after = c.order[before:]
+        runs = [s for i, s in enumerate(after) if i == 0 or after[i - 1] != s]
+        assert runs == [sids[0], sids[2]], runs
+        c.conn.increment_flow_control_window(ASSET, stream_id=sids[1])
+        c.send()
+        read_until(lambda: sids[1] in c.ended)
+        assert all(c.bytes[s] == ASSET for s in sids)
+    finally:
+        c.close()
+    assert page.alive()
