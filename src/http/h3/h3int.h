@@ -311,21 +311,53 @@ static inline bool frame_head(struct frd *r, const uint8_t **p, const uint8_t *e
     return true;
 }
 
+/* ---- streams and the send order: every packet asks (inline) ---- */
+
+/* Request stream sid of hc, or NULL (the stream last pulled first: wrote's usually). */
+static inline struct h3stream *h3_stream_find(struct h3conn *hc, int64_t sid)
+{
+    if (hc->cur && hc->cur->id == sid)
+        return hc->cur;
+    struct h3stream *st = hc->bucket[(sid >> 2) % H3_BUCKETS];
+    while (st && st->id != sid)
+        st = st->hnext;
+    return st;
+}
+
+/* Whether st has an answer it may send (not ended, reset or blocked by flow control). */
+static inline bool h3_sendable(const struct h3stream *st)
+{
+    return st->r && !st->fin_sent && !st->shut && !st->flow_blocked;
+}
+
+/* Into the send order at its place by arrival, when it has something it may send. */
+static inline void h3_enqueue(struct h3conn *hc, struct h3stream *st)
+{
+    if (h3_sendable(st))
+        prio_ready(&hc->sched, &st->prio);
+}
+
+/* Out of the send order (it waits, or is done). */
+static inline void h3_dequeue(struct h3conn *hc, struct h3stream *st)
+{
+    (void)hc;
+    prio_idle(&st->prio);
+}
+
 /* ---- across the protocol's files ---- */
+
+/* The quic_app table's send side (h3resp.c): the next bytes to send, what of them was written,
+ * what the peer acknowledged; as quic.h's pull, wrote and acked. */
+int h3_app_pull(void *a, int64_t *sid, bool *fin, struct quic_vec *v, size_t cnt);
+int h3_app_wrote(void *a, int64_t sid, size_t n);
+int h3_app_acked(void *a, int64_t sid, uint64_t n);
 
 /* Parses st's request as HTTP/2 does and answers it through serve, or parks it while its
  * Basic credentials are verified off the loop; a malformed one is reset (RFC 9114 4.1.2). */
 void h3_answer(struct h3conn *hc, struct h3stream *st);
 
-/* Into the send order at its place by arrival, when it has something it may send. */
-void h3_enqueue(struct h3conn *hc, struct h3stream *st);
-
 /* The connection ends with code (RFC 9114 8.1): -EPROTO, for the callback to return. */
 int h3_fatal(struct h3conn *hc, uint64_t code);
-
-/* Hands out what the plan has next, up to H3_OUTV ranges and H3_WINDOW bytes not yet
- * acknowledged: 0, or -EIO when the stream cannot go on (the file shrank, no memory). */
-int h3_fill(struct h3stream *st);
 
 /* n bytes st held for its request are no longer held. */
 void h3_held_less(struct h3worker *hw, struct h3stream *st, size_t n);
@@ -355,9 +387,6 @@ void h3_stream_abort(struct h3conn *hc, struct h3stream *st, uint64_t code);
 /* st's request goes unanswered (reset with code): what it holds is freed, the bytes held
  * behind a blocked section given back to flow control. */
 void h3_stream_drop(struct h3stream *st, uint64_t code);
-
-/* Request stream sid of hc, or NULL. */
-struct h3stream *h3_stream_find(struct h3conn *hc, int64_t sid);
 
 /* A new request stream sid (its first bytes came), with a PRIORITY_UPDATE that came before it;
  * NULL when memory is short. */

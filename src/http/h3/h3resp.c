@@ -2,7 +2,8 @@
  * serve (serve_handoff, as HTTP/1 and HTTP/2 hand theirs), the 421 rule, and the response
  * filter that turns the plan into a HEADERS frame (QPACK with the pre-encoded runs kept per file
  * and per second) and one DATA frame, its file ranges read in chunks, on the loop when the page
- * cache has them and off it when not.
+ * cache has them and off it when not; and the send side of the quic_app table (pull, wrote,
+ * acked), the next stream's bytes in core/prio.h's order.
  * Must not: read the request stream's frames (h3in.c) or choose which stream sends (core/prio.h
  * through h3session.c). Ownership: the stream's response, chunks and frame heads are the stream's. */
 #include "http/h3/h3int.h"
@@ -49,7 +50,7 @@ static void out_push(struct h3stream *st, uint8_t *base, size_t len)
 
 /* Hands out what the plan has next, up to H3_OUTV ranges and H3_WINDOW bytes not yet
  * acknowledged: 0, or -EIO when the stream cannot go on (the file shrank, no memory). */
-int h3_fill(struct h3stream *st)
+static int fill(struct h3stream *st)
 {
     struct plan *p = &st->r->plan;
     while (st->nout < H3_OUTV && st->given - st->acked < H3_WINDOW) {
@@ -283,4 +284,121 @@ void h3_answer(struct h3conn *hc, struct h3stream *st)
     if (respond(hc, st) < 0)
         h3_stream_abort(hc, st, H3_INTERNAL_ERROR);
     h3_request_free(w->h3, st); /* handed over: the response holds what it needs */
+}
+
+/* ---- sending ---- */
+
+/* Our decoder stream takes what QPACK has for it, starting its buffer again once the peer has
+ * acknowledged all of it (ngtcp2 holds pointers into it until then). */
+static void dec_refill(struct h3conn *hc)
+{
+    if (hc->dec_acked == hc->dec_len && hc->dec_sent == hc->dec_len)
+        hc->dec_len = hc->dec_sent = hc->dec_acked = 0;
+    hc->dec_len = (uint16_t)(hc->dec_len + qpack_dec_output(&hc->qd, hc->dec_buf + hc->dec_len,
+                                                            sizeof(hc->dec_buf) - hc->dec_len));
+}
+
+int h3_app_pull(void *a, int64_t *sid, bool *fin, struct quic_vec *v, size_t cnt)
+{
+    struct h3conn *hc = a;
+    *fin = false;
+    *sid = -1;
+    if (hc->ctrl_sent < hc->ctrl_len && !hc->ctrl_stuck) {
+        *sid = hc->ctrl_id;
+        v[0] = (struct quic_vec){hc->ctrl_buf + hc->ctrl_sent, hc->ctrl_len - hc->ctrl_sent};
+        return 1;
+    }
+    if (!hc->enc_sent && !hc->enc_stuck) {
+        *sid = hc->enc_id;
+        v[0] = (struct quic_vec){&hc->enc_type, 1};
+        return 1;
+    }
+    dec_refill(hc);
+    if (hc->dec_sent < hc->dec_len && !hc->dec_stuck) {
+        *sid = hc->dec_id;
+        v[0] = (struct quic_vec){hc->dec_buf + hc->dec_sent, hc->dec_len - hc->dec_sent};
+        return 1;
+    }
+    struct prio_node *next;
+    while ((next = prio_next(&hc->sched))) {
+        struct h3stream *st = LIST_ITEM(next, struct h3stream, prio);
+        if (fill(st) < 0) {
+            h3_stream_abort(hc, st, H3_INTERNAL_ERROR); /* the file shrank */
+            continue;
+        }
+        bool done = plan_done(&st->r->plan);
+        if (st->nout == 0 && !done) { /* waits for an acknowledgement, or a cold read */
+            h3_dequeue(hc, st);
+            continue;
+        }
+        size_t n = st->nout < cnt ? st->nout : cnt;
+        memcpy(v, st->out, n * sizeof(*v));
+        st->fin_offered = *fin = done && n == st->nout;
+        *sid = st->id;
+        hc->cur = st;
+        return (int)n;
+    }
+    return 0;
+}
+
+int h3_app_wrote(void *a, int64_t sid, size_t n)
+{
+    struct h3conn *hc = a;
+    if (sid == hc->ctrl_id) {
+        hc->ctrl_sent = (uint8_t)(hc->ctrl_sent + n);
+        return 0;
+    }
+    if (sid == hc->enc_id) {
+        hc->enc_sent |= n > 0;
+        return 0;
+    }
+    if (sid == hc->dec_id) {
+        hc->dec_sent = (uint16_t)(hc->dec_sent + n);
+        return 0;
+    }
+    struct h3stream *st = h3_stream_find(hc, sid);
+    if (!st)
+        return 0;
+    unsigned i = 0;
+    while (n && i < st->nout) {
+        struct quic_vec *o = &st->out[i];
+        size_t k = n < o->len ? n : o->len;
+        o->base += k;
+        o->len -= k;
+        n -= k;
+        i += o->len == 0;
+    }
+    if (i) {
+        st->nout -= i;
+        memmove(st->out, st->out + i, st->nout * sizeof(st->out[0]));
+    }
+    if (st->fin_offered && st->nout == 0) {
+        st->fin_sent = st->answered = true;
+        h3_dequeue(hc, st);
+    } else {
+        prio_sent(&hc->sched, &st->prio); /* an incremental one: the next takes its turn */
+    }
+    return 0;
+}
+
+int h3_app_acked(void *a, int64_t sid, uint64_t n)
+{
+    struct h3conn *hc = a;
+    if (sid == hc->dec_id) {
+        hc->dec_acked = (uint16_t)(hc->dec_acked + n);
+        return 0;
+    }
+    struct h3stream *st = h3_stream_find(hc, sid);
+    if (!st)
+        return 0;
+    st->acked += n;
+    while (st->chunks && st->chunks->end <= st->acked) {
+        struct chunk *c = st->chunks;
+        st->chunks = c->next;
+        if (!st->chunks)
+            st->last = NULL;
+        free(c);
+    }
+    h3_enqueue(hc, st); /* the window may have room again */
+    return 0;
 }

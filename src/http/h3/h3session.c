@@ -35,34 +35,6 @@ unsigned h3_alt_svc(char *buf, unsigned cap, unsigned port)
 
 /* ---- streams ---- */
 
-struct h3stream *h3_stream_find(struct h3conn *hc, int64_t sid)
-{
-    if (hc->cur && hc->cur->id == sid)
-        return hc->cur;
-    struct h3stream *st = hc->bucket[(sid >> 2) % H3_BUCKETS];
-    while (st && st->id != sid)
-        st = st->hnext;
-    return st;
-}
-
-static bool sendable(const struct h3stream *st)
-{
-    return st->r && !st->fin_sent && !st->shut && !st->flow_blocked;
-}
-
-/* Into the send order at its place by arrival, when it has something it may send. */
-void h3_enqueue(struct h3conn *hc, struct h3stream *st)
-{
-    if (sendable(st))
-        prio_ready(&hc->sched, &st->prio);
-}
-
-static void dequeue(struct h3conn *hc, struct h3stream *st)
-{
-    (void)hc;
-    prio_idle(&st->prio);
-}
-
 /* app_woken at second at (quic_now_s's clock) for the body deadline, unless asked already. */
 static void deadline_arm(struct h3conn *hc, int64_t at)
 {
@@ -188,7 +160,7 @@ static void stream_free(struct h3conn *hc, struct h3stream *st)
         hc->nblocked--;
         qpack_dec_cancel(&hc->qd, st->id);
     }
-    dequeue(hc, st);
+    h3_dequeue(hc, st);
     if (hc->cur == st)
         hc->cur = NULL;
     while (st->chunks) {
@@ -242,7 +214,7 @@ void h3_stream_abort(struct h3conn *hc, struct h3stream *st, uint64_t code)
 {
     quic_stream_abort(hc->qc, st->id, code);
     st->ignore = st->shut = true;
-    dequeue(hc, st);
+    h3_dequeue(hc, st);
     if (st->blocked) {
         st->blocked = false;
         hc->nblocked--;
@@ -352,99 +324,6 @@ static int app_recv(void *a, int64_t sid, const uint8_t *data, size_t len, bool 
     return 0; /* ours: QUIC lets nothing come on them */
 }
 
-/* Our decoder stream takes what QPACK has for it, starting its buffer again once the peer has
- * acknowledged all of it (ngtcp2 holds pointers into it until then). */
-static void dec_refill(struct h3conn *hc)
-{
-    if (hc->dec_acked == hc->dec_len && hc->dec_sent == hc->dec_len)
-        hc->dec_len = hc->dec_sent = hc->dec_acked = 0;
-    hc->dec_len = (uint16_t)(hc->dec_len + qpack_dec_output(&hc->qd, hc->dec_buf + hc->dec_len,
-                                                            sizeof(hc->dec_buf) - hc->dec_len));
-}
-
-static int app_pull(void *a, int64_t *sid, bool *fin, struct quic_vec *v, size_t cnt)
-{
-    struct h3conn *hc = a;
-    *fin = false;
-    *sid = -1;
-    if (hc->ctrl_sent < hc->ctrl_len && !hc->ctrl_stuck) {
-        *sid = hc->ctrl_id;
-        v[0] = (struct quic_vec){hc->ctrl_buf + hc->ctrl_sent, hc->ctrl_len - hc->ctrl_sent};
-        return 1;
-    }
-    if (!hc->enc_sent && !hc->enc_stuck) {
-        *sid = hc->enc_id;
-        v[0] = (struct quic_vec){&hc->enc_type, 1};
-        return 1;
-    }
-    dec_refill(hc);
-    if (hc->dec_sent < hc->dec_len && !hc->dec_stuck) {
-        *sid = hc->dec_id;
-        v[0] = (struct quic_vec){hc->dec_buf + hc->dec_sent, hc->dec_len - hc->dec_sent};
-        return 1;
-    }
-    struct prio_node *next;
-    while ((next = prio_next(&hc->sched))) {
-        struct h3stream *st = LIST_ITEM(next, struct h3stream, prio);
-        if (h3_fill(st) < 0) {
-            h3_stream_abort(hc, st, H3_INTERNAL_ERROR); /* the file shrank */
-            continue;
-        }
-        bool done = plan_done(&st->r->plan);
-        if (st->nout == 0 && !done) { /* waits for an acknowledgement, or a cold read */
-            dequeue(hc, st);
-            continue;
-        }
-        size_t n = st->nout < cnt ? st->nout : cnt;
-        memcpy(v, st->out, n * sizeof(*v));
-        st->fin_offered = *fin = done && n == st->nout;
-        *sid = st->id;
-        hc->cur = st;
-        return (int)n;
-    }
-    return 0;
-}
-
-static int app_wrote(void *a, int64_t sid, size_t n)
-{
-    struct h3conn *hc = a;
-    if (sid == hc->ctrl_id) {
-        hc->ctrl_sent = (uint8_t)(hc->ctrl_sent + n);
-        return 0;
-    }
-    if (sid == hc->enc_id) {
-        hc->enc_sent |= n > 0;
-        return 0;
-    }
-    if (sid == hc->dec_id) {
-        hc->dec_sent = (uint16_t)(hc->dec_sent + n);
-        return 0;
-    }
-    struct h3stream *st = h3_stream_find(hc, sid);
-    if (!st)
-        return 0;
-    unsigned i = 0;
-    while (n && i < st->nout) {
-        struct quic_vec *o = &st->out[i];
-        size_t k = n < o->len ? n : o->len;
-        o->base += k;
-        o->len -= k;
-        n -= k;
-        i += o->len == 0;
-    }
-    if (i) {
-        st->nout -= i;
-        memmove(st->out, st->out + i, st->nout * sizeof(st->out[0]));
-    }
-    if (st->fin_offered && st->nout == 0) {
-        st->fin_sent = st->answered = true;
-        dequeue(hc, st);
-    } else {
-        prio_sent(&hc->sched, &st->prio); /* an incremental one: the next takes its turn */
-    }
-    return 0;
-}
-
 static void app_blocked(void *a, int64_t sid, bool shut)
 {
     struct h3conn *hc = a;
@@ -458,7 +337,7 @@ static void app_blocked(void *a, int64_t sid, bool shut)
     struct h3stream *st = h3_stream_find(hc, sid);
     if (!st)
         return;
-    dequeue(hc, st);
+    h3_dequeue(hc, st);
     if (shut)
         st->shut = true;
     else
@@ -479,28 +358,6 @@ static void app_unblocked(void *a, int64_t sid)
         st->flow_blocked = false;
         h3_enqueue(hc, st);
     }
-}
-
-static int app_acked(void *a, int64_t sid, uint64_t n)
-{
-    struct h3conn *hc = a;
-    if (sid == hc->dec_id) {
-        hc->dec_acked = (uint16_t)(hc->dec_acked + n);
-        return 0;
-    }
-    struct h3stream *st = h3_stream_find(hc, sid);
-    if (!st)
-        return 0;
-    st->acked += n;
-    while (st->chunks && st->chunks->end <= st->acked) {
-        struct chunk *c = st->chunks;
-        st->chunks = c->next;
-        if (!st->chunks)
-            st->last = NULL;
-        free(c);
-    }
-    h3_enqueue(hc, st); /* the window may have room again */
-    return 0;
 }
 
 static bool critical(const struct h3conn *hc, int64_t sid)
@@ -693,11 +550,11 @@ const struct quic_app h3_app = {
     .leave = app_leave,
     .open = app_open,
     .recv = app_recv,
-    .pull = app_pull,
-    .wrote = app_wrote,
+    .pull = h3_app_pull,
+    .wrote = h3_app_wrote,
     .blocked = app_blocked,
     .unblocked = app_unblocked,
-    .acked = app_acked,
+    .acked = h3_app_acked,
     .closed = app_closed,
     .reset = app_reset,
     .more_streams = app_more_streams,
