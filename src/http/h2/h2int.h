@@ -272,6 +272,28 @@ static inline bool h1_only(const char *name, size_t n)
     return hfield_connection_specific(name, n, NULL, 0);
 }
 
+/* A new open stream id (a record from the pool, or a new one); NULL when memory is short.
+ * Inline: its one caller (HEADERS, h2in.c) runs it for every request. */
+static inline struct stream *h2_stream_get(struct h2_session *s, int32_t id)
+{
+    struct stream *st = s->free_list;
+    if (st) {
+        s->free_list = st->next;
+        s->nfree--;
+    } else {
+        st = malloc(sizeof(*st));
+        if (!st)
+            return NULL;
+        s->nrecords++;
+    }
+    *st = (struct stream){.id = id, .window = s->peer_window, .recv_window = WINDOW};
+    list_link_init(&st->hlink);
+    prio_node_init(&st->prio, (uint64_t)id);
+    list_push_front(&s->live, &st->live);
+    s->open++;
+    return st;
+}
+
 /* ---- across the protocol's files ---- */
 
 /* Starts reading a header block on stream id (st NULL: one to read and ignore). */
@@ -329,8 +351,6 @@ void h2_stream_error(struct h2_session *s, int32_t id, uint32_t code);
 /* Open stream id, or NULL. */
 struct stream *h2_stream_find(const struct h2_session *s, int32_t id);
 
-/* A new open stream id (a record from the pool, or a new one); NULL when memory is short. */
-struct stream *h2_stream_get(struct h2_session *s, int32_t id);
 
 /* Resets stream id (RST_STREAM code): a stream error, or the server giving up on it. */
 void h2_stream_reset(struct h2_session *s, int32_t id, struct stream *st, uint32_t code);

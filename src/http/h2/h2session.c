@@ -120,26 +120,6 @@ void h2_check_budget(struct h2_session *s)
 
 /* ---- streams ---- */
 
-struct stream *h2_stream_get(struct h2_session *s, int32_t id)
-{
-    struct stream *st = s->free_list;
-    if (st) {
-        s->free_list = st->next;
-        s->nfree--;
-    } else {
-        st = malloc(sizeof(*st));
-        if (!st)
-            return NULL;
-        s->nrecords++;
-    }
-    *st = (struct stream){.id = id, .window = s->peer_window, .recv_window = WINDOW};
-    list_link_init(&st->hlink);
-    prio_node_init(&st->prio, (uint64_t)id);
-    list_push_front(&s->live, &st->live);
-    s->open++;
-    return st;
-}
-
 static void head_free(struct h2_session *s, struct stream *st)
 {
     if (st->head)
