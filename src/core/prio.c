@@ -42,28 +42,6 @@ void prio_sched_init(struct prio_sched *s)
     }
 }
 
-void prio_node_init(struct prio_node *n, uint64_t seq)
-{
-    *n = (struct prio_node){.seq = seq, .urgency = PRIO_URGENCY_DEFAULT};
-    list_link_init(&n->link);
-}
-
-void prio_ready(struct prio_sched *s, struct prio_node *n)
-{
-    if (prio_is_ready(n))
-        return;
-    if (n->had_turn) {
-        list_push_back(&s->turns[n->urgency], &n->link);
-        return;
-    }
-    /* By arrival: from the back, as a new stream is the newest and one coming back from a
-     * wait usually has few behind it. */
-    struct list *head = &s->first[n->urgency], *pos = head;
-    while (pos->prev != head && LIST_ITEM(pos->prev, struct prio_node, link)->seq > n->seq)
-        pos = pos->prev;
-    list_insert_before(pos, &n->link);
-}
-
 void prio_set(struct prio_sched *s, struct prio_node *n, uint8_t urgency, bool incremental)
 {
     bool was = prio_is_ready(n);

@@ -41,8 +41,15 @@ struct prio_sched {
 };
 
 void prio_sched_init(struct prio_sched *s);
+
+/* The calls below are inline: each runs for every response, frame or packet sent. */
+
 /* A new stream's node: seq, the default urgency, not incremental, not ready. */
-void prio_node_init(struct prio_node *n, uint64_t seq);
+static inline void prio_node_init(struct prio_node *n, uint64_t seq)
+{
+    *n = (struct prio_node){.seq = seq, .urgency = PRIO_URGENCY_DEFAULT};
+    list_link_init(&n->link);
+}
 
 static inline bool prio_is_ready(const struct prio_node *n)
 {
@@ -50,13 +57,29 @@ static inline bool prio_is_ready(const struct prio_node *n)
 }
 
 /* n has something it may send: into the order at its place (nothing if it is there). */
-void prio_ready(struct prio_sched *s, struct prio_node *n);
+static inline void prio_ready(struct prio_sched *s, struct prio_node *n)
+{
+    if (prio_is_ready(n))
+        return;
+    if (n->had_turn) {
+        list_push_back(&s->turns[n->urgency], &n->link);
+        return;
+    }
+    /* By arrival: from the back, as a new stream is the newest and one coming back from a
+     * wait usually has few behind it. */
+    struct list *head = &s->first[n->urgency], *pos = head;
+    while (pos->prev != head && LIST_ITEM(pos->prev, struct prio_node, link)->seq > n->seq)
+        pos = pos->prev;
+    list_insert_before(pos, &n->link);
+}
+
 /* n has nothing it may send now, or is done: out of the order (nothing if it is out). */
 static inline void prio_idle(struct prio_node *n)
 {
     if (prio_is_ready(n))
         list_remove(&n->link);
 }
+
 /* The node to send from next, or NULL when none is ready. */
 static inline struct prio_node *prio_next(const struct prio_sched *s)
 {
@@ -69,6 +92,7 @@ static inline struct prio_node *prio_next(const struct prio_sched *s)
     }
     return NULL;
 }
+
 /* n (ready) sent some and still has more: an incremental one goes to the back of its
  * urgency's turns; a non-incremental one keeps its place. */
 static inline void prio_sent(struct prio_sched *s, struct prio_node *n)
@@ -79,7 +103,6 @@ static inline void prio_sent(struct prio_sched *s, struct prio_node *n)
     n->had_turn = true;
     list_push_back(&s->turns[n->urgency], &n->link);
 }
-/* Inline: the three above run for every frame or packet a response sends. */
 
 /* New urgency and incremental for n (a PRIORITY_UPDATE, a field read late): a ready n moves. */
 void prio_set(struct prio_sched *s, struct prio_node *n, uint8_t urgency, bool incremental);

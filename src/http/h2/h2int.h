@@ -294,20 +294,59 @@ static inline struct stream *h2_stream_get(struct h2_session *s, int32_t id)
     return st;
 }
 
-/* ---- across the protocol's files ---- */
+/* The session's buffer (hooks.buf_get), taken when it holds none: false when none can be had. */
+static inline bool h2_buf_take(struct h2_session *s)
+{
+    if (s->buf)
+        return true;
+    s->buf = s->hooks->buf_get(s->user);
+    if (!s->buf)
+        return false;
+    s->req = (struct http_request *)(void *)(head_area(s) + H2_HEAD_CAP);
+    s->plan = (struct plan *)(void *)s->buf;
+    plan_init(s->plan);
+    s->out_len = 0;
+    return true;
+}
+
+/* Open stream id, or NULL. */
+static inline struct stream *h2_stream_find(const struct h2_session *s, int32_t id)
+{
+    if (s->dlv && s->dlv->id == id)
+        return s->dlv->closed ? NULL : s->dlv;
+    LIVE_EACH(s, st)
+        if (st->id == id)
+            return st;
+    return NULL;
+}
 
 /* Starts reading a header block on stream id (st NULL: one to read and ignore). */
-void h2_blk_begin(struct h2_session *s, int32_t id, struct stream *st, bool trailers,
-                      bool end_stream);
+static inline void h2_blk_begin(struct h2_session *s, int32_t id, struct stream *st, bool trailers,
+                      bool end_stream)
+{
+    s->blk_id = id;
+    s->blk_st = st;
+    s->blk_request = st && !trailers;
+    s->blk_trailers = trailers;
+    s->blk_end_stream = end_stream;
+    s->blk_first = true;
+    s->blk_line = s->blk_regular = s->blk_malformed = false;
+    s->blk_cont = 0;
+    s->blk_status = 0;
+    s->blk_decoded = 0;
+    s->method_len = s->path_len = s->authority_len = s->pseudo_len = 0;
+    s->has_method = s->has_path = s->has_scheme = s->has_authority = s->has_host = false;
+    s->is_connect = false;
+    s->head_len = 0;
+}
+
+/* ---- across the protocol's files ---- */
 
 /* The end of a header block (END_HEADERS). */
 void h2_blk_end(struct h2_session *s);
 
 /* A fragment of the header block. */
 void h2_blk_fragment(struct h2_session *s, const uint8_t *p, size_t len);
-
-/* The session's buffer (hooks.buf_get), taken when it holds none: false when none can be had. */
-bool h2_buf_take(struct h2_session *s);
 
 /* Ends the session (GOAWAY ENHANCE_YOUR_CALM) when a flood budget is exceeded. */
 void h2_check_budget(struct h2_session *s);
@@ -347,9 +386,6 @@ void h2_stream_close(struct h2_session *s, struct stream *st);
 /* A stream error from the client's side: counted with invalid frames (a client making them
  * by the thousand is told to go away). */
 void h2_stream_error(struct h2_session *s, int32_t id, uint32_t code);
-
-/* Open stream id, or NULL. */
-struct stream *h2_stream_find(const struct h2_session *s, int32_t id);
 
 
 /* Resets stream id (RST_STREAM code): a stream error, or the server giving up on it. */

@@ -107,26 +107,6 @@ static bool is(const char *p, size_t n, const char *lit)
     return n == strlen(lit) && memcmp(p, lit, n) == 0;
 }
 
-/* Starts reading a header block on stream id (st NULL: one to read and ignore). */
-void h2_blk_begin(struct h2_session *s, int32_t id, struct stream *st, bool trailers,
-                      bool end_stream)
-{
-    s->blk_id = id;
-    s->blk_st = st;
-    s->blk_request = st && !trailers;
-    s->blk_trailers = trailers;
-    s->blk_end_stream = end_stream;
-    s->blk_first = true;
-    s->blk_line = s->blk_regular = s->blk_malformed = false;
-    s->blk_cont = 0;
-    s->blk_status = 0;
-    s->blk_decoded = 0;
-    s->method_len = s->path_len = s->authority_len = s->pseudo_len = 0;
-    s->has_method = s->has_path = s->has_scheme = s->has_authority = s->has_host = false;
-    s->is_connect = false;
-    s->head_len = 0;
-}
-
 /* Keeps a pseudo-header field's value in the pseudo area (method, then path, then authority:
  * they may come in any order, so later ones move). */
 static void pseudo_keep(struct h2_session *s, const struct hpack_field *f)

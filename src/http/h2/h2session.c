@@ -30,20 +30,6 @@
 
 /* ---- the buffer: held only while in use ---- */
 
-bool h2_buf_take(struct h2_session *s)
-{
-    if (s->buf)
-        return true;
-    s->buf = s->hooks->buf_get(s->user);
-    if (!s->buf)
-        return false;
-    s->req = (struct http_request *)(void *)(head_area(s) + H2_HEAD_CAP);
-    s->plan = (struct plan *)(void *)s->buf;
-    plan_init(s->plan);
-    s->out_len = 0;
-    return true;
-}
-
 /* Gives the buffer back when nothing is in it. */
 void h2_buf_give_back(struct h2_session *s)
 {
@@ -150,19 +136,6 @@ static void streams_trim(struct h2_session *s, unsigned keep)
         free(st);
     }
 }
-
-
-struct stream *h2_stream_find(const struct h2_session *s, int32_t id)
-{
-    if (s->dlv && s->dlv->id == id)
-        return s->dlv->closed ? NULL : s->dlv;
-    LIVE_EACH(s, st)
-        if (st->id == id)
-            return st;
-    return NULL;
-}
-
-
 
 
 /* The stream is over (both ways, or reset): off the open list, onto the done list. */
