@@ -178,13 +178,14 @@ FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES := $(basename $(notdir $(FUZZ_SRC)))
 FUZZ_CFLAGS := -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer-no-link,address,undefined
 fuzz_obj = $(patsubst %.c,build/fuzz/obj/%.o,$(1))
-FUZZ_BASE := $(CORE_SRC) src/http/h2/h2.c src/http/h2/hpack.c
+FUZZ_BASE := $(CORE_SRC) src/http/h2/h2session.c src/http/h2/h2in.c src/http/h2/h2out.c src/http/h2/h2req.c \
+             src/http/h2/hpack.c
 # Targets that need more than the core: their sources and libraries.
 FUZZ_EXTRA_fuzz_config := src/config/options.c src/config/cfgfile.c
 FUZZ_LIBS_fuzz_config  := -lyaml
 FUZZ_EXTRA_fuzz_htpasswd := src/site/htpasswd.c src/rt/file.c
 FUZZ_LIBS_fuzz_htpasswd  := -lcrypt -lcrypto # file.c: the digests (unused here)
-FUZZ_EXTRA_fuzz_h3 := src/http/h3/h3.c src/http/h3/h3req.c src/http/h3/qpack.c src/rt/errlog.c
+FUZZ_EXTRA_fuzz_h3 := src/http/h3/h3session.c src/http/h3/h3in.c src/http/h3/h3resp.c src/http/h3/h3uni.c src/http/h3/h3req.c src/http/h3/qpack.c src/rt/errlog.c
 # Our QPACK against libnghttp3's decoder, the oracle (as fuzz_hpack_diff against libnghttp2).
 FUZZ_EXTRA_fuzz_qpack_diff := src/http/h3/qpack.c
 FUZZ_LIBS_fuzz_qpack_diff  := -lnghttp3

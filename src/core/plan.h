@@ -112,6 +112,26 @@ static inline bool plan_field_next(const struct plan *p, size_t *pos, const char
     return true;
 }
 
+/* Whether p's field lines at pos begin with text[0, len): a run of whole lines that a
+ * protocol keeps encoded (HPACK, QPACK) and sends so wherever a response holds its text. */
+static inline bool plan_fields_at(const struct plan *p, size_t pos, const char *text, size_t len)
+{
+    return len && p->nseg && p->head_len >= pos + len && p->segs[0].mem[pos] == text[0] &&
+           memcmp(p->segs[0].mem + pos, text, len) == 0;
+}
+
+/* The bytes of p's first n field lines (Server and Date lead the core's responses), 0 when it
+ * has fewer. */
+static inline size_t plan_fields_lead(const struct plan *p, unsigned n)
+{
+    size_t pos = 0, nl, vl;
+    const char *name, *value;
+    for (unsigned i = 0; i < n; i++)
+        if (!plan_field_next(p, &pos, &name, &nl, &value, &vl))
+            return 0;
+    return pos;
+}
+
 /* Records that n more bytes left, moving the cursor past finished segments. This is the one
  * piece of partial-send bookkeeping both engines share. */
 void plan_advance(struct plan *p, uint64_t n);

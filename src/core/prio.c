@@ -33,3 +33,23 @@ void prio_parse(const char *p, size_t n, uint8_t *urgency, bool *incremental)
             *incremental = !val || (val_len == 2 && val[0] == '?' && val[1] == '1');
     }
 }
+
+void prio_sched_init(struct prio_sched *s)
+{
+    for (unsigned u = 0; u < PRIO_URGENCIES; u++) {
+        list_init(&s->first[u]);
+        list_init(&s->turns[u]);
+    }
+}
+
+void prio_set(struct prio_sched *s, struct prio_node *n, uint8_t urgency, bool incremental)
+{
+    bool was = prio_is_ready(n);
+    prio_idle(n);
+    n->urgency = urgency < PRIO_URGENCIES ? urgency : PRIO_URGENCY_DEFAULT;
+    n->incremental = incremental;
+    if (!incremental)
+        n->had_turn = false;
+    if (was)
+        prio_ready(s, n);
+}

@@ -262,24 +262,20 @@ static size_t consume(struct runtime *w, struct conn *c, const char *data, size_
         pol.tls = c->xport ? tls_xport_conn(c) : NULL; /* a call only over a transport */
         pol.peer = conn_peer(c);
         pol.resume = conn_token(c);
-        struct response *r = serve_response_get(w);
+        struct response *r;
+        enum serve_result sr = serve_handoff(w, &c->obs, req, 0, &pol, 0, &r);
+        if (__builtin_expect(sr != SERVE_DONE, 0)) {
+            if (sr == SERVE_PENDING) /* parked unparsed in the input until h1_resume */
+                break;
+            noted(w, c, r);
+        }
         if (!r) {
             close_conn(w, c);
             return len;
         }
-        enum serve_result sr = serve_request(w, req, &pol, r);
-        if (__builtin_expect(sr != SERVE_DONE, 0)) {
-            if (sr == SERVE_PENDING) {
-                /* Parked unparsed in the input until h1_resume: then parsed and asked again. */
-                serve_response_put(w, r);
-                break;
-            }
-            noted(w, c, r);
-        }
         used += (size_t)n;
         h->keep_alive = pol.keep_alive;
         h->discard = pol.discard;
-        obs_request(w, &c->obs, req, &r->obs, &r->plan, r->note.quiet);
         r->plan.fin_carries_tail = pol.fin_carries_tail;
         start_send(w, c, r);
     }

@@ -81,4 +81,36 @@ size_t serve_rep_lines(const struct fentry *e, char *lines);
 void serve_error(struct runtime *w, int status, bool head, enum resp_syntax syntax,
                  struct response *r);
 
+/* The one hand-off from a protocol to serve, the same for HTTP/1, 2 and 3: a request in, and
+ * out a response from the pool holding its plan (SERVE_DONE, or SERVE_NOTED with r->note for
+ * the protocol), its request observed on the connection's record oc (obs_request: the access
+ * log line, the probes; logged as protocol version `minor`, LOGFMT_HTTP2 or _HTTP3, or 0: the
+ * request's own); or SERVE_PENDING: nothing is held, and the protocol parks the request as it
+ * is until pol->resume is woken, then hands it off again. status != 0: req could not be read
+ * whole and is answered with that error (in pol's syntax; no body for a HEAD). *out is NULL
+ * when memory is short (the protocol refuses the request its own way: a close, a reset).
+ * The protocol's own part stays its own: the policy and connection facts in pol, parking,
+ * what a note does, and sending the plan. Inline: it runs for every request. */
+static inline enum serve_result serve_handoff(struct runtime *w, struct obs_conn *oc,
+                                              const struct http_request *req, int status,
+                                              const struct req_policy *pol, uint8_t minor,
+                                              struct response **out)
+{
+    struct response *r = *out = serve_response_get(w);
+    enum serve_result sr = SERVE_DONE;
+    if (__builtin_expect(!r, 0))
+        return sr;
+    if (__builtin_expect(status != 0, 0)) {
+        serve_error(w, status, req->method == HTTP_HEAD, pol->syntax, r);
+    } else if ((sr = serve_request(w, req, pol, r)) == SERVE_PENDING) {
+        serve_response_put(w, r);
+        *out = NULL;
+        return sr;
+    }
+    obs_request(w, oc, req, &r->obs, &r->plan, r->note.quiet);
+    if (minor)
+        r->obs.cap.minor = minor; /* the access log says which protocol carried it */
+    return sr;
+}
+
 #endif

@@ -97,6 +97,20 @@ class _Proto(QuicConnectionProtocol):
         return await fut
 
 
+def data_order(client):
+    """A list that from now on gets the stream ID of each piece of stream data the client
+    receives, in the order received (what the server's scheduler sent, where nothing is lost)."""
+    from aioquic.quic.events import StreamDataReceived
+    order, old = [], client.quic_event_received
+
+    def hook(ev):
+        if isinstance(ev, StreamDataReceived) and ev.data:
+            order.append(ev.stream_id)
+        old(ev)
+    client.quic_event_received = hook
+    return order
+
+
 def configuration(ca, server_name="localhost", logger=None):
     cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=server_name,
                             quic_logger=logger)

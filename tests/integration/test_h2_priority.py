@@ -52,16 +52,17 @@ class Client:
         self.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
         self.sock.sendall(self.conn.data_to_send())
         self.ended = []      # stream ids in the order their last byte came
+        self.order = []      # stream ids in the order their DATA came, one a frame
         self.bytes = {}      # stream id -> body bytes so far
         self.status = {}
 
-    def request(self, path, priority=None):
+    def request(self, path, priority=None, end=True):
         sid = self.conn.get_next_available_stream_id()
         fields = [(":method", "GET"), (":scheme", "https"), (":authority", "localhost"),
                   (":path", path)]
         if priority:
             fields.append(("priority", priority))
-        self.conn.send_headers(sid, fields, end_stream=True)
+        self.conn.send_headers(sid, fields, end_stream=end)
         self.bytes[sid] = 0
         return sid
 
@@ -79,6 +80,8 @@ class Client:
                     self.status[ev.stream_id] = int(dict(ev.headers)[b":status"])
                 elif isinstance(ev, h2.events.DataReceived):
                     self.bytes[ev.stream_id] += len(ev.data)
+                    if ev.data:
+                        self.order.append(ev.stream_id)
                     self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
                 elif isinstance(ev, h2.events.StreamEnded):
                     self.ended.append(ev.stream_id)
@@ -127,6 +130,95 @@ def test_priority_update_moves_a_response_ahead(page):
         c.send(frame)
         c.pump(sids)
         assert c.ended[0] == sids[-1], f"stream end order {c.ended}"
+        assert all(c.bytes[s] == ASSET for s in sids)
+    finally:
+        c.close()
+    assert page.alive()
+
+
+def test_non_incremental_one_after_another_ahead_of_incremental_ones(page):
+    """As over HTTP/3 (test_h3_sched.py): two incremental responses (u=3, i) asked for first,
+    then four non-incremental ones of the same urgency (no priority field): once the first of
+    those has begun, the four come one whole after another in the order asked, with no
+    incremental DATA between them."""
+    c = Client(page)
+    try:
+        inc = [c.request(f"/img{i}.png", "u=3, i") for i in range(2)]
+        non = [c.request(f"/style{i}.css") for i in range(4)]
+        c.send()
+        c.pump(inc + non)
+        assert all(c.bytes[s] == ASSET for s in inc + non)
+        start = c.order.index(non[0])
+        end = len(c.order) - 1 - c.order[::-1].index(non[-1])
+        between = c.order[start:end + 1]
+        runs = [s for i, s in enumerate(between) if i == 0 or between[i - 1] != s]
+        assert not set(between) & set(inc) and runs == non, runs
+    finally:
+        c.close()
+    assert page.alive()
+
+
+def test_non_incremental_in_the_order_asked_whatever_order_they_ended(page):
+    """Four non-incremental requests opened in order (HEADERS), their ends (empty DATA with
+    END_STREAM) then sent together in the reverse order: the responses come in stream-ID order,
+    the order the client asked in (RFC 9218 10), each whole before the next. The build before
+    issue 42 sent them in the order their ends were read."""
+    c = Client(page)
+    try:
+        sids = [c.request(f"/style{i}.css", end=False) for i in range(4)]
+        c.send()
+        for sid in reversed(sids):
+            c.conn.end_stream(sid)
+        c.send()
+        c.pump(sids)
+        assert all(c.bytes[s] == ASSET for s in sids)
+        runs = [s for i, s in enumerate(c.order) if i == 0 or c.order[i - 1] != s]
+        assert runs == sids, runs
+    finally:
+        c.close()
+    assert page.alive()
+
+
+def test_a_stream_waiting_for_its_window_comes_back_to_its_place(page):
+    """Stream windows of 16 KiB (SETTINGS_INITIAL_WINDOW_SIZE; the connection's stays wide):
+    three non-incremental responses each send their first 16 KiB and wait, none holding the
+    others. The client then opens the third stream's window and the first's, in that order in
+    one flight: the first's DATA come before the third's (a stream whose window opens goes back
+    to its place in the order asked, RFC 9218 10, not behind the others). The build before
+    issue 42 put each at the back as its window opened: the third first."""
+    c = Client(page)
+    try:
+        c.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 16384})
+        sids = [c.request(f"/style{i}.css") for i in range(3)]
+        c.send()
+        deadline = time.monotonic() + 30
+
+        def read_until(done):
+            while not done():
+                assert time.monotonic() < deadline, "timed out"
+                data = c.sock.recv(1 << 20)
+                assert data, "the server closed the connection"
+                for ev in c.conn.receive_data(data):
+                    if isinstance(ev, h2.events.DataReceived) and ev.data:
+                        c.bytes[ev.stream_id] += len(ev.data)
+                        c.order.append(ev.stream_id)
+                    elif isinstance(ev, h2.events.StreamEnded):
+                        c.ended.append(ev.stream_id)
+                    elif isinstance(ev, (h2.events.StreamReset, h2.events.ConnectionTerminated)):
+                        pytest.fail(f"unexpected {ev}")
+                c.send()  # SETTINGS ACKs and the like; no WINDOW_UPDATE is sent for DATA
+        read_until(lambda: all(c.bytes[s] == 16384 for s in sids))
+        before = len(c.order)
+        c.conn.increment_flow_control_window(ASSET, stream_id=sids[2])
+        c.conn.increment_flow_control_window(ASSET, stream_id=sids[0])
+        c.send()
+        read_until(lambda: sids[0] in c.ended and sids[2] in c.ended)
+        after = c.order[before:]
+        runs = [s for i, s in enumerate(after) if i == 0 or after[i - 1] != s]
+        assert runs == [sids[0], sids[2]], runs
+        c.conn.increment_flow_control_window(ASSET, stream_id=sids[1])
+        c.send()
+        read_until(lambda: sids[1] in c.ended)
         assert all(c.bytes[s] == ASSET for s in sids)
     finally:
         c.close()

@@ -13,7 +13,7 @@ from aioquic.buffer import encode_uint_var as vi
 from pylsqpack import Decoder
 
 from conftest import BIG, HELLO
-from h3client import h3_bare, h3_frame, h3_frames, h3_raw, qpack_int, Response
+from h3client import data_order, h3_bare, h3_frame, h3_frames, h3_raw, qpack_int, Response
 
 pytestmark = pytest.mark.schemes("https")
 
@@ -271,9 +271,8 @@ def _two_at_once(srv, prio_a, prio_b):
     """GET /big.bin twice in one datagram with priority fields prio_a and prio_b: the streams,
     in the order their answers ended, and how often the data received switched stream."""
     async def script(client):
-        from aioquic.quic.events import StreamDataReceived
         quic, loop = client._quic, asyncio.get_running_loop()
-        ends, sids, order = [], [], []
+        ends, sids = [], []
         for prio in (prio_a, prio_b):
             sid = quic.get_next_available_stream_id()
             client.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
@@ -283,13 +282,7 @@ def _two_at_once(srv, prio_a, prio_b):
             client.pending[sid] = (Response(), fut)
             fut.add_done_callback(lambda _, s=sid: ends.append(s))
             sids.append(sid)
-        old = client.quic_event_received
-
-        def hook(ev):
-            if isinstance(ev, StreamDataReceived) and ev.data:
-                order.append(ev.stream_id)
-            old(ev)
-        client.quic_event_received = hook
+        order = data_order(client)
         client.transmit()
         await asyncio.gather(*(client.pending[s][1] for s in sids))
         assert all(bytes(client.pending[s][0].body) == BIG for s in sids)

@@ -99,27 +99,22 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
     struct h2conn *h = user;
     struct runtime *w = h->w;
     struct conn *c = h->c;
-    struct response *r = serve_response_get(w);
-    if (!r) {
-        h2_reset(h->s, id);
-        return;
-    }
-    if (status) {
-        serve_error(w, status, req->method == HTTP_HEAD, RESP_FIELDS, r);
-    } else {
-        struct req_policy pol = policy_fields();
+    struct req_policy pol = policy_fields();
+    if (!status) {
         pol.secure = c->xport && c->xport->secure;
         pol.tls = tls_xport_conn(c);
         pol.peer = conn_peer(c);
         pol.resume = conn_token(c);
-        if (serve_request(w, req, &pol, r) == SERVE_PENDING) {
-            serve_response_put(w, r);
-            park(h, id);
-            return;
-        }
     }
-    obs_request(w, &c->obs, req, &r->obs, &r->plan, r->note.quiet);
-    r->obs.cap.minor = LOGFMT_HTTP2; /* the access log says which protocol carried it */
+    struct response *r;
+    if (serve_handoff(w, &c->obs, req, status, &pol, LOGFMT_HTTP2, &r) == SERVE_PENDING) {
+        park(h, id);
+        return;
+    }
+    if (!r) {
+        h2_reset(h->s, id);
+        return;
+    }
     h->progress = true;
     if (r->note.edge) {
         if (r->note.interim_len) /* --early-hints: best effort (the 200 has them too) */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "core/hfield.h"
 #include "core/token.h"
 
 void h3req_init(struct h3req *q, struct h3req_field *f, unsigned f_cap, char *head, size_t head_cap)
@@ -53,32 +54,12 @@ static bool is(const char *p, size_t n, const char *lit, size_t lit_len)
  * not carry (:status, :protocol without extended CONNECT, an unknown one). */
 static unsigned pseudo(struct h3req *q, const char *name, size_t len, int32_t **index)
 {
-    *index = NULL;
-    if (IS(name, len, ":method"))
-        return *index = &q->method, H3REQ_METHOD;
-    if (IS(name, len, ":path"))
-        return *index = &q->path, H3REQ_PATH;
-    if (IS(name, len, ":authority"))
-        return *index = &q->authority, H3REQ_AUTHORITY;
-    return IS(name, len, ":scheme") ? H3REQ_SCHEME : 0;
-}
-
-/* Connection-specific fields make a request malformed (RFC 9114 4.2), and te but "trailers". */
-static bool connection_specific(const char *n, size_t nl, const char *v, size_t vl)
-{
-    switch (nl) {
-    case 2:
-        return IS(n, nl, "te") && !IS(v, vl, "trailers");
-    case 7:
-        return IS(n, nl, "upgrade");
-    case 10:
-        return IS(n, nl, "connection") || IS(n, nl, "keep-alive");
-    case 16:
-        return IS(n, nl, "proxy-connection");
-    case 17:
-        return IS(n, nl, "transfer-encoding");
-    }
-    return false;
+    unsigned bit = hfield_pseudo(name, len);
+    *index = bit == HFIELD_METHOD      ? &q->method
+             : bit == HFIELD_PATH      ? &q->path
+             : bit == HFIELD_AUTHORITY ? &q->authority
+                                       : NULL;
+    return bit;
 }
 
 void h3req_field(struct h3req *q, const char *name, size_t name_len, const char *value,
@@ -93,7 +74,7 @@ void h3req_field(struct h3req *q, const char *name, size_t name_len, const char 
     }
     if (name[0] == ':') {
         unsigned bit = pseudo(q, name, name_len, &index);
-        if (!bit || q->regular || (q->pseudo & bit) || (bit == H3REQ_PATH && value_len == 0)) {
+        if (!bit || q->regular || (q->pseudo & bit) || (bit == HFIELD_PATH && value_len == 0)) {
             q->malformed = true;
             return;
         }
@@ -102,7 +83,7 @@ void h3req_field(struct h3req *q, const char *name, size_t name_len, const char 
             return; /* :scheme: checked, not kept */
     } else {
         q->regular = true;
-        if (connection_specific(name, name_len, value, value_len)) {
+        if (hfield_connection_specific(name, name_len, value, value_len)) { /* RFC 9114 4.2 */
             q->malformed = true;
             return;
         }
@@ -141,10 +122,7 @@ int h3req_parse(const struct h3req *q, struct http_request *req)
         return -EPROTO;
     /* RFC 9114 4.3.1: :method, :scheme and :path, but CONNECT: :authority only (4.4). A
      * section cut short (431) answers as such. */
-    unsigned need = IS(m, ml, "CONNECT") ? H3REQ_METHOD | H3REQ_AUTHORITY
-                                         : H3REQ_METHOD | H3REQ_SCHEME | H3REQ_PATH;
-    if (!q->status && ((q->pseudo & need) != need ||
-                       (need & H3REQ_AUTHORITY && q->pseudo & (H3REQ_SCHEME | H3REQ_PATH))))
+    if (!q->status && !hfield_pseudo_complete(q->pseudo, IS(m, ml, "CONNECT")))
         return -EPROTO;
     const char *path = q->path >= 0 ? at(q, q->path, true, &pl) : "*";
     int status = http1_split_start(req, &sp, m, ml, path, pl);

@@ -6,7 +6,7 @@
  * to what was decoded), and split into a struct http_request by
  * core/http1.h's split entry (as HTTP/2's), with :authority standing in for Host.
  * Must not: perform I/O, allocate, or know QPACK's encoding; it decides no status but 431 (a
- * section past HTTP1_MAX_HEAD or HTTP1_MAX_HEADERS fields), and "malformed" (h3.c resets the
+ * section past HTTP1_MAX_HEAD or HTTP1_MAX_HEADERS fields), and "malformed" (h3in.c resets the
  * stream with H3_MESSAGE_ERROR).
  * Ownership: the caller's struct h3req and buffers, or a saved copy in the caller's memory;
  * the parsed request points into them, so they must outlive the request's use. */
@@ -20,15 +20,11 @@
 #include "core/http1.h"
 
 #define H3REQ_FIELDS (HTTP1_MAX_HEADERS + 1) /* one more: the 431 of a head with too many */
-#define H3REQ_METHOD 1
-#define H3REQ_SCHEME 2
-#define H3REQ_AUTHORITY 4
-#define H3REQ_PATH 8
 
 struct h3req {
     int status;                      /* 431 once the section is too large, else 0 */
     int32_t method, path, authority; /* field indexes, -1 absent */
-    uint8_t pseudo;                  /* the pseudo-fields seen, H3REQ_* bits */
+    uint8_t pseudo;                  /* the pseudo-fields seen, core/hfield.h's bits */
     bool regular;                    /* a regular field seen: no pseudo-field may follow */
     bool malformed;                  /* RFC 9114 4.1.2 */
     unsigned nf, f_cap;
