@@ -39,13 +39,13 @@ def h3_fetch(h3load, url, secs):
     return p
 
 
-def h3_result(p):
+def h3_result(p, keep=False):
     out = p.communicate()[0]
     took = re.search(r"finished in ([\d.]+)s", out)
     got = re.search(r"traffic: [\d.]+MB \((\d+)\)", out)
     if not took or not got:
         return None, out.strip()[-300:]
-    return (int(got.group(1)), float(took.group(1))), None
+    return (int(got.group(1)), float(took.group(1))), (out.strip()[-400:] if keep else None)
 
 
 def h2_fetch(url, secs):
@@ -65,9 +65,10 @@ def mbit(r):
     return r[0] * 8 / r[1] / 1e6
 
 
-def bottleneck(rate_mbit, rtt_ms):
-    """TBF at the loopback's ingress (through ifb0), a one-BDP queue (at least 64 KB)."""
-    bdp = max(64 << 10, int(rate_mbit * 1e6 / 8 * rtt_ms / 1e3))
+def bottleneck(rate_mbit, rtt_ms, bdps=1.0):
+    """TBF at the loopback's ingress (through ifb0), a queue of bdps bandwidth-delay products
+    (at least 64 KB)."""
+    bdp = max(64 << 10, int(rate_mbit * 1e6 / 8 * rtt_ms / 1e3 * bdps))
     sh(["ip", "link", "add", "ifb0", "type", "ifb"])
     sh(["ip", "link", "set", "ifb0", "up"])
     sh(["tc", "qdisc", "add", "dev", "ifb0", "root", "tbf", "rate", "%dmbit" % rate_mbit,
@@ -76,6 +77,74 @@ def bottleneck(rate_mbit, rtt_ms):
     sh(["tc", "filter", "add", "dev", "lo", "parent", "ffff:", "protocol", "all", "u32", "match", "u32", "0", "0", "action", "mirred",
         "egress", "redirect", "dev", "ifb0"])
     return bdp
+
+
+def echo_rtts(port, n=30):
+    """Round trips of one byte over TCP to an echo server of ours (a ping the shaper holds as
+    it holds the servers' packets: same hook, same port list): sorted, in ms."""
+    import socket
+    import threading
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", port))
+    srv.listen(1)
+
+    def serve():
+        c, _ = srv.accept()
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            d = c.recv(64)
+            if not d:
+                break
+            c.sendall(d)
+        c.close()
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    out = []
+    for _ in range(n):
+        t0 = time.monotonic()
+        s.sendall(b"x")
+        s.recv(64)
+        out.append((time.monotonic() - t0) * 1e3)
+        time.sleep(0.01)
+    s.close()
+    srv.close()
+    return sorted(out)
+
+
+def calibrate(a, tcp_srv, lines):
+    """What the shaper costs and whether its delay is the one asked for."""
+    lines += ["## The shaper checked", "",
+              "| check | asked | measured (median, min-max) | shaper: packets, late by (avg/max) |",
+              "|---|---|---|---|"]
+    for rtt in (0, 40, 100):
+        sp, so = shaper_start(a.shaper, rtt, 0, 1)
+        v = echo_rtts(28479)
+        st = shaper_stop(sp, so)
+        lines.append("| TCP echo round trip, 30 x 1 byte | %d ms | %.2f ms (%.2f-%.2f) | %d, %.0f us / %.2f ms |" % (
+            rtt, statistics.median(v), v[0], v[-1], st.get("seen", 0), st.get("late_avg_us", 0),
+            st.get("late_max_us", 0) / 1e3))
+    url = "https://127.0.0.1:%d/64m.bin" % tcp_srv.port
+    for shaped in (False, True):
+        got = []
+        for r in range(a.rounds):
+            if shaped:
+                sp, so = shaper_start(a.shaper, 0, 0, 1)
+            else:
+                sh(["iptables", "-I", "INPUT", "-i", "lo", "-j", "ACCEPT"])  # ahead of NFQUEUE
+            res, err = h2_result(h2_fetch(url, 60))
+            if shaped:
+                shaper_stop(sp, so)
+            else:
+                sh(["iptables", "-D", "INPUT", "-i", "lo", "-j", "ACCEPT"])
+            if res:
+                got.append(mbit(res))
+        lines.append("| 64 MiB over HTTP/2 (TCP BBR), RTT 0, %s | - | %s Mbit/s | |" % (
+            "through the shaper" if shaped else "no shaper (NFQUEUE bypassed)",
+            "%.0f (%.0f-%.0f)" % (statistics.median(got), min(got), max(got)) if got else "failed"))
+    lines.append("")
 
 
 def main():
@@ -89,8 +158,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rate", type=int, default=30, help="bottleneck Mbit/s (fairness)")
     ap.add_argument("--fair-rtt", type=int, default=40)
+    ap.add_argument("--queue-bdp", type=float, default=1.0, help="the bottleneck's queue, in BDPs")
     ap.add_argument("--no-fairness", action="store_true")
     ap.add_argument("--no-downloads", action="store_true")
+    ap.add_argument("--no-calibrate", action="store_true")
+    ap.add_argument("--fair-ccs", default=None, help="the controllers of the fairness runs (--ccs)")
     ap.add_argument("--out", default=os.path.join(pageload.HERE, "..", "results", "pageload"))
     ap.add_argument("--work", default="/tmp/ringhttpd-flows")
     a = ap.parse_args()
@@ -125,10 +197,12 @@ def main():
                                         "uring", os.path.join(a.work, "www"), cert, key)
            for i, c in enumerate(("cubic", "bbr", "reno"))}
     lines = ["# Bulk flows (bench/pageload/flows.py)", "", "Command: `%s`" % " ".join(sys.argv), ""]
-    with Namespace([s.port for s in list(servers.values()) + list(tcp.values())]):
+    with Namespace([s.port for s in list(servers.values()) + list(tcp.values())] + [28479]):
         try:
             for s in list(servers.values()) + list(tcp.values()):
                 s.start(a.work)
+            if not a.no_calibrate:
+                calibrate(a, tcp["bbr"], lines)
             if not a.no_downloads:
                 for prof in a.profiles.split(","):
                     rtt, loss = PROFILES[prof]
@@ -160,13 +234,14 @@ def main():
                             lines.append("| %s | failed | |" % name)
                     lines.append("")
             if not a.no_fairness:
-                bdp = bottleneck(a.rate, a.fair_rtt)
+                bdp = bottleneck(a.rate, a.fair_rtt, a.queue_bdp)
                 lines += ["## Fairness: one HTTP/3 flow against one TCP CUBIC flow (HTTP/2), together",
-                          "", "Bottleneck: TBF %d Mbit/s at the receiver, queue %d bytes (1 BDP); RTT %d ms, "
-                          "no random loss; both start at once, %g s each." % (a.rate, bdp, a.fair_rtt, a.secs),
+                          "", "Bottleneck: TBF %d Mbit/s at the receiver, queue %d bytes (%g BDP); RTT %d ms, "
+                          "no random loss; both start at once, %g s each." % (a.rate, bdp, a.queue_bdp, a.fair_rtt,
+                                                                             a.secs),
                           "", "| HTTP/3 cc | h3 Mbit/s | TCP CUBIC Mbit/s | h3 share | Jain's index |",
                           "|---|---|---|---|---|"]
-                for cc in ccs + ["(tcp cubic alone)"]:
+                for cc in (a.fair_ccs.split(",") if a.fair_ccs else ccs) + ["tcp-bbr", "(tcp cubic alone)"]:
                     shares, jain, h3v, tcpv = [], [], [], []
                     for r in range(a.rounds):
                         sp, so = shaper_start(a.shaper, a.fair_rtt, 0, r + 1)
@@ -174,8 +249,17 @@ def main():
                         q = None
                         if cc in servers:
                             q = h3_fetch(h3load, "https://127.0.0.1:%d/64m.bin" % servers[cc].port, a.secs)
+                        elif cc == "tcp-bbr":  # the yardstick: TCP BBR (the host's) against CUBIC
+                            q = h2_fetch("https://127.0.0.1:%d/64m.bin" % tcp["bbr"].port, a.secs)
                         tr, terr = h2_result(t)
-                        qr, qerr = h3_result(q) if q else ((0, a.secs), None)
+                        if not q:
+                            qr, qerr = (0, a.secs), None
+                        elif cc == "tcp-bbr":
+                            qr, qerr = h2_result(q)
+                        else:
+                            qr, qerr = h3_result(q, keep=True)
+                            if qr and qr[0] == 0:
+                                pageload.log("fair %s #%d: the HTTP/3 flow got nothing: %s" % (cc, r, qerr))
                         shaper_stop(sp, so)
                         if not tr or not qr:
                             pageload.log("fair %s #%d: %s %s" % (cc, r, terr, qerr))
