@@ -44,7 +44,7 @@ TOOL_SRC   := $(wildcard tests/tools/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 
-.PHONY: all run check unit integration asan deps venv fuzz fuzz-deps bench bench-quick clean format \
+.PHONY: all run check unit integration asan deps venv fuzz fuzz-deps bench bench-quick bench-pageload clean format \
 	format-check install uninstall static test-vm soak test-handover test-systemd modgraph
 
 PREFIX     ?= /usr/local
@@ -296,6 +296,12 @@ soak: asan venv
 
 bench:
 	bench/run
+	bench/pageload/run
+
+# The page-load bench alone (issue 42): Chromium, a shaped path, ringhttpd and the HTTP/3
+# peers; it skips (exit 0) where root, Chromium or NFQUEUE are missing.
+bench-pageload:
+	bench/pageload/run
 
 # The HTTP/3 load client the bench runs (h2load from Debian speaks no HTTP/3): quic-go, at the
 # versions bench/h3load/go.sum pins, fetched by go from the module proxy on the first build.

@@ -185,6 +185,19 @@ static int set_choice(struct config *cfg, const struct option_info *o, char *arg
     return usage_error("--%s wants %s, got '%s'", o->name, o->wants, arg);
 }
 
+/* --tcp-cc: a name as the kernel spells its controllers (TCP_CA_NAME_MAX is 16 with the NUL).
+ * Whether this kernel has it is known only when a socket asks: server.c says so at start. */
+static int set_tcp_cc(struct config *cfg, const struct option_info *o, char *arg)
+{
+    size_t n = strspn(arg, "abcdefghijklmnopqrstuvwxyz0123456789_");
+    if (n == 0 || arg[n] != '\0' || n > 15)
+        return usage_error("--%s wants a congestion control name such as cubic or bbr (see "
+                           "/proc/sys/net/ipv4/tcp_available_congestion_control), got '%s'",
+                           o->name, arg);
+    *(const char **)field(cfg, o) = arg;
+    return 0;
+}
+
 static int append_header(struct config *cfg, const char *name, size_t name_len, const char *value)
 {
     size_t value_len = strlen(value);
@@ -1512,6 +1525,28 @@ static const struct option_info table[] = {
      .set = set_onoff,
      .help = "receive a client's datagrams in trains the kernel coalesced\n"
              "(UDP GRO) where it can (on); off: one datagram per buffer"},
+    /* Issue 42: the default is the measured one (README, HTTP/3; bench/pageload). */
+    {.name = "quic-cc",
+     .metavar = "NAME",
+     PROCESS,
+     FIELD(FIELD_INT, quic_cc),
+     .set = set_choice,
+     .choices = (const struct option_choice[]){{"bbr", CONFIG_QUIC_CC_BBR},
+                                               {"bbr2", CONFIG_QUIC_CC_BBR2},
+                                               {"cubic", CONFIG_QUIC_CC_CUBIC},
+                                               {"reno", CONFIG_QUIC_CC_RENO},
+                                               {NULL, 0}},
+     .wants = "bbr, bbr2, cubic or reno",
+     .help = "HTTP/3's congestion controller (ngtcp2's): bbr, bbr2, cubic\n"
+             "or reno (cubic); every one is paced"},
+    {.name = "tcp-cc",
+     .metavar = "NAME",
+     PROCESS,
+     FIELD(FIELD_STRING, tcp_cc),
+     .set = set_tcp_cc,
+     .help = "TCP congestion control of the listeners' connections, one\n"
+             "of the kernel's (tcp_available_congestion_control; default:\n"
+             "the host's net.ipv4.tcp_congestion_control)"},
     {.name = "tls-port",
      .metavar = "PORT",
      PROCESS,
@@ -2214,6 +2249,7 @@ void options_init(struct config *cfg)
         .http3_max_conns = 1024,
         .http3_gso = true,
         .http3_gro = true,
+        .quic_cc = CONFIG_QUIC_CC_CUBIC,
         .ktls = true,
         .tls_seal = true,
         .landlock = true,

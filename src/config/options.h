@@ -70,6 +70,9 @@ enum option_list {
 #define CONFIG_QUIC_SID_MAX 15
 #define CONFIG_QUIC_ROTATION_MAX 6
 
+/* --quic-cc's values (issue 42): ngtcp2's controllers, mapped to its constants by server.c */
+enum { CONFIG_QUIC_CC_RENO, CONFIG_QUIC_CC_CUBIC, CONFIG_QUIC_CC_BBR, CONFIG_QUIC_CC_BBR2 };
+
 struct config_checks;
 
 enum engine_kind { ENGINE_AUTO, ENGINE_URING, ENGINE_EPOLL };
@@ -241,6 +244,8 @@ struct config {
     unsigned http3_max_conns; /* --http3-max-conns: QUIC connections per worker */
     bool http3_gso;           /* --http3-gso on|off: UDP_SEGMENT where the kernel has it */
     bool http3_gro;           /* --http3-gro on|off: UDP_GRO where the kernel has it */
+    int quic_cc;              /* --quic-cc: CONFIG_QUIC_CC_*, QUIC's congestion controller */
+    const char *tcp_cc;       /* --tcp-cc: TCP_CONGESTION of the TCP listeners; NULL: the host's */
     /* HTTPS (issue 14): a second listener on the same address; pairs are checked (files read,
      * keys matched) by tls_ctx_new at start and on every reload, not here. */
     bool tls;          /* --tls-port given */

@@ -332,6 +332,17 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
         cap = MTU_MAX;
     if (cap < mtu)
         cap = mtu;
+    /* Pacing (issue 42): a turn sends at most the controller's send quantum (BBR's follows its
+     * pacing rate, about 1 ms of it; CUBIC's and Reno's is 64 KiB), and
+     * ngtcp2_conn_update_pkt_tx_time then sets the earliest time of the next turn from the
+     * pacing rate, which ngtcp2_conn_get_expiry includes. A GSO batch is a part of a turn, so
+     * it stays within the quantum too. Before, a turn was 64 packets whatever the quantum:
+     * one line-rate burst the size of a small window, the loss a shallow queue makes of it. */
+    size_t burst = ngtcp2_conn_get_send_quantum(qc->conn) / mtu;
+    if (burst == 0)
+        burst = 1;
+    if (burst > WRITE_MAX)
+        burst = WRITE_MAX;
     uint8_t *buf = batch_buf(ep), *p = buf;
     size_t npkts = 0, total = 0;
     for (;;) {
@@ -384,7 +395,7 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
                     (size_t)n, 0);
             p = buf = batch_buf(ep); /* a lent buffer went with the batch */
             npkts = 0;
-            if (++total == WRITE_MAX) {
+            if (++total == burst) {
                 ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
                 break;
             }
@@ -405,13 +416,13 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
         npkts++;
         total++;
         /* GSO: every datagram but the last of a batch is mtu long; a short one ends it. */
-        if ((size_t)n < mtu || npkts == UDP_GSO_MAX || total == WRITE_MAX) {
+        if ((size_t)n < mtu || npkts == UDP_GSO_MAX || total == burst) {
             send_batch(ep, &batch_ps.path, buf, p, mtu);
             p = buf = batch_buf(ep);
             npkts = 0;
-            if (total == WRITE_MAX) {
-                /* Enough for one turn: the next ACK or the timer brings the rest, and other
-                 * connections get their turn meanwhile. */
+            if (total == burst) {
+                /* Enough for one turn: the pacing timer (or the next ACK) brings the rest, and
+                 * other connections get their turn meanwhile. */
                 ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
                 break;
             }
@@ -419,6 +430,30 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
     }
     ngtcp2_tstamp t = ngtcp2_conn_get_expiry(qc->conn);
     set_deadline(ep, qc, qc->wake_at && qc->wake_at < t ? qc->wake_at : t);
+}
+
+static ngtcp2_cc_algo cc_algo(enum quic_cc cc)
+{
+    switch (cc) {
+    case QUIC_CC_RENO:
+        return NGTCP2_CC_ALGO_RENO;
+    case QUIC_CC_BBR:
+        return NGTCP2_CC_ALGO_BBR;
+    case QUIC_CC_BBR2:
+        return NGTCP2_CC_ALGO_BBR2;
+    case QUIC_CC_CUBIC:
+        break;
+    }
+    return NGTCP2_CC_ALGO_CUBIC;
+}
+
+const char *quic_cc_name(enum quic_cc cc)
+{
+    static const char *const names[] = {[QUIC_CC_RENO] = "reno",
+                                        [QUIC_CC_CUBIC] = "cubic",
+                                        [QUIC_CC_BBR] = "bbr",
+                                        [QUIC_CC_BBR2] = "bbr2"};
+    return (unsigned)cc < sizeof(names) / sizeof(names[0]) ? names[cc] : "cubic";
 }
 
 /* ngtcp2's callbacks. */
@@ -646,6 +681,7 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     st.max_window = 6u << 20;
     st.max_stream_window = 6u << 20;
     st.handshake_timeout = 10 * NGTCP2_SECONDS; /* a client that never finishes goes */
+    st.cc_algo = cc_algo(ep->set.cc);
     ngtcp2_transport_params tp;
     ngtcp2_transport_params_default(&tp);
     tp.initial_max_stream_data_bidi_local = 256u << 10;

@@ -82,6 +82,9 @@ struct quic_secrets {
     uint8_t key[QUIC_SECRETS_MAX][QUIC_SECRET_LEN];
 };
 
+/* The congestion controllers of ngtcp2 0.12 (issue 42). */
+enum quic_cc { QUIC_CC_RENO, QUIC_CC_CUBIC, QUIC_CC_BBR, QUIC_CC_BBR2 };
+
 struct quic_settings {
     unsigned max_conns;       /* per worker; a new connection beyond is refused */
     unsigned max_streams;     /* concurrent request streams per connection */
@@ -95,10 +98,14 @@ struct quic_settings {
     unsigned worker, workers;     /* our IDs steer to socket `worker` of `workers` (steer.h) */
     const struct cid_layout *ids; /* our IDs' layout (quic/cid.h), NULL: no server ID */
     bool gso;
+    enum quic_cc cc; /* every connection's controller; ngtcp2 paces them all */
     /* The clock (ns, monotonic), NULL for CLOCK_MONOTONIC: tests/fuzz/fuzz_quic.c moves its
      * own, so that timers run and a crash replays; the server leaves it NULL. */
     uint64_t (*now)(void);
 };
+
+/* cc's name as --quic-cc spells it ("bbr"). */
+const char *quic_cc_name(enum quic_cc cc);
 
 /* Counters a metrics scrape reads (plain integers: the worker writes, the scrape tolerates a
  * torn read as it does for every other counter). */

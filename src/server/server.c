@@ -116,17 +116,63 @@ static int parse_addr(const char *host, uint16_t port, struct addr *a)
  * client reads, the ACK that opens its window transmits the rest from the client's CPU (on
  * loopback, wrk's: 8-12% of the file bytes left from there, 10% of wrk's time went to softirq
  * against 3% with the mark, and 1 MiB throughput was 8% lower; bench/README.md). */
-static int tune_listener(int fd, int defer_secs, int lowat)
+static int tune_listener(int fd, int defer_secs, int lowat, const char *cc)
 {
     int one = 1;
     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 ||
         setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_secs, sizeof(defer_secs)) != 0 ||
         (lowat > 0 && setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat)) != 0))
         return -errno;
+    /* --tcp-cc (issue 42): an accepted socket keeps the controller its listener was given by
+     * setsockopt (tcp_ca_openreq_child), so one call here sets every connection's. */
+    if (cc && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) != 0)
+        return -errno;
     return 0;
 }
 
-static int open_listener(const struct addr *a, int defer_secs, int lowat)
+/* Whether this kernel lets us use --tcp-cc's controller, asked of a throwaway socket before
+ * any listener opens, so that a name it lacks is one clear line at start and not a
+ * "cannot listen" that blames the port. 0, or -2 with the reason printed. */
+static int tcp_cc_check(const struct config *cfg)
+{
+    if (!cfg->tcp_cc)
+        return 0;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0; /* the listeners will say why */
+    int err = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cfg->tcp_cc,
+                         (socklen_t)strlen(cfg->tcp_cc)) == 0
+                  ? 0
+                  : errno;
+    close(fd);
+    if (err == 0)
+        return 0;
+    const char *list = err == EPERM ? "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+                                    : "/proc/sys/net/ipv4/tcp_available_congestion_control";
+    char names[256] = "?";
+    FILE *f = fopen(list, "re");
+    if (f) {
+        if (!fgets(names, sizeof(names), f))
+            strcpy(names, "?");
+        names[strcspn(names, "\n")] = '\0';
+        fclose(f);
+    }
+    if (err == EPERM)
+        fprintf(stderr,
+                "ringhttpd: --tcp-cc %s: not allowed to this process (allowed: %s; root may "
+                "use any of tcp_available_congestion_control)\n",
+                cfg->tcp_cc, names);
+    else if (err == ENOENT)
+        fprintf(stderr,
+                "ringhttpd: --tcp-cc %s: the kernel has no such TCP congestion control "
+                "(it has: %s; modprobe tcp_%s may add it)\n",
+                cfg->tcp_cc, names, cfg->tcp_cc);
+    else
+        fprintf(stderr, "ringhttpd: --tcp-cc %s: %s\n", cfg->tcp_cc, strerror(err));
+    return -2;
+}
+
+static int open_listener(const struct addr *a, int defer_secs, int lowat, const char *cc)
 {
     int one = 1;
     int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -137,7 +183,7 @@ static int open_listener(const struct addr *a, int defer_secs, int lowat)
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
         (a->ss.ss_family == AF_INET6 &&
          setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only)) != 0) ||
-        tune_listener(fd, defer_secs, lowat) != 0 ||
+        tune_listener(fd, defer_secs, lowat, cc) != 0 ||
         bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0 || listen(fd, 4096) != 0) {
         int err = -errno;
         close(fd);
@@ -693,7 +739,8 @@ static int open_ip(struct server *sv, struct lgroup *g)
         return -1;
     }
     for (int i = 0; i < cfg->threads; i++) {
-        int fd = open_listener(&g->addr, (int)cfg->header_timeout, (int)cfg->send_lowat);
+        int fd =
+            open_listener(&g->addr, (int)cfg->header_timeout, (int)cfg->send_lowat, cfg->tcp_cc);
         if (fd < 0) {
             listen_failed(g, fd);
             return -1;
@@ -726,7 +773,8 @@ static int adopt_inherited(struct server *sv, const int *fds, int n, const char 
             continue;
         }
         g->inherited = true;
-        tune_listener(fds[i], (int)cfg->header_timeout, (int)cfg->send_lowat); /* best effort */
+        /* best effort */
+        tune_listener(fds[i], (int)cfg->header_timeout, (int)cfg->send_lowat, cfg->tcp_cc);
         g->addr.len = sizeof(g->addr.ss);
         getsockname(fds[i], (struct sockaddr *)&g->addr.ss, &g->addr.len);
         format_addr(&g->addr, "http", g->url, sizeof(g->url));
@@ -1155,6 +1203,19 @@ static void h3_publish(struct server *sv, const struct config *pairs, const char
     free(certs);
 }
 
+static enum quic_cc quic_cc_of(int v)
+{
+    switch (v) {
+    case CONFIG_QUIC_CC_RENO:
+        return QUIC_CC_RENO;
+    case CONFIG_QUIC_CC_BBR:
+        return QUIC_CC_BBR;
+    case CONFIG_QUIC_CC_BBR2:
+        return QUIC_CC_BBR2;
+    }
+    return QUIC_CC_CUBIC;
+}
+
 static int h3_start(struct server *sv, struct worker *wk, const struct quic_secrets *secrets)
 {
     struct runtime *w = worker_runtime(wk);
@@ -1180,6 +1241,7 @@ static int h3_start(struct server *sv, struct worker *wk, const struct quic_secr
         .worker = (unsigned)w->id,
         .workers = (unsigned)cfg->threads,
         .ids = &sv->cids,
+        .cc = quic_cc_of(cfg->quic_cc),
     };
     char why[512] = "";
     /* The options' bounds are QUIC-LB's, which cid.h owns: checked here, where both are seen. */
@@ -1230,6 +1292,8 @@ static int h3_start(struct server *sv, struct worker *wk, const struct quic_secr
                 "ringhttpd: HTTP/3: connection IDs carry server ID %s (QUIC-LB plaintext, "
                 "config rotation %u, %u bytes)\n",
                 cfg->quic_server_id, cfg->quic_sid_rotation, sv->cids.len);
+    if (rc == 0 && w->id == 0 && cfg->verbose)
+        fprintf(stderr, "ringhttpd: HTTP/3: congestion control %s, paced\n", quic_cc_name(qs.cc));
     if (rc == 0 && w->id == 0 && cfg->verbose)
         fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO %s\n",
                 w->udp->gso       ? "yes"
@@ -1735,10 +1799,19 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         fprintf(stderr, "ringhttpd: out of memory\n");
         goto out;
     }
-    int lrc = open_listeners(&sv);
+    int lrc = tcp_cc_check(cfg);
+    if (lrc == 0)
+        lrc = open_listeners(&sv);
     if (lrc < 0) {
         rc = lrc == -2 ? 2 : 1;
         goto out;
+    }
+    if (cfg->verbose && sv.main_group >= 0 && !sv.groups[sv.main_group].unix_sock) {
+        char cc[16] = "?";
+        socklen_t cclen = sizeof(cc) - 1;
+        (void)getsockopt(sv.groups[sv.main_group].fds[0], IPPROTO_TCP, TCP_CONGESTION, cc, &cclen);
+        fprintf(stderr, "ringhttpd: TCP congestion control: %s (%s)\n", cc,
+                cfg->tcp_cc ? "--tcp-cc" : "the host's default");
     }
     if (cfg->acme_email && acme_setup(&sv) != 0)
         goto out;

@@ -810,7 +810,7 @@ RESTART_VALUES = {
     "splice-pipes": "3", "send-lowat": "0", "access-log": "off", "log-format": "json",
     "real-ip-from": "10.0.0.0/8", "metrics": "127.0.0.1:0", "compress-cache": "1M",
     "http2": "off", "http3": "off", "http3-max-conns": "7", "http3-gso": "off",
-    "http3-gro": "off",
+    "http3-gro": "off", "quic-cc": "reno", "tcp-cc": "reno",
     "tls-min": "'1.3'", "ktls": "off", "tls-seal": "off", "reuse-port": "true",
     "user": "nobody", "no-landlock": "true", "health": "/hz", "drain-delay": "3",
     "verbose": "true", "tls-groups": "P-384", "ticket-key-file": "t.key",
