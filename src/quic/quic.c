@@ -1147,7 +1147,8 @@ static void cred_put(struct quic_cred *q)
         return;
     for (unsigned i = 0; i < q->num_creds; i++) {
         gnutls_certificate_free_credentials(q->creds[i]);
-        gnutls_x509_crt_deinit(q->leaves[i]);
+        if (q->leaves[i])
+            gnutls_x509_crt_deinit(q->leaves[i]);
     }
     names_free(&q->names);
     free(q->creds);
@@ -1272,10 +1273,12 @@ int quic_certs_new(struct quic_certs **out, const char *const *certs, const char
         rc = add_pair(q, certs[i], keys[i], why, why_len);
     if (rc == 0)
         rc = names_index(&q->names); /* a name twice: the first set's */
-    if (rc == 0 && !q->num_creds) {
-        snprintf(why, why_len, "HTTP/3: no certificate");
-        rc = -EINVAL;
-    }
+    /* No pair yet (automatic HTTPS before its first certificate): credentials without one,
+     * whose handshakes fail, as the TLS port's certless context refuses */
+    if (rc == 0 && !q->num_creds && gnutls_certificate_allocate_credentials(&q->creds[0]) == 0)
+        q->num_creds = 1;
+    else if (rc == 0 && !q->num_creds)
+        rc = -ENOMEM;
     if (rc != 0) {
         if (rc == -ENOMEM)
             snprintf(why, why_len, "HTTP/3: out of memory");
