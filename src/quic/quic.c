@@ -1230,7 +1230,8 @@ static void cred_put(struct quic_cred *q)
         return;
     for (unsigned i = 0; i < q->num_creds; i++) {
         gnutls_certificate_free_credentials(q->creds[i]);
-        gnutls_x509_crt_deinit(q->leaves[i]);
+        if (q->leaves[i])
+            gnutls_x509_crt_deinit(q->leaves[i]);
     }
     names_free(&q->names);
     free(q->creds);
@@ -1301,7 +1302,12 @@ static int add_pair(struct quic_cred *q, const char *cert, const char *key, char
     gnutls_certificate_credentials_t cred = NULL;
     gnutls_x509_crt_t leaf = NULL;
     gnutls_datum_t der;
+    gnutls_x509_trust_list_t none;
     int rc = gnutls_certificate_allocate_credentials(&cred);
+    /* No client certificates are asked for: a trust list of one bucket, not GnuTLS's 127 for
+     * each of 10,000 credentials */
+    if (rc == 0 && gnutls_x509_trust_list_init(&none, 1) == 0)
+        gnutls_certificate_set_trust_list(cred, none, 0);
     if (rc == 0)
         rc = gnutls_certificate_set_x509_key_file2(cred, cert, key, GNUTLS_X509_FMT_PEM, NULL, 0);
     if (rc >= 0 && (rc = gnutls_certificate_get_crt_raw(cred, 0, 0, &der)) == 0 &&
@@ -1355,10 +1361,12 @@ int quic_certs_new(struct quic_certs **out, const char *const *certs, const char
         rc = add_pair(q, certs[i], keys[i], why, why_len);
     if (rc == 0)
         rc = names_index(&q->names); /* a name twice: the first set's */
-    if (rc == 0 && !q->num_creds) {
-        snprintf(why, why_len, "HTTP/3: no certificate");
-        rc = -EINVAL;
-    }
+    /* No pair yet (automatic HTTPS before its first certificate): credentials without one,
+     * whose handshakes fail, as the TLS port's certless context refuses */
+    if (rc == 0 && !q->num_creds && gnutls_certificate_allocate_credentials(&q->creds[0]) == 0)
+        q->num_creds = 1;
+    else if (rc == 0 && !q->num_creds)
+        rc = -ENOMEM;
     if (rc != 0) {
         if (rc == -ENOMEM)
             snprintf(why, why_len, "HTTP/3: out of memory");
