@@ -102,6 +102,7 @@ static inline enum serve_result serve_handoff(struct runtime *w, struct obs_conn
         return sr;
     if (__builtin_expect(status != 0, 0)) {
         serve_error(w, status, req->method == HTTP_HEAD, pol->syntax, r);
+        r->obs.secure = pol->secure; /* the access log's port: 443 over TLS for errors too */
     } else if ((sr = serve_request(w, req, pol, r)) == SERVE_PENDING) {
         serve_response_put(w, r);
         *out = NULL;

@@ -619,6 +619,22 @@ def test_vcombined_is_what_goaccess_reads(make_server, tmp_path):
     assert vhosts == {"a.test": 2, "b.test": 1}, vhosts
 
 
+@pytest.mark.schemes("https")
+def test_vcombined_port_of_an_error_over_http2_is_the_tls_one(make_server, tmp_path, scheme):
+    """A request HTTP/2 refuses before serve (a 414 for a 9,000-byte path) is logged with the
+    port its scheme implies, 443 over TLS, as every served request is; the build before said
+    80 for such errors (their policy was the cleartext default)."""
+    log = tmp_path / "access.log"
+    srv = make_server(build(tmp_path / "site", TREE),
+                      args=["--access-log", str(log), "--log-format", "vcombined"])
+    url = f"https://localhost:{srv.port}/" + "a" * 9000
+    subprocess.run(["nghttp", "-n", url], capture_output=True, timeout=30)
+    srv.stop()
+    lines = [ln for ln in log.read_text().splitlines() if '" 414 ' in ln]
+    assert lines, log.read_text()
+    assert all(ln.split(" ", 1)[0].endswith(":443") for ln in lines), lines
+
+
 def test_json_log_has_the_host_over_every_protocol(make_server, tmp_path):
     log = tmp_path / "access.log"
     srv = make_server(build(tmp_path / "site", TREE),

@@ -260,8 +260,8 @@ void h3_answer(struct h3conn *hc, struct h3stream *st)
         return;
     }
     struct req_policy pol = policy_fields();
+    pol.secure = true; /* an error's access-log line too: the Host's port defaults to 443 */
     if (!status) {
-        pol.secure = true;
         pol.on_h3 = true;
         pol.peer = &hc->obs.peer;
         pol.misdirected = misdirected(hc, req);
