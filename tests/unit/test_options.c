@@ -277,4 +277,5 @@ TEST(options_bind_entries_and_their_words)
     d.binds[1].proxy = false;
     char what[64];
     CHECK(options_restart_needed(&c, &d, what, sizeof(what)) && strcmp(what, "bind") == 0);
+    options_free(&c); /* d is a shallow copy of it */
 }
