@@ -173,7 +173,7 @@ def main():
     signal.signal(signal.SIGTERM, stop)
 
     h3load = a.h3load
-    for cand in (h3load, os.path.join(os.environ.get("PEERS", "/work/peers"), "bin", "h3load"),
+    for cand in (h3load, os.path.join(os.environ.get("RINGHTTPD_PEERS", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "work", "peers")), "bin", "h3load"),
                  os.path.join(pageload.TOP, "build", "h3load")):
         if cand and os.access(cand, os.X_OK):
             h3load = cand

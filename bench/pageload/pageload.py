@@ -438,7 +438,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ringhttpd", required=True)
     ap.add_argument("--shaper", required=True)
-    ap.add_argument("--peers", default=os.environ.get("PEERS", "/work/peers"))
+    ap.add_argument("--peers", default=os.environ.get("RINGHTTPD_PEERS", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "work", "peers")))
     ap.add_argument("--loads", type=int, default=7)
     ap.add_argument("--profiles", default=",".join(PROFILES))
     ap.add_argument("--cells", default="ringhttpd-h2,ringhttpd-h2-reno,ringhttpd-h3,ringhttpd-h3-epoll,"
