@@ -310,6 +310,16 @@ static void send_batch(struct quic_ep *ep, const ngtcp2_path *to, const uint8_t 
                 (size_t)(end - buf), mtu);
 }
 
+/* A burst of qc's packets went out: ngtcp2 spaces the next from it by the pacing rate. Whether
+ * it follows in this turn is ngtcp2's to say (the next write returns 0 until it is due); at
+ * WRITE_MAX packets a turn ends anyway (the timer or the next ACK brings the rest, and other
+ * connections get their turn). */
+static bool burst_again(struct quic_conn *qc, ngtcp2_tstamp now, size_t total)
+{
+    ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
+    return total < WRITE_MAX;
+}
+
 /* Writes what qc has to send, in GSO batches: equal-size datagrams to one address each (a
  * migration's path validation sends to the old address and the new one in turn). */
 static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
@@ -332,19 +342,21 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
         cap = MTU_MAX;
     if (cap < mtu)
         cap = mtu;
-    /* Pacing (issue 42): a turn sends at most the controller's send quantum (BBR's follows its
-     * pacing rate, about 1 ms of it; CUBIC's and Reno's is 64 KiB), and
-     * ngtcp2_conn_update_pkt_tx_time then sets the earliest time of the next turn from the
-     * pacing rate, which ngtcp2_conn_get_expiry includes. A GSO batch is a part of a turn, so
-     * it stays within the quantum too. Before, a turn was 64 packets whatever the quantum:
-     * one line-rate burst the size of a small window, the loss a shallow queue makes of it. */
+    /* Pacing (issue 42): packets leave in bursts of at most the controller's send quantum
+     * (BBR's is its rate times the minimum RTT, CUBIC's and Reno's 64 KiB; 64 KiB at most,
+     * 10 packets at least), a GSO batch never spanning two. After each burst
+     * ngtcp2_conn_update_pkt_tx_time sets when the next may go from the pacing rate; ngtcp2
+     * writes nothing before that, less its 1 ms allowance for an event loop's timers (ours are
+     * whole milliseconds too), and ngtcp2_conn_get_expiry brings us back then. A burst due
+     * within that allowance follows in this turn: ending the turn at every quantum made a
+     * 64 MiB loopback download slower (1.03 against 1.34 Gbit/s, medians of 3), a turn whose
+     * next burst was due in microseconds waiting a whole millisecond. Before, a turn was up to
+     * 64 packets with no quantum, ten to a GSO batch, and ngtcp2 spaced only the turns. */
     size_t burst = ngtcp2_conn_get_send_quantum(qc->conn) / mtu;
     if (burst == 0)
         burst = 1;
-    if (burst > WRITE_MAX)
-        burst = WRITE_MAX;
     uint8_t *buf = batch_buf(ep), *p = buf;
-    size_t npkts = 0, total = 0;
+    size_t npkts = 0, total = 0, inburst = 0;
     for (;;) {
         int64_t sid = -1;
         bool fin = false;
@@ -395,9 +407,11 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
                     (size_t)n, 0);
             p = buf = batch_buf(ep); /* a lent buffer went with the batch */
             npkts = 0;
-            if (++total == burst) {
-                ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
-                break;
+            total++;
+            if (total == WRITE_MAX || ++inburst == burst) {
+                if (!burst_again(qc, now, total))
+                    break;
+                inburst = 0;
             }
             continue;
         }
@@ -415,16 +429,16 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
         p += n;
         npkts++;
         total++;
+        inburst++;
         /* GSO: every datagram but the last of a batch is mtu long; a short one ends it. */
-        if ((size_t)n < mtu || npkts == UDP_GSO_MAX || total == burst) {
+        if ((size_t)n < mtu || npkts == UDP_GSO_MAX || inburst == burst || total == WRITE_MAX) {
             send_batch(ep, &batch_ps.path, buf, p, mtu);
             p = buf = batch_buf(ep);
             npkts = 0;
-            if (total == burst) {
-                /* Enough for one turn: the pacing timer (or the next ACK) brings the rest, and
-                 * other connections get their turn meanwhile. */
-                ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
-                break;
+            if (inburst == burst || total == WRITE_MAX) {
+                if (!burst_again(qc, now, total))
+                    break;
+                inburst = 0;
             }
         }
     }

@@ -82,8 +82,9 @@ struct quic_secrets {
     uint8_t key[QUIC_SECRETS_MAX][QUIC_SECRET_LEN];
 };
 
-/* The congestion controllers of ngtcp2 0.12 (issue 42). */
-enum quic_cc { QUIC_CC_RENO, QUIC_CC_CUBIC, QUIC_CC_BBR, QUIC_CC_BBR2 };
+/* The congestion controllers of ngtcp2 0.12 (issue 42); zero, as settings left unset, is
+ * CUBIC (ngtcp2's default and ours). */
+enum quic_cc { QUIC_CC_CUBIC, QUIC_CC_RENO, QUIC_CC_BBR, QUIC_CC_BBR2 };
 
 struct quic_settings {
     unsigned max_conns;       /* per worker; a new connection beyond is refused */
