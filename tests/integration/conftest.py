@@ -536,8 +536,11 @@ class Server:
     def alive(self):
         return self.proc.poll() is None
 
-    def stop(self, sig=signal.SIGTERM, timeout=10):
-        """Sends sig to the server's PID and waits; SIGKILL after timeout. Returns returncode."""
+    def stop(self, sig=signal.SIGTERM, timeout=20):
+        """Sends sig to the server's PID and waits; SIGKILL after timeout. Returns returncode.
+        20 s: a SIGTERM drains for up to --drain-timeout (10 s by default) before the server
+        exits, so a 10 s wait raced a server doing what it is told (seen with a browser's
+        connection held to the drain's end)."""
         self.stopped = True
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
