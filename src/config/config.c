@@ -564,8 +564,8 @@ int config_parse(struct config *cfg, int argc, char **argv, const struct config_
 
 void config_ok(const struct config *cfg)
 {
-    printf("ringhttpd: %s: ok (%d site%s)\n", cfg->config_file, cfg->num_sites ? cfg->num_sites : 1,
-           cfg->num_sites > 1 ? "s" : "");
+    printf("ringhttpd: %s: ok (%d site%s)\n", config_serves(cfg),
+           cfg->num_sites ? cfg->num_sites : 1, cfg->num_sites > 1 ? "s" : "");
 }
 
 void config_free(struct config *cfg)

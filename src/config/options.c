@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -688,8 +689,16 @@ static int set_config(struct config *cfg, const struct option_info *o, char *arg
 {
     if (cfg->src && cfg->src->file)
         return usage_error("a configuration file cannot name another ('%s')", arg);
-    cfg->config_file = arg;
     cfg->check_only = strcmp(o->name, "check-config") == 0;
+    struct stat st;
+    if (cfg->check_only && stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* --check-config DIR (issue 39): a site's root before it is deployed, its _redirects
+         * and _headers read as a server with --rules-files would, each bad line said */
+        cfg->docroot = arg;
+        cfg->rules_files = true;
+        return 0;
+    }
+    cfg->config_file = arg;
     return 0;
 }
 

@@ -319,6 +319,23 @@ def test_bad_lines_reported_once_with_file_and_line_rest_apply(make_server, tmp_
     assert p.returncode == 0, p
 
 
+def test_check_config_on_a_directory_reads_its_rules_files(tmp_path):
+    """--check-config DIR checks a site's root before it is deployed: its _redirects and
+    _headers are read as --rules-files reads them, each bad line said with FILE:LINE, exit 1;
+    a clean tree says ok, exit 0. The build before read DIR as a YAML file ('read error')."""
+    root = site(tmp_path / "www", {"_redirects": "/a /b 302\nnot-a-path /x\n",
+                                   "_headers": "/*\n  X-Ok: 1\n", "index.html": "x\n"})
+    p = subprocess.run([RINGHTTPD, "--check-config", str(root)], capture_output=True,
+                       timeout=20, text=True)
+    assert p.returncode == 1, p.stderr
+    assert f"{root}/_redirects:2:" in p.stderr, p.stderr
+    (root / "_redirects").write_text("/a /b 302\n")
+    p = subprocess.run([RINGHTTPD, "--check-config", str(root)], capture_output=True,
+                       timeout=20, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "ok" in p.stdout
+
+
 def test_two_thousand_redirects(make_server, tmp_path):
     """A migration's _redirects: 2,000 exact rules and a splat after them, first match wins;
     a path no rule names is served from its file."""
