@@ -100,7 +100,8 @@ def get(host, port, path="/hello.txt", tls=None, proxy=b"", unix=None, timeout=5
         try:
             sock.sendall(proxy + f"GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n".encode())
             return recv_all(sock)
-        except ConnectionResetError:
+        except (ConnectionResetError, BrokenPipeError):
+            # refused before the request was written: a unix socket says EPIPE, TCP ECONNRESET
             return b""
 
 
