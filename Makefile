@@ -92,7 +92,7 @@ $(BUILD)/unit: $(call obj,$(CORE_SRC) $(UNIT_LINK) $(UNIT_SRC))
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lnghttp2
 
 # The option table as text, for the tests that hold README and the man page to it.
-$(BUILD)/tools/options: $(call obj,tests/tools/options.c src/config/options.c $(CORE_SRC))
+$(BUILD)/tools/options: $(call obj,tests/tools/options.c $(wildcard src/config/options*.c) $(CORE_SRC))
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@
 
@@ -181,7 +181,7 @@ fuzz_obj = $(patsubst %.c,build/fuzz/obj/%.o,$(1))
 FUZZ_BASE := $(CORE_SRC) src/http/h2/h2session.c src/http/h2/h2in.c src/http/h2/h2out.c src/http/h2/h2req.c \
              src/http/h2/hpack.c
 # Targets that need more than the core: their sources and libraries.
-FUZZ_EXTRA_fuzz_config := src/config/options.c src/config/cfgfile.c
+FUZZ_EXTRA_fuzz_config := $(wildcard src/config/options*.c) src/config/cfgfile.c
 FUZZ_LIBS_fuzz_config  := -lyaml
 FUZZ_EXTRA_fuzz_htpasswd := src/site/htpasswd.c src/rt/file.c
 FUZZ_LIBS_fuzz_htpasswd  := -lcrypt -lcrypto # file.c: the digests (unused here)

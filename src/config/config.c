@@ -353,25 +353,26 @@ static int check(struct config *cfg, const struct config *running)
 }
 
 /* getopt's code for table entry i: its short name, or 256 + i. */
-static int option_code(const struct option_info *t, size_t i)
+static int option_code(size_t i)
 {
-    return t[i].short_name ? t[i].short_name : 256 + (int)i;
+    const struct option_info *o = options_row(i);
+    return o->short_name ? o->short_name : 256 + (int)i;
 }
 
-static const struct option_info *option_of(const struct option_info *t, size_t n, int code)
+static const struct option_info *option_of(int code)
 {
-    for (size_t i = 0; i < n; i++)
-        if (!t[i].file_only && option_code(t, i) == code)
-            return &t[i];
+    const struct option_info *o;
+    for (size_t i = 0; (o = options_row(i)); i++)
+        if (!o->file_only && option_code(i) == code)
+            return o;
     return NULL;
 }
 
 /* What getopt refused, said as an operator needs it (issue 36): a flag given a value, a value
  * missing, or an unknown option with the one it is likely a typo of. */
-static int unknown_option(struct config *cfg, const struct option_info *t, size_t n, int opt,
-                          const char *arg)
+static int unknown_option(struct config *cfg, int opt, const char *arg)
 {
-    const struct option_info *flag = opt == '?' && optopt ? option_of(t, n, optopt) : NULL;
+    const struct option_info *flag = opt == '?' && optopt ? option_of(optopt) : NULL;
     char name[64];
     if (opt == ':')
         return usage_error("option '%s' needs a value", arg);
@@ -390,24 +391,24 @@ static int unknown_option(struct config *cfg, const struct option_info *t, size_
  * --check-config, -h, --version), without it the rest, which override the file. */
 static int apply_argv(struct config *cfg, int argc, char **argv, bool first_pass)
 {
-    enum { MAX_OPTIONS = CONFIG_MAX_OPTIONS }; /* the table is asserted to fit (options.c) */
+    enum { MAX_OPTIONS = CONFIG_MAX_OPTIONS }; /* options_init asserts the table fits */
     struct config_src src = {0};
     struct option longopts[MAX_OPTIONS + 1];
     char shorts[2 * MAX_OPTIONS + 2];
-    size_t n, k = 0, s = 0;
-    const struct option_info *t = options_table(&n);
+    size_t k = 0, s = 0;
+    const struct option_info *t;
     int opt, rc;
 
-    assert(n <= MAX_OPTIONS);
+    assert(options_count() <= MAX_OPTIONS);
     shorts[s++] = ':'; /* a missing value is ':', told apart from an unknown option */
-    for (size_t i = 0; i < n; i++) {
-        if (t[i].file_only)
+    for (size_t i = 0; (t = options_row(i)); i++) {
+        if (t->file_only)
             continue;
-        longopts[k++] = (struct option){t[i].name, t[i].metavar ? required_argument : no_argument,
-                                        NULL, option_code(t, i)};
-        if (t[i].short_name) {
-            shorts[s++] = t[i].short_name;
-            if (t[i].metavar)
+        longopts[k++] = (struct option){t->name, t->metavar ? required_argument : no_argument, NULL,
+                                        option_code(i)};
+        if (t->short_name) {
+            shorts[s++] = t->short_name;
+            if (t->metavar)
                 shorts[s++] = ':';
         }
     }
@@ -417,11 +418,11 @@ static int apply_argv(struct config *cfg, int argc, char **argv, bool first_pass
     opterr = 0;
     optind = 0; /* glibc: a full restart of the scan */
     while ((opt = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
-        const struct option_info *o = option_of(t, n, opt);
+        const struct option_info *o = option_of(opt);
         if (first_pass != (o && o->first))
             continue;
         if (!o)
-            rc = unknown_option(cfg, t, n, opt, argv[optind - 1]);
+            rc = unknown_option(cfg, opt, argv[optind - 1]);
         else
             rc = options_apply(cfg, o, optarg);
         if (rc != 0)

@@ -397,8 +397,11 @@ struct option_info {
 /* config_parse's answer when it printed --help or --version: nothing to run, exit 0. */
 #define CONFIG_DONE (-1)
 
-/* The table, in --help's order, its entries without a help line last; *n its length. */
-const struct option_info *options_table(size_t *n);
+/* The table, in --help's order, its entries without a help line last: its length, and its
+ * row i (NULL from options_count() on). The rows live with their setters, one file per area
+ * (options_net.c, options_tls.c...); options.c joins them. */
+size_t options_count(void);
+const struct option_info *options_row(size_t i);
 
 /* The entry named name (a long option or a file-only key), or NULL. */
 const struct option_info *options_find(const char *name);

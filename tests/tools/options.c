@@ -15,13 +15,15 @@ int main(void)
         [SCOPE_SITE_OWN] = "site-own",
         [SCOPE_ARGV] = "argv",
     };
-    size_t n;
-    const struct option_info *t = options_table(&n);
+    size_t n = options_count();
+    const struct option_info *t[CONFIG_MAX_OPTIONS];
     for (size_t i = 0; i < n; i++)
-        printf("%s %s %s %s %s\n", t[i].name, scopes[t[i].scope],
-               t[i].reload ? "reload" : "restart", t[i].metavar ? "value" : "flag",
-               t[i].file_only             ? "file"
-               : t[i].scope == SCOPE_ARGV ? "argv"
-                                          : "argv+file");
+        t[i] = options_row(i);
+    for (size_t i = 0; i < n; i++)
+        printf("%s %s %s %s %s\n", t[i]->name, scopes[t[i]->scope],
+               t[i]->reload ? "reload" : "restart", t[i]->metavar ? "value" : "flag",
+               t[i]->file_only             ? "file"
+               : t[i]->scope == SCOPE_ARGV ? "argv"
+                                           : "argv+file");
     return 0;
 }
