@@ -24,8 +24,10 @@ def test_chromium_receives_early_hints(make_server, engine, tls_browser, site_ro
     port = int(HTTPS_RE.search(server.stderr_text()).group(2))
     # DevTools misses Network.responseReceivedEarlyHints for about one load in five (seen with
     # the server sending the 103 on every response: `nghttp -v` 30 of 30), so a load that
-    # reports none is tried again in a new tab, three times at most; every load must be clean.
-    for attempt in range(3):
+    # reports none is tried again in a new tab, eight times at most; every load must be clean.
+    # Three were not enough under make check's load (1 run in 12 saw none: the miss grows with
+    # the machine's load, and each load costs a third of a second).
+    for attempt in range(8):
         page = _open(tls_browser, f"https://localhost:{port}/")
         try:
             assert page.poll("document.body.dataset.moduleRan === 'yes'"), page.console_errors()
@@ -38,6 +40,6 @@ def test_chromium_receives_early_hints(make_server, engine, tls_browser, site_ro
             page.close()
         if hints:
             break
-    assert hints, "no 103 reached the page in three loads"
+    assert hints, "no 103 reached the page in eight loads"
     links = [v for h in hints for k, v in h["headers"].items() if k.lower() == "link"]
     assert any("app.css" in v for v in links), hints
