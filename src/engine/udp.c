@@ -137,7 +137,8 @@ int udp_port_read(struct udp_port *p, unsigned batches)
                  cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm))
                 seg = udp_gro_size(cm);
             struct udp_dgram d = {iov[i].iov_base, msgs[i].msg_len,
-                                  (const struct sockaddr *)&peers[i], msgs[i].msg_hdr.msg_namelen};
+                                  (const struct sockaddr *)&peers[i], msgs[i].msg_hdr.msg_namelen,
+                                  p};
             udp_port_deliver(p, &d, seg);
         }
         total += n;
@@ -154,15 +155,16 @@ int udp_port_read(struct udp_port *p, unsigned batches)
  * library may be given (quic.c drops it before ngtcp2, whose decoder asserts datalen != 0). */
 void udp_port_deliver(struct udp_port *p, const struct udp_dgram *d, size_t seg)
 {
+    struct udp_dgram one = *d;
+    one.port = p;
     if (!seg || d->len <= seg) {
         p->rx_dgrams++;
         p->rx_bytes += d->len;
-        p->up->recv(p->user, d);
+        p->up->recv(p->user, &one);
         return;
     }
     p->rx_gro_trains++;
     for (size_t off = 0; off < d->len; off += seg) {
-        struct udp_dgram one = *d;
         one.data = d->data + off;
         one.len = d->len - off < seg ? d->len - off : seg;
         p->rx_dgrams++;
@@ -246,7 +248,7 @@ int udp_port_send(struct udp_port *p, const struct sockaddr *to, socklen_t tolen
     if (seg >= len)
         seg = 0; /* one datagram */
     if (p->sender && len <= UDP_SEND_MAX &&
-        p->sender->send(p->sender_ctx, to, tolen, buf, len, seg, p->gso) == 0) {
+        p->sender->send(p->sender_ctx, p, to, tolen, buf, len, seg, p->gso) == 0) {
         p->tx_queued++;
         return 0;
     }

@@ -1,12 +1,12 @@
-/* udp: a worker's UDP port (QUIC on the TLS port number): datagrams in by the batch (recvmmsg;
- * with UDP_GRO a client's train of equal-size datagrams comes as one buffer, split here) and
- * out by the batch (sendmsg with UDP_SEGMENT where the kernel and the route have it).
- * Must not: know QUIC; it moves datagrams between one socket and the upcall the upper layer
- * installed (up), and never blocks: a send the socket refuses (EAGAIN) is dropped and counted,
- * as QUIC's loss recovery expects of a full socket buffer.
- * Ownership: the worker owns its port (w->udp) and the port its fd; one thread uses it. Both
- * engines call udp_port_read when the socket is readable (epoll: EPOLLIN; io_uring: a
- * multishot poll), so the read loop is written once, here. */
+/* udp: a worker's UDP port (QUIC on a TLS listener's port number; one per TLS listener): datagrams
+ * in by the batch (recvmmsg; with UDP_GRO a client's train of equal-size datagrams comes as one
+ * buffer, split here) and out by the batch (sendmsg with UDP_SEGMENT where the kernel and the route
+ * have it). Must not: know QUIC; it moves datagrams between one socket and the upcall the upper
+ * layer installed (up), and never blocks: a send the socket refuses (EAGAIN) is dropped and
+ * counted, as QUIC's loss recovery expects of a full socket buffer. Ownership: the worker owns its
+ * ports (w->udp[]) and each port its fd; one thread uses them. Both engines call udp_port_read when
+ * the socket is readable (epoll: EPOLLIN; io_uring: a multishot poll), so the read loop is written
+ * once, here. */
 #ifndef ENGINE_UDP_H
 #define ENGINE_UDP_H
 
@@ -28,11 +28,17 @@
 #define UDP_TURN_BATCHES 4
 #define UDP_DRAIN_BATCHES 1024
 
+struct udp_port;
+
 struct udp_dgram {
     const uint8_t *data;
     size_t len;
     const struct sockaddr *peer;
     socklen_t peer_len;
+    /* The port it came in on (set by udp_port_deliver): a worker may have several (HTTP/3 on
+     * every TLS listener, issue 38), and an answer leaves by the socket its question came in
+     * on, from the address the client sent to. */
+    struct udp_port *port;
 };
 
 /* Installed by the layer above (quic): recv once per datagram, then flush once per batch. */
@@ -43,11 +49,12 @@ struct udp_upcall {
 
 /* Installed by an engine that sends by itself (io_uring): queues a copy of len bytes of
  * datagrams for `to` (seg bytes each; gso: as one send with UDP_SEGMENT, else one send each)
- * on the loop turn's submission, and later reports each send's end with udp_port_sent. 0, or
+ * on p's socket on the loop turn's submission, and later reports each send's end with
+ * udp_port_sent(p, ...). One sender (and ctx) may serve every port of a worker. 0, or
  * -ENOBUFS when it has no room (the port then sends them at once with sendmsg). */
 struct udp_sender {
-    int (*send)(void *ctx, const struct sockaddr *to, socklen_t tolen, const uint8_t *buf,
-                size_t len, size_t seg, bool gso);
+    int (*send)(void *ctx, struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
+                const uint8_t *buf, size_t len, size_t seg, bool gso);
     /* A buffer of UDP_SEND_MAX bytes the caller may build its next send in, so that send takes
      * it without the copy (it stays the sender's, lent again until a send takes it), or NULL
      * (none free). */

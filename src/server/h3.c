@@ -2,6 +2,7 @@
  * certificates and the connection-ID routing; see h3.h. */
 #include "server/h3.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -64,48 +65,55 @@ int h3_secrets_read(const struct config *cfg, struct quic_secrets *out, char *wh
     return rc;
 }
 
+int h3_plan(struct server *sv)
+{
+    int n = 0;
+    for (int i = 0; i < sv->ngroups; i++) {
+        struct lgroup *g = &sv->groups[i];
+        /* a Unix socket has no UDP beside it; systemd's sockets are cleartext */
+        g->udp = g->tls && !g->unix_sock && !g->inherited ? n++ : -1;
+    }
+    return n;
+}
+
 #ifndef RINGHTTPD_NO_HTTP3
-/* Once every worker's UDP socket is bound (w: the last): the program that brings each datagram
- * to the worker whose connection ID it carries (steer.h), when the group is ours alone: its
- * socket i is worker i's (bound in that order). A successor that starts beside us (a restart
- * with --reuse-port) finds the port in use and attaches nothing: its sockets sit behind ours,
- * where the program sends nothing, so new QUIC clients are ours to refuse while we drain
- * (they fall back to TCP, which the hand-over gives the successor) and our connections finish
- * here; we take the program off when we stop, and the successor has the kernel's hash until
- * it puts its own on (quic_route). */
-static void quic_steer(struct server *sv, struct runtime *w)
+/* Once every worker's UDP socket of group g is bound (w: the last worker): the program that
+ * brings each datagram to the worker whose connection ID it carries (steer.h), when the group
+ * is ours alone: its socket i is worker i's (bound in that order). Each TLS listener's UDP
+ * port is a reuseport group of its own, with a program of its own; a connection ID names the
+ * same worker in every one. A successor that starts beside us (a restart with --reuse-port)
+ * finds the port in use and attaches nothing: its sockets sit behind ours, where the program
+ * sends nothing, so new QUIC clients are ours to refuse while we drain (they fall back to TCP,
+ * which the hand-over gives the successor) and our connections finish here; we take the
+ * program off when we stop, and the successor has the kernel's hash until it puts its own on
+ * (h3_route). */
+static void quic_steer(struct server *sv, struct lgroup *g, struct runtime *w)
 {
     const struct config *cfg = sv->cfg;
-    int err = !sv->quic_steer    ? -EBUSY
+    int err = !g->udp_steer      ? -EBUSY
               : !server_seed(sv) ? -EAGAIN
-                                 : steer_quic_attach(w->udp->fd, (uint32_t)cfg->threads, NULL,
-                                                     sv->steer_seed, &sv->cids);
-    sv->quic_steer = err == 0;
+                                 : steer_quic_attach(w->udp[g->udp]->fd, (uint32_t)cfg->threads,
+                                                     NULL, sv->steer_seed, &sv->cids);
+    g->udp_steer = err == 0;
     if (err < 0 && err != -EBUSY)
         errlog(ERRLOG_WARN,
-               "HTTP/3: cannot route datagrams to workers by connection ID (%s): a client "
-               "whose address changes may land on another worker and reconnect",
-               strerror(-err));
+               "HTTP/3 on %s: cannot route datagrams to workers by connection ID (%s): a "
+               "client whose address changes may land on another worker and reconnect",
+               g->url, strerror(-err));
     if (cfg->verbose)
-        fprintf(stderr, "ringhttpd: HTTP/3: datagrams routed to workers by connection ID: %s\n",
+        fprintf(stderr,
+                "ringhttpd: HTTP/3 on %s: datagrams routed to workers by connection ID: %s\n",
+                g->url,
                 err == 0        ? "yes"
                 : err == -EBUSY ? "no (another process shares the UDP port)"
                                 : strerror(-err));
 }
 
-/* Once a second while serving (supervise), for a successor that started beside a predecessor
- * (quic_steer found the port shared): once the predecessor's sockets have all left the group,
- * ours are the whole group but in the order its closes reshuffled them into. A probe finds
- * each worker's index (steer_quic_order) and the program brings each connection ID to the
- * worker that made it there; connections opened meanwhile keep theirs (each worker made its
- * IDs for its own number all along). Until then the kernel's hash, as before. */
-void h3_route(struct server *sv)
+/* h3_route for one group's UDP port. */
+static void route_group(struct server *sv, struct lgroup *g)
 {
     int n = sv->cfg->threads;
-    if (sv->quic_steer || sv->started < n || !worker_runtime(sv->workers[0])->udp)
-        return;
-    int count = handover_count_udp_at((const struct sockaddr *)&sv->groups[sv->quic_group].addr.ss),
-        err = 0;
+    int count = handover_count_udp_at((const struct sockaddr *)&g->addr.ss), err = 0;
     if (count >= 0 && count != n)
         return; /* a predecessor still drains (its program routes), or a successor came */
     int *fds = malloc((size_t)n * sizeof(*fds));
@@ -115,23 +123,40 @@ void h3_route(struct server *sv)
     else if (!fds || !order)
         err = -ENOMEM;
     for (int i = 0; err == 0 && i < n; i++)
-        fds[i] = worker_runtime(sv->workers[i])->udp->fd;
+        fds[i] = worker_runtime(sv->workers[i])->udp[g->udp]->fd;
     if (err == 0 && !server_seed(sv))
         err = -EAGAIN;
     if (err == 0 && (err = steer_quic_order(fds, (uint32_t)n, order)) == 0)
         err = steer_quic_attach(fds[0], (uint32_t)n, order, sv->steer_seed, &sv->cids);
     free(fds);
     free(order);
-    sv->quic_steer = err == 0;
+    g->udp_steer = err == 0;
     if (err == 0)
         errlog(ERRLOG_NOTICE,
-               "HTTP/3: datagrams routed to workers by connection ID (the UDP port is ours "
-               "alone now)");
+               "HTTP/3 on %s: datagrams routed to workers by connection ID (the UDP port is "
+               "ours alone now)",
+               g->url);
     else if (err != -EAGAIN) /* EAGAIN: a probe's answer was unclear, next second */
         errlog_limited(&sv->steer_log, ERRLOG_WARN,
-                       "HTTP/3: cannot route datagrams to workers by connection ID (%s): a "
-                       "client whose address changes may land on another worker and reconnect",
-                       strerror(-err));
+                       "HTTP/3 on %s: cannot route datagrams to workers by connection ID (%s): "
+                       "a client whose address changes may land on another worker and "
+                       "reconnect",
+                       g->url, strerror(-err));
+}
+
+/* Once a second while serving (supervise), for a successor that started beside a predecessor
+ * (quic_steer found a port shared): once the predecessor's sockets have all left a port's
+ * group, ours are the whole group but in the order its closes reshuffled them into. A probe
+ * finds each worker's index (steer_quic_order) and the program brings each connection ID to
+ * the worker that made it there; connections opened meanwhile keep theirs (each worker made
+ * its IDs for its own number all along). Until then the kernel's hash, as before. */
+void h3_route(struct server *sv)
+{
+    if (sv->started < sv->cfg->threads || !worker_runtime(sv->workers[0])->nudp)
+        return;
+    for (int i = 0; i < sv->ngroups; i++)
+        if (sv->groups[i].udp >= 0 && !sv->groups[i].udp_steer)
+            route_group(sv, &sv->groups[i]);
 }
 
 /* --http3: worker w's UDP socket on the TLS port's address and its QUIC endpoint, with the
@@ -320,28 +345,38 @@ int h3_start(struct server *sv, struct worker *wk, const struct quic_secrets *se
     if (w->id == 0 &&
         cid_layout_init(&sv->cids, cfg->quic_sid, cfg->quic_sid_len, cfg->quic_sid_rotation) != 0)
         return -EINVAL; /* never: the option's setter checked the bounds */
-    /* HTTP/3 on the first TLS address: a worker has one UDP socket (README: Listening) */
-    const struct addr *a = &sv->groups[sv->quic_group].addr;
-    /* Before the first of ours binds: whether the port's group will be ours alone. */
-    if (w->id == 0)
-        sv->quic_steer = udp_addr_in_use((const struct sockaddr *)&a->ss, a->len, !a->dual) == 0;
-    int fd = udp_socket_open((const struct sockaddr *)&a->ss, a->len, !a->dual);
-    if (fd < 0) {
-        fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s: %s\n",
-                sv->groups[sv->quic_group].url, strerror(-fd));
-        free(certs);
-        return fd;
-    }
-    int rc;
+    /* HTTP/3 on every TLS listener's address and port (issue 38): a UDP socket for each, at the
+     * group's index in every worker's w->udp[] (h3_plan's numbers) */
+    int rc = 0;
     struct quic_ep *quic = NULL;
-    w->udp = calloc(1, sizeof(*w->udp));
-    if (!w->udp) {
-        close(fd);
-        rc = -ENOMEM;
-    } else if ((rc = udp_port_init(w->udp, fd, cfg->http3_gso, cfg->http3_gro, NULL, NULL)) == 0 &&
-               (rc = quic_ep_new(&quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
-        fprintf(stderr, "ringhttpd: %s\n", why);
+    _Static_assert(LISTEN_MAX <= QUIC_PORTS_MAX, "a port per listener");
+    for (int i = 0; i < sv->ngroups && rc == 0; i++) {
+        struct lgroup *g = &sv->groups[i];
+        if (g->udp < 0)
+            continue;
+        const struct addr *a = &g->addr;
+        /* Before the first of ours binds: whether the port's group will be ours alone. */
+        if (w->id == 0)
+            g->udp_steer = udp_addr_in_use((const struct sockaddr *)&a->ss, a->len, !a->dual) == 0;
+        int fd = udp_socket_open((const struct sockaddr *)&a->ss, a->len, !a->dual);
+        if (fd < 0) {
+            fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s: %s\n", g->url, strerror(-fd));
+            rc = fd;
+            break;
+        }
+        struct udp_port *port = calloc(1, sizeof(*port));
+        if (!port) {
+            close(fd);
+            rc = -ENOMEM;
+            break;
+        }
+        w->udp[w->nudp++] = port; /* the worker's now: worker_free closes it, even on failure */
+        rc = udp_port_init(port, fd, cfg->http3_gso, cfg->http3_gro, NULL, NULL);
     }
+    if (rc == 0 && (rc = quic_ep_new(&quic, w->udp[0], &qs, &h3_app, w, why, sizeof(why))) != 0)
+        fprintf(stderr, "ringhttpd: %s\n", why);
+    for (unsigned i = 1; rc == 0 && i < w->nudp; i++)
+        rc = quic_ep_add_port(quic, w->udp[i]);
     if (rc == 0 && w->id == 0) { /* what the first reload may reuse */
         size_t len = 0;
         char *joined = h3_joined(certs, keys, &len);
@@ -349,13 +384,20 @@ int h3_start(struct server *sv, struct worker *wk, const struct quic_secrets *se
     }
     free(certs); /* quic_ep_new read the files */
     worker_set_quic(wk, quic);
-    if (rc == 0) {
+    /* Each TLS listener's HTTPS answers name its own UDP port (issue 38: a client that follows
+     * one entry's Alt-Svc finds HTTP/3 there, not on another entry's port). */
+    for (int i = 0; rc == 0 && i < sv->ngroups; i++) {
+        const struct lgroup *g = &sv->groups[i];
         char alt[48];
-        rc = serve_alt_svc(w, alt, h3_alt_svc(alt, sizeof(alt), cfg->tls_port));
-        w->h3ops = &h3_worker_ops;
+        unsigned port = ntohs(((const struct sockaddr_in *)&g->addr.ss)->sin_port); /* as v6's */
+        if (g->udp >= 0)
+            rc = serve_alt_svc(w, (unsigned)i, alt, h3_alt_svc(alt, sizeof(alt), port));
     }
-    if (rc == 0 && w->id == cfg->threads - 1)
-        quic_steer(sv, w);
+    if (rc == 0)
+        w->h3ops = &h3_worker_ops;
+    for (int i = 0; rc == 0 && w->id == cfg->threads - 1 && i < sv->ngroups; i++)
+        if (sv->groups[i].udp >= 0)
+            quic_steer(sv, &sv->groups[i], w);
     if (rc == 0 && w->id == 0 && cfg->verbose && cfg->quic_server_id)
         fprintf(stderr,
                 "ringhttpd: HTTP/3: connection IDs carry server ID %s (QUIC-LB plaintext, "
@@ -365,23 +407,26 @@ int h3_start(struct server *sv, struct worker *wk, const struct quic_secrets *se
         fprintf(stderr, "ringhttpd: HTTP/3: congestion control %s, paced\n", quic_cc_name(qs.cc));
     if (rc == 0 && w->id == 0 && cfg->verbose)
         fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO %s\n",
-                w->udp->gso       ? "yes"
+                w->udp[0]->gso    ? "yes"
                 : !cfg->http3_gso ? "no (--http3-gso off)"
                                   : "no (the kernel refuses UDP_SEGMENT)",
-                w->udp->gro       ? "yes"
+                w->udp[0]->gro    ? "yes"
                 : !cfg->http3_gro ? "no (--http3-gro off)"
                                   : "no (the kernel refuses UDP_GRO)");
     return rc;
 }
 
-/* Every worker's UDP socket stays in the port's group until all have drained: a socket that
+/* Every worker's UDP socket stays in its port's group until all have drained: a socket that
  * leaves moves another into its place, and the connection-ID program would send a busy
- * worker's datagrams elsewhere. Then the program goes, so that a successor sharing the port
- * (its sockets behind ours) gets the kernel's hash, not our indices. */
+ * worker's datagrams elsewhere. Then each port's program goes, so that a successor sharing the
+ * port (its sockets behind ours) gets the kernel's hash, not our indices. */
 void h3_unroute(struct server *sv)
 {
-    if (sv->quic_steer && sv->started && worker_runtime(sv->workers[0])->udp)
-        steer_detach(worker_runtime(sv->workers[0])->udp->fd);
+    if (!sv->started || !worker_runtime(sv->workers[0])->nudp)
+        return;
+    for (int i = 0; i < sv->ngroups; i++)
+        if (sv->groups[i].udp >= 0 && sv->groups[i].udp_steer)
+            steer_detach(worker_runtime(sv->workers[0])->udp[sv->groups[i].udp]->fd);
 }
 
 #else

@@ -276,6 +276,7 @@ static struct lgroup *group_add(struct server *sv, const struct config_bind *b, 
     g->bind = b;
     g->tls = tls;
     g->claim = -1;
+    g->udp = -1;
     handover_init(&g->ho, 0);
     sv->ngroups++;
     return g;
@@ -607,7 +608,6 @@ static int open_listeners(struct server *sv)
         return -1;
     }
     sv->inherited = n;
-    sv->quic_group = -1;
     if (n > 0 && adopt_inherited(sv, inherited, n, names) != 0)
         return -1;
     int rc = plan_groups(sv);
@@ -619,11 +619,9 @@ static int open_listeners(struct server *sv)
         const struct lgroup *g = &sv->groups[i];
         if (!g->tls && !g->unix_sock && g->addr.ss.ss_family != AF_UNIX)
             sv->main_group = i;
-        if (g->tls && !g->unix_sock) {
-            sv->quic_group = i;
-            /* the port the kernel picked for 0, for --redirect-https's Location and Alt-Svc */
+        if (g->tls && !g->unix_sock) /* the port the kernel picked for 0: the first TLS
+                                      * entry's, for --redirect-https's Location */
             cfg->tls_port = ntohs(((const struct sockaddr_in *)&g->addr.ss)->sin_port);
-        }
     }
     return 0;
 }

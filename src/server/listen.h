@@ -9,7 +9,7 @@
 struct server;
 
 /* --tcp-cc checked, then every listener opened into sv->groups: systemd's first, then each
- * --bind entry's; sets main_group, quic_group and (for port 0) cfg->tls_port. 0, -1, or -2
+ * --bind entry's; sets main_group and (for port 0) cfg->tls_port. 0, -1, or -2
  * for a usage error, after saying why on stderr. */
 int listen_open(struct server *sv);
 

@@ -763,6 +763,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         goto out;
     }
 
+    int nudp = cfg->tls && cfg->http3 ? h3_plan(&sv) : 0;
     /* Every worker is set up before the process is confined (Landlock, --user): an engine reads
      * limits under /proc and opens /dev/null. Their threads start after, and so inherit it. */
     for (; inited < cfg->threads; inited++) {
@@ -804,8 +805,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         }
         if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
             rt->acme = tokens_reader(&sv.tokens, inited);
-        if (cfg->tls && cfg->http3 && sv.quic_group >= 0 &&
-            h3_start(&sv, sv.workers[inited], &h3_secrets) != 0) {
+        if (nudp > 0 && h3_start(&sv, sv.workers[inited], &h3_secrets) != 0) {
             worker_free(sv.workers[inited]); /* set up, never counted in inited */
             sv.workers[inited] = NULL;
             goto stop;
@@ -876,7 +876,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     for (int g = 0; g < sv.ngroups; g++)
         if (sv.groups[g].tls)
             fprintf(stderr, "ringhttpd: listening on %s (TLS%s%s)\n", sv.groups[g].url,
-                    g == sv.quic_group && sv.workers[0] && worker_quic(sv.workers[0])
+                    sv.groups[g].udp >= 0 && sv.workers[0] && worker_quic(sv.workers[0])
                         ? "; HTTP/3 on UDP"
                         : "",
                     sv.groups[g].bind && sv.groups[g].bind->proxy ? "; PROXY header" : "");

@@ -43,6 +43,10 @@ struct lgroup {
     int *fds;                       /* one per worker, each -1 once its worker has it */
     int claim;                      /* port_in_use's claim on the address, or -1 */
     struct handover ho;             /* its port's hand-over to a successor (one reuseport group) */
+    /* HTTP/3 (a TLS IP group): its UDP socket's index in every worker's w->udp[], or -1; and
+     * whether the port's group is ours alone, its datagrams routed by connection ID */
+    int udp;
+    bool udp_steer;
     char url[sizeof(struct sockaddr_un) + 16];
 };
 
@@ -54,7 +58,6 @@ struct server {
     struct lgroup groups[LISTEN_MAX]; /* the listeners: each worker's listener i is groups[i]'s */
     int ngroups;
     int main_group; /* the listening line's: the first IP cleartext group, else the first */
-    int quic_group; /* HTTP/3's UDP address: the first TLS group's, or -1 */
     bool any_proxy; /* a --bind entry marked proxy */
     int inherited;  /* systemd passed this many listeners (0: we opened our own) */
     struct worker **workers; /* cfg->threads of them; the first `inited` made */
@@ -68,7 +71,6 @@ struct server {
     bool seeded; /* steer_seed drawn: TCP's and QUIC's programs hash addresses with it */
     uint32_t steer_seed;
     struct guard *guard;    /* socket activation: the workers' one guard (rt/guard.h), or NULL */
-    bool quic_steer;        /* the UDP port's group is ours alone: route by connection ID */
     struct cid_layout cids; /* every QUIC connection ID's layout (--quic-server-id) */
     struct errlog_limit steer_log;
     /* --tls-port: a second listener per worker, and the contexts a worker adopts */

@@ -57,8 +57,8 @@ TEST(udp_deliver_splits_a_train_by_its_segment_size)
     unsigned want = 0;
     for (size_t i = 0; i < sizeof(bytes); i++)
         want += bytes[i] = (uint8_t)(i * 7);
-    struct udp_dgram d = {(const uint8_t *)unit_guard(bytes, sizeof(bytes)), sizeof(bytes), NULL,
-                          0};
+    struct udp_dgram d = {(const uint8_t *)unit_guard(bytes, sizeof(bytes)), sizeof(bytes), NULL, 0,
+                          NULL};
     udp_port_deliver(&p, &d, 1200); /* three full datagrams and a short last one */
     CHECK_INT(s.n, 4);
     CHECK_INT(s.lens[0], 1200);
@@ -173,7 +173,7 @@ TEST(udp_deliver_never_yields_an_empty_datagram_whatever_the_segment_size)
             struct walk w = {.seg = segs[k]};
             struct udp_port p = {.up = &walk_upcall, .user = &w};
             const uint8_t *buf = (const uint8_t *)unit_guard(bytes, lens[i]);
-            struct udp_dgram d = {buf, lens[i], NULL, 0};
+            struct udp_dgram d = {buf, lens[i], NULL, 0, NULL};
             w.next = buf;
             udp_port_deliver(&p, &d, segs[k]);
             CHECK_INT(w.empty, 0);
@@ -214,7 +214,7 @@ TEST(udp_uring_send_built_in_a_lent_buffer_keeps_its_bytes_when_another_send_com
         close(rx);
         return;
     }
-    struct runtime w = {.udp = &p};
+    struct runtime w = {.udp = {&p}, .nudp = 1};
     CHECK_INT(uring_udp_tx_start(&w, &u), 0);
     struct sockaddr_in to = {
         .sin_family = AF_INET, .sin_port = port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
