@@ -13,6 +13,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -242,8 +243,9 @@ def test_proxy_flag_is_per_listener(make_server, docroot):
 # Unix socket) advertises none.
 
 
-def alt_svc(host, port, ca, version="--http2", unix=None):
-    """The Alt-Svc field of an HTTPS answer from host:port (or the Unix socket), or None."""
+def alt_svc(host, port, ca, version="--http2", unix=None, field="alt-svc"):
+    """The Alt-Svc field (or another) of an HTTPS answer from host:port (or the Unix socket),
+    or None."""
     where = ("--unix-socket", unix) if unix else ("--resolve", f"localhost:{port}:{host}")
     p = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-D", "-", "--cacert", str(ca), version,
                         *where, f"https://localhost:{port or 443}/hello.txt"],
@@ -252,20 +254,21 @@ def alt_svc(host, port, ca, version="--http2", unix=None):
     head = p.stdout.decode()
     assert head.split("\r\n", 1)[0].split()[1] == "200", head
     found = [line.split(":", 1)[1].strip() for line in head.split("\r\n")
-             if line.lower().startswith("alt-svc:")]
+             if line.lower().startswith(field + ":")]
     return found[0] if found else None
 
 
 def test_http3_on_every_tls_entry_with_its_own_alt_svc(make_server, docroot, tmp_path):
     """Three TLS entries (127.0.0.1 and ::1, and a second port of 127.0.0.1) and a TLS Unix
     socket: each IP entry serves HTTP/3 on its own TLS port, says so on its listening line, and
-    its HTTP/1.1 and HTTP/2 answers name that port in Alt-Svc; the Unix socket has no UDP
-    beside it and advertises none. Before, only the first TLS entry had HTTP/3, and every
-    entry's Alt-Svc named the first's port."""
+    its HTTP/1.1 and HTTP/2 answers name that port in Alt-Svc (after the HSTS line, composed
+    per site and port); the Unix socket has no UDP beside it and advertises none. Before, only
+    the first TLS entry had HTTP/3, and every entry's Alt-Svc named the first's port."""
     p2, q2, p3, q3 = free_port(), free_port(), free_port(), free_port()
     sock = tmp_path / "tls.sock"
     srv = make_server(docroot, args=("-b", f"[::1]:{p2} tls={q2}", "-b",
-                                     f"127.0.0.1:{p3} tls={q3}", "-b", f"unix:{sock} tls"))
+                                     f"127.0.0.1:{p3} tls={q3}", "-b", f"unix:{sock} tls",
+                                     "--hsts", "600"))
     err = srv.stderr_text()
     for url in (f"127.0.0.1:{srv.port}", f"[::1]:{q2}", f"127.0.0.1:{q3}"):
         assert f"listening on https://{url}/ (TLS; HTTP/3 on UDP)" in err, err
@@ -274,10 +277,42 @@ def test_http3_on_every_tls_entry_with_its_own_alt_svc(make_server, docroot, tmp
         for version in ("--http2", "--http1.1"):
             assert alt_svc(host, port, srv.ca, version) == f'h3=":{port}"; ma=86400', \
                 (host, port, version)
+            assert alt_svc(host, port, srv.ca, version, field="strict-transport-security") == \
+                "max-age=600"
         got = h3_get(host, port, srv.ca, [("GET", "/hello.txt"), ("GET", "/index.html")])
         assert [r.status for r in got] == [200, 200], (host, port)
         assert got[0].header("alt-svc") is None  # not advertised to a client already on it
     assert alt_svc(None, None, srv.ca, unix=str(sock)) is None
+    assert alt_svc(None, None, srv.ca, unix=str(sock), field="strict-transport-security") == \
+        "max-age=600"
+
+
+def test_socket_activation_beside_two_tls_entries_serves_http3_on_both(make_server, docroot):
+    """systemd's socket is the cleartext listener; the TLS entries' listeners and their UDP
+    sockets are ours: HTTP/3 on each TLS port, each naming its own in Alt-Svc."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(64)
+    q2 = free_port()
+    wrapper = [sys.executable, "-c", "import os, sys; os.dup2(int(sys.argv[1]), 3); "
+               "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1'); "
+               "os.execvp(sys.argv[2], sys.argv[2:])", str(holder.fileno())]
+    try:
+        srv = make_server(docroot, wrapper=wrapper, pass_fds=[holder.fileno()],
+                          args=("-b", f"[::1] tls={q2}"))
+        err = srv.stderr_text()
+        assert "on sockets from systemd" in err, err
+        for host, port in (("127.0.0.1", srv.port), ("::1", q2)):
+            url = f"[{host}]" if ":" in host else host
+            assert f"listening on https://{url}:{port}/ (TLS; HTTP/3 on UDP)" in err, err
+            r, = h3_get(host, port, srv.ca, [("GET", "/hello.txt")])
+            assert r.status == 200 and bytes(r.body) == HELLO, (host, port)
+            assert alt_svc(host, port, srv.ca) == f'h3=":{port}"; ma=86400', (host, port)
+        with socket.create_connection(holder.getsockname()[:2], timeout=5) as c:
+            c.sendall(b"GET /hello.txt HTTP/1.0\r\n\r\n")
+            assert recv_all(c).startswith(b"HTTP/1.1 200")
+    finally:
+        holder.close()
 
 
 def test_wildcard_entry_serves_http3_on_both_families_beside_another_entry(make_server,
