@@ -198,6 +198,23 @@ static ssize_t recv_one(int fd, char *buf, size_t cap)
     return -1;
 }
 
+/* Submits what the sender prepared and completes n sends: how many completed. */
+static unsigned sends_done(struct runtime *w, struct uring *u, unsigned n)
+{
+    sqe_flush(&u->ring, &u->spill);
+    CHECK_INT(io_uring_submit_and_wait(&u->ring, n), (int)n);
+    struct io_uring_cqe *cqe;
+    unsigned head, done = 0;
+    io_uring_for_each_cqe(&u->ring, head, cqe) {
+        struct tag t = tag_decode(io_uring_cqe_get_data64(cqe));
+        CHECK_INT(t.op, OP_UDP_SEND);
+        uring_udp_sent(w, u, cqe, t.slot);
+        done++;
+    }
+    io_uring_cq_advance(&u->ring, done);
+    return done;
+}
+
 /* io_uring's sender lends a copy slot for QUIC to build its next batch in (no copy then); a
  * send of other bytes meanwhile (a CONNECTION_CLOSE from its own buffer) must take another
  * slot, not overwrite the batch being built: both datagrams arrive with their own bytes. */
@@ -228,18 +245,7 @@ TEST(udp_uring_send_built_in_a_lent_buffer_keeps_its_bytes_when_another_send_com
     CHECK_INT(udp_port_send(&p, (struct sockaddr *)&to, sizeof(to), lent, 14, 0), 0);
     CHECK(udp_port_buffer(&p) != lent); /* it went with its send */
     CHECK_INT(p.tx_queued, 2);
-    sqe_flush(&u.ring, &u.spill);
-    CHECK_INT(io_uring_submit_and_wait(&u.ring, 2), 2);
-    struct io_uring_cqe *cqe;
-    unsigned head, done = 0;
-    io_uring_for_each_cqe(&u.ring, head, cqe) {
-        struct tag t = tag_decode(io_uring_cqe_get_data64(cqe));
-        CHECK_INT(t.op, OP_UDP_SEND);
-        uring_udp_sent(&w, &u, cqe, t.slot);
-        done++;
-    }
-    io_uring_cq_advance(&u.ring, done);
-    CHECK_INT(done, 2);
+    CHECK_INT(sends_done(&w, &u, 2), 2);
     CHECK_INT(p.tx_dgrams, 2);
     char got[64];
     CHECK_INT(recv_one(rx, got, sizeof(got)), 5);
@@ -292,17 +298,9 @@ TEST(udp_uring_two_ports_send_and_receive_each_by_its_own_socket)
     CHECK_INT(udp_port_send(&b, (struct sockaddr *)&to, sizeof(to), (const uint8_t *)"bb", 2, 0),
               0);
     CHECK_INT(udp_port_send(&a, (struct sockaddr *)&to, sizeof(to), (const uint8_t *)"a", 1, 0), 0);
-    sqe_flush(&u.ring, &u.spill);
-    CHECK_INT(io_uring_submit_and_wait(&u.ring, 2), 2);
+    CHECK_INT(sends_done(&w, &u, 2), 2);
     struct io_uring_cqe *cqe;
-    unsigned head, done = 0;
-    io_uring_for_each_cqe(&u.ring, head, cqe) {
-        struct tag t = tag_decode(io_uring_cqe_get_data64(cqe));
-        CHECK_INT(t.op, OP_UDP_SEND);
-        uring_udp_sent(&w, &u, cqe, t.slot);
-        done++;
-    }
-    io_uring_cq_advance(&u.ring, done);
+    unsigned head, done;
     CHECK_INT(a.tx_dgrams, 1);
     CHECK_INT(b.tx_dgrams, 1);
     char got[16];
