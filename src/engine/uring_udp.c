@@ -59,9 +59,11 @@ int uring_udp_start(struct runtime *w, struct uring *u)
     struct uring_udp *x = calloc(1, sizeof(*x));
     if (!x)
         return -ENOMEM;
-    bool gro = false; /* a buffer for a train when any port has GRO */
-    for (unsigned i = 0; i < w->nudp; i++)
+    bool gro = false, ctl = false; /* a buffer for a train when any port has GRO */
+    for (unsigned i = 0; i < w->nudp; i++) {
         gro |= w->udp[i]->gro;
+        ctl |= w->udp[i]->gro || w->udp[i]->pktinfo; /* a wildcard's destinations too */
+    }
     x->nbufs = gro ? UDP_GRO_BUFS : UDP_BUFS;
     x->size = UDP_HEAD + (gro ? UDP_GRO_RBUF : UDP_RBUF);
     x->bufs = malloc(x->nbufs * x->size);
@@ -73,7 +75,7 @@ int uring_udp_start(struct runtime *w, struct uring *u)
         return rc;
     }
     x->msg.msg_namelen = UDP_NAME;
-    x->msg.msg_controllen = gro ? UDP_CMSG_SPACE : 0;
+    x->msg.msg_controllen = ctl ? UDP_CMSG_SPACE : 0;
     u->udp = x;
     for (unsigned i = 0; i < w->nudp; i++) {
         x->live |= 1u << i;
@@ -110,9 +112,15 @@ void uring_udp_complete(struct runtime *w, struct uring *u, const struct io_urin
                 .peer_len = o->namelen,
             };
             size_t seg = 0;
-            for (struct cmsghdr *cm = io_uring_recvmsg_cmsg_firsthdr(o, &x->msg); cm && !seg;
-                 cm = io_uring_recvmsg_cmsg_nexthdr(o, &x->msg, cm))
-                seg = udp_gro_size(cm);
+            struct sockaddr_storage dst;
+            for (struct cmsghdr *cm = io_uring_recvmsg_cmsg_firsthdr(o, &x->msg); cm;
+                 cm = io_uring_recvmsg_cmsg_nexthdr(o, &x->msg, cm)) {
+                if (!seg)
+                    seg = udp_gro_size(cm);
+                if (!d.local_len && w->udp[port]->pktinfo &&
+                    (d.local_len = udp_pktinfo_dst(w->udp[port], cm, &dst)) != 0)
+                    d.local = (const struct sockaddr *)&dst;
+            }
             udp_port_deliver(w->udp[port], &d, seg);
             x->got |= 1u << port;
         }
@@ -156,7 +164,9 @@ void uring_udp_stop(struct uring *u)
 #define UDP_TX_SLOTS 64
 
 struct udp_tx_slot {
-    struct udp_port *port; /* whose socket it goes out of, and whose counters it ends in */
+    struct udp_port *port;        /* whose socket it goes out of, and whose counters it ends in */
+    struct sockaddr_storage from; /* the source a wildcard port's answer leaves from */
+    bool has_from;
     struct sockaddr_storage to;
     socklen_t tolen;
     uint16_t seg;     /* UDP_SEGMENT's size, 0 for one datagram a send */
@@ -165,9 +175,10 @@ struct udp_tx_slot {
     struct msghdr msg[UDP_GSO_MAX];
     struct iovec iov[UDP_GSO_MAX];
     union {
-        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        char buf[UDP_CMSG_SPACE];
         struct cmsghdr align;
     } ctl;
+    size_t ctl_len; /* udp_cmsg_build's: UDP_SEGMENT, the source, or none */
     uint8_t data[UDP_SEND_MAX];
 };
 
@@ -195,8 +206,9 @@ static uint8_t *tx_lend(void *ctx)
     return tx->slots[tx->lent].data;
 }
 
-static int tx_send(void *ctx, struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
-                   const uint8_t *buf, size_t len, size_t seg, bool gso)
+static int tx_send(void *ctx, struct udp_port *p, const struct sockaddr *from,
+                   const struct sockaddr *to, socklen_t tolen, const uint8_t *buf, size_t len,
+                   size_t seg, bool gso)
 {
     struct uring_udp_tx *tx = ctx;
     if (tolen > sizeof(struct sockaddr_storage))
@@ -216,18 +228,18 @@ static int tx_send(void *ctx, struct udp_port *p, const struct sockaddr *to, soc
         memcpy(s->data, buf, len);
     }
     s->port = p;
+    s->has_from = from && (from->sa_family == AF_INET || from->sa_family == AF_INET6);
+    if (s->has_from)
+        memcpy(&s->from, from,
+               from->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                          : sizeof(struct sockaddr_in6));
     memcpy(&s->to, to, tolen);
     s->tolen = tolen;
     size_t count = seg ? (len + seg - 1) / seg : 1;
     s->seg = gso && count > 1 ? (uint16_t)seg : 0;
     unsigned sends = s->seg || count == 1 ? 1 : (unsigned)count;
-    if (s->seg) {
-        struct cmsghdr *cm = (struct cmsghdr *)s->ctl.buf;
-        cm->cmsg_level = SOL_UDP;
-        cm->cmsg_type = UDP_SEGMENT;
-        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-        memcpy(CMSG_DATA(cm), &s->seg, sizeof(s->seg));
-    }
+    s->ctl_len =
+        udp_cmsg_build(s->ctl.buf, p, s->has_from ? (struct sockaddr *)&s->from : NULL, s->seg);
     for (unsigned i = 0; i < sends; i++) {
         size_t off = sends == 1 ? 0 : i * seg;
         size_t n = sends == 1 ? len : (len - off < seg ? len - off : seg);
@@ -236,8 +248,8 @@ static int tx_send(void *ctx, struct udp_port *p, const struct sockaddr *to, soc
                                     .msg_namelen = s->tolen,
                                     .msg_iov = &s->iov[i],
                                     .msg_iovlen = 1,
-                                    .msg_control = s->seg ? s->ctl.buf : NULL,
-                                    .msg_controllen = s->seg ? sizeof(s->ctl.buf) : 0};
+                                    .msg_control = s->ctl_len ? s->ctl.buf : NULL,
+                                    .msg_controllen = s->ctl_len};
         struct io_uring_sqe *sqe = get_sqe(tx->u);
         io_uring_prep_sendmsg(sqe, p->fd, &s->msg[i], MSG_DONTWAIT);
         io_uring_sqe_set_data64(sqe, tag_encode(OP_UDP_SEND, 0, (uint32_t)idx));
@@ -282,8 +294,9 @@ void uring_udp_sent(struct runtime *w, struct uring *u, const struct io_uring_cq
      * does: without GSO every send but the last is one full datagram of the same size. */
     unsigned i = s->seg ? 0 : s->pending - 1;
     (void)w;
-    udp_port_sent(s->port, (struct sockaddr *)&s->to, s->tolen, s->iov[i].iov_base,
-                  s->iov[i].iov_len, s->seg, cqe->res);
+    udp_port_sent(s->port, s->has_from ? (struct sockaddr *)&s->from : NULL,
+                  (struct sockaddr *)&s->to, s->tolen, s->iov[i].iov_base, s->iov[i].iov_len,
+                  s->seg, cqe->res);
     if (--s->pending == 0) {
         s->next_free = tx->free_head;
         tx->free_head = (int)slot;

@@ -243,10 +243,11 @@ static void conn_free(struct quic_ep *ep, struct quic_conn *qc)
     free(qc);
 }
 
-static void send_to(struct udp_port *port, const struct sockaddr *to, socklen_t tolen,
-                    const uint8_t *buf, size_t len, size_t seg)
+/* from: the address the peer sent to (a path's local one; a wildcard port sends from it). */
+static void send_to(struct udp_port *port, const ngtcp2_sockaddr *from, const struct sockaddr *to,
+                    socklen_t tolen, const uint8_t *buf, size_t len, size_t seg)
 {
-    (void)udp_port_send(port, to, tolen, buf, len, seg);
+    (void)udp_port_send_from(port, (const struct sockaddr *)from, to, tolen, buf, len, seg);
 }
 
 /* The port a datagram came in on: its answer leaves by that socket, from the address the
@@ -256,17 +257,27 @@ static struct udp_port *dgram_port(const struct quic_ep *ep, const struct udp_dg
     return d->port ? d->port : ep->ports[0];
 }
 
+/* Whether a path's local address is port's: its own, or with a wildcard port one of the host's
+ * on the port's number and family (what the datagram's IP_PKTINFO said). */
+static bool port_has(const struct udp_port *port, const ngtcp2_addr *local)
+{
+    if (local->addrlen == port->local_len && memcmp(local->addr, &port->local, local->addrlen) == 0)
+        return true;
+    return port->pktinfo && local->addrlen == port->local_len &&
+           local->addr->sa_family == port->local.ss_family &&
+           ((const struct sockaddr_in *)local->addr)->sin_port == /* same offset in v6 */
+               ((const struct sockaddr_in *)&port->local)->sin_port;
+}
+
 /* The port whose address is a packet's path's local one (ngtcp2 copies what path_to gave it):
  * qc's own, or after a migration to another of our addresses that one's. */
 static struct udp_port *path_port(const struct quic_ep *ep, const struct quic_conn *qc,
                                   const ngtcp2_addr *local)
 {
-    if (local->addrlen == qc->port->local_len &&
-        memcmp(local->addr, &qc->port->local, local->addrlen) == 0)
+    if (port_has(qc->port, local))
         return qc->port;
     for (unsigned i = 0; i < ep->nports; i++)
-        if (local->addrlen == ep->ports[i]->local_len &&
-            memcmp(local->addr, &ep->ports[i]->local, local->addrlen) == 0)
+        if (port_has(ep->ports[i], local))
             return ep->ports[i];
     return qc->port;
 }
@@ -293,8 +304,8 @@ static void start_close(struct quic_ep *ep, struct quic_conn *qc,
         memcpy(qc->close_pkt, buf, (size_t)n);
         qc->close_len = (size_t)n;
     }
-    send_to(path_port(ep, qc, &ps.path.local), (struct sockaddr *)ps.path.remote.addr,
-            ps.path.remote.addrlen, buf, (size_t)n, 0);
+    send_to(path_port(ep, qc, &ps.path.local), ps.path.local.addr,
+            (struct sockaddr *)ps.path.remote.addr, ps.path.remote.addrlen, buf, (size_t)n, 0);
 }
 
 static void close_liberr(struct quic_ep *ep, struct quic_conn *qc, int liberr)
@@ -311,11 +322,17 @@ static void close_liberr(struct quic_ep *ep, struct quic_conn *qc, int liberr)
     start_close(ep, qc, &ccerr);
 }
 
-/* The path of a datagram between our port and peer. */
-static ngtcp2_path path_to(struct udp_port *port, const struct sockaddr *peer, socklen_t len)
+/* The path of a datagram between our port (at local, the address the peer sent to, when the
+ * port is a wildcard and said it; else the port's own) and peer. */
+static ngtcp2_path path_to(struct udp_port *port, const struct sockaddr *local, socklen_t local_len,
+                           const struct sockaddr *peer, socklen_t len)
 {
+    if (!local) {
+        local = (const struct sockaddr *)&port->local;
+        local_len = port->local_len;
+    }
     return (ngtcp2_path){
-        .local = {(ngtcp2_sockaddr *)&port->local, port->local_len},
+        .local = {(ngtcp2_sockaddr *)local, local_len},
         .remote = {(ngtcp2_sockaddr *)peer, len},
     };
 }
@@ -333,8 +350,9 @@ static void send_batch(struct quic_ep *ep, struct quic_conn *qc, const ngtcp2_pa
                        const uint8_t *buf, const uint8_t *end, size_t mtu)
 {
     if (end != buf)
-        send_to(path_port(ep, qc, &to->local), (const struct sockaddr *)to->remote.addr,
-                to->remote.addrlen, buf, (size_t)(end - buf), mtu);
+        send_to(path_port(ep, qc, &to->local), to->local.addr,
+                (const struct sockaddr *)to->remote.addr, to->remote.addrlen, buf,
+                (size_t)(end - buf), mtu);
 }
 
 /* A burst of qc's packets went out: ngtcp2 spaces the next from it by the pacing rate. Whether
@@ -430,8 +448,9 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
         }
         if ((size_t)n > mtu) { /* a probe: after what is batched, alone (GSO wants mtu) */
             send_batch(ep, qc, &batch_ps.path, buf, p, mtu);
-            send_to(path_port(ep, qc, &ps.path.local), (const struct sockaddr *)ps.path.remote.addr,
-                    ps.path.remote.addrlen, p, (size_t)n, 0);
+            send_to(path_port(ep, qc, &ps.path.local), ps.path.local.addr,
+                    (const struct sockaddr *)ps.path.remote.addr, ps.path.remote.addrlen, p,
+                    (size_t)n, 0);
             p = buf = batch_buf(ep, qc); /* a lent buffer went with the batch */
             npkts = 0;
             total++;
@@ -744,7 +763,8 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     } else {
         tp.original_dcid = hd->dcid;
     }
-    ngtcp2_path path = path_to(qc->port, (struct sockaddr *)&qc->peer, qc->peer_len);
+    ngtcp2_path path =
+        path_to(qc->port, d->local, d->local_len, (struct sockaddr *)&qc->peer, qc->peer_len);
     if (ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, ep->keys.key[0],
                                                      QUIC_SECRET_LEN, &scid) != 0 ||
         ngtcp2_conn_server_new(&qc->conn, &hd->scid, &scid, &path, hd->version, &callbacks, &st,
@@ -773,11 +793,12 @@ static void conn_read(struct quic_ep *ep, struct quic_conn *qc, const struct udp
         if (qc->close_pkt && qc->close_sent < CLOSE_RESEND_MAX &&
             (qc->close_recv & (qc->close_recv - 1)) == 0) {
             qc->close_sent++;
-            send_to(dgram_port(ep, d), d->peer, d->peer_len, qc->close_pkt, qc->close_len, 0);
+            send_to(dgram_port(ep, d), (const ngtcp2_sockaddr *)d->local, d->peer, d->peer_len,
+                    qc->close_pkt, qc->close_len, 0);
         }
         return;
     }
-    ngtcp2_path path = path_to(dgram_port(ep, d), d->peer, d->peer_len);
+    ngtcp2_path path = path_to(dgram_port(ep, d), d->local, d->local_len, d->peer, d->peer_len);
     ngtcp2_pkt_info pi = {0};
     ngtcp2_tstamp now = now_ns(ep);
     int rv = ngtcp2_conn_read_pkt(qc->conn, &path, &pi, d->data, d->len, now);
@@ -816,7 +837,8 @@ static void send_vn(struct quic_ep *ep, const ngtcp2_version_cid *vc, const stru
         buf, sizeof(buf), r, vc->scid, vc->scidlen, vc->dcid, vc->dcidlen, versions, 1);
     if (n > 0) {
         ep->stats.vn_sent++;
-        send_to(dgram_port(ep, d), d->peer, d->peer_len, buf, (size_t)n, 0);
+        send_to(dgram_port(ep, d), (const ngtcp2_sockaddr *)d->local, d->peer, d->peer_len, buf,
+                (size_t)n, 0);
     }
 }
 
@@ -845,7 +867,8 @@ static void send_reset(struct quic_ep *ep, const ngtcp2_version_cid *vc, const s
     ngtcp2_ssize n = ngtcp2_pkt_write_stateless_reset(buf, sizeof(buf), token, rnd, randlen);
     if (n > 0) {
         ep->stats.resets_sent++;
-        send_to(dgram_port(ep, d), d->peer, d->peer_len, buf, (size_t)n, 0);
+        send_to(dgram_port(ep, d), (const ngtcp2_sockaddr *)d->local, d->peer, d->peer_len, buf,
+                (size_t)n, 0);
     }
 }
 
@@ -868,7 +891,8 @@ static void send_retry(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const struct
                                                &hd->dcid, token, (size_t)tlen);
     if (n > 0) {
         ep->stats.retries++;
-        send_to(dgram_port(ep, d), d->peer, d->peer_len, buf, (size_t)n, 0);
+        send_to(dgram_port(ep, d), (const ngtcp2_sockaddr *)d->local, d->peer, d->peer_len, buf,
+                (size_t)n, 0);
     }
 }
 
@@ -880,7 +904,8 @@ static void send_refusal(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const stru
                                                           &hd->dcid, code, NULL, 0);
     ep->stats.refused++;
     if (n > 0 && (size_t)n <= 3 * d->len)
-        send_to(dgram_port(ep, d), d->peer, d->peer_len, buf, (size_t)n, 0);
+        send_to(dgram_port(ep, d), (const ngtcp2_sockaddr *)d->local, d->peer, d->peer_len, buf,
+                (size_t)n, 0);
 }
 
 /* Whether hd's Retry token was made by us or a fleet's sibling with any of the secrets (the

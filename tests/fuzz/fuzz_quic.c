@@ -100,10 +100,11 @@ static uint64_t fake_now(void)
 }
 
 /* ---- the port's sender: captures, checks, sends nothing ---- */
-static int capture(void *ctx, struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
-                   const uint8_t *buf, size_t len, size_t seg, bool gso)
+static int capture(void *ctx, struct udp_port *p, const struct sockaddr *from,
+                   const struct sockaddr *to, socklen_t tolen, const uint8_t *buf, size_t len,
+                   size_t seg, bool gso)
 {
-    (void)ctx, (void)gso;
+    (void)ctx, (void)gso, (void)from;
     REQUIRE(p == &fx.port); /* an answer leaves by the port its question came in on */
     REQUIRE(buf && len > 0 && len <= UDP_SEND_MAX && seg <= len);
     REQUIRE(tolen == sizeof(struct sockaddr_in) && to->sa_family == AF_INET);
@@ -441,8 +442,13 @@ static void client_run(struct client *c, size_t corrupt)
             if (corrupt)
                 buf[corrupt % (size_t)n] ^= 0x5a;
             fx.in[c->peer] += (size_t)n;
-            struct udp_dgram d = {buf, (size_t)n, (const struct sockaddr *)&fx.peers[c->peer],
-                                  sizeof(fx.peers[c->peer]), NULL};
+            struct udp_dgram d = {buf,
+                                  (size_t)n,
+                                  (const struct sockaddr *)&fx.peers[c->peer],
+                                  sizeof(fx.peers[c->peer]),
+                                  NULL,
+                                  NULL,
+                                  0};
             udp_port_deliver(&fx.port, &d, 0);
             moved = true;
         }

@@ -18,7 +18,7 @@ import tempfile
 
 import pytest
 
-from conftest import HELLO, free_port, recv_all, wait_for
+from conftest import BIG, HELLO, free_port, recv_all, wait_for
 from h3client import h3_get
 
 pytestmark = pytest.mark.schemes("https")
@@ -327,6 +327,21 @@ def test_wildcard_entry_serves_http3_on_both_families_beside_another_entry(make_
         assert r.status == 200 and bytes(r.body) == HELLO, (host, port)
         assert alt_svc(host, port, srv.ca) == f'h3=":{port}"; ma=86400', (host, port)
     wait_for(lambda: sum(" HTTP/3.0\" 200 " in line for line in log_lines(srv)) >= 3, timeout=5)
+
+
+@pytest.mark.parametrize("bind", [None, "0.0.0.0"])
+def test_a_wildcard_answers_http3_from_the_address_the_client_sent_to(make_server, docroot,
+                                                                      bind):
+    """A wildcard UDP socket ([::] taking both families, or 0.0.0.0) answers each datagram from
+    the address it was sent to (IP_PKTINFO / IPV6_PKTINFO), not from the one the route picks:
+    a client of 127.0.0.2 used to get its answers from 127.0.0.1 and never connected. The 1 MiB
+    body goes out in GSO batches that carry the source beside their segment size."""
+    srv = make_server(docroot, bind=bind)
+    for host in ("127.0.0.2", "127.0.0.1") + (("::1",) if bind is None else ()):
+        r, = h3_get(host, srv.port, srv.ca, [("GET", "/big.bin")], timeout=20)
+        assert r.status == 200 and bytes(r.body) == BIG, host
+    wait_for(lambda: any(line.startswith("127.0.0.2 ") and "HTTP/3.0" in line
+                         for line in log_lines(srv)), timeout=5)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -58,8 +58,8 @@ TEST(udp_deliver_splits_a_train_by_its_segment_size)
     unsigned want = 0;
     for (size_t i = 0; i < sizeof(bytes); i++)
         want += bytes[i] = (uint8_t)(i * 7);
-    struct udp_dgram d = {(const uint8_t *)unit_guard(bytes, sizeof(bytes)), sizeof(bytes), NULL, 0,
-                          NULL};
+    struct udp_dgram d = {
+        (const uint8_t *)unit_guard(bytes, sizeof(bytes)), sizeof(bytes), NULL, 0, NULL, NULL, 0};
     udp_port_deliver(&p, &d, 1200); /* three full datagrams and a short last one */
     CHECK_INT(s.n, 4);
     CHECK_INT(s.lens[0], 1200);
@@ -174,7 +174,7 @@ TEST(udp_deliver_never_yields_an_empty_datagram_whatever_the_segment_size)
             struct walk w = {.seg = segs[k]};
             struct udp_port p = {.up = &walk_upcall, .user = &w};
             const uint8_t *buf = (const uint8_t *)unit_guard(bytes, lens[i]);
-            struct udp_dgram d = {buf, lens[i], NULL, 0, NULL};
+            struct udp_dgram d = {buf, lens[i], NULL, 0, NULL, NULL, 0};
             w.next = buf;
             udp_port_deliver(&p, &d, segs[k]);
             CHECK_INT(w.empty, 0);
