@@ -172,6 +172,7 @@ static int conn_start(struct runtime *w, struct conn *c, unsigned lst)
     if (l->xport && l->xport->open(w, c, l->xport_ctx) < 0)
         goto fail;
     c->xport = l->xport;
+    c->lst = (uint8_t)lst; /* < LISTEN_MAX */
     c->proto = w->h1;
     if (c->proto->open(w, c) < 0) {
         if (c->xport)

@@ -53,6 +53,7 @@ struct conn {
     bool idle;          /* on the worker's idle queue (conn_idle) */
     bool reclaimed;     /* ended to make room at --max-conns (counted in w->conns.reclaiming) */
     bool limit_counted; /* --limit-conn counts it for its client (rt/guard.h) */
+    uint8_t lst;        /* the listener it came in on (w->listeners' index): its Alt-Svc */
     const struct transport_ops *xport;  /* NULL: cleartext (transport.h) */
     const struct proto_ops *proto;      /* HTTP/1 from the accept, until conn_set_proto */
     struct pace *pace;                  /* --limit-rate (pace.h), or NULL: at full speed */

@@ -43,6 +43,9 @@ struct req_policy {
     /* the client reached HTTP/3 already: Alt-Svc (which advertises it) is left off its answers,
      * as caddy does, saving every response a field to encode (QPACK, Huffman) and send */
     bool on_h3;
+    /* the listener its connection came in on (the worker's index): its HTTPS answers name that
+     * listener's HTTP/3 port in Alt-Svc, or none (issue 38) */
+    uint8_t listener;
     /* its TLS state when it came over TLS, for the 421 of a Host its certificate is not for
      * (rt/site.h, site_misdirected); never dereferenced by the core */
     struct tls_conn *tls;

@@ -431,9 +431,11 @@ static int ep_run(struct runtime *w)
     struct ep *e = w->engine_state;
     struct epoll_event events[MAX_EVENTS];
 
-    if (w->udp) { /* level-triggered: what one read leaves wakes the next turn */
-        struct epoll_event uev = {.events = EPOLLIN, .data.u64 = tag(K_UDP, NULL)};
-        if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->udp->fd, &uev) != 0)
+    /* Level-triggered: what one read leaves wakes the next turn. Each port's index in the
+     * slot field, as a listener's. */
+    for (unsigned i = 0; i < w->nudp; i++) {
+        struct epoll_event uev = {.events = EPOLLIN, .data.u64 = tag_encode(K_UDP, 0, i)};
+        if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->udp[i]->fd, &uev) != 0)
             return -errno;
     }
     while (w->up->tick(w)) {
@@ -449,7 +451,8 @@ static int ep_run(struct runtime *w)
                 if (t.slot < w->nlisteners)
                     do_accept(w, e, t.slot);
             } else if (k == K_UDP) {
-                (void)udp_port_read(w->udp, UDP_TURN_BATCHES);
+                if (t.slot < w->nudp)
+                    (void)udp_port_read(w->udp[t.slot], UDP_TURN_BATCHES);
             } else if (k == K_WAKE) {
                 uint64_t v;
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)

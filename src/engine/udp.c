@@ -66,6 +66,17 @@ int udp_port_init(struct udp_port *p, int fd, bool gso, bool gro, const struct u
     p->local_len = sizeof(p->local);
     if (getsockname(fd, (struct sockaddr *)&p->local, &p->local_len) != 0)
         return -errno;
+    /* A wildcard's destinations: IPv4's (also of an IPv6 socket's IPv4 clients, as
+     * IP_PKTINFO) and IPv6's. Without them an answer leaves from the route's address. */
+    const struct sockaddr_in *l4 = (const struct sockaddr_in *)&p->local;
+    const struct sockaddr_in6 *l6 = (const struct sockaddr_in6 *)&p->local;
+    if ((p->local.ss_family == AF_INET && l4->sin_addr.s_addr == htonl(INADDR_ANY)) ||
+        (p->local.ss_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&l6->sin6_addr))) {
+        int on = 1;
+        p->pktinfo = setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof(on)) == 0 &&
+                     (p->local.ss_family == AF_INET ||
+                      setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof(on)) == 0);
+    }
     /* The probe is the option itself: a kernel without UDP GRO (before 5.0) refuses it. */
     int one = 1;
     p->gro = gro && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
@@ -93,6 +104,83 @@ void udp_port_fini(struct udp_port *p)
     p->rbuf = NULL;
 }
 
+_Static_assert(CMSG_SPACE(sizeof(struct in_pktinfo)) == CMSG_SPACE(12) &&
+                   CMSG_SPACE(sizeof(struct in6_pktinfo)) == CMSG_SPACE(20),
+               "UDP_CMSG_SPACE has room for both");
+
+socklen_t udp_pktinfo_dst(const struct udp_port *p, const struct cmsghdr *cm,
+                          struct sockaddr_storage *out)
+{
+    uint16_t port = ((const struct sockaddr_in *)&p->local)->sin_port; /* as v6's */
+    memset(out, 0, sizeof(*out));
+    if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO &&
+        cm->cmsg_len >= CMSG_LEN(sizeof(struct in_pktinfo))) {
+        struct in_pktinfo pi;
+        memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+        if (p->local.ss_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)out;
+            *a = (struct sockaddr_in){
+                .sin_family = AF_INET, .sin_port = port, .sin_addr = pi.ipi_addr};
+            return sizeof(*a);
+        }
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)out; /* the mapped form, as the peer's */
+        a->sin6_family = AF_INET6;
+        a->sin6_port = port;
+        a->sin6_addr.s6_addr[10] = a->sin6_addr.s6_addr[11] = 0xff;
+        memcpy(&a->sin6_addr.s6_addr[12], &pi.ipi_addr, 4);
+        return sizeof(*a);
+    }
+    if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO &&
+        cm->cmsg_len >= CMSG_LEN(sizeof(struct in6_pktinfo)) && p->local.ss_family == AF_INET6) {
+        struct in6_pktinfo pi;
+        memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)out;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = port;
+        a->sin6_addr = pi.ipi6_addr;
+        if (IN6_IS_ADDR_LINKLOCAL(&pi.ipi6_addr))
+            a->sin6_scope_id = (uint32_t)pi.ipi6_ifindex;
+        return sizeof(*a);
+    }
+    return 0;
+}
+
+size_t udp_cmsg_build(void *ctl, const struct udp_port *p, const struct sockaddr *from,
+                      uint16_t seg)
+{
+    struct msghdr msg = {.msg_control = ctl, .msg_controllen = UDP_CMSG_SPACE};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    size_t len = 0;
+    memset(ctl, 0, UDP_CMSG_SPACE);
+    if (seg) {
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type = UDP_SEGMENT;
+        cm->cmsg_len = CMSG_LEN(sizeof(seg));
+        memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+        len += CMSG_SPACE(sizeof(seg));
+        cm = (struct cmsghdr *)((char *)ctl + len);
+    }
+    if (from && p->pktinfo && p->local.ss_family == AF_INET && from->sa_family == AF_INET) {
+        struct in_pktinfo pi = {.ipi_spec_dst = ((const struct sockaddr_in *)from)->sin_addr};
+        cm->cmsg_level = IPPROTO_IP;
+        cm->cmsg_type = IP_PKTINFO;
+        cm->cmsg_len = CMSG_LEN(sizeof(pi));
+        memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+        len += CMSG_SPACE(sizeof(pi));
+    } else if (from && p->pktinfo && from->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *f = (const struct sockaddr_in6 *)from;
+        struct in6_pktinfo pi = {.ipi6_addr = f->sin6_addr};
+        if (IN6_IS_ADDR_LINKLOCAL(&f->sin6_addr))
+            pi.ipi6_ifindex = (unsigned)f->sin6_scope_id;
+        cm->cmsg_level = IPPROTO_IPV6;
+        cm->cmsg_type = IPV6_PKTINFO;
+        cm->cmsg_len = CMSG_LEN(sizeof(pi));
+        memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+        len += CMSG_SPACE(sizeof(pi));
+    }
+    return len;
+}
+
 size_t udp_gro_size(const struct cmsghdr *cm)
 {
     int seg;
@@ -116,12 +204,13 @@ int udp_port_read(struct udp_port *p, unsigned batches)
     for (unsigned b = 0; b < batches; b++) {
         for (int i = 0; i < slots; i++) {
             iov[i] = (struct iovec){p->rbuf + (size_t)i * p->rslot, p->rslot};
-            msgs[i].msg_hdr = (struct msghdr){.msg_name = &peers[i],
-                                              .msg_namelen = sizeof(peers[i]),
-                                              .msg_iov = &iov[i],
-                                              .msg_iovlen = 1,
-                                              .msg_control = p->gro ? ctl[i].buf : NULL,
-                                              .msg_controllen = p->gro ? sizeof(ctl[i].buf) : 0};
+            msgs[i].msg_hdr =
+                (struct msghdr){.msg_name = &peers[i],
+                                .msg_namelen = sizeof(peers[i]),
+                                .msg_iov = &iov[i],
+                                .msg_iovlen = 1,
+                                .msg_control = p->gro || p->pktinfo ? ctl[i].buf : NULL,
+                                .msg_controllen = p->gro || p->pktinfo ? sizeof(ctl[i].buf) : 0};
         }
         int n = recvmmsg(p->fd, msgs, (unsigned)slots, MSG_DONTWAIT, NULL);
         if (n < 0) {
@@ -133,11 +222,22 @@ int udp_port_read(struct udp_port *p, unsigned batches)
             if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
                 continue; /* larger than any QUIC datagram we accept */
             size_t seg = 0;
-            for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msgs[i].msg_hdr); p->gro && cm && !seg;
-                 cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm))
-                seg = udp_gro_size(cm);
-            struct udp_dgram d = {iov[i].iov_base, msgs[i].msg_len,
-                                  (const struct sockaddr *)&peers[i], msgs[i].msg_hdr.msg_namelen};
+            struct sockaddr_storage dst;
+            socklen_t dst_len = 0;
+            for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msgs[i].msg_hdr); cm;
+                 cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm)) {
+                if (!seg)
+                    seg = udp_gro_size(cm);
+                if (!dst_len && p->pktinfo)
+                    dst_len = udp_pktinfo_dst(p, cm, &dst);
+            }
+            struct udp_dgram d = {iov[i].iov_base,
+                                  msgs[i].msg_len,
+                                  (const struct sockaddr *)&peers[i],
+                                  msgs[i].msg_hdr.msg_namelen,
+                                  p,
+                                  dst_len ? (const struct sockaddr *)&dst : NULL,
+                                  dst_len};
             udp_port_deliver(p, &d, seg);
         }
         total += n;
@@ -154,15 +254,16 @@ int udp_port_read(struct udp_port *p, unsigned batches)
  * library may be given (quic.c drops it before ngtcp2, whose decoder asserts datalen != 0). */
 void udp_port_deliver(struct udp_port *p, const struct udp_dgram *d, size_t seg)
 {
+    struct udp_dgram one = *d;
+    one.port = p;
     if (!seg || d->len <= seg) {
         p->rx_dgrams++;
         p->rx_bytes += d->len;
-        p->up->recv(p->user, d);
+        p->up->recv(p->user, &one);
         return;
     }
     p->rx_gro_trains++;
     for (size_t off = 0; off < d->len; off += seg) {
-        struct udp_dgram one = *d;
         one.data = d->data + off;
         one.len = d->len - off < seg ? d->len - off : seg;
         p->rx_dgrams++;
@@ -176,26 +277,20 @@ void udp_port_flush(struct udp_port *p)
     p->up->flush(p->user);
 }
 
-static int send_one(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
-                    const uint8_t *buf, size_t len, size_t seg)
+static int send_one(struct udp_port *p, const struct sockaddr *from, const struct sockaddr *to,
+                    socklen_t tolen, const uint8_t *buf, size_t len, size_t seg)
 {
     struct iovec iov = {(void *)buf, len};
     union {
-        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        char buf[UDP_CMSG_SPACE];
         struct cmsghdr align;
     } ctl;
     struct msghdr msg = {
         .msg_name = (void *)to, .msg_namelen = tolen, .msg_iov = &iov, .msg_iovlen = 1};
-    if (seg && len > seg) {
-        memset(&ctl, 0, sizeof(ctl));
+    size_t n_ctl = udp_cmsg_build(ctl.buf, p, from, seg && len > seg ? (uint16_t)seg : 0);
+    if (n_ctl) {
         msg.msg_control = ctl.buf;
-        msg.msg_controllen = sizeof(ctl.buf);
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-        cm->cmsg_level = SOL_UDP;
-        cm->cmsg_type = UDP_SEGMENT;
-        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-        uint16_t s = (uint16_t)seg;
-        memcpy(CMSG_DATA(cm), &s, sizeof(s));
+        msg.msg_controllen = n_ctl;
     }
     ssize_t n;
     do
@@ -205,12 +300,12 @@ static int send_one(struct udp_port *p, const struct sockaddr *to, socklen_t tol
 }
 
 /* Sends at once, with sendmsg: GSO when the port has it, else datagram by datagram. */
-static int send_now(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
-                    const uint8_t *buf, size_t len, size_t seg)
+static int send_now(struct udp_port *p, const struct sockaddr *from, const struct sockaddr *to,
+                    socklen_t tolen, const uint8_t *buf, size_t len, size_t seg)
 {
     size_t count = seg ? (len + seg - 1) / seg : 1;
     if (p->gso && count > 1) {
-        int rc = send_one(p, to, tolen, buf, len, seg);
+        int rc = send_one(p, from, to, tolen, buf, len, seg);
         if (rc == 0) {
             p->tx_dgrams += count;
             p->tx_bytes += len;
@@ -227,7 +322,7 @@ static int send_now(struct udp_port *p, const struct sockaddr *to, socklen_t tol
     int rc = 0;
     for (size_t off = 0; off < len; off += seg ? seg : len) {
         size_t n = seg && len - off > seg ? seg : len - off;
-        int r = send_one(p, to, tolen, buf + off, n, 0);
+        int r = send_one(p, from, to, tolen, buf + off, n, 0);
         if (r == 0) {
             p->tx_dgrams++;
             p->tx_bytes += n;
@@ -243,18 +338,26 @@ static int send_now(struct udp_port *p, const struct sockaddr *to, socklen_t tol
 int udp_port_send(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
                   const uint8_t *buf, size_t len, size_t seg)
 {
+    return udp_port_send_from(p, NULL, to, tolen, buf, len, seg);
+}
+
+int udp_port_send_from(struct udp_port *p, const struct sockaddr *from, const struct sockaddr *to,
+                       socklen_t tolen, const uint8_t *buf, size_t len, size_t seg)
+{
     if (seg >= len)
         seg = 0; /* one datagram */
+    if (!p->pktinfo)
+        from = NULL; /* the socket's own address is the only one */
     if (p->sender && len <= UDP_SEND_MAX &&
-        p->sender->send(p->sender_ctx, to, tolen, buf, len, seg, p->gso) == 0) {
+        p->sender->send(p->sender_ctx, p, from, to, tolen, buf, len, seg, p->gso) == 0) {
         p->tx_queued++;
         return 0;
     }
-    return send_now(p, to, tolen, buf, len, seg);
+    return send_now(p, from, to, tolen, buf, len, seg);
 }
 
-void udp_port_sent(struct udp_port *p, const struct sockaddr *to, socklen_t tolen,
-                   const uint8_t *buf, size_t len, size_t seg, int res)
+void udp_port_sent(struct udp_port *p, const struct sockaddr *from, const struct sockaddr *to,
+                   socklen_t tolen, const uint8_t *buf, size_t len, size_t seg, int res)
 {
     size_t count = seg ? (len + seg - 1) / seg : 1;
     if (res >= 0) {
@@ -267,7 +370,7 @@ void udp_port_sent(struct udp_port *p, const struct sockaddr *to, socklen_t tole
     }
     if (count > 1 && (res == -EIO || res == -EINVAL)) {
         p->gso = false; /* as send_now: the route's device cannot segment */
-        (void)send_now(p, to, tolen, buf, len, seg);
+        (void)send_now(p, from, to, tolen, buf, len, seg);
         return;
     }
     p->tx_dropped += count; /* EAGAIN (a full socket buffer) among them: QUIC resends */

@@ -178,11 +178,11 @@ static void arm_wake(struct runtime *w, struct uring *u)
 
 /* HTTP/3's UDP socket: a multishot poll whose completions say "readable"; the datagrams are
  * then read in batches (udp_port_read, recvmmsg), not by a recvmsg operation per datagram. */
-static void arm_udp(struct runtime *w, struct uring *u)
+static void arm_udp(struct runtime *w, struct uring *u, unsigned i)
 {
     struct io_uring_sqe *sqe = get_sqe(u);
-    io_uring_prep_poll_multishot(sqe, w->udp->fd, POLLIN);
-    io_uring_sqe_set_data64(sqe, ud(OP_UDP, NULL));
+    io_uring_prep_poll_multishot(sqe, w->udp[i]->fd, POLLIN);
+    io_uring_sqe_set_data64(sqe, tag_encode(OP_UDP, 0, i)); /* the port's index, as a listener's */
 }
 
 /* One TIMEOUT per worker, re-armed as it fires, wakes the loop for the timer wheel. Waiting
@@ -566,17 +566,21 @@ static void handle(struct runtime *w, struct uring *u, const struct io_uring_cqe
         return;         /* the tick reads the stop flag and the site, and collects the jobs */
     case OP_UDP:
         /* Read until the socket is empty (a multishot poll fires on new arrivals only). */
-        (void)udp_port_read(w->udp, UDP_DRAIN_BATCHES);
+        if (t.slot >= w->nudp)
+            return;
+        (void)udp_port_read(w->udp[t.slot], UDP_DRAIN_BATCHES);
         if (!(cqe->flags & IORING_CQE_F_MORE))
-            arm_udp(w, u);
+            arm_udp(w, u, t.slot);
         return;
     case OP_UDP_RECV:
+        if (t.slot >= w->nudp)
+            return;
         if (cqe->res == -EINVAL || cqe->res == -EOPNOTSUPP) { /* no multishot RECVMSG here */
-            uring_udp_stop(u);
-            arm_udp(w, u);
+            uring_udp_refused(u, t.slot);
+            arm_udp(w, u, t.slot);
             return;
         }
-        uring_udp_complete(w, u, cqe);
+        uring_udp_complete(w, u, cqe, t.slot);
         return;
     case OP_UDP_SEND:
         uring_udp_sent(w, u, cqe, t.slot);
@@ -664,22 +668,23 @@ static int uring_run(struct runtime *w)
         arm_accept(w, u, i);
     /* HTTP/3: a multishot RECVMSG into provided buffers; a kernel without it (before 6.0)
      * refuses the buffer ring or the operation, and the socket is polled instead. */
-    if (w->udp && uring_udp_start(w, u) != 0)
-        arm_udp(w, u);
-    if (w->udp && w->id == 0) {
+    if (w->nudp && uring_udp_start(w, u) != 0)
+        for (unsigned i = 0; i < w->nudp; i++)
+            arm_udp(w, u, i);
+    if (w->nudp && w->id == 0) {
         int err = uring_udp_tx_start(w, u);
         if (err != 0)
             errlog(ERRLOG_WARN, "HTTP/3: datagrams sent by sendmsg: %s", strerror(-err));
         else if (w->cfg->verbose)
             fprintf(stderr, "ringhttpd: HTTP/3: datagrams sent by io_uring (SENDMSG, one "
                             "submission a loop turn)\n");
-    } else if (w->udp) {
+    } else if (w->nudp) {
         (void)uring_udp_tx_start(w, u); /* worker 0 says whether it could */
     }
 
     while (w->up->tick(w)) {
         accept_more(w, u);
-        if (w->udp)
+        if (w->nudp)
             retick(w, u);
         sqe_flush(&u->ring, &u->spill);
         rc = io_uring_submit_and_wait(&u->ring, 1);

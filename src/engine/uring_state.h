@@ -33,8 +33,9 @@ enum op {
     OP_SPLICE_OUT, /* pipe -> socket, linked behind OP_SPLICE_IN or alone to flush */
     OP_IGNORE,
     OP_FREAD,    /* a transport's file read (engine_ops.read) */
-    OP_UDP,      /* multishot POLLIN on the worker's UDP socket (HTTP/3), where RECVMSG fails */
-    OP_UDP_RECV, /* multishot RECVMSG on it into provided buffers (engine/uring_udp.h) */
+    OP_UDP,      /* multishot POLLIN on a UDP socket of the worker's (HTTP/3; the tag's slot is its
+                  * index in w->udp[]), where RECVMSG fails */
+    OP_UDP_RECV, /* multishot RECVMSG on one into provided buffers (engine/uring_udp.h) */
     OP_UDP_SEND, /* SENDMSG of a copy of datagrams; the tag's slot names the copy */
 };
 

@@ -38,17 +38,20 @@ struct uring_udp {
     size_t size;       /* bytes per buffer */
     struct msghdr msg; /* the kernel reads msg_namelen and msg_controllen from it */
     unsigned returned; /* buffers added since the last advance */
-    bool got;          /* datagrams delivered this turn: flush */
+    uint32_t got;      /* ports (bit i: w->udp[i]) given datagrams this turn: their flush */
+    uint32_t live;     /* ports whose receive is a RECVMSG into this ring (not refused) */
 };
+_Static_assert(LISTEN_MAX <= 32, "a bit per port");
 
-static void arm(struct runtime *w, struct uring *u)
+/* Port i's receive; the ring's buffers are every port's (one group), each completion's tag
+ * names its port. The msghdr is only read (the lengths), so every port's shares it. */
+static void arm(struct runtime *w, struct uring *u, unsigned i)
 {
-    (void)w;
     struct io_uring_sqe *sqe = get_sqe(u);
-    io_uring_prep_recvmsg_multishot(sqe, w->udp->fd, &u->udp->msg, 0);
+    io_uring_prep_recvmsg_multishot(sqe, w->udp[i]->fd, &u->udp->msg, 0);
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = UDP_BGID;
-    io_uring_sqe_set_data64(sqe, ud(OP_UDP_RECV, NULL));
+    io_uring_sqe_set_data64(sqe, tag_encode(OP_UDP_RECV, 0, i));
 }
 
 int uring_udp_start(struct runtime *w, struct uring *u)
@@ -56,7 +59,11 @@ int uring_udp_start(struct runtime *w, struct uring *u)
     struct uring_udp *x = calloc(1, sizeof(*x));
     if (!x)
         return -ENOMEM;
-    bool gro = w->udp->gro;
+    bool gro = false, ctl = false; /* a buffer for a train when any port has GRO */
+    for (unsigned i = 0; i < w->nudp; i++) {
+        gro |= w->udp[i]->gro;
+        ctl |= w->udp[i]->gro || w->udp[i]->pktinfo; /* a wildcard's destinations too */
+    }
     x->nbufs = gro ? UDP_GRO_BUFS : UDP_BUFS;
     x->size = UDP_HEAD + (gro ? UDP_GRO_RBUF : UDP_RBUF);
     x->bufs = malloc(x->nbufs * x->size);
@@ -68,15 +75,31 @@ int uring_udp_start(struct runtime *w, struct uring *u)
         return rc;
     }
     x->msg.msg_namelen = UDP_NAME;
-    x->msg.msg_controllen = gro ? UDP_CMSG_SPACE : 0;
+    x->msg.msg_controllen = ctl ? UDP_CMSG_SPACE : 0;
     u->udp = x;
-    arm(w, u);
+    for (unsigned i = 0; i < w->nudp; i++) {
+        x->live |= 1u << i;
+        arm(w, u, i);
+    }
     return 0;
 }
 
-void uring_udp_complete(struct runtime *w, struct uring *u, const struct io_uring_cqe *cqe)
+void uring_udp_refused(struct uring *u, unsigned port)
 {
     struct uring_udp *x = u->udp;
+    if (!x)
+        return;
+    x->live &= ~(1u << port);
+    if (!x->live)
+        uring_udp_stop(u); /* no receive of any port can write the buffers now */
+}
+
+void uring_udp_complete(struct runtime *w, struct uring *u, const struct io_uring_cqe *cqe,
+                        unsigned port)
+{
+    struct uring_udp *x = u->udp;
+    if (!x || port >= w->nudp || !(x->live & (1u << port)))
+        return;
     if (cqe->res >= 0 && (cqe->flags & IORING_CQE_F_BUFFER)) {
         unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
         char *buf = x->bufs + (size_t)bid * x->size;
@@ -89,11 +112,17 @@ void uring_udp_complete(struct runtime *w, struct uring *u, const struct io_urin
                 .peer_len = o->namelen,
             };
             size_t seg = 0;
-            for (struct cmsghdr *cm = io_uring_recvmsg_cmsg_firsthdr(o, &x->msg); cm && !seg;
-                 cm = io_uring_recvmsg_cmsg_nexthdr(o, &x->msg, cm))
-                seg = udp_gro_size(cm);
-            udp_port_deliver(w->udp, &d, seg);
-            x->got = true;
+            struct sockaddr_storage dst;
+            for (struct cmsghdr *cm = io_uring_recvmsg_cmsg_firsthdr(o, &x->msg); cm;
+                 cm = io_uring_recvmsg_cmsg_nexthdr(o, &x->msg, cm)) {
+                if (!seg)
+                    seg = udp_gro_size(cm);
+                if (!d.local_len && w->udp[port]->pktinfo &&
+                    (d.local_len = udp_pktinfo_dst(w->udp[port], cm, &dst)) != 0)
+                    d.local = (const struct sockaddr *)&dst;
+            }
+            udp_port_deliver(w->udp[port], &d, seg);
+            x->got |= 1u << port;
         }
         io_uring_buf_ring_add(x->br, buf, (unsigned)x->size, (unsigned short)bid,
                               io_uring_buf_ring_mask(x->nbufs), (int)x->returned++);
@@ -101,7 +130,7 @@ void uring_udp_complete(struct runtime *w, struct uring *u, const struct io_urin
     /* ENOBUFS (every buffer taken before this turn gave them back) or the end of the
      * multishot: arm again; the datagrams wait in the socket meanwhile. */
     if (!(cqe->flags & IORING_CQE_F_MORE))
-        arm(w, u);
+        arm(w, u, port);
 }
 
 void uring_udp_flush(struct runtime *w, struct uring *u)
@@ -111,10 +140,11 @@ void uring_udp_flush(struct runtime *w, struct uring *u)
         io_uring_buf_ring_advance(x->br, (int)x->returned);
         x->returned = 0;
     }
-    if (x->got) {
-        x->got = false;
-        udp_port_flush(w->udp);
-    }
+    for (unsigned i = 0; x->got; i++)
+        if (x->got & (1u << i)) {
+            x->got &= ~(1u << i);
+            udp_port_flush(w->udp[i]);
+        }
 }
 
 void uring_udp_stop(struct uring *u)
@@ -134,6 +164,9 @@ void uring_udp_stop(struct uring *u)
 #define UDP_TX_SLOTS 64
 
 struct udp_tx_slot {
+    struct udp_port *port;        /* whose socket it goes out of, and whose counters it ends in */
+    struct sockaddr_storage from; /* the source a wildcard port's answer leaves from */
+    bool has_from;
     struct sockaddr_storage to;
     socklen_t tolen;
     uint16_t seg;     /* UDP_SEGMENT's size, 0 for one datagram a send */
@@ -142,18 +175,18 @@ struct udp_tx_slot {
     struct msghdr msg[UDP_GSO_MAX];
     struct iovec iov[UDP_GSO_MAX];
     union {
-        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        char buf[UDP_CMSG_SPACE];
         struct cmsghdr align;
     } ctl;
+    size_t ctl_len; /* udp_cmsg_build's: UDP_SEGMENT, the source, or none */
     uint8_t data[UDP_SEND_MAX];
 };
 
 struct uring_udp_tx {
     struct uring *u;
-    int fd; /* the port's */
-    struct udp_tx_slot *slots;
-    int free_head; /* -1: none */
-    int lent;      /* the slot whose data the port's user builds its next send in, or -1 */
+    struct udp_tx_slot *slots; /* every port's sends */
+    int free_head;             /* -1: none */
+    int lent; /* the slot whose data the port's user builds its next send in, or -1 */
 };
 
 /* QUIC's packets are written into a slot's data where the port lends it (udp_port_buffer), so
@@ -173,8 +206,9 @@ static uint8_t *tx_lend(void *ctx)
     return tx->slots[tx->lent].data;
 }
 
-static int tx_send(void *ctx, const struct sockaddr *to, socklen_t tolen, const uint8_t *buf,
-                   size_t len, size_t seg, bool gso)
+static int tx_send(void *ctx, struct udp_port *p, const struct sockaddr *from,
+                   const struct sockaddr *to, socklen_t tolen, const uint8_t *buf, size_t len,
+                   size_t seg, bool gso)
 {
     struct uring_udp_tx *tx = ctx;
     if (tolen > sizeof(struct sockaddr_storage))
@@ -193,18 +227,19 @@ static int tx_send(void *ctx, const struct sockaddr *to, socklen_t tolen, const 
         tx->free_head = s->next_free;
         memcpy(s->data, buf, len);
     }
+    s->port = p;
+    s->has_from = from && (from->sa_family == AF_INET || from->sa_family == AF_INET6);
+    if (s->has_from)
+        memcpy(&s->from, from,
+               from->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                          : sizeof(struct sockaddr_in6));
     memcpy(&s->to, to, tolen);
     s->tolen = tolen;
     size_t count = seg ? (len + seg - 1) / seg : 1;
     s->seg = gso && count > 1 ? (uint16_t)seg : 0;
     unsigned sends = s->seg || count == 1 ? 1 : (unsigned)count;
-    if (s->seg) {
-        struct cmsghdr *cm = (struct cmsghdr *)s->ctl.buf;
-        cm->cmsg_level = SOL_UDP;
-        cm->cmsg_type = UDP_SEGMENT;
-        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-        memcpy(CMSG_DATA(cm), &s->seg, sizeof(s->seg));
-    }
+    s->ctl_len =
+        udp_cmsg_build(s->ctl.buf, p, s->has_from ? (struct sockaddr *)&s->from : NULL, s->seg);
     for (unsigned i = 0; i < sends; i++) {
         size_t off = sends == 1 ? 0 : i * seg;
         size_t n = sends == 1 ? len : (len - off < seg ? len - off : seg);
@@ -213,10 +248,10 @@ static int tx_send(void *ctx, const struct sockaddr *to, socklen_t tolen, const 
                                     .msg_namelen = s->tolen,
                                     .msg_iov = &s->iov[i],
                                     .msg_iovlen = 1,
-                                    .msg_control = s->seg ? s->ctl.buf : NULL,
-                                    .msg_controllen = s->seg ? sizeof(s->ctl.buf) : 0};
+                                    .msg_control = s->ctl_len ? s->ctl.buf : NULL,
+                                    .msg_controllen = s->ctl_len};
         struct io_uring_sqe *sqe = get_sqe(tx->u);
-        io_uring_prep_sendmsg(sqe, tx->fd, &s->msg[i], MSG_DONTWAIT);
+        io_uring_prep_sendmsg(sqe, p->fd, &s->msg[i], MSG_DONTWAIT);
         io_uring_sqe_set_data64(sqe, tag_encode(OP_UDP_SEND, 0, (uint32_t)idx));
     }
     s->pending = sends;
@@ -241,9 +276,10 @@ int uring_udp_tx_start(struct runtime *w, struct uring *u)
     tx->lent = -1;
     tx->u = u;
     u->udp_tx = tx;
-    tx->fd = w->udp->fd;
-    w->udp->sender = &tx_sender;
-    w->udp->sender_ctx = tx;
+    for (unsigned i = 0; i < w->nudp; i++) {
+        w->udp[i]->sender = &tx_sender;
+        w->udp[i]->sender_ctx = tx;
+    }
     return 0;
 }
 
@@ -257,8 +293,10 @@ void uring_udp_sent(struct runtime *w, struct uring *u, const struct io_uring_cq
     /* Which of the slot's sends this was does not matter for the count, but its length
      * does: without GSO every send but the last is one full datagram of the same size. */
     unsigned i = s->seg ? 0 : s->pending - 1;
-    udp_port_sent(w->udp, (struct sockaddr *)&s->to, s->tolen, s->iov[i].iov_base,
-                  s->iov[i].iov_len, s->seg, cqe->res);
+    (void)w;
+    udp_port_sent(s->port, s->has_from ? (struct sockaddr *)&s->from : NULL,
+                  (struct sockaddr *)&s->to, s->tolen, s->iov[i].iov_base, s->iov[i].iov_len,
+                  s->seg, cqe->res);
     if (--s->pending == 0) {
         s->next_free = tx->free_head;
         tx->free_head = (int)slot;
@@ -270,10 +308,11 @@ void uring_udp_tx_stop(struct runtime *w, struct uring *u)
     struct uring_udp_tx *tx = u->udp_tx;
     if (!tx)
         return;
-    if (w->udp && w->udp->sender_ctx == tx) {
-        w->udp->sender = NULL;
-        w->udp->sender_ctx = NULL;
-    }
+    for (unsigned i = 0; i < w->nudp; i++)
+        if (w->udp[i]->sender_ctx == tx) {
+            w->udp[i]->sender = NULL;
+            w->udp[i]->sender_ctx = NULL;
+        }
     free(tx->slots);
     free(tx);
     u->udp_tx = NULL;

@@ -259,6 +259,7 @@ static size_t consume(struct runtime *w, struct conn *c, const char *data, size_
         struct req_policy pol =
             policy_h1(req, h->keep_alive && !w->draining, len - used - (size_t)n);
         pol.secure = c->xport && c->xport->secure;
+        pol.listener = c->lst;
         pol.tls = c->xport ? tls_xport_conn(c) : NULL; /* a call only over a transport */
         pol.peer = conn_peer(c);
         pol.resume = conn_token(c);

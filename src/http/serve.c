@@ -864,18 +864,23 @@ static inline __attribute__((always_inline)) void serve_path(struct job *j, cons
     error(j, status, NULL);
 }
 
-/* Serve's per-worker state: the Alt-Svc line with HTTP/3, and that line after each site's HSTS
- * line, composed once per site (a distinct buffer per site, as the prebuilt answers key on its
- * address), for every site there is (issue 40: it was for 8, the others went without). */
+/* Serve's per-worker state: the Alt-Svc lines with HTTP/3, one per HTTP/3 port (each TLS
+ * listener advertises its own, issue 38), and each line after each site's HSTS line, composed
+ * once per site (a distinct buffer per site, as the prebuilt answers key on its address), for
+ * every site there is (issue 40: it was for 8, the others went without). */
 struct serve_worker {
-    char alt_svc[48]; /* "Alt-Svc: h3=\":PORT\"; ma=86400\r\n", or none */
-    unsigned alt_svc_len;
-    unsigned gen; /* w->site_gen the array below is for */
+    struct alt_svc {
+        char line[48]; /* "Alt-Svc: h3=\":PORT\"; ma=86400\r\n" */
+        unsigned len;
+    } alt[LISTEN_MAX];
+    unsigned nalt;              /* distinct lines in alt[] */
+    uint8_t alt_of[LISTEN_MAX]; /* by listener: its line's index + 1, or 0 for none */
+    unsigned gen;               /* w->site_gen the array below is for */
     int num_secure;
     struct secure {
         unsigned len; /* 0: not composed yet */
         char lines[112];
-    } * secure; /* by vhost id, num_secure of them, made at a site's first HTTPS answer */
+    } * secure; /* by vhost id and line (id * nalt + line), made at a site's first answer */
 };
 
 struct serve_worker *serve_worker_new(void)
@@ -890,35 +895,47 @@ void serve_worker_free(struct serve_worker *sw)
     free(sw);
 }
 
-int serve_alt_svc(struct runtime *w, const char *line, size_t len)
+int serve_alt_svc(struct runtime *w, unsigned listener, const char *line, size_t len)
 {
     struct serve_worker *sw = w->servew;
-    if (len > sizeof(sw->alt_svc))
+    if (listener >= LISTEN_MAX || len > sizeof(sw->alt[0].line) || len == 0)
         return -EINVAL;
-    memcpy(sw->alt_svc, line, len);
-    sw->alt_svc_len = (unsigned)len;
-    for (int i = 0; i < sw->num_secure; i++)
-        sw->secure[i].len = 0; /* composed without it */
+    unsigned a = 0;
+    while (a < sw->nalt && (sw->alt[a].len != len || memcmp(sw->alt[a].line, line, len) != 0))
+        a++;
+    if (a == sw->nalt) { /* a port of its own (listeners of one port share a line) */
+        memcpy(sw->alt[a].line, line, len);
+        sw->alt[a].len = (unsigned)len;
+        sw->nalt++;
+    }
+    sw->alt_of[listener] = (uint8_t)(a + 1);
+    free(sw->secure); /* composed again, by the new count of lines */
+    sw->secure = NULL;
+    sw->num_secure = 0;
     return 0;
 }
 
 /* The lines every HTTPS response carries: the site's HSTS and, with HTTP/3, Alt-Svc (so a
  * browser learns of HTTP/3 from its HTTP/1.1 or HTTP/2 answers; not on HTTP/3's own, `on_h3`).
  * NULL for none. */
-static const char *secure_lines(struct runtime *w, const struct vhost *v, bool on_h3, size_t *len)
+static const char *secure_lines(struct runtime *w, const struct vhost *v, bool on_h3,
+                                unsigned listener, size_t *len)
 {
     struct serve_worker *sw = w->servew;
     const struct config *cfg = v->cfg;
     *len = cfg->hsts_len;
-    if (!sw->alt_svc_len || on_h3)
+    unsigned line = listener < LISTEN_MAX ? sw->alt_of[listener] : 0;
+    if (!line || on_h3) /* a listener without HTTP/3 (a Unix socket's) advertises none */
         return cfg->hsts ? cfg->hsts_line : NULL;
-    if (!cfg->hsts) { /* most sites: the worker's one line */
-        *len = sw->alt_svc_len;
-        return sw->alt_svc;
+    const struct alt_svc *alt = &sw->alt[line - 1];
+    if (!cfg->hsts) { /* most sites: the listener's one line */
+        *len = alt->len;
+        return alt->line;
     }
-    if (sw->gen != w->site_gen || v->id >= (uint32_t)sw->num_secure) {
+    uint64_t at = (uint64_t)v->id * sw->nalt + (line - 1);
+    if (sw->gen != w->site_gen || at >= (uint64_t)sw->num_secure) {
         /* a new set of sites: composed again as they are asked for (a few bytes per site) */
-        int n = w->site->nvh;
+        int n = w->site->nvh * (int)sw->nalt;
         struct secure *a = calloc((size_t)n, sizeof(*a));
         if (!a) /* no memory: the HSTS line alone, as before HTTP/3 */
             return cfg->hsts_line;
@@ -927,13 +944,13 @@ static const char *secure_lines(struct runtime *w, const struct vhost *v, bool o
         sw->num_secure = n;
         sw->gen = w->site_gen;
     }
-    struct secure *x = &sw->secure[v->id];
+    struct secure *x = &sw->secure[at];
     if (!x->len) {
-        if (cfg->hsts_len + sw->alt_svc_len > sizeof(x->lines))
+        if (cfg->hsts_len + alt->len > sizeof(x->lines))
             return cfg->hsts_line;
         memcpy(x->lines, cfg->hsts_line, cfg->hsts_len);
-        memcpy(x->lines + cfg->hsts_len, sw->alt_svc, sw->alt_svc_len);
-        x->len = (unsigned)(cfg->hsts_len + sw->alt_svc_len);
+        memcpy(x->lines + cfg->hsts_len, alt->line, alt->len);
+        x->len = (unsigned)(cfg->hsts_len + alt->len);
     }
     *len = x->len;
     return x->lines;
@@ -964,7 +981,8 @@ static inline __attribute__((always_inline)) void init_job(struct job *j, struct
     ctx->ok_head_len = w->ok_head_len;
     ctx->extra_headers = j->cfg->extra_headers;
     ctx->extra_len = j->cfg->extra_headers_len;
-    ctx->all_headers = pol->secure ? secure_lines(w, j->site, pol->on_h3, &ctx->all_len) : NULL;
+    ctx->all_headers =
+        pol->secure ? secure_lines(w, j->site, pol->on_h3, pol->listener, &ctx->all_len) : NULL;
     ctx->keep_alive = pol->keep_alive;
     ctx->head = req && req->method == HTTP_HEAD;
     ctx->send_continue = pol->send_continue;

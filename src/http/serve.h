@@ -39,10 +39,11 @@ struct response {
 struct serve_worker *serve_worker_new(void);
 void serve_worker_free(struct serve_worker *sw);
 
-/* With HTTP/3: the Alt-Svc line ("Alt-Svc: ...\r\n", len bytes, 0 for none) every HTTPS
- * response of w carries after its site's HSTS line. Before the engine starts; 0 or -EINVAL
- * (too long). */
-int serve_alt_svc(struct runtime *w, const char *line, size_t len);
+/* With HTTP/3: the Alt-Svc line ("Alt-Svc: ...\r\n", len bytes) every HTTPS response on
+ * listener (w->listeners' index) carries after its site's HSTS line, naming that listener's
+ * HTTP/3 port (issue 38); a listener given none carries none. Before the engine starts; 0 or
+ * -EINVAL (too long, or no such listener). */
+int serve_alt_svc(struct runtime *w, unsigned listener, const char *line, size_t len);
 
 /* An empty response from the worker's pool, or NULL when memory is short. */
 struct response *serve_response_get(struct runtime *w);

@@ -78,6 +78,9 @@ struct cid_ent {
 
 struct quic_conn {
     struct quic_ep *ep;
+    /* The socket its first Initial came in on (issue 38: one per TLS listener): where its
+     * packets leave, unless a migration's path names another port's address (path_port). */
+    struct udp_port *port;
     ngtcp2_conn *conn;
     gnutls_session_t tls;
     struct quic_certs *certs; /* what its handshake was given: a reload does not change it */
@@ -103,7 +106,8 @@ struct quic_conn {
 };
 
 struct quic_ep {
-    struct udp_port *port;
+    struct udp_port *ports[QUIC_PORTS_MAX]; /* the worker's UDP sockets, each a TLS listener's */
+    unsigned nports;
     struct quic_settings set;
     struct cid_layout ids;                  /* of every ID we issue */
     struct quic_secrets keys;               /* the first makes tokens, all check them */
@@ -239,10 +243,43 @@ static void conn_free(struct quic_ep *ep, struct quic_conn *qc)
     free(qc);
 }
 
-static void send_to(struct quic_ep *ep, const struct sockaddr *to, socklen_t tolen,
-                    const uint8_t *buf, size_t len, size_t seg)
+/* from: the address the peer sent to (a path's local one; a wildcard port sends from it). */
+static void send_to(struct udp_port *port, const ngtcp2_sockaddr *from, const struct sockaddr *to,
+                    socklen_t tolen, const uint8_t *buf, size_t len, size_t seg)
 {
-    (void)udp_port_send(ep->port, to, tolen, buf, len, seg);
+    (void)udp_port_send_from(port, (const struct sockaddr *)from, to, tolen, buf, len, seg);
+}
+
+/* The port a datagram came in on: its answer leaves by that socket, from the address the
+ * client sent to (NULL only from a caller that bypassed udp_port_deliver: the first port). */
+static struct udp_port *dgram_port(const struct quic_ep *ep, const struct udp_dgram *d)
+{
+    return d->port ? d->port : ep->ports[0];
+}
+
+/* Whether a path's local address is port's: its own, or with a wildcard port one of the host's
+ * on the port's number and family (what the datagram's IP_PKTINFO said). */
+static bool port_has(const struct udp_port *port, const ngtcp2_addr *local)
+{
+    if (local->addrlen == port->local_len && memcmp(local->addr, &port->local, local->addrlen) == 0)
+        return true;
+    return port->pktinfo && local->addrlen == port->local_len &&
+           local->addr->sa_family == port->local.ss_family &&
+           ((const struct sockaddr_in *)local->addr)->sin_port == /* same offset in v6 */
+               ((const struct sockaddr_in *)&port->local)->sin_port;
+}
+
+/* The port whose address is a packet's path's local one (ngtcp2 copies what path_to gave it):
+ * qc's own, or after a migration to another of our addresses that one's. */
+static struct udp_port *path_port(const struct quic_ep *ep, const struct quic_conn *qc,
+                                  const ngtcp2_addr *local)
+{
+    if (port_has(qc->port, local))
+        return qc->port;
+    for (unsigned i = 0; i < ep->nports; i++)
+        if (port_has(ep->ports[i], local))
+            return ep->ports[i];
+    return qc->port;
 }
 
 /* Ends qc with ccerr: CONNECTION_CLOSE out, then the closing period (3 PTO) before the free. */
@@ -267,7 +304,8 @@ static void start_close(struct quic_ep *ep, struct quic_conn *qc,
         memcpy(qc->close_pkt, buf, (size_t)n);
         qc->close_len = (size_t)n;
     }
-    send_to(ep, (struct sockaddr *)ps.path.remote.addr, ps.path.remote.addrlen, buf, (size_t)n, 0);
+    send_to(path_port(ep, qc, &ps.path.local), ps.path.local.addr,
+            (struct sockaddr *)ps.path.remote.addr, ps.path.remote.addrlen, buf, (size_t)n, 0);
 }
 
 static void close_liberr(struct quic_ep *ep, struct quic_conn *qc, int liberr)
@@ -284,29 +322,36 @@ static void close_liberr(struct quic_ep *ep, struct quic_conn *qc, int liberr)
     start_close(ep, qc, &ccerr);
 }
 
-/* The path of a datagram between our port and peer. */
-static ngtcp2_path path_to(struct quic_ep *ep, const struct sockaddr *peer, socklen_t len)
+/* The path of a datagram between our port (at local, the address the peer sent to, when the
+ * port is a wildcard and said it; else the port's own) and peer. */
+static ngtcp2_path path_to(struct udp_port *port, const struct sockaddr *local, socklen_t local_len,
+                           const struct sockaddr *peer, socklen_t len)
 {
+    if (!local) {
+        local = (const struct sockaddr *)&port->local;
+        local_len = port->local_len;
+    }
     return (ngtcp2_path){
-        .local = {(ngtcp2_sockaddr *)&ep->port->local, ep->port->local_len},
+        .local = {(ngtcp2_sockaddr *)local, local_len},
         .remote = {(ngtcp2_sockaddr *)peer, len},
     };
 }
 
 /* Where conn_write builds a batch: in the engine's own send buffer when the port lends one
  * (io_uring then sends it without a copy), else in the endpoint's. */
-static uint8_t *batch_buf(struct quic_ep *ep)
+static uint8_t *batch_buf(struct quic_ep *ep, struct quic_conn *qc)
 {
-    uint8_t *b = udp_port_buffer(ep->port);
+    uint8_t *b = udp_port_buffer(qc->port); /* the engine's sender is every port's */
     return b ? b : ep->out;
 }
 
 /* Sends the batch [buf, end) to where its packets go. */
-static void send_batch(struct quic_ep *ep, const ngtcp2_path *to, const uint8_t *buf,
-                       const uint8_t *end, size_t mtu)
+static void send_batch(struct quic_ep *ep, struct quic_conn *qc, const ngtcp2_path *to,
+                       const uint8_t *buf, const uint8_t *end, size_t mtu)
 {
     if (end != buf)
-        send_to(ep, (const struct sockaddr *)to->remote.addr, to->remote.addrlen, buf,
+        send_to(path_port(ep, qc, &to->local), to->local.addr,
+                (const struct sockaddr *)to->remote.addr, to->remote.addrlen, buf,
                 (size_t)(end - buf), mtu);
 }
 
@@ -355,7 +400,7 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
     size_t burst = ngtcp2_conn_get_send_quantum(qc->conn) / mtu;
     if (burst == 0)
         burst = 1;
-    uint8_t *buf = batch_buf(ep), *p = buf;
+    uint8_t *buf = batch_buf(ep, qc), *p = buf;
     size_t npkts = 0, total = 0, inburst = 0;
     for (;;) {
         int64_t sid = -1;
@@ -397,15 +442,16 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
             return;
         }
         if (n == 0) {
-            send_batch(ep, &batch_ps.path, buf, p, mtu);
+            send_batch(ep, qc, &batch_ps.path, buf, p, mtu);
             ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
             break;
         }
         if ((size_t)n > mtu) { /* a probe: after what is batched, alone (GSO wants mtu) */
-            send_batch(ep, &batch_ps.path, buf, p, mtu);
-            send_to(ep, (const struct sockaddr *)ps.path.remote.addr, ps.path.remote.addrlen, p,
+            send_batch(ep, qc, &batch_ps.path, buf, p, mtu);
+            send_to(path_port(ep, qc, &ps.path.local), ps.path.local.addr,
+                    (const struct sockaddr *)ps.path.remote.addr, ps.path.remote.addrlen, p,
                     (size_t)n, 0);
-            p = buf = batch_buf(ep); /* a lent buffer went with the batch */
+            p = buf = batch_buf(ep, qc); /* a lent buffer went with the batch */
             npkts = 0;
             total++;
             if (total == WRITE_MAX || ++inburst == burst) {
@@ -419,8 +465,8 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
             ngtcp2_path_copy(&batch_ps.path, &ps.path);
         } else if (!ngtcp2_path_eq(&batch_ps.path, &ps.path)) {
             /* Another address: what is batched goes first, the new packet opens a batch. */
-            send_batch(ep, &batch_ps.path, buf, p, mtu);
-            uint8_t *next = batch_buf(ep); /* buf itself, unless it was lent and went */
+            send_batch(ep, qc, &batch_ps.path, buf, p, mtu);
+            uint8_t *next = batch_buf(ep, qc); /* buf itself, unless it was lent and went */
             memmove(next, p, (size_t)n);
             p = buf = next;
             npkts = 0;
@@ -432,8 +478,8 @@ static void conn_write(struct quic_ep *ep, struct quic_conn *qc)
         inburst++;
         /* GSO: every datagram but the last of a batch is mtu long; a short one ends it. */
         if ((size_t)n < mtu || npkts == UDP_GSO_MAX || inburst == burst || total == WRITE_MAX) {
-            send_batch(ep, &batch_ps.path, buf, p, mtu);
-            p = buf = batch_buf(ep);
+            send_batch(ep, qc, &batch_ps.path, buf, p, mtu);
+            p = buf = batch_buf(ep, qc);
             npkts = 0;
             if (inburst == burst || total == WRITE_MAX) {
                 if (!burst_again(qc, now, total))
@@ -675,6 +721,7 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     if (!qc)
         return NULL;
     qc->ep = ep;
+    qc->port = dgram_port(ep, d);
     memcpy(&qc->peer, d->peer, d->peer_len);
     qc->peer_len = d->peer_len;
     peer_set(&qc->who, (const struct sockaddr *)&qc->peer, qc->peer_len);
@@ -716,7 +763,8 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     } else {
         tp.original_dcid = hd->dcid;
     }
-    ngtcp2_path path = path_to(ep, (struct sockaddr *)&qc->peer, qc->peer_len);
+    ngtcp2_path path =
+        path_to(qc->port, d->local, d->local_len, (struct sockaddr *)&qc->peer, qc->peer_len);
     if (ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, ep->keys.key[0],
                                                      QUIC_SECRET_LEN, &scid) != 0 ||
         ngtcp2_conn_server_new(&qc->conn, &hd->scid, &scid, &path, hd->version, &callbacks, &st,
@@ -745,11 +793,12 @@ static void conn_read(struct quic_ep *ep, struct quic_conn *qc, const struct udp
         if (qc->close_pkt && qc->close_sent < CLOSE_RESEND_MAX &&
             (qc->close_recv & (qc->close_recv - 1)) == 0) {
             qc->close_sent++;
-            send_to(ep, d->peer, d->peer_len, qc->close_pkt, qc->close_len, 0);
+            send_to(dgram_port(ep, d), (const ngtcp2_sockaddr *)d->local, d->peer, d->peer_len,
+                    qc->close_pkt, qc->close_len, 0);
         }
         return;
     }
-    ngtcp2_path path = path_to(ep, d->peer, d->peer_len);
+    ngtcp2_path path = path_to(dgram_port(ep, d), d->local, d->local_len, d->peer, d->peer_len);
     ngtcp2_pkt_info pi = {0};
     ngtcp2_tstamp now = now_ns(ep);
     int rv = ngtcp2_conn_read_pkt(qc->conn, &path, &pi, d->data, d->len, now);
@@ -788,7 +837,8 @@ static void send_vn(struct quic_ep *ep, const ngtcp2_version_cid *vc, const stru
         buf, sizeof(buf), r, vc->scid, vc->scidlen, vc->dcid, vc->dcidlen, versions, 1);
     if (n > 0) {
         ep->stats.vn_sent++;
-        send_to(ep, d->peer, d->peer_len, buf, (size_t)n, 0);
+        send_to(dgram_port(ep, d), (const ngtcp2_sockaddr *)d->local, d->peer, d->peer_len, buf,
+                (size_t)n, 0);
     }
 }
 
@@ -817,7 +867,8 @@ static void send_reset(struct quic_ep *ep, const ngtcp2_version_cid *vc, const s
     ngtcp2_ssize n = ngtcp2_pkt_write_stateless_reset(buf, sizeof(buf), token, rnd, randlen);
     if (n > 0) {
         ep->stats.resets_sent++;
-        send_to(ep, d->peer, d->peer_len, buf, (size_t)n, 0);
+        send_to(dgram_port(ep, d), (const ngtcp2_sockaddr *)d->local, d->peer, d->peer_len, buf,
+                (size_t)n, 0);
     }
 }
 
@@ -840,7 +891,8 @@ static void send_retry(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const struct
                                                &hd->dcid, token, (size_t)tlen);
     if (n > 0) {
         ep->stats.retries++;
-        send_to(ep, d->peer, d->peer_len, buf, (size_t)n, 0);
+        send_to(dgram_port(ep, d), (const ngtcp2_sockaddr *)d->local, d->peer, d->peer_len, buf,
+                (size_t)n, 0);
     }
 }
 
@@ -852,7 +904,8 @@ static void send_refusal(struct quic_ep *ep, const ngtcp2_pkt_hd *hd, const stru
                                                           &hd->dcid, code, NULL, 0);
     ep->stats.refused++;
     if (n > 0 && (size_t)n <= 3 * d->len)
-        send_to(ep, d->peer, d->peer_len, buf, (size_t)n, 0);
+        send_to(dgram_port(ep, d), (const ngtcp2_sockaddr *)d->local, d->peer, d->peer_len, buf,
+                (size_t)n, 0);
 }
 
 /* Whether hd's Retry token was made by us or a fleet's sibling with any of the secrets (the
@@ -1176,7 +1229,8 @@ int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_s
     struct quic_ep *ep = calloc(1, sizeof(*ep));
     if (!ep)
         return -ENOMEM;
-    ep->port = port;
+    ep->ports[0] = port;
+    ep->nports = 1;
     ep->set = *s;
     ep->app = app;
     ep->ctx = ctx;
@@ -1220,6 +1274,16 @@ int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_s
 fail:
     quic_ep_free(ep);
     return -EINVAL;
+}
+
+int quic_ep_add_port(struct quic_ep *ep, struct udp_port *port)
+{
+    if (ep->nports == QUIC_PORTS_MAX)
+        return -ENOSPC;
+    port->up = &upcall;
+    port->user = ep;
+    ep->ports[ep->nports++] = port;
+    return 0;
 }
 
 void quic_ep_free(struct quic_ep *ep)

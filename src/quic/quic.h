@@ -1,6 +1,6 @@
-/* quic: a worker's QUIC endpoint on its UDP port (engine/udp.h): connections by connection ID,
- * the handshake (ngtcp2 with GnuTLS, the same certificate files as the TLS port, chosen by
- * SNI), Retry under load, stateless resets, version negotiation, timers, limits, drain.
+/* quic: a worker's QUIC endpoint on its UDP ports (engine/udp.h; one per TLS listener): connections
+ * by connection ID, the handshake (ngtcp2 with GnuTLS, the same certificate files as the TLS port,
+ * chosen by SNI), Retry under load, stateless resets, version negotiation, timers, limits, drain.
  * Must not: know HTTP; stream bytes go to and come from the application's table (struct
  * quic_app, installed by h3), which is the only way up. No socket call but through udp_port.
  * Ownership: one endpoint per worker, used by its thread alone (but for quic_ep_publish, any
@@ -119,6 +119,11 @@ struct quic_stats {
  * a reason in why. */
 int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_settings *s,
                 const struct quic_app *app, void *ctx, char *why, size_t why_len);
+/* Another port of the worker's (another TLS listener's socket, issue 38), its upcall installed:
+ * a connection is answered by the port its first datagram came in on, every datagram of the
+ * endpoint's by the port it came in on. Before the worker runs; 0 or -ENOSPC. */
+#define QUIC_PORTS_MAX 16
+int quic_ep_add_port(struct quic_ep *ep, struct udp_port *port);
 void quic_ep_free(struct quic_ep *ep);
 
 /* A set of certificate pairs (files, NULL-terminated, the first the default) read now, for

@@ -139,10 +139,12 @@ struct runtime {
      * it opens with the HTTP/2 preface (h2c), or when its transport negotiated it (ALPN "h2":
      * the transport calls conn_set_proto(w, c, w->h2, NULL, 0)). Set before the engine starts. */
     const struct proto_ops *h2;
-    /* HTTP/3 (--http3): the worker's UDP socket on the TLS port number (the QUIC endpoint on
-     * it is the worker's own), or NULL. Set by the server before the engine runs; the engine
-     * reads the port when it is readable (udp_port_read). */
-    struct udp_port *udp;
+    /* HTTP/3 (--http3): the worker's UDP sockets, one on each TLS listener's address and port
+     * (issue 38), nudp of them (0: none); the worker's one QUIC endpoint is on all of them.
+     * Set by the server before the engine runs; the engine reads each when it is readable
+     * (udp_port_read), its tags carrying the index. */
+    struct udp_port *udp[LISTEN_MAX];
+    unsigned nudp;
     /* HTTP/3's per-worker state (h3.c: its connections, its cold-file readers), or NULL, and
      * what the worker loop asks of it (installed by the server with the endpoint), or NULL. */
     struct h3worker *h3;

@@ -1,13 +1,12 @@
-/* Listeners, workers, signals, reload and drain; see server.h. */
+/* Workers, signals, reload and drain; the listeners are listen.c's, HTTP/3's endpoints h3.c's;
+ * see server.h. */
 #include "server/server.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <linux/openat2.h>
-#include <grp.h>
 #include <pwd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -21,7 +20,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,215 +27,27 @@
 #include "config/config.h"
 #include "engine/caps.h"
 #include "engine/engine.h"
-#include "engine/udp.h"
-#include "http/h3/h3.h"
-#include "quic/cid.h"
 #include "quic/quic.h"
+#include "server/h3.h"
 #include "server/handover.h"
+#include "server/listen.h"
 #include "server/privs.h"
+#include "server/server_int.h"
 #include "server/steer.h"
 #include "rt/guard.h"
 #include "conn/proto.h"
 #include "rt/accesslog.h"
 #include "rt/errlog.h"
-#include "rt/file.h"
 #include "server/metrics.h"
 #include "site/htpasswd.h"
 #include "site/site.h"
 #include "server/worker.h"
-#include "http/serve.h"
 #include "server/systemd.h"
 #include "server/acme/acme.h"
 #include "site/tokens.h"
 #include "tls/tls.h"
 #include "conn/tls_xport.h"
 #include "conn/transport.h"
-
-struct addr {
-    struct sockaddr_storage ss;
-    socklen_t len;
-    bool dual; /* [::] taking IPv4 too (IPV6_V6ONLY off): no --bind */
-};
-
-/* --bind's address, or with none both families: [::] with IPV6_V6ONLY off, whose IPv4 clients
- * arrive as mapped addresses (core/peer.h reads them as IPv4), or 0.0.0.0 on a host without
- * IPv6 (issue 38: a site with A and AAAA records is served by one process, on TCP and UDP).
- * An address given is that address alone, as nginx's `listen [::]:80` is IPv6 only. */
-static int parse_addr(const char *host, uint16_t port, struct addr *a)
-{
-    memset(a, 0, sizeof(*a));
-    struct sockaddr_in *v4 = (struct sockaddr_in *)&a->ss;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&a->ss;
-    char buf[INET6_ADDRSTRLEN + 2];
-    if (!host) {
-        int probe = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (probe >= 0) {
-            close(probe);
-            v6->sin6_family = AF_INET6;
-            v6->sin6_port = htons(port);
-            a->len = sizeof(*v6);
-            a->dual = true;
-            return 0;
-        }
-        host = "0.0.0.0"; /* no IPv6 here */
-    }
-    size_t len = strlen(host);
-
-    if (len >= 2 && host[0] == '[' && host[len - 1] == ']' && len - 2 < sizeof(buf)) {
-        memcpy(buf, host + 1, len - 2); /* "[::1]" */
-        buf[len - 2] = '\0';
-        host = buf;
-    }
-    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons(port);
-        a->len = sizeof(*v4);
-        return 0;
-    }
-    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons(port);
-        a->len = sizeof(*v6);
-        return 0;
-    }
-    return -EINVAL;
-}
-
-/* One SO_REUSEPORT listener per worker: the kernel spreads connections with no shared accept
- * queue and no thundering herd, for both engines. TCP_NODELAY is inherited by accepted sockets
- * (Linux copies it), which saves a setsockopt per connection. TCP_DEFER_ACCEPT (nginx's
- * "deferred") hands over a connection only once its first bytes arrived, so the first recv finds
- * data instead of arming a poll; a client that sends nothing is still accepted after about the
- * header timeout, and the header timeout then closes it.
- *
- * TCP_NOTSENT_LOWAT (inherited too) caps the bytes a socket holds beyond what the peer's window
- * lets out: a large file waits in the page cache, not in socket buffers, and goes out in turns
- * between downloads. Without it one sendfile or splice queues a whole 1 MiB file; when the
- * client reads, the ACK that opens its window transmits the rest from the client's CPU (on
- * loopback, wrk's: 8-12% of the file bytes left from there, 10% of wrk's time went to softirq
- * against 3% with the mark, and 1 MiB throughput was 8% lower; bench/README.md). */
-static int tune_listener(int fd, int defer_secs, int lowat, const char *cc)
-{
-    int one = 1;
-    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 ||
-        setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_secs, sizeof(defer_secs)) != 0 ||
-        (lowat > 0 && setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat)) != 0))
-        return -errno;
-    /* --tcp-cc (issue 42): an accepted socket keeps the controller its listener was given by
-     * setsockopt (tcp_ca_openreq_child), so one call here sets every connection's. */
-    if (cc && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) != 0)
-        return -errno;
-    return 0;
-}
-
-/* Whether this kernel lets us use --tcp-cc's controller, asked of a throwaway socket before
- * any listener opens, so that a name it lacks is one clear line at start and not a
- * "cannot listen" that blames the port. 0, or -2 with the reason printed. */
-static int tcp_cc_check(const struct config *cfg)
-{
-    if (!cfg->tcp_cc)
-        return 0;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0; /* the listeners will say why */
-    int err = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cfg->tcp_cc,
-                         (socklen_t)strlen(cfg->tcp_cc)) == 0
-                  ? 0
-                  : errno;
-    close(fd);
-    if (err == 0)
-        return 0;
-    const char *list = err == EPERM ? "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
-                                    : "/proc/sys/net/ipv4/tcp_available_congestion_control";
-    char names[256] = "?";
-    FILE *f = fopen(list, "re");
-    if (f) {
-        if (!fgets(names, sizeof(names), f))
-            strcpy(names, "?");
-        names[strcspn(names, "\n")] = '\0';
-        fclose(f);
-    }
-    if (err == EPERM)
-        fprintf(stderr,
-                "ringhttpd: --tcp-cc %s: not allowed to this process (allowed: %s; root may "
-                "use any of tcp_available_congestion_control)\n",
-                cfg->tcp_cc, names);
-    else if (err == ENOENT)
-        fprintf(stderr,
-                "ringhttpd: --tcp-cc %s: the kernel has no such TCP congestion control "
-                "(it has: %s; modprobe tcp_%s may add it)\n",
-                cfg->tcp_cc, names, cfg->tcp_cc);
-    else
-        fprintf(stderr, "ringhttpd: --tcp-cc %s: %s\n", cfg->tcp_cc, strerror(err));
-    return -2;
-}
-
-static int open_listener(const struct addr *a, int defer_secs, int lowat, const char *cc)
-{
-    int one = 1;
-    int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int v6only = !a->dual;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
-        (a->ss.ss_family == AF_INET6 &&
-         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only)) != 0) ||
-        tune_listener(fd, defer_secs, lowat, cc) != 0 ||
-        bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0 || listen(fd, 4096) != 0) {
-        int err = -errno;
-        close(fd);
-        return err;
-    }
-    return fd;
-}
-
-/* Whether something already listens on a's port. SO_REUSEPORT would let us join any listener
- * with the same owner silently (another ringhttpd, for instance) and split its traffic; a
- * socket without it cannot bind beside a listener, so this probe fails exactly when the port is
- * served. Sharing is what --reuse-port asks for. */
-/* Whether another process serves address a (-EADDRINUSE), tried by a bind without
- * SO_REUSEPORT. Two processes started at once would both pass it (each probes before the other
- * listens) and then share the port through SO_REUSEPORT, so the probe is made under a claim: an
- * abstract unix socket named after the address, bound first and held (*claim) until the
- * process ends (a second claimant gets EADDRINUSE). Abstract names live in the network
- * namespace, need no file and go with the process; a --reuse-port successor makes no claim. */
-static int port_in_use(const struct addr *a, int *claim)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-    const void *ip = a->ss.ss_family == AF_INET6
-                         ? (const void *)&((const struct sockaddr_in6 *)&a->ss)->sin6_addr
-                         : (const void *)&((const struct sockaddr_in *)&a->ss)->sin_addr;
-    unsigned port = ntohs(((const struct sockaddr_in *)&a->ss)->sin_port); /* same offset */
-    inet_ntop(a->ss.ss_family, ip, host, sizeof(host));
-    struct sockaddr_un un = {.sun_family = AF_UNIX};
-    int n =
-        snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1, "ringhttpd-listen-%s-%u", host, port);
-    int one = 1, rc = 0;
-    *claim = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (*claim >= 0 &&
-        bind(*claim, (const struct sockaddr *)&un,
-             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) != 0) {
-        rc = -errno;
-        close(*claim);
-        *claim = -1;
-        if (rc == -EADDRINUSE)
-            return rc; /* another ringhttpd is opening or serving this address */
-    }
-    int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int v6only = !a->dual;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-        (a->ss.ss_family == AF_INET6 &&
-         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only)) != 0) ||
-        bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0)
-        rc = -errno;
-    else
-        rc = 0;
-    close(fd);
-    return rc;
-}
 
 static void raise_fd_limit(void)
 {
@@ -248,95 +58,10 @@ static void raise_fd_limit(void)
     }
 }
 
-static void format_addr(const struct addr *a, const char *scheme, char *out, size_t len)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
-    if (a->ss.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&a->ss;
-        inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
-        port = ntohs(v6->sin6_port);
-    } else if (a->ss.ss_family == AF_INET) {
-        const struct sockaddr_in *v4 = (const struct sockaddr_in *)&a->ss;
-        inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
-        port = ntohs(v4->sin_port);
-    }
-    if (a->ss.ss_family == AF_UNIX) {
-        snprintf(out, len, "unix:%s", ((const struct sockaddr_un *)&a->ss)->sun_path);
-        return;
-    }
-    snprintf(out, len, "%s://%s%s%s:%u/", scheme, a->ss.ss_family == AF_INET6 ? "[" : "", host,
-             a->ss.ss_family == AF_INET6 ? "]" : "", port);
-}
-
-/* One listening address of the process (issue 38): a --bind entry's cleartext port or its TLS
- * port, a Unix socket, or a socket systemd passed. Every worker has a listener on each, at the
- * group's index in its list, so the engines' tags and worker_listener_fd name it by index. */
-struct lgroup {
-    struct addr addr;               /* bound to (the kernel's port for 0, once the first binds) */
-    const struct config_bind *bind; /* its entry, or NULL: the default (both families) or systemd */
-    bool tls;                       /* TLS on it (the entry's TLS port) */
-    bool inherited;                 /* systemd's: every worker a dup, left open at the end */
-    bool unix_sock;                 /* a Unix socket: every worker a dup of one socket */
-    dev_t dev;                      /* the socket file we made (Unix), removed at the end if it */
-    ino_t ino;                      /* ... is still ours (a successor may have renamed over it) */
-    int *fds;                       /* one per worker, each -1 once its worker has it */
-    int claim;                      /* port_in_use's claim on the address, or -1 */
-    struct handover ho;             /* its port's hand-over to a successor (one reuseport group) */
-    char url[sizeof(struct sockaddr_un) + 16];
-};
-
-/* The process's view of its listeners and workers while it runs. */
-struct server {
-    struct config *cfg;
-    const struct engine_ops *eng;
-    struct engine_caps caps;          /* probed once, read by every worker until they are joined */
-    struct lgroup groups[LISTEN_MAX]; /* the listeners: each worker's listener i is groups[i]'s */
-    int ngroups;
-    int main_group; /* the listening line's: the first IP cleartext group, else the first */
-    int quic_group; /* HTTP/3's UDP address: the first TLS group's, or -1 */
-    bool any_proxy; /* a --bind entry marked proxy */
-    int inherited;  /* systemd passed this many listeners (0: we opened our own) */
-    struct worker **workers; /* cfg->threads of them; the first `inited` made */
-    int started;
-    struct site_slot sites;
-    int notify_fd;
-    struct accesslog *alog;  /* --access-log, or NULL */
-    struct metrics *metrics; /* --metrics, or NULL */
-    /* --limit-conn, --limit-req: each client address steered to one worker (steer.h) */
-    bool steer;
-    bool seeded; /* steer_seed drawn: TCP's and QUIC's programs hash addresses with it */
-    uint32_t steer_seed;
-    struct guard *guard;    /* socket activation: the workers' one guard (rt/guard.h), or NULL */
-    bool quic_steer;        /* the UDP port's group is ours alone: route by connection ID */
-    struct cid_layout cids; /* every QUIC connection ID's layout (--quic-server-id) */
-    struct errlog_limit steer_log;
-    /* --tls-port: a second listener per worker, and the contexts a worker adopts */
-    struct tls_keys *tls_keys; /* the ticket secret every context derives its keys from */
-    /* the certificates loaded last (issue 40): the next load takes over what did not change */
-    struct tls_certs *tls_certs;
-    /* HTTP/3's credentials read last (a reference of the main thread's) and the files they were
-     * read from ("cert\0key\0" each): a reload whose files all are as they were reuses them */
-    struct quic_certs *h3_certs;
-    char *h3_files;
-    size_t h3_files_len;
-    struct tls_port *tls_ports; /* one per worker: its TLS listener's transport context */
-    /* --acme-email (issue 27): the ACME thread, the challenge answers the workers read, and
-     * the flag its hook raises when a certificate on disk is new (supervise makes it live) */
-    struct acme *acme;
-    struct acme_tokens tokens;
-    bool tokens_made;
-    atomic_bool acme_changed;
-    /* who serves, for messages about what that user may read ("nobody (uid 65534)"), and
-     * whether Landlock confines it (a reload cannot widen that); set by confine */
-    char who[96];
-    bool landlocked;
-};
-
 /* The pairs of pairs (the start's configuration, or a re-read file's) followed by the
  * certificates automatic HTTPS keeps (issue 27), into *all (malloc'd, as many as there are:
  * issue 40), *n of them: 0 or -ENOMEM. */
-static int pair_list(struct server *sv, const struct config *pairs, struct tls_cert_files **all,
+int server_pair_list(struct server *sv, const struct config *pairs, struct tls_cert_files **all,
                      int *n)
 {
     int cap = pairs->num_tls_certs + 1;
@@ -387,7 +112,7 @@ static int tls_load(struct server *sv, const struct config *pairs, struct tls_ct
     struct tls_cert_files *all;
     struct tls_certs *certs = NULL;
     int num, n = sv->cfg->threads, rc, i = 0;
-    if ((rc = pair_list(sv, pairs, &all, &num)) != 0) {
+    if ((rc = server_pair_list(sv, pairs, &all, &num)) != 0) {
         snprintf(why, why_len, "TLS: out of memory");
         return rc;
     }
@@ -423,409 +148,6 @@ static int tls_load(struct server *sv, const struct config *pairs, struct tls_ct
     return 0;
 }
 
-/* Why a listener could not open, with what to do about it (issue 36): a privileged port names
- * the two ways out, a port in use the process that holds it, and the TLS port says it is. */
-static void listen_failed(const struct lgroup *g, int err)
-{
-    char name[sizeof(g->url) + 32];
-    unsigned port = ntohs(((const struct sockaddr_in *)&g->addr.ss)->sin_port); /* as v6's */
-    if (g->unix_sock)
-        snprintf(name, sizeof(name), "%s", g->url);
-    else
-        snprintf(name, sizeof(name), "%s port %u%s", g->bind && g->bind->host ? g->bind->host : "*",
-                 port,
-                 !g->tls                             ? ""
-                 : g->bind && g->bind->tls_port >= 0 ? " (its tls=, the TLS port)"
-                                                     : " (--tls-port)");
-    if (err == -EACCES && !g->unix_sock && port < 1024)
-        fprintf(stderr,
-                "ringhttpd: cannot listen on %s: %s (a port below 1024 needs "
-                "privilege: start as root with --user USER, which drops it after the bind, or "
-                "grant CAP_NET_BIND_SERVICE: 'setcap cap_net_bind_service=+ep' on the binary, "
-                "or AmbientCapabilities=CAP_NET_BIND_SERVICE in its systemd unit)\n",
-                name, strerror(-err));
-    else if (err == -EADDRINUSE)
-        fprintf(stderr,
-                "ringhttpd: cannot listen on %s: %s (another process serves it; "
-                "--reuse-port shares it with a ringhttpd, for a zero-downtime restart)\n",
-                name, strerror(-err));
-    else
-        fprintf(stderr, "ringhttpd: cannot listen on %s: %s\n", name, strerror(-err));
-}
-
-/* A new group at the end of sv's list, or NULL (said why) when LISTEN_MAX are made. */
-static struct lgroup *group_add(struct server *sv, const struct config_bind *b, bool tls)
-{
-    if (sv->ngroups == LISTEN_MAX) {
-        fprintf(stderr,
-                "ringhttpd: --bind: at most %d listeners (a TLS port counts as one of its "
-                "own)\n",
-                LISTEN_MAX);
-        return NULL;
-    }
-    struct lgroup *g = &sv->groups[sv->ngroups];
-    g->fds = malloc((size_t)sv->cfg->threads * sizeof(*g->fds));
-    if (!g->fds) {
-        fprintf(stderr, "ringhttpd: out of memory\n");
-        return NULL;
-    }
-    for (int i = 0; i < sv->cfg->threads; i++)
-        g->fds[i] = -1;
-    g->bind = b;
-    g->tls = tls;
-    g->claim = -1;
-    handover_init(&g->ho, 0);
-    sv->ngroups++;
-    return g;
-}
-
-/* Whether two IP groups would take each other's connections: the same port, and in a family
- * both take, the same address or either's wildcard ([::] with IPV6_V6ONLY off takes IPv4 too).
- * The kernel would refuse only some of these (EADDRINUSE once the other binds), and would take
- * the rest silently, as two reuseport groups that the hand-over would count as one. */
-static bool overlap(const struct addr *a, const struct addr *b)
-{
-    const struct sockaddr_in *a4 = (const void *)&a->ss, *b4 = (const void *)&b->ss;
-    const struct sockaddr_in6 *a6 = (const void *)&a->ss, *b6 = (const void *)&b->ss;
-    if (a->ss.ss_family == AF_UNIX || b->ss.ss_family == AF_UNIX)
-        return a->ss.ss_family == b->ss.ss_family &&
-               strcmp(((const struct sockaddr_un *)&a->ss)->sun_path,
-                      ((const struct sockaddr_un *)&b->ss)->sun_path) == 0;
-    if (a4->sin_port != b4->sin_port || a4->sin_port == 0) /* same offset in both families */
-        return false;
-    if (a->ss.ss_family == AF_INET6 && b->ss.ss_family == AF_INET6)
-        return IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) || IN6_IS_ADDR_UNSPECIFIED(&b6->sin6_addr) ||
-               IN6_ARE_ADDR_EQUAL(&a6->sin6_addr, &b6->sin6_addr);
-    if (a->ss.ss_family == AF_INET && b->ss.ss_family == AF_INET)
-        return a4->sin_addr.s_addr == INADDR_ANY || b4->sin_addr.s_addr == INADDR_ANY ||
-               a4->sin_addr.s_addr == b4->sin_addr.s_addr;
-    return a->dual || b->dual; /* an IPv4 address beside [::] taking both */
-}
-
-/* A group's address from its entry (or the default) and its port, or -2 after saying why. */
-static int group_addr(struct lgroup *g, uint16_t port)
-{
-    const struct config_bind *b = g->bind;
-    if (b && b->path) {
-        struct sockaddr_un *un = (struct sockaddr_un *)&g->addr.ss;
-        memset(&g->addr, 0, sizeof(g->addr));
-        un->sun_family = AF_UNIX;
-        snprintf(un->sun_path, sizeof(un->sun_path), "%s", b->path);
-        g->addr.len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(b->path) + 1);
-        g->unix_sock = true;
-    } else if (parse_addr(b ? b->host : NULL, port, &g->addr) != 0) {
-        fprintf(stderr, "ringhttpd: --bind: '%s' is not an IPv4 or IPv6 address\n", b->host);
-        return -2;
-    }
-    format_addr(&g->addr, g->tls ? "https" : "http", g->url, sizeof(g->url));
-    return 0;
-}
-
-/* The groups of --bind's entries (or the default's one address): a cleartext group for each
- * (unless systemd passed the cleartext listeners), and with --tls-port a TLS group for each IP
- * entry. Duplicates and overlaps are refused here, before anything binds. 0 or -2. */
-static int plan_groups(struct server *sv)
-{
-    const struct config *cfg = sv->cfg;
-    int nb = cfg->num_binds ? cfg->num_binds : 1;
-    for (int i = 0; i < cfg->num_binds; i++)
-        if ((cfg->binds[i].tls_port >= 0 || cfg->binds[i].tls) && !cfg->tls) {
-            if (cfg->binds[i].tls) {
-                fprintf(stderr,
-                        "ringhttpd: --bind unix:%s tls needs --tls-port (and a "
-                        "certificate) to turn HTTPS on\n",
-                        cfg->binds[i].path);
-                return -2;
-            }
-            fprintf(stderr,
-                    "ringhttpd: --bind: tls=%d needs --tls-port (and a certificate) to "
-                    "turn HTTPS on\n",
-                    cfg->binds[i].tls_port);
-            return -2;
-        }
-    for (int pass = 0; pass < 2; pass++) {
-        if ((pass == 0 && sv->inherited) || (pass == 1 && !cfg->tls))
-            continue;
-        for (int i = 0; i < nb; i++) {
-            const struct config_bind *b = cfg->num_binds ? &cfg->binds[i] : NULL;
-            if (b && b->path && b->tls != (pass == 1))
-                continue; /* a Unix socket is one listener: cleartext, or TLS with 'tls' */
-            int want = pass == 0 ? (b && b->port >= 0 ? b->port : cfg->port)
-                                 : (b && b->tls_port >= 0 ? b->tls_port : cfg->tls_port);
-            struct lgroup *g = group_add(sv, b, pass == 1);
-            if (!g || group_addr(g, (uint16_t)want) != 0)
-                return -2;
-            sv->any_proxy |= b && b->proxy;
-        }
-    }
-    bool any_tls = false;
-    for (int i = 0; i < sv->ngroups; i++)
-        any_tls |= sv->groups[i].tls;
-    if (cfg->tls && !any_tls) {
-        fprintf(stderr, "ringhttpd: --tls-port needs a --bind entry that is an IP address, or a "
-                        "Unix socket marked tls\n");
-        return -2;
-    }
-    for (int i = 0; i < sv->ngroups; i++)
-        for (int j = sv->inherited; j < i; j++)
-            if (overlap(&sv->groups[i].addr, &sv->groups[j].addr)) {
-                const struct lgroup *a = &sv->groups[j], *b = &sv->groups[i];
-                if (strcmp(a->url + (a->tls ? 5 : 4), b->url + (b->tls ? 5 : 4)) == 0)
-                    fprintf(stderr, "ringhttpd: --bind: %s is given twice%s\n", b->url,
-                            a->tls != b->tls ? " (as one entry's port and another's TLS port)"
-                                             : "");
-                else
-                    fprintf(stderr,
-                            "ringhttpd: --bind: %s and %s overlap (%s); give each address "
-                            "once, or one wildcard per port\n",
-                            a->url, b->url,
-                            a->addr.dual || b->addr.dual
-                                ? "with no address, or *, the [::] socket takes IPv4 too"
-                                : "the wildcard takes the other's connections");
-                return -2;
-            }
-    return 0;
-}
-
-/* Whether a process accepts on the Unix socket at g's path: 1, 0 (a stale file: nobody
- * listens), or -errno. */
-static int unix_live(const struct lgroup *g)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return -errno;
-    int rc = connect(fd, (const struct sockaddr *)&g->addr.ss, g->addr.len) == 0 ? 1 : -errno;
-    close(fd);
-    if (rc == -EAGAIN) /* its backlog is full: somebody listens */
-        return 1;
-    return rc == -ECONNREFUSED ? 0 : rc;
-}
-
-/* USER[:GROUP] (names or numbers; no GROUP: the user's own) into ids; 0 or -EINVAL. */
-static int owner_ids(const char *owner, uid_t *uid, gid_t *gid)
-{
-    char user[256];
-    const char *colon = strchr(owner, ':');
-    size_t n = colon ? (size_t)(colon - owner) : strlen(owner);
-    if (n == 0 || n >= sizeof(user))
-        return -EINVAL;
-    memcpy(user, owner, n);
-    user[n] = '\0';
-    struct passwd *pw = getpwnam(user);
-    char *end;
-    if (pw) {
-        *uid = pw->pw_uid;
-        *gid = pw->pw_gid;
-    } else {
-        unsigned long v = strtoul(user, &end, 10);
-        if (*end || end == user)
-            return -EINVAL;
-        *uid = (uid_t)v;
-        *gid = (gid_t)-1;
-    }
-    if (colon) {
-        struct group *gr = getgrnam(colon + 1);
-        unsigned long v = gr ? 0 : strtoul(colon + 1, &end, 10);
-        if (!gr && (*end || end == colon + 1))
-            return -EINVAL;
-        *gid = gr ? gr->gr_gid : (gid_t)v;
-    }
-    return 0;
-}
-
-/* --bind unix:PATH: one socket for every worker (a dup each). A file left by a process that
- * ended without removing it (a crash, a kill -9) is found stale (a connect is refused) and
- * replaced; a socket another process still accepts on is refused, or with --reuse-port taken
- * over (a successor in a zero-downtime restart): ours is bound beside it and renamed over the
- * path in one step, so every new connection reaches one of the two. nginx removes its sockets
- * at exit but fails on a stale one at start ("Address already in use"). -1 after saying why. */
-static int open_unix(struct server *sv, struct lgroup *g)
-{
-    const struct config *cfg = sv->cfg;
-    const char *path = g->bind->path;
-    struct addr tmp = g->addr;
-    struct sockaddr_un *un = (struct sockaddr_un *)&tmp.ss;
-    struct stat st;
-    bool rename_over = false;
-    int err = 0, fd = -1;
-    uid_t uid = (uid_t)-1;
-    gid_t gid = (gid_t)-1;
-    if (g->bind->owner && owner_ids(g->bind->owner, &uid, &gid) != 0) {
-        fprintf(stderr, "ringhttpd: --bind %s owner=%s: no such user or group\n", g->url,
-                g->bind->owner);
-        return -1;
-    }
-    if (lstat(path, &st) == 0) {
-        int live = S_ISSOCK(st.st_mode) ? unix_live(g) : -ENOTSOCK;
-        if (live < 0 && live != -ENOENT) {
-            fprintf(stderr, "ringhttpd: cannot listen on %s: %s is there already (%s)\n", g->url,
-                    path, strerror(-live));
-            return -1;
-        }
-        if (live == 1 && !cfg->reuse_port) {
-            listen_failed(g, -EADDRINUSE);
-            return -1;
-        }
-        rename_over = live == 1;
-        if (live == 0 && unlink(path) == 0)
-            errlog(ERRLOG_NOTICE, "%s: removed a stale socket file (nobody accepted on it)",
-                   g->url);
-    }
-    if (rename_over) {
-        int n = snprintf(un->sun_path, sizeof(un->sun_path), "%s.%d", path, (int)getpid());
-        if (n < 0 || (size_t)n >= sizeof(un->sun_path)) {
-            fprintf(stderr, "ringhttpd: --bind %s: the path is too long to take it over\n", g->url);
-            return -1;
-        }
-        tmp.len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
-        unlink(un->sun_path);
-    }
-    /* nginx makes its Unix sockets 0666 (the directory is the access control); the mode and
-     * the owner are set before listen, so no client connects through the umask's mode */
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (const struct sockaddr *)&tmp.ss, tmp.len) != 0) {
-        err = -errno;
-        goto fail;
-    }
-    if (chmod(un->sun_path, g->bind->mode >= 0 ? (mode_t)g->bind->mode : 0666) != 0 ||
-        ((uid != (uid_t)-1 || gid != (gid_t)-1) && chown(un->sun_path, uid, gid) != 0) ||
-        listen(fd, 4096) != 0 || (rename_over && rename(un->sun_path, path) != 0) ||
-        stat(path, &st) != 0) {
-        err = -errno;
-        unlink(un->sun_path);
-        goto fail;
-    }
-    g->dev = st.st_dev;
-    g->ino = st.st_ino;
-    g->fds[0] = fd;
-    for (int i = 1; i < cfg->threads; i++)
-        if ((g->fds[i] = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
-            fprintf(stderr, "ringhttpd: %s: dup: %s\n", g->url, strerror(errno));
-            return -1; /* server_run closes the fds and removes the file */
-        }
-    if (rename_over)
-        errlog(ERRLOG_NOTICE, "%s: taken over from the process that served it (--reuse-port)",
-               g->url);
-    return 0;
-fail:
-    if (fd >= 0)
-        close(fd);
-    listen_failed(g, err);
-    return -1;
-}
-
-/* The socket file of a Unix group, removed at the end when it is still the one we bound (a
- * successor that took it over renamed its own there). Under Landlock or after --user the
- * directory may refuse: the next start finds the file stale and replaces it. */
-static void unix_remove(const struct lgroup *g)
-{
-    struct stat st;
-    if (!g->unix_sock || !g->ino || stat(g->bind->path, &st) != 0 || st.st_dev != g->dev ||
-        st.st_ino != g->ino)
-        return;
-    if (unlink(g->bind->path) != 0)
-        errlog(ERRLOG_NOTICE, "%s: cannot remove the socket file (%s): the next start replaces it",
-               g->url, strerror(errno));
-}
-
-/* An IP group: one listener per worker, on the port the first got when it asked for 0. */
-static int open_ip(struct server *sv, struct lgroup *g)
-{
-    const struct config *cfg = sv->cfg;
-    int err;
-    if (((const struct sockaddr_in *)&g->addr.ss)->sin_port != 0 && !cfg->reuse_port &&
-        (err = port_in_use(&g->addr, &g->claim)) == -EADDRINUSE) {
-        listen_failed(g, err);
-        return -1;
-    }
-    for (int i = 0; i < cfg->threads; i++) {
-        int fd =
-            open_listener(&g->addr, (int)cfg->header_timeout, (int)cfg->send_lowat, cfg->tcp_cc);
-        if (fd < 0) {
-            listen_failed(g, fd);
-            return -1;
-        }
-        g->fds[i] = fd;
-        if (i == 0 && getsockname(fd, (struct sockaddr *)&g->addr.ss, &g->addr.len) != 0) {
-            fprintf(stderr, "ringhttpd: getsockname: %s\n", strerror(errno));
-            return -1; /* port 0: the others must bind the port the kernel picked */
-        }
-    }
-    if (cfg->reuse_port) /* a finished predecessor's steering would send us all to one worker */
-        handover_join(g->fds[0]);
-    g->ho.ours = cfg->threads;
-    format_addr(&g->addr, g->tls ? "https" : "http", g->url, sizeof(g->url));
-    return 0;
-}
-
-/* systemd's sockets, each a group that every worker holds a dup of (each can close its own in
- * a drain without pulling it from under another); a worker accepts on all of them, so a second
- * socket (another address, a Unix socket) is served by every worker. -1 after saying why. */
-static int adopt_inherited(struct server *sv, const int *fds, int n, const char *names)
-{
-    const struct config *cfg = sv->cfg;
-    int rc = 0;
-    for (int i = 0; i < n; i++) {
-        struct lgroup *g = rc == 0 ? group_add(sv, NULL, false) : NULL;
-        if (!g) {
-            rc = -1;
-            close(fds[i]);
-            continue;
-        }
-        g->inherited = true;
-        /* best effort */
-        tune_listener(fds[i], (int)cfg->header_timeout, (int)cfg->send_lowat, cfg->tcp_cc);
-        g->addr.len = sizeof(g->addr.ss);
-        getsockname(fds[i], (struct sockaddr *)&g->addr.ss, &g->addr.len);
-        format_addr(&g->addr, "http", g->url, sizeof(g->url));
-        g->fds[0] = fds[i];
-        for (int j = 1; j < cfg->threads && rc == 0; j++)
-            if ((g->fds[j] = fcntl(fds[i], F_DUPFD_CLOEXEC, 0)) < 0) {
-                fprintf(stderr, "ringhttpd: socket activation: dup: %s\n", strerror(errno));
-                rc = -1;
-            }
-    }
-    if (rc == 0 && cfg->verbose)
-        fprintf(stderr,
-                "ringhttpd: socket activation: %d socket%s%s%s, each served by %d workers\n", n,
-                n == 1 ? "" : "s", names[0] ? " named " : "", names, cfg->threads);
-    return rc;
-}
-
-/* Every listener: systemd's (socket activation), then each --bind entry's (or the default's).
- * -1, or -2 for a usage error, after saying why. */
-static int open_listeners(struct server *sv)
-{
-    struct config *cfg = sv->cfg;
-    int inherited[SYSTEMD_MAX_FDS];
-    char names[256], why[256] = "";
-    int n = systemd_listen_fds(inherited, SYSTEMD_MAX_FDS, names, sizeof(names), why, sizeof(why));
-    if (n < 0) {
-        fprintf(stderr, "ringhttpd: %s\n", why);
-        return -1;
-    }
-    sv->inherited = n;
-    sv->quic_group = -1;
-    if (n > 0 && adopt_inherited(sv, inherited, n, names) != 0)
-        return -1;
-    int rc = plan_groups(sv);
-    for (int i = sv->inherited; rc == 0 && i < sv->ngroups; i++)
-        rc = sv->groups[i].unix_sock ? open_unix(sv, &sv->groups[i]) : open_ip(sv, &sv->groups[i]);
-    if (rc != 0)
-        return rc;
-    for (int i = sv->ngroups - 1; i >= 0; i--) {
-        const struct lgroup *g = &sv->groups[i];
-        if (!g->tls && !g->unix_sock && g->addr.ss.ss_family != AF_UNIX)
-            sv->main_group = i;
-        if (g->tls && !g->unix_sock) {
-            sv->quic_group = i;
-            /* the port the kernel picked for 0, for --redirect-https's Location and Alt-Svc */
-            cfg->tls_port = ntohs(((const struct sockaddr_in *)&g->addr.ss)->sin_port);
-        }
-    }
-    return 0;
-}
-
 /* How many listeners a successor started with --reuse-port has on the port of a (where we have
  * ours; handover.h says what they are given). When the kernel cannot say, assume a successor
  * as large as we are: the drain then only takes 1-2 s longer, and steering to indices nobody
@@ -850,7 +172,7 @@ static int successor_listeners(const struct server *sv, const struct addr *a, in
  * are bound, limits or not, so that a reload adding limits finds it in place) and the TCP one
  * (attached when limits come into force) must hash alike, so that a client's TCP and QUIC
  * connections reach one worker's tables (issue 35). */
-static bool seed(struct server *sv)
+bool server_seed(struct server *sv)
 {
     if (!sv->seeded)
         sv->seeded = getrandom(&sv->steer_seed, sizeof(sv->steer_seed), 0) ==
@@ -912,7 +234,7 @@ static void steer_from(struct server *sv, const struct config *cfg)
     if (sv->steer || sv->inherited || !config_limits_clients(cfg) || sv->cfg->num_proxy_from ||
         sv->any_proxy)
         return;
-    sv->steer = seed(sv);
+    sv->steer = server_seed(sv);
     steer_clients(sv);
 }
 
@@ -932,7 +254,7 @@ static enum worker_stop begin_handover(struct server *sv)
     return theirs > 0 ? WORKER_HANDOVER : WORKER_DRAIN;
 }
 
-static void wake_workers(struct server *sv)
+void server_wake_workers(struct server *sv)
 {
     for (int i = 0; i < sv->started; i++) {
         int err = worker_wake(sv->workers[i]);
@@ -953,391 +275,6 @@ static uint64_t monotonic_usec(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
-
-/* HTTP/3's secrets: the SHA-256 of each --quic-secret-file's bytes (at least 32 of them), the
- * first file's first, so that every instance given the files accepts the others' Retry tokens
- * and can reset their connections (issue 38), or 32 random bytes per start without one. A
- * reload reads the files again (rotation: the new secret's file first, the old one's after).
- * 0, or -1 with the file at fault in why. */
-static int h3_secrets_read(const struct config *cfg, struct quic_secrets *out, char *why,
-                           size_t why_len)
-{
-    _Static_assert(CONFIG_MAX_QUIC_SECRETS == QUIC_SECRETS_MAX, "a secret per file");
-    memset(out, 0, sizeof(*out));
-    if (cfg->num_quic_secret_files == 0) {
-        out->n = 1;
-        if (getrandom(out->key[0], QUIC_SECRET_LEN, 0) == QUIC_SECRET_LEN)
-            return 0;
-        snprintf(why, why_len, "HTTP/3: no random secret: %s", strerror(errno));
-        return -1;
-    }
-    uint8_t buf[4096];
-    int rc = 0;
-    for (int i = 0; rc == 0 && i < cfg->num_quic_secret_files; i++) {
-        const char *name = cfg->quic_secret_files[i];
-        ssize_t n = -1;
-        int fd = open(name, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            n = read(fd, buf, sizeof(buf));
-            close(fd);
-        }
-        if (n < 32) {
-            snprintf(why, why_len, "--quic-secret-file '%s': %s", name,
-                     n < 0 ? strerror(errno) : "needs at least 32 bytes (openssl rand 32 > FILE)");
-            rc = -1;
-        } else {
-            file_digest_mem(buf, (uint64_t)n, out->key[out->n++], QUIC_SECRET_LEN);
-        }
-    }
-    explicit_bzero(buf, sizeof(buf));
-    if (rc != 0)
-        explicit_bzero(out, sizeof(*out));
-    return rc;
-}
-
-#ifndef RINGHTTPD_NO_HTTP3
-/* Once every worker's UDP socket is bound (w: the last): the program that brings each datagram
- * to the worker whose connection ID it carries (steer.h), when the group is ours alone: its
- * socket i is worker i's (bound in that order). A successor that starts beside us (a restart
- * with --reuse-port) finds the port in use and attaches nothing: its sockets sit behind ours,
- * where the program sends nothing, so new QUIC clients are ours to refuse while we drain
- * (they fall back to TCP, which the hand-over gives the successor) and our connections finish
- * here; we take the program off when we stop, and the successor has the kernel's hash until
- * it puts its own on (quic_route). */
-static void quic_steer(struct server *sv, struct runtime *w)
-{
-    const struct config *cfg = sv->cfg;
-    int err = !sv->quic_steer ? -EBUSY
-              : !seed(sv)     ? -EAGAIN
-                              : steer_quic_attach(w->udp->fd, (uint32_t)cfg->threads, NULL,
-                                                  sv->steer_seed, &sv->cids);
-    sv->quic_steer = err == 0;
-    if (err < 0 && err != -EBUSY)
-        errlog(ERRLOG_WARN,
-               "HTTP/3: cannot route datagrams to workers by connection ID (%s): a client "
-               "whose address changes may land on another worker and reconnect",
-               strerror(-err));
-    if (cfg->verbose)
-        fprintf(stderr, "ringhttpd: HTTP/3: datagrams routed to workers by connection ID: %s\n",
-                err == 0        ? "yes"
-                : err == -EBUSY ? "no (another process shares the UDP port)"
-                                : strerror(-err));
-}
-
-/* Once a second while serving (supervise), for a successor that started beside a predecessor
- * (quic_steer found the port shared): once the predecessor's sockets have all left the group,
- * ours are the whole group but in the order its closes reshuffled them into. A probe finds
- * each worker's index (steer_quic_order) and the program brings each connection ID to the
- * worker that made it there; connections opened meanwhile keep theirs (each worker made its
- * IDs for its own number all along). Until then the kernel's hash, as before. */
-static void quic_route(struct server *sv)
-{
-    int n = sv->cfg->threads;
-    if (sv->quic_steer || sv->started < n || !worker_runtime(sv->workers[0])->udp)
-        return;
-    int count = handover_count_udp_at((const struct sockaddr *)&sv->groups[sv->quic_group].addr.ss),
-        err = 0;
-    if (count >= 0 && count != n)
-        return; /* a predecessor still drains (its program routes), or a successor came */
-    int *fds = malloc((size_t)n * sizeof(*fds));
-    uint32_t *order = malloc((size_t)n * sizeof(*order));
-    if (count < 0)
-        err = count;
-    else if (!fds || !order)
-        err = -ENOMEM;
-    for (int i = 0; err == 0 && i < n; i++)
-        fds[i] = worker_runtime(sv->workers[i])->udp->fd;
-    if (err == 0 && !seed(sv))
-        err = -EAGAIN;
-    if (err == 0 && (err = steer_quic_order(fds, (uint32_t)n, order)) == 0)
-        err = steer_quic_attach(fds[0], (uint32_t)n, order, sv->steer_seed, &sv->cids);
-    free(fds);
-    free(order);
-    sv->quic_steer = err == 0;
-    if (err == 0)
-        errlog(ERRLOG_NOTICE,
-               "HTTP/3: datagrams routed to workers by connection ID (the UDP port is ours "
-               "alone now)");
-    else if (err != -EAGAIN) /* EAGAIN: a probe's answer was unclear, next second */
-        errlog_limited(&sv->steer_log, ERRLOG_WARN,
-                       "HTTP/3: cannot route datagrams to workers by connection ID (%s): a "
-                       "client whose address changes may land on another worker and reconnect",
-                       strerror(-err));
-}
-
-/* --http3: worker w's UDP socket on the TLS port's address and its QUIC endpoint, with the
- * process's certificate pairs (read now, before the process is confined). secret is shared
- * by every worker, so a Retry token or a reset made by one is good at another. */
-/* The certificate and key files of pairs for QUIC: the TLS port's (with automatic HTTPS's),
- * NULL-terminated, in *certs and *keys (one allocation: free *certs). 0 or -ENOMEM. */
-static int h3_files(struct server *sv, const struct config *pairs, const char ***certs,
-                    const char ***keys)
-{
-    struct tls_cert_files *all;
-    int n;
-    if (pair_list(sv, pairs, &all, &n) != 0)
-        return -ENOMEM;
-    const char **v = malloc(2 * ((size_t)n + 1) * sizeof(*v));
-    if (!v) {
-        free(all);
-        return -ENOMEM;
-    }
-    for (int i = 0; i < n; i++) {
-        v[i] = all[i].cert;
-        v[n + 1 + i] = all[i].key;
-    }
-    v[n] = v[2 * n + 1] = NULL;
-    free(all);
-    *certs = v;
-    *keys = v + n + 1;
-    return 0;
-}
-
-/* The files of certs and keys as one string ("cert\0key\0" each), *len long; NULL without
- * memory. */
-static char *h3_joined(const char *const *certs, const char *const *keys, size_t *len)
-{
-    size_t n = 0;
-    for (int i = 0; certs[i]; i++)
-        n += strlen(certs[i]) + strlen(keys[i]) + 2;
-    char *out = malloc(n + 1), *p = out;
-    for (int i = 0; out && certs[i]; i++) {
-        p = stpcpy(p, certs[i]) + 1;
-        p = stpcpy(p, keys[i]) + 1;
-    }
-    *len = n;
-    return out;
-}
-
-/* Keeps c (a dup for the main thread) and the files it was read from, for the next reload. */
-static void h3_remember(struct server *sv, const struct quic_certs *c, char *files, size_t len)
-{
-    struct quic_certs *mine = NULL;
-    quic_certs_put(sv->h3_certs);
-    free(sv->h3_files);
-    sv->h3_certs = NULL;
-    sv->h3_files = NULL;
-    if (c && files && quic_certs_dup(c, &mine) == 0) {
-        sv->h3_certs = mine;
-        sv->h3_files = files;
-        sv->h3_files_len = len;
-    } else {
-        free(files);
-    }
-}
-
-static void h3_forget(struct server *sv)
-{
-    h3_remember(sv, NULL, NULL, 0);
-}
-
-/* SIGHUP: the --quic-secret-file files read again for every worker's endpoint, as the ticket
- * key files are; when one cannot be read, the secrets in use stay. */
-static void h3_secrets_reload(struct server *sv, const char *what)
-{
-    struct quic_secrets s;
-    char why[512] = "";
-    if (!sv->cfg->tls || !sv->cfg->http3 || sv->cfg->num_quic_secret_files == 0)
-        return; /* the start's random secret: nothing to re-read */
-    if (h3_secrets_read(sv->cfg, &s, why, sizeof(why)) != 0) {
-        errlog(ERRLOG_ERROR, "%s: HTTP/3 secrets kept as they were: %s", what, why);
-        return;
-    }
-    int err = 0;
-    for (int i = 0; err == 0 && i < sv->cfg->threads; i++)
-        if (worker_quic(sv->workers[i]))
-            err = quic_ep_set_secrets(worker_quic(sv->workers[i]), &s);
-    explicit_bzero(&s, sizeof(s));
-    wake_workers(sv);
-    if (err != 0)
-        errlog(ERRLOG_ERROR, "%s: HTTP/3 secrets: %s", what, strerror(-err));
-    else
-        errlog(ERRLOG_NOTICE, "%s: HTTP/3 secrets re-read (%d file%s)", what,
-               sv->cfg->num_quic_secret_files, sv->cfg->num_quic_secret_files == 1 ? "" : "s");
-}
-
-/* A reload's certificates for every worker's QUIC endpoint, as tls_port_publish does for the
- * TLS port: new handshakes get them, connections keep theirs. Read once for every worker (each
- * counts its set on its own thread), and not at all when the files are the ones read last and
- * the TLS port's load found every one of them as it was (issue 40: a reload of 10,000 sites);
- * when they cannot be read the previous ones stay. */
-static void h3_publish(struct server *sv, const struct config *pairs, const char *what)
-{
-    const char **certs, **keys;
-    char why[512] = "";
-    if (h3_files(sv, pairs, &certs, &keys) != 0) {
-        errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: out of memory", what);
-        return;
-    }
-    size_t len = 0;
-    char *joined = h3_joined(certs, keys, &len);
-    int reused = 0, groups = sv->tls_certs ? tls_certs_count(sv->tls_certs, &reused) : -1;
-    struct quic_certs *first = NULL;
-    if (joined && sv->h3_certs && len == sv->h3_files_len &&
-        memcmp(joined, sv->h3_files, len) == 0 && reused == groups &&
-        quic_certs_dup(sv->h3_certs, &first) != 0)
-        first = NULL;
-    if (first && sv->cfg->verbose)
-        errlog(ERRLOG_NOTICE, "HTTP/3: certificates as they were, not read again");
-    for (int i = 0; i < sv->cfg->threads; i++) {
-        struct quic_certs *c;
-        if (!worker_quic(sv->workers[i]))
-            continue;
-        /* read once for every worker (issue 40), each worker's set counted by its thread */
-        int rc =
-            first ? quic_certs_dup(first, &c) : quic_certs_new(&c, certs, keys, why, sizeof(why));
-        if (rc != 0) {
-            errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: %s", what,
-                   first ? "out of memory" : why);
-            break;
-        }
-        if (!first && quic_certs_dup(c, &first) != 0) {
-            quic_certs_put(c);
-            errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: out of memory", what);
-            break;
-        }
-        quic_ep_publish(worker_quic(sv->workers[i]), c);
-    }
-    h3_remember(sv, first, joined, len);
-    quic_certs_put(first); /* the main thread's own: the workers' are theirs */
-    free(certs);
-}
-
-static enum quic_cc quic_cc_of(int v)
-{
-    switch (v) {
-    case CONFIG_QUIC_CC_RENO:
-        return QUIC_CC_RENO;
-    case CONFIG_QUIC_CC_BBR:
-        return QUIC_CC_BBR;
-    case CONFIG_QUIC_CC_BBR2:
-        return QUIC_CC_BBR2;
-    }
-    return QUIC_CC_CUBIC;
-}
-
-static int h3_start(struct server *sv, struct worker *wk, const struct quic_secrets *secrets)
-{
-    struct runtime *w = worker_runtime(wk);
-    const struct config *cfg = sv->cfg;
-    const char **certs, **keys;
-    if (h3_files(sv, cfg, &certs, &keys) != 0) {
-        fprintf(stderr, "ringhttpd: HTTP/3: out of memory\n");
-        return -ENOMEM;
-    }
-    unsigned max = cfg->http3_max_conns;
-    const struct quic_settings qs = {
-        .max_conns = max,
-        .max_streams = 100,
-        .idle_timeout_s = cfg->keepalive_timeout > 0 ? cfg->keepalive_timeout : 1,
-        .retry_above = max / 2,
-        .certs = certs,
-        .keys = keys,
-        /* read once (issue 40): the other workers' endpoints share the first one's */
-        .shared = w->id > 0 && worker_quic(sv->workers[0])
-                      ? quic_ep_certs(worker_quic(sv->workers[0]))
-                      : NULL,
-        .secrets = secrets,
-        .worker = (unsigned)w->id,
-        .workers = (unsigned)cfg->threads,
-        .ids = &sv->cids,
-        .cc = quic_cc_of(cfg->quic_cc),
-    };
-    char why[512] = "";
-    /* The options' bounds are QUIC-LB's, which cid.h owns: checked here, where both are seen. */
-    _Static_assert(CONFIG_QUIC_SID_MAX == CID_SID_MAX &&
-                       CONFIG_QUIC_ROTATION_MAX == CID_ROTATION_MAX,
-                   "--quic-server-id's bounds are cid.h's");
-    if (w->id == 0 &&
-        cid_layout_init(&sv->cids, cfg->quic_sid, cfg->quic_sid_len, cfg->quic_sid_rotation) != 0)
-        return -EINVAL; /* never: the option's setter checked the bounds */
-    /* HTTP/3 on the first TLS address: a worker has one UDP socket (README: Listening) */
-    const struct addr *a = &sv->groups[sv->quic_group].addr;
-    /* Before the first of ours binds: whether the port's group will be ours alone. */
-    if (w->id == 0)
-        sv->quic_steer = udp_addr_in_use((const struct sockaddr *)&a->ss, a->len, !a->dual) == 0;
-    int fd = udp_socket_open((const struct sockaddr *)&a->ss, a->len, !a->dual);
-    if (fd < 0) {
-        fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s: %s\n",
-                sv->groups[sv->quic_group].url, strerror(-fd));
-        free(certs);
-        return fd;
-    }
-    int rc;
-    struct quic_ep *quic = NULL;
-    w->udp = calloc(1, sizeof(*w->udp));
-    if (!w->udp) {
-        close(fd);
-        rc = -ENOMEM;
-    } else if ((rc = udp_port_init(w->udp, fd, cfg->http3_gso, cfg->http3_gro, NULL, NULL)) == 0 &&
-               (rc = quic_ep_new(&quic, w->udp, &qs, &h3_app, w, why, sizeof(why))) != 0) {
-        fprintf(stderr, "ringhttpd: %s\n", why);
-    }
-    if (rc == 0 && w->id == 0) { /* what the first reload may reuse */
-        size_t len = 0;
-        char *joined = h3_joined(certs, keys, &len);
-        h3_remember(sv, quic_ep_certs(quic), joined, len);
-    }
-    free(certs); /* quic_ep_new read the files */
-    worker_set_quic(wk, quic);
-    if (rc == 0) {
-        char alt[48];
-        rc = serve_alt_svc(w, alt, h3_alt_svc(alt, sizeof(alt), cfg->tls_port));
-        w->h3ops = &h3_worker_ops;
-    }
-    if (rc == 0 && w->id == cfg->threads - 1)
-        quic_steer(sv, w);
-    if (rc == 0 && w->id == 0 && cfg->verbose && cfg->quic_server_id)
-        fprintf(stderr,
-                "ringhttpd: HTTP/3: connection IDs carry server ID %s (QUIC-LB plaintext, "
-                "config rotation %u, %u bytes)\n",
-                cfg->quic_server_id, cfg->quic_sid_rotation, sv->cids.len);
-    if (rc == 0 && w->id == 0 && cfg->verbose)
-        fprintf(stderr, "ringhttpd: HTTP/3: congestion control %s, paced\n", quic_cc_name(qs.cc));
-    if (rc == 0 && w->id == 0 && cfg->verbose)
-        fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO %s\n",
-                w->udp->gso       ? "yes"
-                : !cfg->http3_gso ? "no (--http3-gso off)"
-                                  : "no (the kernel refuses UDP_SEGMENT)",
-                w->udp->gro       ? "yes"
-                : !cfg->http3_gro ? "no (--http3-gro off)"
-                                  : "no (the kernel refuses UDP_GRO)");
-    return rc;
-}
-
-#else
-/* A build without HTTP/3 (make static: Debian ships no static p11-kit for GnuTLS). */
-static void h3_forget(struct server *sv)
-{
-    (void)sv;
-}
-
-static void h3_publish(struct server *sv, const struct config *pairs, const char *what)
-{
-    (void)sv, (void)pairs, (void)what;
-}
-
-static void h3_secrets_reload(struct server *sv, const char *what)
-{
-    (void)sv, (void)what;
-}
-
-static void quic_route(struct server *sv)
-{
-    (void)sv;
-}
-
-static int h3_start(struct server *sv, struct worker *w, const struct quic_secrets *secrets)
-{
-    (void)secrets;
-    if (worker_runtime(w)->id == 0)
-        errlog(ERRLOG_WARN,
-               "HTTP/3: not in this build (made with HTTP3=no, as make static is; the "
-               "package's binary and the container image have it): HTTPS on TCP port %u only",
-               sv->cfg->tls_port);
-    return 0;
-}
-#endif
 
 /* --tls-port: the ticket secret, one context per worker (the files checked: a start-up error
  * names the one at fault), the listeners. -1 (or -2 for a usage error) after saying why. */
@@ -1497,7 +434,7 @@ static bool publish(struct server *sv, struct site *s, bool renew, const char *w
         }
     }
     site_publish(&sv->sites, s);
-    wake_workers(sv);
+    server_wake_workers(sv);
     steer_from(sv, fresh);
     if (sv->acme && acme_names(sv->acme, fresh, why, sizeof(why)) != 0)
         errlog(ERRLOG_ERROR, "%s: %s", what, why);
@@ -1604,7 +541,7 @@ static void supervise(struct server *sv, const sigset_t *signals)
             if (!stopping) {
                 follow_docroot(sv, &lim);
                 steer_clients(sv);
-                quic_route(sv);
+                h3_route(sv);
             }
             if (!stopping && atomic_exchange(&sv->acme_changed, false))
                 acme_install(sv);
@@ -1799,9 +736,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         fprintf(stderr, "ringhttpd: out of memory\n");
         goto out;
     }
-    int lrc = tcp_cc_check(cfg);
-    if (lrc == 0)
-        lrc = open_listeners(&sv);
+    int lrc = listen_open(&sv);
     if (lrc < 0) {
         rc = lrc == -2 ? 2 : 1;
         goto out;
@@ -1828,6 +763,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         goto out;
     }
 
+    int nudp = cfg->tls && cfg->http3 ? h3_plan(&sv) : 0;
     /* Every worker is set up before the process is confined (Landlock, --user): an engine reads
      * limits under /proc and opens /dev/null. Their threads start after, and so inherit it. */
     for (; inited < cfg->threads; inited++) {
@@ -1869,8 +805,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         }
         if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
             rt->acme = tokens_reader(&sv.tokens, inited);
-        if (cfg->tls && cfg->http3 && sv.quic_group >= 0 &&
-            h3_start(&sv, sv.workers[inited], &h3_secrets) != 0) {
+        if (nudp > 0 && h3_start(&sv, sv.workers[inited], &h3_secrets) != 0) {
             worker_free(sv.workers[inited]); /* set up, never counted in inited */
             sv.workers[inited] = NULL;
             goto stop;
@@ -1941,7 +876,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     for (int g = 0; g < sv.ngroups; g++)
         if (sv.groups[g].tls)
             fprintf(stderr, "ringhttpd: listening on %s (TLS%s%s)\n", sv.groups[g].url,
-                    g == sv.quic_group && sv.workers[0] && worker_quic(sv.workers[0])
+                    sv.groups[g].udp >= 0 && sv.workers[0] && worker_quic(sv.workers[0])
                         ? "; HTTP/3 on UDP"
                         : "",
                     sv.groups[g].bind && sv.groups[g].bind->proxy ? "; PROXY header" : "");
@@ -1968,12 +903,7 @@ stop:
     for (int i = 0; i < sv.started; i++)
         if (worker_join(sv.workers[i]) != 0)
             rc = 1;
-    /* Every worker's UDP socket stays in the port's group until all have drained: a socket
-     * that leaves moves another into its place, and the connection-ID program would send a
-     * busy worker's datagrams elsewhere. Then the program goes, so that a successor sharing
-     * the port (its sockets behind ours) gets the kernel's hash, not our indices. */
-    if (sv.quic_steer && sv.started && worker_runtime(sv.workers[0])->udp)
-        steer_detach(worker_runtime(sv.workers[0])->udp->fd);
+    h3_unroute(&sv); /* after every join: see h3.h */
     for (int i = 0; i < sv.started; i++)
         worker_free(sv.workers[i]);
     for (int i = sv.started; i < inited; i++) /* set up, never started */
@@ -1984,17 +914,7 @@ out:
     acme_free(sv.acme);
     if (sv.tokens_made)
         tokens_fini(&sv.tokens);
-    for (int g = 0; g < sv.ngroups; g++) {
-        struct lgroup *lg = &sv.groups[g];
-        for (int i = 0; i < cfg->threads; i++)
-            if (lg->fds[i] >= 0)
-                close(lg->fds[i]);
-        unix_remove(lg);
-        if (lg->claim >= 0)
-            close(lg->claim);
-        free(lg->fds);
-        handover_fini(&lg->ho);
-    }
+    listen_close(&sv);
     tls_stop(&sv);
     if (sv.notify_fd >= 0)
         close(sv.notify_fd);

@@ -285,9 +285,11 @@ void worker_free(struct worker *w)
     obs_tick(&w->rt, true); /* the last lines go to the writer, which outlives the workers */
     accesslog_buf_free(&w->rt.logbuf);
     w->rt.eng->fini(&w->rt);
-    if (w->rt.udp)
-        udp_port_fini(w->rt.udp);
-    free(w->rt.udp);
+    for (unsigned i = 0; i < w->rt.nudp; i++) {
+        udp_port_fini(w->rt.udp[i]);
+        free(w->rt.udp[i]);
+    }
+    w->rt.nudp = 0;
     if (w->rt.compress && w->rt.cfg->verbose) {
         const struct stats *st = &w->rt.stats;
         errlog(ERRLOG_INFO,
@@ -431,12 +433,22 @@ static void publish_quic(struct worker *w)
     stat_set(&st->h3_retries, q->retries);
     stat_set(&st->h3_resets, q->resets_sent);
     stat_set(&st->h3_vn, q->vn_sent);
-    stat_set(&st->udp_in, w->rt.udp->rx_dgrams);
-    stat_set(&st->udp_out, w->rt.udp->tx_dgrams);
-    stat_set(&st->udp_dropped, w->rt.udp->tx_dropped);
-    stat_set(&st->udp_gro_trains, w->rt.udp->rx_gro_trains);
-    stat_set(&st->udp_ring_sends, w->rt.udp->tx_queued);
-    stat_set(&st->udp_sends, w->rt.udp->tx_sends);
+    uint64_t in = 0, out = 0, dropped = 0, trains = 0, queued = 0, sends = 0;
+    for (unsigned i = 0; i < w->rt.nudp; i++) { /* every TLS listener's socket */
+        const struct udp_port *p = w->rt.udp[i];
+        in += p->rx_dgrams;
+        out += p->tx_dgrams;
+        dropped += p->tx_dropped;
+        trains += p->rx_gro_trains;
+        queued += p->tx_queued;
+        sends += p->tx_sends;
+    }
+    stat_set(&st->udp_in, in);
+    stat_set(&st->udp_out, out);
+    stat_set(&st->udp_dropped, dropped);
+    stat_set(&st->udp_gro_trains, trains);
+    stat_set(&st->udp_ring_sends, queued);
+    stat_set(&st->udp_sends, sends);
 }
 #endif
 

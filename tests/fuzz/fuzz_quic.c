@@ -100,10 +100,12 @@ static uint64_t fake_now(void)
 }
 
 /* ---- the port's sender: captures, checks, sends nothing ---- */
-static int capture(void *ctx, const struct sockaddr *to, socklen_t tolen, const uint8_t *buf,
-                   size_t len, size_t seg, bool gso)
+static int capture(void *ctx, struct udp_port *p, const struct sockaddr *from,
+                   const struct sockaddr *to, socklen_t tolen, const uint8_t *buf, size_t len,
+                   size_t seg, bool gso)
 {
-    (void)ctx, (void)gso;
+    (void)ctx, (void)gso, (void)from;
+    REQUIRE(p == &fx.port); /* an answer leaves by the port its question came in on */
     REQUIRE(buf && len > 0 && len <= UDP_SEND_MAX && seg <= len);
     REQUIRE(tolen == sizeof(struct sockaddr_in) && to->sa_family == AF_INET);
     const struct sockaddr_in *sin = (const struct sockaddr_in *)to;
@@ -440,8 +442,13 @@ static void client_run(struct client *c, size_t corrupt)
             if (corrupt)
                 buf[corrupt % (size_t)n] ^= 0x5a;
             fx.in[c->peer] += (size_t)n;
-            struct udp_dgram d = {buf, (size_t)n, (const struct sockaddr *)&fx.peers[c->peer],
-                                  sizeof(fx.peers[c->peer])};
+            struct udp_dgram d = {buf,
+                                  (size_t)n,
+                                  (const struct sockaddr *)&fx.peers[c->peer],
+                                  sizeof(fx.peers[c->peer]),
+                                  NULL,
+                                  NULL,
+                                  0};
             udp_port_deliver(&fx.port, &d, 0);
             moved = true;
         }
@@ -620,7 +627,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         i += len;
         int p = op & 3;
         fx.in[p] += len;
-        struct udp_dgram d = {buf, len, (const struct sockaddr *)&fx.peers[p], sizeof(fx.peers[p])};
+        struct udp_dgram d = {buf, len, (const struct sockaddr *)&fx.peers[p], sizeof(fx.peers[p]),
+                              NULL};
         udp_port_deliver(&fx.port, &d, seg);
         if (!(op & 8))
             udp_port_flush(&fx.port);

@@ -354,6 +354,46 @@ def test_restart_with_reuse_port_keeps_http3(make_server, h3root):
     assert routed in b.stderr_text(), b.stderr_text()
 
 
+def test_restart_with_reuse_port_keeps_http3_on_two_tls_entries(make_server, h3root):
+    """The hand-over with two UDP ports (issue 38: HTTP/3 on every TLS listener): 127.0.0.1 and
+    [::1] on TLS ports of their own, each a reuseport group of its own. The successor finds
+    both ports shared and routes neither; the predecessor answers HTTP/3 on both until it
+    stops, then the successor does, and routes each port by connection ID once it is its
+    alone."""
+    ports = []
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        with socket.socket(family) as s:
+            s.bind((host, 0))
+            ports.append(s.getsockname()[1])
+    t1, t2 = ports
+    args = ("-p", "0", "--tls-port", str(t1), "-b", f"[::1] tls={t2}", "--reuse-port", "-v")
+    urls = (f"https://127.0.0.1:{t1}/", f"https://[::1]:{t2}/")
+    a = make_server(h3root, args=args)
+    for url in urls:
+        assert f"HTTP/3 on {url}: datagrams routed to workers by connection ID: yes" in \
+            a.stderr_text(), a.stderr_text()
+    b = make_server(h3root, args=args)
+    for url in urls:
+        assert f"HTTP/3 on {url}: datagrams routed to workers by connection ID: no (another " \
+            "process shares the UDP port)" in b.stderr_text(), b.stderr_text()
+    targets = (("127.0.0.1", t1), ("::1", t2))
+    for host, port in targets:
+        r, = h3_get(host, port, a.ca, [("GET", "/large.bin")], timeout=10)
+        assert bytes(r.body) == LARGE, (host, port)
+    a.stop(signal.SIGTERM, timeout=10)
+    for _ in range(3):
+        for host, port in targets:
+            r, = h3_get(host, port, b.ca, [("HEAD", "/large.bin")], timeout=5)
+            assert r.status == 200, (host, port)
+    for url in urls:
+        routed = f"HTTP/3 on {url}: datagrams routed to workers by connection ID (the UDP port " \
+            "is ours alone now)"
+        wait_for(lambda: routed in b.stderr_text(), timeout=5)
+    for host, port in targets:
+        r, = h3_get(host, port, b.ca, [("GET", "/large.bin")], timeout=10)
+        assert bytes(r.body) == LARGE, (host, port)
+
+
 class _Sizes(_Proto):
     """_Proto that notes the size of every datagram the server sends."""
 

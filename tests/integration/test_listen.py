@@ -13,11 +13,12 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 
 import pytest
 
-from conftest import free_port, recv_all, wait_for
+from conftest import BIG, HELLO, free_port, recv_all, wait_for
 from h3client import h3_get
 
 pytestmark = pytest.mark.schemes("https")
@@ -124,10 +125,10 @@ def test_two_entries_each_on_its_own_ports_for_http_and_https(make_server, docro
         p = curl("--http2", "--cacert", ca, "--resolve", f"localhost:{tls}:{host}",
                  f"https://localhost:{tls}/hello.txt")
         assert p.stdout == b"200 2", (host, p)
-    # HTTP/3 on the first TLS entry's address (a worker has one UDP socket: README, Listening)
-    assert f"listening on https://127.0.0.1:{srv.port}/ (TLS; HTTP/3 on UDP)" in srv.stderr_text()
-    r, = h3_get("127.0.0.1", srv.port, srv.ca, [("GET", "/index.html")])
-    assert r.status == 200
+    # HTTP/3 on each entry's TLS port (test_http3_on_every_tls_entry_... below)
+    for host, tls in (("127.0.0.1", srv.port), ("::1", q2)):
+        r, = h3_get(host, tls, srv.ca, [("GET", "/index.html")])
+        assert r.status == 200, host
     # each entry is its address only: the first's ports are not open on ::1, nor the second's
     # on 127.0.0.1
     for host, port in (("::1", srv.clear_port), ("127.0.0.1", p2)):
@@ -234,6 +235,113 @@ def test_proxy_flag_is_per_listener(make_server, docroot):
     wait_for(lambda: any(line.startswith("198.51.100.4 ") for line in log_lines(srv)) and
              any(line.startswith("203.0.113.9 ") for line in log_lines(srv)), timeout=5)
     assert "no PROXY header from a client of a proxy listener" in srv.stderr_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP/3 on every TLS listener (issue 38): each TLS entry has its UDP sockets on its own address
+# and TLS port, and its HTTPS answers' Alt-Svc names that port; a listener without HTTP/3 (a
+# Unix socket) advertises none.
+
+
+def alt_svc(host, port, ca, version="--http2", unix=None, field="alt-svc"):
+    """The Alt-Svc field (or another) of an HTTPS answer from host:port (or the Unix socket),
+    or None."""
+    where = ("--unix-socket", unix) if unix else ("--resolve", f"localhost:{port}:{host}")
+    p = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-D", "-", "--cacert", str(ca), version,
+                        *where, f"https://localhost:{port or 443}/hello.txt"],
+                       capture_output=True, timeout=30)
+    assert p.returncode == 0, p
+    head = p.stdout.decode()
+    assert head.split("\r\n", 1)[0].split()[1] == "200", head
+    found = [line.split(":", 1)[1].strip() for line in head.split("\r\n")
+             if line.lower().startswith(field + ":")]
+    return found[0] if found else None
+
+
+def test_http3_on_every_tls_entry_with_its_own_alt_svc(make_server, docroot, tmp_path):
+    """Three TLS entries (127.0.0.1 and ::1, and a second port of 127.0.0.1) and a TLS Unix
+    socket: each IP entry serves HTTP/3 on its own TLS port, says so on its listening line, and
+    its HTTP/1.1 and HTTP/2 answers name that port in Alt-Svc (after the HSTS line, composed
+    per site and port); the Unix socket has no UDP beside it and advertises none. Before, only
+    the first TLS entry had HTTP/3, and every entry's Alt-Svc named the first's port."""
+    p2, q2, p3, q3 = free_port(), free_port(), free_port(), free_port()
+    sock = tmp_path / "tls.sock"
+    srv = make_server(docroot, args=("-b", f"[::1]:{p2} tls={q2}", "-b",
+                                     f"127.0.0.1:{p3} tls={q3}", "-b", f"unix:{sock} tls",
+                                     "--hsts", "600"))
+    err = srv.stderr_text()
+    for url in (f"127.0.0.1:{srv.port}", f"[::1]:{q2}", f"127.0.0.1:{q3}"):
+        assert f"listening on https://{url}/ (TLS; HTTP/3 on UDP)" in err, err
+    assert f"listening on unix:{sock} (TLS)\n" in err, err
+    for host, port in (("127.0.0.1", srv.port), ("::1", q2), ("127.0.0.1", q3)):
+        for version in ("--http2", "--http1.1"):
+            assert alt_svc(host, port, srv.ca, version) == f'h3=":{port}"; ma=86400', \
+                (host, port, version)
+            assert alt_svc(host, port, srv.ca, version, field="strict-transport-security") == \
+                "max-age=600"
+        got = h3_get(host, port, srv.ca, [("GET", "/hello.txt"), ("GET", "/index.html")])
+        assert [r.status for r in got] == [200, 200], (host, port)
+        assert got[0].header("alt-svc") is None  # not advertised to a client already on it
+    assert alt_svc(None, None, srv.ca, unix=str(sock)) is None
+    assert alt_svc(None, None, srv.ca, unix=str(sock), field="strict-transport-security") == \
+        "max-age=600"
+
+
+def test_socket_activation_beside_two_tls_entries_serves_http3_on_both(make_server, docroot):
+    """systemd's socket is the cleartext listener; the TLS entries' listeners and their UDP
+    sockets are ours: HTTP/3 on each TLS port, each naming its own in Alt-Svc."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(64)
+    q2 = free_port()
+    wrapper = [sys.executable, "-c", "import os, sys; os.dup2(int(sys.argv[1]), 3); "
+               "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1'); "
+               "os.execvp(sys.argv[2], sys.argv[2:])", str(holder.fileno())]
+    try:
+        srv = make_server(docroot, wrapper=wrapper, pass_fds=[holder.fileno()],
+                          args=("-b", f"[::1] tls={q2}"))
+        err = srv.stderr_text()
+        assert "on sockets from systemd" in err, err
+        for host, port in (("127.0.0.1", srv.port), ("::1", q2)):
+            url = f"[{host}]" if ":" in host else host
+            assert f"listening on https://{url}:{port}/ (TLS; HTTP/3 on UDP)" in err, err
+            r, = h3_get(host, port, srv.ca, [("GET", "/hello.txt")])
+            assert r.status == 200 and bytes(r.body) == HELLO, (host, port)
+            assert alt_svc(host, port, srv.ca) == f'h3=":{port}"; ma=86400', (host, port)
+        with socket.create_connection(holder.getsockname()[:2], timeout=5) as c:
+            c.sendall(b"GET /hello.txt HTTP/1.0\r\n\r\n")
+            assert recv_all(c).startswith(b"HTTP/1.1 200")
+    finally:
+        holder.close()
+
+
+def test_wildcard_entry_serves_http3_on_both_families_beside_another_entry(make_server,
+                                                                           docroot):
+    """'*' (the [::] socket taking IPv4 too) serves HTTP/3 to 127.0.0.1 and ::1 on its TLS
+    port; a second entry on ::1 and ports of its own serves HTTP/3 on its own."""
+    p2, q2 = free_port(), free_port()
+    srv = make_server(docroot, bind="*", args=("-b", f"[::1]:{p2} tls={q2}"))
+    assert f"listening on https://[::]:{srv.port}/ (TLS; HTTP/3 on UDP)" in srv.stderr_text()
+    for host, port in (("127.0.0.1", srv.port), ("::1", srv.port), ("::1", q2)):
+        r, = h3_get(host, port, srv.ca, [("GET", "/hello.txt")])
+        assert r.status == 200 and bytes(r.body) == HELLO, (host, port)
+        assert alt_svc(host, port, srv.ca) == f'h3=":{port}"; ma=86400', (host, port)
+    wait_for(lambda: sum(" HTTP/3.0\" 200 " in line for line in log_lines(srv)) >= 3, timeout=5)
+
+
+@pytest.mark.parametrize("bind", [None, "0.0.0.0"])
+def test_a_wildcard_answers_http3_from_the_address_the_client_sent_to(make_server, docroot,
+                                                                      bind):
+    """A wildcard UDP socket ([::] taking both families, or 0.0.0.0) answers each datagram from
+    the address it was sent to (IP_PKTINFO / IPV6_PKTINFO), not from the one the route picks:
+    a client of 127.0.0.2 used to get its answers from 127.0.0.1 and never connected. The 1 MiB
+    body goes out in GSO batches that carry the source beside their segment size."""
+    srv = make_server(docroot, bind=bind)
+    for host in ("127.0.0.2", "127.0.0.1") + (("::1",) if bind is None else ()):
+        r, = h3_get(host, srv.port, srv.ca, [("GET", "/big.bin")], timeout=20)
+        assert r.status == 200 and bytes(r.body) == BIG, host
+    wait_for(lambda: any(line.startswith("127.0.0.2 ") and "HTTP/3.0" in line
+                         for line in log_lines(srv)), timeout=5)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include "unit.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <stdbool.h>
@@ -57,8 +58,8 @@ TEST(udp_deliver_splits_a_train_by_its_segment_size)
     unsigned want = 0;
     for (size_t i = 0; i < sizeof(bytes); i++)
         want += bytes[i] = (uint8_t)(i * 7);
-    struct udp_dgram d = {(const uint8_t *)unit_guard(bytes, sizeof(bytes)), sizeof(bytes), NULL,
-                          0};
+    struct udp_dgram d = {
+        (const uint8_t *)unit_guard(bytes, sizeof(bytes)), sizeof(bytes), NULL, 0, NULL, NULL, 0};
     udp_port_deliver(&p, &d, 1200); /* three full datagrams and a short last one */
     CHECK_INT(s.n, 4);
     CHECK_INT(s.lens[0], 1200);
@@ -173,7 +174,7 @@ TEST(udp_deliver_never_yields_an_empty_datagram_whatever_the_segment_size)
             struct walk w = {.seg = segs[k]};
             struct udp_port p = {.up = &walk_upcall, .user = &w};
             const uint8_t *buf = (const uint8_t *)unit_guard(bytes, lens[i]);
-            struct udp_dgram d = {buf, lens[i], NULL, 0};
+            struct udp_dgram d = {buf, lens[i], NULL, 0, NULL, NULL, 0};
             w.next = buf;
             udp_port_deliver(&p, &d, segs[k]);
             CHECK_INT(w.empty, 0);
@@ -197,6 +198,23 @@ static ssize_t recv_one(int fd, char *buf, size_t cap)
     return -1;
 }
 
+/* Submits what the sender prepared and completes n sends: how many completed. */
+static unsigned sends_done(struct runtime *w, struct uring *u, unsigned n)
+{
+    sqe_flush(&u->ring, &u->spill);
+    CHECK_INT(io_uring_submit_and_wait(&u->ring, n), (int)n);
+    struct io_uring_cqe *cqe;
+    unsigned head, done = 0;
+    io_uring_for_each_cqe(&u->ring, head, cqe) {
+        struct tag t = tag_decode(io_uring_cqe_get_data64(cqe));
+        CHECK_INT(t.op, OP_UDP_SEND);
+        uring_udp_sent(w, u, cqe, t.slot);
+        done++;
+    }
+    io_uring_cq_advance(&u->ring, done);
+    return done;
+}
+
 /* io_uring's sender lends a copy slot for QUIC to build its next batch in (no copy then); a
  * send of other bytes meanwhile (a CONNECTION_CLOSE from its own buffer) must take another
  * slot, not overwrite the batch being built: both datagrams arrive with their own bytes. */
@@ -214,7 +232,7 @@ TEST(udp_uring_send_built_in_a_lent_buffer_keeps_its_bytes_when_another_send_com
         close(rx);
         return;
     }
-    struct runtime w = {.udp = &p};
+    struct runtime w = {.udp = {&p}, .nudp = 1};
     CHECK_INT(uring_udp_tx_start(&w, &u), 0);
     struct sockaddr_in to = {
         .sin_family = AF_INET, .sin_port = port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -227,18 +245,7 @@ TEST(udp_uring_send_built_in_a_lent_buffer_keeps_its_bytes_when_another_send_com
     CHECK_INT(udp_port_send(&p, (struct sockaddr *)&to, sizeof(to), lent, 14, 0), 0);
     CHECK(udp_port_buffer(&p) != lent); /* it went with its send */
     CHECK_INT(p.tx_queued, 2);
-    sqe_flush(&u.ring, &u.spill);
-    CHECK_INT(io_uring_submit_and_wait(&u.ring, 2), 2);
-    struct io_uring_cqe *cqe;
-    unsigned head, done = 0;
-    io_uring_for_each_cqe(&u.ring, head, cqe) {
-        struct tag t = tag_decode(io_uring_cqe_get_data64(cqe));
-        CHECK_INT(t.op, OP_UDP_SEND);
-        uring_udp_sent(&w, &u, cqe, t.slot);
-        done++;
-    }
-    io_uring_cq_advance(&u.ring, done);
-    CHECK_INT(done, 2);
+    CHECK_INT(sends_done(&w, &u, 2), 2);
     CHECK_INT(p.tx_dgrams, 2);
     char got[64];
     CHECK_INT(recv_one(rx, got, sizeof(got)), 5);
@@ -250,4 +257,100 @@ TEST(udp_uring_send_built_in_a_lent_buffer_keeps_its_bytes_when_another_send_com
     sqe_spill_free(&u.spill);
     udp_port_fini(&p);
     close(rx);
+}
+
+/* Whose socket a received datagram's source port names. */
+static uint16_t recv_from(int fd, char *buf, size_t cap, ssize_t *n)
+{
+    struct sockaddr_in from = {0};
+    socklen_t len = sizeof(from);
+    for (int tries = 0; tries < 1000; tries++) {
+        *n = recvfrom(fd, buf, cap, 0, (struct sockaddr *)&from, &len);
+        if (*n >= 0)
+            return from.sin_port;
+        usleep(1000);
+    }
+    return 0;
+}
+
+/* Issue 38: a worker has a UDP port per TLS listener, and one io_uring sender serves them all:
+ * each send leaves by the socket of the port it was given (the client sees that socket's
+ * address, the one it sent to) and is counted there; and one buffer ring receives for every
+ * port, each datagram handed to its own port's upcall with d->port naming it. */
+TEST(udp_uring_two_ports_send_and_receive_each_by_its_own_socket)
+{
+    uint16_t client_port, pa, pb;
+    int client = bound(&client_port), fa = bound(&pa), fb = bound(&pb);
+    struct udp_port a, b;
+    struct seen sa = {0}, sb = {0};
+    CHECK_INT(udp_port_init(&a, fa, false, false, &upcall, &sa), 0);
+    CHECK_INT(udp_port_init(&b, fb, false, false, &upcall, &sb), 0);
+    struct uring u = {0};
+    if (io_uring_queue_init(16, &u.ring, 0) != 0) {
+        fprintf(stderr, "  (no io_uring here: skipped)\n");
+        goto out;
+    }
+    struct runtime w = {.udp = {&a, &b}, .nudp = 2};
+    CHECK_INT(uring_udp_tx_start(&w, &u), 0);
+    CHECK(a.sender_ctx == b.sender_ctx && a.sender_ctx != NULL); /* one pool for both */
+    struct sockaddr_in to = {
+        .sin_family = AF_INET, .sin_port = client_port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_INT(udp_port_send(&b, (struct sockaddr *)&to, sizeof(to), (const uint8_t *)"bb", 2, 0),
+              0);
+    CHECK_INT(udp_port_send(&a, (struct sockaddr *)&to, sizeof(to), (const uint8_t *)"a", 1, 0), 0);
+    CHECK_INT(sends_done(&w, &u, 2), 2);
+    struct io_uring_cqe *cqe;
+    unsigned head, done;
+    CHECK_INT(a.tx_dgrams, 1);
+    CHECK_INT(b.tx_dgrams, 1);
+    char got[16];
+    ssize_t n;
+    for (int i = 0; i < 2; i++) {
+        uint16_t src = recv_from(client, got, sizeof(got), &n);
+        CHECK(n == 1 || n == 2);
+        CHECK_INT(src, n == 1 ? pa : pb); /* "a" from a's socket, "bb" from b's */
+    }
+    /* The receive: one RECVMSG per port into the shared ring (a kernel before 6.0 refuses) */
+    if (uring_udp_start(&w, &u) == 0) {
+        struct sockaddr_in at = to;
+        at.sin_port = pb;
+        CHECK_INT(sendto(client, "bbb", 3, 0, (struct sockaddr *)&at, sizeof(at)), 3);
+        at.sin_port = pa;
+        CHECK_INT(sendto(client, "aaaa", 4, 0, (struct sockaddr *)&at, sizeof(at)), 4);
+        bool refused = false;
+        for (int turn = 0; turn < 50 && sa.n + sb.n < 2 && !refused; turn++) {
+            sqe_flush(&u.ring, &u.spill);
+            CHECK(io_uring_submit_and_wait(&u.ring, 1) >= 0);
+            done = 0;
+            io_uring_for_each_cqe(&u.ring, head, cqe) {
+                struct tag t = tag_decode(io_uring_cqe_get_data64(cqe));
+                CHECK_INT(t.op, OP_UDP_RECV);
+                if (cqe->res == -EINVAL || cqe->res == -EOPNOTSUPP)
+                    refused = true;
+                else
+                    uring_udp_complete(&w, &u, cqe, t.slot);
+                done++;
+            }
+            io_uring_cq_advance(&u.ring, done);
+            if (u.udp)
+                uring_udp_flush(&w, &u);
+        }
+        if (refused) {
+            fprintf(stderr, "  (no multishot RECVMSG here: receive skipped)\n");
+        } else {
+            CHECK_INT(sa.n, 1);
+            CHECK_INT(sa.lens[0], 4);
+            CHECK_INT(sb.n, 1);
+            CHECK_INT(sb.lens[0], 3);
+            CHECK(sa.flushes >= 1 && sb.flushes >= 1);
+        }
+    }
+    io_uring_queue_exit(&u.ring);
+    uring_udp_stop(&u);
+    uring_udp_tx_stop(&w, &u);
+    sqe_spill_free(&u.spill);
+out:
+    udp_port_fini(&a);
+    udp_port_fini(&b);
+    close(client);
 }

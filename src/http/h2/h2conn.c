@@ -101,6 +101,7 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
     struct conn *c = h->c;
     struct req_policy pol = policy_fields();
     pol.secure = c->xport && c->xport->secure; /* an error's access-log line too (its port) */
+    pol.listener = c->lst;
     if (!status) {
         pol.tls = tls_xport_conn(c);
         pol.peer = conn_peer(c);
