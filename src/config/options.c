@@ -795,6 +795,43 @@ static int set_acme_state(struct config *cfg, const struct option_info *o, char 
     return 0;
 }
 
+/* DNS-01 (issue 40): what each names is checked when dns01_new reads it at start (a server's
+ * address resolved, the key file parsed); here only its form. */
+static int set_acme_dns_hook(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (arg[0] != '/' || access(arg, X_OK) != 0)
+        return usage_error("--acme-dns-hook wants an executable by its absolute path, got '%s'",
+                           arg);
+    cfg->acme_dns_hook = arg;
+    return 0;
+}
+
+static int set_acme_dns_server(struct config *cfg, const struct option_info *o, char *arg)
+{
+    if (!arg[0] || strpbrk(arg, " \t/"))
+        return usage_error("--%s wants SERVER[:PORT] like 127.0.0.1:53, [::1]:5353 or "
+                           "ns1.example.org, got '%s'",
+                           o->name, arg);
+    if (o->list == LIST_NONE) {
+        cfg->acme_dns_update = arg;
+        return 0;
+    }
+    if (cfg->num_acme_dns_resolvers == CONFIG_MAX_DNS_RESOLVERS)
+        return usage_error("--acme-dns-resolver: at most %d", CONFIG_MAX_DNS_RESOLVERS);
+    cfg->acme_dns_resolvers[cfg->num_acme_dns_resolvers++] = arg;
+    return 0;
+}
+
+static int set_acme_dns_tsig(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (access(arg, R_OK) != 0)
+        return usage_error("--acme-dns-tsig '%s': %s", arg, strerror(errno));
+    cfg->acme_dns_tsig = arg;
+    return 0;
+}
+
 /* The authority of an absolute redirect target: a host name, maybe ":PORT", then '/' or end. */
 static bool url_host_ok(const char *h)
 {
@@ -1175,6 +1212,12 @@ static bool same_quic_secrets(const struct config *a, const struct config *b)
                      b->num_quic_secret_files);
 }
 
+static bool same_acme_dns_resolvers(const struct config *a, const struct config *b)
+{
+    return same_list(a->acme_dns_resolvers, a->num_acme_dns_resolvers, b->acme_dns_resolvers,
+                     b->num_acme_dns_resolvers);
+}
+
 static bool same_acme_domains(const struct config *a, const struct config *b)
 {
     return same_list(a->acme_domains, a->num_acme_domains, b->acme_domains, b->num_acme_domains);
@@ -1454,6 +1497,12 @@ static const struct option_info table[] = {
      .set = set_metrics,
      .help = "serve Prometheus metrics at http://ADDR:PORT/metrics on a\n"
              "listener of their own (off by default)"},
+    {.name = "metrics-per-cert",
+     PROCESS,
+     FIELD(FIELD_BOOL, metrics_per_cert),
+     .set = set_flag,
+     .help = "one certificate expiry series per ACME name (by default\n"
+             "only the earliest expiry and counts, for many sites)"},
     {.name = "compress",
      .metavar = "on|off",
      SITE,
@@ -1702,6 +1751,36 @@ static const struct option_info table[] = {
          (const struct option_choice[]){{"auto", 0}, {"http-01", 1}, {"tls-alpn-01", 2}, {NULL, 0}},
      .wants = "auto, http-01 or tls-alpn-01",
      .help = "auto, http-01 or tls-alpn-01 (auto: what the CA offers)"},
+    {.name = "acme-dns-hook",
+     .metavar = "CMD",
+     PROCESS,
+     FIELD(FIELD_STRING, acme_dns_hook),
+     .set = set_acme_dns_hook,
+     .help = "DNS-01 (wildcards): run CMD present|cleanup FQDN VALUE\n"
+             "to put the TXT record in place and take it away"},
+    {.name = "acme-dns-update",
+     .metavar = "SERVER[:PORT]",
+     PROCESS,
+     FIELD(FIELD_STRING, acme_dns_update),
+     .set = set_acme_dns_server,
+     .help = "DNS-01 (wildcards): RFC 2136 UPDATE of the TXT record at\n"
+             "this authoritative server, signed with --acme-dns-tsig"},
+    {.name = "acme-dns-tsig",
+     .names_file = OPTFILE_WHOLE,
+     .metavar = "FILE",
+     PROCESS,
+     FIELD(FIELD_STRING, acme_dns_tsig),
+     .set = set_acme_dns_tsig,
+     .help = "the UPDATE's TSIG key (hmac-sha256), as tsig-keygen prints"},
+    {.name = "acme-dns-resolver",
+     .metavar = "ADDR[:PORT]",
+     PROCESS,
+     .list = LIST_DNS_RESOLVERS,
+     .same = same_acme_dns_resolvers,
+     .set = set_acme_dns_server,
+     .help = "DNS-01: see the TXT record here before the CA is asked to\n"
+             "validate (repeatable; default: the UPDATE's server, else\n"
+             "/etc/resolv.conf's)"},
     {.name = "reuse-port",
      PROCESS,
      FIELD(FIELD_BOOL, reuse_port),
@@ -2113,6 +2192,9 @@ static void layer_begin(struct config *cfg, enum option_list list)
         break;
     case LIST_BINDS:
         cfg->num_binds = 0;
+        break;
+    case LIST_DNS_RESOLVERS:
+        cfg->num_acme_dns_resolvers = 0;
         break;
     case LIST_NONE:
     case OPTION_LISTS:
