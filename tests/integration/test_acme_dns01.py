@@ -1,0 +1,252 @@
+"""Wildcard certificates by DNS-01 (issue 40), against Debian's pebble on loopback.
+
+Through the hook (--acme-dns-hook): the test's hook script sets the TXT record in
+pebble-challtestsrv, Pebble's DNS server, through its management API (/set-txt, /clear-txt), and
+logs its argv and environment. Through RFC 2136 (--acme-dns-update, --acme-dns-tsig): a real
+authoritative server, Debian's knot, serves the zone example.test on loopback with a TSIG key
+made by keymgr -t (its output is both knot's configuration and ringhttpd's key file), and
+Pebble's -dnsserver points at it. Each certificate is for *.example.test and serves
+a.example.test and b.example.test over HTTPS. The failures: a hook that exits non-zero, a TSIG
+key the server does not know the secret of (its NOTAUTH/BADSIG logged, no retry before the
+backoff).
+"""
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import free_port, wait_for
+from test_acme import (CHALLTESTSRV, PEBBLE, acme_args, curl_https, pebble, ports,  # noqa: F401
+                       wait_https, wait_issued, wait_port)
+
+KNOTD = shutil.which("knotd") or shutil.which("/usr/sbin/knotd")
+KEYMGR = shutil.which("keymgr") or shutil.which("/usr/sbin/keymgr")
+KDIG = shutil.which("kdig")
+
+pytestmark = pytest.mark.skipif(not PEBBLE or not CHALLTESTSRV,
+                                reason="pebble not installed (scripts/deps.sh test)")
+needs_knot = pytest.mark.skipif(not KNOTD or not KEYMGR or not KDIG,
+                                reason="knot not installed (scripts/deps.sh test)")
+
+WILD = "*.example.test"
+ZONE = """$ORIGIN example.test.
+$TTL 60
+@ SOA ns.example.test. admin.example.test. 1 3600 600 86400 60
+@ NS ns.example.test.
+ns A 127.0.0.1
+* A 127.0.0.1
+"""
+
+
+def wildcard_site(tmp_path, docroot):
+    conf = tmp_path / "sites.yaml"
+    conf.write_text(f"""
+sites:
+  - hosts: ['{WILD}']
+    root: {docroot}
+    default: true
+""")
+    return conf
+
+
+def hook_script(tmp_path, mgmt_port, fail=False):
+    """A hook that logs how it was called and sets the record in challtestsrv (or fails)."""
+    log = tmp_path / "hook.log"
+    hook = tmp_path / "dns-hook"
+    body = 'echo "no such zone here"; exit 3' if fail else f"""case "$1" in
+present) curl -sS -X POST -d "{{\\"host\\":\\"$2.\\",\\"value\\":\\"$3\\"}}" \\
+    http://127.0.0.1:{mgmt_port}/set-txt ;;
+cleanup) curl -sS -X POST -d "{{\\"host\\":\\"$2.\\"}}" http://127.0.0.1:{mgmt_port}/clear-txt ;;
+esac
+echo "hook done: $1\""""
+    hook.write_text(f"""#!/bin/sh
+echo "$# $1 $2 $3 $RINGHTTPD_DNS01_ACTION $RINGHTTPD_DNS01_FQDN $RINGHTTPD_DNS01_DOMAIN" >> {log}
+{body}
+""")
+    hook.chmod(0o755)
+    return hook, log
+
+
+def served_both(ports, root):
+    for name in ("a.example.test", "b.example.test"):
+        wait_https(name, ports[1], root)
+
+
+def test_wildcard_by_the_hook_serves_every_name_metrics_aggregate(make_server, docroot, pebble,
+                                                                  ports, tmp_path):
+    from test_accesslog import scrape_text
+    pb = pebble()
+    hook, log = hook_script(tmp_path, pb.chall_mgmt)
+    state = tmp_path / "state"
+    srv = make_server(None, args=acme_args(
+        pb, state, ports, "--config", str(wildcard_site(tmp_path, docroot)),
+        "--acme-dns-hook", str(hook), "--acme-dns-resolver", f"127.0.0.1:{pb.dns_port}",
+        "--metrics", "127.0.0.1:0", "-v"))
+    wait_issued(srv, WILD)
+    served_both(ports, pb.root(tmp_path))
+    assert (state / "_wildcard.example.test.pem").exists()
+    assert pb.orders() == 1
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("3 present _acme-challenge.example.test ")
+    assert calls[0].endswith(" present _acme-challenge.example.test example.test")
+    value = calls[0].split()[3]
+    assert len(value) == 43  # base64url of a SHA-256
+    assert wait_for(lambda: len(log.read_text().splitlines()) == 2, 10)
+    assert log.read_text().splitlines()[1].startswith(
+        f"3 cleanup _acme-challenge.example.test {value} ")
+    err = srv.stderr_text()
+    assert "challenges http-01 and tls-alpn-01, dns-01 by hook" in err
+    assert f"_acme-challenge.example.test TXT {value} published" in err
+    # The default metrics: a few series whatever the number of names, none per name.
+    text = scrape_text(srv)
+    assert 'ringhttpd_tls_certificates{state="valid"} 1' in text
+    assert 'ringhttpd_tls_certificates{state="awaited"} 0' in text
+    assert 'ringhttpd_tls_certificates_expiring{within="7d"} 0' in text
+    earliest = [ln for ln in text.splitlines()
+                if ln.startswith("ringhttpd_tls_certificate_earliest_expiry_timestamp_seconds ")]
+    assert earliest and float(earliest[0].split()[-1]) > time.time() + 3600, text
+    assert "ringhttpd_tls_certificate_expiry_timestamp_seconds{" not in text
+
+
+def test_a_hook_that_fails_fails_the_order_once(make_server, docroot, pebble, ports, tmp_path):
+    pb = pebble()
+    hook, log = hook_script(tmp_path, pb.chall_mgmt, fail=True)
+    srv = make_server(None, args=acme_args(
+        pb, tmp_path / "state", ports, "--config", str(wildcard_site(tmp_path, docroot)),
+        "--acme-dns-hook", str(hook), "--acme-dns-resolver", f"127.0.0.1:{pb.dns_port}"))
+    assert wait_for(lambda: f"order for {WILD} failed" in srv.stderr_text(), 60), \
+        srv.stderr_text()[-3000:]
+    err = srv.stderr_text()
+    assert "dns hook present _acme-challenge.example.test: no such zone here" in err
+    assert "dns hook present _acme-challenge.example.test: exited 3" in err
+    time.sleep(3)  # the backoff (60 s) holds the next try: no order, no hook run meanwhile
+    assert pb.orders() == 1
+    assert len(log.read_text().splitlines()) == 1
+    assert curl_https("a.example.test", ports[1], pb.ca)[0] != 0
+
+
+def test_wildcard_left_out_without_dns01(make_server, docroot, pebble, ports, tmp_path):
+    pb = pebble()
+    conf = tmp_path / "sites.yaml"
+    conf.write_text(f"""
+sites:
+  - hosts: [one.test, '{WILD}']
+    root: {docroot}
+    default: true
+""")
+    srv = make_server(None, args=acme_args(pb, tmp_path / "state", ports, "--config", str(conf)))
+    wait_issued(srv, "one.test")
+    assert (f"acme: {WILD} left out of the certificate: a wildcard needs DNS-01"
+            in srv.stderr_text())
+
+
+class Knot:
+    """knotd serving example.test on 127.0.0.1, updates allowed with the key of key_file."""
+
+    def __init__(self, tmp, key_file):
+        self.port = free_port()
+        d = tmp / f"knot-{self.port}"
+        (d / "db").mkdir(parents=True)
+        (d / "example.test.zone").write_text(ZONE)
+        conf = d / "knot.conf"
+        conf.write_text(f"""server:
+    rundir: {d}
+    listen: 127.0.0.1@{self.port}
+include: {key_file}
+database:
+    storage: {d}/db
+acl:
+  - id: update
+    key: ringhttpd-test
+    action: update
+zone:
+  - domain: example.test
+    storage: {d}
+    file: example.test.zone
+    acl: update
+    zonefile-sync: -1
+    journal-content: none
+log:
+  - target: stderr
+    any: info
+""")
+        self.logfile = d / "knot.log"
+        self.log = open(self.logfile, "wb")
+        self.proc = subprocess.Popen([KNOTD, "-c", str(conf)], stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        wait_port(self.port, self.proc)
+        self.addr = f"127.0.0.1:{self.port}"
+
+    def txt(self, name):
+        p = subprocess.run([KDIG, "@127.0.0.1", "-p", str(self.port), "+short", "TXT", name],
+                           capture_output=True, text=True, timeout=10)
+        return p.stdout.split()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def knot(tmp_path):
+    started = []
+    key = tmp_path / "tsig.key"
+    key.write_text(subprocess.run([KEYMGR, "-t", "ringhttpd-test", "hmac-sha256"],
+                                  capture_output=True, text=True, check=True).stdout)
+
+    def start():
+        k = Knot(tmp_path, key)
+        started.append(k)
+        return k
+
+    start.key = key
+    yield start
+    for k in started:
+        k.stop()
+
+
+@needs_knot
+def test_wildcard_by_rfc2136_to_knot(make_server, docroot, pebble, knot, ports, tmp_path):
+    kn = knot()
+    pb = pebble(dnsserver=kn.addr)
+    state = tmp_path / "state"
+    srv = make_server(None, args=acme_args(
+        pb, state, ports, "--config", str(wildcard_site(tmp_path, docroot)),
+        "--acme-dns-update", kn.addr, "--acme-dns-tsig", str(knot.key)))
+    wait_issued(srv, WILD)
+    served_both(ports, pb.root(tmp_path))
+    assert pb.orders() == 1
+    assert "DDNS, finished, serial 1 -> 2" in kn.logfile.read_text()
+    # withdrawn again once the order is done
+    assert wait_for(lambda: kn.txt("_acme-challenge.example.test") == [], 10), \
+        kn.txt("_acme-challenge.example.test")
+    assert "published (RFC 2136 UPDATE to " + kn.addr in srv.stderr_text()
+
+
+@needs_knot
+def test_rfc2136_with_a_wrong_key_is_refused_and_not_retried(make_server, docroot, pebble, knot,
+                                                           ports, tmp_path):
+    kn = knot()
+    pb = pebble(dnsserver=kn.addr)
+    wrong = tmp_path / "wrong.key"  # BIND's format (tsig-keygen's), the key's name, another secret
+    wrong.write_text('key "ringhttpd-test" {\n\talgorithm hmac-sha256;\n'
+                     '\tsecret "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";\n};\n')
+    srv = make_server(None, args=acme_args(
+        pb, tmp_path / "state", ports, "--config", str(wildcard_site(tmp_path, docroot)),
+        "--acme-dns-update", kn.addr, "--acme-dns-tsig", str(wrong)))
+    assert wait_for(lambda: f"order for {WILD} failed" in srv.stderr_text(), 60), \
+        srv.stderr_text()[-3000:]
+    err = srv.stderr_text()
+    assert (f"{kn.addr} refused the UPDATE of _acme-challenge.example.test in zone "
+            "example.test with key ringhttpd-test: NOTAUTH, TSIG BADSIG") in err
+    time.sleep(3)
+    assert pb.orders() == 1
+    assert err.count("refused the UPDATE") == 1
+    assert kn.txt("_acme-challenge.example.test") == []
