@@ -760,8 +760,8 @@ static int set_acme_email(struct config *cfg, const struct option_info *o, char 
 static int set_acme_domain(struct config *cfg, const struct option_info *o, char *arg)
 {
     (void)o;
-    if (!host_name_ok(arg, false))
-        return usage_error("--acme-domain wants a host name (no wildcard), got '%s'", arg);
+    if (!host_name_ok(arg, true)) /* a wildcard needs DNS-01: config.c's tls_check */
+        return usage_error("--acme-domain wants a host name, got '%s'", arg);
     if (cfg->num_acme_domains == CONFIG_MAX_RULES)
         return usage_error("--acme-domain: at most %d names", CONFIG_MAX_RULES);
     cfg->acme_domains[cfg->num_acme_domains++] = arg;

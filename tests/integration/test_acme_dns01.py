@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import free_port, wait_for
+from conftest import RINGHTTPD, free_port, wait_for
 from test_acme import (CHALLTESTSRV, PEBBLE, acme_args, curl_https, pebble, ports,  # noqa: F401
                        wait_https, wait_issued, wait_port)
 
@@ -34,16 +34,18 @@ ZONE = """$ORIGIN example.test.
 $TTL 60
 @ SOA ns.example.test. admin.example.test. 1 3600 600 86400 60
 @ NS ns.example.test.
+@ A 127.0.0.1
 ns A 127.0.0.1
 * A 127.0.0.1
 """
 
 
-def wildcard_site(tmp_path, docroot):
+def wildcard_site(tmp_path, docroot, *more):
     conf = tmp_path / "sites.yaml"
+    hosts = ", ".join(f"'{h}'" for h in (*more, WILD))
     conf.write_text(f"""
 sites:
-  - hosts: ['{WILD}']
+  - hosts: [{hosts}]
     root: {docroot}
     default: true
 """)
@@ -107,13 +109,19 @@ def test_wildcard_by_the_hook_serves_every_name_metrics_aggregate(make_server, d
                 if ln.startswith("ringhttpd_tls_certificate_earliest_expiry_timestamp_seconds ")]
     assert earliest and float(earliest[0].split()[-1]) > time.time() + 3600, text
     assert "ringhttpd_tls_certificate_expiry_timestamp_seconds{" not in text
+    promtool = shutil.which("promtool")
+    if promtool:
+        r = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
+                           capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
 
 
 def test_a_hook_that_fails_fails_the_order_once(make_server, docroot, pebble, ports, tmp_path):
+    """(The name from --acme-domain this time, without a configuration file.)"""
     pb = pebble()
     hook, log = hook_script(tmp_path, pb.chall_mgmt, fail=True)
-    srv = make_server(None, args=acme_args(
-        pb, tmp_path / "state", ports, "--config", str(wildcard_site(tmp_path, docroot)),
+    srv = make_server(docroot, args=acme_args(
+        pb, tmp_path / "state", ports, "--acme-domain", WILD,
         "--acme-dns-hook", str(hook), "--acme-dns-resolver", f"127.0.0.1:{pb.dns_port}"))
     assert wait_for(lambda: f"order for {WILD} failed" in srv.stderr_text(), 60), \
         srv.stderr_text()[-3000:]
@@ -124,6 +132,33 @@ def test_a_hook_that_fails_fails_the_order_once(make_server, docroot, pebble, po
     assert pb.orders() == 1
     assert len(log.read_text().splitlines()) == 1
     assert curl_https("a.example.test", ports[1], pb.ca)[0] != 0
+
+
+def test_usage_errors(tmp_path):
+    hook, _ = hook_script(tmp_path, 1)
+    key = tmp_path / "k.key"
+    key.write_text('key "k" { algorithm hmac-sha256; secret "YQ=="; };')
+    base = [RINGHTTPD, "-p", "0", "--tls-port", "0", "--acme-email", "a@example.org"]
+    for args, want in (
+            (["--acme-domain", WILD], "--acme-domain *.example.test: a wildcard needs DNS-01"),
+            (["--acme-domain", "a.test", "--acme-dns-hook", "dns-hook"],
+             "--acme-dns-hook wants an executable by its absolute path"),
+            (["--acme-domain", "a.test", "--acme-dns-update", "127.0.0.1"],
+             "--acme-dns-update and --acme-dns-tsig go together"),
+            (["--acme-domain", "a.test", "--acme-dns-hook", str(hook), "--acme-dns-update",
+              "127.0.0.1", "--acme-dns-tsig", str(key)], "one or the other"),
+            (["--acme-domain", "a.test", "--acme-dns-resolver", "127.0.0.1"],
+             "--acme-dns-resolver needs --acme-dns-hook or --acme-dns-update")):
+        p = subprocess.run(base + args + [str(tmp_path)], capture_output=True, text=True,
+                           timeout=20)
+        assert p.returncode == 2 and want in p.stderr, (args, p.returncode, p.stderr)
+    # a key file that is no key: one line at start, exit 1
+    key.write_text("secret nothing")
+    p = subprocess.run(base + ["--acme-domain", "a.test", "--acme-dns-update", "127.0.0.1",
+                               "--acme-dns-tsig", str(key), "--acme-state",
+                               str(tmp_path / "st"), str(tmp_path)],
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode != 0 and f"--acme-dns-tsig {key}: no key in it" in p.stderr, p.stderr
 
 
 def test_wildcard_left_out_without_dns01(make_server, docroot, pebble, ports, tmp_path):
@@ -214,14 +249,19 @@ def knot(tmp_path):
 
 @needs_knot
 def test_wildcard_by_rfc2136_to_knot(make_server, docroot, pebble, knot, ports, tmp_path):
+    """The site's apex and its wildcard in one order: the apex by HTTP-01 (Pebble resolves it
+    at knot), the wildcard by DNS-01."""
     kn = knot()
     pb = pebble(dnsserver=kn.addr)
     state = tmp_path / "state"
     srv = make_server(None, args=acme_args(
-        pb, state, ports, "--config", str(wildcard_site(tmp_path, docroot)),
+        pb, state, ports, "--config", str(wildcard_site(tmp_path, docroot, "example.test")),
         "--acme-dns-update", kn.addr, "--acme-dns-tsig", str(knot.key)))
-    wait_issued(srv, WILD)
-    served_both(ports, pb.root(tmp_path))
+    wait_issued(srv, f"example.test, {WILD}")
+    root = pb.root(tmp_path)
+    served_both(ports, root)
+    wait_https("example.test", ports[1], root)
+    assert (state / "example.test.pem").exists()
     assert pb.orders() == 1
     assert "DDNS, finished, serial 1 -> 2" in kn.logfile.read_text()
     # withdrawn again once the order is done

@@ -28,6 +28,8 @@ struct out {
 
 static void put(struct out *o, const void *p, size_t n)
 {
+    if (n == 0) /* (p may then be NULL, which memcpy must not get) */
+        return;
     if (o->bad || n > o->cap - o->len) {
         o->bad = true;
         return;
