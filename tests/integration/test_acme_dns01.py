@@ -10,6 +10,7 @@ a.example.test and b.example.test over HTTPS. The failures: a hook that exits no
 key the server does not know the secret of (its NOTAUTH/BADSIG logged, no retry before the
 backoff).
 """
+import os
 import shutil
 import subprocess
 import time
@@ -52,11 +53,17 @@ sites:
     return conf
 
 
-def hook_script(tmp_path, mgmt_port, fail=False):
-    """A hook that logs how it was called and sets the record in challtestsrv (or fails)."""
+def hook_script(tmp_path, mgmt_port, mode="ok"):
+    """A hook that logs how it was called and sets the record in challtestsrv; or fails (a
+    line, then 100 KB of output, exit 3); or hangs (and leaves a child holding its output);
+    or says it did but does nothing."""
     log = tmp_path / "hook.log"
     hook = tmp_path / "dns-hook"
-    body = 'echo "no such zone here"; exit 3' if fail else f"""case "$1" in
+    body = {
+        "fail": 'echo "no such zone here"; head -c 100000 /dev/zero | tr "\\0" x; exit 3',
+        "hang": f'sleep 600 & echo "$! $$" > {tmp_path}/hook.pids; echo waiting; sleep 600',
+        "silent": 'exit 0',
+    }.get(mode) or f"""case "$1" in
 present) curl -sS -X POST -d "{{\\"host\\":\\"$2.\\",\\"value\\":\\"$3\\"}}" \\
     http://127.0.0.1:{mgmt_port}/set-txt ;;
 cleanup) curl -sS -X POST -d "{{\\"host\\":\\"$2.\\"}}" http://127.0.0.1:{mgmt_port}/clear-txt ;;
@@ -119,7 +126,7 @@ def test_wildcard_by_the_hook_serves_every_name_metrics_aggregate(make_server, d
 def test_a_hook_that_fails_fails_the_order_once(make_server, docroot, pebble, ports, tmp_path):
     """(The name from --acme-domain this time, without a configuration file.)"""
     pb = pebble()
-    hook, log = hook_script(tmp_path, pb.chall_mgmt, fail=True)
+    hook, log = hook_script(tmp_path, pb.chall_mgmt, "fail")
     srv = make_server(docroot, args=acme_args(
         pb, tmp_path / "state", ports, "--acme-domain", WILD,
         "--acme-dns-hook", str(hook), "--acme-dns-resolver", f"127.0.0.1:{pb.dns_port}"))
@@ -128,10 +135,56 @@ def test_a_hook_that_fails_fails_the_order_once(make_server, docroot, pebble, po
     err = srv.stderr_text()
     assert "dns hook present _acme-challenge.example.test: no such zone here" in err
     assert "dns hook present _acme-challenge.example.test: exited 3" in err
+    assert "dns hook present _acme-challenge.example.test: 95922 more bytes of output not logged" \
+        in err  # 18 + 100,000 bytes, 4 KiB of them logged
     time.sleep(3)  # the backoff (60 s) holds the next try: no order, no hook run meanwhile
     assert pb.orders() == 1
     assert len(log.read_text().splitlines()) == 1
     assert curl_https("a.example.test", ports[1], pb.ca)[0] != 0
+
+
+def test_a_hook_that_hangs_is_killed_with_what_it_started(make_server, docroot, pebble, ports,
+                                                          tmp_path):
+    pb = pebble()
+    hook, log = hook_script(tmp_path, pb.chall_mgmt, "hang")
+    srv = make_server(docroot, env=dict(os.environ, RINGHTTPD_ACME_DNS_HOOK_TIMEOUT="2"),
+                      args=acme_args(pb, tmp_path / "state", ports, "--acme-domain", WILD,
+                                     "--acme-dns-hook", str(hook), "--acme-dns-resolver",
+                                     f"127.0.0.1:{pb.dns_port}"))
+    assert wait_for(lambda: f"order for {WILD} failed" in srv.stderr_text(), 60), \
+        srv.stderr_text()[-3000:]
+    err = srv.stderr_text()
+    assert "dns hook present _acme-challenge.example.test: killed after 2 s" in err
+    assert "dns hook present _acme-challenge.example.test: waiting" in err
+    pids = [int(p) for p in (tmp_path / "hook.pids").read_text().split()]
+    assert wait_for(lambda: not any(os.path.exists(f"/proc/{p}") and
+                                    "Z" not in open(f"/proc/{p}/stat").read().split()[2]
+                                    for p in pids), 10), pids
+    assert get_ok(srv)
+
+
+def test_a_record_never_seen_is_not_validated(make_server, docroot, pebble, ports, tmp_path):
+    """The hook says it published, the resolver never shows it: no validation is asked for,
+    the hook is told to clean up."""
+    pb = pebble()
+    hook, log = hook_script(tmp_path, pb.chall_mgmt, "silent")
+    srv = make_server(docroot, env=dict(os.environ, RINGHTTPD_ACME_DNS_LOOKS="2"),
+                      args=acme_args(pb, tmp_path / "state", ports, "--acme-domain", WILD,
+                                     "--acme-dns-hook", str(hook), "--acme-dns-resolver",
+                                     f"127.0.0.1:{pb.dns_port}"))
+    assert wait_for(lambda: f"order for {WILD} failed" in srv.stderr_text(), 60), \
+        srv.stderr_text()[-3000:]
+    assert (f"_acme-challenge.example.test TXT " in srv.stderr_text() and
+            f"not seen at 127.0.0.1:{pb.dns_port} after 2 looks" in srv.stderr_text())
+    assert [ln.split()[1] for ln in log.read_text().splitlines()] == ["present", "cleanup"]
+    assert "POST /chalZ" not in pb.logfile.read_text()
+
+
+def get_ok(srv):
+    """The server still serves plain HTTP."""
+    p = subprocess.run(["curl", "-sS", "--max-time", "10", f"http://127.0.0.1:{srv.port}/"],
+                       capture_output=True, timeout=15)
+    return p.returncode == 0 and b"index" in p.stdout
 
 
 def test_usage_errors(tmp_path):

@@ -49,8 +49,17 @@ struct dns01 {
     struct addr resolvers[DNS01_MAX_RESOLVERS];
     int nresolvers;
     const atomic_bool *stop;
+    long hook_timeout; /* seconds: RINGHTTPD_ACME_DNS_HOOK_TIMEOUT (a test hook), else the define */
+    int looks;         /* at each resolver: RINGHTTPD_ACME_DNS_LOOKS (a test hook), else LOOKS */
     char desc[400];
 };
+
+static long env_long(const char *name, long dflt)
+{
+    const char *v = getenv(name);
+    long n = v ? strtol(v, NULL, 10) : 0;
+    return n > 0 ? n : dflt;
+}
 
 static bool stopped(const struct dns01 *d)
 {
@@ -144,6 +153,8 @@ int dns01_new(struct dns01 **out, const struct config *cfg, const atomic_bool *s
         goto fail;
     }
     d->stop = stop;
+    d->hook_timeout = env_long("RINGHTTPD_ACME_DNS_HOOK_TIMEOUT", DNS01_HOOK_TIMEOUT);
+    d->looks = (int)env_long("RINGHTTPD_ACME_DNS_LOOKS", LOOKS);
     if (cfg->acme_dns_update) {
         d->update = true;
         if ((rc = parse_addr(cfg->acme_dns_update, &d->server, err, sizeof(err))) != 0) {
@@ -254,6 +265,21 @@ static char **hook_env(const char *action, const char *fqdn, const char *value,
     return env;
 }
 
+/* One read of the hook's output: the first DNS01_HOOK_OUTPUT bytes kept in out (n of them so
+ * far), the others counted. read's result. */
+static ssize_t take_output(int fd, char *out, size_t *n, size_t *dropped)
+{
+    char buf[1024];
+    ssize_t got = read(fd, buf, sizeof(buf));
+    if (got > 0) {
+        size_t room = DNS01_HOOK_OUTPUT - *n, take = (size_t)got < room ? (size_t)got : room;
+        memcpy(out + *n, buf, take);
+        *n += take;
+        *dropped += (size_t)got - take;
+    }
+    return got;
+}
+
 /* Runs `hook action fqdn value` to its end (or kills it at the deadline): 0 when it exited 0. */
 static int run_hook(struct dns01 *d, const char *action, const char *fqdn, const char *value,
                     const char *domain, char *err, size_t err_len)
@@ -272,7 +298,8 @@ static int run_hook(struct dns01 *d, const char *action, const char *fqdn, const
         snprintf(err, err_len, "dns hook: out of memory");
         goto out;
     }
-    if (pipe2(pfd, O_CLOEXEC) != 0) {
+    /* our end only non-blocking: a child the hook left behind may hold the other open */
+    if (pipe2(pfd, O_CLOEXEC) != 0 || fcntl(pfd[0], F_SETFL, O_NONBLOCK) != 0) {
         rc = -errno;
         snprintf(err, err_len, "dns hook: pipe: %s", strerror(-rc));
         goto out;
@@ -302,8 +329,9 @@ static int run_hook(struct dns01 *d, const char *action, const char *fqdn, const
     spawned = true;
     close(pfd[1]);
     pfd[1] = -1;
-    int64_t deadline = now_ms() + DNS01_HOOK_TIMEOUT * 1000L;
-    bool eof = false, exited = false, late = false;
+    int64_t deadline = now_ms() + d->hook_timeout * 1000L;
+    bool eof = false, exited = false, late = false, lost = false;
+    int lost_err = 0;
     while (!exited) {
         if (stopped(d) || now_ms() >= deadline) {
             late = !stopped(d);
@@ -314,28 +342,29 @@ static int run_hook(struct dns01 *d, const char *action, const char *fqdn, const
         }
         struct pollfd p = {.fd = pfd[0], .events = POLLIN};
         if (!eof && poll(&p, 1, 100) > 0) {
-            char buf[1024];
-            ssize_t got = read(pfd[0], buf, sizeof(buf));
-            if (got <= 0) {
-                eof = got == 0 || (errno != EINTR && errno != EAGAIN);
-            } else {
-                size_t take = (size_t)got < DNS01_HOOK_OUTPUT - n ? (size_t)got
-                                                                  : DNS01_HOOK_OUTPUT - n;
-                memcpy(out + n, buf, take);
-                n += take;
-                dropped += (size_t)got - take;
-            }
+            ssize_t got = take_output(pfd[0], out, &n, &dropped);
+            eof = got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN);
         } else if (eof) {
             struct timespec ts = {0, 20 * 1000000L};
             nanosleep(&ts, NULL);
         }
         pid_t w = waitpid(pid, &status, WNOHANG);
-        exited = w == pid || (w < 0 && errno != EINTR);
+        exited = w == pid;
+        if (w < 0 && errno != EINTR) { /* not ours to wait for any more: no verdict */
+            lost = true;
+            lost_err = errno;
+            break;
+        }
     }
-    /* what it wrote before it exited is still in the pipe */
-    for (ssize_t got; n < DNS01_HOOK_OUTPUT && (got = read(pfd[0], out + n, DNS01_HOOK_OUTPUT - n)) > 0;)
-        n += (size_t)got;
-    bool ok = exited && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    /* what it wrote before it exited is still in the pipe (a child it left may write on: a
+     * pipe's worth, no more) */
+    for (size_t more = 0; more < (1 << 20);) {
+        ssize_t got = take_output(pfd[0], out, &n, &dropped);
+        if (got <= 0)
+            break;
+        more += (size_t)got;
+    }
+    bool ok = exited && !lost && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     log_output(action, fqdn, out, n, dropped, !ok);
     if (ok) {
         rc = 0;
@@ -344,8 +373,11 @@ static int run_hook(struct dns01 *d, const char *action, const char *fqdn, const
     } else {
         rc = -EIO;
         if (late)
-            snprintf(err, err_len, "dns hook %s %s: killed after %d s", action, fqdn,
-                     DNS01_HOOK_TIMEOUT);
+            snprintf(err, err_len, "dns hook %s %s: killed after %ld s", action, fqdn,
+                     d->hook_timeout);
+        else if (lost)
+            snprintf(err, err_len, "dns hook %s %s: cannot wait for it: %s", action, fqdn,
+                     strerror(lost_err));
         else if (WIFEXITED(status))
             snprintf(err, err_len, "dns hook %s %s: exited %d", action, fqdn, WEXITSTATUS(status));
         else
@@ -570,7 +602,7 @@ static int update(struct dns01 *d, bool add, const char *fqdn, const char *value
     return 0;
 }
 
-/* Whether every resolver answers fqdn's TXT with value, looked for LOOKS times each. */
+/* Whether every resolver answers fqdn's TXT with value, looked for d->looks times each. */
 static int propagated(struct dns01 *d, const char *fqdn, const char *value, char *err,
                       size_t err_len)
 {
@@ -579,7 +611,7 @@ static int propagated(struct dns01 *d, const char *fqdn, const char *value, char
     for (int i = 0; i < d->nresolvers; i++) {
         bool seen = false;
         long n = 0;
-        for (int look = 0; look < LOOKS && !seen; look++) {
+        for (int look = 0; look < d->looks && !seen; look++) {
             if (look) {
                 int rc = nap(d, LOOK_GAP_MS);
                 if (rc)
@@ -593,7 +625,7 @@ static int propagated(struct dns01 *d, const char *fqdn, const char *value, char
         }
         if (!seen) {
             snprintf(err, err_len, "%s TXT %s not seen at %s after %d looks%s%s", fqdn, value,
-                     d->resolvers[i].text, LOOKS, n < 0 ? ": " : "",
+                     d->resolvers[i].text, d->looks, n < 0 ? ": " : "",
                      n < 0 ? strerror((int)-n) : "");
             return -ETIMEDOUT;
         }
@@ -617,8 +649,8 @@ int dns01_present(struct dns01 *d, const char *domain, const char *key_auth, cha
     names(domain, key_auth, fqdn, value);
     int rc = d->hook ? run_hook(d, "present", fqdn, value, domain, err, err_len)
                      : update(d, true, fqdn, value, err, err_len);
-    if (rc == 0)
-        rc = propagated(d, fqdn, value, err, err_len);
+    if (rc == 0 && (rc = propagated(d, fqdn, value, err, err_len)) != 0)
+        dns01_cleanup(d, domain, key_auth); /* published, never seen: the CA is not asked */
     if (rc == 0)
         errlog(ERRLOG_NOTICE, "acme: dns-01: %s TXT %s published (%s)", fqdn, value, d->desc);
     return rc;
