@@ -123,15 +123,23 @@ def test_wildcard_by_the_hook_serves_every_name_metrics_aggregate(make_server, d
         assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
 
 
-def test_a_hook_that_fails_fails_the_order_once(make_server, docroot, pebble, ports, tmp_path):
-    """(The name from --acme-domain this time, without a configuration file.)"""
+def failing_hook(make_server, docroot, pebble, ports, tmp_path, mode, **env):
+    """A server whose hook (of mode) answers --acme-domain *.example.test, once its order
+    failed: (server, pebble, hook's log). env: test hooks."""
     pb = pebble()
-    hook, log = hook_script(tmp_path, pb.chall_mgmt, "fail")
-    srv = make_server(docroot, args=acme_args(
-        pb, tmp_path / "state", ports, "--acme-domain", WILD,
-        "--acme-dns-hook", str(hook), "--acme-dns-resolver", f"127.0.0.1:{pb.dns_port}"))
+    hook, log = hook_script(tmp_path, pb.chall_mgmt, mode)
+    srv = make_server(docroot, env=dict(os.environ, **env),
+                      args=acme_args(pb, tmp_path / "state", ports, "--acme-domain", WILD,
+                                     "--acme-dns-hook", str(hook), "--acme-dns-resolver",
+                                     f"127.0.0.1:{pb.dns_port}"))
     assert wait_for(lambda: f"order for {WILD} failed" in srv.stderr_text(), 60), \
         srv.stderr_text()[-3000:]
+    return srv, pb, log
+
+
+def test_a_hook_that_fails_fails_the_order_once(make_server, docroot, pebble, ports, tmp_path):
+    """(The name from --acme-domain this time, without a configuration file.)"""
+    srv, pb, log = failing_hook(make_server, docroot, pebble, ports, tmp_path, "fail")
     err = srv.stderr_text()
     assert "dns hook present _acme-challenge.example.test: no such zone here" in err
     assert "dns hook present _acme-challenge.example.test: exited 3" in err
@@ -145,14 +153,8 @@ def test_a_hook_that_fails_fails_the_order_once(make_server, docroot, pebble, po
 
 def test_a_hook_that_hangs_is_killed_with_what_it_started(make_server, docroot, pebble, ports,
                                                           tmp_path):
-    pb = pebble()
-    hook, log = hook_script(tmp_path, pb.chall_mgmt, "hang")
-    srv = make_server(docroot, env=dict(os.environ, RINGHTTPD_ACME_DNS_HOOK_TIMEOUT="2"),
-                      args=acme_args(pb, tmp_path / "state", ports, "--acme-domain", WILD,
-                                     "--acme-dns-hook", str(hook), "--acme-dns-resolver",
-                                     f"127.0.0.1:{pb.dns_port}"))
-    assert wait_for(lambda: f"order for {WILD} failed" in srv.stderr_text(), 60), \
-        srv.stderr_text()[-3000:]
+    srv, _, _ = failing_hook(make_server, docroot, pebble, ports, tmp_path, "hang",
+                             RINGHTTPD_ACME_DNS_HOOK_TIMEOUT="2")
     err = srv.stderr_text()
     assert "dns hook present _acme-challenge.example.test: killed after 2 s" in err
     assert "dns hook present _acme-challenge.example.test: waiting" in err
@@ -166,16 +168,9 @@ def test_a_hook_that_hangs_is_killed_with_what_it_started(make_server, docroot, 
 def test_a_record_never_seen_is_not_validated(make_server, docroot, pebble, ports, tmp_path):
     """The hook says it published, the resolver never shows it: no validation is asked for,
     the hook is told to clean up."""
-    pb = pebble()
-    hook, log = hook_script(tmp_path, pb.chall_mgmt, "silent")
-    srv = make_server(docroot, env=dict(os.environ, RINGHTTPD_ACME_DNS_LOOKS="2"),
-                      args=acme_args(pb, tmp_path / "state", ports, "--acme-domain", WILD,
-                                     "--acme-dns-hook", str(hook), "--acme-dns-resolver",
-                                     f"127.0.0.1:{pb.dns_port}"))
-    assert wait_for(lambda: f"order for {WILD} failed" in srv.stderr_text(), 60), \
-        srv.stderr_text()[-3000:]
-    assert (f"_acme-challenge.example.test TXT " in srv.stderr_text() and
-            f"not seen at 127.0.0.1:{pb.dns_port} after 2 looks" in srv.stderr_text())
+    srv, pb, log = failing_hook(make_server, docroot, pebble, ports, tmp_path, "silent",
+                                RINGHTTPD_ACME_DNS_LOOKS="2")
+    assert f"not seen at 127.0.0.1:{pb.dns_port} after 2 looks" in srv.stderr_text()
     assert [ln.split()[1] for ln in log.read_text().splitlines()] == ["present", "cleanup"]
     assert "POST /chalZ" not in pb.logfile.read_text()
 
