@@ -227,11 +227,12 @@ sites:
 class Knot:
     """knotd serving example.test on 127.0.0.1, updates allowed with the key of key_file."""
 
-    def __init__(self, tmp, key_file):
+    def __init__(self, tmp, key_file, fillers=0):
         self.port = free_port()
         d = tmp / f"knot-{self.port}"
         (d / "db").mkdir(parents=True)
-        (d / "example.test.zone").write_text(ZONE)
+        (d / "example.test.zone").write_text(ZONE + "".join(
+            f'_acme-challenge TXT "filler-{i:02}-{"x" * 40}"\n' for i in range(fillers)))
         conf = d / "knot.conf"
         conf.write_text(f"""server:
     rundir: {d}
@@ -261,9 +262,9 @@ log:
         wait_port(self.port, self.proc)
         self.addr = f"127.0.0.1:{self.port}"
 
-    def txt(self, name):
-        p = subprocess.run([KDIG, "@127.0.0.1", "-p", str(self.port), "+short", "TXT", name],
-                           capture_output=True, text=True, timeout=10)
+    def txt(self, name, *how):
+        p = subprocess.run([KDIG, "@127.0.0.1", "-p", str(self.port), *(how or ["+short"]),
+                            "TXT", name], capture_output=True, text=True, timeout=10)
         return p.stdout.split()
 
     def stop(self):
@@ -284,8 +285,8 @@ def knot(tmp_path):
     key.write_text(subprocess.run([KEYMGR, "-t", "ringhttpd-test", "hmac-sha256"],
                                   capture_output=True, text=True, check=True).stdout)
 
-    def start():
-        k = Knot(tmp_path, key)
+    def start(fillers=0):
+        k = Knot(tmp_path, key, fillers)
         started.append(k)
         return k
 
@@ -316,6 +317,23 @@ def test_wildcard_by_rfc2136_to_knot(make_server, docroot, pebble, knot, ports, 
     assert wait_for(lambda: kn.txt("_acme-challenge.example.test") == [], 10), \
         kn.txt("_acme-challenge.example.test")
     assert "published (RFC 2136 UPDATE to " + kn.addr in srv.stderr_text()
+
+
+@needs_knot
+def test_rfc2136_a_truncated_answer_is_asked_again_over_tcp(make_server, docroot, pebble, knot,
+                                                           ports, tmp_path):
+    """The record's name holds 12 TXT records already, too many for a 512-byte UDP answer
+    (knot sets TC): ours is looked for over TCP and seen. (Pebble's own look, over UDP only,
+    then fails the validation: that is Pebble's.)"""
+    kn = knot(fillers=12)
+    assert "tc" in kn.txt("_acme-challenge.example.test", "+notcp", "+noedns", "+ignore")
+    pb = pebble(dnsserver=kn.addr)
+    srv = make_server(None, args=acme_args(
+        pb, tmp_path / "state", ports, "--config", str(wildcard_site(tmp_path, docroot)),
+        "--acme-dns-update", kn.addr, "--acme-dns-tsig", str(knot.key)))
+    assert wait_for(lambda: "published (RFC 2136 UPDATE to " in srv.stderr_text(), 60), \
+        srv.stderr_text()[-3000:]
+    assert wait_for(lambda: len(kn.txt("_acme-challenge.example.test")) == 12, 30)
 
 
 @needs_knot
