@@ -12,6 +12,7 @@ backoff).
 """
 import os
 import shutil
+import signal
 import subprocess
 import time
 
@@ -121,6 +122,33 @@ def test_wildcard_by_the_hook_serves_every_name_metrics_aggregate(make_server, d
         r = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
                            capture_output=True, timeout=60)
         assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
+
+
+def test_reload_adds_a_wildcard_site_ordered_at_once(make_server, docroot, pebble, ports,
+                                                     tmp_path):
+    pb = pebble()
+    hook, _ = hook_script(tmp_path, pb.chall_mgmt)
+    conf = tmp_path / "sites.yaml"
+    one = f"""
+sites:
+  - hosts: [one.test]
+    root: {docroot}
+    default: true
+"""
+    conf.write_text(one)
+    srv = make_server(None, args=acme_args(
+        pb, tmp_path / "state", ports, "--config", str(conf), "--acme-dns-hook", str(hook),
+        "--acme-dns-resolver", f"127.0.0.1:{pb.dns_port}"))
+    wait_issued(srv, "one.test")
+    conf.write_text(one + f"""  - hosts: ['{WILD}']
+    root: {docroot}
+""")
+    srv.proc.send_signal(signal.SIGHUP)
+    wait_issued(srv, WILD)
+    root = pb.root(tmp_path)
+    served_both(ports, root)
+    wait_https("one.test", ports[1], root)
+    assert pb.orders() == 2
 
 
 def failing_hook(make_server, docroot, pebble, ports, tmp_path, mode, **env):

@@ -660,6 +660,10 @@ void dns01_cleanup(struct dns01 *d, const char *domain, const char *key_auth)
 {
     char fqdn[DNSMSG_NAME_MAX], value[48], err[512] = "";
     names(domain, key_auth, fqdn, value);
+    if (stopped(d)) { /* the process is stopping: no hook run, no exchange waited for */
+        errlog(ERRLOG_WARN, "acme: dns-01: stopping: %s TXT %s left in place", fqdn, value);
+        return;
+    }
     int rc = d->hook ? run_hook(d, "cleanup", fqdn, value, domain, err, sizeof(err))
                      : update(d, false, fqdn, value, err, sizeof(err));
     if (rc && rc != -ECANCELED)
