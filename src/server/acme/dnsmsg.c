@@ -294,10 +294,37 @@ static int read_tsig(const uint8_t *rd, size_t n, const uint8_t *m,
     return 0;
 }
 
+#define CNAME_HOPS 8 /* a chain from the name asked for that a resolver's answer may hold */
+
+/* Whether the TXT records found (owners of those holding the value) include the name asked for
+ * or a name its CNAME chain in the answers leads to: a challenge delegated by CNAME
+ * (_acme-challenge.example.org CNAME _acme-challenge.acme.example.net) counts where the
+ * resolver followed it, as the CA's does. */
+static bool txt_reached(const char *txt_name, char (*cname)[2][DNSMSG_NAME_MAX], int ncname,
+                        char (*found)[DNSMSG_NAME_MAX], int nfound)
+{
+    char cur[DNSMSG_NAME_MAX];
+    snprintf(cur, sizeof(cur), "%s", txt_name);
+    for (int hop = 0; hop <= CNAME_HOPS; hop++) {
+        for (int i = 0; i < nfound; i++)
+            if (same_name(found[i], cur))
+                return true;
+        int k = 0;
+        while (k < ncname && !same_name(cname[k][0], cur))
+            k++;
+        if (k == ncname)
+            return false;
+        memcpy(cur, cname[k][1], sizeof(cur));
+    }
+    return false;
+}
+
 int dnsmsg_parse(const uint8_t *m, size_t len, const char *txt_name, const char *txt_value,
                  struct dnsmsg_reply *r)
 {
-    char name[DNSMSG_NAME_MAX];
+    char name[DNSMSG_NAME_MAX], cname[CNAME_HOPS][2][DNSMSG_NAME_MAX],
+        found[CNAME_HOPS][DNSMSG_NAME_MAX];
+    int ncname = 0, nfound = 0;
     *r = (struct dnsmsg_reply){0};
     if (len < 12)
         return -EBADMSG;
@@ -322,9 +349,15 @@ int dnsmsg_parse(const uint8_t *m, size_t len, const char *txt_name, const char 
             return -EBADMSG;
         const uint8_t *rd = m + off;
         off += rdlen;
-        if (i < an && type == DNS_TXT && txt_name && txt_value && same_name(name, txt_name) &&
+        if (i < an && type == DNS_TXT && txt_name && txt_value && nfound < CNAME_HOPS &&
             txt_is(rd, rdlen, txt_value))
-            r->has_txt = true;
+            memcpy(found[nfound++], name, sizeof(name));
+        if (i < an && type == DNS_CNAME && ncname < CNAME_HOPS) {
+            size_t to = (size_t)(rd - m);
+            if (read_name(m, to + rdlen, &to, cname[ncname][1]) != 0)
+                return -EBADMSG;
+            memcpy(cname[ncname++][0], name, sizeof(name));
+        }
         if (i < an + ns && type == DNS_SOA && !r->zone[0])
             memcpy(r->zone, name, sizeof(name));
         if (type == DNS_TSIG) {
@@ -336,6 +369,7 @@ int dnsmsg_parse(const uint8_t *m, size_t len, const char *txt_name, const char 
             r->tsig_at = at;
         }
     }
+    r->has_txt = txt_name && txt_reached(txt_name, cname, ncname, found, nfound);
     return 0;
 }
 

@@ -14,6 +14,7 @@
 #define DNSMSG_MAX 4096 /* the largest message built or read (our UDP buffer) */
 #define DNSMSG_NAME_MAX 256 /* a name as text: 253 characters, dots, the NUL */
 
+#define DNS_CNAME 5
 #define DNS_SOA 6
 #define DNS_TXT 16
 #define DNS_TSIG 250
@@ -57,7 +58,8 @@ struct dnsmsg_reply {
     uint16_t id;
     bool tc;      /* truncated: ask again over TCP */
     int rcode;    /* the 4-bit RCODE */
-    bool has_txt; /* the TXT record asked for (txt_name = txt_value) is among the answers */
+    bool has_txt; /* the TXT record asked for (txt_name = txt_value, or at the end of
+                   * txt_name's CNAME chain in the answers) is among the answers */
     char zone[DNSMSG_NAME_MAX]; /* the owner of the first SOA in the answers or authority, or "" */
     /* its TSIG record, when it has one (the last additional record) */
     size_t tsig_at; /* where the record starts (0: none) */
