@@ -80,7 +80,7 @@ UNIT_LINK := src/engine/sendplan.c src/engine/caps.c src/engine/sqe.c src/engine
              $(wildcard src/quic/*.c) $(wildcard src/http/h3/*.c) src/engine/udp.c src/engine/uring_udp.c
 # ACME's pure parts (JWS, key authorizations, ARI IDs, renewal and backoff times), its state
 # directory and the challenge table.
-UNIT_LINK += src/server/acme/jws.c src/server/acme/when.c src/server/acme/store.c
+UNIT_LINK += src/server/acme/jws.c src/server/acme/when.c src/server/acme/store.c src/server/acme/dnsmsg.c
 # conn is driven through a fake engine table (test_conn.c) on a real worker, so the runtime
 # around it (serve, config, the rest of rt/) is linked too; only the engines, server and main
 # are left out.
@@ -192,6 +192,9 @@ FUZZ_LIBS_fuzz_qpack_diff  := -lnghttp3
 # QUIC's receive path with a real ngtcp2 endpoint behind a real UDP port (issue 35.1).
 FUZZ_EXTRA_fuzz_quic := src/quic/quic.c src/quic/cid.c src/engine/udp.c src/rt/names.c
 FUZZ_LIBS_fuzz_quic  := -lngtcp2_crypto_gnutls -lngtcp2 -lgnutls
+# DNS-01's answers and TSIG key files (issue 40); OpenSSL for the HMAC.
+FUZZ_EXTRA_fuzz_dnsmsg := src/server/acme/dnsmsg.c
+FUZZ_LIBS_fuzz_dnsmsg  := -lcrypto
 FUZZ_SECONDS ?= 60
 CHECK_FUZZ_SECONDS ?= 10 # per target, inside `make check`
 build/fuzz/obj/%.o: %.c | fuzz-deps

@@ -11,6 +11,7 @@
 #                           certutil (libnss3-tools: the HTTPS browser test trusts its CA),
 #                           htpasswd (apache2-utils: the basic-auth tests' password files),
 #                           pebble (Let's Encrypt's test CA, with pebble-challtestsrv: test_acme),
+#                           knot and knot-dnsutils (test_acme_dns01: RFC 2136 with TSIG),
 #                           promtool (Debian's prometheus package: the metrics test checks the
 #                           exposition with it), bpftrace (the probe test attaches it), nghttp
 #                           and h2load (nghttp2-client), gtlsclient (ngtcp2-client: HTTP/3),
@@ -123,6 +124,10 @@ if [ "$what" = test ] || [ "$what" = fuzz ] || [ "$what" = vm ] || [ "$what" = s
     command -v certutil >/dev/null || need_pkg libnss3-tools # the browser test trusts its CA
     command -v htpasswd >/dev/null || need_pkg apache2-utils  # test_sites makes htpasswd files
     command -v pebble >/dev/null || need_pkg pebble # test_acme: a test CA (and pebble-challtestsrv)
+    # test_acme_dns01: an authoritative server taking RFC 2136 updates signed with TSIG (knotd,
+    # keymgr), and kdig to look at its zone
+    [ -x /usr/sbin/knotd ] || need_pkg knot
+    command -v kdig >/dev/null || need_pkg knot-dnsutils
     command -v gtlsclient >/dev/null || need_pkg ngtcp2-client # test_h3's second HTTP/3 client
     command -v haproxy >/dev/null || need_pkg haproxy # test_proxy: a balancer sending PROXY v1/v2
     command -v goaccess >/dev/null || need_pkg goaccess # test_pages parses --log-format vcombined

@@ -46,6 +46,26 @@ static int tls_check(struct config *cfg)
         return key_usage_error(cfg, "acme-email", "--acme-email needs --tls-port");
     if (!cfg->acme_email && cfg->num_acme_domains)
         return key_usage_error(cfg, "acme-domain", "--acme-domain needs --acme-email");
+    if (!cfg->acme_email && (cfg->acme_dns_hook || cfg->acme_dns_update))
+        return key_usage_error(cfg, cfg->acme_dns_hook ? "acme-dns-hook" : "acme-dns-update",
+                               "DNS-01 needs --acme-email");
+    if (cfg->acme_dns_hook && cfg->acme_dns_update)
+        return key_usage_error(cfg, "acme-dns-update",
+                               "--acme-dns-update and --acme-dns-hook: one or the other");
+    if (!cfg->acme_dns_update != !cfg->acme_dns_tsig)
+        return key_usage_error(cfg, cfg->acme_dns_tsig ? "acme-dns-tsig" : "acme-dns-update",
+                               "--acme-dns-update and --acme-dns-tsig go together");
+    for (int i = 0; i < cfg->num_acme_domains && !cfg->acme_dns_hook && !cfg->acme_dns_update; i++)
+        if (cfg->acme_domains[i][0] == '*') {
+            snprintf(why, sizeof(why),
+                     "--acme-domain %s: a wildcard needs DNS-01 (--acme-dns-hook or "
+                     "--acme-dns-update)",
+                     cfg->acme_domains[i]);
+            return key_usage_error(cfg, "acme-domain", why);
+        }
+    if (cfg->num_acme_dns_resolvers && !cfg->acme_dns_hook && !cfg->acme_dns_update)
+        return key_usage_error(cfg, "acme-dns-resolver",
+                               "--acme-dns-resolver needs --acme-dns-hook or --acme-dns-update");
     if (cfg->num_acme_domains && cfg->config_file)
         return key_usage_error(cfg, "acme-domain",
                                "--acme-domain is for a command line without --config (the "

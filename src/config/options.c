@@ -552,6 +552,9 @@ static void layer_begin(struct config *cfg, enum option_list list)
     case LIST_BINDS:
         cfg->num_binds = 0;
         break;
+    case LIST_DNS_RESOLVERS:
+        cfg->num_acme_dns_resolvers = 0;
+        break;
     case LIST_NONE:
     case OPTION_LISTS:
         break;

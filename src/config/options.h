@@ -47,6 +47,7 @@ enum option_list {
     LIST_INDEX,
     LIST_FALLBACKS,
     LIST_BINDS,
+    LIST_DNS_RESOLVERS,
     OPTION_LISTS
 };
 
@@ -55,6 +56,7 @@ enum option_list {
 #define CONFIG_MAX_REAL_IP 32
 #define CONFIG_MAX_DICTIONARIES 8
 #define CONFIG_MAX_TICKET_KEYS 16
+#define CONFIG_MAX_DNS_RESOLVERS 8 /* --acme-dns-resolver */
 #define CONFIG_MAX_BINDS 8 /* --bind entries: each a cleartext and a TLS listener per worker */
 #define CONFIG_UNIX_PATH_MAX 107 /* sockaddr_un's sun_path, less its NUL */
 #define CONFIG_MAX_RULES 32    /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
@@ -219,6 +221,7 @@ struct config {
     int num_proxy_from;
     const char *metrics_bind; /* --metrics ADDR:PORT split: the address, or NULL when off */
     uint16_t metrics_port;
+    bool metrics_per_cert;      /* --metrics-per-cert: one expiry series per ACME name (issue 40) */
     bool compress;              /* on-the-fly compression (--compress on|off) */
     const char *compress_types; /* media types compressed: accept_type_listed() syntax */
     size_t compress_min;        /* smallest body compressed */
@@ -274,7 +277,13 @@ struct config {
     const char *acme_ca_root; /* a PEM file the ACME client trusts, or NULL (the system's) */
     const char *acme_state;   /* the state directory (default /var/lib/ringhttpd/acme) */
     int acme_challenge;       /* 1 http-01, 2 tls-alpn-01 (enum acme_kind); 0: both */
-    bool acme;                /* a site's "acme: off" clears it: no certificate for its names */
+    /* DNS-01 (issue 40, src/server/acme/dns01.h): wildcards are ordered with either */
+    const char *acme_dns_hook;   /* --acme-dns-hook CMD, or NULL */
+    const char *acme_dns_update; /* --acme-dns-update SERVER[:PORT], or NULL */
+    const char *acme_dns_tsig;   /* --acme-dns-tsig FILE: the UPDATE's key */
+    const char *acme_dns_resolvers[CONFIG_MAX_DNS_RESOLVERS]; /* --acme-dns-resolver */
+    int num_acme_dns_resolvers;
+    bool acme; /* a site's "acme: off" clears it: no certificate for its names */
 
     /* Sites and the configuration file (issue 19, README "Sites and configuration file"). The
      * top-level struct is the default site too; each entry of sites is a copy of it with the

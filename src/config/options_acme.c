@@ -20,8 +20,8 @@ static int set_acme_email(struct config *cfg, const struct option_info *o, char 
 static int set_acme_domain(struct config *cfg, const struct option_info *o, char *arg)
 {
     (void)o;
-    if (!options_host_name_ok(arg, false))
-        return usage_error("--acme-domain wants a host name (no wildcard), got '%s'", arg);
+    if (!options_host_name_ok(arg, true)) /* a wildcard needs DNS-01: config.c's tls_check */
+        return usage_error("--acme-domain wants a host name, got '%s'", arg);
     if (cfg->num_acme_domains == CONFIG_MAX_RULES)
         return usage_error("--acme-domain: at most %d names", CONFIG_MAX_RULES);
     cfg->acme_domains[cfg->num_acme_domains++] = arg;
@@ -59,6 +59,49 @@ static bool same_acme_domains(const struct config *a, const struct config *b)
 {
     return options_same_list(a->acme_domains, a->num_acme_domains, b->acme_domains,
                              b->num_acme_domains);
+}
+
+/* DNS-01 (issue 40): what each names is checked when dns01_new reads it at start (a server's
+ * address resolved, the key file parsed); here only its form. */
+static int set_acme_dns_hook(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (arg[0] != '/' || access(arg, X_OK) != 0)
+        return usage_error("--acme-dns-hook wants an executable by its absolute path, got '%s'",
+                           arg);
+    cfg->acme_dns_hook = arg;
+    return 0;
+}
+
+static int set_acme_dns_server(struct config *cfg, const struct option_info *o, char *arg)
+{
+    if (!arg[0] || strpbrk(arg, " \t/"))
+        return usage_error("--%s wants SERVER[:PORT] like 127.0.0.1:53, [::1]:5353 or "
+                           "ns1.example.org, got '%s'",
+                           o->name, arg);
+    if (o->list == LIST_NONE) {
+        cfg->acme_dns_update = arg;
+        return 0;
+    }
+    if (cfg->num_acme_dns_resolvers == CONFIG_MAX_DNS_RESOLVERS)
+        return usage_error("--acme-dns-resolver: at most %d", CONFIG_MAX_DNS_RESOLVERS);
+    cfg->acme_dns_resolvers[cfg->num_acme_dns_resolvers++] = arg;
+    return 0;
+}
+
+static int set_acme_dns_tsig(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if (access(arg, R_OK) != 0)
+        return usage_error("--acme-dns-tsig '%s': %s", arg, strerror(errno));
+    cfg->acme_dns_tsig = arg;
+    return 0;
+}
+
+static bool same_acme_dns_resolvers(const struct config *a, const struct config *b)
+{
+    return options_same_list(a->acme_dns_resolvers, a->num_acme_dns_resolvers,
+                             b->acme_dns_resolvers, b->num_acme_dns_resolvers);
 }
 
 static const struct option_info rows[] = {
@@ -105,5 +148,35 @@ static const struct option_info rows[] = {
          (const struct option_choice[]){{"auto", 0}, {"http-01", 1}, {"tls-alpn-01", 2}, {NULL, 0}},
      .wants = "auto, http-01 or tls-alpn-01",
      .help = "auto, http-01 or tls-alpn-01 (auto: what the CA offers)"},
+    {.name = "acme-dns-hook",
+     .metavar = "CMD",
+     PROCESS,
+     FIELD(FIELD_STRING, acme_dns_hook),
+     .set = set_acme_dns_hook,
+     .help = "DNS-01 (wildcards): run CMD present|cleanup FQDN VALUE\n"
+             "to put the TXT record in place and take it away"},
+    {.name = "acme-dns-update",
+     .metavar = "SERVER[:PORT]",
+     PROCESS,
+     FIELD(FIELD_STRING, acme_dns_update),
+     .set = set_acme_dns_server,
+     .help = "DNS-01 (wildcards): RFC 2136 UPDATE of the TXT record at\n"
+             "this authoritative server, signed with --acme-dns-tsig"},
+    {.name = "acme-dns-tsig",
+     .names_file = OPTFILE_WHOLE,
+     .metavar = "FILE",
+     PROCESS,
+     FIELD(FIELD_STRING, acme_dns_tsig),
+     .set = set_acme_dns_tsig,
+     .help = "the UPDATE's TSIG key (hmac-sha256), as tsig-keygen prints"},
+    {.name = "acme-dns-resolver",
+     .metavar = "ADDR[:PORT]",
+     PROCESS,
+     .list = LIST_DNS_RESOLVERS,
+     .same = same_acme_dns_resolvers,
+     .set = set_acme_dns_server,
+     .help = "DNS-01: see the TXT record here before the CA is asked to\n"
+             "validate (repeatable; default: the UPDATE's server, else\n"
+             "/etc/resolv.conf's)"},
 };
 const struct option_area options_acme = {rows, sizeof(rows) / sizeof(rows[0])};

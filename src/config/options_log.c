@@ -123,5 +123,11 @@ static const struct option_info rows[] = {
      .set = set_metrics,
      .help = "serve Prometheus metrics at http://ADDR:PORT/metrics on a\n"
              "listener of their own (off by default)"},
+    {.name = "metrics-per-cert",
+     PROCESS,
+     FIELD(FIELD_BOOL, metrics_per_cert),
+     .set = options_set_flag,
+     .help = "one certificate expiry series per ACME name (by default\n"
+             "only the earliest expiry and counts, for many sites)"},
 };
 const struct option_area options_log = {rows, sizeof(rows) / sizeof(rows[0])};

@@ -48,7 +48,7 @@ def wait_port(port, proc, timeout=20):
 class Pebble:
     """pebble and pebble-challtestsrv for one test, validating on http_port and tls_port."""
 
-    def __init__(self, tmp, test_ca, http_port, tls_port, validity=None):
+    def __init__(self, tmp, test_ca, http_port, tls_port, validity=None, dnsserver=None):
         ca, crt, key = test_ca
         self.ca = ca
         self.dns_port = free_port()
@@ -73,7 +73,8 @@ class Pebble:
             stdout=self.log, stderr=subprocess.STDOUT)
         env = dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_WFE_NONCEREJECT="0")
         self.proc = subprocess.Popen(
-            [PEBBLE, "-config", str(cfile), "-dnsserver", f"127.0.0.1:{self.dns_port}",
+            [PEBBLE, "-config", str(cfile), "-dnsserver",
+             dnsserver or f"127.0.0.1:{self.dns_port}",
              "-strict=false"], stdout=self.log, stderr=subprocess.STDOUT, env=env)
         wait_port(self.chall_mgmt, self.dns)
         wait_port(self.acme_port, self.proc)
@@ -116,8 +117,9 @@ def ports():
 def pebble(tmp_path, test_ca, ports):
     started = []
 
-    def start(validity=None, http_port=None, tls_port=None):
-        p = Pebble(tmp_path, test_ca, http_port or ports[0], tls_port or ports[1], validity)
+    def start(validity=None, http_port=None, tls_port=None, dnsserver=None):
+        p = Pebble(tmp_path, test_ca, http_port or ports[0], tls_port or ports[1], validity,
+                   dnsserver)
         started.append(p)
         return p
 
@@ -214,7 +216,7 @@ def test_several_names_in_one_order_metrics_and_verbose_state(make_server, docro
     state = tmp_path / "state"
     srv = make_server(docroot, args=acme_args(pb, state, ports, "--acme-domain", "a.test",
                                               "--acme-domain", "www.a.test", "--metrics",
-                                              "127.0.0.1:0", "-v"))
+                                              "127.0.0.1:0", "--metrics-per-cert", "-v"))
     assert "a.test, www.a.test: no valid certificate yet" in srv.stderr_text()
     wait_issued(srv, "a.test, www.a.test")
     root = pb.root(tmp_path)

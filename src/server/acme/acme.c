@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "server/acme/client.h"
+#include "server/acme/dns01.h"
 #include "server/acme/jws.h"
 #include "server/acme/store.h"
 #include "site/tokens.h"
@@ -58,6 +59,7 @@ struct acme {
     char *ca_root; /* --acme-ca-root's PEM, read at start */
     size_t ca_root_len;
     unsigned kinds;
+    struct dns01 *dns; /* DNS-01 (--acme-dns-hook or --acme-dns-update), or NULL: no wildcards */
     const char *ca;
     int64_t backoff_base; /* seconds: RINGHTTPD_ACME_BACKOFF (a test hook), else 60 */
     long timeout;         /* seconds per exchange: RINGHTTPD_ACME_TIMEOUT, else 30 */
@@ -139,9 +141,9 @@ static struct cert *known(struct acme *a, const char *const *pick, int k, int *g
     return NULL;
 }
 
-/* The certificate for the names of hosts (wildcards and IP addresses skipped: HTTP-01 and
- * TLS-ALPN-01 cannot prove them) is wanted: the one already known for exactly these names, or
- * a new one. a->lock held (or a not yet shared). */
+/* The certificate for the names of hosts (IP addresses skipped, and wildcards without DNS-01:
+ * HTTP-01 and TLS-ALPN-01 cannot prove them) is wanted: the one already known for exactly these
+ * names, or a new one. a->lock held (or a not yet shared). */
 static int add_cert(struct acme *a, const char *const *hosts, int n, int *guess, char *why,
                     size_t why_len)
 {
@@ -150,9 +152,15 @@ static int add_cert(struct acme *a, const char *const *hosts, int n, int *guess,
     struct cert *c = NULL;
     if (!pick)
         goto fail;
-    for (int i = 0; i < n; i++)
-        if (hosts[i][0] != '*' && !ip_literal(hosts[i]))
+    for (int i = 0; i < n; i++) {
+        if (hosts[i][0] == '*' && !a->dns)
+            errlog(ERRLOG_WARN,
+                   "acme: %s left out of the certificate: a wildcard needs DNS-01 "
+                   "(--acme-dns-hook or --acme-dns-update)",
+                   hosts[i]);
+        else if (!ip_literal(hosts[i]))
             pick[k++] = hosts[i];
+    }
     if (k == 0 || (c = known(a, pick, k, guess))) {
         if (c)
             c->wanted = true;
@@ -173,7 +181,9 @@ static int add_cert(struct acme *a, const char *const *hosts, int n, int *guess,
     for (; c->n < k; c->n++)
         if (!(c->names[c->n] = strdup(pick[c->n])))
             goto fail;
-    if (asprintf(&c->file, "%s.pem", c->names[0]) < 0) {
+    /* "*.example.org" as "_wildcard.example.org.pem": no '*' for a shell to expand */
+    if (asprintf(&c->file, "%s%s.pem", c->names[0][0] == '*' ? "_wildcard" : "",
+                 c->names[0] + (c->names[0][0] == '*')) < 0) {
         c->file = NULL;
         goto fail;
     }
@@ -289,6 +299,10 @@ int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *to
     pthread_mutex_init(&a->lock, NULL);
     pthread_cond_init(&a->wake, NULL);
     a->watch = a->stopfd = -1;
+    if ((rc = dns01_new(&a->dns, cfg, &a->stop, why, why_len)) != 0)
+        goto fail;
+    if (a->dns)
+        a->kinds |= ACME_DNS01;
     if ((rc = want(a, cfg, why, why_len)) != 0)
         goto fail;
     if (a->ncerts == 0) {
@@ -384,10 +398,23 @@ static int put_alpn(struct acme *a, const char *host, const char *key_auth)
     return rc;
 }
 
+/* DNS-01: the record is the world's to see, no table or shared file; its failure gets its
+ * own line (the hook's exit, the server's refusal), the order's says only that it failed. */
+static int put_dns(struct acme *a, const char *host, const char *key_auth)
+{
+    char err[512] = "";
+    int rc = dns01_present(a->dns, host, key_auth, err, sizeof(err));
+    if (rc && rc != -ECANCELED)
+        errlog(ERRLOG_ERROR, "acme: dns-01 for %s: %s", host, err);
+    return rc;
+}
+
 static int answer_put(void *arg, enum acme_kind kind, const char *host, const char *token,
                       const char *key_auth)
 {
     struct acme *a = arg;
+    if (kind == ACME_DNS01)
+        return put_dns(a, host, key_auth);
     int rc = kind == ACME_HTTP01 ? tokens_add_http(a->tokens, host, token, key_auth)
                                  : put_alpn(a, host, key_auth);
     if (rc)
@@ -411,6 +438,11 @@ static void answer_drop(void *arg, enum acme_kind kind, const char *host, const 
 {
     struct acme *a = arg;
     char name[300];
+    if (kind == ACME_DNS01) { /* the value again from the token, as the client made it */
+        if (jws_key_authorization(token, a->client.thumbprint, name, sizeof(name)))
+            dns01_cleanup(a->dns, host, name);
+        return;
+    }
     shared_name(kind, host, token, name, sizeof(name));
     store_remove(&a->store, name);
     tokens_remove(a->tokens, host, kind == ACME_HTTP01 ? token : NULL);
@@ -864,6 +896,7 @@ void acme_free(struct acme *a)
     if (a->client_open)
         client_close(&a->client);
     EVP_PKEY_free(a->account);
+    dns01_free(a->dns);
     free(a->ca_root);
     store_close(&a->store);
     pthread_cond_destroy(&a->wake);
@@ -874,10 +907,13 @@ void acme_free(struct acme *a)
 void acme_describe(struct acme *a, FILE *f)
 {
     char names[512], until[32];
-    fprintf(f, "ringhttpd: acme: CA %s, state in %s, challenges %s\n", a->ca, a->cfg->acme_state,
-            a->kinds == (ACME_HTTP01 | ACME_ALPN01) ? "http-01 and tls-alpn-01"
-            : a->kinds == ACME_HTTP01               ? "http-01"
-                                                    : "tls-alpn-01");
+    unsigned web = a->kinds & (ACME_HTTP01 | ACME_ALPN01);
+    fprintf(f, "ringhttpd: acme: CA %s, state in %s, challenges %s%s%s\n", a->ca,
+            a->cfg->acme_state,
+            web == (ACME_HTTP01 | ACME_ALPN01) ? "http-01 and tls-alpn-01"
+            : web == ACME_HTTP01               ? "http-01"
+                                               : "tls-alpn-01",
+            a->dns ? ", dns-01 by " : "", a->dns ? dns01_describe(a->dns) : "");
     pthread_mutex_lock(&a->lock);
     for (int i = 0; i < a->ncerts; i++) {
         const struct cert *c = a->certs[i];
@@ -891,18 +927,60 @@ void acme_describe(struct acme *a, FILE *f)
     pthread_mutex_unlock(&a->lock);
 }
 
+/* By default a few series whatever the number of sites (issue 40: 10,000 names made 10,000
+ * series, each scraped every 15 s): the earliest expiry, which is what an alert wants, and the
+ * certificates counted by state and by what is left of them. --metrics-per-cert adds one
+ * series per name, as before. */
 void acme_metrics(void *arg, FILE *f)
 {
     struct acme *a = arg;
+    int64_t now = (int64_t)time(NULL), earliest = 0;
+    unsigned valid = 0, awaited = 0, leaving = 0, within7 = 0, within30 = 0;
     pthread_mutex_lock(&a->lock);
-    fputs("# HELP ringhttpd_tls_certificate_expiry_timestamp_seconds When the certificate "
-          "serving each name expires (UNIX seconds; ACME certificates).\n"
-          "# TYPE ringhttpd_tls_certificate_expiry_timestamp_seconds gauge\n",
-          f);
-    for (int i = 0; i < a->ncerts; i++)
-        for (int k = 0; a->certs[i]->live && k < a->certs[i]->n; k++)
-            fprintf(f, "ringhttpd_tls_certificate_expiry_timestamp_seconds{name=\"%s\"} %lld\n",
-                    a->certs[i]->names[k], (long long)a->certs[i]->facts.not_after);
+    for (int i = 0; i < a->ncerts; i++) {
+        const struct cert *c = a->certs[i];
+        if (!c->live) {
+            awaited += c->wanted;
+            continue;
+        }
+        if (c->wanted)
+            valid++;
+        else
+            leaving++;
+        if (!earliest || c->facts.not_after < earliest)
+            earliest = c->facts.not_after;
+        within7 += c->facts.not_after - now < 7 * 86400;
+        within30 += c->facts.not_after - now < 30 * 86400;
+    }
+    fprintf(f,
+            "# HELP ringhttpd_tls_certificate_earliest_expiry_timestamp_seconds When the first "
+            "of the ACME certificates served expires (UNIX seconds; 0: none yet).\n"
+            "# TYPE ringhttpd_tls_certificate_earliest_expiry_timestamp_seconds gauge\n"
+            "ringhttpd_tls_certificate_earliest_expiry_timestamp_seconds %lld\n"
+            "# HELP ringhttpd_tls_certificates ACME certificates by state: valid (served and "
+            "renewed), awaited (ordered, none valid yet), leaving (its names left the "
+            "configuration: served until it expires).\n"
+            "# TYPE ringhttpd_tls_certificates gauge\n"
+            "ringhttpd_tls_certificates{state=\"valid\"} %u\n"
+            "ringhttpd_tls_certificates{state=\"awaited\"} %u\n"
+            "ringhttpd_tls_certificates{state=\"leaving\"} %u\n"
+            "# HELP ringhttpd_tls_certificates_expiring ACME certificates served that expire "
+            "within 7 or 30 days.\n"
+            "# TYPE ringhttpd_tls_certificates_expiring gauge\n"
+            "ringhttpd_tls_certificates_expiring{within=\"7d\"} %u\n"
+            "ringhttpd_tls_certificates_expiring{within=\"30d\"} %u\n",
+            (long long)earliest, valid, awaited, leaving, within7, within30);
+    if (a->cfg->metrics_per_cert) {
+        fputs("# HELP ringhttpd_tls_certificate_expiry_timestamp_seconds When the certificate "
+              "serving each name expires (UNIX seconds; ACME certificates).\n"
+              "# TYPE ringhttpd_tls_certificate_expiry_timestamp_seconds gauge\n",
+              f);
+        for (int i = 0; i < a->ncerts; i++)
+            for (int k = 0; a->certs[i]->live && k < a->certs[i]->n; k++)
+                fprintf(f,
+                        "ringhttpd_tls_certificate_expiry_timestamp_seconds{name=\"%s\"} %lld\n",
+                        a->certs[i]->names[k], (long long)a->certs[i]->facts.not_after);
+    }
     fprintf(f,
             "# HELP ringhttpd_acme_orders_total ACME orders by outcome.\n"
             "# TYPE ringhttpd_acme_orders_total counter\n"

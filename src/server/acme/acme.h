@@ -34,8 +34,8 @@ struct acme_hooks {
     void *arg;
 };
 
-/* Reads what the ACME options of cfg ask for (names from --acme-domain, or every non-wildcard
- * host of every site without a pair of its own or "acme: off"), opens the state directory and
+/* Reads what the ACME options of cfg ask for (names from --acme-domain, or every host of every
+ * site without a pair of its own or "acme: off"; wildcards only with DNS-01), opens the state directory and
  * makes or reads the account key. 0 with *out; -errno with one line in why. tls_port: whether
  * a TLS listener is there to answer TLS-ALPN-01 (the cleartext port always answers HTTP-01). */
 int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *tokens,
@@ -63,7 +63,8 @@ void acme_free(struct acme *a);
 /* -v: one line per certificate: its names, and valid until when or awaited. */
 void acme_describe(struct acme *a, FILE *f);
 
-/* The metrics: ringhttpd_tls_certificate_expiry_timestamp_seconds{name} and
+/* The metrics: the earliest expiry, certificates by state and by days left, with
+ * --metrics-per-cert ringhttpd_tls_certificate_expiry_timestamp_seconds{name}, and
  * ringhttpd_acme_orders_total{outcome}. Its signature fits the metrics hook. */
 void acme_metrics(void *a, FILE *f);
 

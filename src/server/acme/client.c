@@ -422,7 +422,8 @@ static int authorize(struct acme_client *c, const char *url, const struct acme_a
     }
     /* The first kind we can answer, in our order of preference, that the CA offers. */
     const char *ch_url = NULL, *token = NULL;
-    for (unsigned k = ACME_HTTP01; k <= ACME_ALPN01 && !ch_url; k <<= 1) {
+    /* (a wildcard's authorization offers only dns-01, RFC 8555 7.1.4) */
+    for (unsigned k = ACME_HTTP01; k <= ACME_DNS01 && !ch_url; k <<= 1) {
         if (!(ans->kinds & k))
             continue;
         size_t i;
@@ -432,7 +433,9 @@ static int authorize(struct acme_client *c, const char *url, const struct acme_a
             const char *type = "", *u = NULL, *t = NULL;
             if (json_unpack(ch, "{s:s,s:s,s:s}", "type", &type, "url", &u, "token", &t) != 0)
                 continue;
-            if (strcmp(type, k == ACME_HTTP01 ? "http-01" : "tls-alpn-01") == 0) {
+            if (strcmp(type, k == ACME_HTTP01   ? "http-01"
+                             : k == ACME_ALPN01 ? "tls-alpn-01"
+                                                : "dns-01") == 0) {
                 ch_url = u;
                 token = t;
                 p->kind = (enum acme_kind)k;

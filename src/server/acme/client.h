@@ -1,6 +1,6 @@
 /* client: the ACME protocol (RFC 8555) over libcurl and jansson: the directory, nonces, the
  * account (found or made with the account key), an order for a set of names with its
- * authorizations and challenges (HTTP-01 or TLS-ALPN-01, answered through hooks), the CSR,
+ * authorizations and challenges (HTTP-01, TLS-ALPN-01 or DNS-01, answered through hooks), the CSR,
  * finalization and the certificate chain; ACME Renewal Information (RFC 9773) when offered.
  * Must not: run on a worker's thread (every call blocks on the network, bounded by timeouts and
  * by the stop flag), or trust what the server sends (sizes bounded, content types checked,
@@ -16,12 +16,14 @@
 
 struct evp_pkey_st;
 
-enum acme_kind { ACME_HTTP01 = 1, ACME_ALPN01 = 2 };
+enum acme_kind { ACME_HTTP01 = 1, ACME_ALPN01 = 2, ACME_DNS01 = 4 };
 
 /* What answers the challenges: the upper layer installs these (acme.c: the token table). */
 struct acme_answer {
     /* Publish (put) and withdraw (drop) the answer for host: for ACME_HTTP01 the key
-     * authorization for token, for ACME_ALPN01 the certificate made from its digest. */
+     * authorization for token, for ACME_ALPN01 the certificate made from its digest, for
+     * ACME_DNS01 the TXT record of its digest (host: the identifier, "*." left off). put
+     * returns once the answer can be checked (DNS-01: seen at the resolvers). */
     int (*put)(void *arg, enum acme_kind kind, const char *host, const char *token,
                const char *key_auth);
     void (*drop)(void *arg, enum acme_kind kind, const char *host, const char *token);
