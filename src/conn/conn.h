@@ -105,6 +105,14 @@ static inline const struct peer *conn_peer(const struct conn *c)
     return &c->obs.peer;
 }
 
+/* The connection's certificate (transport.h) once a secure transport's handshake is done, for
+ * the 421 rule (site_misdirected); NULL in cleartext. The one accessor every protocol reads it
+ * through, whatever transport carries it. */
+static inline struct conn_cert *conn_cert(struct conn *c)
+{
+    return c->xport && c->xport->cert ? c->xport->cert(c) : NULL;
+}
+
 /* Engine callbacks: the engine's upcalls (engine_upcalls, installed by the worker), each given
  * the connection's engine record. */
 

@@ -59,7 +59,6 @@ struct quic_cred {
     gnutls_x509_crt_t *leaves;               /* each one's first certificate */
     unsigned num_creds;
     atomic_uint refs; /* one per struct quic_certs over it: taken per worker, not per connection */
-    unsigned n;       /* pairs in all (the 421 rule: with one, no other certificate is to be had) */
     struct names names; /* a certificate's name (DNS subjectAltName, else CN): its set */
 };
 
@@ -67,7 +66,6 @@ struct quic_certs {
     struct quic_cred *shared;
     gnutls_certificate_credentials_t cred; /* shared's default, at hand */
     unsigned refs; /* the endpoint's, while current, and each connection's made with it */
-    unsigned n;
 };
 
 struct cid_ent {
@@ -1147,15 +1145,20 @@ const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **a
     return qc->who.text;
 }
 
-const char *quic_sni(struct quic_conn *qc)
+const char *quic_sni(const struct quic_conn *qc)
 {
     return qc->sni;
 }
 
-bool quic_cert_covers(struct quic_conn *qc, const char *host, size_t len)
+bool quic_cert_only(const struct quic_conn *qc)
 {
-    if (!qc->certs || qc->certs->n < 2)
-        return true; /* no other certificate to be had, as the TLS port: never 421 */
+    /* name sets, as the TLS port counts its groups: an ECDSA and an RSA pair of one host are
+     * one certificate to choose */
+    return !qc->certs || qc->certs->shared->num_creds < 2;
+}
+
+bool quic_cert_names(const struct quic_conn *qc, const char *host, size_t len)
+{
     char name[256];
     const gnutls_datum_t *der = gnutls_certificate_get_ours(qc->tls);
     gnutls_x509_crt_t crt;
@@ -1163,7 +1166,6 @@ bool quic_cert_covers(struct quic_conn *qc, const char *host, size_t len)
         return false;
     memcpy(name, host, len);
     name[len] = '\0';
-    /* check_hostname2 matches an address against the certificate's IP addresses */
     bool ok = gnutls_x509_crt_import(crt, der, GNUTLS_X509_FMT_DER) == 0 &&
               gnutls_x509_crt_check_hostname2(crt, name, 0) != 0;
     gnutls_x509_crt_deinit(crt);
@@ -1261,7 +1263,7 @@ static int wrap(struct quic_cred *q, struct quic_certs **out)
         cred_put(q);
         return -ENOMEM;
     }
-    *c = (struct quic_certs){.shared = q, .cred = q->creds[0], .refs = 1, .n = q->n};
+    *c = (struct quic_certs){.shared = q, .cred = q->creds[0], .refs = 1};
     *out = c;
     return 0;
 }
@@ -1352,7 +1354,6 @@ static int add_pair(struct quic_cred *q, const char *cert, const char *key, char
         snprintf(why, why_len, "HTTP/3: %s: %s", cert, gnutls_strerror(rc));
         return -EINVAL;
     }
-    q->n++;
     return 0;
 }
 

@@ -175,10 +175,11 @@ uint64_t quic_max_streams(const struct quic_conn *qc);
 /* The peer's address as text (for the access log) and as bytes. */
 const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **addr);
 /* The SNI the client sent, or "" */
-const char *quic_sni(struct quic_conn *qc);
-/* Whether the certificate qc's handshake presented names host[0..len) (a lower-case name or
- * address without its port), or is the only certificate there is: the 421 rule's question
- * (rt/site.h, site_misdirected), asked by HTTP/3 for a request's :authority. */
-bool quic_cert_covers(struct quic_conn *qc, const char *host, size_t len);
+const char *quic_sni(const struct quic_conn *qc);
+/* Whether the process has one certificate (name set) only, and whether the certificate qc's
+ * handshake presented names host[0..len) (a lower-case name without its port): the 421
+ * rule's questions (conn/cert.c's cert_quic; the rule is site_misdirected's). */
+bool quic_cert_only(const struct quic_conn *qc);
+bool quic_cert_names(const struct quic_conn *qc, const char *host, size_t len);
 
 #endif

@@ -23,6 +23,7 @@
 #include "core/policy.h"
 #include "core/prio.h"
 #include "core/vhost.h"
+#include "conn/transport.h"
 #include "http/h3/h3req.h"
 #include "http/h3/qpack.h"
 #include "quic/quic.h"
@@ -251,8 +252,7 @@ struct h3conn {
     } early[H3_EARLY];
     int64_t wake_s;      /* the body deadline its wake was asked for (0: none) */
     uint32_t token;      /* its requests' resume token's generation (never 0: 0 cannot wait) */
-    uint8_t ok_host_len; /* the last host found named by its certificate, or address (0: none) */
-    char ok_host[47];
+    struct conn_cert cert; /* over qc: the 421 rule's questions and verdict (transport.h) */
     struct obs_conn obs;
 };
 

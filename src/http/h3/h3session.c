@@ -267,6 +267,8 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     hc->w = w;
     list_init(&hc->streams);
     hc->qc = qc;
+    hc->cert.ops = &cert_quic;
+    hc->cert.t = qc;
     const uint8_t *addr;
     int family;
     const char *text = quic_peer(qc, &family, &addr);
