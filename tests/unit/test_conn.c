@@ -172,7 +172,9 @@ static void setup_args(struct fixture *f, const struct transport_ops *xport, con
     site_slot_init(&f->sites, site_adopt(&f->cfg));
     static const struct engine_caps caps;
     struct listener ls = {.fd = -1, .xport = xport};
-    CHECK_INT(worker_new(&f->worker, 0, &f->cfg, &fake_engine, &caps, &ls, 1, &f->sites), 0);
+    const struct worker_parts parts = {
+        .cfg = &f->cfg, .eng = &fake_engine, .caps = &caps, .ls = &ls, .n = 1, .sites = &f->sites};
+    CHECK_INT(worker_new(&f->worker, 0, &parts), 0);
     f->w = worker_runtime(f->worker);
 }
 
