@@ -25,7 +25,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/peer.h"
 #include "rt/names.h"
 #include "engine/udp.h"
 #include "quic/cid.h"
@@ -94,7 +93,6 @@ struct quic_conn {
     uint8_t *close_pkt; /* our CONNECTION_CLOSE, sent again when the peer keeps sending */
     size_t close_len;
     unsigned close_recv, close_sent;
-    struct peer who; /* the handshake's address as every layer reads it (core/peer.h) */
     char sni[256];
     uint64_t app_error; /* quic_app_error's code for the close, or 0 (none: HTTP/3 has no 0) */
     struct quic_conn *prev, *next;
@@ -675,7 +673,6 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     qc->ep = ep;
     memcpy(&qc->peer, d->peer, d->peer_len);
     qc->peer_len = d->peer_len;
-    peer_set(&qc->who, (const struct sockaddr *)&qc->peer, qc->peer_len);
     qc->deadline = UINT64_MAX;
     qc->next = ep->conns;
     if (ep->conns)
@@ -1138,11 +1135,10 @@ uint64_t quic_max_streams(const struct quic_conn *qc)
     return qc->ep->set.max_streams;
 }
 
-const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **addr)
+const struct sockaddr *quic_peer(const struct quic_conn *qc, socklen_t *len)
 {
-    *family = qc->who.family;
-    *addr = qc->who.addr;
-    return qc->who.text;
+    *len = qc->peer_len;
+    return (const struct sockaddr *)&qc->peer;
 }
 
 const char *quic_sni(const struct quic_conn *qc)

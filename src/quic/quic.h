@@ -172,8 +172,9 @@ int64_t quic_now_s(void);
 void quic_grant_uni(struct quic_conn *qc);
 /* The request streams the client may open at first (initial_max_streams_bidi). */
 uint64_t quic_max_streams(const struct quic_conn *qc);
-/* The peer's address as text (for the access log) and as bytes. */
-const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **addr);
+/* The handshake's address (the one app->admit was asked about and app->leave is told), for
+ * the application's one copy of the peer (core/peer.h's struct peer, made from it once). */
+const struct sockaddr *quic_peer(const struct quic_conn *qc, socklen_t *len);
 /* The SNI the client sent, or "" */
 const char *quic_sni(const struct quic_conn *qc);
 /* Whether the process has one certificate (name set) only, and whether the certificate qc's

@@ -269,13 +269,9 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     hc->qc = qc;
     hc->cert.ops = &cert_quic;
     hc->cert.t = qc;
-    const uint8_t *addr;
-    int family;
-    const char *text = quic_peer(qc, &family, &addr);
-    snprintf(hc->obs.peer.text, sizeof(hc->obs.peer.text), "%s", text);
-    hc->obs.peer.family = (int8_t)family;
-    memcpy(hc->obs.peer.addr, addr, sizeof(hc->obs.peer.addr));
-    hc->obs.peer.known = true;
+    socklen_t plen;
+    const struct sockaddr *sa = quic_peer(qc, &plen);
+    peer_set(&hc->obs.peer, sa, (unsigned)plen); /* the connection's one copy (obs.h) */
     hc->obs.slot = UINT32_MAX; /* no connection slot: the probes say so */
     hc->token = (uint32_t)((uintptr_t)hc >> 4) | 1;
     hc->peer_ctrl = hc->peer_enc = hc->peer_dec = -1;
