@@ -450,15 +450,7 @@ static void publish_quic(struct worker *w)
 /* A verification off the loop ended: the request waiting for it is asked again. */
 static void resume(void *arg, struct resume_token t)
 {
-#ifndef RINGHTTPD_NO_HTTP3
-    struct runtime *w = arg;
-    if (t.owner == WORKER_RESUME_H3) {
-        if (w->h3ops)
-            w->h3ops->resume(w, t.gen);
-        return;
-    }
-#endif
-    conn_resume(arg, t);
+    conn_resume(arg, t); /* an HTTP/3 connection's too: its slot is conn's (conn_attach) */
 }
 
 bool worker_tick(struct worker *w)

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "config/options.h"
+#include "conn/conn.h"
 #include "conn/transport.h"
 #include "http/h3/h3.h"
 #include "http/h3/qpack.h"
@@ -102,6 +103,25 @@ const struct sockaddr *quic_peer(const struct quic_conn *qc, socklen_t *len)
 }
 /* the 421 rule is serve's (a stub here): its questions are never asked */
 const struct cert_ops cert_quic;
+
+/* ---- stubs: conn's slot (conn_attach: an HTTP/3 connection's token and peer) ---- */
+struct conn *conn_attach(struct runtime *w, const struct proto_ops *proto, void *pstate)
+{
+    (void)w;
+    struct conn *c = calloc(1, sizeof(*c));
+    if (c) {
+        c->state = CONN_ATTACHED;
+        c->proto = proto;
+        c->pstate = pstate;
+        c->eng.gen = 1;
+    }
+    return c;
+}
+void conn_detach(struct runtime *w, struct conn *c)
+{
+    (void)w;
+    free(c);
+}
 
 /* ---- stubs: serve, obs, offload ---- */
 struct response *serve_response_get(struct runtime *w)

@@ -242,14 +242,14 @@ void h3_answer(struct h3conn *hc, struct h3stream *st)
     pol.secure = true; /* an error's access-log line too: the Host's port defaults to 443 */
     if (!status) {
         pol.on_h3 = true;
-        pol.peer = &hc->obs.peer;
+        pol.peer = conn_peer(hc->c);
         pol.cert = &hc->cert; /* the 421 rule's (site_misdirected) */
-        /* The token names the connection (h3_resume): its streams share one verification in
-         * flight at a time, and each parked one asks again when it ends. */
-        pol.resume = (struct resume_token){WORKER_RESUME_H3, hc->token};
+        /* The token names the connection's slot (slot_resume): its streams share one
+         * verification in flight at a time, and each parked one asks again when it ends. */
+        pol.resume = conn_token(hc->c);
     }
     struct response *r;
-    if (serve_handoff(w, &hc->obs, req, status, &pol, LOGFMT_HTTP3, &r) == SERVE_PENDING) {
+    if (serve_handoff(w, &hc->c->obs, req, status, &pol, LOGFMT_HTTP3, &r) == SERVE_PENDING) {
         st->parked = true;
         hc->nparked++;
         return;

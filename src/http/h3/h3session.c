@@ -175,7 +175,7 @@ static void stream_free(struct h3conn *hc, struct h3stream *st)
     free(st->held);
     free(st->head);
     if (st->r) {
-        obs_request_done(hc->w, &hc->obs, &st->r->obs, &st->r->plan,
+        obs_request_done(hc->w, &hc->c->obs, &st->r->obs, &st->r->plan,
                          st->answered ? 0 : -ECONNRESET);
         if (st->reading) /* its file is being read: the response goes back with the job */
             st->reading->r = st->r;
@@ -252,18 +252,35 @@ static void app_leave(void *ctx, const struct sockaddr *sa, socklen_t len)
     guard_closed(w, &p);
 }
 
+/* A verification its requests waited for ended (conn_resume, with its slot's token): they are
+ * asked again at the endpoint's next timer run (app_woken, the same worker_tick), answered or
+ * parked anew. */
+static void slot_resume(struct runtime *w, struct conn *c)
+{
+    (void)w;
+    struct h3conn *hc = c->pstate;
+    if (hc->nparked)
+        quic_wake_in(hc->qc, 0);
+}
+
+/* What conn asks of an HTTP/3 connection's slot (conn_attach): only to resume. */
+static const struct proto_ops slot_ops = {.name = "h3", .resume = slot_resume};
+
 static void *app_open(void *ctx, struct quic_conn *qc)
 {
     struct runtime *w = ctx;
     if (!w->h3) {
         if (!(w->h3 = calloc(1, sizeof(*w->h3))))
             return NULL;
-        list_init(&w->h3->conns);
         list_init(&w->h3->held);
     }
     struct h3conn *hc = calloc(1, sizeof(*hc));
     if (!hc)
         return NULL;
+    if (!(hc->c = conn_attach(w, &slot_ops, hc))) { /* every --max-conns slot is taken */
+        free(hc);
+        return NULL;
+    }
     hc->w = w;
     list_init(&hc->streams);
     hc->qc = qc;
@@ -271,9 +288,7 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     hc->cert.t = qc;
     socklen_t plen;
     const struct sockaddr *sa = quic_peer(qc, &plen);
-    peer_set(&hc->obs.peer, sa, (unsigned)plen); /* the connection's one copy (obs.h) */
-    hc->obs.slot = UINT32_MAX; /* no connection slot: the probes say so */
-    hc->token = (uint32_t)((uintptr_t)hc >> 4) | 1;
+    peer_set(&hc->c->obs.peer, sa, (unsigned)plen); /* the connection's one copy (conn_peer) */
     hc->peer_ctrl = hc->peer_enc = hc->peer_dec = -1;
     for (unsigned i = 0; i < H3_UNI; i++)
         hc->uni[i].id = -1;
@@ -285,6 +300,7 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     hc->max_bidi = quic_max_streams(qc);
     if (quic_open_uni(qc, &hc->ctrl_id) != 0 || quic_open_uni(qc, &hc->enc_id) != 0 ||
         quic_open_uni(qc, &hc->dec_id) != 0) {
+        conn_detach(w, hc->c);
         free(hc);
         return NULL;
     }
@@ -306,7 +322,6 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     hc->enc_type = U_ENCODER;
     hc->dec_buf[0] = U_DECODER;
     hc->dec_len = 1;
-    list_push_front(&w->h3->conns, &hc->link);
     return hc;
 }
 
@@ -420,14 +435,6 @@ static void app_drain(void *a)
     hc->ctrl_len = (uint8_t)(hc->ctrl_len + 2 + put_varint(c + 2, (uint64_t)hc->goaway_id));
 }
 
-static void h3_resume(struct runtime *w, uint32_t gen)
-{
-    if (!w->h3)
-        return;
-    LIST_EACH(struct h3conn, hc, &w->h3->conns, link)
-        if (hc->token == gen && hc->nparked)
-            quic_wake_in(hc->qc, 0); /* app_woken, then the connection writes */
-}
 
 static void h3_collect(struct runtime *w)
 {
@@ -532,13 +539,12 @@ static void app_free(void *a)
     struct h3conn *hc = a;
     LIST_EACH(struct h3stream, st, &hc->streams, link)
         stream_free(hc, st);
-    list_remove(&hc->link);
     qpack_dec_fini(&hc->qd);
+    conn_detach(hc->w, hc->c);
     free(hc);
 }
 
 const struct worker_h3_ops h3_worker_ops = {
-    .resume = h3_resume,
     .collect = h3_collect,
     .fini = h3_worker_free,
 };
