@@ -442,10 +442,13 @@ struct conn *conn_attach(struct runtime *w, const struct proto_ops *proto, void 
 
 void conn_detach(struct runtime *w, struct conn *c)
 {
-    assert(c->state == CONN_ATTACHED && !c->idle && !timer_armed(&c->timer));
+    assert(c->state == CONN_ATTACHED && !timer_armed(&c->timer));
     assert(w->conns.attached > 0);
+    idle_unlink(w, c); /* it may end idle (the QUIC idle timeout) */
     slot_put(w, c);
     w->conns.attached--;
+    if (c->reclaimed)
+        w->conns.reclaiming--;
     w->conns.slot_freed = true; /* a paused accept may resume */
 }
 

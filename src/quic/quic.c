@@ -266,6 +266,16 @@ static void start_close(struct quic_ep *ep, struct quic_conn *qc,
     send_to(ep, (struct sockaddr *)ps.path.remote.addr, ps.path.remote.addrlen, buf, (size_t)n, 0);
 }
 
+/* The end of a connection the application has nothing more for (idle in a drain, or given up
+ * with quic_close): CONNECTION_CLOSE with H3_NO_ERROR (0x100, RFC 9114 8.1). */
+static void close_done(struct quic_ep *ep, struct quic_conn *qc)
+{
+    ngtcp2_connection_close_error ccerr;
+    ngtcp2_connection_close_error_default(&ccerr);
+    ngtcp2_connection_close_error_set_application_error(&ccerr, 0x100, NULL, 0);
+    start_close(ep, qc, &ccerr);
+}
+
 static void close_liberr(struct quic_ep *ep, struct quic_conn *qc, int liberr)
 {
     ngtcp2_connection_close_error ccerr;
@@ -1032,12 +1042,8 @@ void quic_ep_tick(struct quic_ep *ep)
             continue;
         }
         conn_write(ep, qc);
-        if (ep->draining && qc->app && ep->app->idle(qc->app)) {
-            ngtcp2_connection_close_error ccerr;
-            ngtcp2_connection_close_error_default(&ccerr);
-            ngtcp2_connection_close_error_set_application_error(&ccerr, 0x100, NULL, 0);
-            start_close(ep, qc, &ccerr);
-        }
+        if (ep->draining && qc->app && ep->app->idle(qc->app))
+            close_done(ep, qc);
     }
 }
 
@@ -1064,11 +1070,8 @@ void quic_ep_drain(struct quic_ep *ep)
             ep->app->drain(qc->app);
         }
         if (!qc->app || ep->app->idle(qc->app)) {
-            ngtcp2_connection_close_error ccerr;
-            ngtcp2_connection_close_error_default(&ccerr);
-            ngtcp2_connection_close_error_set_application_error(&ccerr, 0x100, NULL, 0);
             conn_write(ep, qc); /* the GOAWAY first */
-            start_close(ep, qc, &ccerr);
+            close_done(ep, qc);
         } else {
             conn_write(ep, qc);
         }
@@ -1110,6 +1113,15 @@ void quic_consume(struct quic_conn *qc, int64_t sid, size_t n)
 void quic_app_error(struct quic_conn *qc, uint64_t code)
 {
     qc->app_error = code;
+}
+
+void quic_close(struct quic_conn *qc)
+{
+    if (qc->state != Q_OPEN)
+        return;
+    conn_write(qc->ep, qc); /* what the application queued (its GOAWAY) first */
+    close_done(qc->ep, qc);
+    qc->ep->next = 0; /* the next tick frees it when its closing period ends */
 }
 
 void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code)

@@ -157,6 +157,10 @@ int quic_open_uni(struct quic_conn *qc, int64_t *sid);
 /* The application error code (RFC 9000 20.2; HTTP/3's, RFC 9114 8.1) the connection's
  * CONNECTION_CLOSE carries when the application's callback now returns a fatal error. */
 void quic_app_error(struct quic_conn *qc, uint64_t code);
+/* Ends qc now, as a drain ends an idle connection: what the application queued (a GOAWAY) is
+ * written, then CONNECTION_CLOSE with H3_NO_ERROR; app->free follows after the closing
+ * period. Not from inside one of qc's app callbacks. */
+void quic_close(struct quic_conn *qc);
 /* Calls app->woken in ms milliseconds (or sooner, with the connection's other timers, or as a
  * sooner call still pending asked). */
 void quic_wake_in(struct quic_conn *qc, unsigned ms);

@@ -60,7 +60,8 @@ struct h3stream *h3_stream_new(struct h3conn *hc, int64_t sid)
     struct h3stream **b = &hc->bucket[(sid >> 2) % H3_BUCKETS];
     st->hnext = *b;
     *b = st;
-    hc->nstreams++;
+    if (hc->nstreams++ == 0) /* busy: not to be reclaimed for a newcomer */
+        conn_idle(hc->w, hc->c, false);
     for (unsigned i = 0; i < hc->nearly; i++) /* a PRIORITY_UPDATE that came first */
         if (hc->early[i].id == sid) {
             st->prio.urgency = hc->early[i].urgency;
@@ -189,7 +190,8 @@ static void stream_free(struct h3conn *hc, struct h3stream *st)
     while (*b != st)
         b = &(*b)->hnext;
     *b = st->hnext;
-    hc->nstreams--;
+    if (--hc->nstreams == 0) /* no request open: reclaimable at --max-conns (slot_reclaim) */
+        conn_idle(hc->w, hc->c, true);
     free(st);
 }
 
@@ -263,8 +265,22 @@ static void slot_resume(struct runtime *w, struct conn *c)
         quic_wake_in(hc->qc, 0);
 }
 
-/* What conn asks of an HTTP/3 connection's slot (conn_attach): only to resume. */
-static const struct proto_ops slot_ops = {.name = "h3", .resume = slot_resume};
+static void app_drain(void *a);
+
+/* --max-conns needs the slot of this idle connection (no request stream open) for a newcomer:
+ * GOAWAY, then CONNECTION_CLOSE; the slot is free once the endpoint has freed it (app_free,
+ * after the closing period), and the newcomer waits for it as for a TCP one's. */
+static void slot_reclaim(struct runtime *w, struct conn *c)
+{
+    (void)w;
+    struct h3conn *hc = c->pstate;
+    app_drain(hc);
+    quic_close(hc->qc);
+}
+
+/* What conn asks of an HTTP/3 connection's slot (conn_attach). */
+static const struct proto_ops slot_ops = {
+    .name = "h3", .resume = slot_resume, .reclaim = slot_reclaim};
 
 static void *app_open(void *ctx, struct quic_conn *qc)
 {
@@ -322,6 +338,7 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     hc->enc_type = U_ENCODER;
     hc->dec_buf[0] = U_DECODER;
     hc->dec_len = 1;
+    conn_idle(w, hc->c, true); /* no request yet */
     return hc;
 }
 
