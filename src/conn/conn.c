@@ -120,7 +120,8 @@ void conn_pool_fini(struct runtime *w)
 {
     paced_tables_free(w);
     /* Every slot is free or still counted active (a worker stopped on an engine error). */
-    assert(!w->conns.slot || w->conns.num_free + w->conns.active == w->cfg->max_conns);
+    assert(!w->conns.slot ||
+           w->conns.num_free + w->conns.active + w->conns.attached == w->cfg->max_conns);
     free(w->conns.free_slots);
     free(w->conns.slot);
     w->conns.free_slots = NULL;
@@ -424,6 +425,34 @@ void conn_closed(struct runtime *w, struct engine_conn *e)
     w->conns.slot_freed = true; /* an fd is back: a paused accept may resume */
 }
 
+struct conn *conn_attach(struct runtime *w, const struct proto_ops *proto, void *pstate)
+{
+    if (w->conns.num_free == 0)
+        return NULL;
+    struct conn *c = slot_take(w);
+    c->eng.fd = -1;
+    c->state = CONN_ATTACHED;
+    c->proto = proto;
+    c->pstate = pstate;
+    c->obs.slot = c->eng.slot;
+    /* Not in active: a drain waits for the QUIC endpoint's connections on its own terms
+     * (worker_tick), and a TCP accept's "connections open" are sockets. */
+    w->conns.attached++;
+    return c;
+}
+
+void conn_detach(struct runtime *w, struct conn *c)
+{
+    assert(c->state == CONN_ATTACHED && !timer_armed(&c->timer));
+    assert(w->conns.attached > 0);
+    idle_unlink(w, c); /* it may end idle (the QUIC idle timeout) */
+    slot_put(w, c);
+    w->conns.attached--;
+    if (c->reclaimed)
+        w->conns.reclaiming--;
+    w->conns.slot_freed = true; /* a paused accept may resume */
+}
+
 void conn_recv_set(struct runtime *w, struct conn *c, bool on)
 {
     c->recv_on = on;
@@ -646,7 +675,7 @@ void conn_resume(struct runtime *w, struct resume_token t)
     if (t.owner >= w->cfg->max_conns)
         return;
     struct conn *c = &w->conns.slot[t.owner];
-    if (c->eng.gen != t.gen || !conn_open(c))
+    if (c->eng.gen != t.gen || (!conn_open(c) && c->state != CONN_ATTACHED))
         return; /* closed since: nobody waits */
     if (c->proto->resume)
         c->proto->resume(w, c);

@@ -35,6 +35,9 @@ enum conn_state {
     CONN_FREE,
     CONN_OPEN,    /* its socket is in use and its events matter */
     CONN_CLOSING, /* engine close started; waiting for conn_closed */
+    /* in a slot without a socket (conn_attach: an HTTP/3 connection, whose datagrams are the
+     * QUIC endpoint's): no engine operation or timer; its owner ends it */
+    CONN_ATTACHED,
 };
 
 /* Room for a protocol's per-connection state in the slot itself (HTTP/1's: a connection costs
@@ -104,6 +107,27 @@ void conn_pool_fini(struct runtime *w);
 static inline const struct peer *conn_peer(const struct conn *c)
 {
     return &c->obs.peer;
+}
+
+/* A connection that no engine operation serves (HTTP/3's: its datagrams are the QUIC
+ * endpoint's) in a slot of its own, one of --max-conns' as a TCP connection's is: its
+ * generation names it in resume tokens (conn_token; conn_resume wakes it through
+ * proto->resume), its obs holds its peer (conn_peer) and request count, and it may join the
+ * idle queue (conn_idle: reclaimed for a newcomer through proto->reclaim, which must end it;
+ * the slot is free at conn_detach). Not conn_open: the worker's drain and deadline and the
+ * engine leave it to its owner. proto needs resume and reclaim only. NULL when every slot is
+ * taken. */
+struct conn *conn_attach(struct runtime *w, const struct proto_ops *proto, void *pstate);
+
+/* Gives an attached connection's slot back: its owner has ended it. */
+void conn_detach(struct runtime *w, struct conn *c);
+
+/* The connection's certificate (transport.h) once a secure transport's handshake is done, for
+ * the 421 rule (site_misdirected); NULL in cleartext. The one accessor every protocol reads it
+ * through, whatever transport carries it. */
+static inline struct conn_cert *conn_cert(struct conn *c)
+{
+    return c->xport && c->xport->cert ? c->xport->cert(c) : NULL;
 }
 
 /* Engine callbacks: the engine's upcalls (engine_upcalls, installed by the worker), each given
@@ -244,7 +268,7 @@ static inline void conn_idle(struct runtime *w, struct conn *c, bool idle)
         c->idle = false;
         return;
     }
-    if (c->reclaimed || !conn_open(c))
+    if (c->reclaimed || (!conn_open(c) && c->state != CONN_ATTACHED))
         return; /* being closed: not to be picked again */
     c->idle = true;
     c->idle_prev = q->last;

@@ -37,6 +37,7 @@ struct sendbuf {
 
 struct xconn {
     struct tls_conn t;
+    struct conn_cert cert; /* over t: the 421 rule's questions and verdict (transport.h) */
     struct tls_port *port;
     struct plan *app;    /* the protocol's plan being sent, or NULL */
     struct sendbuf *buf; /* only while sending: its wire plan is what the engine sends */
@@ -94,10 +95,10 @@ void tls_port_fini(struct tls_port *port)
     port->nfree = 0;
 }
 
-struct tls_conn *tls_xport_conn(const struct conn *c)
+static struct conn_cert *tls_cert(struct conn *c)
 {
-    struct xconn *x = c->xport == &transport_tls ? c->xstate : NULL;
-    return x && tls_conn_established(&x->t) ? &x->t : NULL;
+    struct xconn *x = c->xstate;
+    return tls_conn_established(&x->t) ? &x->cert : NULL;
 }
 
 static struct sendbuf *buf_get(struct tls_port *port)
@@ -155,6 +156,8 @@ static int tls_open(struct runtime *w, struct conn *c, void *ctx)
         return -ENOMEM;
     }
     x->port = port;
+    x->cert.ops = &cert_tls;
+    x->cert.t = &x->t;
     x->rest.fire = rest_fired;
     c->xstate = x;
     /* Kernel TLS: the ULP goes on now, while the socket is surely established (a client that
@@ -589,4 +592,5 @@ const struct transport_ops transport_tls = {
     .shutdown = tls_shutdown,
     .release = tls_release,
     .read_done = tls_read_done,
+    .cert = tls_cert,
 };

@@ -35,9 +35,6 @@ void tls_port_init(struct tls_port *port, struct tls_ctx *ctx);
  * is dropped here (no connection can hold it). */
 void tls_port_publish(struct tls_port *port, struct tls_ctx *ctx);
 
-/* c's TLS state when it came in on a TLS listener (and its handshake is done), else NULL. */
-struct tls_conn *tls_xport_conn(const struct conn *c);
-
 /* Drops the contexts and buffers once the worker and all its connections are gone. */
 void tls_port_fini(struct tls_port *port);
 

@@ -15,11 +15,48 @@
 #define TRANSPORT_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct runtime;
 struct conn;
 struct plan;
+
+/*
+ * A secure connection's certificate, as the 421 rule (RFC 9110 15.5.20: site_misdirected in
+ * site/site.h, the rule's one copy) asks about it, whatever carries the connection (issue 37):
+ * TLS over TCP (cert_tls, over struct tls_conn) and QUIC (cert_quic, over struct quic_conn)
+ * each answer the same questions about the certificate their handshake presented.
+ */
+struct cert_ops {
+    /* The SNI the client sent, or "". */
+    const char *(*sni)(const void *t);
+    /* The site the certificate was picked for (the SNI when it named a site's own pair, else
+     * the first name of the site whose pair it is), or NULL for a process-level pair. NULL
+     * itself when every certificate of the transport is process-level (QUIC's). */
+    const char *(*site_name)(const void *t);
+    /* Whether the process has one certificate (name set) only: no other to be had. */
+    bool (*only)(const void *t);
+    /* Whether the certificate names host[0..len) (a vhost_key: lower case, no port, not an
+     * address: the rule answers those itself). */
+    bool (*names)(const void *t, const char *host, size_t len);
+};
+
+extern const struct cert_ops cert_tls, cert_quic;
+
+/* One per secure connection, in its transport's state (TLS: conn/tls_xport.c's; QUIC: the
+ * HTTP/3 session's), reached through conn_cert (conn.h) or the session. The verdict fields
+ * are the rule's (site.c) alone: the last request's site found not misdirected, with the
+ * sites' generation, and the last host found named. */
+struct conn_cert {
+    const struct cert_ops *ops;
+    const void *t; /* the transport's connection the ops are asked about */
+    const void *ok_site;
+    unsigned ok_gen;
+    uint8_t ok_host_len; /* 0: none */
+    char ok_host[47];
+};
 
 /*
  * Every call runs on the worker's thread. The transport talks back through conn.h:
@@ -59,6 +96,9 @@ struct transport_ops {
     /* The read started with conn_file_read ended: res bytes, 0 at the end of the file, or
      * -errno. Optional (a transport that never calls conn_file_read). */
     void (*read_done)(struct runtime *w, struct conn *c, int res);
+    /* The connection's certificate once its handshake is done, else NULL (conn_cert).
+     * Optional (a transport that presents none). */
+    struct conn_cert *(*cert)(struct conn *c);
 };
 
 /*

@@ -23,7 +23,7 @@
  * an interim response, which are HTTP/1-only (RFC 9113 8.2.2). */
 enum resp_syntax { RESP_H1, RESP_FIELDS };
 
-struct tls_conn;
+struct conn_cert;
 
 /* The core's request result: what answering the request does to the connection. */
 struct peer;
@@ -46,12 +46,10 @@ struct req_policy {
     /* the listener its connection came in on (the worker's index): its HTTPS answers name that
      * listener's HTTP/3 port in Alt-Svc, or none (issue 38) */
     uint8_t listener;
-    /* its TLS state when it came over TLS, for the 421 of a Host its certificate is not for
-     * (rt/site.h, site_misdirected); never dereferenced by the core */
-    struct tls_conn *tls;
-    /* the 421 verdict of a transport that decides it itself (QUIC: h3.c asks quic whether its
-     * certificate names the request's host); serve adds site_misdirected's for tls */
-    bool misdirected;
+    /* its connection's certificate when it came over TLS or QUIC (conn/transport.h), for the
+     * 421 of a Host that certificate is not for (site/site.h, site_misdirected); never
+     * dereferenced by the core */
+    struct conn_cert *cert;
     bool keep_alive;    /* the connection stays open after the response */
     bool send_continue; /* the client waits for "100 Continue" before its body */
     uint64_t discard;   /* body bytes after the head to read and drop */

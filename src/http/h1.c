@@ -17,7 +17,6 @@
 #include "core/rules.h"
 #include "rt/runtime.h"
 #include "http/serve.h"
-#include "conn/tls_xport.h"
 #include "conn/transport.h"
 
 /* The input buffer (from the worker's pool) holds a full request head plus what pipelining
@@ -260,7 +259,7 @@ static size_t consume(struct runtime *w, struct conn *c, const char *data, size_
             policy_h1(req, h->keep_alive && !w->draining, len - used - (size_t)n);
         pol.secure = c->xport && c->xport->secure;
         pol.listener = c->lst;
-        pol.tls = c->xport ? tls_xport_conn(c) : NULL; /* a call only over a transport */
+        pol.cert = conn_cert(c); /* a call only over a transport */
         pol.peer = conn_peer(c);
         pol.resume = conn_token(c);
         struct response *r;

@@ -1099,7 +1099,7 @@ answer_request(struct runtime *w, const struct http_request *req, const struct r
         return SERVE_DONE;
     }
     const struct rules_facts facts = {
-        .misdirected = pol->misdirected || (pol->tls && site_misdirected(w, j.site, req, pol->tls)),
+        .misdirected = pol->cert && site_misdirected(w, j.site, req, pol->cert),
         .redirect_https = j.cfg->redirect_https && !pol->secure, /* a site's own, or the top's */
     };
     int status = rules_request(req, &facts);

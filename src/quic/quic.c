@@ -25,7 +25,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/peer.h"
 #include "rt/names.h"
 #include "engine/udp.h"
 #include "quic/cid.h"
@@ -59,7 +58,6 @@ struct quic_cred {
     gnutls_x509_crt_t *leaves;               /* each one's first certificate */
     unsigned num_creds;
     atomic_uint refs; /* one per struct quic_certs over it: taken per worker, not per connection */
-    unsigned n;       /* pairs in all (the 421 rule: with one, no other certificate is to be had) */
     struct names names; /* a certificate's name (DNS subjectAltName, else CN): its set */
 };
 
@@ -67,7 +65,6 @@ struct quic_certs {
     struct quic_cred *shared;
     gnutls_certificate_credentials_t cred; /* shared's default, at hand */
     unsigned refs; /* the endpoint's, while current, and each connection's made with it */
-    unsigned n;
 };
 
 struct cid_ent {
@@ -99,7 +96,6 @@ struct quic_conn {
     uint8_t *close_pkt; /* our CONNECTION_CLOSE, sent again when the peer keeps sending */
     size_t close_len;
     unsigned close_recv, close_sent;
-    struct peer who; /* the handshake's address as every layer reads it (core/peer.h) */
     char sni[256];
     uint64_t app_error; /* quic_app_error's code for the close, or 0 (none: HTTP/3 has no 0) */
     struct quic_conn *prev, *next;
@@ -306,6 +302,16 @@ static void start_close(struct quic_ep *ep, struct quic_conn *qc,
     }
     send_to(path_port(ep, qc, &ps.path.local), ps.path.local.addr,
             (struct sockaddr *)ps.path.remote.addr, ps.path.remote.addrlen, buf, (size_t)n, 0);
+}
+
+/* The end of a connection the application has nothing more for (idle in a drain, or given up
+ * with quic_close): CONNECTION_CLOSE with H3_NO_ERROR (0x100, RFC 9114 8.1). */
+static void close_done(struct quic_ep *ep, struct quic_conn *qc)
+{
+    ngtcp2_connection_close_error ccerr;
+    ngtcp2_connection_close_error_default(&ccerr);
+    ngtcp2_connection_close_error_set_application_error(&ccerr, 0x100, NULL, 0);
+    start_close(ep, qc, &ccerr);
 }
 
 static void close_liberr(struct quic_ep *ep, struct quic_conn *qc, int liberr)
@@ -724,7 +730,6 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
     qc->port = dgram_port(ep, d);
     memcpy(&qc->peer, d->peer, d->peer_len);
     qc->peer_len = d->peer_len;
-    peer_set(&qc->who, (const struct sockaddr *)&qc->peer, qc->peer_len);
     qc->deadline = UINT64_MAX;
     qc->next = ep->conns;
     if (ep->conns)
@@ -1090,12 +1095,8 @@ void quic_ep_tick(struct quic_ep *ep)
             continue;
         }
         conn_write(ep, qc);
-        if (ep->draining && qc->app && ep->app->idle(qc->app)) {
-            ngtcp2_connection_close_error ccerr;
-            ngtcp2_connection_close_error_default(&ccerr);
-            ngtcp2_connection_close_error_set_application_error(&ccerr, 0x100, NULL, 0);
-            start_close(ep, qc, &ccerr);
-        }
+        if (ep->draining && qc->app && ep->app->idle(qc->app))
+            close_done(ep, qc);
     }
 }
 
@@ -1122,11 +1123,8 @@ void quic_ep_drain(struct quic_ep *ep)
             ep->app->drain(qc->app);
         }
         if (!qc->app || ep->app->idle(qc->app)) {
-            ngtcp2_connection_close_error ccerr;
-            ngtcp2_connection_close_error_default(&ccerr);
-            ngtcp2_connection_close_error_set_application_error(&ccerr, 0x100, NULL, 0);
             conn_write(ep, qc); /* the GOAWAY first */
-            start_close(ep, qc, &ccerr);
+            close_done(ep, qc);
         } else {
             conn_write(ep, qc);
         }
@@ -1170,6 +1168,15 @@ void quic_app_error(struct quic_conn *qc, uint64_t code)
     qc->app_error = code;
 }
 
+void quic_close(struct quic_conn *qc)
+{
+    if (qc->state != Q_OPEN)
+        return;
+    conn_write(qc->ep, qc); /* what the application queued (its GOAWAY) first */
+    close_done(qc->ep, qc);
+    qc->ep->next = 0; /* the next tick frees it when its closing period ends */
+}
+
 void quic_stream_abort(struct quic_conn *qc, int64_t sid, uint64_t code)
 {
     ngtcp2_conn_shutdown_stream(qc->conn, sid, code);
@@ -1193,22 +1200,26 @@ uint64_t quic_max_streams(const struct quic_conn *qc)
     return qc->ep->set.max_streams;
 }
 
-const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **addr)
+const struct sockaddr *quic_peer(const struct quic_conn *qc, socklen_t *len)
 {
-    *family = qc->who.family;
-    *addr = qc->who.addr;
-    return qc->who.text;
+    *len = qc->peer_len;
+    return (const struct sockaddr *)&qc->peer;
 }
 
-const char *quic_sni(struct quic_conn *qc)
+const char *quic_sni(const struct quic_conn *qc)
 {
     return qc->sni;
 }
 
-bool quic_cert_covers(struct quic_conn *qc, const char *host, size_t len)
+bool quic_cert_only(const struct quic_conn *qc)
 {
-    if (!qc->certs || qc->certs->n < 2)
-        return true; /* no other certificate to be had, as the TLS port: never 421 */
+    /* name sets, as the TLS port counts its groups: an ECDSA and an RSA pair of one host are
+     * one certificate to choose */
+    return !qc->certs || qc->certs->shared->num_creds < 2;
+}
+
+bool quic_cert_names(const struct quic_conn *qc, const char *host, size_t len)
+{
     char name[256];
     const gnutls_datum_t *der = gnutls_certificate_get_ours(qc->tls);
     gnutls_x509_crt_t crt;
@@ -1216,7 +1227,6 @@ bool quic_cert_covers(struct quic_conn *qc, const char *host, size_t len)
         return false;
     memcpy(name, host, len);
     name[len] = '\0';
-    /* check_hostname2 matches an address against the certificate's IP addresses */
     bool ok = gnutls_x509_crt_import(crt, der, GNUTLS_X509_FMT_DER) == 0 &&
               gnutls_x509_crt_check_hostname2(crt, name, 0) != 0;
     gnutls_x509_crt_deinit(crt);
@@ -1325,7 +1335,7 @@ static int wrap(struct quic_cred *q, struct quic_certs **out)
         cred_put(q);
         return -ENOMEM;
     }
-    *c = (struct quic_certs){.shared = q, .cred = q->creds[0], .refs = 1, .n = q->n};
+    *c = (struct quic_certs){.shared = q, .cred = q->creds[0], .refs = 1};
     *out = c;
     return 0;
 }
@@ -1416,7 +1426,6 @@ static int add_pair(struct quic_cred *q, const char *cert, const char *key, char
         snprintf(why, why_len, "HTTP/3: %s: %s", cert, gnutls_strerror(rc));
         return -EINVAL;
     }
-    q->n++;
     return 0;
 }
 

@@ -162,6 +162,10 @@ int quic_open_uni(struct quic_conn *qc, int64_t *sid);
 /* The application error code (RFC 9000 20.2; HTTP/3's, RFC 9114 8.1) the connection's
  * CONNECTION_CLOSE carries when the application's callback now returns a fatal error. */
 void quic_app_error(struct quic_conn *qc, uint64_t code);
+/* Ends qc now, as a drain ends an idle connection: what the application queued (a GOAWAY) is
+ * written, then CONNECTION_CLOSE with H3_NO_ERROR; app->free follows after the closing
+ * period. Not from inside one of qc's app callbacks. */
+void quic_close(struct quic_conn *qc);
 /* Calls app->woken in ms milliseconds (or sooner, with the connection's other timers, or as a
  * sooner call still pending asked). */
 void quic_wake_in(struct quic_conn *qc, unsigned ms);
@@ -177,13 +181,15 @@ int64_t quic_now_s(void);
 void quic_grant_uni(struct quic_conn *qc);
 /* The request streams the client may open at first (initial_max_streams_bidi). */
 uint64_t quic_max_streams(const struct quic_conn *qc);
-/* The peer's address as text (for the access log) and as bytes. */
-const char *quic_peer(const struct quic_conn *qc, int *family, const uint8_t **addr);
+/* The handshake's address (the one app->admit was asked about and app->leave is told), for
+ * the application's one copy of the peer (core/peer.h's struct peer, made from it once). */
+const struct sockaddr *quic_peer(const struct quic_conn *qc, socklen_t *len);
 /* The SNI the client sent, or "" */
-const char *quic_sni(struct quic_conn *qc);
-/* Whether the certificate qc's handshake presented names host[0..len) (a lower-case name or
- * address without its port), or is the only certificate there is: the 421 rule's question
- * (rt/site.h, site_misdirected), asked by HTTP/3 for a request's :authority. */
-bool quic_cert_covers(struct quic_conn *qc, const char *host, size_t len);
+const char *quic_sni(const struct quic_conn *qc);
+/* Whether the process has one certificate (name set) only, and whether the certificate qc's
+ * handshake presented names host[0..len) (a lower-case name without its port): the 421
+ * rule's questions (conn/cert.c's cert_quic; the rule is site_misdirected's). */
+bool quic_cert_only(const struct quic_conn *qc);
+bool quic_cert_names(const struct quic_conn *qc, const char *host, size_t len);
 
 #endif

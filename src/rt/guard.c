@@ -83,13 +83,6 @@ struct guard *guard_shared_new(void)
     return g;
 }
 
-int guard_share(struct runtime *w, struct guard *shared)
-{
-    guard_free(w->guard); /* made for w alone at its start: no connection counted in it yet */
-    w->guard = shared;
-    return guard_configure(w, w->cfg);
-}
-
 static void tables_free(struct guard *g)
 {
     free(g->conns.slots);

@@ -44,10 +44,9 @@ static inline bool guard_on(const struct guard *g)
 }
 
 /* The workers' one guard under socket activation (no limit in force yet); NULL without
- * memory. guard_share gives it to worker w (before w runs; a guard w made itself goes) and
- * configures it for w's configuration. */
+ * memory. A worker is made with it in w->guard (server/worker.h's worker_parts), which
+ * guard_configure then configures for the worker's configuration, as a guard of its own. */
 struct guard *guard_shared_new(void);
-int guard_share(struct runtime *w, struct guard *shared);
 void guard_shared_free(struct guard *g);
 
 /* The worker's guard for the configuration cfg comes into force (the start's, or a reload's

@@ -66,6 +66,7 @@ struct conn_table {
     uint32_t *free_slots;
     uint32_t num_free;
     uint32_t active;
+    uint32_t attached;          /* slots of connections without a socket (conn_attach: HTTP/3) */
     uint32_t reclaiming;        /* idle connections closed to make room, not yet closed */
     struct conn_list idle;      /* reclaimable at --max-conns: idle of any protocol (conn_idle) */
     bool slot_freed;            /* a connection closed since accepting paused (accept_paused) */
@@ -79,13 +80,8 @@ struct conn_table {
 /* Listening sockets per worker: each --bind entry's HTTP port and TLS port (issue 38). */
 #define LISTEN_MAX 16
 
-/* A resume token's owner for an HTTP/3 request (no connection slot has it; its gen names the
- * connection): worker_tick hands it to h3ops->resume instead of conn_resume. */
-#define WORKER_RESUME_H3 UINT32_MAX
-
 /* What the worker loop asks of HTTP/3 (h3.h's h3_worker_ops), which sits above it. */
 struct worker_h3_ops {
-    void (*resume)(struct runtime *w, uint32_t gen); /* a WORKER_RESUME_H3 token's check ended */
     void (*collect)(struct runtime *w); /* each worker_tick, before the QUIC endpoint's timers */
     void (*fini)(struct runtime *w);    /* after quic_ep_free */
 };

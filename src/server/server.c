@@ -764,6 +764,13 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     }
 
     int nudp = cfg->tls && cfg->http3 ? h3_plan(&sv) : 0;
+    /* systemd's sockets are not steered, nor are a balancer's connections (steer_from): one
+     * client's connections reach any worker, so the workers count clients in one guard
+     * (issue 38: behind PROXY headers, --limit-conn N let a client hold N per worker) */
+    if ((sv.inherited || cfg->num_proxy_from || sv.any_proxy) && !(sv.guard = guard_shared_new())) {
+        fprintf(stderr, "ringhttpd: the per-client limits: %s\n", strerror(ENOMEM));
+        goto stop;
+    }
     /* Every worker is set up before the process is confined (Landlock, --user): an engine reads
      * limits under /proc and opens /dev/null. Their threads start after, and so inherit it. */
     for (; inited < cfg->threads; inited++) {
@@ -782,36 +789,29 @@ int server_run(struct config *cfg, const struct server_seams *seams)
             };
             lg->fds[inited] = -1; /* the worker's now, even when it fails */
         }
-        int err = worker_new(&sv.workers[inited], inited, cfg, sv.eng, &sv.caps, ls,
-                             (unsigned)sv.ngroups, &sv.sites);
+        const struct worker_parts parts = {
+            .cfg = cfg,
+            .eng = sv.eng,
+            .caps = &sv.caps,
+            .ls = ls,
+            .n = (unsigned)sv.ngroups,
+            .sites = &sv.sites,
+            .alog = sv.alog,
+            .guard = sv.guard,
+            .tokens = sv.acme ? &sv.tokens : NULL,
+            .proto = seams->proto, /* the seam's test protocol stands in for HTTP/2 */
+        };
+        int err = worker_new(&sv.workers[inited], inited, &parts);
         if (err < 0) {
             fprintf(stderr, "ringhttpd: starting worker %d (%s): %s\n", inited, sv.eng->name,
                     strerror(-err));
             goto stop;
         }
-        struct runtime *rt = worker_runtime(sv.workers[inited]);
-        rt->alog = sv.alog;
-        /* systemd's sockets are not steered, nor are a balancer's connections (steer_from):
-         * one client's connections reach any worker, so the workers count clients in one
-         * guard (issue 38: behind PROXY headers, --limit-conn N let a client hold N per
-         * worker) */
-        if ((sv.inherited || cfg->num_proxy_from || sv.any_proxy) &&
-            ((!sv.guard && !(sv.guard = guard_shared_new())) || guard_share(rt, sv.guard) < 0)) {
-            fprintf(stderr, "ringhttpd: starting worker %d: the per-client limits: %s\n", inited,
-                    strerror(ENOMEM));
-            worker_free(sv.workers[inited]); /* set up, never counted in inited */
-            sv.workers[inited] = NULL;
-            goto stop;
-        }
-        if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
-            rt->acme = tokens_reader(&sv.tokens, inited);
         if (nudp > 0 && h3_start(&sv, sv.workers[inited], &h3_secrets) != 0) {
             worker_free(sv.workers[inited]); /* set up, never counted in inited */
             sv.workers[inited] = NULL;
             goto stop;
         }
-        if (seams->proto) /* the seam's test protocol stands in for HTTP/2 */
-            rt->h2 = seams->proto;
     }
     /* Bound before the process is confined; it only reads the workers' counters. */
     if (cfg->metrics_bind &&

@@ -34,6 +34,7 @@
 #include "rt/obs.h"
 #include "site/auth.h"
 #include "site/site.h"
+#include "site/tokens.h"
 #include "http/serve.h"
 
 /* A worker: the runtime the layers below are handed, and what only the worker does with it.
@@ -139,28 +140,36 @@ static void close_listeners(struct worker *w)
 
 static const struct engine_upcalls upcalls;
 
-static int init(struct worker *w, int id, const struct config *cfg, const struct engine_ops *eng,
-                const struct engine_caps *caps, const struct listener *ls, unsigned n,
-                struct site_slot *sites)
+static int init(struct worker *w, int id, const struct worker_parts *p)
 {
+    const struct config *cfg = p->cfg;
+    const struct engine_ops *eng = p->eng;
+    const struct listener *ls = p->ls;
+    unsigned n = p->n;
     int rc = -ENOMEM;
     assert(n >= 1 && n <= LISTEN_MAX);
     w->rt.id = id;
     w->rt.cfg = cfg;
     w->rt.eng = eng;
-    w->rt.caps = caps;
+    w->rt.caps = p->caps;
     memcpy(w->listeners, ls, n * sizeof(*ls));
     w->rt.listeners = w->listeners;
     w->rt.nlisteners = n;
     w->rt.up = &upcalls;
     w->rt.h1 = &proto_h1;
-    w->rt.h2 = cfg->http2 ? &proto_h2 : NULL;
+    w->rt.h2 = p->proto ? p->proto : cfg->http2 ? &proto_h2 : NULL;
+    w->rt.alog = p->alog;
+    /* HTTP-01 answers, read through the worker's own slot of the table */
+    w->rt.acme = p->tokens ? tokens_reader(p->tokens, id) : NULL;
+    /* systemd's sockets and a balancer's connections are not steered: one client's
+     * connections reach any worker, so the server has every worker count in one guard */
+    w->rt.guard = p->guard;
     w->rt.wall = -1;
     w->rt.accepting = true;
     atomic_init(&w->stop, WORKER_RUN);
     atomic_init(&w->done, false);
-    w->sites = sites;
-    w->rt.site = site_acquire(sites, &w->rt.site_gen);
+    w->sites = p->sites;
+    w->rt.site = site_acquire(p->sites, &w->rt.site_gen);
     read_clock(w);
     timer_wheel_init(&w->rt.wheel, w->rt.now);
     w->rt.inbufs.size = H1_INPUT_CAP;
@@ -211,19 +220,17 @@ err_mem:
     return rc;
 }
 
-int worker_new(struct worker **out, int id, const struct config *cfg, const struct engine_ops *eng,
-               const struct engine_caps *caps, const struct listener *ls, unsigned n,
-               struct site_slot *sites)
+int worker_new(struct worker **out, int id, const struct worker_parts *p)
 {
     struct worker *w;
     /* Each on cache lines of its own: the workers' hot fields are never shared. */
     if (posix_memalign((void **)&w, 64, sizeof(*w)) != 0) {
-        for (unsigned i = 0; i < n; i++)
-            close(ls[i].fd);
+        for (unsigned i = 0; i < p->n; i++)
+            close(p->ls[i].fd);
         return -ENOMEM;
     }
     memset(w, 0, sizeof(*w));
-    int rc = init(w, id, cfg, eng, caps, ls, n, sites);
+    int rc = init(w, id, p);
     if (rc < 0) {
         free(w);
         return rc;
@@ -455,15 +462,7 @@ static void publish_quic(struct worker *w)
 /* A verification off the loop ended: the request waiting for it is asked again. */
 static void resume(void *arg, struct resume_token t)
 {
-#ifndef RINGHTTPD_NO_HTTP3
-    struct runtime *w = arg;
-    if (t.owner == WORKER_RESUME_H3) {
-        if (w->h3ops)
-            w->h3ops->resume(w, t.gen);
-        return;
-    }
-#endif
-    conn_resume(arg, t);
+    conn_resume(arg, t); /* an HTTP/3 connection's too: its slot is conn's (conn_attach) */
 }
 
 bool worker_tick(struct worker *w)

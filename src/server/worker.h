@@ -16,9 +16,13 @@
 
 #include "rt/runtime.h"
 
+struct acme_tokens;
+struct accesslog;
 struct config;
 struct engine_caps;
 struct engine_ops;
+struct guard;
+struct proto_ops;
 struct quic_ep;
 struct site_slot;
 
@@ -33,18 +37,31 @@ enum worker_stop {
 
 struct worker; /* worker.c's own */
 
-/* Makes worker `id`, serving on listeners ls[0..n) (n <= LISTEN_MAX; the worker owns their fds
- * from here on, closed on failure too), with the site slot reloads publish into. 0 or -errno. */
-int worker_new(struct worker **out, int id, const struct config *cfg, const struct engine_ops *eng,
-               const struct engine_caps *caps, const struct listener *ls, unsigned n,
-               struct site_slot *sites);
+/* What a worker is assembled from (worker_new): the process's facts and the pieces the server
+ * owns and shares among its workers. worker_new alone installs each into the worker (issue 37:
+ * the composition root in one place); the server only says what there is. */
+struct worker_parts {
+    const struct config *cfg;
+    const struct engine_ops *eng;
+    const struct engine_caps *caps;
+    const struct listener *ls; /* ls[0..n): n <= LISTEN_MAX; the worker owns their fds */
+    unsigned n;
+    struct site_slot *sites;       /* the slot reloads publish into */
+    struct accesslog *alog;        /* the process's access log, or NULL when off */
+    struct guard *guard;           /* the workers' one per-client guard, or NULL: each its own */
+    struct acme_tokens *tokens;    /* ACME's challenge answers (HTTP-01), or NULL without ACME */
+    const struct proto_ops *proto; /* a test protocol that stands in for HTTP/2, or NULL */
+};
+
+/* Makes worker `id` from p (the listeners' fds are the worker's from here on, closed on
+ * failure too). 0 or -errno. */
+int worker_new(struct worker **out, int id, const struct worker_parts *p);
 
 /* Frees a worker whose thread never started or has been joined; NULL is nothing. */
 void worker_free(struct worker *w);
 
-/* What the layers below see of w, for the server to install what it owns before the thread
- * starts (the access log, ACME's reader, the UDP port, the test protocol) and for the metrics
- * thread to read the counters. */
+/* What the layers below see of w, for the server's HTTP/3 start (the UDP port, the QUIC
+ * operations) before the thread starts, and for the metrics thread to read the counters. */
 struct runtime *worker_runtime(struct worker *w);
 
 /* HTTP/3: the QUIC endpoint on the runtime's UDP port, set before the thread starts; the

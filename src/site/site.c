@@ -1,6 +1,7 @@
 /* Document roots, MIME table and the configured sites as one reloadable unit; see site.h. */
 #include "site/site.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,7 +30,7 @@
 #include "rt/fcache.h"
 #include "rt/runtime.h"
 #include "rt/file.h"
-#include "tls/tls.h"
+#include "conn/transport.h"
 
 /* A file the configuration names below the root must be readable if it is there; one that is
  * missing was allowed at start too (the error page or fallback then is the built-in answer). */
@@ -667,39 +668,58 @@ const struct vhost *site_route(struct runtime *w, const struct http_request *req
     return v;
 }
 
+/* Whether a process-level certificate x may answer for req's Host: none, an address (IPv6's
+ * in brackets), the last host found named (inet_pton and the certificate's check cost ~200
+ * instructions and more), or a name the certificate holds. */
+static bool host_named(struct conn_cert *x, const struct http_request *req)
+{
+    char key[VHOST_NAME_MAX + 1];
+    size_t n = vhost_key(vhost_request_host(req), key);
+    if (n == 0 || key[0] == '[' || (n == x->ok_host_len && memcmp(key, x->ok_host, n) == 0))
+        return true;
+    struct in_addr a4;
+    key[n] = '\0';
+    if (inet_pton(AF_INET, key, &a4) != 1 && !x->ops->names(x->t, key, n))
+        return false;
+    if (n <= sizeof(x->ok_host)) {
+        memcpy(x->ok_host, key, n);
+        x->ok_host_len = (uint8_t)n;
+    }
+    return true;
+}
+
 /* A connection's first request to v (or any, with process-level pairs among several). Kept out
  * of line so that the fast path's frame has no Host key buffer to set up. */
 __attribute__((noinline)) static bool misdirected(struct runtime *w, const struct vhost *v,
                                                   const struct http_request *req,
-                                                  struct tls_conn *t)
+                                                  struct conn_cert *x)
 {
     const struct site *s = w->site;
-    const char *name = tls_conn_site_name(t);
-    char key[VHOST_NAME_MAX + 1];
+    const char *name = x->ops->site_name ? x->ops->site_name(x->t) : NULL;
     bool ok;
     if (name) { /* a site's own certificate: the request must be routed to that site */
+        char key[VHOST_NAME_MAX + 1];
         size_t n = vhost_key((struct http_str){name, strlen(name)}, key);
         int i = n ? vhost_lookup(&s->hosts, key, n) : -1;
         ok = v == &s->vh[i >= 0 ? i : s->dflt];
-    } else if (tls_conn_only_cert(t)) { /* no other certificate to be had: never 421 */
+    } else if (x->ops->only(x->t)) { /* no other certificate to be had: never 421 */
         ok = true;
     } else { /* a process-level certificate among several: it must name the Host */
-        size_t n = vhost_key(vhost_request_host(req), key);
-        return n != 0 && !tls_conn_covers(t, key, n); /* which caches its own verdict */
+        return !host_named(x, req); /* which caches its own verdict */
     }
     if (ok) {
-        t->ok_site = v;
-        t->ok_gen = w->site_gen;
+        x->ok_site = v;
+        x->ok_gen = w->site_gen;
     }
     return !ok;
 }
 
 bool site_misdirected(struct runtime *w, const struct vhost *v, const struct http_request *req,
-                      struct tls_conn *t)
+                      struct conn_cert *x)
 {
-    if (v == t->ok_site && t->ok_gen == w->site_gen)
+    if (v == x->ok_site && x->ok_gen == w->site_gen)
         return false; /* the connection's every request after its first */
-    return misdirected(w, v, req, t);
+    return misdirected(w, v, req, x);
 }
 
 /* "/" + path (+ "/" for a directory's slash form) into buf; its length, 0 when too long. */

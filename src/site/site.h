@@ -24,7 +24,7 @@
 
 struct auth_file;
 struct rulefile;
-struct tls_conn;
+struct conn_cert;
 struct runtime;
 struct plan;
 struct req_policy;
@@ -140,13 +140,16 @@ const struct vhost *site_route(struct runtime *w, const struct http_request *req
  * directories open at most. */
 int site_host_root(struct runtime *w, const struct vhost *v, const struct http_request *req);
 
-/* Whether a request over TLS connection t, routed to v, must be answered 421 Misdirected
- * Request (RFC 9110 15.5.20): v is not the site the connection's certificate belongs to (the
- * site SNI picked a pair of), or, when the certificate is a process-level pair among several,
- * the certificate does not name the request's Host. A verdict of "fine" is cached in t, so a
- * connection's next requests to the same site cost a pointer compare. */
+/* Whether a request over a secure connection whose certificate is x (conn/transport.h: TLS
+ * and QUIC alike), routed to v, must be answered 421 Misdirected Request (RFC 9110 15.5.20):
+ * v is not the site the connection's certificate belongs to (the site SNI picked a pair of),
+ * or, when the certificate is a process-level pair among several, the certificate does not
+ * name the request's Host (an address, or no Host, never gets 421: no browser coalesces by
+ * address, and a load balancer's probe of https://ADDR/ must be answered). The rule's one
+ * copy (issue 37). A verdict of "fine" is cached in x, so a connection's next requests to the
+ * same site (or with the same Host) cost a compare. */
 bool site_misdirected(struct runtime *w, const struct vhost *v, const struct http_request *req,
-                      struct tls_conn *t);
+                      struct conn_cert *x);
 
 /* What site_answer says. */
 enum site_answer {

@@ -1123,20 +1123,11 @@ bool tls_conn_only_cert(const struct tls_conn *c)
     return c->ctx->certs->num_groups < 2;
 }
 
-bool tls_conn_covers(struct tls_conn *c, const char *host, size_t len)
+bool tls_conn_names(const struct tls_conn *c, const char *host, size_t len)
 {
-    if (tls_conn_only_cert(c) || (len == c->ok_host_len && memcmp(host, c->ok_host, len) == 0))
-        return true;
-    /* An address is no name a browser could have coalesced onto this connection (RFC 9110
-     * 15.5.20 is about names), and a load balancer's probe of https://ADDR/ must not get 421. */
     X509 *leaf = c->ctx->certs->groups[c->group].leaf;
-    bool ok = host[0] == '[' || X509_check_ip_asc(leaf, host, 0) >= 0 ||
-              X509_check_host(leaf, host, len, 0, NULL) == 1;
+    bool ok = leaf && X509_check_host(leaf, host, len, 0, NULL) == 1;
     ERR_clear_error();
-    if (ok && len <= sizeof(c->ok_host)) {
-        memcpy(c->ok_host, host, len);
-        c->ok_host_len = (uint8_t)len;
-    }
     return ok;
 }
 

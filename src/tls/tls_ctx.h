@@ -120,16 +120,16 @@ int tls_conn_init(struct tls_conn *c, struct tls_ctx *ctx);
 
 /* Which site the connection's certificate belongs to (issue 19): the SNI name when it picked
  * a site's own pair, else the first name of the site whose pair was chosen, or NULL when the
- * certificate is a process-level pair (then ask tls_conn_covers). */
+ * certificate is a process-level pair (then ask tls_conn_names). */
 const char *tls_conn_site_name(const struct tls_conn *c);
 
 /* Whether the process has one certificate group only (no other certificate to be had). */
 bool tls_conn_only_cert(const struct tls_conn *c);
 
-/* Whether the connection's certificate names host (lower case, no port: a vhost_key); true
- * too for an IP address (no name to coalesce) and when tls_conn_only_cert. The last host found
- * covered is remembered, so a connection's next requests with it cost a compare. */
-bool tls_conn_covers(struct tls_conn *c, const char *host, size_t len);
+/* Whether the connection's certificate names host[0..len) (lower case, no port: a vhost_key;
+ * X509_check_host, a wildcard covering one label). The 421 rule's question (conn/cert.c's
+ * cert_tls); the rule itself, with its verdict cache, is site_misdirected's. */
+bool tls_conn_names(const struct tls_conn *c, const char *host, size_t len);
 
 /* Checks one pair as tls_ctx_new would (files read, key matches the certificate): 0, or -errno
  * with one line in why naming the file at fault. For --check-config. */

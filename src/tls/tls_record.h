@@ -77,12 +77,6 @@ struct tls_conn {
     bool by_site;   /* SNI named a site whose own pair was chosen */
     bool acme;      /* a TLS-ALPN-01 validation: the challenge certificate, no data */
     int32_t group;  /* the certificate group chosen (0: the default), of thousands (issue 40) */
-    /* The caller's (rt/site.c's) per-connection cache of its last "not misdirected" verdict:
-     * the site a request was routed to and the generation of the sites it belongs to. */
-    const void *ok_site;
-    unsigned ok_gen;
-    uint8_t ok_host_len; /* tls_conn_covers' last host found covered (0: none) */
-    char ok_host[47];
 };
 
 /* A connection's progress (tls_conn.state). */

@@ -6,6 +6,7 @@
  * Ownership: libFuzzer owns data; the block is malloc'd and freed here. */
 #include "core/rulefile.h"
 #include "core/token.h"
+#include "rule_input.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,14 +23,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *text = (const char *)data;
-    const char *nl = memchr(text, '\n', size);
-    size_t first = nl ? (size_t)(nl - text) : size;
     char path[512] = "/";
-    size_t pl = first < sizeof(path) - 1 ? first : sizeof(path) - 1;
-    if (pl && text[0] == '/')
-        memcpy(path, text, pl);
-    else
-        pl = 1;
+    size_t pl = rule_input_path(text, size, path, sizeof(path));
 
     struct rulefile_src src = {RULEFILE_HEADERS, "_headers", text, size, 1, false};
     const struct rulefile *rs;

@@ -5,6 +5,7 @@
  * Must not: be linked into the server; it aborts on the first broken invariant.
  * Ownership: libFuzzer owns data; the block is malloc'd and freed here. */
 #include "core/rulefile.h"
+#include "rule_input.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,14 +30,8 @@ static void ignore(void *arg, const char *name, int line, const char *why)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *text = (const char *)data;
-    const char *nl = memchr(text, '\n', size);
-    size_t first = nl ? (size_t)(nl - text) : size;
     char path[512] = "/";
-    size_t pl = first < sizeof(path) - 1 ? first : sizeof(path) - 1;
-    if (pl && text[0] == '/')
-        memcpy(path, text, pl);
-    else
-        pl = 1;
+    size_t pl = rule_input_path(text, size, path, sizeof(path));
     const char *q = memchr(path, '?', pl);
     size_t plen = q ? (size_t)(q - path) : pl, qlen = q ? pl - plen - 1 : 0;
     if (plen == 0)

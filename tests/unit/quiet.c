@@ -29,7 +29,9 @@ struct worker *unit_quiet_worker(struct config *cfg, struct site_slot *slot)
     static const struct engine_caps caps;
     struct listener ls = {.fd = -1};
     struct worker *w = NULL;
-    CHECK_INT(worker_new(&w, 0, cfg, &quiet_engine, &caps, &ls, 1, slot), 0);
+    const struct worker_parts parts = {
+        .cfg = cfg, .eng = &quiet_engine, .caps = &caps, .ls = &ls, .n = 1, .sites = slot};
+    CHECK_INT(worker_new(&w, 0, &parts), 0);
     return w;
 }
 

@@ -172,7 +172,9 @@ static void setup_args(struct fixture *f, const struct transport_ops *xport, con
     site_slot_init(&f->sites, site_adopt(&f->cfg));
     static const struct engine_caps caps;
     struct listener ls = {.fd = -1, .xport = xport};
-    CHECK_INT(worker_new(&f->worker, 0, &f->cfg, &fake_engine, &caps, &ls, 1, &f->sites), 0);
+    const struct worker_parts parts = {
+        .cfg = &f->cfg, .eng = &fake_engine, .caps = &caps, .ls = &ls, .n = 1, .sites = &f->sites};
+    CHECK_INT(worker_new(&f->worker, 0, &parts), 0);
     f->w = worker_runtime(f->worker);
 }
 
@@ -449,4 +451,72 @@ TEST(conn_request_waiting_for_a_password_is_parked_then_answered)
     CHECK_INT(f.w->conns.active, 0);
     teardown(&f);
     unlink(pw);
+}
+
+/* What an attached connection's owner (HTTP/3's session) was asked. */
+static struct {
+    struct conn *resumed, *reclaimed;
+    int resumes, reclaims;
+} owner;
+
+static void owner_resume(struct runtime *w, struct conn *c)
+{
+    (void)w;
+    owner.resumed = c;
+    owner.resumes++;
+}
+
+static void owner_reclaim(struct runtime *w, struct conn *c)
+{
+    (void)w;
+    owner.reclaimed = c;
+    owner.reclaims++;
+}
+
+/* Issue 37: a connection without a socket (conn_attach: HTTP/3's) in a slot of its own: it
+ * counts against --max-conns, its token resumes it (stale once detached), it is not conn_open
+ * (no engine call for it), and idle it is reclaimed for a TCP newcomer, who is held until the
+ * owner detaches it. */
+TEST(conn_attached_slots_resume_and_reclaim)
+{
+    static const struct proto_ops ops = {
+        .name = "owner", .resume = owner_resume, .reclaim = owner_reclaim};
+    struct fixture f;
+    setup(&f, NULL); /* --max-conns 8 */
+    memset(&owner, 0, sizeof(owner));
+    struct conn *c[8];
+    int tag[8];
+    for (int i = 0; i < 8; i++) {
+        c[i] = conn_attach(f.w, &ops, &tag[i]);
+        CHECK(c[i] != NULL && c[i]->pstate == &tag[i] && !conn_open(c[i]));
+    }
+    CHECK(conn_attach(f.w, &ops, NULL) == NULL); /* every slot taken */
+    CHECK_INT(f.w->conns.attached, 8);
+    CHECK_INT(f.w->conns.active, 0);
+
+    struct resume_token t = conn_token(c[3]);
+    conn_resume(f.w, t);
+    CHECK(owner.resumes == 1 && owner.resumed == c[3]);
+
+    /* Full, c[5] idle: a TCP newcomer is held and c[5] reclaimed for it. */
+    conn_idle(f.w, c[5], true);
+    bool held;
+    CHECK(conn_accepted(f.w, 100, 0, &held) == NULL && held);
+    CHECK(owner.reclaims == 1 && owner.reclaimed == c[5] && !c[5]->idle);
+    unsigned lst;
+    CHECK_INT(conn_held_take(f.w, &lst), -1); /* no slot until the owner ends it */
+    conn_detach(f.w, c[5]);
+    CHECK_INT(conn_held_take(f.w, &lst), 100);
+    CHECK_INT(f.w->conns.reclaiming, 0);
+
+    conn_detach(f.w, c[3]);
+    conn_resume(f.w, t); /* stale: its slot is free */
+    CHECK_INT(owner.resumes, 1);
+    conn_idle(f.w, c[0], true); /* detached while idle: off the queue too */
+    for (int i = 0; i < 8; i++)
+        if (i != 3 && i != 5)
+            conn_detach(f.w, c[i]);
+    CHECK(f.w->conns.idle.first == NULL);
+    CHECK_INT(f.w->conns.attached, 0);
+    teardown(&f);
 }

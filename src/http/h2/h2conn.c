@@ -33,7 +33,6 @@
 #include "rt/obs.h"
 #include "rt/runtime.h"
 #include "http/serve.h"
-#include "conn/tls_xport.h"
 #include "conn/transport.h"
 
 #define H2_STALL_S 60  /* as HTTP/1's send timeout */
@@ -103,7 +102,7 @@ static void on_request(void *user, int32_t id, const struct http_request *req, i
     pol.secure = c->xport && c->xport->secure; /* an error's access-log line too (its port) */
     pol.listener = c->lst;
     if (!status) {
-        pol.tls = tls_xport_conn(c);
+        pol.cert = conn_cert(c);
         pol.peer = conn_peer(c);
         pol.resume = conn_token(c);
     }

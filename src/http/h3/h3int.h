@@ -23,6 +23,9 @@
 #include "core/policy.h"
 #include "core/prio.h"
 #include "core/vhost.h"
+#include "conn/conn.h"
+#include "conn/proto.h"
+#include "conn/transport.h"
 #include "http/h3/h3req.h"
 #include "http/h3/qpack.h"
 #include "quic/quic.h"
@@ -118,9 +121,8 @@ struct h3read {
     ssize_t got; /* the read's result, or -errno */
 };
 
-/* The worker's HTTP/3 state (w->h3): its connections, for h3_resume, and its cold readers. */
+/* The worker's HTTP/3 state (w->h3): its cold readers and what its requests share. */
 struct h3worker {
-    struct list conns; /* its connections */
     struct offload readers;
     bool readers_on;
     struct http_request req; /* scratch for the request being parsed */
@@ -214,7 +216,8 @@ struct h3uni {
 struct h3conn {
     struct runtime *w;
     struct quic_conn *qc;
-    struct list link; /* the worker's connections (h3worker), for h3_resume */
+    /* its slot (conn_attach): the resume token its requests wait with, its peer and counts */
+    struct conn *c;
     struct list streams;
     struct h3stream *bucket[H3_BUCKETS];
     struct h3stream *cur; /* the stream last pulled: wrote's usually */
@@ -250,10 +253,7 @@ struct h3conn {
         bool incremental;
     } early[H3_EARLY];
     int64_t wake_s;      /* the body deadline its wake was asked for (0: none) */
-    uint32_t token;      /* its requests' resume token's generation (never 0: 0 cannot wait) */
-    uint8_t ok_host_len; /* the last host found named by its certificate, or address (0: none) */
-    char ok_host[47];
-    struct obs_conn obs;
+    struct conn_cert cert; /* over qc: the 421 rule's questions and verdict (transport.h) */
 };
 
 /* ---- QUIC variable-length integers (RFC 9000 16) ---- */

@@ -226,27 +226,6 @@ static int respond(struct h3conn *hc, struct h3stream *st)
     return 0;
 }
 
-/* The 421 rule (RFC 9110 15.5.20) as the TLS port has it for a process-level certificate
- * among several (QUIC presents no other): the certificate must name the request's host. An
- * address never gets 421, as there (a load balancer's probe of https://ADDR/ is served); the
- * last host found named, or address, is remembered (so a client that names one host, or an
- * address, is not asked about again on every request: inet_pton alone cost ~200 instructions). */
-static bool misdirected(struct h3conn *hc, const struct http_request *req)
-{
-    char key[VHOST_NAME_MAX + 1];
-    size_t n = vhost_key(vhost_request_host(req), key);
-    struct in_addr a4;
-    if (n == 0 || key[0] == '[' || (n == hc->ok_host_len && memcmp(key, hc->ok_host, n) == 0))
-        return false;
-    if (inet_pton(AF_INET, key, &a4) != 1 && !quic_cert_covers(hc->qc, key, n))
-        return true;
-    if (n <= sizeof(hc->ok_host)) {
-        memcpy(hc->ok_host, key, n);
-        hc->ok_host_len = (uint8_t)n;
-    }
-    return false;
-}
-
 /* Parses st's request as HTTP/2 does and answers it through serve, or parks it while its
  * Basic credentials are verified off the loop; a malformed one is reset (RFC 9114 4.1.2). */
 void h3_answer(struct h3conn *hc, struct h3stream *st)
@@ -263,14 +242,14 @@ void h3_answer(struct h3conn *hc, struct h3stream *st)
     pol.secure = true; /* an error's access-log line too: the Host's port defaults to 443 */
     if (!status) {
         pol.on_h3 = true;
-        pol.peer = &hc->obs.peer;
-        pol.misdirected = misdirected(hc, req);
-        /* The token names the connection (h3_resume): its streams share one verification in
-         * flight at a time, and each parked one asks again when it ends. */
-        pol.resume = (struct resume_token){WORKER_RESUME_H3, hc->token};
+        pol.peer = conn_peer(hc->c);
+        pol.cert = &hc->cert; /* the 421 rule's (site_misdirected) */
+        /* The token names the connection's slot (slot_resume): its streams share one
+         * verification in flight at a time, and each parked one asks again when it ends. */
+        pol.resume = conn_token(hc->c);
     }
     struct response *r;
-    if (serve_handoff(w, &hc->obs, req, status, &pol, LOGFMT_HTTP3, &r) == SERVE_PENDING) {
+    if (serve_handoff(w, &hc->c->obs, req, status, &pol, LOGFMT_HTTP3, &r) == SERVE_PENDING) {
         st->parked = true;
         hc->nparked++;
         return;

@@ -60,7 +60,8 @@ struct h3stream *h3_stream_new(struct h3conn *hc, int64_t sid)
     struct h3stream **b = &hc->bucket[(sid >> 2) % H3_BUCKETS];
     st->hnext = *b;
     *b = st;
-    hc->nstreams++;
+    if (hc->nstreams++ == 0) /* busy: not to be reclaimed for a newcomer */
+        conn_idle(hc->w, hc->c, false);
     for (unsigned i = 0; i < hc->nearly; i++) /* a PRIORITY_UPDATE that came first */
         if (hc->early[i].id == sid) {
             st->prio.urgency = hc->early[i].urgency;
@@ -175,7 +176,7 @@ static void stream_free(struct h3conn *hc, struct h3stream *st)
     free(st->held);
     free(st->head);
     if (st->r) {
-        obs_request_done(hc->w, &hc->obs, &st->r->obs, &st->r->plan,
+        obs_request_done(hc->w, &hc->c->obs, &st->r->obs, &st->r->plan,
                          st->answered ? 0 : -ECONNRESET);
         if (st->reading) /* its file is being read: the response goes back with the job */
             st->reading->r = st->r;
@@ -189,7 +190,8 @@ static void stream_free(struct h3conn *hc, struct h3stream *st)
     while (*b != st)
         b = &(*b)->hnext;
     *b = st->hnext;
-    hc->nstreams--;
+    if (--hc->nstreams == 0) /* no request open: reclaimable at --max-conns (slot_reclaim) */
+        conn_idle(hc->w, hc->c, true);
     free(st);
 }
 
@@ -252,30 +254,57 @@ static void app_leave(void *ctx, const struct sockaddr *sa, socklen_t len)
     guard_closed(w, &p);
 }
 
+/* A verification its requests waited for ended (conn_resume, with its slot's token): they are
+ * asked again at the endpoint's next timer run (app_woken, the same worker_tick), answered or
+ * parked anew. */
+static void slot_resume(struct runtime *w, struct conn *c)
+{
+    (void)w;
+    struct h3conn *hc = c->pstate;
+    if (hc->nparked)
+        quic_wake_in(hc->qc, 0);
+}
+
+static void app_drain(void *a);
+
+/* --max-conns needs the slot of this idle connection (no request stream open) for a newcomer:
+ * GOAWAY, then CONNECTION_CLOSE; the slot is free once the endpoint has freed it (app_free,
+ * after the closing period), and the newcomer waits for it as for a TCP one's. */
+static void slot_reclaim(struct runtime *w, struct conn *c)
+{
+    (void)w;
+    struct h3conn *hc = c->pstate;
+    app_drain(hc);
+    quic_close(hc->qc);
+}
+
+/* What conn asks of an HTTP/3 connection's slot (conn_attach). */
+static const struct proto_ops slot_ops = {
+    .name = "h3", .resume = slot_resume, .reclaim = slot_reclaim};
+
 static void *app_open(void *ctx, struct quic_conn *qc)
 {
     struct runtime *w = ctx;
     if (!w->h3) {
         if (!(w->h3 = calloc(1, sizeof(*w->h3))))
             return NULL;
-        list_init(&w->h3->conns);
         list_init(&w->h3->held);
     }
     struct h3conn *hc = calloc(1, sizeof(*hc));
     if (!hc)
         return NULL;
+    if (!(hc->c = conn_attach(w, &slot_ops, hc))) { /* every --max-conns slot is taken */
+        free(hc);
+        return NULL;
+    }
     hc->w = w;
     list_init(&hc->streams);
     hc->qc = qc;
-    const uint8_t *addr;
-    int family;
-    const char *text = quic_peer(qc, &family, &addr);
-    snprintf(hc->obs.peer.text, sizeof(hc->obs.peer.text), "%s", text);
-    hc->obs.peer.family = (int8_t)family;
-    memcpy(hc->obs.peer.addr, addr, sizeof(hc->obs.peer.addr));
-    hc->obs.peer.known = true;
-    hc->obs.slot = UINT32_MAX; /* no connection slot: the probes say so */
-    hc->token = (uint32_t)((uintptr_t)hc >> 4) | 1;
+    hc->cert.ops = &cert_quic;
+    hc->cert.t = qc;
+    socklen_t plen;
+    const struct sockaddr *sa = quic_peer(qc, &plen);
+    peer_set(&hc->c->obs.peer, sa, (unsigned)plen); /* the connection's one copy (conn_peer) */
     hc->peer_ctrl = hc->peer_enc = hc->peer_dec = -1;
     for (unsigned i = 0; i < H3_UNI; i++)
         hc->uni[i].id = -1;
@@ -287,6 +316,7 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     hc->max_bidi = quic_max_streams(qc);
     if (quic_open_uni(qc, &hc->ctrl_id) != 0 || quic_open_uni(qc, &hc->enc_id) != 0 ||
         quic_open_uni(qc, &hc->dec_id) != 0) {
+        conn_detach(w, hc->c);
         free(hc);
         return NULL;
     }
@@ -308,7 +338,7 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     hc->enc_type = U_ENCODER;
     hc->dec_buf[0] = U_DECODER;
     hc->dec_len = 1;
-    list_push_front(&w->h3->conns, &hc->link);
+    conn_idle(w, hc->c, true); /* no request yet */
     return hc;
 }
 
@@ -422,14 +452,6 @@ static void app_drain(void *a)
     hc->ctrl_len = (uint8_t)(hc->ctrl_len + 2 + put_varint(c + 2, (uint64_t)hc->goaway_id));
 }
 
-static void h3_resume(struct runtime *w, uint32_t gen)
-{
-    if (!w->h3)
-        return;
-    LIST_EACH(struct h3conn, hc, &w->h3->conns, link)
-        if (hc->token == gen && hc->nparked)
-            quic_wake_in(hc->qc, 0); /* app_woken, then the connection writes */
-}
 
 static void h3_collect(struct runtime *w)
 {
@@ -534,13 +556,12 @@ static void app_free(void *a)
     struct h3conn *hc = a;
     LIST_EACH(struct h3stream, st, &hc->streams, link)
         stream_free(hc, st);
-    list_remove(&hc->link);
     qpack_dec_fini(&hc->qd);
+    conn_detach(hc->w, hc->c);
     free(hc);
 }
 
 const struct worker_h3_ops h3_worker_ops = {
-    .resume = h3_resume,
     .collect = h3_collect,
     .fini = h3_worker_free,
 };
