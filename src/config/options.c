@@ -795,6 +795,36 @@ static int set_acme_state(struct config *cfg, const struct option_info *o, char 
     return 0;
 }
 
+/* --acme-ask: caddy's convention, URL?domain=NAME; 2xx approves the name. */
+static int set_acme_ask(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if ((strncmp(arg, "http://", 7) != 0 && strncmp(arg, "https://", 8) != 0) ||
+        strpbrk(arg, "?# \t\r\n"))
+        return usage_error("--acme-ask wants an http:// or https:// URL without a query "
+                           "(it is called as URL?domain=NAME), got '%s'",
+                           arg);
+    cfg->acme_ask = arg;
+    return 0;
+}
+
+/* A site's "acme": on, off, or on-demand (issue 40: certificates for names found in handshakes,
+ * server/acme/ondemand.h). */
+static int set_acme_mode(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    bool on;
+    if (strcmp(arg, "on-demand") == 0) {
+        cfg->acme = cfg->acme_ondemand = true;
+        return 0;
+    }
+    if (parse_bool(arg, &on) != 0)
+        return usage_error("acme: wants on, off or on-demand, got '%s'", arg);
+    cfg->acme = on;
+    cfg->acme_ondemand = false;
+    return 0;
+}
+
 /* The authority of an absolute redirect target: a host name, maybe ":PORT", then '/' or end. */
 static bool url_host_ok(const char *h)
 {
@@ -1702,6 +1732,14 @@ static const struct option_info table[] = {
          (const struct option_choice[]){{"auto", 0}, {"http-01", 1}, {"tls-alpn-01", 2}, {NULL, 0}},
      .wants = "auto, http-01 or tls-alpn-01",
      .help = "auto, http-01 or tls-alpn-01 (auto: what the CA offers)"},
+    {.name = "acme-ask",
+     .metavar = "URL",
+     PROCESS,
+     FIELD(FIELD_STRING, acme_ask),
+     .set = set_acme_ask,
+     .help = "certificates on demand (a site's acme: on-demand): a name\n"
+             "found in a handshake is approved when URL?domain=NAME\n"
+             "answers 2xx (answers kept 10 minutes)"},
     {.name = "reuse-port",
      PROCESS,
      FIELD(FIELD_BOOL, reuse_port),
@@ -1914,12 +1952,14 @@ static const struct option_info table[] = {
      .set = set_host},
     /* "acme: off": no automatic certificate for the site's names (it brings its own pair, or
      * is served over cleartext only). */
+    /* "acme: on-demand" (issue 40): also certificates for names no certificate covers that fall
+     * to the site, each in its first handshake, when --acme-ask (or the site's names) approves. */
     {.name = "acme",
-     .metavar = "on|off",
+     .metavar = "on|off|on-demand",
      SITE,
      .file_only = true,
      FIELD(FIELD_BOOL, acme),
-     .set = set_onoff},
+     .set = set_acme_mode},
     {.name = "default",
      .scope = SCOPE_SITE_OWN,
      .reload = true,

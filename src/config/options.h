@@ -275,6 +275,10 @@ struct config {
     const char *acme_state;   /* the state directory (default /var/lib/ringhttpd/acme) */
     int acme_challenge;       /* 1 http-01, 2 tls-alpn-01 (enum acme_kind); 0: both */
     bool acme;                /* a site's "acme: off" clears it: no certificate for its names */
+    /* a site's "acme: on-demand" (issue 40): a name no certificate covers that falls to the site
+     * gets one in its first handshake, when --acme-ask approves it (server/acme/ondemand.h) */
+    bool acme_ondemand;
+    const char *acme_ask; /* --acme-ask: the approval endpoint (URL?domain=NAME), or NULL */
 
     /* Sites and the configuration file (issue 19, README "Sites and configuration file"). The
      * top-level struct is the default site too; each entry of sites is a copy of it with the

@@ -23,6 +23,7 @@ struct tls_port {
     _Atomic(struct tls_ctx *) next; /* published by a reload, adopted by the worker */
     void *free_bufs;                /* the worker's spare send buffers (a free list) */
     unsigned nfree;
+    unsigned parked; /* handshakes waiting for a certificate on demand (TLS_WAIT) */
 };
 
 extern const struct transport_ops transport_tls;

@@ -48,6 +48,7 @@
 #include "http/serve.h"
 #include "server/systemd.h"
 #include "server/acme/acme.h"
+#include "server/acme/ondemand.h"
 #include "site/tokens.h"
 #include "tls/tls.h"
 #include "conn/tls_xport.h"
@@ -324,6 +325,9 @@ struct server {
     /* --acme-email (issue 27): the ACME thread, the challenge answers the workers read, and
      * the flag its hook raises when a certificate on disk is new (supervise makes it live) */
     struct acme *acme;
+    /* certificates on demand (issue 40): a site with "acme: on-demand", or NULL; its readers
+     * are the TLS contexts' hook argument, so it outlives the workers */
+    struct ondemand *ondemand;
     struct acme_tokens tokens;
     bool tokens_made;
     atomic_bool acme_changed;
@@ -400,6 +404,8 @@ static int tls_load(struct server *sv, const struct config *pairs, struct tls_ct
     for (; i < n && rc == 0; i++) {
         if (sv->acme) /* TLS-ALPN-01: each worker's context reads the table through its slot */
             s.challenge = (struct tls_challenge){tokens_alpn, tokens_reader(&sv->tokens, i)};
+        if (sv->ondemand) /* names found in handshakes: each worker's reader routes them */
+            s.ondemand = (struct tls_ondemand){ondemand_cert, ondemand_reader(sv->ondemand, i)};
         rc = tls_ctx_new(&s, sv->tls_keys, &out[i], why, why_len);
     }
     if (rc != 0) {
@@ -1380,6 +1386,14 @@ static int tls_start(struct server *sv)
     return 0;
 }
 
+/* The metrics of ACME and of certificates on demand (metrics_add takes one source). */
+static void acme_all_metrics(void *arg, FILE *f)
+{
+    struct server *sv = arg;
+    acme_metrics(sv->acme, f);
+    ondemand_metrics(sv->ondemand, f);
+}
+
 /* The ACME thread's hook: a certificate on disk is new. Only a flag: supervise, on the main
  * thread, makes the contexts (it must not block the ACME thread on the workers, nor race a
  * SIGHUP's reload). */
@@ -1400,6 +1414,8 @@ static int acme_setup(struct server *sv)
     if (rc == 0) {
         sv->tokens_made = true;
         rc = acme_new(&sv->acme, sv->cfg, &sv->tokens, &hooks, why, sizeof(why));
+        if (rc == 0 && acme_ondemand_wanted(sv->cfg))
+            rc = ondemand_new(&sv->ondemand, sv->cfg, sv->acme, sv->cfg->threads, why, sizeof(why));
     } else {
         snprintf(why, sizeof(why), "acme: out of memory");
     }
@@ -1869,6 +1885,8 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         }
         if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
             rt->acme = tokens_reader(&sv.tokens, inited);
+        if (sv.ondemand) /* its TLS hook routes names by the worker's sites */
+            ondemand_reader(sv.ondemand, inited)->rt = rt;
         if (cfg->tls && cfg->http3 && sv.quic_group >= 0 &&
             h3_start(&sv, sv.workers[inited], &h3_secrets) != 0) {
             worker_free(sv.workers[inited]); /* set up, never counted in inited */
@@ -1883,8 +1901,10 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         metrics_start(&sv.metrics, cfg, sv.workers, cfg->threads, sv.eng->name, sv.alog) < 0)
         goto stop;
     static const struct metrics_source acme_source = {acme_metrics};
+    static const struct metrics_source acme_ondemand_source = {acme_all_metrics};
     if (sv.metrics && sv.acme)
-        metrics_add(sv.metrics, &acme_source, sv.acme);
+        metrics_add(sv.metrics, sv.ondemand ? &acme_ondemand_source : &acme_source,
+                    sv.ondemand ? (void *)&sv : sv.acme);
     /* Before the process is confined: Landlock binds the calling thread and the threads it
      * makes after, so the ACME thread keeps what it needs that a worker must not have (the
      * state directory's writes, the system's CA bundle, the resolver's files); --user applies
@@ -1892,6 +1912,10 @@ int server_run(struct config *cfg, const struct server_seams *seams)
      * and its first challenge waits for the listeners, which are open already. */
     if (sv.acme && (lrc = acme_start(sv.acme)) != 0) {
         fprintf(stderr, "ringhttpd: acme: cannot start its thread: %s\n", strerror(-lrc));
+        goto stop;
+    }
+    if (sv.ondemand && (lrc = ondemand_start(sv.ondemand)) != 0) {
+        fprintf(stderr, "ringhttpd: acme: cannot start the on-demand thread: %s\n", strerror(-lrc));
         goto stop;
     }
     if (confine(&sv) != 0)
@@ -1961,7 +1985,8 @@ int server_run(struct config *cfg, const struct server_seams *seams)
 stop:
     if (sv.metrics)
         metrics_stop(sv.metrics);
-    acme_free(sv.acme); /* before the workers go: its table waits on their slots */
+    ondemand_stop(sv.ondemand); /* its thread asks the ACME state; its table stays */
+    acme_free(sv.acme);         /* before the workers go: its table waits on their slots */
     sv.acme = NULL;
     if (rc != 0)
         stop_workers(&sv, WORKER_ABORT);
@@ -1981,6 +2006,7 @@ stop:
     guard_shared_free(sv.guard); /* after every worker's last conn_closed */
     sv.guard = NULL;
 out:
+    ondemand_free(sv.ondemand); /* after the workers: their TLS contexts ask it */
     acme_free(sv.acme);
     if (sv.tokens_made)
         tokens_fini(&sv.tokens);
