@@ -815,7 +815,7 @@ RESTART_VALUES = {
     "user": "nobody", "no-landlock": "true", "health": "/hz", "drain-delay": "3",
     "verbose": "true", "tls-groups": "P-384", "ticket-key-file": "t.key",
     "quic-secret-file": "q.secret", "quic-server-id": "0x1122334455667788",
-    "proxy-protocol-from": "10.0.0.0/8",
+    "proxy-protocol-from": "10.0.0.0/8", "acme-ask": "http://127.0.0.1:9/ask",
 }
 # make_server's command line sets these (it overrides the file), a file cannot name another,
 # and tls-port needs a certificate pair; automatic HTTPS needs tls-port (and a CA:
