@@ -181,6 +181,12 @@ def test_refused_name_gets_an_alert_and_no_order(make_server, docroot, pebble, p
         out = handshake(bad, ports[1], root, timeout=10)
         assert out != "ok", bad
     assert a.asked() == 1
+    # HTTP/3 for a name without a certificate fails its handshake, and nothing else happens.
+    from h3client import h3_get
+    with pytest.raises(Exception):  # noqa: B017 - aioquic's, whichever way it ends
+        h3_get("127.0.0.1", ports[1], str(root), [("GET", "/")], server_name="evil.test",
+               timeout=3)
+    assert srv.proc.poll() is None
     time.sleep(1)
     assert pb.orders() == 0
     assert "evil.test refused by --acme-ask (status 403)" in srv.stderr_text()
@@ -221,3 +227,39 @@ def test_a_burst_of_random_names_orders_nothing_and_the_server_keeps_serving(
     assert 'ringhttpd_acme_ondemand_total{outcome="approved"} 0' in text, text
     assert 'ringhttpd_acme_orders_total{outcome="issued"} 0' in text, text
     assert srv.proc.poll() is None
+
+
+def test_site_names_and_host_directories_approve_without_asking(make_server, docroot, pebble,
+                                                                ports, tmp_path, ask):
+    """A "*.wild.test" site approves its names, a {host} root the names it has a directory for;
+    the ask endpoint is never asked for either."""
+    pb = pebble()
+    a = ask(approve=())
+    sites = tmp_path / "sites"
+    (sites / "cust.test").mkdir(parents=True)
+    (sites / "cust.test" / "index.html").write_text("customer site\n")
+    (docroot / "wild").mkdir()
+    (docroot / "wild" / "index.html").write_text("wild site\n")
+    conf = tmp_path / "sites.yaml"
+    conf.write_text(f"""
+sites:
+  - hosts: ['*.wild.test']
+    root: {docroot / 'wild'}
+    acme: on-demand
+  - root: {sites}/{{host}}
+    default: true
+    acme: on-demand
+""")
+    state = tmp_path / "state"
+    srv = start(make_server, pb, state, ports, conf, a.url)
+    root = pb.root(tmp_path)
+    rc, body = curl_https("a.wild.test", ports[1], root, timeout=40)
+    assert rc == 0 and b"wild site" in body, (body, srv.stderr_text()[-3000:])
+    rc, body = curl_https("cust.test", ports[1], root, timeout=40)
+    assert rc == 0 and b"customer site" in body, (body, srv.stderr_text()[-3000:])
+    out = handshake("nodir.test", ports[1], root)
+    assert "UNRECOGNIZED_NAME" in out.upper(), out
+    assert a.asked() == 0
+    assert pb.orders() == 2
+    assert "a.wild.test approved by the site's names" in srv.stderr_text()
+    assert "cust.test approved by its {host} directory" in srv.stderr_text()
