@@ -63,6 +63,7 @@ struct xconn {
     int64_t park_end;    /* w->now when that wait gives up */
     struct timer park;   /* a second from now: the handshake is tried again (park_fired) */
     struct conn *conn;   /* for park_fired */
+    struct xconn *park_prev, *park_next; /* port->parked_list while parked */
 };
 
 /* An idle connection should not hold its sealer's cipher context (tls_conn_idle: 1.2 KB of
@@ -82,6 +83,8 @@ void tls_port_init(struct tls_port *port, struct tls_ctx *ctx)
     atomic_init(&port->next, NULL);
     port->free_bufs = NULL;
     port->nfree = 0;
+    port->parked = 0;
+    port->parked_list = NULL;
 }
 
 void tls_port_publish(struct tls_port *port, struct tls_ctx *ctx)
@@ -392,12 +395,25 @@ static void plain_http(struct runtime *w, struct conn *c, struct xconn *x)
     conn_wire_send(w, c, &x->buf->wire);
 }
 
+static void park_unlink(struct xconn *x)
+{
+    struct tls_port *port = x->port;
+    if (x->park_prev)
+        x->park_prev->park_next = x->park_next;
+    else
+        port->parked_list = x->park_next;
+    if (x->park_next)
+        x->park_next->park_prev = x->park_prev;
+    x->park_prev = x->park_next = NULL;
+    x->parked = false;
+    port->parked--;
+}
+
 static void unpark(struct runtime *w, struct conn *c, struct xconn *x)
 {
     if (!x->parked)
         return;
-    x->parked = false;
-    x->port->parked--;
+    park_unlink(x);
     timer_cancel(&x->park);
     conn_arm(w, c, w->cfg->header_timeout); /* the protocol's wait for its first request */
     conn_recv(w, c, true);
@@ -418,6 +434,10 @@ static bool handshake(struct runtime *w, struct conn *c, struct xconn *x)
                  * sending on cannot grow the buffer), and the protocol's timer waits past ours. */
                 x->parked = true;
                 x->port->parked++;
+                x->park_next = x->port->parked_list;
+                if (x->park_next)
+                    x->park_next->park_prev = x;
+                x->port->parked_list = x;
                 x->park_end = w->now + PARK_S;
                 conn_recv(w, c, false);
                 conn_arm(w, c, PARK_S + 2);
@@ -482,6 +502,15 @@ static void park_fired(struct runtime *w, struct timer *t)
         tls_conn_give_up(&x->t);
     if (handshake(w, c, x))
         read_plain(w, c, x);
+}
+
+void tls_port_retry(struct runtime *w, struct tls_port *port)
+{
+    /* A try unlinks (or closes) only its own connection; one still waiting keeps its place. */
+    for (struct xconn *x = port->parked_list, *next; x; x = next) {
+        next = x->park_next;
+        park_fired(w, &x->park);
+    }
 }
 
 static void tls_received(struct runtime *w, struct conn *c, const char *data, ssize_t n)
@@ -645,7 +674,7 @@ static void tls_release(struct runtime *w, struct conn *c)
     timer_cancel(&x->rest);
     timer_cancel(&x->park);
     if (x->parked)
-        x->port->parked--;
+        park_unlink(x);
     if (x->buf)
         buf_put(x->port, x->buf);
     tls_conn_fini(&x->t);

@@ -1885,8 +1885,10 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         }
         if (sv.acme) /* HTTP-01 answers, read through the worker's own slot */
             rt->acme = tokens_reader(&sv.tokens, inited);
-        if (sv.ondemand) /* its TLS hook routes names by the worker's sites */
+        if (sv.ondemand) { /* its TLS hook routes names by the worker's sites */
             ondemand_reader(sv.ondemand, inited)->rt = rt;
+            worker_set_ondemand(sv.workers[inited], ondemand_gen(sv.ondemand));
+        }
         if (cfg->tls && cfg->http3 && sv.quic_group >= 0 &&
             h3_start(&sv, sv.workers[inited], &h3_secrets) != 0) {
             worker_free(sv.workers[inited]); /* set up, never counted in inited */

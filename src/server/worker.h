@@ -12,6 +12,7 @@
 #ifndef RT_WORKER_H
 #define RT_WORKER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "rt/runtime.h"
@@ -52,6 +53,11 @@ struct runtime *worker_runtime(struct worker *w);
 void worker_set_quic(struct worker *w, struct quic_ep *quic);
 /* ... and which it is (NULL without HTTP/3): a reload publishes new certificates to it. */
 struct quic_ep *worker_quic(const struct worker *w);
+
+/* Certificates on demand (issue 40): gen is bumped (and the worker woken) when a name the
+ * worker's parked TLS handshakes may wait for was decided; the worker's next tick tries them
+ * again (tls_port_retry). Set before the thread starts; NULL: none. */
+void worker_set_ondemand(struct worker *w, const atomic_uint *gen);
 
 /* Starts w's thread: 0 or -errno. */
 int worker_start(struct worker *w);

@@ -30,8 +30,9 @@ pytestmark = pytest.mark.skipif(not PEBBLE or not CHALLTESTSRV,
 class Ask:
     """--acme-ask's endpoint: 200 for the names in approve, 403 for the others."""
 
-    def __init__(self, approve=()):
+    def __init__(self, approve=(), hang=()):
         self.approve = set(approve)
+        self.hang = set(hang)  # answered only after ringhttpd's 5 s wait for an answer
         self.hits = {}
         self.lock = threading.Lock()
         outer = self
@@ -42,6 +43,8 @@ class Ask:
                 name = q.get("domain", [""])[0]
                 with outer.lock:
                     outer.hits[name] = outer.hits.get(name, 0) + 1
+                if name in outer.hang:
+                    time.sleep(8)
                 code = 200 if name in outer.approve else 403
                 self.send_response(code)
                 self.send_header("Content-Length", "0")
@@ -51,6 +54,8 @@ class Ask:
                 pass
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/check"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -68,8 +73,8 @@ class Ask:
 def ask():
     started = []
 
-    def start(approve=()):
-        a = Ask(approve)
+    def start(approve=(), hang=()):
+        a = Ask(approve, hang)
         started.append(a)
         return a
     yield start
@@ -165,10 +170,14 @@ def test_approved_name_gets_its_certificate_in_the_first_handshake(make_server, 
 def test_refused_name_gets_an_alert_and_no_order(make_server, docroot, pebble, ports, tmp_path,
                                                  ask):
     pb = pebble()
-    a = ask(approve={"good.test"})
+    a = ask(approve={"good.test"}, hang={"slow.test"})
     state = tmp_path / "state"
     srv = start(make_server, pb, state, ports, ondemand_conf(tmp_path, docroot), a.url)
     root = pb.root(tmp_path)
+    # An ask endpoint that does not answer in time refuses too.
+    out = handshake("slow.test", ports[1], root)
+    assert "UNRECOGNIZED_NAME" in out.upper(), out
+    assert "slow.test refused: --acme-ask" in srv.stderr_text()
     out = handshake("evil.test", ports[1], root)
     assert "UNRECOGNIZED_NAME" in out.upper(), out
     assert a.asked("evil.test") == 1
@@ -180,7 +189,7 @@ def test_refused_name_gets_an_alert_and_no_order(make_server, docroot, pebble, p
     for bad in ("a_b.test", "-x.test", "x-.test", "1234.5678", "nodot"):
         out = handshake(bad, ports[1], root, timeout=10)
         assert out != "ok", bad
-    assert a.asked() == 1
+    assert a.asked() == 2
     # HTTP/3 for a name without a certificate fails its handshake, and nothing else happens.
     from h3client import h3_get
     with pytest.raises(Exception):  # noqa: B017 - aioquic's, whichever way it ends

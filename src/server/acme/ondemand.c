@@ -13,6 +13,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/acme/acme.h"
 #include "server/acme/store.h"
@@ -67,7 +68,11 @@ struct ondemand {
     int64_t minute;   /* the minute the orders below were counted in */
     unsigned ordered; /* new orders in it */
     uint64_t counts[OUTCOMES];
+    atomic_uint gen;   /* ondemand_gen */
+    bool news;         /* decisions not yet announced (the thread's) */
+    int64_t woke_ms;   /* CLOCK_MONOTONIC of the last announcement */
     struct errlog_limit log[OUTCOMES]; /* the thread's own (the decisions are logged there) */
+    struct errlog_limit log_unanswered;
     int nreaders;
     struct ondemand_reader readers[];
 };
@@ -112,6 +117,37 @@ int ondemand_new(struct ondemand **out, const struct config *cfg, struct acme *a
 struct ondemand_reader *ondemand_reader(struct ondemand *od, int i)
 {
     return &od->readers[i];
+}
+
+const atomic_uint *ondemand_gen(const struct ondemand *od)
+{
+    return &od->gen;
+}
+
+/* A flood decides hundreds of names a second: the workers try their parked handshakes again
+ * at most this often (a try per parked handshake each time), and at once after a quiet spell. */
+#define WAKE_MS 50
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The decisions so far are announced: gen moves and every worker wakes (its tick looks). */
+static void announce(struct ondemand *od, bool force)
+{
+    int64_t now = mono_ms();
+    if (!od->news || (!force && now - od->woke_ms < WAKE_MS))
+        return;
+    od->news = false;
+    od->woke_ms = now;
+    atomic_fetch_add_explicit(&od->gen, 1, memory_order_release);
+    uint64_t one = 1;
+    for (int i = 0; i < od->nreaders; i++)
+        if (od->readers[i].rt && write(od->readers[i].rt->wake_fd, &one, sizeof(one)) < 0)
+            continue; /* a full counter: that worker is awake already */
 }
 
 /* ---- the hook, on a worker's thread ----------------------------------------------------- */
@@ -174,23 +210,27 @@ static struct entry *find(struct ondemand *od, const char *name, uint32_t h)
 }
 
 /* A slot for a new name: a free one, else one whose state is over (a refusal believed long
- * enough, a READY pair every context has by now). NULL when every one is in use. */
+ * enough, a READY pair every context has by now), else the oldest refusal (a flood of names
+ * must not shut out the next real one: it costs a question more instead). NULL when every one
+ * is approved or waiting. */
 static struct entry *slot(struct ondemand *od, int64_t now)
 {
-    struct entry *old = NULL;
-    for (int i = 0; i < ONDEMAND_NAMES; i++) {
+    struct entry *over = NULL, *oldest = NULL;
+    for (int i = 0; i < ONDEMAND_NAMES && !over; i++) {
         struct entry *e = &od->names[i];
         if (e->state == FREE)
             return e;
-        bool over = (e->state == REFUSED || e->state == LIMITED) ? now >= e->until
-                    : e->state == READY                           ? now >= e->since + READY_KEEP_S
-                                                                  : false;
-        if (over && !old)
-            old = e;
+        bool refused = e->state == REFUSED || e->state == LIMITED;
+        if ((refused && now >= e->until) ||
+            (e->state == READY && now >= e->since + READY_KEEP_S))
+            over = e;
+        else if (refused && (!oldest || e->since < oldest->since))
+            oldest = e;
     }
-    if (old)
-        entry_clear(old);
-    return old;
+    struct entry *e = over ? over : oldest;
+    if (e)
+        entry_clear(e);
+    return e;
 }
 
 int ondemand_cert(void *arg, const char *sni, bool late, X509 **cert, STACK_OF(X509) **chain,
@@ -337,6 +377,7 @@ static int load(struct entry *e, const char *path)
 static void count(struct ondemand *od, enum outcome o)
 {
     od->counts[o]++;
+    od->news = true; /* a handshake may wait for this one */
 }
 
 /* One ASK entry decided: approved names are handed to the ACME thread, within the global cap.
@@ -368,7 +409,7 @@ static void decide(struct ondemand *od, struct entry *e)
         e->until = now + (ok < 0 ? ONDEMAND_UNANSWERED_S : ONDEMAND_REFUSED_S);
         count(od, REFUSED_N);
         if (ok < 0)
-            errlog_limited(&od->log[REFUSED_N], ERRLOG_WARN,
+            errlog_limited(&od->log_unanswered, ERRLOG_WARN,
                            "acme: on demand: %s refused: --acme-ask %s did not answer", name,
                            od->ask);
         else
@@ -460,12 +501,14 @@ static void *ondemand_main(void *arg)
             struct entry *e = &od->names[i];
             if (e->state == ASK) {
                 decide(od, e);
+                announce(od, false);
                 busy = true;
             } else if ((e->state == APPROVED || e->state == FAILED) && e->cert) {
                 follow(od, e);
                 waiting = true;
             }
         }
+        announce(od, true);
         if (busy || od->stop)
             continue; /* names may have come meanwhile */
         if (!waiting) {

@@ -15,6 +15,7 @@
 #ifndef ACME_ONDEMAND_H
 #define ACME_ONDEMAND_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +47,10 @@ int ondemand_new(struct ondemand **out, const struct config *cfg, struct acme *a
 
 /* Worker i's reader, to point at its runtime and install as its TLS contexts' hook argument. */
 struct ondemand_reader *ondemand_reader(struct ondemand *od, int i);
+
+/* Bumped, and every reader's worker woken, when names were decided or got their certificate
+ * (at most every WAKE_MS): the workers try their parked handshakes again (worker.h). */
+const atomic_uint *ondemand_gen(const struct ondemand *od);
 
 /* Starts the thread (before the process is confined: it asks over the network). 0 or -errno. */
 int ondemand_start(struct ondemand *od);
