@@ -36,8 +36,9 @@ struct sendbuf {
 #define FREE_KEEP 32 /* spare buffers a worker keeps after a burst */
 /* Certificates on demand (issue 40, tls.h TLS_WAIT): a handshake waits this long for its
  * certificate (an ACME order takes seconds; browsers give up on a handshake after 30 or so),
- * looked at again every second, then gets its alert. At most PARK_MAX wait per worker and
- * listener; past it a new one is answered at once (with the certificate if there is one). */
+ * tried again when a name is decided (tls_port_retry) and every second, then gets its alert. At
+ * most PARK_MAX wait per worker and listener; past it a new one is answered at once (with the
+ * certificate if there is one). */
 #define PARK_S 20
 #define PARK_MAX 256
 
