@@ -86,6 +86,12 @@ struct ondemand_reader *ondemand_reader(struct ondemand *od, int i)
     return NULL;
 }
 
+const atomic_uint *ondemand_gen(const struct ondemand *od)
+{
+    (void)od;
+    return NULL;
+}
+
 int ondemand_start(struct ondemand *od)
 {
     (void)od;
