@@ -108,7 +108,7 @@ def start(make_server, pb, state, ports, conf, ask_url, *more):
 
 def handshake(name, port, root, timeout=30):
     """A TLS handshake for name: "ok", or the alert's or error's text."""
-    ctx = ssl.create_default_context(cafile=str(root))
+    ctx = ssl.create_default_context(cafile=str(root)) if root else ssl.create_default_context()
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
             with ctx.wrap_socket(s, server_hostname=name):
@@ -272,3 +272,61 @@ sites:
     assert pb.orders() == 2
     assert "a.wild.test approved by the site's names" in srv.stderr_text()
     assert "cust.test approved by its {host} directory" in srv.stderr_text()
+
+
+def test_a_failed_order_refuses_the_name_until_its_backoff_is_over(make_server, docroot, ports,
+                                                                   tmp_path, ask):
+    """An approved name whose order fails gets the alert when it fails (not at the deadline),
+    and the next handshakes get it at once, without a question or an order, until the ACME
+    thread's next try (backoff: a minute at first, growing to a day)."""
+    from test_accesslog import scrape_text
+    from test_acme import fake_ca
+    a = ask(approve={"good.test"})
+    ca = fake_ca("500")
+    try:
+        url = f"http://127.0.0.1:{ca.server_address[1]}/dir"
+        srv = make_server(None, env={"RINGHTTPD_ACME_TIMEOUT": "2"}, args=[
+            "-p", str(ports[0]), "--tls-port", str(ports[1]), "--acme-email", "ops@example.org",
+            "--acme-ca", url, "--acme-state", str(tmp_path / "state"), "--config",
+            str(ondemand_conf(tmp_path, docroot)), "--acme-ask", a.url, "--metrics",
+            "127.0.0.1:0"])
+        t0 = time.monotonic()
+        out = handshake("good.test", ports[1], None)
+        assert "UNRECOGNIZED_NAME" in out.upper(), out
+        assert time.monotonic() - t0 < 15  # the failure answered it, not the 20 s deadline
+        hits = len(ca.hits)
+        assert hits >= 1
+        for _ in range(3):
+            out = handshake("good.test", ports[1], None, timeout=10)
+            assert "UNRECOGNIZED_NAME" in out.upper(), out
+        assert a.asked("good.test") == 1 and len(ca.hits) == hits
+        text = scrape_text(srv)
+        assert 'ringhttpd_acme_ondemand_total{outcome="approved"} 1' in text, text
+        assert 'ringhttpd_acme_ondemand_total{outcome="failed"} 1' in text, text
+        assert "the order for good.test failed: refused until the next try" in srv.stderr_text()
+    finally:
+        ca.shutdown()
+        ca.server_close()
+
+
+def test_orders_per_minute_are_capped(make_server, docroot, pebble, ports, tmp_path, ask):
+    """Past the cap (20 a minute; RINGHTTPD_ONDEMAND_ORDERS=1 here) an approved name is refused
+    until the next minute, without an order."""
+    from test_accesslog import scrape_text
+    pb = pebble()
+    a = ask(approve={"one.test", "two.test"})
+    state = tmp_path / "state"
+    srv = make_server(None, env={"RINGHTTPD_ONDEMAND_ORDERS": "1"}, args=acme_args(
+        pb, state, ports, "--config", str(ondemand_conf(tmp_path, docroot)), "--acme-ask", a.url,
+        "--metrics", "127.0.0.1:0"))
+    root = pb.root(tmp_path)
+    rc, body = curl_https("one.test", ports[1], root, timeout=40)
+    assert rc == 0 and b"on-demand site" in body, (body, srv.stderr_text()[-3000:])
+    out = handshake("two.test", ports[1], root)
+    if out == "ok":  # a new minute began between the two orders: nothing to see this time
+        pytest.skip("the minute turned between the two orders")
+    assert "UNRECOGNIZED_NAME" in out.upper(), out
+    assert pb.orders() == 1
+    text = scrape_text(srv)
+    assert 'ringhttpd_acme_ondemand_total{outcome="rate_limited"} 1' in text, text
+    assert "two.test approved, but 1 orders this minute already" in srv.stderr_text()

@@ -67,6 +67,7 @@ struct ondemand {
     struct entry names[ONDEMAND_NAMES];
     int64_t minute;   /* the minute the orders below were counted in */
     unsigned ordered; /* new orders in it */
+    unsigned cap;     /* ONDEMAND_ORDERS_PER_MIN, or RINGHTTPD_ONDEMAND_ORDERS (a test hook) */
     uint64_t counts[OUTCOMES];
     atomic_uint gen;   /* ondemand_gen */
     bool news;         /* decisions not yet announced (the thread's) */
@@ -105,6 +106,8 @@ int ondemand_new(struct ondemand **out, const struct config *cfg, struct acme *a
     }
     od->acme = a;
     od->ask = cfg->acme_ask;
+    const char *cap = getenv("RINGHTTPD_ONDEMAND_ORDERS");
+    od->cap = cap && atoi(cap) > 0 ? (unsigned)atoi(cap) : ONDEMAND_ORDERS_PER_MIN;
     od->nreaders = nreaders;
     for (int i = 0; i < nreaders; i++)
         od->readers[i].od = od;
@@ -421,14 +424,14 @@ static void decide(struct ondemand *od, struct entry *e)
         od->minute = now / 60;
         od->ordered = 0;
     }
-    if (od->ordered >= ONDEMAND_ORDERS_PER_MIN) {
+    if (od->ordered >= od->cap) {
         e->state = LIMITED;
         e->until = (now / 60 + 1) * 60;
         count(od, LIMITED_N);
         errlog_limited(&od->log[LIMITED_N], ERRLOG_WARN,
-                       "acme: on demand: %s approved, but %d orders this minute already: "
+                       "acme: on demand: %s approved, but %u orders this minute already: "
                        "refused until the next",
-                       name, ONDEMAND_ORDERS_PER_MIN);
+                       name, od->cap);
         return;
     }
     od->ordered++;
