@@ -46,6 +46,9 @@ static int tls_check(struct config *cfg)
         return key_usage_error(cfg, "acme-email", "--acme-email needs --tls-port");
     if (!cfg->acme_email && cfg->num_acme_domains)
         return key_usage_error(cfg, "acme-domain", "--acme-domain needs --acme-email");
+    if (!cfg->acme_email && cfg->acme_ask)
+        return key_usage_error(cfg, "acme-ask",
+                               "--acme-ask needs --acme-email (certificates on demand are ACME's)");
     if (cfg->num_acme_domains && cfg->config_file)
         return key_usage_error(cfg, "acme-domain",
                                "--acme-domain is for a command line without --config (the "

@@ -330,3 +330,28 @@ def test_orders_per_minute_are_capped(make_server, docroot, pebble, ports, tmp_p
     text = scrape_text(srv)
     assert 'ringhttpd_acme_ondemand_total{outcome="rate_limited"} 1' in text, text
     assert "two.test approved, but 1 orders this minute already" in srv.stderr_text()
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--acme-ask", "http://127.0.0.1:9/ask"], "--acme-ask needs --acme-email"),
+    (["--acme-ask", "ftp://x/ask"], "--acme-ask wants an http:// or https:// URL"),
+    (["--acme-ask", "http://x/ask?domain=y"], "without a query"),
+])
+def test_acme_ask_usage_errors(docroot, args, says):
+    from conftest import RINGHTTPD
+    p = subprocess.run([RINGHTTPD, "-p", "0", *args, str(docroot)], capture_output=True,
+                       text=True, timeout=10)
+    assert p.returncode == 2 and says in p.stderr, p.stderr
+
+
+def test_acme_mode_in_a_site_is_on_off_or_on_demand(docroot, tmp_path):
+    from conftest import RINGHTTPD
+    conf = tmp_path / "sites.yaml"
+    conf.write_text(f"sites:\n  - root: {docroot}\n    default: true\n    acme: sometimes\n")
+    p = subprocess.run([RINGHTTPD, "--check-config", str(conf)], capture_output=True, text=True,
+                       timeout=10)
+    assert p.returncode != 0 and "wants on, off or on-demand" in p.stderr, p.stderr
+    conf.write_text(f"sites:\n  - root: {docroot}\n    default: true\n    acme: on-demand\n")
+    p = subprocess.run([RINGHTTPD, "--check-config", str(conf)], capture_output=True, text=True,
+                       timeout=10)
+    assert p.returncode == 0, p.stderr

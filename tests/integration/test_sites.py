@@ -815,13 +815,14 @@ RESTART_VALUES = {
     "user": "nobody", "no-landlock": "true", "health": "/hz", "drain-delay": "3",
     "verbose": "true", "tls-groups": "P-384", "ticket-key-file": "t.key",
     "quic-secret-file": "q.secret", "quic-server-id": "0x1122334455667788",
-    "proxy-protocol-from": "10.0.0.0/8", "acme-ask": "http://127.0.0.1:9/ask",
+    "proxy-protocol-from": "10.0.0.0/8",
 }
 # make_server's command line sets these (it overrides the file), a file cannot name another,
 # and tls-port needs a certificate pair; automatic HTTPS needs tls-port (and a CA:
 # test_acme.py).
 NOT_IN_THIS_TEST = {"port", "bind", "threads", "engine", "config", "tls-port", "acme-email",
-                    "acme-domain", "acme-ca", "acme-ca-root", "acme-state", "acme-challenge"}
+                    "acme-domain", "acme-ca", "acme-ca-root", "acme-state", "acme-challenge",
+                    "acme-ask"}
 
 
 def test_reload_reports_every_option_it_cannot_change(make_server, sites):
