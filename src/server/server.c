@@ -1396,11 +1396,13 @@ static void acme_all_metrics(void *arg, FILE *f)
 
 /* The ACME thread's hook: a certificate on disk is new. Only a flag: supervise, on the main
  * thread, makes the contexts (it must not block the ACME thread on the workers, nor race a
- * SIGHUP's reload). */
+ * SIGHUP's reload); and a nudge to the on-demand thread, which reads the pair itself. */
 static void acme_on_change(void *arg)
 {
     struct server *sv = arg;
     atomic_store(&sv->acme_changed, true);
+    if (sv->ondemand) /* a handshake may wait for this one (it takes the pair itself) */
+        ondemand_poke(sv->ondemand);
 }
 
 /* --acme-email: the challenge table (a reader per worker) and the ACME state (account key,

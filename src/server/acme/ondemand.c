@@ -529,6 +529,13 @@ static void *ondemand_main(void *arg)
     return NULL;
 }
 
+void ondemand_poke(struct ondemand *od)
+{
+    pthread_mutex_lock(&od->mu);
+    pthread_cond_signal(&od->wake);
+    pthread_mutex_unlock(&od->mu);
+}
+
 int ondemand_start(struct ondemand *od)
 {
     int err = pthread_create(&od->thread, NULL, ondemand_main, od);

@@ -52,6 +52,10 @@ struct ondemand_reader *ondemand_reader(struct ondemand *od, int i);
  * (at most every WAKE_MS): the workers try their parked handshakes again (worker.h). */
 const atomic_uint *ondemand_gen(const struct ondemand *od);
 
+/* A certificate went live (the ACME hook, any thread): the thread looks at the names waiting
+ * now rather than at its next second. */
+void ondemand_poke(struct ondemand *od);
+
 /* Starts the thread (before the process is confined: it asks over the network). 0 or -errno. */
 int ondemand_start(struct ondemand *od);
 
