@@ -72,7 +72,9 @@ struct ondemand {
     atomic_uint gen;   /* ondemand_gen */
     bool news;         /* decisions not yet announced (the thread's) */
     int64_t woke_ms;   /* CLOCK_MONOTONIC of the last announcement */
-    struct errlog_limit log[OUTCOMES]; /* the thread's own (the decisions are logged there) */
+    /* Refusals are what a flood makes: a line a second each (the thread's own limiters); an
+     * approval, issuance or failure is bounded by the orders a minute and always logged. */
+    struct errlog_limit log[OUTCOMES];
     struct errlog_limit log_unanswered;
     int nreaders;
     struct ondemand_reader readers[];
@@ -411,13 +413,16 @@ static void decide(struct ondemand *od, struct entry *e)
         e->state = REFUSED;
         e->until = now + (ok < 0 ? ONDEMAND_UNANSWERED_S : ONDEMAND_REFUSED_S);
         count(od, REFUSED_N);
+        char answer[32] = "";
+        if (how == BY_ASK)
+            snprintf(answer, sizeof(answer), " (status %ld)", status);
         if (ok < 0)
             errlog_limited(&od->log_unanswered, ERRLOG_WARN,
                            "acme: on demand: %s refused: --acme-ask %s did not answer", name,
                            od->ask);
         else
             errlog_limited(&od->log[REFUSED_N], ERRLOG_NOTICE,
-                           "acme: on demand: %s refused by %s (status %ld)", name, by, status);
+                           "acme: on demand: %s refused by %s%s", name, by, answer);
         return;
     }
     if (now / 60 != od->minute) {
@@ -437,7 +442,7 @@ static void decide(struct ondemand *od, struct entry *e)
     od->ordered++;
     e->state = APPROVED;
     count(od, APPROVED_N);
-    errlog_limited(&od->log[APPROVED_N], ERRLOG_NOTICE,
+    errlog(ERRLOG_NOTICE,
                    "acme: on demand: %s approved by %s: ordering its certificate", name, by);
     pthread_mutex_unlock(&od->mu);
     void *cert = acme_ondemand_add(od->acme, name); /* writes to the state directory */
@@ -462,7 +467,7 @@ static void follow(struct ondemand *od, struct entry *e)
     if (st == -EAGAIN && e->state == APPROVED) {
         e->state = FAILED;
         count(od, FAILED_N);
-        errlog_limited(&od->log[FAILED_N], ERRLOG_WARN,
+        errlog(ERRLOG_WARN,
                        "acme: on demand: the order for %s failed: refused until the next try in "
                        "%llds",
                        e->name, (long long)(retry - now));
@@ -476,7 +481,7 @@ static void follow(struct ondemand *od, struct entry *e)
     int rc = load(&got, path);
     pthread_mutex_lock(&od->mu);
     if (rc) {
-        errlog_limited(&od->log[FAILED_N], ERRLOG_ERROR,
+        errlog(ERRLOG_ERROR,
                        "acme: on demand: cannot read the certificate of %s from %s: %s", name,
                        path, strerror(-rc));
         entry_clear(&got);
@@ -490,7 +495,7 @@ static void follow(struct ondemand *od, struct entry *e)
     e->state = READY;
     e->since = now;
     count(od, ISSUED_N);
-    errlog_limited(&od->log[ISSUED_N], ERRLOG_NOTICE,
+    errlog(ERRLOG_NOTICE,
                    "acme: on demand: %s has its certificate: the waiting handshakes go on", name);
 }
 
