@@ -66,6 +66,9 @@ static int tls_check(struct config *cfg)
     if (cfg->num_acme_dns_resolvers && !cfg->acme_dns_hook && !cfg->acme_dns_update)
         return key_usage_error(cfg, "acme-dns-resolver",
                                "--acme-dns-resolver needs --acme-dns-hook or --acme-dns-update");
+    if (!cfg->acme_email && cfg->acme_ask)
+        return key_usage_error(cfg, "acme-ask",
+                               "--acme-ask needs --acme-email (certificates on demand are ACME's)");
     if (cfg->num_acme_domains && cfg->config_file)
         return key_usage_error(cfg, "acme-domain",
                                "--acme-domain is for a command line without --config (the "

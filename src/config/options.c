@@ -260,6 +260,23 @@ static int set_version(struct config *cfg, const struct option_info *o, char *ar
     return CONFIG_DONE;
 }
 
+/* A site's "acme": on, off, or on-demand (issue 40: certificates for names found in handshakes,
+ * server/acme/ondemand.h). */
+static int set_acme_mode(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    bool on;
+    if (strcmp(arg, "on-demand") == 0) {
+        cfg->acme = cfg->acme_ondemand = true;
+        return 0;
+    }
+    if (options_parse_bool(arg, &on) != 0)
+        return usage_error("acme: wants on, off or on-demand, got '%s'", arg);
+    cfg->acme = on;
+    cfg->acme_ondemand = false;
+    return 0;
+}
+
 /* ---- compound values, for the reload's comparison ---- */
 
 bool options_same_string(const char *a, const char *b)
@@ -318,12 +335,14 @@ static const struct option_info own[] = {
      .set = options_set_host},
     /* "acme: off": no automatic certificate for the site's names (it brings its own pair, or
      * is served over cleartext only). */
+    /* "acme: on-demand" (issue 40): also certificates for names no certificate covers that fall
+     * to the site, each in its first handshake, when --acme-ask (or the site's names) approves. */
     {.name = "acme",
-     .metavar = "on|off",
+     .metavar = "on|off|on-demand",
      SITE,
      .file_only = true,
      FIELD(FIELD_BOOL, acme),
-     .set = options_set_onoff},
+     .set = set_acme_mode},
     {.name = "default",
      .scope = SCOPE_SITE_OWN,
      .reload = true,

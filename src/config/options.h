@@ -284,6 +284,10 @@ struct config {
     const char *acme_dns_resolvers[CONFIG_MAX_DNS_RESOLVERS]; /* --acme-dns-resolver */
     int num_acme_dns_resolvers;
     bool acme; /* a site's "acme: off" clears it: no certificate for its names */
+    /* a site's "acme: on-demand" (issue 40): a name no certificate covers that falls to the site
+     * gets one in its first handshake, when --acme-ask approves it (server/acme/ondemand.h) */
+    bool acme_ondemand;
+    const char *acme_ask; /* --acme-ask: the approval endpoint (URL?domain=NAME), or NULL */
 
     /* Sites and the configuration file (issue 19, README "Sites and configuration file"). The
      * top-level struct is the default site too; each entry of sites is a copy of it with the

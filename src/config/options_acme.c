@@ -104,6 +104,19 @@ static bool same_acme_dns_resolvers(const struct config *a, const struct config 
                              b->acme_dns_resolvers, b->num_acme_dns_resolvers);
 }
 
+/* --acme-ask: caddy's convention, URL?domain=NAME; 2xx approves the name. */
+static int set_acme_ask(struct config *cfg, const struct option_info *o, char *arg)
+{
+    (void)o;
+    if ((strncmp(arg, "http://", 7) != 0 && strncmp(arg, "https://", 8) != 0) ||
+        strpbrk(arg, "?# \t\r\n"))
+        return usage_error("--acme-ask wants an http:// or https:// URL without a query "
+                           "(it is called as URL?domain=NAME), got '%s'",
+                           arg);
+    cfg->acme_ask = arg;
+    return 0;
+}
+
 static const struct option_info rows[] = {
     {.name = "acme-email",
      .metavar = "ADDR",
@@ -178,5 +191,13 @@ static const struct option_info rows[] = {
      .help = "DNS-01: see the TXT record here before the CA is asked to\n"
              "validate (repeatable; default: the UPDATE's server, else\n"
              "/etc/resolv.conf's)"},
+    {.name = "acme-ask",
+     .metavar = "URL",
+     PROCESS,
+     FIELD(FIELD_STRING, acme_ask),
+     .set = set_acme_ask,
+     .help = "certificates on demand (a site's acme: on-demand): a name\n"
+             "found in a handshake is approved when URL?domain=NAME\n"
+             "answers 2xx (answers kept 10 minutes)"},
 };
 const struct option_area options_acme = {rows, sizeof(rows) / sizeof(rows[0])};

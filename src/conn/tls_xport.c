@@ -34,6 +34,13 @@ struct sendbuf {
     char plain[PLAIN_CAP];
 };
 #define FREE_KEEP 32 /* spare buffers a worker keeps after a burst */
+/* Certificates on demand (issue 40, tls.h TLS_WAIT): a handshake waits this long for its
+ * certificate (an ACME order takes seconds; browsers give up on a handshake after 30 or so),
+ * tried again when a name is decided (tls_port_retry) and every second, then gets its alert. At
+ * most PARK_MAX wait per worker and listener; past it a new one is answered at once (with the
+ * certificate if there is one). */
+#define PARK_S 20
+#define PARK_MAX 256
 
 struct xconn {
     struct tls_conn t;
@@ -54,6 +61,11 @@ struct xconn {
     struct timer rest;   /* REST_S after idle_at: tls_conn_idle (rest_fired) */
     int64_t doze_from;   /* w->now when the current REST_S window of idle() frees began */
     uint8_t dozes;       /* idle() frees of the sealer's context in that window */
+    bool parked;         /* the handshake waits for a certificate on demand (TLS_WAIT) */
+    int64_t park_end;    /* w->now when that wait gives up */
+    struct timer park;   /* a second from now: the handshake is tried again (park_fired) */
+    struct conn *conn;   /* for park_fired */
+    struct xconn *park_prev, *park_next; /* port->parked_list while parked */
 };
 
 /* An idle connection should not hold its sealer's cipher context (tls_conn_idle: 1.2 KB of
@@ -73,6 +85,8 @@ void tls_port_init(struct tls_port *port, struct tls_ctx *ctx)
     atomic_init(&port->next, NULL);
     port->free_bufs = NULL;
     port->nfree = 0;
+    port->parked = 0;
+    port->parked_list = NULL;
 }
 
 void tls_port_publish(struct tls_port *port, struct tls_ctx *ctx)
@@ -136,6 +150,8 @@ static void rest_fired(struct runtime *w, struct timer *t)
         tls_conn_idle(&x->t);
 }
 
+static void park_fired(struct runtime *w, struct timer *t);
+
 static int tls_open(struct runtime *w, struct conn *c, void *ctx)
 {
     struct tls_port *port = ctx;
@@ -159,6 +175,8 @@ static int tls_open(struct runtime *w, struct conn *c, void *ctx)
     x->cert.ops = &cert_tls;
     x->cert.t = &x->t;
     x->rest.fire = rest_fired;
+    x->park.fire = park_fired;
+    x->conn = c;
     c->xstate = x;
     /* Kernel TLS: the ULP goes on now, while the socket is surely established (a client that
      * has closed its side by the switch would refuse it); where it cannot, this connection
@@ -381,44 +399,80 @@ static void plain_http(struct runtime *w, struct conn *c, struct xconn *x)
     conn_wire_send(w, c, &x->buf->wire);
 }
 
-static void tls_received(struct runtime *w, struct conn *c, const char *data, ssize_t n)
+static void park_unlink(struct xconn *x)
 {
-    struct xconn *x = c->xstate;
-    if (x->fatal || x->ended) {
-        if (n < 0 || (n == 0 && !x->busy))
-            conn_close(w, c); /* after close_notify only the close matters */
+    struct tls_port *port = x->port;
+    if (x->park_prev)
+        x->park_prev->park_next = x->park_next;
+    else
+        port->parked_list = x->park_next;
+    if (x->park_next)
+        x->park_next->park_prev = x->park_prev;
+    x->park_prev = x->park_next = NULL;
+    x->parked = false;
+    port->parked--;
+}
+
+static void unpark(struct runtime *w, struct conn *c, struct xconn *x)
+{
+    if (!x->parked)
         return;
-    }
-    if (n <= 0) { /* EOF without close_notify, or a failed socket */
-        x->ended = true;
-        conn_input(w, c, NULL, n);
-        return;
-    }
-    if (tls_conn_feed(&x->t, data, (size_t)n) != 0) {
-        conn_close(w, c);
-        return;
-    }
-    if (!tls_conn_established(&x->t)) {
-        int rc = tls_conn_handshake(&x->t);
-        if (rc == TLS_PLAIN_HTTP) {
-            plain_http(w, c, x);
-            return;
+    park_unlink(x);
+    timer_cancel(&x->park);
+    conn_arm(w, c, w->cfg->header_timeout); /* the protocol's wait for its first request */
+    conn_recv(w, c, true);
+}
+
+/* The handshake with what was fed: true when it is done and the plaintext may be read; false
+ * when it waits (more bytes, a certificate on demand) or the connection is failing. */
+static bool handshake(struct runtime *w, struct conn *c, struct xconn *x)
+{
+    int rc = tls_conn_handshake(&x->t);
+    if (rc == TLS_WAIT) {
+        if (!x->parked && x->port->parked >= PARK_MAX) {
+            tls_conn_give_up(&x->t); /* too many wait: answered now, certificate or alert */
+            rc = tls_conn_handshake(&x->t);
+        } else {
+            if (!x->parked) {
+                /* Nothing to read until the certificate is decided: receiving stops (a client
+                 * sending on cannot grow the buffer), and the protocol's timer waits past ours. */
+                x->parked = true;
+                x->port->parked++;
+                x->park_next = x->port->parked_list;
+                if (x->park_next)
+                    x->park_next->park_prev = x;
+                x->port->parked_list = x;
+                x->park_end = w->now + PARK_S;
+                conn_recv(w, c, false);
+                conn_arm(w, c, PARK_S + 2);
+            }
+            timer_set(&w->wheel, &x->park, w->now + 1);
+            return false;
         }
-        if (rc != 1 && rc != TLS_AGAIN) {
-            fail(w, c, x);
-            return;
-        }
-        if (rc == TLS_AGAIN) {
-            pump(w, c, x); /* the server's flight */
-            return;
-        }
-        if (tls_conn_resumed(&x->t))
-            stat_add(&w->stats.tls_resumed, 1);
-        /* ALPN chose h2 and HTTP/2 is served: hand the connection over before any byte. */
-        if (tls_conn_alpn(&x->t) == TLS_ALPN_H2 && w->h2 &&
-            conn_set_proto(w, c, w->h2, NULL, 0) < 0)
-            return;
     }
+    unpark(w, c, x);
+    if (rc == TLS_PLAIN_HTTP) {
+        plain_http(w, c, x);
+        return false;
+    }
+    if (rc != 1 && rc != TLS_AGAIN) {
+        fail(w, c, x);
+        return false;
+    }
+    if (rc == TLS_AGAIN) {
+        pump(w, c, x); /* the server's flight */
+        return false;
+    }
+    if (tls_conn_resumed(&x->t))
+        stat_add(&w->stats.tls_resumed, 1);
+    /* ALPN chose h2 and HTTP/2 is served: hand the connection over before any byte. */
+    if (tls_conn_alpn(&x->t) == TLS_ALPN_H2 && w->h2 && conn_set_proto(w, c, w->h2, NULL, 0) < 0)
+        return false;
+    return true;
+}
+
+static void read_plain(struct runtime *w, struct conn *c, struct xconn *x)
+{
     char plain[TLS_RECORD_PLAIN];
     while (conn_open(c)) {
         ssize_t got = tls_conn_read(&x->t, plain, sizeof(plain));
@@ -438,6 +492,53 @@ static void tls_received(struct runtime *w, struct conn *c, const char *data, ss
     }
     if (conn_open(c) && tls_conn_owes(&x->t))
         pump(w, c, x); /* tickets after the handshake, a KeyUpdate's answer */
+}
+
+/* A parked handshake's second: tried again (its certificate may be there now), for the last
+ * time once its wait is over. */
+static void park_fired(struct runtime *w, struct timer *t)
+{
+    struct xconn *x = (struct xconn *)((char *)t - offsetof(struct xconn, park));
+    struct conn *c = x->conn;
+    if (!x->parked || !conn_open(c))
+        return;
+    if (w->now >= x->park_end || w->draining)
+        tls_conn_give_up(&x->t);
+    if (handshake(w, c, x))
+        read_plain(w, c, x);
+}
+
+void tls_port_retry(struct runtime *w, struct tls_port *port)
+{
+    /* A try unlinks (or closes) only its own connection; one still waiting keeps its place. */
+    for (struct xconn *x = port->parked_list, *next; x; x = next) {
+        next = x->park_next;
+        park_fired(w, &x->park);
+    }
+}
+
+static void tls_received(struct runtime *w, struct conn *c, const char *data, ssize_t n)
+{
+    struct xconn *x = c->xstate;
+    if (x->fatal || x->ended) {
+        if (n < 0 || (n == 0 && !x->busy))
+            conn_close(w, c); /* after close_notify only the close matters */
+        return;
+    }
+    if (n <= 0) { /* EOF without close_notify, or a failed socket */
+        x->ended = true;
+        conn_input(w, c, NULL, n);
+        return;
+    }
+    if (tls_conn_feed(&x->t, data, (size_t)n) != 0) {
+        conn_close(w, c);
+        return;
+    }
+    if (x->parked)
+        return; /* its bytes wait with the ClientHello (receiving is off) */
+    if (!tls_conn_established(&x->t) && !handshake(w, c, x))
+        return;
+    read_plain(w, c, x);
 }
 
 static void tls_send(struct runtime *w, struct conn *c, struct plan *p)
@@ -575,6 +676,9 @@ static void tls_release(struct runtime *w, struct conn *c)
     (void)w;
     struct xconn *x = c->xstate;
     timer_cancel(&x->rest);
+    timer_cancel(&x->park);
+    if (x->parked)
+        park_unlink(x);
     if (x->buf)
         buf_put(x->port, x->buf);
     tls_conn_fini(&x->t);

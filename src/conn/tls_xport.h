@@ -23,6 +23,8 @@ struct tls_port {
     _Atomic(struct tls_ctx *) next; /* published by a reload, adopted by the worker */
     void *free_bufs;                /* the worker's spare send buffers (a free list) */
     unsigned nfree;
+    unsigned parked;   /* handshakes waiting for a certificate on demand (TLS_WAIT) ... */
+    void *parked_list; /* ... in a list (tls_xport.c's), for tls_port_retry */
 };
 
 extern const struct transport_ops transport_tls;
@@ -34,6 +36,11 @@ void tls_port_init(struct tls_port *port, struct tls_ctx *ctx);
  * accept; connections already open keep theirs. A context published before and never adopted
  * is dropped here (no connection can hold it). */
 void tls_port_publish(struct tls_port *port, struct tls_ctx *ctx);
+
+/* The handshakes parked on port waiting for a certificate on demand are tried again now (a
+ * name was decided or its certificate came: the thread deciding them woke the worker); each
+ * is also tried once a second until its deadline. The worker's thread. */
+void tls_port_retry(struct runtime *w, struct tls_port *port);
 
 /* Drops the contexts and buffers once the worker and all its connections are gone. */
 void tls_port_fini(struct tls_port *port);

@@ -44,6 +44,7 @@
 #include "server/worker.h"
 #include "server/systemd.h"
 #include "server/acme/acme.h"
+#include "server/acme/ondemand.h"
 #include "site/tokens.h"
 #include "tls/tls.h"
 #include "conn/tls_xport.h"
@@ -125,6 +126,8 @@ static int tls_load(struct server *sv, const struct config *pairs, struct tls_ct
     for (; i < n && rc == 0; i++) {
         if (sv->acme) /* TLS-ALPN-01: each worker's context reads the table through its slot */
             s.challenge = (struct tls_challenge){tokens_alpn, tokens_reader(&sv->tokens, i)};
+        if (sv->ondemand) /* names found in handshakes: each worker's reader routes them */
+            s.ondemand = (struct tls_ondemand){ondemand_cert, ondemand_reader(sv->ondemand, i)};
         rc = tls_ctx_new(&s, sv->tls_keys, &out[i], why, why_len);
     }
     if (rc != 0) {
@@ -317,13 +320,23 @@ static int tls_start(struct server *sv)
     return 0;
 }
 
+/* The metrics of ACME and of certificates on demand (metrics_add takes one source). */
+static void acme_all_metrics(void *arg, FILE *f)
+{
+    struct server *sv = arg;
+    acme_metrics(sv->acme, f);
+    ondemand_metrics(sv->ondemand, f);
+}
+
 /* The ACME thread's hook: a certificate on disk is new. Only a flag: supervise, on the main
  * thread, makes the contexts (it must not block the ACME thread on the workers, nor race a
- * SIGHUP's reload). */
+ * SIGHUP's reload); and a nudge to the on-demand thread, which reads the pair itself. */
 static void acme_on_change(void *arg)
 {
     struct server *sv = arg;
     atomic_store(&sv->acme_changed, true);
+    if (sv->ondemand) /* a handshake may wait for this one (it takes the pair itself) */
+        ondemand_poke(sv->ondemand);
 }
 
 /* --acme-email: the challenge table (a reader per worker) and the ACME state (account key,
@@ -337,6 +350,8 @@ static int acme_setup(struct server *sv)
     if (rc == 0) {
         sv->tokens_made = true;
         rc = acme_new(&sv->acme, sv->cfg, &sv->tokens, &hooks, why, sizeof(why));
+        if (rc == 0 && acme_ondemand_wanted(sv->cfg))
+            rc = ondemand_new(&sv->ondemand, sv->cfg, sv->acme, sv->cfg->threads, why, sizeof(why));
     } else {
         snprintf(why, sizeof(why), "acme: out of memory");
     }
@@ -799,6 +814,7 @@ int server_run(struct config *cfg, const struct server_seams *seams)
             .alog = sv.alog,
             .guard = sv.guard,
             .tokens = sv.acme ? &sv.tokens : NULL,
+            .ondemand_gen = sv.ondemand ? ondemand_gen(sv.ondemand) : NULL,
             .proto = seams->proto, /* the seam's test protocol stands in for HTTP/2 */
         };
         int err = worker_new(&sv.workers[inited], inited, &parts);
@@ -812,14 +828,18 @@ int server_run(struct config *cfg, const struct server_seams *seams)
             sv.workers[inited] = NULL;
             goto stop;
         }
+        if (sv.ondemand) /* its TLS hook routes names by the worker's sites */
+            ondemand_reader(sv.ondemand, inited)->rt = worker_runtime(sv.workers[inited]);
     }
     /* Bound before the process is confined; it only reads the workers' counters. */
     if (cfg->metrics_bind &&
         metrics_start(&sv.metrics, cfg, sv.workers, cfg->threads, sv.eng->name, sv.alog) < 0)
         goto stop;
     static const struct metrics_source acme_source = {acme_metrics};
+    static const struct metrics_source acme_ondemand_source = {acme_all_metrics};
     if (sv.metrics && sv.acme)
-        metrics_add(sv.metrics, &acme_source, sv.acme);
+        metrics_add(sv.metrics, sv.ondemand ? &acme_ondemand_source : &acme_source,
+                    sv.ondemand ? (void *)&sv : sv.acme);
     /* Before the process is confined: Landlock binds the calling thread and the threads it
      * makes after, so the ACME thread keeps what it needs that a worker must not have (the
      * state directory's writes, the system's CA bundle, the resolver's files); --user applies
@@ -827,6 +847,10 @@ int server_run(struct config *cfg, const struct server_seams *seams)
      * and its first challenge waits for the listeners, which are open already. */
     if (sv.acme && (lrc = acme_start(sv.acme)) != 0) {
         fprintf(stderr, "ringhttpd: acme: cannot start its thread: %s\n", strerror(-lrc));
+        goto stop;
+    }
+    if (sv.ondemand && (lrc = ondemand_start(sv.ondemand)) != 0) {
+        fprintf(stderr, "ringhttpd: acme: cannot start the on-demand thread: %s\n", strerror(-lrc));
         goto stop;
     }
     if (confine(&sv) != 0)
@@ -896,7 +920,8 @@ int server_run(struct config *cfg, const struct server_seams *seams)
 stop:
     if (sv.metrics)
         metrics_stop(sv.metrics);
-    acme_free(sv.acme); /* before the workers go: its table waits on their slots */
+    ondemand_stop(sv.ondemand); /* its thread asks the ACME state; its table stays */
+    acme_free(sv.acme);         /* before the workers go: its table waits on their slots */
     sv.acme = NULL;
     if (rc != 0)
         stop_workers(&sv, WORKER_ABORT);
@@ -911,6 +936,7 @@ stop:
     guard_shared_free(sv.guard); /* after every worker's last conn_closed */
     sv.guard = NULL;
 out:
+    ondemand_free(sv.ondemand); /* after the workers: their TLS contexts ask it */
     acme_free(sv.acme);
     if (sv.tokens_made)
         tokens_fini(&sv.tokens);

@@ -86,6 +86,9 @@ struct server {
     /* --acme-email (issue 27): the ACME thread, the challenge answers the workers read, and
      * the flag its hook raises when a certificate on disk is new (supervise makes it live) */
     struct acme *acme;
+    /* certificates on demand (issue 40): a site with "acme: on-demand", or NULL; its readers
+     * are the TLS contexts' hook argument, so it outlives the workers */
+    struct ondemand *ondemand;
     struct acme_tokens tokens;
     bool tokens_made;
     atomic_bool acme_changed;

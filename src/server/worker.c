@@ -20,6 +20,7 @@
 
 #include "config/config.h"
 #include "conn/conn.h"
+#include "conn/tls_xport.h"
 #include "core/date.h"
 #include "core/static.h"
 #include "engine/engine.h"
@@ -55,6 +56,8 @@ struct worker {
     /* HTTP/3: the QUIC endpoint on rt.udp, or NULL (worker_set_quic). worker_tick runs its
      * timers and drain. */
     struct quic_ep *quic;
+    const atomic_uint *ondemand_gen; /* worker_parts.ondemand_gen, or NULL */
+    unsigned ondemand_seen;          /* its value when the parked handshakes were last tried */
     pthread_t thread;
 };
 
@@ -161,6 +164,7 @@ static int init(struct worker *w, int id, const struct worker_parts *p)
     w->rt.alog = p->alog;
     /* HTTP-01 answers, read through the worker's own slot of the table */
     w->rt.acme = p->tokens ? tokens_reader(p->tokens, id) : NULL;
+    w->ondemand_gen = p->ondemand_gen;
     /* systemd's sockets and a balancer's connections are not steered: one client's
      * connections reach any worker, so the server has every worker count in one guard */
     w->rt.guard = p->guard;
@@ -247,6 +251,18 @@ struct runtime *worker_runtime(struct worker *w)
 void worker_set_quic(struct worker *w, struct quic_ep *quic)
 {
     w->quic = quic;
+}
+
+/* Certificates on demand: a name was decided, so the handshakes parked for one try again. */
+static void retry_parked(struct worker *w)
+{
+    unsigned gen = atomic_load_explicit(w->ondemand_gen, memory_order_acquire);
+    if (gen == w->ondemand_seen)
+        return;
+    w->ondemand_seen = gen;
+    for (unsigned i = 0; i < w->rt.nlisteners; i++)
+        if (w->listeners[i].xport == &transport_tls)
+            tls_port_retry(&w->rt, w->listeners[i].xport_ctx);
 }
 
 struct quic_ep *worker_quic(const struct worker *w)
@@ -472,6 +488,8 @@ bool worker_tick(struct worker *w)
     fcache_collect(w->rt.cache);
     compress_collect(&w->rt);
     auth_collect(w->rt.auth, resume, &w->rt);
+    if (w->ondemand_gen)
+        retry_parked(w);
 #ifndef RINGHTTPD_NO_HTTP3
     if (w->rt.h3ops)
         w->rt.h3ops->collect(&w->rt);

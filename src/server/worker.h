@@ -12,6 +12,7 @@
 #ifndef RT_WORKER_H
 #define RT_WORKER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "rt/runtime.h"
@@ -51,6 +52,10 @@ struct worker_parts {
     struct guard *guard;           /* the workers' one per-client guard, or NULL: each its own */
     struct acme_tokens *tokens;    /* ACME's challenge answers (HTTP-01), or NULL without ACME */
     const struct proto_ops *proto; /* a test protocol that stands in for HTTP/2, or NULL */
+    /* certificates on demand (issue 40): bumped (and the worker woken) when a name its parked
+     * TLS handshakes may wait for was decided; its next tick tries them again
+     * (tls_port_retry). NULL: none. */
+    const atomic_uint *ondemand_gen;
 };
 
 /* Makes worker `id` from p (the listeners' fds are the worker's from here on, closed on

@@ -59,6 +59,8 @@ static int failure(struct tls_conn *c, int ret)
     switch (SSL_get_error(c->ssl, ret)) {
     case SSL_ERROR_WANT_READ:
         return TLS_AGAIN;
+    case SSL_ERROR_WANT_CLIENT_HELLO_CB: /* client_hello_cb: a certificate on demand */
+        return TLS_WAIT;
     case SSL_ERROR_ZERO_RETURN:
         return 0;
     default:
@@ -87,6 +89,11 @@ int tls_conn_handshake(struct tls_conn *c)
     }
     rc = failure(c, r);
     return rc == 0 ? -EPROTO : rc;
+}
+
+void tls_conn_give_up(struct tls_conn *c)
+{
+    c->late = true;
 }
 
 ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap)

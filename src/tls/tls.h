@@ -29,6 +29,9 @@
 /* Return values beside byte counts and -errno. */
 #define TLS_AGAIN (-EAGAIN)          /* needs more ciphertext (send what is pending first) */
 #define TLS_PLAIN_HTTP (-EPROTOTYPE) /* the first bytes are plain HTTP: core/rules.h */
+/* The ClientHello waits for a certificate on demand (tls_ondemand): call tls_conn_handshake
+ * again later (nothing was fed or sent); tls_conn_give_up first once the wait is over. */
+#define TLS_WAIT (-EINPROGRESS)
 
 enum tls_alpn { TLS_ALPN_NONE, TLS_ALPN_HTTP1, TLS_ALPN_H2 };
 
@@ -42,10 +45,14 @@ int tls_conn_feed(struct tls_conn *c, const void *data, size_t len);
 size_t tls_conn_buffered(const struct tls_conn *c);
 
 /* Drives the handshake with what was fed: 1 once established, TLS_AGAIN, TLS_PLAIN_HTTP when the
- * first byte is an HTTP method's letter instead of a TLS record, or -EPROTO (a bad hello, a
- * version or cipher we refuse, garbage; an alert may be pending). Either way, send what
+ * first byte is an HTTP method's letter instead of a TLS record, TLS_WAIT, or -EPROTO (a bad hello,
+ * a version or cipher we refuse, garbage; an alert may be pending). Either way, send what
  * tls_conn_pending holds. */
 int tls_conn_handshake(struct tls_conn *c);
+
+/* A handshake that returned TLS_WAIT: its next tls_conn_handshake ends the wait, with the
+ * certificate if it is there by then, else with the unrecognized_name alert. */
+void tls_conn_give_up(struct tls_conn *c);
 
 /* Plaintext into buf (cap > 0), driving the handshake first when needed: bytes > 0, 0 when the
  * peer sent close_notify, TLS_AGAIN, TLS_PLAIN_HTTP, -EPROTO or -ENOMEM. */

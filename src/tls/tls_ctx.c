@@ -119,6 +119,7 @@ struct tls_certs {
 struct tls_ctx {
     unsigned refs; /* the owner's one, plus one per connection: the worker's thread only */
     struct tls_challenge challenge;
+    struct tls_ondemand ondemand;
     struct tls_certs *certs; /* a reference of its own */
     BIO_METHOD *bio;
     /* The one BIO every connection's SSL reads and writes through, pointed at the connection
@@ -379,8 +380,8 @@ static int servername_cb(SSL *ssl, int *alert, void *arg)
     struct tls_conn *c = conn_of(ssl);
     const struct tls_certs *certs = c->ctx->certs;
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    if (c->acme)
-        return SSL_TLSEXT_ERR_OK; /* client_hello_cb gave it the challenge's certificate */
+    if (c->acme || c->ondemand)
+        return SSL_TLSEXT_ERR_OK; /* client_hello_cb gave it its certificate */
     c->by_site = false;
     c->group = 0;
     if (!name || certs->num_groups < 2) {
@@ -440,8 +441,49 @@ static bool hello_sni(SSL *ssl, char *out, size_t cap)
     return true;
 }
 
+/* Issue 40: a name no certificate of the set covers may be one to get a certificate for now
+ * (tls_ondemand): the hook says whether, and the handshake parks while it is being decided or
+ * issued (SSL_CLIENT_HELLO_RETRY keeps the ClientHello; OpenSSL calls us again on the next
+ * SSL_do_handshake). */
+static int on_demand(SSL *ssl, struct tls_conn *c, int *alert)
+{
+    const struct tls_ctx *ctx = c->ctx;
+    char name[256];
+    bool by_site;
+    X509 *x = NULL;
+    STACK_OF(X509) *chain = NULL;
+    EVP_PKEY *k = NULL;
+    if (!hello_sni(ssl, name, sizeof(name)) || sni_group(ctx->certs, name, &by_site) >= 0)
+        return SSL_CLIENT_HELLO_SUCCESS;
+    int rc = ctx->ondemand.cert(ctx->ondemand.arg, name, c->late, &x, &chain, &k);
+    if (rc > 0)
+        return SSL_CLIENT_HELLO_SUCCESS;
+    if (rc == -EINPROGRESS && !c->late)
+        return SSL_CLIENT_HELLO_RETRY;
+    if (rc < 0) {
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    /* The default pair's certificates go: a client must not be offered one that does not name
+     * it beside the one that does. */
+    SSL_certs_clear(ssl);
+    int ok = SSL_use_cert_and_key(ssl, x, k, chain, 1);
+    X509_free(x);
+    EVP_PKEY_free(k);
+    sk_X509_pop_free(chain, X509_free);
+    if (ok != 1) {
+        ERR_clear_error();
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    c->ondemand = true;
+    c->by_site = true; /* the request must go to the site SNI names, as with a site's own pair */
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
 /* RFC 8737: a ClientHello that offers acme-tls/1 is a CA validating a name. It gets the
- * challenge certificate for its SNI name, if one is pending, and never a real one. */
+ * challenge certificate for its SNI name, if one is pending, and never a real one. Else a name
+ * may be one for a certificate on demand. */
 static int client_hello_cb(SSL *ssl, int *alert, void *arg)
 {
     (void)arg;
@@ -451,7 +493,8 @@ static int client_hello_cb(SSL *ssl, int *alert, void *arg)
     X509 *x = NULL;
     EVP_PKEY *k = NULL;
     if (!ctx->challenge.cert || !offers_acme(ssl))
-        return SSL_CLIENT_HELLO_SUCCESS;
+        return ctx->ondemand.cert && !c->ondemand ? on_demand(ssl, c, alert)
+                                                  : SSL_CLIENT_HELLO_SUCCESS;
     if (!hello_sni(ssl, name, sizeof(name)) ||
         ctx->challenge.cert(ctx->challenge.arg, name, &x, &k) != 0) {
         *alert = SSL_AD_UNRECOGNIZED_NAME;
@@ -1058,6 +1101,7 @@ int tls_ctx_new(const struct tls_settings *s, const struct tls_keys *keys, struc
     ctx->keys = keys;
     ctx->alpn_h2 = s->alpn_h2;
     ctx->challenge = s->challenge;
+    ctx->ondemand = s->ondemand;
     ctx->rotate = s->ticket_rotate ? s->ticket_rotate : TLS_TICKET_ROTATE;
     ctx->period = INT64_MIN;
     if (!(ctx->bio = tls_record_bio_method()) || !(ctx->wire = BIO_new(ctx->bio))) {

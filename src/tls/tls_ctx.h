@@ -40,6 +40,20 @@ struct tls_challenge {
     void *arg; /* per context: the worker's reader of the challenge table */
 };
 
+/* Certificates on demand (issue 40), installed by the server: asked for a ClientHello whose
+ * SNI name no certificate of the set covers. 1: not an on-demand name (the handshake goes on
+ * as before: the default pair, or unrecognized_name when certless); 0 with a reference each
+ * to the name's certificate, its chain (may be NULL) and key; -EINPROGRESS: being decided or
+ * issued, ask again later (the handshake parks: TLS_WAIT); another -errno: refused (the
+ * unrecognized_name alert). late: the caller's deadline passed, so "ask again" is refused too.
+ * Runs on the worker's thread: must not block. */
+struct stack_st_X509;
+struct tls_ondemand {
+    int (*cert)(void *arg, const char *name, bool late, struct x509_st **cert,
+                struct stack_st_X509 **chain, struct evp_pkey_st **key);
+    void *arg; /* per context: the worker's reader */
+};
+
 struct tls_certs;
 
 struct tls_settings {
@@ -54,6 +68,7 @@ struct tls_settings {
     /* A ClientHello offering ALPN "acme-tls/1" is answered with challenge's certificate for its
      * SNI name and nothing else: such a connection carries no data (tls_conn_read refuses). */
     struct tls_challenge challenge; /* .cert NULL: none */
+    struct tls_ondemand ondemand;   /* .cert NULL: none (no site has acme: on-demand) */
     int min_version;        /* 12: TLS 1.2 and 1.3, Mozilla "intermediate"; 13: TLS 1.3 only */
     bool alpn_h2;           /* the protocol layer serves HTTP/2: ALPN offers h2 before http/1.1 */
     unsigned ticket_rotate; /* seconds per ticket key; 0 means TLS_TICKET_ROTATE */

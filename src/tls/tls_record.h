@@ -76,6 +76,8 @@ struct tls_conn {
     bool closing;   /* close_notify queued */
     bool by_site;   /* SNI named a site whose own pair was chosen */
     bool acme;      /* a TLS-ALPN-01 validation: the challenge certificate, no data */
+    bool ondemand;  /* the certificate came from tls_ondemand for the SNI name (issue 40) */
+    bool late;      /* tls_conn_give_up: a parked handshake's next try is its last */
     int32_t group;  /* the certificate group chosen (0: the default), of thousands (issue 40) */
 };
 

@@ -822,7 +822,8 @@ RESTART_VALUES = {
 # test_acme.py).
 NOT_IN_THIS_TEST = {"port", "bind", "threads", "engine", "config", "tls-port", "acme-email",
                     "acme-domain", "acme-ca", "acme-ca-root", "acme-state", "acme-challenge",
-                    "acme-dns-hook", "acme-dns-update", "acme-dns-tsig", "acme-dns-resolver"}
+                    "acme-dns-hook", "acme-dns-update", "acme-dns-tsig", "acme-dns-resolver",
+                    "acme-ask"}
 
 
 def test_reload_reports_every_option_it_cannot_change(make_server, sites):

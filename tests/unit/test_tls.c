@@ -395,6 +395,105 @@ TEST(tls_sni_picks_the_pair_first_is_default)
     dir_remove(&d);
 }
 
+/* Issue 40's hook (tls_ctx.h struct tls_ondemand): what it answers for the next name. */
+struct od_hook {
+    int answer; /* -EINPROGRESS, -EACCES, 1 (not on demand) or 0: x and k */
+    X509 *x;
+    EVP_PKEY *k;
+    int calls;
+    bool late_seen;
+};
+
+static int od_cert(void *arg, const char *name, bool late, X509 **x, STACK_OF(X509) * *chain,
+                   EVP_PKEY **k)
+{
+    struct od_hook *h = arg;
+    (void)name;
+    h->calls++;
+    h->late_seen = h->late_seen || late;
+    if (h->answer != 0)
+        return h->answer;
+    X509_up_ref(h->x);
+    EVP_PKEY_up_ref(h->k);
+    *x = h->x;
+    *k = h->k;
+    *chain = NULL;
+    return 0;
+}
+
+/* A name no pair covers parks the handshake (TLS_WAIT, nothing sent) while the hook says "ask
+ * again", then completes with the hook's certificate (the connection is the SNI name's, as a
+ * site's own pair makes it); a refusal, or "ask again" once late, is the alert; a name the
+ * hook declines, or one a pair covers, goes on as before. */
+TEST(tls_certificate_on_demand_parks_then_completes_or_refuses)
+{
+    struct one o;
+    dir_make(&o.d);
+    make_pair(&o.d, "a", "a.test", false, 0, 86400);
+    make_pair(&o.d, "od", "od.test", false, 0, 86400);
+    const char *names[] = {"a"};
+    o.s = settings(&o.fs, &o.d, names, 1);
+    struct od_hook h = {.answer = -EINPROGRESS};
+    char p[256];
+    snprintf(p, sizeof(p), "%s/od.crt", o.d.path);
+    FILE *f = fopen(p, "r");
+    CHECK(f && (h.x = PEM_read_X509(f, NULL, NULL, NULL)));
+    fclose(f);
+    snprintf(p, sizeof(p), "%s/od.key", o.d.path);
+    f = fopen(p, "r");
+    CHECK(f && (h.k = PEM_read_PrivateKey(f, NULL, NULL, NULL)));
+    fclose(f);
+    o.s.ondemand = (struct tls_ondemand){od_cert, &h};
+    CHECK_INT(tls_keys_new(&o.k), 0);
+    o.ctx = ctx_ok(&o.s, o.k);
+
+    struct client cl;
+    struct tls_conn c;
+    client_init(&cl, 0, "od.test", NULL, 0);
+    CHECK_INT(tls_conn_init(&c, o.ctx), 0);
+    CHECK_INT(pump(&cl, &c), TLS_WAIT);
+    CHECK_INT(tls_conn_pending(&c), 0);
+    CHECK_INT(tls_conn_handshake(&c), TLS_WAIT); /* asked again: still waiting */
+    h.answer = 0;
+    CHECK_INT(pump(&cl, &c), 1);
+    CHECK(peer_is(&cl, "od.test"));
+    CHECK(tls_conn_site_name(&c) && strcmp(tls_conn_site_name(&c), "od.test") == 0);
+    exchange(&cl, &c);
+    CHECK_INT(h.calls, 3);
+    tls_conn_fini(&c);
+    client_fini(&cl);
+
+    for (int late = 0; late < 2; late++) { /* refused; waiting past the deadline */
+        h.answer = late ? -EINPROGRESS : -EACCES;
+        client_init(&cl, 0, "no.test", NULL, 0);
+        CHECK_INT(tls_conn_init(&c, o.ctx), 0);
+        if (late) {
+            CHECK_INT(pump(&cl, &c), TLS_WAIT);
+            tls_conn_give_up(&c);
+        }
+        CHECK_INT(pump(&cl, &c), -EPROTO);
+        CHECK(!SSL_is_init_finished(cl.ssl));
+        CHECK(h.late_seen == (late == 1));
+        tls_conn_fini(&c);
+        client_fini(&cl);
+    }
+
+    h.calls = 0;
+    h.answer = 1; /* not on demand: the default pair */
+    for (int i = 0; i < 2; i++) {
+        client_init(&cl, 0, i ? "a.test" : "other.test", NULL, 0);
+        CHECK_INT(tls_conn_init(&c, o.ctx), 0);
+        CHECK_INT(pump(&cl, &c), 1);
+        CHECK(peer_is(&cl, "a.test"));
+        tls_conn_fini(&c);
+        client_fini(&cl);
+    }
+    CHECK_INT(h.calls, 1); /* a.test is covered: never asked */
+    X509_free(h.x);
+    EVP_PKEY_free(h.k);
+    one_teardown(&o);
+}
+
 /* Every connection on a context reads and writes through the context's one BIO, pointed at
  * the connection before each call into OpenSSL (tls_record_bind). Six handshakes advanced one
  * flight at a time in turn (SNI choosing a.test or b.test, three sealing, three not), one

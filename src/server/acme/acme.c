@@ -2,6 +2,7 @@
 #include "server/acme/acme.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
@@ -48,6 +49,8 @@ struct cert {
     int64_t ari_until; /* the ARI window is good until then (0: none asked) */
     int64_t next;      /* when the thread looks at it next */
     unsigned failures;
+    bool ondemand; /* issue 40: a name a handshake asked for (ondemand.h); kept across reloads */
+    int64_t stalled; /* its last order failed: the next try's time, else 0; under lock */
 };
 
 struct acme {
@@ -68,6 +71,7 @@ struct acme {
     struct cert **certs;
     int ncerts, cap;
     bool renamed; /* acme_names changed the set: every cert is looked at again; under lock */
+    bool poked;   /* acme_ondemand_add: a new cert is to be looked at now; under lock */
     struct acme_client client;
     bool client_open;
     pthread_t thread;
@@ -218,6 +222,10 @@ static int want(struct acme *a, const struct config *cfg, char *why, size_t why_
         if (site->acme && !site->site_tls) /* else its own pair, or told not to */
             rc = add_cert(a, site->hosts, site->num_hosts, &guess, why, why_len);
     }
+    bool od = acme_ondemand_wanted(cfg);
+    for (int i = 0; i < a->ncerts; i++)
+        if (a->certs[i]->ondemand)
+            a->certs[i]->wanted = od;
     return rc;
 }
 
@@ -279,6 +287,81 @@ static bool read_cert(struct acme *a, const struct cert *c, int64_t now, struct 
     return ok;
 }
 
+/* ---- certificates on demand (issue 40, ondemand.h) ------------------------------------- */
+
+#define ONDEMAND_SUFFIX ".ondemand" /* NAME.ondemand: a name approved once, kept at restarts */
+
+bool acme_ondemand_wanted(const struct config *cfg)
+{
+    if (cfg->acme_ondemand)
+        return true;
+    for (int i = 0; i < cfg->num_sites; i++)
+        if (cfg->sites[i].acme_ondemand)
+            return true;
+    return false;
+}
+
+/* The on-demand cert for name (one name each), made when missing. a->lock held (or a not yet
+ * shared). NULL when memory runs out. */
+static struct cert *ondemand_cert(struct acme *a, const char *name)
+{
+    for (int i = 0; i < a->ncerts; i++)
+        if (a->certs[i]->ondemand && strcasecmp(a->certs[i]->names[0], name) == 0)
+            return a->certs[i];
+    char why[64];
+    int guess = -1; /* known() looks at no guess first; add_cert sets it to the new one's */
+    const char *one[1] = {name};
+    if (add_cert(a, one, 1, &guess, why, sizeof(why)) != 0 || guess < 1)
+        return NULL;
+    struct cert *c = a->certs[guess - 1];
+    c->ondemand = true;
+    return c;
+}
+
+/* store_list's: a name approved before this start (its certificate is read with the others). */
+static void ondemand_found(void *arg, const char *file)
+{
+    struct acme *a = arg;
+    char name[256];
+    size_t n = strlen(file) - strlen(ONDEMAND_SUFFIX);
+    if (n == 0 || n >= sizeof(name))
+        return;
+    memcpy(name, file, n);
+    name[n] = '\0';
+    (void)ondemand_cert(a, name);
+}
+
+void *acme_ondemand_add(struct acme *a, const char *name)
+{
+    /* remembered first: a restart serves the certificate without asking again */
+    char file[300];
+    snprintf(file, sizeof(file), "%s" ONDEMAND_SUFFIX, name);
+    int err = store_write(&a->store, file, "", 0, 0600);
+    if (err)
+        errlog(ERRLOG_WARN, "acme: cannot write %s/%s: %s (a restart asks for %s again)",
+               a->cfg->acme_state, file, strerror(-err), name);
+    pthread_mutex_lock(&a->lock);
+    struct cert *c = ondemand_cert(a, name);
+    if (c) {
+        c->wanted = true;
+        a->poked = true;
+        pthread_cond_broadcast(&a->wake);
+    }
+    pthread_mutex_unlock(&a->lock);
+    return c;
+}
+
+int acme_ondemand_status(struct acme *a, void *cert, char *path, size_t cap, int64_t *retry_at)
+{
+    struct cert *c = cert;
+    pthread_mutex_lock(&a->lock);
+    int rc = c->live ? 1 : c->stalled ? -EAGAIN : 0;
+    *retry_at = c->stalled;
+    snprintf(path, cap, "%s", c->path);
+    pthread_mutex_unlock(&a->lock);
+    return rc;
+}
+
 int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *tokens,
              const struct acme_hooks *hooks, char *why, size_t why_len)
 {
@@ -305,7 +388,7 @@ int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *to
         a->kinds |= ACME_DNS01;
     if ((rc = want(a, cfg, why, why_len)) != 0)
         goto fail;
-    if (a->ncerts == 0) {
+    if (a->ncerts == 0 && !acme_ondemand_wanted(cfg)) {
         snprintf(why, why_len,
                  "--acme-email: no names to get a certificate for (--acme-domain NAME, or "
                  "hosts of a site in --config)");
@@ -334,6 +417,8 @@ int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *to
                      cfg->acme_state, cfg->user, strerror(-rc));
         goto fail;
     }
+    if (acme_ondemand_wanted(cfg))
+        (void)store_list(&a->store, ONDEMAND_SUFFIX, LONG_MAX, ondemand_found, a);
     int64_t now = (int64_t)time(NULL);
     for (int i = 0; i < a->ncerts; i++)
         a->certs[i]->live = read_cert(a, a->certs[i], now, &a->certs[i]->facts);
@@ -633,6 +718,7 @@ static void go_live(struct acme *a, struct cert *c, const struct jws_cert_facts 
         a->issued++;
     c->facts = *f;
     c->live = true;
+    c->stalled = 0;
     pthread_mutex_unlock(&a->lock);
     c->ari_until = 0;
     c->renew_at = 0;
@@ -698,6 +784,7 @@ static void failed(struct acme *a, struct cert *c, int64_t now)
     c->next = now + wait;
     pthread_mutex_lock(&a->lock);
     a->failed++;
+    c->stalled = c->next;
     pthread_mutex_unlock(&a->lock);
     errlog(ERRLOG_ERROR, "acme: order for %s failed (%u in a row, next try in %llds%s): %s", names,
            c->failures, (long long)wait, c->live ? ", the current certificate stays" : "",
@@ -808,6 +895,7 @@ static void *acme_main(void *arg)
         int n = a->ncerts; /* the certs below n are complete: acme_names adds under the lock */
         bool renamed = a->renamed;
         a->renamed = false;
+        a->poked = false;
         pthread_mutex_unlock(&a->lock);
         for (int i = 0; i < n && !stopping(a); i++) {
             pthread_mutex_lock(&a->lock);
@@ -827,7 +915,7 @@ static void *acme_main(void *arg)
         }
         pthread_mutex_lock(&a->lock);
         struct timespec until = {.tv_sec = (time_t)next};
-        while (!stopping(a) && !a->renamed && (int64_t)time(NULL) < next)
+        while (!stopping(a) && !a->renamed && !a->poked && (int64_t)time(NULL) < next)
             if (pthread_cond_timedwait(&a->wake, &a->lock, &until) == ETIMEDOUT)
                 break;
         pthread_mutex_unlock(&a->lock);

@@ -63,6 +63,20 @@ void acme_free(struct acme *a);
 /* -v: one line per certificate: its names, and valid until when or awaited. */
 void acme_describe(struct acme *a, FILE *f);
 
+/* Certificates on demand (issue 40, ondemand.h). Whether cfg has a site (or the default one)
+ * with "acme: on-demand". */
+bool acme_ondemand_wanted(const struct config *cfg);
+
+/* name (approved) is wanted from now on, a certificate of its own, ordered at once by the
+ * thread and renewed as the others; remembered in the state directory (NAME.ondemand), so a
+ * restart serves it without asking. Returns its handle for acme_ondemand_status, or NULL
+ * (out of memory). Not on a worker's thread (it writes to the state directory). */
+void *acme_ondemand_add(struct acme *a, const char *name);
+
+/* Where cert (acme_ondemand_add's) is: 1 live (its file's path, chain then key, in path),
+ * 0 being ordered, -EAGAIN when its last order failed (the next try at *retry_at). */
+int acme_ondemand_status(struct acme *a, void *cert, char *path, size_t cap, int64_t *retry_at);
+
 /* The metrics: the earliest expiry, certificates by state and by days left, with
  * --metrics-per-cert ringhttpd_tls_certificate_expiry_timestamp_seconds{name}, and
  * ringhttpd_acme_orders_total{outcome}. Its signature fits the metrics hook. */
