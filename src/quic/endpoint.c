@@ -1,4 +1,5 @@
-/* A worker's QUIC endpoint; see quic.h.
+/* A worker's QUIC endpoint: datagrams in, connections found and made, ngtcp2 driven, packets
+ * out; see quic.h (handshake.c has its TLS side, quicint.h what they share).
  *
  * Connections are found by the connection ID the client sends to (ours, of the layout
  * quic/cid.h owns, or its own first one while its Initials still carry it) in a chained hash
@@ -8,30 +9,13 @@
  * Timers are ngtcp2's per-connection expiry, kept in qc->deadline; the endpoint remembers the
  * earliest, so a loop turn with nothing due costs one comparison. Sends go out as the
  * connection writes them, a batch of equal-size datagrams per sendmsg (GSO). */
-#include "quic/quic.h"
+#include "quic/quicint.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <gnutls/crypto.h>
-#include <gnutls/gnutls.h>
-#include <gnutls/x509.h>
-#include <netinet/in.h>
-#include <ngtcp2/ngtcp2.h>
-#include <ngtcp2/ngtcp2_crypto.h>
-#include <ngtcp2/ngtcp2_crypto_gnutls.h>
-#include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "rt/names.h"
-#include "engine/udp.h"
-#include "quic/cid.h"
-
-#define MAX_CIDS 10      /* ours (active_connection_id_limit 8) and the client's first */
-#define CID_BUCKETS 4096 /* power of two */
-#define MTU_MAX 1500
 #define RETRY_TOKEN_TTL (10 * NGTCP2_SECONDS)
 #define RESETS_PER_TICK 64 /* stateless resets sent between two timer runs at most */
 #define CLOSE_RESEND_MAX 16
@@ -45,83 +29,6 @@
 
 _Static_assert(sizeof(struct quic_vec) == sizeof(ngtcp2_vec), "quic_vec is ngtcp2_vec");
 _Static_assert(UDP_GSO_MAX *MTU_MAX <= UDP_SEND_MAX, "a batch fits one udp_port_send");
-
-enum qstate { Q_OPEN, Q_CLOSING, Q_DRAINING };
-
-/* The credentials of one load, every worker's (issue 40: 10,000 pairs read once, not once per
- * worker); GnuTLS reads them unlocked from any session once they are made. One credentials
- * object per name set (an ECDSA and an RSA pair of the same names, listed one after the other,
- * share one: GnuTLS picks by key type), chosen by the ClientHello's SNI through a hash of the
- * certificates' names: GnuTLS's own choice compares every certificate's names in turn. */
-struct quic_cred {
-    gnutls_certificate_credentials_t *creds; /* the first the default (no or an unknown SNI) */
-    gnutls_x509_crt_t *leaves;               /* each one's first certificate */
-    unsigned num_creds;
-    atomic_uint refs; /* one per struct quic_certs over it: taken per worker, not per connection */
-    struct names names; /* a certificate's name (DNS subjectAltName, else CN): its set */
-};
-
-struct quic_certs {
-    struct quic_cred *shared;
-    gnutls_certificate_credentials_t cred; /* shared's default, at hand */
-    unsigned refs; /* the endpoint's, while current, and each connection's made with it */
-};
-
-struct cid_ent {
-    ngtcp2_cid cid;
-    struct quic_conn *qc;
-    struct cid_ent *next;
-};
-
-struct quic_conn {
-    struct quic_ep *ep;
-    /* The socket its first Initial came in on (issue 38: one per TLS listener): where its
-     * packets leave, unless a migration's path names another port's address (path_port). */
-    struct udp_port *port;
-    ngtcp2_conn *conn;
-    gnutls_session_t tls;
-    struct quic_certs *certs; /* what its handshake was given: a reload does not change it */
-    ngtcp2_crypto_conn_ref ref;
-    struct sockaddr_storage peer;
-    socklen_t peer_len;
-    ngtcp2_cid cids[MAX_CIDS];
-    unsigned ncids;
-    void *app;
-    ngtcp2_tstamp deadline;
-    ngtcp2_tstamp wake_at; /* quic_wake_in's, or 0 */
-    enum qstate state;
-    bool dirty; /* read something this batch: write at the flush */
-    bool drain_told;
-    bool counted;       /* app->admit counted it: app->leave at its end */
-    uint8_t *close_pkt; /* our CONNECTION_CLOSE, sent again when the peer keeps sending */
-    size_t close_len;
-    unsigned close_recv, close_sent;
-    char sni[256];
-    uint64_t app_error; /* quic_app_error's code for the close, or 0 (none: HTTP/3 has no 0) */
-    struct quic_conn *prev, *next;
-};
-
-struct quic_ep {
-    struct udp_port *ports[QUIC_PORTS_MAX]; /* the worker's UDP sockets, each a TLS listener's */
-    unsigned nports;
-    struct quic_settings set;
-    struct cid_layout ids;                  /* of every ID we issue */
-    struct quic_secrets keys;               /* the first makes tokens, all check them */
-    struct quic_secrets *_Atomic next_keys; /* a reload's, adopted at the next tick */
-    const struct quic_app *app;
-    void *ctx;
-    struct quic_certs *certs;              /* for new handshakes */
-    struct quic_certs *_Atomic next_certs; /* a reload's, adopted at the next new connection */
-    gnutls_priority_t prio;
-    struct cid_ent *buckets[CID_BUCKETS];
-    struct quic_conn *conns; /* every connection, newest first */
-    unsigned nconns;
-    unsigned resets_left;
-    bool draining;
-    ngtcp2_tstamp next; /* the earliest deadline, or UINT64_MAX */
-    struct quic_stats stats;
-    uint8_t out[UDP_GSO_MAX * MTU_MAX];
-};
 
 static ngtcp2_tstamp now_ns(const struct quic_ep *ep)
 {
@@ -522,13 +429,6 @@ const char *quic_cc_name(enum quic_cc cc)
     return (unsigned)cc < sizeof(names) / sizeof(names[0]) ? names[cc] : "cubic";
 }
 
-/* ngtcp2's callbacks. */
-static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref)
-{
-    struct quic_conn *qc = ref->user_data;
-    return qc->conn;
-}
-
 static int on_handshake_completed(ngtcp2_conn *conn, void *user)
 {
     struct quic_conn *qc = user;
@@ -662,62 +562,6 @@ static const ngtcp2_callbacks callbacks = {
     .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
 };
 
-/* GnuTLS post-client-hello: remembers the SNI (for the 421 rule and the log). */
-static int on_client_hello(gnutls_session_t s, unsigned htype, unsigned when, unsigned incoming,
-                           const gnutls_datum_t *msg)
-{
-    (void)htype, (void)when, (void)incoming, (void)msg;
-    struct quic_conn *qc = ((ngtcp2_crypto_conn_ref *)gnutls_session_get_ptr(s))->user_data;
-    size_t len = sizeof(qc->sni) - 1;
-    unsigned type;
-    if (gnutls_server_name_get(s, qc->sni, &len, &type, 0) != 0 || type != GNUTLS_NAME_DNS)
-        qc->sni[0] = '\0';
-    return 0;
-}
-
-/* GnuTLS post-client-hello, before it chooses a certificate: the credentials of the name set
- * that covers the SNI (issue 40), found in O(1); the default ones stay otherwise. */
-static int pick_cred(gnutls_session_t s)
-{
-    struct quic_conn *qc = ((ngtcp2_crypto_conn_ref *)gnutls_session_get_ptr(s))->user_data;
-    const struct quic_cred *q = qc->certs->shared;
-    char name[256];
-    size_t len = sizeof(name) - 1;
-    unsigned type;
-    if (q->num_creds < 2 || gnutls_server_name_get(s, name, &len, &type, 0) != 0 ||
-        type != GNUTLS_NAME_DNS)
-        return 0;
-    int g = names_lookup(&q->names, name);
-    /* the table's wildcard covers any depth, a certificate's one label (RFC 6125 6.4.3) */
-    if (g > 0 && gnutls_x509_crt_check_hostname2(q->leaves[g], name, 0) != 0)
-        gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, q->creds[g]);
-    return 0;
-}
-
-static int tls_setup(struct quic_ep *ep, struct quic_conn *qc)
-{
-    static const gnutls_datum_t alpn = {(unsigned char *)"h3", 2};
-    if (gnutls_init(&qc->tls, GNUTLS_SERVER | GNUTLS_NO_AUTO_SEND_TICKET |
-                                  GNUTLS_NO_END_OF_EARLY_DATA) != 0) {
-        qc->tls = NULL;
-        return -ENOMEM;
-    }
-    qc->ref = (ngtcp2_crypto_conn_ref){get_conn, qc};
-    gnutls_session_set_ptr(qc->tls, &qc->ref);
-    qc->certs = ep->certs;
-    qc->certs->refs++;
-    if (gnutls_priority_set(qc->tls, ep->prio) != 0 ||
-        ngtcp2_crypto_gnutls_configure_server_session(qc->tls) != 0 ||
-        gnutls_credentials_set(qc->tls, GNUTLS_CRD_CERTIFICATE, qc->certs->cred) != 0 ||
-        gnutls_alpn_set_protocols(qc->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY) != 0)
-        return -EINVAL;
-    gnutls_handshake_set_hook_function(qc->tls, GNUTLS_HANDSHAKE_CLIENT_HELLO, GNUTLS_HOOK_POST,
-                                       on_client_hello);
-    gnutls_handshake_set_post_client_hello_function(qc->tls, pick_cred);
-    ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
-    return 0;
-}
-
 /* A new connection from a client Initial hd (odcid: the client's first DCID when it came back
  * with our Retry token, the address then proven). */
 static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
@@ -777,7 +621,8 @@ static struct quic_conn *conn_new(struct quic_ep *ep, const ngtcp2_pkt_hd *hd,
         qc->conn = NULL;
         goto fail;
     }
-    if (tls_setup(ep, qc) != 0 || cid_add(ep, qc, &scid) != 0 || cid_add(ep, qc, &hd->dcid) != 0)
+    if (quic_tls_setup(ep, qc) != 0 || cid_add(ep, qc, &scid) != 0 ||
+        cid_add(ep, qc, &hd->dcid) != 0)
         goto fail;
     ep->stats.accepted++;
     return qc;
@@ -1206,33 +1051,6 @@ const struct sockaddr *quic_peer(const struct quic_conn *qc, socklen_t *len)
     return (const struct sockaddr *)&qc->peer;
 }
 
-const char *quic_sni(const struct quic_conn *qc)
-{
-    return qc->sni;
-}
-
-bool quic_cert_only(const struct quic_conn *qc)
-{
-    /* name sets, as the TLS port counts its groups: an ECDSA and an RSA pair of one host are
-     * one certificate to choose */
-    return !qc->certs || qc->certs->shared->num_creds < 2;
-}
-
-bool quic_cert_names(const struct quic_conn *qc, const char *host, size_t len)
-{
-    char name[256];
-    const gnutls_datum_t *der = gnutls_certificate_get_ours(qc->tls);
-    gnutls_x509_crt_t crt;
-    if (!der || len >= sizeof(name) || gnutls_x509_crt_init(&crt) != 0)
-        return false;
-    memcpy(name, host, len);
-    name[len] = '\0';
-    bool ok = gnutls_x509_crt_import(crt, der, GNUTLS_X509_FMT_DER) == 0 &&
-              gnutls_x509_crt_check_hostname2(crt, name, 0) != 0;
-    gnutls_x509_crt_deinit(crt);
-    return ok;
-}
-
 int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_settings *s,
                 const struct quic_app *app, void *ctx, char *why, size_t why_len)
 {
@@ -1312,176 +1130,6 @@ void quic_ep_free(struct quic_ep *ep)
     free(ep);
 }
 
-static void cred_put(struct quic_cred *q)
-{
-    if (!q || atomic_fetch_sub_explicit(&q->refs, 1, memory_order_acq_rel) != 1)
-        return;
-    for (unsigned i = 0; i < q->num_creds; i++) {
-        gnutls_certificate_free_credentials(q->creds[i]);
-        if (q->leaves[i])
-            gnutls_x509_crt_deinit(q->leaves[i]);
-    }
-    names_free(&q->names);
-    free(q->creds);
-    free(q->leaves);
-    free(q);
-}
-
-/* A struct quic_certs over q, whose reference it takes over. */
-static int wrap(struct quic_cred *q, struct quic_certs **out)
-{
-    struct quic_certs *c = calloc(1, sizeof(*c));
-    if (!c) {
-        cred_put(q);
-        return -ENOMEM;
-    }
-    *c = (struct quic_certs){.shared = q, .cred = q->creds[0], .refs = 1};
-    *out = c;
-    return 0;
-}
-
-/* The names of set g's certificate (DNS subjectAltNames, else the CN), pushed. */
-static int leaf_names(struct quic_cred *q, int g)
-{
-    char buf[VHOST_NAME_MAX + 1];
-    int rc = 0, found = 0;
-    for (unsigned seq = 0; rc == 0; seq++) {
-        size_t len = sizeof(buf);
-        int t = gnutls_x509_crt_get_subject_alt_name(q->leaves[g], seq, buf, &len, NULL);
-        if (t == GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE)
-            break;
-        if (t == GNUTLS_SAN_DNSNAME) {
-            rc = names_push(&q->names, buf, len, g);
-            found++;
-        }
-    }
-    size_t len = sizeof(buf);
-    if (rc == 0 && !found &&
-        gnutls_x509_crt_get_dn_by_oid(q->leaves[g], GNUTLS_OID_X520_COMMON_NAME, 0, 0, buf, &len) ==
-            0)
-        rc = names_push(&q->names, buf, len, g);
-    return rc;
-}
-
-/* Whether two certificates name the same: subject and subjectAltName alike. */
-static bool same_names(gnutls_x509_crt_t a, gnutls_x509_crt_t b)
-{
-    gnutls_datum_t da = {0}, db = {0}, sa = {0}, sb = {0};
-    unsigned ca, cb;
-    bool same = gnutls_x509_crt_get_raw_dn(a, &da) == 0 &&
-                gnutls_x509_crt_get_raw_dn(b, &db) == 0 && da.size == db.size &&
-                memcmp(da.data, db.data, da.size) == 0;
-    int ra = gnutls_x509_crt_get_extension_by_oid2(a, "2.5.29.17", 0, &sa, &ca);
-    int rb = gnutls_x509_crt_get_extension_by_oid2(b, "2.5.29.17", 0, &sb, &cb);
-    same =
-        same && ra == rb && (ra != 0 || (sa.size == sb.size && !memcmp(sa.data, sb.data, sa.size)));
-    gnutls_free(da.data);
-    gnutls_free(db.data);
-    gnutls_free(sa.data);
-    gnutls_free(sb.data);
-    return same;
-}
-
-/* Pair i into q: into the last set when its certificate names the same (an ECDSA and an RSA
- * pair of one host), else a set of its own. 0, or -errno with the file in why. */
-static int add_pair(struct quic_cred *q, const char *cert, const char *key, char *why,
-                    size_t why_len)
-{
-    gnutls_certificate_credentials_t cred = NULL;
-    gnutls_x509_crt_t leaf = NULL;
-    gnutls_datum_t der;
-    gnutls_x509_trust_list_t none;
-    int rc = gnutls_certificate_allocate_credentials(&cred);
-    /* No client certificates are asked for: a trust list of one bucket, not GnuTLS's 127 for
-     * each of 10,000 credentials */
-    if (rc == 0 && gnutls_x509_trust_list_init(&none, 1) == 0)
-        gnutls_certificate_set_trust_list(cred, none, 0);
-    if (rc == 0)
-        rc = gnutls_certificate_set_x509_key_file2(cred, cert, key, GNUTLS_X509_FMT_PEM, NULL, 0);
-    if (rc >= 0 && (rc = gnutls_certificate_get_crt_raw(cred, 0, 0, &der)) == 0 &&
-        (rc = gnutls_x509_crt_init(&leaf)) == 0)
-        rc = gnutls_x509_crt_import(leaf, &der, GNUTLS_X509_FMT_DER);
-    if (rc >= 0 && q->num_creds && same_names(q->leaves[q->num_creds - 1], leaf)) {
-        gnutls_certificate_free_credentials(cred);
-        gnutls_x509_crt_deinit(leaf);
-        cred = NULL;
-        leaf = NULL;
-        rc = gnutls_certificate_set_x509_key_file2(q->creds[q->num_creds - 1], cert, key,
-                                                   GNUTLS_X509_FMT_PEM, NULL, 0);
-    } else if (rc >= 0) {
-        q->creds[q->num_creds] = cred;
-        q->leaves[q->num_creds] = leaf;
-        cred = NULL;
-        leaf = NULL;
-        if ((rc = leaf_names(q, (int)q->num_creds++)) != 0) {
-            snprintf(why, why_len, "HTTP/3: out of memory");
-            return rc;
-        }
-    }
-    if (cred)
-        gnutls_certificate_free_credentials(cred);
-    if (leaf)
-        gnutls_x509_crt_deinit(leaf);
-    if (rc < 0) {
-        snprintf(why, why_len, "HTTP/3: %s: %s", cert, gnutls_strerror(rc));
-        return -EINVAL;
-    }
-    return 0;
-}
-
-int quic_certs_new(struct quic_certs **out, const char *const *certs, const char *const *keys,
-                   char *why, size_t why_len)
-{
-    struct quic_cred *q = calloc(1, sizeof(*q));
-    unsigned n = 0;
-    int rc = 0;
-    while (certs[n])
-        n++;
-    if (!q)
-        return -ENOMEM;
-    atomic_init(&q->refs, 1);
-    if (!(q->creds = calloc(n + 1, sizeof(*q->creds))) ||
-        !(q->leaves = calloc(n + 1, sizeof(*q->leaves))))
-        rc = -ENOMEM;
-    /* Each pair in the order given; the first is the default, as the TLS port's. */
-    for (unsigned i = 0; rc == 0 && i < n; i++)
-        rc = add_pair(q, certs[i], keys[i], why, why_len);
-    if (rc == 0)
-        rc = names_index(&q->names); /* a name twice: the first set's */
-    /* No pair yet (automatic HTTPS before its first certificate): credentials without one,
-     * whose handshakes fail, as the TLS port's certless context refuses */
-    if (rc == 0 && !q->num_creds && gnutls_certificate_allocate_credentials(&q->creds[0]) == 0)
-        q->num_creds = 1;
-    else if (rc == 0 && !q->num_creds)
-        rc = -ENOMEM;
-    if (rc != 0) {
-        if (rc == -ENOMEM)
-            snprintf(why, why_len, "HTTP/3: out of memory");
-        cred_put(q);
-        return rc;
-    }
-    return wrap(q, out);
-}
-
-int quic_certs_dup(const struct quic_certs *c, struct quic_certs **out)
-{
-    atomic_fetch_add_explicit(&c->shared->refs, 1, memory_order_relaxed);
-    return wrap(c->shared, out);
-}
-
-void quic_certs_put(struct quic_certs *c)
-{
-    if (c && --c->refs == 0) {
-        cred_put(c->shared);
-        free(c);
-    }
-}
-
-const struct quic_certs *quic_ep_certs(const struct quic_ep *ep)
-{
-    return ep->certs;
-}
-
 int quic_ep_set_secrets(struct quic_ep *ep, const struct quic_secrets *s)
 {
     if (s->n == 0 || s->n > QUIC_SECRETS_MAX)
@@ -1497,10 +1145,4 @@ int quic_ep_set_secrets(struct quic_ep *ep, const struct quic_secrets *s)
         free(old);
     }
     return 0;
-}
-
-void quic_ep_publish(struct quic_ep *ep, struct quic_certs *c)
-{
-    /* Never adopted: nothing else refers to the one replaced. */
-    quic_certs_put(atomic_exchange(&ep->next_certs, c));
 }
