@@ -17,13 +17,14 @@ struct got {
     char text[8192];
     size_t len;
     int n, stop_at, sidx[64];
+    bool static_value[64];
 };
 
 static int collect(void *arg, const struct qpack_field *f)
 {
     struct got *g = arg;
     if (g->n < 64)
-        g->sidx[g->n] = f->sidx;
+        g->sidx[g->n] = f->sidx, g->static_value[g->n] = f->static_value;
     g->len += (size_t)snprintf(g->text + g->len, sizeof(g->text) - g->len, "%s%.*s=%.*s",
                                g->n ? "\n" : "", (int)f->nlen, f->name, (int)f->vlen, f->value);
     return ++g->n == g->stop_at ? 7 : 0;
@@ -389,6 +390,10 @@ TEST(qpack_field_lines_of_every_kind)
               ":path=abc\nfoo=b\nage=1\n:path=/");
     CHECK(g.sidx[0] == 0 && g.sidx[1] == 1 && g.sidx[2] == -1 && g.sidx[3] == 1);
     CHECK(g.sidx[4] == -1 && g.sidx[5] == 2 && g.sidx[6] == 1);
+    /* only the static indexed line's value is the table's (h3req scans the others) */
+    for (int i = 0; i < 6; i++)
+        CHECK(!g.static_value[i]);
+    CHECK(g.static_value[6]);
     /* fn's nonzero value comes back as is, and the section is acknowledged */
     CHECK(owes(&d, "84"));
     g.stop_at = 2;

@@ -433,6 +433,8 @@ size_t qpack_dec_output(struct qpack_dec *d, uint8_t *out, size_t cap)
     if (d->known < d->ins && put_out(d, 0x00, 6, d->ins - d->known)) /* 4.4.3 */
         d->known = d->ins;
     size_t k = cap < d->out_len ? cap : d->out_len;
+    if (k == 0) /* the usual answer: h3 asks before every packet it writes (~4 a request) */
+        return 0;
     memcpy(out, d->out, k);
     memmove(d->out, d->out + k, d->out_len - k);
     d->out_len -= (uint32_t)k;
@@ -470,6 +472,7 @@ struct line {
     uint64_t nlen, vlen; /* a Huffman string's: encoded */
     int16_t sidx;        /* a Huffman name's is found once it is decoded */
     bool nhuff, vhuff;
+    bool svalue; /* the value is the static table's */
 };
 
 /* A reference to the dynamic table from a section of Required Insert Count ric (2.2.3). */
@@ -490,7 +493,7 @@ static void ref_static(uint64_t i, struct line *l, bool whole)
     const struct qpack_static *s = &qpack_static[i];
     l->name = s->name, l->nlen = s->name_len, l->sidx = s->name_idx;
     if (whole)
-        l->value = s->value, l->vlen = s->value_len;
+        l->value = s->value, l->vlen = s->value_len, l->svalue = true;
 }
 
 /* A literal's string: 1, or what read_str says. */
@@ -512,7 +515,7 @@ static inline __attribute__((always_inline)) int read_line(const struct qpack_de
 {
     uint8_t b = in[*pos];
     uint64_t v;
-    l->nhuff = l->vhuff = false;
+    l->nhuff = l->vhuff = l->svalue = false;
     if (b & 0x80) { /* Indexed: 1 T index(6) */
         if (read_int(in, len, pos, 6, &v) != 1)
             return -1;
@@ -599,7 +602,8 @@ static inline __attribute__((always_inline)) int deliver(const struct line *l, c
                             .value = l->value,
                             .nlen = (uint32_t)l->nlen,
                             .vlen = (uint32_t)l->vlen,
-                            .sidx = l->sidx};
+                            .sidx = l->sidx,
+                            .static_value = l->svalue};
     long k = 0;
     if (l->nhuff) {
         if ((k = huff_decode((const uint8_t *)l->name, l->nlen, buf, QPACK_FIELD_MAX)) < 0)

@@ -42,6 +42,7 @@ struct qpack_field {
     uint32_t nlen, vlen;
     int16_t sidx; /* the QPACK static table's first index with this name, else -1: lets h3
                      recognise :method, :path, :authority... by number */
+    bool static_value; /* the value is the static table's too (an indexed static line) */
 };
 /* Called for each field line; nonzero stops the section. It must not call into the decoder. */
 typedef int (*qpack_field_fn)(void *arg, const struct qpack_field *f);
