@@ -403,6 +403,44 @@ TEST(qpack_field_lines_of_every_kind)
     qpack_dec_fini(&d);
 }
 
+/* Huffman values are decoded once and then taken from the decoder's memo (four of them, round
+ * robin, coded in 24 bytes at most): every value comes out as sent, whether remembered,
+ * pushed out by others, of the same coded length as a remembered one, or too long to keep;
+ * an invalid code is refused every time, never remembered. */
+TEST(qpack_huffman_values_remembered)
+{
+    static const char *const vals[] = {"a.test:443",
+                                       "quic-go HTTP/3",
+                                       "gzip",
+                                       "/one",
+                                       "/two",
+                                       "a.test:444",
+                                       "x-a-value-longer-than-what-the-memo-keeps-0123456789"};
+    struct qpack_dec d;
+    struct got g = {0};
+    qpack_dec_init(&d, 0, 0);
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+            /* RIC 0, base 0; :authority by its static name, the value Huffman-coded */
+            uint8_t sec[128] = {0x00, 0x00, 0x50};
+            size_t h = huff_encode(sec + 4, vals[i], strlen(vals[i]));
+            CHECK(h < 127 && h < strlen(vals[i]));
+            sec[3] = (uint8_t)(0x80 | h);
+            g = (struct got){0};
+            CHECK_INT(qpack_dec_section(&d, 0, (const uint8_t *)unit_guard(sec, h + 4), h + 4, BIG,
+                                        collect, &g),
+                      0);
+            char want[96];
+            snprintf(want, sizeof(want), ":authority=%s", vals[i]);
+            CHECK_MEM(g.text, g.len, want);
+        }
+        /* a bad code (all ones: EOS) is refused, and refused again the next round */
+        CHECK_INT(section(&d, 0, "0000 50 88 ffffffffffffffff", BIG, &g),
+                  -QPACK_DECOMPRESSION_FAILED);
+    }
+    qpack_dec_fini(&d);
+}
+
 /* Past the 40 lines the first pass keeps, the rest are read again: 100 lines, in order; and
  * the exact count near the bound covers both. */
 TEST(qpack_long_sections_in_order)
