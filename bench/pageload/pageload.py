@@ -299,7 +299,7 @@ MEASURE_JS = """JSON.stringify((() => {
   const nav = performance.getEntriesByType('navigation')[0];
   const res = performance.getEntriesByType('resource').map(r => ({
     name: r.name, proto: r.nextHopProtocol, end: r.responseEnd, type: r.initiatorType,
-    size: r.encodedBodySize}));
+    size: r.encodedBodySize, start: r.startTime, first: r.responseStart}));
   return {dcl: nav.domContentLoadedEventEnd, load: nav.loadEventEnd, proto: nav.nextHopProtocol,
           ran: window.__ran || {}, res: res};
 })())"""
@@ -445,6 +445,9 @@ def main():
                     "h2o,nginx,caddy",
                     help="ringhttpd-h2[-CC], ringhttpd-h3[-CC][-epoll], h2o, nginx, caddy")
     ap.add_argument("--quic-cc", default="cubic", help="ringhttpd-h3's controller (the default one)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="load i of every cell before load i+1 of any (A B A B): a slow minute of "
+                         "a shared machine then hits every cell alike")
     ap.add_argument("--timeout", type=int, default=90)
     ap.add_argument("--out", default=os.path.join(HERE, "..", "results", "pageload"))
     ap.add_argument("--work", default="/tmp/ringhttpd-pageload")
@@ -508,32 +511,38 @@ def main():
                 s.start(a.work)
             for prof in profiles:
                 rtt, loss = PROFILES[prof]
-                for c in cells:
+                order = ([(i, c) for i in range(a.loads) for c in cells] if a.interleave
+                         else [(i, c) for c in cells for i in range(a.loads)])
+                for i, c in order:
                     srv, proto = cell_server[c]
-                    for i in range(a.loads):
-                        sp, so = shaper_start(a.shaper, rtt, loss, i + 1)
-                        err, r = None, None
-                        try:
-                            r = chromium_load("https://localhost:%d/" % srv.port, proto, srv.port, a.timeout,
-                                              spki)
-                            err = check(r, proto)
-                        except Exception as e:
-                            err = str(e)
-                        st = shaper_stop(sp, so)
-                        row = {"profile": prof, "cell": c, "load": i, "error": err, "shaper": st}
-                        if r:
-                            seen = [x["name"] for x in r["res"]]
-                            row["fetched_twice"] = sorted({n for n in seen if seen.count(n) > 1})
-                        if r:
-                            scripts = [x["end"] for x in r["res"] if x["type"] == "script"]
-                            row.update(dcl=r["dcl"], load_ms=r["load"],
-                                       scripts=max(r["ran"].values()) if r["ran"] else None,
-                                       script_end=max(scripts) if scripts else None, wall=r["wall"])
-                        results.append(row)
-                        raw.write(json.dumps(row) + "\n")
-                        raw.flush()
-                        log("%-12s %-22s #%d %s" % (prof, c, i, err or "dcl %.0f load %.0f scripts %.0f (shaper: %d pkts, %d dropped, late avg %.0f us)" % (
-                            row["dcl"], row["load_ms"], row["scripts"], st.get("seen", 0), st.get("dropped", 0), st.get("late_avg_us", 0))))
+                    sp, so = shaper_start(a.shaper, rtt, loss, i + 1)
+                    err, r = None, None
+                    try:
+                        r = chromium_load("https://localhost:%d/" % srv.port, proto, srv.port, a.timeout,
+                                          spki)
+                        err = check(r, proto)
+                    except Exception as e:
+                        err = str(e)
+                    st = shaper_stop(sp, so)
+                    row = {"profile": prof, "cell": c, "load": i, "error": err, "shaper": st}
+                    if r:
+                        seen = [x["name"] for x in r["res"]]
+                        row["fetched_twice"] = sorted({n for n in seen if seen.count(n) > 1})
+                        # every resource's request start, first byte and end (ms from the
+                        # navigation), in the order they ended: which ones finished late
+                        row["res"] = [[x["name"].rsplit("/", 1)[-1], x["type"], round(x.get("start") or 0),
+                                       round(x.get("first") or 0), round(x["end"])]
+                                      for x in sorted(r["res"], key=lambda x: x["end"])]
+                    if r:
+                        scripts = [x["end"] for x in r["res"] if x["type"] == "script"]
+                        row.update(dcl=r["dcl"], load_ms=r["load"],
+                                   scripts=max(r["ran"].values()) if r["ran"] else None,
+                                   script_end=max(scripts) if scripts else None, wall=r["wall"])
+                    results.append(row)
+                    raw.write(json.dumps(row) + "\n")
+                    raw.flush()
+                    log("%-12s %-22s #%d %s" % (prof, c, i, err or "dcl %.0f load %.0f scripts %.0f (shaper: %d pkts, %d dropped, late avg %.0f us)" % (
+                        row["dcl"], row["load_ms"], row["scripts"], st.get("seen", 0), st.get("dropped", 0), st.get("late_avg_us", 0))))
         finally:
             for s in servers:
                 s.stop()

@@ -4,11 +4,13 @@
 
 #include "http/h3/h3req.h"
 
+#include "core/token.h"
+
 #include "unit.h"
 
 static void field(struct h3req *q, const char *n, const char *v)
 {
-    h3req_field(q, n, strlen(n), v, strlen(v));
+    h3req_field(q, n, strlen(n), v, strlen(v), 0);
 }
 
 /* q emptied, its fields and bytes in static storage of the sizes h3.c gives. */
@@ -106,6 +108,18 @@ TEST(h3req_malformed_sections)
         field(q, bad[i].name, bad[i].value);
         CHECK(q->malformed && h3req_parse(q, &req) == -EPROTO);
     }
+    /* A name the static table gave is not scanned again, its literal value still is; and a
+     * value known valid does not excuse the name. */
+    static const char crlf[] = "a\r\nb: c";
+    struct h3req *k = begin("GET", "/");
+    h3req_field(k, "user-agent", 10, crlf, sizeof(crlf) - 1, TOKEN_NAME_OK);
+    CHECK(k->malformed && h3req_parse(k, &req) == -EPROTO);
+    k = begin("GET", "/");
+    h3req_field(k, "Accept", 6, "*/*", 3, TOKEN_VALUE_OK);
+    CHECK(k->malformed);
+    k = begin("GET", "/");
+    h3req_field(k, "accept", 6, "*/*", 3, TOKEN_NAME_OK | TOKEN_VALUE_OK);
+    CHECK(!k->malformed);
     struct h3req *q = begin("GET", "/");
     field(q, ":authority", "a.test");
     field(q, "te", "trailers");

@@ -17,13 +17,14 @@ struct got {
     char text[8192];
     size_t len;
     int n, stop_at, sidx[64];
+    bool static_value[64];
 };
 
 static int collect(void *arg, const struct qpack_field *f)
 {
     struct got *g = arg;
     if (g->n < 64)
-        g->sidx[g->n] = f->sidx;
+        g->sidx[g->n] = f->sidx, g->static_value[g->n] = f->static_value;
     g->len += (size_t)snprintf(g->text + g->len, sizeof(g->text) - g->len, "%s%.*s=%.*s",
                                g->n ? "\n" : "", (int)f->nlen, f->name, (int)f->vlen, f->value);
     return ++g->n == g->stop_at ? 7 : 0;
@@ -389,12 +390,54 @@ TEST(qpack_field_lines_of_every_kind)
               ":path=abc\nfoo=b\nage=1\n:path=/");
     CHECK(g.sidx[0] == 0 && g.sidx[1] == 1 && g.sidx[2] == -1 && g.sidx[3] == 1);
     CHECK(g.sidx[4] == -1 && g.sidx[5] == 2 && g.sidx[6] == 1);
+    /* only the static indexed line's value is the table's (h3req scans the others) */
+    for (int i = 0; i < 6; i++)
+        CHECK(!g.static_value[i]);
+    CHECK(g.static_value[6]);
     /* fn's nonzero value comes back as is, and the section is acknowledged */
     CHECK(owes(&d, "84"));
     g.stop_at = 2;
     CHECK_INT(section(&d, 8, "0481 80 10 11", BIG, &g), 7);
     CHECK_INT(g.n, 2);
     CHECK(owes(&d, "88"));
+    qpack_dec_fini(&d);
+}
+
+/* Huffman values are decoded once and then taken from the decoder's memo (four of them, round
+ * robin, coded in 24 bytes at most): every value comes out as sent, whether remembered,
+ * pushed out by others, of the same coded length as a remembered one, or too long to keep;
+ * an invalid code is refused every time, never remembered. */
+TEST(qpack_huffman_values_remembered)
+{
+    static const char *const vals[] = {"a.test:443",
+                                       "quic-go HTTP/3",
+                                       "gzip",
+                                       "/one",
+                                       "/two",
+                                       "a.test:444",
+                                       "x-a-value-longer-than-what-the-memo-keeps-0123456789"};
+    struct qpack_dec d;
+    struct got g = {0};
+    qpack_dec_init(&d, 0, 0);
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+            /* RIC 0, base 0; :authority by its static name, the value Huffman-coded */
+            uint8_t sec[128] = {0x00, 0x00, 0x50};
+            size_t h = huff_encode(sec + 4, vals[i], strlen(vals[i]));
+            CHECK(h < 127 && h < strlen(vals[i]));
+            sec[3] = (uint8_t)(0x80 | h);
+            g = (struct got){0};
+            CHECK_INT(qpack_dec_section(&d, 0, (const uint8_t *)unit_guard(sec, h + 4), h + 4, BIG,
+                                        collect, &g),
+                      0);
+            char want[96];
+            snprintf(want, sizeof(want), ":authority=%s", vals[i]);
+            CHECK_MEM(g.text, g.len, want);
+        }
+        /* a bad code (all ones: EOS) is refused, and refused again the next round */
+        CHECK_INT(section(&d, 0, "0000 50 88 ffffffffffffffff", BIG, &g),
+                  -QPACK_DECOMPRESSION_FAILED);
+    }
     qpack_dec_fini(&d);
 }
 

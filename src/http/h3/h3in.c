@@ -6,6 +6,8 @@
  * Ownership: what a stream holds of its request is the stream's, freed with it or when answered. */
 #include "http/h3/h3int.h"
 
+#include "core/token.h"
+
 /* ---- request streams ---- */
 
 static int on_field(void *arg, const struct qpack_field *f)
@@ -18,7 +20,10 @@ static int on_field(void *arg, const struct qpack_field *f)
                            : f->nlen == 14 && memcmp(f->name, "content-length", 14) == 0) &&
              !hfield_length_field(&st->cl, f->value, f->vlen))
         q->malformed = true; /* as HTTP/2 has it (RFC 9114 4.1.2) */
-    h3req_field(q, f->name, f->nlen, f->value, f->vlen);
+    /* A name with a static index is byte for byte one of the table's, every one of them valid;
+     * so is a static line's value. */
+    h3req_field(q, f->name, f->nlen, f->value, f->vlen,
+                (f->sidx >= 0 ? TOKEN_NAME_OK : 0) | (f->static_value ? TOKEN_VALUE_OK : 0));
     return 0;
 }
 

@@ -63,12 +63,18 @@ static unsigned pseudo(struct h3req *q, const char *name, size_t len, int32_t **
 }
 
 void h3req_field(struct h3req *q, const char *name, size_t name_len, const char *value,
-                 size_t value_len)
+                 size_t value_len, unsigned known)
 {
     int32_t *index = NULL;
     if (q->malformed)
         return;
-    if (token_field_check(name, name_len, value, value_len) != (TOKEN_NAME_OK | TOKEN_VALUE_OK)) {
+    /* The scans were ~700 of a 1 KiB request's ~22,700 instructions, most of them names the
+     * static table gave (h3load's and browsers' :method, :path, user-agent...). */
+    if (!(known & TOKEN_NAME_OK))
+        known |= token_field_name_ok(name, name_len);
+    if (!(known & TOKEN_VALUE_OK))
+        known |= token_field_value_ok(value, value_len);
+    if (known != (TOKEN_NAME_OK | TOKEN_VALUE_OK)) {
         q->malformed = true;
         return;
     }

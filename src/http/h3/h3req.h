@@ -48,10 +48,12 @@ size_t h3req_save_size(const struct h3req *q);
 struct h3req *h3req_save(const struct h3req *q, void *mem);
 
 /* One field line, as the QPACK decoder delivered it, checked (a field that breaks a rule
- * marks the section malformed). :method, :path and :authority are kept, :scheme is dropped.
- * Past the limits the section is marked 431 and the rest ignored. */
+ * marks the section malformed; known says which of core/token.h's TOKEN_NAME_OK and
+ * TOKEN_VALUE_OK hold already, a static table's name or value being valid, so that only the
+ * rest is scanned). :method, :path and :authority are kept, :scheme is dropped. Past the
+ * limits the section is marked 431 and the rest ignored. */
 void h3req_field(struct h3req *q, const char *name, size_t name_len, const char *value,
-                 size_t value_len);
+                 size_t value_len, unsigned known);
 
 /* The request q holds, into req: 0, the status to answer (400 for what the split finds
  * wrong, as HTTP/2 answers, 431 as marked), or -EPROTO when the section is malformed (a

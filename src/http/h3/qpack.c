@@ -433,6 +433,8 @@ size_t qpack_dec_output(struct qpack_dec *d, uint8_t *out, size_t cap)
     if (d->known < d->ins && put_out(d, 0x00, 6, d->ins - d->known)) /* 4.4.3 */
         d->known = d->ins;
     size_t k = cap < d->out_len ? cap : d->out_len;
+    if (k == 0) /* the usual answer: h3 asks before every packet it writes (~4 a request) */
+        return 0;
     memcpy(out, d->out, k);
     memmove(d->out, d->out + k, d->out_len - k);
     d->out_len -= (uint32_t)k;
@@ -470,6 +472,7 @@ struct line {
     uint64_t nlen, vlen; /* a Huffman string's: encoded */
     int16_t sidx;        /* a Huffman name's is found once it is decoded */
     bool nhuff, vhuff;
+    bool svalue; /* the value is the static table's */
 };
 
 /* A reference to the dynamic table from a section of Required Insert Count ric (2.2.3). */
@@ -490,7 +493,7 @@ static void ref_static(uint64_t i, struct line *l, bool whole)
     const struct qpack_static *s = &qpack_static[i];
     l->name = s->name, l->nlen = s->name_len, l->sidx = s->name_idx;
     if (whole)
-        l->value = s->value, l->vlen = s->value_len;
+        l->value = s->value, l->vlen = s->value_len, l->svalue = true;
 }
 
 /* A literal's string: 1, or what read_str says. */
@@ -512,7 +515,7 @@ static inline __attribute__((always_inline)) int read_line(const struct qpack_de
 {
     uint8_t b = in[*pos];
     uint64_t v;
-    l->nhuff = l->vhuff = false;
+    l->nhuff = l->vhuff = l->svalue = false;
     if (b & 0x80) { /* Indexed: 1 T index(6) */
         if (read_int(in, len, pos, 6, &v) != 1)
             return -1;
@@ -590,16 +593,40 @@ static int64_t add_exact(int64_t total, const struct line *l)
  * rest is read again). */
 #define LINES_KEPT 40
 
+/* A Huffman value s[n) decoded into out[cap), from d's memo when it was decoded before (and
+ * kept there when it is short enough): its length, or huff_decode's error. */
+static long value_decode(struct qpack_dec *d, const char *s, uint64_t n, char *out, size_t cap)
+{
+    if (n == 0 || n > QPACK_MEMO_IN)
+        return huff_decode((const uint8_t *)s, n, out, cap);
+    for (unsigned i = 0; i < QPACK_MEMO; i++) {
+        const struct qpack_memo *m = &d->memo[i];
+        if (m->in_len == n && m->out_len <= cap && memcmp(m->in, s, n) == 0) {
+            memcpy(out, m->out, m->out_len);
+            return m->out_len;
+        }
+    }
+    long k = huff_decode((const uint8_t *)s, n, out, cap);
+    if (k >= 0 && (size_t)k <= sizeof(d->memo[0].out)) {
+        struct qpack_memo *m = &d->memo[d->memo_next++ % QPACK_MEMO];
+        m->in_len = (uint8_t)n, m->out_len = (uint8_t)k;
+        memcpy(m->in, s, n);
+        memcpy(m->out, out, (size_t)k);
+    }
+    return k;
+}
+
 /* Hands line l to fn, its Huffman strings decoded into buf (QPACK_FIELD_MAX bytes, which the
  * first pass saw they fit): fn's value, or DEC_FAILED. */
-static inline __attribute__((always_inline)) int deliver(const struct line *l, char *buf,
-                                                         qpack_field_fn fn, void *arg)
+static inline __attribute__((always_inline)) int deliver(struct qpack_dec *d, const struct line *l,
+                                                         char *buf, qpack_field_fn fn, void *arg)
 {
     struct qpack_field f = {.name = l->name,
                             .value = l->value,
                             .nlen = (uint32_t)l->nlen,
                             .vlen = (uint32_t)l->vlen,
-                            .sidx = l->sidx};
+                            .sidx = l->sidx,
+                            .static_value = l->svalue};
     long k = 0;
     if (l->nhuff) {
         if ((k = huff_decode((const uint8_t *)l->name, l->nlen, buf, QPACK_FIELD_MAX)) < 0)
@@ -608,8 +635,7 @@ static inline __attribute__((always_inline)) int deliver(const struct line *l, c
         f.sidx = static_name(buf, (size_t)k);
     }
     if (l->vhuff) {
-        long v =
-            huff_decode((const uint8_t *)l->value, l->vlen, buf + k, QPACK_FIELD_MAX - (size_t)k);
+        long v = value_decode(d, l->value, l->vlen, buf + k, QPACK_FIELD_MAX - (size_t)k);
         if (v < 0)
             return DEC_FAILED;
         f.value = buf + k, f.vlen = (uint32_t)v;
@@ -678,10 +704,10 @@ int qpack_dec_section(struct qpack_dec *d, int64_t sid, const uint8_t *p, size_t
     /* Second pass: each line to fn. */
     char buf[QPACK_FIELD_MAX]; /* Huffman strings of one line, decoded */
     for (size_t i = 0; rc == 0 && i < nkept; i++)
-        rc = deliver(&kept[i], buf, fn, arg);
+        rc = deliver(d, &kept[i], buf, fn, arg);
     for (size_t at = rest; rc == 0 && at < n;) {
         read_line(d, p, n, &at, base, ric, &l);
-        rc = deliver(&l, buf, fn, arg);
+        rc = deliver(d, &l, buf, fn, arg);
     }
     if (rc == DEC_FAILED)
         return rc;
