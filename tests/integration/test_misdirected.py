@@ -9,11 +9,12 @@ tls-cert/tls-key) is that site's over either transport: a request on its connect
 routed to that site, whatever else the certificate names (HTTP/3 took every certificate for a
 process-level one and answered by its names only). Runs on both engines; certificates from
 test_sites_tls's CA."""
+import signal
 import subprocess
 
 import pytest
 
-from conftest import HELLO
+from conftest import HELLO, wait_for
 from h3client import h3_get
 from test_sites_tls import HTTPS_RE, openssl, pki, write_conf  # noqa: F401  (pki: a fixture)
 
@@ -96,12 +97,12 @@ def test_one_name_set_in_two_key_types_is_never_misdirected(make_server, docroot
 def sites_server(make_server, tmp_path, pki, **kw):
     """test_sites_tls's sites (a.test and *.a.test with their own pair, b.test and b-alias.test
     with theirs, whose certificate does not name b-alias.test) and a site c for x.a.test, which
-    a.test's certificate covers, without a pair; its TLS port."""
+    a.test's certificate covers, without a pair: the server and its TLS port."""
     more = f"  - hosts: [x.a.test]\n    root: {tmp_path}/c\n"
     srv = make_server(args=["--config", str(write_conf(tmp_path, pki, more=more, **kw))])
     m = HTTPS_RE.search(srv.stderr_text())
     assert m, srv.stderr_text()
-    return int(m.group(1))
+    return srv, int(m.group(1))
 
 
 def agree(port, ca, sni, want):
@@ -117,7 +118,7 @@ def test_a_sites_own_certificate_is_that_sites_on_h2_and_h3(make_server, tmp_pat
     HTTP/2 answered 421, and localhost (the default site, a) was 421 there and served over
     HTTP/2; b-alias.test, which picks site b's pair by the site's name, got the default
     certificate over HTTP/3 and 421 for every name of site b."""
-    port = sites_server(make_server, tmp_path, pki)
+    _, port = sites_server(make_server, tmp_path, pki)
     ca = pki / "ca.crt"
     agree(port, ca, "a.test", [("a.test", 200), ("www.a.test", 200), ("x.a.test", 421),
                                ("b.test", 421), ("localhost", 200), ("127.0.0.1", 200)])
@@ -132,6 +133,21 @@ def test_the_default_sites_certificate_is_the_default_sites_on_h2_and_h3(make_se
                                                                           pki):
     """Without a process pair an unknown SNI gets the default site's (a's) certificate, which
     is site a's: x.a.test, which it covers, is misdirected over either transport."""
-    port = sites_server(make_server, tmp_path, pki, process_pair=False)
+    _, port = sites_server(make_server, tmp_path, pki, process_pair=False)
     agree(port, None, "unknown.test", [("a.test", 200), ("www.a.test", 200), ("x.a.test", 421),
                                        ("b.test", 421), ("unknown.test", 200)])
+
+
+
+def test_a_reload_that_changes_only_a_sites_names_is_followed_on_h2_and_h3(make_server,
+                                                                           tmp_path, pki):
+    """Site b's pair with one more name of site b's, its files as they were: SNI b3.test picks
+    site b's pair over either transport after the reload (HTTP/3 kept the pairs it had read,
+    with their old sites, when the files were the same)."""
+    srv, port = sites_server(make_server, tmp_path, pki)
+    agree(port, None, "b3.test", [("b3.test", 421)])  # the default certificate: not its name
+    conf = tmp_path / "sites.yaml"
+    conf.write_text(conf.read_text().replace("b-alias.test]", "b-alias.test, b3.test]"))
+    srv.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: "TLS certificates re-read" in srv.stderr_text()), srv.stderr_text()
+    agree(port, None, "b3.test", [("b3.test", 200), ("b.test", 200), ("a.test", 421)])
