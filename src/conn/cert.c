@@ -53,8 +53,13 @@ static bool quic_names(const void *t, const char *host, size_t len)
     return quic_cert_names(t, host, len);
 }
 
-/* No site_name: QUIC picks a certificate by the names it holds, never by a site's own pair
- * (the endpoint is given the pairs' files, not the sites that name them), so to the rule each
- * of its certificates is process-level. */
-const struct cert_ops cert_quic = {.sni = quic_sni_of, .only = quic_only, .names = quic_names};
+static const char *quic_site_name(const void *t)
+{
+    return quic_cert_site_name(t);
+}
+
+/* The endpoint is given each pair's site with its files (issue 37), so a QUIC certificate is a
+ * site's as the TLS port's is, and both transports get the same verdicts. */
+const struct cert_ops cert_quic = {
+    .sni = quic_sni_of, .site_name = quic_site_name, .only = quic_only, .names = quic_names};
 #endif

@@ -34,7 +34,7 @@ struct cert_ops {
     const char *(*sni)(const void *t);
     /* The site the certificate was picked for (the SNI when it named a site's own pair, else
      * the first name of the site whose pair it is), or NULL for a process-level pair. NULL
-     * itself when every certificate of the transport is process-level (QUIC's). */
+     * itself when every certificate of the transport is process-level. */
     const char *(*site_name)(const void *t);
     /* Whether the process has one certificate (name set) only: no other to be had. */
     bool (*only)(const void *t);

@@ -1077,12 +1077,13 @@ int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_s
         (void)cid_layout_init(&ep->ids, NULL, 0, 0);
     ep->set.ids = NULL; /* the caller's, valid only during this call: ep->ids is the copy */
     int rc = s->shared ? quic_certs_dup(s->shared, &ep->certs)
-                       : quic_certs_new(&ep->certs, s->certs, s->keys, why, why_len);
+                       : quic_certs_new(&ep->certs, s->certs, s->keys, s->sites, why, why_len);
     if (rc != 0 && s->shared)
         snprintf(why, why_len, "HTTP/3: out of memory");
     if (rc != 0)
         goto fail;
     ep->set.certs = ep->set.keys = NULL; /* the caller's arrays, valid only during this call */
+    ep->set.sites = NULL;
     ep->set.shared = NULL;
     /* TLS 1.3 only (RFC 9001 4.2); no middlebox compatibility mode (RFC 9001 8.4). */
     rc = gnutls_priority_init2(&ep->prio,

@@ -23,6 +23,11 @@ struct quic_cred {
     unsigned num_creds;
     atomic_uint refs; /* one per struct quic_certs over it: taken per worker, not per connection */
     struct names names; /* a certificate's name (DNS subjectAltName, else CN): its set */
+    /* Issue 37, as the TLS port's: the sites' names, each naming the set of its site's pair
+     * (SNI looks here first), and each set's site (the first name of the first site whose
+     * pair it holds, as a route key), or NULL for a process-level one. */
+    struct names sites;
+    char **site_names;
 };
 
 struct quic_certs {
@@ -51,8 +56,10 @@ static int on_client_hello(gnutls_session_t s, unsigned htype, unsigned when, un
     return 0;
 }
 
-/* GnuTLS post-client-hello, before it chooses a certificate: the credentials of the name set
- * that covers the SNI (issue 40), found in O(1); the default ones stay otherwise. */
+/* GnuTLS post-client-hello, before it chooses a certificate: the credentials of the site the
+ * SNI names, else of the name set that covers it (issue 40), found in O(1), as the TLS port's
+ * sni_group chooses; the default ones stay otherwise. What was chosen is kept for the 421
+ * rule (quic_cert_site_name). */
 static int pick_cred(gnutls_session_t s)
 {
     struct quic_conn *qc = ((ngtcp2_crypto_conn_ref *)gnutls_session_get_ptr(s))->user_data;
@@ -60,13 +67,21 @@ static int pick_cred(gnutls_session_t s)
     char name[256];
     size_t len = sizeof(name) - 1;
     unsigned type;
+    qc->cred = 0;
+    qc->by_site = false;
     if (q->num_creds < 2 || gnutls_server_name_get(s, name, &len, &type, 0) != 0 ||
         type != GNUTLS_NAME_DNS)
         return 0;
-    int g = names_lookup(&q->names, name);
-    /* the table's wildcard covers any depth, a certificate's one label (RFC 6125 6.4.3) */
-    if (g > 0 && gnutls_x509_crt_check_hostname2(q->leaves[g], name, 0) != 0)
-        gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, q->creds[g]);
+    int g = names_lookup(&q->sites, name);
+    qc->by_site = g >= 0;
+    if (g < 0) {
+        g = names_lookup(&q->names, name);
+        /* the table's wildcard covers any depth, a certificate's one label (RFC 6125 6.4.3) */
+        if (g > 0 && gnutls_x509_crt_check_hostname2(q->leaves[g], name, 0) == 0)
+            g = -1;
+    }
+    if (g > 0 && gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, q->creds[g]) == 0)
+        qc->cred = (unsigned)g;
     return 0;
 }
 
@@ -106,6 +121,15 @@ bool quic_cert_only(const struct quic_conn *qc)
     return !qc->certs || qc->certs->shared->num_creds < 2;
 }
 
+const char *quic_cert_site_name(const struct quic_conn *qc)
+{
+    if (!qc->certs)
+        return NULL;
+    if (qc->by_site)
+        return qc->sni;
+    return qc->certs->shared->site_names[qc->cred];
+}
+
 bool quic_cert_names(const struct quic_conn *qc, const char *host, size_t len)
 {
     char name[256];
@@ -130,7 +154,11 @@ static void cred_put(struct quic_cred *q)
         if (q->leaves[i])
             gnutls_x509_crt_deinit(q->leaves[i]);
     }
+    for (unsigned i = 0; q->site_names && i < q->num_creds; i++)
+        free(q->site_names[i]);
     names_free(&q->names);
+    names_free(&q->sites);
+    free(q->site_names);
     free(q->creds);
     free(q->leaves);
     free(q);
@@ -238,8 +266,25 @@ static int add_pair(struct quic_cred *q, const char *cert, const char *key, char
     return 0;
 }
 
+/* Site's names into q->sites, for set g (the one pair i went into), the first of them the
+ * set's site unless an earlier pair's site named it: 0 or -ENOMEM. */
+static int site_names(struct quic_cred *q, const struct quic_pair_site *site, int g)
+{
+    int rc = 0;
+    for (int h = 0; rc == 0 && h < site->num_hosts; h++) {
+        const char *name = site->hosts[h];
+        rc = names_push(&q->sites, name, strlen(name), g);
+        /* the site's name as a route key: an exact name, or a wildcard as its ".suffix" */
+        const char *key = names_last(&q->sites);
+        if (rc == 0 && key && !q->site_names[g] &&
+            !(q->site_names[g] = strdup(key[0] == '*' ? key + 1 : key)))
+            rc = -ENOMEM;
+    }
+    return rc;
+}
+
 int quic_certs_new(struct quic_certs **out, const char *const *certs, const char *const *keys,
-                   char *why, size_t why_len)
+                   const struct quic_pair_site *sites, char *why, size_t why_len)
 {
     struct quic_cred *q = calloc(1, sizeof(*q));
     unsigned n = 0;
@@ -250,13 +295,19 @@ int quic_certs_new(struct quic_certs **out, const char *const *certs, const char
         return -ENOMEM;
     atomic_init(&q->refs, 1);
     if (!(q->creds = calloc(n + 1, sizeof(*q->creds))) ||
-        !(q->leaves = calloc(n + 1, sizeof(*q->leaves))))
+        !(q->leaves = calloc(n + 1, sizeof(*q->leaves))) ||
+        !(q->site_names = calloc(n + 1, sizeof(*q->site_names))))
         rc = -ENOMEM;
     /* Each pair in the order given; the first is the default, as the TLS port's. */
-    for (unsigned i = 0; rc == 0 && i < n; i++)
+    for (unsigned i = 0; rc == 0 && i < n; i++) {
         rc = add_pair(q, certs[i], keys[i], why, why_len);
+        if (rc == 0 && sites && (rc = site_names(q, &sites[i], (int)q->num_creds - 1)) != 0)
+            snprintf(why, why_len, "HTTP/3: out of memory");
+    }
     if (rc == 0)
         rc = names_index(&q->names); /* a name twice: the first set's */
+    if (rc == 0)
+        rc = names_index(&q->sites);
     /* No pair yet (automatic HTTPS before its first certificate): credentials without one,
      * whose handshakes fail, as the TLS port's certless context refuses */
     if (rc == 0 && !q->num_creds && gnutls_certificate_allocate_credentials(&q->creds[0]) == 0)

@@ -86,6 +86,14 @@ struct quic_secrets {
  * CUBIC (ngtcp2's default and ours). */
 enum quic_cc { QUIC_CC_CUBIC, QUIC_CC_RENO, QUIC_CC_BBR, QUIC_CC_BBR2 };
 
+/* Whose a certificate pair is (issue 37): the names of the site whose own pair it is (a site's
+ * tls-cert/tls-key), which SNI matches before any certificate's own names, as the TLS port's
+ * (tls/tls_ctx.h's struct tls_cert_files); NULL/0 for a process-level pair. */
+struct quic_pair_site {
+    const char *const *hosts;
+    int num_hosts;
+};
+
 struct quic_settings {
     unsigned max_conns;       /* per worker; a new connection beyond is refused */
     unsigned max_streams;     /* concurrent request streams per connection */
@@ -93,6 +101,7 @@ struct quic_settings {
     unsigned retry_above;     /* connections at which new clients must prove their address */
     const char *const *certs; /* certificate files, NULL-terminated, the first the default */
     const char *const *keys;  /* their keys */
+    const struct quic_pair_site *sites; /* each pair's site, or NULL: every pair process-level */
     /* or certificates another endpoint read (quic_certs_dup'd for this one; NULL: read certs) */
     const struct quic_certs *shared;
     const struct quic_secrets *secrets; /* shared by every worker (and a fleet's instances) */
@@ -126,10 +135,11 @@ int quic_ep_new(struct quic_ep **out, struct udp_port *port, const struct quic_s
 int quic_ep_add_port(struct quic_ep *ep, struct udp_port *port);
 void quic_ep_free(struct quic_ep *ep);
 
-/* A set of certificate pairs (files, NULL-terminated, the first the default) read now, for
- * one endpoint: 0, or -errno with the file at fault in why. */
+/* A set of certificate pairs (files, NULL-terminated, the first the default; sites: each
+ * one's site, NULL: none is a site's) read now, for one endpoint: 0, or -errno with the file
+ * at fault in why. */
 int quic_certs_new(struct quic_certs **out, const char *const *certs, const char *const *keys,
-                   char *why, size_t why_len);
+                   const struct quic_pair_site *sites, char *why, size_t why_len);
 /* Another endpoint's set over the same credentials, read once (any thread; c stays the
  * caller's): 0 or -ENOMEM. Each set is counted by its own endpoint's thread only. */
 int quic_certs_dup(const struct quic_certs *c, struct quic_certs **out);
@@ -191,5 +201,9 @@ const char *quic_sni(const struct quic_conn *qc);
  * rule's questions (conn/cert.c's cert_quic; the rule is site_misdirected's). */
 bool quic_cert_only(const struct quic_conn *qc);
 bool quic_cert_names(const struct quic_conn *qc, const char *host, size_t len);
+/* And the rule's third (issue 37): the site qc's certificate was picked for, as the TLS
+ * port's tls_conn_site_name answers (the SNI when it named a site's own pair, else the first
+ * name of the site whose pair it is), or NULL for a process-level pair. */
+const char *quic_cert_site_name(const struct quic_conn *qc);
 
 #endif

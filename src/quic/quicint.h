@@ -51,6 +51,8 @@ struct quic_conn {
     size_t close_len;
     unsigned close_recv, close_sent;
     char sni[256];
+    unsigned cred;      /* the set of certs its handshake was given (0: the default) */
+    bool by_site;       /* SNI named a site whose own pair it was given (issue 37) */
     uint64_t app_error; /* quic_app_error's code for the close, or 0 (none: HTTP/3 has no 0) */
     struct quic_conn *prev, *next;
 };

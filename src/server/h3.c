@@ -163,41 +163,58 @@ void h3_route(struct server *sv)
  * process's certificate pairs (read now, before the process is confined). secret is shared
  * by every worker, so a Retry token or a reset made by one is good at another. */
 /* The certificate and key files of pairs for QUIC: the TLS port's (with automatic HTTPS's),
- * NULL-terminated, in *certs and *keys (one allocation: free *certs). 0 or -ENOMEM. */
+ * NULL-terminated, in *certs and *keys, and each pair's site in *sites (issue 37: a site's own
+ * pair is that site's over QUIC too), all in one allocation (free *certs); the sites' names
+ * point into pairs. 0 or -ENOMEM. */
 static int h3_files(struct server *sv, const struct config *pairs, const char ***certs,
-                    const char ***keys)
+                    const char ***keys, const struct quic_pair_site **sites)
 {
     struct tls_cert_files *all;
     int n;
     if (server_pair_list(sv, pairs, &all, &n) != 0)
         return -ENOMEM;
-    const char **v = malloc(2 * ((size_t)n + 1) * sizeof(*v));
+    _Static_assert(_Alignof(struct quic_pair_site) <= _Alignof(const char *) &&
+                       sizeof(struct quic_pair_site) % sizeof(const char *) == 0,
+                   "the sites go after the files, aligned");
+    const char **v = malloc(2 * ((size_t)n + 1) * sizeof(*v) + (size_t)n * sizeof(**sites));
     if (!v) {
         free(all);
         return -ENOMEM;
     }
+    struct quic_pair_site *site = (struct quic_pair_site *)(v + 2 * (n + 1));
     for (int i = 0; i < n; i++) {
         v[i] = all[i].cert;
         v[n + 1 + i] = all[i].key;
+        site[i] = (struct quic_pair_site){all[i].hosts, all[i].num_hosts};
     }
     v[n] = v[2 * n + 1] = NULL;
     free(all);
     *certs = v;
     *keys = v + n + 1;
+    *sites = site;
     return 0;
 }
 
-/* The files of certs and keys as one string ("cert\0key\0" each), *len long; NULL without
+/* The files of certs and keys, with each pair's site's names, as one string ("cert\0key\0"
+ * then "host\0" each and "\0"), *len long: what a reload compares to read them again or not (a
+ * site's names changed, its pair's files not, changes which site the pair is). NULL without
  * memory. */
-static char *h3_joined(const char *const *certs, const char *const *keys, size_t *len)
+static char *h3_joined(const char *const *certs, const char *const *keys,
+                       const struct quic_pair_site *sites, size_t *len)
 {
     size_t n = 0;
-    for (int i = 0; certs[i]; i++)
-        n += strlen(certs[i]) + strlen(keys[i]) + 2;
+    for (int i = 0; certs[i]; i++) {
+        n += strlen(certs[i]) + strlen(keys[i]) + 3;
+        for (int h = 0; h < sites[i].num_hosts; h++)
+            n += strlen(sites[i].hosts[h]) + 1;
+    }
     char *out = malloc(n + 1), *p = out;
     for (int i = 0; out && certs[i]; i++) {
         p = stpcpy(p, certs[i]) + 1;
         p = stpcpy(p, keys[i]) + 1;
+        for (int h = 0; h < sites[i].num_hosts; h++)
+            p = stpcpy(p, sites[i].hosts[h]) + 1;
+        *p++ = '\0';
     }
     *len = n;
     return out;
@@ -258,13 +275,14 @@ void h3_secrets_reload(struct server *sv, const char *what)
 void h3_publish(struct server *sv, const struct config *pairs, const char *what)
 {
     const char **certs, **keys;
+    const struct quic_pair_site *sites;
     char why[512] = "";
-    if (h3_files(sv, pairs, &certs, &keys) != 0) {
+    if (h3_files(sv, pairs, &certs, &keys, &sites) != 0) {
         errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: out of memory", what);
         return;
     }
     size_t len = 0;
-    char *joined = h3_joined(certs, keys, &len);
+    char *joined = h3_joined(certs, keys, sites, &len);
     int reused = 0, groups = sv->tls_certs ? tls_certs_count(sv->tls_certs, &reused) : -1;
     struct quic_certs *first = NULL;
     if (joined && sv->h3_certs && len == sv->h3_files_len &&
@@ -278,8 +296,8 @@ void h3_publish(struct server *sv, const struct config *pairs, const char *what)
         if (!worker_quic(sv->workers[i]))
             continue;
         /* read once for every worker (issue 40), each worker's set counted by its thread */
-        int rc =
-            first ? quic_certs_dup(first, &c) : quic_certs_new(&c, certs, keys, why, sizeof(why));
+        int rc = first ? quic_certs_dup(first, &c)
+                       : quic_certs_new(&c, certs, keys, sites, why, sizeof(why));
         if (rc != 0) {
             errlog(ERRLOG_ERROR, "%s: HTTP/3 certificates kept as they were: %s", what,
                    first ? "out of memory" : why);
@@ -315,7 +333,8 @@ int h3_start(struct server *sv, struct worker *wk, const struct quic_secrets *se
     struct runtime *w = worker_runtime(wk);
     const struct config *cfg = sv->cfg;
     const char **certs, **keys;
-    if (h3_files(sv, cfg, &certs, &keys) != 0) {
+    const struct quic_pair_site *sites;
+    if (h3_files(sv, cfg, &certs, &keys, &sites) != 0) {
         fprintf(stderr, "ringhttpd: HTTP/3: out of memory\n");
         return -ENOMEM;
     }
@@ -327,6 +346,7 @@ int h3_start(struct server *sv, struct worker *wk, const struct quic_secrets *se
         .retry_above = max / 2,
         .certs = certs,
         .keys = keys,
+        .sites = sites,
         /* read once (issue 40): the other workers' endpoints share the first one's */
         .shared = w->id > 0 && worker_quic(sv->workers[0])
                       ? quic_ep_certs(worker_quic(sv->workers[0]))
@@ -379,7 +399,7 @@ int h3_start(struct server *sv, struct worker *wk, const struct quic_secrets *se
         rc = quic_ep_add_port(quic, w->udp[i]);
     if (rc == 0 && w->id == 0) { /* what the first reload may reuse */
         size_t len = 0;
-        char *joined = h3_joined(certs, keys, &len);
+        char *joined = h3_joined(certs, keys, sites, &len);
         h3_remember(sv, quic_ep_certs(quic), joined, len);
     }
     free(certs); /* quic_ep_new read the files */
