@@ -314,8 +314,15 @@ static int tls_start(struct server *sv)
             fprintf(stderr, "ringhttpd: %s\n", why);
         return -1;
     }
-    for (int i = 0; i < n; i++)
+    /* RINGHTTPD_PARK_MAX (a test hook, as RINGHTTPD_ONDEMAND_ORDERS): fewer handshakes wait
+     * for a certificate on demand per worker, so that a test reaches the bound; never more. */
+    const char *park = getenv("RINGHTTPD_PARK_MAX");
+    int park_max = park ? atoi(park) : 0;
+    for (int i = 0; i < n; i++) {
         tls_port_init(&sv->tls_ports[i], ctxs[i]);
+        if (park_max > 0 && (unsigned)park_max < sv->tls_ports[i].park_max)
+            sv->tls_ports[i].park_max = (unsigned)park_max;
+    }
     free(ctxs);
     return 0;
 }
