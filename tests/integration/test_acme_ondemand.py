@@ -397,3 +397,42 @@ def test_parked_handshakes_are_bounded_per_worker(make_server, docroot, ports, t
     finally:
         ca.shutdown()
         ca.server_close()
+
+
+def test_a_reload_that_gives_a_site_acme_on_demand_takes_effect_at_once(
+        make_server, docroot, pebble, ports, tmp_path, ask):
+    """No site has acme: on-demand at start; a SIGHUP whose file gives the default site one
+    brings certificates on demand without a restart (the thread, the hook, the workers' wake
+    were made at start for this)."""
+    import signal
+    from test_accesslog import scrape_text
+    from test_acme import wait_issued
+    pb = pebble()
+    a = ask(approve={"good.test"})
+    state = tmp_path / "state"
+    conf = ondemand_conf(tmp_path, docroot)
+    on_demand = conf.read_text()
+    off = on_demand.replace("acme: off", "acme: on").replace("acme: on-demand", "acme: off")
+    conf.write_text(off)
+    srv = start(make_server, pb, state, ports, conf, a.url)
+    root = pb.root(tmp_path)
+    wait_issued(srv, "fixed.test")
+    assert handshake("good.test", ports[1], root, timeout=10) != "ok"
+    assert a.asked() == 0
+    conf.write_text(on_demand)
+    srv.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: "reload (SIGHUP): serving" in srv.stderr_text(), 15, 0.2), \
+        srv.stderr_text()[-3000:]
+    rc, body = curl_https("good.test", ports[1], root, timeout=40)
+    assert rc == 0 and b"on-demand site" in body, (body, srv.stderr_text()[-3000:])
+    assert a.asked("good.test") == 1
+    assert "good.test approved by --acme-ask" in srv.stderr_text()
+    text = scrape_text(srv)
+    assert 'ringhttpd_acme_ondemand_total{outcome="issued"} 1' in text, text
+    # Taken away again: a name not yet known is no on-demand name any more (nobody asked).
+    conf.write_text(off)
+    srv.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: srv.stderr_text().count("reload (SIGHUP): serving") == 2, 15, 0.2)
+    assert handshake("other.test", ports[1], root, timeout=10) != "ok"
+    assert a.asked() == 1
+    assert srv.proc.poll() is None
