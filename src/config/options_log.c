@@ -49,8 +49,10 @@ static int set_metrics(struct config *cfg, const struct option_info *o, char *ar
             "--metrics wants ADDR:PORT like 127.0.0.1:9100, [::1]:9100 or localhost:9100, got "
             "'%s'",
             arg);
-    *colon = '\0';
-    cfg->metrics_bind = arg;
+    /* A copy, not a NUL written over the colon: arg is argv's, and a reload with --config
+     * parses argv again (it found "127.0.0.1" and failed every SIGHUP) */
+    if (!(cfg->metrics_bind = options_strdup(cfg, arg, (size_t)(colon - arg))))
+        return usage_error("out of memory");
     cfg->metrics_port = (uint16_t)port;
     return 0;
 }

@@ -37,10 +37,9 @@ struct sendbuf {
 /* Certificates on demand (issue 40, tls.h TLS_WAIT): a handshake waits this long for its
  * certificate (an ACME order takes seconds; browsers give up on a handshake after 30 or so),
  * tried again when a name is decided (tls_port_retry) and every second, then gets its alert. At
- * most PARK_MAX wait per worker and listener; past it a new one is answered at once (with the
- * certificate if there is one). */
+ * most port->park_max (TLS_PARK_MAX) wait per worker; past it a new one is answered at once (with
+ * the certificate if there is one, else the alert). */
 #define PARK_S 20
-#define PARK_MAX 256
 
 struct xconn {
     struct tls_conn t;
@@ -86,6 +85,7 @@ void tls_port_init(struct tls_port *port, struct tls_ctx *ctx)
     port->free_bufs = NULL;
     port->nfree = 0;
     port->parked = 0;
+    port->park_max = TLS_PARK_MAX;
     port->parked_list = NULL;
 }
 
@@ -399,7 +399,7 @@ static void plain_http(struct runtime *w, struct conn *c, struct xconn *x)
     conn_wire_send(w, c, &x->buf->wire);
 }
 
-static void park_unlink(struct xconn *x)
+static void park_unlink(struct runtime *w, struct xconn *x)
 {
     struct tls_port *port = x->port;
     if (x->park_prev)
@@ -411,13 +411,14 @@ static void park_unlink(struct xconn *x)
     x->park_prev = x->park_next = NULL;
     x->parked = false;
     port->parked--;
+    stat_add(&w->stats.tls_parked, (uint64_t)-1);
 }
 
 static void unpark(struct runtime *w, struct conn *c, struct xconn *x)
 {
     if (!x->parked)
         return;
-    park_unlink(x);
+    park_unlink(w, x);
     timer_cancel(&x->park);
     conn_arm(w, c, w->cfg->header_timeout); /* the protocol's wait for its first request */
     conn_recv(w, c, true);
@@ -429,7 +430,7 @@ static bool handshake(struct runtime *w, struct conn *c, struct xconn *x)
 {
     int rc = tls_conn_handshake(&x->t);
     if (rc == TLS_WAIT) {
-        if (!x->parked && x->port->parked >= PARK_MAX) {
+        if (!x->parked && x->port->parked >= x->port->park_max) {
             tls_conn_give_up(&x->t); /* too many wait: answered now, certificate or alert */
             rc = tls_conn_handshake(&x->t);
         } else {
@@ -438,6 +439,7 @@ static bool handshake(struct runtime *w, struct conn *c, struct xconn *x)
                  * sending on cannot grow the buffer), and the protocol's timer waits past ours. */
                 x->parked = true;
                 x->port->parked++;
+                stat_add(&w->stats.tls_parked, 1);
                 x->park_next = x->port->parked_list;
                 if (x->park_next)
                     x->park_next->park_prev = x;
@@ -673,12 +675,11 @@ static void tls_shutdown(struct runtime *w, struct conn *c)
 
 static void tls_release(struct runtime *w, struct conn *c)
 {
-    (void)w;
     struct xconn *x = c->xstate;
     timer_cancel(&x->rest);
     timer_cancel(&x->park);
     if (x->parked)
-        park_unlink(x);
+        park_unlink(w, x);
     if (x->buf)
         buf_put(x->port, x->buf);
     tls_conn_fini(&x->t);

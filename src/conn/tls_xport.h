@@ -24,10 +24,15 @@ struct tls_port {
     void *free_bufs;                /* the worker's spare send buffers (a free list) */
     unsigned nfree;
     unsigned parked;   /* handshakes waiting for a certificate on demand (TLS_WAIT) ... */
+    unsigned park_max; /* ... at most (tls_port_init: TLS_PARK_MAX; the server may lower it) */
     void *parked_list; /* ... in a list (tls_xport.c's), for tls_port_retry */
 };
 
 extern const struct transport_ops transport_tls;
+
+/* Certificates on demand: at most this many handshakes wait per port (a worker's), the bound
+ * that keeps a flood of names from holding connections and memory (tls_xport.c PARK_S). */
+#define TLS_PARK_MAX 256
 
 /* A port starting on ctx (its reference moves into the port). */
 void tls_port_init(struct tls_port *port, struct tls_ctx *ctx);

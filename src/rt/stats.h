@@ -51,6 +51,7 @@ struct stats {
     stat_t log_dropped; /* access-log lines dropped because the writer was stuck */
     stat_t ktls_conns;  /* TLS connections whose send side went to kernel TLS */
     stat_t tls_resumed; /* TLS handshakes that resumed a session (a ticket) */
+    stat_t tls_parked;  /* gauge: TLS handshakes waiting for a certificate on demand (issue 40) */
     /* Per-client limits (issue 28): connections closed at accept by --limit-conn, requests
      * answered 429 by --limit-req, and clients a full table could not count (let through). */
     stat_t limit_conn_refused;

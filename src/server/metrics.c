@@ -251,6 +251,8 @@ char *metrics_render(struct worker *const *ws, int n, const char *engine, struct
                "File-cache look-ups that had to open or stat the file.", ws, n, cache_misses);
     PER_WORKER(f, "ringhttpd_file_cache_bytes", "gauge", "Bytes of file contents held in memory.",
                ws, n, cache_bytes);
+    PER_WORKER(f, "ringhttpd_tls_handshakes_parked", "gauge",
+               "TLS handshakes waiting for a certificate on demand now.", ws, n, tls_parked);
     PER_WORKER(f, "ringhttpd_pipe_waits_total", "counter",
                "Large-file sends that waited for a splice pipe.", ws, n, pipe_waits);
     gauge_diff(f, ws, n);

@@ -126,7 +126,9 @@ static int tls_load(struct server *sv, const struct config *pairs, struct tls_ct
     for (; i < n && rc == 0; i++) {
         if (sv->acme) /* TLS-ALPN-01: each worker's context reads the table through its slot */
             s.challenge = (struct tls_challenge){tokens_alpn, tokens_reader(&sv->tokens, i)};
-        if (sv->ondemand) /* names found in handshakes: each worker's reader routes them */
+        /* names found in handshakes, while a site has acme: on-demand: each worker's reader
+         * routes them (the sites published before these contexts) */
+        if (sv->ondemand && acme_ondemand_wanted(pairs))
             s.ondemand = (struct tls_ondemand){ondemand_cert, ondemand_reader(sv->ondemand, i)};
         rc = tls_ctx_new(&s, sv->tls_keys, &out[i], why, why_len);
     }
@@ -314,8 +316,15 @@ static int tls_start(struct server *sv)
             fprintf(stderr, "ringhttpd: %s\n", why);
         return -1;
     }
-    for (int i = 0; i < n; i++)
+    /* RINGHTTPD_PARK_MAX (a test hook, as RINGHTTPD_ONDEMAND_ORDERS): fewer handshakes wait
+     * for a certificate on demand per worker, so that a test reaches the bound; never more. */
+    const char *park = getenv("RINGHTTPD_PARK_MAX");
+    int park_max = park ? atoi(park) : 0;
+    for (int i = 0; i < n; i++) {
         tls_port_init(&sv->tls_ports[i], ctxs[i]);
+        if (park_max > 0 && (unsigned)park_max < sv->tls_ports[i].park_max)
+            sv->tls_ports[i].park_max = (unsigned)park_max;
+    }
     free(ctxs);
     return 0;
 }
@@ -350,7 +359,12 @@ static int acme_setup(struct server *sv)
     if (rc == 0) {
         sv->tokens_made = true;
         rc = acme_new(&sv->acme, sv->cfg, &sv->tokens, &hooks, why, sizeof(why));
-        if (rc == 0 && acme_ondemand_wanted(sv->cfg))
+        /* Also with a configuration file none of whose sites has acme: on-demand yet, since a
+         * reload may give one a site: the thread must start now, before the process is
+         * confined (Landlock binds only the threads made after; this one reads the state
+         * directory), and the workers get its generation counter at start (worker_parts).
+         * Idle, it costs a sleeping thread and a table whose pages stay untouched. */
+        if (rc == 0 && (acme_ondemand_wanted(sv->cfg) || sv->cfg->config_file))
             rc = ondemand_new(&sv->ondemand, sv->cfg, sv->acme, sv->cfg->threads, why, sizeof(why));
     } else {
         snprintf(why, sizeof(why), "acme: out of memory");
@@ -433,7 +447,10 @@ static bool publish(struct server *sv, struct site *s, bool renew, const char *w
         site_put(s);
         return false;
     }
-    if (sv->cfg->tls && (renew || !same_pairs(fresh, running))) {
+    /* acme: on-demand given or taken: the contexts' hook (tls_load) comes or goes with it */
+    bool ondemand_moved =
+        sv->ondemand && acme_ondemand_wanted(fresh) != acme_ondemand_wanted(running);
+    if (sv->cfg->tls && (renew || ondemand_moved || !same_pairs(fresh, running))) {
         if (!(ctxs = calloc((size_t)n, sizeof(*ctxs)))) {
             errlog(ERRLOG_ERROR,
                    "%s failed, still serving the previous configuration: out of "

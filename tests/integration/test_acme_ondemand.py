@@ -355,3 +355,84 @@ def test_acme_mode_in_a_site_is_on_off_or_on_demand(docroot, tmp_path):
     p = subprocess.run([RINGHTTPD, "--check-config", str(conf)], capture_output=True, text=True,
                        timeout=10)
     assert p.returncode == 0, p.stderr
+
+
+def parked(srv):
+    """ringhttpd_tls_handshakes_parked, summed over the workers."""
+    from test_accesslog import scrape_text
+    return sum(int(line.rsplit(" ", 1)[1]) for line in scrape_text(srv).splitlines()
+               if line.startswith("ringhttpd_tls_handshakes_parked{"))
+
+
+def test_parked_handshakes_are_bounded_per_worker(make_server, docroot, ports, tmp_path, ask):
+    """At most 256 handshakes wait per worker (RINGHTTPD_PARK_MAX=3 here, a test hook): past the
+    bound one is answered at once (no certificate yet: the alert) while those parked wait on;
+    each ends at its deadline, and none is left counted."""
+    from test_acme import fake_ca
+    a = ask(approve={"good.test"})
+    ca = fake_ca("hang")  # the order stays in flight: the approved name's handshakes park
+    try:
+        url = f"http://127.0.0.1:{ca.server_address[1]}/dir"
+        srv = make_server(None, env={"RINGHTTPD_PARK_MAX": "3", "RINGHTTPD_ACME_TIMEOUT": "40"},
+                          args=["-t", "1", "-p", str(ports[0]), "--tls-port", str(ports[1]),
+                                "--acme-email", "ops@example.org", "--acme-ca", url,
+                                "--acme-state", str(tmp_path / "state"), "--config",
+                                str(ondemand_conf(tmp_path, docroot)), "--acme-ask", a.url,
+                                "--metrics", "127.0.0.1:0"])
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            waiting = [pool.submit(handshake, "good.test", ports[1], None, 40) for _ in range(3)]
+            assert wait_for(lambda: parked(srv) == 3, 20, 0.2), srv.stderr_text()[-3000:]
+            out = handshake("good.test", ports[1], None, timeout=10)
+            assert "UNRECOGNIZED_NAME" in out.upper(), out
+            assert not any(f.done() for f in waiting) and parked(srv) == 3
+            # the worker serves everyone else meanwhile
+            p = subprocess.run(["curl", "-sS", "--max-time", "10", "-H", "Host: fixed.test",
+                                f"http://127.0.0.1:{ports[0]}/"], capture_output=True, timeout=15)
+            assert p.returncode == 0 and b"fixed site" in p.stdout, p
+            outs = [f.result(timeout=45) for f in waiting]
+        assert all("UNRECOGNIZED_NAME" in o.upper() for o in outs), outs
+        assert wait_for(lambda: parked(srv) == 0, 10, 0.2)
+        assert a.asked("good.test") == 1
+        assert srv.proc.poll() is None
+    finally:
+        ca.shutdown()
+        ca.server_close()
+
+
+def test_a_reload_that_gives_a_site_acme_on_demand_takes_effect_at_once(
+        make_server, docroot, pebble, ports, tmp_path, ask):
+    """No site has acme: on-demand at start; a SIGHUP whose file gives the default site one
+    brings certificates on demand without a restart (the thread, the hook, the workers' wake
+    were made at start for this)."""
+    import signal
+    from test_accesslog import scrape_text
+    from test_acme import wait_issued
+    pb = pebble()
+    a = ask(approve={"good.test"})
+    state = tmp_path / "state"
+    conf = ondemand_conf(tmp_path, docroot)
+    on_demand = conf.read_text()
+    off = on_demand.replace("acme: off", "acme: on").replace("acme: on-demand", "acme: off")
+    conf.write_text(off)
+    srv = start(make_server, pb, state, ports, conf, a.url)
+    root = pb.root(tmp_path)
+    wait_issued(srv, "fixed.test")
+    assert handshake("good.test", ports[1], root, timeout=10) != "ok"
+    assert a.asked() == 0
+    conf.write_text(on_demand)
+    srv.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: "reload (SIGHUP): serving" in srv.stderr_text(), 15, 0.2), \
+        srv.stderr_text()[-3000:]
+    rc, body = curl_https("good.test", ports[1], root, timeout=40)
+    assert rc == 0 and b"on-demand site" in body, (body, srv.stderr_text()[-3000:])
+    assert a.asked("good.test") == 1
+    assert "good.test approved by --acme-ask" in srv.stderr_text()
+    text = scrape_text(srv)
+    assert 'ringhttpd_acme_ondemand_total{outcome="issued"} 1' in text, text
+    # Taken away again: a name not yet known is no on-demand name any more (nobody asked).
+    conf.write_text(off)
+    srv.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: srv.stderr_text().count("reload (SIGHUP): serving") == 2, 15, 0.2)
+    assert handshake("other.test", ports[1], root, timeout=10) != "ok"
+    assert a.asked() == 1
+    assert srv.proc.poll() is None

@@ -237,3 +237,17 @@ def test_metrics_listener_answers_garbage_and_closes(make_server, docroot, garba
     assert data.startswith(b"HTTP/1.1 ") and status == want, data[:200]
     assert b"\r\nConnection: close\r\n" in data
     assert _scrape_ok(srv)
+
+
+def test_a_reload_with_a_config_file_keeps_metrics(make_server, docroot, tmp_path):
+    """A SIGHUP with --config parses the command line again: --metrics ADDR:PORT must still
+    read as it did (the colon was once cut out of argv, and every such reload failed)."""
+    import signal
+    conf = tmp_path / "sites.yaml"
+    conf.write_text(f"sites:\n  - root: {docroot}\n    default: true\n")
+    srv = make_server(None, args=["--metrics", "127.0.0.1:0", "--config", str(conf)])
+    srv.proc.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: "reload (SIGHUP)" in srv.stderr_text(), 15, 0.2)
+    assert wait_for(lambda: "reload (SIGHUP): serving" in srv.stderr_text(), 5, 0.2), \
+        srv.stderr_text()
+    assert "ringhttpd_requests_total" in scrape_text(srv)

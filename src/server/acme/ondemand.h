@@ -8,7 +8,8 @@
  * order for a name nobody approved, or grow past its bounds (ONDEMAND_NAMES names known at
  * once; ONDEMAND_ORDERS_PER_MIN new orders a minute): a flood of random names costs the ask
  * endpoint one question each and the CA nothing.
- * Ownership: the server makes one struct ondemand after struct acme (which must outlive it),
+ * Ownership: the server makes one struct ondemand after struct acme (which must outlive it)
+ * when a site has acme: on-demand, or when a --config file's reload may give one a site,
  * with a reader per worker (the TLS contexts' hook argument; the server points each at its
  * worker's runtime before the workers start), starts its thread with the ACME one and frees it
  * before the ACME state. */

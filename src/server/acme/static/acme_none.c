@@ -71,7 +71,7 @@ int acme_ondemand_status(struct acme *a, void *cert, char *path, size_t cap, int
     return -ENOTSUP;
 }
 
-/* ondemand.h: never made (acme_ondemand_wanted says no). */
+/* ondemand.h: never made (acme_new fails first). */
 int ondemand_new(struct ondemand **out, const struct config *cfg, struct acme *a, int nreaders,
                  char *why, size_t why_len)
 {
