@@ -687,6 +687,9 @@ bool options_restart_needed(const struct config *a, const struct config *b, char
 
 void options_init(struct config *cfg)
 {
+    /* key_lines has a slot per row: the areas' rows are counted here, at every configuration's
+     * start, since no one translation unit sees them all (the single table's static assert) */
+    assert(options_count() <= CONFIG_MAX_OPTIONS);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     *cfg = (struct config){
         .docroot = NULL,

@@ -60,7 +60,7 @@ enum option_list {
 #define CONFIG_MAX_BINDS 8 /* --bind entries: each a cleartext and a TLS listener per worker */
 #define CONFIG_UNIX_PATH_MAX 107 /* sockaddr_un's sun_path, less its NUL */
 #define CONFIG_MAX_RULES 32    /* per site: --redirect, --basic-auth, --cache-control-for, hosts */
-#define CONFIG_MAX_OPTIONS 128 /* rows of the option table (options.c asserts it) */
+#define CONFIG_MAX_OPTIONS 128 /* rows of the option table (options_init asserts it) */
 /* per site and kind: redirects, headers and access lines of the YAML lists or the command
  * line (a site's files hold thousands; these are the configuration's own few) */
 #define CONFIG_MAX_RULE_LINES 256

@@ -17,6 +17,8 @@ int main(void)
     };
     size_t n = options_count();
     const struct option_info *t[CONFIG_MAX_OPTIONS];
+    if (n > CONFIG_MAX_OPTIONS) /* options_init's assertion, before t would overflow */
+        n = CONFIG_MAX_OPTIONS;
     for (size_t i = 0; i < n; i++)
         t[i] = options_row(i);
     for (size_t i = 0; i < n; i++)
