@@ -30,7 +30,7 @@ ACME       ?= yes
 ifeq ($(ACME),yes)
 ACME_SRC   := $(wildcard src/server/acme/*.c)
 else
-ACME_SRC   := $(filter-out src/server/acme/acme.c src/server/acme/client.c src/server/acme/ondemand.c,$(wildcard src/server/acme/*.c)) \
+ACME_SRC   := $(filter-out src/server/acme/acme.c src/server/acme/answers.c src/server/acme/client.c src/server/acme/ondemand.c,$(wildcard src/server/acme/*.c)) \
               src/server/acme/static/acme_none.c
 CPPFLAGS   += -DRINGHTTPD_NO_ACME
 LDLIBS     := $(filter-out -lcurl,$(LDLIBS))

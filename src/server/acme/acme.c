@@ -5,8 +5,6 @@
 #include <limits.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <openssl/x509.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -18,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/acme/acme_int.h"
 #include "server/acme/client.h"
 #include "server/acme/dns01.h"
 #include "server/acme/jws.h"
@@ -31,67 +30,6 @@
 #define CERT_MAX (256 * 1024) /* a chain and its key, read back from the state directory */
 #define RECHECK (6 * 3600)    /* a valid certificate's disk copy and ARI window, looked at again */
 #define LOCK_RETRY 1          /* seconds between looks at a lock another process holds */
-#define SHARED_MAX 64         /* challenge answers of other processes mirrored at once */
-#define SHARED_SUFFIX ".challenge"
-#define SHARED_AGE 3600 /* seconds: an older answer file is a crashed process's leftover */
-#define SHARED_HEADSTART_NS (250 * 1000000L) /* see answer_put */
-
-/* One certificate: its names, its file, what is known of it, and when to look at it next. */
-struct cert {
-    const char **names; /* our own copies: a reload frees the config's */
-    int n;
-    bool wanted; /* named by the configuration now (else kept until it expires); under lock */
-    char *file;  /* in the state directory: "NAME.pem" (chain, then key) */
-    char *path;  /* the same, whole, for the TLS contexts */
-    bool live;       /* a valid pair is on disk and handed to the TLS contexts; under lock */
-    struct jws_cert_facts facts;
-    int64_t renew_at;  /* 0 until known */
-    int64_t ari_until; /* the ARI window is good until then (0: none asked) */
-    int64_t next;      /* when the thread looks at it next */
-    unsigned failures;
-    bool ondemand; /* issue 40: a name a handshake asked for (ondemand.h); kept across reloads */
-    int64_t stalled; /* its last order failed: the next try's time, else 0; under lock */
-};
-
-struct acme {
-    const struct config *cfg;
-    struct acme_tokens *tokens;
-    struct acme_hooks hooks;
-    struct acme_store store;
-    EVP_PKEY *account;
-    char *ca_root; /* --acme-ca-root's PEM, read at start */
-    size_t ca_root_len;
-    unsigned kinds;
-    struct dns01 *dns; /* DNS-01 (--acme-dns-hook or --acme-dns-update), or NULL: no wildcards */
-    const char *ca;
-    int64_t backoff_base; /* seconds: RINGHTTPD_ACME_BACKOFF (a test hook), else 60 */
-    long timeout;         /* seconds per exchange: RINGHTTPD_ACME_TIMEOUT, else 30 */
-    /* As many as the sites ask for (issue 40). The array grows under lock (acme_names), so the
-     * thread reads a pointer of it under the lock; a cert never moves and is never removed. */
-    struct cert **certs;
-    int ncerts, cap;
-    bool renamed; /* acme_names changed the set: every cert is looked at again; under lock */
-    bool poked;   /* acme_ondemand_add: a new cert is to be looked at now; under lock */
-    struct acme_client client;
-    bool client_open;
-    pthread_t thread;
-    bool started;
-    atomic_bool stop;
-    pthread_mutex_t lock; /* certs' live/facts (the main and metrics threads read them); wait */
-    pthread_cond_t wake;
-    uint64_t issued, failed; /* orders: read by the metrics thread under lock */
-    /* The challenge answers of other processes sharing the directory, mirrored into our token
-     * table by the watcher thread (its own; inotify on the directory, stop by the eventfd). */
-    pthread_t watcher;
-    bool watching;
-    int watch, stopfd;
-    struct shared {
-        char file[300];
-        char key_auth[256];
-        bool seen;
-    } shared[SHARED_MAX];
-    int nshared;
-};
 
 static double random01(void)
 {
@@ -373,7 +311,8 @@ int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *to
     }
     a->cfg = cfg;
     a->tokens = tokens;
-    a->hooks = *hooks;
+    a->changed = hooks->changed;
+    a->changed_arg = hooks->arg;
     a->store.dir = -1;
     a->ca = cfg->acme_ca ? cfg->acme_ca : ACME_DEFAULT_CA;
     a->kinds = cfg->acme_challenge ? cfg->acme_challenge : ACME_HTTP01 | ACME_ALPN01;
@@ -454,191 +393,6 @@ int acme_pairs(struct acme *a, struct tls_cert_files **out, int *n, int *cap)
     return rc;
 }
 
-/* ---- the challenge hooks: the token table ------------------------------------------------ */
-
-/* Several processes may share the directory and the ports (--reuse-port, or instances behind one
- * address): the CA's validation may reach one that did not order. Every answer is also a file
- * of the directory, which every process's watcher mirrors into its own table. */
-static void shared_name(enum acme_kind kind, const char *host, const char *token, char *out,
-                        size_t cap)
-{
-    if (kind == ACME_HTTP01)
-        snprintf(out, cap, "http-01.%s.%s" SHARED_SUFFIX, token, host);
-    else
-        snprintf(out, cap, "tls-alpn-01.%s" SHARED_SUFFIX, host);
-}
-
-/* host's TLS-ALPN-01 certificate for key_auth into the table. */
-static int put_alpn(struct acme *a, const char *host, const char *key_auth)
-{
-    unsigned char digest[32];
-    X509 *x = NULL;
-    EVP_PKEY *k = NULL;
-    jws_alpn_digest(key_auth, strlen(key_auth), digest);
-    int rc = jws_alpn_cert(host, digest, (int64_t)time(NULL), &x, &k);
-    if (rc == 0)
-        rc = tokens_add_alpn(a->tokens, host, x, k);
-    X509_free(x);
-    EVP_PKEY_free(k);
-    return rc;
-}
-
-/* DNS-01: the record is the world's to see, no table or shared file; its failure gets its
- * own line (the hook's exit, the server's refusal), the order's says only that it failed. */
-static int put_dns(struct acme *a, const char *host, const char *key_auth)
-{
-    char err[512] = "";
-    int rc = dns01_present(a->dns, host, key_auth, err, sizeof(err));
-    if (rc && rc != -ECANCELED)
-        errlog(ERRLOG_ERROR, "acme: dns-01 for %s: %s", host, err);
-    return rc;
-}
-
-static int answer_put(void *arg, enum acme_kind kind, const char *host, const char *token,
-                      const char *key_auth)
-{
-    struct acme *a = arg;
-    if (kind == ACME_DNS01)
-        return put_dns(a, host, key_auth);
-    int rc = kind == ACME_HTTP01 ? tokens_add_http(a->tokens, host, token, key_auth)
-                                 : put_alpn(a, host, key_auth);
-    if (rc)
-        return rc;
-    char name[300];
-    shared_name(kind, host, token, name, sizeof(name));
-    int err = store_write(&a->store, name, key_auth, strlen(key_auth), 0600);
-    if (err) { /* we still answer ourselves; only another process sharing the port cannot */
-        errlog(ERRLOG_WARN, "acme: cannot share the challenge answer as %s/%s: %s",
-               a->cfg->acme_state, name, strerror(-err));
-        return 0;
-    }
-    /* The other processes' watchers see the file within milliseconds (inotify); the CA may
-     * connect as soon as it is told the answer is ready, so they get a head start. */
-    struct timespec ts = {0, SHARED_HEADSTART_NS};
-    nanosleep(&ts, NULL);
-    return 0;
-}
-
-static void answer_drop(void *arg, enum acme_kind kind, const char *host, const char *token)
-{
-    struct acme *a = arg;
-    char name[300];
-    if (kind == ACME_DNS01) { /* the value again from the token, as the client made it */
-        if (jws_key_authorization(token, a->client.thumbprint, name, sizeof(name)))
-            dns01_cleanup(a->dns, host, name);
-        return;
-    }
-    shared_name(kind, host, token, name, sizeof(name));
-    store_remove(&a->store, name);
-    tokens_remove(a->tokens, host, kind == ACME_HTTP01 ? token : NULL);
-}
-
-/* ---- the watcher: other processes' answers ------------------------------------------------ */
-
-/* name's kind, host and token (NULL for TLS-ALPN-01), in buf; false when it is not ours. */
-static bool shared_parse(const char *name, char *buf, size_t cap, enum acme_kind *kind,
-                         const char **host, const char **token)
-{
-    size_t n = strlen(name), sl = strlen(SHARED_SUFFIX);
-    if (n >= cap || n <= sl)
-        return false;
-    memcpy(buf, name, n - sl);
-    buf[n - sl] = '\0';
-    if (strncmp(buf, "http-01.", 8) == 0) {
-        char *dot = strchr(buf + 8, '.');
-        if (!dot || dot == buf + 8)
-            return false;
-        *dot = '\0';
-        *kind = ACME_HTTP01;
-        *token = buf + 8;
-        *host = dot + 1;
-    } else if (strncmp(buf, "tls-alpn-01.", 12) == 0) {
-        *kind = ACME_ALPN01;
-        *token = NULL;
-        *host = buf + 12;
-    } else {
-        return false;
-    }
-    return **host != '\0';
-}
-
-static void shared_seen(void *arg, const char *name)
-{
-    struct acme *a = arg;
-    char buf[300], *data = NULL;
-    const char *host, *token;
-    enum acme_kind kind;
-    size_t len;
-    if (!shared_parse(name, buf, sizeof(buf), &kind, &host, &token) ||
-        store_read(&a->store, name, &data, &len, 255) != 0)
-        goto out;
-    int i = 0;
-    while (i < a->nshared && strcmp(a->shared[i].file, name) != 0)
-        i++;
-    if (i < a->nshared && strcmp(a->shared[i].key_auth, data) == 0) {
-        a->shared[i].seen = true;
-        goto out;
-    }
-    if (i == a->nshared && a->nshared == SHARED_MAX)
-        goto out;
-    int rc = kind == ACME_HTTP01 ? tokens_add_http(a->tokens, host, token, data)
-                                 : put_alpn(a, host, data);
-    if (rc)
-        goto out;
-    struct shared *sh = &a->shared[i];
-    snprintf(sh->file, sizeof(sh->file), "%s", name);
-    snprintf(sh->key_auth, sizeof(sh->key_auth), "%s", data);
-    sh->seen = true;
-    if (i == a->nshared)
-        a->nshared++;
-out:
-    free(data);
-}
-
-/* The table gets the answers now in the directory and loses those gone from it. */
-static void shared_refresh(struct acme *a)
-{
-    for (int i = 0; i < a->nshared; i++)
-        a->shared[i].seen = false;
-    if (store_list(&a->store, SHARED_SUFFIX, SHARED_AGE, shared_seen, a) != 0)
-        return;
-    for (int i = 0; i < a->nshared;) {
-        char buf[300];
-        const char *host, *token;
-        enum acme_kind kind;
-        if (a->shared[i].seen) {
-            i++;
-            continue;
-        }
-        if (shared_parse(a->shared[i].file, buf, sizeof(buf), &kind, &host, &token))
-            tokens_remove(a->tokens, host, token);
-        a->shared[i] = a->shared[--a->nshared];
-    }
-}
-
-static void *watcher_main(void *arg)
-{
-    struct acme *a = arg;
-    char events[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-    shared_refresh(a);
-    for (;;) {
-        struct pollfd p[2] = {{.fd = a->stopfd, .events = POLLIN},
-                              {.fd = a->watch, .events = POLLIN}};
-        /* inotify for promptness; a look once a second anyway, for a network volume whose
-         * other writers raise no event here (and when inotify's limits are reached) */
-        int n = poll(p, a->watch >= 0 ? 2 : 1, 1000);
-        if (n < 0 && errno != EINTR)
-            break;
-        if (p[0].revents)
-            break;
-        if (a->watch >= 0 && p[1].revents)
-            while (read(a->watch, events, sizeof(events)) > 0)
-                continue; /* which file does not matter: the directory is read again */
-        shared_refresh(a);
-    }
-    return NULL;
-}
-
 /* ---- the thread ------------------------------------------------------------------------- */
 
 static void names_text(const struct cert *c, char *out, size_t cap)
@@ -703,8 +457,8 @@ static void made_live(struct acme *a, struct cert *c, const char *how)
     iso(c->renew_at, at);
     errlog(ERRLOG_NOTICE, "acme: certificate for %s %s: valid until %s, renewal from %s", names,
            how, until, at);
-    if (a->hooks.changed)
-        a->hooks.changed(a->hooks.arg);
+    if (a->changed)
+        a->changed(a->changed_arg);
 }
 
 /* c serves the pair whose facts are f from now on (issued: counted as an issuance): the
@@ -736,7 +490,8 @@ static int order(struct acme *a, struct cert *c, bool renewal)
            renewal ? "renewal" : "first issuance");
     EVP_PKEY *key = jws_key_new();
     int rc = key ? ensure_client(a) : -ENOMEM;
-    struct acme_answer ans = {.put = answer_put, .drop = answer_drop, .arg = a, .kinds = a->kinds};
+    struct acme_answer ans = {
+        .put = acme_answer_put, .drop = acme_answer_drop, .arg = a, .kinds = a->kinds};
     if (rc == 0)
         rc = client_order(&a->client, c->names, c->n, &ans, key, &pem);
     if (rc == 0 && !(keypem = jws_key_pem(key)))
@@ -825,8 +580,8 @@ static void keep_until_expiry(struct acme *a, struct cert *c, bool valid, int64_
         pthread_mutex_lock(&a->lock);
         c->live = false;
         pthread_mutex_unlock(&a->lock);
-        if (a->hooks.changed)
-            a->hooks.changed(a->hooks.arg);
+        if (a->changed)
+            a->changed(a->changed_arg);
     }
     c->next = valid && c->facts.not_after < now + RECHECK ? c->facts.not_after : now + RECHECK;
 }
@@ -946,7 +701,7 @@ int acme_start(struct acme *a)
         close(a->watch);
         a->watch = -1;
     }
-    int err = pthread_create(&a->watcher, NULL, watcher_main, a);
+    int err = pthread_create(&a->watcher, NULL, acme_watcher_main, a);
     if (err)
         return -err;
     a->watching = true;
@@ -1065,8 +820,7 @@ void acme_metrics(void *arg, FILE *f)
               f);
         for (int i = 0; i < a->ncerts; i++)
             for (int k = 0; a->certs[i]->live && k < a->certs[i]->n; k++)
-                fprintf(f,
-                        "ringhttpd_tls_certificate_expiry_timestamp_seconds{name=\"%s\"} %lld\n",
+                fprintf(f, "ringhttpd_tls_certificate_expiry_timestamp_seconds{name=\"%s\"} %lld\n",
                         a->certs[i]->names[k], (long long)a->certs[i]->facts.not_after);
     }
     fprintf(f,
