@@ -39,7 +39,14 @@
 #include "http/serve.h"
 
 #define H3_CHUNK (32u << 10)
-#define H3_WINDOW (256u << 10)
+/* What a stream may hold, in two parts (issue 42). H3_STAGED: handed to ngtcp2 and not yet
+ * written into a packet, the part a slow reader (its flow control shut) can hold. H3_INFLIGHT:
+ * written and not yet acknowledged; the congestion window keeps it near one bandwidth-delay
+ * product, this only bounds memory whatever the window does. One 256 KiB bound over both, as
+ * before, capped a single stream at 256 KiB a round trip: 48 Mbit/s at 40 ms, whatever the
+ * path or the congestion controller (bench/pageload/flows.py). */
+#define H3_STAGED (256u << 10)
+#define H3_INFLIGHT (16u << 20)
 #define H3_RESP_FIELDS 48 /* response fields sent, as HTTP/2's */
 #define H3_READERS 2      /* threads reading cold chunks, per worker */
 #define H3_OUTV 16        /* byte ranges a stream has handed out and not yet seen written */
@@ -192,7 +199,8 @@ struct h3stream {
     bool parked; /* its credentials are being verified off the loop: asked again on resume */
     bool answered;
     struct response *r;    /* from the answer to the stream's close */
-    uint64_t given, acked; /* stream bytes handed out (end of out[]), and acknowledged */
+    uint64_t given, written, acked; /* stream bytes handed out (end of out[]), written into
+                                     * packets, and acknowledged */
     unsigned nout;
     struct quic_vec out[H3_OUTV]; /* handed out from the write offset on, not yet written */
     struct chunk *chunks, *last;

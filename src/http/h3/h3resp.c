@@ -48,12 +48,14 @@ static void out_push(struct h3stream *st, uint8_t *base, size_t len)
     st->given += len;
 }
 
-/* Hands out what the plan has next, up to H3_OUTV ranges and H3_WINDOW bytes not yet
- * acknowledged: 0, or -EIO when the stream cannot go on (the file shrank, no memory). */
+/* Hands out what the plan has next, up to H3_OUTV ranges, H3_STAGED bytes not yet written and
+ * H3_INFLIGHT not yet acknowledged: 0, or -EIO when the stream cannot go on (the file shrank, no
+ * memory). */
 static int fill(struct h3stream *st)
 {
     struct plan *p = &st->r->plan;
-    while (st->nout < H3_OUTV && st->given - st->acked < H3_WINDOW) {
+    while (st->nout < H3_OUTV && st->given - st->written < H3_STAGED &&
+           st->given - st->acked < H3_INFLIGHT) {
         struct seg *s = plan_seg(p);
         if (!s)
             break;
@@ -338,6 +340,7 @@ int h3_app_wrote(void *a, int64_t sid, size_t n)
     struct h3stream *st = h3_stream_find(hc, sid);
     if (!st)
         return 0;
+    st->written += n;
     unsigned i = 0;
     while (n && i < st->nout) {
         struct quic_vec *o = &st->out[i];

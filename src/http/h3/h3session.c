@@ -12,8 +12,9 @@
  * one HEADERS frame and one DATA frame over the whole body (its length is the plan's), the
  * frame heads and the field section kept in the stream's own buffer, the body handed to ngtcp2
  * as it is: memory segments (the response holds them until the stream closes), file ranges
- * through H3_CHUNK-byte reads, at most H3_WINDOW bytes a stream not yet acknowledged by the
- * peer, so a slow reader holds a bounded amount. ngtcp2 keeps pointers to what it sent until
+ * through H3_CHUNK-byte reads, at most H3_STAGED bytes a stream not yet written (so a slow
+ * reader holds a bounded amount) and H3_INFLIGHT not yet acknowledged (the congestion window,
+ * not this, sets the rate). ngtcp2 keeps pointers to what it sent until
  * the peer acknowledges it: nothing handed over moves or is freed before (app_acked), or
  * before the stream closes. A chunk is read on the loop only when the page cache has it
  * (preadv2 RWF_NOWAIT); a cold one, or any on a file system without RWF_NOWAIT, is read by a
