@@ -114,9 +114,10 @@ static inline const struct peer *conn_peer(const struct conn *c)
  * generation names it in resume tokens (conn_token; conn_resume wakes it through
  * proto->resume), its obs holds its peer (conn_peer) and request count, and it may join the
  * idle queue (conn_idle: reclaimed for a newcomer through proto->reclaim, which must end it;
- * the slot is free at conn_detach). Not conn_open: the worker's drain and deadline and the
- * engine leave it to its owner. proto needs resume and reclaim only. NULL when every slot is
- * taken. */
+ * the slot is free at conn_detach) and the worker's drain reaches it (conn_drain through
+ * proto->drain, which announces the end and closes it once idle). Not conn_open: the drain's
+ * deadline and the engine leave it to its owner. proto needs resume, reclaim and drain only.
+ * NULL when every slot is taken. */
 struct conn *conn_attach(struct runtime *w, const struct proto_ops *proto, void *pstate);
 
 /* Gives an attached connection's slot back: its owner has ended it. */

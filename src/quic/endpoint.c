@@ -958,21 +958,16 @@ int quic_ep_wait_ms(const struct quic_ep *ep, int max_ms)
 
 void quic_ep_drain(struct quic_ep *ep)
 {
+    /* What only the endpoint knows: no new connections from now on (one that completes its
+     * handshake is told at once, on_handshake_completed; the timer run closes those gone idle),
+     * and a handshake without an application (no slot) yet ends now. The worker drains the ones
+     * with a slot through conn_drain (the application's slot ops). */
     ep->draining = true;
     for (struct quic_conn *qc = ep->conns, *next; qc; qc = next) {
         next = qc->next;
-        if (qc->state != Q_OPEN)
+        if (qc->state != Q_OPEN || qc->app)
             continue;
-        if (qc->app && !qc->drain_told) {
-            qc->drain_told = true;
-            ep->app->drain(qc->app);
-        }
-        if (!qc->app || ep->app->idle(qc->app)) {
-            conn_write(ep, qc); /* the GOAWAY first */
-            close_done(ep, qc);
-        } else {
-            conn_write(ep, qc);
-        }
+        close_done(ep, qc);
     }
     ep->next = 0; /* the next tick frees what closed */
 }

@@ -161,7 +161,8 @@ int quic_ep_set_secrets(struct quic_ep *ep, const struct quic_secrets *s);
 void quic_ep_tick(struct quic_ep *ep);
 /* Milliseconds until the next deadline (at most max_ms). */
 int quic_ep_wait_ms(const struct quic_ep *ep, int max_ms);
-/* The worker drains: every connection announces its end; idle ones close now. */
+/* The worker drains: no new connections (one finishing its handshake is told app->drain), and
+ * handshakes without an application close now; the worker drains the others (their slots). */
 void quic_ep_drain(struct quic_ep *ep);
 /* Connections still open (a drain waits for them, as for TCP connections). */
 unsigned quic_ep_conns(const struct quic_ep *ep);

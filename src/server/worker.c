@@ -363,11 +363,13 @@ static void start_drain(struct worker *w, int how)
     conn_held_close(&w->rt); /* sockets that waited for a slot: no slot is coming */
 #ifndef RINGHTTPD_NO_HTTP3
     if (w->quic)
-        quic_ep_drain(w->quic); /* GOAWAY; idle connections close, busy ones finish */
+        quic_ep_drain(w->quic); /* no new connections; handshakes without a slot close */
 #endif
+    /* Every connection the worker has, HTTP/3 ones (attached slots) included, through its
+     * protocol's drain: GOAWAY, idle ones close, busy ones finish. */
     for (uint32_t i = 0; i < w->rt.cfg->max_conns; i++) {
         struct conn *c = &w->rt.conns.slot[i];
-        if (conn_open(c))
+        if (conn_open(c) || c->state == CONN_ATTACHED)
             conn_drain(&w->rt, c);
     }
 }

@@ -279,9 +279,25 @@ static void slot_reclaim(struct runtime *w, struct conn *c)
     quic_close(hc->qc);
 }
 
+static bool app_idle(void *a);
+
+/* The worker drains (conn_drain, as for its TCP connections): GOAWAY; an idle connection closes
+ * now, a busy one is written at the endpoint's next timer run (the GOAWAY out) and closes there
+ * once its streams are done (the endpoint is draining too, quic_ep_drain). */
+static void slot_drain(struct runtime *w, struct conn *c)
+{
+    (void)w;
+    struct h3conn *hc = c->pstate;
+    app_drain(hc);
+    if (app_idle(hc))
+        quic_close(hc->qc);
+    else
+        quic_wake_in(hc->qc, 0);
+}
+
 /* What conn asks of an HTTP/3 connection's slot (conn_attach). */
 static const struct proto_ops slot_ops = {
-    .name = "h3", .resume = slot_resume, .reclaim = slot_reclaim};
+    .name = "h3", .resume = slot_resume, .reclaim = slot_reclaim, .drain = slot_drain};
 
 static void *app_open(void *ctx, struct quic_conn *qc)
 {
