@@ -202,7 +202,8 @@ static void initial_window(struct h2_session *s, uint32_t v)
 {
     int64_t delta = (int64_t)v - s->peer_window;
     s->peer_window = (int32_t)v;
-    LIVE_EACH(s, st) {
+    LIVE_EACH(s, st)
+    {
         st->window += delta;
         if (st->window > WINDOW_MAX) {
             h2_conn_error(s, E_FLOW_CONTROL);

@@ -78,8 +78,8 @@ struct stream {
     bool held;      /* head is h2_hold's: the request was delivered */
     bool closed;    /* on the done list */
     int status;
-    int64_t window;      /* what the client lets us send */
-    int32_t recv_window; /* what we let the client send */
+    int64_t window;          /* what the client lets us send */
+    int32_t recv_window;     /* what we let the client send */
     struct hfield_length cl; /* content-length, to check the DATA against (RFC 9113 8.1.1) */
     void *token;
     struct plan *body;
@@ -93,10 +93,10 @@ struct stream {
     size_t head_len;
     int64_t body_due; /* a kept head's body: its next DATA by then (ms), else 408 (h2_expire) */
     int req_status;
-    struct stream *next;          /* free or done list */
-    struct list live;       /* the session's open streams */
-    struct list hlink;      /* the HEADERS to write, while its are */
-    struct prio_node prio;  /* its place in the DATA order (core/prio.h), while it may send */
+    struct stream *next;   /* free or done list */
+    struct list live;      /* the session's open streams */
+    struct list hlink;     /* the HEADERS to write, while its are */
+    struct prio_node prio; /* its place in the DATA order (core/prio.h), while it may send */
 };
 
 struct h2_session {
@@ -149,8 +149,8 @@ struct h2_session {
     struct stream *done_head, **done_tail;
     struct list headers;    /* responses whose HEADERS are to be written, in order */
     struct prio_sched data; /* responses with DATA to send and window to send it */
-    int32_t max_id;               /* the newest stream the client opened */
-    uint64_t opened;              /* bit i: stream max_id - 2i was opened (not skipped) */
+    int32_t max_id;         /* the newest stream the client opened */
+    uint64_t opened;        /* bit i: stream max_id - 2i was opened (not skipped) */
 
     /* the header block being read */
     bool blk_open;       /* CONTINUATION expected */
@@ -315,14 +315,14 @@ static inline struct stream *h2_stream_find(const struct h2_session *s, int32_t 
     if (s->dlv && s->dlv->id == id)
         return s->dlv->closed ? NULL : s->dlv;
     LIVE_EACH(s, st)
-        if (st->id == id)
-            return st;
+    if (st->id == id)
+        return st;
     return NULL;
 }
 
 /* Starts reading a header block on stream id (st NULL: one to read and ignore). */
 static inline void h2_blk_begin(struct h2_session *s, int32_t id, struct stream *st, bool trailers,
-                      bool end_stream)
+                                bool end_stream)
 {
     s->blk_id = id;
     s->blk_st = st;
@@ -357,15 +357,14 @@ void h2_conn_error(struct h2_session *s, uint32_t code);
 /* Queues a control frame (payload len bytes). A client that does not read what it asked for
  * (PING and SETTINGS ACKs piling up) is told to go away. */
 void h2_ctl(struct h2_session *s, uint8_t type, uint8_t flags, uint32_t id, const void *payload,
-                size_t len);
+            size_t len);
 
 /* A control frame whose payload is one 32-bit value (WINDOW_UPDATE, RST_STREAM). */
 void h2_ctl32(struct h2_session *s, uint8_t type, uint32_t id, uint32_t v);
 
 /* Parses the head of stream st (kept with the stream, or cut short in the block buffer) and
  * hands the request to the caller. */
-void h2_deliver(struct h2_session *s, struct stream *st, const char *head, size_t len,
-                    int status);
+void h2_deliver(struct h2_session *s, struct stream *st, const char *head, size_t len, int status);
 
 /* The frames in data[0, len) (after any preface), each by its type's rules; a frame cut short
  * waits in the frame area (h2in.c). */
@@ -387,7 +386,6 @@ void h2_stream_close(struct h2_session *s, struct stream *st);
  * by the thousand is told to go away). */
 void h2_stream_error(struct h2_session *s, int32_t id, uint32_t code);
 
-
 /* Resets stream id (RST_STREAM code): a stream error, or the server giving up on it. */
 void h2_stream_reset(struct h2_session *s, int32_t id, struct stream *st, uint32_t code);
 
@@ -396,6 +394,5 @@ void h2_terminate(struct h2_session *s, enum h2_end why, uint32_t code);
 
 /* Whether stream id (odd, <= max_id) was opened, rather than skipped (RFC 9113 5.1.1). */
 bool h2_was_opened(const struct h2_session *s, int32_t id);
-
 
 #endif

@@ -38,7 +38,6 @@ static size_t out_room(const struct h2_session *s)
     return H2_OUT_CAP - GOAWAY_LEN - s->out_len;
 }
 
-
 /* Walks the response's fields: from the plan's field lines or the copied array. */
 static bool field_next(const struct stream *st, size_t *pos, const char **name, size_t *name_len,
                        const char **value, size_t *value_len)
@@ -372,7 +371,7 @@ static void write_output(struct h2_session *s)
         if (write_headers(s, st))
             continue;
         if (s->out_len > 0)
-            return;                              /* the next output */
+            return;                                 /* the next output */
         h2_stream_reset(s, st->id, st, E_INTERNAL); /* a head that never fits */
     }
     struct prio_node *next;

@@ -24,8 +24,7 @@ static void deliver_req(struct h2_session *s, struct stream *st, struct http_req
 
 /* Parses the head of stream st (kept with the stream, or cut short in the block buffer) and
  * hands the request to the caller. */
-void h2_deliver(struct h2_session *s, struct stream *st, const char *head, size_t len,
-                    int status)
+void h2_deliver(struct h2_session *s, struct stream *st, const char *head, size_t len, int status)
 {
     struct http_request req;
     int rc = http1_parse(head, len, &req);

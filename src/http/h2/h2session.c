@@ -18,10 +18,11 @@
  *
  * Output: h2_output writes, in this order, the control frames queued (ACKs, RST_STREAM,
  * WINDOW_UPDATE), the HEADERS of the responses given since (in the order given: HPACK's table
- * must see them in the order the client does), then DATA by RFC 9218 priority (core/prio.h's scheduler, HTTP/3's too): the lowest
- * urgency first; within one, the non-incremental responses in stream-ID order, each to its end
- * before the next, incremental ones a frame each in turn behind them once they have sent. Memory bodies are copied beside their frame header, file bodies
- * become file segments of the plan (sendfile/splice, no copy through user space).
+ * must see them in the order the client does), then DATA by RFC 9218 priority (core/prio.h's
+ * scheduler, HTTP/3's too): the lowest urgency first; within one, the non-incremental responses in
+ * stream-ID order, each to its end before the next, incremental ones a frame each in turn behind
+ * them once they have sent. Memory bodies are copied beside their frame header, file bodies become
+ * file segments of the plan (sendfile/splice, no copy through user space).
  *
  * Lifetimes: a stream's record (pooled) holds the caller's token until the stream closes and
  * the output that carried its last bytes is sent; only then is `done` called, so a file
@@ -43,9 +44,6 @@ void h2_buf_give_back(struct h2_session *s)
 
 /* ---- frames ---- */
 
-
-
-
 /* Ends the session with GOAWAY(code); `why` is kept unless an earlier reason was. */
 void h2_terminate(struct h2_session *s, enum h2_end why, uint32_t code)
 {
@@ -57,7 +55,6 @@ void h2_terminate(struct h2_session *s, enum h2_end why, uint32_t code)
     }
 }
 
-
 void h2_conn_error(struct h2_session *s, uint32_t code)
 {
     h2_terminate(s, code == E_ENHANCE_YOUR_CALM ? H2_END_FLOOD : H2_END_PROTOCOL, code);
@@ -66,7 +63,7 @@ void h2_conn_error(struct h2_session *s, uint32_t code)
 /* Queues a control frame (payload len bytes). A client that does not read what it asked for
  * (PING and SETTINGS ACKs piling up) is told to go away. */
 void h2_ctl(struct h2_session *s, uint8_t type, uint8_t flags, uint32_t id, const void *payload,
-                size_t len)
+            size_t len)
 {
     if (!h2_buf_take(s) || s->ctl_len + HDR + len > H2_CTL_CAP) {
         h2_terminate(s, H2_END_FLOOD, E_ENHANCE_YOUR_CALM);
@@ -136,7 +133,6 @@ static void streams_trim(struct h2_session *s, unsigned keep)
         free(st);
     }
 }
-
 
 /* The stream is over (both ways, or reset): off the open list, onto the done list. */
 void h2_stream_close(struct h2_session *s, struct stream *st)
@@ -444,7 +440,8 @@ enum h2_end h2_end(const struct h2_session *s)
 
 void h2_shed(struct h2_session *s)
 {
-    LIVE_EACH(s, st) {
+    LIVE_EACH(s, st)
+    {
         if (st->head) {
             head_free(s, st);
             h2_stream_close(s, st);
@@ -457,7 +454,8 @@ void h2_peer_closed(struct h2_session *s)
     s->peer_goaway = true;
     if (s->end == H2_END_NONE)
         s->end = H2_END_DONE;
-    LIVE_EACH(s, st) {
+    LIVE_EACH(s, st)
+    {
         if (!st->recv_done && !st->answered) /* its body can never come: nothing to answer */
             h2_stream_close(s, st);
     }
@@ -469,15 +467,16 @@ int64_t h2_deadline(const struct h2_session *s)
     if (s->kept == 0) /* no head kept: no body waited for (the usual case, without a walk) */
         return due;
     LIVE_EACH(s, st)
-        if (st->head && !st->held && st->body_due < due)
-            due = st->body_due;
+    if (st->head && !st->held && st->body_due < due)
+        due = st->body_due;
     return due;
 }
 
 void h2_expire(struct h2_session *s, int64_t now)
 {
     s->now = now;
-    LIVE_EACH(s, st) { /* delivering may answer and close st */
+    LIVE_EACH(s, st)
+    { /* delivering may answer and close st */
         if (!st->head || st->held || st->body_due > now || st->answered)
             continue;
         /* The response can still be sent (the client's half is open, ours untouched): 408,

@@ -174,14 +174,14 @@ enum pay { PAY_SKIP, PAY_SECTION };
 struct h3stream {
     int64_t id;
     struct h3conn *hc;
-    struct list link;             /* the connection's streams */
-    struct h3stream *hnext;       /* its bucket */
-    struct prio_node prio;        /* its place in the send order (core/prio.h), while ready */
+    struct list link;       /* the connection's streams */
+    struct h3stream *hnext; /* its bucket */
+    struct prio_node prio;  /* its place in the send order (core/prio.h), while ready */
     /* reading */
-    int64_t last_in; /* when its request last brought bytes (quic_now_s): the body deadline */
+    int64_t last_in;       /* when its request last brought bytes (quic_now_s): the body deadline */
     struct list held_link; /* on the worker's list of streams holding request memory */
-    size_t held_mem;                        /* what it holds: q, sec, held */
-    struct h3req *q;                        /* its request, saved (h3req_save) until answered */
+    size_t held_mem;       /* what it holds: q, sec, held */
+    struct h3req *q;       /* its request, saved (h3req_save) until answered */
     struct frd rd;
     uint8_t phase, pay;
     bool ignore;  /* reset, or refused: what comes is dropped */
@@ -190,7 +190,7 @@ struct h3stream {
     uint8_t *sec; /* a field section read in parts, or blocked */
     uint32_t sec_len, sec_cap;
     struct hfield_length cl; /* its content-length, against the DATA (RFC 9114 4.1.2) */
-    uint8_t *held; /* stream bytes read behind a blocked section, and the FIN */
+    uint8_t *held;           /* stream bytes read behind a blocked section, and the FIN */
     size_t held_len;
     bool held_fin;
     /* answering */
@@ -198,7 +198,7 @@ struct h3stream {
     bool flow_blocked, shut, fin_offered, fin_sent;
     bool parked; /* its credentials are being verified off the loop: asked again on resume */
     bool answered;
-    struct response *r;    /* from the answer to the stream's close */
+    struct response *r;             /* from the answer to the stream's close */
     uint64_t given, written, acked; /* stream bytes handed out (end of out[]), written into
                                      * packets, and acknowledged */
     unsigned nout;
@@ -260,7 +260,7 @@ struct h3conn {
         uint8_t urgency;
         bool incremental;
     } early[H3_EARLY];
-    int64_t wake_s;      /* the body deadline its wake was asked for (0: none) */
+    int64_t wake_s;        /* the body deadline its wake was asked for (0: none) */
     struct conn_cert cert; /* over qc: the 421 rule's questions and verdict (transport.h) */
 };
 

@@ -5,7 +5,8 @@
  * cache has them and off it when not; and the send side of the quic_app table (pull, wrote,
  * acked), the next stream's bytes in core/prio.h's order.
  * Must not: read the request stream's frames (h3in.c) or choose which stream sends (core/prio.h
- * through h3session.c). Ownership: the stream's response, chunks and frame heads are the stream's. */
+ * through h3session.c). Ownership: the stream's response, chunks and frame heads are the stream's.
+ */
 #include "http/h3/h3int.h"
 
 /* ---- answering ---- */

@@ -207,9 +207,9 @@ int h3_fatal(struct h3conn *hc, uint64_t code)
 int h3_qpack_fatal(struct h3conn *hc, int rv)
 {
     return h3_fatal(hc, (rv <= -QPACK_DECOMPRESSION_FAILED && rv >= -QPACK_DECODER_STREAM_ERROR) ||
-                             rv == -QPACK_EXCESSIVE_LOAD
-                         ? (uint64_t)-rv
-                         : H3_INTERNAL_ERROR);
+                                rv == -QPACK_EXCESSIVE_LOAD
+                            ? (uint64_t)-rv
+                            : H3_INTERNAL_ERROR);
 }
 
 /* The stream ends both ways with code; what it still brings is dropped. */
@@ -469,7 +469,6 @@ static void app_drain(void *a)
     hc->ctrl_len = (uint8_t)(hc->ctrl_len + 2 + put_varint(c + 2, (uint64_t)hc->goaway_id));
 }
 
-
 static void h3_collect(struct runtime *w)
 {
     struct h3worker *hw = w->h3;
@@ -527,7 +526,8 @@ static void h3_worker_free(struct runtime *w)
 static void deadlines(struct h3conn *hc)
 {
     int64_t now = quic_now_s(), t = hc->w->cfg->body_timeout, next = 0;
-    LIST_EACH(struct h3stream, st, &hc->streams, link) {
+    LIST_EACH(struct h3stream, st, &hc->streams, link)
+    {
         if (st->fin_in || st->ignore)
             continue;
         if (now - st->last_in >= t) {
@@ -551,7 +551,8 @@ static void app_woken(void *a)
         deadlines(hc);
     else if (at) /* woken sooner for another reason: asked again */
         deadline_arm(hc, at);
-    LIST_EACH(struct h3stream, st, &hc->streams, link) {
+    LIST_EACH(struct h3stream, st, &hc->streams, link)
+    {
         if (!hc->nparked)
             break;
         if (!st->parked)
@@ -572,7 +573,7 @@ static void app_free(void *a)
 {
     struct h3conn *hc = a;
     LIST_EACH(struct h3stream, st, &hc->streams, link)
-        stream_free(hc, st);
+    stream_free(hc, st);
     qpack_dec_fini(&hc->qd);
     conn_detach(hc->w, hc->c);
     free(hc);

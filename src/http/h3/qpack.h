@@ -40,8 +40,8 @@
 struct qpack_field {
     const char *name, *value; /* valid during fn's call */
     uint32_t nlen, vlen;
-    int16_t sidx; /* the QPACK static table's first index with this name, else -1: lets h3
-                     recognise :method, :path, :authority... by number */
+    int16_t sidx;      /* the QPACK static table's first index with this name, else -1: lets h3
+                          recognise :method, :path, :authority... by number */
     bool static_value; /* the value is the static table's too (an indexed static line) */
 };
 /* Called for each field line; nonzero stops the section. It must not call into the decoder. */

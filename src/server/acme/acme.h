@@ -35,9 +35,10 @@ struct acme_hooks {
 };
 
 /* Reads what the ACME options of cfg ask for (names from --acme-domain, or every host of every
- * site without a pair of its own or "acme: off"; wildcards only with DNS-01), opens the state directory and
- * makes or reads the account key. 0 with *out; -errno with one line in why. tls_port: whether
- * a TLS listener is there to answer TLS-ALPN-01 (the cleartext port always answers HTTP-01). */
+ * site without a pair of its own or "acme: off"; wildcards only with DNS-01), opens the state
+ * directory and makes or reads the account key. 0 with *out; -errno with one line in why. tls_port:
+ * whether a TLS listener is there to answer TLS-ALPN-01 (the cleartext port always answers
+ * HTTP-01). */
 int acme_new(struct acme **out, const struct config *cfg, struct acme_tokens *tokens,
              const struct acme_hooks *hooks, char *why, size_t why_len);
 

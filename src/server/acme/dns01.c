@@ -162,8 +162,7 @@ int dns01_new(struct dns01 **out, const struct config *cfg, const atomic_bool *s
             goto fail;
         }
         if ((rc = store_read_path(cfg->acme_dns_tsig, &text, &len, TSIG_FILE_MAX)) != 0) {
-            snprintf(why, why_len, "--acme-dns-tsig %s: %s", cfg->acme_dns_tsig,
-                     strerror(-rc));
+            snprintf(why, why_len, "--acme-dns-tsig %s: %s", cfg->acme_dns_tsig, strerror(-rc));
             goto fail;
         }
         rc = dnsmsg_key_parse(text, len, &d->key, err, sizeof(err));
@@ -234,8 +233,8 @@ static void log_output(const char *action, const char *fqdn, char *out, size_t n
 }
 
 /* The environment's copy with the hook's own variables added; NULL on ENOMEM. */
-static char **hook_env(const char *action, const char *fqdn, const char *value,
-                       const char *domain, char *own[4])
+static char **hook_env(const char *action, const char *fqdn, const char *value, const char *domain,
+                       char *own[4])
 {
     size_t n = 0;
     while (environ && environ[n])
@@ -315,9 +314,9 @@ static int run_hook(struct dns01 *d, const char *action, const char *fqdn, const
         (rc = posix_spawn_file_actions_adddup2(&fa, pfd[1], 1)) != 0 ||
         (rc = posix_spawn_file_actions_adddup2(&fa, pfd[1], 2)) != 0 ||
         (rc = posix_spawnattr_init(&attr)) != 0 ||
-        (attr_made = true, rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
-                                                                    POSIX_SPAWN_SETSIGDEF |
-                                                                    POSIX_SPAWN_SETPGROUP)) != 0 ||
+        (attr_made = true,
+         rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                                  POSIX_SPAWN_SETPGROUP)) != 0 ||
         (rc = posix_spawnattr_setsigmask(&attr, &none)) != 0 ||
         (rc = posix_spawnattr_setsigdefault(&attr, &dfl)) != 0 ||
         (rc = posix_spawnattr_setpgroup(&attr, 0)) != 0 ||
@@ -585,7 +584,8 @@ static int update(struct dns01 *d, bool add, const char *fqdn, const char *value
         /* a wrong key's answer (NOTAUTH, TSIG error BADSIG or BADKEY) is unsigned: the error is
          * only reported, and the ACME thread's backoff decides when to try again */
         snprintf(err, err_len, "%s refused the UPDATE of %s in zone %s with key %s: %s%s%s",
-                 d->server.text, fqdn, zone, d->key.name, dnsmsg_rcode_name(r.rcode, rb, sizeof(rb)),
+                 d->server.text, fqdn, zone, d->key.name,
+                 dnsmsg_rcode_name(r.rcode, rb, sizeof(rb)),
                  r.tsig_at && r.tsig_error ? ", TSIG " : "",
                  r.tsig_at && r.tsig_error ? dnsmsg_rcode_name(r.tsig_error, tb, sizeof(tb)) : "");
         return r.rcode == DNS_NOTAUTH || r.rcode == DNS_REFUSED ? -EACCES : -EPROTO;

@@ -100,8 +100,7 @@ static void header(struct out *o, uint16_t id, unsigned flags, unsigned qd, unsi
     put16(o, ar);
 }
 
-size_t dnsmsg_query(uint8_t *out, size_t cap, uint16_t id, const char *name, uint16_t type,
-                    bool rd)
+size_t dnsmsg_query(uint8_t *out, size_t cap, uint16_t id, const char *name, uint16_t type, bool rd)
 {
     struct out o = {out, 0, cap, false};
     header(&o, id, rd ? 0x0100 : 0, 1, 0, 0, 0);
@@ -111,8 +110,8 @@ size_t dnsmsg_query(uint8_t *out, size_t cap, uint16_t id, const char *name, uin
     return o.bad ? 0 : o.len;
 }
 
-size_t dnsmsg_update_txt(uint8_t *out, size_t cap, uint16_t id, const char *zone,
-                         const char *name, const char *value, bool add, uint32_t ttl)
+size_t dnsmsg_update_txt(uint8_t *out, size_t cap, uint16_t id, const char *zone, const char *name,
+                         const char *value, bool add, uint32_t ttl)
 {
     struct out o = {out, 0, cap, false};
     size_t vl = strlen(value);
@@ -135,8 +134,8 @@ size_t dnsmsg_update_txt(uint8_t *out, size_t cap, uint16_t id, const char *zone
 }
 
 /* The TSIG variables (RFC 8945 4.3.3) after what o holds. */
-static void tsig_vars(struct out *o, const char *key, uint64_t time, unsigned fudge,
-                      unsigned error, const uint8_t *other, size_t other_len)
+static void tsig_vars(struct out *o, const char *key, uint64_t time, unsigned fudge, unsigned error,
+                      const uint8_t *other, size_t other_len)
 {
     put_name(o, key);
     put16(o, CLASS_ANY);
@@ -267,8 +266,7 @@ static bool txt_is(const uint8_t *rd, size_t n, const char *value)
     return at == vl;
 }
 
-static int read_tsig(const uint8_t *rd, size_t n, const uint8_t *m,
-                     struct dnsmsg_reply *r)
+static int read_tsig(const uint8_t *rd, size_t n, const uint8_t *m, struct dnsmsg_reply *r)
 {
     char alg[DNSMSG_NAME_MAX];
     size_t off = (size_t)(rd - m), end = off + n;
@@ -405,11 +403,10 @@ int dnsmsg_tsig_verify(const uint8_t *m, size_t len, const struct dnsmsg_reply *
 
 const char *dnsmsg_rcode_name(int rcode, char *buf, size_t cap)
 {
-    static const char *const names[] = {"NOERROR",  "FORMERR",  "SERVFAIL", "NXDOMAIN",
-                                        "NOTIMP",   "REFUSED",  "YXDOMAIN", "YXRRSET",
-                                        "NXRRSET",  "NOTAUTH",  "NOTZONE",  NULL,
-                                        NULL,       NULL,       NULL,       NULL,
-                                        "BADSIG",   "BADKEY",   "BADTIME"};
+    static const char *const names[] = {"NOERROR", "FORMERR",  "SERVFAIL", "NXDOMAIN", "NOTIMP",
+                                        "REFUSED", "YXDOMAIN", "YXRRSET",  "NXRRSET",  "NOTAUTH",
+                                        "NOTZONE", NULL,       NULL,       NULL,       NULL,
+                                        NULL,      "BADSIG",   "BADKEY",   "BADTIME"};
     if (rcode >= 0 && rcode < (int)(sizeof(names) / sizeof(names[0])) && names[rcode])
         return names[rcode];
     snprintf(buf, cap, "RCODE %d", rcode);
@@ -479,8 +476,7 @@ static long unb64(const char *s, unsigned char *out, size_t cap)
     return *s ? -1 : (long)n;
 }
 
-int dnsmsg_key_parse(const char *text, size_t len, struct dnsmsg_key *k, char *why,
-                     size_t why_len)
+int dnsmsg_key_parse(const char *text, size_t len, struct dnsmsg_key *k, char *why, size_t why_len)
 {
     struct lexer lx = {text, text + len};
     char w[512], alg[64] = "", secret[128] = "";
@@ -516,8 +512,7 @@ int dnsmsg_key_parse(const char *text, size_t len, struct dnsmsg_key *k, char *w
         return -EINVAL;
     }
     if (strcasecmp(alg, ALG) != 0) {
-        snprintf(why, why_len, "key %s: algorithm %s: only hmac-sha256 is supported", k->name,
-                 alg);
+        snprintf(why, why_len, "key %s: algorithm %s: only hmac-sha256 is supported", k->name, alg);
         return -EINVAL;
     }
     size_t nl = strlen(k->name);

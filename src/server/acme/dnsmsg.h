@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DNSMSG_MAX 4096 /* the largest message built or read (our UDP buffer) */
+#define DNSMSG_MAX 4096     /* the largest message built or read (our UDP buffer) */
 #define DNSMSG_NAME_MAX 256 /* a name as text: 253 characters, dots, the NUL */
 
 #define DNS_CNAME 5
@@ -34,8 +34,7 @@ struct dnsmsg_key {
 /* The first key of a key file: BIND's `key "NAME" { algorithm hmac-sha256; secret "B64"; };`
  * (tsig-keygen's output, with # and // comments) or knot's `key: - id: NAME / algorithm:
  * hmac-sha256 / secret: B64` (keymgr -t's). 0, or -EINVAL with one line in why. */
-int dnsmsg_key_parse(const char *text, size_t len, struct dnsmsg_key *k, char *why,
-                     size_t why_len);
+int dnsmsg_key_parse(const char *text, size_t len, struct dnsmsg_key *k, char *why, size_t why_len);
 
 /* A query for name's records of type (rd: recursion desired). Its length, or 0 when name is
  * no valid name or cap too small. */
@@ -44,8 +43,8 @@ size_t dnsmsg_query(uint8_t *out, size_t cap, uint16_t id, const char *name, uin
 
 /* An UPDATE of zone: add (ttl seconds) or delete the TXT record name = value. Its length, or 0
  * when a name or the value (at most 255 bytes) does not fit. */
-size_t dnsmsg_update_txt(uint8_t *out, size_t cap, uint16_t id, const char *zone,
-                         const char *name, const char *value, bool add, uint32_t ttl);
+size_t dnsmsg_update_txt(uint8_t *out, size_t cap, uint16_t id, const char *zone, const char *name,
+                         const char *value, bool add, uint32_t ttl);
 
 /* Appends the TSIG record signing msg[0..len) (time signed: now, fudge 300 s) and counts it in
  * ARCOUNT; mac gets the MAC (the response's is computed over it). The new length, or 0 when
@@ -56,10 +55,10 @@ size_t dnsmsg_tsig_sign(uint8_t *msg, size_t len, size_t cap, const struct dnsms
 /* What an answer says. */
 struct dnsmsg_reply {
     uint16_t id;
-    bool tc;      /* truncated: ask again over TCP */
-    int rcode;    /* the 4-bit RCODE */
-    bool has_txt; /* the TXT record asked for (txt_name = txt_value, or at the end of
-                   * txt_name's CNAME chain in the answers) is among the answers */
+    bool tc;                    /* truncated: ask again over TCP */
+    int rcode;                  /* the 4-bit RCODE */
+    bool has_txt;               /* the TXT record asked for (txt_name = txt_value, or at the end of
+                                 * txt_name's CNAME chain in the answers) is among the answers */
     char zone[DNSMSG_NAME_MAX]; /* the owner of the first SOA in the answers or authority, or "" */
     /* its TSIG record, when it has one (the last additional record) */
     size_t tsig_at; /* where the record starts (0: none) */

@@ -44,7 +44,7 @@ struct entry {
     int64_t since; /* when it entered its state (READY: kept READY_KEEP_S after) */
     void *cert;    /* acme_ondemand_add's handle, once approved */
     X509 *x;       /* READY: the certificate, its chain and key */
-    STACK_OF(X509) *chain;
+    STACK_OF(X509) * chain;
     EVP_PKEY *key;
 };
 
@@ -69,9 +69,9 @@ struct ondemand {
     unsigned ordered; /* new orders in it */
     unsigned cap;     /* ONDEMAND_ORDERS_PER_MIN, or RINGHTTPD_ONDEMAND_ORDERS (a test hook) */
     uint64_t counts[OUTCOMES];
-    atomic_uint gen;   /* ondemand_gen */
-    bool news;         /* decisions not yet announced (the thread's) */
-    int64_t woke_ms;   /* CLOCK_MONOTONIC of the last announcement */
+    atomic_uint gen; /* ondemand_gen */
+    bool news;       /* decisions not yet announced (the thread's) */
+    int64_t woke_ms; /* CLOCK_MONOTONIC of the last announcement */
     /* Refusals are what a flood makes: a line a second each (the thread's own limiters); an
      * approval, issuance or failure is bounded by the orders a minute and always logged. */
     struct errlog_limit log[OUTCOMES];
@@ -226,8 +226,7 @@ static struct entry *slot(struct ondemand *od, int64_t now)
         if (e->state == FREE)
             return e;
         bool refused = e->state == REFUSED || e->state == LIMITED;
-        if ((refused && now >= e->until) ||
-            (e->state == READY && now >= e->since + READY_KEEP_S))
+        if ((refused && now >= e->until) || (e->state == READY && now >= e->since + READY_KEEP_S))
             over = e;
         else if (refused && (!oldest || e->since < oldest->since))
             oldest = e;
@@ -238,7 +237,7 @@ static struct entry *slot(struct ondemand *od, int64_t now)
     return e;
 }
 
-int ondemand_cert(void *arg, const char *sni, bool late, X509 **cert, STACK_OF(X509) **chain,
+int ondemand_cert(void *arg, const char *sni, bool late, X509 **cert, STACK_OF(X509) * *chain,
                   EVP_PKEY **key)
 {
     struct ondemand_reader *r = arg;
@@ -396,12 +395,12 @@ static void decide(struct ondemand *od, struct entry *e)
     pthread_mutex_unlock(&od->mu);
     long status = 0;
     struct stat st;
-    int ok = how == BY_NAME ? 1
+    int ok = how == BY_NAME  ? 1
              : how == BY_DIR ? (dir && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
              : od->ask       ? ask(od, name, &status)
                              : 0;
     int64_t now = (int64_t)time(NULL);
-    const char *by = how == BY_NAME ? "the site's names"
+    const char *by = how == BY_NAME  ? "the site's names"
                      : how == BY_DIR ? "its {host} directory"
                                      : "--acme-ask";
     pthread_mutex_lock(&od->mu);
@@ -442,8 +441,7 @@ static void decide(struct ondemand *od, struct entry *e)
     od->ordered++;
     e->state = APPROVED;
     count(od, APPROVED_N);
-    errlog(ERRLOG_NOTICE,
-                   "acme: on demand: %s approved by %s: ordering its certificate", name, by);
+    errlog(ERRLOG_NOTICE, "acme: on demand: %s approved by %s: ordering its certificate", name, by);
     pthread_mutex_unlock(&od->mu);
     void *cert = acme_ondemand_add(od->acme, name); /* writes to the state directory */
     pthread_mutex_lock(&od->mu);
@@ -468,9 +466,9 @@ static void follow(struct ondemand *od, struct entry *e)
         e->state = FAILED;
         count(od, FAILED_N);
         errlog(ERRLOG_WARN,
-                       "acme: on demand: the order for %s failed: refused until the next try in "
-                       "%llds",
-                       e->name, (long long)(retry - now));
+               "acme: on demand: the order for %s failed: refused until the next try in "
+               "%llds",
+               e->name, (long long)(retry - now));
         return;
     }
     if (st != 1)
@@ -481,9 +479,8 @@ static void follow(struct ondemand *od, struct entry *e)
     int rc = load(&got, path);
     pthread_mutex_lock(&od->mu);
     if (rc) {
-        errlog(ERRLOG_ERROR,
-                       "acme: on demand: cannot read the certificate of %s from %s: %s", name,
-                       path, strerror(-rc));
+        errlog(ERRLOG_ERROR, "acme: on demand: cannot read the certificate of %s from %s: %s", name,
+               path, strerror(-rc));
         entry_clear(&got);
         e->state = FAILED;
         e->until = now + ONDEMAND_UNANSWERED_S;
@@ -495,8 +492,8 @@ static void follow(struct ondemand *od, struct entry *e)
     e->state = READY;
     e->since = now;
     count(od, ISSUED_N);
-    errlog(ERRLOG_NOTICE,
-                   "acme: on demand: %s has its certificate: the waiting handshakes go on", name);
+    errlog(ERRLOG_NOTICE, "acme: on demand: %s has its certificate: the waiting handshakes go on",
+           name);
 }
 
 static void *ondemand_main(void *arg)
