@@ -1,118 +1,29 @@
-/* Request -> response; see serve.h. The order of decisions follows nginx's static module:
- * method, path, file or directory (redirect, index, listing), content negotiation, then the
- * core's conditional and range logic. */
+/* Request -> answer; see serve.h. The order of decisions follows nginx's static module:
+ * method, path, file or directory (redirect, index, listing), then the file's plan, which
+ * serve_plan.c writes (content negotiation, then the core's conditional and range logic), as
+ * serve_listing.c writes a listing's; serve_int.h is what they share. */
 #include "http/serve.h"
+#include "http/serve_int.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "site/tokens.h"
 #include "config/config.h"
 #include "core/accept.h"
-#include "core/autoindex.h"
-#include "core/cond.h"
 #include "core/path.h"
 #include "core/rules.h"
 #include "core/redirect.h"
-#include "core/rulefile.h"
 #include "core/static.h"
-#include "rt/compress.h"
 #include "rt/fcache.h"
-#include "rt/file.h"
-#include "rt/guard.h"
 #include "site/site.h"
 #include "rt/runtime.h"
 
 #define INDEX "index.html"
-
-/* The file name suffix of each precompressed sibling. */
-static const char *const variant_suffix[ACCEPT_CODINGS] = {
-    [ACCEPT_BR] = ".br",
-    [ACCEPT_ZSTD] = ".zst",
-    [ACCEPT_GZIP] = ".gz",
-};
-
-struct job {
-    struct runtime *w;
-    const struct vhost *site; /* the site the request's Host picked (rt/site.h) */
-    const struct config *cfg; /* its options */
-    const struct http_request *req;
-    struct response *r;
-    struct static_ctx ctx;
-    char use_as_dict[sizeof("Use-As-Dictionary: match=\"\"\r\n") + PATH_MAX];
-    struct http_str query; /* after '?' in the target, still encoded; {NULL, 0} without one */
-    /* issue 39: the request's path for its site's header rules (NULL: none to apply), and the
-     * extra lines the response had before them */
-    const char *rule_path;
-    size_t rule_len;
-    bool rule_slash;
-    const char *base_extra;
-    size_t base_len;
-};
-
-static void hold(struct response *r, struct fentry *e)
-{
-    r->hold[r->hold[0] ? 1 : 0] = e;
-}
-
-static void release_holds(struct runtime *w, struct response *r)
-{
-    for (int i = 0; i < 2; i++) {
-        if (r->hold[i])
-            fcache_put(w->cache, r->hold[i]);
-        r->hold[i] = NULL;
-    }
-}
-
-struct response *serve_response_get(struct runtime *w)
-{
-    struct response *r = bufpool_get(&w->outbufs);
-    if (r) {
-        r->hold[0] = r->hold[1] = NULL;
-        r->block = NULL;
-        r->note.counted = 0;
-        r->note.quiet = false; /* a response that never reaches init_job is logged (a 400, 444) */
-    }
-    return r;
-}
-
-void serve_response_put(struct runtime *w, struct response *r)
-{
-    if (__builtin_expect(r->note.counted, 0)) /* --limit-conn behind a proxy: one fewer */
-        guard_request_done(w, r->note.counted);
-    if (r->block) { /* before the holds: the entry owns the block */
-        r->block->users--;
-        r->block = NULL;
-    }
-    release_holds(w, r);
-    bufpool_put(&w->outbufs, r);
-}
-
-static void describe(const struct fentry *e, const char *type, struct static_file *f)
-{
-    *f = (struct static_file){
-        .size = e->size,
-        .mtime = e->mtime,
-        .etag = e->etag,
-        .etag_len = e->etag_len,
-        .last_modified = e->last_modified,
-        .content_type = type ? type : e->mime,
-        .data = e->data,
-        .fd = e->fd,
-    };
-    if (!type && e->rep_len < sizeof(e->rep_headers)) {
-        f->rep_headers = e->rep_headers;
-        f->rep_len = e->rep_len;
-    }
-}
 
 static int status_of(const struct fentry *e)
 {
@@ -133,309 +44,6 @@ static int status_of(const struct fentry *e)
     }
 }
 
-/* Whole-path lookup with a suffix appended ("dir/" + "index.html", "x.css" + ".br"). */
-static struct fentry *lookup(struct job *j, const char *path, size_t len, const char *suffix)
-{
-    char buf[PATH_MAX];
-    size_t slen = strlen(suffix);
-    if (len + slen >= sizeof(buf))
-        return NULL;
-    memcpy(buf, path, len);
-    memcpy(buf + len, suffix, slen);
-    buf[len + slen] = '\0';
-    return fcache_get(j->w->cache, buf, len + slen, j->w->now);
-}
-
-static void negotiate(struct job *j, struct fentry *e, struct static_file *f);
-
-/* Issue 39: the site's header rules for this response (its type, an error or not), over the
- * extra lines it had before any rule. */
-static __attribute__((noinline)) void rule_headers(struct job *j, const char *type, bool err)
-{
-    j->ctx.extra_headers = j->base_extra;
-    j->ctx.extra_len = j->base_len;
-    j->ctx.extra_always = false;
-    site_rule_headers(j->site, j->req, j->rule_path, j->rule_len, j->rule_slash, type, err,
-                      j->base_extra, j->base_len, &j->ctx);
-}
-
-static void error(struct job *j, int status, const char *extra)
-{
-    const struct config *cfg = j->cfg;
-    /* The error replaces whatever plan was being built (one that did not fit the buffer):
-     * the files that plan held are no longer needed, and the error page may need a slot. */
-    release_holds(j->w, j->r);
-    if (__builtin_expect(j->rule_path != NULL, 0))
-        rule_headers(j, NULL, true);
-    for (int i = 0; i < cfg->num_error_pages; i++) {
-        if (cfg->error_pages[i].status != status)
-            continue;
-        const char *page = cfg->error_pages[i].path;
-        struct fentry *e = fcache_get(j->w->cache, page, strlen(page), j->w->now);
-        if (e && e->err == 0 && !e->is_dir) {
-            struct static_file f;
-            hold(j->r, e);
-            negotiate(j, e, &f); /* a large error page goes compressed too */
-            if (static_body_plan(status, &f, &j->ctx, &j->r->plan))
-                return;
-        } else if (e) {
-            fcache_put(j->w->cache, e);
-        }
-        break;
-    }
-    if (!static_status_plan(status, extra, &j->ctx, &j->r->plan)) {
-        j->ctx.used = 0;
-        static_status_plan(500, NULL, &j->ctx, &j->r->plan);
-    }
-}
-
-/* Bit (1 << enc) for each precompressed sibling of e, refreshed at most once per second. */
-static unsigned variants_of(struct job *j, struct fentry *e)
-{
-    if (e->variants_checked == j->w->now)
-        return e->variants;
-    unsigned mask = 0;
-    for (int i = 0; i < ACCEPT_CODINGS; i++) {
-        struct fentry *v = lookup(j, e->path, e->path_len, variant_suffix[i]);
-        if (v && v->err == 0 && !v->is_dir)
-            mask |= 1u << i;
-        if (v)
-            fcache_put(j->w->cache, v);
-    }
-    e->variants = (uint8_t)mask;
-    e->variants_checked = j->w->now;
-    return mask;
-}
-
-/* True when e is a body --compress applies to (type, size); memoised in the entry. */
-static bool compressible(struct job *j, struct fentry *e)
-{
-    const struct config *cfg = j->cfg;
-    if (!j->w->compress || !cfg->compress || e->size < cfg->compress_min ||
-        e->size > cfg->compress_max)
-        return false;
-    if (e->compressible < 0)
-        e->compressible = e->mime && accept_type_listed(e->mime, cfg->compress_types);
-    return e->compressible;
-}
-
-/* The --dictionary pattern e's URL path matches, or NULL. */
-static const char *dictionary_of(struct job *j, const struct fentry *e)
-{
-    const struct config *cfg = j->cfg;
-    char url[PATH_MAX + 1];
-    if (!cfg->num_dictionaries || e->path_len >= sizeof(url) - 1)
-        return NULL;
-    url[0] = '/';
-    memcpy(url + 1, e->path, e->path_len);
-    for (int i = 0; i < cfg->num_dictionaries; i++) {
-        if (accept_path_match(cfg->dictionaries[i], url, e->path_len + 1))
-            return cfg->dictionaries[i];
-    }
-    return NULL;
-}
-
-/* The cached variant `coding` of e when one exists and paid; else asks for it (made now when
- * cheap enough, else off the loop, only when `queue` says so) and returns what is there now. */
-static struct fentry *variant(struct job *j, struct fentry *e, int coding,
-                              const unsigned char *dict_hash, const char *pattern, bool queue)
-{
-    char tag[FCACHE_TAG_MAX];
-    size_t tag_len = compress_tag(tag, sizeof(tag), coding, dict_hash);
-    struct fentry *v = fcache_variant_get(j->w->cache, e, tag, tag_len);
-    if (!v &&
-        (queue || (e->data && coding != COMPRESS_DCZ &&
-                   compress_cost_ns(coding, e->size) <= COMPRESS_LOOP_NS)) &&
-        compress_request(j->w, e, coding, dict_hash, pattern, j->cfg->compress_max) == 0)
-        v = fcache_variant_get(j->w->cache, e, tag, tag_len);
-    if (v && v->err) { /* compressing did not pay, or the dictionary is unknown */
-        fcache_put(j->w->cache, v);
-        v = NULL;
-    }
-    return v;
-}
-
-/* The dictionary hash of a usable Available-Dictionary field (RFC 9842 2.2), when the client
- * also accepts dcz; false otherwise (the ordinary codings apply, never an error). */
-static bool wants_dcz(struct job *j, unsigned char hash[ACCEPT_DICT_HASH])
-{
-    const struct http_request *req = j->req;
-    if (accept_coding_q(req->accept_encoding, "dcz") == 0)
-        return false;
-    for (size_t i = 0; i < req->num_headers; i++) {
-        if (http_str_ieq(req->headers[i].name, "available-dictionary"))
-            return accept_dictionary(req->headers[i].value, hash) == 0;
-    }
-    return false;
-}
-
-/* Describes into f the representation of e to send (already held by the job's response): e,
- * a precompressed sibling of it, or a compressed variant made from it (the sibling wins: the
- * site's author made it), with Vary and Use-As-Dictionary as they apply. */
-static void negotiate(struct job *j, struct fentry *e, struct static_file *f)
-{
-    unsigned mask = variants_of(j, e);
-    bool squeeze = compressible(j, e);
-    const char *pattern = squeeze ? dictionary_of(j, e) : NULL;
-    bool chosen = false;
-
-    describe(e, NULL, f);
-    if (j->req && (mask || squeeze) && j->req->accept_encoding.p) {
-        enum accept_coding order[ACCEPT_CODINGS];
-        size_t n = accept_encodings(j->req->accept_encoding, order);
-        for (size_t i = 0; i < n && mask && !chosen; i++) {
-            if (!(mask & (1u << order[i])))
-                continue;
-            struct fentry *v = lookup(j, e->path, e->path_len, variant_suffix[order[i]]);
-            if (v && v->err == 0 && !v->is_dir) {
-                describe(v, e->mime, f);
-                f->encoding = accept_coding_name(order[i]);
-                hold(j->r, v);
-                chosen = true;
-            } else if (v) {
-                fcache_put(j->w->cache, v);
-            }
-        }
-        unsigned char hash[ACCEPT_DICT_HASH];
-        struct fentry *v = NULL;
-        int coding = COMPRESS_DCZ;
-        if (!chosen && squeeze && pattern && wants_dcz(j, hash))
-            v = variant(j, e, COMPRESS_DCZ, hash, pattern, true);
-        /* Only the client's first choice is queued; others are used if cached or cheap. */
-        for (size_t i = 0; i < n && !chosen && squeeze && !v; i++)
-            v = variant(j, e, coding = (int)order[i], NULL, NULL, i == 0);
-        if (v) {
-            describe(v, NULL, f);
-            f->encoding = compress_coding_name(coding);
-            hold(j->r, v);
-        }
-    }
-    if (pattern) {
-        f->vary = "Accept-Encoding, Available-Dictionary";
-        snprintf(j->use_as_dict, sizeof(j->use_as_dict), "Use-As-Dictionary: match=\"%s\"\r\n",
-                 pattern);
-        f->more_headers = j->use_as_dict;
-    } else {
-        f->vary = mask || squeeze ? "Accept-Encoding" : NULL;
-    }
-}
-
-/* e's prebuilt answer for this second (see struct fblock), made now if need be; NULL when both
- * of e's blocks are still being sent from (the caller then copies). The second block lets a new
- * Date begin while sends of the old one finish. */
-static struct fblock *block_of(struct job *j, struct fentry *e, const struct fok *ok)
-{
-    struct fblock *b = e->block[0];
-    if (b && b->wall == j->w->wall && b->all == j->ctx.all_headers)
-        return b;
-    int slot = !e->block[1] || !e->block[1]->users ? 1 : !b || !b->users ? 0 : -1;
-    if (slot < 0)
-        return NULL;
-    size_t all_len = j->ctx.all_headers ? j->ctx.all_len : 0;
-    size_t need = j->ctx.ok_head_len + all_len + ok->len + e->size;
-    struct fblock *n = fcache_block(j->w->cache, e, slot, need);
-    if (!n)
-        return NULL;
-    struct static_ctx ctx = j->ctx;
-    ctx.buf = n->data;
-    ctx.cap = n->cap;
-    ctx.used = 0;
-    ctx.head = false;
-    struct plan p;
-    n->wall = INT64_MIN;
-    if (!static_ok_plan(ok->data, ok->len, e->data, e->fd, e->size, &ctx, &p) || p.nseg != 1)
-        return NULL;
-    n->wall = j->w->wall;
-    n->all = j->ctx.all_headers;
-    n->head_len = p.head_len;
-    n->len = p.bytes;
-    if (slot == 1) { /* the newer one first */
-        e->block[1] = e->block[0];
-        e->block[0] = n;
-    }
-    return n;
-}
-
-/* The most common request: a plain GET of a file whose representation does not depend on the
- * request (nothing to negotiate, or a client that accepts no coding). Its header lines come
- * from e->ok, made by static_ok_fields the first time and again when what they depend on
- * changed; static_ok_plan then copies them. Returns false, having done nothing, when the
- * general path must answer. Measured in bench/README.md ("What each optimisation bought"). */
-static bool send_plain(struct job *j, struct fentry *e)
-{
-    if (!static_ok_applies(j->req, &j->ctx))
-        return false;
-    struct fok *ok = &e->ok;
-    unsigned mask = variants_of(j, e);
-    /* compressible() depends on the site's options and the entry alone: kept with the lines */
-    bool squeeze = ok->cfg == j->cfg ? ok->squeeze : compressible(j, e);
-    if ((mask || squeeze) && j->req->accept_encoding.p)
-        return false;
-    if (ok->cfg != j->cfg || ok->extra != j->ctx.extra_headers ||
-        ok->extra_len != j->ctx.extra_len || ok->variants != mask || ok->squeeze != squeeze) {
-        struct static_file f;
-        char lines[1024];
-        negotiate(j, e, &f); /* e itself: see above */
-        size_t n = static_ok_fields(lines, sizeof(lines), &f, &j->ctx);
-        if (n < sizeof(lines) && n > ok->cap) {
-            char *data = malloc(n);
-            if (!data)
-                return false;
-            free(ok->data);
-            ok->data = data;
-            ok->cap = n;
-        }
-        if (n <= ok->cap)
-            memcpy(ok->data, lines, n);
-        for (int i = 0; i < 2; i++) /* made from the old lines */
-            if (e->block[i])
-                e->block[i]->wall = INT64_MIN;
-        *ok = (struct fok){.data = ok->data,
-                           .cap = ok->cap,
-                           .len = n < sizeof(lines) ? n : SIZE_MAX, /* SIZE_MAX: did not fit */
-                           .cfg = j->cfg,
-                           /* a response's own lines (ok_head NULL): never to be matched */
-                           .extra = j->ctx.ok_head ? j->ctx.extra_headers : NULL,
-                           .extra_len = j->ctx.extra_len,
-                           .variants = (uint8_t)mask,
-                           .squeeze = squeeze};
-    }
-    if (ok->len == SIZE_MAX)
-        return false;
-    hold(j->r, e);
-    /* A small body, keep-alive HTTP/1.1: the plan points into the entry's answer for this
-     * second, and nothing is copied (bench/README.md). */
-    if (j->ctx.keep_alive && j->ctx.minor && j->ctx.ok_head && e->data &&
-        e->size <= sizeof(j->r->buf)) {
-        struct fblock *b = block_of(j, e, ok);
-        if (b) {
-            b->users++;
-            j->r->block = b;
-            static_ok_prebuilt(b->data, b->head_len, b->len, &j->ctx, &j->r->plan);
-            return true;
-        }
-    }
-    if (!static_ok_plan(ok->data, ok->len, e->data, e->fd, e->size, &j->ctx, &j->r->plan))
-        error(j, 500, NULL);
-    return true;
-}
-
-/* Sends file e (already held by the job's response) as negotiate() chooses. */
-static void send_file(struct job *j, struct fentry *e, int status)
-{
-    struct static_file f;
-    if (__builtin_expect(j->rule_path != NULL, 0))
-        rule_headers(j, e->mime, status >= 400);
-    if (status == 200 && send_plain(j, e))
-        return;
-    hold(j->r, e);
-    negotiate(j, e, &f);
-    int rc = status == 200 ? static_file_plan(j->req, &f, &j->ctx, &j->r->plan)
-                           : static_body_plan(status, &f, &j->ctx, &j->r->plan);
-    if (!rc)
-        error(j, 500, NULL);
-}
-
 /* "/dir?q" -> "/dir/?q" (slash), or "/dir/?q" -> "/dir?q" (--trailing-slash never, a clean
  * URL), built from the normalised path, never from the raw target: a raw
  * "//evil.example/..%2fdir" would make the Location a reference to another host. */
@@ -444,13 +52,13 @@ static void redirect_page(struct job *j, const char *path, size_t len, bool slas
     char loc[3 * PATH_MAX + 3 * HTTP1_MAX_TARGET];
     size_t n = path_location_as(path, len, slash, j->query, loc, sizeof(loc));
     if (n == 0 || !static_redirect_plan(301, loc, n, &j->ctx, &j->r->plan))
-        error(j, 414, NULL);
+        job_error(j, 414, NULL);
 }
 
 /* The file the lookup of path + suffix found, or NULL (none, a directory, no memory). */
 static struct fentry *file_at(struct job *j, const char *path, size_t len, const char *suffix)
 {
-    struct fentry *e = lookup(j, path, len, suffix);
+    struct fentry *e = job_lookup(j, path, len, suffix);
     if (e && (e->err || e->is_dir)) {
         fcache_put(j->w->cache, e);
         e = NULL;
@@ -536,161 +144,6 @@ static __attribute__((noinline)) bool canonical_redirect(struct job *j, struct f
     return true;
 }
 
-/* A rendered listing is reused for this long while its directory is unchanged. Entries added,
- * removed or renamed change the directory, whose cache entry (and so its listings) is then
- * replaced at its next revalidation, within a second; a file that changes size in place is
- * seen within LISTING_TTL. Without the reuse a huge directory costs a stat per entry and a
- * rendering per request on the worker's loop, stalling its other clients (the figure is in
- * bench/README.md, "Lab notes from code comments"). */
-#define LISTING_TTL 5
-
-static void free_entries(struct autoindex_entry *ents, size_t from, size_t n)
-{
-    for (size_t i = from; i < n; i++)
-        free((char *)ents[i].name);
-}
-
-/* Reads the directory at path and renders its listing into a new heap buffer (*body, *len).
- * Only the first autoindex_limit entries in listing order are shown, and only they are
- * stat()ed: the names and d_type order the listing, so a huge directory costs a readdir and a
- * sort, not a stat per entry. Returns 0, or the HTTP status of the failure. */
-static int render_listing(struct job *j, const char *path, size_t len, enum autoindex_format fmt,
-                          const char *url, char **body, size_t *body_len)
-{
-    int fd = file_open_beneath(j->site->root_fd, len ? path : "", O_DIRECTORY);
-    if (fd < 0)
-        return fd == -EACCES ? 403 : 404;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return 500;
-    }
-    struct autoindex_entry *ents = NULL;
-    size_t n = 0, cap = 0;
-    size_t shown = 0, rest = 0; /* ents[0, shown) are listed; ents[rest, n) are not looked at */
-    int status = 500;
-    struct dirent *de;
-    struct stat st;
-
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        struct autoindex_entry e = {.mtime = INT64_MIN}; /* INT64_MIN: not stat()ed yet */
-        if (de->d_type == DT_DIR || de->d_type == DT_REG) {
-            e.is_dir = de->d_type == DT_DIR;
-        } else { /* a link or an unknown type: what it leads to decides its place */
-            if (fstatat(dirfd(d), de->d_name, &st, 0) != 0)
-                continue; /* vanished, or a dangling link: not listed */
-            e = (struct autoindex_entry){.is_dir = S_ISDIR(st.st_mode),
-                                         .size = (uint64_t)st.st_size,
-                                         .mtime = st.st_mtim.tv_sec};
-        }
-        if (n == cap) {
-            struct autoindex_entry *p = realloc(ents, (cap = cap ? 2 * cap : 64) * sizeof(*p));
-            if (!p)
-                goto out;
-            ents = p;
-        }
-        e.name_len = strlen(de->d_name);
-        char *name = malloc(e.name_len + 1);
-        if (!name)
-            goto out;
-        memcpy(name, de->d_name, e.name_len + 1);
-        e.name = name;
-        ents[n++] = e;
-    }
-    autoindex_sort(ents, n);
-    size_t limit = j->cfg->autoindex_limit;
-    for (; rest < n && shown < limit; rest++) {
-        struct autoindex_entry *e = &ents[rest];
-        if (e->mtime == INT64_MIN) {
-            if (fstatat(dirfd(d), e->name, &st, 0) != 0) {
-                free((char *)e->name); /* vanished since readdir */
-                continue;
-            }
-            e->size = (uint64_t)st.st_size;
-            e->mtime = st.st_mtim.tv_sec;
-        }
-        ents[shown++] = *e;
-    }
-    struct http_str url_path = {url, strlen(url)};
-    size_t need = autoindex_render(NULL, 0, fmt, url_path, ents, shown, n - rest);
-    if (!(*body = malloc(need ? need : 1)))
-        goto out;
-    autoindex_render(*body, need, fmt, url_path, ents, shown, n - rest);
-    *body_len = need;
-    status = 0;
-out:
-    free_entries(ents, 0, shown);
-    free_entries(ents, rest, n);
-    free(ents);
-    closedir(d);
-    return status;
-}
-/* --autoindex: answers with dir's listing (HTML, or JSON for Accept: application/json), kept
- * with dir in the file cache and compressed through its variants as a file is (the first
- * request for a coding may get identity while the variant is made off the loop). Takes the
- * caller's reference to dir. */
-static void listing(struct job *j, struct fentry *dir, const char *path, size_t len)
-{
-    enum autoindex_format fmt = accept_prefers(j->req->accept, "application/json", "text/html")
-                                    ? AUTOINDEX_JSON
-                                    : AUTOINDEX_HTML;
-    struct fentry *le = dir->derived[fmt];
-    if (le && j->w->now - le->checked < LISTING_TTL) {
-        fcache_hold(le);
-    } else {
-        char url[PATH_MAX + 2];
-        url[0] = '/';
-        memcpy(url + 1, path, len);
-        url[len + 1] = len ? '/' : '\0';
-        url[len + 2] = '\0';
-        char *body;
-        size_t body_len;
-        int status = render_listing(j, path, len, fmt, url, &body, &body_len);
-        le = status ? NULL
-                    : fcache_derive(j->w->cache, dir, fmt, body, body_len,
-                                    fmt == AUTOINDEX_JSON ? "application/json"
-                                                          : "text/html; charset=utf-8",
-                                    j->w->now);
-        if (!le) {
-            fcache_put(j->w->cache, dir);
-            error(j, status ? status : 500, NULL);
-            return;
-        }
-    }
-    /* One too large to keep is rendered for each request: a variant of it would not be found
-     * again, so none is made. */
-    bool kept = dir->derived[fmt] == le;
-    fcache_put(j->w->cache, dir);
-    hold(j->r, le);
-    struct static_file f = {
-        .size = le->size,
-        .content_type = le->mime,
-        .data = le->data,
-        .fd = -1,
-        .vary = "Accept", /* HTML or JSON */
-    };
-    if (kept && compressible(j, le)) {
-        enum accept_coding order[ACCEPT_CODINGS];
-        size_t n = accept_encodings(j->req->accept_encoding, order);
-        struct fentry *v = NULL;
-        size_t i = 0;
-        /* Only the client's first choice is queued, as in negotiate(). */
-        for (; i < n && !v; i++)
-            v = variant(j, le, (int)order[i], NULL, NULL, i == 0);
-        if (v) {
-            hold(j->r, v);
-            f.size = v->size;
-            f.data = v->data;
-            f.encoding = accept_coding_name(order[i - 1]);
-        }
-        f.vary = "Accept, Accept-Encoding";
-    }
-    if (!static_body_plan(200, &f, &j->ctx, &j->r->plan))
-        error(j, 500, NULL);
-}
-
 /* The --fallback for path[0..len): the longest prefix's that path is below (or is), when the
  * client accepts HTML; NULL for none. */
 static const char *fallback_for(struct job *j, const char *path, size_t len)
@@ -732,7 +185,7 @@ static void not_found(struct job *j, const char *path, size_t len, bool slash)
         for (;;) {
             struct fentry *e = file_at(j, path, dir, dir ? "/404.html" : "404.html");
             if (e) {
-                send_file(j, e, 404);
+                job_send_file(j, e, 404);
                 return;
             }
             if (dir == 0)
@@ -741,7 +194,7 @@ static void not_found(struct job *j, const char *path, size_t len, bool slash)
             dir = sep ? (size_t)(sep - path) : 0;
         }
     }
-    error(j, 404, NULL);
+    job_error(j, 404, NULL);
 }
 
 /* A directory (e, whose reference it takes) asked for as /dir (slash false) or /dir/: its
@@ -759,7 +212,7 @@ static void serve_dir(struct job *j, struct fentry *e, const char *path, size_t 
                 fcache_put(fc, f);
                 redirect_page(j, path, len, true);
             } else {
-                send_file(j, f, 200);
+                job_send_file(j, f, 200);
             }
             return;
         }
@@ -767,7 +220,7 @@ static void serve_dir(struct job *j, struct fentry *e, const char *path, size_t 
          * /dir/, where its listing's relative links resolve */
         if (cfg->trailing_slash == SLASH_NEVER && (f = find_index(j, path, len))) {
             fcache_put(fc, e);
-            send_file(j, f, 200);
+            job_send_file(j, f, 200);
             return;
         }
         fcache_put(fc, e);
@@ -781,14 +234,14 @@ static void serve_dir(struct job *j, struct fentry *e, const char *path, size_t 
             redirect_page(j, path, len, false);
             return;
         }
-        send_file(j, f, 200);
+        job_send_file(j, f, 200);
         return;
     }
     /* /x/ with no index in x but an x.html: that page's URL */
     if (len && cfg->clean_urls && (f = file_at(j, path, len, ".html"))) {
         fcache_put(fc, e);
         if (cfg->trailing_slash == SLASH_ALWAYS) {
-            send_file(j, f, 200);
+            job_send_file(j, f, 200);
         } else {
             fcache_put(fc, f);
             redirect_page(j, path, len, false);
@@ -796,11 +249,11 @@ static void serve_dir(struct job *j, struct fentry *e, const char *path, size_t 
         return;
     }
     if (cfg->autoindex) {
-        listing(j, e, path, len); /* takes e's reference */
+        job_listing(j, e, path, len); /* takes e's reference */
         return;
     }
     fcache_put(fc, e);
-    error(j, 403, NULL);
+    job_error(j, 403, NULL);
 }
 
 /* Nothing at path[0..len): a clean URL's x.html, the --fallback, or a 404. */
@@ -811,7 +264,7 @@ static void serve_missing(struct job *j, const char *path, size_t len, bool slas
     if (len && cfg->clean_urls && (f = file_at(j, path, len, ".html"))) {
         /* the page's URL is /x (auto, never) or /x/ (always) */
         if (slash == (cfg->trailing_slash == SLASH_ALWAYS)) {
-            send_file(j, f, 200);
+            job_send_file(j, f, 200);
         } else {
             fcache_put(j->w->cache, f);
             redirect_page(j, path, len, !slash);
@@ -820,7 +273,7 @@ static void serve_missing(struct job *j, const char *path, size_t len, bool slas
     }
     const char *fb = cfg->num_fallbacks ? fallback_for(j, path, len) : NULL;
     if (fb && (f = file_at(j, fb, strlen(fb), ""))) {
-        send_file(j, f, 200);
+        job_send_file(j, f, 200);
         return;
     }
     not_found(j, path, len, slash);
@@ -833,7 +286,7 @@ static inline __attribute__((always_inline)) void serve_path(struct job *j, cons
 {
     struct fentry *e = fcache_get(j->w->cache, path, len, j->w->now);
     if (!e) {
-        error(j, 500, NULL);
+        job_error(j, 500, NULL);
         return;
     }
     if (e->err == 0 && !e->is_dir) {
@@ -848,7 +301,7 @@ static inline __attribute__((always_inline)) void serve_path(struct job *j, cons
         if (__builtin_expect(j->cfg->clean_urls == CLEAN_URLS_REDIRECT, 0) &&
             (ends_html(path, len) || j->cfg->num_index) && canonical_redirect(j, e, path, len))
             return;
-        send_file(j, e, 200);
+        job_send_file(j, e, 200);
         return;
     }
     if (e->err == 0 && e->is_dir) {
@@ -861,7 +314,7 @@ static inline __attribute__((always_inline)) void serve_path(struct job *j, cons
         serve_missing(j, path, len, slash);
         return;
     }
-    error(j, status, NULL);
+    job_error(j, status, NULL);
 }
 
 /* Serve's per-worker state: the Alt-Svc lines with HTTP/3, one per HTTP/3 port (each TLS
@@ -1006,7 +459,7 @@ static void redirect_https(struct job *j)
         redirect_https_location(req->has_host ? req->host.p : NULL, req->host.len, req->target.p,
                                 req->target.len, j->w->cfg->tls_port, loc, sizeof(loc));
     if (n == 0 || !static_redirect_plan(308, loc, n, &j->ctx, &j->r->plan))
-        error(j, RULES_NO_LOCATION, NULL);
+        job_error(j, RULES_NO_LOCATION, NULL);
 }
 
 /* Automatic HTTPS (issue 27): answers the HTTP-01 challenge rules_acme_challenge found (its
@@ -1020,7 +473,7 @@ static void acme_challenge(struct job *j, size_t plen)
                              req->target.p + plen, req->target.len - plen, ka, sizeof(ka));
     int status = rules_acme_answer(n != 0);
     if (status != 200) {
-        error(j, status, NULL);
+        job_error(j, status, NULL);
         return;
     }
     /* The body lives at the end of the response's buffer, the header section before it: the
@@ -1032,7 +485,7 @@ static void acme_challenge(struct job *j, size_t plen)
         .size = n, .content_type = "application/octet-stream", .data = body, .fd = -1};
     j->ctx.extra_len = 0; /* the key authorization alone: no site headers */
     if (!static_body_plan(status, &f, &j->ctx, &j->r->plan))
-        error(j, 500, NULL);
+        job_error(j, 500, NULL);
 }
 
 /* A file served with issue 28's note (site_answer's SITE_NOTED): out of line, so that the
@@ -1046,8 +499,8 @@ serve_noted(struct job *j, const char *path, size_t len, bool slash)
 
 /* Issue 39's rules (the site's _redirects, _headers, access and user-agent rules): refusals
  * and redirects answer here; a rewrite serves its target with its status (one rewrite: the
- * target's own rules are not looked at again); the header rules are kept for send_file and
- * error. Out of line: a site without rules never comes here. */
+ * target's own rules are not looked at again); the header rules are kept for job_send_file
+ * and job_error. Out of line: a site without rules never comes here. */
 static __attribute__((noinline)) enum serve_result serve_ruled(struct job *j,
                                                                const struct req_policy *pol,
                                                                char *path, size_t len, bool slash,
@@ -1073,11 +526,11 @@ static __attribute__((noinline)) enum serve_result serve_ruled(struct job *j,
     } else { /* 404 or 410 with the target's page, or the plain one */
         struct fentry *e = fcache_get(j->w->cache, rw.path, rw.len, j->w->now);
         if (e && e->err == 0 && !e->is_dir) {
-            send_file(j, e, rw.status);
+            job_send_file(j, e, rw.status);
         } else {
             if (e)
                 fcache_put(j->w->cache, e);
-            error(j, rw.status, NULL);
+            job_error(j, rw.status, NULL);
         }
     }
     return a == SITE_NOTED ? SERVE_NOTED : SERVE_DONE;
@@ -1110,7 +563,7 @@ answer_request(struct runtime *w, const struct http_request *req, const struct r
         }
         if (status == 417)
             j.ctx.send_continue = false;
-        error(&j, status, status == 405 ? RULES_ALLOW : NULL);
+        job_error(&j, status, status == 405 ? RULES_ALLOW : NULL);
         return SERVE_DONE;
     }
     status = path_normalize(req->target, path, sizeof(path) - 1, &pr);
@@ -1118,7 +571,7 @@ answer_request(struct runtime *w, const struct http_request *req, const struct r
         if (status == 404) /* a hidden name: the root's 404.html with --pages */
             not_found(&j, "", 0, true);
         else
-            error(&j, status, NULL);
+            job_error(&j, status, NULL);
         return SERVE_DONE;
     }
     status = rules_target(req, pr.asterisk);
@@ -1130,7 +583,7 @@ answer_request(struct runtime *w, const struct http_request *req, const struct r
         return SERVE_DONE;
     }
     if (status) {
-        error(&j, status, NULL);
+        job_error(&j, status, NULL);
         return SERVE_DONE;
     }
     path[pr.len] = '\0';
@@ -1142,7 +595,7 @@ answer_request(struct runtime *w, const struct http_request *req, const struct r
     if (__builtin_expect(j.cfg->host_root != NULL, 0)) { /* {host} in the root: issue 40 */
         int rc = site_host_root(w, j.site, req);
         if (rc) { /* the site's own error pages answer, from its root directory */
-            error(&j, rc == -EINVAL ? 400 : rc == -ENOENT ? 404 : 500, NULL);
+            job_error(&j, rc == -EINVAL ? 400 : rc == -ENOENT ? 404 : 500, NULL);
             return SERVE_DONE;
         }
     }
@@ -1172,22 +625,5 @@ void serve_error(struct runtime *w, int status, bool head, enum resp_syntax synt
     init_job(&j, w, NULL, &pol, r);
     r->obs.secure = false;
     j.ctx.head = head;
-    error(&j, status, NULL);
-}
-
-struct fentry *serve_rep_entry(const struct response *r)
-{
-    struct fentry *e = r->hold[1] ? r->hold[1] : r->hold[0];
-    return e && !e->err && e->rep_len < sizeof(e->rep_headers) ? e : NULL;
-}
-
-size_t serve_rep_lines(const struct fentry *e, char *lines)
-{
-    _Static_assert(SERVE_REP_LINES >= sizeof(e->rep_headers) + 48, "room for Content-Length");
-    int n = snprintf(lines, SERVE_REP_LINES, "%.*s", (int)e->rep_len, e->rep_headers);
-    /* A variant's Vary and Content-Encoding come between: its length is not kept. */
-    if (!e->is_variant)
-        n += snprintf(lines + n, SERVE_REP_LINES - (size_t)n, "Content-Length: %llu\r\n",
-                      (unsigned long long)e->size);
-    return (size_t)n;
+    job_error(&j, status, NULL);
 }
