@@ -1,7 +1,7 @@
 /* cert: a secure connection's certificate as each transport answers about it (transport.h's
  * struct cert_ops): TLS's from tls/tls_ctx.h over a struct tls_conn, QUIC's from quic/quic.h
- * over a struct quic_conn, so that the 421 rule above (site/site.c) is written once for both.
- * Must not: decide anything (the rule is site.c's), or keep state: each answer is the
+ * over a struct quic_conn, so that the 421 rule above (site/route.c) is written once for both.
+ * Must not: decide anything (the rule is route.c's), or keep state: each answer is the
  * library's, asked on the worker's thread that owns the connection. */
 #include <stdbool.h>
 #include <stddef.h>

@@ -47,7 +47,7 @@ extern const struct cert_ops cert_tls, cert_quic;
 
 /* One per secure connection, in its transport's state (TLS: conn/tls_xport.c's; QUIC: the
  * HTTP/3 session's), reached through conn_cert (conn.h) or the session. The verdict fields
- * are the rule's (site.c) alone: the last request's site found not misdirected, with the
+ * are the rule's (site/route.c) alone: the last request's site found not misdirected, with the
  * sites' generation, and the last host found named. */
 struct conn_cert {
     const struct cert_ops *ops;

@@ -40,7 +40,7 @@ struct fok {
 };
 
 /* serve's whole answer to a plain keep-alive HTTP/1.1 GET of a small entry, for one Date: the
- * status line and Date, the kept lines, the body (see serve.c). A response whose plan points
+ * status line and Date, the kept lines, the body (see serve_plan.c). A response whose plan points
  * into it counts itself in users and holds the entry too, so a block never outlives its entry;
  * one that no plan points into any more is rewritten for the next Date. */
 struct fblock {
