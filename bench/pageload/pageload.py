@@ -125,6 +125,23 @@ class Proc:
                 self.p.wait()
 
 
+def group_cpu_ms(pgid):
+    """CPU time (user + system, ms) of the processes in process group pgid that still run,
+    their reaped children's included: a server's (nginx's and h2o's workers are in their
+    master's group) or Chromium's (its helpers), read from /proc."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            f = open("/proc/%s/stat" % d).read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(f[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+            total += sum(int(x) for x in f[11:15])  # utime stime cutime cstime
+    return total * 1000.0 / tick
+
+
 def wait_port(port, udp=False, timeout=10):
     end = time.time() + timeout
     while time.time() < end:
@@ -372,6 +389,7 @@ def chromium_load(url, proto, port, timeout, spki):
                 break
             time.sleep(0.02)
         r["wall"] = (time.time() - t0) * 1e3
+        r["browser_cpu"] = group_cpu_ms(proc.p.pid)  # its start-up included
         return r
     finally:
         if cdp:
@@ -517,6 +535,7 @@ def main():
                     srv, proto = cell_server[c]
                     sp, so = shaper_start(a.shaper, rtt, loss, i + 1)
                     err, r = None, None
+                    cpu0 = group_cpu_ms(srv.proc.p.pid)
                     try:
                         r = chromium_load("https://localhost:%d/" % srv.port, proto, srv.port, a.timeout,
                                           spki)
@@ -524,6 +543,7 @@ def main():
                     except Exception as e:
                         err = str(e)
                     st = shaper_stop(sp, so)
+                    server_cpu = group_cpu_ms(srv.proc.p.pid) - cpu0
                     row = {"profile": prof, "cell": c, "load": i, "error": err, "shaper": st}
                     if r:
                         seen = [x["name"] for x in r["res"]]
@@ -537,7 +557,8 @@ def main():
                         scripts = [x["end"] for x in r["res"] if x["type"] == "script"]
                         row.update(dcl=r["dcl"], load_ms=r["load"],
                                    scripts=max(r["ran"].values()) if r["ran"] else None,
-                                   script_end=max(scripts) if scripts else None, wall=r["wall"])
+                                   script_end=max(scripts) if scripts else None, wall=r["wall"],
+                                   server_cpu=server_cpu, browser_cpu=r["browser_cpu"])
                     results.append(row)
                     raw.write(json.dumps(row) + "\n")
                     raw.flush()
@@ -553,18 +574,23 @@ def report(results, profiles, cells, a, path):
     lines = ["# Page-load bench (bench/pageload)", "",
              "Command: `%s`" % " ".join(sys.argv), "",
              "Medians (p90) in ms over good loads; last script = the latest of the scripts' own "
-             "`performance.now()` marks. Bad: loads that failed the protocol/resource check.", ""]
+             "`performance.now()` marks. Bad: loads that failed the protocol/resource check. "
+             "CPU: ms of CPU time a load took, the server's (from the navigation to the load "
+             "event and its measuring) and the browser's (all its processes, start-up to the "
+             "load event).", ""]
     for prof in profiles:
         lines += ["## %s (RTT %d ms, loss %g%% each way)" % ((prof,) + PROFILES[prof]), "",
-                  "| cell | good/bad | last script | DOMContentLoaded | load |", "|---|---|---|---|---|"]
+                  "| cell | good/bad | last script | DOMContentLoaded | load | server CPU | browser CPU |",
+                  "|---|---|---|---|---|---|---|"]
         for c in cells:
             rows = [r for r in results if r["profile"] == prof and r["cell"] == c]
             good = [r for r in rows if not r["error"]]
             def f(k):
                 v = [r[k] for r in good if r.get(k) is not None]
                 return "%.0f (%.0f)" % (statistics.median(v), pct(v, 0.9)) if v else "-"
-            lines.append("| %s | %d/%d | %s | %s | %s |" % (c, len(good), len(rows) - len(good),
-                                                            f("scripts"), f("dcl"), f("load_ms")))
+            lines.append("| %s | %d/%d | %s | %s | %s | %s | %s |" % (
+                c, len(good), len(rows) - len(good), f("scripts"), f("dcl"), f("load_ms"),
+                f("server_cpu"), f("browser_cpu")))
         sh_rows = [r["shaper"] for r in results if r["profile"] == prof and r["shaper"]]
         if sh_rows:
             lines += ["", "Shaper: %d packets a load (median), drop rate %.2f%%, release late by "
