@@ -249,7 +249,7 @@ static int init_h3(struct worker *w, const struct worker_h3 *h3)
             return -ENOMEM;
         }
         rt->udp[rt->nudp++] = port; /* the worker's now: worker_free closes it, even on failure */
-        rc = udp_port_init(port, fd, w->rt.cfg->http3_gso, w->rt.cfg->http3_gro, NULL, NULL);
+        rc = udp_port_init(port, fd, rt->cfg->http3_gso, rt->cfg->http3_gro, NULL, NULL);
     }
     if (rc != 0)
         return rc;
