@@ -137,12 +137,12 @@ struct runtime {
     const struct proto_ops *h2;
     /* HTTP/3 (--http3): the worker's UDP sockets, one on each TLS listener's address and port
      * (issue 38), nudp of them (0: none); the worker's one QUIC endpoint is on all of them.
-     * Set by the server before the engine runs; the engine reads each when it is readable
+     * Set by worker_new before the engine runs; the engine reads each when it is readable
      * (udp_port_read), its tags carrying the index. */
     struct udp_port *udp[LISTEN_MAX];
     unsigned nudp;
     /* HTTP/3's per-worker state (h3.c: its connections, its cold-file readers), or NULL, and
-     * what the worker loop asks of it (installed by the server with the endpoint), or NULL. */
+     * what the worker loop asks of it (installed by worker_new with the endpoint), or NULL. */
     struct h3worker *h3;
     const struct worker_h3_ops *h3ops;
     /* Automatic HTTPS (issue 27): this worker's reader of the HTTP-01 answers (acme/tokens.h),

@@ -1,8 +1,7 @@
-/* HTTP/3's endpoints: the secrets, each worker's UDP socket and QUIC endpoint, their
- * certificates and the connection-ID routing; see h3.h. */
+/* HTTP/3's shared pieces: the secrets, what each worker's UDP sockets and QUIC endpoint are
+ * made from, their certificates and the connection-ID routing; see h3.h. */
 #include "server/h3.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,8 +12,6 @@
 
 #include "config/config.h"
 #include "engine/udp.h"
-#include "http/h3/h3.h"
-#include "http/serve.h"
 #include "quic/cid.h"
 #include "quic/quic.h"
 #include "rt/errlog.h"
@@ -159,9 +156,6 @@ void h3_route(struct server *sv)
             route_group(sv, &sv->groups[i]);
 }
 
-/* --http3: worker w's UDP socket on the TLS port's address and its QUIC endpoint, with the
- * process's certificate pairs (read now, before the process is confined). secret is shared
- * by every worker, so a Retry token or a reset made by one is good at another. */
 /* The certificate and key files of pairs for QUIC: the TLS port's (with automatic HTTPS's),
  * NULL-terminated, in *certs and *keys, and each pair's site in *sites (issue 37: a site's own
  * pair is that site's over QUIC too), all in one allocation (free *certs); the sites' names
@@ -328,104 +322,90 @@ static enum quic_cc quic_cc_of(int v)
     return QUIC_CC_CUBIC;
 }
 
-int h3_start(struct server *sv, struct worker *wk, const struct quic_secrets *secrets)
+/* --http3: what each worker's UDP sockets on the TLS listeners' addresses and its QUIC endpoint
+ * are made from, with the process's certificate pairs (read as the first worker is made, before
+ * the process is confined). The secrets are shared by every worker, so a Retry token or a reset
+ * made by one is good at another. */
+int h3_prepare(struct server *sv, const struct quic_secrets *secrets, struct h3_parts *p,
+               const struct worker_h3 **h3)
 {
-    struct runtime *w = worker_runtime(wk);
     const struct config *cfg = sv->cfg;
-    const char **certs, **keys;
+    const char **keys;
     const struct quic_pair_site *sites;
-    if (h3_files(sv, cfg, &certs, &keys, &sites) != 0) {
+    memset(p, 0, sizeof(*p));
+    *h3 = NULL;
+    if (h3_files(sv, cfg, &p->certs, &keys, &sites) != 0) {
         fprintf(stderr, "ringhttpd: HTTP/3: out of memory\n");
         return -ENOMEM;
     }
     unsigned max = cfg->http3_max_conns;
-    const struct quic_settings qs = {
+    p->quic = (struct quic_settings){
         .max_conns = max,
         .max_streams = 100,
         .idle_timeout_s = cfg->keepalive_timeout > 0 ? cfg->keepalive_timeout : 1,
         .retry_above = max / 2,
-        .certs = certs,
+        .certs = p->certs,
         .keys = keys,
         .sites = sites,
-        /* read once (issue 40): the other workers' endpoints share the first one's */
-        .shared = w->id > 0 && worker_quic(sv->workers[0])
-                      ? quic_ep_certs(worker_quic(sv->workers[0]))
-                      : NULL,
+        /* read once (issue 40): h3_made gives the other workers the first one's */
+        .shared = NULL,
         .secrets = secrets,
-        .worker = (unsigned)w->id,
-        .workers = (unsigned)cfg->threads,
+        .workers = (unsigned)cfg->threads, /* .worker: worker_new's id */
         .ids = &sv->cids,
         .cc = quic_cc_of(cfg->quic_cc),
     };
-    char why[512] = "";
     /* The options' bounds are QUIC-LB's, which cid.h owns: checked here, where both are seen. */
     _Static_assert(CONFIG_QUIC_SID_MAX == CID_SID_MAX &&
                        CONFIG_QUIC_ROTATION_MAX == CID_ROTATION_MAX,
                    "--quic-server-id's bounds are cid.h's");
-    if (w->id == 0 &&
-        cid_layout_init(&sv->cids, cfg->quic_sid, cfg->quic_sid_len, cfg->quic_sid_rotation) != 0)
+    if (cid_layout_init(&sv->cids, cfg->quic_sid, cfg->quic_sid_len, cfg->quic_sid_rotation) != 0)
         return -EINVAL; /* never: the option's setter checked the bounds */
     /* HTTP/3 on every TLS listener's address and port (issue 38): a UDP socket for each, at the
      * group's index in every worker's w->udp[] (h3_plan's numbers) */
-    int rc = 0;
-    struct quic_ep *quic = NULL;
-    _Static_assert(LISTEN_MAX <= QUIC_PORTS_MAX, "a port per listener");
-    for (int i = 0; i < sv->ngroups && rc == 0; i++) {
+    unsigned n = 0;
+    for (int i = 0; i < sv->ngroups; i++) {
         struct lgroup *g = &sv->groups[i];
         if (g->udp < 0)
             continue;
         const struct addr *a = &g->addr;
         /* Before the first of ours binds: whether the port's group will be ours alone. */
-        if (w->id == 0)
-            g->udp_steer = udp_addr_in_use((const struct sockaddr *)&a->ss, a->len, !a->dual) == 0;
-        int fd = udp_socket_open((const struct sockaddr *)&a->ss, a->len, !a->dual);
-        if (fd < 0) {
-            fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s: %s\n", g->url, strerror(-fd));
-            rc = fd;
-            break;
-        }
-        struct udp_port *port = calloc(1, sizeof(*port));
-        if (!port) {
-            close(fd);
-            rc = -ENOMEM;
-            break;
-        }
-        w->udp[w->nudp++] = port; /* the worker's now: worker_free closes it, even on failure */
-        rc = udp_port_init(port, fd, cfg->http3_gso, cfg->http3_gro, NULL, NULL);
+        g->udp_steer = udp_addr_in_use((const struct sockaddr *)&a->ss, a->len, !a->dual) == 0;
+        p->udp[g->udp] = (struct worker_udp){
+            .addr = (const struct sockaddr *)&a->ss,
+            .len = a->len,
+            .v6only = !a->dual,
+            .listener = (unsigned)i,
+            .url = g->url,
+        };
+        n++;
     }
-    if (rc == 0 && (rc = quic_ep_new(&quic, w->udp[0], &qs, &h3_app, w, why, sizeof(why))) != 0)
-        fprintf(stderr, "ringhttpd: %s\n", why);
-    for (unsigned i = 1; rc == 0 && i < w->nudp; i++)
-        rc = quic_ep_add_port(quic, w->udp[i]);
-    if (rc == 0 && w->id == 0) { /* what the first reload may reuse */
+    p->h3 = (struct worker_h3){.udp = p->udp, .n = n, .quic = &p->quic};
+    *h3 = &p->h3;
+    return 0;
+}
+
+void h3_made(struct server *sv, struct h3_parts *p, struct worker *wk)
+{
+    struct runtime *w = worker_runtime(wk);
+    const struct config *cfg = sv->cfg;
+    if (w->id == 0) { /* what the first reload may reuse, and the next workers share */
         size_t len = 0;
-        char *joined = h3_joined(certs, keys, sites, &len);
-        h3_remember(sv, quic_ep_certs(quic), joined, len);
+        char *joined = h3_joined(p->quic.certs, p->quic.keys, p->quic.sites, &len);
+        p->quic.shared = quic_ep_certs(worker_quic(wk));
+        h3_remember(sv, p->quic.shared, joined, len);
     }
-    free(certs); /* quic_ep_new read the files */
-    worker_set_quic(wk, quic);
-    /* Each TLS listener's HTTPS answers name its own UDP port (issue 38: a client that follows
-     * one entry's Alt-Svc finds HTTP/3 there, not on another entry's port). */
-    for (int i = 0; rc == 0 && i < sv->ngroups; i++) {
-        const struct lgroup *g = &sv->groups[i];
-        char alt[48];
-        unsigned port = ntohs(((const struct sockaddr_in *)&g->addr.ss)->sin_port); /* as v6's */
-        if (g->udp >= 0)
-            rc = serve_alt_svc(w, (unsigned)i, alt, h3_alt_svc(alt, sizeof(alt), port));
-    }
-    if (rc == 0)
-        w->h3ops = &h3_worker_ops;
-    for (int i = 0; rc == 0 && w->id == cfg->threads - 1 && i < sv->ngroups; i++)
+    for (int i = 0; w->id == cfg->threads - 1 && i < sv->ngroups; i++)
         if (sv->groups[i].udp >= 0)
             quic_steer(sv, &sv->groups[i], w);
-    if (rc == 0 && w->id == 0 && cfg->verbose && cfg->quic_server_id)
+    if (w->id == 0 && cfg->verbose && cfg->quic_server_id)
         fprintf(stderr,
                 "ringhttpd: HTTP/3: connection IDs carry server ID %s (QUIC-LB plaintext, "
                 "config rotation %u, %u bytes)\n",
                 cfg->quic_server_id, cfg->quic_sid_rotation, sv->cids.len);
-    if (rc == 0 && w->id == 0 && cfg->verbose)
-        fprintf(stderr, "ringhttpd: HTTP/3: congestion control %s, paced\n", quic_cc_name(qs.cc));
-    if (rc == 0 && w->id == 0 && cfg->verbose)
+    if (w->id == 0 && cfg->verbose)
+        fprintf(stderr, "ringhttpd: HTTP/3: congestion control %s, paced\n",
+                quic_cc_name(p->quic.cc));
+    if (w->id == 0 && cfg->verbose)
         fprintf(stderr, "ringhttpd: HTTP/3: UDP GSO %s, GRO %s\n",
                 w->udp[0]->gso    ? "yes"
                 : !cfg->http3_gso ? "no (--http3-gso off)"
@@ -433,7 +413,12 @@ int h3_start(struct server *sv, struct worker *wk, const struct quic_secrets *se
                 w->udp[0]->gro    ? "yes"
                 : !cfg->http3_gro ? "no (--http3-gro off)"
                                   : "no (the kernel refuses UDP_GRO)");
-    return rc;
+}
+
+void h3_parts_free(struct h3_parts *p)
+{
+    free(p->certs); /* the endpoints read the files */
+    p->certs = NULL;
 }
 
 /* Every worker's UDP socket stays in its port's group until all have drained: a socket that
@@ -476,14 +461,27 @@ void h3_unroute(struct server *sv)
     (void)sv;
 }
 
-int h3_start(struct server *sv, struct worker *w, const struct quic_secrets *secrets)
+int h3_prepare(struct server *sv, const struct quic_secrets *secrets, struct h3_parts *p,
+               const struct worker_h3 **h3)
 {
-    (void)secrets;
-    if (worker_runtime(w)->id == 0)
+    (void)sv, (void)secrets;
+    memset(p, 0, sizeof(*p));
+    *h3 = NULL; /* the workers bind no UDP */
+    return 0;
+}
+
+void h3_made(struct server *sv, struct h3_parts *p, struct worker *wk)
+{
+    (void)p;
+    if (worker_runtime(wk)->id == 0)
         errlog(ERRLOG_WARN,
                "HTTP/3: not in this build (made with HTTP3=no, as make static is; the "
                "package's binary and the container image have it): HTTPS on TCP port %u only",
                sv->cfg->tls_port);
-    return 0;
+}
+
+void h3_parts_free(struct h3_parts *p)
+{
+    (void)p;
 }
 #endif

@@ -734,7 +734,8 @@ int server_run(struct config *cfg, const struct server_seams *seams)
     const struct server_seams none = {0};
     seams = seams ? seams : &none;
     struct server sv = {.cfg = cfg, .notify_fd = -1};
-    int inited = 0; /* workers set up; sv.started of them run */
+    int inited = 0;                /* workers set up; sv.started of them run */
+    struct h3_parts h3parts = {0}; /* while the workers are made */
     int rc = 1, stop_signals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2};
     sigset_t signals;
     struct site *first = site_adopt(cfg);
@@ -795,7 +796,12 @@ int server_run(struct config *cfg, const struct server_seams *seams)
         goto out;
     }
 
+    /* HTTP/3: what spans the workers is laid out before the first (h3.h); each worker makes
+     * its own UDP sockets and QUIC endpoint from it */
+    const struct worker_h3 *h3 = NULL;
     int nudp = cfg->tls && cfg->http3 ? h3_plan(&sv) : 0;
+    if (nudp > 0 && h3_prepare(&sv, &h3_secrets, &h3parts, &h3) != 0)
+        goto stop;
     /* systemd's sockets are not steered, nor are a balancer's connections (steer_from): one
      * client's connections reach any worker, so the workers count clients in one guard
      * (issue 38: behind PROXY headers, --limit-conn N let a client hold N per worker) */
@@ -833,21 +839,16 @@ int server_run(struct config *cfg, const struct server_seams *seams)
             .tokens = sv.acme ? &sv.tokens : NULL,
             .ondemand_gen = sv.ondemand ? ondemand_gen(sv.ondemand) : NULL,
             .proto = seams->proto, /* the seam's test protocol stands in for HTTP/2 */
+            .h3 = h3,
         };
-        int err = worker_new(&sv.workers[inited], inited, &parts);
-        if (err < 0) {
-            fprintf(stderr, "ringhttpd: starting worker %d (%s): %s\n", inited, sv.eng->name,
-                    strerror(-err));
-            goto stop;
-        }
-        if (nudp > 0 && h3_start(&sv, sv.workers[inited], &h3_secrets) != 0) {
-            worker_free(sv.workers[inited]); /* set up, never counted in inited */
-            sv.workers[inited] = NULL;
-            goto stop;
-        }
+        if (worker_new(&sv.workers[inited], inited, &parts) != 0)
+            goto stop; /* it said why */
+        if (nudp > 0)
+            h3_made(&sv, &h3parts, sv.workers[inited]);
         if (sv.ondemand) /* its TLS hook routes names by the worker's sites */
             ondemand_reader(sv.ondemand, inited)->rt = worker_runtime(sv.workers[inited]);
     }
+    h3_parts_free(&h3parts);
     /* Bound before the process is confined; it only reads the workers' counters. */
     if (cfg->metrics_bind &&
         metrics_start(&sv.metrics, cfg, sv.workers, cfg->threads, sv.eng->name, sv.alog) < 0)
@@ -953,6 +954,7 @@ stop:
     guard_shared_free(sv.guard); /* after every worker's last conn_closed */
     sv.guard = NULL;
 out:
+    h3_parts_free(&h3parts);    /* a start that failed while making the workers */
     ondemand_free(sv.ondemand); /* after the workers: their TLS contexts ask it */
     acme_free(sv.acme);
     if (sv.tokens_made)

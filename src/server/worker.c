@@ -4,6 +4,7 @@
 #include "rt/errlog.h"
 #include "rt/guard.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <malloc.h>
@@ -26,6 +27,7 @@
 #include "engine/engine.h"
 #include "http/h2/h2.h"
 #include "http/h2/h2conn.h"
+#include "http/h3/h3.h"
 #include "engine/udp.h"
 #include "server/handover.h"
 #include "quic/quic.h"
@@ -53,7 +55,7 @@ struct worker {
     struct errlog_limit log_accept;
     struct listener listeners[LISTEN_MAX]; /* rt.listeners[0..rt.nlisteners) */
     struct site_slot *sites;               /* where reloads publish; read once per loop turn */
-    /* HTTP/3: the QUIC endpoint on rt.udp, or NULL (worker_set_quic). worker_tick runs its
+    /* HTTP/3: the QUIC endpoint on rt.udp, or NULL (worker_parts.h3). worker_tick runs its
      * timers and drain. */
     struct quic_ep *quic;
     const atomic_uint *ondemand_gen; /* worker_parts.ondemand_gen, or NULL */
@@ -224,33 +226,92 @@ err_mem:
     return rc;
 }
 
+#ifndef RINGHTTPD_NO_HTTP3
+/* HTTP/3's part of the worker (worker_h3): its UDP sockets, the QUIC endpoint on them, each
+ * port's Alt-Svc line and w->h3ops. 0 or -errno after saying why on stderr; what it made is
+ * the worker's already, so worker_free takes it back on failure too. */
+static int init_h3(struct worker *w, const struct worker_h3 *h3)
+{
+    struct runtime *rt = &w->rt;
+    int rc = 0;
+    _Static_assert(LISTEN_MAX <= QUIC_PORTS_MAX, "a port per listener");
+    assert(h3->n >= 1 && h3->n <= LISTEN_MAX);
+    for (unsigned i = 0; i < h3->n && rc == 0; i++) {
+        const struct worker_udp *u = &h3->udp[i];
+        int fd = udp_socket_open(u->addr, u->len, u->v6only);
+        if (fd < 0) {
+            fprintf(stderr, "ringhttpd: HTTP/3: cannot bind UDP %s: %s\n", u->url, strerror(-fd));
+            return fd;
+        }
+        struct udp_port *port = calloc(1, sizeof(*port));
+        if (!port) {
+            close(fd);
+            return -ENOMEM;
+        }
+        rt->udp[rt->nudp++] = port; /* the worker's now: worker_free closes it, even on failure */
+        rc = udp_port_init(port, fd, rt->cfg->http3_gso, rt->cfg->http3_gro, NULL, NULL);
+    }
+    if (rc != 0)
+        return rc;
+    /* The server's settings with this worker's number: its connection IDs steer to it. */
+    struct quic_settings qs = *h3->quic;
+    qs.worker = (unsigned)rt->id;
+    char why[512] = "";
+    if ((rc = quic_ep_new(&w->quic, rt->udp[0], &qs, &h3_app, rt, why, sizeof(why))) != 0) {
+        fprintf(stderr, "ringhttpd: %s\n", why);
+        return rc;
+    }
+    for (unsigned i = 1; rc == 0 && i < rt->nudp; i++)
+        rc = quic_ep_add_port(w->quic, rt->udp[i]);
+    /* Each TLS listener's HTTPS answers name its own UDP port (issue 38: a client that follows
+     * one entry's Alt-Svc finds HTTP/3 there, not on another entry's port). */
+    for (unsigned i = 0; rc == 0 && i < h3->n; i++) {
+        char alt[48];
+        const struct worker_udp *u = &h3->udp[i];
+        unsigned port = ntohs(((const struct sockaddr_in *)u->addr)->sin_port); /* as v6's */
+        rc = serve_alt_svc(rt, u->listener, alt, h3_alt_svc(alt, sizeof(alt), port));
+    }
+    if (rc == 0)
+        rt->h3ops = &h3_worker_ops;
+    return rc;
+}
+#endif
+
 int worker_new(struct worker **out, int id, const struct worker_parts *p)
 {
     struct worker *w;
+    int rc;
     /* Each on cache lines of its own: the workers' hot fields are never shared. */
     if (posix_memalign((void **)&w, 64, sizeof(*w)) != 0) {
         for (unsigned i = 0; i < p->n; i++)
             close(p->ls[i].fd);
-        return -ENOMEM;
+        rc = -ENOMEM;
+        goto err;
     }
     memset(w, 0, sizeof(*w));
-    int rc = init(w, id, p);
+    rc = init(w, id, p);
     if (rc < 0) {
         free(w);
+        goto err;
+    }
+#ifndef RINGHTTPD_NO_HTTP3
+    /* init_h3 says its own failures (which socket, which file), the rest are said below */
+    if (p->h3 && (rc = init_h3(w, p->h3)) != 0) {
+        worker_free(w); /* whole but for HTTP/3: freed as a joined worker is */
         return rc;
     }
+#endif
     *out = w;
     return 0;
+
+err:
+    fprintf(stderr, "ringhttpd: starting worker %d (%s): %s\n", id, p->eng->name, strerror(-rc));
+    return rc;
 }
 
 struct runtime *worker_runtime(struct worker *w)
 {
     return &w->rt;
-}
-
-void worker_set_quic(struct worker *w, struct quic_ep *quic)
-{
-    w->quic = quic;
 }
 
 /* Certificates on demand: a name was decided, so the handshakes parked for one try again. */

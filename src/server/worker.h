@@ -14,6 +14,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/socket.h>
 
 #include "rt/runtime.h"
 
@@ -25,6 +26,7 @@ struct engine_ops;
 struct guard;
 struct proto_ops;
 struct quic_ep;
+struct quic_settings;
 struct site_slot;
 
 /* What the main thread asks a worker to do (worker_stop). */
@@ -37,6 +39,29 @@ enum worker_stop {
 };
 
 struct worker; /* worker.c's own */
+
+/* One of a worker's HTTP/3 UDP sockets (issue 38: one on each TLS listener's address and port). */
+struct worker_udp {
+    const struct sockaddr *addr; /* bound with SO_REUSEPORT, beside the other workers' */
+    socklen_t len;
+    bool v6only;       /* an IPv6 address that takes no IPv4 */
+    unsigned listener; /* the TLS listener (ls[] index) whose Alt-Svc names this port */
+    const char *url;   /* the listener's, for the message when the bind fails */
+};
+
+/* A worker's HTTP/3 (worker_parts.h3): worker_new binds udp[0..n) (n <= LISTEN_MAX, at those
+ * indices in rt.udp[], with --http3-gso and --http3-gro), makes the one QUIC endpoint on them
+ * with quic (its .worker set to the worker's id), names each port in its listener's Alt-Svc
+ * and installs HTTP/3 (rt.h3ops). What spans the workers is the server's (server/h3.c) and
+ * handed in through quic: the connection-ID layout (ids), the secrets, the certificate files
+ * and, after the first worker, that endpoint's certificates to share (shared). Each port's
+ * steering stays the server's too: probed before the first worker binds, attached after the
+ * last is made. */
+struct worker_h3 {
+    const struct worker_udp *udp;
+    unsigned n;
+    const struct quic_settings *quic;
+};
 
 /* What a worker is assembled from (worker_new): the process's facts and the pieces the server
  * owns and shares among its workers. worker_new alone installs each into the worker (issue 37:
@@ -56,23 +81,22 @@ struct worker_parts {
      * TLS handshakes may wait for was decided; its next tick tries them again
      * (tls_port_retry). NULL: none. */
     const atomic_uint *ondemand_gen;
+    const struct worker_h3 *h3; /* --http3 on some TLS listener, or NULL: no UDP, no HTTP/3 */
 };
 
 /* Makes worker `id` from p (the listeners' fds are the worker's from here on, closed on
- * failure too). 0 or -errno. */
+ * failure too). 0, or -errno after saying why on stderr. */
 int worker_new(struct worker **out, int id, const struct worker_parts *p);
 
 /* Frees a worker whose thread never started or has been joined; NULL is nothing. */
 void worker_free(struct worker *w);
 
-/* What the layers below see of w, for the server's HTTP/3 start (the UDP port, the QUIC
- * operations) before the thread starts, and for the metrics thread to read the counters. */
+/* What the layers below see of w: for the server's HTTP/3 steering (the UDP sockets' fds),
+ * an on-demand reader's routing, and the metrics thread's counters. */
 struct runtime *worker_runtime(struct worker *w);
 
-/* HTTP/3: the QUIC endpoint on the runtime's UDP port, set before the thread starts; the
- * worker ticks it, drains it and frees it. */
-void worker_set_quic(struct worker *w, struct quic_ep *quic);
-/* ... and which it is (NULL without HTTP/3): a reload publishes new certificates to it. */
+/* HTTP/3: the worker's QUIC endpoint (NULL without HTTP/3), which it ticks, drains and frees:
+ * the next worker shares its certificates, a reload publishes new ones to it. */
 struct quic_ep *worker_quic(const struct worker *w);
 
 /* Starts w's thread: 0 or -errno. */
