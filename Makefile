@@ -190,7 +190,8 @@ FUZZ_EXTRA_fuzz_h3 := src/http/h3/h3session.c src/http/h3/h3in.c src/http/h3/h3r
 FUZZ_EXTRA_fuzz_qpack_diff := src/http/h3/qpack.c
 FUZZ_LIBS_fuzz_qpack_diff  := -lnghttp3
 # QUIC's receive path with a real ngtcp2 endpoint behind a real UDP port (issue 35.1).
-FUZZ_EXTRA_fuzz_quic := src/quic/endpoint.c src/quic/handshake.c src/quic/cid.c src/engine/udp.c src/rt/names.c
+FUZZ_EXTRA_fuzz_quic := src/quic/endpoint.c src/quic/handshake.c src/quic/cid.c src/engine/udp.c src/rt/names.c \
+                        src/rt/certsets.c
 FUZZ_LIBS_fuzz_quic  := -lngtcp2_crypto_gnutls -lngtcp2 -lgnutls
 # DNS-01's answers and TSIG key files (issue 40); OpenSSL for the HMAC.
 FUZZ_EXTRA_fuzz_dnsmsg := src/server/acme/dnsmsg.c

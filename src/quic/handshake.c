@@ -10,13 +10,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rt/certsets.h"
 #include "rt/names.h"
 
 /* The credentials of one load, every worker's (issue 40: 10,000 pairs read once, not once per
  * worker); GnuTLS reads them unlocked from any session once they are made. One credentials
- * object per name set (an ECDSA and an RSA pair of the same names, listed one after the other,
- * share one: GnuTLS picks by key type), chosen by the ClientHello's SNI through a hash of the
- * certificates' names: GnuTLS's own choice compares every certificate's names in turn. */
+ * object per name set (an ECDSA and an RSA pair of the same names share one wherever they
+ * stand in the list, GnuTLS picking by key type: rt/certsets.h's sets, the TLS port's groups),
+ * chosen by the ClientHello's SNI through a hash of the certificates' names: GnuTLS's own
+ * choice compares every certificate's names in turn. */
 struct quic_cred {
     gnutls_certificate_credentials_t *creds; /* the first the default (no or an unknown SNI) */
     gnutls_x509_crt_t *leaves;               /* each one's first certificate */
@@ -200,34 +202,36 @@ static int leaf_names(struct quic_cred *q, int g)
     return rc;
 }
 
-/* Whether two certificates name the same: subject and subjectAltName alike. */
-static bool same_names(gnutls_x509_crt_t a, gnutls_x509_crt_t b)
+/* The name set key of a certificate (rt/certsets.h, as the TLS port's): its subject and its
+ * subjectAltName. 0, or a GnuTLS error. */
+static int names_key(gnutls_x509_crt_t crt, unsigned char key[CERTSET_KEY_LEN])
 {
-    gnutls_datum_t da = {0}, db = {0}, sa = {0}, sb = {0};
-    unsigned ca, cb;
-    bool same = gnutls_x509_crt_get_raw_dn(a, &da) == 0 &&
-                gnutls_x509_crt_get_raw_dn(b, &db) == 0 && da.size == db.size &&
-                memcmp(da.data, db.data, da.size) == 0;
-    int ra = gnutls_x509_crt_get_extension_by_oid2(a, "2.5.29.17", 0, &sa, &ca);
-    int rb = gnutls_x509_crt_get_extension_by_oid2(b, "2.5.29.17", 0, &sb, &cb);
-    same =
-        same && ra == rb && (ra != 0 || (sa.size == sb.size && !memcmp(sa.data, sb.data, sa.size)));
-    gnutls_free(da.data);
-    gnutls_free(db.data);
-    gnutls_free(sa.data);
-    gnutls_free(sb.data);
-    return same;
+    gnutls_datum_t dn = {0}, san = {0};
+    unsigned critical;
+    int rc = gnutls_x509_crt_get_raw_dn(crt, &dn);
+    int has =
+        rc == 0 ? gnutls_x509_crt_get_extension_by_oid2(crt, "2.5.29.17", 0, &san, &critical) : 0;
+    if (rc == 0 && has != 0 && has != GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE)
+        rc = has;
+    if (rc == 0)
+        certset_key(dn.data, dn.size, san.data, has == 0 ? san.size : 0, key);
+    gnutls_free(dn.data);
+    gnutls_free(san.data);
+    return rc;
 }
 
-/* Pair i into q: into the last set when its certificate names the same (an ECDSA and an RSA
- * pair of one host), else a set of its own. 0, or -errno with the file in why. */
-static int add_pair(struct quic_cred *q, const char *cert, const char *key, char *why,
-                    size_t why_len)
+/* Pair i into q, into its name set (sets): the set of an earlier pair that names the same (an
+ * ECDSA and an RSA pair of one host, wherever they stand), else a set of its own; the set in
+ * *set. 0, or -errno with the file in why. */
+static int add_pair(struct quic_cred *q, struct certsets *sets, const char *cert, const char *key,
+                    int *set, char *why, size_t why_len)
 {
     gnutls_certificate_credentials_t cred = NULL;
     gnutls_x509_crt_t leaf = NULL;
     gnutls_datum_t der;
     gnutls_x509_trust_list_t none;
+    unsigned char names[CERTSET_KEY_LEN];
+    int g = -1;
     int rc = gnutls_certificate_allocate_credentials(&cred);
     /* No client certificates are asked for: a trust list of one bucket, not GnuTLS's 127 for
      * each of 10,000 credentials */
@@ -238,16 +242,18 @@ static int add_pair(struct quic_cred *q, const char *cert, const char *key, char
     if (rc >= 0 && (rc = gnutls_certificate_get_crt_raw(cred, 0, 0, &der)) == 0 &&
         (rc = gnutls_x509_crt_init(&leaf)) == 0)
         rc = gnutls_x509_crt_import(leaf, &der, GNUTLS_X509_FMT_DER);
-    if (rc >= 0 && q->num_creds && same_names(q->leaves[q->num_creds - 1], leaf)) {
+    if (rc >= 0 && (rc = names_key(leaf, names)) == 0)
+        g = certsets_add(sets, names);
+    if (rc >= 0 && g < (int)q->num_creds) {
         gnutls_certificate_free_credentials(cred);
         gnutls_x509_crt_deinit(leaf);
         cred = NULL;
         leaf = NULL;
-        rc = gnutls_certificate_set_x509_key_file2(q->creds[q->num_creds - 1], cert, key,
-                                                   GNUTLS_X509_FMT_PEM, NULL, 0);
+        rc = gnutls_certificate_set_x509_key_file2(q->creds[g], cert, key, GNUTLS_X509_FMT_PEM,
+                                                   NULL, 0);
     } else if (rc >= 0) {
-        q->creds[q->num_creds] = cred;
-        q->leaves[q->num_creds] = leaf;
+        q->creds[g] = cred;
+        q->leaves[g] = leaf;
         cred = NULL;
         leaf = NULL;
         if ((rc = leaf_names(q, (int)q->num_creds++)) != 0) {
@@ -263,6 +269,7 @@ static int add_pair(struct quic_cred *q, const char *cert, const char *key, char
         snprintf(why, why_len, "HTTP/3: %s: %s", cert, gnutls_strerror(rc));
         return -EINVAL;
     }
+    *set = g;
     return 0;
 }
 
@@ -298,12 +305,17 @@ int quic_certs_new(struct quic_certs **out, const char *const *certs, const char
         !(q->leaves = calloc(n + 1, sizeof(*q->leaves))) ||
         !(q->site_names = calloc(n + 1, sizeof(*q->site_names))))
         rc = -ENOMEM;
+    struct certsets sets = {0};
+    if (rc == 0)
+        rc = certsets_init(&sets, (int)n);
     /* Each pair in the order given; the first is the default, as the TLS port's. */
     for (unsigned i = 0; rc == 0 && i < n; i++) {
-        rc = add_pair(q, certs[i], keys[i], why, why_len);
-        if (rc == 0 && sites && (rc = site_names(q, &sites[i], (int)q->num_creds - 1)) != 0)
+        int g;
+        rc = add_pair(q, &sets, certs[i], keys[i], &g, why, why_len);
+        if (rc == 0 && sites && (rc = site_names(q, &sites[i], g)) != 0)
             snprintf(why, why_len, "HTTP/3: out of memory");
     }
+    certsets_free(&sets);
     if (rc == 0)
         rc = names_index(&q->names); /* a name twice: the first set's */
     if (rc == 0)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#include "rt/certsets.h"
 #include "rt/file.h"
 
 #define PEM_MAX (1 << 20) /* a certificate chain or key file larger than this is not one */
@@ -143,7 +144,8 @@ static bool sha256(const void *a, size_t alen, const void *b, size_t blen, unsig
     return ok;
 }
 
-/* The sum two certificates with the same names share: their subject and subjectAltName. */
+/* The key two certificates with the same names share (rt/certsets.h): their subject and
+ * subjectAltName. */
 static bool names_sum(X509 *x, unsigned char out[32])
 {
     unsigned char *der = NULL;
@@ -152,10 +154,10 @@ static bool names_sum(X509 *x, unsigned char out[32])
         return false;
     int at = X509_get_ext_by_NID(x, NID_subject_alt_name, -1);
     const ASN1_OCTET_STRING *san = at >= 0 ? X509_EXTENSION_get_data(X509_get_ext(x, at)) : NULL;
-    bool ok = sha256(der, (size_t)len, san ? ASN1_STRING_get0_data(san) : NULL,
-                     san ? (size_t)ASN1_STRING_length(san) : 0, out);
+    certset_key(der, (size_t)len, san ? ASN1_STRING_get0_data(san) : NULL,
+                san ? (size_t)ASN1_STRING_length(san) : 0, out);
     OPENSSL_free(der);
-    return ok;
+    return true;
 }
 
 static const unsigned char *pair_sum_of(const void *base, int i)
@@ -347,11 +349,6 @@ static int leaf_names(struct names *n, X509 *leaf, int g)
     return rc;
 }
 
-static const unsigned char *group_names_of(const void *base, int i)
-{
-    return ((const struct tls_group *)base)[i].names;
-}
-
 /* sum = SHA-256(sum || data): a group's sum over its pairs, one pair at a time. */
 static bool fold(unsigned char sum[32], const void *data, size_t len)
 {
@@ -369,12 +366,15 @@ static bool fold_pair(unsigned char sum[32], const struct pair *p)
            fold(sum, p->key_path, strlen(p->key_path) + 1) && fold(sum, id, sizeof(id));
 }
 
-/* Every pair of s into c's groups (loaded, or prev's where the files are the same). */
+/* Every pair of s into c's groups (loaded, or prev's where the files are the same): a group
+ * is a name set (rt/certsets.h, QUIC's too), wherever its pairs stand in the list. */
 static int load_pairs(struct tls_certs *c, const struct tls_settings *s,
                       const struct tls_certs *prev, char *why, size_t why_len)
 {
-    struct sum_index by_names = {0};
-    int rc = sum_index_init(&by_names, (size_t)s->num_certs);
+    struct certsets sets;
+    int rc = certsets_init(&sets, s->num_certs);
+    if (rc != 0)
+        snprintf(why, why_len, "TLS: out of memory");
     for (int i = 0; rc == 0 && i < s->num_certs; i++) {
         struct pair *p = &c->pairs[i];
         if ((rc = load_pair(&s->certs[i], prev, p, why, why_len)) != 0) {
@@ -383,14 +383,11 @@ static int load_pairs(struct tls_certs *c, const struct tls_settings *s,
         }
         c->num_pairs++;
         warn_dates(c->warnings, sizeof(c->warnings), p);
-        int g = sum_index_find(&by_names, p->names, group_names_of, c->groups);
-        if (g < 0) {
-            g = c->num_groups++;
-            struct tls_group *gr = &c->groups[g];
+        int g = c->certless + certsets_add(&sets, p->names);
+        if (g == c->num_groups) {
+            c->num_groups++;
             X509_up_ref(p->leaf);
-            gr->leaf = p->leaf;
-            memcpy(gr->names, p->names, 32);
-            sum_index_add(&by_names, gr->names, g, group_names_of, c->groups);
+            c->groups[g].leaf = p->leaf;
         }
         p->group = g;
         if (!fold_pair(c->groups[g].sum, p)) {
@@ -398,7 +395,7 @@ static int load_pairs(struct tls_certs *c, const struct tls_settings *s,
             rc = -ENOMEM;
         }
     }
-    free(by_names.at);
+    certsets_free(&sets);
     return rc;
 }
 

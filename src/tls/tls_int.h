@@ -34,17 +34,16 @@ struct pair {
     X509 *leaf;
     STACK_OF(X509) * chain;
     EVP_PKEY *key;
-    unsigned char names[32]; /* SHA-256 of the leaf's subject and subjectAltName */
+    unsigned char names[32]; /* its name set's key (rt/certsets.h) */
     int group;
 };
 
 /* One OpenSSL context: the pairs that share a name set (at most one per key type). */
 struct tls_group {
     SSL_CTX *ssl;
-    X509 *leaf;              /* its first certificate, which SNI names are matched against */
-    char *site_name;         /* the first name of the first site whose pair it holds, or NULL */
-    unsigned char sum[32];   /* over its pairs' files and contents: what a reload reuses it by */
-    unsigned char names[32]; /* its pairs' names_sum */
+    X509 *leaf;            /* its first certificate, which SNI names are matched against */
+    char *site_name;       /* the first name of the first site whose pair it holds, or NULL */
+    unsigned char sum[32]; /* over its pairs' files and contents: what a reload reuses it by */
 };
 
 /* A hash index of 32-byte sums to array positions (open addressing, position + 1; 0 free). */

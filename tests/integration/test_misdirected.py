@@ -13,6 +13,7 @@ import signal
 import subprocess
 
 import pytest
+from aioquic import tls as aioquic_tls
 
 from conftest import HELLO, wait_for
 from h3client import h3_get
@@ -45,11 +46,11 @@ def start(make_server, docroot, pairs):
     return int(m.group(1))
 
 
-def h2(port, ca, sni, host, path="/hello.txt"):
+def h2(port, ca, sni, host, path="/hello.txt", tls=()):
     """GET path over HTTP/2 on a TLS connection made for sni, :authority host: status. ca None:
-    the certificate is not checked (one that does not name sni)."""
+    the certificate is not checked (one that does not name sni). tls: curl's TLS options."""
     check = ["--cacert", str(ca)] if ca else ["-k"]
-    p = subprocess.run(["curl", "-sS", "--http2", *check, "--resolve",
+    p = subprocess.run(["curl", "-sS", "--http2", *check, *tls, "--resolve",
                         f"{sni}:{port}:127.0.0.1", "-H", f"Host: {host}", "-o", "/dev/null",
                         "-w", "%{http_code} %{http_version}", f"https://{sni}:{port}{path}"],
                        capture_output=True, timeout=30)
@@ -91,6 +92,34 @@ def test_one_name_set_in_two_key_types_is_never_misdirected(make_server, docroot
     ca = pki / "ca.crt"
     assert [h2(port, ca, "b.test", h) for h in ("b.test", "localhost", "a.test")] == [200] * 3
     assert h3(port, ca, "b.test", ["b.test", "localhost", "a.test"]) == [200] * 3
+
+
+# A client that takes an RSA certificate only: over TLS 1.2 an ECDHE-RSA suite, over QUIC (TLS
+# 1.3) RSA signatures only (aioquic's list, set per connection; it has no option for it).
+RSA_ONLY_H2 = ("--tlsv1.2", "--tls-max", "1.2", "--ciphers", "ECDHE-RSA-AES128-GCM-SHA256")
+RSA_ONLY_H3 = [aioquic_tls.SignatureAlgorithm.RSA_PSS_RSAE_SHA256,
+               aioquic_tls.SignatureAlgorithm.RSA_PKCS1_SHA256]
+
+
+def test_one_name_set_apart_in_the_list_is_one_certificate_on_h2_and_h3(make_server, docroot,
+                                                                      pki, rsa_b, monkeypatch):
+    """b.test's ECDSA and RSA pairs with a.test's between them are still one name set, as
+    they are when neighbours: a client that takes RSA only gets b.test's RSA pair over either
+    transport, and the 421 rule reads the same two certificates (HTTP/3 grouped neighbours
+    only, so b.test's SNI found its ECDSA pair alone and that client got no handshake)."""
+    port = start(make_server, docroot, [(pki / "b.test.crt", pki / "b.test.key"),
+                                        (pki / "a.test.crt", pki / "a.test.key"), rsa_b])
+    ca = pki / "ca.crt"
+    assert [h2(port, ca, "b.test", h, tls=RSA_ONLY_H2) for h in ("b.test", "a.test")] == \
+        [200, 421]
+    init = aioquic_tls.Context.__init__
+
+    def rsa_only(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self._signature_algorithms = list(RSA_ONLY_H3)
+
+    monkeypatch.setattr(aioquic_tls.Context, "__init__", rsa_only)
+    assert h3(port, ca, "b.test", ["b.test", "a.test", "b.test"]) == [200, 421, 200]
 
 
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fieldnames.h"
 #include "core/huff.h"
 #include "core/prefint.h"
 #include "http/h2/hpack_tables.h"
@@ -460,13 +461,8 @@ static bool fold_eq(const char *name, const char *lower, size_t n)
  * that the usual response fields need no lower-casing. */
 static unsigned static_name(const char *name, size_t n)
 {
-    if (n < 2)
-        return 0;
-    unsigned i = hpack_static_by_hash[HPACK_NAME_HASH(
-        n, (uint8_t)(name[0] | 0x20), (uint8_t)(name[1] | 0x20), (uint8_t)(name[n - 1] | 0x20))];
-    if (i && hpack_static[i - 1].name_len == n && fold_eq(name, hpack_static[i - 1].name, n))
-        return i;
-    return 0;
+    const struct fieldname *f = fieldname_at(name, n);
+    return f && f->hpack && fold_eq(name, f->name, n) ? f->hpack : 0;
 }
 
 static unsigned bucket_of(unsigned sidx, const char *name, size_t n)

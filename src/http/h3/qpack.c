@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fieldnames.h"
 #include "core/huff.h"
 #include "core/prefint.h"
 #include "http/h3/qpack_tables.h"
@@ -137,13 +138,8 @@ static long str_decode(const struct str *s, char *out, size_t cap)
 /* The static table's first index with this name, or -1: one probe and one compare. */
 static int16_t static_name(const char *name, size_t n)
 {
-    if (n < 2)
-        return -1;
-    unsigned i = qpack_static_by_hash[QPACK_NAME_HASH(n, (uint8_t)name[0], (uint8_t)name[n - 2],
-                                                      (uint8_t)name[n - 1])];
-    if (i && qpack_static[i - 1].name_len == n && memcmp(qpack_static[i - 1].name, name, n) == 0)
-        return (int16_t)(i - 1);
-    return -1;
+    const struct fieldname *f = fieldname_at(name, n);
+    return f && f->qpack && memcmp(f->name, name, n) == 0 ? (int16_t)(f->qpack - 1) : -1;
 }
 
 /* ---- the dynamic table ---- */
