@@ -316,7 +316,7 @@ MEASURE_JS = """JSON.stringify((() => {
   const nav = performance.getEntriesByType('navigation')[0];
   const res = performance.getEntriesByType('resource').map(r => ({
     name: r.name, proto: r.nextHopProtocol, end: r.responseEnd, type: r.initiatorType,
-    size: r.encodedBodySize, start: r.startTime, first: r.responseStart}));
+    size: r.encodedBodySize, start: r.startTime, sent: r.requestStart, first: r.responseStart}));
   return {dcl: nav.domContentLoadedEventEnd, load: nav.loadEventEnd, proto: nav.nextHopProtocol,
           ran: window.__ran || {}, res: res};
 })())"""
@@ -343,6 +343,12 @@ def spki_hash(cert):
     return base64.b64encode(hashlib.sha256(der).digest()).decode()
 
 
+SEED_SERVER_PROPERTIES = True  # --first-visit: False
+# The network anonymization key of top-frame site https://localhost, serialized as Chromium
+# writes it into "Network Persistent State" (a pickled site, not transient, no nonce).
+CHROMIUM_NAK_LOCALHOST = ["GAAAABEAAABodHRwczovL2xvY2FsaG9zdAAAAA==", False, 0]
+
+
 def chromium_load(url, proto, port, timeout, spki):
     """One load with a fresh profile: the figures, or raises with why."""
     prof = tempfile.mkdtemp(prefix="pageload-profile-")
@@ -357,6 +363,22 @@ def chromium_load(url, proto, port, timeout, spki):
         args += ["--enable-quic", "--origin-to-force-quic-on=localhost:%d" % port]
     else:
         args += ["--disable-quic"]
+    if SEED_SERVER_PROPERTIES:
+        # What Chromium keeps of a server it has been to (a returning visitor): that it speaks
+        # HTTP/2 and, for h3, that it offers h3 by Alt-Svc, keyed by the top frame's site as
+        # Chromium 156 writes it itself after a visit. Without it the ResourceScheduler holds
+        # a page's delayable requests (images) to 10 in flight for as long as the page loads on
+        # a server it does not know to take priorities, and --origin-to-force-quic-on never
+        # teaches it (nothing is recorded after a forced QUIC load), where over HTTP/2 the
+        # ALPN does after the first response (issue 42: h3 requests went out in a trickle).
+        os.makedirs(os.path.join(prof, "Default"), exist_ok=True)
+        srv = {"anonymization": CHROMIUM_NAK_LOCALHOST, "server": "https://localhost:%d" % port,
+               "supports_spdy": True}
+        if proto == "h3":
+            srv["alternative_service"] = [{"advertised_alpns": ["h3"], "expiration": "99999999999999999",
+                                           "port": port, "protocol_str": "quic"}]
+        with open(os.path.join(prof, "Default", "Network Persistent State"), "w") as f:
+            json.dump({"net": {"http_server_properties": {"servers": [srv], "version": 5}}}, f)
     errf = open(os.path.join(prof, "stderr.log"), "w+")
     proc = Proc(args + ["about:blank"], out=errf)
     cdp = None
@@ -467,9 +489,14 @@ def main():
                     help="load i of every cell before load i+1 of any (A B A B): a slow minute of "
                          "a shared machine then hits every cell alike")
     ap.add_argument("--timeout", type=int, default=90)
+    ap.add_argument("--first-visit", action="store_true",
+                    help="a browser that knows nothing of the server (no HTTP/2 or Alt-Svc record): "
+                         "over forced QUIC Chromium then holds images to 10 requests in flight")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "results", "pageload"))
     ap.add_argument("--work", default="/tmp/ringhttpd-pageload")
     a = ap.parse_args()
+    global SEED_SERVER_PROPERTIES
+    SEED_SERVER_PROPERTIES = not a.first_visit
     enter_namespace()
 
     def stop(*_):
@@ -548,10 +575,11 @@ def main():
                     if r:
                         seen = [x["name"] for x in r["res"]]
                         row["fetched_twice"] = sorted({n for n in seen if seen.count(n) > 1})
-                        # every resource's request start, first byte and end (ms from the
-                        # navigation), in the order they ended: which ones finished late
+                        # every resource's request start, first byte, end and when its request
+                        # went out on the connection (ms from the navigation), in the order they
+                        # ended: which ones finished late, and which the browser held back
                         row["res"] = [[x["name"].rsplit("/", 1)[-1], x["type"], round(x.get("start") or 0),
-                                       round(x.get("first") or 0), round(x["end"])]
+                                       round(x.get("first") or 0), round(x["end"]), round(x.get("sent") or 0)]
                                       for x in sorted(r["res"], key=lambda x: x["end"])]
                     if r:
                         scripts = [x["end"] for x in r["res"] if x["type"] == "script"]
