@@ -365,8 +365,8 @@ void h3_answer(struct h3conn *hc, struct h3stream *st);
  * freed (h3resp.c). */
 void h3_read_done(struct runtime *w, struct conn *c, int res);
 
-/* st closes: its cold read is taken off the queue, or, with the engine, left to end on its
- * connection with the stream's response (h3resp.c). */
+/* st, which has a cold read (st->cold), closes: the read is taken off the queue, or, with
+ * the engine, left to end on its connection with the stream's response (h3resp.c). */
 void h3_cold_drop(struct h3conn *hc, struct h3stream *st);
 
 /* The connection ends with code (RFC 9114 8.1): -EPROTO, for the callback to return. */

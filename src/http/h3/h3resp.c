@@ -61,8 +61,6 @@ void h3_read_done(struct runtime *w, struct conn *c, int res)
 
 void h3_cold_drop(struct h3conn *hc, struct h3stream *st)
 {
-    if (!st->cold)
-        return;
     if (hc->rd_st == st) { /* with the engine: the chunk and the file stay until it ends */
         hc->rd_st = NULL;
         hc->rd_r = st->r;

@@ -182,7 +182,8 @@ static void stream_free(struct h3conn *hc, struct h3stream *st)
         if (hc->rd_st != st) /* else its file is being read: it goes back at the read's end */
             serve_response_put(hc->w, st->r);
     }
-    h3_cold_drop(hc, st);
+    if (st->cold)
+        h3_cold_drop(hc, st);
     list_remove(&st->link);
     struct h3stream **b = &hc->bucket[(st->id >> 2) % H3_BUCKETS];
     while (*b != st)
