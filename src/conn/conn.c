@@ -645,8 +645,12 @@ void conn_file_read(struct runtime *w, struct conn *c, int fd, void *buf, uint32
 void conn_read_done(struct runtime *w, struct engine_conn *e, int res)
 {
     struct conn *c = conn_of(e);
-    if (c->xport && c->xport->read_done)
-        c->xport->read_done(w, c, res);
+    /* Whoever asked: the transport (TLS seals file bytes), or, on a connection without one,
+     * the protocol (HTTP/3 frames them itself; its transport, QUIC, is not conn's). */
+    void (*done)(struct runtime *, struct conn *, int) =
+        c->xport ? c->xport->read_done : c->proto->read_done;
+    if (done)
+        done(w, c, res);
 }
 
 int conn_set_proto(struct runtime *w, struct conn *c, const struct proto_ops *p, const char *data,

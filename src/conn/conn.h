@@ -116,8 +116,11 @@ static inline const struct peer *conn_peer(const struct conn *c)
  * idle queue (conn_idle: reclaimed for a newcomer through proto->reclaim, which must end it;
  * the slot is free at conn_detach) and the worker's drain reaches it (conn_drain through
  * proto->drain, which announces the end and closes it once idle). Not conn_open: the drain's
- * deadline and the engine leave it to its owner. proto needs resume, reclaim and drain only.
- * NULL when every slot is taken. */
+ * deadline and the engine leave it to its owner. proto needs resume, reclaim and drain, and
+ * read_done when it reads files through the engine (conn_file_read): the engine names the
+ * slot and writes the buffer until the read is reported, so the owner detaches no slot with a
+ * read in flight (the engine's run returns only once every read has been reported). NULL
+ * when every slot is taken. */
 struct conn *conn_attach(struct runtime *w, const struct proto_ops *proto, void *pstate);
 
 /* Gives an attached connection's slot back: its owner has ended it. */
@@ -158,8 +161,9 @@ void conn_received(struct runtime *w, struct engine_conn *e, const char *data, s
 /* The wire plan given to the engine finished sending (err == 0) or failed (-errno). */
 void conn_sent(struct runtime *w, struct engine_conn *e, int err);
 
-/* The file read the transport started with conn_file_read ended: res bytes (0: end of file)
- * or -errno. Not called once the connection is closing. */
+/* The file read the transport (or an attached connection's protocol) started with
+ * conn_file_read ended: res bytes (0: end of file) or -errno. Not called once the connection
+ * is closing. */
 void conn_read_done(struct runtime *w, struct engine_conn *e, int res);
 
 /* The engine is done with the connection: no operation is in flight and its fd is closed. */
@@ -217,7 +221,9 @@ void conn_wire_shutdown(struct runtime *w, struct conn *c);
 int conn_wire_ktls(struct runtime *w, struct conn *c, const void *keys, size_t len);
 
 /* The engine reads up to len bytes of file fd at off into buf (the transport's, valid until
- * the end), off the loop; the transport's read_done reports the end (engine_ops.read). */
+ * the end), off the loop; the transport's read_done reports the end (engine_ops.read), or, on
+ * a connection without a transport (conn_attach: HTTP/3's), the protocol's. One at a time per
+ * connection. */
 void conn_file_read(struct runtime *w, struct conn *c, int fd, void *buf, uint32_t len,
                     uint64_t off);
 

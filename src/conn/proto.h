@@ -42,6 +42,11 @@ struct proto_ops {
     /* --max-conns needs the slot of this idle connection (conn_idle): end it at once, politely
      * (HTTP/2: GOAWAY, then conn_close as soon as it is sent). Optional: conn_close. */
     void (*reclaim)(struct runtime *w, struct conn *c);
+    /* The file read it started with conn_file_read ended: res bytes (0: end of file) or
+     * -errno. Only a connection without a transport reads so (an attached one, HTTP/3's,
+     * whose transport is QUIC's and not conn's); a transport's reads end in its own
+     * read_done. Optional: for protocols that read no file. */
+    void (*read_done)(struct runtime *w, struct conn *c, int res);
 };
 
 /* A protocol for tests of the seam (RINGHTTPD_TEST_PROTO=lines in the environment), selected by

@@ -59,7 +59,11 @@ struct engine_ops {
      */
     int (*init)(struct runtime *w);
     void (*fini)(struct runtime *w);
-    /* Runs the loop until the tick upcall reports the worker has drained; 0 or -errno. */
+    /* Runs the loop until the tick upcall reports the worker has drained, then until every
+     * file read in flight (engine_ops.read) has been reported, serving nothing else meanwhile:
+     * a read of a connection with no socket (HTTP/3's attached slot) outlives the drain's
+     * deadline, and its buffer must not be freed while the engine may still write it. 0 or
+     * -errno (then reads may still be in flight). */
     int (*run)(struct runtime *w);
     /* Delivers the connection's bytes through conn_received while on; pauses when off (the
      * connection has more buffered than it wants). A connection starts with receiving on. */
@@ -78,8 +82,10 @@ struct engine_ops {
      * bytes read or -errno, without the loop ever waiting for the disk (issue 14): io_uring a
      * READ operation; epoll preadv2(RWF_NOWAIT) at once (a page cache hit) and, when the file
      * is cold, a reader thread of the engine's. For a transport that must copy file bytes
-     * (TLS); at most one per connection. buf and fd stay valid until the read is reported, or,
-     * when the connection closes meanwhile, until conn_closed (which waits for the read). */
+     * (TLS), and for a connection with no socket (fd -1: an HTTP/3 connection's slot, whose
+     * streams take turns); at most one per connection. buf and fd stay valid until the read
+     * is reported, or, when the connection closes meanwhile, until conn_closed (which waits
+     * for the read). */
     void (*read)(struct runtime *w, struct engine_conn *c, int fd, void *buf, uint32_t len,
                  uint64_t off);
     /* Fills *out with the connection's client address (unknown when it cannot be had). conn

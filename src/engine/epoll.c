@@ -7,12 +7,14 @@
  * pipelined burst cannot recurse through conn and the engine. Each worker has its own
  * SO_REUSEPORT listener and epoll set, so no two workers wake for one connection.
  *
- * A transport's file read (TLS: ep_read) first tries preadv2(RWF_NOWAIT), which succeeds at
+ * A file read (ep_read: TLS's, and HTTP/3's on its connection's slot, which has no socket)
+ * first tries preadv2(RWF_NOWAIT), which succeeds at
  * once when the bytes are in the page cache (a hot file costs what pread cost). A cold file
  * (EAGAIN, or a file system without RWF_NOWAIT) is read by one of the worker's reader threads
  * (rt/offload.h) while the loop goes on; the thread wakes the loop (wake_fd), which collects
  * the finished reads and reports them. A connection closed while its read is with a thread gets
- * conn_closed only after the read ended, so the buffer stays valid and the slot is not reused.
+ * conn_closed only after the read ended, so the buffer stays valid and the slot is not reused;
+ * a read still with a thread when the worker has drained is waited for before run returns.
  * epoll cannot do this in the kernel as io_uring does: Linux has no readiness for regular
  * files, and POSIX AIO is glibc's own threads with a lock per call.
  *
@@ -26,6 +28,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -468,6 +471,19 @@ static int ep_run(struct runtime *w)
         run_ready(w, e);
         if (e->pool.slots)
             pipepool_trim(&e->pool, w->now, PIPE_IDLE);
+    }
+    /* Drained; a read with a thread is an attached connection's (a TCP one's close waited
+     * for it): its owner frees the buffer once it is reported, so it is waited for here,
+     * on the wake its thread writes, and nothing else is served meanwhile. */
+    while (e->readers.count || e->ready) {
+        struct pollfd pfd = {.fd = w->wake_fd, .events = POLLIN};
+        uint64_t v;
+        if (!e->ready && poll(&pfd, 1, -1) > 0 && read(w->wake_fd, &v, sizeof(v)) < 0 &&
+            errno != EAGAIN)
+            return -errno;
+        if (e->readers.count)
+            collect_reads(w, e);
+        run_ready(w, e);
     }
     return 0;
 }

@@ -16,14 +16,14 @@
  * - splice (default): the splice walk, engine/uring_splice.c.
  * - sendfile: sendplan (sendfile from the loop, zero-copy) and a POLL_ADD when the socket is
  *   full; it blocks the loop while a cold file is read.
- * A transport that must copy file bytes (TLS) reads them (uring_read) with preadv2(RWF_NOWAIT)
- * first, which a page cache hit completes at pread's cost, and on a miss with IORING_OP_READ,
- * which the kernel serves without the loop waiting through the file system's asynchronous
- * buffered reads (ext4, xfs, btrfs...). READ alone cost a loop turn per read: HTTP/2 over TLS
- * reads 16 KiB a DATA frame, and 1 MiB responses took 13% more CPU (bench/README.md, HTTPS).
- * A file system that reads ahead synchronously (FUSE without FUSE_ASYNC_READ) is read inline
- * even by READ, blocking the loop as pread did (seen with tests/integration/slowfs.py before it
- * asked for async reads).
+ * A transport that must copy file bytes (TLS), and HTTP/3 through its connection's slot (no
+ * socket), read them (uring_read) with preadv2(RWF_NOWAIT) first, which a page cache hit completes
+ * at pread's cost, and on a miss with IORING_OP_READ, which the kernel serves without the loop
+ * waiting through the file system's asynchronous buffered reads (ext4, xfs, btrfs...). READ alone
+ * cost a loop turn per read: HTTP/2 over TLS reads 16 KiB a DATA frame, and 1 MiB responses took
+ * 13% more CPU (bench/README.md, HTTPS). A file system that reads ahead synchronously (FUSE without
+ * FUSE_ASYNC_READ) is read inline even by READ, blocking the loop as pread did (seen with
+ * tests/integration/slowfs.py before it asked for async reads).
  *
  * Every operation carries its connection's slot and generation in user_data; a connection's
  * slot is reused only after its last completion arrived, and a completion whose generation
@@ -395,11 +395,13 @@ static void uring_read(struct runtime *w, struct engine_conn *c, int fd, void *b
     }
     io_uring_prep_read(conn_sqe(u, c, OP_FREAD), fd, buf, len, off);
     c->flags |= F_FREAD;
+    u->freads++;
 }
 
 static void on_fread(struct runtime *w, struct uring *u, struct engine_conn *c, int res)
 {
     c->flags &= ~(uint32_t)F_FREAD;
+    u->freads--;
     if (c->flags & F_CLOSING) {
         op_done(w, u, c); /* may release the slot: c is not touched after */
         return;
@@ -713,7 +715,26 @@ static int uring_run(struct runtime *w)
             pipepool_trim(&u->pool, w->now, PIPE_IDLE);
         run_ready(w, u);
     }
-    /* Drained: every connection has closed; let the last submissions (cancels) go. */
+    /* Drained: every connection has closed; let the last submissions (cancels) go. A READ
+     * still in flight is an attached connection's (a TCP one's close waited for it): the
+     * kernel writes its owner's buffer until it completes (closing the ring does not wait),
+     * so it is waited for and reported here. Nothing else is served meanwhile: other
+     * completions are dropped (a datagram read would start more work). */
+    while (u->freads || u->ready) {
+        sqe_flush(&u->ring, &u->spill);
+        rc = u->freads ? io_uring_submit_and_wait(&u->ring, 1) : io_uring_submit(&u->ring);
+        if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
+            return rc;
+        struct io_uring_cqe *cqe;
+        unsigned head, count = 0;
+        io_uring_for_each_cqe(&u->ring, head, cqe) {
+            count++;
+            if (tag_decode(io_uring_cqe_get_data64(cqe)).op == OP_FREAD)
+                handle(w, u, cqe);
+        }
+        io_uring_cq_advance(&u->ring, count);
+        run_ready(w, u);
+    }
     sqe_flush(&u->ring, &u->spill);
     io_uring_submit(&u->ring);
     return 0;

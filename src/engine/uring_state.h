@@ -75,6 +75,7 @@ struct uring {
     uint64_t tick_due;             /* when the armed TIMEOUT fires (CLOCK_MONOTONIC, ns) */
     int tick_ms;                   /* and the wait it was armed with */
     struct engine_conn *ready;     /* connections with a completion to report from the loop */
+    unsigned freads;               /* OP_FREADs in flight: run waits for them before it ends */
     /* --file-send splice; xfers is NULL in sendfile mode */
     struct xfer *xfers;
     struct pipepool pool;  /* its pipes; pool.slots is NULL until set up */

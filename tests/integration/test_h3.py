@@ -310,30 +310,41 @@ def test_an_idle_connection_does_not_wake_the_worker(make_server, docroot):
     assert woke < 40, f"{woke} wake-ups in 2 s with one idle connection"
 
 
+def cold_fs(docroot, data):
+    """slowfs (FUSE) at docroot/cold with data as slow.bin, its reads held; or a skip."""
+    try:
+        return SlowFS(docroot / "cold", "slow.bin", data)
+    except OSError as e:
+        pytest.skip(f"cannot mount a FUSE file system here: {e}")
+
+
+def while_held(srv, fs, reqs, **kw):
+    """reqs asked on one connection (h3) while fs holds their file's reads: once a read is
+    held, another connection is answered by the same worker; then the reads go. The
+    responses."""
+    result = {}
+    t = threading.Thread(target=lambda: result.update(r=h3(srv, reqs, timeout=60, **kw)))
+    t.start()
+    try:
+        assert fs.wait_read(), "the server never read the file"
+        r, = h3(srv, [("GET", "/hello.txt")], timeout=5)
+        assert r.status == 200 and bytes(r.body) == HELLO
+    finally:
+        fs.release()
+        t.join(timeout=60)
+    return result["r"]
+
+
 def test_cold_file_is_read_off_the_loop(make_server, docroot):
     """A file chunk the page cache does not have is read by a thread, not on the loop: while
     slowfs (FUSE) holds the read of a 1 MiB file, the same worker answers other HTTP/3
     requests (with pread on the loop they waited for the release); then the file arrives
     byte-exact."""
     data = os.urandom(1 << 20)  # past what the file cache keeps in memory: a file range
-    try:
-        fs = SlowFS(docroot / "cold", "slow.bin", data)
-    except OSError as e:
-        pytest.skip(f"cannot mount a FUSE file system here: {e}")
+    fs = cold_fs(docroot, data)
     try:
         srv = make_server(docroot, args=("-t", "1", "--compress", "off"))
-        result = {}
-        t = threading.Thread(target=lambda: result.update(
-            r=h3(srv, [("GET", "/cold/slow.bin")], timeout=60)[0]))
-        t.start()
-        try:
-            assert fs.wait_read(), "the server never read the file"
-            r, = h3(srv, [("GET", "/hello.txt")], timeout=5)
-            assert r.status == 200 and bytes(r.body) == HELLO
-        finally:
-            fs.release()
-            t.join(timeout=60)
-        r = result["r"]
+        r = while_held(srv, fs, [("GET", "/cold/slow.bin")])[0]
         assert r.status == 200 and hashlib.sha256(r.body).digest() == hashlib.sha256(data).digest()
         # the server's file cache holds the file open: the mount ends with the server
         assert srv.stop(signal.SIGTERM, timeout=10) == 0
@@ -346,10 +357,7 @@ def test_cold_read_outlives_its_connection(make_server, docroot):
     connection is gone, the read's end finds no stream (its response is put back then, not
     before: the file stays open for the thread), the worker goes on serving, and stops cleanly
     (under ASan: no use after free, no leak)."""
-    try:
-        fs = SlowFS(docroot / "cold", "slow.bin", os.urandom(1 << 20))
-    except OSError as e:
-        pytest.skip(f"cannot mount a FUSE file system here: {e}")
+    fs = cold_fs(docroot, os.urandom(1 << 20))
     try:
         srv = make_server(docroot, args=("-t", "1", "--compress", "off", "--metrics",
                                          "127.0.0.1:0"))
@@ -374,6 +382,81 @@ def test_cold_read_outlives_its_connection(make_server, docroot):
         r, = h3(srv, [("GET", "/hello.txt")], timeout=5)
         assert r.status == 200 and srv.alive()
         assert srv.stop(signal.SIGTERM, timeout=10) == 0
+    finally:
+        fs.unmount()
+
+
+def test_cold_reads_of_one_connection_take_turns(make_server, docroot):
+    """Four streams of one connection ask for a cold file at once: the engine reads their
+    chunks on the connection's slot (conn_file_read, as it reads TLS bodies) one at a time,
+    the others waiting their turn, while the worker answers another connection; once the
+    file system lets the reads go, every stream gets the file byte-exact."""
+    data = os.urandom(1 << 20)  # a file range, not a cache entry
+    fs = cold_fs(docroot, data)
+    try:
+        srv = make_server(docroot, args=("-t", "1", "--compress", "off"))
+        rs = while_held(srv, fs, [("GET", "/cold/slow.bin")] * 4, parallel=True)
+        want = hashlib.sha256(data).digest()
+        assert [(r.status, hashlib.sha256(r.body).digest()) for r in rs] == [(200, want)] * 4
+        assert srv.stop(signal.SIGTERM, timeout=10) == 0
+    finally:
+        fs.unmount()
+
+
+def test_cold_reads_outlive_their_connection_and_the_drain(make_server, docroot):
+    """A client with four streams waiting for cold chunks goes away: the queued streams go
+    with it, the read with the engine keeps the connection's slot, chunk and file until it
+    ends. Then a second client's cold read is still held when the server is stopped: the
+    drain's deadline passes, and the worker waits for the read before it frees what the read
+    writes (under ASan: no use after free, no leak), and exits cleanly once it ends."""
+    fs = cold_fs(docroot, os.urandom(1 << 20))
+    try:
+        srv = make_server(docroot, args=("-t", "1", "--compress", "off", "--drain-timeout", "1",
+                                         "--metrics", "127.0.0.1:0"))
+
+        async def leave_while_reading(client):
+            for _ in range(4):
+                sid = client._quic.get_next_available_stream_id()
+                client.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
+                                             (b":authority", b"localhost"),
+                                             (b":path", b"/cold/slow.bin")], end_stream=True)
+            client.transmit()
+            read = await asyncio.get_running_loop().run_in_executor(None, fs.wait_read)
+            # The first READ may be the file cache's digest; the answers' reads follow.
+            await asyncio.sleep(0.5)
+            return read
+
+        assert h3_raw("127.0.0.1", srv.port, srv.ca, leave_while_reading), "no read"
+
+        def open_conns():
+            return sum(v for k, v in scrape(srv).items()
+                       if k.startswith("ringhttpd_http3_connections{"))
+        assert wait_for(lambda: open_conns() == 0, timeout=10), "connections stay open"
+        r, = h3(srv, [("GET", "/hello.txt")], timeout=5)
+        assert r.status == 200 and bytes(r.body) == HELLO
+        fs.release()
+        r, = h3(srv, [("GET", "/hello.txt")], timeout=5)
+        assert r.status == 200 and srv.alive()
+        fs.gate.clear()  # the next cold read is held again (the cache may have the first)
+        fs._read_seen.clear()
+        def held_client():
+            try:  # the stop cuts it: its end is not what is tested
+                h3(srv, [("GET", "/cold/slow.bin", [("range", "bytes=900000-")])] * 2,
+                   parallel=True, timeout=20)
+            except (ConnectionError, asyncio.TimeoutError, TimeoutError):
+                pass
+        t = threading.Thread(target=held_client, daemon=True)
+        t.start()
+        assert fs.wait_read(), "the second read never came"
+        releaser = threading.Timer(3.0, fs.release)  # after the 1 s drain has run out
+        releaser.start()
+        try:
+            t0 = time.monotonic()
+            assert srv.stop(signal.SIGTERM, timeout=20) == 0
+            assert time.monotonic() - t0 >= 2.0, "the stop did not wait for the read"
+        finally:
+            releaser.cancel()
+            fs.release()
     finally:
         fs.unmount()
 

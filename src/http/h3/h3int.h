@@ -34,7 +34,6 @@
 #include "rt/fcache.h"
 #include "rt/guard.h"
 #include "rt/obs.h"
-#include "rt/offload.h"
 #include "rt/runtime.h"
 #include "http/serve.h"
 
@@ -48,7 +47,6 @@
 #define H3_STAGED (256u << 10)
 #define H3_INFLIGHT (16u << 20)
 #define H3_RESP_FIELDS 48 /* response fields sent, as HTTP/2's */
-#define H3_READERS 2      /* threads reading cold chunks, per worker */
 #define H3_OUTV 16        /* byte ranges a stream has handed out and not yet seen written */
 #define H3_BUCKETS 32     /* request streams by ID */
 #define H3_UNI 3 /* the peer's unidirectional streams kept: control, QPACK encoder and decoder */
@@ -116,22 +114,8 @@ struct chunk {
     uint8_t data[];
 };
 
-/* A cold chunk being read off the loop. */
-struct h3read {
-    struct offload_job job;
-    struct h3stream *st; /* NULL once the stream is gone: then r is the job's to put back */
-    struct response *r;  /* the orphaned stream's response (its file stays open meanwhile) */
-    struct chunk *c;
-    int fd;
-    uint64_t off;
-    size_t len;
-    ssize_t got; /* the read's result, or -errno */
-};
-
-/* The worker's HTTP/3 state (w->h3): its cold readers and what its requests share. */
+/* The worker's HTTP/3 state (w->h3): what its requests share. */
 struct h3worker {
-    struct offload readers;
-    bool readers_on;
     struct http_request req; /* scratch for the request being parsed */
     struct h3pre *lead;      /* the last response's first H3_LEAD_LINES lines, encoded */
     /* Memory held for requests not yet answered (saved requests, field sections in parts or
@@ -204,8 +188,10 @@ struct h3stream {
     unsigned nout;
     struct quic_vec out[H3_OUTV]; /* handed out from the write offset on, not yet written */
     struct chunk *chunks, *last;
-    struct h3read *reading; /* a cold chunk being read off the loop, at most one */
-    struct chunk *ready;    /* what it read, to be handed out next */
+    struct chunk *cold;    /* its cold chunk being read: queued on hc->cold, or hc->rd_st */
+    size_t cold_len;       /* the bytes asked of it */
+    struct list cold_link; /* on hc->cold while it waits its turn */
+    struct chunk *ready;   /* what it read, to be handed out next */
     size_t ready_len;
     uint8_t *head; /* the response's frame heads and field section */
 };
@@ -260,8 +246,18 @@ struct h3conn {
         uint8_t urgency;
         bool incremental;
     } early[H3_EARLY];
-    int64_t wake_s;        /* the body deadline its wake was asked for (0: none) */
-    struct conn_cert cert; /* over qc: the 421 rule's questions and verdict (transport.h) */
+    int64_t wake_s; /* the body deadline its wake was asked for (0: none) */
+    /* Cold chunks are read by the engine on the connection's slot (conn_file_read), as TLS
+     * reads its bodies: one read at a time, the streams waiting for theirs queued, first come
+     * first read. The read's buffer, the slot and the file stay until the engine reports it:
+     * a stream that closes meanwhile leaves its response here (its file open), and a
+     * connection freed meanwhile (app_free) is dead and ends at the report (h3_read_done). */
+    struct list cold;       /* streams waiting for their cold read (h3stream.cold_link) */
+    struct h3stream *rd_st; /* the stream whose read is with the engine; NULL: gone, none */
+    struct chunk *rd_chunk; /* the read's buffer, NULL when no read is in flight */
+    struct response *rd_r;  /* a gone stream's response, put back at the read's end */
+    bool dead;              /* freed by the endpoint: its qc and streams are gone */
+    struct conn_cert cert;  /* over qc: the 421 rule's questions and verdict (transport.h) */
 };
 
 /* ---- QUIC variable-length integers (RFC 9000 16) ---- */
@@ -363,6 +359,15 @@ int h3_app_acked(void *a, int64_t sid, uint64_t n);
 /* Parses st's request as HTTP/2 does and answers it through serve, or parks it while its
  * Basic credentials are verified off the loop; a malformed one is reset (RFC 9114 4.1.2). */
 void h3_answer(struct h3conn *hc, struct h3stream *st);
+
+/* The engine's report of the connection's cold read (proto_ops.read_done on its slot): the
+ * stream's chunk goes out next, and the next stream waiting is read; a dead connection is
+ * freed (h3resp.c). */
+void h3_read_done(struct runtime *w, struct conn *c, int res);
+
+/* st, which has a cold read (st->cold), closes: the read is taken off the queue, or, with
+ * the engine, left to end on its connection with the stream's response (h3resp.c). */
+void h3_cold_drop(struct h3conn *hc, struct h3stream *st);
 
 /* The connection ends with code (RFC 9114 8.1): -EPROTO, for the callback to return. */
 int h3_fatal(struct h3conn *hc, uint64_t code);

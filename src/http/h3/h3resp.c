@@ -11,34 +11,64 @@
 
 /* ---- answering ---- */
 
-static void read_chunk(struct offload_job *job)
+/* The engine reads the next waiting stream's cold chunk, its plan's file range as it stands
+ * (the plan waits with it), unless a read is in flight or none waits. The engine reports it
+ * from its loop, never from inside the call (h3_read_done). */
+static void cold_next(struct h3conn *hc)
 {
-    struct h3read *j = (struct h3read *)job;
-    struct iovec iov = {j->c->data, j->len};
-    j->got = preadv2(j->fd, &iov, 1, (off_t)j->off, 0);
-    if (j->got < 0)
-        j->got = -errno;
+    struct list *l = hc->rd_chunk ? NULL : list_first(&hc->cold);
+    if (!l)
+        return;
+    struct h3stream *st = LIST_ITEM(l, struct h3stream, cold_link);
+    list_remove(l);
+    const struct seg *s = plan_seg(&st->r->plan);
+    hc->rd_st = st;
+    hc->rd_chunk = st->cold;
+    conn_file_read(hc->w, hc->c, s->fd, st->cold->data, (uint32_t)st->cold_len, s->off);
 }
 
-/* Hands the read of len bytes of fd at off into c to the worker's readers: 0 or -errno. */
-static int read_off_loop(struct h3stream *st, struct chunk *c, int fd, uint64_t off, size_t len)
+void h3_read_done(struct runtime *w, struct conn *c, int res)
 {
-    struct h3worker *hw = st->hc->w->h3;
-    if (!hw->readers_on) {
-        if (offload_init(&hw->readers, H3_READERS, st->hc->w->wake_fd) != 0)
-            return -ENOMEM;
-        hw->readers_on = true;
+    struct h3conn *hc = c->pstate;
+    struct h3stream *st = hc->rd_st;
+    struct chunk *ch = hc->rd_chunk;
+    hc->rd_st = NULL;
+    hc->rd_chunk = NULL;
+    if (!st) { /* its stream is gone: what it left for the read goes now */
+        free(ch);
+        if (hc->rd_r)
+            serve_response_put(w, hc->rd_r);
+        hc->rd_r = NULL;
+        if (hc->dead) { /* and its connection (app_free): its slot is free at last */
+            conn_detach(w, c);
+            free(hc);
+            return;
+        }
+    } else {
+        st->cold = NULL;
+        if (res > 0) {
+            st->ready = ch;
+            st->ready_len = (size_t)res;
+            h3_enqueue(hc, st);
+        } else {
+            free(ch);
+            h3_stream_abort(hc, st, H3_INTERNAL_ERROR); /* the file shrank, or failed */
+        }
+        quic_wake_in(hc->qc, 0); /* the endpoint's timer run writes it */
     }
-    struct h3read *j = calloc(1, sizeof(*j));
-    if (!j)
-        return -ENOMEM;
-    *j = (struct h3read){.job.run = read_chunk, .st = st, .c = c, .fd = fd, .off = off, .len = len};
-    if (offload_submit(&hw->readers, &j->job) != 0) {
-        free(j);
-        return -EAGAIN;
+    cold_next(hc);
+}
+
+void h3_cold_drop(struct h3conn *hc, struct h3stream *st)
+{
+    if (hc->rd_st == st) { /* with the engine: the chunk and the file stay until it ends */
+        hc->rd_st = NULL;
+        hc->rd_r = st->r;
+    } else {
+        list_remove(&st->cold_link);
+        free(st->cold);
     }
-    st->reading = j;
-    return 0;
+    st->cold = NULL;
 }
 
 static void out_push(struct h3stream *st, uint8_t *base, size_t len)
@@ -67,11 +97,11 @@ static int fill(struct h3stream *st)
             continue;
         }
         /* A file range: a chunk at a time, kept until acknowledged; read here when the page
-         * cache has it, else off the loop (the stream waits for h3_collect). */
+         * cache has it, else by the engine off the loop (the stream waits for h3_read_done). */
         struct chunk *c = st->ready;
         ssize_t got = (ssize_t)st->ready_len;
         st->ready = NULL;
-        if (!c && st->reading)
+        if (!c && st->cold)
             break;
         if (!c) {
             size_t len = s->len < H3_CHUNK ? (size_t)s->len : H3_CHUNK;
@@ -80,10 +110,10 @@ static int fill(struct h3stream *st)
             struct iovec iov = {c->data, len};
             got = preadv2(s->fd, &iov, 1, (off_t)s->off, RWF_NOWAIT);
             if (got < 0 && (errno == EAGAIN || errno == EOPNOTSUPP)) { /* cold, or no NOWAIT */
-                if (read_off_loop(st, c, s->fd, s->off, len) != 0) {
-                    free(c);
-                    return -EIO;
-                }
+                st->cold = c;
+                st->cold_len = len;
+                list_push_back(&st->hc->cold, &st->cold_link);
+                cold_next(st->hc);
                 break;
             }
         }

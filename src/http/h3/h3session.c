@@ -17,9 +17,9 @@
  * not this, sets the rate). ngtcp2 keeps pointers to what it sent until
  * the peer acknowledges it: nothing handed over moves or is freed before (app_acked), or
  * before the stream closes. A chunk is read on the loop only when the page cache has it
- * (preadv2 RWF_NOWAIT); a cold one, or any on a file system without RWF_NOWAIT, is read by a
- * thread of the worker's (rt/offload.h) while its stream waits for h3_collect, as the epoll
- * engine reads TLS bodies.
+ * (preadv2 RWF_NOWAIT); a cold one, or any on a file system without RWF_NOWAIT, is read by the
+ * engine on the connection's slot (conn_file_read, as TLS reads its bodies) while its stream
+ * waits, the connection's streams one read at a time (h3resp.c).
  *
  * Streams with something to send are ordered by core/prio.h's scheduler, HTTP/2's too: the
  * lowest urgency first; in one, the non-incremental ones one after another in arrival order
@@ -179,13 +179,11 @@ static void stream_free(struct h3conn *hc, struct h3stream *st)
     if (st->r) {
         obs_request_done(hc->w, &hc->c->obs, &st->r->obs, &st->r->plan,
                          st->answered ? 0 : -ECONNRESET);
-        if (st->reading) /* its file is being read: the response goes back with the job */
-            st->reading->r = st->r;
-        else
+        if (hc->rd_st != st) /* else its file is being read: it goes back at the read's end */
             serve_response_put(hc->w, st->r);
     }
-    if (st->reading)
-        st->reading->st = NULL;
+    if (st->cold)
+        h3_cold_drop(hc, st);
     list_remove(&st->link);
     struct h3stream **b = &hc->bucket[(st->id >> 2) % H3_BUCKETS];
     while (*b != st)
@@ -288,6 +286,8 @@ static void slot_drain(struct runtime *w, struct conn *c)
 {
     (void)w;
     struct h3conn *hc = c->pstate;
+    if (hc->dead) /* gone, its slot kept for a read in flight only */
+        return;
     app_drain(hc);
     if (app_idle(hc))
         quic_close(hc->qc);
@@ -296,8 +296,11 @@ static void slot_drain(struct runtime *w, struct conn *c)
 }
 
 /* What conn asks of an HTTP/3 connection's slot (conn_attach). */
-static const struct proto_ops slot_ops = {
-    .name = "h3", .resume = slot_resume, .reclaim = slot_reclaim, .drain = slot_drain};
+static const struct proto_ops slot_ops = {.name = "h3",
+                                          .resume = slot_resume,
+                                          .reclaim = slot_reclaim,
+                                          .drain = slot_drain,
+                                          .read_done = h3_read_done};
 
 static void *app_open(void *ctx, struct quic_conn *qc)
 {
@@ -316,6 +319,7 @@ static void *app_open(void *ctx, struct quic_conn *qc)
     }
     hc->w = w;
     list_init(&hc->streams);
+    list_init(&hc->cold);
     hc->qc = qc;
     hc->cert.ops = &cert_quic;
     hc->cert.t = qc;
@@ -469,34 +473,11 @@ static void app_drain(void *a)
     hc->ctrl_len = (uint8_t)(hc->ctrl_len + 2 + put_varint(c + 2, (uint64_t)hc->goaway_id));
 }
 
+/* Nothing to collect since the engine reads cold chunks (h3_read_done); the worker's hook
+ * stays for its table. */
 static void h3_collect(struct runtime *w)
 {
-    struct h3worker *hw = w->h3;
-    if (!hw || !hw->readers_on || !hw->readers.count)
-        return;
-    struct h3read *done = (struct h3read *)offload_done(&hw->readers);
-    while (done) {
-        struct h3read *j = done;
-        done = (struct h3read *)j->job.next;
-        struct h3stream *st = j->st;
-        if (!st) { /* its stream is gone */
-            free(j->c);
-            if (j->r)
-                serve_response_put(w, j->r);
-        } else if (j->got <= 0) {
-            st->reading = NULL;
-            free(j->c);
-            h3_stream_abort(st->hc, st, H3_INTERNAL_ERROR);
-            quic_wake_in(st->hc->qc, 0);
-        } else {
-            st->reading = NULL;
-            st->ready = j->c;
-            st->ready_len = (size_t)j->got;
-            h3_enqueue(st->hc, st);
-            quic_wake_in(st->hc->qc, 0); /* the endpoint's timer run writes it */
-        }
-        free(j);
-    }
+    (void)w;
 }
 
 static void h3_worker_free(struct runtime *w)
@@ -504,16 +485,6 @@ static void h3_worker_free(struct runtime *w)
     struct h3worker *hw = w->h3;
     if (!hw)
         return;
-    if (hw->readers_on) { /* every stream is gone: each job's response is its own */
-        offload_fini(&hw->readers);
-        struct h3read *j;
-        while ((j = (struct h3read *)offload_abandon(&hw->readers))) {
-            free(j->c);
-            if (j->r)
-                serve_response_put(w, j->r);
-            free(j);
-        }
-    }
     free(hw->lead);
     free(hw);
     w->h3 = NULL;
@@ -575,6 +546,11 @@ static void app_free(void *a)
     LIST_EACH(struct h3stream, st, &hc->streams, link)
     stream_free(hc, st);
     qpack_dec_fini(&hc->qd);
+    if (hc->rd_chunk) { /* a read in flight names the slot and fills the chunk: it ends hc */
+        hc->dead = true;
+        conn_idle(hc->w, hc->c, false); /* no newcomer waits for it (the read is not bounded) */
+        return;
+    }
     conn_detach(hc->w, hc->c);
     free(hc);
 }
