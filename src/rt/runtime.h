@@ -82,8 +82,7 @@ struct conn_table {
 
 /* What the worker loop asks of HTTP/3 (h3.h's h3_worker_ops), which sits above it. */
 struct worker_h3_ops {
-    void (*collect)(struct runtime *w); /* each worker_tick, before the QUIC endpoint's timers */
-    void (*fini)(struct runtime *w);    /* after quic_ep_free */
+    void (*fini)(struct runtime *w); /* after quic_ep_free */
 };
 
 /* One of a worker's listening sockets and the transport its connections get. */

@@ -364,7 +364,7 @@ void worker_free(struct worker *w)
         quic_ep_free(w->quic);
     w->quic = NULL;
     if (w->rt.h3ops)
-        w->rt.h3ops->fini(&w->rt); /* its readers' jobs may hold responses too */
+        w->rt.h3ops->fini(&w->rt);
 #endif
     obs_tick(&w->rt, true); /* the last lines go to the writer, which outlives the workers */
     accesslog_buf_free(&w->rt.logbuf);
@@ -553,10 +553,6 @@ bool worker_tick(struct worker *w)
     auth_collect(w->rt.auth, resume, &w->rt);
     if (w->ondemand_gen)
         retry_parked(w);
-#ifndef RINGHTTPD_NO_HTTP3
-    if (w->rt.h3ops)
-        w->rt.h3ops->collect(&w->rt);
-#endif
     if (atomic_load_explicit(&w->sites->gen, memory_order_relaxed) != w->rt.site_gen)
         switch_site(w);
     int stop = atomic_load_explicit(&w->stop, memory_order_relaxed);

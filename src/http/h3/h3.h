@@ -19,7 +19,6 @@ extern const struct quic_app h3_app;
 
 /* The worker loop's table (w->h3ops, rt/runtime.h), installed with the endpoint:
  * (A connection's parked requests are resumed through its conn slot: conn_resume.)
- * collect: cold file chunks read off the loop since the last call: their streams go on.
  * fini: the worker's HTTP/3 state, after quic_ep_free (every connection gone). */
 extern const struct worker_h3_ops h3_worker_ops;
 

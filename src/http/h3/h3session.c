@@ -473,13 +473,6 @@ static void app_drain(void *a)
     hc->ctrl_len = (uint8_t)(hc->ctrl_len + 2 + put_varint(c + 2, (uint64_t)hc->goaway_id));
 }
 
-/* Nothing to collect since the engine reads cold chunks (h3_read_done); the worker's hook
- * stays for its table. */
-static void h3_collect(struct runtime *w)
-{
-    (void)w;
-}
-
 static void h3_worker_free(struct runtime *w)
 {
     struct h3worker *hw = w->h3;
@@ -556,7 +549,6 @@ static void app_free(void *a)
 }
 
 const struct worker_h3_ops h3_worker_ops = {
-    .collect = h3_collect,
     .fini = h3_worker_free,
 };
 
