@@ -6,7 +6,7 @@
  * acknowledged, a bounded number of times. What it sends must be readable (ASan watches), and a
  * request stream's output, once its FIN goes, must be one HEADERS frame whose section decodes
  * to :status first, then the one DATA frame the plan's body length announced, exactly.
- * serve, the QUIC transport and the off-loop readers are stubs here: serve answers 200 with a
+ * serve, the QUIC transport and conn's file read are stubs here: serve answers 200 with a
  * 5-byte body (serve_error: the status, no body).
  * Input: records of [selector][length][bytes]: selector & 3: 0 a request stream (4 * (s >> 2
  * & 3)), 1 control, 2 encoder, 3 decoder; & 0x10 FIN; & 0x20 a reset of that stream (no bytes).
@@ -127,7 +127,7 @@ void conn_detach(struct runtime *w, struct conn *c)
     free(c);
 }
 
-/* ---- stubs: serve, obs, offload ---- */
+/* ---- stubs: serve, obs, conn's file read ---- */
 struct response *serve_response_get(struct runtime *w)
 {
     (void)w;
@@ -180,29 +180,12 @@ void obs_request_done(struct runtime *w, struct obs_conn *o, struct obs_req *q,
 {
     (void)w, (void)o, (void)q, (void)p, (void)err;
 }
-int offload_init(struct offload *o, int max_threads, int wake_fd)
+/* conn's file read (the engine's, for a cold chunk): memory bodies only, no file is read */
+void conn_file_read(struct runtime *w, struct conn *c, int fd, void *buf, uint32_t len,
+                    uint64_t off)
 {
-    (void)o, (void)max_threads, (void)wake_fd;
-    return -ENOSYS; /* memory bodies only: no file is ever read */
-}
-int offload_submit(struct offload *o, struct offload_job *j)
-{
-    (void)o, (void)j;
-    return -ENOSYS;
-}
-struct offload_job *offload_done(struct offload *o)
-{
-    (void)o;
-    return NULL;
-}
-void offload_fini(struct offload *o)
-{
-    (void)o;
-}
-struct offload_job *offload_abandon(struct offload *o)
-{
-    (void)o;
-    return NULL;
+    (void)w, (void)c, (void)fd, (void)buf, (void)len, (void)off;
+    abort();
 }
 
 /* --limit-conn's table (rt/guard.h): the harness's worker has no guard (w->guard NULL), so
