@@ -636,6 +636,19 @@ static void handle(struct runtime *w, struct uring *u, const struct io_uring_cqe
     }
 }
 
+/* The drain's last file reads (uring_run): a READ completion is reported as handle() reports
+ * it, any other is dropped. Apart from handle, so that handle keeps its one call site in the
+ * loop and stays inlined there (a second one cost HTTP/1 30 instructions a request). */
+static void handle_fread_only(struct runtime *w, struct uring *u, const struct io_uring_cqe *cqe)
+{
+    struct tag t = tag_decode(io_uring_cqe_get_data64(cqe));
+    if (t.op != OP_FREAD)
+        return;
+    struct engine_conn *c = t.slot < w->cfg->max_conns ? engine_conn_at(&w->eslots, t.slot) : NULL;
+    if (c && tag_is_current(t, c->gen))
+        on_fread(w, u, c, cqe->res);
+}
+
 /* Reports synchronous sends that finished during this turn. */
 static void run_ready(struct runtime *w, struct uring *u)
 {
@@ -729,8 +742,7 @@ static int uring_run(struct runtime *w)
         unsigned head, count = 0;
         io_uring_for_each_cqe(&u->ring, head, cqe) {
             count++;
-            if (tag_decode(io_uring_cqe_get_data64(cqe)).op == OP_FREAD)
-                handle(w, u, cqe);
+            handle_fread_only(w, u, cqe);
         }
         io_uring_cq_advance(&u->ring, count);
         run_ready(w, u);
