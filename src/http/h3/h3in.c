@@ -234,8 +234,7 @@ static ssize_t req_input(struct h3conn *hc, struct h3stream *st, const uint8_t *
 /* Sections blocked on the encoder stream are tried again after its input. */
 int h3_unblock(struct h3conn *hc)
 {
-    LIST_EACH(struct h3stream, st, &hc->streams, link)
-    {
+    LIST_EACH(struct h3stream, st, &hc->streams, link) {
         if (!hc->nblocked)
             break;
         if (!st->blocked)

@@ -490,8 +490,7 @@ static void h3_worker_free(struct runtime *w)
 static void deadlines(struct h3conn *hc)
 {
     int64_t now = quic_now_s(), t = hc->w->cfg->body_timeout, next = 0;
-    LIST_EACH(struct h3stream, st, &hc->streams, link)
-    {
+    LIST_EACH(struct h3stream, st, &hc->streams, link) {
         if (st->fin_in || st->ignore)
             continue;
         if (now - st->last_in >= t) {
@@ -515,8 +514,7 @@ static void app_woken(void *a)
         deadlines(hc);
     else if (at) /* woken sooner for another reason: asked again */
         deadline_arm(hc, at);
-    LIST_EACH(struct h3stream, st, &hc->streams, link)
-    {
+    LIST_EACH(struct h3stream, st, &hc->streams, link) {
         if (!hc->nparked)
             break;
         if (!st->parked)
@@ -537,7 +535,7 @@ static void app_free(void *a)
 {
     struct h3conn *hc = a;
     LIST_EACH(struct h3stream, st, &hc->streams, link)
-    stream_free(hc, st);
+        stream_free(hc, st);
     qpack_dec_fini(&hc->qd);
     if (hc->rd_chunk) { /* a read in flight names the slot and fills the chunk: it ends hc */
         hc->dead = true;
