@@ -63,7 +63,7 @@ static bool hold(struct runtime *w, int fd, unsigned lst)
                            w->id, w->cfg->max_conns);
             return false;
         }
-        errlog_limited(&w->conns.log_full, ERRLOG_WARN,
+        errlog_limited(&w->conns.log_reclaim, ERRLOG_WARN,
                        "worker %d: --max-conns %u reached: closing idle connections, oldest first",
                        w->id, w->cfg->max_conns);
         reclaim(w, old);

@@ -73,7 +73,9 @@ struct conn_table {
     int held[HELD_MAX];         /* FIFO ring of sockets accepted while full, see conn_accepted */
     uint8_t held_lst[HELD_MAX]; /* ... and the listener each came from */
     unsigned held_first, held_count;
-    struct errlog_limit log_full;  /* "all --max-conns slots busy" */
+    struct errlog_limit log_full;    /* "all --max-conns slots busy, none idle: refused" */
+    struct errlog_limit log_reclaim; /* "... closing idle connections": its own, so a refusal
+                                      * logged just before does not hide that reclaims began */
     struct errlog_limit log_proxy; /* a PROXY header missing, malformed or too long */
 };
 

@@ -187,6 +187,38 @@ def test_max_conns_full_of_busy_connections_refuses_and_logs(make_server, docroo
             s.close()
 
 
+
+def test_a_refusal_logged_does_not_hide_the_reclaim_after_it(make_server, docroot):
+    """The two --max-conns lines are rate-limited apart: a newcomer refused (every slot busy)
+    and, within the same second, one for which an idle connection is closed are both logged.
+    They shared one limiter, so the reclaim went unlogged for a second after any refusal
+    (test_h3_limits' reclaim test failed so under make check's load)."""
+    srv = make_server(docroot, args=["-t", "1", "--max-conns", "1"])
+    busy = connect(srv)
+    try:
+        busy.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n")  # head not finished
+        time.sleep(0.2)
+        s2 = connect(srv)
+        s2.sendall(request("GET", "/hello.txt"))
+        s2.settimeout(5)
+        try:
+            got = s2.recv(100)
+        except ConnectionResetError:
+            got = b""
+        assert got == b""
+        s2.close()
+        assert wait_for(lambda: "none idle: refusing" in srv.stderr_text()), srv.stderr_text()
+        busy.sendall(b"\r\n")  # answered, then idle on keep-alive
+        busy.settimeout(5)
+        assert busy.recv(15).startswith(b"HTTP/1.1 200")
+        time.sleep(0.1)
+        with Conn(srv) as new:
+            assert new.request("GET", "/hello.txt").status == 200
+        assert wait_for(lambda: "reached: closing idle connections" in srv.stderr_text()), \
+            srv.stderr_text()
+    finally:
+        busy.close()
+
 # --- item 6: memory held by partial heads --------------------------------------------------
 
 FLOOD = 2500
