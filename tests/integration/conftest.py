@@ -583,11 +583,23 @@ def make_server(engine, scheme, request):
                 "-t", "2", "--engine", eng, *tls_args, *args]
         if docroot is not None:
             argv.append(str(docroot))
-        srv = Server(argv, env=env, cwd=cwd, pass_fds=pass_fds)
-        srv.ca = ca
-        started.append(srv)
-        if ready:
-            srv.wait_ready()
+        for attempt in range(3):
+            srv = Server(argv, env=env, cwd=cwd, pass_fds=pass_fds)
+            srv.ca = ca
+            started.append(srv)
+            if not ready:
+                break
+            try:
+                srv.wait_ready()
+                break
+            except BaseException:
+                # --tls-port 0: HTTP/3 binds UDP on the TCP port the kernel picked, which a
+                # client's ephemeral UDP socket of another test may hold; a new start picks anew
+                if attempt == 2 or "--tls-port" not in argv or \
+                        "cannot bind UDP" not in srv.stderr_text() or \
+                        "Address already in use" not in srv.stderr_text():
+                    raise
+                started.remove(srv)
         return srv
 
     yield factory
