@@ -76,7 +76,7 @@ struct conn_table {
     struct errlog_limit log_full;    /* "all --max-conns slots busy, none idle: refused" */
     struct errlog_limit log_reclaim; /* "... closing idle connections": its own, so a refusal
                                       * logged just before does not hide that reclaims began */
-    struct errlog_limit log_proxy; /* a PROXY header missing, malformed or too long */
+    struct errlog_limit log_proxy;   /* a PROXY header missing, malformed or too long */
 };
 
 /* Listening sockets per worker: each --bind entry's HTTP port and TLS port (issue 38). */
