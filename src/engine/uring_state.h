@@ -76,6 +76,7 @@ struct uring {
     int tick_ms;                   /* and the wait it was armed with */
     struct engine_conn *ready;     /* connections with a completion to report from the loop */
     unsigned freads;               /* OP_FREADs in flight: run waits for them before it ends */
+    size_t now_left;               /* bytes send_out may still send at once this turn */
     /* --file-send splice; xfers is NULL in sendfile mode */
     struct xfer *xfers;
     struct pipepool pool;  /* its pipes; pool.slots is NULL until set up */
