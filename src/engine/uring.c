@@ -323,7 +323,7 @@ static size_t iov_bytes(const struct iovec *iov, int n)
  * busy rather than many in a burst. Batched, the kernel copied each chunk after the turn had
  * sealed the other connections' (16 x 64 KiB), from beyond L2, and the client, drained between
  * bursts, was woken from sleep 0.9 times per MiB instead of 0.2: HTTPS 1 MiB c16 cost 0.40-0.45
- * CPU-s per GB against epoll's 0.34; sent so, 0.33-0.34 (issue 41; bench/README.md). A syscall
+ * CPU-s per GB against epoll's 0.34; sent so, 0.35 (issue 41; bench/README.md). A syscall
  * per 32 KiB or more is under 2% of what its copy costs. At most SEND_NOW_TURN bytes a loop
  * turn go so: a client that reads as fast as we seal would otherwise keep one connection on
  * the ready list, and the ring, its timers and the other connections waiting, for as long as
@@ -349,7 +349,9 @@ static void send_out(struct runtime *w, struct uring *u, struct engine_conn *c)
     if (path == SENDPLAN_MEMORY) {
         n = plan_iov(p, iov, SEND_IOV);
         size_t len = iov_bytes(iov, n);
-        if (len >= SEND_NOW_MIN && u->now_left >= len) {
+        /* Only a plan of memory alone: sendplan_now would send a file behind it by sendfile
+         * from the loop, where the splice walk reads a cold file off it. */
+        if (len >= SEND_NOW_MIN && u->now_left >= len && !sendplan_has_file(p)) {
             u->now_left -= len;
             path = SENDPLAN_SENDFILE;
         }
