@@ -212,8 +212,13 @@ struct engine_conn *conn_accepted(struct runtime *w, int fd, unsigned lst, bool 
     c->state = CONN_OPEN;
     c->recv_on = true;
     peer_set(&c->obs.peer, NULL, 0);
-    if (w->want_peer)
-        w->eng->peer(w, &c->eng, &c->obs.peer);
+    /* A client gone before its accept is closed unread: whatever it sent, nothing can reach
+     * it, and without an address a balancer's connection would pass for a direct client's,
+     * its PROXY header read as a request line (and logged as a 444 from "-"). */
+    if (w->want_peer && !w->eng->peer(w, &c->eng, &c->obs.peer)) {
+        slot_put(w, c);
+        return NULL; /* the engine closes fd */
+    }
     if (w->listeners[lst].proxy || (w->cfg->num_proxy_from && proxied(w, c))) {
         /* Nothing of the connection's own until the header says whose it is. */
         struct proxy_stage *st = malloc(sizeof(*st));

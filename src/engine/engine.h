@@ -88,9 +88,11 @@ struct engine_ops {
      * for the read). */
     void (*read)(struct runtime *w, struct engine_conn *c, int fd, void *buf, uint32_t len,
                  uint64_t off);
-    /* Fills *out with the connection's client address (unknown when it cannot be had). conn
-     * asks once per connection; nobody else looks the address up. */
-    void (*peer)(struct runtime *w, struct engine_conn *c, struct peer *out);
+    /* Fills *out with the connection's client address (a Unix socket's client has none):
+     * false, *out unknown, when the socket has no peer any more (the client reset it while it
+     * waited in the accept queue; its bytes may still be there to read). conn asks once per
+     * connection; nobody else looks the address up. */
+    bool (*peer)(struct runtime *w, struct engine_conn *c, struct peer *out);
     /* Kernel TLS on the connection's socket (engine/ktls.h), with nothing being sent: keys NULL
      * attaches the "tls" ULP; else installs the send keys (the kernel's crypto_info, len
      * bytes), after which the socket seals whatever is sent. 0 or -errno. */

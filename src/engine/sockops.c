@@ -8,15 +8,17 @@
 #include "engine/engine.h"
 #include "engine/ktls.h"
 
-void sockops_peer(struct runtime *w, struct engine_conn *c, struct peer *out)
+bool sockops_peer(struct runtime *w, struct engine_conn *c, struct peer *out)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     (void)w;
-    if (getpeername(c->fd, (struct sockaddr *)&ss, &len) == 0)
-        peer_set(out, (const struct sockaddr *)&ss, len);
-    else
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &len) < 0) {
         peer_set(out, NULL, 0);
+        return false; /* ENOTCONN: reset while it waited to be accepted */
+    }
+    peer_set(out, (const struct sockaddr *)&ss, len);
+    return true;
 }
 
 int sockops_ktls(struct runtime *w, struct engine_conn *c, const void *keys, size_t len)

@@ -6,6 +6,7 @@
 #ifndef ENGINE_SOCKOPS_H
 #define ENGINE_SOCKOPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct runtime;
@@ -13,7 +14,7 @@ struct engine_conn;
 struct peer;
 
 /* getpeername on c's socket into *out (unknown when it fails). */
-void sockops_peer(struct runtime *w, struct engine_conn *c, struct peer *out);
+bool sockops_peer(struct runtime *w, struct engine_conn *c, struct peer *out);
 
 /* Kernel TLS on c's socket (engine/ktls.h): keys NULL attaches the ULP, else installs the send
  * keys. 0 or -errno. */

@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import time
 
@@ -191,9 +192,6 @@ def test_a_header_from_a_source_not_trusted_is_no_address(balanced):
                source="127.0.0.5")
     assert out.startswith(b"HTTP/1.1 200"), out[:200]
     wait_for(lambda: log_has(srv, "127.0.0.5", "/hello.txt"), timeout=5)
-    # this test's own lines: HAProxy's readiness probes (the fixture's _connects) may add a
-    # line of their own, from a connection gone before its address was known (make check saw
-    # '- - - "PROXY TCP4 127.0.0.1 127.0.0.1 PORT PORT" 444' once)
     lines = [line for line in srv.stdout_bytes().decode(errors="replace").splitlines()
              if "203.0.113.9" in line or "/hello.txt" in line]
     assert lines and all(line.startswith("127.0.0.5 ") for line in lines), lines
@@ -231,3 +229,29 @@ def test_limit_conn_aggregates_an_ipv6_clients_slash_64(balanced):
         held.close()
     wait_for(lambda: scrape(srv).get('ringhttpd_limit_conn_refused_total{worker="0"}', 0) >= 1,
              timeout=5)
+
+
+def test_a_balancer_connection_reset_before_its_accept_is_dropped(balanced):
+    """HAProxy gives up on a slow health check with a reset (SO_LINGER 0). A connection from
+    the trusted source reset while it waited in the accept queue has no address left
+    (getpeername: ENOTCONN) but its bytes are still there: it is closed at once, never read as
+    a request of an unknown client (make check saw that twice: its PROXY line logged as the
+    request line of a 444 from "-"). The server is stopped while the client comes and goes."""
+    srv, _, _, _ = balanced()
+    os.kill(srv.proc.pid, signal.SIGSTOP)
+    try:
+        for i in range(3):
+            s = socket.socket()
+            s.connect(("127.0.0.1", srv.clear_port))
+            s.sendall(b"PROXY TCP4 127.0.0.1 127.0.0.1 4000 80\r\n"
+                      b"GET /hello.txt?reset=%d HTTP/1.1\r\nHost: x\r\n\r\n" % i)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()  # a reset, while nothing has accepted it yet
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+    out = _raw(srv.clear_port, b"PROXY TCP4 127.0.0.7 127.0.0.1 1234 80\r\n"
+               b"GET /hello.txt?after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 200"), out[:200]
+    wait_for(lambda: log_has(srv, "127.0.0.7", "/hello.txt?after"), timeout=5)
+    lines = srv.stdout_bytes().decode(errors="replace").splitlines()
+    assert not [x for x in lines if "PROXY" in x or not x.startswith("127.0.0.7 ")], lines

@@ -32,6 +32,7 @@ static struct {
     size_t out_len;
     int sends, closes, shutdowns, reads;
     bool recv_on;
+    bool peer_gone; /* the engine's peer lookup fails (getpeername: ENOTCONN) */
     struct conn *closing;
 } fake;
 
@@ -116,11 +117,12 @@ static void fake_drop(struct runtime *w, int fd)
     (void)fd; /* the fake's fds are made up */
 }
 
-static void fake_peer(struct runtime *w, struct engine_conn *c, struct peer *out)
+static bool fake_peer(struct runtime *w, struct engine_conn *c, struct peer *out)
 {
     (void)w;
     (void)c;
     peer_set(out, NULL, 0);
+    return !fake.peer_gone;
 }
 
 static const struct engine_ops fake_engine = {
@@ -477,6 +479,27 @@ static void owner_reclaim(struct runtime *w, struct conn *c)
  * counts against --max-conns, its token resumes it (stale once detached), it is not conn_open
  * (no engine call for it), and idle it is reclaimed for a TCP newcomer, who is held until the
  * owner detaches it. */
+/* A client reset while it waited to be accepted has no address to log or limit by: conn takes
+ * no slot for it (the engine closes the socket unread), and the next client gets one. */
+TEST(conn_a_client_gone_before_its_accept_takes_no_slot)
+{
+    struct fixture f;
+    setup(&f, NULL); /* --max-conns 8 */
+    f.w->want_peer = true;
+    fake.peer_gone = true;
+    bool held;
+    CHECK(conn_accepted(f.w, 100, 0, &held) == NULL && !held);
+    CHECK_INT(f.w->conns.active, 0);
+    CHECK_INT(f.w->conns.num_free, 8);
+    fake.peer_gone = false;
+    struct conn *c = open_conn(&f);
+    CHECK_INT(f.w->conns.active, 1);
+    feed(&f, c, "GET /hello.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    complete(&f);
+    closed(&f, c);
+    teardown(&f);
+}
+
 TEST(conn_attached_slots_resume_and_reclaim)
 {
     static const struct proto_ops ops = {
