@@ -229,7 +229,9 @@ def test_partial_head_flood_is_bounded_and_memory_comes_back(make_server, docroo
     """2500 clients each send a 16 KB request head and stop before its end. Each used to pin a
     32 KiB buffer (80 MB on one worker, kept after they left); --head-memory (32M by default)
     bounds it by closing the oldest partial heads, and the pools are trimmed after the burst."""
-    srv = make_server(docroot, args=["-t", "1"])
+    # --header-timeout out of the way: on a loaded machine (make check) the burst and its
+    # settling can outlast the default 10 s, and the timeout then closes the newest heads too
+    srv = make_server(docroot, args=["-t", "1", "--header-timeout", "120"])
     pid = srv.proc.pid
     assert fetch(srv, "/hello.txt").body == HELLO
     base = rss_kib(pid)
@@ -253,7 +255,9 @@ def test_partial_head_flood_is_bounded_and_memory_comes_back(make_server, docroo
         if not asan_build():
             assert peak - base < limit, f"RSS grew {peak - base} KiB"
         assert all(is_closed(s) for s in socks[:100]), "not the oldest were closed"
-        assert not any(is_closed(s) for s in socks[-100:]), "the newest heads were closed"
+        newest = sum(is_closed(s) for s in socks[-100:])
+        assert newest == 0, f"{newest} of the newest 100 heads were closed\n" \
+            f"{srv.stderr_text()[-2000:]}"
         assert wait_for(lambda: "request heads hold" in srv.stderr_text()), srv.stderr_text()
         # Others are still served while the flood holds its budget.
         assert fetch(srv, "/hello.txt").body == HELLO
