@@ -13,7 +13,7 @@ struct runtime;
 struct engine_conn;
 struct peer;
 
-/* getpeername on c's socket into *out (unknown when it fails). */
+/* getpeername on c's socket into *out: false, *out unknown, when it fails (engine_ops.peer). */
 bool sockops_peer(struct runtime *w, struct engine_conn *c, struct peer *out);
 
 /* Kernel TLS on c's socket (engine/ktls.h): keys NULL attaches the ULP, else installs the send

@@ -229,9 +229,7 @@ def test_partial_head_flood_is_bounded_and_memory_comes_back(make_server, docroo
     """2500 clients each send a 16 KB request head and stop before its end. Each used to pin a
     32 KiB buffer (80 MB on one worker, kept after they left); --head-memory (32M by default)
     bounds it by closing the oldest partial heads, and the pools are trimmed after the burst."""
-    # --header-timeout out of the way: on a loaded machine (make check) the burst and its
-    # settling can outlast the default 10 s, and the timeout then closes the newest heads too
-    srv = make_server(docroot, args=["-t", "1", "--header-timeout", "120"])
+    srv = make_server(docroot, args=["-t", "1"])
     pid = srv.proc.pid
     assert fetch(srv, "/hello.txt").body == HELLO
     base = rss_kib(pid)

@@ -475,10 +475,6 @@ static void owner_reclaim(struct runtime *w, struct conn *c)
     owner.reclaims++;
 }
 
-/* Issue 37: a connection without a socket (conn_attach: HTTP/3's) in a slot of its own: it
- * counts against --max-conns, its token resumes it (stale once detached), it is not conn_open
- * (no engine call for it), and idle it is reclaimed for a TCP newcomer, who is held until the
- * owner detaches it. */
 /* A client reset while it waited to be accepted has no address to log or limit by: conn takes
  * no slot for it (the engine closes the socket unread), and the next client gets one. */
 TEST(conn_a_client_gone_before_its_accept_takes_no_slot)
@@ -500,6 +496,10 @@ TEST(conn_a_client_gone_before_its_accept_takes_no_slot)
     teardown(&f);
 }
 
+/* Issue 37: a connection without a socket (conn_attach: HTTP/3's) in a slot of its own: it
+ * counts against --max-conns, its token resumes it (stale once detached), it is not conn_open
+ * (no engine call for it), and idle it is reclaimed for a TCP newcomer, who is held until the
+ * owner detaches it. */
 TEST(conn_attached_slots_resume_and_reclaim)
 {
     static const struct proto_ops ops = {
