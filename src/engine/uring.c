@@ -517,11 +517,15 @@ static void accept_more(struct runtime *w, struct uring *u)
     }
 }
 
+/* A receive buffer goes back to the kernel at once, not at the end of the turn: a turn that
+ * fills the SQ submits early (engine/sqe.h), and receives submitted then to a ring the turn had
+ * emptied ended in ENOBUFS and waited a turn while those submitted last read first. A burst of
+ * slow heads was so read newest first, and --head-memory closed the newest as the oldest. */
 static void recycle(struct uring *u, unsigned bid)
 {
     io_uring_buf_ring_add(u->br, u->bufs + (size_t)bid * BUF_SIZE, BUF_SIZE, (unsigned short)bid,
-                          io_uring_buf_ring_mask(BUF_COUNT), (int)u->buf_returned);
-    u->buf_returned++;
+                          io_uring_buf_ring_mask(BUF_COUNT), 0);
+    io_uring_buf_ring_advance(u->br, 1);
 }
 
 static void on_recv(struct runtime *w, struct uring *u, struct engine_conn *c,
@@ -752,10 +756,6 @@ static int uring_run(struct runtime *w)
         w->up->loop_turn(w, 1, count);
         if (u->udp)
             uring_udp_flush(w, u);
-        if (u->buf_returned) {
-            io_uring_buf_ring_advance(u->br, (int)u->buf_returned);
-            u->buf_returned = 0;
-        }
         if (u->pool.wait_head)
             uring_splice_unstall(w, u);
         if (u->pool.free || (u->xfers && u->pool.scratch.fd[0] >= 0))

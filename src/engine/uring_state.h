@@ -67,7 +67,6 @@ struct uring {
     struct sqe_spill spill; /* SQEs the kernel would not take yet (engine/sqe.h) */
     struct io_uring_buf_ring *br;
     char *bufs;
-    unsigned buf_returned;         /* buffers added since the last advance */
     bool accept_armed[LISTEN_MAX]; /* a multishot accept is armed on that listener */
     bool cqe_skip;                 /* IOSQE_CQE_SKIP_SUCCESS works (5.17) */
     uint64_t wake_val;

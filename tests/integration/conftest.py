@@ -695,6 +695,19 @@ def wait_for(check, timeout=10.0, interval=0.05):
         time.sleep(interval)
 
 
+def all_stopped(pid):
+    """Whether every thread of process pid is stopped (state T). SIGSTOP takes a running thread
+    only at its next return to user space: a test that stops a server waits for this."""
+    states = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except FileNotFoundError:
+            pass  # a thread that ended meanwhile
+    return bool(states) and all(s in ("T", "t") for s in states)
+
+
 def raw(server, data, timeout=2.0):
     """Sends data, returns all bytes received until close, reset or timeout seconds."""
     deadline = time.monotonic() + timeout

@@ -10,12 +10,14 @@ import functools
 import hashlib
 import os
 import re
+import signal
 import socket
 import time
 
 import pytest
 
-from conftest import HELLO, RINGHTTPD, Conn, connect, fetch, recv_all, request, wait_for
+from conftest import (HELLO, RINGHTTPD, Conn, all_stopped, connect, fetch, recv_all, request,
+                      wait_for)
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -267,6 +269,38 @@ def test_partial_head_flood_is_bounded_and_memory_comes_back(make_server, docroo
         assert wait_for(lambda: rss_kib(pid) - base < 16 * 1024, timeout=10), \
             f"RSS still {rss_kib(pid) - base} KiB above the start"
     assert fetch(srv, "/hello.txt").body == HELLO
+
+
+def test_a_head_flood_met_in_one_burst_still_closes_the_oldest(make_server, docroot):
+    """The same flood, all of it waiting when the worker runs (it is stopped meanwhile): one
+    loop turn meets every connection, more receives than the SQ holds. io_uring's receive
+    buffers went back to the kernel only at the end of a turn, so the receives a full SQ
+    submitted early found none (ENOBUFS, read a turn later) while those submitted last read
+    first: the newest heads were listed as the oldest and all 100 of them closed (make check
+    saw the flood test above fail so under load, 94-100 of 100)."""
+    srv = make_server(docroot, args=["-t", "1"])
+    pid = srv.proc.pid
+    assert fetch(srv, "/hello.txt").body == HELLO
+    socks = []
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert wait_for(lambda: all_stopped(pid), timeout=5)
+        for _ in range(FLOOD):  # the listen backlog (4096) holds them all
+            s = socket.create_connection(srv.addr, timeout=5)
+            s.sendall(PARTIAL)
+            socks.append(s)
+        os.kill(pid, signal.SIGCONT)
+        budget = (32 << 20) // (32 << 10)
+        assert wait_for(lambda: sum(is_closed(s) for s in socks) >= FLOOD - budget, timeout=30), \
+            f"{sum(is_closed(s) for s in socks)} closed\n{srv.stderr_text()[-2000:]}"
+        assert all(is_closed(s) for s in socks[:100]), "not the oldest were closed"
+        newest = sum(is_closed(s) for s in socks[-100:])
+        assert newest == 0, f"{newest} of the newest 100 heads were closed"
+        assert fetch(srv, "/hello.txt").body == HELLO
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        for s in socks:
+            s.close()
 
 
 # --- item 7: pipes held by clients that stopped reading ------------------------------------

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import free_port, wait_for
+from conftest import all_stopped, free_port, wait_for
 from test_accesslog import scrape
 
 pytestmark = pytest.mark.schemes("https")
@@ -231,18 +231,6 @@ def test_limit_conn_aggregates_an_ipv6_clients_slash_64(balanced):
              timeout=5)
 
 
-def _stopped(pid):
-    """Whether every thread of process pid is stopped (state T)."""
-    states = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                states.append(f.read().rsplit(")", 1)[1].split()[0])
-        except FileNotFoundError:
-            pass  # a thread that ended meanwhile
-    return bool(states) and all(s in ("T", "t") for s in states)
-
-
 def test_a_balancer_connection_reset_before_its_accept_is_dropped(balanced):
     """HAProxy gives up on a slow health check with a reset (SO_LINGER 0). A connection from
     the trusted source reset while it waited in the accept queue has no address left
@@ -254,7 +242,7 @@ def test_a_balancer_connection_reset_before_its_accept_is_dropped(balanced):
     try:
         # SIGSTOP takes a running thread at its next return to user space: until then a worker
         # may still accept (make check saw one of the three served so)
-        assert wait_for(lambda: _stopped(srv.proc.pid), timeout=5)
+        assert wait_for(lambda: all_stopped(srv.proc.pid), timeout=5)
         for i in range(3):
             s = socket.socket()
             s.connect(("127.0.0.1", srv.clear_port))
