@@ -251,8 +251,9 @@ static const unsigned char *seal_piece(const struct iovec *iov, int *i, size_t *
  * parameter, by EVP_EncryptInit_ex. */
 static bool seal_nonce(struct tls_conn *c, EVP_CIPHER_CTX *e, unsigned char *nonce)
 {
-    if (((const struct tls_crypto_info *)(const void *)c->ktls_keys)->cipher_type !=
-        TLS_CIPHER_CHACHA20_POLY1305) {
+    struct tls_crypto_info ci;
+    memcpy(&ci, c->ktls_keys, sizeof(ci)); /* ktls_keys is a byte array: no alignment */
+    if (ci.cipher_type != TLS_CIPHER_CHACHA20_POLY1305) {
         OSSL_PARAM p[2] = {OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED,
                                                              nonce, (size_t)-1),
                            OSSL_PARAM_END};
