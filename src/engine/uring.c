@@ -63,7 +63,7 @@
 #define BGID 0
 #define PIPE_IDLE 10              /* seconds a free pipe is kept before it is closed */
 #define SEND_IOV 16               /* memory segments one SENDMSG takes */
-#define SEND_NOW_MIN (32u << 10)  /* memory bytes sent by sendmsg at once (send_out) */
+#define SEND_NOW_MIN (16u << 10)  /* memory bytes sent by sendmsg at once (send_out) */
 #define SEND_NOW_TURN (16u << 20) /* ... and at most these a loop turn (4 MiB: 0.36 CPU-s/GB) */
 
 /* uconn.flags bits */
@@ -323,11 +323,14 @@ static size_t iov_bytes(const struct iovec *iov, int n)
  * busy rather than many in a burst. Batched, the kernel copied each chunk after the turn had
  * sealed the other connections' (16 x 64 KiB), from beyond L2, and the client, drained between
  * bursts, was woken from sleep 0.9 times per MiB instead of 0.2: HTTPS 1 MiB c16 cost 0.40-0.45
- * CPU-s per GB against epoll's 0.34; sent so, 0.35 (issue 41; bench/README.md). A syscall
- * per 32 KiB or more is under 2% of what its copy costs. At most SEND_NOW_TURN bytes a loop
- * turn go so: a client that reads as fast as we seal would otherwise keep one connection on
- * the ready list, and the ring, its timers and the other connections waiting, for as long as
- * its response lasts; past it, sends wait for the turn's submission again. */
+ * CPU-s per GB against epoll's 0.34; sent so, 0.35 (issue 41; bench/README.md). h2c's
+ * batches of 100 small responses are ~27 KB: at 32 KiB they still waited for the submission,
+ * and each request cost 4.4% more than at 16 KiB (h2load -c4 -m100, 1 KiB; HTTP/1.1's 16 KiB
+ * responses, sent so now too, cost 1.5% more, within the pairs' noise; 8 KiB ones would have
+ * cost 1.6%). At most SEND_NOW_TURN bytes a loop turn go so: a client that reads as fast as
+ * we seal would otherwise keep one connection on the ready list, and the ring, its timers and
+ * the other connections waiting, for as long as its response lasts; past it, sends wait for
+ * the turn's submission again. */
 static void send_out(struct runtime *w, struct uring *u, struct engine_conn *c)
 {
     struct plan *p = c->out;
