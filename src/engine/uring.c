@@ -4,7 +4,7 @@
  * provided buffer ring, each buffer handed back as soon as conn has looked at it; one
  * io_uring_enter per loop turn (drain every completion, prepare what they cause, submit and
  * wait together); SINGLE_ISSUER | DEFER_TASKRUN where the kernel has them. Memory segments leave
- * with SEND or SENDMSG (MSG_MORE while more follows); 32 KiB or more by sendmsg at once
+ * with SEND or SENDMSG (MSG_MORE while more follows); 16 KiB or more by sendmsg at once
  * (send_out says why).
  *
  * What the kernel offers is probed once per process (uring_probe, engine/uring_probe.c) into
