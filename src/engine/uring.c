@@ -324,8 +324,8 @@ static size_t iov_bytes(const struct iovec *iov, int n)
  * sealed the other connections' (16 x 64 KiB), from beyond L2, and the client, drained between
  * bursts, was woken from sleep 0.9 times per MiB instead of 0.2: HTTPS 1 MiB c16 cost 0.40-0.45
  * CPU-s per GB against epoll's 0.34; sent so, 0.35 (issue 41; bench/README.md). h2c's
- * batches of 100 small responses are ~27 KB: at 32 KiB they still waited for the submission,
- * and each request cost 4.4% more than at 16 KiB (h2load -c4 -m100, 1 KiB; HTTP/1.1's 16 KiB
+ * batches of 100 small responses are ~27 KB: at 32 KiB they still waited for the submission;
+ * at 16 KiB each request costs 4.4% less (h2load -c4 -m100, 1 KiB; HTTP/1.1's 16 KiB
  * responses, sent so now too, cost 1.5% more, within the pairs' noise; 8 KiB ones would have
  * cost 1.6%). At most SEND_NOW_TURN bytes a loop turn go so: a client that reads as fast as
  * we seal would otherwise keep one connection on the ready list, and the ring, its timers and
