@@ -532,15 +532,17 @@ static void tls_received(struct runtime *w, struct conn *c, const char *data, ss
         conn_input(w, c, NULL, n);
         return;
     }
-    if (tls_conn_feed(&x->t, data, (size_t)n) != 0) {
+    if (tls_conn_lend(&x->t, data, (size_t)n) != 0) {
         conn_close(w, c);
         return;
     }
-    if (x->parked)
-        return; /* its bytes wait with the ClientHello (receiving is off) */
-    if (!tls_conn_established(&x->t) && !handshake(w, c, x))
-        return;
-    read_plain(w, c, x);
+    /* A parked connection's bytes wait with its ClientHello (receiving is off). */
+    if (!x->parked && (tls_conn_established(&x->t) || handshake(w, c, x)))
+        read_plain(w, c, x);
+    /* The engine reuses data after this: what OpenSSL did not read yet is copied (the
+     * connection is released later, by conn_closed, even when it was closed above). */
+    if (tls_conn_settle(&x->t) != 0)
+        conn_close(w, c);
 }
 
 static void tls_send(struct runtime *w, struct conn *c, struct plan *p)

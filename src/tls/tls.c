@@ -28,12 +28,35 @@ void tls_conn_fini(struct tls_conn *c)
 
 int tls_conn_feed(struct tls_conn *c, const void *data, size_t len)
 {
-    return tls_queue_append(&c->in, data, len);
+    int rc = tls_conn_settle(c);
+    return rc ? rc : tls_queue_append(&c->in, data, len);
+}
+
+/* Into an empty queue the bytes are lent, not copied: a keep-alive request's record is read
+ * from the engine's buffer, where a copy cost a 4 KiB malloc, a memcpy and a free per request
+ * (tls_conn_trim frees the empty queue between requests). */
+int tls_conn_lend(struct tls_conn *c, const void *data, size_t len)
+{
+    if (c->lent_len || c->in.len)
+        return tls_conn_feed(c, data, len);
+    c->lent = data;
+    c->lent_len = len;
+    return 0;
+}
+
+int tls_conn_settle(struct tls_conn *c)
+{
+    if (c->lent_len == 0)
+        return 0;
+    int rc = tls_queue_append(&c->in, c->lent, c->lent_len);
+    c->lent = NULL;
+    c->lent_len = 0;
+    return rc;
 }
 
 size_t tls_conn_buffered(const struct tls_conn *c)
 {
-    return c->in.len;
+    return c->in.len + c->lent_len;
 }
 
 /* The first byte of a TLS connection is a handshake record's type (22). An upper-case letter is
@@ -42,9 +65,9 @@ static int sniff(struct tls_conn *c)
 {
     if (c->state != TLS_ST_NEW)
         return 0;
-    if (c->in.len == 0)
+    if (c->in.len == 0 && c->lent_len == 0)
         return TLS_AGAIN;
-    unsigned char first = (unsigned char)c->in.data[c->in.off];
+    unsigned char first = (unsigned char)(c->in.len ? c->in.data[c->in.off] : c->lent[0]);
     if (first == 22) {
         c->state = TLS_ST_HANDSHAKE;
         return 0;
@@ -105,6 +128,11 @@ ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t cap)
     }
     if (c->seal_stop || c->acme) /* RFC 8737 3: a validation carries no data */
         return -EPROTO;
+    /* Nothing fed and nothing held: SSL_read would only find that out, after taking a read
+     * buffer (16 KiB, SSL_MODE_RELEASE_BUFFERS) and giving it back; one malloc and free per
+     * keep-alive request, since the caller reads until TLS_AGAIN. */
+    if (c->in.len == 0 && c->lent_len == 0 && !SSL_has_pending(c->ssl))
+        return TLS_AGAIN;
     size_t n;
     tls_record_bind(c);
     int r = SSL_read_ex(c->ssl, buf, cap, &n);

@@ -41,6 +41,12 @@ void tls_conn_fini(struct tls_conn *c);
 /* Hands received ciphertext to c (copied): 0 or -ENOMEM. */
 int tls_conn_feed(struct tls_conn *c, const void *data, size_t len);
 
+/* The same, but the bytes may be read where they lie (lent): the caller's buffer must stay as
+ * it is until tls_conn_settle, which copies what is still unread (0 or -ENOMEM). Call it on
+ * every path before that buffer is reused. */
+int tls_conn_lend(struct tls_conn *c, const void *data, size_t len);
+int tls_conn_settle(struct tls_conn *c);
+
 /* Ciphertext fed and not yet decrypted (bound it: stop receiving while it is large). */
 size_t tls_conn_buffered(const struct tls_conn *c);
 

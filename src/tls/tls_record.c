@@ -73,18 +73,27 @@ void tls_queue_free(struct tls_queue *q)
     *q = (struct tls_queue){0};
 }
 
+/* Queued bytes first, then the lent ones (lent only while in is empty: tls_conn_feed). */
 static int bio_read(BIO *b, char *buf, size_t size, size_t *done)
 {
     struct tls_conn *c = BIO_get_data(b);
     BIO_clear_retry_flags(b);
-    if (c->in.len == 0) {
+    if (c->in.len == 0 && c->lent_len == 0) {
         BIO_set_retry_read(b);
         *done = 0;
         return 0;
     }
-    size_t n = size < c->in.len ? size : c->in.len;
-    memcpy(buf, c->in.data + c->in.off, n);
-    tls_queue_drop(&c->in, n);
+    size_t n;
+    if (c->in.len) {
+        n = size < c->in.len ? size : c->in.len;
+        memcpy(buf, c->in.data + c->in.off, n);
+        tls_queue_drop(&c->in, n);
+    } else {
+        n = size < c->lent_len ? size : c->lent_len;
+        memcpy(buf, c->lent, n);
+        c->lent += n;
+        c->lent_len -= n;
+    }
     *done = n;
     return 1;
 }
@@ -458,7 +467,7 @@ static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
     case BIO_CTRL_FLUSH:
         return 1;
     case BIO_CTRL_PENDING:
-        return (long)c->in.len;
+        return (long)(c->in.len + c->lent_len);
     case BIO_CTRL_WPENDING:
         return (long)c->out.len;
     case BIO_CTRL_SET_KTLS:

@@ -46,7 +46,11 @@ struct tls_queue {
 struct tls_conn {
     struct ssl_st *ssl; /* NULL when not in use */
     struct tls_ctx *ctx;
-    struct tls_queue in;  /* ciphertext fed, not yet taken by OpenSSL */
+    struct tls_queue in; /* ciphertext fed, not yet taken by OpenSSL */
+    /* Ciphertext fed while in was empty, read from the caller's buffer where it lies, before
+     * anything is copied (tls_conn_settle copies what is left): lent_len bytes at lent. */
+    const char *lent;
+    size_t lent_len;
     struct tls_queue out; /* ciphertext produced outside a seal (handshake, tickets, alerts) */
     char *sink;           /* during a seal: the caller's buffer records go to */
     size_t sink_len, sink_cap;

@@ -264,6 +264,76 @@ TEST(tls_handshake_tls13_alpn_http1_and_data)
     one_teardown(&o); /* the connection's reference to the context went with tls_conn_fini */
 }
 
+/* Lent ciphertext (tls_conn_lend, the transport's way) is read where it lies; what a read leaves
+ * of it is copied by tls_conn_settle before the caller's buffer is reused; and a record larger
+ * than the reader's buffer comes out whole although nothing more is fed (OpenSSL holds the rest
+ * of its plaintext, so a read must not stop at "nothing fed"). */
+TEST(tls_lent_bytes_partial_records_and_held_plaintext)
+{
+    struct one o;
+    one_setup(&o);
+    struct client cl;
+    client_init(&cl, 0, "a.test", "\x08http/1.1", 9);
+    struct tls_conn c;
+    CHECK_INT(tls_conn_init(&c, o.ctx), 0);
+    CHECK_INT(pump(&cl, &c), 1);
+
+    /* two records; the first and half the second are lent, then the buffer is overwritten */
+    static char big[10000];
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (char)('a' + i % 26);
+    size_t w;
+    CHECK(SSL_write_ex(cl.ssl, "first", 5, &w) == 1);
+    CHECK(SSL_write_ex(cl.ssl, big, sizeof(big), &w) == 1);
+    static char wire[16384];
+    int n = BIO_read(cl.wr, wire, sizeof(wire));
+    CHECK(n > 10000);
+    size_t half = 27 + 10000 / 2; /* "first"'s record is 5 + 5 + 1 + 16 = 27 bytes */
+    CHECK_INT(tls_conn_lend(&c, wire, half), 0);
+    char got[1000];
+    CHECK_INT(tls_conn_read(&c, got, sizeof(got)), 5); /* one record: the rest stays lent */
+    CHECK_MEM(got, 5, "first");
+    CHECK_INT(tls_conn_settle(&c), 0);
+    CHECK_INT(tls_conn_buffered(&c), half - 27);
+    char rest[16384];
+    memcpy(rest, wire + half, (size_t)n - half);
+    memset(wire, 0, sizeof(wire));
+    CHECK_INT(tls_conn_read(&c, got, sizeof(got)), TLS_AGAIN); /* OpenSSL holds the half */
+    CHECK_INT(tls_conn_lend(&c, rest, (size_t)n - half), 0);
+    /* the 10,000-byte record through a 1,000-byte buffer, all of it */
+    static char out[sizeof(big)];
+    size_t total = 0;
+    ssize_t r;
+    while ((r = tls_conn_read(&c, got, sizeof(got))) > 0) {
+        CHECK(total + (size_t)r <= sizeof(out));
+        memcpy(out + total, got, (size_t)r);
+        total += (size_t)r;
+    }
+    CHECK_INT(r, TLS_AGAIN);
+    CHECK_INT(total, sizeof(big));
+    CHECK(memcmp(out, big, sizeof(big)) == 0);
+    CHECK_INT(tls_conn_settle(&c), 0);
+    CHECK_INT(tls_conn_buffered(&c), 0);
+    memset(rest, 0, sizeof(rest));
+
+    /* a lent record read whole leaves nothing to copy: no buffer is taken */
+    tls_conn_trim(&c);
+    CHECK_INT(c.in.cap, 0);
+    CHECK(SSL_write_ex(cl.ssl, "third", 5, &w) == 1);
+    n = BIO_read(cl.wr, wire, sizeof(wire));
+    CHECK_INT(tls_conn_lend(&c, wire, (size_t)n), 0);
+    CHECK_INT(tls_conn_read(&c, got, sizeof(got)), 5);
+    CHECK_MEM(got, 5, "third");
+    CHECK_INT(tls_conn_read(&c, got, sizeof(got)), TLS_AGAIN);
+    CHECK_INT(tls_conn_settle(&c), 0);
+    CHECK_INT(c.in.cap, 0);
+    exchange(&cl, &c);
+
+    tls_conn_fini(&c);
+    client_fini(&cl);
+    one_teardown(&o);
+}
+
 TEST(tls_alpn_offers_h2_only_when_asked)
 {
     struct one o;
