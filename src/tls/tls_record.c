@@ -73,7 +73,7 @@ void tls_queue_free(struct tls_queue *q)
     *q = (struct tls_queue){0};
 }
 
-/* Queued bytes first, then the lent ones (lent only while in is empty: tls_conn_feed). */
+/* Queued bytes first, then the lent ones (lent only into an empty queue: tls_conn_lend). */
 static int bio_read(BIO *b, char *buf, size_t size, size_t *done)
 {
     struct tls_conn *c = BIO_get_data(b);
